@@ -1,0 +1,91 @@
+package lapse
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error codes. Every error that crosses a Lapse API carries one of these; the
+// HTTP layer maps each to a status in one table.
+const (
+	EINVALID     = "invalid"     // the caller sent something wrong; nothing was written
+	ENOTFOUND    = "not_found"   // the thing asked for does not exist
+	ECONFLICT    = "conflict"    // the request is well formed but clashes with current state
+	EUNAVAILABLE = "unavailable" // a dependency is down or overloaded; try again later
+	EINTERNAL    = "internal"    // a bug or an unexpected failure; logged at the edge
+)
+
+// Error is a Lapse error with a code, a human message, and optionally the
+// request field it is about. Messages are written for the API caller.
+type Error struct {
+	Code    string
+	Field   string
+	Message string
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("lapse: %s: %s", e.Field, e.Message)
+	}
+	return "lapse: " + e.Message
+}
+
+// Is reports a match with another *Error of the same code and message, so that
+// the sentinels below work with errors.Is even when wrapped.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	if !ok {
+		return false
+	}
+	return t.Code == e.Code && t.Message == e.Message && t.Field == e.Field
+}
+
+// Errorf returns an *Error with code and a formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// FieldError returns an EINVALID error about one request field.
+func FieldError(field, format string, args ...any) *Error {
+	return &Error{Code: EINVALID, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of the first *Error in err's chain, EINTERNAL for
+// any other non-nil error, and "" for nil.
+func ErrorCode(err error) string {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return EINTERNAL
+}
+
+// ErrorMessage returns the message of the first *Error in err's chain, or a
+// generic text for internal errors so that their details never leak to callers.
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		if e.Field != "" {
+			return e.Field + ": " + e.Message
+		}
+		return e.Message
+	}
+	return "internal error"
+}
+
+// Sentinels that callers branch on.
+var (
+	// ErrOrderNotFound: no order has that order_no (or id).
+	ErrOrderNotFound = &Error{Code: ENOTFOUND, Message: "order not found"}
+
+	// ErrStale: a guarded update found the order in another state or version
+	// than expected. For a timer this is not a failure: the order moved on.
+	ErrStale = &Error{Code: ECONFLICT, Message: "order changed concurrently"}
+
+	// ErrOrderExists: an order with that order_no exists with a different
+	// request body.
+	ErrOrderExists = &Error{Code: ECONFLICT, Message: "order_no already used with a different request"}
+)

@@ -1,0 +1,304 @@
+package lapse
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Flow is a declarative state machine that orders of one kind follow: states,
+// the events they accept, the transitions those events make, a deadline per
+// state that fires an event, and the outbox events each transition emits.
+//
+// A Flow is a plain value; call Validate before use. Every change of an
+// order's state is planned by its flow (Plan) and applied by a store as one
+// guarded transaction.
+type Flow struct {
+	Name        string
+	Initial     State
+	States      []StateSpec
+	Events      []EventSpec
+	Transitions []Transition
+}
+
+// StateSpec describes one state of a flow.
+type StateSpec struct {
+	Name State
+	// Terminal states end the order: nothing moves it out of them. Entering
+	// one records the closing time and the event as the close reason.
+	Terminal bool
+	// Deadline, when set, fires an event once the order has been in the state
+	// for After. Orders may override the initial state's deadline at creation.
+	Deadline *Deadline
+	// Doc says what the state means and who moves an order out of it.
+	Doc string
+}
+
+// Deadline is a state's timer: After the order entered the state, the
+// deadline engine fires Event.
+type Deadline struct {
+	After time.Duration
+	Event Event
+}
+
+// EventSpec describes one event of a flow.
+type EventSpec struct {
+	Name Event
+	// Internal events are fired by Lapse itself (the deadline engine, the
+	// payment path); the generic events API refuses them.
+	Internal bool
+	Doc      string
+}
+
+// Transition is one edge of a flow: an order in From that receives Event moves
+// to To, if Guard allows, and emits the outbox events named in Emits.
+type Transition struct {
+	From  State
+	Event Event
+	To    State
+	Guard Guard
+	Emits []string
+}
+
+// Guard decides whether a transition may happen to o at now. It returns nil to
+// allow it, or an error (usually ECONFLICT) that says why not.
+type Guard func(o *Order, now time.Time) error
+
+// BeforeDeadline is a Guard that allows a transition only while the order's
+// deadline has not passed. Checkout's PAY uses it: an order whose payment
+// window lapsed must not become PAID.
+func BeforeDeadline(o *Order, now time.Time) error {
+	if o.DeadlineAt != nil && !now.Before(*o.DeadlineAt) {
+		return Errorf(ECONFLICT, "order %s passed its deadline at %s", o.OrderNo, o.DeadlineAt.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// State returns the spec of state s, or nil.
+func (f *Flow) State(s State) *StateSpec {
+	for i := range f.States {
+		if f.States[i].Name == s {
+			return &f.States[i]
+		}
+	}
+	return nil
+}
+
+// Event returns the spec of event e, or nil.
+func (f *Flow) Event(e Event) *EventSpec {
+	for i := range f.Events {
+		if f.Events[i].Name == e {
+			return &f.Events[i]
+		}
+	}
+	return nil
+}
+
+// Transition returns the transition that event e makes from state s, or nil.
+func (f *Flow) Transition(s State, e Event) *Transition {
+	for i := range f.Transitions {
+		if f.Transitions[i].From == s && f.Transitions[i].Event == e {
+			return &f.Transitions[i]
+		}
+	}
+	return nil
+}
+
+// Accepts returns the events that state s accepts, in declaration order.
+func (f *Flow) Accepts(s State) []Event {
+	var out []Event
+	for _, t := range f.Transitions {
+		if t.From == s {
+			out = append(out, t.Event)
+		}
+	}
+	return out
+}
+
+// DeadlineStates returns the states that have a deadline.
+func (f *Flow) DeadlineStates() []State {
+	var out []State
+	for _, s := range f.States {
+		if s.Deadline != nil {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+var (
+	flowNamePattern  = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+	symbolPattern    = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,31}$`)
+	effectNamePatten = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$`)
+)
+
+// Validate checks that the flow is a well-formed state machine: names are
+// valid and unique, every transition joins declared states by a declared
+// event, no transition leaves a terminal state, every deadline fires an event
+// its state accepts, and every state is reachable from the initial one.
+// The error names the first problem found.
+func (f *Flow) Validate() error {
+	bad := func(format string, args ...any) error {
+		return Errorf(EINVALID, "flow %q: %s", f.Name, fmt.Sprintf(format, args...))
+	}
+	if !flowNamePattern.MatchString(f.Name) {
+		return bad("name must be lower case letters, digits, _ or -, starting with a letter, at most 32 long")
+	}
+	seen := map[string]bool{}
+	for _, s := range f.States {
+		if !symbolPattern.MatchString(string(s.Name)) {
+			return bad("state %q: names are upper case letters, digits and _, starting with a letter", s.Name)
+		}
+		if seen[string(s.Name)] {
+			return bad("state %s is declared twice", s.Name)
+		}
+		seen[string(s.Name)] = true
+	}
+	clear(seen)
+	for _, e := range f.Events {
+		if !symbolPattern.MatchString(string(e.Name)) {
+			return bad("event %q: names are upper case letters, digits and _, starting with a letter", e.Name)
+		}
+		if seen[string(e.Name)] {
+			return bad("event %s is declared twice", e.Name)
+		}
+		seen[string(e.Name)] = true
+	}
+	if f.State(f.Initial) == nil {
+		return bad("initial state %q is not declared", f.Initial)
+	}
+	for i, t := range f.Transitions {
+		where := fmt.Sprintf("transition %s --%s--> %s", t.From, t.Event, t.To)
+		switch from, to := f.State(t.From), f.State(t.To); {
+		case from == nil:
+			return bad("%s: unknown state %s", where, t.From)
+		case to == nil:
+			return bad("%s: unknown state %s", where, t.To)
+		case f.Event(t.Event) == nil:
+			return bad("%s: unknown event %s", where, t.Event)
+		case from.Terminal:
+			return bad("%s: leaves terminal state %s", where, t.From)
+		}
+		for j := range i {
+			if f.Transitions[j].From == t.From && f.Transitions[j].Event == t.Event {
+				return bad("%s: state %s already has a transition on %s", where, t.From, t.Event)
+			}
+		}
+		for _, eff := range t.Emits {
+			if !effectNamePatten.MatchString(eff) {
+				return bad("%s: emitted event %q must look like order.closed", where, eff)
+			}
+		}
+	}
+	for _, s := range f.States {
+		if s.Deadline == nil {
+			continue
+		}
+		switch {
+		case s.Terminal:
+			return bad("state %s is terminal and cannot have a deadline", s.Name)
+		case s.Deadline.After <= 0:
+			return bad("state %s: deadline must be a positive duration", s.Name)
+		case f.Transition(s.Name, s.Deadline.Event) == nil:
+			return bad("state %s: its deadline fires %s, which the state does not accept", s.Name, s.Deadline.Event)
+		}
+	}
+	reached := map[State]bool{f.Initial: true}
+	queue := []State{f.Initial}
+	for len(queue) > 0 {
+		s := queue[0]
+		queue = queue[1:]
+		for _, t := range f.Transitions {
+			if t.From == s && !reached[t.To] {
+				reached[t.To] = true
+				queue = append(queue, t.To)
+			}
+		}
+	}
+	for _, s := range f.States {
+		if !reached[s.Name] {
+			return bad("state %s is unreachable from %s", s.Name, f.Initial)
+		}
+	}
+	return nil
+}
+
+// Firing is a request to fire an event at an order.
+type Firing struct {
+	Event   Event
+	Now     time.Time
+	FiredBy FiredBy
+	Actor   string // who: "engine", "api", an operator name
+	Reason  string // why, in words, for the transition log
+	// Deadline marks a firing by the deadline engine: it is allowed only when
+	// the order's deadline has passed at Now, so a deadline that was moved
+	// after the order was claimed never fires early.
+	Deadline bool
+}
+
+// Plan decides what firing fr.Event at o does, without touching storage. It
+// returns the guarded transition for a store to apply, or an error: EINVALID
+// when the flow has no such event, ECONFLICT when the order's state does not
+// accept it or a guard refuses it.
+func (f *Flow) Plan(o *Order, fr Firing) (*OrderTransitionParams, error) {
+	if f.Event(fr.Event) == nil {
+		return nil, FieldError("event", "flow %s has no event %s", f.Name, fr.Event)
+	}
+	t := f.Transition(o.State, fr.Event)
+	if t == nil {
+		accepts := f.Accepts(o.State)
+		if len(accepts) == 0 {
+			return nil, Errorf(ECONFLICT, "order %s is %s, which accepts no events", o.OrderNo, o.State)
+		}
+		return nil, Errorf(ECONFLICT, "order %s is %s, which does not accept %s (it accepts %s)",
+			o.OrderNo, o.State, fr.Event, joinEvents(accepts))
+	}
+	if fr.Deadline {
+		if o.DeadlineAt == nil || o.DeadlineAt.After(fr.Now) {
+			return nil, ErrStale
+		}
+	}
+	if t.Guard != nil {
+		if err := t.Guard(o, fr.Now); err != nil {
+			return nil, err
+		}
+	}
+	p := &OrderTransitionParams{
+		OrderID:     o.ID,
+		FromState:   o.State,
+		FromVersion: o.Version,
+		ToState:     t.To,
+		Event:       fr.Event,
+		FiredBy:     fr.FiredBy,
+		Actor:       fr.Actor,
+		Reason:      fr.Reason,
+		At:          fr.Now,
+	}
+	to := f.State(t.To)
+	if to.Deadline != nil {
+		d := fr.Now.Add(to.Deadline.After)
+		p.DeadlineAt = &d
+	}
+	if to.Terminal {
+		p.ClosedAt = &fr.Now
+		p.CloseReason = string(fr.Event)
+	}
+	after := *o
+	after.State, after.DeadlineAt, after.Version = p.ToState, p.DeadlineAt, o.Version+1
+	after.UpdatedAt, after.ClosedAt, after.CloseReason, after.FiredBy = fr.Now, p.ClosedAt, p.CloseReason, fr.FiredBy
+	for _, typ := range t.Emits {
+		p.Outbox = append(p.Outbox, NewOutboxEvent(typ, &after, p))
+	}
+	return p, nil
+}
+
+func joinEvents(es []Event) string {
+	s := make([]string, len(es))
+	for i, e := range es {
+		s[i] = string(e)
+	}
+	slices.Sort(s)
+	return strings.Join(s, ", ")
+}

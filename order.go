@@ -1,0 +1,170 @@
+package lapse
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"regexp"
+	"time"
+)
+
+// State is a state of an order in its flow, such as UNPAID. States are typed
+// string constants declared next to the flow that owns them.
+type State string
+
+// Event is something that moves an order from one state to another, such as
+// PAY or TIMEOUT. Which events a state accepts is the flow's business.
+type Event string
+
+// FiredBy names the path that fired a transition. The deadline engine records
+// it on every firing so that operators can see whether the precise trigger or
+// the safety net did the work.
+type FiredBy string
+
+// Paths that fire transitions.
+const (
+	FiredByTimer FiredBy = "timer" // the deadline engine's precise path
+	FiredBySweep FiredBy = "sweep" // the deadline engine's safety-net sweep
+	FiredByAPI   FiredBy = "api"   // an HTTP API call
+	FiredByApp   FiredBy = "app"   // a Go caller of the engine
+)
+
+// Item is one line of an order: a stock-keeping unit and a quantity.
+type Item struct {
+	SKU string `json:"sku"`
+	Qty int64  `json:"qty"`
+}
+
+// Order is an order as stored. The database row is the single source of
+// truth; an Order value is a snapshot of it at Version.
+type Order struct {
+	ID          int64           `json:"-"`
+	OrderNo     string          `json:"order_no"`
+	Flow        string          `json:"flow"`
+	State       State           `json:"state"`
+	DeadlineAt  *time.Time      `json:"deadline_at"` // the current state's deadline; nil when it has none
+	Amount      int64           `json:"amount"`      // integer minor units of Currency
+	Currency    string          `json:"currency"`
+	UserID      string          `json:"user_id"`
+	Items       []Item          `json:"items"`
+	Coupon      string          `json:"coupon,omitempty"`
+	Metadata    json.RawMessage `json:"metadata"`
+	Version     int64           `json:"version"` // incremented by every change
+	CreatedAt   time.Time       `json:"created_at"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+	ClosedAt    *time.Time      `json:"closed_at"`    // set when the order entered a terminal state
+	CloseReason string          `json:"close_reason"` // the event that ended it, e.g. TIMEOUT or CANCEL
+	FiredBy     FiredBy         `json:"fired_by"`     // the path of the latest transition
+	RequestHash string          `json:"-"`            // fingerprint of the create request, for idempotency
+}
+
+// OrderCreate is a request to create an order.
+type OrderCreate struct {
+	OrderNo    string
+	Flow       string
+	UserID     string
+	Amount     int64
+	Currency   string
+	Items      []Item
+	Coupon     string
+	TTL        time.Duration // deadline of the initial state, from now; 0: the flow's default
+	DeadlineAt *time.Time    // absolute deadline of the initial state; excludes TTL
+	Metadata   json.RawMessage
+}
+
+// Limits on order fields.
+const (
+	MaxOrderNoLen  = 64
+	MaxUserIDLen   = 128
+	MaxItems       = 100
+	MaxMetadataLen = 16 << 10
+)
+
+var (
+	orderNoPattern  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
+	currencyPattern = regexp.MustCompile(`^[A-Z]{3}$`)
+)
+
+// Validate checks the request's own fields. It does not know the flows or the
+// time; the engine checks those.
+func (c *OrderCreate) Validate() error {
+	switch {
+	case c.OrderNo == "":
+		return FieldError("order_no", "is required")
+	case len(c.OrderNo) > MaxOrderNoLen:
+		return FieldError("order_no", "is longer than %d characters", MaxOrderNoLen)
+	case !orderNoPattern.MatchString(c.OrderNo):
+		return FieldError("order_no", "may hold only letters, digits and . _ : - and must start with a letter or digit")
+	case c.Flow == "":
+		return FieldError("flow", "is required")
+	case c.UserID == "":
+		return FieldError("user_id", "is required")
+	case len(c.UserID) > MaxUserIDLen:
+		return FieldError("user_id", "is longer than %d characters", MaxUserIDLen)
+	case c.Amount < 0:
+		return FieldError("amount", "must not be negative (integer minor units)")
+	case !currencyPattern.MatchString(c.Currency):
+		return FieldError("currency", "must be an ISO 4217 code of three capital letters, such as CNY")
+	case len(c.Items) > MaxItems:
+		return FieldError("items", "has more than %d lines", MaxItems)
+	case c.TTL < 0:
+		return FieldError("ttl", "must be positive")
+	case c.TTL > 0 && c.DeadlineAt != nil:
+		return FieldError("ttl", "and deadline_at exclude each other; send one")
+	case len(c.Coupon) > MaxOrderNoLen:
+		return FieldError("coupon", "is longer than %d characters", MaxOrderNoLen)
+	}
+	for i, it := range c.Items {
+		if it.SKU == "" {
+			return FieldError("items", "line %d: sku is required", i)
+		}
+		if it.Qty <= 0 {
+			return FieldError("items", "line %d: qty must be a positive integer", i)
+		}
+	}
+	if len(c.Metadata) > 0 {
+		if len(c.Metadata) > MaxMetadataLen {
+			return FieldError("metadata", "is larger than %d bytes", MaxMetadataLen)
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(c.Metadata, &obj); err != nil || obj == nil {
+			return FieldError("metadata", "must be a JSON object")
+		}
+	}
+	return nil
+}
+
+// Fingerprint returns a digest of everything in the request but its order_no.
+// Two creates with the same order_no and fingerprint are the same request.
+// A TTL is part of the request as a duration, so a retry of a TTL request
+// matches even though "now" has moved.
+func (c *OrderCreate) Fingerprint() string {
+	var meta any
+	if len(c.Metadata) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(c.Metadata))
+		dec.UseNumber()
+		_ = dec.Decode(&meta) // validated before; a failure leaves meta nil
+	}
+	items := c.Items
+	if len(items) == 0 {
+		items = nil // absent and empty are the same request
+	}
+	var deadline string
+	if c.DeadlineAt != nil {
+		deadline = Truncate(*c.DeadlineAt).Format(time.RFC3339Nano)
+	}
+	canon, _ := json.Marshal(struct {
+		Flow       string `json:"flow"`
+		UserID     string `json:"user_id"`
+		Amount     int64  `json:"amount"`
+		Currency   string `json:"currency"`
+		Items      []Item `json:"items"`
+		Coupon     string `json:"coupon"`
+		TTL        int64  `json:"ttl"`
+		DeadlineAt string `json:"deadline_at"`
+		Metadata   any    `json:"metadata"`
+	}{c.Flow, c.UserID, c.Amount, c.Currency, items, c.Coupon, int64(c.TTL), deadline, meta})
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,88 @@
+package lapse
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+)
+
+// OutboxEvent is an event row written in the same transaction as the change
+// that caused it (order.created, order.closed, order.paid, …). Its ID is the
+// idempotency key downstream consumers deduplicate on.
+type OutboxEvent struct {
+	Seq       int64           `json:"seq"` // store-assigned, increasing in commit order per store
+	ID        string          `json:"id"`  // UUIDv7
+	OrderID   int64           `json:"-"`
+	OrderNo   string          `json:"order_no"`
+	Type      string          `json:"type"`
+	Payload   json.RawMessage `json:"payload"`
+	CreatedAt time.Time       `json:"created_at"`
+}
+
+// Outbox event types emitted by the built-in flows and the engine.
+const (
+	EventOrderCreated         = "order.created"
+	EventOrderDeadlineChanged = "order.deadline_changed"
+)
+
+// eventPayload is the JSON body of every order event: what happened and the
+// order as it stands after it.
+type eventPayload struct {
+	ID         string      `json:"id"`
+	Type       string      `json:"type"`
+	OccurredAt time.Time   `json:"occurred_at"`
+	Order      *Order      `json:"order"`
+	Transition *payloadHop `json:"transition,omitempty"`
+}
+
+type payloadHop struct {
+	From    State   `json:"from"`
+	To      State   `json:"to"`
+	Event   Event   `json:"event"`
+	FiredBy FiredBy `json:"fired_by"`
+	Reason  string  `json:"reason,omitempty"`
+}
+
+// NewOutboxEvent builds an event of type typ about order o, which must be the
+// order as it will be after the change. tr, when not nil, is the transition
+// that emitted it.
+func NewOutboxEvent(typ string, o *Order, tr *OrderTransitionParams) OutboxEvent {
+	at := o.UpdatedAt
+	p := eventPayload{ID: NewEventID(at), Type: typ, OccurredAt: at, Order: o}
+	if tr != nil {
+		p.Transition = &payloadHop{From: tr.FromState, To: tr.ToState, Event: tr.Event, FiredBy: tr.FiredBy, Reason: tr.Reason}
+	}
+	body, err := json.Marshal(p)
+	if err != nil {
+		panic("lapse: order event does not marshal: " + err.Error()) // every field is marshalable
+	}
+	return OutboxEvent{ID: p.ID, OrderID: o.ID, OrderNo: o.OrderNo, Type: typ, Payload: body, CreatedAt: at}
+}
+
+// NewEventID returns a random UUID version 7 whose leading bits are the
+// milliseconds of t, so that ids sort roughly by time.
+func NewEventID(t time.Time) string {
+	var u [16]byte
+	if _, err := rand.Read(u[6:]); err != nil {
+		panic("lapse: no randomness: " + err.Error())
+	}
+	ms := uint64(t.UnixMilli())
+	var ts [8]byte
+	binary.BigEndian.PutUint64(ts[:], ms)
+	copy(u[:6], ts[2:])
+	u[6] = 0x70 | u[6]&0x0f
+	u[8] = 0x80 | u[8]&0x3f
+	var s [36]byte
+	hex.Encode(s[0:8], u[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], u[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], u[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], u[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:], u[10:])
+	return string(s[:])
+}

@@ -1,0 +1,545 @@
+package storetest
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/flows"
+)
+
+func testOrderCreate(t *testing.T, s lapse.Store) {
+	deadline := base.Add(15 * time.Minute)
+	p := newOrder("A-1", deadline, base)
+	o, created, err := s.OrderCreate(ctxT(t), p)
+	if err != nil || !created {
+		t.Fatalf("OrderCreate = created %v, %v", created, err)
+	}
+	if o.ID == 0 || o.Version != 1 {
+		t.Fatalf("created order has id %d version %d, want an id and version 1", o.ID, o.Version)
+	}
+	got := mustGet(t, s, "A-1")
+	want := *p.Order
+	want.ID = o.ID
+	if got.ID != want.ID || got.OrderNo != want.OrderNo || got.Flow != want.Flow || got.State != want.State ||
+		!timeEq(got.DeadlineAt, want.DeadlineAt) || got.Amount != want.Amount || got.Currency != want.Currency ||
+		got.UserID != want.UserID || !slices.Equal(got.Items, want.Items) || string(got.Metadata) != string(want.Metadata) ||
+		got.Version != 1 || !got.CreatedAt.Equal(base) || !got.UpdatedAt.Equal(base) || got.ClosedAt != nil ||
+		got.CloseReason != "" || got.RequestHash != want.RequestHash {
+		t.Fatalf("OrderGet round trip:\n got %+v\nwant %+v", got, want)
+	}
+	if got.CreatedAt.Location() != time.UTC || got.DeadlineAt.Location() != time.UTC {
+		t.Errorf("times come back in %v, want UTC", got.CreatedAt.Location())
+	}
+	trs, err := s.TransitionList(ctxT(t), o.ID)
+	if err != nil || len(trs) != 1 {
+		t.Fatalf("TransitionList = %d rows, %v; want the creation row", len(trs), err)
+	}
+	if tr := trs[0]; tr.FromState != "" || tr.ToState != flows.Unpaid || tr.Event != lapse.EventCreate ||
+		tr.Version != 1 || tr.Actor != "storetest" || tr.FiredBy != lapse.FiredByApp || !tr.CreatedAt.Equal(base) {
+		t.Errorf("creation row = %+v", tr)
+	}
+	evs, err := s.OutboxList(ctxT(t), o.ID)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("OutboxList = %d rows, %v; want order.created", len(evs), err)
+	}
+	if ev := evs[0]; ev.ID != p.Outbox[0].ID || ev.Type != lapse.EventOrderCreated || ev.OrderNo != "A-1" ||
+		string(ev.Payload) != string(p.Outbox[0].Payload) || ev.Seq == 0 || !ev.CreatedAt.Equal(base) {
+		t.Errorf("outbox row = %+v", ev)
+	}
+
+	// An order with no items, metadata or deadline round-trips as such.
+	p2 := newOrder("A-2", deadline, base)
+	p2.Order.Items, p2.Order.Metadata, p2.Order.DeadlineAt = nil, nil, nil
+	if _, _, err := s.OrderCreate(ctxT(t), p2); err != nil {
+		t.Fatal(err)
+	}
+	got2 := mustGet(t, s, "A-2")
+	if len(got2.Items) != 0 || len(got2.Metadata) != 0 || got2.DeadlineAt != nil {
+		t.Errorf("empty fields came back as items %v metadata %q deadline %v", got2.Items, got2.Metadata, got2.DeadlineAt)
+	}
+}
+
+func testOrderCreateDuplicate(t *testing.T, s lapse.Store) {
+	first := mustCreate(t, s, "D-1", base.Add(time.Minute), base)
+	p := newOrder("D-1", base.Add(time.Hour), base.Add(time.Second))
+	p.Order.Amount = 5
+	o, created, err := s.OrderCreate(ctxT(t), p)
+	if err != nil || created {
+		t.Fatalf("second OrderCreate = created %v, %v; want the existing order", created, err)
+	}
+	if o.ID != first.ID || o.Amount != first.Amount || !timeEq(o.DeadlineAt, first.DeadlineAt) {
+		t.Errorf("second OrderCreate returned %+v, want the first order %+v", o, first)
+	}
+	if tr, ev := counts(t, s, first); tr != 1 || ev != 1 {
+		t.Errorf("after a duplicate create: %d log rows, %d events; want 1 and 1", tr, ev)
+	}
+
+	// Concurrent creates of one order_no: exactly one creates.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	createdN := 0
+	ids := map[int64]bool{}
+	for range 8 {
+		wg.Go(func() {
+			o, created, err := s.OrderCreate(ctxT(t), newOrder("D-2", base.Add(time.Minute), base))
+			if err != nil {
+				t.Errorf("concurrent OrderCreate: %v", err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			ids[o.ID] = true
+			if created {
+				createdN++
+			}
+		})
+	}
+	wg.Wait()
+	if createdN != 1 || len(ids) != 1 {
+		t.Errorf("8 concurrent creates: %d created, %d distinct ids; want 1 and 1", createdN, len(ids))
+	}
+}
+
+func testOrderCreateAtomic(t *testing.T, s lapse.Store) {
+	a := newOrder("X-1", base.Add(time.Minute), base)
+	if _, _, err := s.OrderCreate(ctxT(t), a); err != nil {
+		t.Fatal(err)
+	}
+	b := newOrder("X-2", base.Add(time.Minute), base)
+	b.Outbox[0].ID = a.Outbox[0].ID // an outbox clash must undo the order insert
+	if _, _, err := s.OrderCreate(ctxT(t), b); err == nil {
+		t.Fatal("OrderCreate with a clashing outbox id succeeded")
+	}
+	if _, err := s.OrderGet(ctxT(t), "X-2"); !errors.Is(err, lapse.ErrOrderNotFound) {
+		t.Errorf("order of a failed create exists: %v", err)
+	}
+}
+
+func testOrderCreateMany(t *testing.T, s lapse.Store) {
+	var ps []*lapse.OrderCreateParams
+	for i := range 1000 {
+		ps = append(ps, newOrder(orderNo("B", i), base.Add(time.Duration(i)*time.Second), base))
+	}
+	if err := s.OrderCreateMany(ctxT(t), ps); err != nil {
+		t.Fatalf("OrderCreateMany: %v", err)
+	}
+	for _, i := range []int{0, 517, 999} {
+		o := mustGet(t, s, orderNo("B", i))
+		want := ps[i].Order
+		if o.Version != 1 || o.State != flows.Unpaid || !timeEq(o.DeadlineAt, want.DeadlineAt) || o.Amount != want.Amount ||
+			!slices.Equal(o.Items, want.Items) || string(o.Metadata) != string(want.Metadata) || o.RequestHash != want.RequestHash {
+			t.Errorf("bulk-created %s = %+v", o.OrderNo, o)
+		}
+		if tr, ev := counts(t, s, o); tr != 1 || ev != 1 {
+			t.Errorf("bulk-created %s has %d log rows and %d events; want 1 and 1", o.OrderNo, tr, ev)
+		}
+	}
+	// One existing order_no refuses the whole batch.
+	clash := []*lapse.OrderCreateParams{newOrder("B-new-1", base, base), newOrder(orderNo("B", 3), base, base)}
+	if err := s.OrderCreateMany(ctxT(t), clash); lapse.ErrorCode(err) != lapse.ECONFLICT {
+		t.Errorf("OrderCreateMany with an existing order_no = %v, want a conflict", err)
+	}
+	if _, err := s.OrderGet(ctxT(t), "B-new-1"); !errors.Is(err, lapse.ErrOrderNotFound) {
+		t.Errorf("a refused batch wrote B-new-1: %v", err)
+	}
+	if n, _ := s.OrderCountDue(ctxT(t), base.Add(time.Hour)); n != 1000 {
+		t.Errorf("OrderCountDue = %d, want 1000", n)
+	}
+}
+
+func testOrderGetNotFound(t *testing.T, s lapse.Store) {
+	if _, err := s.OrderGet(ctxT(t), "nope"); !errors.Is(err, lapse.ErrOrderNotFound) {
+		t.Errorf("OrderGet(nope) = %v, want ErrOrderNotFound", err)
+	}
+	if lapse.ErrorCode(lapse.ErrOrderNotFound) != lapse.ENOTFOUND {
+		t.Errorf("ErrOrderNotFound has code %q", lapse.ErrorCode(lapse.ErrOrderNotFound))
+	}
+}
+
+func testOrderList(t *testing.T, s lapse.Store) {
+	// 30 orders, one second apart, users u-0..u-9; every third one closed.
+	for i := range 30 {
+		at := base.Add(time.Duration(i) * time.Second)
+		o := mustCreate(t, s, orderNo("L", i), at.Add(time.Hour), at)
+		if i%3 == 0 {
+			if _, err := s.OrderTransition(ctxT(t), plan(t, o, flows.Cancel, at)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	all, err := s.OrderList(ctxT(t), &lapse.OrderListParams{Limit: 100})
+	if err != nil || len(all) != 30 {
+		t.Fatalf("OrderList all = %d, %v", len(all), err)
+	}
+	for i, o := range all {
+		if want := orderNo("L", 29-i); o.OrderNo != want {
+			t.Fatalf("OrderList[%d] = %s, want %s (newest first)", i, o.OrderNo, want)
+		}
+	}
+
+	// Paging with a cursor visits every order once, in order.
+	var paged []string
+	var cur *lapse.OrderCursor
+	for {
+		page, err := s.OrderList(ctxT(t), &lapse.OrderListParams{Limit: 7, Before: cur})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range page {
+			paged = append(paged, o.OrderNo)
+		}
+		if len(page) < 7 {
+			break
+		}
+		last := page[len(page)-1]
+		cur = &lapse.OrderCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	if len(paged) != 30 || paged[0] != orderNo("L", 29) || paged[29] != orderNo("L", 0) {
+		t.Errorf("paging visited %d orders: %v", len(paged), paged)
+	}
+
+	closed, _ := s.OrderList(ctxT(t), &lapse.OrderListParams{State: flows.Closed, Limit: 100})
+	if len(closed) != 10 {
+		t.Errorf("state=CLOSED: %d orders, want 10", len(closed))
+	}
+	user, _ := s.OrderList(ctxT(t), &lapse.OrderListParams{UserID: "u-3", Limit: 100})
+	if len(user) != 3 { // L-00003, L-00013, L-00023
+		t.Errorf("user_id=u-3: %d orders, want 3", len(user))
+	}
+	from, to := base.Add(10*time.Second), base.Add(20*time.Second)
+	window, _ := s.OrderList(ctxT(t), &lapse.OrderListParams{CreatedFrom: &from, CreatedTo: &to, Limit: 100})
+	if len(window) != 10 || window[0].OrderNo != orderNo("L", 19) || window[9].OrderNo != orderNo("L", 10) {
+		t.Errorf("created in [10s, 20s): %d orders", len(window))
+	}
+	both, _ := s.OrderList(ctxT(t), &lapse.OrderListParams{State: flows.Unpaid, UserID: "u-3", CreatedFrom: &from, Limit: 100})
+	if len(both) != 2 || both[0].OrderNo != orderNo("L", 23) || both[1].OrderNo != orderNo("L", 13) {
+		t.Errorf("combined filter: %d orders, want L-00023 and L-00013", len(both))
+	}
+	none, _ := s.OrderList(ctxT(t), &lapse.OrderListParams{Flow: "groupbuy", Limit: 100})
+	if len(none) != 0 {
+		t.Errorf("flow=groupbuy: %d orders, want 0", len(none))
+	}
+}
+
+func testOrderTransition(t *testing.T, s lapse.Store) {
+	o := mustCreate(t, s, "T-1", base.Add(time.Minute), base)
+	now := base.Add(2 * time.Minute)
+	p, err := flows.Checkout().Plan(o, lapse.Firing{Event: flows.Timeout, Now: now, FiredBy: lapse.FiredBySweep, Actor: "engine", Reason: "deadline passed", Deadline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.OrderTransition(ctxT(t), p)
+	if err != nil {
+		t.Fatalf("OrderTransition: %v", err)
+	}
+	if got.State != flows.Closed || got.Version != 2 || got.DeadlineAt != nil || !timeEq(got.ClosedAt, &now) ||
+		got.CloseReason != "TIMEOUT" || got.FiredBy != lapse.FiredBySweep || !got.UpdatedAt.Equal(now) ||
+		!got.CreatedAt.Equal(base) || got.Amount != o.Amount {
+		t.Errorf("after TIMEOUT: %+v", got)
+	}
+	if again := mustGet(t, s, "T-1"); again.Version != 2 || again.State != flows.Closed {
+		t.Errorf("OrderGet after transition: %+v", again)
+	}
+	trs, _ := s.TransitionList(ctxT(t), o.ID)
+	if len(trs) != 2 {
+		t.Fatalf("%d log rows, want 2", len(trs))
+	}
+	if tr := trs[1]; tr.FromState != flows.Unpaid || tr.ToState != flows.Closed || tr.Event != flows.Timeout ||
+		tr.Version != 2 || tr.FiredBy != lapse.FiredBySweep || tr.Actor != "engine" || tr.Reason != "deadline passed" ||
+		!tr.CreatedAt.Equal(now) || tr.ID <= trs[0].ID {
+		t.Errorf("transition row = %+v", tr)
+	}
+	evs, _ := s.OutboxList(ctxT(t), o.ID)
+	if len(evs) != 2 || evs[1].Type != flows.EventOrderClosed || evs[1].ID != p.Outbox[0].ID || evs[1].Seq <= evs[0].Seq {
+		t.Errorf("outbox = %+v", evs)
+	}
+
+	// A transition into a state with a deadline stores it.
+	o2 := mustCreate(t, s, "T-2", base.Add(time.Minute), base)
+	p2 := plan(t, o2, flows.Pay, base.Add(time.Second))
+	d := base.Add(time.Hour)
+	p2.DeadlineAt = &d
+	got2, err := s.OrderTransition(ctxT(t), p2)
+	if err != nil || got2.State != flows.Paid || !timeEq(got2.DeadlineAt, &d) || got2.ClosedAt != nil {
+		t.Errorf("PAY with a deadline: %+v, %v", got2, err)
+	}
+}
+
+func testOrderTransitionStale(t *testing.T, s lapse.Store) {
+	o := mustCreate(t, s, "S-1", base.Add(time.Minute), base)
+	pay := plan(t, o, flows.Pay, base.Add(time.Second))
+	cancel := plan(t, o, flows.Cancel, base.Add(time.Second))
+	if _, err := s.OrderTransition(ctxT(t), pay); err != nil {
+		t.Fatal(err)
+	}
+	// Planned against version 1 / UNPAID: the order moved on.
+	if _, err := s.OrderTransition(ctxT(t), cancel); !errors.Is(err, lapse.ErrStale) {
+		t.Errorf("stale CANCEL = %v, want ErrStale", err)
+	}
+	// Same state, older version.
+	o2 := mustCreate(t, s, "S-2", base.Add(time.Minute), base)
+	if _, err := s.OrderDeadlineSet(ctxT(t), &lapse.OrderDeadlineSetParams{OrderID: o2.ID, FromState: flows.Unpaid, FromVersion: 1, DeadlineAt: base.Add(time.Hour), At: base}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.OrderTransition(ctxT(t), plan(t, o2, flows.Cancel, base)); !errors.Is(err, lapse.ErrStale) {
+		t.Errorf("CANCEL at an old version = %v, want ErrStale", err)
+	}
+	if got := mustGet(t, s, "S-1"); got.State != flows.Paid || got.Version != 2 {
+		t.Errorf("order after stale CANCEL: %s v%d", got.State, got.Version)
+	}
+	if tr, ev := counts(t, s, o); tr != 2 || ev != 2 {
+		t.Errorf("stale transition wrote rows: %d log rows, %d events; want 2 and 2", tr, ev)
+	}
+	// Unknown order id.
+	ghost := *pay
+	ghost.OrderID = 1 << 40
+	if _, err := s.OrderTransition(ctxT(t), &ghost); !errors.Is(err, lapse.ErrStale) {
+		t.Errorf("transition of a missing order = %v, want ErrStale", err)
+	}
+}
+
+func testOrderTransitionAtomic(t *testing.T, s lapse.Store) {
+	o1 := mustCreate(t, s, "AT-1", base.Add(time.Minute), base)
+	o2 := mustCreate(t, s, "AT-2", base.Add(time.Minute), base)
+	p1 := plan(t, o1, flows.Cancel, base)
+	if _, err := s.OrderTransition(ctxT(t), p1); err != nil {
+		t.Fatal(err)
+	}
+	p2 := plan(t, o2, flows.Cancel, base)
+	p2.Outbox[0].ID = p1.Outbox[0].ID // the outbox insert fails: S6, all or nothing
+	if _, err := s.OrderTransition(ctxT(t), p2); err == nil {
+		t.Fatal("transition with a clashing outbox id succeeded")
+	}
+	if got := mustGet(t, s, "AT-2"); got.State != flows.Unpaid || got.Version != 1 {
+		t.Errorf("order moved although its outbox row failed: %s v%d", got.State, got.Version)
+	}
+	if tr, ev := counts(t, s, o2); tr != 1 || ev != 1 {
+		t.Errorf("failed transition left %d log rows, %d events; want 1 and 1", tr, ev)
+	}
+}
+
+func testOrderTransitionMany(t *testing.T, s lapse.Store) {
+	var ps []*lapse.OrderTransitionParams
+	var want []int64
+	for i := range 20 {
+		o := mustCreate(t, s, orderNo("M", i), base.Add(time.Minute), base)
+		p := plan(t, o, flows.Timeout, base.Add(time.Minute))
+		if i%4 == 0 { // planned against a version the order no longer has
+			if _, err := s.OrderTransition(ctxT(t), plan(t, o, flows.Pay, base)); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			want = append(want, o.ID)
+		}
+		ps = append(ps, p)
+	}
+	got, err := s.OrderTransitionMany(ctxT(t), ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("OrderTransitionMany applied %v, want %v", got, want)
+	}
+	for i := range 20 {
+		o := mustGet(t, s, orderNo("M", i))
+		tr, ev := counts(t, s, o)
+		wantState := flows.Closed
+		if i%4 == 0 {
+			wantState = flows.Paid
+		}
+		if o.State != wantState || tr != 2 || ev != 2 {
+			t.Errorf("%s: %s with %d log rows, %d events; want %s, 2, 2", o.OrderNo, o.State, tr, ev, wantState)
+		}
+	}
+	if ids, err := s.OrderTransitionMany(ctxT(t), nil); err != nil || len(ids) != 0 {
+		t.Errorf("OrderTransitionMany(nil) = %v, %v", ids, err)
+	}
+}
+
+func testOrderDeadlineSet(t *testing.T, s lapse.Store) {
+	o := mustCreate(t, s, "DL-1", base.Add(time.Minute), base)
+	later := base.Add(time.Hour)
+	ev := lapse.NewOutboxEvent(lapse.EventOrderDeadlineChanged, o, nil)
+	got, err := s.OrderDeadlineSet(ctxT(t), &lapse.OrderDeadlineSetParams{OrderID: o.ID, FromState: flows.Unpaid, FromVersion: 1, DeadlineAt: later, At: base.Add(time.Second), Outbox: []lapse.OutboxEvent{ev}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !timeEq(got.DeadlineAt, &later) || got.Version != 2 || got.State != flows.Unpaid || !got.UpdatedAt.Equal(base.Add(time.Second)) {
+		t.Errorf("after OrderDeadlineSet: %+v", got)
+	}
+	if tr, evs := counts(t, s, o); tr != 1 || evs != 2 {
+		t.Errorf("deadline change wrote %d log rows and %d events; want 1 (no state change) and 2", tr, evs)
+	}
+	if _, err := s.OrderDeadlineSet(ctxT(t), &lapse.OrderDeadlineSetParams{OrderID: o.ID, FromState: flows.Unpaid, FromVersion: 1, DeadlineAt: base, At: base}); !errors.Is(err, lapse.ErrStale) {
+		t.Errorf("OrderDeadlineSet at an old version = %v, want ErrStale", err)
+	}
+}
+
+func testOrderClaimDue(t *testing.T, s lapse.Store) {
+	// Deadlines at base+i minutes for i in 0..9, created out of order.
+	for _, i := range []int{5, 2, 8, 0, 9, 1, 7, 3, 6, 4} {
+		mustCreate(t, s, orderNo("C", i), base.Add(time.Duration(i)*time.Minute), base)
+	}
+	closed := mustGet(t, s, orderNo("C", 0))
+	if _, err := s.OrderTransition(ctxT(t), plan(t, closed, flows.Cancel, base)); err != nil {
+		t.Fatal(err)
+	}
+	due, err := s.OrderClaimDue(ctxT(t), &lapse.OrderClaimDueParams{DueBy: base.Add(5 * time.Minute), Flows: []string{"checkout"}, Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range due {
+		got = append(got, o.OrderNo)
+	}
+	// C-0 is closed (no deadline any more); earliest first; limit 3.
+	if want := []string{orderNo("C", 1), orderNo("C", 2), orderNo("C", 3)}; !slices.Equal(got, want) {
+		t.Errorf("OrderClaimDue = %v, want %v", got, want)
+	}
+	if due[0].Version != 1 || due[0].State != flows.Unpaid || due[0].Amount != 1999 || len(due[0].Items) != 1 {
+		t.Errorf("claimed order is not whole: %+v", due[0])
+	}
+	all, _ := s.OrderClaimDue(ctxT(t), &lapse.OrderClaimDueParams{DueBy: base.Add(5 * time.Minute), Flows: []string{"checkout"}, Limit: 100})
+	if len(all) != 5 { // C-1..C-5: a deadline equal to DueBy is due
+		t.Errorf("OrderClaimDue up to +5m = %d orders, want 5", len(all))
+	}
+	other, _ := s.OrderClaimDue(ctxT(t), &lapse.OrderClaimDueParams{DueBy: base.Add(time.Hour), Flows: []string{"groupbuy"}, Limit: 100})
+	if len(other) != 0 {
+		t.Errorf("OrderClaimDue for another flow = %d orders", len(other))
+	}
+}
+
+// testOrderClaimDueConcurrent runs several claimers the way the deadline
+// engine does: claim in a transaction, plan, apply. Every order must move
+// exactly once.
+func testOrderClaimDueConcurrent(t *testing.T, s lapse.Store) {
+	const n = 300
+	for i := range n {
+		mustCreate(t, s, orderNo("CC", i), base.Add(time.Duration(i)*time.Millisecond), base)
+	}
+	now := base.Add(time.Hour)
+	var mu sync.Mutex
+	moved := map[int64]int{}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				var applied []int64
+				err := s.Tx(ctxT(t), func(tx lapse.Store) error {
+					due, err := tx.OrderClaimDue(ctxT(t), &lapse.OrderClaimDueParams{DueBy: now, Flows: []string{"checkout"}, Limit: 25})
+					if err != nil {
+						return err
+					}
+					var ps []*lapse.OrderTransitionParams
+					for _, o := range due {
+						p, err := flows.Checkout().Plan(o, lapse.Firing{Event: flows.Timeout, Now: now, FiredBy: lapse.FiredByTimer, Deadline: true})
+						if err != nil {
+							return err
+						}
+						ps = append(ps, p)
+					}
+					applied, err = tx.OrderTransitionMany(ctxT(t), ps)
+					return err
+				})
+				if err != nil {
+					t.Errorf("claim: %v", err)
+					return
+				}
+				if len(applied) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, id := range applied {
+					moved[id]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(moved) != n {
+		t.Errorf("%d orders moved, want %d", len(moved), n)
+	}
+	for id, c := range moved {
+		if c != 1 {
+			t.Errorf("order %d moved %d times", id, c)
+		}
+	}
+	if left, _ := s.OrderCountDue(ctxT(t), now); left != 0 {
+		t.Errorf("%d orders still due", left)
+	}
+}
+
+func testOrderNextDeadline(t *testing.T, s lapse.Store) {
+	if _, ok, err := s.OrderNextDeadline(ctxT(t), []string{"checkout"}); ok || err != nil {
+		t.Errorf("OrderNextDeadline on an empty store = %v, %v", ok, err)
+	}
+	o := mustCreate(t, s, "N-1", base.Add(3*time.Minute), base)
+	mustCreate(t, s, "N-2", base.Add(7*time.Minute), base)
+	next, ok, err := s.OrderNextDeadline(ctxT(t), []string{"checkout"})
+	if err != nil || !ok || !next.Equal(base.Add(3*time.Minute)) {
+		t.Errorf("OrderNextDeadline = %v, %v, %v; want +3m", next, ok, err)
+	}
+	if _, ok, _ := s.OrderNextDeadline(ctxT(t), []string{"groupbuy"}); ok {
+		t.Error("OrderNextDeadline of another flow found one")
+	}
+	if _, err := s.OrderTransition(ctxT(t), plan(t, o, flows.Cancel, base)); err != nil {
+		t.Fatal(err)
+	}
+	next, _, _ = s.OrderNextDeadline(ctxT(t), []string{"checkout"})
+	if !next.Equal(base.Add(7 * time.Minute)) {
+		t.Errorf("OrderNextDeadline after closing N-1 = %v, want +7m", next)
+	}
+	for _, c := range []struct {
+		at   time.Duration
+		want int64
+	}{{0, 0}, {7 * time.Minute, 1}, {time.Hour, 1}} {
+		if n, err := s.OrderCountDue(ctxT(t), base.Add(c.at)); err != nil || n != c.want {
+			t.Errorf("OrderCountDue(+%v) = %d, %v; want %d", c.at, n, err, c.want)
+		}
+	}
+}
+
+func testTxRollback(t *testing.T, s lapse.Store) {
+	boom := errors.New("boom")
+	err := s.Tx(ctxT(t), func(tx lapse.Store) error {
+		if _, _, err := tx.OrderCreate(ctxT(t), newOrder("R-1", base.Add(time.Minute), base)); err != nil {
+			return err
+		}
+		// Reads inside the transaction see its writes.
+		if _, err := tx.OrderGet(ctxT(t), "R-1"); err != nil {
+			return err
+		}
+		// A nested Tx joins the outer one.
+		if err := tx.Tx(ctxT(t), func(tx lapse.Store) error {
+			_, _, err := tx.OrderCreate(ctxT(t), newOrder("R-2", base.Add(time.Minute), base))
+			return err
+		}); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("Tx returned %v, want fn's error", err)
+	}
+	for _, no := range []string{"R-1", "R-2"} {
+		if _, err := s.OrderGet(ctxT(t), no); !errors.Is(err, lapse.ErrOrderNotFound) {
+			t.Errorf("%s exists after rollback: %v", no, err)
+		}
+	}
+	if err := s.Tx(ctxT(t), func(tx lapse.Store) error {
+		_, _, err := tx.OrderCreate(ctxT(t), newOrder("R-3", base.Add(time.Minute), base))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, s, "R-3")
+	if err := s.Ping(ctxT(t)); err != nil {
+		t.Errorf("Ping: %v", err)
+	}
+}
