@@ -203,6 +203,9 @@ func (f *Flow) Validate() error {
 			return bad("state %s: deadline must be a positive duration", s.Name)
 		case f.Transition(s.Name, s.Deadline.Event) == nil:
 			return bad("state %s: its deadline fires %s, which the state does not accept", s.Name, s.Deadline.Event)
+		case f.Transition(s.Name, s.Deadline.Event).Guard != nil:
+			// A guard could refuse a due order forever and stall the claimer.
+			return bad("state %s: the transition its deadline fires (%s) cannot have a guard", s.Name, s.Deadline.Event)
 		}
 	}
 	reached := map[State]bool{f.Initial: true}

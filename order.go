@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"time"
+	"unicode/utf8"
 )
 
 // State is a state of an order in its flow, such as UNPAID. States are typed
@@ -48,7 +49,7 @@ type Order struct {
 	Currency    string          `json:"currency"`
 	UserID      string          `json:"user_id"`
 	Items       []Item          `json:"items"`
-	Coupon      string          `json:"coupon,omitempty"`
+	Coupon      string          `json:"coupon"`
 	Metadata    json.RawMessage `json:"metadata"`
 	Version     int64           `json:"version"` // incremented by every change
 	CreatedAt   time.Time       `json:"created_at"`
@@ -78,11 +79,15 @@ const (
 	MaxOrderNoLen  = 64
 	MaxUserIDLen   = 128
 	MaxItems       = 100
+	MaxSKULen      = 64
 	MaxMetadataLen = 16 << 10
 )
 
 var (
-	orderNoPattern  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
+	orderNoPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
+	// textPattern admits printable text: no control characters, which
+	// PostgreSQL (NUL) and log readers (newlines) would choke on.
+	textPattern     = regexp.MustCompile(`^[^\x00-\x1f\x7f]*$`)
 	currencyPattern = regexp.MustCompile(`^[A-Z]{3}$`)
 )
 
@@ -102,6 +107,8 @@ func (c *OrderCreate) Validate() error {
 		return FieldError("user_id", "is required")
 	case len(c.UserID) > MaxUserIDLen:
 		return FieldError("user_id", "is longer than %d characters", MaxUserIDLen)
+	case !utf8.ValidString(c.UserID) || !textPattern.MatchString(c.UserID):
+		return FieldError("user_id", "must be UTF-8 text without control characters")
 	case c.Amount < 0:
 		return FieldError("amount", "must not be negative (integer minor units)")
 	case !currencyPattern.MatchString(c.Currency):
@@ -114,10 +121,15 @@ func (c *OrderCreate) Validate() error {
 		return FieldError("ttl", "and deadline_at exclude each other; send one")
 	case len(c.Coupon) > MaxOrderNoLen:
 		return FieldError("coupon", "is longer than %d characters", MaxOrderNoLen)
+	case !utf8.ValidString(c.Coupon) || !textPattern.MatchString(c.Coupon):
+		return FieldError("coupon", "must be UTF-8 text without control characters")
 	}
 	for i, it := range c.Items {
 		if it.SKU == "" {
 			return FieldError("items", "line %d: sku is required", i)
+		}
+		if len(it.SKU) > MaxSKULen || !utf8.ValidString(it.SKU) || !textPattern.MatchString(it.SKU) {
+			return FieldError("items", "line %d: sku must be UTF-8 text of at most %d bytes without control characters", i, MaxSKULen)
 		}
 		if it.Qty <= 0 {
 			return FieldError("items", "line %d: qty must be a positive integer", i)
@@ -128,6 +140,9 @@ func (c *OrderCreate) Validate() error {
 			return FieldError("metadata", "is larger than %d bytes", MaxMetadataLen)
 		}
 		var obj map[string]json.RawMessage
+		if !utf8.Valid(c.Metadata) {
+			return FieldError("metadata", "must be UTF-8")
+		}
 		if err := json.Unmarshal(c.Metadata, &obj); err != nil || obj == nil {
 			return FieldError("metadata", "must be a JSON object")
 		}

@@ -30,11 +30,21 @@ const (
 // eventPayload is the JSON body of every order event: what happened and the
 // order as it stands after it.
 type eventPayload struct {
-	ID         string      `json:"id"`
-	Type       string      `json:"type"`
-	OccurredAt time.Time   `json:"occurred_at"`
-	Order      *Order      `json:"order"`
-	Transition *payloadHop `json:"transition,omitempty"`
+	ID         string        `json:"id"`
+	Type       string        `json:"type"`
+	OccurredAt time.Time     `json:"occurred_at"`
+	Order      *Order        `json:"order"`
+	Transition *payloadHop   `json:"transition,omitempty"`
+	Deadline   *DeadlineMove `json:"deadline,omitempty"`
+}
+
+// DeadlineMove describes a changed deadline in an order.deadline_changed event.
+type DeadlineMove struct {
+	Previous *time.Time `json:"previous"`
+	Next     *time.Time `json:"next"`
+	FiredBy  FiredBy    `json:"fired_by"`
+	Actor    string     `json:"actor"`
+	Reason   string     `json:"reason,omitempty"`
 }
 
 type payloadHop struct {
@@ -49,11 +59,22 @@ type payloadHop struct {
 // order as it will be after the change. tr, when not nil, is the transition
 // that emitted it.
 func NewOutboxEvent(typ string, o *Order, tr *OrderTransitionParams) OutboxEvent {
-	at := o.UpdatedAt
-	p := eventPayload{ID: NewEventID(at), Type: typ, OccurredAt: at, Order: o}
+	p := eventPayload{Type: typ, Order: o}
 	if tr != nil {
 		p.Transition = &payloadHop{From: tr.FromState, To: tr.ToState, Event: tr.Event, FiredBy: tr.FiredBy, Reason: tr.Reason}
 	}
+	return newOutboxEvent(p)
+}
+
+// NewDeadlineChangedEvent builds the order.deadline_changed event of order o,
+// which must be the order as it will be after the change.
+func NewDeadlineChangedEvent(o *Order, m DeadlineMove) OutboxEvent {
+	return newOutboxEvent(eventPayload{Type: EventOrderDeadlineChanged, Order: o, Deadline: &m})
+}
+
+func newOutboxEvent(p eventPayload) OutboxEvent {
+	o, typ, at := p.Order, p.Type, p.Order.UpdatedAt
+	p.ID, p.OccurredAt = NewEventID(at), at
 	body, err := json.Marshal(p)
 	if err != nil {
 		panic("lapse: order event does not marshal: " + err.Error()) // every field is marshalable
