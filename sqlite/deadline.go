@@ -1,0 +1,124 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+// The deadline queries name deadline_at IS NOT NULL, the condition of the
+// partial index orders_due_idx, so that the planner may use it; ordering by
+// deadline_at alone lets it read the index in order and stop at the limit.
+
+// claimDueQuery selects the due orders of nflows flows. Its arguments are the
+// due time, the flows and the limit.
+func claimDueQuery(nflows int) string {
+	return `SELECT ` + orderCols + ` FROM orders
+		WHERE deadline_at IS NOT NULL AND deadline_at <= ? AND flow IN (` + marks(nflows) + `)
+		ORDER BY deadline_at LIMIT ?`
+}
+
+// nextDeadlineQuery selects the earliest deadline of nflows flows.
+func nextDeadlineQuery(nflows int) string {
+	return `SELECT deadline_at FROM orders
+		WHERE deadline_at IS NOT NULL AND flow IN (` + marks(nflows) + `)
+		ORDER BY deadline_at LIMIT 1`
+}
+
+// marks is n comma-separated placeholders.
+func marks(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// OrderDeadlineSet moves the deadline of the order p.OrderID, if it is still
+// in p.FromState at p.FromVersion, to p.DeadlineAt at the next version, and
+// writes p.Outbox, in one transaction. It writes no log row: the state does
+// not change. It returns the order as stored after the change, or
+// lapse.ErrStale and writes nothing.
+func (s *Store) OrderDeadlineSet(ctx context.Context, p *lapse.OrderDeadlineSetParams) (*lapse.Order, error) {
+	var o *lapse.Order
+	err := s.write(ctx, func(w *writeTx) error {
+		var err error
+		o, err = scanOrder(w.tx.QueryRowContext(ctx, `UPDATE orders
+			SET deadline_at = ?, updated_at = ?, version = version + 1
+			WHERE id = ? AND state = ? AND version = ?
+			RETURNING `+orderCols,
+			micros(p.DeadlineAt), micros(p.At), p.OrderID, string(p.FromState), p.FromVersion))
+		if errors.Is(err, sql.ErrNoRows) {
+			return lapse.ErrStale
+		}
+		if err != nil {
+			return err
+		}
+		return w.outbox(ctx, p.OrderID, p.Outbox)
+	})
+	if errors.Is(err, lapse.ErrStale) {
+		return nil, lapse.ErrStale
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: order %d deadline set: %w", p.OrderID, err)
+	}
+	return o, nil
+}
+
+// OrderClaimDue returns up to p.Limit orders of p.Flows whose deadline is at
+// or before p.DueBy, earliest first; none when p.Limit or p.Flows is empty.
+//
+// SQLite has no row locks. Inside Tx the claim runs in a transaction that
+// holds the database's only write lock, which is stronger: no other claimer
+// reads or moves these orders until the transaction ends. Outside Tx it is a
+// plain read.
+func (s *Store) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams) ([]*lapse.Order, error) {
+	if p.Limit <= 0 || len(p.Flows) == 0 {
+		return nil, nil
+	}
+	args := make([]any, 0, len(p.Flows)+2)
+	args = append(args, micros(p.DueBy))
+	for _, f := range p.Flows {
+		args = append(args, f)
+	}
+	args = append(args, p.Limit)
+	due, err := queryOrders(ctx, s.db(), claimDueQuery(len(p.Flows)), args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: order claim due: %w", err)
+	}
+	return due, nil
+}
+
+// OrderNextDeadline returns the earliest deadline among orders of flows, and
+// false when none has one. It reads only the due index.
+func (s *Store) OrderNextDeadline(ctx context.Context, flows []string) (time.Time, bool, error) {
+	if len(flows) == 0 {
+		return time.Time{}, false, nil
+	}
+	args := make([]any, len(flows))
+	for i, f := range flows {
+		args[i] = f
+	}
+	var us int64
+	err := s.db().QueryRowContext(ctx, nextDeadlineQuery(len(flows)), args...).Scan(&us)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("sqlite: order next deadline: %w", err)
+	}
+	return fromMicros(us), true, nil
+}
+
+// OrderCountDue counts the orders, of every flow, whose deadline is at or
+// before now.
+func (s *Store) OrderCountDue(ctx context.Context, now time.Time) (int64, error) {
+	var n int64
+	err := s.db().QueryRowContext(ctx, `SELECT count(*) FROM orders
+		WHERE deadline_at IS NOT NULL AND deadline_at <= ?`, micros(now)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: order count due: %w", err)
+	}
+	return n, nil
+}

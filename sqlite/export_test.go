@@ -1,0 +1,12 @@
+package sqlite
+
+import "database/sql"
+
+// Hooks for the tests of package sqlite_test.
+var (
+	ClaimDueQuery     = claimDueQuery
+	NextDeadlineQuery = nextDeadlineQuery
+)
+
+// ReaderDB is the store's reader pool.
+func (s *Store) ReaderDB() *sql.DB { return s.reader }
