@@ -1,0 +1,112 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/lapsehq/lapse"
+)
+
+// orderDeadlineSetSQL moves a deadline under the same guard as a transition.
+// It writes no log row: the state does not change.
+const orderDeadlineSetSQL = `WITH o AS (
+	UPDATE orders SET deadline_at = $4, updated_at = $5, version = version + 1
+	WHERE id = $1 AND state = $2 AND version = $3
+	RETURNING ` + orderColumns + `
+), x AS (
+	INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
+	SELECT e.id, o.id, e.order_no, e.type, e.payload, e.created_at
+	FROM o, unnest($6::uuid[], $7::text[], $8::text[], $9::json[], $10::timestamptz[])
+		WITH ORDINALITY AS e(id, order_no, type, payload, created_at, n)
+	ORDER BY e.n
+)
+SELECT ` + orderColumns + ` FROM o`
+
+// OrderDeadlineSet moves the deadline of an order that is still in
+// p.FromState at p.FromVersion and writes p.Outbox, in one statement, or
+// returns lapse.ErrStale and writes nothing.
+func (s *Store) OrderDeadlineSet(ctx context.Context, p *lapse.OrderDeadlineSetParams) (*lapse.Order, error) {
+	var ev outboxArgs
+	if err := ev.add(p.OrderID, p.Outbox); err != nil {
+		return nil, fmt.Errorf("postgres: set deadline of order %d: %w", p.OrderID, err)
+	}
+	o, err := scanOrder(s.db.QueryRow(ctx, orderDeadlineSetSQL,
+		p.OrderID, p.FromState, p.FromVersion, p.DeadlineAt, p.At,
+		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, lapse.ErrStale
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: set deadline of order %d: %w", p.OrderID, err)
+	}
+	return o, nil
+}
+
+// The claim reads the due index in deadline order and stops at the limit.
+// Inside a transaction it locks what it returns and skips rows that other
+// claimers hold, so claimers on many nodes take disjoint batches. FOR NO KEY
+// UPDATE is the lock the closing UPDATE takes anyway (it changes no key); the
+// stronger FOR UPDATE would also block inserts that reference the order.
+const (
+	orderClaimDueSQL       = "SELECT " + orderColumns + " FROM orders WHERE deadline_at <= $1 AND flow = ANY($2) ORDER BY deadline_at LIMIT $3"
+	orderClaimDueLockedSQL = orderClaimDueSQL + " FOR NO KEY UPDATE SKIP LOCKED"
+)
+
+// OrderClaimDue returns up to p.Limit orders of p.Flows whose deadline is at
+// or before p.DueBy, earliest first. Inside Tx the rows stay locked until
+// the transaction ends and rows locked by others are skipped; outside it is
+// a plain read.
+func (s *Store) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams) ([]*lapse.Order, error) {
+	if p.Limit <= 0 || len(p.Flows) == 0 {
+		return nil, nil
+	}
+	q := orderClaimDueSQL
+	if s.tx != nil {
+		q = orderClaimDueLockedSQL
+	}
+	rows, err := s.db.Query(ctx, q, p.DueBy, p.Flows, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: claim due orders: %w", err)
+	}
+	out, err := scanOrders(rows)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: claim due orders: %w", err)
+	}
+	return out, nil
+}
+
+// orderNextDeadlineSQL is an index-only scan of the due index, which carries
+// flow for this query; its cost does not grow with the number of orders.
+const orderNextDeadlineSQL = "SELECT deadline_at FROM orders WHERE deadline_at IS NOT NULL AND flow = ANY($1) ORDER BY deadline_at LIMIT 1"
+
+// OrderNextDeadline returns the earliest deadline among orders of flows, and
+// false when none has one.
+func (s *Store) OrderNextDeadline(ctx context.Context, flows []string) (time.Time, bool, error) {
+	if len(flows) == 0 {
+		return time.Time{}, false, nil
+	}
+	var t time.Time
+	err := s.db.QueryRow(ctx, orderNextDeadlineSQL, flows).Scan(&t)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("postgres: next deadline: %w", err)
+	}
+	return t.UTC(), true, nil
+}
+
+// orderCountDueSQL counts within the due index.
+const orderCountDueSQL = "SELECT count(*) FROM orders WHERE deadline_at <= $1"
+
+// OrderCountDue counts orders whose deadline is at or before now.
+func (s *Store) OrderCountDue(ctx context.Context, now time.Time) (int64, error) {
+	var n int64
+	if err := s.db.QueryRow(ctx, orderCountDueSQL, now).Scan(&n); err != nil {
+		return 0, fmt.Errorf("postgres: count due orders: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,19 @@
+package postgres
+
+import "context"
+
+// Queries whose plans the tests check.
+const (
+	OrderClaimDueSQL       = orderClaimDueSQL
+	OrderClaimDueLockedSQL = orderClaimDueLockedSQL
+	OrderNextDeadlineSQL   = orderNextDeadlineSQL
+	OrderCountDueSQL       = orderCountDueSQL
+)
+
+// Setting returns the value of a server setting on one of the store's
+// connections.
+func (s *Store) Setting(ctx context.Context, name string) (string, error) {
+	var v string
+	err := s.db.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v)
+	return v, err
+}

@@ -1,0 +1,289 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/lapsehq/lapse"
+)
+
+// orderColumns is the column list every order read uses, in scanOrder's order.
+const orderColumns = `id, order_no, flow, state, deadline_at, amount, currency, user_id, items, coupon,
+	metadata, version, created_at, updated_at, closed_at, close_reason, fired_by, request_hash`
+
+// scanOrder reads one row of orderColumns.
+func scanOrder(row pgx.Row) (*lapse.Order, error) {
+	var o lapse.Order
+	var items, meta []byte
+	if err := row.Scan(&o.ID, &o.OrderNo, &o.Flow, &o.State, &o.DeadlineAt, &o.Amount, &o.Currency, &o.UserID,
+		&items, &o.Coupon, &meta, &o.Version, &o.CreatedAt, &o.UpdatedAt, &o.ClosedAt, &o.CloseReason,
+		&o.FiredBy, &o.RequestHash); err != nil {
+		return nil, err
+	}
+	if len(items) > 0 {
+		if err := json.Unmarshal(items, &o.Items); err != nil {
+			return nil, fmt.Errorf("order %s: items: %w", o.OrderNo, err)
+		}
+		if len(o.Items) == 0 {
+			o.Items = nil
+		}
+	}
+	if len(meta) > 0 {
+		o.Metadata = meta
+	}
+	// pgx returns times in the local zone; Lapse keeps UTC.
+	o.CreatedAt, o.UpdatedAt = o.CreatedAt.UTC(), o.UpdatedAt.UTC()
+	o.DeadlineAt, o.ClosedAt = utcPtr(o.DeadlineAt), utcPtr(o.ClosedAt)
+	return &o, nil
+}
+
+// scanOrders reads every row of orderColumns.
+func scanOrders(rows pgx.Rows) ([]*lapse.Order, error) {
+	defer rows.Close()
+	var out []*lapse.Order
+	for rows.Next() {
+		o, err := scanOrder(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// itemsArg is the jsonb value of items: NULL when there are none.
+func itemsArg(items []lapse.Item) ([]byte, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	return json.Marshal(items)
+}
+
+// metadataArg is the json value of metadata: NULL when empty.
+func metadataArg(m json.RawMessage) []byte {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// orderCreateSQL inserts the order unless its order_no exists, and with it
+// its creation log row and outbox rows, which read the id from the insert.
+// When the order exists, the insert returns nothing, so nothing else is
+// written.
+const orderCreateSQL = `WITH o AS (
+	INSERT INTO orders (order_no, flow, state, deadline_at, amount, currency, user_id, items, coupon,
+		metadata, version, created_at, updated_at, closed_at, close_reason, fired_by, request_hash)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 1, $11, $12, $13, $14, $15, $16)
+	ON CONFLICT (order_no) DO NOTHING
+	RETURNING ` + orderColumns + `
+), t AS (
+	INSERT INTO transitions (order_id, from_state, to_state, event, version, fired_by, actor, reason, created_at)
+	SELECT o.id, $17, $18, $19, $20, $21, $22, $23, $24 FROM o
+), x AS (
+	INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
+	SELECT e.id, o.id, e.order_no, e.type, e.payload, e.created_at
+	FROM o, unnest($25::uuid[], $26::text[], $27::text[], $28::json[], $29::timestamptz[])
+		WITH ORDINALITY AS e(id, order_no, type, payload, created_at, n)
+	ORDER BY e.n
+)
+SELECT ` + orderColumns + ` FROM o`
+
+// OrderCreate inserts the order with its creation log row and outbox rows in
+// one statement and returns it with created=true. If an order with the same
+// order_no exists it writes nothing and returns that order with
+// created=false; of concurrent creators of one order_no exactly one creates.
+func (s *Store) OrderCreate(ctx context.Context, p *lapse.OrderCreateParams) (*lapse.Order, bool, error) {
+	o, l := p.Order, &p.Log
+	items, err := itemsArg(o.Items)
+	if err != nil {
+		return nil, false, fmt.Errorf("postgres: create order %s: items: %w", o.OrderNo, err)
+	}
+	var ev outboxArgs
+	if err := ev.add(0, p.Outbox); err != nil {
+		return nil, false, fmt.Errorf("postgres: create order %s: %w", o.OrderNo, err)
+	}
+	got, err := scanOrder(s.db.QueryRow(ctx, orderCreateSQL,
+		o.OrderNo, o.Flow, o.State, o.DeadlineAt, o.Amount, o.Currency, o.UserID, items, o.Coupon,
+		metadataArg(o.Metadata), o.CreatedAt, o.UpdatedAt, o.ClosedAt, o.CloseReason, o.FiredBy, o.RequestHash,
+		l.FromState, l.ToState, l.Event, l.Version, l.FiredBy, l.Actor, l.Reason, l.CreatedAt,
+		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt))
+	if err == nil {
+		return got, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, fmt.Errorf("postgres: create order %s: %w", o.OrderNo, err)
+	}
+	// The order_no exists. In READ COMMITTED this read takes a new snapshot,
+	// which sees the winner that the insert waited for.
+	got, err = s.OrderGet(ctx, o.OrderNo)
+	if err != nil {
+		return nil, false, fmt.Errorf("postgres: create order %s: read the existing order: %w", o.OrderNo, err)
+	}
+	return got, false, nil
+}
+
+// OrderGet returns the order with order_no, or lapse.ErrOrderNotFound.
+func (s *Store) OrderGet(ctx context.Context, orderNo string) (*lapse.Order, error) {
+	o, err := scanOrder(s.db.QueryRow(ctx, "SELECT "+orderColumns+" FROM orders WHERE order_no = $1", orderNo))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, lapse.ErrOrderNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get order %s: %w", orderNo, err)
+	}
+	return o, nil
+}
+
+// OrderList returns orders matching p, newest first (created_at, then id,
+// descending), at most p.Limit of them; a Limit of zero or less does not
+// limit. Paging with p.Before is a keyset seek, as cheap on the last page as
+// on the first.
+func (s *Store) OrderList(ctx context.Context, p *lapse.OrderListParams) ([]*lapse.Order, error) {
+	var where []string
+	var args []any
+	add := func(cond string, vals ...any) {
+		for _, v := range vals {
+			args = append(args, v)
+			cond = strings.Replace(cond, "?", "$"+strconv.Itoa(len(args)), 1)
+		}
+		where = append(where, cond)
+	}
+	if p.State != "" {
+		add("state = ?", p.State)
+	}
+	if p.UserID != "" {
+		add("user_id = ?", p.UserID)
+	}
+	if p.Flow != "" {
+		add("flow = ?", p.Flow)
+	}
+	if p.CreatedFrom != nil {
+		add("created_at >= ?", *p.CreatedFrom)
+	}
+	if p.CreatedTo != nil {
+		add("created_at < ?", *p.CreatedTo)
+	}
+	if p.Before != nil {
+		// A row comparison, so that the (…, created_at DESC, id DESC)
+		// indexes serve it as one range.
+		add("(created_at, id) < (?, ?)", p.Before.CreatedAt, p.Before.ID)
+	}
+	var q strings.Builder
+	q.WriteString("SELECT " + orderColumns + " FROM orders")
+	if len(where) > 0 {
+		q.WriteString(" WHERE " + strings.Join(where, " AND "))
+	}
+	q.WriteString(" ORDER BY created_at DESC, id DESC")
+	if p.Limit > 0 {
+		args = append(args, p.Limit)
+		q.WriteString(" LIMIT $" + strconv.Itoa(len(args)))
+	}
+	rows, err := s.db.Query(ctx, q.String(), args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list orders: %w", err)
+	}
+	out, err := scanOrders(rows)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list orders: %w", err)
+	}
+	return out, nil
+}
+
+// createManyChunk bounds the orders of one COPY, so that every statement of a
+// bulk load of any size finishes well within the statement timeout.
+const createManyChunk = 10_000
+
+// OrderCreateMany inserts many new orders, each with its creation log row and
+// outbox rows, in one transaction (the caller's, inside Tx). Rows go in by
+// COPY, with ids drawn from the orders identity beforehand so that log and
+// outbox rows can name their order. If any order_no exists, or appears twice
+// in ps, it returns an ECONFLICT error and writes nothing.
+func (s *Store) OrderCreateMany(ctx context.Context, ps []*lapse.OrderCreateParams) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	err := s.Tx(ctx, func(tx lapse.Store) error {
+		for chunk := range slices.Chunk(ps, createManyChunk) {
+			if err := tx.(*Store).orderCreateMany(ctx, chunk); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if pe, ok := isUniqueViolation(err, "orders_order_no_key"); ok {
+		return fmt.Errorf("postgres: create %d orders: %w", len(ps), lapse.Errorf(lapse.ECONFLICT, "order_no already used: %s", pe.Detail))
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: create %d orders: %w", len(ps), err)
+	}
+	return nil
+}
+
+func (s *Store) orderCreateMany(ctx context.Context, ps []*lapse.OrderCreateParams) error {
+	// COPY writes identity columns as given, like OVERRIDING SYSTEM VALUE.
+	rows, err := s.db.Query(ctx, `SELECT nextval(s.seq) FROM
+		(SELECT pg_get_serial_sequence('orders', 'id')::regclass AS seq) s, generate_series(1, $1)`, len(ps))
+	if err != nil {
+		return err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return err
+	}
+	if len(ids) != len(ps) {
+		return fmt.Errorf("drew %d order ids for %d orders", len(ids), len(ps))
+	}
+
+	ev := newOutboxArgs(len(ps))
+	for i, p := range ps {
+		if err := ev.add(ids[i], p.Outbox); err != nil {
+			return err
+		}
+	}
+	_, err = s.db.CopyFrom(ctx, pgx.Identifier{"orders"},
+		[]string{"id", "order_no", "flow", "state", "deadline_at", "amount", "currency", "user_id", "items", "coupon",
+			"metadata", "version", "created_at", "updated_at", "closed_at", "close_reason", "fired_by", "request_hash"},
+		pgx.CopyFromSlice(len(ps), func(i int) ([]any, error) {
+			o := ps[i].Order
+			items, err := itemsArg(o.Items)
+			if err != nil {
+				return nil, fmt.Errorf("order %s: items: %w", o.OrderNo, err)
+			}
+			return []any{ids[i], o.OrderNo, o.Flow, o.State, o.DeadlineAt, o.Amount, o.Currency, o.UserID, items, o.Coupon,
+				metadataArg(o.Metadata), int64(1), o.CreatedAt, o.UpdatedAt, o.ClosedAt, o.CloseReason, o.FiredBy, o.RequestHash}, nil
+		}))
+	if err != nil {
+		return err
+	}
+	_, err = s.db.CopyFrom(ctx, pgx.Identifier{"transitions"},
+		[]string{"order_id", "from_state", "to_state", "event", "version", "fired_by", "actor", "reason", "created_at"},
+		pgx.CopyFromSlice(len(ps), func(i int) ([]any, error) {
+			l := &ps[i].Log
+			return []any{ids[i], l.FromState, l.ToState, l.Event, l.Version, l.FiredBy, l.Actor, l.Reason, l.CreatedAt}, nil
+		}))
+	if err != nil {
+		return err
+	}
+	_, err = s.db.CopyFrom(ctx, pgx.Identifier{"outbox"},
+		[]string{"id", "order_id", "order_no", "type", "payload", "created_at"},
+		pgx.CopyFromSlice(len(ev.ids), func(i int) ([]any, error) {
+			return []any{ev.ids[i], ev.orderIDs[i], ev.orderNos[i], ev.types[i], ev.payloads[i], ev.createdAt[i]}, nil
+		}))
+	return err
+}

@@ -1,0 +1,178 @@
+// Package postgres is the PostgreSQL store of Lapse: it implements
+// lapse.Store with pgx, and carries its schema as embedded migrations.
+//
+// Every change of an order is a single SQL statement: the guarded UPDATE (or
+// the INSERT of a new order) and the inserts of its log and outbox rows are
+// data-modifying CTEs that read the rows the UPDATE returned. A statement is
+// atomic on its own, so a change is all or nothing without a transaction of
+// its own, and costs one round trip whether or not it runs inside Tx.
+//
+// A process opens the store and migrates it on every start:
+//
+//	s, err := postgres.Open(ctx, "postgres://lapse@db:5432/lapse?search_path=lapse", postgres.Config{})
+//	if err != nil { … }
+//	defer s.Close()
+//	if err := s.Migrate(ctx); err != nil { … }
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/lapsehq/lapse"
+)
+
+var _ lapse.Store = (*Store)(nil)
+
+// Config tunes a Store. The zero Config is ready to use: every zero field
+// takes its default.
+type Config struct {
+	// MaxConns bounds the connection pool. Zero keeps pgxpool's choice: the
+	// DSN's pool_max_conns, or the greater of 4 and the number of CPUs.
+	MaxConns int32
+
+	// StatementTimeout aborts any statement that runs longer (the server's
+	// statement_timeout), so a slow query cannot hold a connection and its
+	// locks indefinitely. Zero means 30s, or the DSN's statement_timeout when
+	// it sets one; negative means no limit.
+	StatementTimeout time.Duration
+
+	// LockTimeout aborts a statement that waits longer for a lock (the
+	// server's lock_timeout), so a transaction that holds a row too long
+	// makes others fail fast instead of piling up. Zero means 5s, or the
+	// DSN's lock_timeout; negative means no limit.
+	LockTimeout time.Duration
+
+	// IdleInTransactionTimeout ends sessions whose transaction sits idle
+	// longer (idle_in_transaction_session_timeout), so a stuck caller cannot
+	// keep claimed orders locked. Zero means 1m, or the DSN's value; negative
+	// means no limit.
+	IdleInTransactionTimeout time.Duration
+
+	// ApplicationName shows in pg_stat_activity. Zero means "lapse", or the
+	// DSN's application_name.
+	ApplicationName string
+}
+
+// Defaults of Config.
+const (
+	DefaultStatementTimeout         = 30 * time.Second
+	DefaultLockTimeout              = 5 * time.Second
+	DefaultIdleInTransactionTimeout = time.Minute
+	DefaultApplicationName          = "lapse"
+)
+
+// Validate reports a Config that cannot work.
+func (c *Config) Validate() error {
+	if c.MaxConns < 0 {
+		return errors.New("postgres: MaxConns must not be negative")
+	}
+	return nil
+}
+
+// Store is a lapse.Store on PostgreSQL. A Store from Open uses its pool; the
+// Store that Tx passes to its function is bound to that transaction.
+type Store struct {
+	pool *pgxpool.Pool
+	db   db     // pool, or tx inside Tx
+	tx   pgx.Tx // nil outside Tx
+}
+
+// db is what both *pgxpool.Pool and pgx.Tx offer, so that every method has
+// one code path in and out of a transaction.
+type db interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
+}
+
+// Open connects to the database at dsn, a PostgreSQL URL or keyword/value
+// string. Unknown DSN parameters such as search_path are sent to the server
+// as session settings; the store's tables are found through the search_path.
+// Open fails when the database does not answer. Call Migrate before use.
+func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	pc, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse dsn: %w", err)
+	}
+	if cfg.MaxConns > 0 {
+		pc.MaxConns = cfg.MaxConns
+	}
+	params := pc.ConnConfig.RuntimeParams
+	setDuration(params, "statement_timeout", cfg.StatementTimeout, DefaultStatementTimeout)
+	setDuration(params, "lock_timeout", cfg.LockTimeout, DefaultLockTimeout)
+	setDuration(params, "idle_in_transaction_session_timeout", cfg.IdleInTransactionTimeout, DefaultIdleInTransactionTimeout)
+	switch {
+	case cfg.ApplicationName != "":
+		params["application_name"] = cfg.ApplicationName
+	case params["application_name"] == "":
+		params["application_name"] = DefaultApplicationName
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	// NewWithConfig connects lazily; fail here rather than on first use.
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	return &Store{pool: pool, db: pool}, nil
+}
+
+// setDuration sets a millisecond server setting: d when set, else what the
+// DSN says, else def. A negative d turns the limit off (0 to the server).
+func setDuration(params map[string]string, name string, d, def time.Duration) {
+	switch {
+	case d < 0:
+		params[name] = "0"
+	case d > 0:
+		params[name] = strconv.FormatInt(d.Milliseconds(), 10)
+	case params[name] == "":
+		params[name] = strconv.FormatInt(def.Milliseconds(), 10)
+	}
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	var err error
+	if s.tx != nil {
+		err = s.tx.Conn().Ping(ctx)
+	} else {
+		err = s.pool.Ping(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: ping: %w", err)
+	}
+	return nil
+}
+
+// Close closes the pool and waits for its connections to be returned. On a
+// Store bound to a transaction it does nothing: the transaction belongs to
+// Tx.
+func (s *Store) Close() error {
+	if s.tx == nil {
+		s.pool.Close()
+	}
+	return nil
+}
+
+// isUniqueViolation reports whether err is a violation of the named unique
+// constraint.
+func isUniqueViolation(err error, constraint string) (*pgconn.PgError, bool) {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == constraint {
+		return pe, true
+	}
+	return nil, false
+}

@@ -1,0 +1,213 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/internal/testenv"
+	"github.com/lapsehq/lapse/postgres"
+	"github.com/lapsehq/lapse/storetest"
+)
+
+// openStore opens a migrated store on a fresh schema, closed when tb ends.
+func openStore(tb testing.TB, dsn string, cfg postgres.Config) *postgres.Store {
+	tb.Helper()
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, dsn, cfg)
+	if err != nil {
+		tb.Fatalf("Open: %v", err)
+	}
+	tb.Cleanup(func() { _ = s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		tb.Fatalf("Migrate: %v", err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) lapse.Store {
+		return openStore(t, testenv.PostgresSchema(t), postgres.Config{})
+	})
+}
+
+func TestMigrateConcurrent(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.PostgresSchema(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			s, err := postgres.Open(ctx, dsn, postgres.Config{MaxConns: 1})
+			if err != nil {
+				t.Errorf("Open: %v", err)
+				return
+			}
+			defer s.Close()
+			if err := s.Migrate(ctx); err != nil {
+				t.Errorf("concurrent Migrate: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	s := openStore(t, dsn, postgres.Config{}) // and once more, on a migrated schema
+	conn := connect(t, dsn)
+	var n, last int
+	if err := conn.QueryRow(ctx, "SELECT count(*), max(version) FROM lapse_migrations").Scan(&n, &last); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob("migrations/*.sql")
+	if n != len(files) || last != len(files) {
+		t.Errorf("lapse_migrations holds %d versions up to %d, want each of the %d files once", n, last, len(files))
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestSearchPath checks that the tables live in the DSN's schema.
+func TestSearchPath(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.PostgresSchema(t)
+	openStore(t, dsn, postgres.Config{})
+	conn := connect(t, dsn)
+	var schema string
+	var n int
+	err := conn.QueryRow(context.Background(), `SELECT current_schema(), count(*) FROM information_schema.tables
+		WHERE table_name IN ('orders', 'transitions', 'outbox', 'lapse_migrations') AND table_schema = current_schema()`).Scan(&schema, &n)
+	if err != nil || n != 4 || !strings.HasPrefix(schema, "lapse_test_") {
+		t.Errorf("%d of the 4 tables are in schema %q (%v), want all in the test schema", n, schema, err)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.PostgresSchema(t)
+	ctx := context.Background()
+	s := openStore(t, dsn+"&lock_timeout=1234", postgres.Config{StatementTimeout: 7 * time.Second, IdleInTransactionTimeout: -1})
+	want := map[string]string{
+		"statement_timeout":                   "7s",
+		"lock_timeout":                        "1234ms", // the DSN's, as the Config leaves it zero
+		"idle_in_transaction_session_timeout": "0",
+		"application_name":                    "lapse",
+	}
+	for name, w := range want {
+		if got, err := s.Setting(ctx, name); err != nil || got != w {
+			t.Errorf("%s = %q, %v; want %q", name, got, err, w)
+		}
+	}
+	if _, err := postgres.Open(ctx, dsn, postgres.Config{MaxConns: -1}); err == nil {
+		t.Error("Open with a negative MaxConns succeeded")
+	}
+}
+
+// TestDueIndex checks that the deadline engine's queries read the partial
+// due index on a table shaped like production: most orders have no deadline
+// any more, few are pending.
+func TestDueIndex(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.PostgresSchema(t)
+	s := openStore(t, dsn, postgres.Config{})
+	ctx := context.Background()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	var ps []*lapse.OrderCreateParams
+	for i := range 20000 {
+		var deadline *time.Time
+		if i%50 == 0 {
+			d := now.Add(time.Duration(i) * time.Second)
+			deadline = &d
+		}
+		ps = append(ps, createParams(fmt.Sprintf("IX-%06d", i), deadline, now))
+	}
+	if err := s.OrderCreateMany(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, dsn)
+	if _, err := conn.Exec(ctx, "VACUUM ANALYZE orders"); err != nil {
+		t.Fatal(err)
+	}
+	flowsArg := []string{"checkout"}
+	queries := []struct {
+		name      string
+		sql       string
+		args      []any
+		indexOnly bool
+	}{
+		{"claim", postgres.OrderClaimDueSQL, []any{now.Add(time.Hour), flowsArg, 500}, false},
+		{"claim locked", postgres.OrderClaimDueLockedSQL, []any{now.Add(time.Hour), flowsArg, 500}, false},
+		{"next deadline", postgres.OrderNextDeadlineSQL, []any{flowsArg}, true},
+		{"count due", postgres.OrderCountDueSQL, []any{now.Add(time.Hour)}, true},
+	}
+	// pgx prepares statements, and after a few runs PostgreSQL may switch a
+	// prepared statement to its generic plan: check both.
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		if _, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range queries {
+			plan := explain(t, conn, c.sql, c.args...)
+			// An index scan in deadline order: a bitmap scan would read every
+			// due order and sort them to return the first few.
+			if !strings.Contains(plan, "Index Scan using orders_due_idx") && !strings.Contains(plan, "Index Only Scan using orders_due_idx") {
+				t.Errorf("%s, %s: does not scan orders_due_idx:\n%s", c.name, mode, plan)
+			}
+			if strings.Contains(plan, "Sort") {
+				t.Errorf("%s, %s: sorts:\n%s", c.name, mode, plan)
+			}
+			if c.indexOnly && !strings.Contains(plan, "Index Only Scan") {
+				t.Errorf("%s, %s: not an index-only scan:\n%s", c.name, mode, plan)
+			}
+		}
+	}
+}
+
+func explain(t *testing.T, conn *pgx.Conn, sql string, args ...any) string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), "EXPLAIN "+sql, args...)
+	if err != nil {
+		t.Fatalf("EXPLAIN %s: %v", sql, err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("EXPLAIN %s: %v", sql, err)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// connect opens a plain connection on dsn, closed when tb ends.
+func connect(tb testing.TB, dsn string) *pgx.Conn {
+	tb.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
+// createParams builds a new UNPAID checkout order the way the engine does.
+func createParams(orderNo string, deadline *time.Time, now time.Time) *lapse.OrderCreateParams {
+	req := &lapse.OrderCreate{
+		OrderNo: orderNo, Flow: "checkout", UserID: "u-" + orderNo[len(orderNo)-2:], Amount: 1999, Currency: "CNY",
+		Items: []lapse.Item{{SKU: "sku-1", Qty: 1}}, DeadlineAt: deadline, Metadata: json.RawMessage(`{"channel":"bench"}`),
+	}
+	o := &lapse.Order{
+		OrderNo: req.OrderNo, Flow: req.Flow, State: flows.Unpaid, DeadlineAt: deadline, Amount: req.Amount,
+		Currency: req.Currency, UserID: req.UserID, Items: req.Items, Metadata: req.Metadata, Version: 1,
+		CreatedAt: now, UpdatedAt: now, FiredBy: lapse.FiredByApp, RequestHash: req.Fingerprint(),
+	}
+	return &lapse.OrderCreateParams{
+		Order:  o,
+		Log:    lapse.TransitionRecord{ToState: flows.Unpaid, Event: lapse.EventCreate, Version: 1, FiredBy: lapse.FiredByApp, Actor: "test", CreatedAt: now},
+		Outbox: []lapse.OutboxEvent{lapse.NewOutboxEvent(lapse.EventOrderCreated, o, nil)},
+	}
+}

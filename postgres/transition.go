@@ -1,0 +1,167 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/lapsehq/lapse"
+)
+
+// orderTransitionSQL is the guarded compare-and-swap with its log row and
+// outbox rows. Both inserts read the UPDATE's RETURNING, so when the guard
+// fails nothing at all is written.
+const orderTransitionSQL = `WITH o AS (
+	UPDATE orders SET state = $4, deadline_at = $5, closed_at = $6, close_reason = $7, fired_by = $8,
+		updated_at = $9, version = version + 1
+	WHERE id = $1 AND state = $2 AND version = $3
+	RETURNING ` + orderColumns + `
+), t AS (
+	INSERT INTO transitions (order_id, from_state, to_state, event, version, fired_by, actor, reason, created_at)
+	SELECT o.id, $2, $4, $10, o.version, $8, $11, $12, $9 FROM o
+), x AS (
+	INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
+	SELECT e.id, o.id, e.order_no, e.type, e.payload, e.created_at
+	FROM o, unnest($13::uuid[], $14::text[], $15::text[], $16::json[], $17::timestamptz[])
+		WITH ORDINALITY AS e(id, order_no, type, payload, created_at, n)
+	ORDER BY e.n
+)
+SELECT ` + orderColumns + ` FROM o`
+
+// OrderTransition applies one planned transition in one statement: the
+// update guarded by id, state and version, its log row and its outbox rows.
+// It returns the order as updated, or lapse.ErrStale and writes nothing.
+func (s *Store) OrderTransition(ctx context.Context, p *lapse.OrderTransitionParams) (*lapse.Order, error) {
+	var ev outboxArgs
+	if err := ev.add(p.OrderID, p.Outbox); err != nil {
+		return nil, fmt.Errorf("postgres: transition order %d: %w", p.OrderID, err)
+	}
+	o, err := scanOrder(s.db.QueryRow(ctx, orderTransitionSQL,
+		p.OrderID, p.FromState, p.FromVersion, p.ToState, p.DeadlineAt, p.ClosedAt, p.CloseReason, p.FiredBy,
+		p.At, p.Event, p.Actor, p.Reason,
+		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, lapse.ErrStale
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: transition order %d %s --%s--> %s: %w", p.OrderID, p.FromState, p.Event, p.ToState, err)
+	}
+	return o, nil
+}
+
+// orderTransitionManySQL is orderTransitionSQL for a batch: the planned
+// transitions arrive as parallel arrays, the UPDATE joins them, and the log
+// and outbox inserts keep only the orders the UPDATE returned. One statement
+// per batch is what makes the deadline engine's close path fast: one round
+// trip, one plan, one pass over the index of orders.
+const orderTransitionManySQL = `WITH p AS (
+	SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::timestamptz[],
+		$6::timestamptz[], $7::text[], $8::text[], $9::timestamptz[], $10::text[], $11::text[], $12::text[])
+		AS p(id, from_state, from_version, to_state, deadline_at, closed_at, close_reason, fired_by, at, event, actor, reason)
+), o AS (
+	UPDATE orders SET state = p.to_state, deadline_at = p.deadline_at, closed_at = p.closed_at,
+		close_reason = p.close_reason, fired_by = p.fired_by, updated_at = p.at, version = orders.version + 1
+	FROM p
+	WHERE orders.id = p.id AND orders.state = p.from_state AND orders.version = p.from_version
+	RETURNING orders.id, orders.version
+), t AS (
+	INSERT INTO transitions (order_id, from_state, to_state, event, version, fired_by, actor, reason, created_at)
+	SELECT p.id, p.from_state, p.to_state, p.event, o.version, p.fired_by, p.actor, p.reason, p.at
+	FROM o JOIN p ON p.id = o.id
+), x AS (
+	INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
+	SELECT e.id, e.order_id, e.order_no, e.type, e.payload, e.created_at
+	FROM unnest($13::bigint[], $14::uuid[], $15::text[], $16::text[], $17::json[], $18::timestamptz[])
+		WITH ORDINALITY AS e(order_id, id, order_no, type, payload, created_at, n)
+	JOIN o ON o.id = e.order_id
+	ORDER BY e.n
+)
+SELECT id FROM o`
+
+// OrderTransitionMany applies many planned transitions in one statement and
+// returns the ids of the orders that moved; a stale one is skipped and
+// writes nothing. Of two transitions of one order only the first counts: the
+// second was planned from the same version, so it would be stale.
+func (s *Store) OrderTransitionMany(ctx context.Context, ps []*lapse.OrderTransitionParams) ([]int64, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	a := newTransitionArgs(len(ps))
+	seen := make(map[int64]bool, len(ps))
+	for _, p := range ps {
+		if seen[p.OrderID] {
+			continue
+		}
+		seen[p.OrderID] = true
+		if err := a.add(p); err != nil {
+			return nil, fmt.Errorf("postgres: transition orders: %w", err)
+		}
+	}
+	ev := &a.outbox
+	rows, err := s.db.Query(ctx, orderTransitionManySQL,
+		a.ids, a.from, a.versions, a.to, a.deadlines, a.closedAt, a.closeReasons, a.firedBy, a.at, a.events,
+		a.actors, a.reasons, ev.orderIDs, ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: transition %d orders: %w", len(a.ids), err)
+	}
+	moved, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: transition %d orders: %w", len(a.ids), err)
+	}
+	return moved, nil
+}
+
+// transitionArgs holds planned transitions column by column, for unnest.
+type transitionArgs struct {
+	ids, versions                                            []int64
+	from, to, events, closeReasons, firedBy, actors, reasons []string
+	deadlines, closedAt                                      pgtype.FlatArray[*time.Time]
+	at                                                       []time.Time
+	outbox                                                   outboxArgs
+}
+
+func newTransitionArgs(n int) *transitionArgs {
+	return &transitionArgs{
+		ids: make([]int64, 0, n), versions: make([]int64, 0, n),
+		from: make([]string, 0, n), to: make([]string, 0, n), events: make([]string, 0, n),
+		closeReasons: make([]string, 0, n), firedBy: make([]string, 0, n), actors: make([]string, 0, n),
+		reasons: make([]string, 0, n), deadlines: make([]*time.Time, 0, n), closedAt: make([]*time.Time, 0, n),
+		at: make([]time.Time, 0, n), outbox: newOutboxArgs(n),
+	}
+}
+
+func (a *transitionArgs) add(p *lapse.OrderTransitionParams) error {
+	a.ids, a.versions = append(a.ids, p.OrderID), append(a.versions, p.FromVersion)
+	a.from, a.to, a.events = append(a.from, string(p.FromState)), append(a.to, string(p.ToState)), append(a.events, string(p.Event))
+	a.deadlines, a.closedAt = append(a.deadlines, p.DeadlineAt), append(a.closedAt, p.ClosedAt)
+	a.closeReasons, a.firedBy = append(a.closeReasons, p.CloseReason), append(a.firedBy, string(p.FiredBy))
+	a.actors, a.reasons, a.at = append(a.actors, p.Actor), append(a.reasons, p.Reason), append(a.at, p.At)
+	return a.outbox.add(p.OrderID, p.Outbox)
+}
+
+// TransitionList returns the transition log of an order, oldest first.
+func (s *Store) TransitionList(ctx context.Context, orderID int64) ([]*lapse.TransitionRecord, error) {
+	rows, err := s.db.Query(ctx, `SELECT id, order_id, from_state, to_state, event, version, fired_by, actor, reason, created_at
+		FROM transitions WHERE order_id = $1 ORDER BY id`, orderID)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list transitions of order %d: %w", orderID, err)
+	}
+	defer rows.Close()
+	var out []*lapse.TransitionRecord
+	for rows.Next() {
+		var r lapse.TransitionRecord
+		if err := rows.Scan(&r.ID, &r.OrderID, &r.FromState, &r.ToState, &r.Event, &r.Version, &r.FiredBy,
+			&r.Actor, &r.Reason, &r.CreatedAt); err != nil {
+			return nil, fmt.Errorf("postgres: list transitions of order %d: %w", orderID, err)
+		}
+		r.CreatedAt = r.CreatedAt.UTC()
+		out = append(out, &r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: list transitions of order %d: %w", orderID, err)
+	}
+	return out, nil
+}
