@@ -1,0 +1,322 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+// ClaimerConfig configures a Claimer. Zero values take the defaults noted.
+type ClaimerConfig struct {
+	// Batch is how many due orders one transaction claims and fires. Default 500.
+	Batch int
+	// Workers is how many transactions burn down a backlog in parallel once a
+	// batch comes back full. Default 2.
+	Workers int
+	// MaxSleep bounds how long the precise path sleeps without asking the
+	// database for the next deadline; deadlines created by other processes are
+	// seen within it. Default 1s.
+	MaxSleep time.Duration
+	// SweepInterval is the beat of the safety-net sweep. Default 10s.
+	SweepInterval time.Duration
+	// SweepGrace is how overdue an order must be before the sweep fires it:
+	// until then it is the precise path's to fire. Default 1s.
+	SweepGrace time.Duration
+	// SweepBatch is the sweep's batch size. Default 500.
+	SweepBatch int
+	// SweepMaxRun bounds one sweep pass; the rest waits for the next beat.
+	// Default 5s.
+	SweepMaxRun time.Duration
+	// StopTimeout is how long Stop lets an in-flight batch finish before it
+	// cancels it; a cancelled batch rolls back and its claims return to the
+	// database. Default 10s.
+	StopTimeout time.Duration
+	// ErrorBackoff is the first pause after a failed pass; it doubles up to
+	// MaxSleep while failures last. Default 50ms.
+	ErrorBackoff time.Duration
+}
+
+func (c *ClaimerConfig) withDefaults() ClaimerConfig {
+	out := *c
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	dur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&out.Batch, 500)
+	def(&out.Workers, 2)
+	def(&out.SweepBatch, 500)
+	dur(&out.MaxSleep, time.Second)
+	dur(&out.SweepInterval, 10*time.Second)
+	dur(&out.SweepGrace, time.Second)
+	dur(&out.SweepMaxRun, 5*time.Second)
+	dur(&out.StopTimeout, 10*time.Second)
+	dur(&out.ErrorBackoff, 50*time.Millisecond)
+	return out
+}
+
+// Claimer is the deadline engine: it fires the deadline event of every order
+// whose deadline has passed, through two paths that share one claim query.
+//
+// The precise path sleeps until the next deadline it knows of (asking the
+// database's deadline index, at least every MaxSleep) and is woken at once by
+// deadlines created in this process. The sweep runs every SweepInterval and
+// fires what the precise path left overdue by more than SweepGrace. Each
+// firing records its path in the transition log and on the order.
+//
+// Claims are transactions: due rows are locked (SKIP LOCKED on PostgreSQL),
+// fired through the flow with a guarded update, and committed with their log
+// and outbox rows. Any number of Claimers on one database fire each due order
+// exactly once; a process that dies mid-batch leaves its rows to the others.
+type Claimer struct {
+	e   *Engine
+	cfg ClaimerConfig
+
+	mu         sync.Mutex
+	running    bool
+	loopCancel context.CancelFunc
+	workCancel context.CancelFunc
+	done       chan struct{}
+}
+
+// NewClaimer returns a Claimer for the engine's flows.
+func NewClaimer(e *Engine, cfg ClaimerConfig) *Claimer {
+	return &Claimer{e: e, cfg: cfg.withDefaults()}
+}
+
+// Start runs the precise path and the sweep in the background until Stop or
+// until ctx ends. Start on a running Claimer does nothing.
+func (c *Claimer) Start(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.running {
+		return
+	}
+	loopCtx, loopCancel := context.WithCancel(ctx)
+	// Batches run on their own context so that Stop lets them commit.
+	workCtx, workCancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.running, c.loopCancel, c.workCancel, c.done = true, loopCancel, workCancel, make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { c.precise(loopCtx, workCtx) })
+	wg.Go(func() { c.sweeper(loopCtx, workCtx) })
+	go func() {
+		wg.Wait()
+		workCancel()
+		close(c.done)
+	}()
+}
+
+// Stop stops both paths and waits for them. A batch in flight may finish for
+// up to StopTimeout; after that it is cancelled and rolled back. Either way
+// no claim outlives Stop.
+func (c *Claimer) Stop() {
+	c.mu.Lock()
+	if !c.running {
+		c.mu.Unlock()
+		return
+	}
+	c.running = false
+	loopCancel, workCancel, done := c.loopCancel, c.workCancel, c.done
+	c.mu.Unlock()
+
+	loopCancel()
+	select {
+	case <-done:
+	case <-time.After(c.cfg.StopTimeout):
+		workCancel()
+		<-done
+	}
+}
+
+// RunOnce fires, through the precise path, every order that is due now,
+// batch after batch, and returns how many it fired.
+func (c *Claimer) RunOnce(ctx context.Context) (int, error) {
+	return c.burn(ctx, ctx, lapse.FiredByTimer, 0, c.cfg.Batch, 0)
+}
+
+// Sweep runs one pass of the safety net: it fires orders overdue by more
+// than SweepGrace, for at most SweepMaxRun, and returns how many it fired.
+func (c *Claimer) Sweep(ctx context.Context) (int, error) {
+	return c.burn(ctx, ctx, lapse.FiredBySweep, c.cfg.SweepGrace, c.cfg.SweepBatch, c.cfg.SweepMaxRun)
+}
+
+func (c *Claimer) precise(loopCtx, workCtx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	backoff := time.Duration(0)
+	for loopCtx.Err() == nil {
+		c.e.wake.working()
+		next, ok, err := c.e.store.OrderNextDeadline(workCtx, c.e.timed)
+		now := c.e.clock.Now()
+		if err == nil && ok && !next.After(now) {
+			_, err = c.burn(loopCtx, workCtx, lapse.FiredByTimer, 0, c.cfg.Batch, 0)
+			if err == nil {
+				backoff = 0
+				continue
+			}
+		}
+		wait := c.cfg.MaxSleep
+		if err != nil {
+			c.e.metrics.errors.WithLabelValues(string(lapse.FiredByTimer)).Inc()
+			c.e.log.Error("deadline claimer: pass failed", "path", lapse.FiredByTimer, "err", err)
+			backoff = min(max(backoff*2, c.cfg.ErrorBackoff), c.cfg.MaxSleep)
+			wait = backoff
+		} else {
+			backoff = 0
+			if ok && next.Sub(now) < wait {
+				wait = next.Sub(now)
+			}
+			c.e.wake.sleeping(now.Add(wait))
+		}
+		timer.Reset(wait)
+		select {
+		case <-loopCtx.Done():
+			return
+		case <-timer.C:
+		case <-c.e.wake.ch:
+			timer.Stop() // since Go 1.23 a stopped timer delivers nothing stale
+		}
+	}
+}
+
+func (c *Claimer) sweeper(loopCtx, workCtx context.Context) {
+	ticker := time.NewTicker(c.cfg.SweepInterval)
+	defer ticker.Stop()
+	for {
+		n, err := c.burn(loopCtx, workCtx, lapse.FiredBySweep, c.cfg.SweepGrace, c.cfg.SweepBatch, c.cfg.SweepMaxRun)
+		switch {
+		case err != nil && loopCtx.Err() == nil:
+			c.e.metrics.errors.WithLabelValues(string(lapse.FiredBySweep)).Inc()
+			c.e.log.Error("deadline claimer: sweep failed", "err", err)
+		case n > 0:
+			c.e.log.Warn("deadline claimer: sweep fired overdue orders the precise path had not", "orders", n)
+		}
+		select {
+		case <-loopCtx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// burn fires batches until one comes back short, loopCtx ends, or maxRun (if
+// positive) passes. Once a batch comes back full it runs Workers batches in
+// parallel.
+func (c *Claimer) burn(loopCtx, workCtx context.Context, path lapse.FiredBy, grace time.Duration, batch int, maxRun time.Duration) (int, error) {
+	claimed, fired, err := c.fireBatch(workCtx, path, grace, batch)
+	if err != nil || claimed < batch {
+		return fired, err
+	}
+	var stop time.Time
+	if maxRun > 0 {
+		stop = c.e.clock.Now().Add(maxRun)
+	}
+	total := atomic.Int64{}
+	total.Add(int64(fired))
+	var (
+		wg    sync.WaitGroup
+		errMu sync.Mutex
+		first error
+	)
+	for range c.cfg.Workers {
+		wg.Go(func() {
+			for loopCtx.Err() == nil && (stop.IsZero() || c.e.clock.Now().Before(stop)) {
+				claimed, fired, err := c.fireBatch(workCtx, path, grace, batch)
+				total.Add(int64(fired))
+				if err != nil {
+					errMu.Lock()
+					first = cmpOr(first, err)
+					errMu.Unlock()
+					return
+				}
+				if claimed < batch {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return int(total.Load()), first
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// fireBatch claims up to limit orders due by now-grace in one transaction and
+// fires their deadline events. It returns how many it claimed and how many
+// moved.
+func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.Duration, limit int) (claimed, fired int, err error) {
+	type firing struct {
+		flow     string
+		deadline time.Time
+		p        *lapse.OrderTransitionParams
+	}
+	var (
+		now     time.Time
+		planned map[int64]firing
+		applied []int64
+	)
+	start := time.Now()
+	err = c.e.store.Tx(ctx, func(tx lapse.Store) error {
+		now = c.e.clock.Now() // read once the transaction holds its claim
+		due, err := tx.OrderClaimDue(ctx, &lapse.OrderClaimDueParams{DueBy: now.Add(-grace), Flows: c.e.timed, Limit: limit})
+		if err != nil {
+			return err
+		}
+		claimed = len(due)
+		planned = make(map[int64]firing, len(due))
+		ps := make([]*lapse.OrderTransitionParams, 0, len(due))
+		for _, o := range due {
+			p, err := c.plan(o, now, path)
+			if err != nil {
+				c.e.log.Error("deadline claimer: cannot fire a due order", "order_no", o.OrderNo, "flow", o.Flow, "state", o.State, "err", err)
+				continue
+			}
+			planned[o.ID] = firing{o.Flow, *o.DeadlineAt, p}
+			ps = append(ps, p)
+		}
+		applied, err = tx.OrderTransitionMany(ctx, ps)
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	c.e.metrics.batch.Observe(time.Since(start).Seconds())
+	for _, id := range applied {
+		f := planned[id]
+		c.e.metrics.closeLag.WithLabelValues(f.flow).Observe(now.Sub(f.deadline).Seconds())
+		c.e.metrics.transition(f.flow, f.p)
+		if f.p.DeadlineAt != nil {
+			c.e.wake.notify(*f.p.DeadlineAt)
+		}
+	}
+	c.e.metrics.firings.WithLabelValues(string(path)).Add(float64(len(applied)))
+	return claimed, len(applied), nil
+}
+
+var errNoDeadline = errors.New("the order's state has no deadline in its flow")
+
+func (c *Claimer) plan(o *lapse.Order, now time.Time, path lapse.FiredBy) (*lapse.OrderTransitionParams, error) {
+	flow, err := c.e.flowOf(o)
+	if err != nil {
+		return nil, err
+	}
+	st := flow.State(o.State)
+	if st == nil || st.Deadline == nil || o.DeadlineAt == nil {
+		return nil, errNoDeadline
+	}
+	return flow.Plan(o, lapse.Firing{Event: st.Deadline.Event, Now: now, FiredBy: path, Actor: "engine " + c.e.node, Reason: "deadline passed", Deadline: true})
+}

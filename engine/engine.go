@@ -1,0 +1,129 @@
+// Package engine is the flow engine of Lapse: every change of an order's state
+// goes through it. Engine plans changes with the order's flow and applies them
+// through the store as guarded transactions; Claimer is the background service
+// that fires deadlines.
+package engine
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lapsehq/lapse"
+)
+
+// Config configures an Engine. The zero value is usable.
+type Config struct {
+	// Clock tells the time. Default: lapse.SystemClock.
+	Clock lapse.Clock
+	// Logger receives the engine's logs. Default: slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the engine's metrics. Default: none are registered
+	// (they are still kept, for tests).
+	Registerer prometheus.Registerer
+	// Node names this process in the transition log rows of the deadlines it
+	// fires. Default: hostname/pid.
+	Node string
+	// MaxDeadline bounds how far ahead a deadline may be set. Default: 366 days.
+	MaxDeadline time.Duration
+}
+
+// Engine creates orders and moves them through their flows. It is safe for
+// concurrent use, and several engines (processes) may share one database: the
+// store's guarded updates make every transition happen once.
+type Engine struct {
+	store   lapse.Store
+	flows   map[string]*lapse.Flow
+	names   []string // flow names, sorted
+	timed   []string // names of flows that have deadlines, sorted
+	clock   lapse.Clock
+	log     *slog.Logger
+	maxAt   time.Duration
+	node    string
+	metrics *metrics
+	wake    *waker
+}
+
+// New returns an Engine over store running flows. Every flow must be valid
+// and names must be unique.
+func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
+	if store == nil {
+		return nil, fmt.Errorf("engine: nil store")
+	}
+	e := &Engine{
+		store: store,
+		flows: map[string]*lapse.Flow{},
+		clock: cfg.Clock,
+		log:   cfg.Logger,
+		maxAt: cfg.MaxDeadline,
+		node:  cfg.Node,
+		wake:  newWaker(),
+	}
+	if e.clock == nil {
+		e.clock = lapse.SystemClock{}
+	}
+	if e.log == nil {
+		e.log = slog.Default()
+	}
+	if e.node == "" {
+		host, _ := os.Hostname()
+		e.node = fmt.Sprintf("%s/%d", host, os.Getpid())
+	}
+	if e.maxAt <= 0 {
+		e.maxAt = 366 * 24 * time.Hour
+	}
+	for _, f := range flows {
+		if err := f.Validate(); err != nil {
+			return nil, err
+		}
+		if e.flows[f.Name] != nil {
+			return nil, fmt.Errorf("engine: flow %q is defined twice", f.Name)
+		}
+		e.flows[f.Name] = f
+		e.names = append(e.names, f.Name)
+		if len(f.DeadlineStates()) > 0 {
+			e.timed = append(e.timed, f.Name)
+		}
+	}
+	if len(e.flows) == 0 {
+		return nil, fmt.Errorf("engine: no flows")
+	}
+	slices.Sort(e.names)
+	slices.Sort(e.timed)
+	m, err := newMetrics(cfg.Registerer, store, e.clock)
+	if err != nil {
+		return nil, err
+	}
+	e.metrics = m
+	return e, nil
+}
+
+// Flow returns the flow called name, or nil.
+func (e *Engine) Flow(name string) *lapse.Flow { return e.flows[name] }
+
+// Flows returns the engine's flows sorted by name.
+func (e *Engine) Flows() []*lapse.Flow {
+	out := make([]*lapse.Flow, len(e.names))
+	for i, n := range e.names {
+		out[i] = e.flows[n]
+	}
+	return out
+}
+
+// Store returns the engine's store.
+func (e *Engine) Store() lapse.Store { return e.store }
+
+// Clock returns the engine's clock.
+func (e *Engine) Clock() lapse.Clock { return e.clock }
+
+func (e *Engine) flowOf(o *lapse.Order) (*lapse.Flow, error) {
+	f := e.flows[o.Flow]
+	if f == nil {
+		return nil, lapse.Errorf(lapse.EINTERNAL, "order %s follows flow %q, which this engine does not run", o.OrderNo, o.Flow)
+	}
+	return f, nil
+}

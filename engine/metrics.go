@@ -1,0 +1,71 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lapsehq/lapse"
+)
+
+// metrics are the engine's Prometheus metrics.
+type metrics struct {
+	closeLag    *prometheus.HistogramVec
+	firings     *prometheus.CounterVec
+	transitions *prometheus.CounterVec
+	batch       prometheus.Histogram
+	errors      *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer, store lapse.Store, clock lapse.Clock) (*metrics, error) {
+	m := &metrics{
+		closeLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "lapse_close_lag_seconds",
+			Help:    "Time from an order's deadline to the transition its deadline fired (close time - deadline).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}, []string{"flow"}),
+		firings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lapse_deadline_firings_total",
+			Help: "Deadlines fired, by the path that fired them (timer: the precise path; sweep: the safety net).",
+		}, []string{"path"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lapse_transitions_total",
+			Help: "Transitions applied by this process, by flow, event and path.",
+		}, []string{"flow", "event", "fired_by"}),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "lapse_claim_batch_seconds",
+			Help:    "Time to claim and fire one batch of due orders.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lapse_claimer_errors_total",
+			Help: "Failed claim passes, by path.",
+		}, []string{"path"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	due := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "lapse_due_open_orders",
+		Help: "Orders whose deadline has passed but that have not been moved on yet (-1 when the database did not answer).",
+	}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		n, err := store.OrderCountDue(ctx, clock.Now())
+		if err != nil {
+			return -1
+		}
+		return float64(n)
+	})
+	for _, c := range []prometheus.Collector{m.closeLag, m.firings, m.transitions, m.batch, m.errors, due} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) transition(flow string, p *lapse.OrderTransitionParams) {
+	m.transitions.WithLabelValues(flow, string(p.Event), string(p.FiredBy)).Inc()
+}

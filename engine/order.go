@@ -1,0 +1,262 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+// Actor says who asks for a change, for the transition log.
+type Actor struct {
+	FiredBy lapse.FiredBy // the path: api, app, …
+	Name    string        // who: "api", an operator, a service
+}
+
+// maxStaleRetries bounds how often a change is re-planned when the order moved
+// between reading and writing it.
+const maxStaleRetries = 8
+
+// CreateOrder creates an order in its flow's initial state, with the initial
+// state's deadline (the flow's default, or req.TTL, or req.DeadlineAt), a
+// creation log row and an order.created event, in one transaction.
+//
+// It is idempotent on order_no: the same request again returns the existing
+// order with created=false; a different request with the same order_no
+// returns an error wrapping lapse.ErrOrderExists. Invalid requests return
+// EINVALID errors naming the field, and write nothing.
+func (e *Engine) CreateOrder(ctx context.Context, req *lapse.OrderCreate, by Actor) (o *lapse.Order, created bool, err error) {
+	if err := req.Validate(); err != nil {
+		return nil, false, err
+	}
+	flow := e.flows[req.Flow]
+	if flow == nil {
+		return nil, false, lapse.FieldError("flow", "unknown flow %q (this service runs %s)", req.Flow, strings.Join(e.names, ", "))
+	}
+	now := e.clock.Now()
+	initial := flow.State(flow.Initial)
+	var deadline *time.Time
+	switch {
+	case req.DeadlineAt != nil || req.TTL > 0:
+		field, at := "ttl", lapse.Truncate(now.Add(req.TTL))
+		if req.DeadlineAt != nil {
+			field, at = "deadline_at", lapse.Truncate(*req.DeadlineAt)
+		}
+		if initial.Deadline == nil {
+			return nil, false, lapse.FieldError(field, "flow %s starts in %s, which has no deadline", flow.Name, flow.Initial)
+		}
+		if err := e.checkDeadline(field, at, now); err != nil {
+			// A retry of a request that succeeded before its deadline passed
+			// is still the same request: answer it as such.
+			if got, gerr := e.store.OrderGet(ctx, req.OrderNo); gerr == nil && got.RequestHash == req.Fingerprint() {
+				return got, false, nil
+			}
+			return nil, false, err
+		}
+		deadline = &at
+	case initial.Deadline != nil:
+		at := now.Add(initial.Deadline.After)
+		deadline = &at
+	}
+	o = &lapse.Order{
+		OrderNo:     req.OrderNo,
+		Flow:        flow.Name,
+		State:       flow.Initial,
+		DeadlineAt:  deadline,
+		Amount:      req.Amount,
+		Currency:    req.Currency,
+		UserID:      req.UserID,
+		Items:       req.Items,
+		Coupon:      req.Coupon,
+		Metadata:    req.Metadata,
+		Version:     1,
+		CreatedAt:   now,
+		UpdatedAt:   now,
+		FiredBy:     by.FiredBy,
+		RequestHash: req.Fingerprint(),
+	}
+	if len(o.Metadata) == 0 {
+		o.Metadata = nil
+	}
+	if len(o.Items) == 0 {
+		o.Items = nil
+	}
+	p := &lapse.OrderCreateParams{
+		Order: o,
+		Log: lapse.TransitionRecord{ToState: flow.Initial, Event: lapse.EventCreate, Version: 1,
+			FiredBy: by.FiredBy, Actor: by.Name, Reason: "created", CreatedAt: now},
+		Outbox: []lapse.OutboxEvent{lapse.NewOutboxEvent(lapse.EventOrderCreated, o, nil)},
+	}
+	got, created, err := e.store.OrderCreate(ctx, p)
+	if err != nil {
+		return nil, false, err
+	}
+	if !created {
+		if got.RequestHash != o.RequestHash {
+			return nil, false, fmt.Errorf("order %s: %w", req.OrderNo, lapse.ErrOrderExists)
+		}
+		return got, false, nil
+	}
+	if got.DeadlineAt != nil {
+		e.wake.notify(*got.DeadlineAt)
+	}
+	return got, true, nil
+}
+
+func (e *Engine) checkDeadline(field string, at, now time.Time) error {
+	if !at.After(now) {
+		return lapse.FieldError(field, "the deadline %s is not in the future", at.Format(time.RFC3339Nano))
+	}
+	if at.Sub(now) > e.maxAt {
+		return lapse.FieldError(field, "the deadline is more than %s ahead", e.maxAt)
+	}
+	return nil
+}
+
+// Order returns the order with orderNo, or lapse.ErrOrderNotFound.
+func (e *Engine) Order(ctx context.Context, orderNo string) (*lapse.Order, error) {
+	return e.store.OrderGet(ctx, orderNo)
+}
+
+// Orders lists orders, newest first.
+func (e *Engine) Orders(ctx context.Context, p *lapse.OrderListParams) ([]*lapse.Order, error) {
+	return e.store.OrderList(ctx, p)
+}
+
+// Fire is a request to fire an event at an order.
+type Fire struct {
+	Event  lapse.Event
+	Reason string
+	By     Actor
+	// External marks a request from outside Lapse (the events API): it may
+	// fire only events the flow does not mark Internal.
+	External bool
+}
+
+// Fire fires an event at the order with orderNo through its flow and returns
+// the order as it is afterwards. Errors: lapse.ErrOrderNotFound; EINVALID
+// when the flow has no such event or an external caller fires an internal
+// one; ECONFLICT when the order's state does not accept the event or a guard
+// refuses it. If the order moves concurrently, Fire reads it again and
+// re-plans, so a CANCEL racing a deadline change still applies, while a PAY
+// racing a TIMEOUT finds the order CLOSED and fails.
+func (e *Engine) Fire(ctx context.Context, orderNo string, f Fire) (*lapse.Order, error) {
+	if f.Event == "" {
+		return nil, lapse.FieldError("event", "is required")
+	}
+	for range maxStaleRetries {
+		o, err := e.store.OrderGet(ctx, orderNo)
+		if err != nil {
+			return nil, err
+		}
+		flow, err := e.flowOf(o)
+		if err != nil {
+			return nil, err
+		}
+		if spec := flow.Event(f.Event); spec != nil && spec.Internal && f.External {
+			return nil, lapse.FieldError("event", "%s is fired by Lapse itself in flow %s and cannot be sent through this API", f.Event, flow.Name)
+		}
+		p, err := flow.Plan(o, lapse.Firing{Event: f.Event, Now: e.clock.Now(), FiredBy: f.By.FiredBy, Actor: f.By.Name, Reason: f.Reason})
+		if err != nil {
+			return nil, err
+		}
+		moved, err := e.store.OrderTransition(ctx, p)
+		if errors.Is(err, lapse.ErrStale) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		e.metrics.transition(moved.Flow, p)
+		if moved.DeadlineAt != nil {
+			e.wake.notify(*moved.DeadlineAt)
+		}
+		return moved, nil
+	}
+	return nil, fmt.Errorf("order %s: %w", orderNo, lapse.ErrStale)
+}
+
+// DeadlineChange moves the deadline of an order's current state: to At, or
+// later by ExtendBy. Exactly one of them is set.
+type DeadlineChange struct {
+	At       *time.Time
+	ExtendBy time.Duration
+	Reason   string
+	By       Actor
+}
+
+// SetDeadline changes the deadline of the order's current state and emits an
+// order.deadline_changed event. The new deadline must be in the future. The
+// change is guarded by the order's version, so a claimer that fires the old
+// deadline and this change never both succeed: either the order is closed and
+// SetDeadline returns ECONFLICT, or it gets the new deadline and is not fired
+// before it.
+func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChange) (*lapse.Order, error) {
+	switch {
+	case c.At == nil && c.ExtendBy == 0:
+		return nil, lapse.FieldError("deadline_at", "send deadline_at or extend_by")
+	case c.At != nil && c.ExtendBy != 0:
+		return nil, lapse.FieldError("deadline_at", "and extend_by exclude each other; send one")
+	case c.ExtendBy < 0:
+		return nil, lapse.FieldError("extend_by", "must be positive; send deadline_at to shorten a deadline")
+	}
+	for range maxStaleRetries {
+		o, err := e.store.OrderGet(ctx, orderNo)
+		if err != nil {
+			return nil, err
+		}
+		flow, err := e.flowOf(o)
+		if err != nil {
+			return nil, err
+		}
+		if spec := flow.State(o.State); spec == nil || spec.Deadline == nil || o.DeadlineAt == nil {
+			return nil, lapse.Errorf(lapse.ECONFLICT, "order %s is %s, which has no deadline to change", o.OrderNo, o.State)
+		}
+		now := e.clock.Now()
+		field, at := "extend_by", o.DeadlineAt.Add(c.ExtendBy)
+		if c.At != nil {
+			field, at = "deadline_at", lapse.Truncate(*c.At)
+		}
+		if err := e.checkDeadline(field, at, now); err != nil {
+			return nil, err
+		}
+		after := *o
+		after.DeadlineAt, after.Version, after.UpdatedAt = &at, o.Version+1, now
+		ev := lapse.NewDeadlineChangedEvent(&after, lapse.DeadlineMove{
+			Previous: o.DeadlineAt, Next: &at, FiredBy: c.By.FiredBy, Actor: c.By.Name, Reason: c.Reason})
+		moved, err := e.store.OrderDeadlineSet(ctx, &lapse.OrderDeadlineSetParams{
+			OrderID: o.ID, FromState: o.State, FromVersion: o.Version, DeadlineAt: at, At: now,
+			Outbox: []lapse.OutboxEvent{ev},
+		})
+		if errors.Is(err, lapse.ErrStale) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		e.wake.notify(at)
+		return moved, nil
+	}
+	return nil, fmt.Errorf("order %s: %w", orderNo, lapse.ErrStale)
+}
+
+// Transitions returns the transition log of the order with orderNo.
+func (e *Engine) Transitions(ctx context.Context, orderNo string) ([]*lapse.TransitionRecord, error) {
+	o, err := e.store.OrderGet(ctx, orderNo)
+	if err != nil {
+		return nil, err
+	}
+	return e.store.TransitionList(ctx, o.ID)
+}
+
+// Events returns the outbox events of the order with orderNo.
+func (e *Engine) Events(ctx context.Context, orderNo string) ([]*lapse.OutboxEvent, error) {
+	o, err := e.store.OrderGet(ctx, orderNo)
+	if err != nil {
+		return nil, err
+	}
+	return e.store.OutboxList(ctx, o.ID)
+}

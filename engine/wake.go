@@ -1,0 +1,46 @@
+package engine
+
+import (
+	"sync"
+	"time"
+)
+
+// waker is the in-process precise trigger: it wakes the claimer when a
+// deadline earlier than the one it sleeps towards is created in this process.
+// It remembers one time, not every deadline, so memory stays flat however many
+// orders are pending; the database index holds the rest.
+type waker struct {
+	mu     sync.Mutex
+	target time.Time // when the claimer will wake on its own; zero while it works
+	ch     chan struct{}
+}
+
+func newWaker() *waker { return &waker{ch: make(chan struct{}, 1)} }
+
+// notify tells the claimer about a deadline at t.
+func (w *waker) notify(t time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.target.IsZero() || t.Before(w.target) {
+		w.target = t
+		select {
+		case w.ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// sleeping records that the claimer sleeps until t.
+func (w *waker) sleeping(t time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.target = t
+}
+
+// working records that the claimer is awake; any notification wakes it again
+// after its current pass.
+func (w *waker) working() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.target = time.Time{}
+}
