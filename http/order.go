@@ -1,0 +1,350 @@
+package http
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/engine"
+)
+
+// apiActor is who every change made through this API is recorded as.
+var apiActor = engine.Actor{FiredBy: lapse.FiredByAPI, Name: "api"}
+
+// Listing limits of GET /v1/orders.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 500
+)
+
+// orderCreateRequest is the body of POST /v1/orders. The required fields are
+// pointers so that a missing field is told apart from its zero value (an
+// amount of 0 is a valid free order; a missing amount is a bug in the caller).
+// Only presence and parsing are checked here; the rules about values live in
+// lapse.OrderCreate.Validate and the engine.
+type orderCreateRequest struct {
+	OrderNo    *string         `json:"order_no"`
+	Flow       *string         `json:"flow"`
+	UserID     *string         `json:"user_id"`
+	Amount     *int64          `json:"amount"`
+	Currency   *string         `json:"currency"`
+	Items      []lapse.Item    `json:"items"`
+	Coupon     string          `json:"coupon"`
+	TTL        *string         `json:"ttl"`         // a Go duration: "15m", "90s", "1h30m"
+	DeadlineAt *string         `json:"deadline_at"` // RFC 3339
+	Metadata   json.RawMessage `json:"metadata"`
+}
+
+func (q *orderCreateRequest) orderCreate() (*lapse.OrderCreate, error) {
+	for _, f := range []struct {
+		name    string
+		present bool
+	}{
+		{"order_no", q.OrderNo != nil},
+		{"flow", q.Flow != nil},
+		{"user_id", q.UserID != nil},
+		{"amount", q.Amount != nil},
+		{"currency", q.Currency != nil},
+	} {
+		if !f.present {
+			return nil, lapse.FieldError(f.name, "is required")
+		}
+	}
+	c := &lapse.OrderCreate{
+		OrderNo:  *q.OrderNo,
+		Flow:     *q.Flow,
+		UserID:   *q.UserID,
+		Amount:   *q.Amount,
+		Currency: *q.Currency,
+		Items:    q.Items,
+		Coupon:   q.Coupon,
+	}
+	if q.TTL != nil {
+		// Zero means "the flow's default" to the engine, so a TTL that is
+		// sent must be positive to mean what it says.
+		d, err := parseDuration("ttl", *q.TTL)
+		if err != nil {
+			return nil, err
+		}
+		if d <= 0 {
+			return nil, lapse.FieldError("ttl", "must be a positive duration such as \"15m\"")
+		}
+		c.TTL = d
+	}
+	if q.DeadlineAt != nil {
+		t, err := parseTime("deadline_at", *q.DeadlineAt)
+		if err != nil {
+			return nil, err
+		}
+		c.DeadlineAt = &t
+	}
+	if !isNull(q.Metadata) {
+		c.Metadata = q.Metadata
+	}
+	return c, nil
+}
+
+func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
+	var req orderCreateRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	c, err := req.orderCreate()
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	o, created, err := s.engine.CreateOrder(r.Context(), c, apiActor)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/orders/"+url.PathEscape(o.OrderNo))
+	status := http.StatusOK // a repeat of the request that created it
+	if created {
+		status = http.StatusCreated
+	}
+	s.writeJSON(w, r, status, orderView(o))
+}
+
+func (s *Server) getOrder(w http.ResponseWriter, r *http.Request) {
+	o, err := s.engine.Order(r.Context(), r.PathValue("order_no"))
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, orderView(o))
+}
+
+// orderPage is one page of GET /v1/orders.
+type orderPage struct {
+	Orders     []*lapse.Order `json:"orders"`
+	NextCursor *string        `json:"next_cursor"` // null on the last page
+}
+
+func (s *Server) listOrders(w http.ResponseWriter, r *http.Request) {
+	p, err := listParams(r.URL.RawQuery)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	limit := p.Limit
+	p.Limit++ // one more than asked tells whether another page exists
+	got, err := s.engine.Orders(r.Context(), p)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	page := orderPage{Orders: make([]*lapse.Order, 0, min(len(got), limit))}
+	if len(got) > limit {
+		got = got[:limit]
+		last := got[len(got)-1]
+		cur := encodeCursor(lapse.OrderCursor{CreatedAt: last.CreatedAt, ID: last.ID})
+		page.NextCursor = &cur
+	}
+	for _, o := range got {
+		page.Orders = append(page.Orders, orderView(o))
+	}
+	s.writeJSON(w, r, http.StatusOK, page)
+}
+
+// listParams parses the query of GET /v1/orders. Unknown and repeated
+// parameters are refused: a misspelt filter would otherwise list everything.
+// Filter values are not checked against the flows: an unknown state or flow
+// simply matches nothing.
+func listParams(rawQuery string) (*lapse.OrderListParams, error) {
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return nil, lapse.Errorf(lapse.EINVALID, "the query string is malformed: %v", err)
+	}
+	known := []string{"state", "user_id", "flow", "created_from", "created_to", "limit", "cursor"}
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		if !slices.Contains(known, k) {
+			return nil, lapse.FieldError(k, "is not a parameter of this listing (it takes %v)", known)
+		}
+		if len(q[k]) > 1 {
+			return nil, lapse.FieldError(k, "is given more than once")
+		}
+	}
+	p := &lapse.OrderListParams{
+		State:  lapse.State(q.Get("state")),
+		UserID: q.Get("user_id"),
+		Flow:   q.Get("flow"),
+		Limit:  DefaultListLimit,
+	}
+	if v := q.Get("created_from"); v != "" {
+		t, err := parseTime("created_from", v)
+		if err != nil {
+			return nil, err
+		}
+		p.CreatedFrom = &t
+	}
+	if v := q.Get("created_to"); v != "" {
+		t, err := parseTime("created_to", v)
+		if err != nil {
+			return nil, err
+		}
+		p.CreatedTo = &t
+	}
+	if p.CreatedFrom != nil && p.CreatedTo != nil && !p.CreatedTo.After(*p.CreatedFrom) {
+		return nil, lapse.FieldError("created_to", "must be after created_from (created_from is inclusive, created_to exclusive)")
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxListLimit {
+			return nil, lapse.FieldError("limit", "must be an integer from 1 to %d", MaxListLimit)
+		}
+		p.Limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		c, err := decodeCursor(v)
+		if err != nil {
+			return nil, err
+		}
+		p.Before = c
+	}
+	return p, nil
+}
+
+// fireRequest is the body of POST /v1/orders/{order_no}/events.
+type fireRequest struct {
+	Event  string `json:"event"`
+	Reason string `json:"reason"` // for the transition log
+}
+
+func (s *Server) fireEvent(w http.ResponseWriter, r *http.Request) {
+	var req fireRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	o, err := s.engine.Fire(r.Context(), r.PathValue("order_no"), engine.Fire{
+		Event: lapse.Event(req.Event), Reason: req.Reason, By: apiActor, External: true})
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, orderView(o))
+}
+
+// deadlineRequest is the body of PATCH /v1/orders/{order_no}/deadline: one of
+// deadline_at (RFC 3339, earlier or later) or extend_by (a Go duration).
+type deadlineRequest struct {
+	DeadlineAt *string `json:"deadline_at"`
+	ExtendBy   *string `json:"extend_by"`
+	Reason     string  `json:"reason"` // for the order.deadline_changed event
+}
+
+func (s *Server) setDeadline(w http.ResponseWriter, r *http.Request) {
+	var req deadlineRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	c := engine.DeadlineChange{Reason: req.Reason, By: apiActor}
+	if req.DeadlineAt != nil {
+		t, err := parseTime("deadline_at", *req.DeadlineAt)
+		if err != nil {
+			s.error(w, r, err)
+			return
+		}
+		c.At = &t
+	}
+	if req.ExtendBy != nil {
+		d, err := parseDuration("extend_by", *req.ExtendBy)
+		if err == nil && d == 0 {
+			// The engine reads zero as "not sent"; a zero that was sent is a mistake.
+			err = lapse.FieldError("extend_by", "must be a positive duration such as \"10m\"")
+		}
+		if err != nil {
+			s.error(w, r, err)
+			return
+		}
+		c.ExtendBy = d // a negative one is refused by the engine, with a hint
+	}
+	o, err := s.engine.SetDeadline(r.Context(), r.PathValue("order_no"), c)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, orderView(o))
+}
+
+func (s *Server) listTransitions(w http.ResponseWriter, r *http.Request) {
+	trs, err := s.engine.Transitions(r.Context(), r.PathValue("order_no"))
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	out := make([]*lapse.TransitionRecord, len(trs))
+	for i, tr := range trs {
+		v := *tr
+		v.CreatedAt = v.CreatedAt.UTC()
+		out[i] = &v
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"transitions": out})
+}
+
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
+	evs, err := s.engine.Events(r.Context(), r.PathValue("order_no"))
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	out := make([]*lapse.OutboxEvent, len(evs))
+	for i, ev := range evs {
+		v := *ev
+		v.CreatedAt = v.CreatedAt.UTC()
+		out[i] = &v
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"events": out})
+}
+
+// orderView is o as the API shows it: times in UTC whatever zone the store
+// returned, and items as an array even when there are none.
+func orderView(o *lapse.Order) *lapse.Order {
+	v := *o
+	v.CreatedAt, v.UpdatedAt = v.CreatedAt.UTC(), v.UpdatedAt.UTC()
+	v.DeadlineAt, v.ClosedAt = utc(v.DeadlineAt), utc(v.ClosedAt)
+	if v.Items == nil {
+		v.Items = []lapse.Item{}
+	}
+	return &v
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func parseTime(field, s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, lapse.FieldError(field, "must be an RFC 3339 timestamp such as 2026-11-29T12:00:00Z, not %q", s)
+	}
+	return t, nil
+}
+
+func parseDuration(field, s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, lapse.FieldError(field, "must be a duration such as \"15m\", \"90s\" or \"1h30m\", not %q", s)
+	}
+	return d, nil
+}
+
+// isNull reports whether raw is absent or the JSON null, which both mean
+// "no metadata".
+func isNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+}

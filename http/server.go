@@ -1,0 +1,241 @@
+// Package http is the JSON API of Lapse: orders, their events, deadlines and
+// history over HTTP, plus the health, readiness, metrics and OpenAPI
+// endpoints that operators and load balancers use. Callers import it as
+// lapsehttp.
+//
+// Every error is an RFC 9457 problem (application/problem+json) whose status
+// comes from the lapse error code; see problem.go for the one table.
+package http
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/engine"
+)
+
+// DefaultMaxBodyBytes is the request body limit when Config.MaxBodyBytes is
+// not set: room for the largest metadata (16 KiB) with a hundred item lines.
+const DefaultMaxBodyBytes = 64 << 10
+
+// Config configures a Server. The zero value is usable.
+type Config struct {
+	// Logger receives request logs (Debug), internal errors and recovered
+	// panics (Error). Default: slog.Default().
+	Logger *slog.Logger
+	// Gatherer is what /metrics serves; pass the registry the engine and the
+	// rest of the process register on. Default: an empty registry, so that
+	// library code never reaches for the global one.
+	Gatherer prometheus.Gatherer
+	// Ready reports whether the process should receive traffic: /readyz
+	// answers 200 when it returns nil and 503 with its error otherwise.
+	// Default: the engine's store answers a ping.
+	Ready func(context.Context) error
+	// MaxBodyBytes bounds a request body; a larger one is refused with 400.
+	// Zero or negative: DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+}
+
+// Server serves the Lapse HTTP API over an engine. It is safe for concurrent
+// use; build it once with NewServer and mount Handler.
+type Server struct {
+	engine   *engine.Engine
+	log      *slog.Logger
+	gatherer prometheus.Gatherer
+	ready    func(context.Context) error
+	maxBody  int64
+	mux      *http.ServeMux
+}
+
+// route is one endpoint. The route table below is the only place endpoints
+// are declared, so that the OpenAPI test can check the document against it.
+type route struct {
+	method  string
+	path    string // a ServeMux pattern path, which is also OpenAPI path syntax
+	handler http.HandlerFunc
+}
+
+func (s *Server) routes() []route {
+	return []route{
+		{"POST", "/v1/orders", s.createOrder},
+		{"GET", "/v1/orders", s.listOrders},
+		{"GET", "/v1/orders/{order_no}", s.getOrder},
+		{"POST", "/v1/orders/{order_no}/events", s.fireEvent},
+		{"GET", "/v1/orders/{order_no}/events", s.listEvents},
+		{"PATCH", "/v1/orders/{order_no}/deadline", s.setDeadline},
+		{"GET", "/v1/orders/{order_no}/transitions", s.listTransitions},
+		{"GET", "/healthz", s.healthz},
+		{"GET", "/readyz", s.readyz},
+		{"GET", "/metrics", s.metrics()},
+		{"GET", "/openapi.json", s.openAPI},
+	}
+}
+
+// NewServer returns a Server for e, which must not be nil, configured by cfg.
+func NewServer(e *engine.Engine, cfg Config) *Server {
+	s := &Server{
+		engine:   e,
+		log:      cfg.Logger,
+		gatherer: cfg.Gatherer,
+		ready:    cfg.Ready,
+		maxBody:  cfg.MaxBodyBytes,
+		mux:      http.NewServeMux(),
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.gatherer == nil {
+		s.gatherer = prometheus.NewRegistry()
+	}
+	if s.ready == nil {
+		s.ready = func(ctx context.Context) error { return e.Store().Ping(ctx) }
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBodyBytes
+	}
+	for _, rt := range s.routes() {
+		s.mux.HandleFunc(rt.method+" "+rt.path, rt.handler)
+	}
+	return s
+}
+
+// Handler returns the API's handler: the routes, answering unknown paths and
+// methods with problems, behind panic recovery and request logging.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(s.serve)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &recorder{ResponseWriter: w}
+	defer func() {
+		v := recover()
+		if v == http.ErrAbortHandler {
+			panic(v) // the handler asked net/http to drop the connection
+		}
+		partial := v != nil && rec.wrote
+		if v != nil {
+			s.log.Error("http: handler panicked", "method", r.Method, "path", r.URL.Path,
+				"panic", v, "stack", string(debug.Stack()))
+			if !partial {
+				writeProblem(rec, problemFor(http.StatusInternalServerError, lapse.EINTERNAL, "", "internal error"))
+			}
+		}
+		s.log.LogAttrs(r.Context(), slog.LevelDebug, "http request",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", r.Pattern),
+			slog.Int("status", cmp.Or(rec.status, http.StatusOK)), slog.Int64("bytes", rec.bytes), slog.Duration("took", time.Since(start)))
+		if partial {
+			// Part of an answer is out: dropping the connection is the only
+			// way left to tell the client it is incomplete.
+			panic(http.ErrAbortHandler)
+		}
+	}()
+	s.route(rec, r)
+}
+
+// route dispatches r. ServeMux answers unknown paths and wrong methods in
+// plain text; those answers are caught here and rewritten as problems,
+// keeping their status and Allow header.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	h, pattern := s.mux.Handler(r)
+	if pattern != "" {
+		// Through the mux, not h, so that r.PathValue works.
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	c := &capture{header: http.Header{}}
+	h.ServeHTTP(c, r)
+	switch c.status {
+	case http.StatusNotFound:
+		writeProblem(w, problemFor(http.StatusNotFound, lapse.ENOTFOUND, "", "no such route: "+r.Method+" "+r.URL.Path))
+	case http.StatusMethodNotAllowed:
+		w.Header().Set("Allow", c.header.Get("Allow"))
+		writeProblem(w, problemFor(http.StatusMethodNotAllowed, lapse.EINVALID, "",
+			r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+c.header.Get("Allow")))
+	default: // a redirect to the cleaned path: pass it on as it is
+		for k, v := range c.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(c.status)
+		_, _ = w.Write(c.body)
+	}
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := s.ready(r.Context()); err != nil {
+		// The reason is for operators and load balancers, so it is shown
+		// even when it is not a lapse error.
+		s.log.Warn("http: not ready", "err", err)
+		writeProblem(w, problemFor(http.StatusServiceUnavailable, lapse.EUNAVAILABLE, "", "not ready: "+err.Error()))
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *Server) metrics() http.HandlerFunc {
+	h := promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return h.ServeHTTP
+}
+
+// recorder remembers what was written, for the request log and so that a
+// recovered panic does not write a second header.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+	wrote  bool
+}
+
+func (w *recorder) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *recorder) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.status, w.wrote = http.StatusOK, true
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// capture holds the answer of one of ServeMux's own handlers.
+type capture struct {
+	header http.Header
+	status int
+	body   []byte
+}
+
+func (c *capture) Header() http.Header { return c.header }
+
+func (c *capture) WriteHeader(code int) {
+	if c.status == 0 {
+		c.status = code
+	}
+}
+
+func (c *capture) Write(b []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	c.body = append(c.body, b...)
+	return len(b), nil
+}

@@ -1,0 +1,291 @@
+package http_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/flows"
+	lapsehttp "github.com/lapsehq/lapse/http"
+	"github.com/lapsehq/lapse/sqlite"
+)
+
+// start is the time every test's clock starts at.
+var start = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// env is a running API over a real engine and a fresh SQLite file.
+type env struct {
+	t      *testing.T
+	url    string
+	clock  *lapse.ManualClock
+	engine *engine.Engine
+	store  lapse.Store
+	server *lapsehttp.Server
+	logs   *syncBuffer
+}
+
+// options adjust newEnv: wrap wraps the store (to inject faults), cfg is the
+// server's config (its Logger is always the test's log buffer).
+type options struct {
+	wrap func(lapse.Store) lapse.Store
+	cfg  lapsehttp.Config
+	reg  *prometheus.Registry
+}
+
+func newEnv(t *testing.T) *env { return newEnvWith(t, options{}) }
+
+func newEnvWith(t *testing.T, opt options) *env {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "lapse.db"), sqlite.Config{})
+	if err != nil {
+		t.Fatalf("sqlite.Open: %v", err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	if err := db.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	var store lapse.Store = db
+	if opt.wrap != nil {
+		store = opt.wrap(db)
+	}
+	clock := lapse.NewManualClock(start)
+	ecfg := engine.Config{Clock: clock, Logger: slog.New(slog.DiscardHandler)}
+	if opt.reg != nil {
+		ecfg.Registerer = opt.reg
+	}
+	e, err := engine.New(store, flows.Builtin(), ecfg)
+	if err != nil {
+		t.Fatalf("engine.New: %v", err)
+	}
+	logs := &syncBuffer{}
+	cfg := opt.cfg
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s := lapsehttp.NewServer(e, cfg)
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	return &env{t: t, url: srv.URL, clock: clock, engine: e, store: store, server: s, logs: logs}
+}
+
+// response is an answer read in full.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// do sends body (JSON unless contentType says otherwise) and reads the answer.
+func (e *env) do(method, path, body string) *response {
+	e.t.Helper()
+	ct := ""
+	if body != "" {
+		ct = "application/json"
+	}
+	return e.doType(method, path, ct, body)
+}
+
+func (e *env) doType(method, path, contentType, body string) *response {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.url+path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatalf("new request: %v", err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		e.t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	return &response{status: res.StatusCode, header: res.Header, body: b}
+}
+
+// want fails the test unless the answer has status.
+func (r *response) want(t *testing.T, status int) *response {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d; body: %s", r.status, status, r.body)
+	}
+	return r
+}
+
+// order decodes a 2xx answer as an order.
+func (r *response) order(t *testing.T) *lapse.Order {
+	t.Helper()
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("Content-Type %q, want application/json", ct)
+	}
+	var o lapse.Order
+	if err := json.Unmarshal(r.body, &o); err != nil {
+		t.Fatalf("decode order: %v; body: %s", err, r.body)
+	}
+	return &o
+}
+
+// problem decodes an error answer, checking that it is a well-formed RFC 9457
+// problem with the answer's status.
+func (r *response) problem(t *testing.T) *lapsehttp.Problem {
+	t.Helper()
+	if ct := r.header.Get("Content-Type"); ct != lapsehttp.ContentTypeProblem {
+		t.Fatalf("Content-Type %q, want %s; body: %s", ct, lapsehttp.ContentTypeProblem, r.body)
+	}
+	var p lapsehttp.Problem
+	dec := json.NewDecoder(bytes.NewReader(r.body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		t.Fatalf("decode problem: %v; body: %s", err, r.body)
+	}
+	if p.Status != r.status || p.Type != "about:blank" || p.Title != http.StatusText(r.status) || p.Detail == "" || p.Code == "" {
+		t.Fatalf("malformed problem for status %d: %+v", r.status, p)
+	}
+	return &p
+}
+
+// syncBuffer is a log sink that handlers may write to concurrently.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestHealthz(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.do("GET", "/healthz", "").want(t, http.StatusOK)
+}
+
+func TestReadyz(t *testing.T) {
+	t.Parallel()
+	t.Run("default pings the store", func(t *testing.T) {
+		t.Parallel()
+		newEnv(t).do("GET", "/readyz", "").want(t, http.StatusOK)
+	})
+	t.Run("not ready", func(t *testing.T) {
+		t.Parallel()
+		e := newEnvWith(t, options{cfg: lapsehttp.Config{Ready: func(context.Context) error {
+			return errors.New("draining for shutdown")
+		}}})
+		p := e.do("GET", "/readyz", "").want(t, http.StatusServiceUnavailable).problem(t)
+		if p.Code != lapse.EUNAVAILABLE || !strings.Contains(p.Detail, "draining for shutdown") {
+			t.Fatalf("problem %+v, want code unavailable with the reason", p)
+		}
+	})
+}
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	e := newEnvWith(t, options{reg: reg, cfg: lapsehttp.Config{Gatherer: reg}})
+	e.do("POST", "/v1/orders", createBody("m-1", "")).want(t, http.StatusCreated)
+	e.do("POST", "/v1/orders/m-1/events", `{"event":"CANCEL"}`).want(t, http.StatusOK)
+	r := e.do("GET", "/metrics", "").want(t, http.StatusOK)
+	if !strings.Contains(string(r.body), `lapse_transitions_total{event="CANCEL",fired_by="api",flow="checkout"} 1`) {
+		t.Fatalf("metrics lack the CANCEL transition:\n%s", r.body)
+	}
+}
+
+func TestUnknownRouteAndMethod(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := e.do("GET", "/v2/orders", "").want(t, http.StatusNotFound).problem(t)
+	if p.Code != lapse.ENOTFOUND {
+		t.Fatalf("code %q, want not_found", p.Code)
+	}
+	for _, tt := range []struct{ method, path, allow string }{
+		{"DELETE", "/v1/orders", "GET, HEAD, POST"},
+		{"PUT", "/v1/orders/o-1", "GET, HEAD"},
+		{"GET", "/v1/orders/o-1/deadline", "PATCH"},
+		{"POST", "/healthz", "GET, HEAD"},
+	} {
+		r := e.do(tt.method, tt.path, "").want(t, http.StatusMethodNotAllowed)
+		r.problem(t)
+		if got := r.header.Get("Allow"); got != tt.allow {
+			t.Errorf("%s %s: Allow %q, want %q", tt.method, tt.path, got, tt.allow)
+		}
+	}
+}
+
+// faultyStore breaks OrderGet for two magic order numbers.
+type faultyStore struct{ lapse.Store }
+
+const secret = "disk I/O error in /var/lib/secret-volume"
+
+func (s faultyStore) OrderGet(ctx context.Context, orderNo string) (*lapse.Order, error) {
+	switch orderNo {
+	case "panic":
+		panic("store exploded")
+	case "broken":
+		return nil, errors.New(secret)
+	}
+	return s.Store.OrderGet(ctx, orderNo)
+}
+
+func TestPanicIsA500Problem(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, options{wrap: func(s lapse.Store) lapse.Store { return faultyStore{s} }})
+	p := e.do("GET", "/v1/orders/panic", "").want(t, http.StatusInternalServerError).problem(t)
+	if p.Code != lapse.EINTERNAL || strings.Contains(p.Detail, "exploded") {
+		t.Fatalf("problem %+v, want code internal without the panic's text", p)
+	}
+	if !strings.Contains(e.logs.String(), "store exploded") {
+		t.Fatalf("the panic was not logged:\n%s", e.logs)
+	}
+	e.do("GET", "/healthz", "").want(t, http.StatusOK) // still serving
+}
+
+func TestInternalErrorIsLoggedOnceAndHidden(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, options{wrap: func(s lapse.Store) lapse.Store { return faultyStore{s} }})
+	r := e.do("GET", "/v1/orders/broken", "").want(t, http.StatusInternalServerError)
+	if p := r.problem(t); p.Code != lapse.EINTERNAL || p.Detail != "internal error" {
+		t.Fatalf("problem %+v, want code internal and a generic detail", p)
+	}
+	if strings.Contains(string(r.body), "secret") {
+		t.Fatalf("the answer leaks the error: %s", r.body)
+	}
+	if n := strings.Count(e.logs.String(), secret); n != 1 {
+		t.Fatalf("the error was logged %d times, want once:\n%s", n, e.logs)
+	}
+}
+
+func TestRequestLog(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.do("GET", "/v1/orders/nope", "").want(t, http.StatusNotFound)
+	logs := e.logs.String()
+	for _, want := range []string{"level=DEBUG", `msg="http request"`, "method=GET", "path=/v1/orders/nope", `route="GET /v1/orders/{order_no}"`, "status=404"} {
+		if !strings.Contains(logs, want) {
+			t.Fatalf("request log lacks %s:\n%s", want, logs)
+		}
+	}
+}
