@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/postgres"
+	"github.com/lapsehq/lapse/sqlite"
+)
+
+// defaultDB is the embedded default: an SQLite file in the working directory.
+const defaultDB = "lapse.db"
+
+// migratingStore is a store that can apply its own migrations.
+type migratingStore interface {
+	lapse.Store
+	Migrate(ctx context.Context) error
+}
+
+// openStore opens the store named by dsn: a postgres:// or postgresql:// URL
+// selects PostgreSQL; anything else is an SQLite file path (an optional
+// sqlite: prefix is dropped).
+func openStore(ctx context.Context, dsn string) (migratingStore, error) {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return postgres.Open(ctx, dsn, postgres.Config{})
+	case dsn == "":
+		return nil, fmt.Errorf("--db is empty")
+	default:
+		return sqlite.Open(ctx, strings.TrimPrefix(dsn, "sqlite:"), sqlite.Config{})
+	}
+}
+
+// redact hides the password of a database URL for logs.
+func redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return dsn
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("migrate", stderr)
+	db := fs.String("db", defaultDB, "database: an SQLite file path or a postgres:// URL")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	s, err := openStore(ctx, *db)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "migrated %s\n", redact(*db))
+	return nil
+}

@@ -1,0 +1,237 @@
+package main_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	_ "modernc.org/sqlite"
+
+	"github.com/lapsehq/lapse/internal/testenv"
+)
+
+type order struct {
+	OrderNo     string     `json:"order_no"`
+	State       string     `json:"state"`
+	DeadlineAt  *time.Time `json:"deadline_at"`
+	ClosedAt    *time.Time `json:"closed_at"`
+	CloseReason string     `json:"close_reason"`
+	FiredBy     string     `json:"fired_by"`
+	Version     int64      `json:"version"`
+}
+
+type page struct {
+	Orders     []order `json:"orders"`
+	NextCursor *string `json:"next_cursor"`
+}
+
+// TestServeEmbedded is the newcomer's path: `lapse serve` with no flags
+// makes ./lapse.db, serves the API, and stops cleanly on SIGTERM.
+func TestServeEmbedded(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := startServe(t, dir)
+	if _, err := os.Stat(filepath.Join(dir, "lapse.db")); err != nil {
+		t.Fatalf("no ./lapse.db: %v", err)
+	}
+	var o order
+	body := map[string]any{"order_no": "hello-1", "flow": "checkout", "user_id": "u1", "amount": 1999, "currency": "CNY",
+		"items": []map[string]any{{"sku": "tea", "qty": 2}}, "ttl": "1s"}
+	if code := call(t, "POST", p.URL+"/v1/orders", body, &o); code != 201 || o.State != "UNPAID" {
+		t.Fatalf("POST /v1/orders = %d %+v", code, o)
+	}
+	deadline := *o.DeadlineAt
+	waitFor(t, 10*time.Second, func() bool {
+		call(t, "GET", p.URL+"/v1/orders/hello-1", nil, &o)
+		return o.State == "CLOSED"
+	})
+	if o.CloseReason != "TIMEOUT" || o.FiredBy != "timer" || o.ClosedAt.Before(deadline) {
+		t.Errorf("closed order: %+v (deadline %v)", o, deadline)
+	}
+	for _, path := range []string{"/healthz", "/readyz", "/openapi.json", "/metrics"} {
+		if code := call(t, "GET", p.URL+path, nil, nil); code != 200 {
+			t.Errorf("GET %s = %d", path, code)
+		}
+	}
+	if err := p.Terminate(30 * time.Second); err != nil {
+		t.Errorf("lapse serve exited with %v after SIGTERM", err)
+	}
+	if !strings.Contains(p.Logs(), "lapse stopped") {
+		t.Errorf("no clean stop in the logs:\n%s", p.Logs())
+	}
+
+	out, err := exec.Command(lapseBin, "migrate", "--db", filepath.Join(dir, "lapse.db")).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "migrated") {
+		t.Errorf("lapse migrate: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(lapseBin, "serve", "--bogus").CombinedOutput(); err == nil {
+		t.Errorf("lapse serve --bogus succeeded:\n%s", out)
+	}
+}
+
+// TestTenThousandOrdersClose creates 10,000 orders with a 2 s ttl through the
+// API and checks that each closes once, on time, with one order.closed event.
+func TestTenThousandOrdersClose(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		dir := t.TempDir()
+		db := filepath.Join(dir, "lapse.db")
+		tenThousand(t, startServe(t, dir, "--db", db), sqliteCounter(t, db))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		dsn := testenv.PostgresSchema(t)
+		tenThousand(t, startServe(t, t.TempDir(), "--db", dsn), postgresCounter(t, dsn))
+	})
+}
+
+func tenThousand(t *testing.T, p *proc, count counter) {
+	const n = 10000
+	deadlines := make(map[string]time.Time, n)
+	var mu sync.Mutex
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range 16 {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= n || t.Failed() {
+					return
+				}
+				no := fmt.Sprintf("TT-%05d", i)
+				var o order
+				body := map[string]any{"order_no": no, "flow": "checkout", "user_id": fmt.Sprintf("u%d", i%97),
+					"amount": 100 + i, "currency": "CNY", "items": []map[string]any{{"sku": "sku-1", "qty": 1}}, "ttl": "2s"}
+				if code := call(t, "POST", p.URL+"/v1/orders", body, &o); code != 201 || o.DeadlineAt == nil {
+					t.Errorf("POST %s = %d", no, code)
+					return
+				}
+				mu.Lock()
+				deadlines[no] = *o.DeadlineAt
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	t.Logf("created %d orders through the API in %v", n, time.Since(start).Round(time.Millisecond))
+	waitFor(t, 60*time.Second, func() bool {
+		var pg page
+		call(t, "GET", p.URL+"/v1/orders?state=UNPAID&limit=1", nil, &pg)
+		return len(pg.Orders) == 0
+	})
+
+	// Read every order back through the paged list.
+	var lags []time.Duration
+	seen := 0
+	cursor := ""
+	for {
+		var pg page
+		u := p.URL + "/v1/orders?limit=500"
+		if cursor != "" {
+			u += "&cursor=" + url.QueryEscape(cursor)
+		}
+		if code := call(t, "GET", u, nil, &pg); code != 200 {
+			t.Fatalf("GET %s = %d", u, code)
+		}
+		for _, o := range pg.Orders {
+			seen++
+			d, ok := deadlines[o.OrderNo]
+			if !ok || o.State != "CLOSED" || o.CloseReason != "TIMEOUT" || o.ClosedAt == nil {
+				t.Fatalf("order %+v", o)
+			}
+			if o.ClosedAt.Before(d) {
+				t.Errorf("%s closed %v before its deadline", o.OrderNo, d.Sub(*o.ClosedAt))
+			}
+			lags = append(lags, o.ClosedAt.Sub(d))
+		}
+		if pg.NextCursor == nil {
+			break
+		}
+		cursor = *pg.NextCursor
+	}
+	if seen != n {
+		t.Errorf("the list showed %d orders, want %d", seen, n)
+	}
+	slices.Sort(lags)
+	pct := func(q float64) time.Duration { return lags[int(q*float64(len(lags)-1))] }
+	t.Logf("close lag over %d orders: p50 %v, p99 %v, max %v", len(lags), pct(.5), pct(.99), lags[len(lags)-1])
+	if worst := lags[len(lags)-1]; worst > time.Second {
+		t.Errorf("worst close lag %v; every order must close within about a second of its deadline", worst)
+	}
+
+	c := count(t)
+	if c.ordersClosed != n || c.closedRows != n || c.closedEvents != n || c.eventOrders != n {
+		t.Errorf("exactly once: %+v, want %d of each", c, n)
+	}
+}
+
+// tally is what the database says about closing.
+type tally struct {
+	ordersClosed int64 // orders in CLOSED
+	closedRows   int64 // transitions into CLOSED
+	closedEvents int64 // order.closed events
+	eventOrders  int64 // distinct orders with an order.closed event
+}
+
+type counter func(t *testing.T) tally
+
+const tallySQL = `SELECT
+	(SELECT count(*) FROM orders WHERE state = 'CLOSED'),
+	(SELECT count(*) FROM transitions WHERE to_state = 'CLOSED'),
+	(SELECT count(*) FROM outbox WHERE type = 'order.closed'),
+	(SELECT count(DISTINCT order_id) FROM outbox WHERE type = 'order.closed')`
+
+func sqliteCounter(t *testing.T, path string) counter {
+	return func(t *testing.T) tally {
+		db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(5000)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var c tally
+		if err := db.QueryRow(tallySQL).Scan(&c.ordersClosed, &c.closedRows, &c.closedEvents, &c.eventOrders); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+}
+
+func postgresCounter(t *testing.T, dsn string) counter {
+	return func(t *testing.T) tally {
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		var c tally
+		if err := conn.QueryRow(ctx, tallySQL).Scan(&c.ordersClosed, &c.closedRows, &c.closedEvents, &c.eventOrders); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+}
+
+func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	stop := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(stop) {
+			t.Fatalf("condition not met within %v", timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

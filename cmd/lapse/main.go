@@ -1,0 +1,59 @@
+// Command lapse runs the Lapse service and its tools.
+//
+//	lapse serve   [--db DSN] [--http ADDR] …   run the API and the deadline engine
+//	lapse migrate [--db DSN]                   apply the database migrations
+//
+// DSN is a path to an SQLite file (the default, ./lapse.db) or a
+// postgres:// URL. Every flag can also be set in the environment as
+// LAPSE_<FLAG>, e.g. LAPSE_DB, LAPSE_HTTP.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `lapse runs order lifecycles with deadlines.
+
+Usage:
+  lapse serve   [flags]   run the HTTP API and the deadline engine
+  lapse migrate [flags]   apply the database migrations and exit
+
+Run "lapse <command> -h" for the flags of a command.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "lapse:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return flag.ErrHelp
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], stderr)
+	case "migrate":
+		return migrate(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+}

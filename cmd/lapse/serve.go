@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/flows"
+	lapsehttp "github.com/lapsehq/lapse/http"
+)
+
+func serve(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := newFlagSet("serve", stderr)
+	var (
+		db        = fs.String("db", defaultDB, "database: an SQLite file path or a postgres:// URL")
+		addr      = fs.String("http", "127.0.0.1:8080", "address of the HTTP API (port 0 picks a free one)")
+		logLevel  = fs.String("log-level", "info", "debug, info, warn or error")
+		logFormat = fs.String("log-format", "text", "text or json")
+		cc        engine.ClaimerConfig
+	)
+	fs.IntVar(&cc.Batch, "batch", 500, "due orders claimed per transaction")
+	fs.IntVar(&cc.Workers, "workers", 2, "transactions that burn down a backlog in parallel")
+	fs.DurationVar(&cc.MaxSleep, "max-sleep", time.Second, "longest the deadline engine sleeps without asking the database for the next deadline")
+	fs.DurationVar(&cc.SweepInterval, "sweep-interval", 10*time.Second, "beat of the safety-net sweep")
+	fs.DurationVar(&cc.SweepGrace, "sweep-grace", time.Second, "how overdue an order must be before the sweep fires it")
+	fs.DurationVar(&cc.StopTimeout, "stop-timeout", 10*time.Second, "how long shutdown lets in-flight work finish")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+	}
+	log, err := newLogger(stderr, *logLevel, *logFormat)
+	if err != nil {
+		return err
+	}
+
+	store, err := openStore(ctx, *db)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := store.Migrate(ctx); err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	eng, err := engine.New(store, flows.Builtin(), engine.Config{Logger: log, Registerer: reg})
+	if err != nil {
+		return err
+	}
+	claimer := engine.NewClaimer(eng, cc)
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	api := lapsehttp.NewServer(eng, lapsehttp.Config{
+		Logger:   log,
+		Gatherer: reg,
+		Ready: func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			return store.Ping(ctx)
+		},
+	})
+	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+
+	claimer.Start(ctx)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("lapse serving", "http", "http://"+ln.Addr().String(), "db", redact(*db), "flows", len(eng.Flows()))
+
+	select {
+	case <-ctx.Done():
+		log.Info("lapse shutting down")
+	case err := <-served:
+		claimer.Stop()
+		return fmt.Errorf("http: %w", err)
+	}
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cc.StopTimeout)
+	defer cancel()
+	httpErr := srv.Shutdown(shutCtx)
+	claimer.Stop()
+	if httpErr != nil && !errors.Is(httpErr, http.ErrServerClosed) {
+		return fmt.Errorf("http shutdown: %w", httpErr)
+	}
+	log.Info("lapse stopped")
+	return nil
+}
