@@ -21,6 +21,18 @@ type Error struct {
 	Code    string
 	Field   string
 	Message string
+	// Err is what the error refines, usually a sentinel below, so that
+	// errors.Is matches it while Message gives the particulars.
+	Err error
+}
+
+// Unwrap returns the error this one refines.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Refine returns an error with sentinel's code, a particular message, and
+// sentinel in its chain: errors.Is(Refine(ErrStockShort, …), ErrStockShort).
+func Refine(sentinel *Error, format string, args ...any) *Error {
+	return &Error{Code: sentinel.Code, Message: fmt.Sprintf(format, args...), Err: sentinel}
 }
 
 func (e *Error) Error() string {
@@ -37,7 +49,7 @@ func (e *Error) Is(target error) bool {
 	if !ok {
 		return false
 	}
-	return t.Code == e.Code && t.Message == e.Message && t.Field == e.Field
+	return t.Code == e.Code && t.Message == e.Message && t.Field == e.Field && t.Err == nil
 }
 
 // Errorf returns an *Error with code and a formatted message.
@@ -84,6 +96,13 @@ var (
 	// ErrStale: a guarded update found the order in another state or version
 	// than expected. For a timer this is not a failure: the order moved on.
 	ErrStale = &Error{Code: ECONFLICT, Message: "order changed concurrently"}
+
+	// ErrLeaseLost: a delivery worker's lease ended before it finished; the
+	// delivery belongs to another attempt now.
+	ErrLeaseLost = &Error{Code: ECONFLICT, Message: "delivery lease lost"}
+
+	// ErrDeliveryNotFound: no delivery has that id.
+	ErrDeliveryNotFound = &Error{Code: ENOTFOUND, Message: "delivery not found"}
 
 	// ErrOrderExists: an order with that order_no exists with a different
 	// request body.

@@ -19,6 +19,11 @@ type OutboxEvent struct {
 	Type      string          `json:"type"`
 	Payload   json.RawMessage `json:"payload"`
 	CreatedAt time.Time       `json:"created_at"`
+
+	// Subscribers, when writing an event, name the subscribers it fans out
+	// to: the store creates one pending delivery per name, due at CreatedAt,
+	// in the same transaction as the event. Not read back.
+	Subscribers []string `json:"-"`
 }
 
 // Outbox event types emitted by the built-in flows and the engine.

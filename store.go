@@ -65,6 +65,80 @@ type Store interface {
 	// OutboxList returns the outbox events of an order, oldest first.
 	OutboxList(ctx context.Context, orderID int64) ([]*OutboxEvent, error)
 
+	// DeliveryClaim leases up to p.Limit pending deliveries of p.Subscribers
+	// whose next attempt is due at p.Now, earliest first, skipping rows other
+	// transactions hold. Each claimed delivery has Attempts incremented (the
+	// attempt it now runs), LeaseOwner p.Owner, LeaseUntil and NextAttemptAt
+	// p.LeaseUntil (so that an expired lease makes it due again), and Event
+	// loaded.
+	DeliveryClaim(ctx context.Context, p *DeliveryClaimParams) ([]*Delivery, error)
+
+	// DeliveryFinish records the outcome of attempt p.Attempt of a delivery
+	// leased by p.Owner: its new status, its attempt row, and, when it dies,
+	// the review and outbox rows given. It returns ErrLeaseLost, writing
+	// nothing, when the delivery is no longer pending under that lease and
+	// attempt.
+	DeliveryFinish(ctx context.Context, p *DeliveryFinishParams) (*Delivery, error)
+
+	// DeliveryRetry makes a dead delivery pending again, due at p.At, with
+	// its schedule counted from its current attempts (RetryBase). It returns
+	// ErrDeliveryNotFound, or an ECONFLICT error when it is not dead.
+	DeliveryRetry(ctx context.Context, p *DeliveryRetryParams) (*Delivery, error)
+
+	// DeliveryGet returns a delivery, or ErrDeliveryNotFound.
+	DeliveryGet(ctx context.Context, id int64) (*Delivery, error)
+
+	// DeliveryList returns the deliveries of an order, oldest first.
+	DeliveryList(ctx context.Context, orderID int64) ([]*Delivery, error)
+
+	// DeliveryAttemptList returns the attempt rows of an order's deliveries,
+	// by delivery then attempt.
+	DeliveryAttemptList(ctx context.Context, orderID int64) ([]*DeliveryAttempt, error)
+
+	// DeliveryCount counts pending and dead deliveries.
+	DeliveryCount(ctx context.Context) (*DeliveryCounts, error)
+
+	// EffectClaim records that consumer handled the event eventID and
+	// reports whether this is the first time. Used inside Tx with the
+	// effect, it makes the effect happen once.
+	EffectClaim(ctx context.Context, consumer, eventID string, at time.Time) (first bool, err error)
+
+	// StockSet sets the on-hand quantity of a SKU, creating its ledger line
+	// (with nothing reserved) if needed. An on-hand below what is reserved is
+	// an ECONFLICT error.
+	StockSet(ctx context.Context, p *StockSetParams) (*Stock, error)
+
+	// StockGet returns the ledger line of a SKU, or ErrStockNotFound.
+	StockGet(ctx context.Context, sku string) (*Stock, error)
+
+	// StockMove applies one kind of move to every line of p, all or nothing,
+	// and journals each line. A reserve needs available ≥ qty; a release
+	// needs reserved ≥ qty; a consume needs reserved ≥ qty and on-hand ≥ qty.
+	// Errors are lapse.Refine(ErrStockNotFound or ErrStockShort, …) naming
+	// the SKU.
+	StockMove(ctx context.Context, p *StockMoveParams) error
+
+	// StockMoveList returns the stock journal of an order, oldest first.
+	StockMoveList(ctx context.Context, orderID int64) ([]*StockMove, error)
+
+	// CouponCreate adds an available coupon, or returns ErrCouponExists.
+	CouponCreate(ctx context.Context, p *CouponCreateParams) (*Coupon, error)
+
+	// CouponGet returns a coupon, or ErrCouponNotFound.
+	CouponGet(ctx context.Context, code string) (*Coupon, error)
+
+	// CouponMove locks, unlocks or consumes a coupon for an order and
+	// journals it. Lock needs the coupon available; unlock and consume need
+	// it locked by that order. Errors: ErrCouponNotFound, or
+	// ErrCouponUnavailable when the coupon is not in the state the move needs.
+	CouponMove(ctx context.Context, p *CouponMoveParams) (*Coupon, error)
+
+	// CouponMoveList returns the journal of a coupon, oldest first.
+	CouponMoveList(ctx context.Context, code string) ([]*CouponMove, error)
+
+	// ReviewList returns reviews, newest first.
+	ReviewList(ctx context.Context, p *ReviewListParams) ([]*Review, error)
+
 	// Tx runs fn in one transaction on a Store bound to it, committing when
 	// fn returns nil and rolling back otherwise. On a Store that is already a
 	// transaction, Tx runs fn in that same transaction.
@@ -151,6 +225,81 @@ type TransitionRecord struct {
 	Actor     string    `json:"actor"`
 	Reason    string    `json:"reason"`
 	CreatedAt time.Time `json:"at"`
+}
+
+// DeliveryClaimParams selects and leases due deliveries.
+type DeliveryClaimParams struct {
+	Now         time.Time
+	Owner       string
+	LeaseUntil  time.Time
+	Subscribers []string
+	Limit       int
+}
+
+// DeliveryFinishParams is the outcome of one attempt.
+type DeliveryFinishParams struct {
+	ID      int64
+	Owner   string
+	Attempt int            // the lease token: must equal the delivery's Attempts
+	Status  DeliveryStatus // done, pending (retry at NextAttemptAt) or dead
+	// NextAttemptAt is when a pending delivery is due again.
+	NextAttemptAt time.Time
+	Unknown       bool   // the outcome of this attempt is unknown
+	Error         string // "" when done
+	At            time.Time
+	Record        DeliveryAttempt // the attempt row
+	Review        *Review         // created when the delivery dies
+	Outbox        []OutboxEvent   // events written with it (delivery.dead)
+}
+
+// DeliveryRetryParams retries a dead delivery.
+type DeliveryRetryParams struct {
+	ID int64
+	At time.Time
+}
+
+// DeliveryCounts are the delivery backlogs.
+type DeliveryCounts struct {
+	Pending       int64
+	Dead          int64
+	OldestPending *time.Time // the earliest next attempt of a pending delivery
+}
+
+// StockSetParams sets a SKU's on-hand quantity.
+type StockSetParams struct {
+	SKU    string
+	OnHand int64
+	At     time.Time
+}
+
+// StockMoveParams is one kind of move over the lines of an order.
+type StockMoveParams struct {
+	OrderID int64
+	Kind    StockMoveKind
+	Lines   []Item // one line per SKU, sorted by SKU so that concurrent moves lock in one order
+	At      time.Time
+}
+
+// CouponCreateParams adds a coupon.
+type CouponCreateParams struct {
+	Code string
+	At   time.Time
+}
+
+// CouponMoveParams moves a coupon for an order.
+type CouponMoveParams struct {
+	Code    string
+	OrderID int64
+	OrderNo string
+	Kind    CouponMoveKind
+	At      time.Time
+}
+
+// ReviewListParams filters reviews.
+type ReviewListParams struct {
+	OrderID int64 // 0: every order
+	Open    bool  // only unresolved ones
+	Limit   int
 }
 
 // EventCreate is the event of the creation row of the transition log.

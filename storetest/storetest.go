@@ -45,6 +45,15 @@ func Run(t *testing.T, newStore Factory) {
 		{"OrderClaimDueConcurrent", testOrderClaimDueConcurrent},
 		{"OrderNextDeadlineAndCountDue", testOrderNextDeadline},
 		{"TxRollback", testTxRollback},
+		{"DeliveryFanOut", testDeliveryFanOut},
+		{"DeliveryClaim", testDeliveryClaim},
+		{"DeliveryFinish", testDeliveryFinish},
+		{"DeliveryClaimConcurrent", testDeliveryClaimConcurrent},
+		{"EffectClaim", testEffectClaim},
+		{"Stock", testStock},
+		{"StockConcurrent", testStockConcurrent},
+		{"Coupon", testCoupon},
+		{"LedgerInTx", testLedgerInTx},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,208 @@
+package lapse
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// DeliveryStatus is where a delivery stands.
+type DeliveryStatus string
+
+// Delivery statuses. A delivery is created pending in the transaction that
+// writes its event; the delivery workers move it.
+const (
+	// DeliveryPending: waiting for its next attempt (or running one, under a
+	// lease). A worker moves it to done, back to pending with a later attempt
+	// time, or to dead.
+	DeliveryPending DeliveryStatus = "pending"
+	// DeliveryDone: the subscriber has the event. Terminal.
+	DeliveryDone DeliveryStatus = "done"
+	// DeliveryDead: the retry schedule ran out, or the subscriber refused the
+	// event for good. The order is in manual review; an operator may retry it,
+	// which makes it pending again.
+	DeliveryDead DeliveryStatus = "dead"
+)
+
+// Delivery is one outbox event handed to one subscriber, with its own
+// attempts, schedule and lease.
+type Delivery struct {
+	ID         int64          `json:"id"`
+	EventID    string         `json:"event_id"`
+	EventType  string         `json:"event_type"`
+	OrderID    int64          `json:"-"`
+	OrderNo    string         `json:"order_no"`
+	Subscriber string         `json:"subscriber"`
+	Status     DeliveryStatus `json:"status"`
+	// Attempts counts every attempt ever started, including one whose worker
+	// died; it is also the lease token: only the worker holding attempt
+	// number Attempts may finish the delivery.
+	Attempts int `json:"attempts"`
+	// RetryBase is Attempts when an operator last retried the delivery; the
+	// retry schedule counts from it.
+	RetryBase     int        `json:"retry_base"`
+	NextAttemptAt time.Time  `json:"next_attempt_at"`
+	LeaseOwner    string     `json:"lease_owner,omitempty"`
+	LeaseUntil    *time.Time `json:"lease_until"`
+	// Unknown is set when the last attempt timed out after the request was
+	// sent: before any new attempt the subscriber is asked whether it applied
+	// the effect.
+	Unknown   bool       `json:"unknown"`
+	LastError string     `json:"last_error"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	DoneAt    *time.Time `json:"done_at"`
+
+	// Event is the delivered event; set by DeliveryClaim.
+	Event *OutboxEvent `json:"-"`
+}
+
+// Failures returns how many attempts have been made since the delivery was
+// created or an operator last retried it.
+func (d *Delivery) Failures() int { return d.Attempts - d.RetryBase }
+
+// Attempt outcomes.
+const (
+	OutcomeOK      = "ok"      // delivered
+	OutcomeApplied = "applied" // a query-back found the effect already applied
+	OutcomeError   = "error"   // failed; retried on schedule
+	OutcomeRefused = "refused" // failed for good (the subscriber refused it)
+	OutcomeUnknown = "unknown" // timed out after sending; queried back before any retry
+)
+
+// DeliveryAttempt is the record of one attempt.
+type DeliveryAttempt struct {
+	DeliveryID int64         `json:"delivery_id"`
+	Attempt    int           `json:"attempt"`
+	Worker     string        `json:"worker"`
+	StartedAt  time.Time     `json:"started_at"`
+	Duration   time.Duration `json:"-"`
+	Outcome    string        `json:"outcome"`
+	Error      string        `json:"error"`
+}
+
+// Handler delivers events to one subscriber: a sink (webhook, NATS,
+// RabbitMQ) or an external port (a merchant's stock service). Deliver must be
+// idempotent on ev.ID, which every sink passes on as the idempotency key.
+//
+// Deliver returns nil when the subscriber has the event; an error wrapping
+// ErrUnknownOutcome when the request may have been applied but no answer came;
+// an error wrapping ErrRefused when retrying cannot help; any other error to
+// be retried on schedule.
+type Handler interface {
+	Deliver(ctx context.Context, d *Delivery) error
+}
+
+// QueryHandler is a Handler that can be asked whether an earlier attempt was
+// applied. A delivery whose outcome is unknown is never sent again before
+// Query says it was not applied.
+type QueryHandler interface {
+	Handler
+	// Query reports whether the subscriber applied d's event. An error means
+	// the question could not be answered; it is asked again later.
+	Query(ctx context.Context, d *Delivery) (applied bool, err error)
+}
+
+// LocalHandler applies its effect in the database, inside the transaction
+// that records the delivery done, together with its dedup row: exactly once.
+type LocalHandler interface {
+	// Apply performs d's effect through tx. An error rolls everything back
+	// and the delivery is retried on schedule (or dies, wrapping ErrRefused).
+	Apply(ctx context.Context, tx Store, d *Delivery) error
+}
+
+// Errors that handlers return.
+var (
+	ErrUnknownOutcome = errors.New("lapse: outcome unknown: the request was sent but no answer came")
+	ErrRefused        = errors.New("lapse: refused for good")
+)
+
+// Schedule is a retry schedule: how long to wait after each failed attempt.
+// Either Steps (a stepped list: wait Steps[0] after the first failure,
+// Steps[1] after the second, …; len(Steps)+1 attempts in all) or exponential
+// (Base doubled after each failure, capped at Cap, MaxAttempts in all).
+// Jitter spreads each wait by up to ± that fraction so that retries after an
+// outage do not arrive together.
+type Schedule struct {
+	Steps       []time.Duration `json:"steps,omitempty"`
+	Base        time.Duration   `json:"base,omitempty"`
+	Cap         time.Duration   `json:"cap,omitempty"`
+	MaxAttempts int             `json:"max_attempts,omitempty"`
+	Jitter      float64         `json:"jitter"`
+}
+
+// DefaultSchedule is the stepped schedule of the seeds: 1m, 5m, 15m, 30m, 1h.
+func DefaultSchedule() Schedule {
+	return Schedule{Steps: []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour}, Jitter: 0.1}
+}
+
+// Validate checks the schedule.
+func (s Schedule) Validate() error {
+	switch {
+	case len(s.Steps) > 0 && (s.Base != 0 || s.Cap != 0 || s.MaxAttempts != 0):
+		return Errorf(EINVALID, "a schedule is stepped or exponential, not both")
+	case len(s.Steps) == 0 && (s.Base <= 0 || s.MaxAttempts < 1):
+		return Errorf(EINVALID, "an exponential schedule needs a positive base and at least one attempt")
+	case len(s.Steps) == 0 && s.Cap != 0 && s.Cap < s.Base:
+		return Errorf(EINVALID, "the cap of a schedule is below its base")
+	case s.Jitter < 0 || s.Jitter >= 1:
+		return Errorf(EINVALID, "jitter must be in [0, 1)")
+	}
+	for _, d := range s.Steps {
+		if d <= 0 {
+			return Errorf(EINVALID, "schedule steps must be positive")
+		}
+	}
+	return nil
+}
+
+// maxWait bounds an uncapped exponential schedule so that it cannot overflow.
+const maxWait = 7 * 24 * time.Hour
+
+// Next returns the wait after the failures-th failed attempt, and false when
+// the schedule has run out. random is a number in [0, 1) that places the
+// jitter.
+func (s Schedule) Next(failures int, random float64) (time.Duration, bool) {
+	if failures < 1 {
+		return 0, true
+	}
+	var d time.Duration
+	if len(s.Steps) > 0 {
+		if failures > len(s.Steps) {
+			return 0, false
+		}
+		d = s.Steps[failures-1]
+	} else {
+		if failures >= s.MaxAttempts {
+			return 0, false
+		}
+		d = s.Base
+		for i := 1; i < failures && (s.Cap == 0 || d < s.Cap) && d < maxWait; i++ {
+			d *= 2
+		}
+		if s.Cap != 0 && d > s.Cap {
+			d = s.Cap
+		}
+	}
+	if s.Jitter > 0 {
+		d += time.Duration(float64(d) * s.Jitter * (2*random - 1))
+	}
+	return d, true
+}
+
+// Review is an order waiting for an operator because automation gave up on
+// it, with the reason and what gave up.
+type Review struct {
+	ID         int64      `json:"id"`
+	OrderID    int64      `json:"-"`
+	OrderNo    string     `json:"order_no"`
+	Reason     string     `json:"reason"`
+	DeliveryID int64      `json:"delivery_id,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ResolvedAt *time.Time `json:"resolved_at"`
+}
+
+// Events emitted by the delivery workers.
+const (
+	EventDeliveryDead = "delivery.dead"
+)

@@ -1,0 +1,327 @@
+package storetest
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/flows"
+)
+
+// createWithSubs creates an order whose order.created event fans out to subs.
+func createWithSubs(t *testing.T, s lapse.Store, orderNo string, now time.Time, subs ...string) *lapse.Order {
+	t.Helper()
+	p := newOrder(orderNo, now.Add(time.Hour), now)
+	p.Outbox[0].Subscribers = subs
+	o, created, err := s.OrderCreate(ctxT(t), p)
+	if err != nil || !created {
+		t.Fatalf("OrderCreate(%s) = %v, %v", orderNo, created, err)
+	}
+	return o
+}
+
+func claim(t *testing.T, s lapse.Store, now time.Time, owner string, limit int, subs ...string) []*lapse.Delivery {
+	t.Helper()
+	ds, err := s.DeliveryClaim(ctxT(t), &lapse.DeliveryClaimParams{Now: now, Owner: owner, LeaseUntil: now.Add(30 * time.Second), Subscribers: subs, Limit: limit})
+	if err != nil {
+		t.Fatalf("DeliveryClaim: %v", err)
+	}
+	return ds
+}
+
+func testDeliveryFanOut(t *testing.T, s lapse.Store) {
+	o := createWithSubs(t, s, "DF-1", base, "stock", "webhook")
+	ds, err := s.DeliveryList(ctxT(t), o.ID)
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("DeliveryList = %d, %v; want 2", len(ds), err)
+	}
+	evs, _ := s.OutboxList(ctxT(t), o.ID)
+	subs := []string{ds[0].Subscriber, ds[1].Subscriber}
+	slices.Sort(subs)
+	if !slices.Equal(subs, []string{"stock", "webhook"}) {
+		t.Errorf("subscribers %v", subs)
+	}
+	for _, d := range ds {
+		if d.Status != lapse.DeliveryPending || d.Attempts != 0 || d.EventID != evs[0].ID || d.EventType != lapse.EventOrderCreated ||
+			d.OrderNo != "DF-1" || !d.NextAttemptAt.Equal(base) || !d.CreatedAt.Equal(base) || d.LeaseUntil != nil || d.DoneAt != nil || d.ID == 0 {
+			t.Errorf("new delivery = %+v", d)
+		}
+	}
+
+	// A transition's events fan out too; a stale one writes no deliveries.
+	p := plan(t, o, flows.Cancel, base.Add(time.Second))
+	p.Outbox[0].Subscribers = []string{"stock"}
+	stale := plan(t, o, flows.Pay, base.Add(time.Second))
+	stale.Outbox[0].Subscribers = []string{"stock"}
+	if _, err := s.OrderTransition(ctxT(t), p); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := s.OrderTransitionMany(ctxT(t), []*lapse.OrderTransitionParams{stale}); err != nil || len(ids) != 0 {
+		t.Fatalf("stale many = %v, %v", ids, err)
+	}
+	ds, _ = s.DeliveryList(ctxT(t), o.ID)
+	if len(ds) != 3 || ds[2].EventType != flows.EventOrderClosed || ds[2].Subscriber != "stock" || !ds[2].NextAttemptAt.Equal(base.Add(time.Second)) {
+		t.Errorf("after CANCEL: %d deliveries, last %+v", len(ds), ds[len(ds)-1])
+	}
+
+	// Bulk creates, batch transitions and deadline changes fan out as well.
+	var bulk []*lapse.OrderCreateParams
+	for i := range 3 {
+		bp := newOrder(orderNo("DFB", i), base.Add(time.Minute), base)
+		bp.Outbox[0].Subscribers = []string{"nats"}
+		bulk = append(bulk, bp)
+	}
+	if err := s.OrderCreateMany(ctxT(t), bulk); err != nil {
+		t.Fatal(err)
+	}
+	var many []*lapse.OrderTransitionParams
+	for i := range 3 {
+		bo := mustGet(t, s, orderNo("DFB", i))
+		mp := plan(t, bo, flows.Timeout, base.Add(time.Minute))
+		mp.Outbox[0].Subscribers = []string{"nats", "stock"}
+		many = append(many, mp)
+	}
+	if _, err := s.OrderTransitionMany(ctxT(t), many); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		bo := mustGet(t, s, orderNo("DFB", i))
+		if ds, _ := s.DeliveryList(ctxT(t), bo.ID); len(ds) != 3 {
+			t.Errorf("%s has %d deliveries, want 3", bo.OrderNo, len(ds))
+		}
+	}
+	o2 := mustCreate(t, s, "DF-2", base.Add(time.Minute), base)
+	after := *o2
+	after.Version = 2
+	ev := lapse.NewOutboxEvent(lapse.EventOrderDeadlineChanged, &after, nil)
+	ev.Subscribers = []string{"webhook"}
+	if _, err := s.OrderDeadlineSet(ctxT(t), &lapse.OrderDeadlineSetParams{OrderID: o2.ID, FromState: flows.Unpaid, FromVersion: 1, DeadlineAt: base.Add(time.Hour), At: base, Outbox: []lapse.OutboxEvent{ev}}); err != nil {
+		t.Fatal(err)
+	}
+	if ds, _ := s.DeliveryList(ctxT(t), o2.ID); len(ds) != 1 || ds[0].EventType != lapse.EventOrderDeadlineChanged {
+		t.Errorf("deadline change deliveries: %+v", ds)
+	}
+}
+
+func testDeliveryClaim(t *testing.T, s lapse.Store) {
+	for i := range 5 {
+		createWithSubs(t, s, orderNo("DC", i), base.Add(time.Duration(i)*time.Second), "webhook", "nats")
+	}
+	// Not yet due at base - 1s; due up to +2s: DC-0..DC-2, webhook only, earliest first.
+	if ds := claim(t, s, base.Add(-time.Second), "w1", 10, "webhook"); len(ds) != 0 {
+		t.Errorf("claimed %d deliveries before they were due", len(ds))
+	}
+	now := base.Add(2 * time.Second)
+	ds := claim(t, s, now, "w1", 2, "webhook")
+	if len(ds) != 2 || ds[0].OrderNo != orderNo("DC", 0) || ds[1].OrderNo != orderNo("DC", 1) {
+		t.Fatalf("claimed %v", ds)
+	}
+	d := ds[0]
+	if d.Attempts != 1 || d.LeaseOwner != "w1" || d.LeaseUntil == nil || !d.LeaseUntil.Equal(now.Add(30*time.Second)) ||
+		!d.NextAttemptAt.Equal(now.Add(30*time.Second)) || d.Subscriber != "webhook" || d.Status != lapse.DeliveryPending {
+		t.Errorf("claimed delivery = %+v", d)
+	}
+	if d.Event == nil || d.Event.ID != d.EventID || d.Event.Type != lapse.EventOrderCreated || len(d.Event.Payload) == 0 || d.Event.OrderNo != d.OrderNo {
+		t.Errorf("claimed delivery's event = %+v", d.Event)
+	}
+	rest := claim(t, s, now, "w2", 10, "webhook")
+	if len(rest) != 1 || rest[0].OrderNo != orderNo("DC", 2) {
+		t.Errorf("second claimer got %d deliveries, want DC-2 only", len(rest))
+	}
+	if nats := claim(t, s, now, "w2", 10, "nats", "other"); len(nats) != 3 {
+		t.Errorf("nats claim got %d, want 3", len(nats))
+	}
+	// The lease expires: the delivery is due again and keeps its count.
+	later := now.Add(31 * time.Second)
+	again := claim(t, s, later, "w3", 10, "webhook")
+	var retaken *lapse.Delivery
+	for _, a := range again {
+		if a.ID == d.ID {
+			retaken = a
+		}
+	}
+	if retaken == nil || retaken.Attempts != 2 || retaken.LeaseOwner != "w3" {
+		t.Fatalf("after the lease expired: %+v", retaken)
+	}
+	// The first worker's lease is lost: its finish writes nothing.
+	_, err := s.DeliveryFinish(ctxT(t), &lapse.DeliveryFinishParams{ID: d.ID, Owner: "w1", Attempt: 1, Status: lapse.DeliveryDone, At: later,
+		Record: lapse.DeliveryAttempt{DeliveryID: d.ID, Attempt: 1, Worker: "w1", StartedAt: now, Outcome: lapse.OutcomeOK}})
+	if !errors.Is(err, lapse.ErrLeaseLost) {
+		t.Errorf("finish with a lost lease = %v, want ErrLeaseLost", err)
+	}
+	if got, _ := s.DeliveryGet(ctxT(t), d.ID); got.Status != lapse.DeliveryPending || got.Attempts != 2 {
+		t.Errorf("after a lost-lease finish: %+v", got)
+	}
+	if _, err := s.DeliveryGet(ctxT(t), 1<<40); !errors.Is(err, lapse.ErrDeliveryNotFound) {
+		t.Errorf("DeliveryGet(missing) = %v", err)
+	}
+}
+
+func testDeliveryFinish(t *testing.T, s lapse.Store) {
+	o := createWithSubs(t, s, "FN-1", base, "a", "b", "c")
+	now := base.Add(time.Second)
+	ds := claim(t, s, now, "w", 10, "a", "b", "c")
+	if len(ds) != 3 {
+		t.Fatalf("claimed %d", len(ds))
+	}
+	bySub := map[string]*lapse.Delivery{}
+	for _, d := range ds {
+		bySub[d.Subscriber] = d
+	}
+	finish := func(d *lapse.Delivery, p lapse.DeliveryFinishParams) *lapse.Delivery {
+		t.Helper()
+		p.ID, p.Owner, p.Attempt, p.At = d.ID, "w", d.Attempts, now.Add(time.Second)
+		p.Record.DeliveryID, p.Record.Attempt, p.Record.Worker, p.Record.StartedAt = d.ID, d.Attempts, "w", now
+		got, err := s.DeliveryFinish(ctxT(t), &p)
+		if err != nil {
+			t.Fatalf("DeliveryFinish(%s): %v", d.Subscriber, err)
+		}
+		return got
+	}
+
+	done := finish(bySub["a"], lapse.DeliveryFinishParams{Status: lapse.DeliveryDone, Record: lapse.DeliveryAttempt{Duration: 1500 * time.Microsecond, Outcome: lapse.OutcomeOK}})
+	if done.Status != lapse.DeliveryDone || done.DoneAt == nil || !done.DoneAt.Equal(now.Add(time.Second)) || done.LeaseUntil != nil || done.LeaseOwner != "" || done.LastError != "" {
+		t.Errorf("done delivery = %+v", done)
+	}
+	retry := now.Add(time.Minute)
+	pend := finish(bySub["b"], lapse.DeliveryFinishParams{Status: lapse.DeliveryPending, NextAttemptAt: retry, Unknown: true, Error: "timeout after send",
+		Record: lapse.DeliveryAttempt{Duration: time.Second, Outcome: lapse.OutcomeUnknown, Error: "timeout after send"}})
+	if pend.Status != lapse.DeliveryPending || !pend.NextAttemptAt.Equal(retry) || !pend.Unknown || pend.LastError != "timeout after send" || pend.LeaseUntil != nil {
+		t.Errorf("retrying delivery = %+v", pend)
+	}
+	if early := claim(t, s, retry.Add(-time.Microsecond), "w", 10, "b"); len(early) != 0 {
+		t.Errorf("claimed a retry before its time")
+	}
+	if back := claim(t, s, retry, "w", 10, "b"); len(back) != 1 || back[0].Attempts != 2 || !back[0].Unknown {
+		t.Errorf("retry claim = %+v", back)
+	}
+
+	dead := lapse.NewOutboxEvent(lapse.EventDeliveryDead, o, nil)
+	dead.Subscribers = []string{"notify"}
+	died := finish(bySub["c"], lapse.DeliveryFinishParams{Status: lapse.DeliveryDead, Error: "HTTP 400",
+		Record: lapse.DeliveryAttempt{Outcome: lapse.OutcomeRefused, Error: "HTTP 400"},
+		Review: &lapse.Review{OrderID: o.ID, OrderNo: o.OrderNo, Reason: "delivery to c died: HTTP 400", DeliveryID: bySub["c"].ID, CreatedAt: now},
+		Outbox: []lapse.OutboxEvent{dead}})
+	if died.Status != lapse.DeliveryDead || died.LastError != "HTTP 400" || died.DoneAt != nil {
+		t.Errorf("dead delivery = %+v", died)
+	}
+	reviews, err := s.ReviewList(ctxT(t), &lapse.ReviewListParams{Open: true, Limit: 10})
+	if err != nil || len(reviews) != 1 || reviews[0].OrderNo != "FN-1" || reviews[0].DeliveryID != bySub["c"].ID || reviews[0].ResolvedAt != nil || reviews[0].ID == 0 {
+		t.Errorf("reviews = %+v, %v", reviews, err)
+	}
+	if mine, _ := s.ReviewList(ctxT(t), &lapse.ReviewListParams{OrderID: o.ID + 1000, Limit: 10}); len(mine) != 0 {
+		t.Errorf("reviews of another order: %v", mine)
+	}
+	evs, _ := s.OutboxList(ctxT(t), o.ID)
+	if len(evs) != 2 || evs[1].Type != lapse.EventDeliveryDead {
+		t.Errorf("outbox after death: %+v", evs)
+	}
+	all, _ := s.DeliveryList(ctxT(t), o.ID)
+	if len(all) != 4 || all[3].Subscriber != "notify" || all[3].EventType != lapse.EventDeliveryDead {
+		t.Errorf("the dead event's delivery: %+v", all)
+	}
+	atts, err := s.DeliveryAttemptList(ctxT(t), o.ID)
+	if err != nil || len(atts) != 3 {
+		t.Fatalf("DeliveryAttemptList = %d, %v", len(atts), err)
+	}
+	if a := atts[0]; a.DeliveryID != bySub["a"].ID || a.Attempt != 1 || a.Worker != "w" || a.Outcome != lapse.OutcomeOK || a.Duration != 1500*time.Microsecond || !a.StartedAt.Equal(now) {
+		t.Errorf("attempt row = %+v", a)
+	}
+	if a := atts[1]; a.Outcome != lapse.OutcomeUnknown || a.Error != "timeout after send" {
+		t.Errorf("attempt row = %+v", a)
+	}
+
+	// Finishing twice, or a done delivery, is a lost lease.
+	if _, err := s.DeliveryFinish(ctxT(t), &lapse.DeliveryFinishParams{ID: done.ID, Owner: "w", Attempt: 1, Status: lapse.DeliveryDone, At: now}); !errors.Is(err, lapse.ErrLeaseLost) {
+		t.Errorf("finishing a done delivery = %v", err)
+	}
+
+	// Retry: only dead ones, with the schedule counted from now on.
+	if _, err := s.DeliveryRetry(ctxT(t), &lapse.DeliveryRetryParams{ID: done.ID, At: now}); lapse.ErrorCode(err) != lapse.ECONFLICT {
+		t.Errorf("retrying a done delivery = %v", err)
+	}
+	if _, err := s.DeliveryRetry(ctxT(t), &lapse.DeliveryRetryParams{ID: 1 << 40, At: now}); !errors.Is(err, lapse.ErrDeliveryNotFound) {
+		t.Errorf("retrying a missing delivery = %v", err)
+	}
+	revived, err := s.DeliveryRetry(ctxT(t), &lapse.DeliveryRetryParams{ID: died.ID, At: now.Add(time.Hour)})
+	if err != nil || revived.Status != lapse.DeliveryPending || revived.RetryBase != 1 || revived.Failures() != 0 || !revived.NextAttemptAt.Equal(now.Add(time.Hour)) {
+		t.Errorf("retried = %+v, %v", revived, err)
+	}
+	counts, err := s.DeliveryCount(ctxT(t))
+	if err != nil || counts.Pending != 3 || counts.Dead != 0 || counts.OldestPending == nil {
+		t.Errorf("DeliveryCount = %+v, %v; want 3 pending (b, c, notify)", counts, err)
+	}
+}
+
+func testDeliveryClaimConcurrent(t *testing.T, s lapse.Store) {
+	const n = 200
+	var ps []*lapse.OrderCreateParams
+	for i := range n {
+		p := newOrder(orderNo("DCC", i), base.Add(time.Hour), base)
+		p.Outbox[0].Subscribers = []string{"sink"}
+		ps = append(ps, p)
+	}
+	if err := s.OrderCreateMany(ctxT(t), ps); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[int64]int{}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for {
+				ds, err := s.DeliveryClaim(ctxT(t), &lapse.DeliveryClaimParams{Now: base, Owner: orderNo("w", w), LeaseUntil: base.Add(time.Minute), Subscribers: []string{"sink"}, Limit: 7})
+				if err != nil {
+					t.Errorf("claim: %v", err)
+					return
+				}
+				if len(ds) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, d := range ds {
+					seen[d.ID]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(seen) != n {
+		t.Errorf("%d deliveries claimed, want %d", len(seen), n)
+	}
+	for id, c := range seen {
+		if c != 1 {
+			t.Errorf("delivery %d claimed %d times under one lease", id, c)
+		}
+	}
+}
+
+func testEffectClaim(t *testing.T, s lapse.Store) {
+	first, err := s.EffectClaim(ctxT(t), "stock", "ev-1", base)
+	if err != nil || !first {
+		t.Fatalf("first EffectClaim = %v, %v", first, err)
+	}
+	if again, err := s.EffectClaim(ctxT(t), "stock", "ev-1", base); err != nil || again {
+		t.Errorf("second EffectClaim = %v, %v; want false", again, err)
+	}
+	if other, _ := s.EffectClaim(ctxT(t), "coupon", "ev-1", base); !other {
+		t.Error("another consumer's claim of the same event was refused")
+	}
+	boom := errors.New("boom")
+	err = s.Tx(ctxT(t), func(tx lapse.Store) error {
+		if first, err := tx.EffectClaim(ctxT(t), "stock", "ev-2", base); err != nil || !first {
+			t.Errorf("EffectClaim in Tx = %v, %v", first, err)
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	if first, _ := s.EffectClaim(ctxT(t), "stock", "ev-2", base); !first {
+		t.Error("a rolled-back EffectClaim stuck")
+	}
+}

@@ -1,0 +1,233 @@
+package storetest
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+func stockOf(t *testing.T, s lapse.Store, sku string) *lapse.Stock {
+	t.Helper()
+	st, err := s.StockGet(ctxT(t), sku)
+	if err != nil {
+		t.Fatalf("StockGet(%s): %v", sku, err)
+	}
+	return st
+}
+
+func move(s lapse.Store, t *testing.T, orderID int64, kind lapse.StockMoveKind, lines ...lapse.Item) error {
+	return s.StockMove(ctxT(t), &lapse.StockMoveParams{OrderID: orderID, Kind: kind, Lines: lines, At: base})
+}
+
+func testStock(t *testing.T, s lapse.Store) {
+	if _, err := s.StockGet(ctxT(t), "tea"); !errors.Is(err, lapse.ErrStockNotFound) {
+		t.Errorf("StockGet(missing) = %v", err)
+	}
+	st, err := s.StockSet(ctxT(t), &lapse.StockSetParams{SKU: "tea", OnHand: 10, At: base})
+	if err != nil || st.SKU != "tea" || st.OnHand != 10 || st.Reserved != 0 || !st.UpdatedAt.Equal(base) {
+		t.Fatalf("StockSet = %+v, %v", st, err)
+	}
+	if _, err := s.StockSet(ctxT(t), &lapse.StockSetParams{SKU: "cup", OnHand: 3, At: base}); err != nil {
+		t.Fatal(err)
+	}
+	o1 := mustCreate(t, s, "ST-1", base.Add(time.Hour), base)
+	o2 := mustCreate(t, s, "ST-2", base.Add(time.Hour), base)
+
+	if err := move(s, t, o1.ID, lapse.StockReserve, lapse.Item{SKU: "cup", Qty: 2}, lapse.Item{SKU: "tea", Qty: 4}); err != nil {
+		t.Fatalf("reserve: %v", err)
+	}
+	if tea := stockOf(t, s, "tea"); tea.Reserved != 4 || tea.OnHand != 10 || tea.Available() != 6 {
+		t.Errorf("tea after reserve: %+v", tea)
+	}
+	// All or nothing: cup is short, so tea is not reserved either.
+	err = move(s, t, o2.ID, lapse.StockReserve, lapse.Item{SKU: "cup", Qty: 2}, lapse.Item{SKU: "tea", Qty: 1})
+	if !errors.Is(err, lapse.ErrStockShort) || !strings.Contains(lapse.ErrorMessage(err), "cup") || lapse.ErrorCode(err) != lapse.ECONFLICT {
+		t.Errorf("short reserve = %v (message %q), want ErrStockShort naming cup", err, lapse.ErrorMessage(err))
+	}
+	if tea := stockOf(t, s, "tea"); tea.Reserved != 4 {
+		t.Errorf("a refused reserve moved tea to %d reserved", tea.Reserved)
+	}
+	err = move(s, t, o2.ID, lapse.StockReserve, lapse.Item{SKU: "nope", Qty: 1})
+	if !errors.Is(err, lapse.ErrStockNotFound) || !strings.Contains(lapse.ErrorMessage(err), "nope") {
+		t.Errorf("reserve of an unknown sku = %v", err)
+	}
+	// On-hand cannot go below what is reserved.
+	if _, err := s.StockSet(ctxT(t), &lapse.StockSetParams{SKU: "tea", OnHand: 3, At: base}); lapse.ErrorCode(err) != lapse.ECONFLICT {
+		t.Errorf("on-hand below reserved = %v, want conflict", err)
+	}
+	if _, err := s.StockSet(ctxT(t), &lapse.StockSetParams{SKU: "tea", OnHand: 12, At: base.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Release gives back; consume takes from on-hand; neither goes below zero.
+	if err := move(s, t, o1.ID, lapse.StockRelease, lapse.Item{SKU: "cup", Qty: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := move(s, t, o1.ID, lapse.StockConsume, lapse.Item{SKU: "tea", Qty: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if tea, cup := stockOf(t, s, "tea"), stockOf(t, s, "cup"); tea.OnHand != 8 || tea.Reserved != 0 || cup.OnHand != 3 || cup.Reserved != 0 {
+		t.Errorf("after release and consume: tea %+v cup %+v", tea, cup)
+	}
+	if err := move(s, t, o1.ID, lapse.StockRelease, lapse.Item{SKU: "cup", Qty: 1}); !errors.Is(err, lapse.ErrStockShort) {
+		t.Errorf("release of more than reserved = %v, want ErrStockShort", err)
+	}
+	if err := move(s, t, o1.ID, lapse.StockConsume, lapse.Item{SKU: "tea", Qty: 1}); !errors.Is(err, lapse.ErrStockShort) {
+		t.Errorf("consume of more than reserved = %v, want ErrStockShort", err)
+	}
+	journal, err := s.StockMoveList(ctxT(t), o1.ID)
+	if err != nil || len(journal) != 4 {
+		t.Fatalf("StockMoveList = %d, %v; want 4 lines", len(journal), err)
+	}
+	if j := journal[0]; j.SKU != "cup" || j.Qty != 2 || j.Kind != lapse.StockReserve || !j.CreatedAt.Equal(base) || j.ID == 0 {
+		t.Errorf("journal[0] = %+v", j)
+	}
+	if j := journal[3]; j.SKU != "tea" || j.Kind != lapse.StockConsume {
+		t.Errorf("journal[3] = %+v", j)
+	}
+	if other, _ := s.StockMoveList(ctxT(t), o2.ID); len(other) != 0 {
+		t.Errorf("refused moves journaled: %+v", other)
+	}
+}
+
+// testStockConcurrent reserves one unit from 30 goroutines against 10 on
+// hand: exactly 10 succeed and nothing goes negative.
+func testStockConcurrent(t *testing.T, s lapse.Store) {
+	if _, err := s.StockSet(ctxT(t), &lapse.StockSetParams{SKU: "hot", OnHand: 10, At: base}); err != nil {
+		t.Fatal(err)
+	}
+	o := mustCreate(t, s, "SC-1", base.Add(time.Hour), base)
+	var ok atomic.Int64
+	var wg sync.WaitGroup
+	for range 30 {
+		wg.Go(func() {
+			err := move(s, t, o.ID, lapse.StockReserve, lapse.Item{SKU: "hot", Qty: 1})
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case !errors.Is(err, lapse.ErrStockShort):
+				t.Errorf("reserve: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if st := stockOf(t, s, "hot"); ok.Load() != 10 || st.Reserved != 10 || st.OnHand != 10 {
+		t.Errorf("%d reserves succeeded, stock %+v; want 10 and 10/10", ok.Load(), st)
+	}
+}
+
+func testCoupon(t *testing.T, s lapse.Store) {
+	c, err := s.CouponCreate(ctxT(t), &lapse.CouponCreateParams{Code: "SAVE10", At: base})
+	if err != nil || c.Code != "SAVE10" || c.Status != lapse.CouponAvailable || c.OrderNo != "" || !c.CreatedAt.Equal(base) {
+		t.Fatalf("CouponCreate = %+v, %v", c, err)
+	}
+	if _, err := s.CouponCreate(ctxT(t), &lapse.CouponCreateParams{Code: "SAVE10", At: base}); !errors.Is(err, lapse.ErrCouponExists) {
+		t.Errorf("duplicate coupon = %v", err)
+	}
+	if _, err := s.CouponGet(ctxT(t), "NOPE"); !errors.Is(err, lapse.ErrCouponNotFound) {
+		t.Errorf("CouponGet(missing) = %v", err)
+	}
+	o1 := mustCreate(t, s, "CP-1", base.Add(time.Hour), base)
+	o2 := mustCreate(t, s, "CP-2", base.Add(time.Hour), base)
+	mv := func(o *lapse.Order, code string, kind lapse.CouponMoveKind) (*lapse.Coupon, error) {
+		return s.CouponMove(ctxT(t), &lapse.CouponMoveParams{Code: code, OrderID: o.ID, OrderNo: o.OrderNo, Kind: kind, At: base.Add(time.Second)})
+	}
+	if _, err := mv(o1, "NOPE", lapse.CouponLock); !errors.Is(err, lapse.ErrCouponNotFound) {
+		t.Errorf("lock of a missing coupon = %v", err)
+	}
+	c, err = mv(o1, "SAVE10", lapse.CouponLock)
+	if err != nil || c.Status != lapse.CouponLocked || c.OrderNo != "CP-1" || !c.UpdatedAt.Equal(base.Add(time.Second)) {
+		t.Fatalf("lock = %+v, %v", c, err)
+	}
+	for _, k := range []lapse.CouponMoveKind{lapse.CouponLock, lapse.CouponUnlock, lapse.CouponConsume} {
+		if _, err := mv(o2, "SAVE10", k); !errors.Is(err, lapse.ErrCouponUnavailable) {
+			t.Errorf("%s by another order = %v, want ErrCouponUnavailable", k, err)
+		}
+	}
+	if c, err = mv(o1, "SAVE10", lapse.CouponUnlock); err != nil || c.Status != lapse.CouponAvailable || c.OrderNo != "" {
+		t.Errorf("unlock = %+v, %v", c, err)
+	}
+	if _, err := mv(o1, "SAVE10", lapse.CouponUnlock); !errors.Is(err, lapse.ErrCouponUnavailable) {
+		t.Errorf("second unlock = %v", err)
+	}
+	if _, err := mv(o2, "SAVE10", lapse.CouponLock); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = mv(o2, "SAVE10", lapse.CouponConsume); err != nil || c.Status != lapse.CouponUsed || c.OrderNo != "CP-2" {
+		t.Errorf("consume = %+v, %v", c, err)
+	}
+	if _, err := mv(o2, "SAVE10", lapse.CouponUnlock); !errors.Is(err, lapse.ErrCouponUnavailable) {
+		t.Errorf("unlock of a used coupon = %v", err)
+	}
+	journal, err := s.CouponMoveList(ctxT(t), "SAVE10")
+	if err != nil || len(journal) != 4 {
+		t.Fatalf("CouponMoveList = %d, %v; want lock, unlock, lock, consume", len(journal), err)
+	}
+	if j := journal[1]; j.Kind != lapse.CouponUnlock || j.OrderNo != "CP-1" || j.Code != "SAVE10" || j.ID == 0 {
+		t.Errorf("journal[1] = %+v", j)
+	}
+
+	// Ten orders race for one coupon: one wins.
+	if _, err := s.CouponCreate(ctxT(t), &lapse.CouponCreateParams{Code: "RACE", At: base}); err != nil {
+		t.Fatal(err)
+	}
+	var wins atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 10 {
+		o := mustCreate(t, s, orderNo("CPR", i), base.Add(time.Hour), base)
+		wg.Go(func() {
+			if _, err := mv(o, "RACE", lapse.CouponLock); err == nil {
+				wins.Add(1)
+			} else if !errors.Is(err, lapse.ErrCouponUnavailable) {
+				t.Errorf("lock: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Errorf("%d orders locked one coupon", wins.Load())
+	}
+}
+
+// testLedgerInTx checks that a ledger failure inside a transaction undoes the
+// whole transaction, as order creation relies on.
+func testLedgerInTx(t *testing.T, s lapse.Store) {
+	if _, err := s.StockSet(ctxT(t), &lapse.StockSetParams{SKU: "tea", OnHand: 1, At: base}); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Tx(ctxT(t), func(tx lapse.Store) error {
+		o, _, err := tx.OrderCreate(ctxT(t), newOrder("LT-1", base.Add(time.Hour), base))
+		if err != nil {
+			return err
+		}
+		return tx.StockMove(ctxT(t), &lapse.StockMoveParams{OrderID: o.ID, Kind: lapse.StockReserve, Lines: []lapse.Item{{SKU: "tea", Qty: 2}}, At: base})
+	})
+	if !errors.Is(err, lapse.ErrStockShort) {
+		t.Fatalf("Tx = %v, want ErrStockShort", err)
+	}
+	if _, err := s.OrderGet(ctxT(t), "LT-1"); !errors.Is(err, lapse.ErrOrderNotFound) {
+		t.Errorf("the order of a refused reservation exists: %v", err)
+	}
+	err = s.Tx(ctxT(t), func(tx lapse.Store) error {
+		o, _, err := tx.OrderCreate(ctxT(t), newOrder("LT-2", base.Add(time.Hour), base))
+		if err != nil {
+			return err
+		}
+		if err := tx.StockMove(ctxT(t), &lapse.StockMoveParams{OrderID: o.ID, Kind: lapse.StockReserve, Lines: []lapse.Item{{SKU: "tea", Qty: 1}}, At: base}); err != nil {
+			return err
+		}
+		_, err = tx.CouponMove(ctxT(t), &lapse.CouponMoveParams{Code: "MISSING", OrderID: o.ID, OrderNo: o.OrderNo, Kind: lapse.CouponLock, At: base})
+		return err
+	})
+	if !errors.Is(err, lapse.ErrCouponNotFound) {
+		t.Fatalf("Tx = %v, want ErrCouponNotFound", err)
+	}
+	if st := stockOf(t, s, "tea"); st.Reserved != 0 {
+		t.Errorf("a rolled-back reservation left %d reserved", st.Reserved)
+	}
+}
