@@ -19,6 +19,8 @@ import (
 // Environment variables that name test servers.
 const (
 	EnvPostgres = "LAPSE_TEST_POSTGRES" // e.g. postgres://postgres@127.0.0.1:5432/test
+	EnvNATS     = "LAPSE_TEST_NATS"     // e.g. nats://127.0.0.1:4222 (JetStream enabled)
+	EnvRabbitMQ = "LAPSE_TEST_RABBITMQ" // e.g. amqp://guest:guest@127.0.0.1:5672/
 	EnvRequire  = "LAPSE_REQUIRE_SERVICES"
 )
 
