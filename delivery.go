@@ -2,7 +2,10 @@ package lapse
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -206,3 +209,56 @@ type Review struct {
 const (
 	EventDeliveryDead = "delivery.dead"
 )
+
+// NewDeliveryDeadEvent builds the delivery.dead event of a delivery that died
+// at at with lastError: subscribers and operators learn which effect of which
+// order automation gave up on.
+func NewDeliveryDeadEvent(d *Delivery, lastError string, at time.Time) OutboxEvent {
+	id := NewEventID(at)
+	body, err := json.Marshal(struct {
+		ID         string    `json:"id"`
+		Type       string    `json:"type"`
+		OccurredAt time.Time `json:"occurred_at"`
+		OrderNo    string    `json:"order_no"`
+		Delivery   any       `json:"delivery"`
+	}{id, EventDeliveryDead, at, d.OrderNo, map[string]any{
+		"id": d.ID, "subscriber": d.Subscriber, "event_id": d.EventID, "event_type": d.EventType,
+		"attempts": d.Attempts, "last_error": lastError,
+	}})
+	if err != nil {
+		panic("lapse: delivery.dead event does not marshal: " + err.Error())
+	}
+	return OutboxEvent{ID: id, OrderID: d.OrderID, OrderNo: d.OrderNo, Type: EventDeliveryDead, Payload: body, CreatedAt: at}
+}
+
+// ParseSchedule reads a schedule written as a list of waits, "1m,5m,15m"
+// (stepped), or as "exp:BASE,CAP,ATTEMPTS", "exp:1s,5m,12" (exponential).
+// Jitter is 10%.
+func ParseSchedule(s string) (Schedule, error) {
+	sch := Schedule{Jitter: 0.1}
+	if rest, ok := strings.CutPrefix(s, "exp:"); ok {
+		parts := strings.Split(rest, ",")
+		if len(parts) != 3 {
+			return Schedule{}, Errorf(EINVALID, "schedule %q: write exp:BASE,CAP,ATTEMPTS such as exp:1s,5m,12", s)
+		}
+		base, err1 := time.ParseDuration(strings.TrimSpace(parts[0]))
+		limit, err2 := time.ParseDuration(strings.TrimSpace(parts[1]))
+		n, err3 := strconv.Atoi(strings.TrimSpace(parts[2]))
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return Schedule{}, Errorf(EINVALID, "schedule %q: %v", s, err)
+		}
+		sch.Base, sch.Cap, sch.MaxAttempts = base, limit, n
+	} else {
+		for _, part := range strings.Split(s, ",") {
+			d, err := time.ParseDuration(strings.TrimSpace(part))
+			if err != nil {
+				return Schedule{}, Errorf(EINVALID, "schedule %q: %v", s, err)
+			}
+			sch.Steps = append(sch.Steps, d)
+		}
+	}
+	if err := sch.Validate(); err != nil {
+		return Schedule{}, Errorf(EINVALID, "schedule %q: %s", s, ErrorMessage(err))
+	}
+	return sch, nil
+}

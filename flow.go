@@ -21,6 +21,14 @@ type Flow struct {
 	States      []StateSpec
 	Events      []EventSpec
 	Transitions []Transition
+
+	// Holds makes orders of the flow hold stock for their items and their
+	// coupon from creation on: the built-in ledgers reserve them in the
+	// creation transaction, or refuse the order. The outbox events named in
+	// ReleaseOn give the holdings back; those in ConsumeOn use them up.
+	Holds     bool
+	ReleaseOn []string
+	ConsumeOn []string
 }
 
 // StateSpec describes one state of a flow.
@@ -206,6 +214,25 @@ func (f *Flow) Validate() error {
 		case f.Transition(s.Name, s.Deadline.Event).Guard != nil:
 			// A guard could refuse a due order forever and stall the claimer.
 			return bad("state %s: the transition its deadline fires (%s) cannot have a guard", s.Name, s.Deadline.Event)
+		}
+	}
+	emitted := map[string]bool{}
+	for _, t := range f.Transitions {
+		for _, eff := range t.Emits {
+			emitted[eff] = true
+		}
+	}
+	for _, typ := range append(slices.Clone(f.ReleaseOn), f.ConsumeOn...) {
+		if !f.Holds {
+			return bad("release_on and consume_on need holds")
+		}
+		if !emitted[typ] {
+			return bad("%s releases or consumes holdings, but no transition emits it", typ)
+		}
+	}
+	for _, typ := range f.ReleaseOn {
+		if slices.Contains(f.ConsumeOn, typ) {
+			return bad("%s both releases and consumes holdings", typ)
 		}
 	}
 	reached := map[State]bool{f.Initial: true}

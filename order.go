@@ -124,16 +124,8 @@ func (c *OrderCreate) Validate() error {
 	case !utf8.ValidString(c.Coupon) || !textPattern.MatchString(c.Coupon):
 		return FieldError("coupon", "must be UTF-8 text without control characters")
 	}
-	for i, it := range c.Items {
-		if it.SKU == "" {
-			return FieldError("items", "line %d: sku is required", i)
-		}
-		if len(it.SKU) > MaxSKULen || !utf8.ValidString(it.SKU) || !textPattern.MatchString(it.SKU) {
-			return FieldError("items", "line %d: sku must be UTF-8 text of at most %d bytes without control characters", i, MaxSKULen)
-		}
-		if it.Qty <= 0 {
-			return FieldError("items", "line %d: qty must be a positive integer", i)
-		}
+	if err := c.ValidateItems(); err != nil {
+		return err
 	}
 	if len(c.Metadata) > 0 {
 		if len(c.Metadata) > MaxMetadataLen {
@@ -182,4 +174,20 @@ func (c *OrderCreate) Fingerprint() string {
 	}{c.Flow, c.UserID, c.Amount, c.Currency, items, c.Coupon, int64(c.TTL), deadline, meta})
 	sum := sha256.Sum256(canon)
 	return hex.EncodeToString(sum[:])
+}
+
+// ValidateItems checks the item lines of the request.
+func (c *OrderCreate) ValidateItems() error {
+	for i, it := range c.Items {
+		if it.SKU == "" {
+			return FieldError("items", "line %d: sku is required", i)
+		}
+		if len(it.SKU) > MaxSKULen || !utf8.ValidString(it.SKU) || !textPattern.MatchString(it.SKU) {
+			return FieldError("items", "line %d: sku must be UTF-8 text of at most %d bytes without control characters", i, MaxSKULen)
+		}
+		if it.Qty <= 0 {
+			return FieldError("items", "line %d: qty must be a positive integer", i)
+		}
+	}
+	return nil
 }

@@ -112,3 +112,18 @@ func NewEventID(t time.Time) string {
 	hex.Encode(s[24:], u[10:])
 	return string(s[:])
 }
+
+// EventOrder returns the order carried in an order event's payload, as it was
+// after the change. Its ID is not part of the payload and is zero.
+func EventOrder(ev *OutboxEvent) (*Order, error) {
+	var p struct {
+		Order *Order `json:"order"`
+	}
+	if err := json.Unmarshal(ev.Payload, &p); err != nil {
+		return nil, err
+	}
+	if p.Order == nil {
+		return nil, Errorf(EINVALID, "event %s carries no order", ev.ID)
+	}
+	return p.Order, nil
+}

@@ -74,6 +74,11 @@ func Checkout() *lapse.Flow {
 			{From: Paid, Event: Refund, To: Refunding, Emits: []string{EventOrderRefunding}},
 			{From: Refunding, Event: RefundDone, To: Refunded, Emits: []string{EventOrderRefunded}},
 		},
+		// Creating reserves the items and locks the coupon; closing gives
+		// them back; paying uses them up.
+		Holds:     true,
+		ReleaseOn: []string{EventOrderClosed},
+		ConsumeOn: []string{EventOrderPaid},
 	}
 }
 

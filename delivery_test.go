@@ -1,0 +1,60 @@
+package lapse_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+func TestScheduleNext(t *testing.T) {
+	stepped := lapse.Schedule{Steps: []time.Duration{time.Minute, 5 * time.Minute, time.Hour}}
+	for _, c := range []struct {
+		failures int
+		want     time.Duration
+		more     bool
+	}{{1, time.Minute, true}, {2, 5 * time.Minute, true}, {3, time.Hour, true}, {4, 0, false}} {
+		if got, more := stepped.Next(c.failures, 0.5); got != c.want || more != c.more {
+			t.Errorf("stepped.Next(%d) = %v, %v; want %v, %v", c.failures, got, more, c.want, c.more)
+		}
+	}
+	exp := lapse.Schedule{Base: time.Second, Cap: 10 * time.Second, MaxAttempts: 6}
+	var waits []time.Duration
+	for f := 1; ; f++ {
+		d, more := exp.Next(f, 0.5)
+		if !more {
+			break
+		}
+		waits = append(waits, d)
+	}
+	if want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second}; !slices.Equal(waits, want) {
+		t.Errorf("exponential waits = %v, want %v", waits, want)
+	}
+	jit := lapse.Schedule{Steps: []time.Duration{10 * time.Second}, Jitter: 0.2}
+	lo, _ := jit.Next(1, 0)
+	hi, _ := jit.Next(1, 0.999999)
+	if lo != 8*time.Second || hi < 11900*time.Millisecond || hi > 12*time.Second {
+		t.Errorf("jitter range [%v, %v], want [8s, 12s)", lo, hi)
+	}
+	huge := lapse.Schedule{Base: time.Second, MaxAttempts: 1000}
+	if d, _ := huge.Next(500, 0.5); d <= 0 || d > 14*24*time.Hour {
+		t.Errorf("an uncapped schedule waits %v after 500 failures", d)
+	}
+}
+
+func TestParseSchedule(t *testing.T) {
+	s, err := lapse.ParseSchedule("1m, 5m,15m,30m,1h")
+	if err != nil || len(s.Steps) != 5 || s.Steps[4] != time.Hour || s.Jitter != 0.1 {
+		t.Errorf("stepped = %+v, %v", s, err)
+	}
+	s, err = lapse.ParseSchedule("exp:1s,5m,12")
+	if err != nil || s.Base != time.Second || s.Cap != 5*time.Minute || s.MaxAttempts != 12 {
+		t.Errorf("exp = %+v, %v", s, err)
+	}
+	for _, bad := range []string{"", "1m,,5m", "-1s", "exp:1s,5m", "exp:0s,5m,3", "exp:1m,1s,3", "exp:1s,5m,0", "soon"} {
+		if _, err := lapse.ParseSchedule(bad); lapse.ErrorCode(err) != lapse.EINVALID {
+			t.Errorf("ParseSchedule(%q) = %v, want invalid", bad, err)
+		}
+	}
+}

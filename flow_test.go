@@ -1,0 +1,104 @@
+package lapse_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/flows"
+)
+
+func TestBuiltinFlowsValidate(t *testing.T) {
+	for _, f := range flows.Builtin() {
+		if err := f.Validate(); err != nil {
+			t.Errorf("%s: %v", f.Name, err)
+		}
+	}
+}
+
+func TestFlowValidateRefuses(t *testing.T) {
+	cases := []struct {
+		want string
+		edit func(f *lapse.Flow)
+	}{
+		{"name", func(f *lapse.Flow) { f.Name = "Bad Name" }},
+		{"declared twice", func(f *lapse.Flow) { f.States = append(f.States, lapse.StateSpec{Name: flows.Paid}) }},
+		{"initial state", func(f *lapse.Flow) { f.Initial = "NOPE" }},
+		{"unknown state", func(f *lapse.Flow) { f.Transitions[0].To = "NOPE" }},
+		{"unknown event", func(f *lapse.Flow) { f.Transitions[0].Event = "NOPE" }},
+		{"leaves terminal", func(f *lapse.Flow) {
+			f.Transitions = append(f.Transitions, lapse.Transition{From: flows.Closed, Event: flows.Pay, To: flows.Paid})
+		}},
+		{"already has a transition", func(f *lapse.Flow) {
+			f.Transitions = append(f.Transitions, lapse.Transition{From: flows.Unpaid, Event: flows.Pay, To: flows.Closed})
+		}},
+		{"does not accept", func(f *lapse.Flow) { f.States[0].Deadline.Event = flows.RefundDone }},
+		{"positive duration", func(f *lapse.Flow) { f.States[0].Deadline.After = 0 }},
+		{"cannot have a guard", func(f *lapse.Flow) { f.Transitions[1].Guard = lapse.BeforeDeadline }},
+		{"unreachable", func(f *lapse.Flow) { f.States = append(f.States, lapse.StateSpec{Name: "LIMBO"}) }},
+		{"terminal and cannot have a deadline", func(f *lapse.Flow) {
+			f.States[2].Deadline = &lapse.Deadline{After: time.Minute, Event: flows.Pay}
+		}},
+		{"no transition emits", func(f *lapse.Flow) { f.ReleaseOn = append(f.ReleaseOn, "order.vanished") }},
+		{"both releases and consumes", func(f *lapse.Flow) { f.ConsumeOn = append(f.ConsumeOn, flows.EventOrderClosed) }},
+		{"must look like", func(f *lapse.Flow) { f.Transitions[0].Emits = []string{"Paid"} }},
+	}
+	for _, c := range cases {
+		f := flows.Checkout()
+		c.edit(f)
+		err := f.Validate()
+		if err == nil || lapse.ErrorCode(err) != lapse.EINVALID || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("want an error about %q, got %v", c.want, err)
+		}
+	}
+}
+
+func TestPlan(t *testing.T) {
+	f := flows.Checkout()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	deadline := now.Add(time.Minute)
+	o := &lapse.Order{ID: 7, OrderNo: "P-1", Flow: "checkout", State: flows.Unpaid, DeadlineAt: &deadline, Version: 3, Amount: 100, Currency: "CNY"}
+
+	p, err := f.Plan(o, lapse.Firing{Event: flows.Cancel, Now: now, FiredBy: lapse.FiredByAPI, Actor: "api", Reason: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.OrderID != 7 || p.FromState != flows.Unpaid || p.FromVersion != 3 || p.ToState != flows.Closed || p.DeadlineAt != nil ||
+		p.ClosedAt == nil || !p.ClosedAt.Equal(now) || p.CloseReason != "CANCEL" || len(p.Outbox) != 1 || p.Outbox[0].Type != flows.EventOrderClosed {
+		t.Errorf("CANCEL plan = %+v", p)
+	}
+	ev, err := lapse.EventOrder(&p.Outbox[0])
+	if err != nil || ev.State != flows.Closed || ev.Version != 4 || ev.CloseReason != "CANCEL" {
+		t.Errorf("the event's order = %+v, %v", ev, err)
+	}
+
+	// A deadline firing before the deadline is stale; PAY at the deadline is refused.
+	if _, err := f.Plan(o, lapse.Firing{Event: flows.Timeout, Now: now, Deadline: true}); err != lapse.ErrStale {
+		t.Errorf("early deadline firing = %v, want ErrStale", err)
+	}
+	if _, err := f.Plan(o, lapse.Firing{Event: flows.Pay, Now: deadline}); lapse.ErrorCode(err) != lapse.ECONFLICT {
+		t.Errorf("PAY at the deadline = %v", err)
+	}
+	closed := *o
+	closed.State = flows.Closed
+	if _, err := f.Plan(&closed, lapse.Firing{Event: flows.Pay, Now: now}); lapse.ErrorCode(err) != lapse.ECONFLICT || !strings.Contains(err.Error(), "accepts no events") {
+		t.Errorf("PAY on CLOSED = %v", err)
+	}
+	paid := *o
+	paid.State = flows.Paid
+	if _, err := f.Plan(&paid, lapse.Firing{Event: flows.Cancel, Now: now}); err == nil || !strings.Contains(err.Error(), "it accepts REFUND") {
+		t.Errorf("CANCEL on PAID = %v", err)
+	}
+	if _, err := f.Plan(o, lapse.Firing{Event: "BOGUS", Now: now}); lapse.ErrorCode(err) != lapse.EINVALID {
+		t.Errorf("unknown event = %v", err)
+	}
+}
+
+func TestNewEventID(t *testing.T) {
+	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	a, b := lapse.NewEventID(at), lapse.NewEventID(at.Add(time.Millisecond))
+	if len(a) != 36 || a[14] != '7' || a == b || !(a < b) {
+		t.Errorf("ids %s, %s: want UUIDv7s that sort by time", a, b)
+	}
+}
