@@ -1,0 +1,64 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ensureStream creates the stream, or brings an existing one to what the
+// sink needs: it captures <prefix>.>, stores on file, and deduplicates over
+// the configured window. Every other setting of an existing stream is left
+// as it is, because an operator may have tuned replicas or limits, and an
+// update with a fresh config would silently reset them.
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+	subjects := cfg.Subject + ".>"
+	for range 2 { // a second round when another node created it between our calls
+		st, err := js.Stream(ctx, cfg.Stream)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			_, err = js.CreateStream(ctx, jetstream.StreamConfig{
+				Name:       cfg.Stream,
+				Subjects:   []string{subjects},
+				Storage:    jetstream.FileStorage,
+				Duplicates: cfg.DuplicateWindow,
+			})
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("nats: create stream %s: %w", cfg.Stream, err)
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("nats: look up stream %s: %w", cfg.Stream, err)
+		}
+
+		sc := st.CachedInfo().Config
+		if sc.Storage != jetstream.FileStorage {
+			// JetStream cannot change the storage of a stream, and memory
+			// storage would lose acknowledged events in a restart.
+			return fmt.Errorf("nats: stream %s uses %s storage; the sink needs file storage", cfg.Stream, sc.Storage)
+		}
+		changed := false
+		if !slices.Contains(sc.Subjects, subjects) {
+			sc.Subjects = append(sc.Subjects, subjects)
+			changed = true
+		}
+		if sc.Duplicates != cfg.DuplicateWindow {
+			sc.Duplicates = cfg.DuplicateWindow
+			changed = true
+		}
+		if !changed {
+			return nil
+		}
+		if _, err := js.UpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("nats: update stream %s: %w", cfg.Stream, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("nats: stream %s appeared and vanished while it was being set up", cfg.Stream)
+}
