@@ -20,7 +20,8 @@ import (
 // claimers that each loop on Tx{OrderClaimDue, Plan, OrderTransitionMany}
 // in batches of 500. It reports closed orders per second; set
 // LAPSE_BENCH_ORDERS to change N (default 100,000; the spec's figure is for
-// 1,000,000).
+// 1,000,000). It runs without subscribers and with two, whose deliveries
+// the close writes in the same statement.
 //
 // testdata/pgbench holds the same close as one raw SQL statement for
 // pgbench, the baseline this benchmark is measured against. On a local
@@ -34,12 +35,16 @@ func BenchmarkTransitionMany(b *testing.B) {
 			b.Fatalf("LAPSE_BENCH_ORDERS=%q is not a positive number", v)
 		}
 	}
-	for _, claimers := range []int{1, 2, 4} {
-		b.Run(fmt.Sprintf("claimers=%d", claimers), func(b *testing.B) { benchBurnDown(b, n, claimers, 500) })
+	// With subscribers, every order.created and order.closed event fans out
+	// to that many deliveries, written by the same statements.
+	for _, subs := range [][]string{nil, {"webhook", "stock"}} {
+		for _, claimers := range []int{1, 2, 4} {
+			b.Run(fmt.Sprintf("subscribers=%d/claimers=%d", len(subs), claimers), func(b *testing.B) { benchBurnDown(b, n, claimers, 500, subs) })
+		}
 	}
 }
 
-func benchBurnDown(b *testing.B, n, claimers, batch int) {
+func benchBurnDown(b *testing.B, n, claimers, batch int, subs []string) {
 	dsn := testenv.PostgresSchema(b)
 	s := openStore(b, dsn, postgres.Config{MaxConns: int32(claimers + 1)})
 	conn := connect(b, dsn)
@@ -58,7 +63,9 @@ func benchBurnDown(b *testing.B, n, claimers, batch int) {
 			var ps []*lapse.OrderCreateParams
 			for j := i; j < min(i+chunk, n); j++ {
 				d := created.Add(time.Duration(j) * time.Millisecond)
-				ps = append(ps, createParams(fmt.Sprintf("BD-%d-%08d", round, j), &d, created))
+				p := createParams(fmt.Sprintf("BD-%d-%08d", round, j), &d, created)
+				p.Outbox[0].Subscribers = subs
+				ps = append(ps, p)
 			}
 			if err := s.OrderCreateMany(ctx, ps); err != nil {
 				b.Fatal(err)
@@ -66,7 +73,7 @@ func benchBurnDown(b *testing.B, n, claimers, batch int) {
 		}
 		// Autovacuum would have settled orders created long before their
 		// deadline; do it now so that it does not run during the timing.
-		if _, err := conn.Exec(ctx, "VACUUM ANALYZE orders, transitions, outbox"); err != nil {
+		if _, err := conn.Exec(ctx, "VACUUM ANALYZE orders, transitions, outbox, deliveries"); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
@@ -89,6 +96,9 @@ func benchBurnDown(b *testing.B, n, claimers, batch int) {
 							p, err := flow.Plan(o, lapse.Firing{Event: flows.Timeout, Now: now, FiredBy: lapse.FiredByTimer, Deadline: true})
 							if err != nil {
 								return err
+							}
+							for i := range p.Outbox {
+								p.Outbox[i].Subscribers = subs
 							}
 							ps = append(ps, p)
 						}

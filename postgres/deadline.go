@@ -10,8 +10,9 @@ import (
 	"github.com/lapsehq/lapse"
 )
 
-// orderDeadlineSetSQL moves a deadline under the same guard as a transition.
-// It writes no log row: the state does not change.
+// orderDeadlineSetSQL moves a deadline under the same guard as a transition,
+// with its outbox rows and their deliveries. It writes no log row: the state
+// does not change.
 const orderDeadlineSetSQL = `WITH o AS (
 	UPDATE orders SET deadline_at = $4, updated_at = $5, version = version + 1
 	WHERE id = $1 AND state = $2 AND version = $3
@@ -22,12 +23,18 @@ const orderDeadlineSetSQL = `WITH o AS (
 	FROM o, unnest($6::uuid[], $7::text[], $8::text[], $9::json[], $10::timestamptz[])
 		WITH ORDINALITY AS e(id, order_no, type, payload, created_at, n)
 	ORDER BY e.n
+	RETURNING id, order_id, order_no, type, created_at
+), d AS (
+	` + insertDeliveries + `
+	FROM unnest($11::uuid[], $12::text[]) WITH ORDINALITY AS s(event_id, subscriber, n)
+	JOIN x ON x.id = s.event_id
+	ORDER BY s.n
 )
 SELECT ` + orderColumns + ` FROM o`
 
 // OrderDeadlineSet moves the deadline of an order that is still in
-// p.FromState at p.FromVersion and writes p.Outbox, in one statement, or
-// returns lapse.ErrStale and writes nothing.
+// p.FromState at p.FromVersion and writes p.Outbox with its deliveries, in
+// one statement, or returns lapse.ErrStale and writes nothing.
 func (s *Store) OrderDeadlineSet(ctx context.Context, p *lapse.OrderDeadlineSetParams) (*lapse.Order, error) {
 	var ev outboxArgs
 	if err := ev.add(p.OrderID, p.Outbox); err != nil {
@@ -35,7 +42,7 @@ func (s *Store) OrderDeadlineSet(ctx context.Context, p *lapse.OrderDeadlineSetP
 	}
 	o, err := scanOrder(s.db.QueryRow(ctx, orderDeadlineSetSQL,
 		p.OrderID, p.FromState, p.FromVersion, p.DeadlineAt, p.At,
-		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt))
+		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt, ev.subEventIDs, ev.subscribers))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, lapse.ErrStale
 	}

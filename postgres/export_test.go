@@ -8,6 +8,8 @@ const (
 	OrderClaimDueLockedSQL = orderClaimDueLockedSQL
 	OrderNextDeadlineSQL   = orderNextDeadlineSQL
 	OrderCountDueSQL       = orderCountDueSQL
+	DeliveryClaimSQL       = deliveryClaimSQL
+	DeliveryCountSQL       = deliveryCountSQL
 )
 
 // Setting returns the value of a server setting on one of the store's

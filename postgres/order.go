@@ -83,9 +83,9 @@ func metadataArg(m json.RawMessage) []byte {
 }
 
 // orderCreateSQL inserts the order unless its order_no exists, and with it
-// its creation log row and outbox rows, which read the id from the insert.
-// When the order exists, the insert returns nothing, so nothing else is
-// written.
+// its creation log row, outbox rows and deliveries, which read the id from
+// the insert. When the order exists, the insert returns nothing, so nothing
+// else is written.
 const orderCreateSQL = `WITH o AS (
 	INSERT INTO orders (order_no, flow, state, deadline_at, amount, currency, user_id, items, coupon,
 		metadata, version, created_at, updated_at, closed_at, close_reason, fired_by, request_hash)
@@ -101,13 +101,20 @@ const orderCreateSQL = `WITH o AS (
 	FROM o, unnest($25::uuid[], $26::text[], $27::text[], $28::json[], $29::timestamptz[])
 		WITH ORDINALITY AS e(id, order_no, type, payload, created_at, n)
 	ORDER BY e.n
+	RETURNING id, order_id, order_no, type, created_at
+), d AS (
+	` + insertDeliveries + `
+	FROM unnest($30::uuid[], $31::text[]) WITH ORDINALITY AS s(event_id, subscriber, n)
+	JOIN x ON x.id = s.event_id
+	ORDER BY s.n
 )
 SELECT ` + orderColumns + ` FROM o`
 
-// OrderCreate inserts the order with its creation log row and outbox rows in
-// one statement and returns it with created=true. If an order with the same
-// order_no exists it writes nothing and returns that order with
-// created=false; of concurrent creators of one order_no exactly one creates.
+// OrderCreate inserts the order with its creation log row, outbox rows and
+// their deliveries in one statement and returns it with created=true. If an
+// order with the same order_no exists it writes nothing and returns that
+// order with created=false; of concurrent creators of one order_no exactly
+// one creates.
 func (s *Store) OrderCreate(ctx context.Context, p *lapse.OrderCreateParams) (*lapse.Order, bool, error) {
 	o, l := p.Order, &p.Log
 	items, err := itemsArg(o.Items)
@@ -122,7 +129,7 @@ func (s *Store) OrderCreate(ctx context.Context, p *lapse.OrderCreateParams) (*l
 		o.OrderNo, o.Flow, o.State, o.DeadlineAt, o.Amount, o.Currency, o.UserID, items, o.Coupon,
 		metadataArg(o.Metadata), o.CreatedAt, o.UpdatedAt, o.ClosedAt, o.CloseReason, o.FiredBy, o.RequestHash,
 		l.FromState, l.ToState, l.Event, l.Version, l.FiredBy, l.Actor, l.Reason, l.CreatedAt,
-		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt))
+		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt, ev.subEventIDs, ev.subscribers))
 	if err == nil {
 		return got, true, nil
 	}
@@ -209,11 +216,12 @@ func (s *Store) OrderList(ctx context.Context, p *lapse.OrderListParams) ([]*lap
 // bulk load of any size finishes well within the statement timeout.
 const createManyChunk = 10_000
 
-// OrderCreateMany inserts many new orders, each with its creation log row and
-// outbox rows, in one transaction (the caller's, inside Tx). Rows go in by
-// COPY, with ids drawn from the orders identity beforehand so that log and
-// outbox rows can name their order. If any order_no exists, or appears twice
-// in ps, it returns an ECONFLICT error and writes nothing.
+// OrderCreateMany inserts many new orders, each with its creation log row,
+// outbox rows and their deliveries, in one transaction (the caller's, inside
+// Tx). Rows go in by COPY, with ids drawn from the orders identity
+// beforehand so that log, outbox and delivery rows can name their order. If
+// any order_no exists, or appears twice in ps, it returns an ECONFLICT error
+// and writes nothing.
 func (s *Store) OrderCreateMany(ctx context.Context, ps []*lapse.OrderCreateParams) error {
 	if len(ps) == 0 {
 		return nil
@@ -285,5 +293,8 @@ func (s *Store) orderCreateMany(ctx context.Context, ps []*lapse.OrderCreatePara
 		pgx.CopyFromSlice(len(ev.ids), func(i int) ([]any, error) {
 			return []any{ev.ids[i], ev.orderIDs[i], ev.orderNos[i], ev.types[i], ev.payloads[i], ev.createdAt[i]}, nil
 		}))
-	return err
+	if err != nil {
+		return err
+	}
+	return ev.copyDeliveries(ctx, s.db)
 }

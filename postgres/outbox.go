@@ -4,14 +4,19 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/lapsehq/lapse"
 )
 
 // outboxArgs holds outbox rows column by column, the shape that unnest and
-// COPY take, so that any number of events costs one statement.
+// COPY take, so that any number of events costs one statement. With them go
+// the deliveries the events fan out to, one per subscriber: each names its
+// event by id (for a statement, which joins the outbox insert's RETURNING)
+// and by index in the event columns (for COPY).
 type outboxArgs struct {
 	orderIDs  []int64
 	ids       [][16]byte
@@ -19,6 +24,10 @@ type outboxArgs struct {
 	types     []string
 	payloads  pgtype.FlatArray[[]byte] // FlatArray spares pgx a reflective encoder
 	createdAt []time.Time
+
+	subEventIDs [][16]byte
+	subEvents   []int
+	subscribers []string
 }
 
 // newOutboxArgs returns outboxArgs with room for n events.
@@ -44,8 +53,34 @@ func (a *outboxArgs) add(orderID int64, evs []lapse.OutboxEvent) error {
 		a.types = append(a.types, ev.Type)
 		a.payloads = append(a.payloads, ev.Payload)
 		a.createdAt = append(a.createdAt, ev.CreatedAt)
+		for j, sub := range ev.Subscribers {
+			// A name given twice is one subscriber: it gets one delivery
+			// rather than failing the change on deliveries' unique key.
+			if slices.Contains(ev.Subscribers[:j], sub) {
+				continue
+			}
+			a.subEventIDs = append(a.subEventIDs, id)
+			a.subEvents = append(a.subEvents, len(a.ids)-1)
+			a.subscribers = append(a.subscribers, sub)
+		}
 	}
 	return nil
+}
+
+// copyDeliveries writes the deliveries of a's events by COPY; the events
+// must be written first, for the deliveries reference them.
+func (a *outboxArgs) copyDeliveries(ctx context.Context, db db) error {
+	if len(a.subscribers) == 0 {
+		return nil
+	}
+	_, err := db.CopyFrom(ctx, pgx.Identifier{"deliveries"},
+		[]string{"event_id", "order_id", "order_no", "event_type", "subscriber", "status", "next_attempt_at", "created_at", "updated_at"},
+		pgx.CopyFromSlice(len(a.subscribers), func(i int) ([]any, error) {
+			e := a.subEvents[i]
+			at := a.createdAt[e]
+			return []any{a.ids[e], a.orderIDs[e], a.orderNos[e], a.types[e], a.subscribers[i], string(lapse.DeliveryPending), at, at, at}, nil
+		}))
+	return err
 }
 
 // parseUUID reads a UUID in its canonical 8-4-4-4-12 hex form. It is parsed
@@ -87,3 +122,13 @@ func (s *Store) OutboxList(ctx context.Context, orderID int64) ([]*lapse.OutboxE
 	}
 	return out, nil
 }
+
+// insertDeliveries is the head of the CTE that fans a statement's events out:
+// it reads the outbox insert x, which returns id, order_id, order_no, type
+// and created_at, joined on event id to the unnested subscriber columns of
+// outboxArgs, s(event_id, subscriber, n). Joining the rows x inserted, not
+// the arguments, means that an event not written (its order did not move)
+// has no deliveries either.
+const insertDeliveries = `INSERT INTO deliveries (event_id, order_id, order_no, event_type, subscriber, status,
+		next_attempt_at, created_at, updated_at)
+	SELECT x.id, x.order_id, x.order_no, x.type, s.subscriber, 'pending', x.created_at, x.created_at, x.created_at`

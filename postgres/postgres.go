@@ -2,10 +2,13 @@
 // lapse.Store with pgx, and carries its schema as embedded migrations.
 //
 // Every change of an order is a single SQL statement: the guarded UPDATE (or
-// the INSERT of a new order) and the inserts of its log and outbox rows are
-// data-modifying CTEs that read the rows the UPDATE returned. A statement is
-// atomic on its own, so a change is all or nothing without a transaction of
-// its own, and costs one round trip whether or not it runs inside Tx.
+// the INSERT of a new order) and the inserts of its log and outbox rows, and
+// of the deliveries the events fan out to, are data-modifying CTEs that read
+// the rows the UPDATE returned. A statement is atomic on its own, so a change
+// is all or nothing without a transaction of its own, and costs one round
+// trip whether or not it runs inside Tx. So are a delivery's claim and
+// finish and every ledger move: a refused move writes nothing and raises no
+// SQL error, so it leaves a caller's transaction usable.
 //
 // A process opens the store and migrates it on every start:
 //
@@ -175,4 +178,11 @@ func isUniqueViolation(err error, constraint string) (*pgconn.PgError, bool) {
 		return pe, true
 	}
 	return nil, false
+}
+
+// isCheckViolation reports whether err is a violation of the named check
+// constraint.
+func isCheckViolation(err error, constraint string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23514" && pe.ConstraintName == constraint
 }

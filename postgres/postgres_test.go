@@ -33,10 +33,26 @@ func openStore(tb testing.TB, dsn string, cfg postgres.Config) *postgres.Store {
 	return s
 }
 
+// The conformance suite runs its tests in parallel, each on its own store,
+// against a server that other packages' tests share in CI. At most
+// conformanceStores of them hold a store at once, each with a pool of at
+// most conformanceConns connections and one more while it creates or drops
+// its schema: 8 × (4 + 1) = 40 connections at most of the server's 100,
+// whatever -parallel (GOMAXPROCS by default) allows. Four connections are
+// as many as the suite's concurrent tests have workers.
+const (
+	conformanceStores = 8
+	conformanceConns  = 4
+)
+
+var conformanceSlots = make(chan struct{}, conformanceStores)
+
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) lapse.Store {
-		return openStore(t, testenv.PostgresSchema(t), postgres.Config{})
+		conformanceSlots <- struct{}{}
+		t.Cleanup(func() { <-conformanceSlots }) // runs last: after the store closes and the schema is dropped
+		return openStore(t, testenv.PostgresSchema(t), postgres.Config{MaxConns: conformanceConns})
 	})
 }
 

@@ -11,9 +11,10 @@ import (
 	"github.com/lapsehq/lapse"
 )
 
-// orderTransitionSQL is the guarded compare-and-swap with its log row and
-// outbox rows. Both inserts read the UPDATE's RETURNING, so when the guard
-// fails nothing at all is written.
+// orderTransitionSQL is the guarded compare-and-swap with its log row,
+// outbox rows and their deliveries. The inserts read the UPDATE's RETURNING
+// (the deliveries through the outbox insert's), so when the guard fails
+// nothing at all is written.
 const orderTransitionSQL = `WITH o AS (
 	UPDATE orders SET state = $4, deadline_at = $5, closed_at = $6, close_reason = $7, fired_by = $8,
 		updated_at = $9, version = version + 1
@@ -28,12 +29,19 @@ const orderTransitionSQL = `WITH o AS (
 	FROM o, unnest($13::uuid[], $14::text[], $15::text[], $16::json[], $17::timestamptz[])
 		WITH ORDINALITY AS e(id, order_no, type, payload, created_at, n)
 	ORDER BY e.n
+	RETURNING id, order_id, order_no, type, created_at
+), d AS (
+	` + insertDeliveries + `
+	FROM unnest($18::uuid[], $19::text[]) WITH ORDINALITY AS s(event_id, subscriber, n)
+	JOIN x ON x.id = s.event_id
+	ORDER BY s.n
 )
 SELECT ` + orderColumns + ` FROM o`
 
 // OrderTransition applies one planned transition in one statement: the
-// update guarded by id, state and version, its log row and its outbox rows.
-// It returns the order as updated, or lapse.ErrStale and writes nothing.
+// update guarded by id, state and version, its log row, its outbox rows and
+// their deliveries. It returns the order as updated, or lapse.ErrStale and
+// writes nothing.
 func (s *Store) OrderTransition(ctx context.Context, p *lapse.OrderTransitionParams) (*lapse.Order, error) {
 	var ev outboxArgs
 	if err := ev.add(p.OrderID, p.Outbox); err != nil {
@@ -42,7 +50,7 @@ func (s *Store) OrderTransition(ctx context.Context, p *lapse.OrderTransitionPar
 	o, err := scanOrder(s.db.QueryRow(ctx, orderTransitionSQL,
 		p.OrderID, p.FromState, p.FromVersion, p.ToState, p.DeadlineAt, p.ClosedAt, p.CloseReason, p.FiredBy,
 		p.At, p.Event, p.Actor, p.Reason,
-		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt))
+		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt, ev.subEventIDs, ev.subscribers))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, lapse.ErrStale
 	}
@@ -54,9 +62,10 @@ func (s *Store) OrderTransition(ctx context.Context, p *lapse.OrderTransitionPar
 
 // orderTransitionManySQL is orderTransitionSQL for a batch: the planned
 // transitions arrive as parallel arrays, the UPDATE joins them, and the log
-// and outbox inserts keep only the orders the UPDATE returned. One statement
-// per batch is what makes the deadline engine's close path fast: one round
-// trip, one plan, one pass over the index of orders.
+// and outbox inserts keep only the orders the UPDATE returned, the
+// deliveries only the events the outbox insert returned. One statement per
+// batch is what makes the deadline engine's close path fast: one round trip,
+// one plan, one pass over the index of orders.
 const orderTransitionManySQL = `WITH p AS (
 	SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::timestamptz[],
 		$6::timestamptz[], $7::text[], $8::text[], $9::timestamptz[], $10::text[], $11::text[], $12::text[])
@@ -78,6 +87,12 @@ const orderTransitionManySQL = `WITH p AS (
 		WITH ORDINALITY AS e(order_id, id, order_no, type, payload, created_at, n)
 	JOIN o ON o.id = e.order_id
 	ORDER BY e.n
+	RETURNING id, order_id, order_no, type, created_at
+), d AS (
+	` + insertDeliveries + `
+	FROM unnest($19::uuid[], $20::text[]) WITH ORDINALITY AS s(event_id, subscriber, n)
+	JOIN x ON x.id = s.event_id
+	ORDER BY s.n
 )
 SELECT id FROM o`
 
@@ -103,7 +118,8 @@ func (s *Store) OrderTransitionMany(ctx context.Context, ps []*lapse.OrderTransi
 	ev := &a.outbox
 	rows, err := s.db.Query(ctx, orderTransitionManySQL,
 		a.ids, a.from, a.versions, a.to, a.deadlines, a.closedAt, a.closeReasons, a.firedBy, a.at, a.events,
-		a.actors, a.reasons, ev.orderIDs, ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt)
+		a.actors, a.reasons, ev.orderIDs, ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt,
+		ev.subEventIDs, ev.subscribers)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: transition %d orders: %w", len(a.ids), err)
 	}

@@ -6,6 +6,7 @@ import "database/sql"
 var (
 	ClaimDueQuery     = claimDueQuery
 	NextDeadlineQuery = nextDeadlineQuery
+	DeliveryDueQuery  = deliveryDueQuery
 )
 
 // ReaderDB is the store's reader pool.

@@ -7,43 +7,56 @@ import (
 	"github.com/lapsehq/lapse"
 )
 
-// outbox writes evs as outbox rows of the order orderID. A duplicate event
-// id fails the insert, and with it the whole change the events belong to.
+// outbox writes evs as outbox rows of the order orderID, and fans each out
+// to its Subscribers: one pending delivery per name, due at the event's
+// CreatedAt. A duplicate event id, or a name repeated in one event's
+// Subscribers, fails the insert, and with it the whole change the events
+// belong to.
 func (w *writeTx) outbox(ctx context.Context, orderID int64, evs []lapse.OutboxEvent) error {
 	for i := range evs {
 		ev := &evs[i]
+		at := micros(ev.CreatedAt)
 		_, err := w.exec(ctx, `INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
 			VALUES (?, ?, ?, ?, ?, ?)`,
-			ev.ID, orderID, ev.OrderNo, ev.Type, string(ev.Payload), micros(ev.CreatedAt))
+			ev.ID, orderID, ev.OrderNo, ev.Type, string(ev.Payload), at)
 		if err != nil {
 			return fmt.Errorf("outbox event %s: %w", ev.ID, err)
+		}
+		// One statement a row: a statement that writes several rows keeps a
+		// statement journal, which costs far more than the rows.
+		for _, sub := range ev.Subscribers {
+			_, err := w.exec(ctx, `INSERT INTO deliveries (event_id, order_id, order_no, event_type, subscriber,
+				status, next_attempt_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?)`,
+				ev.ID, orderID, ev.OrderNo, ev.Type, sub, at, at, at)
+			if err != nil {
+				return fmt.Errorf("outbox event %s: delivery to %s: %w", ev.ID, sub, err)
+			}
 		}
 	}
 	return nil
 }
 
+// outboxCols are the columns scanEvent reads, in its order.
+const outboxCols = `seq, id, order_id, order_no, type, payload, created_at`
+
+// scanEvent reads a row of outboxCols.
+func scanEvent(r scanner) (*lapse.OutboxEvent, error) {
+	var ev lapse.OutboxEvent
+	var payload []byte
+	var at int64
+	if err := r.Scan(&ev.Seq, &ev.ID, &ev.OrderID, &ev.OrderNo, &ev.Type, &payload, &at); err != nil {
+		return nil, err
+	}
+	ev.Payload, ev.CreatedAt = payload, fromMicros(at)
+	return &ev, nil
+}
+
 // OutboxList returns the outbox events of the order with id orderID, oldest
 // (lowest seq) first; none when there is no such order.
 func (s *Store) OutboxList(ctx context.Context, orderID int64) ([]*lapse.OutboxEvent, error) {
-	rows, err := s.db().QueryContext(ctx, `SELECT seq, id, order_id, order_no, type, payload, created_at
-		FROM outbox WHERE order_id = ? ORDER BY seq`, orderID)
+	evs, err := queryAll(ctx, s.db(), scanEvent, `SELECT `+outboxCols+` FROM outbox WHERE order_id = ? ORDER BY seq`, orderID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: outbox list %d: %w", orderID, err)
 	}
-	defer rows.Close()
-	var out []*lapse.OutboxEvent
-	for rows.Next() {
-		var ev lapse.OutboxEvent
-		var payload []byte
-		var at int64
-		if err := rows.Scan(&ev.Seq, &ev.ID, &ev.OrderID, &ev.OrderNo, &ev.Type, &payload, &at); err != nil {
-			return nil, fmt.Errorf("sqlite: outbox list %d: %w", orderID, err)
-		}
-		ev.Payload, ev.CreatedAt = payload, fromMicros(at)
-		out = append(out, &ev)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: outbox list %d: %w", orderID, err)
-	}
-	return out, nil
+	return evs, nil
 }

@@ -207,3 +207,38 @@ func fromNullMicros(us sql.NullInt64) *time.Time {
 	t := fromMicros(us.Int64)
 	return &t
 }
+
+// fail wraps err, the failure of op, with the package and op: except a
+// *lapse.Error, which the store made for its caller and returns as it is.
+func fail(err error, op string, args ...any) error {
+	if e, ok := err.(*lapse.Error); ok {
+		return e
+	}
+	return fmt.Errorf("sqlite: %s: %w", fmt.Sprintf(op, args...), err)
+}
+
+// nullInt64 is n as stored, NULL when zero.
+func nullInt64(n int64) any {
+	if n == 0 {
+		return nil
+	}
+	return n
+}
+
+// queryAll runs query on q and reads every row with scan.
+func queryAll[T any](ctx context.Context, q queryer, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}

@@ -21,7 +21,17 @@ import (
 // matters: event ids are UUIDv7, whose leading bits are its milliseconds, so
 // a moving clock appends to the outbox id index, whereas a frozen one would
 // scatter every event of the run across it.
+//
+// With subscribers, every event (creation and close) fans out to that many
+// deliveries, as the engine's routes would have it; the close path then
+// writes them too.
 func BenchmarkTransitionMany(b *testing.B) {
+	for _, subs := range [][]string{nil, {"stock", "webhook"}} {
+		b.Run(fmt.Sprintf("subscribers=%d", len(subs)), func(b *testing.B) { benchTransitionMany(b, subs) })
+	}
+}
+
+func benchTransitionMany(b *testing.B, subs []string) {
 	const (
 		benchOrders = 20_000
 		batch       = 500
@@ -38,6 +48,7 @@ func BenchmarkTransitionMany(b *testing.B) {
 		ps := make([]*lapse.OrderCreateParams, benchOrders)
 		for j := range ps {
 			ps[j] = newOrder(fmt.Sprintf("B-%d-%06d", i, j), due.Add(time.Duration(j)*time.Millisecond))
+			ps[j].Outbox[0].Subscribers = subs
 		}
 		if err := s.OrderCreateMany(ctx, ps); err != nil {
 			b.Fatal(err)
@@ -61,6 +72,9 @@ func BenchmarkTransitionMany(b *testing.B) {
 					if err != nil {
 						return err
 					}
+					for k := range p.Outbox {
+						p.Outbox[k].Subscribers = subs
+					}
 					plans = append(plans, p)
 				}
 				moved, err = tx.OrderTransitionMany(ctx, plans)
@@ -77,12 +91,14 @@ func BenchmarkTransitionMany(b *testing.B) {
 		elapsed += time.Since(start)
 
 		b.StopTimer()
-		var events int
-		if err := s.ReaderDB().QueryRowContext(ctx, `SELECT count(*) FROM outbox`).Scan(&events); err != nil {
+		var events, deliveries int
+		if err := s.ReaderDB().QueryRowContext(ctx, `SELECT (SELECT count(*) FROM outbox), (SELECT count(*) FROM deliveries)`).
+			Scan(&events, &deliveries); err != nil {
 			b.Fatal(err)
 		}
-		if n != benchOrders || events != 2*benchOrders {
-			b.Fatalf("closed %d orders with %d events in all; want %d and %d", n, events, benchOrders, 2*benchOrders)
+		if n != benchOrders || events != 2*benchOrders || deliveries != events*len(subs) {
+			b.Fatalf("closed %d orders with %d events and %d deliveries in all; want %d, %d and %d",
+				n, events, deliveries, benchOrders, 2*benchOrders, 2*benchOrders*len(subs))
 		}
 		closed += n
 		b.StartTimer()

@@ -5,6 +5,9 @@
 --   psql "$LAPSE_TEST_POSTGRES" -q -v n=100000 -f setup.sql
 --   PGOPTIONS=-csearch_path=pgbench_close pgbench -n -f close.sql -c 2 -j 2 -t 98 "$LAPSE_TEST_POSTGRES"
 --
+-- close_subscribers.sql is the same close with its event fanned out to two
+-- subscribers, the baseline of BenchmarkTransitionMany/subscribers=2.
+--
 -- Each transaction closes 500 orders: closes/s = tps × 500. Keep -c × -t
 -- below n / 500 so that every transaction finds a full batch.
 \set ON_ERROR_STOP on
@@ -14,6 +17,7 @@ SET search_path = pgbench_close;
 \ir ../../migrations/0001_orders.sql
 \ir ../../migrations/0002_transitions.sql
 \ir ../../migrations/0003_outbox.sql
+\ir ../../migrations/0004_deliveries.sql
 
 INSERT INTO orders (order_no, flow, state, deadline_at, amount, currency, user_id, items, metadata, version,
 	created_at, updated_at, fired_by, request_hash)

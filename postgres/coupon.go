@@ -1,0 +1,138 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/lapsehq/lapse"
+)
+
+const couponColumns = "code, status, order_no, created_at, updated_at"
+
+func scanCoupon(row pgx.Row, extra ...any) (*lapse.Coupon, error) {
+	var c lapse.Coupon
+	if err := row.Scan(append([]any{&c.Code, &c.Status, &c.OrderNo, &c.CreatedAt, &c.UpdatedAt}, extra...)...); err != nil {
+		return nil, err
+	}
+	c.CreatedAt, c.UpdatedAt = c.CreatedAt.UTC(), c.UpdatedAt.UTC()
+	return &c, nil
+}
+
+// CouponCreate adds an available coupon, or returns lapse.ErrCouponExists
+// (refined with the code) and writes nothing.
+func (s *Store) CouponCreate(ctx context.Context, p *lapse.CouponCreateParams) (*lapse.Coupon, error) {
+	c, err := scanCoupon(s.db.QueryRow(ctx, `INSERT INTO coupons (code, status, created_at, updated_at)
+		VALUES ($1, $2, $3, $3) ON CONFLICT (code) DO NOTHING
+		RETURNING `+couponColumns, p.Code, lapse.CouponAvailable, p.At))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, lapse.Refine(lapse.ErrCouponExists, "coupon %q already exists", p.Code)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: create coupon %q: %w", p.Code, err)
+	}
+	return c, nil
+}
+
+// CouponGet returns a coupon, or lapse.ErrCouponNotFound.
+func (s *Store) CouponGet(ctx context.Context, code string) (*lapse.Coupon, error) {
+	c, err := scanCoupon(s.db.QueryRow(ctx, "SELECT "+couponColumns+" FROM coupons WHERE code = $1", code))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, lapse.Refine(lapse.ErrCouponNotFound, "coupon %q not found", code)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get coupon %q: %w", code, err)
+	}
+	return c, nil
+}
+
+// couponMove is what one kind of move needs and does: the status and holder
+// it is guarded by, and the status it leaves.
+type couponMove struct {
+	from, to lapse.CouponStatus
+	held     bool // the move needs the coupon held by the moving order
+}
+
+// couponMoves are the coupon ledger's moves. An available coupon is held by
+// no order, its order_no empty, so the lock's guard names the empty string as
+// the holder.
+var couponMoves = map[lapse.CouponMoveKind]couponMove{
+	lapse.CouponLock:    {from: lapse.CouponAvailable, to: lapse.CouponLocked},
+	lapse.CouponUnlock:  {from: lapse.CouponLocked, to: lapse.CouponAvailable, held: true},
+	lapse.CouponConsume: {from: lapse.CouponLocked, to: lapse.CouponUsed, held: true},
+}
+
+// couponMoveSQL is the guarded move with its journal row. When the guard
+// fails the second branch tells whether the coupon exists; it reads the
+// statement's snapshot, which is enough to tell missing from unavailable.
+const couponMoveSQL = `WITH u AS (
+	UPDATE coupons SET status = $2, order_no = $3, order_id = $4, updated_at = $5
+	WHERE code = $1 AND status = $6 AND order_no = $7
+	RETURNING ` + couponColumns + `
+), m AS (
+	INSERT INTO coupon_moves (code, order_id, order_no, kind, created_at)
+	SELECT u.code, $8, $9, $10, $5 FROM u
+)
+SELECT ` + couponColumns + `, true FROM u
+UNION ALL
+SELECT ` + couponColumns + `, false FROM coupons WHERE code = $1 AND NOT EXISTS (SELECT FROM u)`
+
+// CouponMove locks, unlocks or consumes a coupon for an order and journals
+// it, in one statement. Lock needs the coupon available; unlock and consume
+// need it locked by p.OrderNo. Errors, refined with the code:
+// lapse.ErrCouponNotFound, or lapse.ErrCouponUnavailable when the coupon is
+// not in the state the move needs; either writes nothing.
+func (s *Store) CouponMove(ctx context.Context, p *lapse.CouponMoveParams) (*lapse.Coupon, error) {
+	mv, ok := couponMoves[p.Kind]
+	if !ok {
+		return nil, lapse.Errorf(lapse.EINVALID, "unknown coupon move %q", p.Kind)
+	}
+	if p.OrderNo == "" {
+		return nil, lapse.FieldError("order_no", "is required to move a coupon")
+	}
+	holder := ""
+	if mv.held {
+		holder = p.OrderNo
+	}
+	var orderNo string
+	var orderID *int64
+	if mv.to != lapse.CouponAvailable {
+		orderNo, orderID = p.OrderNo, &p.OrderID
+	}
+	var moved bool
+	c, err := scanCoupon(s.db.QueryRow(ctx, couponMoveSQL, p.Code, mv.to, orderNo, orderID, p.At, mv.from, holder,
+		p.OrderID, p.OrderNo, p.Kind), &moved)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, lapse.Refine(lapse.ErrCouponNotFound, "coupon %q not found", p.Code)
+	case err != nil:
+		return nil, fmt.Errorf("postgres: %s coupon %q for order %s: %w", p.Kind, p.Code, p.OrderNo, err)
+	case !moved && mv.held:
+		return nil, lapse.Refine(lapse.ErrCouponUnavailable, "coupon %q is not locked by order %s", p.Code, p.OrderNo)
+	case !moved:
+		return nil, lapse.Refine(lapse.ErrCouponUnavailable, "coupon %q is not available", p.Code)
+	}
+	return c, nil
+}
+
+// CouponMoveList returns the journal of a coupon, oldest first.
+func (s *Store) CouponMoveList(ctx context.Context, code string) ([]*lapse.CouponMove, error) {
+	rows, err := s.db.Query(ctx, `SELECT id, code, coalesce(order_id, 0), order_no, kind, created_at
+		FROM coupon_moves WHERE code = $1 ORDER BY id`, code)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list moves of coupon %q: %w", code, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*lapse.CouponMove, error) {
+		var m lapse.CouponMove
+		if err := row.Scan(&m.ID, &m.Code, &m.OrderID, &m.OrderNo, &m.Kind, &m.CreatedAt); err != nil {
+			return nil, err
+		}
+		m.CreatedAt = m.CreatedAt.UTC()
+		return &m, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list moves of coupon %q: %w", code, err)
+	}
+	return out, nil
+}

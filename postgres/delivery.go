@@ -1,0 +1,260 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/lapsehq/lapse"
+)
+
+// deliveryColumns is the column list every delivery read uses, in
+// deliveryDest's order. Queries name the deliveries table d.
+const deliveryColumns = `d.id, d.event_id, d.order_id, d.order_no, d.event_type, d.subscriber, d.status, d.attempts,
+	d.retry_base, d.next_attempt_at, d.lease_owner, d.lease_until, d.unknown, d.last_error, d.created_at,
+	d.updated_at, d.done_at`
+
+// deliveryDest returns the scan destinations of deliveryColumns in d.
+func deliveryDest(d *lapse.Delivery) []any {
+	return []any{&d.ID, &d.EventID, &d.OrderID, &d.OrderNo, &d.EventType, &d.Subscriber, &d.Status, &d.Attempts,
+		&d.RetryBase, &d.NextAttemptAt, &d.LeaseOwner, &d.LeaseUntil, &d.Unknown, &d.LastError, &d.CreatedAt,
+		&d.UpdatedAt, &d.DoneAt}
+}
+
+// utcDelivery puts d's times in UTC, as Lapse keeps them.
+func utcDelivery(d *lapse.Delivery) {
+	d.NextAttemptAt, d.CreatedAt, d.UpdatedAt = d.NextAttemptAt.UTC(), d.CreatedAt.UTC(), d.UpdatedAt.UTC()
+	d.LeaseUntil, d.DoneAt = utcPtr(d.LeaseUntil), utcPtr(d.DoneAt)
+}
+
+// scanDelivery reads one row of deliveryColumns.
+func scanDelivery(row pgx.Row) (*lapse.Delivery, error) {
+	var d lapse.Delivery
+	if err := row.Scan(deliveryDest(&d)...); err != nil {
+		return nil, err
+	}
+	utcDelivery(&d)
+	return &d, nil
+}
+
+// deliveryClaimSQL picks due deliveries in due order from the due index,
+// locking them and skipping rows that other claimers or finishers hold, and
+// leases them in the same statement. c is materialized so that the pick runs
+// once: the UPDATE leases exactly the rows it locked. The lease is committed
+// with the statement (or the caller's transaction); it, not a row lock, is
+// what keeps other workers off the delivery while it runs.
+const deliveryClaimSQL = `WITH c AS MATERIALIZED (
+	SELECT id, next_attempt_at FROM deliveries
+	WHERE status = 'pending' AND next_attempt_at <= $1 AND subscriber = ANY($2)
+	ORDER BY next_attempt_at LIMIT $3
+	FOR UPDATE SKIP LOCKED
+), u AS (
+	UPDATE deliveries d SET attempts = d.attempts + 1, lease_owner = $4, lease_until = $5, next_attempt_at = $5,
+		updated_at = $1
+	FROM c, outbox x
+	WHERE d.id = c.id AND x.id = d.event_id
+	RETURNING ` + deliveryColumns + `, x.seq, x.order_id AS event_order_id, x.order_no AS event_order_no,
+		x.type, x.payload, x.created_at AS event_created_at, c.next_attempt_at AS due
+)
+SELECT * FROM u ORDER BY due, id`
+
+// DeliveryClaim leases up to p.Limit pending deliveries of p.Subscribers due
+// at p.Now, earliest first, in one statement, skipping rows other
+// transactions hold. Each comes back with Attempts incremented, LeaseOwner
+// p.Owner, LeaseUntil and NextAttemptAt p.LeaseUntil, and Event loaded.
+func (s *Store) DeliveryClaim(ctx context.Context, p *lapse.DeliveryClaimParams) ([]*lapse.Delivery, error) {
+	if p.Limit <= 0 || len(p.Subscribers) == 0 {
+		return nil, nil
+	}
+	rows, err := s.db.Query(ctx, deliveryClaimSQL, p.Now, p.Subscribers, p.Limit, p.Owner, p.LeaseUntil)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: claim deliveries: %w", err)
+	}
+	defer rows.Close()
+	var out []*lapse.Delivery
+	for rows.Next() {
+		var d lapse.Delivery
+		var ev lapse.OutboxEvent
+		var payload []byte
+		var due any
+		dest := append(deliveryDest(&d), &ev.Seq, &ev.OrderID, &ev.OrderNo, &ev.Type, &payload, &ev.CreatedAt, &due)
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("postgres: claim deliveries: %w", err)
+		}
+		utcDelivery(&d)
+		ev.ID, ev.Payload, ev.CreatedAt = d.EventID, payload, ev.CreatedAt.UTC()
+		d.Event = &ev
+		out = append(out, &d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: claim deliveries: %w", err)
+	}
+	return out, nil
+}
+
+// deliveryFinishSQL is the guarded finish of one attempt. Every insert reads
+// the UPDATE's RETURNING, so when the lease is lost nothing is written. A
+// finished delivery gives its lease up whatever its new status; done_at is
+// set only when it is done, next_attempt_at only when it stays pending.
+const deliveryFinishSQL = `WITH u AS (
+	UPDATE deliveries d SET status = $4::text,
+		next_attempt_at = CASE WHEN $4::text = 'pending' THEN $5::timestamptz ELSE d.next_attempt_at END,
+		unknown = $6, last_error = $7, lease_owner = '', lease_until = NULL, updated_at = $8::timestamptz,
+		done_at = CASE WHEN $4::text = 'done' THEN $8::timestamptz END
+	WHERE d.id = $1 AND d.status = 'pending' AND d.attempts = $2 AND d.lease_owner = $3
+	RETURNING ` + deliveryColumns + `
+), a AS (
+	INSERT INTO delivery_attempts (delivery_id, attempt, worker, started_at, duration_us, outcome, error)
+	SELECT u.id, $2, $9, $10, $11, $12, $13 FROM u
+), r AS (
+	INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at)
+	SELECT $15, $16, $17, nullif($18::bigint, 0), $19 FROM u WHERE $14::bool
+), x AS (
+	INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
+	SELECT e.id, e.order_id, e.order_no, e.type, e.payload, e.created_at
+	FROM u, unnest($20::bigint[], $21::uuid[], $22::text[], $23::text[], $24::json[], $25::timestamptz[])
+		WITH ORDINALITY AS e(order_id, id, order_no, type, payload, created_at, n)
+	ORDER BY e.n
+	RETURNING id, order_id, order_no, type, created_at
+), dd AS (
+	` + insertDeliveries + `
+	FROM unnest($26::uuid[], $27::text[]) WITH ORDINALITY AS s(event_id, subscriber, n)
+	JOIN x ON x.id = s.event_id
+	ORDER BY s.n
+)
+SELECT * FROM u`
+
+// DeliveryFinish records the outcome of attempt p.Attempt of a delivery
+// leased by p.Owner in one statement: its new status, its attempt row
+// (keyed by p.ID and p.Attempt; the rest from p.Record), p.Review if given,
+// and p.Outbox with their deliveries. It returns lapse.ErrLeaseLost, writing
+// nothing, when the delivery is no longer pending under that owner and
+// attempt, and an EINVALID error for a status other than done, pending or
+// dead.
+func (s *Store) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinishParams) (*lapse.Delivery, error) {
+	switch p.Status {
+	case lapse.DeliveryDone, lapse.DeliveryPending, lapse.DeliveryDead:
+	default:
+		return nil, lapse.Errorf(lapse.EINVALID, "a finished delivery is done, pending or dead, not %q", p.Status)
+	}
+	var ev outboxArgs
+	for _, e := range p.Outbox {
+		if err := ev.add(e.OrderID, []lapse.OutboxEvent{e}); err != nil {
+			return nil, fmt.Errorf("postgres: finish delivery %d: %w", p.ID, err)
+		}
+	}
+	var rv lapse.Review
+	if p.Review != nil {
+		rv = *p.Review
+	}
+	rec := &p.Record
+	d, err := scanDelivery(s.db.QueryRow(ctx, deliveryFinishSQL,
+		p.ID, p.Attempt, p.Owner, p.Status, p.NextAttemptAt, p.Unknown, p.Error, p.At,
+		rec.Worker, rec.StartedAt, rec.Duration.Microseconds(), rec.Outcome, rec.Error,
+		p.Review != nil, rv.OrderID, rv.OrderNo, rv.Reason, rv.DeliveryID, rv.CreatedAt,
+		ev.orderIDs, ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt, ev.subEventIDs, ev.subscribers))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, lapse.ErrLeaseLost
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: finish delivery %d attempt %d: %w", p.ID, p.Attempt, err)
+	}
+	return d, nil
+}
+
+// deliveryRetrySQL revives a dead delivery. Its unknown flag stays: if its
+// last outcome was unknown, the next attempt must still ask first.
+const deliveryRetrySQL = `UPDATE deliveries d SET status = 'pending', retry_base = d.attempts, next_attempt_at = $2,
+	updated_at = $2
+WHERE d.id = $1 AND d.status = 'dead'
+RETURNING ` + deliveryColumns
+
+// DeliveryRetry makes a dead delivery pending again, due at p.At, with
+// RetryBase set to its current attempts. It returns lapse.ErrDeliveryNotFound,
+// or an ECONFLICT error when the delivery is not dead.
+func (s *Store) DeliveryRetry(ctx context.Context, p *lapse.DeliveryRetryParams) (*lapse.Delivery, error) {
+	d, err := scanDelivery(s.db.QueryRow(ctx, deliveryRetrySQL, p.ID, p.At))
+	if err == nil {
+		return d, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("postgres: retry delivery %d: %w", p.ID, err)
+	}
+	var status string
+	err = s.db.QueryRow(ctx, "SELECT status FROM deliveries WHERE id = $1", p.ID).Scan(&status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, lapse.ErrDeliveryNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: retry delivery %d: %w", p.ID, err)
+	}
+	return nil, lapse.Errorf(lapse.ECONFLICT, "delivery %d is %s; only a dead delivery can be retried", p.ID, status)
+}
+
+// DeliveryGet returns a delivery, or lapse.ErrDeliveryNotFound.
+func (s *Store) DeliveryGet(ctx context.Context, id int64) (*lapse.Delivery, error) {
+	d, err := scanDelivery(s.db.QueryRow(ctx, "SELECT "+deliveryColumns+" FROM deliveries d WHERE d.id = $1", id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, lapse.ErrDeliveryNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get delivery %d: %w", id, err)
+	}
+	return d, nil
+}
+
+// DeliveryList returns the deliveries of an order, oldest first.
+func (s *Store) DeliveryList(ctx context.Context, orderID int64) ([]*lapse.Delivery, error) {
+	rows, err := s.db.Query(ctx, "SELECT "+deliveryColumns+" FROM deliveries d WHERE d.order_id = $1 ORDER BY d.id", orderID)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list deliveries of order %d: %w", orderID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*lapse.Delivery, error) { return scanDelivery(row) })
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list deliveries of order %d: %w", orderID, err)
+	}
+	return out, nil
+}
+
+// DeliveryAttemptList returns the attempt rows of an order's deliveries, by
+// delivery then attempt.
+func (s *Store) DeliveryAttemptList(ctx context.Context, orderID int64) ([]*lapse.DeliveryAttempt, error) {
+	rows, err := s.db.Query(ctx, `SELECT a.delivery_id, a.attempt, a.worker, a.started_at, a.duration_us, a.outcome, a.error
+		FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id
+		WHERE d.order_id = $1 ORDER BY a.delivery_id, a.attempt`, orderID)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list delivery attempts of order %d: %w", orderID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*lapse.DeliveryAttempt, error) {
+		var a lapse.DeliveryAttempt
+		var us int64
+		if err := row.Scan(&a.DeliveryID, &a.Attempt, &a.Worker, &a.StartedAt, &us, &a.Outcome, &a.Error); err != nil {
+			return nil, err
+		}
+		a.StartedAt, a.Duration = a.StartedAt.UTC(), time.Duration(us)*time.Microsecond
+		return &a, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list delivery attempts of order %d: %w", orderID, err)
+	}
+	return out, nil
+}
+
+// deliveryCountSQL reads only the partial indexes of pending and dead
+// deliveries, so it costs the size of the backlogs, not of the history.
+const deliveryCountSQL = `SELECT
+	(SELECT count(*) FROM deliveries WHERE status = 'pending'),
+	(SELECT count(*) FROM deliveries WHERE status = 'dead'),
+	(SELECT min(next_attempt_at) FROM deliveries WHERE status = 'pending')`
+
+// DeliveryCount counts pending and dead deliveries.
+func (s *Store) DeliveryCount(ctx context.Context) (*lapse.DeliveryCounts, error) {
+	var c lapse.DeliveryCounts
+	if err := s.db.QueryRow(ctx, deliveryCountSQL).Scan(&c.Pending, &c.Dead, &c.OldestPending); err != nil {
+		return nil, fmt.Errorf("postgres: count deliveries: %w", err)
+	}
+	c.OldestPending = utcPtr(c.OldestPending)
+	return &c, nil
+}

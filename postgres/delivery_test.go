@@ -1,0 +1,132 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/testenv"
+	"github.com/lapsehq/lapse/postgres"
+)
+
+// TestDeliveryDueIndex checks that the delivery workers' claim reads the
+// partial due index in due order, and that DeliveryCount reads only the
+// partial indexes, on a table shaped like production: most deliveries are
+// done, few are pending.
+func TestDeliveryDueIndex(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.PostgresSchema(t)
+	s := openStore(t, dsn, postgres.Config{MaxConns: 2})
+	ctx := context.Background()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	var ps []*lapse.OrderCreateParams
+	for i := range 20000 {
+		p := createParams(fmt.Sprintf("DX-%06d", i), nil, now.Add(time.Duration(i)*time.Millisecond))
+		p.Outbox[0].Subscribers = []string{"webhook"}
+		ps = append(ps, p)
+	}
+	if err := s.OrderCreateMany(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, dsn)
+	for _, q := range []string{
+		"UPDATE deliveries SET status = 'done', done_at = updated_at WHERE id % 50 <> 0",
+		"UPDATE deliveries SET status = 'dead' WHERE id % 1000 = 1",
+		"VACUUM ANALYZE deliveries",
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// explain, whose arguments pgx binds, shows the custom plan; a
+	// prepared statement under force_generic_plan shows the generic one,
+	// which PostgreSQL switches to after five runs when it looks cheaper.
+	if _, err := conn.Exec(ctx, "PREPARE claim (timestamptz, text[], int, text, timestamptz) AS "+postgres.DeliveryClaimSQL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	plans := map[string]string{
+		"custom":  explain(t, conn, postgres.DeliveryClaimSQL, now.Add(time.Hour), []string{"webhook"}, 100, "w", now.Add(time.Minute)),
+		"generic": explain(t, conn, "EXECUTE claim ('2026-11-29 13:00:00+00', '{webhook}', 100, 'w', '2026-11-29 12:01:00+00')"),
+	}
+	for mode, plan := range plans {
+		if !strings.Contains(plan, "Index Scan using deliveries_due_idx") || strings.Contains(plan, "Seq Scan on deliveries") {
+			t.Errorf("claim, %s plan: does not scan deliveries_due_idx:\n%s", mode, plan)
+		}
+	}
+	if !strings.Contains(plans["generic"], "$1") {
+		t.Errorf("the generic plan is not generic:\n%s", plans["generic"])
+	}
+	if plan := explain(t, conn, postgres.DeliveryCountSQL); strings.Contains(plan, "Seq Scan on deliveries") {
+		t.Errorf("count reads every delivery:\n%s", plan)
+	}
+}
+
+// TestDeliveryFinishLeaseLost checks that a finish whose lease is lost
+// writes none of its rows: no attempt, no review, no event, no delivery.
+func TestDeliveryFinishLeaseLost(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, testenv.PostgresSchema(t), postgres.Config{MaxConns: 2})
+	ctx := context.Background()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	p := createParams("LL-1", nil, now)
+	p.Outbox[0].Subscribers = []string{"webhook"}
+	o, _, err := s.OrderCreate(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := s.DeliveryClaim(ctx, &lapse.DeliveryClaimParams{Now: now, Owner: "w1", LeaseUntil: now.Add(time.Minute), Subscribers: []string{"webhook"}, Limit: 1})
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("DeliveryClaim = %d, %v", len(ds), err)
+	}
+	d := ds[0]
+	dead := lapse.NewOutboxEvent(lapse.EventDeliveryDead, o, nil)
+	dead.Subscribers = []string{"notify"}
+	for _, lost := range []struct {
+		owner   string
+		attempt int
+	}{{"w2", d.Attempts}, {"w1", d.Attempts + 1}} {
+		_, err := s.DeliveryFinish(ctx, &lapse.DeliveryFinishParams{ID: d.ID, Owner: lost.owner, Attempt: lost.attempt, Status: lapse.DeliveryDead, At: now,
+			Error: "HTTP 400", Record: lapse.DeliveryAttempt{Worker: lost.owner, StartedAt: now, Outcome: lapse.OutcomeRefused},
+			Review: &lapse.Review{OrderID: o.ID, OrderNo: o.OrderNo, Reason: "died", DeliveryID: d.ID, CreatedAt: now},
+			Outbox: []lapse.OutboxEvent{dead}})
+		if !errors.Is(err, lapse.ErrLeaseLost) {
+			t.Fatalf("finish by %s of attempt %d = %v, want ErrLeaseLost", lost.owner, lost.attempt, err)
+		}
+	}
+	atts, _ := s.DeliveryAttemptList(ctx, o.ID)
+	reviews, _ := s.ReviewList(ctx, &lapse.ReviewListParams{})
+	evs, _ := s.OutboxList(ctx, o.ID)
+	all, _ := s.DeliveryList(ctx, o.ID)
+	if len(atts) != 0 || len(reviews) != 0 || len(evs) != 1 || len(all) != 1 || all[0].Status != lapse.DeliveryPending || all[0].LeaseOwner != "w1" {
+		t.Errorf("a lost-lease finish wrote: %d attempts, %d reviews, %d events, deliveries %+v", len(atts), len(reviews), len(evs), all)
+	}
+	if _, err := s.DeliveryFinish(ctx, &lapse.DeliveryFinishParams{ID: d.ID, Owner: "w1", Attempt: d.Attempts, Status: "lost"}); lapse.ErrorCode(err) != lapse.EINVALID {
+		t.Errorf("finish with an unknown status = %v, want EINVALID", err)
+	}
+}
+
+// TestFanOutRepeatedSubscriber checks that a subscriber named twice gets one
+// delivery rather than failing the change on the unique key.
+func TestFanOutRepeatedSubscriber(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, testenv.PostgresSchema(t), postgres.Config{MaxConns: 2})
+	ctx := context.Background()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	p := createParams("RS-1", nil, now)
+	p.Outbox[0].Subscribers = []string{"webhook", "stock", "webhook"}
+	o, _, err := s.OrderCreate(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := s.DeliveryList(ctx, o.ID)
+	if err != nil || len(ds) != 2 || ds[0].Subscriber != "webhook" || ds[1].Subscriber != "stock" {
+		t.Errorf("deliveries = %+v, %v; want webhook then stock", ds, err)
+	}
+}
