@@ -67,7 +67,10 @@ type Store interface {
 
 	// DeliveryClaim leases up to p.Limit pending deliveries of p.Subscribers
 	// whose next attempt is due at p.Now, earliest first, skipping rows other
-	// transactions hold. Each claimed delivery has Attempts incremented (the
+	// transactions hold. A delivery waits while an earlier delivery (smaller
+	// id) of the same order to the same subscriber is pending, so that each
+	// subscriber receives an order's events in order; a dead one does not
+	// hold the next back. Each claimed delivery has Attempts incremented (the
 	// attempt it now runs), LeaseOwner p.Owner, LeaseUntil and NextAttemptAt
 	// p.LeaseUntil (so that an expired lease makes it due again), and Event
 	// loaded.

@@ -40,14 +40,18 @@ func scanDelivery(row pgx.Row) (*lapse.Delivery, error) {
 }
 
 // deliveryClaimSQL picks due deliveries in due order from the due index,
+// each only once no earlier delivery of its order to its subscriber is
+// pending (a subscriber sees an order's events in order),
 // locking them and skipping rows that other claimers or finishers hold, and
 // leases them in the same statement. c is materialized so that the pick runs
 // once: the UPDATE leases exactly the rows it locked. The lease is committed
 // with the statement (or the caller's transaction); it, not a row lock, is
 // what keeps other workers off the delivery while it runs.
 const deliveryClaimSQL = `WITH c AS MATERIALIZED (
-	SELECT id, next_attempt_at FROM deliveries
+	SELECT id, next_attempt_at FROM deliveries d
 	WHERE status = 'pending' AND next_attempt_at <= $1 AND subscriber = ANY($2)
+		AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.order_id = d.order_id AND e.subscriber = d.subscriber
+			AND e.status = 'pending' AND e.id < d.id)
 	ORDER BY next_attempt_at LIMIT $3
 	FOR UPDATE SKIP LOCKED
 ), u AS (

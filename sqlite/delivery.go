@@ -40,8 +40,10 @@ func scanDelivery(r scanner) (*lapse.Delivery, error) {
 // deliveries_due_idx, so that the planner may read it in order and stop at
 // the limit.
 func deliveryDueQuery(nsubs int) string {
-	return `SELECT id FROM deliveries
+	return `SELECT id FROM deliveries d
 		WHERE status = 'pending' AND next_attempt_at <= ? AND subscriber IN (` + marks(nsubs) + `)
+			AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.order_id = d.order_id AND e.subscriber = d.subscriber
+				AND e.status = 'pending' AND e.id < d.id)
 		ORDER BY next_attempt_at, id LIMIT ?`
 }
 

@@ -325,3 +325,46 @@ func testEffectClaim(t *testing.T, s lapse.Store) {
 		t.Error("a rolled-back EffectClaim stuck")
 	}
 }
+
+// testDeliveryClaimOrder checks that a subscriber gets the events of one
+// order in order: a delivery is not claimed while an earlier delivery of the
+// same order to the same subscriber is pending (leased or waiting for a
+// retry). A dead one does not hold the next back.
+func testDeliveryClaimOrder(t *testing.T, s lapse.Store) {
+	o := createWithSubs(t, s, "FO-1", base, "port", "other")
+	p := plan(t, o, flows.Cancel, base.Add(time.Second))
+	p.Outbox[0].Subscribers = []string{"port", "other"}
+	if _, err := s.OrderTransition(ctxT(t), p); err != nil {
+		t.Fatal(err)
+	}
+	now := base.Add(2 * time.Second)
+	first := claim(t, s, now, "w", 10, "port")
+	if len(first) != 1 || first[0].EventType != lapse.EventOrderCreated {
+		t.Fatalf("first claim = %+v, want order.created only", first)
+	}
+	// order.created fails and waits for a retry: order.closed must wait too.
+	if _, err := s.DeliveryFinish(ctxT(t), &lapse.DeliveryFinishParams{ID: first[0].ID, Owner: "w", Attempt: 1, Status: lapse.DeliveryPending,
+		NextAttemptAt: now.Add(time.Minute), Error: "503", At: now,
+		Record: lapse.DeliveryAttempt{DeliveryID: first[0].ID, Attempt: 1, Worker: "w", StartedAt: now, Outcome: lapse.OutcomeError}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim(t, s, now.Add(time.Second), "w", 10, "port"); len(got) != 0 {
+		t.Errorf("claimed %s while order.created was still pending", got[0].EventType)
+	}
+	// Another subscriber's deliveries of the same order are independent.
+	if got := claim(t, s, now, "w", 10, "other"); len(got) != 1 || got[0].EventType != lapse.EventOrderCreated {
+		t.Errorf("other subscriber claim = %+v", got)
+	}
+	// Once order.created is done, order.closed follows.
+	retry := claim(t, s, now.Add(time.Minute), "w", 10, "port")
+	if len(retry) != 1 || retry[0].EventType != lapse.EventOrderCreated {
+		t.Fatalf("retry claim = %+v", retry)
+	}
+	if _, err := s.DeliveryFinish(ctxT(t), &lapse.DeliveryFinishParams{ID: retry[0].ID, Owner: "w", Attempt: 2, Status: lapse.DeliveryDead, Error: "gone", At: now,
+		Record: lapse.DeliveryAttempt{DeliveryID: retry[0].ID, Attempt: 2, Worker: "w", StartedAt: now, Outcome: lapse.OutcomeRefused}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim(t, s, now.Add(time.Minute), "w", 10, "port"); len(got) != 1 || got[0].EventType != flows.EventOrderClosed {
+		t.Errorf("after order.created died: %+v, want order.closed", got)
+	}
+}

@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"DeliveryClaim", testDeliveryClaim},
 		{"DeliveryFinish", testDeliveryFinish},
 		{"DeliveryClaimConcurrent", testDeliveryClaimConcurrent},
+		{"DeliveryClaimOrder", testDeliveryClaimOrder},
 		{"EffectClaim", testEffectClaim},
 		{"Stock", testStock},
 		{"StockConcurrent", testStockConcurrent},
