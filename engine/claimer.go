@@ -78,8 +78,9 @@ func (c *ClaimerConfig) withDefaults() ClaimerConfig {
 // and outbox rows. Any number of Claimers on one database fire each due order
 // exactly once; a process that dies mid-batch leaves its rows to the others.
 type Claimer struct {
-	e   *Engine
-	cfg ClaimerConfig
+	e     *Engine
+	cfg   ClaimerConfig
+	actor string
 
 	mu         sync.Mutex
 	running    bool
@@ -90,7 +91,7 @@ type Claimer struct {
 
 // NewClaimer returns a Claimer for the engine's flows.
 func NewClaimer(e *Engine, cfg ClaimerConfig) *Claimer {
-	return &Claimer{e: e, cfg: cfg.withDefaults()}
+	return &Claimer{e: e, cfg: cfg.withDefaults(), actor: "engine " + e.node}
 }
 
 // Start runs the precise path and the sweep in the background until Stop or
@@ -297,6 +298,7 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 	c.e.metrics.batch.Observe(time.Since(start).Seconds())
 	for _, id := range applied {
 		f := planned[id]
+		c.e.delivered(f.p.Outbox)
 		c.e.metrics.closeLag.WithLabelValues(f.flow).Observe(now.Sub(f.deadline).Seconds())
 		c.e.metrics.transition(f.flow, f.p)
 		if f.p.DeadlineAt != nil {
@@ -318,5 +320,10 @@ func (c *Claimer) plan(o *lapse.Order, now time.Time, path lapse.FiredBy) (*laps
 	if st == nil || st.Deadline == nil || o.DeadlineAt == nil {
 		return nil, errNoDeadline
 	}
-	return flow.Plan(o, lapse.Firing{Event: st.Deadline.Event, Now: now, FiredBy: path, Actor: "engine " + c.e.node, Reason: "deadline passed", Deadline: true})
+	p, err := flow.Plan(o, lapse.Firing{Event: st.Deadline.Event, Now: now, FiredBy: path, Actor: c.actor, Reason: "deadline passed", Deadline: true})
+	if err != nil {
+		return nil, err
+	}
+	c.e.fanOut(o, p.Outbox)
+	return p, nil
 }

@@ -28,6 +28,14 @@ type Config struct {
 	// Node names this process in the transition log rows of the deadlines it
 	// fires. Default: hostname/pid.
 	Node string
+	// Subscriptions route outbox events to subscribers; see Subscription.
+	Subscriptions []Subscription
+	// StockLedger turns on the built-in stock ledger: orders of flows that
+	// hold reserve their items at creation (or are refused), and a local
+	// subscription named "stock" gives them back or uses them up.
+	StockLedger bool
+	// CouponLedger does the same for coupons, with a subscription "coupon".
+	CouponLedger bool
 	// MaxDeadline bounds how far ahead a deadline may be set. Default: 366 days.
 	MaxDeadline time.Duration
 }
@@ -44,8 +52,12 @@ type Engine struct {
 	log     *slog.Logger
 	maxAt   time.Duration
 	node    string
+	stock   bool
+	coupons bool
+	subs    []*Subscription
 	metrics *metrics
 	wake    *waker
+	kick    broadcast // wakes the delivery loops
 }
 
 // New returns an Engine over store running flows. Every flow must be valid
@@ -55,13 +67,15 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("engine: nil store")
 	}
 	e := &Engine{
-		store: store,
-		flows: map[string]*lapse.Flow{},
-		clock: cfg.Clock,
-		log:   cfg.Logger,
-		maxAt: cfg.MaxDeadline,
-		node:  cfg.Node,
-		wake:  newWaker(),
+		store:   store,
+		flows:   map[string]*lapse.Flow{},
+		clock:   cfg.Clock,
+		log:     cfg.Logger,
+		maxAt:   cfg.MaxDeadline,
+		node:    cfg.Node,
+		stock:   cfg.StockLedger,
+		coupons: cfg.CouponLedger,
+		wake:    newWaker(),
 	}
 	if e.clock == nil {
 		e.clock = lapse.SystemClock{}
@@ -94,6 +108,18 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 	}
 	slices.Sort(e.names)
 	slices.Sort(e.timed)
+	subs := slices.Clone(cfg.Subscriptions)
+	subs = append(subs, ledgerSubscriptions(flows, e)...)
+	for i := range subs {
+		s := &subs[i]
+		if err := s.validate(); err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(e.subs, func(o *Subscription) bool { return o.Name == s.Name }) {
+			return nil, fmt.Errorf("engine: subscription %q is defined twice", s.Name)
+		}
+		e.subs = append(e.subs, s)
+	}
 	m, err := newMetrics(cfg.Registerer, store, e.clock)
 	if err != nil {
 		return nil, err
@@ -126,4 +152,14 @@ func (e *Engine) flowOf(o *lapse.Order) (*lapse.Flow, error) {
 		return nil, lapse.Errorf(lapse.EINTERNAL, "order %s follows flow %q, which this engine does not run", o.OrderNo, o.Flow)
 	}
 	return f, nil
+}
+
+// delivered wakes the delivery loops when evs fan out to anyone.
+func (e *Engine) delivered(evs []lapse.OutboxEvent) {
+	for _, ev := range evs {
+		if len(ev.Subscribers) > 0 {
+			e.kick.signal()
+			return
+		}
+	}
 }

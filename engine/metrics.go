@@ -16,6 +16,9 @@ type metrics struct {
 	transitions *prometheus.CounterVec
 	batch       prometheus.Histogram
 	errors      *prometheus.CounterVec
+
+	deliveries      *prometheus.CounterVec
+	deliverySeconds *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer, store lapse.Store, clock lapse.Clock) (*metrics, error) {
@@ -43,6 +46,15 @@ func newMetrics(reg prometheus.Registerer, store lapse.Store, clock lapse.Clock)
 			Help: "Failed claim passes, by path.",
 		}, []string{"path"}),
 	}
+	m.deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "lapse_delivery_attempts_total",
+		Help: "Delivery attempts by subscriber and outcome (ok, applied, error, refused, unknown).",
+	}, []string{"subscriber", "outcome"})
+	m.deliverySeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "lapse_delivery_attempt_seconds",
+		Help:    "Duration of delivery attempts by subscriber.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	}, []string{"subscriber"})
 	if reg == nil {
 		return m, nil
 	}
@@ -58,7 +70,8 @@ func newMetrics(reg prometheus.Registerer, store lapse.Store, clock lapse.Clock)
 		}
 		return float64(n)
 	})
-	for _, c := range []prometheus.Collector{m.closeLag, m.firings, m.transitions, m.batch, m.errors, due} {
+	backlog := newBacklogCollector(store)
+	for _, c := range []prometheus.Collector{m.closeLag, m.firings, m.transitions, m.batch, m.errors, due, m.deliveries, m.deliverySeconds, backlog} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -68,4 +81,42 @@ func newMetrics(reg prometheus.Registerer, store lapse.Store, clock lapse.Clock)
 
 func (m *metrics) transition(flow string, p *lapse.OrderTransitionParams) {
 	m.transitions.WithLabelValues(flow, string(p.Event), string(p.FiredBy)).Inc()
+}
+
+// backlogCollector reports the delivery backlogs at scrape time.
+type backlogCollector struct {
+	store   lapse.Store
+	pending *prometheus.Desc
+	dead    *prometheus.Desc
+	oldest  *prometheus.Desc
+}
+
+func newBacklogCollector(store lapse.Store) *backlogCollector {
+	return &backlogCollector{
+		store:   store,
+		pending: prometheus.NewDesc("lapse_deliveries_pending", "Deliveries waiting for their next attempt.", nil, nil),
+		dead:    prometheus.NewDesc("lapse_deliveries_dead", "Deliveries that ran out of retries and wait for an operator.", nil, nil),
+		oldest:  prometheus.NewDesc("lapse_deliveries_oldest_pending_timestamp_seconds", "Next attempt time of the most overdue pending delivery.", nil, nil),
+	}
+}
+
+func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.pending
+	ch <- c.dead
+	ch <- c.oldest
+}
+
+func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	n, err := c.store.DeliveryCount(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.pending, err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(n.Pending))
+	ch <- prometheus.MustNewConstMetric(c.dead, prometheus.GaugeValue, float64(n.Dead))
+	if n.OldestPending != nil {
+		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, float64(n.OldestPending.UnixMicro())/1e6)
+	}
 }

@@ -90,10 +90,24 @@ func (e *Engine) CreateOrder(ctx context.Context, req *lapse.OrderCreate, by Act
 			FiredBy: by.FiredBy, Actor: by.Name, Reason: "created", CreatedAt: now},
 		Outbox: []lapse.OutboxEvent{lapse.NewOutboxEvent(lapse.EventOrderCreated, o, nil)},
 	}
-	got, created, err := e.store.OrderCreate(ctx, p)
+	e.fanOut(o, p.Outbox)
+	var got *lapse.Order
+	if e.holds(flow, o) {
+		// The order and what it holds commit together, or neither does.
+		err = e.store.Tx(ctx, func(tx lapse.Store) error {
+			got, created, err = tx.OrderCreate(ctx, p)
+			if err != nil || !created {
+				return err
+			}
+			return e.hold(ctx, tx, got, now)
+		})
+	} else {
+		got, created, err = e.store.OrderCreate(ctx, p)
+	}
 	if err != nil {
 		return nil, false, err
 	}
+	e.delivered(p.Outbox)
 	if !created {
 		if got.RequestHash != o.RequestHash {
 			return nil, false, fmt.Errorf("order %s: %w", req.OrderNo, lapse.ErrOrderExists)
@@ -163,6 +177,7 @@ func (e *Engine) Fire(ctx context.Context, orderNo string, f Fire) (*lapse.Order
 		if err != nil {
 			return nil, err
 		}
+		e.fanOut(o, p.Outbox)
 		moved, err := e.store.OrderTransition(ctx, p)
 		if errors.Is(err, lapse.ErrStale) {
 			continue
@@ -171,6 +186,7 @@ func (e *Engine) Fire(ctx context.Context, orderNo string, f Fire) (*lapse.Order
 			return nil, err
 		}
 		e.metrics.transition(moved.Flow, p)
+		e.delivered(p.Outbox)
 		if moved.DeadlineAt != nil {
 			e.wake.notify(*moved.DeadlineAt)
 		}
@@ -227,9 +243,10 @@ func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChan
 		after.DeadlineAt, after.Version, after.UpdatedAt = &at, o.Version+1, now
 		ev := lapse.NewDeadlineChangedEvent(&after, lapse.DeadlineMove{
 			Previous: o.DeadlineAt, Next: &at, FiredBy: c.By.FiredBy, Actor: c.By.Name, Reason: c.Reason})
+		evs := []lapse.OutboxEvent{ev}
+		e.fanOut(o, evs)
 		moved, err := e.store.OrderDeadlineSet(ctx, &lapse.OrderDeadlineSetParams{
-			OrderID: o.ID, FromState: o.State, FromVersion: o.Version, DeadlineAt: at, At: now,
-			Outbox: []lapse.OutboxEvent{ev},
+			OrderID: o.ID, FromState: o.State, FromVersion: o.Version, DeadlineAt: at, At: now, Outbox: evs,
 		})
 		if errors.Is(err, lapse.ErrStale) {
 			continue
@@ -238,6 +255,7 @@ func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChan
 			return nil, err
 		}
 		e.wake.notify(at)
+		e.delivered(evs)
 		return moved, nil
 	}
 	return nil, fmt.Errorf("order %s: %w", orderNo, lapse.ErrStale)

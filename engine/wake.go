@@ -44,3 +44,29 @@ func (w *waker) working() {
 	defer w.mu.Unlock()
 	w.target = time.Time{}
 }
+
+// broadcast wakes every waiter at once: the delivery loops of all
+// subscribers when this process writes events.
+type broadcast struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// wait returns a channel that is closed at the next signal.
+func (b *broadcast) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch == nil {
+		b.ch = make(chan struct{})
+	}
+	return b.ch
+}
+
+func (b *broadcast) signal() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch != nil {
+		close(b.ch)
+		b.ch = nil
+	}
+}

@@ -16,4 +16,15 @@ var RequestBodies = map[string]any{
 	"OrderCreate":    orderCreateRequest{},
 	"FireRequest":    fireRequest{},
 	"DeadlineChange": deadlineRequest{},
+	"StockSet":       stockRequest{},
+	"CouponCreate":   couponRequest{},
+}
+
+// ResponseBodies maps the OpenAPI schema name of each response view to its
+// Go type.
+var ResponseBodies = map[string]any{
+	"Stock":           stockView{},
+	"Coupon":          couponView{},
+	"Delivery":        deliveryView{},
+	"DeliveryAttempt": attemptView{},
 }

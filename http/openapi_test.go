@@ -116,7 +116,12 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Event":      lapse.OutboxEvent{},
 		"Problem":    lapsehttp.Problem{},
 	}
+	types["CouponMove"] = lapse.CouponMove{}
+	types["Review"] = lapse.Review{}
 	for name, v := range lapsehttp.RequestBodies {
+		types[name] = v
+	}
+	for name, v := range lapsehttp.ResponseBodies {
 		types[name] = v
 	}
 	for name, v := range types {

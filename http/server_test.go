@@ -41,9 +41,10 @@ type env struct {
 // options adjust newEnv: wrap wraps the store (to inject faults), cfg is the
 // server's config (its Logger is always the test's log buffer).
 type options struct {
-	wrap func(lapse.Store) lapse.Store
-	cfg  lapsehttp.Config
-	reg  *prometheus.Registry
+	wrap   func(lapse.Store) lapse.Store
+	cfg    lapsehttp.Config
+	reg    *prometheus.Registry
+	engine func(*engine.Config) // adjusts the engine's config
 }
 
 func newEnv(t *testing.T) *env { return newEnvWith(t, options{}) }
@@ -67,6 +68,9 @@ func newEnvWith(t *testing.T, opt options) *env {
 	ecfg := engine.Config{Clock: clock, Logger: slog.New(slog.DiscardHandler)}
 	if opt.reg != nil {
 		ecfg.Registerer = opt.reg
+	}
+	if opt.engine != nil {
+		opt.engine(&ecfg)
 	}
 	e, err := engine.New(store, flows.Builtin(), ecfg)
 	if err != nil {

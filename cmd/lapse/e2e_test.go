@@ -45,6 +45,9 @@ func TestServeEmbedded(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "lapse.db")); err != nil {
 		t.Fatalf("no ./lapse.db: %v", err)
 	}
+	if code := call(t, "PUT", p.URL+"/v1/stock/tea", map[string]any{"on_hand": 100}, nil); code != 200 {
+		t.Fatalf("PUT /v1/stock/tea = %d", code)
+	}
 	var o order
 	body := map[string]any{"order_no": "hello-1", "flow": "checkout", "user_id": "u1", "amount": 1999, "currency": "CNY",
 		"items": []map[string]any{{"sku": "tea", "qty": 2}}, "ttl": "1s"}
@@ -96,6 +99,9 @@ func TestTenThousandOrdersClose(t *testing.T) {
 
 func tenThousand(t *testing.T, p *proc, count counter) {
 	const n = 10000
+	if code := call(t, "PUT", p.URL+"/v1/stock/sku-1", map[string]any{"on_hand": n}, nil); code != 200 {
+		t.Fatalf("PUT /v1/stock/sku-1 = %d", code)
+	}
 	deadlines := make(map[string]time.Time, n)
 	var mu sync.Mutex
 	var next atomic.Int64
@@ -175,6 +181,18 @@ func tenThousand(t *testing.T, p *proc, count counter) {
 	c := count(t)
 	if c.ordersClosed != n || c.closedRows != n || c.closedEvents != n || c.eventOrders != n {
 		t.Errorf("exactly once: %+v, want %d of each", c, n)
+	}
+	// Every reservation comes back, once: the built-in ledger's deliveries.
+	var st struct {
+		OnHand   int64 `json:"on_hand"`
+		Reserved int64 `json:"reserved"`
+	}
+	waitFor(t, 60*time.Second, func() bool {
+		call(t, "GET", p.URL+"/v1/stock/sku-1", nil, &st)
+		return st.Reserved == 0
+	})
+	if st.OnHand != n {
+		t.Errorf("stock after every order closed: %+v, want %d on hand, none reserved", st, n)
 	}
 }
 

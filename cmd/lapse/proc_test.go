@@ -165,3 +165,24 @@ func call(t *testing.T, method, url string, body any, out any) int {
 	}
 	return resp.StatusCode
 }
+
+// callQuiet sends a JSON request and returns the status, or 0 when there was
+// no answer (the process is down), without failing the test.
+func callQuiet(method, url string, body any) int {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return 0
+	}
+	req, err := http.NewRequest(method, url, bytes.NewReader(b))
+	if err != nil {
+		return 0
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}

@@ -25,7 +25,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		logLevel  = fs.String("log-level", "info", "debug, info, warn or error")
 		logFormat = fs.String("log-format", "text", "text or json")
 		cc        engine.ClaimerConfig
+		dc        engine.DelivererConfig
+		sf        subscriberFlags
 	)
+	sf.register(fs)
+	fs.DurationVar(&dc.Poll, "delivery-poll", time.Second, "longest a subscriber's delivery loop sleeps before looking for due retries")
 	fs.IntVar(&cc.Batch, "batch", 500, "due orders claimed per transaction")
 	fs.IntVar(&cc.Workers, "workers", 2, "transactions that burn down a backlog in parallel")
 	fs.DurationVar(&cc.MaxSleep, "max-sleep", time.Second, "longest the deadline engine sleeps without asking the database for the next deadline")
@@ -52,13 +56,21 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 
+	subs, closeSubs, err := sf.subscriptions(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer closeSubs()
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	eng, err := engine.New(store, flows.Builtin(), engine.Config{Logger: log, Registerer: reg})
+	eng, err := engine.New(store, flows.Builtin(), engine.Config{Logger: log, Registerer: reg,
+		Subscriptions: subs, StockLedger: sf.stockLedger, CouponLedger: sf.couponLedger})
 	if err != nil {
 		return err
 	}
 	claimer := engine.NewClaimer(eng, cc)
+	deliverer := engine.NewDeliverer(eng, dc)
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -76,21 +88,28 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 
 	claimer.Start(ctx)
+	deliverer.Start(ctx)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.Info("lapse serving", "http", "http://"+ln.Addr().String(), "db", redact(*db), "flows", len(eng.Flows()))
+	var names []string
+	for _, s := range eng.Subscriptions() {
+		names = append(names, s.Name)
+	}
+	log.Info("lapse serving", "http", "http://"+ln.Addr().String(), "db", redact(*db), "flows", len(eng.Flows()), "subscribers", names)
 
 	select {
 	case <-ctx.Done():
 		log.Info("lapse shutting down")
 	case err := <-served:
 		claimer.Stop()
+		deliverer.Stop()
 		return fmt.Errorf("http: %w", err)
 	}
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cc.StopTimeout)
 	defer cancel()
 	httpErr := srv.Shutdown(shutCtx)
 	claimer.Stop()
+	deliverer.Stop()
 	if httpErr != nil && !errors.Is(httpErr, http.ErrServerClosed) {
 		return fmt.Errorf("http shutdown: %w", httpErr)
 	}

@@ -1,0 +1,310 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+// DelivererConfig configures a Deliverer. Zero values take the defaults noted.
+type DelivererConfig struct {
+	// Batch bounds how many deliveries of one subscriber a pass claims.
+	// Default: 4 × the subscription's Concurrency.
+	Batch int
+	// Lease is how long a claimed delivery stays with its worker before
+	// another may take it over. It must exceed every subscription's Timeout.
+	// Default: the longest Timeout plus 30s.
+	Lease time.Duration
+	// Poll bounds how long a subscriber's loop sleeps before looking for due
+	// deliveries (retries come due while it sleeps; deliveries written by this
+	// process wake it at once). Default 1s.
+	Poll time.Duration
+	// Owner names this worker on its leases and attempt rows. Default: the
+	// engine's node.
+	Owner string
+}
+
+// Deliverer hands every pending delivery to its subscriber, retrying on the
+// subscriber's schedule until it is done or dead. Each subscriber has its own
+// loop and bulkhead, so a slow one delays only itself. Deliverers on many
+// processes share the work through leases: a delivery whose worker died is
+// taken over when its lease ends, and its attempt count is kept.
+//
+// Guarantees: a local effect commits with its dedup row and the delivery's
+// completion, so it happens once; an outside delivery happens at least once,
+// with the event id as its idempotency key, and an attempt whose outcome is
+// unknown is resolved by asking the subscriber before it is sent again. A
+// delivery that runs out of schedule is dead: its order goes to manual
+// review and a delivery.dead event is written.
+type Deliverer struct {
+	e    *Engine
+	cfg  DelivererConfig
+	subs map[string]*Subscription
+
+	mu      sync.Mutex
+	running bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// NewDeliverer returns a Deliverer for the engine's subscriptions.
+func NewDeliverer(e *Engine, cfg DelivererConfig) *Deliverer {
+	d := &Deliverer{e: e, cfg: cfg, subs: map[string]*Subscription{}}
+	longest := time.Duration(0)
+	for _, s := range e.subs {
+		d.subs[s.Name] = s
+		longest = max(longest, s.Timeout)
+	}
+	if d.cfg.Lease <= longest {
+		d.cfg.Lease = longest + 30*time.Second
+	}
+	if d.cfg.Poll <= 0 {
+		d.cfg.Poll = time.Second
+	}
+	if d.cfg.Owner == "" {
+		d.cfg.Owner = e.node
+	}
+	return d
+}
+
+// Start runs one loop per subscriber until Stop or until ctx ends.
+func (d *Deliverer) Start(ctx context.Context) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.running {
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	d.running, d.cancel, d.done = true, cancel, make(chan struct{})
+	var wg sync.WaitGroup
+	for _, s := range d.e.subs {
+		wg.Go(func() { d.loop(ctx, s) })
+	}
+	go func() {
+		wg.Wait()
+		close(d.done)
+	}()
+}
+
+// Stop stops the loops and waits for attempts in flight; an attempt cut short
+// keeps its lease until it expires, and is then taken over.
+func (d *Deliverer) Stop() {
+	d.mu.Lock()
+	if !d.running {
+		d.mu.Unlock()
+		return
+	}
+	d.running = false
+	cancel, done := d.cancel, d.done
+	d.mu.Unlock()
+	cancel()
+	<-done
+}
+
+// RunOnce runs one pass for every subscriber: it claims the deliveries due
+// now and attempts each once. It returns how many it attempted.
+func (d *Deliverer) RunOnce(ctx context.Context) (int, error) {
+	total := 0
+	var errs []error
+	for _, s := range d.e.subs {
+		n, err := d.pass(ctx, s)
+		total += n
+		errs = append(errs, err)
+	}
+	return total, errors.Join(errs...)
+}
+
+func (d *Deliverer) loop(ctx context.Context, s *Subscription) {
+	timer := time.NewTimer(d.cfg.Poll)
+	defer timer.Stop()
+	backoff := time.Duration(0)
+	for ctx.Err() == nil {
+		kicked := d.e.kick.wait()
+		n, err := d.pass(ctx, s)
+		wait := d.cfg.Poll
+		switch {
+		case err != nil && ctx.Err() == nil:
+			d.e.log.Error("deliverer: pass failed", "subscriber", s.Name, "err", err)
+			backoff = min(max(2*backoff, 50*time.Millisecond), d.cfg.Poll)
+			wait = backoff
+		case n >= d.batch(s):
+			backoff = 0
+			continue // a full batch: there may be more
+		default:
+			backoff = 0
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-kicked:
+			timer.Stop()
+		}
+	}
+}
+
+func (d *Deliverer) batch(s *Subscription) int {
+	if d.cfg.Batch > 0 {
+		return d.cfg.Batch
+	}
+	return 4 * s.Concurrency
+}
+
+// pass claims due deliveries of s and attempts them, at most s.Concurrency at
+// a time.
+func (d *Deliverer) pass(ctx context.Context, s *Subscription) (int, error) {
+	now := d.e.clock.Now()
+	ds, err := d.e.store.DeliveryClaim(ctx, &lapse.DeliveryClaimParams{
+		Now: now, Owner: d.cfg.Owner, LeaseUntil: now.Add(d.cfg.Lease), Subscribers: []string{s.Name}, Limit: d.batch(s),
+	})
+	if err != nil || len(ds) == 0 {
+		return 0, err
+	}
+	slots := make(chan struct{}, s.Concurrency)
+	var wg sync.WaitGroup
+	for _, dl := range ds {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			d.attempt(ctx, s, dl)
+		})
+	}
+	wg.Wait()
+	return len(ds), nil
+}
+
+// attempt makes one attempt of dl and records its outcome.
+func (d *Deliverer) attempt(ctx context.Context, s *Subscription, dl *lapse.Delivery) {
+	start := d.e.clock.Now()
+	wall := time.Now()
+	actx, cancel := context.WithTimeout(ctx, s.Timeout)
+	defer cancel()
+
+	rec := lapse.DeliveryAttempt{DeliveryID: dl.ID, Attempt: dl.Attempts, Worker: d.cfg.Owner, StartedAt: start}
+	finish := func(tx lapse.Store, p *lapse.DeliveryFinishParams) error {
+		p.ID, p.Owner, p.Attempt, p.At = dl.ID, d.cfg.Owner, dl.Attempts, d.e.clock.Now()
+		rec.Duration = time.Since(wall)
+		p.Record = rec
+		_, err := tx.DeliveryFinish(context.WithoutCancel(ctx), p)
+		return err
+	}
+
+	var err error
+	switch {
+	case s.Local != nil:
+		err = d.e.store.Tx(actx, func(tx lapse.Store) error {
+			if err := s.Local.Apply(actx, tx, dl); err != nil {
+				return err
+			}
+			rec.Outcome = lapse.OutcomeOK
+			return finish(tx, &lapse.DeliveryFinishParams{Status: lapse.DeliveryDone})
+		})
+		if err == nil || errors.Is(err, lapse.ErrLeaseLost) {
+			d.settled(s, dl, err, rec.Outcome, wall)
+			return
+		}
+		rec.Outcome = "" // rolled back: nothing was applied
+	default:
+		err = d.send(actx, s, dl, &rec)
+		if err == nil {
+			d.settled(s, dl, finish(d.e.store, &lapse.DeliveryFinishParams{Status: lapse.DeliveryDone}), rec.Outcome, wall)
+			return
+		}
+	}
+
+	// The attempt failed: retry on schedule, or give up.
+	unknown := errors.Is(err, lapse.ErrUnknownOutcome)
+	if _, ok := s.Handler.(lapse.QueryHandler); !ok {
+		unknown = false // nothing to ask: the subscriber deduplicates on the event id
+	}
+	rec.Error = err.Error()
+	switch {
+	case rec.Outcome != "":
+	case errors.Is(err, lapse.ErrRefused):
+		rec.Outcome = lapse.OutcomeRefused
+	case unknown:
+		rec.Outcome = lapse.OutcomeUnknown
+	default:
+		rec.Outcome = lapse.OutcomeError
+	}
+	p := &lapse.DeliveryFinishParams{Status: lapse.DeliveryPending, Unknown: unknown, Error: rec.Error}
+	wait, more := s.Schedule.Next(dl.Failures(), rand.Float64())
+	if errors.Is(err, lapse.ErrRefused) || !more {
+		d.die(s, dl, p)
+	} else {
+		p.NextAttemptAt = d.e.clock.Now().Add(wait)
+	}
+	d.settled(s, dl, finish(d.e.store, p), rec.Outcome, wall)
+	if p.Status == lapse.DeliveryDead {
+		d.e.log.Error("deliverer: delivery died; its order is in manual review", "delivery", dl.ID,
+			"subscriber", s.Name, "order_no", dl.OrderNo, "event", dl.EventType, "attempts", dl.Attempts, "err", p.Error)
+	}
+}
+
+// send delivers dl to an outside subscriber. When the last attempt's outcome
+// is unknown it asks first, and sends again only if the subscriber says the
+// effect was not applied.
+func (d *Deliverer) send(ctx context.Context, s *Subscription, dl *lapse.Delivery, rec *lapse.DeliveryAttempt) error {
+	if q, ok := s.Handler.(lapse.QueryHandler); ok && dl.Unknown {
+		applied, err := q.Query(ctx, dl)
+		if err != nil {
+			rec.Outcome = lapse.OutcomeUnknown
+			return fmt.Errorf("query-back after an unknown outcome: %w: %w", err, lapse.ErrUnknownOutcome)
+		}
+		if applied {
+			rec.Outcome = lapse.OutcomeApplied
+			return nil
+		}
+	}
+	if err := s.Handler.Deliver(ctx, dl); err != nil {
+		return err
+	}
+	rec.Outcome = lapse.OutcomeOK
+	return nil
+}
+
+// die turns a failed attempt's finish into a death: the order goes to manual
+// review and a delivery.dead event is written, except for the death of a
+// delivery.dead event itself, which would otherwise chain.
+func (d *Deliverer) die(s *Subscription, dl *lapse.Delivery, p *lapse.DeliveryFinishParams) {
+	now := d.e.clock.Now()
+	p.Status = lapse.DeliveryDead
+	why := "ran out of retries"
+	if p.Unknown {
+		why = "ran out of retries with its last outcome unknown"
+	}
+	p.Review = &lapse.Review{OrderID: dl.OrderID, OrderNo: dl.OrderNo, DeliveryID: dl.ID, CreatedAt: now,
+		Reason: fmt.Sprintf("delivery %d of %s to %s %s after %d attempts: %s", dl.ID, dl.EventType, s.Name, why, dl.Attempts, p.Error)}
+	if dl.EventType == lapse.EventDeliveryDead {
+		return
+	}
+	ev := lapse.NewDeliveryDeadEvent(dl, p.Error, now)
+	o, err := lapse.EventOrder(dl.Event)
+	if err != nil {
+		o = &lapse.Order{OrderNo: dl.OrderNo} // not an order event: no flow to match on
+	}
+	ev.Subscribers = d.e.subscribersOf(o, ev.Type, s.Name)
+	p.Outbox = []lapse.OutboxEvent{ev}
+}
+
+// settled logs and counts the end of an attempt.
+func (d *Deliverer) settled(s *Subscription, dl *lapse.Delivery, finishErr error, outcome string, wall time.Time) {
+	d.e.metrics.deliveries.WithLabelValues(s.Name, outcome).Inc()
+	d.e.metrics.deliverySeconds.WithLabelValues(s.Name).Observe(time.Since(wall).Seconds())
+	switch {
+	case errors.Is(finishErr, lapse.ErrLeaseLost):
+		d.e.log.Warn("deliverer: lease lost before the attempt finished; another worker has the delivery",
+			"delivery", dl.ID, "subscriber", s.Name, "attempt", dl.Attempts)
+	case finishErr != nil:
+		d.e.log.Error("deliverer: cannot record an attempt; the lease will expire and the delivery be retried",
+			"delivery", dl.ID, "subscriber", s.Name, "err", finishErr)
+	case outcome == lapse.OutcomeRefused || outcome == lapse.OutcomeError || outcome == lapse.OutcomeUnknown:
+		d.e.log.Info("deliverer: attempt failed", "delivery", dl.ID, "subscriber", s.Name, "attempt", dl.Attempts, "outcome", outcome)
+	}
+}

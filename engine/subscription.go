@@ -1,0 +1,110 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+// Subscription routes outbox events to one subscriber. Every event it matches
+// gets its own delivery for it, written with the event, and the Deliverer
+// hands it over with its own attempts, schedule and lease.
+type Subscription struct {
+	// Name identifies the subscriber on its deliveries and as the consumer of
+	// its dedup rows. Unique; lower case letters, digits, - and _.
+	Name string
+	// Events are the event types it receives; "order.*" matches every type
+	// that starts with "order.". Default: order.*.
+	Events []string
+	// Flows limits it to the events of these flows. Default: every flow.
+	Flows []string
+	// Handler delivers to an outside system; Local applies an effect in the
+	// database instead. Exactly one is set.
+	Handler lapse.Handler
+	Local   lapse.LocalHandler
+	// Schedule is its retry schedule. Default: lapse.DefaultSchedule().
+	Schedule lapse.Schedule
+	// Timeout bounds one attempt. Default: 30s.
+	Timeout time.Duration
+	// Concurrency bounds its attempts in flight in this process (a bulkhead).
+	// Default: 8.
+	Concurrency int
+	// Filter, when set, limits it to the orders for which it returns true;
+	// other orders' events get no delivery for it at all.
+	Filter func(*lapse.Order) bool
+}
+
+func (s *Subscription) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("engine: subscription %q: %s", s.Name, fmt.Sprintf(format, args...))
+	}
+	if s.Name == "" || strings.Trim(s.Name, "abcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
+		return bad("names are lower case letters, digits, - and _")
+	}
+	if (s.Handler == nil) == (s.Local == nil) {
+		return bad("set exactly one of Handler and Local")
+	}
+	if len(s.Events) == 0 {
+		s.Events = []string{"order.*"}
+	}
+	for _, ev := range s.Events {
+		if ev == "" || ev == "*" || strings.Count(ev, "*") > 1 || (strings.Contains(ev, "*") && !strings.HasSuffix(ev, ".*")) {
+			return bad("event pattern %q: use a type such as order.closed or a prefix such as order.*", ev)
+		}
+	}
+	if s.Schedule.Steps == nil && s.Schedule.Base == 0 {
+		s.Schedule = lapse.DefaultSchedule()
+	}
+	if err := s.Schedule.Validate(); err != nil {
+		return bad("%v", err)
+	}
+	if s.Timeout <= 0 {
+		s.Timeout = 30 * time.Second
+	}
+	if s.Concurrency <= 0 {
+		s.Concurrency = 8
+	}
+	return nil
+}
+
+// matches reports whether the subscription receives events of type typ
+// about order o.
+func (s *Subscription) matches(o *lapse.Order, typ string) bool {
+	if len(s.Flows) > 0 && !slices.Contains(s.Flows, o.Flow) {
+		return false
+	}
+	if s.Filter != nil && !s.Filter(o) {
+		return false
+	}
+	for _, ev := range s.Events {
+		if ev == typ || (strings.HasSuffix(ev, ".*") && strings.HasPrefix(typ, strings.TrimSuffix(ev, "*"))) {
+			return true
+		}
+	}
+	return false
+}
+
+// fanOut names, on each event about order o, the subscribers it goes to.
+func (e *Engine) fanOut(o *lapse.Order, evs []lapse.OutboxEvent) {
+	for i := range evs {
+		evs[i].Subscribers = e.subscribersOf(o, evs[i].Type, "")
+	}
+}
+
+// subscribersOf returns the names of the subscriptions that receive events of
+// type typ about order o, leaving out except.
+func (e *Engine) subscribersOf(o *lapse.Order, typ, except string) []string {
+	var out []string
+	for _, s := range e.subs {
+		if s.Name != except && s.matches(o, typ) {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// Subscriptions returns the engine's subscriptions.
+func (e *Engine) Subscriptions() []*Subscription { return slices.Clone(e.subs) }

@@ -1,0 +1,122 @@
+package http
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+// attemptView is one attempt of a delivery.
+type attemptView struct {
+	Attempt    int       `json:"attempt"`
+	Worker     string    `json:"worker"`
+	StartedAt  time.Time `json:"started_at"`
+	DurationMS float64   `json:"duration_ms"`
+	Outcome    string    `json:"outcome"`
+	Error      string    `json:"error"`
+}
+
+// deliveryView is a delivery with every attempt made of it.
+type deliveryView struct {
+	ID            int64                `json:"id"`
+	EventID       string               `json:"event_id"`
+	EventType     string               `json:"event_type"`
+	OrderNo       string               `json:"order_no"`
+	Subscriber    string               `json:"subscriber"`
+	Status        lapse.DeliveryStatus `json:"status"`
+	Attempts      int                  `json:"attempts"`
+	NextAttemptAt *time.Time           `json:"next_attempt_at"` // null unless pending
+	Unknown       bool                 `json:"unknown"`
+	LastError     string               `json:"last_error"`
+	CreatedAt     time.Time            `json:"created_at"`
+	UpdatedAt     time.Time            `json:"updated_at"`
+	DoneAt        *time.Time           `json:"done_at"`
+	History       []attemptView        `json:"history"`
+}
+
+func newDeliveryView(d *lapse.Delivery, atts []*lapse.DeliveryAttempt) deliveryView {
+	v := deliveryView{ID: d.ID, EventID: d.EventID, EventType: d.EventType, OrderNo: d.OrderNo, Subscriber: d.Subscriber,
+		Status: d.Status, Attempts: d.Attempts, Unknown: d.Unknown, LastError: d.LastError,
+		CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(), DoneAt: utc(d.DoneAt), History: []attemptView{}}
+	if d.Status == lapse.DeliveryPending {
+		v.NextAttemptAt = utc(&d.NextAttemptAt)
+	}
+	for _, a := range atts {
+		v.History = append(v.History, attemptView{Attempt: a.Attempt, Worker: a.Worker, StartedAt: a.StartedAt.UTC(),
+			DurationMS: float64(a.Duration.Microseconds()) / 1000, Outcome: a.Outcome, Error: a.Error})
+	}
+	return v
+}
+
+func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) {
+	hs, err := s.engine.Deliveries(r.Context(), r.PathValue("order_no"))
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	out := make([]deliveryView, len(hs))
+	for i, h := range hs {
+		out[i] = newDeliveryView(h.Delivery, h.History)
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"deliveries": out})
+}
+
+func (s *Server) retryDelivery(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		s.error(w, r, lapse.FieldError("id", "must be a delivery id, a positive integer"))
+		return
+	}
+	d, err := s.engine.RetryDelivery(r.Context(), id)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, newDeliveryView(d, nil))
+}
+
+func (s *Server) listReviews(w http.ResponseWriter, r *http.Request) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		s.error(w, r, lapse.Errorf(lapse.EINVALID, "the query string is malformed: %v", err))
+		return
+	}
+	p := &lapse.ReviewListParams{Limit: DefaultListLimit}
+	for k, vs := range q {
+		v := vs[0]
+		switch k {
+		case "open":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				s.error(w, r, lapse.FieldError("open", "must be true or false"))
+				return
+			}
+			p.Open = b
+		case "limit":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > MaxListLimit {
+				s.error(w, r, lapse.FieldError("limit", "must be an integer from 1 to %d", MaxListLimit))
+				return
+			}
+			p.Limit = n
+		default:
+			s.error(w, r, lapse.FieldError(k, "is not a parameter of this listing (it takes open and limit)"))
+			return
+		}
+	}
+	rs, err := s.engine.Reviews(r.Context(), p)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	out := make([]*lapse.Review, len(rs))
+	for i, rv := range rs {
+		v := *rv
+		v.CreatedAt, v.ResolvedAt = v.CreatedAt.UTC(), utc(v.ResolvedAt)
+		out[i] = &v
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"reviews": out})
+}
