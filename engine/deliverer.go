@@ -13,8 +13,9 @@ import (
 
 // DelivererConfig configures a Deliverer. Zero values take the defaults noted.
 type DelivererConfig struct {
-	// Batch bounds how many deliveries of one subscriber a pass claims.
-	// Default: 4 × the subscription's Concurrency.
+	// Batch bounds how many deliveries of one subscriber RunOnce claims.
+	// (The running loops claim as many as they have free slots.) Default:
+	// 4 × the subscription's Concurrency.
 	Batch int
 	// Lease is how long a claimed delivery stays with its worker before
 	// another may take it over. It must exceed every subscription's Timeout.
@@ -31,7 +32,8 @@ type DelivererConfig struct {
 
 // Deliverer hands every pending delivery to its subscriber, retrying on the
 // subscriber's schedule until it is done or dead. Each subscriber has its own
-// loop and bulkhead, so a slow one delays only itself. Deliverers on many
+// loop and bulkhead (Concurrency attempts in flight), so a slow one delays
+// only itself. Deliverers on many
 // processes share the work through leases: a delivery whose worker died is
 // taken over when its lease ends, and its attempt count is kept.
 //
@@ -119,24 +121,48 @@ func (d *Deliverer) RunOnce(ctx context.Context) (int, error) {
 	return total, errors.Join(errs...)
 }
 
+// loop keeps up to s.Concurrency attempts of s in flight: whenever a slot is
+// free it claims as many due deliveries as there are free slots, so that no
+// lease waits behind a slow attempt and one slow call does not hold the
+// others back.
 func (d *Deliverer) loop(ctx context.Context, s *Subscription) {
 	timer := time.NewTimer(d.cfg.Poll)
 	defer timer.Stop()
+	slots := make(chan struct{}, s.Concurrency)
+	freed := make(chan struct{}, 1)
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
 		kicked := d.e.kick.wait()
-		n, err := d.pass(ctx, s)
+		free := s.Concurrency - len(slots)
 		wait := d.cfg.Poll
-		switch {
-		case err != nil && ctx.Err() == nil:
-			d.e.log.Error("deliverer: pass failed", "subscriber", s.Name, "err", err)
-			backoff = min(max(2*backoff, 50*time.Millisecond), d.cfg.Poll)
-			wait = backoff
-		case n >= d.batch(s):
-			backoff = 0
-			continue // a full batch: there may be more
-		default:
-			backoff = 0
+		if free > 0 {
+			ds, err := d.claim(ctx, s, free)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				d.e.log.Error("deliverer: claim failed", "subscriber", s.Name, "err", err)
+				backoff = min(max(2*backoff, 50*time.Millisecond), d.cfg.Poll)
+				wait = backoff
+			case err == nil:
+				backoff = 0
+			}
+			for _, dl := range ds {
+				slots <- struct{}{}
+				inflight.Go(func() {
+					defer func() {
+						<-slots
+						select {
+						case freed <- struct{}{}:
+						default:
+						}
+					}()
+					d.attempt(ctx, s, dl)
+				})
+			}
+			if err == nil && len(ds) == free {
+				continue // every slot taken and maybe more due: claim again once one frees
+			}
 		}
 		timer.Reset(wait)
 		select {
@@ -145,8 +171,30 @@ func (d *Deliverer) loop(ctx context.Context, s *Subscription) {
 		case <-timer.C:
 		case <-kicked:
 			timer.Stop()
+		case <-freed:
+			timer.Stop()
+			if free > 0 {
+				// A slot freed while nothing else was due: wait for new work
+				// rather than claim again at once.
+				timer.Reset(wait)
+				select {
+				case <-ctx.Done():
+					return
+				case <-timer.C:
+				case <-kicked:
+					timer.Stop()
+				}
+			}
 		}
 	}
+}
+
+// claim leases up to limit due deliveries of s.
+func (d *Deliverer) claim(ctx context.Context, s *Subscription, limit int) ([]*lapse.Delivery, error) {
+	now := d.e.clock.Now()
+	return d.e.store.DeliveryClaim(ctx, &lapse.DeliveryClaimParams{
+		Now: now, Owner: d.cfg.Owner, LeaseUntil: now.Add(d.cfg.Lease), Subscribers: []string{s.Name}, Limit: limit,
+	})
 }
 
 func (d *Deliverer) batch(s *Subscription) int {
@@ -159,10 +207,7 @@ func (d *Deliverer) batch(s *Subscription) int {
 // pass claims due deliveries of s and attempts them, at most s.Concurrency at
 // a time.
 func (d *Deliverer) pass(ctx context.Context, s *Subscription) (int, error) {
-	now := d.e.clock.Now()
-	ds, err := d.e.store.DeliveryClaim(ctx, &lapse.DeliveryClaimParams{
-		Now: now, Owner: d.cfg.Owner, LeaseUntil: now.Add(d.cfg.Lease), Subscribers: []string{s.Name}, Limit: d.batch(s),
-	})
+	ds, err := d.claim(ctx, s, d.batch(s))
 	if err != nil || len(ds) == 0 {
 		return 0, err
 	}
@@ -206,14 +251,14 @@ func (d *Deliverer) attempt(ctx context.Context, s *Subscription, dl *lapse.Deli
 			return finish(tx, &lapse.DeliveryFinishParams{Status: lapse.DeliveryDone})
 		})
 		if err == nil || errors.Is(err, lapse.ErrLeaseLost) {
-			d.settled(s, dl, err, rec.Outcome, wall)
+			d.settled(s, dl, err, rec.Outcome, wall, "")
 			return
 		}
 		rec.Outcome = "" // rolled back: nothing was applied
 	default:
 		err = d.send(actx, s, dl, &rec)
 		if err == nil {
-			d.settled(s, dl, finish(d.e.store, &lapse.DeliveryFinishParams{Status: lapse.DeliveryDone}), rec.Outcome, wall)
+			d.settled(s, dl, finish(d.e.store, &lapse.DeliveryFinishParams{Status: lapse.DeliveryDone}), rec.Outcome, wall, "")
 			return
 		}
 	}
@@ -240,7 +285,7 @@ func (d *Deliverer) attempt(ctx context.Context, s *Subscription, dl *lapse.Deli
 	} else {
 		p.NextAttemptAt = d.e.clock.Now().Add(wait)
 	}
-	d.settled(s, dl, finish(d.e.store, p), rec.Outcome, wall)
+	d.settled(s, dl, finish(d.e.store, p), rec.Outcome, wall, rec.Error)
 	if p.Status == lapse.DeliveryDead {
 		d.e.log.Error("deliverer: delivery died; its order is in manual review", "delivery", dl.ID,
 			"subscriber", s.Name, "order_no", dl.OrderNo, "event", dl.EventType, "attempts", dl.Attempts, "err", p.Error)
@@ -294,7 +339,7 @@ func (d *Deliverer) die(s *Subscription, dl *lapse.Delivery, p *lapse.DeliveryFi
 }
 
 // settled logs and counts the end of an attempt.
-func (d *Deliverer) settled(s *Subscription, dl *lapse.Delivery, finishErr error, outcome string, wall time.Time) {
+func (d *Deliverer) settled(s *Subscription, dl *lapse.Delivery, finishErr error, outcome string, wall time.Time, attemptErr string) {
 	d.e.metrics.deliveries.WithLabelValues(s.Name, outcome).Inc()
 	d.e.metrics.deliverySeconds.WithLabelValues(s.Name).Observe(time.Since(wall).Seconds())
 	switch {
@@ -305,6 +350,6 @@ func (d *Deliverer) settled(s *Subscription, dl *lapse.Delivery, finishErr error
 		d.e.log.Error("deliverer: cannot record an attempt; the lease will expire and the delivery be retried",
 			"delivery", dl.ID, "subscriber", s.Name, "err", finishErr)
 	case outcome == lapse.OutcomeRefused || outcome == lapse.OutcomeError || outcome == lapse.OutcomeUnknown:
-		d.e.log.Info("deliverer: attempt failed", "delivery", dl.ID, "subscriber", s.Name, "attempt", dl.Attempts, "outcome", outcome)
+		d.e.log.Info("deliverer: attempt failed", "delivery", dl.ID, "subscriber", s.Name, "attempt", dl.Attempts, "outcome", outcome, "err", attemptErr)
 	}
 }

@@ -17,8 +17,9 @@ type BreakerState string
 
 // Breaker states. The port's own calls move the breaker; nothing else does.
 const (
-	// BreakerClosed: calls go out; consecutive failures are counted, and
-	// BreakerConfig.Failures of them open the breaker.
+	// BreakerClosed: calls go out; the verdicts of the last
+	// BreakerConfig.Window calls are kept, and BreakerConfig.Failures
+	// failures among them open the breaker.
 	BreakerClosed BreakerState = "closed"
 	// BreakerOpen: calls fail fast with ErrBreakerOpen, without sending,
 	// until BreakerConfig.Cooldown has passed since the breaker opened.
@@ -38,15 +39,20 @@ const (
 	neutral                // the caller gave up first: nothing learned
 )
 
-// breaker counts consecutive failures and stops calls after too many. It
-// reads the clock only to time the cooldown, so a test can move it.
+// breaker keeps the verdicts of the last calls and stops calls when too many
+// of them failed: a service that fails now and then keeps getting calls (the
+// deliveries retry), one that is down stops being hammered. It reads the
+// clock only to time the cooldown, so a test can move it.
 type breaker struct {
 	clock    lapse.Clock
-	limit    int
+	limit    int // failures in the window that open the breaker
 	cooldown time.Duration
 
 	mu       sync.Mutex
-	failures int       // consecutive failures while closed
+	window   []bool    // ring of the last verdicts while closed; true: failed
+	next     int       // where the next verdict goes
+	seen     int       // verdicts in the ring, up to len(window)
+	failures int       // failed verdicts in the ring
 	open     bool      // open or half-open, told apart by openedAt
 	openedAt time.Time // when the breaker last opened
 	probing  bool      // the half-open probe is out
@@ -95,7 +101,8 @@ func (b *breaker) done(probe bool, v verdict) {
 		b.probing = false
 		switch v {
 		case healthy:
-			b.open, b.failures = false, 0
+			b.open = false
+			b.reset()
 		case failed:
 			b.openedAt = b.clock.Now()
 		}
@@ -105,13 +112,26 @@ func (b *breaker) done(probe bool, v verdict) {
 	if b.open {
 		return
 	}
-	switch v {
-	case healthy:
-		b.failures = 0
-	case failed:
+	if v == neutral {
+		return
+	}
+	if b.seen == len(b.window) && b.window[b.next] {
+		b.failures-- // the oldest verdict leaves the window
+	}
+	b.window[b.next] = v == failed
+	b.next = (b.next + 1) % len(b.window)
+	b.seen = min(b.seen+1, len(b.window))
+	if v == failed {
 		b.failures++
 		if b.failures >= b.limit {
 			b.open, b.openedAt = true, b.clock.Now()
 		}
 	}
+}
+
+// reset forgets the window: after a successful probe the service starts
+// with a clean record.
+func (b *breaker) reset() {
+	clear(b.window)
+	b.next, b.seen, b.failures = 0, 0, 0
 }

@@ -16,7 +16,7 @@ func TestBreakerOpensAndFailsFast(t *testing.T) {
 	srv := newStock(t)
 	srv.SetFaults(porttest.Faults{FailRate: 1})
 	clock := lapse.NewManualClock(start)
-	p := newPort(t, srv.URL, port.Config{Clock: clock, Breaker: port.BreakerConfig{Failures: 3, Cooldown: time.Minute}})
+	p := newPort(t, srv.URL, port.Config{Clock: clock, Breaker: port.BreakerConfig{Failures: 3, Window: 3, Cooldown: time.Minute}})
 	ctx := context.Background()
 	for i := range 3 {
 		if p.State() != port.BreakerClosed {
@@ -76,7 +76,7 @@ func TestBreakerHalfOpenLetsOneProbeThrough(t *testing.T) {
 	srv := newStock(t)
 	srv.SetFaults(porttest.Faults{Down: true})
 	clock := lapse.NewManualClock(start)
-	p := newPort(t, srv.URL, port.Config{Clock: clock, Breaker: port.BreakerConfig{Failures: 1, Cooldown: time.Minute}})
+	p := newPort(t, srv.URL, port.Config{Clock: clock, Breaker: port.BreakerConfig{Failures: 1, Window: 1, Cooldown: time.Minute}})
 	ctx := context.Background()
 	if err := p.Deliver(ctx, event("order.closed")); err == nil || p.State() != port.BreakerOpen {
 		t.Fatalf("Deliver to a service that is down: %v, breaker %s; want an error, open", err, p.State())
@@ -111,14 +111,15 @@ func TestBreakerHalfOpenLetsOneProbeThrough(t *testing.T) {
 func TestBreakerIgnoresRefusalsAndResetsOnSuccess(t *testing.T) {
 	t.Parallel()
 	srv := newStock(t)
-	p := newPort(t, srv.URL, port.Config{Breaker: port.BreakerConfig{Failures: 2}})
+	p := newPort(t, srv.URL, port.Config{Breaker: port.BreakerConfig{Failures: 2, Window: 2}})
 	ctx := context.Background()
 	for range 5 {
 		if err := p.Deliver(ctx, event(lapse.EventOrderCreated, lapse.Item{SKU: "NONE", Qty: 1})); !errors.Is(err, lapse.ErrRefused) {
 			t.Fatalf("Deliver of an unknown SKU: %v; want ErrRefused", err)
 		}
 	}
-	// Failures must be consecutive: a success in between starts the count anew.
+	// With Window equal to Failures the failures must be consecutive: a success
+	// in between pushes the count below the limit.
 	for range 3 {
 		srv.SetFaults(porttest.Faults{FailRate: 1})
 		if err := p.Deliver(ctx, event("order.closed")); err == nil {
@@ -137,7 +138,7 @@ func TestBreakerIgnoresRefusalsAndResetsOnSuccess(t *testing.T) {
 func TestBreakerIgnoresCallersThatGiveUp(t *testing.T) {
 	t.Parallel()
 	srv := newStock(t)
-	p := newPort(t, srv.URL, port.Config{Breaker: port.BreakerConfig{Failures: 1}})
+	p := newPort(t, srv.URL, port.Config{Breaker: port.BreakerConfig{Failures: 1, Window: 1}})
 	srv.Pause()
 	defer srv.Resume()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -147,5 +148,29 @@ func TestBreakerIgnoresCallersThatGiveUp(t *testing.T) {
 	}
 	if p.State() != port.BreakerClosed {
 		t.Errorf("a caller giving up moved the breaker to %s", p.State())
+	}
+}
+
+// TestBreakerDefaultsRideOutRandomFailures: with the default settings a
+// service that fails 30 % of its calls at random keeps getting them, while
+// one that is down opens the breaker within Failures calls.
+func TestBreakerDefaultsRideOutRandomFailures(t *testing.T) {
+	t.Parallel()
+	srv := newStock(t)
+	srv.SetFaults(porttest.Faults{FailRate: 0.3})
+	p := newPort(t, srv.URL, port.Config{})
+	ctx := context.Background()
+	for i := range 600 {
+		_ = p.Deliver(ctx, event("order.refunded"))
+		if p.State() != port.BreakerClosed {
+			t.Fatalf("the breaker opened after %d calls at a 30%% failure rate", i+1)
+		}
+	}
+	srv.SetFaults(porttest.Faults{FailRate: 1})
+	for range 30 {
+		_ = p.Deliver(ctx, event("order.refunded"))
+	}
+	if p.State() != port.BreakerOpen {
+		t.Errorf("after 30 failures in a row the breaker is %s, want open", p.State())
 	}
 }

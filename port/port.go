@@ -111,10 +111,17 @@ type Config struct {
 // of 408, 425, 429, 3xx or 5xx, a timeout or a connection that failed;
 // any other answer, a refusal included, shows the service is up.
 type BreakerConfig struct {
-	// Failures is how many consecutive failures open the breaker. Default: 5.
+	// Failures is how many failures among the last Window calls open the
+	// breaker. Default: 30 of 50, so that a service failing a share of its
+	// calls at random (30 %, say) keeps receiving them and the deliveries'
+	// retries get through, while an outage opens it within 30 calls. Set
+	// Window equal to Failures to open on that many consecutive failures.
 	Failures int
+	// Window is how many of the latest calls are remembered. Default: 50,
+	// or Failures when that is larger.
+	Window int
 	// Cooldown is how long the breaker stays open before it lets one probe
-	// through. Default: 30s.
+	// through. Default: 10s.
 	Cooldown time.Duration
 }
 
@@ -142,14 +149,15 @@ func New(name string, cfg Config) (*Port, error) {
 		return nil, bad("URL %q is not an absolute http or https URL without a fragment", cfg.URL)
 	}
 	if cfg.ConnectTimeout < 0 || cfg.ReadTimeout < 0 || cfg.MaxConcurrent < 0 ||
-		cfg.Breaker.Failures < 0 || cfg.Breaker.Cooldown < 0 {
+		cfg.Breaker.Failures < 0 || cfg.Breaker.Window < 0 || cfg.Breaker.Cooldown < 0 {
 		return nil, bad("timeouts, MaxConcurrent and breaker settings must not be negative")
 	}
 	cfg.ConnectTimeout = cmp.Or(cfg.ConnectTimeout, 2*time.Second)
 	cfg.ReadTimeout = cmp.Or(cfg.ReadTimeout, 10*time.Second)
 	cfg.MaxConcurrent = cmp.Or(cfg.MaxConcurrent, 16)
-	cfg.Breaker.Failures = cmp.Or(cfg.Breaker.Failures, 5)
-	cfg.Breaker.Cooldown = cmp.Or(cfg.Breaker.Cooldown, 30*time.Second)
+	cfg.Breaker.Failures = cmp.Or(cfg.Breaker.Failures, 30)
+	cfg.Breaker.Window = max(cmp.Or(cfg.Breaker.Window, 50), cfg.Breaker.Failures)
+	cfg.Breaker.Cooldown = cmp.Or(cfg.Breaker.Cooldown, 10*time.Second)
 	if cfg.Clock == nil {
 		cfg.Clock = lapse.SystemClock{}
 	}
@@ -163,7 +171,7 @@ func New(name string, cfg Config) (*Port, error) {
 		client:      client,
 		readTimeout: cfg.ReadTimeout,
 		slots:       make(chan struct{}, cfg.MaxConcurrent),
-		breaker:     &breaker{clock: cfg.Clock, limit: cfg.Breaker.Failures, cooldown: cfg.Breaker.Cooldown},
+		breaker:     &breaker{clock: cfg.Clock, limit: cfg.Breaker.Failures, cooldown: cfg.Breaker.Cooldown, window: make([]bool, cfg.Breaker.Window)},
 	}, nil
 }
 

@@ -184,7 +184,7 @@ func TestDeliverStatusMapping(t *testing.T) {
 				fmt.Fprint(w, "reason\x00 from\nthe service")
 			}))
 			t.Cleanup(srv.Close)
-			p := newPort(t, srv.URL, port.Config{Breaker: port.BreakerConfig{Failures: 1}})
+			p := newPort(t, srv.URL, port.Config{Breaker: port.BreakerConfig{Failures: 1, Window: 1}})
 			err := p.Deliver(context.Background(), event("order.closed"))
 			switch tt.want {
 			case "ok":
