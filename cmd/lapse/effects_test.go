@@ -181,13 +181,19 @@ func TestStockPortChaos(t *testing.T) {
 	}
 }
 
-// sqliteQuery returns a function that runs a count query on the database.
-func sqliteQuery(t *testing.T, path string) func(string) int64 {
+// openSQLiteRO opens the database read-only, beside the running service.
+func openSQLiteRO(t *testing.T, path string) *sql.DB {
 	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// sqliteQuery returns a function that runs a count query on the database.
+func sqliteQuery(t *testing.T, path string) func(string) int64 {
+	db := openSQLiteRO(t, path)
 	return func(query string) int64 {
 		var n int64
 		if err := db.QueryRow(query).Scan(&n); err != nil {
