@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,23 +164,37 @@ func TestPayRacesDeadline(t *testing.T) {
 		c.Start(context.Background())
 		defer c.Stop()
 
-		// Deadlines start once every order exists, 7 ms apart.
-		start := lapse.SystemClock{}.Now().Add(3 * time.Second)
-		var wg sync.WaitGroup
+		// Deadlines start once every order exists (10 s is ample even on a
+		// loaded machine), 7 ms apart; the orders are created in parallel.
+		start := lapse.SystemClock{}.Now().Add(10 * time.Second)
 		deadlines := make([]time.Time, n)
+		reqs := make([]*lapse.OrderCreate, n)
 		for i := range n {
-			at := start.Add(time.Duration(i) * 7 * time.Millisecond)
-			deadlines[i] = at
-			req := checkout(orderNo("P", i), 0)
-			req.DeadlineAt = &at
-			create(t, e, req)
+			deadlines[i] = start.Add(time.Duration(i) * 7 * time.Millisecond)
+			reqs[i] = checkout(orderNo("P", i), 0)
+			reqs[i].DeadlineAt = &deadlines[i]
+		}
+		var next atomic.Int64
+		var cw sync.WaitGroup
+		for range 8 {
+			cw.Go(func() {
+				for i := next.Add(1) - 1; i < n; i = next.Add(1) - 1 {
+					if _, _, err := e.CreateOrder(ctxT(t), reqs[i], app); err != nil {
+						t.Errorf("CreateOrder(%s): %v", reqs[i].OrderNo, err)
+					}
+				}
+			})
+		}
+		cw.Wait()
+		if time.Now().After(start) {
+			t.Fatalf("creating %d orders took longer than the lead time", n)
+		}
+		var wg sync.WaitGroup
+		for i := range n {
 			offset := time.Duration(rand.IntN(7001)-3500) * time.Microsecond // ±3.5 ms
-			if i == n-1 && time.Now().After(start) {
-				t.Fatalf("creating %d orders took longer than the lead time", n)
-			}
 			wg.Go(func() {
-				time.Sleep(time.Until(at.Add(offset)))
-				_, _ = e.Fire(context.Background(), req.OrderNo, engine.Fire{Event: flows.Pay, By: app})
+				time.Sleep(time.Until(deadlines[i].Add(offset)))
+				_, _ = e.Fire(context.Background(), reqs[i].OrderNo, engine.Fire{Event: flows.Pay, By: app})
 			})
 		}
 		wg.Wait()
