@@ -35,14 +35,16 @@ func ledgerSubscriptions(flows []*lapse.Flow, e *Engine) []Subscription {
 		return nil
 	}
 	// Local effects fail only when the database does; retry them briskly.
+	// They contend for the same ledger rows, so a few at a time is enough.
 	schedule := lapse.Schedule{Base: time.Second, Cap: time.Minute, MaxAttempts: 20, Jitter: 0.2}
+	const concurrency = 4
 	var out []Subscription
 	if e.stock {
-		out = append(out, Subscription{Name: StockSubscriber, Events: types, Flows: names, Local: stockEffect{e}, Schedule: schedule,
+		out = append(out, Subscription{Name: StockSubscriber, Events: types, Flows: names, Local: stockEffect{e}, Schedule: schedule, Concurrency: concurrency,
 			Filter: func(o *lapse.Order) bool { return len(o.Items) > 0 }})
 	}
 	if e.coupons {
-		out = append(out, Subscription{Name: CouponSubscriber, Events: types, Flows: names, Local: couponEffect{e}, Schedule: schedule,
+		out = append(out, Subscription{Name: CouponSubscriber, Events: types, Flows: names, Local: couponEffect{e}, Schedule: schedule, Concurrency: concurrency,
 			Filter: func(o *lapse.Order) bool { return o.Coupon != "" }})
 	}
 	return out

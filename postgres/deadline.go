@@ -13,7 +13,7 @@ import (
 // orderDeadlineSetSQL moves a deadline under the same guard as a transition,
 // with its outbox rows and their deliveries. It writes no log row: the state
 // does not change.
-const orderDeadlineSetSQL = `WITH o AS (
+var orderDeadlineSetSQL = `WITH o AS (
 	UPDATE orders SET deadline_at = $4, updated_at = $5, version = version + 1
 	WHERE id = $1 AND state = $2 AND version = $3
 	RETURNING ` + orderColumns + `
@@ -24,12 +24,7 @@ const orderDeadlineSetSQL = `WITH o AS (
 		WITH ORDINALITY AS e(id, order_no, type, payload, created_at, n)
 	ORDER BY e.n
 	RETURNING id, order_id, order_no, type, created_at
-), d AS (
-	` + insertDeliveries + `
-	FROM unnest($11::uuid[], $12::text[]) WITH ORDINALITY AS s(event_id, subscriber, n)
-	JOIN x ON x.id = s.event_id
-	ORDER BY s.n
-)
+), ` + deliveriesCTE("d", 11, 12) + `
 SELECT ` + orderColumns + ` FROM o`
 
 // OrderDeadlineSet moves the deadline of an order that is still in

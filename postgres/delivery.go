@@ -39,19 +39,22 @@ func scanDelivery(row pgx.Row) (*lapse.Delivery, error) {
 	return &d, nil
 }
 
-// deliveryClaimSQL picks due deliveries in due order from the due index,
-// each only once no earlier delivery of its order to its subscriber is
-// pending (a subscriber sees an order's events in order),
-// locking them and skipping rows that other claimers or finishers hold, and
-// leases them in the same statement. c is materialized so that the pick runs
-// once: the UPDATE leases exactly the rows it locked. The lease is committed
-// with the statement (or the caller's transaction); it, not a row lock, is
-// what keeps other workers off the delivery while it runs.
-const deliveryClaimSQL = `WITH c AS MATERIALIZED (
+// deliveryClaimQuery returns the claim of the subscribers matched by
+// subscriber, a condition on $2. It picks due deliveries in due order from
+// the due index, each only once its predecessor in its chain (after_id, the
+// delivery of the same order and subscriber written before it) is no
+// longer pending, so that a subscriber sees an order's events in order;
+// that test is a primary-key probe, whatever the statistics say. It locks
+// them, skipping rows that other claimers or finishers hold, and leases
+// them in the same statement. c is materialized so that the pick runs once:
+// the UPDATE leases exactly the rows it locked. The lease is committed with
+// the statement (or the caller's transaction); it, not a row lock, is what
+// keeps other workers off the delivery while it runs.
+func deliveryClaimQuery(subscriber string) string {
+	return `WITH c AS MATERIALIZED (
 	SELECT id, next_attempt_at FROM deliveries d
-	WHERE status = 'pending' AND next_attempt_at <= $1 AND subscriber = ANY($2)
-		AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.order_id = d.order_id AND e.subscriber = d.subscriber
-			AND e.status = 'pending' AND e.id < d.id)
+	WHERE status = 'pending' AND next_attempt_at <= $1 AND ` + subscriber + `
+		AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.id = d.after_id AND e.status = 'pending')
 	ORDER BY next_attempt_at LIMIT $3
 	FOR UPDATE SKIP LOCKED
 ), u AS (
@@ -63,6 +66,16 @@ const deliveryClaimSQL = `WITH c AS MATERIALIZED (
 		x.type, x.payload, x.created_at AS event_created_at, c.next_attempt_at AS due
 )
 SELECT * FROM u ORDER BY due, id`
+}
+
+// The claims of one subscriber, which is what the engine's delivery loops
+// make, and of several. Naming one lets the due index, which leads with the
+// subscriber, hand rows over in due order and stop at the limit; several
+// are merged with a sort of all their due rows.
+var (
+	deliveryClaimOneSQL  = deliveryClaimQuery("subscriber = $2::text")
+	deliveryClaimManySQL = deliveryClaimQuery("subscriber = ANY($2::text[])")
+)
 
 // DeliveryClaim leases up to p.Limit pending deliveries of p.Subscribers due
 // at p.Now, earliest first, in one statement, skipping rows other
@@ -72,7 +85,12 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *lapse.DeliveryClaimParams)
 	if p.Limit <= 0 || len(p.Subscribers) == 0 {
 		return nil, nil
 	}
-	rows, err := s.db.Query(ctx, deliveryClaimSQL, p.Now, p.Subscribers, p.Limit, p.Owner, p.LeaseUntil)
+	var subs any = p.Subscribers
+	query := deliveryClaimManySQL
+	if len(p.Subscribers) == 1 {
+		subs, query = p.Subscribers[0], deliveryClaimOneSQL
+	}
+	rows, err := s.db.Query(ctx, query, p.Now, subs, p.Limit, p.Owner, p.LeaseUntil)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim deliveries: %w", err)
 	}
@@ -102,7 +120,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *lapse.DeliveryClaimParams)
 // the UPDATE's RETURNING, so when the lease is lost nothing is written. A
 // finished delivery gives its lease up whatever its new status; done_at is
 // set only when it is done, next_attempt_at only when it stays pending.
-const deliveryFinishSQL = `WITH u AS (
+var deliveryFinishSQL = `WITH u AS (
 	UPDATE deliveries d SET status = $4::text,
 		next_attempt_at = CASE WHEN $4::text = 'pending' THEN $5::timestamptz ELSE d.next_attempt_at END,
 		unknown = $6, last_error = $7, lease_owner = '', lease_until = NULL, updated_at = $8::timestamptz,
@@ -122,12 +140,7 @@ const deliveryFinishSQL = `WITH u AS (
 		WITH ORDINALITY AS e(order_id, id, order_no, type, payload, created_at, n)
 	ORDER BY e.n
 	RETURNING id, order_id, order_no, type, created_at
-), dd AS (
-	` + insertDeliveries + `
-	FROM unnest($26::uuid[], $27::text[]) WITH ORDINALITY AS s(event_id, subscriber, n)
-	JOIN x ON x.id = s.event_id
-	ORDER BY s.n
-)
+), ` + deliveriesCTE("dd", 26, 27) + `
 SELECT * FROM u`
 
 // DeliveryFinish records the outcome of attempt p.Attempt of a delivery

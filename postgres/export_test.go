@@ -8,8 +8,13 @@ const (
 	OrderClaimDueLockedSQL = orderClaimDueLockedSQL
 	OrderNextDeadlineSQL   = orderNextDeadlineSQL
 	OrderCountDueSQL       = orderCountDueSQL
-	DeliveryClaimSQL       = deliveryClaimSQL
 	DeliveryCountSQL       = deliveryCountSQL
+)
+
+// Claims whose plans the tests check.
+var (
+	DeliveryClaimOneSQL  = deliveryClaimOneSQL
+	DeliveryClaimManySQL = deliveryClaimManySQL
 )
 
 // Setting returns the value of a server setting on one of the store's

@@ -86,7 +86,7 @@ func metadataArg(m json.RawMessage) []byte {
 // its creation log row, outbox rows and deliveries, which read the id from
 // the insert. When the order exists, the insert returns nothing, so nothing
 // else is written.
-const orderCreateSQL = `WITH o AS (
+var orderCreateSQL = `WITH o AS (
 	INSERT INTO orders (order_no, flow, state, deadline_at, amount, currency, user_id, items, coupon,
 		metadata, version, created_at, updated_at, closed_at, close_reason, fired_by, request_hash)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 1, $11, $12, $13, $14, $15, $16)
@@ -102,12 +102,7 @@ const orderCreateSQL = `WITH o AS (
 		WITH ORDINALITY AS e(id, order_no, type, payload, created_at, n)
 	ORDER BY e.n
 	RETURNING id, order_id, order_no, type, created_at
-), d AS (
-	` + insertDeliveries + `
-	FROM unnest($30::uuid[], $31::text[]) WITH ORDINALITY AS s(event_id, subscriber, n)
-	JOIN x ON x.id = s.event_id
-	ORDER BY s.n
-)
+), ` + deliveriesCTE("d", 30, 31) + `
 SELECT ` + orderColumns + ` FROM o`
 
 // OrderCreate inserts the order with its creation log row, outbox rows and
@@ -244,18 +239,9 @@ func (s *Store) OrderCreateMany(ctx context.Context, ps []*lapse.OrderCreatePara
 }
 
 func (s *Store) orderCreateMany(ctx context.Context, ps []*lapse.OrderCreateParams) error {
-	// COPY writes identity columns as given, like OVERRIDING SYSTEM VALUE.
-	rows, err := s.db.Query(ctx, `SELECT nextval(s.seq) FROM
-		(SELECT pg_get_serial_sequence('orders', 'id')::regclass AS seq) s, generate_series(1, $1)`, len(ps))
+	ids, err := drawIDs(ctx, s.db, "orders", len(ps))
 	if err != nil {
 		return err
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return err
-	}
-	if len(ids) != len(ps) {
-		return fmt.Errorf("drew %d order ids for %d orders", len(ids), len(ps))
 	}
 
 	ev := newOutboxArgs(len(ps))

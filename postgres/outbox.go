@@ -68,19 +68,59 @@ func (a *outboxArgs) add(orderID int64, evs []lapse.OutboxEvent) error {
 }
 
 // copyDeliveries writes the deliveries of a's events by COPY; the events
-// must be written first, for the deliveries reference them.
+// must be written first, for the deliveries reference them. It is for new
+// orders only: it chains each delivery after the one before it in a of the
+// same order and subscriber, and knows of none in the table. The ids are
+// drawn beforehand so that a chain can name them.
 func (a *outboxArgs) copyDeliveries(ctx context.Context, db db) error {
-	if len(a.subscribers) == 0 {
+	n := len(a.subscribers)
+	if n == 0 {
 		return nil
 	}
-	_, err := db.CopyFrom(ctx, pgx.Identifier{"deliveries"},
-		[]string{"event_id", "order_id", "order_no", "event_type", "subscriber", "status", "next_attempt_at", "created_at", "updated_at"},
-		pgx.CopyFromSlice(len(a.subscribers), func(i int) ([]any, error) {
+	ids, err := drawIDs(ctx, db, "deliveries", n)
+	if err != nil {
+		return err
+	}
+	type chain struct {
+		order      int64
+		subscriber string
+	}
+	tails := make(map[chain]int64)
+	after := make([]*int64, n)
+	for i := range n {
+		k := chain{a.orderIDs[a.subEvents[i]], a.subscribers[i]}
+		if prev, ok := tails[k]; ok {
+			after[i] = &prev
+		}
+		tails[k] = ids[i]
+	}
+	_, err = db.CopyFrom(ctx, pgx.Identifier{"deliveries"},
+		[]string{"id", "event_id", "order_id", "order_no", "event_type", "subscriber", "status", "next_attempt_at", "created_at", "updated_at", "after_id"},
+		pgx.CopyFromSlice(n, func(i int) ([]any, error) {
 			e := a.subEvents[i]
 			at := a.createdAt[e]
-			return []any{a.ids[e], a.orderIDs[e], a.orderNos[e], a.types[e], a.subscribers[i], string(lapse.DeliveryPending), at, at, at}, nil
+			return []any{ids[i], a.ids[e], a.orderIDs[e], a.orderNos[e], a.types[e], a.subscribers[i], string(lapse.DeliveryPending), at, at, at, after[i]}, nil
 		}))
 	return err
+}
+
+// drawIDs draws n ids from the identity of table, in increasing order, for
+// rows that COPY writes (COPY writes identity columns as given, like
+// OVERRIDING SYSTEM VALUE).
+func drawIDs(ctx context.Context, db db, table string, n int) ([]int64, error) {
+	rows, err := db.Query(ctx, `SELECT nextval(s.seq) FROM
+		(SELECT pg_get_serial_sequence($1, 'id')::regclass AS seq) s, generate_series(1, $2) ORDER BY 1`, table, n)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) != n {
+		return nil, fmt.Errorf("drew %d %s ids for %d rows", len(ids), table, n)
+	}
+	return ids, nil
 }
 
 // parseUUID reads a UUID in its canonical 8-4-4-4-12 hex form. It is parsed
@@ -123,12 +163,36 @@ func (s *Store) OutboxList(ctx context.Context, orderID int64) ([]*lapse.OutboxE
 	return out, nil
 }
 
-// insertDeliveries is the head of the CTE that fans a statement's events out:
-// it reads the outbox insert x, which returns id, order_id, order_no, type
-// and created_at, joined on event id to the unnested subscriber columns of
-// outboxArgs, s(event_id, subscriber, n). Joining the rows x inserted, not
-// the arguments, means that an event not written (its order did not move)
-// has no deliveries either.
-const insertDeliveries = `INSERT INTO deliveries (event_id, order_id, order_no, event_type, subscriber, status,
-		next_attempt_at, created_at, updated_at)
-	SELECT x.id, x.order_id, x.order_no, x.type, s.subscriber, 'pending', x.created_at, x.created_at, x.created_at`
+// deliveriesCTE returns the CTEs, dn and then the insert named name, that
+// fan a statement's events out: they read the outbox insert x, which returns
+// id, order_id, order_no, type and created_at, joined on event id to the
+// subscriber columns of outboxArgs, passed as parameters $events and $subs.
+// Joining the rows x inserted, not the arguments, means that an event not
+// written (its order did not move) has no deliveries either.
+//
+// Each delivery is chained after the one of its order and subscriber
+// written just before it (after_id): an earlier one in this statement, or
+// else the newest already in the table. For the statement to name its own
+// rows, dn draws their ids in event order (PostgreSQL evaluates a volatile
+// output column after the ORDER BY), so that ids grow along every chain
+// and the newest in the table is always a chain's tail: writes of one
+// order's events are serialized by its row lock.
+func deliveriesCTE(name string, events, subs int) string {
+	return fmt.Sprintf(`dn AS MATERIALIZED (
+	SELECT nextval(pg_get_serial_sequence('deliveries', 'id')) AS id, x.id AS event_id, x.order_id, x.order_no,
+		x.type, x.created_at, s.subscriber, s.n
+	FROM unnest($%d::uuid[], $%d::text[]) WITH ORDINALITY AS s(event_id, subscriber, n)
+	JOIN x ON x.id = s.event_id
+	ORDER BY s.n
+), %s AS (
+	INSERT INTO deliveries (id, event_id, order_id, order_no, event_type, subscriber, status,
+		next_attempt_at, created_at, updated_at, after_id)
+	OVERRIDING SYSTEM VALUE
+	SELECT dn.id, dn.event_id, dn.order_id, dn.order_no, dn.type, dn.subscriber, 'pending',
+		dn.created_at, dn.created_at, dn.created_at,
+		coalesce(lag(dn.id) OVER (PARTITION BY dn.order_id, dn.subscriber ORDER BY dn.n),
+			(SELECT max(p.id) FROM deliveries p WHERE p.order_id = dn.order_id AND p.subscriber = dn.subscriber))
+	FROM dn
+	ORDER BY dn.n
+)`, events, subs, name)
+}

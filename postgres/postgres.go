@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,11 +34,16 @@ import (
 
 var _ lapse.Store = (*Store)(nil)
 
+// DefaultMaxConns is the pool size when neither Config nor the DSN sets one.
+const DefaultMaxConns = 16
+
 // Config tunes a Store. The zero Config is ready to use: every zero field
 // takes its default.
 type Config struct {
-	// MaxConns bounds the connection pool. Zero keeps pgxpool's choice: the
-	// DSN's pool_max_conns, or the greater of 4 and the number of CPUs.
+	// MaxConns bounds the connection pool. Zero means the DSN's
+	// pool_max_conns, or DefaultMaxConns: the API, the deadline claimer and
+	// every subscriber's delivery loop hold connections at once, so pgxpool's
+	// own default (4 on a small machine) would starve them.
 	MaxConns int32
 
 	// StatementTimeout aborts any statement that runs longer (the server's
@@ -108,8 +114,11 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse dsn: %w", err)
 	}
-	if cfg.MaxConns > 0 {
+	switch {
+	case cfg.MaxConns > 0:
 		pc.MaxConns = cfg.MaxConns
+	case !strings.Contains(dsn, "pool_max_conns"):
+		pc.MaxConns = DefaultMaxConns
 	}
 	params := pc.ConnConfig.RuntimeParams
 	setDuration(params, "statement_timeout", cfg.StatementTimeout, DefaultStatementTimeout)

@@ -15,7 +15,7 @@ import (
 // outbox rows and their deliveries. The inserts read the UPDATE's RETURNING
 // (the deliveries through the outbox insert's), so when the guard fails
 // nothing at all is written.
-const orderTransitionSQL = `WITH o AS (
+var orderTransitionSQL = `WITH o AS (
 	UPDATE orders SET state = $4, deadline_at = $5, closed_at = $6, close_reason = $7, fired_by = $8,
 		updated_at = $9, version = version + 1
 	WHERE id = $1 AND state = $2 AND version = $3
@@ -30,12 +30,7 @@ const orderTransitionSQL = `WITH o AS (
 		WITH ORDINALITY AS e(id, order_no, type, payload, created_at, n)
 	ORDER BY e.n
 	RETURNING id, order_id, order_no, type, created_at
-), d AS (
-	` + insertDeliveries + `
-	FROM unnest($18::uuid[], $19::text[]) WITH ORDINALITY AS s(event_id, subscriber, n)
-	JOIN x ON x.id = s.event_id
-	ORDER BY s.n
-)
+), ` + deliveriesCTE("d", 18, 19) + `
 SELECT ` + orderColumns + ` FROM o`
 
 // OrderTransition applies one planned transition in one statement: the
@@ -66,7 +61,7 @@ func (s *Store) OrderTransition(ctx context.Context, p *lapse.OrderTransitionPar
 // deliveries only the events the outbox insert returned. One statement per
 // batch is what makes the deadline engine's close path fast: one round trip,
 // one plan, one pass over the index of orders.
-const orderTransitionManySQL = `WITH p AS (
+var orderTransitionManySQL = `WITH p AS (
 	SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::timestamptz[],
 		$6::timestamptz[], $7::text[], $8::text[], $9::timestamptz[], $10::text[], $11::text[], $12::text[])
 		AS p(id, from_state, from_version, to_state, deadline_at, closed_at, close_reason, fired_by, at, event, actor, reason)
@@ -88,12 +83,7 @@ const orderTransitionManySQL = `WITH p AS (
 	JOIN o ON o.id = e.order_id
 	ORDER BY e.n
 	RETURNING id, order_id, order_no, type, created_at
-), d AS (
-	` + insertDeliveries + `
-	FROM unnest($19::uuid[], $20::text[]) WITH ORDINALITY AS s(event_id, subscriber, n)
-	JOIN x ON x.id = s.event_id
-	ORDER BY s.n
-)
+), ` + deliveriesCTE("d", 19, 20) + `
 SELECT id FROM o`
 
 // OrderTransitionMany applies many planned transitions in one statement and

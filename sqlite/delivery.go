@@ -35,15 +35,16 @@ func scanDelivery(r scanner) (*lapse.Delivery, error) {
 }
 
 // deliveryDueQuery selects the ids of the due pending deliveries of nsubs
-// subscribers, earliest first. Its arguments are the time, the subscribers
-// and the limit. status = 'pending' is spelled as in the partial index
+// subscribers, earliest first, leaving out each whose predecessor in its
+// order's chain to its subscriber (after_id) is still pending: a subscriber
+// sees an order's events in order. Its arguments are the time, the
+// subscribers and the limit. status = 'pending' is spelled as in the partial index
 // deliveries_due_idx, so that the planner may read it in order and stop at
 // the limit.
 func deliveryDueQuery(nsubs int) string {
 	return `SELECT id FROM deliveries d
 		WHERE status = 'pending' AND next_attempt_at <= ? AND subscriber IN (` + marks(nsubs) + `)
-			AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.order_id = d.order_id AND e.subscriber = d.subscriber
-				AND e.status = 'pending' AND e.id < d.id)
+			AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.id = d.after_id AND e.status = 'pending')
 		ORDER BY next_attempt_at, id LIMIT ?`
 }
 

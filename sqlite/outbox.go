@@ -9,7 +9,7 @@ import (
 
 // outbox writes evs as outbox rows of the order orderID, and fans each out
 // to its Subscribers: one pending delivery per name, due at the event's
-// CreatedAt. A duplicate event id, or a name repeated in one event's
+// CreatedAt, chained after the order's last delivery to that name. A duplicate event id, or a name repeated in one event's
 // Subscribers, fails the insert, and with it the whole change the events
 // belong to.
 func (w *writeTx) outbox(ctx context.Context, orderID int64, evs []lapse.OutboxEvent) error {
@@ -26,8 +26,10 @@ func (w *writeTx) outbox(ctx context.Context, orderID int64, evs []lapse.OutboxE
 		// statement journal, which costs far more than the rows.
 		for _, sub := range ev.Subscribers {
 			_, err := w.exec(ctx, `INSERT INTO deliveries (event_id, order_id, order_no, event_type, subscriber,
-				status, next_attempt_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?)`,
-				ev.ID, orderID, ev.OrderNo, ev.Type, sub, at, at, at)
+				status, next_attempt_at, created_at, updated_at, after_id)
+				VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?6, ?6,
+					(SELECT max(id) FROM deliveries WHERE order_id = ?2 AND subscriber = ?5))`,
+				ev.ID, orderID, ev.OrderNo, ev.Type, sub, at)
 			if err != nil {
 				return fmt.Errorf("outbox event %s: delivery to %s: %w", ev.ID, sub, err)
 			}

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -366,5 +367,99 @@ func testDeliveryClaimOrder(t *testing.T, s lapse.Store) {
 	}
 	if got := claim(t, s, now.Add(time.Minute), "w", 10, "port"); len(got) != 1 || got[0].EventType != flows.EventOrderClosed {
 		t.Errorf("after order.created died: %+v, want order.closed", got)
+	}
+}
+
+// testDeliveryChain checks that the events of one order reach a subscriber
+// in the order they were written, however they were written: several in one
+// create, in one bulk create, in one transition and in a batch of
+// transitions, and across those writes. Later events are due earlier, so
+// due order alone would deliver them backwards.
+func testDeliveryChain(t *testing.T, s lapse.Store) {
+	steps := func(o *lapse.Order, prefix string, n int, at time.Time) []lapse.OutboxEvent {
+		var evs []lapse.OutboxEvent
+		for i := range n {
+			ev := lapse.NewOutboxEvent(fmt.Sprintf("%s.%d", prefix, i), o, nil)
+			ev.CreatedAt = at.Add(-time.Duration(i) * time.Second)
+			ev.Subscribers = []string{"sink"}
+			evs = append(evs, ev)
+		}
+		return evs
+	}
+	want := map[string][]string{}
+	expect := func(orderNo string, evs []lapse.OutboxEvent) {
+		for _, ev := range evs {
+			want[orderNo] = append(want[orderNo], ev.Type)
+		}
+	}
+
+	one := newOrder("CH-ONE", base.Add(time.Hour), base)
+	one.Outbox = append(one.Outbox, steps(one.Order, "create", 3, base)...)
+	one.Outbox[0].Subscribers = []string{"sink"}
+	if _, _, err := s.OrderCreate(ctxT(t), one); err != nil {
+		t.Fatal(err)
+	}
+	expect("CH-ONE", one.Outbox)
+	var bulk []*lapse.OrderCreateParams
+	for _, no := range []string{"CH-BULK-1", "CH-BULK-2"} {
+		p := newOrder(no, base.Add(time.Hour), base)
+		p.Outbox = append(p.Outbox, steps(p.Order, "bulk", 3, base)...)
+		p.Outbox[0].Subscribers = []string{"sink"}
+		bulk = append(bulk, p)
+		expect(no, p.Outbox)
+	}
+	if err := s.OrderCreateMany(ctxT(t), bulk); err != nil {
+		t.Fatal(err)
+	}
+
+	later := base.Add(-time.Minute) // due before everything above
+	o := mustGet(t, s, "CH-ONE")
+	p := plan(t, o, flows.Cancel, later)
+	p.Outbox[0].Subscribers = []string{"sink"}
+	p.Outbox = append(steps(o, "cancel", 2, later), p.Outbox...)
+	if _, err := s.OrderTransition(ctxT(t), p); err != nil {
+		t.Fatal(err)
+	}
+	expect("CH-ONE", p.Outbox)
+	var many []*lapse.OrderTransitionParams
+	for _, no := range []string{"CH-BULK-1", "CH-BULK-2"} {
+		o := mustGet(t, s, no)
+		p := plan(t, o, flows.Cancel, later)
+		p.Outbox[0].Subscribers = []string{"sink"}
+		p.Outbox = append(steps(o, "many", 2, later), p.Outbox...)
+		many = append(many, p)
+		expect(no, p.Outbox)
+	}
+	if moved, err := s.OrderTransitionMany(ctxT(t), many); err != nil || len(moved) != 2 {
+		t.Fatalf("OrderTransitionMany = %v, %v", moved, err)
+	}
+
+	got := map[string][]string{}
+	now := base.Add(time.Hour)
+	for round := 0; ; round++ {
+		ds := claim(t, s, now, "w", 100, "sink")
+		if len(ds) == 0 {
+			break
+		}
+		if round > 20 {
+			t.Fatalf("still claiming after %d rounds", round)
+		}
+		seen := map[string]bool{}
+		for _, d := range ds {
+			if seen[d.OrderNo] {
+				t.Errorf("round %d claimed two deliveries of %s at once", round, d.OrderNo)
+			}
+			seen[d.OrderNo] = true
+			got[d.OrderNo] = append(got[d.OrderNo], d.EventType)
+			if _, err := s.DeliveryFinish(ctxT(t), &lapse.DeliveryFinishParams{ID: d.ID, Owner: "w", Attempt: d.Attempts,
+				Status: lapse.DeliveryDone, At: now, Record: lapse.DeliveryAttempt{StartedAt: now, Outcome: lapse.OutcomeOK}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for no, w := range want {
+		if !slices.Equal(got[no], w) {
+			t.Errorf("%s delivered %v, want %v", no, got[no], w)
+		}
 	}
 }

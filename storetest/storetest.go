@@ -50,6 +50,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"DeliveryFinish", testDeliveryFinish},
 		{"DeliveryClaimConcurrent", testDeliveryClaimConcurrent},
 		{"DeliveryClaimOrder", testDeliveryClaimOrder},
+		{"DeliveryChain", testDeliveryChain},
 		{"EffectClaim", testEffectClaim},
 		{"Stock", testStock},
 		{"StockConcurrent", testStockConcurrent},
