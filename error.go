@@ -12,7 +12,10 @@ const (
 	ENOTFOUND    = "not_found"   // the thing asked for does not exist
 	ECONFLICT    = "conflict"    // the request is well formed but clashes with current state
 	EUNAVAILABLE = "unavailable" // a dependency is down or overloaded; try again later
-	EINTERNAL    = "internal"    // a bug or an unexpected failure; logged at the edge
+	// EUNAUTHORIZED: the request's credentials (a provider callback's
+	// signature) did not verify; nothing was written.
+	EUNAUTHORIZED = "unauthorized"
+	EINTERNAL     = "internal" // a bug or an unexpected failure; logged at the edge
 )
 
 // Error is a Lapse error with a code, a human message, and optionally the

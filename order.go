@@ -111,7 +111,7 @@ func (c *OrderCreate) Validate() error {
 		return FieldError("user_id", "must be UTF-8 text without control characters")
 	case c.Amount < 0:
 		return FieldError("amount", "must not be negative (integer minor units)")
-	case !currencyPattern.MatchString(c.Currency):
+	case !ValidCurrency(c.Currency):
 		return FieldError("currency", "must be an ISO 4217 code of three capital letters, such as CNY")
 	case len(c.Items) > MaxItems:
 		return FieldError("items", "has more than %d lines", MaxItems)
@@ -191,3 +191,7 @@ func (c *OrderCreate) ValidateItems() error {
 	}
 	return nil
 }
+
+// ValidCurrency reports whether c has the form of an ISO 4217 code: three
+// capital letters.
+func ValidCurrency(c string) bool { return currencyPattern.MatchString(c) }

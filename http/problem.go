@@ -32,11 +32,12 @@ const ContentTypeProblem = "application/problem+json"
 // statusOf maps every lapse error code to its HTTP status. It is the only
 // such table: handlers return errors and never pick a status themselves.
 var statusOf = map[string]int{
-	lapse.EINVALID:     http.StatusBadRequest,
-	lapse.ENOTFOUND:    http.StatusNotFound,
-	lapse.ECONFLICT:    http.StatusConflict,
-	lapse.EUNAVAILABLE: http.StatusServiceUnavailable,
-	lapse.EINTERNAL:    http.StatusInternalServerError,
+	lapse.EINVALID:      http.StatusBadRequest,
+	lapse.ENOTFOUND:     http.StatusNotFound,
+	lapse.ECONFLICT:     http.StatusConflict,
+	lapse.EUNAVAILABLE:  http.StatusServiceUnavailable,
+	lapse.EUNAUTHORIZED: http.StatusUnauthorized,
+	lapse.EINTERNAL:     http.StatusInternalServerError,
 }
 
 func problemFor(status int, code, field, detail string) *Problem {

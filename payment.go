@@ -1,0 +1,160 @@
+package lapse
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// PaymentStatus is where a captured payment stands. Every captured payment
+// ends applied, refunded or in review (S3).
+type PaymentStatus string
+
+// Payment statuses, with who moves a payment out of each.
+const (
+	// PaymentApplied: the payment moved its order UNPAID → PAID. Final; a
+	// merchant refund of the order is the order's business, not this row's.
+	PaymentApplied PaymentStatus = "applied"
+	// PaymentLate: the payment arrived for an order it cannot pay (closed,
+	// already paid by another payment, or past its deadline and grace). The
+	// engine writes its refund delivery in the same transaction and moves it
+	// to refunding when the provider accepts the refund.
+	PaymentLate PaymentStatus = "late"
+	// PaymentRefunding: the provider accepted a refund; its callback or a
+	// query-back moves the payment to refunded.
+	PaymentRefunding PaymentStatus = "refunding"
+	// PaymentRefunded: the money went back. Final.
+	PaymentRefunded PaymentStatus = "refunded"
+	// PaymentReview: automation gave up (the refund's delivery died, or the
+	// payment does not match its order); an operator decides.
+	PaymentReview PaymentStatus = "review"
+)
+
+// PaymentNoticeKind says what a provider callback reports.
+type PaymentNoticeKind string
+
+// Kinds of provider notice.
+const (
+	NoticePaid     PaymentNoticeKind = "paid"     // a customer's payment succeeded
+	NoticeRefunded PaymentNoticeKind = "refunded" // a refund completed
+)
+
+// PaymentNotice is what a verified provider callback says, in Lapse's terms.
+// Amounts are integer minor units; PaidAt is the provider's success time
+// (for a refund notice, the refund's).
+type PaymentNotice struct {
+	Provider string
+	Kind     PaymentNoticeKind
+	TxnID    string // the provider's transaction id, unique per provider
+	RefundID string // the provider's refund id, for refund notices
+	OrderNo  string // the merchant's order number the payment is for
+	Amount   int64
+	Currency string
+	Merchant string // the merchant (or app) account the provider paid
+	PaidAt   time.Time
+	Raw      []byte // the callback body, as received (decrypted resource for WeChat Pay)
+}
+
+// PaymentCallback verifies the callbacks of one provider by its real scheme
+// and answers them in the form that provider expects.
+type PaymentCallback interface {
+	// Verify checks the signature (and, where the scheme has one, the
+	// timestamp window) of a callback and returns what it reports. A
+	// callback that fails verification is an error with code
+	// EUNAUTHORIZED (wrapping ErrSignature); one that verifies but cannot
+	// be read is EINVALID. A verified callback about something Lapse does
+	// not act on (another event type) is nil, nil: acknowledged, so that
+	// the provider stops sending it. Verify never has side effects.
+	Verify(h http.Header, body []byte, now time.Time) (*PaymentNotice, error)
+	// Ack writes the provider's expected answer: success when err is nil,
+	// failure (so that the provider calls again) otherwise.
+	Ack(w http.ResponseWriter, err error)
+}
+
+// ErrSignature is the sentinel of every callback that fails verification.
+var ErrSignature = &Error{Code: EUNAUTHORIZED, Message: "payment callback failed verification"}
+
+// ProviderPayment is a payment as the provider sees it.
+type ProviderPayment struct {
+	TxnID    string
+	OrderNo  string
+	Status   ProviderPaymentStatus
+	Amount   int64
+	Currency string
+	Merchant string
+	PaidAt   time.Time // zero unless paid
+}
+
+// ProviderPaymentStatus is a payment's status at the provider.
+type ProviderPaymentStatus string
+
+// Provider-side payment statuses.
+const (
+	ProviderPending  ProviderPaymentStatus = "pending"  // started, not paid
+	ProviderPaid     ProviderPaymentStatus = "paid"     // captured
+	ProviderClosed   ProviderPaymentStatus = "closed"   // closed unpaid; can no longer be paid
+	ProviderRefunded ProviderPaymentStatus = "refunded" // paid, then refunded in full
+)
+
+// ChargeRequest charges a stored payment method without the customer (a
+// group buy participant's).
+type ChargeRequest struct {
+	IdempotencyKey string
+	OrderNo        string
+	Amount         int64
+	Currency       string
+	Method         string // the provider's token for the payment method
+}
+
+// RefundRequest refunds part or all of a captured payment.
+type RefundRequest struct {
+	IdempotencyKey string // the same key is the same refund, however often sent
+	TxnID          string
+	OrderNo        string
+	Amount         int64
+	Currency       string
+	Reason         string
+}
+
+// ProviderRefund is a refund as the provider sees it.
+type ProviderRefund struct {
+	RefundID string
+	TxnID    string
+	Amount   int64
+	Status   ProviderRefundStatus
+}
+
+// ProviderRefundStatus is a refund's status at the provider.
+type ProviderRefundStatus string
+
+// Provider-side refund statuses.
+const (
+	RefundProcessing ProviderRefundStatus = "processing"
+	RefundSucceeded  ProviderRefundStatus = "succeeded"
+	RefundFailed     ProviderRefundStatus = "failed"
+)
+
+// PaymentProvider is the port to a payment gateway. Calls carry idempotency
+// keys; a call that was sent but not answered returns an error wrapping
+// ErrUnknownOutcome, and the caller asks (Query, RefundQuery) before trying
+// again. A refusal for good wraps ErrRefused.
+type PaymentProvider interface {
+	// Charge captures Amount from a stored payment method.
+	Charge(ctx context.Context, r *ChargeRequest) (*ProviderPayment, error)
+	// Refund refunds a captured payment; the same IdempotencyKey returns
+	// the same refund.
+	Refund(ctx context.Context, r *RefundRequest) (*ProviderRefund, error)
+	// RefundQuery returns the refund made under an idempotency key, or an
+	// error wrapping ErrProviderNotFound.
+	RefundQuery(ctx context.Context, idempotencyKey string) (*ProviderRefund, error)
+	// Query returns the provider's payment for a merchant order number,
+	// or an error wrapping ErrProviderNotFound when it has none.
+	Query(ctx context.Context, orderNo string) (*ProviderPayment, error)
+	// Close closes an unpaid provider-side payment so that it can no longer
+	// be paid, and returns it as it stands: a payment that was paid first
+	// comes back paid (not an error), for the caller to apply.
+	Close(ctx context.Context, orderNo string) (*ProviderPayment, error)
+}
+
+// ErrProviderNotFound: the provider knows no such payment or refund.
+var ErrProviderNotFound = &Error{Code: ENOTFOUND, Message: "the payment provider has no such payment"}

@@ -1,0 +1,191 @@
+package payment
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+// SignatureHeader carries the signature of Lapse's generic HMAC scheme:
+//
+//	Lapse-Signature: t=1764460800,v1=5257a869e7ecebeda32affa62cdca3fa51cad7e77a0e56ff536d0ce8e108d8bd
+//
+// t is the sending time in Unix seconds; v1 is the lowercase hex
+// HMAC-SHA256, under the shared secret, of t, a '.', and the raw body:
+// HMAC(secret, "1764460800." + body). A header may carry several v1 values
+// (one per secret while a secret is rotated); one match verifies.
+const SignatureHeader = "Lapse-Signature"
+
+// DefaultTolerance is how far a callback's timestamp may be from now, either
+// way, unless configured otherwise.
+const DefaultTolerance = 5 * time.Minute
+
+// HMAC verifies callbacks signed with Lapse's generic scheme (see
+// SignatureHeader) whose body is a Notice in JSON. The zero Tolerance is
+// DefaultTolerance.
+type HMAC struct {
+	Provider  string   // the name notices carry, as in the callback URL
+	Secrets   [][]byte // every secret that may have signed; the first signs
+	Tolerance time.Duration
+}
+
+var _ lapse.PaymentCallback = (*HMAC)(nil)
+
+// Notice is the JSON body of an HMAC-scheme callback. amount is in minor
+// units; paid_at is RFC 3339.
+type Notice struct {
+	Kind     lapse.PaymentNoticeKind `json:"kind"`
+	TxnID    string                  `json:"txn_id"`
+	RefundID string                  `json:"refund_id,omitempty"`
+	OrderNo  string                  `json:"order_no"`
+	Amount   int64                   `json:"amount"`
+	Currency string                  `json:"currency"`
+	Merchant string                  `json:"merchant"`
+	PaidAt   time.Time               `json:"paid_at"`
+}
+
+// Sign returns the SignatureHeader value for body sent at t, signed with the
+// first secret.
+func (h *HMAC) Sign(body []byte, t time.Time) string {
+	ts := strconv.FormatInt(t.Unix(), 10)
+	return "t=" + ts + ",v1=" + hex.EncodeToString(mac(h.Secrets[0], ts, body))
+}
+
+func mac(secret []byte, ts string, body []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(ts))
+	m.Write([]byte{'.'})
+	m.Write(body)
+	return m.Sum(nil)
+}
+
+// Verify checks the SignatureHeader of a callback against every secret and
+// its timestamp against the tolerance, then reads its Notice.
+func (h *HMAC) Verify(hdr http.Header, body []byte, now time.Time) (*lapse.PaymentNotice, error) {
+	header := hdr.Get(SignatureHeader)
+	if header == "" {
+		return nil, lapse.Refine(lapse.ErrSignature, "the %s header is missing", SignatureHeader)
+	}
+	var ts string
+	var sigs [][]byte
+	for part := range strings.SplitSeq(header, ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+		switch k {
+		case "t":
+			ts = v
+		case "v1":
+			if sig, err := hex.DecodeString(v); err == nil {
+				sigs = append(sigs, sig)
+			}
+		}
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || len(sigs) == 0 {
+		return nil, lapse.Refine(lapse.ErrSignature, "the %s header is malformed: want t=<unix seconds>,v1=<hex>", SignatureHeader)
+	}
+	if err := inWindow(time.Unix(sec, 0), now, h.tolerance()); err != nil {
+		return nil, err
+	}
+	ok := false
+	for _, secret := range h.Secrets {
+		want := mac(secret, ts, body)
+		for _, sig := range sigs {
+			ok = ok || hmac.Equal(sig, want)
+		}
+	}
+	if !ok {
+		return nil, lapse.Refine(lapse.ErrSignature, "no signature in the %s header matches the body", SignatureHeader)
+	}
+	var n Notice
+	if err := decodeStrict(body, &n); err != nil {
+		return nil, lapse.Errorf(lapse.EINVALID, "the callback body: %v", err)
+	}
+	return n.notice(h.Provider, body)
+}
+
+// notice checks n and returns it in Lapse's terms.
+func (n *Notice) notice(provider string, raw []byte) (*lapse.PaymentNotice, error) {
+	switch {
+	case n.Kind != lapse.NoticePaid && n.Kind != lapse.NoticeRefunded:
+		return nil, lapse.Errorf(lapse.EINVALID, "kind must be paid or refunded, not %q", n.Kind)
+	case n.TxnID == "":
+		return nil, lapse.Errorf(lapse.EINVALID, "txn_id is missing")
+	case n.Kind == lapse.NoticeRefunded && n.RefundID == "":
+		return nil, lapse.Errorf(lapse.EINVALID, "refund_id is missing from a refund notice")
+	case n.OrderNo == "":
+		return nil, lapse.Errorf(lapse.EINVALID, "order_no is missing")
+	case n.Amount <= 0:
+		return nil, lapse.Errorf(lapse.EINVALID, "amount must be a positive number of minor units")
+	case !lapse.ValidCurrency(n.Currency):
+		return nil, lapse.Errorf(lapse.EINVALID, "currency %q is not an ISO 4217 code", n.Currency)
+	case n.PaidAt.IsZero():
+		return nil, lapse.Errorf(lapse.EINVALID, "paid_at is missing")
+	}
+	return &lapse.PaymentNotice{Provider: provider, Kind: n.Kind, TxnID: n.TxnID, RefundID: n.RefundID, OrderNo: n.OrderNo,
+		Amount: n.Amount, Currency: n.Currency, Merchant: n.Merchant, PaidAt: n.PaidAt.UTC(), Raw: raw}, nil
+}
+
+// Ack answers 200 {"status":"ok"} for a callback handled, and otherwise a
+// status by the error's code with {"status":"error","message":…}, so that
+// the sender retries.
+func (h *HMAC) Ack(w http.ResponseWriter, err error) {
+	ackJSON(w, err)
+}
+
+func (h *HMAC) tolerance() time.Duration {
+	if h.Tolerance > 0 {
+		return h.Tolerance
+	}
+	return DefaultTolerance
+}
+
+// inWindow refuses a callback timestamp further than tol from now, either
+// way: a stale one may be a replay, a future one a forged clock.
+func inWindow(t, now time.Time, tol time.Duration) error {
+	if d := now.Sub(t); d > tol || d < -tol {
+		return lapse.Refine(lapse.ErrSignature, "the callback timestamp is %v away from now; at most %v is accepted", d.Round(time.Second), tol)
+	}
+	return nil
+}
+
+// ackJSON writes the JSON acknowledgement that HMAC and Sandbox callbacks get.
+func ackJSON(w http.ResponseWriter, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	if err == nil {
+		w.WriteHeader(http.StatusOK)
+		w.Write([]byte(`{"status":"ok"}` + "\n"))
+		return
+	}
+	w.WriteHeader(ackStatus(err))
+	msg, _ := json.Marshal(lapse.ErrorMessage(err))
+	w.Write([]byte(`{"status":"error","message":` + string(msg) + "}\n"))
+}
+
+// ackStatus is the HTTP status for a callback that failed with err.
+func ackStatus(err error) int {
+	var le *lapse.Error
+	if !errors.As(err, &le) {
+		return http.StatusInternalServerError
+	}
+	switch le.Code {
+	case lapse.EUNAUTHORIZED:
+		return http.StatusUnauthorized
+	case lapse.EINVALID:
+		return http.StatusBadRequest
+	case lapse.ENOTFOUND:
+		return http.StatusNotFound
+	case lapse.ECONFLICT:
+		return http.StatusConflict
+	case lapse.EUNAVAILABLE:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
