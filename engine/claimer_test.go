@@ -133,12 +133,16 @@ func TestClaimersExactlyOnce(t *testing.T) {
 		for i := range n {
 			create(t, first, checkout(orderNo("X", i), time.Duration(200+i/10)*time.Millisecond))
 		}
+		// Every store is opened (and migrated) before any claimer starts:
+		// SQLite's busy handler does not queue writers, so one opening while
+		// three claimers write could wait past its busy timeout.
 		var cs []*engine.Claimer
 		for range 3 {
 			e := newEngine(t, open(), clk)
-			c := engine.NewClaimer(e, engine.ClaimerConfig{Batch: 50, Workers: 2, MaxSleep: 20 * time.Millisecond, SweepInterval: 100 * time.Millisecond, SweepGrace: time.Millisecond})
+			cs = append(cs, engine.NewClaimer(e, engine.ClaimerConfig{Batch: 50, Workers: 2, MaxSleep: 20 * time.Millisecond, SweepInterval: 100 * time.Millisecond, SweepGrace: time.Millisecond}))
+		}
+		for _, c := range cs {
 			c.Start(context.Background())
-			cs = append(cs, c)
 		}
 		waitNoneUnpaid(t, first, 60*time.Second)
 		for _, c := range cs {
