@@ -29,6 +29,16 @@ type Flow struct {
 	Holds     bool
 	ReleaseOn []string
 	ConsumeOn []string
+
+	// Pays is the event a verified payment fires; empty when the flow takes
+	// no payments. A payment its order's state does not accept, or that a
+	// guard refuses (judged at the provider's success time), is late and is
+	// refunded.
+	Pays Event
+	// Grace is how long past its deadline an order waits when a payment
+	// intent was started before the deadline: the customer may be paying.
+	// Before closing such an order the closer asks the provider.
+	Grace time.Duration
 }
 
 // StateSpec describes one state of a flow.
@@ -235,6 +245,12 @@ func (f *Flow) Validate() error {
 			return bad("%s both releases and consumes holdings", typ)
 		}
 	}
+	if f.Pays != "" && f.Event(f.Pays) == nil {
+		return bad("payments fire %s, which is not declared", f.Pays)
+	}
+	if f.Grace < 0 || (f.Grace > 0 && f.Pays == "") {
+		return bad("grace must be a positive duration, for a flow that takes payments")
+	}
 	reached := map[State]bool{f.Initial: true}
 	queue := []State{f.Initial}
 	for len(queue) > 0 {
@@ -262,6 +278,10 @@ type Firing struct {
 	FiredBy FiredBy
 	Actor   string // who: "engine", "api", an operator name
 	Reason  string // why, in words, for the transition log
+	// At, when set, is when the event happened in the world, which guards
+	// judge instead of Now: a payment's provider success time, so that a
+	// payment made in time is not refused for arriving late.
+	At time.Time
 	// Deadline marks a firing by the deadline engine: it is allowed only when
 	// the order's deadline has passed at Now, so a deadline that was moved
 	// after the order was claimed never fires early.
@@ -291,7 +311,11 @@ func (f *Flow) Plan(o *Order, fr Firing) (*OrderTransitionParams, error) {
 		}
 	}
 	if t.Guard != nil {
-		if err := t.Guard(o, fr.Now); err != nil {
+		at := fr.Now
+		if !fr.At.IsZero() {
+			at = fr.At
+		}
+		if err := t.Guard(o, at); err != nil {
 			return nil, err
 		}
 	}

@@ -29,6 +29,9 @@ const (
 	FiredBySweep FiredBy = "sweep" // the deadline engine's safety-net sweep
 	FiredByAPI   FiredBy = "api"   // an HTTP API call
 	FiredByApp   FiredBy = "app"   // a Go caller of the engine
+	// FiredByPayment: the payment path, applying a verified provider callback
+	// or a payment the closer found by asking the provider.
+	FiredByPayment FiredBy = "payment"
 )
 
 // Item is one line of an order: a stock-keeping unit and a quantity.

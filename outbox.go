@@ -41,6 +41,7 @@ type eventPayload struct {
 	Order      *Order        `json:"order"`
 	Transition *payloadHop   `json:"transition,omitempty"`
 	Deadline   *DeadlineMove `json:"deadline,omitempty"`
+	Payment    *Payment      `json:"payment,omitempty"`
 }
 
 // DeadlineMove describes a changed deadline in an order.deadline_changed event.
@@ -68,17 +69,23 @@ func NewOutboxEvent(typ string, o *Order, tr *OrderTransitionParams) OutboxEvent
 	if tr != nil {
 		p.Transition = &payloadHop{From: tr.FromState, To: tr.ToState, Event: tr.Event, FiredBy: tr.FiredBy, Reason: tr.Reason}
 	}
-	return newOutboxEvent(p)
+	return newOutboxEvent(p, o.UpdatedAt)
+}
+
+// NewPaymentEvent builds an event of type typ about payment p of order o, as
+// they will be after the change; it occurs at p.UpdatedAt.
+func NewPaymentEvent(typ string, o *Order, p *Payment) OutboxEvent {
+	return newOutboxEvent(eventPayload{Type: typ, Order: o, Payment: p}, p.UpdatedAt)
 }
 
 // NewDeadlineChangedEvent builds the order.deadline_changed event of order o,
 // which must be the order as it will be after the change.
 func NewDeadlineChangedEvent(o *Order, m DeadlineMove) OutboxEvent {
-	return newOutboxEvent(eventPayload{Type: EventOrderDeadlineChanged, Order: o, Deadline: &m})
+	return newOutboxEvent(eventPayload{Type: EventOrderDeadlineChanged, Order: o, Deadline: &m}, o.UpdatedAt)
 }
 
-func newOutboxEvent(p eventPayload) OutboxEvent {
-	o, typ, at := p.Order, p.Type, p.Order.UpdatedAt
+func newOutboxEvent(p eventPayload, at time.Time) OutboxEvent {
+	o, typ := p.Order, p.Type
 	p.ID, p.OccurredAt = NewEventID(at), at
 	body, err := json.Marshal(p)
 	if err != nil {
@@ -126,4 +133,18 @@ func EventOrder(ev *OutboxEvent) (*Order, error) {
 		return nil, Errorf(EINVALID, "event %s carries no order", ev.ID)
 	}
 	return p.Order, nil
+}
+
+// EventPayment returns the payment carried in a payment event's payload.
+func EventPayment(ev *OutboxEvent) (*Payment, error) {
+	var p struct {
+		Payment *Payment `json:"payment"`
+	}
+	if err := json.Unmarshal(ev.Payload, &p); err != nil {
+		return nil, err
+	}
+	if p.Payment == nil {
+		return nil, Errorf(EINVALID, "event %s carries no payment", ev.ID)
+	}
+	return p.Payment, nil
 }

@@ -30,6 +30,41 @@ const (
 	PaymentReview PaymentStatus = "review"
 )
 
+// Payment is a payment a provider captured, as Lapse recorded it: one row per
+// provider transaction, whatever became of it.
+type Payment struct {
+	ID         int64         `json:"id"`
+	Provider   string        `json:"provider"`
+	TxnID      string        `json:"txn_id"`
+	OrderID    int64         `json:"-"`
+	OrderNo    string        `json:"order_no"`
+	Amount     int64         `json:"amount"`
+	Currency   string        `json:"currency"`
+	Merchant   string        `json:"merchant"`
+	PaidAt     time.Time     `json:"paid_at"` // the provider's success time
+	Status     PaymentStatus `json:"status"`
+	Reason     string        `json:"reason,omitempty"`    // why late or in review
+	RefundID   string        `json:"refund_id,omitempty"` // the provider's, once refunding
+	RefundedAt *time.Time    `json:"refunded_at"`
+	Raw        []byte        `json:"-"` // the callback as received
+	CreatedAt  time.Time     `json:"created_at"`
+	UpdatedAt  time.Time     `json:"updated_at"`
+}
+
+// Events about payments, emitted by the payment path.
+const (
+	// EventPaymentLate: a payment that cannot pay its order was recorded;
+	// the built-in refund subscriber refunds it.
+	EventPaymentLate = "payment.late"
+	// EventPaymentRefunded: a late payment's money went back.
+	EventPaymentRefunded = "payment.refunded"
+	// EventPaymentReview: automation gave up on a payment; an operator decides.
+	EventPaymentReview = "payment.review"
+)
+
+// ErrPaymentNotFound: no payment with that provider and transaction id.
+var ErrPaymentNotFound = &Error{Code: ENOTFOUND, Message: "payment not found"}
+
 // PaymentNoticeKind says what a provider callback reports.
 type PaymentNoticeKind string
 

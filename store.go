@@ -139,6 +139,25 @@ type Store interface {
 	// CouponMoveList returns the journal of a coupon, oldest first.
 	CouponMoveList(ctx context.Context, code string) ([]*CouponMove, error)
 
+	// PaymentCreate records a captured payment with p.Outbox and their
+	// deliveries, unless a payment with its provider and txn id exists: then
+	// it writes nothing and returns that one with created=false. Of
+	// concurrent creators of one payment exactly one creates.
+	PaymentCreate(ctx context.Context, p *PaymentCreateParams) (pay *Payment, created bool, err error)
+
+	// PaymentGet returns the payment of a provider's transaction, or
+	// ErrPaymentNotFound.
+	PaymentGet(ctx context.Context, provider, txnID string) (*Payment, error)
+
+	// PaymentList returns the payments matching p, by id.
+	PaymentList(ctx context.Context, p *PaymentListParams) ([]*Payment, error)
+
+	// PaymentUpdate moves a payment from status p.From to p.To, setting the
+	// fields p names, and writes p.Outbox with their deliveries, all in one
+	// transaction. It returns the payment as updated; ErrStale, writing
+	// nothing, when the payment is no longer in p.From; ErrPaymentNotFound.
+	PaymentUpdate(ctx context.Context, p *PaymentUpdateParams) (*Payment, error)
+
 	// ReviewList returns reviews, newest first.
 	ReviewList(ctx context.Context, p *ReviewListParams) ([]*Review, error)
 
@@ -307,3 +326,30 @@ type ReviewListParams struct {
 
 // EventCreate is the event of the creation row of the transition log.
 const EventCreate Event = "CREATE"
+
+// PaymentCreateParams records a payment. Payment.ID, CreatedAt and UpdatedAt
+// are set by the store (the latter two from Payment.CreatedAt when set).
+type PaymentCreateParams struct {
+	Payment *Payment
+	Outbox  []OutboxEvent
+}
+
+// PaymentListParams filters payments. Zero fields do not filter; a Limit of
+// zero or less does not limit.
+type PaymentListParams struct {
+	OrderID int64
+	Status  PaymentStatus
+	AfterID int64 // only payments with a greater id
+	Limit   int
+}
+
+// PaymentUpdateParams is a guarded change of a payment's status.
+type PaymentUpdateParams struct {
+	ID         int64
+	From, To   PaymentStatus
+	Reason     string     // kept unless set
+	RefundID   string     // kept unless set
+	RefundedAt *time.Time // kept unless set
+	At         time.Time
+	Outbox     []OutboxEvent
+}

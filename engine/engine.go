@@ -38,6 +38,8 @@ type Config struct {
 	CouponLedger bool
 	// MaxDeadline bounds how far ahead a deadline may be set. Default: 366 days.
 	MaxDeadline time.Duration
+	// Payments configures the payment path; see PaymentConfig.
+	Payments PaymentConfig
 }
 
 // Engine creates orders and moves them through their flows. It is safe for
@@ -56,8 +58,11 @@ type Engine struct {
 	coupons bool
 	subs    []*Subscription
 	metrics *metrics
-	wake    *waker
-	kick    broadcast // wakes the delivery loops
+
+	providers map[string]lapse.PaymentProvider
+	merchants map[string]string
+	wake      *waker
+	kick      broadcast // wakes the delivery loops
 }
 
 // New returns an Engine over store running flows. Every flow must be valid
@@ -76,6 +81,9 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 		stock:   cfg.StockLedger,
 		coupons: cfg.CouponLedger,
 		wake:    newWaker(),
+
+		providers: cfg.Payments.Providers,
+		merchants: cfg.Payments.Merchants,
 	}
 	if e.clock == nil {
 		e.clock = lapse.SystemClock{}
@@ -110,6 +118,7 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 	slices.Sort(e.timed)
 	subs := slices.Clone(cfg.Subscriptions)
 	subs = append(subs, ledgerSubscriptions(flows, e)...)
+	subs = append(subs, refundSubscriptions(flows, e)...)
 	for i := range subs {
 		s := &subs[i]
 		if err := s.validate(); err != nil {

@@ -19,6 +19,8 @@ type metrics struct {
 
 	deliveries      *prometheus.CounterVec
 	deliverySeconds *prometheus.HistogramVec
+
+	payments *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, store lapse.Store, clock lapse.Clock) (*metrics, error) {
@@ -55,6 +57,10 @@ func newMetrics(reg prometheus.Registerer, store lapse.Store, clock lapse.Clock)
 		Help:    "Duration of delivery attempts by subscriber.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 	}, []string{"subscriber"})
+	m.payments = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "lapse_payments_total",
+		Help: "Payments recorded or moved by this process, by provider and the status they reached (applied, late, refunding, refunded, review).",
+	}, []string{"provider", "status"})
 	if reg == nil {
 		return m, nil
 	}
@@ -71,7 +77,7 @@ func newMetrics(reg prometheus.Registerer, store lapse.Store, clock lapse.Clock)
 		return float64(n)
 	})
 	backlog := newBacklogCollector(store)
-	for _, c := range []prometheus.Collector{m.closeLag, m.firings, m.transitions, m.batch, m.errors, due, m.deliveries, m.deliverySeconds, backlog} {
+	for _, c := range []prometheus.Collector{m.closeLag, m.firings, m.transitions, m.batch, m.errors, due, m.deliveries, m.deliverySeconds, m.payments, backlog} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

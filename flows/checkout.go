@@ -46,6 +46,11 @@ const (
 // CheckoutPaymentWindow is the default time an order may stay UNPAID.
 const CheckoutPaymentWindow = 15 * time.Minute
 
+// CheckoutGrace is how long past its deadline an order whose customer
+// started paying in time stays open (seed 004: providers confirm within
+// minutes; the closer asks before closing anyway).
+const CheckoutGrace = 2 * time.Minute
+
 // Checkout returns the checkout flow (seeds 002 and 004): an unpaid order is
 // paid before its deadline or closed at it.
 func Checkout() *lapse.Flow {
@@ -79,6 +84,8 @@ func Checkout() *lapse.Flow {
 		Holds:     true,
 		ReleaseOn: []string{EventOrderClosed},
 		ConsumeOn: []string{EventOrderPaid},
+		Pays:      Pay,
+		Grace:     CheckoutGrace,
 	}
 }
 

@@ -56,6 +56,10 @@ func Run(t *testing.T, newStore Factory) {
 		{"StockConcurrent", testStockConcurrent},
 		{"Coupon", testCoupon},
 		{"LedgerInTx", testLedgerInTx},
+		{"PaymentCreate", testPaymentCreate},
+		{"PaymentCreateConcurrent", testPaymentCreateConcurrent},
+		{"PaymentUpdate", testPaymentUpdate},
+		{"PaymentList", testPaymentList},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,198 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/lapsehq/lapse"
+)
+
+// PaymentConfig configures the payment path.
+type PaymentConfig struct {
+	// Providers are the payment ports, by provider name (as in the callback
+	// URL). Refunds of late payments and the closer's questions about orders
+	// whose customer started paying go through them. With none, the refund
+	// subscription does not run and late payments wait for an operator.
+	Providers map[string]lapse.PaymentProvider
+	// Merchants name, by provider, the merchant account a payment must
+	// report having paid; a provider not listed is not checked here (its
+	// callback may check its own account, as WeChat Pay's mchid is).
+	Merchants map[string]string
+}
+
+// RefundSubscriber is the name of the built-in subscription that refunds
+// late payments.
+const RefundSubscriber = "refund"
+
+// ApplyPayment applies what a verified provider callback reports.
+//
+// A paid notice fires its order's flow Pays event, judged at the provider's
+// success time, in one transaction with the payment's row: the order moves
+// UNPAID → PAID only through the flow's guarded transition. A payment the
+// order cannot take (it is closed, already paid, or the payment came after
+// its deadline) is recorded late, and its payment.late event is refunded by
+// the refund subscriber. The same provider transaction again changes nothing
+// and returns the payment as recorded.
+//
+// A refunded notice completes the refund of a late payment.
+//
+// Errors, with nothing written: ENOTFOUND for an unknown order or (refund
+// notices) payment; ECONFLICT when amount, currency or merchant differ from
+// the order's; EINVALID when the order's flow takes no payments.
+func (e *Engine) ApplyPayment(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
+	if n.Kind == lapse.NoticeRefunded {
+		return e.refundNoticed(ctx, n)
+	}
+	got, err := e.store.PaymentGet(ctx, n.Provider, n.TxnID)
+	if err == nil || !errors.Is(err, lapse.ErrPaymentNotFound) {
+		return got, err
+	}
+	for range maxStaleRetries {
+		o, err := e.store.OrderGet(ctx, n.OrderNo)
+		if errors.Is(err, lapse.ErrOrderNotFound) {
+			return nil, lapse.Refine(lapse.ErrOrderNotFound, "payment %s of %s is for order %s, which does not exist", n.TxnID, n.Provider, n.OrderNo)
+		}
+		if err != nil {
+			return nil, err
+		}
+		flow, err := e.flowOf(o)
+		if err != nil {
+			return nil, err
+		}
+		if flow.Pays == "" {
+			return nil, lapse.Errorf(lapse.EINVALID, "order %s follows flow %s, which takes no payments", o.OrderNo, flow.Name)
+		}
+		if err := e.payMatches(o, n); err != nil {
+			return nil, err
+		}
+		now := e.clock.Now()
+		pay := &lapse.Payment{Provider: n.Provider, TxnID: n.TxnID, OrderID: o.ID, OrderNo: o.OrderNo, Amount: n.Amount,
+			Currency: n.Currency, Merchant: n.Merchant, PaidAt: n.PaidAt, Status: lapse.PaymentApplied, Raw: n.Raw,
+			CreatedAt: now, UpdatedAt: now}
+		p, perr := flow.Plan(o, lapse.Firing{Event: flow.Pays, Now: now, At: n.PaidAt, FiredBy: lapse.FiredByPayment,
+			Actor: n.Provider, Reason: "payment " + n.TxnID})
+		if lapse.ErrorCode(perr) == lapse.ECONFLICT {
+			return e.latePayment(ctx, o, pay, lapse.ErrorMessage(perr))
+		}
+		if perr != nil {
+			return nil, perr
+		}
+		e.fanOut(o, p.Outbox)
+		created := false
+		err = e.store.Tx(ctx, func(tx lapse.Store) error {
+			var err error
+			got, created, err = tx.PaymentCreate(ctx, &lapse.PaymentCreateParams{Payment: pay})
+			if err != nil || !created {
+				return err
+			}
+			_, err = tx.OrderTransition(ctx, p)
+			return err
+		})
+		if errors.Is(err, lapse.ErrStale) {
+			continue // the order moved meanwhile: decide again
+		}
+		if err != nil {
+			return nil, err
+		}
+		if created {
+			e.metrics.transition(flow.Name, p)
+			e.metrics.payments.WithLabelValues(n.Provider, string(lapse.PaymentApplied)).Inc()
+			e.delivered(p.Outbox)
+		}
+		return got, nil
+	}
+	return nil, fmt.Errorf("payment %s of order %s: %w", n.TxnID, n.OrderNo, lapse.ErrStale)
+}
+
+// payMatches checks that a payment is for the order's amount, in its
+// currency, to the merchant configured for its provider.
+func (e *Engine) payMatches(o *lapse.Order, n *lapse.PaymentNotice) error {
+	if n.Amount != o.Amount || n.Currency != o.Currency {
+		return lapse.Errorf(lapse.ECONFLICT, "payment %s of %s is %d %s; order %s is %d %s",
+			n.TxnID, n.Provider, n.Amount, n.Currency, o.OrderNo, o.Amount, o.Currency)
+	}
+	if m := e.merchants[n.Provider]; m != "" && n.Merchant != m {
+		return lapse.Errorf(lapse.ECONFLICT, "payment %s of %s was made to merchant %q, not %q", n.TxnID, n.Provider, n.Merchant, m)
+	}
+	return nil
+}
+
+// latePayment records a payment its order cannot take, with the event that
+// has it refunded, in one transaction.
+func (e *Engine) latePayment(ctx context.Context, o *lapse.Order, pay *lapse.Payment, why string) (*lapse.Payment, error) {
+	pay.Status, pay.Reason = lapse.PaymentLate, why
+	evs := []lapse.OutboxEvent{lapse.NewPaymentEvent(lapse.EventPaymentLate, o, pay)}
+	e.fanOut(o, evs)
+	got, created, err := e.store.PaymentCreate(ctx, &lapse.PaymentCreateParams{Payment: pay, Outbox: evs})
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		e.log.Warn("late payment recorded for refund", "order_no", o.OrderNo, "provider", pay.Provider, "txn_id", pay.TxnID, "reason", why)
+		e.metrics.payments.WithLabelValues(pay.Provider, string(lapse.PaymentLate)).Inc()
+		e.delivered(evs)
+	}
+	return got, nil
+}
+
+// refundNoticed completes the refund of a late payment that the provider
+// reports done. A payment already refunded is left as it is.
+func (e *Engine) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
+	for range maxStaleRetries {
+		pay, err := e.store.PaymentGet(ctx, n.Provider, n.TxnID)
+		if err != nil {
+			return nil, err
+		}
+		switch pay.Status {
+		case lapse.PaymentLate, lapse.PaymentRefunding:
+		case lapse.PaymentApplied:
+			// A refund of a paid order is the merchant's refund path, which
+			// this notice does not complete.
+			e.log.Warn("refund notice for an applied payment left alone", "provider", n.Provider, "txn_id", n.TxnID, "refund_id", n.RefundID)
+			return pay, nil
+		default:
+			return pay, nil
+		}
+		got, err := e.paymentRefunded(ctx, pay, n.RefundID)
+		if errors.Is(err, lapse.ErrStale) {
+			continue
+		}
+		return got, err
+	}
+	return nil, fmt.Errorf("refund of payment %s: %w", n.TxnID, lapse.ErrStale)
+}
+
+// paymentRefunded moves pay from its status to refunded, with its
+// payment.refunded event.
+func (e *Engine) paymentRefunded(ctx context.Context, pay *lapse.Payment, refundID string) (*lapse.Payment, error) {
+	o, err := e.store.OrderGet(ctx, pay.OrderNo)
+	if err != nil {
+		return nil, err
+	}
+	now := e.clock.Now()
+	after := *pay
+	after.Status, after.UpdatedAt, after.RefundedAt = lapse.PaymentRefunded, now, &now
+	if refundID != "" {
+		after.RefundID = refundID
+	}
+	evs := []lapse.OutboxEvent{lapse.NewPaymentEvent(lapse.EventPaymentRefunded, o, &after)}
+	e.fanOut(o, evs)
+	got, err := e.store.PaymentUpdate(ctx, &lapse.PaymentUpdateParams{ID: pay.ID, From: pay.Status, To: lapse.PaymentRefunded,
+		RefundID: refundID, RefundedAt: &now, At: now, Outbox: evs})
+	if err != nil {
+		return nil, err
+	}
+	e.metrics.payments.WithLabelValues(pay.Provider, string(lapse.PaymentRefunded)).Inc()
+	e.delivered(evs)
+	return got, nil
+}
+
+// Payments returns the payments of an order, oldest first.
+func (e *Engine) Payments(ctx context.Context, orderNo string) ([]*lapse.Payment, error) {
+	o, err := e.store.OrderGet(ctx, orderNo)
+	if err != nil {
+		return nil, err
+	}
+	return e.store.PaymentList(ctx, &lapse.PaymentListParams{OrderID: o.ID})
+}

@@ -1,0 +1,372 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/flows"
+)
+
+// fakeProvider is a payment provider that refunds what it is asked to, once
+// per idempotency key, and counts every refund it makes.
+type fakeProvider struct {
+	mu      sync.Mutex
+	refunds map[string]*lapse.RefundRequest
+	calls   int
+	fail    error                      // returned by Refund when set
+	status  lapse.ProviderRefundStatus // of new refunds; default succeeded
+}
+
+func (f *fakeProvider) Refund(_ context.Context, r *lapse.RefundRequest) (*lapse.ProviderRefund, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.fail != nil {
+		return nil, f.fail
+	}
+	if f.refunds == nil {
+		f.refunds = map[string]*lapse.RefundRequest{}
+	}
+	if _, ok := f.refunds[r.IdempotencyKey]; !ok {
+		f.refunds[r.IdempotencyKey] = r
+	}
+	return f.refund(r.IdempotencyKey), nil
+}
+
+func (f *fakeProvider) refund(key string) *lapse.ProviderRefund {
+	r := f.refunds[key]
+	st := f.status
+	if st == "" {
+		st = lapse.RefundSucceeded
+	}
+	return &lapse.ProviderRefund{RefundID: "re-" + key, TxnID: r.TxnID, Amount: r.Amount, Status: st}
+}
+
+func (f *fakeProvider) RefundQuery(_ context.Context, key string) (*lapse.ProviderRefund, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refunds[key] == nil {
+		return nil, lapse.ErrProviderNotFound
+	}
+	return f.refund(key), nil
+}
+
+func (f *fakeProvider) Charge(context.Context, *lapse.ChargeRequest) (*lapse.ProviderPayment, error) {
+	return nil, errors.New("fake: no charges")
+}
+
+func (f *fakeProvider) Query(context.Context, string) (*lapse.ProviderPayment, error) {
+	return nil, lapse.ErrProviderNotFound
+}
+
+func (f *fakeProvider) Close(_ context.Context, orderNo string) (*lapse.ProviderPayment, error) {
+	return &lapse.ProviderPayment{OrderNo: orderNo, Status: lapse.ProviderClosed}, nil
+}
+
+func (f *fakeProvider) refunded() (n int, total int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range f.refunds {
+		n++
+		total += r.Amount
+	}
+	return n, total
+}
+
+func paymentEngine(t *testing.T, s lapse.Store, clk lapse.Clock, prov lapse.PaymentProvider) *engine.Engine {
+	t.Helper()
+	e, err := engine.New(s, flows.Builtin(), engine.Config{Clock: clk,
+		Payments: engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{"sandbox": prov}, Merchants: map[string]string{"sandbox": "m-1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func paid(o *lapse.Order, txn string, at time.Time) *lapse.PaymentNotice {
+	return &lapse.PaymentNotice{Provider: "sandbox", Kind: lapse.NoticePaid, TxnID: txn, OrderNo: o.OrderNo, Amount: o.Amount,
+		Currency: o.Currency, Merchant: "m-1", PaidAt: at, Raw: []byte(`{}`)}
+}
+
+// drain runs the deliverer until nothing is due at the clock's time.
+func drain(t *testing.T, d *engine.Deliverer) {
+	t.Helper()
+	for range 20 {
+		n, err := d.RunOnce(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+	}
+	t.Fatal("deliveries still due after 20 rounds")
+}
+
+func TestApplyPayment(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		prov := &fakeProvider{}
+		e := paymentEngine(t, open(), clk, prov)
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		ctx := ctxT(t)
+
+		// In time: the order is PAID through its flow, with one transition.
+		a := create(t, e, checkout("PA-1", 15*time.Minute))
+		clk.Advance(time.Minute)
+		pay, err := e.ApplyPayment(ctx, paid(a, "txn-a", clk.Now()))
+		if err != nil || pay.Status != lapse.PaymentApplied {
+			t.Fatalf("ApplyPayment in time = %+v, %v", pay, err)
+		}
+		into, events, trs := history(t, e, "PA-1")
+		if into[flows.Paid] != 1 || events[flows.EventOrderPaid] != 1 || trs[len(trs)-1].FiredBy != lapse.FiredByPayment {
+			t.Errorf("PA-1 after payment: %v %v %+v", into, events, trs[len(trs)-1])
+		}
+		// The same callback again (and again): nothing changes.
+		for range 3 {
+			again, err := e.ApplyPayment(ctx, paid(a, "txn-a", clk.Now()))
+			if err != nil || again.ID != pay.ID || again.Status != lapse.PaymentApplied {
+				t.Errorf("ApplyPayment replayed = %+v, %v", again, err)
+			}
+		}
+		if into, _, _ := history(t, e, "PA-1"); into[flows.Paid] != 1 {
+			t.Errorf("replays moved the order: %v", into)
+		}
+
+		// A second payment of a paid order is late, and refunded once.
+		second, err := e.ApplyPayment(ctx, paid(a, "txn-a2", clk.Now()))
+		if err != nil || second.Status != lapse.PaymentLate {
+			t.Fatalf("second payment = %+v, %v; want late", second, err)
+		}
+
+		// Paid (at the provider) after the deadline, while the order is
+		// still UNPAID: late, and the order stays UNPAID for the closer.
+		b := create(t, e, checkout("PA-2", time.Minute))
+		lateAt := b.DeadlineAt.Add(time.Millisecond)
+		clk.Advance(2 * time.Minute)
+		late, err := e.ApplyPayment(ctx, paid(b, "txn-b", lateAt))
+		if err != nil || late.Status != lapse.PaymentLate || late.Reason == "" {
+			t.Fatalf("payment past the deadline = %+v, %v; want late with a reason", late, err)
+		}
+		if o, _ := e.Order(ctx, "PA-2"); o.State != flows.Unpaid {
+			t.Errorf("a late payment moved PA-2 to %s", o.State)
+		}
+		// Paid a millisecond before the deadline but reported after it: in
+		// time, by the provider's clock.
+		c := create(t, e, checkout("PA-3", time.Minute))
+		clk.Advance(2 * time.Minute)
+		ok, err := e.ApplyPayment(ctx, paid(c, "txn-c", c.DeadlineAt.Add(-time.Millisecond)))
+		if err != nil || ok.Status != lapse.PaymentApplied {
+			t.Errorf("payment made in time, reported late = %+v, %v; want applied", ok, err)
+		}
+		// For a CLOSED order: late.
+		dd := create(t, e, checkout("PA-4", time.Minute))
+		if _, err := e.Fire(ctx, "PA-4", engine.Fire{Event: flows.Cancel, By: app}); err != nil {
+			t.Fatal(err)
+		}
+		closed, err := e.ApplyPayment(ctx, paid(dd, "txn-d", clk.Now()))
+		if err != nil || closed.Status != lapse.PaymentLate {
+			t.Errorf("payment of a closed order = %+v, %v; want late", closed, err)
+		}
+		if o, _ := e.Order(ctx, "PA-4"); o.State != flows.Closed {
+			t.Errorf("PA-4 is %s after a late payment", o.State)
+		}
+
+		// Bad payments: refused, nothing written.
+		bad := []struct {
+			n    *lapse.PaymentNotice
+			code string
+		}{
+			{func() *lapse.PaymentNotice { n := paid(c, "txn-x1", clk.Now()); n.OrderNo = "NOPE"; return n }(), lapse.ENOTFOUND},
+			{func() *lapse.PaymentNotice { n := paid(c, "txn-x2", clk.Now()); n.Amount++; return n }(), lapse.ECONFLICT},
+			{func() *lapse.PaymentNotice { n := paid(c, "txn-x3", clk.Now()); n.Currency = "USD"; return n }(), lapse.ECONFLICT},
+			{func() *lapse.PaymentNotice { n := paid(c, "txn-x4", clk.Now()); n.Merchant = "m-2"; return n }(), lapse.ECONFLICT},
+		}
+		for _, b := range bad {
+			if _, err := e.ApplyPayment(ctx, b.n); lapse.ErrorCode(err) != b.code {
+				t.Errorf("ApplyPayment(%+v) = %v, want %s", b.n, err, b.code)
+			}
+			if _, err := e.Store().PaymentGet(ctx, "sandbox", b.n.TxnID); !errors.Is(err, lapse.ErrPaymentNotFound) {
+				t.Errorf("refused payment %s was recorded: %v", b.n.TxnID, err)
+			}
+		}
+
+		// The refund subscriber refunds each late payment once.
+		drain(t, d)
+		drain(t, d)
+		if n, total := prov.refunded(); n != 3 || total != 3*a.Amount {
+			t.Errorf("provider refunded %d payments, %d in all; want 3, %d", n, total, 3*a.Amount)
+		}
+		for _, txn := range []string{"txn-a2", "txn-b", "txn-d"} {
+			p, err := e.Store().PaymentGet(ctx, "sandbox", txn)
+			if err != nil || p.Status != lapse.PaymentRefunded || p.RefundedAt == nil || p.RefundID == "" {
+				t.Errorf("%s after the refund subscriber: %+v, %v", txn, p, err)
+			}
+		}
+		// The refund's own callback arrives after: nothing changes.
+		n := paid(b, "txn-b", clk.Now())
+		n.Kind, n.RefundID = lapse.NoticeRefunded, "re-late"
+		if p, err := e.ApplyPayment(ctx, n); err != nil || p.Status != lapse.PaymentRefunded || p.RefundID == "re-late" {
+			t.Errorf("refund callback after the refund = %+v, %v", p, err)
+		}
+		if prov.calls != 3 {
+			t.Errorf("provider got %d refund calls, want 3", prov.calls)
+		}
+	})
+}
+
+// TestRefundProcessingAndCallback covers a provider whose refunds finish
+// later: the payment is refunding until the refund's callback completes it.
+func TestRefundProcessingAndCallback(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		prov := &fakeProvider{status: lapse.RefundProcessing}
+		e := paymentEngine(t, open(), clk, prov)
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		ctx := ctxT(t)
+		o := create(t, e, checkout("RP-1", time.Minute))
+		if _, err := e.Fire(ctx, "RP-1", engine.Fire{Event: flows.Cancel, By: app}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.ApplyPayment(ctx, paid(o, "txn-r", clk.Now())); err != nil {
+			t.Fatal(err)
+		}
+		drain(t, d)
+		p, _ := e.Store().PaymentGet(ctx, "sandbox", "txn-r")
+		if p.Status != lapse.PaymentRefunding || p.RefundID == "" {
+			t.Fatalf("after a processing refund: %+v", p)
+		}
+		ds, _ := e.Deliveries(ctx, "RP-1")
+		var refund *lapse.Delivery
+		for _, x := range ds {
+			if x.Subscriber == engine.RefundSubscriber {
+				refund = x.Delivery
+			}
+		}
+		if refund == nil || refund.Status != lapse.DeliveryPending {
+			t.Fatalf("refund delivery %+v; want pending, to ask again", refund)
+		}
+		n := paid(o, "txn-r", clk.Now())
+		n.Kind, n.RefundID = lapse.NoticeRefunded, p.RefundID
+		if got, err := e.ApplyPayment(ctx, n); err != nil || got.Status != lapse.PaymentRefunded {
+			t.Fatalf("refund callback = %+v, %v", got, err)
+		}
+		// The next attempt finds it refunded and is done, without a new refund.
+		clk.Advance(time.Hour)
+		drain(t, d)
+		ds, _ = e.Deliveries(ctx, "RP-1")
+		for _, x := range ds {
+			if x.Subscriber == engine.RefundSubscriber && x.Status != lapse.DeliveryDone {
+				t.Errorf("refund delivery ended %s", x.Status)
+			}
+		}
+		if n, _ := prov.refunded(); n != 1 {
+			t.Errorf("%d refunds, want 1", n)
+		}
+	})
+}
+
+// TestPaymentCallbacksRaceDeadline delivers payment callbacks at each
+// order's deadline, a few milliseconds either side, while the claimer
+// closes: no order is PAID after CLOSED or by a payment made after its
+// deadline, and every payment is applied or refunded, exactly once.
+func TestPaymentCallbacksRaceDeadline(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		const n = 200
+		prov := &fakeProvider{}
+		e := paymentEngine(t, open(), lapse.SystemClock{}, prov)
+		c := engine.NewClaimer(e, engine.ClaimerConfig{MaxSleep: 50 * time.Millisecond, SweepInterval: 50 * time.Millisecond, SweepGrace: time.Millisecond})
+		c.Start(context.Background())
+		defer c.Stop()
+		d := engine.NewDeliverer(e, engine.DelivererConfig{Poll: 50 * time.Millisecond})
+		d.Start(context.Background())
+		defer d.Stop()
+
+		start := time.Now().Add(8 * time.Second)
+		orders := make([]*lapse.Order, n)
+		var cw sync.WaitGroup
+		for i := range n {
+			cw.Go(func() {
+				req := checkout(orderNo("PR", i), 0)
+				at := start.Add(time.Duration(i) * 5 * time.Millisecond)
+				req.DeadlineAt = &at
+				o, _, err := e.CreateOrder(ctxT(t), req, app)
+				if err != nil {
+					t.Errorf("CreateOrder: %v", err)
+					return
+				}
+				orders[i] = o
+			})
+		}
+		cw.Wait()
+		if t.Failed() || time.Now().After(start) {
+			t.Fatalf("creating %d orders took longer than the lead time", n)
+		}
+		var wg sync.WaitGroup
+		for i, o := range orders {
+			wg.Go(func() {
+				offset := time.Duration(i%7-3) * time.Millisecond // -3 … +3 ms
+				at := o.DeadlineAt.Add(offset)
+				time.Sleep(time.Until(at))
+				// The provider's time is the time of paying; the callback
+				// is sent twice, as providers do.
+				for range 2 {
+					if _, err := e.ApplyPayment(context.Background(), paid(o, "txn-"+o.OrderNo, at)); err != nil {
+						t.Errorf("ApplyPayment(%s): %v", o.OrderNo, err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		waitNoneUnpaid(t, e, 30*time.Second)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if n, _ := prov.refunded(); n > 0 {
+				if left, _ := e.Store().PaymentList(ctxT(t), &lapse.PaymentListParams{Status: lapse.PaymentLate, Limit: 1}); len(left) == 0 {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		applied, refunded := 0, 0
+		for _, o := range orders {
+			cur, _ := e.Order(ctxT(t), o.OrderNo)
+			pays, err := e.Payments(ctxT(t), o.OrderNo)
+			if err != nil || len(pays) != 1 {
+				t.Fatalf("%s has payments %v, %v; want one", o.OrderNo, pays, err)
+			}
+			p := pays[0]
+			into, _, _ := history(t, e, o.OrderNo)
+			switch {
+			case cur.State == flows.Paid && p.Status == lapse.PaymentApplied:
+				applied++
+				if into[flows.Closed] != 0 || !p.PaidAt.Before(*o.DeadlineAt) {
+					t.Errorf("%s PAID by a payment at %v (deadline %v), history %v", o.OrderNo, p.PaidAt, o.DeadlineAt, into)
+				}
+			case cur.State == flows.Closed && p.Status == lapse.PaymentRefunded:
+				refunded++
+				if into[flows.Paid] != 0 {
+					t.Errorf("%s CLOSED after PAID: %v", o.OrderNo, into)
+				}
+			default:
+				t.Errorf("%s ended %s with its payment %s", o.OrderNo, cur.State, p.Status)
+			}
+		}
+		if nr, total := prov.refunded(); nr != refunded || total != int64(refunded)*1000 {
+			t.Errorf("provider refunded %d (%d in all); %d payments are refunded", nr, total, refunded)
+		}
+		t.Logf("%d payments at the deadline: %d applied, %d refunded", n, applied, refunded)
+		if applied+refunded != n {
+			t.Errorf("captured %d = applied %d + refunded %d does not hold", n, applied, refunded)
+		}
+	})
+}
+

@@ -1,0 +1,149 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+// refundSubscriptions returns the subscription that refunds late payments,
+// when some flow takes payments and some provider port is configured.
+func refundSubscriptions(flows []*lapse.Flow, e *Engine) []Subscription {
+	var names []string
+	for _, f := range flows {
+		if f.Pays != "" {
+			names = append(names, f.Name)
+		}
+	}
+	if len(names) == 0 || len(e.providers) == 0 {
+		return nil
+	}
+	return []Subscription{{
+		Name:    RefundSubscriber,
+		Events:  []string{lapse.EventPaymentLate},
+		Flows:   names,
+		Handler: refunder{e},
+		// Money going back: keep trying for about a day before an operator
+		// is asked, as seed 003's schedule does for benefits.
+		Schedule: lapse.Schedule{Steps: []time.Duration{
+			time.Minute, 5 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour,
+			2 * time.Hour, 4 * time.Hour, 8 * time.Hour, 8 * time.Hour}, Jitter: 0.1},
+		Concurrency: 4,
+	}}
+}
+
+// refunder refunds late payments through their provider's port. The
+// idempotency key is derived from the payment, not the event, so that the
+// same payment is refunded once however often it is asked for.
+type refunder struct{ e *Engine }
+
+var _ lapse.QueryHandler = refunder{}
+
+// RefundKey is the idempotency key of the refund of a late payment.
+func RefundKey(p *lapse.Payment) string {
+	return "lapse-refund-" + p.Provider + "-" + p.TxnID
+}
+
+// current reads the payment of a delivery's event as it stands, and the port
+// of its provider. A payment no longer late needs nothing: it is refunding
+// or refunded already, or an operator has it.
+func (r refunder) current(ctx context.Context, d *lapse.Delivery) (*lapse.Payment, lapse.PaymentProvider, error) {
+	p, err := lapse.EventPayment(d.Event)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", lapse.ErrRefused, err)
+	}
+	cur, err := r.e.store.PaymentGet(ctx, p.Provider, p.TxnID)
+	if err != nil {
+		return nil, nil, err
+	}
+	prov := r.e.providers[cur.Provider]
+	if prov == nil {
+		return nil, nil, fmt.Errorf("%w: no payment provider port is configured for %s", lapse.ErrRefused, cur.Provider)
+	}
+	return cur, prov, nil
+}
+
+// Deliver asks the provider to refund a late payment, or how a refund it
+// accepted is doing, and records the answer. A refund still processing is
+// asked about again on the retry schedule; one that never finishes dies
+// into manual review like any delivery.
+func (r refunder) Deliver(ctx context.Context, d *lapse.Delivery) error {
+	pay, prov, err := r.current(ctx, d)
+	if err != nil {
+		return err
+	}
+	var ref *lapse.ProviderRefund
+	switch pay.Status {
+	case lapse.PaymentLate:
+		ref, err = prov.Refund(ctx, &lapse.RefundRequest{IdempotencyKey: RefundKey(pay), TxnID: pay.TxnID, OrderNo: pay.OrderNo,
+			Amount: pay.Amount, Currency: pay.Currency, Reason: "late payment: " + pay.Reason})
+	case lapse.PaymentRefunding:
+		ref, err = prov.RefundQuery(ctx, RefundKey(pay))
+	default:
+		return nil // refunded, or an operator has it
+	}
+	if err != nil {
+		return err
+	}
+	return r.record(ctx, pay, ref)
+}
+
+// Query asks the provider whether an attempt whose answer was lost made the
+// refund. A refund made and finished is recorded and the delivery is done;
+// one made and still processing is recorded, and the next attempt follows
+// it up under the same key.
+func (r refunder) Query(ctx context.Context, d *lapse.Delivery) (bool, error) {
+	pay, prov, err := r.current(ctx, d)
+	if err != nil {
+		return false, err
+	}
+	if pay.Status != lapse.PaymentLate && pay.Status != lapse.PaymentRefunding {
+		return true, nil
+	}
+	ref, err := prov.RefundQuery(ctx, RefundKey(pay))
+	if errors.Is(err, lapse.ErrProviderNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if ref.Status != lapse.RefundSucceeded {
+		if ref.Status == lapse.RefundProcessing {
+			r.record(ctx, pay, ref) // records refunding; its error says "still processing"
+		}
+		return false, nil
+	}
+	return true, r.record(ctx, pay, ref)
+}
+
+// record moves a payment as the provider's answer about its refund says:
+// refunded when it succeeded, refunding (and an error, so that it is asked
+// again) while it processes. Someone else having moved the payment first
+// (the refund's callback) is not an error.
+func (r refunder) record(ctx context.Context, pay *lapse.Payment, ref *lapse.ProviderRefund) error {
+	e := r.e
+	switch ref.Status {
+	case lapse.RefundSucceeded:
+		_, err := e.paymentRefunded(ctx, pay, ref.RefundID)
+		if errors.Is(err, lapse.ErrStale) {
+			return nil
+		}
+		return err
+	case lapse.RefundProcessing:
+		if pay.Status == lapse.PaymentLate {
+			_, err := e.store.PaymentUpdate(ctx, &lapse.PaymentUpdateParams{ID: pay.ID, From: lapse.PaymentLate, To: lapse.PaymentRefunding,
+				RefundID: ref.RefundID, At: e.clock.Now()})
+			if err != nil && !errors.Is(err, lapse.ErrStale) {
+				return err
+			}
+			if err == nil {
+				e.metrics.payments.WithLabelValues(pay.Provider, string(lapse.PaymentRefunding)).Inc()
+			}
+		}
+		return fmt.Errorf("refund %s of payment %s is still processing at %s", ref.RefundID, pay.TxnID, pay.Provider)
+	}
+	return fmt.Errorf("%w: %s refused refund %s of payment %s (status %q)", lapse.ErrRefused, pay.Provider, ref.RefundID, pay.TxnID, ref.Status)
+}

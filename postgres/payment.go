@@ -1,0 +1,170 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/lapsehq/lapse"
+)
+
+const paymentColumns = `p.id, p.provider, p.txn_id, p.order_id, p.order_no, p.amount, p.currency, p.merchant, p.paid_at,
+	p.status, p.reason, p.refund_id, p.refunded_at, p.raw, p.created_at, p.updated_at`
+
+func scanPayment(row pgx.Row) (*lapse.Payment, error) {
+	var p lapse.Payment
+	err := row.Scan(&p.ID, &p.Provider, &p.TxnID, &p.OrderID, &p.OrderNo, &p.Amount, &p.Currency, &p.Merchant, &p.PaidAt,
+		&p.Status, &p.Reason, &p.RefundID, &p.RefundedAt, &p.Raw, &p.CreatedAt, &p.UpdatedAt)
+	if err != nil {
+		return nil, err
+	}
+	p.PaidAt, p.CreatedAt, p.UpdatedAt = p.PaidAt.UTC(), p.CreatedAt.UTC(), p.UpdatedAt.UTC()
+	if p.RefundedAt != nil {
+		t := p.RefundedAt.UTC()
+		p.RefundedAt = &t
+	}
+	return &p, nil
+}
+
+// paymentCreateSQL inserts the payment unless its provider and txn id exist,
+// and with it the outbox rows and their deliveries, which read the insert:
+// when the payment exists, nothing else is written either.
+var paymentCreateSQL = `WITH p AS (
+	INSERT INTO payments (provider, txn_id, order_id, order_no, amount, currency, merchant, paid_at, status,
+		reason, refund_id, refunded_at, raw, created_at, updated_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)
+	ON CONFLICT (provider, txn_id) DO NOTHING
+	RETURNING *
+), x AS (
+	INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
+	SELECT e.id, p.order_id, e.order_no, e.type, e.payload, e.created_at
+	FROM p, unnest($15::uuid[], $16::text[], $17::text[], $18::json[], $19::timestamptz[])
+		WITH ORDINALITY AS e(id, order_no, type, payload, created_at, n)
+	ORDER BY e.n
+	RETURNING id, order_id, order_no, type, created_at
+), ` + deliveriesCTE("d", 20, 21) + `
+SELECT ` + paymentColumns + ` FROM p`
+
+// PaymentCreate inserts p.Payment with p.Outbox and its deliveries in one
+// statement, unless its provider and txn id exist: then it writes nothing
+// and returns the payment that exists, with created=false.
+func (s *Store) PaymentCreate(ctx context.Context, p *lapse.PaymentCreateParams) (*lapse.Payment, bool, error) {
+	in := p.Payment
+	var ev outboxArgs
+	if err := ev.add(in.OrderID, p.Outbox); err != nil {
+		return nil, false, fmt.Errorf("postgres: create payment %s/%s: %w", in.Provider, in.TxnID, err)
+	}
+	raw := in.Raw
+	if raw == nil {
+		raw = []byte{}
+	}
+	got, err := scanPayment(s.db.QueryRow(ctx, paymentCreateSQL,
+		in.Provider, in.TxnID, in.OrderID, in.OrderNo, in.Amount, in.Currency, in.Merchant, in.PaidAt, in.Status,
+		in.Reason, in.RefundID, in.RefundedAt, raw, in.CreatedAt,
+		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt, ev.subEventIDs, ev.subscribers))
+	if err == nil {
+		return got, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, fmt.Errorf("postgres: create payment %s/%s: %w", in.Provider, in.TxnID, err)
+	}
+	// It exists. In READ COMMITTED this read takes a new snapshot, which
+	// sees the winner that the insert waited for.
+	got, err = s.PaymentGet(ctx, in.Provider, in.TxnID)
+	if err != nil {
+		return nil, false, err
+	}
+	return got, false, nil
+}
+
+// PaymentGet returns the payment of a provider's transaction, or
+// lapse.ErrPaymentNotFound.
+func (s *Store) PaymentGet(ctx context.Context, provider, txnID string) (*lapse.Payment, error) {
+	p, err := scanPayment(s.db.QueryRow(ctx, `SELECT `+paymentColumns+` FROM payments p
+		WHERE p.provider = $1 AND p.txn_id = $2`, provider, txnID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, lapse.Refine(lapse.ErrPaymentNotFound, "no payment %s of provider %s", txnID, provider)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get payment %s/%s: %w", provider, txnID, err)
+	}
+	return p, nil
+}
+
+// PaymentList returns the payments matching p, by id.
+func (s *Store) PaymentList(ctx context.Context, p *lapse.PaymentListParams) ([]*lapse.Payment, error) {
+	where := []string{"p.id > $1"}
+	args := []any{p.AfterID}
+	if p.OrderID != 0 {
+		args = append(args, p.OrderID)
+		where = append(where, "p.order_id = $"+strconv.Itoa(len(args)))
+	}
+	if p.Status != "" {
+		args = append(args, p.Status)
+		where = append(where, "p.status = $"+strconv.Itoa(len(args)))
+	}
+	q := `SELECT ` + paymentColumns + ` FROM payments p WHERE ` + strings.Join(where, " AND ") + ` ORDER BY p.id`
+	if p.Limit > 0 {
+		args = append(args, p.Limit)
+		q += " LIMIT $" + strconv.Itoa(len(args))
+	}
+	rows, err := s.db.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list payments: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*lapse.Payment, error) { return scanPayment(row) })
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list payments: %w", err)
+	}
+	return out, nil
+}
+
+// paymentUpdateSQL is the guarded status change of a payment with its
+// outbox rows and their deliveries, which read the UPDATE's RETURNING: when
+// the guard fails nothing is written.
+var paymentUpdateSQL = `WITH p AS (
+	UPDATE payments SET status = $3,
+		reason = CASE WHEN $4 <> '' THEN $4 ELSE reason END,
+		refund_id = CASE WHEN $5 <> '' THEN $5 ELSE refund_id END,
+		refunded_at = coalesce($6, refunded_at), updated_at = $7
+	WHERE id = $1 AND status = $2
+	RETURNING *
+), x AS (
+	INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
+	SELECT e.id, p.order_id, e.order_no, e.type, e.payload, e.created_at
+	FROM p, unnest($8::uuid[], $9::text[], $10::text[], $11::json[], $12::timestamptz[])
+		WITH ORDINALITY AS e(id, order_no, type, payload, created_at, n)
+	ORDER BY e.n
+	RETURNING id, order_id, order_no, type, created_at
+), ` + deliveriesCTE("d", 13, 14) + `
+SELECT ` + paymentColumns + ` FROM p`
+
+// PaymentUpdate moves a payment from p.From to p.To with p.Outbox in one
+// statement, or returns lapse.ErrStale (it is in another status) or
+// lapse.ErrPaymentNotFound, writing nothing.
+func (s *Store) PaymentUpdate(ctx context.Context, p *lapse.PaymentUpdateParams) (*lapse.Payment, error) {
+	var ev outboxArgs
+	if err := ev.add(0, p.Outbox); err != nil {
+		return nil, fmt.Errorf("postgres: update payment %d: %w", p.ID, err)
+	}
+	got, err := scanPayment(s.db.QueryRow(ctx, paymentUpdateSQL,
+		p.ID, p.From, p.To, p.Reason, p.RefundID, p.RefundedAt, p.At,
+		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt, ev.subEventIDs, ev.subscribers))
+	if errors.Is(err, pgx.ErrNoRows) {
+		var exists bool
+		if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM payments WHERE id = $1)`, p.ID).Scan(&exists); err != nil {
+			return nil, fmt.Errorf("postgres: update payment %d: %w", p.ID, err)
+		}
+		if !exists {
+			return nil, lapse.Refine(lapse.ErrPaymentNotFound, "no payment with id %d", p.ID)
+		}
+		return nil, lapse.ErrStale
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: update payment %d: %w", p.ID, err)
+	}
+	return got, nil
+}

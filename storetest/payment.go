@@ -1,0 +1,185 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+// newPayment builds a late payment of o, with its payment.late event fanned
+// out to the refund subscriber.
+func newPayment(o *lapse.Order, txn string, at time.Time) *lapse.PaymentCreateParams {
+	p := &lapse.Payment{Provider: "sandbox", TxnID: txn, OrderID: o.ID, OrderNo: o.OrderNo, Amount: o.Amount,
+		Currency: o.Currency, Merchant: "m-1", PaidAt: at.Add(-time.Second), Status: lapse.PaymentLate,
+		Reason: "order closed", Raw: []byte(`{"txn_id":"` + txn + `"}`), CreatedAt: at, UpdatedAt: at}
+	ev := lapse.NewPaymentEvent(lapse.EventPaymentLate, o, p)
+	ev.Subscribers = []string{"refund"}
+	return &lapse.PaymentCreateParams{Payment: p, Outbox: []lapse.OutboxEvent{ev}}
+}
+
+func testPaymentCreate(t *testing.T, s lapse.Store) {
+	o := mustCreate(t, s, "PAY-1", base.Add(time.Hour), base)
+	p := newPayment(o, "txn-1", base.Add(time.Minute))
+	got, created, err := s.PaymentCreate(ctxT(t), p)
+	if err != nil || !created {
+		t.Fatalf("PaymentCreate = %v, %v", created, err)
+	}
+	want := *p.Payment
+	want.ID = got.ID
+	if got.ID == 0 || fmt.Sprint(*got) != fmt.Sprint(want) {
+		t.Errorf("PaymentCreate returned\n%+v\nwant\n%+v", *got, want)
+	}
+	read, err := s.PaymentGet(ctxT(t), "sandbox", "txn-1")
+	if err != nil || fmt.Sprint(*read) != fmt.Sprint(*got) {
+		t.Errorf("PaymentGet = %+v, %v; want %+v", read, err, got)
+	}
+	_, evs := counts(t, s, o)
+	ds, _ := s.DeliveryList(ctxT(t), o.ID)
+	if evs != 2 || len(ds) != 1 || ds[0].Subscriber != "refund" || ds[0].EventType != lapse.EventPaymentLate {
+		t.Errorf("after PaymentCreate: %d events, deliveries %+v; want order.created, payment.late, and its delivery to refund", evs, ds)
+	}
+	if ev, _ := s.OutboxList(ctxT(t), o.ID); len(ev) == 2 {
+		if pp, err := lapse.EventPayment(ev[1]); err != nil || pp.TxnID != "txn-1" {
+			t.Errorf("payment.late payload: %+v, %v", pp, err)
+		}
+	}
+
+	// The same transaction again: nothing written, the first one returned.
+	again := newPayment(o, "txn-1", base.Add(2*time.Minute))
+	again.Payment.Amount = 1
+	dup, created, err := s.PaymentCreate(ctxT(t), again)
+	if err != nil || created || dup.ID != got.ID || dup.Amount != got.Amount {
+		t.Errorf("PaymentCreate again = %+v, %v, %v; want the first payment, not created", dup, created, err)
+	}
+	if _, evs := counts(t, s, o); evs != 2 {
+		t.Errorf("a duplicate payment wrote events: %d, want 2", evs)
+	}
+	// Another provider's transaction of the same id is another payment.
+	other := newPayment(o, "txn-1", base.Add(time.Minute))
+	other.Payment.Provider = "stripe"
+	if _, created, err := s.PaymentCreate(ctxT(t), other); err != nil || !created {
+		t.Errorf("same txn id, other provider: created %v, %v", created, err)
+	}
+	if _, err := s.PaymentGet(ctxT(t), "sandbox", "nope"); !errors.Is(err, lapse.ErrPaymentNotFound) {
+		t.Errorf("PaymentGet(nope) = %v, want ErrPaymentNotFound", err)
+	}
+}
+
+func testPaymentCreateConcurrent(t *testing.T, s lapse.Store) {
+	o := mustCreate(t, s, "PAY-C", base.Add(time.Hour), base)
+	var wg sync.WaitGroup
+	var created atomic.Int32
+	ids := make([]int64, 8)
+	for i := range ids {
+		wg.Go(func() {
+			got, c, err := s.PaymentCreate(ctxT(t), newPayment(o, "txn-c", base.Add(time.Minute)))
+			if err != nil {
+				t.Errorf("PaymentCreate: %v", err)
+				return
+			}
+			if c {
+				created.Add(1)
+			}
+			ids[i] = got.ID
+		})
+	}
+	wg.Wait()
+	if created.Load() != 1 {
+		t.Errorf("%d concurrent creators created, want exactly 1", created.Load())
+	}
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Errorf("creators saw payments %v, want one", ids)
+			break
+		}
+	}
+	if _, evs := counts(t, s, o); evs != 2 {
+		t.Errorf("%d events, want order.created and one payment.late", evs)
+	}
+}
+
+func testPaymentUpdate(t *testing.T, s lapse.Store) {
+	o := mustCreate(t, s, "PAY-U", base.Add(time.Hour), base)
+	p, _, err := s.PaymentCreate(ctxT(t), newPayment(o, "txn-u", base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := base.Add(time.Minute)
+	up, err := s.PaymentUpdate(ctxT(t), &lapse.PaymentUpdateParams{ID: p.ID, From: lapse.PaymentLate, To: lapse.PaymentRefunding,
+		RefundID: "re-1", At: at})
+	if err != nil || up.Status != lapse.PaymentRefunding || up.RefundID != "re-1" || up.Reason != p.Reason || !up.UpdatedAt.Equal(at) || up.RefundedAt != nil {
+		t.Fatalf("PaymentUpdate late → refunding = %+v, %v", up, err)
+	}
+	// Guarded: a second mover from late finds it moved on, and writes nothing.
+	ev := lapse.NewPaymentEvent(lapse.EventPaymentReview, o, up)
+	ev.Subscribers = []string{"notify"}
+	if _, err := s.PaymentUpdate(ctxT(t), &lapse.PaymentUpdateParams{ID: p.ID, From: lapse.PaymentLate, To: lapse.PaymentReview,
+		Reason: "x", At: at, Outbox: []lapse.OutboxEvent{ev}}); !errors.Is(err, lapse.ErrStale) {
+		t.Errorf("stale PaymentUpdate = %v, want ErrStale", err)
+	}
+	if _, evs := counts(t, s, o); evs != 2 {
+		t.Errorf("a stale update wrote events: %d, want 2", evs)
+	}
+	if _, err := s.PaymentUpdate(ctxT(t), &lapse.PaymentUpdateParams{ID: p.ID + 1000, From: lapse.PaymentLate, To: lapse.PaymentReview, At: at}); !errors.Is(err, lapse.ErrPaymentNotFound) {
+		t.Errorf("PaymentUpdate of a missing payment = %v, want ErrPaymentNotFound", err)
+	}
+	done := at.Add(time.Second)
+	ev = lapse.NewPaymentEvent(lapse.EventPaymentRefunded, o, up)
+	ev.Subscribers = []string{"notify"}
+	up, err = s.PaymentUpdate(ctxT(t), &lapse.PaymentUpdateParams{ID: p.ID, From: lapse.PaymentRefunding, To: lapse.PaymentRefunded,
+		RefundedAt: &done, At: done, Outbox: []lapse.OutboxEvent{ev}})
+	if err != nil || up.Status != lapse.PaymentRefunded || up.RefundID != "re-1" || up.RefundedAt == nil || !up.RefundedAt.Equal(done) {
+		t.Fatalf("PaymentUpdate refunding → refunded = %+v, %v", up, err)
+	}
+	ds, _ := s.DeliveryList(ctxT(t), o.ID)
+	if _, evs := counts(t, s, o); evs != 3 || len(ds) != 2 || ds[1].Subscriber != "notify" {
+		t.Errorf("after refunded: %d events, %d deliveries; want 3 and 2", evs, len(ds))
+	}
+}
+
+func testPaymentList(t *testing.T, s lapse.Store) {
+	a := mustCreate(t, s, "PAY-LA", base.Add(time.Hour), base)
+	b := mustCreate(t, s, "PAY-LB", base.Add(time.Hour), base)
+	var ids []int64
+	for i, o := range []*lapse.Order{a, b, a} {
+		p := newPayment(o, fmt.Sprintf("txn-l%d", i), base)
+		if i == 1 {
+			p.Payment.Status = lapse.PaymentApplied
+		}
+		got, _, err := s.PaymentCreate(ctxT(t), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, got.ID)
+	}
+	list := func(p lapse.PaymentListParams) []int64 {
+		t.Helper()
+		ps, err := s.PaymentList(ctxT(t), &p)
+		if err != nil {
+			t.Fatalf("PaymentList(%+v): %v", p, err)
+		}
+		var out []int64
+		for _, x := range ps {
+			out = append(out, x.ID)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		p    lapse.PaymentListParams
+		want []int64
+	}{
+		{lapse.PaymentListParams{}, ids},
+		{lapse.PaymentListParams{OrderID: a.ID}, []int64{ids[0], ids[2]}},
+		{lapse.PaymentListParams{Status: lapse.PaymentApplied}, []int64{ids[1]}},
+		{lapse.PaymentListParams{AfterID: ids[0], Limit: 1}, []int64{ids[1]}},
+	} {
+		if got := list(c.p); fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("PaymentList(%+v) = %v, want %v", c.p, got, c.want)
+		}
+	}
+}
