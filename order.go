@@ -61,6 +61,12 @@ type Order struct {
 	CloseReason string          `json:"close_reason"` // the event that ended it, e.g. TIMEOUT or CANCEL
 	FiredBy     FiredBy         `json:"fired_by"`     // the path of the latest transition
 	RequestHash string          `json:"-"`            // fingerprint of the create request, for idempotency
+
+	// IntentAt is when the customer started paying through IntentProvider,
+	// if that was before the deadline: the order then waits out its flow's
+	// grace, and the closer asks the provider before closing it.
+	IntentAt       *time.Time `json:"intent_at,omitempty"`
+	IntentProvider string     `json:"intent_provider,omitempty"`
 }
 
 // OrderCreate is a request to create an order.

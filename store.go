@@ -225,6 +225,10 @@ type OrderDeadlineSetParams struct {
 	DeadlineAt  time.Time
 	At          time.Time
 	Outbox      []OutboxEvent
+	// IntentAt and IntentProvider, when IntentAt is set, record a payment
+	// intent with the move (the order's IntentAt and IntentProvider).
+	IntentAt       *time.Time
+	IntentProvider string
 }
 
 // OrderClaimDueParams selects due orders.

@@ -82,6 +82,13 @@ type Claimer struct {
 	cfg   ClaimerConfig
 	actor string
 
+	// Orders whose customer started paying are settled by asking their
+	// provider, outside the claim transaction; asking holds the ids of those
+	// in flight in this process, so that a pass does not ask twice.
+	asking sync.Map
+	asks   sync.WaitGroup
+	askSem chan struct{}
+
 	mu         sync.Mutex
 	running    bool
 	loopCancel context.CancelFunc
@@ -91,7 +98,7 @@ type Claimer struct {
 
 // NewClaimer returns a Claimer for the engine's flows.
 func NewClaimer(e *Engine, cfg ClaimerConfig) *Claimer {
-	return &Claimer{e: e, cfg: cfg.withDefaults(), actor: "engine " + e.node}
+	return &Claimer{e: e, cfg: cfg.withDefaults(), actor: "engine " + e.node, askSem: make(chan struct{}, maxAsks)}
 }
 
 // Start runs the precise path and the sweep in the background until Stop or
@@ -136,12 +143,17 @@ func (c *Claimer) Stop() {
 		workCancel()
 		<-done
 	}
+	c.asks.Wait() // each bounded by askTimeout
 }
 
 // RunOnce fires, through the precise path, every order that is due now,
 // batch after batch, and returns how many it fired.
+// Orders whose customer started paying are settled by asking their provider
+// first; RunOnce waits for those answers too.
 func (c *Claimer) RunOnce(ctx context.Context) (int, error) {
-	return c.burn(ctx, ctx, lapse.FiredByTimer, 0, c.cfg.Batch, 0)
+	n, err := c.burn(ctx, ctx, lapse.FiredByTimer, 0, c.cfg.Batch, 0)
+	c.asks.Wait()
+	return n, err
 }
 
 // Sweep runs one pass of the safety net: it fires orders overdue by more
@@ -158,14 +170,18 @@ func (c *Claimer) precise(loopCtx, workCtx context.Context) {
 		c.e.wake.working()
 		next, ok, err := c.e.store.OrderNextDeadline(workCtx, c.e.timed)
 		now := c.e.clock.Now()
+		wait := c.cfg.MaxSleep
 		if err == nil && ok && !next.After(now) {
-			_, err = c.burn(loopCtx, workCtx, lapse.FiredByTimer, 0, c.cfg.Batch, 0)
-			if err == nil {
+			var fired int
+			fired, err = c.burn(loopCtx, workCtx, lapse.FiredByTimer, 0, c.cfg.Batch, 0)
+			if err == nil && fired > 0 {
 				backoff = 0
 				continue
 			}
+			// Due, yet nothing moved: the due orders wait on a provider's
+			// answer. Look again shortly rather than spin.
+			ok, wait = false, min(wait, askPause)
 		}
-		wait := c.cfg.MaxSleep
 		if err != nil {
 			c.e.metrics.errors.WithLabelValues(string(lapse.FiredByTimer)).Inc()
 			c.e.log.Error("deadline claimer: pass failed", "path", lapse.FiredByTimer, "err", err)
@@ -269,6 +285,7 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 		now     time.Time
 		planned map[int64]firing
 		applied []int64
+		asks    []*lapse.Order
 	)
 	start := time.Now()
 	err = c.e.store.Tx(ctx, func(tx lapse.Store) error {
@@ -280,7 +297,12 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 		claimed = len(due)
 		planned = make(map[int64]firing, len(due))
 		ps := make([]*lapse.OrderTransitionParams, 0, len(due))
+		asks = asks[:0]
 		for _, o := range due {
+			if c.e.asksProvider(o) {
+				asks = append(asks, o)
+				continue
+			}
 			p, err := c.plan(o, now, path)
 			if err != nil {
 				c.e.log.Error("deadline claimer: cannot fire a due order", "order_no", o.OrderNo, "flow", o.Flow, "state", o.State, "err", err)
@@ -306,7 +328,35 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 		}
 	}
 	c.e.metrics.firings.WithLabelValues(string(path)).Add(float64(len(applied)))
+	for _, o := range asks {
+		c.ask(ctx, o, path)
+	}
 	return claimed, len(applied), nil
+}
+
+// Bounds of the questions to providers about orders whose customer started
+// paying.
+const (
+	maxAsks  = 8                      // in flight per Claimer
+	askPause = 100 * time.Millisecond // between passes that found only such orders due
+)
+
+// ask settles o by asking its provider, in the background, unless this
+// Claimer is asking about o already.
+func (c *Claimer) ask(ctx context.Context, o *lapse.Order, path lapse.FiredBy) {
+	if _, busy := c.asking.LoadOrStore(o.ID, struct{}{}); busy {
+		return
+	}
+	c.asks.Go(func() {
+		defer c.asking.Delete(o.ID)
+		select {
+		case c.askSem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		defer func() { <-c.askSem }()
+		c.e.settleIntent(ctx, o, path)
+	})
 }
 
 var errNoDeadline = errors.New("the order's state has no deadline in its flow")

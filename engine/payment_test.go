@@ -20,6 +20,10 @@ type fakeProvider struct {
 	calls   int
 	fail    error                      // returned by Refund when set
 	status  lapse.ProviderRefundStatus // of new refunds; default succeeded
+
+	paidAt   map[string]time.Time // orders the customer paid at the provider, by order_no
+	closeErr error                // returned by Close when set
+	closes   int
 }
 
 func (f *fakeProvider) Refund(_ context.Context, r *lapse.RefundRequest) (*lapse.ProviderRefund, error) {
@@ -65,6 +69,16 @@ func (f *fakeProvider) Query(context.Context, string) (*lapse.ProviderPayment, e
 }
 
 func (f *fakeProvider) Close(_ context.Context, orderNo string) (*lapse.ProviderPayment, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closes++
+	if f.closeErr != nil {
+		return nil, f.closeErr
+	}
+	if at, ok := f.paidAt[orderNo]; ok {
+		return &lapse.ProviderPayment{TxnID: "txn-" + orderNo, OrderNo: orderNo, Status: lapse.ProviderPaid, Amount: 1000,
+			Currency: "CNY", Merchant: "m-1", PaidAt: at}, nil
+	}
 	return &lapse.ProviderPayment{OrderNo: orderNo, Status: lapse.ProviderClosed}, nil
 }
 
@@ -370,3 +384,94 @@ func TestPaymentCallbacksRaceDeadline(t *testing.T) {
 	})
 }
 
+func TestPaymentIntentGrace(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		prov := &fakeProvider{paidAt: map[string]time.Time{}}
+		e := paymentEngine(t, open(), clk, prov)
+		c := engine.NewClaimer(e, engine.ClaimerConfig{})
+		ctx := ctxT(t)
+		grace := flows.CheckoutGrace
+
+		// Refusals first: nothing is written.
+		a := create(t, e, checkout("IN-1", time.Minute))
+		if _, err := e.StartPayment(ctx, "IN-1", "nope", app); lapse.ErrorCode(err) != lapse.EINVALID {
+			t.Errorf("StartPayment with an unknown provider = %v, want invalid", err)
+		}
+		// In time: the deadline moves by the grace, once.
+		clk.Advance(30 * time.Second)
+		o, err := e.StartPayment(ctx, "IN-1", "sandbox", app)
+		if err != nil || o.IntentAt == nil || !o.IntentAt.Equal(clk.Now()) || o.IntentProvider != "sandbox" || !o.DeadlineAt.Equal(a.DeadlineAt.Add(grace)) {
+			t.Fatalf("StartPayment = %+v, %v", o, err)
+		}
+		again, err := e.StartPayment(ctx, "IN-1", "sandbox", app)
+		if err != nil || again.Version != o.Version || !again.DeadlineAt.Equal(*o.DeadlineAt) {
+			t.Errorf("StartPayment again = %+v, %v; want the order unchanged", again, err)
+		}
+		b := create(t, e, checkout("IN-2", time.Minute))
+		clk.Advance(2 * time.Minute) // IN-2's deadline passed; IN-1 is in its grace
+		if _, err := e.StartPayment(ctx, "IN-2", "sandbox", app); lapse.ErrorCode(err) != lapse.ECONFLICT {
+			t.Errorf("StartPayment after the deadline = %v, want conflict", err)
+		}
+		if got, _ := e.Order(ctx, "IN-2"); got.IntentAt != nil || !got.DeadlineAt.Equal(*b.DeadlineAt) {
+			t.Errorf("a refused intent changed IN-2: %+v", got)
+		}
+		// A payment made within the grace is applied, not refunded.
+		paidAt := a.DeadlineAt.Add(grace / 2)
+		pay, err := e.ApplyPayment(ctx, paid(a, "txn-in1", paidAt))
+		if err != nil || pay.Status != lapse.PaymentApplied {
+			t.Errorf("payment within the grace = %+v, %v; want applied", pay, err)
+		}
+		if n, err := c.RunOnce(ctx); err != nil || n != 1 {
+			t.Errorf("RunOnce = %d, %v; want IN-2 closed", n, err)
+		}
+
+		// The closer asks the provider before closing an order with an
+		// intent: paid there → PAID; closed unpaid → CLOSED; no answer →
+		// still open, asked again later.
+		for _, no := range []string{"IN-3", "IN-4", "IN-5"} {
+			create(t, e, checkout(no, time.Minute))
+			if _, err := e.StartPayment(ctx, no, "sandbox", app); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.Advance(time.Minute + grace/2)
+		prov.mu.Lock()
+		prov.paidAt["IN-3"] = clk.Now() // paid at the provider; its callback never came
+		prov.mu.Unlock()
+		clk.Advance(grace)
+		prov.mu.Lock()
+		prov.closeErr = errors.New("gateway timeout")
+		prov.mu.Unlock()
+		if _, err := c.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, no := range []string{"IN-3", "IN-4", "IN-5"} {
+			got, _ := e.Order(ctx, no)
+			if got.State != flows.Unpaid || !got.DeadlineAt.Equal(clk.Now().Add(30*time.Second)) {
+				t.Errorf("%s after the provider did not answer: %s due %v; want UNPAID, asked again in 30s", no, got.State, got.DeadlineAt)
+			}
+		}
+		prov.mu.Lock()
+		prov.closeErr = nil
+		prov.mu.Unlock()
+		clk.Advance(30 * time.Second)
+		if _, err := c.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]lapse.State{"IN-3": flows.Paid, "IN-4": flows.Closed, "IN-5": flows.Closed}
+		for no, st := range want {
+			got, _ := e.Order(ctx, no)
+			if got.State != st {
+				t.Errorf("%s ended %s, want %s", no, got.State, st)
+			}
+		}
+		pays, _ := e.Payments(ctx, "IN-3")
+		if len(pays) != 1 || pays[0].Status != lapse.PaymentApplied || pays[0].TxnID != "txn-IN-3" {
+			t.Errorf("IN-3 payments: %+v; want the provider's payment, applied", pays)
+		}
+		if into, _, _ := history(t, e, "IN-3"); into[flows.Closed] != 0 {
+			t.Errorf("IN-3 was closed: %v", into)
+		}
+	})
+}

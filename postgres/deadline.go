@@ -14,7 +14,8 @@ import (
 // with its outbox rows and their deliveries. It writes no log row: the state
 // does not change.
 var orderDeadlineSetSQL = `WITH o AS (
-	UPDATE orders SET deadline_at = $4, updated_at = $5, version = version + 1
+	UPDATE orders SET deadline_at = $4, updated_at = $5, version = version + 1,
+		intent_at = coalesce($13, intent_at), intent_provider = CASE WHEN $13::timestamptz IS NULL THEN intent_provider ELSE $14 END
 	WHERE id = $1 AND state = $2 AND version = $3
 	RETURNING ` + orderColumns + `
 ), x AS (
@@ -37,7 +38,7 @@ func (s *Store) OrderDeadlineSet(ctx context.Context, p *lapse.OrderDeadlineSetP
 	}
 	o, err := scanOrder(s.db.QueryRow(ctx, orderDeadlineSetSQL,
 		p.OrderID, p.FromState, p.FromVersion, p.DeadlineAt, p.At,
-		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt, ev.subEventIDs, ev.subscribers))
+		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt, ev.subEventIDs, ev.subscribers, p.IntentAt, p.IntentProvider))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, lapse.ErrStale
 	}

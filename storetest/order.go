@@ -378,6 +378,25 @@ func testOrderDeadlineSet(t *testing.T, s lapse.Store) {
 	if _, err := s.OrderDeadlineSet(ctxT(t), &lapse.OrderDeadlineSetParams{OrderID: o.ID, FromState: flows.Unpaid, FromVersion: 1, DeadlineAt: base, At: base}); !errors.Is(err, lapse.ErrStale) {
 		t.Errorf("OrderDeadlineSet at an old version = %v, want ErrStale", err)
 	}
+	if got.IntentAt != nil || got.IntentProvider != "" {
+		t.Errorf("a plain deadline change recorded an intent: %+v", got)
+	}
+
+	// With a payment intent: recorded with the move, and kept by later moves.
+	started := base.Add(2 * time.Second)
+	grace := later.Add(2 * time.Minute)
+	got, err = s.OrderDeadlineSet(ctxT(t), &lapse.OrderDeadlineSetParams{OrderID: o.ID, FromState: flows.Unpaid, FromVersion: 2,
+		DeadlineAt: grace, At: started, IntentAt: &started, IntentProvider: "sandbox"})
+	if err != nil || !timeEq(got.IntentAt, &started) || got.IntentProvider != "sandbox" || !timeEq(got.DeadlineAt, &grace) {
+		t.Fatalf("OrderDeadlineSet with an intent = %+v, %v", got, err)
+	}
+	got, err = s.OrderDeadlineSet(ctxT(t), &lapse.OrderDeadlineSetParams{OrderID: o.ID, FromState: flows.Unpaid, FromVersion: 3, DeadlineAt: later, At: started})
+	if err != nil || !timeEq(got.IntentAt, &started) || got.IntentProvider != "sandbox" {
+		t.Errorf("a later deadline change lost the intent: %+v, %v", got, err)
+	}
+	if read := mustGet(t, s, "DL-1"); !timeEq(read.IntentAt, &started) || read.IntentProvider != "sandbox" {
+		t.Errorf("OrderGet after an intent: %+v", read)
+	}
 }
 
 func testOrderClaimDue(t *testing.T, s lapse.Store) {

@@ -1,0 +1,178 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+// Time bounds of the closer's questions to a payment provider.
+const (
+	// askTimeout bounds one Close call to a provider.
+	askTimeout = 10 * time.Second
+	// askRetry is how long an order waits before the provider is asked
+	// again when it did not answer. Meanwhile its payment at the provider
+	// stays open, so the order keeps accepting it.
+	askRetry = 30 * time.Second
+)
+
+// StartPayment records that the customer of an order started paying through
+// provider. Started before the deadline, it moves the deadline later by the
+// flow's grace (with an order.deadline_changed event), so that a payment
+// made meanwhile is applied rather than refunded, and makes the closer ask
+// the provider before closing the order. Starting again returns the order
+// as it is: the grace is given once.
+//
+// Errors: EINVALID for a provider with no port or a flow that takes no
+// payments; ECONFLICT when the order's state takes no payment, its deadline
+// has passed, or it was started with another provider; ENOTFOUND.
+func (e *Engine) StartPayment(ctx context.Context, orderNo, provider string, by Actor) (*lapse.Order, error) {
+	if e.providers[provider] == nil {
+		names := make([]string, 0, len(e.providers))
+		for n := range e.providers {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return nil, lapse.FieldError("provider", "no payment provider %q is configured (configured: %s)", provider, strings.Join(names, ", "))
+	}
+	for range maxStaleRetries {
+		o, err := e.store.OrderGet(ctx, orderNo)
+		if err != nil {
+			return nil, err
+		}
+		flow, err := e.flowOf(o)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case flow.Pays == "":
+			return nil, lapse.Errorf(lapse.EINVALID, "order %s follows flow %s, which takes no payments", o.OrderNo, flow.Name)
+		case flow.Transition(o.State, flow.Pays) == nil:
+			return nil, lapse.Errorf(lapse.ECONFLICT, "order %s is %s, which takes no payment", o.OrderNo, o.State)
+		case o.IntentAt != nil && o.IntentProvider != provider:
+			return nil, lapse.Errorf(lapse.ECONFLICT, "order %s: the customer started paying through %s", o.OrderNo, o.IntentProvider)
+		case o.IntentAt != nil:
+			return o, nil
+		}
+		now := e.clock.Now()
+		if o.DeadlineAt == nil || !now.Before(*o.DeadlineAt) {
+			return nil, lapse.Errorf(lapse.ECONFLICT, "order %s: its payment window closed at %s", o.OrderNo, o.DeadlineAt.Format(time.RFC3339Nano))
+		}
+		next := o.DeadlineAt.Add(flow.Grace)
+		after := *o
+		after.DeadlineAt, after.Version, after.UpdatedAt, after.IntentAt, after.IntentProvider = &next, o.Version+1, now, &now, provider
+		evs := []lapse.OutboxEvent{lapse.NewDeadlineChangedEvent(&after, lapse.DeadlineMove{Previous: o.DeadlineAt, Next: &next,
+			FiredBy: by.FiredBy, Actor: by.Name, Reason: fmt.Sprintf("payment started through %s: grace of %v", provider, flow.Grace)})}
+		e.fanOut(o, evs)
+		moved, err := e.store.OrderDeadlineSet(ctx, &lapse.OrderDeadlineSetParams{OrderID: o.ID, FromState: o.State,
+			FromVersion: o.Version, DeadlineAt: next, At: now, Outbox: evs, IntentAt: &now, IntentProvider: provider})
+		if errors.Is(err, lapse.ErrStale) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		e.wake.notify(next)
+		e.delivered(evs)
+		return moved, nil
+	}
+	return nil, fmt.Errorf("order %s: %w", orderNo, lapse.ErrStale)
+}
+
+// asksProvider reports whether the closer must ask a provider before firing
+// o's deadline: its customer started paying, and its state takes payments.
+func (e *Engine) asksProvider(o *lapse.Order) bool {
+	if o.IntentAt == nil || o.IntentProvider == "" {
+		return false
+	}
+	f := e.flows[o.Flow]
+	return f != nil && f.Pays != "" && f.Transition(o.State, f.Pays) != nil
+}
+
+// settleIntent decides a due order whose customer started paying: it asks
+// the provider to close the payment, applies it if it was paid, and fires
+// the order's deadline otherwise. A provider that does not answer leaves the
+// payment open, so the order stays open too and is asked about again after
+// askRetry. Every move goes through the guarded paths, so another closer
+// settling the same order at the same time changes nothing.
+func (e *Engine) settleIntent(ctx context.Context, o *lapse.Order, path lapse.FiredBy) {
+	log := e.log.With("order_no", o.OrderNo, "provider", o.IntentProvider)
+	if prov := e.providers[o.IntentProvider]; prov != nil {
+		actx, cancel := context.WithTimeout(ctx, askTimeout)
+		pp, err := prov.Close(actx, o.OrderNo)
+		cancel()
+		switch {
+		case errors.Is(err, lapse.ErrProviderNotFound):
+		case err != nil:
+			log.Warn("closer: the provider did not close the payment; the order stays open", "err", err, "retry_in", askRetry)
+			e.askAgain(ctx, o, err)
+			return
+		case pp.Status == lapse.ProviderPaid:
+			raw, _ := json.Marshal(pp)
+			n := &lapse.PaymentNotice{Provider: o.IntentProvider, Kind: lapse.NoticePaid, TxnID: pp.TxnID, OrderNo: o.OrderNo,
+				Amount: pp.Amount, Currency: pp.Currency, Merchant: pp.Merchant, PaidAt: pp.PaidAt, Raw: raw}
+			if _, err := e.ApplyPayment(ctx, n); err != nil {
+				log.Error("closer: the provider reports a payment that cannot be recorded; the order stays open", "txn_id", pp.TxnID, "err", err)
+				e.askAgain(ctx, o, err)
+				return
+			}
+		}
+	} else {
+		log.Warn("closer: no port for the provider the customer started paying with; closing without asking")
+	}
+	// Not paid (or paid late, and refunded): the deadline fires as usual.
+	cur, err := e.store.OrderGet(ctx, o.OrderNo)
+	if err != nil {
+		log.Error("closer: cannot read the order", "err", err)
+		return
+	}
+	flow := e.flows[cur.Flow]
+	st := flow.State(cur.State)
+	if st == nil || st.Deadline == nil || cur.DeadlineAt == nil {
+		return // paid, or moved on otherwise
+	}
+	now := e.clock.Now()
+	p, err := flow.Plan(cur, lapse.Firing{Event: st.Deadline.Event, Now: now, FiredBy: path, Actor: "engine " + e.node,
+		Reason: "deadline passed; " + cur.IntentProvider + " closed the payment unpaid", Deadline: true})
+	if err != nil {
+		return // the deadline moved, or the order did
+	}
+	e.fanOut(cur, p.Outbox)
+	if _, err := e.store.OrderTransition(ctx, p); err != nil {
+		if !errors.Is(err, lapse.ErrStale) {
+			log.Error("closer: firing the deadline failed", "err", err)
+		}
+		return
+	}
+	e.metrics.transition(flow.Name, p)
+	e.metrics.firings.WithLabelValues(string(path)).Inc()
+	e.metrics.closeLag.WithLabelValues(flow.Name).Observe(now.Sub(*cur.DeadlineAt).Seconds())
+	e.delivered(p.Outbox)
+}
+
+// askAgain moves the deadline of an order whose provider could not settle
+// it to askRetry from now, saying why in its order.deadline_changed event.
+func (e *Engine) askAgain(ctx context.Context, o *lapse.Order, why error) {
+	now := e.clock.Now()
+	next := now.Add(askRetry)
+	after := *o
+	after.DeadlineAt, after.Version, after.UpdatedAt = &next, o.Version+1, now
+	evs := []lapse.OutboxEvent{lapse.NewDeadlineChangedEvent(&after, lapse.DeadlineMove{Previous: o.DeadlineAt, Next: &next,
+		FiredBy: lapse.FiredByPayment, Actor: "engine " + e.node,
+		Reason: fmt.Sprintf("%s could not settle the payment the customer started (%v); asking again", o.IntentProvider, lapse.ErrorMessage(why))})}
+	e.fanOut(o, evs)
+	_, err := e.store.OrderDeadlineSet(ctx, &lapse.OrderDeadlineSetParams{OrderID: o.ID, FromState: o.State, FromVersion: o.Version,
+		DeadlineAt: next, At: now, Outbox: evs})
+	if err != nil && !errors.Is(err, lapse.ErrStale) {
+		e.log.Error("closer: cannot postpone the order", "order_no", o.OrderNo, "err", err)
+		return
+	}
+	e.wake.notify(next)
+	e.delivered(evs)
+}

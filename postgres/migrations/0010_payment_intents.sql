@@ -1,0 +1,6 @@
+-- A payment intent: when the customer started paying, and through which
+-- provider. Set once, by the payment-intent path, with the deadline moved
+-- by the flow's grace in the same statement; the closer reads it to ask the
+-- provider before closing.
+ALTER TABLE orders ADD COLUMN intent_at timestamptz;
+ALTER TABLE orders ADD COLUMN intent_provider text NOT NULL DEFAULT '';
