@@ -18,6 +18,7 @@ var RequestBodies = map[string]any{
 	"DeadlineChange": deadlineRequest{},
 	"StockSet":       stockRequest{},
 	"CouponCreate":   couponRequest{},
+	"PaymentIntent":  intentRequest{},
 }
 
 // ResponseBodies maps the OpenAPI schema name of each response view to its

@@ -118,6 +118,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	}
 	types["CouponMove"] = lapse.CouponMove{}
 	types["Review"] = lapse.Review{}
+	types["Payment"] = lapse.Payment{}
 	for name, v := range lapsehttp.RequestBodies {
 		types[name] = v
 	}

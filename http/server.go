@@ -42,6 +42,9 @@ type Config struct {
 	// MaxBodyBytes bounds a request body; a larger one is refused with 400.
 	// Zero or negative: DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// Callbacks verify payment providers' callbacks, by provider name as in
+	// POST /v1/payments/{provider}/callback.
+	Callbacks map[string]lapse.PaymentCallback
 }
 
 // Server serves the Lapse HTTP API over an engine. It is safe for concurrent
@@ -53,6 +56,8 @@ type Server struct {
 	ready    func(context.Context) error
 	maxBody  int64
 	mux      *http.ServeMux
+
+	callbacks map[string]lapse.PaymentCallback
 }
 
 // route is one endpoint. The route table below is the only place endpoints
@@ -74,6 +79,9 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/orders/{order_no}/transitions", s.listTransitions},
 		{"GET", "/v1/orders/{order_no}/deliveries", s.listDeliveries},
 		{"POST", "/v1/deliveries/{id}/retry", s.retryDelivery},
+		{"POST", "/v1/orders/{order_no}/payment-intents", s.startPayment},
+		{"GET", "/v1/orders/{order_no}/payments", s.listPayments},
+		{"POST", "/v1/payments/{provider}/callback", s.paymentCallback},
 		{"GET", "/v1/reviews", s.listReviews},
 		{"PUT", "/v1/stock/{sku}", s.putStock},
 		{"GET", "/v1/stock/{sku}", s.getStock},
@@ -95,6 +103,8 @@ func NewServer(e *engine.Engine, cfg Config) *Server {
 		ready:    cfg.Ready,
 		maxBody:  cfg.MaxBodyBytes,
 		mux:      http.NewServeMux(),
+
+		callbacks: cfg.Callbacks,
 	}
 	if s.log == nil {
 		s.log = slog.Default()

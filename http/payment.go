@@ -1,0 +1,101 @@
+package http
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/lapsehq/lapse"
+)
+
+// intentRequest is the body of POST /v1/orders/{order_no}/payment-intents.
+type intentRequest struct {
+	Provider *string `json:"provider"`
+}
+
+func (s *Server) startPayment(w http.ResponseWriter, r *http.Request) {
+	var req intentRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	if req.Provider == nil || *req.Provider == "" {
+		s.error(w, r, lapse.FieldError("provider", "is required"))
+		return
+	}
+	o, err := s.engine.StartPayment(r.Context(), r.PathValue("order_no"), *req.Provider, apiActor)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, o)
+}
+
+func (s *Server) listPayments(w http.ResponseWriter, r *http.Request) {
+	ps, err := s.engine.Payments(r.Context(), r.PathValue("order_no"))
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	if ps == nil {
+		ps = []*lapse.Payment{}
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"payments": ps})
+}
+
+// paymentCallback verifies a provider's callback by the provider's own
+// scheme, applies what it reports, and answers in the provider's format:
+// a success only once the payment is recorded, so that the provider calls
+// again after any failure. Every refusal is logged with its reason; none
+// changes anything.
+func (s *Server) paymentCallback(w http.ResponseWriter, r *http.Request) {
+	provider := r.PathValue("provider")
+	cb := s.callbacks[provider]
+	if cb == nil {
+		names := make([]string, 0, len(s.callbacks))
+		for n := range s.callbacks {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		s.error(w, r, lapse.Errorf(lapse.ENOTFOUND, "no payment provider %q takes callbacks here (configured: %s)", provider, strings.Join(names, ", ")))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		err = lapse.Errorf(lapse.EINVALID, "the callback body is larger than the limit of %d bytes", mbe.Limit)
+	case err != nil:
+		err = lapse.Errorf(lapse.EINVALID, "the callback body could not be read")
+	}
+	if err != nil {
+		s.log.Warn("payment callback refused", "provider", provider, "err", err)
+		cb.Ack(w, err)
+		return
+	}
+	n, err := cb.Verify(r.Header, body, s.engine.Clock().Now())
+	if err != nil {
+		s.log.Warn("payment callback refused", "provider", provider, "err", err)
+		cb.Ack(w, err)
+		return
+	}
+	if n == nil { // verified, about something Lapse does not act on
+		cb.Ack(w, nil)
+		return
+	}
+	p, err := s.engine.ApplyPayment(r.Context(), n)
+	if err != nil {
+		level := slog.LevelWarn
+		if lapse.ErrorCode(err) == lapse.EINTERNAL || lapse.ErrorCode(err) == lapse.EUNAVAILABLE {
+			level = slog.LevelError
+		}
+		s.log.Log(r.Context(), level, "payment callback not applied", "provider", provider, "txn_id", n.TxnID, "order_no", n.OrderNo, "err", err)
+		cb.Ack(w, err)
+		return
+	}
+	s.log.Info("payment callback applied", "provider", provider, "txn_id", p.TxnID, "order_no", p.OrderNo, "status", p.Status)
+	cb.Ack(w, nil)
+}

@@ -1,0 +1,189 @@
+package http_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/engine"
+	lapsehttp "github.com/lapsehq/lapse/http"
+	"github.com/lapsehq/lapse/payment"
+)
+
+// closedProvider is a provider port whose payments are all closed unpaid.
+type closedProvider struct{}
+
+func (closedProvider) Charge(context.Context, *lapse.ChargeRequest) (*lapse.ProviderPayment, error) {
+	return nil, lapse.ErrRefused
+}
+func (closedProvider) Refund(context.Context, *lapse.RefundRequest) (*lapse.ProviderRefund, error) {
+	return nil, lapse.ErrRefused
+}
+func (closedProvider) RefundQuery(context.Context, string) (*lapse.ProviderRefund, error) {
+	return nil, lapse.ErrProviderNotFound
+}
+func (closedProvider) Query(context.Context, string) (*lapse.ProviderPayment, error) {
+	return nil, lapse.ErrProviderNotFound
+}
+func (closedProvider) Close(_ context.Context, no string) (*lapse.ProviderPayment, error) {
+	return &lapse.ProviderPayment{OrderNo: no, Status: lapse.ProviderClosed}, nil
+}
+
+func readResponse(t *testing.T, res *http.Response) *response {
+	t.Helper()
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("read body: %v", err)
+	}
+	return &response{status: res.StatusCode, header: res.Header, body: b}
+}
+
+// decode decodes a JSON answer into v.
+func (r *response) decode(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.body, v); err != nil {
+		t.Fatalf("decode: %v; body: %s", err, r.body)
+	}
+}
+
+var callbackScheme = &payment.HMAC{Provider: "hmac", Secrets: [][]byte{[]byte("callback-secret")}}
+
+func paymentEnv(t *testing.T) *env {
+	return newEnvWith(t, options{
+		cfg: lapsehttp.Config{Callbacks: map[string]lapse.PaymentCallback{"hmac": callbackScheme}},
+		engine: func(c *engine.Config) {
+			c.Payments = engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{"hmac": closedProvider{}}}
+		},
+	})
+}
+
+// callback posts a payment callback signed at the env's clock, or at signAt.
+func (e *env) callback(body string, signAt time.Time) *response {
+	e.t.Helper()
+	req, err := http.NewRequest("POST", e.url+"/v1/payments/hmac/callback", strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(payment.SignatureHeader, callbackScheme.Sign([]byte(body), signAt))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return readResponse(e.t, res)
+}
+
+func noticeBody(orderNo, txn string, amount any, paidAt time.Time) string {
+	return fmt.Sprintf(`{"kind":"paid","txn_id":%q,"order_no":%q,"amount":%v,"currency":"CNY","merchant":"m-1","paid_at":%q}`,
+		txn, orderNo, amount, paidAt.Format(time.RFC3339Nano))
+}
+
+func TestPaymentCallback(t *testing.T) {
+	t.Parallel()
+	e := paymentEnv(t)
+	e.do("POST", "/v1/orders", `{"order_no":"CB-1","flow":"checkout","user_id":"u","amount":1999,"currency":"CNY","ttl":"15m"}`).want(t, http.StatusCreated)
+	now := e.clock.Now()
+
+	// Refusals: each is answered in the scheme's format and changes nothing.
+	good := noticeBody("CB-1", "txn-1", 1999, now)
+	refusals := []struct {
+		name   string
+		body   string
+		signAt time.Time
+		tamper bool
+		status int
+	}{
+		{"one changed byte", good, now, true, http.StatusUnauthorized},
+		{"stale timestamp", good, now.Add(-6 * time.Minute), false, http.StatusUnauthorized},
+		{"future timestamp", good, now.Add(6 * time.Minute), false, http.StatusUnauthorized},
+		{"unknown order", noticeBody("NOPE", "txn-2", 1999, now), now, false, http.StatusNotFound},
+		{"amount mismatch", noticeBody("CB-1", "txn-3", 1998, now), now, false, http.StatusConflict},
+		{"non-integer amount", noticeBody("CB-1", "txn-4", "19.99", now), now, false, http.StatusBadRequest},
+		{"duplicate key", strings.Replace(good, `"amount":1999`, `"amount":1,"amount":1999`, 1), now, false, http.StatusBadRequest},
+	}
+	for _, c := range refusals {
+		body := c.body
+		sig := callbackScheme.Sign([]byte(body), c.signAt)
+		if c.tamper {
+			body = strings.Replace(body, "1999", "1990", 1)
+		}
+		req, _ := http.NewRequest("POST", e.url+"/v1/payments/hmac/callback", strings.NewReader(body))
+		req.Header.Set(payment.SignatureHeader, sig)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := readResponse(t, res)
+		if r.status != c.status || !strings.Contains(string(r.body), `"status":"error"`) {
+			t.Errorf("%s: %d %s, want %d and an error ack", c.name, r.status, r.body, c.status)
+		}
+	}
+	var pays struct{ Payments []lapse.Payment }
+	e.do("GET", "/v1/orders/CB-1/payments", "").want(t, http.StatusOK).decode(t, &pays)
+	if len(pays.Payments) != 0 {
+		t.Fatalf("refused callbacks recorded payments: %+v", pays.Payments)
+	}
+	if !strings.Contains(e.logs.String(), "payment callback refused") {
+		t.Error("refusals were not logged")
+	}
+
+	// The same callback 50 times at once: acknowledged each time, applied once.
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			if r := e.callback(good, now); r.status != http.StatusOK || string(r.body) != `{"status":"ok"}`+"\n" {
+				t.Errorf("callback: %d %s", r.status, r.body)
+			}
+		})
+	}
+	wg.Wait()
+	var o lapse.Order
+	e.do("GET", "/v1/orders/CB-1", "").want(t, http.StatusOK).decode(t, &o)
+	var trs struct{ Transitions []lapse.TransitionRecord }
+	e.do("GET", "/v1/orders/CB-1/transitions", "").want(t, http.StatusOK).decode(t, &trs)
+	e.do("GET", "/v1/orders/CB-1/payments", "").want(t, http.StatusOK).decode(t, &pays)
+	if o.State != "PAID" || len(trs.Transitions) != 2 || len(pays.Payments) != 1 || pays.Payments[0].Status != lapse.PaymentApplied {
+		t.Errorf("after 50 replays: %s, %d transitions, payments %+v", o.State, len(trs.Transitions), pays.Payments)
+	}
+
+	// Unknown provider: a problem naming the configured ones.
+	p := e.do("POST", "/v1/payments/paypal/callback", good).want(t, http.StatusNotFound).problem(t)
+	if !strings.Contains(p.Detail, "hmac") {
+		t.Errorf("unknown provider problem: %+v", p)
+	}
+	// Oversize body: refused before verification.
+	big := `{"pad":"` + strings.Repeat("x", lapsehttp.DefaultMaxBodyBytes) + `"}`
+	if r := e.callback(big, now); r.status != http.StatusBadRequest {
+		t.Errorf("oversize callback: %d %s", r.status, r.body)
+	}
+}
+
+func TestPaymentIntentAPI(t *testing.T) {
+	t.Parallel()
+	e := paymentEnv(t)
+	e.do("POST", "/v1/orders", `{"order_no":"PI-1","flow":"checkout","user_id":"u","amount":100,"currency":"CNY","ttl":"1m"}`).want(t, http.StatusCreated)
+	for body, field := range map[string]string{`{}`: "provider", `{"provider":"nope"}`: "provider"} {
+		if p := e.do("POST", "/v1/orders/PI-1/payment-intents", body).want(t, http.StatusBadRequest).problem(t); p.Field != field {
+			t.Errorf("POST payment-intents %s: %+v", body, p)
+		}
+	}
+	var o lapse.Order
+	e.do("POST", "/v1/orders/PI-1/payment-intents", `{"provider":"hmac"}`).want(t, http.StatusOK).decode(t, &o)
+	if o.IntentAt == nil || o.IntentProvider != "hmac" || !o.DeadlineAt.Equal(start.Add(time.Minute+2*time.Minute)) {
+		t.Errorf("after payment-intents: %+v", o)
+	}
+	var raw map[string]any
+	e.do("GET", "/v1/orders/PI-1", "").want(t, http.StatusOK).decode(t, &raw)
+	if raw["intent_provider"] != "hmac" {
+		t.Errorf("GET order shows %v", raw)
+	}
+	e.do("GET", "/v1/orders/NOPE/payments", "").want(t, http.StatusNotFound)
+}
