@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -381,6 +382,13 @@ func TestPaymentCallbacksRaceDeadline(t *testing.T) {
 		if applied+refunded != n {
 			t.Errorf("captured %d = applied %d + refunded %d does not hold", n, applied, refunded)
 		}
+		rec, err := e.Reconcile(ctxT(t))
+		if err != nil || len(rec.Issues) != 0 || rec.Payments != n {
+			t.Fatalf("Reconcile = %+v, %v", rec, err)
+		}
+		if tot := rec.Totals["CNY"]; tot.Captured != int64(n)*1000 || tot.Applied != int64(applied)*1000 || tot.Refunded != int64(refunded)*1000 {
+			t.Errorf("reconciled totals %+v", tot)
+		}
 	})
 }
 
@@ -472,6 +480,49 @@ func TestPaymentIntentGrace(t *testing.T) {
 		}
 		if into, _, _ := history(t, e, "IN-3"); into[flows.Closed] != 0 {
 			t.Errorf("IN-3 was closed: %v", into)
+		}
+	})
+}
+
+// TestReconcile shows the reconciliation finding what does not add up: a
+// payment not yet refunded, and an order paid without a payment.
+func TestReconcile(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		prov := &fakeProvider{}
+		e := paymentEngine(t, open(), clk, prov)
+		ctx := ctxT(t)
+		a := create(t, e, checkout("RC-1", time.Minute))
+		if _, err := e.ApplyPayment(ctx, paid(a, "txn-1", clk.Now())); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.ApplyPayment(ctx, paid(a, "txn-2", clk.Now())); err != nil { // late: a second payment
+			t.Fatal(err)
+		}
+		create(t, e, checkout("RC-2", time.Minute))
+		if _, err := e.Fire(ctx, "RC-2", engine.Fire{Event: flows.Pay, By: app}); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := e.Reconcile(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, is := range rec.Issues {
+			got = append(got, is.OrderNo+"/"+is.TxnID+"/"+string(is.Status))
+		}
+		want := []string{"RC-1/txn-2/late", "RC-2//"}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("issues %v, want %v", got, want)
+		}
+		if tot := rec.Totals["CNY"]; tot.Captured != 2000 || tot.Applied != 1000 || tot.Open != 1000 {
+			t.Errorf("totals %+v", tot)
+		}
+		// Once the refund is made, only the order without a payment remains.
+		drain(t, engine.NewDeliverer(e, engine.DelivererConfig{}))
+		rec, _ = e.Reconcile(ctx)
+		if len(rec.Issues) != 1 || rec.Issues[0].OrderNo != "RC-2" || rec.Totals["CNY"].Refunded != 1000 {
+			t.Errorf("after the refund: %+v", rec)
 		}
 	})
 }

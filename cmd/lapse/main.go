@@ -2,6 +2,7 @@
 //
 //	lapse serve   [--db DSN] [--http ADDR] …   run the API and the deadline engine
 //	lapse migrate [--db DSN]                   apply the database migrations
+//	lapse reconcile [--db DSN]                 payments against orders; exit 1 if they differ
 //
 // DSN is a path to an SQLite file (the default, ./lapse.db) or a
 // postgres:// URL. Every flag can also be set in the environment as
@@ -24,6 +25,7 @@ const usage = `lapse runs order lifecycles with deadlines.
 Usage:
   lapse serve   [flags]   run the HTTP API and the deadline engine
   lapse migrate [flags]   apply the database migrations and exit
+  lapse reconcile [flags] check payments against orders; exit 1 when they do not add up
 
 Run "lapse <command> -h" for the flags of a command.
 `
@@ -34,6 +36,9 @@ func main() {
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "lapse:", err)
+		}
+		if errors.Is(err, errUnreconciled) {
+			os.Exit(1)
 		}
 		os.Exit(2)
 	}
@@ -49,6 +54,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, args[1:], stderr)
 	case "migrate":
 		return migrate(ctx, args[1:], stdout, stderr)
+	case "reconcile":
+		return reconcile(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+
+	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/flows"
+)
+
+// errUnreconciled makes lapse exit 1: the report found money that does not
+// add up.
+var errUnreconciled = errors.New("payments and orders do not reconcile")
+
+// reconcile prints payments against orders: per currency, what was captured
+// and where it went, then every payment that is not applied, refunded or in
+// review and every paid order without exactly one applied payment.
+func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("reconcile", stderr)
+	db := fs.String("db", defaultDB, "database: an SQLite file path or a postgres:// URL")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	s, err := openStore(ctx, *db)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	e, err := engine.New(s, flows.Builtin(), engine.Config{})
+	if err != nil {
+		return err
+	}
+	rec, err := e.Reconcile(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%d payments in %s\n", rec.Payments, redact(*db))
+	for _, cur := range slices.Sorted(maps.Keys(rec.Totals)) {
+		t := rec.Totals[cur]
+		fmt.Fprintf(stdout, "%s (minor units): captured %d = applied %d + refunded %d + in review %d + not settled %d\n",
+			cur, t.Captured, t.Applied, t.Refunded, t.Review, t.Open)
+	}
+	for _, is := range rec.Issues {
+		if is.TxnID == "" {
+			fmt.Fprintf(stdout, "order %s: %s\n", is.OrderNo, is.Problem)
+			continue
+		}
+		fmt.Fprintf(stdout, "payment %s/%s of order %s: %s\n", is.Provider, is.TxnID, is.OrderNo, is.Problem)
+	}
+	if len(rec.Issues) > 0 {
+		return fmt.Errorf("%w: %d issues", errUnreconciled, len(rec.Issues))
+	}
+	fmt.Fprintln(stdout, "every payment is applied to one paid order, refunded, or in review")
+	return nil
+}

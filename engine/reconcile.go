@@ -1,0 +1,150 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/lapsehq/lapse"
+)
+
+// Reconciliation is what Reconcile found: per currency, what was captured and
+// where it went, and every payment or order that does not add up.
+type Reconciliation struct {
+	Payments int
+	Totals   map[string]*MoneyTotals // by currency
+	Issues   []ReconcileIssue
+}
+
+// MoneyTotals sum payments of one currency by where they stand, in minor
+// units. Captured = Applied + Refunded + Review + Open; Open is money not
+// yet settled either way (late or refunding).
+type MoneyTotals struct {
+	Captured, Applied, Refunded, Review, Open int64
+}
+
+// ReconcileIssue is one payment or order that does not reconcile.
+type ReconcileIssue struct {
+	OrderNo  string
+	Provider string // empty for an order without its payment
+	TxnID    string
+	Status   lapse.PaymentStatus
+	Problem  string
+}
+
+// reconcilePage is how many payments or orders Reconcile reads at a time.
+const reconcilePage = 1000
+
+// Reconcile checks payments against orders (S3): every captured payment is
+// applied to exactly one paid order, refunded, or in review; every paid
+// order has exactly one applied payment. Payments still late or refunding
+// are reported too: their money is not settled yet.
+func (e *Engine) Reconcile(ctx context.Context) (*Reconciliation, error) {
+	rec := &Reconciliation{Totals: map[string]*MoneyTotals{}}
+	applied := map[string]int{} // order_no → applied payments
+	var after int64
+	for {
+		ps, err := e.store.PaymentList(ctx, &lapse.PaymentListParams{AfterID: after, Limit: reconcilePage})
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ps {
+			if err := e.reconcilePayment(ctx, rec, applied, p); err != nil {
+				return nil, err
+			}
+			after = p.ID
+		}
+		if len(ps) < reconcilePage {
+			break
+		}
+	}
+	for _, f := range e.Flows() {
+		for _, st := range paidStates(f) {
+			if err := e.reconcileOrders(ctx, rec, applied, f.Name, st); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return rec, nil
+}
+
+func (e *Engine) reconcilePayment(ctx context.Context, rec *Reconciliation, applied map[string]int, p *lapse.Payment) error {
+	rec.Payments++
+	t := rec.Totals[p.Currency]
+	if t == nil {
+		t = &MoneyTotals{}
+		rec.Totals[p.Currency] = t
+	}
+	t.Captured += p.Amount
+	issue := func(format string, args ...any) {
+		rec.Issues = append(rec.Issues, ReconcileIssue{OrderNo: p.OrderNo, Provider: p.Provider, TxnID: p.TxnID, Status: p.Status,
+			Problem: fmt.Sprintf(format, args...)})
+	}
+	switch p.Status {
+	case lapse.PaymentApplied:
+		t.Applied += p.Amount
+		applied[p.OrderNo]++
+		o, err := e.store.OrderGet(ctx, p.OrderNo)
+		if err != nil {
+			return err
+		}
+		f := e.flows[o.Flow]
+		if f == nil || !slices.Contains(paidStates(f), o.State) {
+			issue("applied, but order %s is %s, which is not a paid state", o.OrderNo, o.State)
+		}
+	case lapse.PaymentRefunded:
+		t.Refunded += p.Amount
+	case lapse.PaymentReview:
+		t.Review += p.Amount
+	default:
+		t.Open += p.Amount
+		issue("%s since %s: neither applied, refunded nor in review (%s)", p.Status, p.UpdatedAt.Format("2006-01-02 15:04:05Z07:00"), p.Reason)
+	}
+	return nil
+}
+
+// reconcileOrders checks that every order of flow in state has exactly one
+// applied payment.
+func (e *Engine) reconcileOrders(ctx context.Context, rec *Reconciliation, applied map[string]int, flow string, state lapse.State) error {
+	p := &lapse.OrderListParams{Flow: flow, State: state, Limit: reconcilePage}
+	for {
+		os, err := e.store.OrderList(ctx, p)
+		if err != nil {
+			return err
+		}
+		for _, o := range os {
+			if n := applied[o.OrderNo]; n != 1 {
+				rec.Issues = append(rec.Issues, ReconcileIssue{OrderNo: o.OrderNo,
+					Problem: fmt.Sprintf("order is %s with %d applied payments, want exactly 1", o.State, n)})
+			}
+		}
+		if len(os) < reconcilePage {
+			return nil
+		}
+		last := os[len(os)-1]
+		p.Before = &lapse.OrderCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+}
+
+// paidStates returns the states of f that an order reaches only by being
+// paid: the targets of its Pays transitions and every state reachable from
+// them.
+func paidStates(f *lapse.Flow) []lapse.State {
+	if f.Pays == "" {
+		return nil
+	}
+	var out []lapse.State
+	for _, t := range f.Transitions {
+		if t.Event == f.Pays && !slices.Contains(out, t.To) {
+			out = append(out, t.To)
+		}
+	}
+	for i := 0; i < len(out); i++ {
+		for _, t := range f.Transitions {
+			if t.From == out[i] && !slices.Contains(out, t.To) {
+				out = append(out, t.To)
+			}
+		}
+	}
+	return out
+}
