@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,8 +28,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		cc        engine.ClaimerConfig
 		dc        engine.DelivererConfig
 		sf        subscriberFlags
+		pf        paymentFlags
 	)
 	sf.register(fs)
+	pf.register(fs)
 	fs.DurationVar(&dc.Poll, "delivery-poll", time.Second, "longest a subscriber's delivery loop sleeps before looking for due retries")
 	fs.IntVar(&cc.Batch, "batch", 500, "due orders claimed per transaction")
 	fs.IntVar(&cc.Workers, "workers", 2, "transactions that burn down a backlog in parallel")
@@ -62,30 +65,48 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer closeSubs()
 
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	pays, err := pf.build("http://" + ln.Addr().String())
+	if err != nil {
+		return err
+	}
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	eng, err := engine.New(store, flows.Builtin(), engine.Config{Logger: log, Registerer: reg,
-		Subscriptions: subs, StockLedger: sf.stockLedger, CouponLedger: sf.couponLedger})
+	flowSet := flows.Builtin()
+	if err := pf.applyGrace(flowSet); err != nil {
+		return err
+	}
+	eng, err := engine.New(store, flowSet, engine.Config{Logger: log, Registerer: reg,
+		Subscriptions: subs, StockLedger: sf.stockLedger, CouponLedger: sf.couponLedger, Payments: pays.engine})
 	if err != nil {
 		return err
 	}
 	claimer := engine.NewClaimer(eng, cc)
 	deliverer := engine.NewDeliverer(eng, dc)
 
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
 	api := lapsehttp.NewServer(eng, lapsehttp.Config{
-		Logger:   log,
-		Gatherer: reg,
+		Logger:    log,
+		Gatherer:  reg,
+		Callbacks: pays.callbacks,
 		Ready: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
 			return store.Ping(ctx)
 		},
 	})
-	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	handler := api.Handler()
+	if pays.sandbox != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/", handler)
+		mux.Handle("/sandbox/", sandboxHandler(pays.sandbox, log))
+		handler = mux
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 
 	claimer.Start(ctx)
 	deliverer.Start(ctx)
@@ -95,7 +116,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	for _, s := range eng.Subscriptions() {
 		names = append(names, s.Name)
 	}
-	log.Info("lapse serving", "http", "http://"+ln.Addr().String(), "db", redact(*db), "flows", len(eng.Flows()), "subscribers", names)
+	var providers []string
+	for name := range pays.callbacks {
+		providers = append(providers, name)
+	}
+	slices.Sort(providers)
+	log.Info("lapse serving", "http", "http://"+ln.Addr().String(), "db", redact(*db), "flows", len(eng.Flows()), "subscribers", names,
+		"payment_callbacks", providers)
 
 	select {
 	case <-ctx.Done():
