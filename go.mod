@@ -7,6 +7,7 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/rabbitmq/amqp091-go v1.16.0
+	github.com/stripe/stripe-go/v82 v82.5.1
 	modernc.org/sqlite v1.62.0
 )
 

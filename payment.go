@@ -111,13 +111,13 @@ var ErrSignature = &Error{Code: EUNAUTHORIZED, Message: "payment callback failed
 
 // ProviderPayment is a payment as the provider sees it.
 type ProviderPayment struct {
-	TxnID    string
-	OrderNo  string
-	Status   ProviderPaymentStatus
-	Amount   int64
-	Currency string
-	Merchant string
-	PaidAt   time.Time // zero unless paid
+	TxnID    string                `json:"txn_id"`
+	OrderNo  string                `json:"order_no"`
+	Status   ProviderPaymentStatus `json:"status"`
+	Amount   int64                 `json:"amount"`
+	Currency string                `json:"currency"`
+	Merchant string                `json:"merchant"`
+	PaidAt   time.Time             `json:"paid_at"` // zero unless paid
 }
 
 // ProviderPaymentStatus is a payment's status at the provider.
@@ -153,10 +153,10 @@ type RefundRequest struct {
 
 // ProviderRefund is a refund as the provider sees it.
 type ProviderRefund struct {
-	RefundID string
-	TxnID    string
-	Amount   int64
-	Status   ProviderRefundStatus
+	RefundID string               `json:"refund_id"`
+	TxnID    string               `json:"txn_id"`
+	Amount   int64                `json:"amount"`
+	Status   ProviderRefundStatus `json:"status"`
 }
 
 // ProviderRefundStatus is a refund's status at the provider.

@@ -1,0 +1,240 @@
+package payment
+
+import (
+	"crypto/hmac"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+// StripeSignatureHeader carries the signature of a Stripe webhook event:
+//
+//	Stripe-Signature: t=1764460800,v1=5257a869…,v0=6ffbb59b…
+//
+// v1 is the lowercase hex HMAC-SHA256, under the endpoint's signing secret
+// (the whole "whsec_…" string, as bytes), of t, a '.', and the raw body.
+// While a secret is rolled Stripe sends one v1 per secret; v0 entries are a
+// legacy test scheme and never count.
+const StripeSignatureHeader = "Stripe-Signature"
+
+// Stripe verifies Stripe webhook events. payment_intent.succeeded becomes a
+// paid notice and charge.refunded a refunded one; every other event type
+// verifies and is acknowledged without a notice. The zero Tolerance is
+// DefaultTolerance, the 300 seconds Stripe's own libraries accept.
+type Stripe struct {
+	Provider  string   // the name notices carry, as in the callback URL
+	Secrets   [][]byte // every endpoint signing secret that may have signed
+	Tolerance time.Duration
+}
+
+var _ lapse.PaymentCallback = (*Stripe)(nil)
+
+// Stripe event types that Lapse acts on.
+const (
+	stripePaymentSucceeded = "payment_intent.succeeded"
+	stripeChargeRefunded   = "charge.refunded"
+)
+
+// stripeEvent is the part of a Stripe event Lapse reads. Unknown fields are
+// let through: Stripe adds fields to its objects in every API version.
+type stripeEvent struct {
+	ID      string `json:"id"`
+	Type    string `json:"type"`
+	Created int64  `json:"created"`
+	Account string `json:"account"` // the connected account, for Connect events
+	Data    struct {
+		Object json.RawMessage `json:"object"`
+	} `json:"data"`
+}
+
+type stripePaymentIntent struct {
+	ID             string            `json:"id"`
+	Object         string            `json:"object"`
+	AmountReceived int64             `json:"amount_received"`
+	Currency       string            `json:"currency"`
+	Metadata       map[string]string `json:"metadata"`
+}
+
+type stripeCharge struct {
+	ID             string            `json:"id"`
+	Object         string            `json:"object"`
+	PaymentIntent  string            `json:"payment_intent"`
+	AmountRefunded int64             `json:"amount_refunded"`
+	Currency       string            `json:"currency"`
+	Metadata       map[string]string `json:"metadata"`
+	Refunds        *struct {
+		Data []struct {
+			ID      string `json:"id"`
+			Created int64  `json:"created"`
+		} `json:"data"`
+	} `json:"refunds"`
+}
+
+// Verify checks the StripeSignatureHeader against every secret and its
+// timestamp against the tolerance (either way: Stripe's libraries only
+// refuse old ones, but a timestamp from the future is no more believable),
+// then reads the event.
+func (s *Stripe) Verify(hdr http.Header, body []byte, now time.Time) (*lapse.PaymentNotice, error) {
+	header := hdr.Get(StripeSignatureHeader)
+	if header == "" {
+		return nil, lapse.Refine(lapse.ErrSignature, "the %s header is missing", StripeSignatureHeader)
+	}
+	sec, sigs, err := parseStripeSignature(header)
+	if err != nil {
+		return nil, err
+	}
+	if err := inWindow(time.Unix(sec, 0), now, s.tolerance()); err != nil {
+		return nil, err
+	}
+	// Stripe signs the decimal form of t, so that is what we MAC, whatever
+	// leading zeros or sign the header spelled it with.
+	ts := strconv.FormatInt(sec, 10)
+	ok := false
+	for _, secret := range s.Secrets {
+		want := mac(secret, ts, body)
+		for _, sig := range sigs {
+			ok = ok || hmac.Equal(sig, want)
+		}
+	}
+	if !ok {
+		return nil, lapse.Refine(lapse.ErrSignature, "no v1 signature in the %s header matches the body", StripeSignatureHeader)
+	}
+	var ev stripeEvent
+	if err := decodeLenient(body, &ev); err != nil {
+		return nil, lapse.Errorf(lapse.EINVALID, "the Stripe event: %v", err)
+	}
+	if ev.Type == "" {
+		return nil, lapse.Errorf(lapse.EINVALID, "the Stripe event has no type")
+	}
+	switch ev.Type {
+	case stripePaymentSucceeded:
+		return s.paid(&ev, body)
+	case stripeChargeRefunded:
+		return s.refunded(&ev, body)
+	}
+	return nil, nil
+}
+
+// parseStripeSignature returns the timestamp and the v1 signatures of a
+// StripeSignatureHeader. A header without exactly one t, or without a v1
+// that is hex, is refused: with two timestamps, which one was signed?
+func parseStripeSignature(header string) (int64, [][]byte, error) {
+	malformed := lapse.Refine(lapse.ErrSignature, "the %s header is malformed: want t=<unix seconds>,v1=<hex>", StripeSignatureHeader)
+	var ts []string
+	var sigs [][]byte
+	for part := range strings.SplitSeq(header, ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+		switch k {
+		case "t":
+			ts = append(ts, v)
+		case "v1":
+			// Like Stripe's libraries, skip a v1 that is not hex rather
+			// than fail: another v1 may still match.
+			if sig, err := hex.DecodeString(v); err == nil {
+				sigs = append(sigs, sig)
+			}
+		}
+	}
+	if len(ts) != 1 || len(sigs) == 0 {
+		return 0, nil, malformed
+	}
+	sec, err := strconv.ParseInt(ts[0], 10, 64)
+	if err != nil {
+		return 0, nil, malformed
+	}
+	return sec, sigs, nil
+}
+
+func (s *Stripe) paid(ev *stripeEvent, raw []byte) (*lapse.PaymentNotice, error) {
+	var pi stripePaymentIntent
+	if err := decodeLenient(ev.Data.Object, &pi); err != nil {
+		return nil, lapse.Errorf(lapse.EINVALID, "the Stripe event's data.object: %v", err)
+	}
+	if pi.Object != "payment_intent" {
+		return nil, lapse.Errorf(lapse.EINVALID, "a %s event carries a %q, not a payment_intent", ev.Type, pi.Object)
+	}
+	n := &lapse.PaymentNotice{Provider: s.Provider, Kind: lapse.NoticePaid, TxnID: pi.ID, OrderNo: pi.Metadata["order_no"],
+		Amount: pi.AmountReceived, Currency: strings.ToUpper(pi.Currency), Merchant: ev.Account,
+		PaidAt: time.Unix(ev.Created, 0).UTC(), Raw: raw}
+	if err := checkStripeNotice(n, ev, "amount_received"); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func (s *Stripe) refunded(ev *stripeEvent, raw []byte) (*lapse.PaymentNotice, error) {
+	var ch stripeCharge
+	if err := decodeLenient(ev.Data.Object, &ch); err != nil {
+		return nil, lapse.Errorf(lapse.EINVALID, "the Stripe event's data.object: %v", err)
+	}
+	if ch.Object != "charge" {
+		return nil, lapse.Errorf(lapse.EINVALID, "a %s event carries a %q, not a charge", ev.Type, ch.Object)
+	}
+	// Since API version 2022-11-15 a charge no longer embeds its refunds,
+	// so the charge id stands in for the refund's: one refund notice per
+	// charge, for the amount refunded so far.
+	refundID, at := ch.ID, ev.Created
+	if ch.Refunds != nil {
+		latest := int64(-1)
+		for _, r := range ch.Refunds.Data {
+			if r.ID != "" && r.Created > latest {
+				refundID, at, latest = r.ID, r.Created, r.Created
+			}
+		}
+	}
+	n := &lapse.PaymentNotice{Provider: s.Provider, Kind: lapse.NoticeRefunded, TxnID: ch.PaymentIntent, RefundID: refundID,
+		OrderNo: ch.Metadata["order_no"], Amount: ch.AmountRefunded, Currency: strings.ToUpper(ch.Currency),
+		Merchant: ev.Account, PaidAt: time.Unix(at, 0).UTC(), Raw: raw}
+	if err := checkStripeNotice(n, ev, "amount_refunded"); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// checkStripeNotice refuses a notice that Lapse could not act on, naming the
+// Stripe field it came from.
+func checkStripeNotice(n *lapse.PaymentNotice, ev *stripeEvent, amountField string) error {
+	switch {
+	case n.TxnID == "" && n.Kind == lapse.NoticePaid:
+		return lapse.Errorf(lapse.EINVALID, "data.object.id is missing from a %s event", ev.Type)
+	case n.TxnID == "":
+		return lapse.Errorf(lapse.EINVALID, "data.object.payment_intent is missing from a %s event", ev.Type)
+	case n.RefundID == "" && n.Kind == lapse.NoticeRefunded:
+		return lapse.Errorf(lapse.EINVALID, "data.object.id is missing from a %s event", ev.Type)
+	case n.OrderNo == "":
+		return lapse.Errorf(lapse.EINVALID, "data.object.metadata.order_no is missing from a %s event", ev.Type)
+	case n.Amount <= 0:
+		return lapse.Errorf(lapse.EINVALID, "data.object.%s must be a positive number of minor units", amountField)
+	case !lapse.ValidCurrency(n.Currency):
+		return lapse.Errorf(lapse.EINVALID, "data.object.currency %q is not an ISO 4217 code", n.Currency)
+	case ev.Created <= 0:
+		return lapse.Errorf(lapse.EINVALID, "the event's created time is missing")
+	}
+	return nil
+}
+
+// Ack answers 200 {"received":true} for an event handled, and otherwise a
+// status by the error's code with {"error":…}: Stripe retries any non-2xx.
+func (s *Stripe) Ack(w http.ResponseWriter, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	if err == nil {
+		w.WriteHeader(http.StatusOK)
+		w.Write([]byte(`{"received":true}` + "\n"))
+		return
+	}
+	w.WriteHeader(ackStatus(err))
+	msg, _ := json.Marshal(lapse.ErrorMessage(err))
+	w.Write([]byte(`{"error":` + string(msg) + "}\n"))
+}
+
+func (s *Stripe) tolerance() time.Duration {
+	if s.Tolerance > 0 {
+		return s.Tolerance
+	}
+	return DefaultTolerance
+}

@@ -1,0 +1,365 @@
+package payment
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/stripe/stripe-go/v82/webhook"
+)
+
+const stripeSecret = "whsec_5f1b0c2e8d7a4b3c9e6f1a2b3c4d5e6f"
+
+// stripePaymentEvent is a payment_intent.succeeded event as Stripe sends it
+// (abridged), with fields Lapse does not read left in.
+const stripePaymentEvent = `{
+  "id": "evt_3QxYz12eZvKYlo2C0abc1234",
+  "object": "event",
+  "account": "acct_1Nv0FGQ9RKHgCVdK",
+  "api_version": "2025-08-27.basil",
+  "created": 1764489540,
+  "data": {
+    "object": {
+      "id": "pi_3QxYz12eZvKYlo2C0def5678",
+      "object": "payment_intent",
+      "amount": 2000,
+      "amount_capturable": 0,
+      "amount_details": {"tip": {}},
+      "amount_received": 2000,
+      "capture_method": "automatic_async",
+      "currency": "usd",
+      "latest_charge": "ch_3QxYz12eZvKYlo2C0ghi9012",
+      "livemode": false,
+      "metadata": {"order_no": "ORD-20251130-0001", "channel": "web"},
+      "payment_method_types": ["card"],
+      "status": "succeeded"
+    }
+  },
+  "livemode": false,
+  "pending_webhooks": 1,
+  "request": {"id": "req_8Bk1nYhZ0xXyZq", "idempotency_key": "a6e5c1f0-1d5e-4c1a-9d0b-1b2c3d4e5f60"},
+  "type": "payment_intent.succeeded"
+}`
+
+// stripeRefundEvent is a charge.refunded event carrying its refunds, as
+// API versions before 2022-11-15 send it.
+const stripeRefundEvent = `{
+  "id": "evt_3QxYz12eZvKYlo2C0zzz0000",
+  "object": "event",
+  "api_version": "2022-08-01",
+  "created": 1764489590,
+  "data": {
+    "object": {
+      "id": "ch_3QxYz12eZvKYlo2C0ghi9012",
+      "object": "charge",
+      "amount": 2000,
+      "amount_captured": 2000,
+      "amount_refunded": 1500,
+      "currency": "eur",
+      "metadata": {"order_no": "ORD-20251130-0001"},
+      "payment_intent": "pi_3QxYz12eZvKYlo2C0def5678",
+      "refunded": false,
+      "refunds": {"object": "list", "data": [
+        {"id": "re_older", "object": "refund", "amount": 500, "created": 1764489000},
+        {"id": "re_newest", "object": "refund", "amount": 1000, "created": 1764489580}
+      ], "has_more": false}
+    }
+  },
+  "livemode": false,
+  "type": "charge.refunded"
+}`
+
+func stripeHeader(v string) http.Header {
+	h := http.Header{}
+	h.Set(StripeSignatureHeader, v)
+	return h
+}
+
+// stripeGoSigned signs body at t with stripe-go's own test helper.
+func stripeGoSigned(t *testing.T, body, secret string, at time.Time) http.Header {
+	t.Helper()
+	p := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: []byte(body), Secret: secret, Timestamp: at})
+	return stripeHeader(p.Header)
+}
+
+// stripeV1 is the v1 signature, computed here from Stripe's published rule
+// rather than by the code under test.
+func stripeV1(secret string, at time.Time, body string) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	fmt.Fprintf(m, "%d.%s", at.Unix(), body)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+func newStripe() *Stripe {
+	return &Stripe{Provider: "stripe", Secrets: [][]byte{[]byte(stripeSecret)}}
+}
+
+func TestStripeAcceptsStripeGoSignature(t *testing.T) {
+	t.Parallel()
+	n, err := newStripe().Verify(stripeGoSigned(t, stripePaymentEvent, stripeSecret, testNow), []byte(stripePaymentEvent), testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := lapse.PaymentNotice{Provider: "stripe", Kind: lapse.NoticePaid, TxnID: "pi_3QxYz12eZvKYlo2C0def5678",
+		OrderNo: "ORD-20251130-0001", Amount: 2000, Currency: "USD", Merchant: "acct_1Nv0FGQ9RKHgCVdK",
+		PaidAt: time.Unix(1764489540, 0).UTC()}
+	got := *n
+	got.Raw = nil
+	if !reflect.DeepEqual(got, want) || string(n.Raw) != stripePaymentEvent {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+}
+
+// TestStripeGoAcceptsOurRule: a header built here from the published rule,
+// with a v0 entry and a v1 for another secret around the right one, is one
+// stripe-go accepts, and so do we.
+func TestStripeGoAcceptsOurRule(t *testing.T) {
+	t.Parallel()
+	header := fmt.Sprintf("t=%d,v1=%s,v1=%s,v0=%s", testNow.Unix(), stripeV1("whsec_other", testNow, stripePaymentEvent),
+		stripeV1(stripeSecret, testNow, stripePaymentEvent), stripeV1(stripeSecret, testNow, stripePaymentEvent))
+	ev, err := webhook.ConstructEventWithOptions([]byte(stripePaymentEvent), header, stripeSecret,
+		webhook.ConstructEventOptions{IgnoreTolerance: true, IgnoreAPIVersionMismatch: true})
+	if err != nil {
+		t.Fatalf("stripe-go refuses our header: %v", err)
+	}
+	if ev.Type != "payment_intent.succeeded" || ev.Data.Object["id"] != "pi_3QxYz12eZvKYlo2C0def5678" {
+		t.Fatalf("stripe-go read %s %v", ev.Type, ev.Data.Object["id"])
+	}
+	if _, err := newStripe().Verify(stripeHeader(header), []byte(stripePaymentEvent), testNow); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStripeAgreesWithStripeGo: for each header and body, stripe-go and
+// Verify agree on whether the signature holds.
+func TestStripeAgreesWithStripeGo(t *testing.T) {
+	t.Parallel()
+	ts := testNow.Unix()
+	good := stripeV1(stripeSecret, testNow, stripePaymentEvent)
+	tampered := strings.Replace(stripePaymentEvent, `"amount_received": 2000`, `"amount_received": 9000`, 1)
+	for _, c := range []struct {
+		name, header, body string
+		ok                 bool
+	}{
+		{"valid", fmt.Sprintf("t=%d,v1=%s", ts, good), stripePaymentEvent, true},
+		{"tampered body", fmt.Sprintf("t=%d,v1=%s", ts, good), tampered, false},
+		{"wrong secret", fmt.Sprintf("t=%d,v1=%s", ts, stripeV1("whsec_wrong", testNow, stripePaymentEvent)), stripePaymentEvent, false},
+		{"v0 only", fmt.Sprintf("t=%d,v0=%s", ts, good), stripePaymentEvent, false},
+		{"wrong timestamp", fmt.Sprintf("t=%d,v1=%s", ts+1, good), stripePaymentEvent, false},
+		{"junk v1 then good", fmt.Sprintf("t=%d,v1=xyz,v1=%s", ts, good), stripePaymentEvent, true},
+		{"upper-case hex", fmt.Sprintf("t=%d,v1=%s", ts, strings.ToUpper(good)), stripePaymentEvent, true},
+		{"no timestamp", "v1=" + good, stripePaymentEvent, false},
+	} {
+		theirs := webhook.ValidatePayloadIgnoringTolerance([]byte(c.body), c.header, stripeSecret)
+		_, ours := newStripe().Verify(stripeHeader(c.header), []byte(c.body), testNow)
+		if (theirs == nil) != c.ok || (ours == nil) != c.ok {
+			t.Errorf("%s: stripe-go %v, Verify %v, want ok=%v", c.name, theirs, ours, c.ok)
+		}
+		if ours != nil {
+			requireCode(t, ours, lapse.EUNAUTHORIZED, "")
+		}
+	}
+}
+
+func TestStripeRotation(t *testing.T) {
+	t.Parallel()
+	oldSecret, newSecret := "whsec_old_0123456789", "whsec_new_9876543210"
+	s := &Stripe{Secrets: [][]byte{[]byte(newSecret), []byte(oldSecret)}}
+	body := []byte(stripePaymentEvent)
+	if _, err := s.Verify(stripeGoSigned(t, stripePaymentEvent, oldSecret, testNow), body, testNow); err != nil {
+		t.Fatalf("signed with the second secret: %v", err)
+	}
+	// While a secret is rolled, Stripe signs with both.
+	both := fmt.Sprintf("t=%d,v1=%s,v1=%s", testNow.Unix(), stripeV1(oldSecret, testNow, stripePaymentEvent), stripeV1(newSecret, testNow, stripePaymentEvent))
+	if _, err := (&Stripe{Secrets: [][]byte{[]byte(newSecret)}}).Verify(stripeHeader(both), body, testNow); err != nil {
+		t.Fatalf("both signatures: %v", err)
+	}
+	_, err := (&Stripe{Secrets: [][]byte{[]byte(newSecret)}}).Verify(stripeGoSigned(t, stripePaymentEvent, oldSecret, testNow), body, testNow)
+	requireCode(t, err, lapse.EUNAUTHORIZED, "matches")
+}
+
+func TestStripeTimestampWindow(t *testing.T) {
+	t.Parallel()
+	body := []byte(stripePaymentEvent)
+	for _, c := range []struct {
+		tol  time.Duration
+		sent time.Duration
+		ok   bool
+	}{
+		{0, -300 * time.Second, true},
+		{0, 300 * time.Second, true},
+		{0, -301 * time.Second, false},
+		{0, 301 * time.Second, false},
+		{time.Hour, -time.Hour, true},
+		{time.Hour, -time.Hour - time.Second, false},
+	} {
+		s := &Stripe{Secrets: [][]byte{[]byte(stripeSecret)}, Tolerance: c.tol}
+		_, err := s.Verify(stripeGoSigned(t, stripePaymentEvent, stripeSecret, testNow.Add(c.sent)), body, testNow)
+		if c.ok && err != nil {
+			t.Errorf("tolerance %v, sent %v: %v", c.tol, c.sent, err)
+		}
+		if !c.ok {
+			requireCode(t, err, lapse.EUNAUTHORIZED, "timestamp")
+		}
+	}
+}
+
+func TestStripeHeaderErrors(t *testing.T) {
+	t.Parallel()
+	body := []byte(stripePaymentEvent)
+	good := stripeV1(stripeSecret, testNow, stripePaymentEvent)
+	ts := strconv.FormatInt(testNow.Unix(), 10)
+	_, err := newStripe().Verify(http.Header{}, body, testNow)
+	requireCode(t, err, lapse.EUNAUTHORIZED, "missing")
+	// The HMAC scheme's header is not Stripe's.
+	_, err = newStripe().Verify(hmacHeader("t="+ts+",v1="+good), body, testNow)
+	requireCode(t, err, lapse.EUNAUTHORIZED, "missing")
+	v0 := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: stripeSecret, Timestamp: testNow, Scheme: "v0"})
+	for _, header := range []string{
+		"garbage",
+		"t=" + ts,
+		"v1=" + good,
+		"t=yesterday,v1=" + good,
+		"t=" + ts + ",v1=not-hex",
+		"t=" + ts + ",t=" + ts + ",v1=" + good, // which t was signed?
+		v0.Header,                              // only v1 counts
+	} {
+		_, err := newStripe().Verify(stripeHeader(header), body, testNow)
+		requireCode(t, err, lapse.EUNAUTHORIZED, "malformed")
+	}
+}
+
+func TestStripeTamperedBody(t *testing.T) {
+	t.Parallel()
+	header := stripeGoSigned(t, stripePaymentEvent, stripeSecret, testNow)
+	for i := range len(stripePaymentEvent) {
+		body := []byte(stripePaymentEvent)
+		body[i] ^= 0x20
+		_, err := newStripe().Verify(header, body, testNow)
+		requireCode(t, err, lapse.EUNAUTHORIZED, "matches")
+	}
+}
+
+func TestStripeRefund(t *testing.T) {
+	t.Parallel()
+	n, err := newStripe().Verify(stripeGoSigned(t, stripeRefundEvent, stripeSecret, testNow), []byte(stripeRefundEvent), testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Kind != lapse.NoticeRefunded || n.TxnID != "pi_3QxYz12eZvKYlo2C0def5678" || n.RefundID != "re_newest" ||
+		n.OrderNo != "ORD-20251130-0001" || n.Amount != 1500 || n.Currency != "EUR" || n.Merchant != "" ||
+		!n.PaidAt.Equal(time.Unix(1764489580, 0)) {
+		t.Fatalf("refund notice %s", brief(n))
+	}
+	// Current API versions do not embed the refunds: the charge stands in.
+	bare := stripeRefundEvent[:strings.Index(stripeRefundEvent, `,
+      "refunds"`)] + "}},\n" + `"type": "charge.refunded"}`
+	n, err = newStripe().Verify(stripeGoSigned(t, bare, stripeSecret, testNow), []byte(bare), testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.RefundID != "ch_3QxYz12eZvKYlo2C0ghi9012" || !n.PaidAt.Equal(time.Unix(1764489590, 0)) {
+		t.Fatalf("refund notice without refunds %s", brief(n))
+	}
+}
+
+// TestStripeEventErrors: events that verify but that Lapse cannot read.
+func TestStripeEventErrors(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ from, to, want string }{
+		{`"metadata": {"order_no": "ORD-20251130-0001", "channel": "web"}`, `"metadata": {"channel": "web"}`, "metadata.order_no"},
+		{`"metadata": {"order_no": "ORD-20251130-0001", "channel": "web"}`, `"metadata": {}`, "metadata.order_no"},
+		{`"amount_received": 2000`, `"amount_received": 2000.5`, "malformed"},
+		{`"amount_received": 2000`, `"amount_received": 20.00`, "malformed"},
+		{`"amount_received": 2000`, `"amount_received": "2000"`, "malformed"},
+		{`"amount_received": 2000`, `"amount_received": 0`, "amount_received"},
+		{`"amount_received": 2000`, `"amount_received": -2000`, "amount_received"},
+		{`"amount_received": 2000`, `"amount_received": 2000, "amount_received": 1`, "appears twice"},
+		{`"type": "payment_intent.succeeded"`, `"type": "payment_intent.succeeded", "type": "customer.created"`, "appears twice"},
+		{`"currency": "usd"`, `"currency": "dollars"`, "currency"},
+		{`"object": "payment_intent"`, `"object": "charge"`, "not a payment_intent"},
+		{`"id": "pi_3QxYz12eZvKYlo2C0def5678",`, ``, "data.object.id"},
+		{`"created": 1764489540,`, ``, "created"},
+		{`"type": "payment_intent.succeeded"`, `"kind": "payment_intent.succeeded"`, "no type"},
+		{`"metadata": {"order_no": "ORD-20251130-0001", "channel": "web"}`, `"metadata": {"order_no": 1}`, "malformed"},
+	} {
+		body := strings.Replace(stripePaymentEvent, c.from, c.to, 1)
+		if body == stripePaymentEvent {
+			t.Fatalf("%q is not in the event", c.from)
+		}
+		n, err := newStripe().Verify(stripeGoSigned(t, body, stripeSecret, testNow), []byte(body), testNow)
+		if n != nil {
+			t.Errorf("%s: notice for %s", c.to, n.TxnID)
+		}
+		requireCode(t, err, lapse.EINVALID, c.want)
+	}
+	for _, body := range []string{stripePaymentEvent + "{}", "null", "[]"} {
+		_, err := newStripe().Verify(stripeGoSigned(t, body, stripeSecret, testNow), []byte(body), testNow)
+		requireCode(t, err, lapse.EINVALID, "")
+	}
+	refund := strings.Replace(stripeRefundEvent, `"payment_intent": "pi_3QxYz12eZvKYlo2C0def5678"`, `"payment_intent": null`, 1)
+	_, err := newStripe().Verify(stripeGoSigned(t, refund, stripeSecret, testNow), []byte(refund), testNow)
+	requireCode(t, err, lapse.EINVALID, "payment_intent")
+}
+
+func TestStripeIgnoredEvents(t *testing.T) {
+	t.Parallel()
+	for _, typ := range []string{"customer.created", "payment_intent.payment_failed", "charge.succeeded", "charge.refund.updated"} {
+		// The object does not matter, even one Lapse could not read.
+		body := strings.Replace(stripePaymentEvent, `"payment_intent.succeeded"`, `"`+typ+`"`, 1)
+		body = strings.Replace(body, `"amount_received": 2000`, `"amount_received": 1.5`, 1)
+		n, err := newStripe().Verify(stripeGoSigned(t, body, stripeSecret, testNow), []byte(body), testNow)
+		if n != nil || err != nil {
+			t.Errorf("%s: %s, %v", typ, brief(n), err)
+		}
+	}
+	// Still only once verified.
+	body := strings.Replace(stripePaymentEvent, `"payment_intent.succeeded"`, `"customer.created"`, 1)
+	_, err := newStripe().Verify(stripeGoSigned(t, body, "whsec_wrong", testNow), []byte(body), testNow)
+	requireCode(t, err, lapse.EUNAUTHORIZED, "")
+}
+
+func TestStripeAck(t *testing.T) {
+	t.Parallel()
+	s := newStripe()
+	w := ackRecorder(s.Ack, nil)
+	if w.Code != http.StatusOK || w.Body.String() != `{"received":true}`+"\n" || w.Header().Get("Content-Type") != "application/json" {
+		t.Fatalf("ack of success: %d %q", w.Code, w.Body)
+	}
+	for _, c := range ackCases {
+		w := ackRecorder(s.Ack, c.err)
+		want := fmt.Sprintf(`{"error":%q}`+"\n", lapse.ErrorMessage(c.err))
+		if w.Code != c.status || w.Body.String() != want {
+			t.Errorf("ack of %v: %d %q, want %d %q", c.err, w.Code, w.Body, c.status, want)
+		}
+	}
+}
+
+func FuzzStripeVerify(f *testing.F) {
+	s := newStripe()
+	f.Add([]byte(stripePaymentEvent), "", true)
+	f.Add([]byte(stripeRefundEvent), "", true)
+	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: []byte(stripePaymentEvent), Secret: stripeSecret, Timestamp: testNow})
+	f.Add([]byte(stripePaymentEvent), signed.Header, false)
+	f.Add([]byte(`{"type":"charge.refunded","created":1,"data":{"object":{"object":"charge","refunds":{"data":[{"id":"","created":5}]}}}}`), "", true)
+	f.Add([]byte(`{"type":"payment_intent.succeeded","data":{"object":{"object":"payment_intent","amount_received":1e2}}}`), "", true)
+	f.Add([]byte(`{}`), "t=1764489600,v1=00,v1=,t=", false)
+	f.Fuzz(func(t *testing.T, body []byte, header string, sign bool) {
+		if sign {
+			header = fmt.Sprintf("t=%d,v1=%s", testNow.Unix(), stripeV1(stripeSecret, testNow, string(body)))
+		}
+		n, err := s.Verify(stripeHeader(header), body, testNow)
+		requireSaneNotice(t, n, err)
+		if sign && lapse.ErrorCode(err) == lapse.EUNAUTHORIZED {
+			t.Fatalf("a body signed with our secret failed verification: %v", err)
+		}
+	})
+}
