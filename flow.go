@@ -35,6 +35,9 @@ type Flow struct {
 	// guard refuses (judged at the provider's success time), is late and is
 	// refunded.
 	Pays Event
+	// Refunds names the events of the merchant refund path; zero when the
+	// flow has none.
+	Refunds RefundEvents
 	// Grace is how long past its deadline an order waits when a payment
 	// intent was started before the deadline: the customer may be paying.
 	// Before closing such an order the closer asks the provider.
@@ -247,6 +250,16 @@ func (f *Flow) Validate() error {
 	}
 	if f.Pays != "" && f.Event(f.Pays) == nil {
 		return bad("payments fire %s, which is not declared", f.Pays)
+	}
+	if r := f.Refunds; r != (RefundEvents{}) {
+		for _, ev := range []Event{r.Start, r.Done, r.Partial} {
+			if f.Event(ev) == nil {
+				return bad("refunds: event %q is not declared (refunds name start, done and partial)", ev)
+			}
+		}
+		if f.Pays == "" {
+			return bad("refunds need a flow that takes payments")
+		}
 	}
 	if f.Grace < 0 || (f.Grace > 0 && f.Pays == "") {
 		return bad("grace must be a positive duration, for a flow that takes payments")

@@ -158,6 +158,19 @@ type Store interface {
 	// nothing, when the payment is no longer in p.From; ErrPaymentNotFound.
 	PaymentUpdate(ctx context.Context, p *PaymentUpdateParams) (*Payment, error)
 
+	// OrderRefundCreate records a merchant refund (Status requested) unless
+	// one with its Key exists: then it writes nothing and returns that one
+	// with created=false.
+	OrderRefundCreate(ctx context.Context, r *OrderRefund) (ref *OrderRefund, created bool, err error)
+
+	// OrderRefundList returns the refunds of an order, oldest first.
+	OrderRefundList(ctx context.Context, orderID int64) ([]*OrderRefund, error)
+
+	// OrderRefundUpdate moves a refund from p.From to p.To. It returns the
+	// refund as updated, or ErrStale, writing nothing, when the refund is not
+	// in p.From (or does not exist).
+	OrderRefundUpdate(ctx context.Context, p *OrderRefundUpdateParams) (*OrderRefund, error)
+
 	// ReviewList returns reviews, newest first.
 	ReviewList(ctx context.Context, p *ReviewListParams) ([]*Review, error)
 

@@ -35,7 +35,8 @@ const RefundSubscriber = "refund"
 // the refund subscriber. The same provider transaction again changes nothing
 // and returns the payment as recorded.
 //
-// A refunded notice completes the refund of a late payment.
+// A refunded notice completes the refund of a late payment, or a merchant
+// refund of the order an applied payment paid.
 //
 // Errors, with nothing written: ENOTFOUND for an unknown order or (refund
 // notices) payment; ECONFLICT when amount, currency or merchant differ from
@@ -147,10 +148,8 @@ func (e *Engine) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (*la
 		switch pay.Status {
 		case lapse.PaymentLate, lapse.PaymentRefunding:
 		case lapse.PaymentApplied:
-			// A refund of a paid order is the merchant's refund path, which
-			// this notice does not complete.
-			e.log.Warn("refund notice for an applied payment left alone", "provider", n.Provider, "txn_id", n.TxnID, "refund_id", n.RefundID)
-			return pay, nil
+			// A refund of a paid order: the merchant refund path's.
+			return pay, e.orderRefundNoticed(ctx, pay, n)
 		default:
 			return pay, nil
 		}

@@ -526,3 +526,132 @@ func TestReconcile(t *testing.T) {
 		}
 	})
 }
+
+// TestRefundOrder covers merchant refunds: partial, then the rest; the
+// amount bound; idempotency keys; the refund's callback; and a refusal.
+func TestRefundOrder(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		prov := &fakeProvider{}
+		e := paymentEngine(t, open(), clk, prov)
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		ctx := ctxT(t)
+		refund := func(no string, amount int64, key string) (*lapse.OrderRefund, error) {
+			r, _, err := e.RefundOrder(ctx, no, engine.RefundRequest{Amount: amount, Reason: "damaged", Key: key, By: app})
+			return r, err
+		}
+		state := func(no string) lapse.State {
+			o, _ := e.Order(ctx, no)
+			return o.State
+		}
+		a := create(t, e, checkout("RO-1", time.Minute))
+		if _, err := refund("RO-1", 100, ""); lapse.ErrorCode(err) != lapse.ECONFLICT {
+			t.Errorf("refund of an unpaid order = %v, want conflict", err)
+		}
+		if _, err := e.ApplyPayment(ctx, paid(a, "txn-ro1", clk.Now())); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			amount int64
+			key    string
+			code   string
+		}{{0, "", lapse.EINVALID}, {-5, "", lapse.EINVALID}, {1001, "", lapse.ECONFLICT}, {10, "bad key!", lapse.EINVALID}} {
+			if _, err := refund("RO-1", c.amount, c.key); lapse.ErrorCode(err) != c.code {
+				t.Errorf("refund(%d, %q) = %v, want %s", c.amount, c.key, err, c.code)
+			}
+		}
+		if state("RO-1") != flows.Paid {
+			t.Fatalf("refusals moved RO-1 to %s", state("RO-1"))
+		}
+		// A partial refund: REFUNDING, then PAID again once the provider made it.
+		r1, err := refund("RO-1", 400, "k-1")
+		if err != nil || r1.Status != lapse.OrderRefundRequested || state("RO-1") != flows.Refunding {
+			t.Fatalf("refund 400 = %+v, %v; order %s", r1, err, state("RO-1"))
+		}
+		again, err := refund("RO-1", 400, "k-1")
+		if err != nil || again.ID != r1.ID {
+			t.Errorf("the same key again = %+v, %v; want the same refund", again, err)
+		}
+		if _, err := refund("RO-1", 300, "k-1"); lapse.ErrorCode(err) != lapse.ECONFLICT {
+			t.Errorf("the same key for another amount = %v, want conflict", err)
+		}
+		drain(t, d)
+		if state("RO-1") != flows.Paid {
+			t.Errorf("after the partial refund RO-1 is %s, want PAID", state("RO-1"))
+		}
+		// More than is left is refused; the rest is refunded, and the order ends REFUNDED.
+		if _, err := refund("RO-1", 601, ""); lapse.ErrorCode(err) != lapse.ECONFLICT {
+			t.Errorf("refund beyond what is left = %v, want conflict", err)
+		}
+		if _, err := refund("RO-1", 600, "k-2"); err != nil {
+			t.Fatal(err)
+		}
+		drain(t, d)
+		if state("RO-1") != flows.Refunded {
+			t.Errorf("after refunding all, RO-1 is %s", state("RO-1"))
+		}
+		if n, total := prov.refunded(); n != 2 || total != 1000 {
+			t.Errorf("provider made %d refunds of %d in all, want 2 of 1000", n, total)
+		}
+		rs, _ := e.OrderRefunds(ctx, "RO-1")
+		if len(rs) != 2 || rs[0].Status != lapse.OrderRefundSucceeded || rs[1].Status != lapse.OrderRefundSucceeded {
+			t.Errorf("refunds %+v", rs)
+		}
+
+		// The refund's callback can settle it before the subscriber runs.
+		b := create(t, e, checkout("RO-2", time.Minute))
+		if _, err := e.ApplyPayment(ctx, paid(b, "txn-ro2", clk.Now())); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := refund("RO-2", 1000, "k-3"); err != nil {
+			t.Fatal(err)
+		}
+		n := paid(b, "txn-ro2", clk.Now())
+		n.Kind, n.RefundID = lapse.NoticeRefunded, "k-3"
+		if _, err := e.ApplyPayment(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		if state("RO-2") != flows.Refunded {
+			t.Errorf("after the refund's callback RO-2 is %s", state("RO-2"))
+		}
+		calls := prov.calls
+		drain(t, d)
+		if prov.calls != calls {
+			t.Errorf("the subscriber asked the provider again after the callback settled the refund")
+		}
+
+		// Refused by the provider: the refund failed, and the order is paid again.
+		c := create(t, e, checkout("RO-3", time.Minute))
+		if _, err := e.ApplyPayment(ctx, paid(c, "txn-ro3", clk.Now())); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := refund("RO-3", 500, "k-4"); err != nil {
+			t.Fatal(err)
+		}
+		prov.mu.Lock()
+		prov.fail = fmt.Errorf("%w: card closed", lapse.ErrRefused)
+		prov.mu.Unlock()
+		drain(t, d)
+		rs, _ = e.OrderRefunds(ctx, "RO-3")
+		if state("RO-3") != flows.Paid || len(rs) != 1 || rs[0].Status != lapse.OrderRefundFailed {
+			t.Errorf("after a refused refund: %s, %+v", state("RO-3"), rs)
+		}
+		// A late payment whose refund is refused goes to an operator.
+		late, err := e.ApplyPayment(ctx, paid(c, "txn-ro3b", clk.Now()))
+		if err != nil || late.Status != lapse.PaymentLate {
+			t.Fatalf("second payment of RO-3 = %+v, %v", late, err)
+		}
+		drain(t, d)
+		if p, _ := e.Store().PaymentGet(ctx, "sandbox", "txn-ro3b"); p.Status != lapse.PaymentReview || p.Reason == "" {
+			t.Errorf("late payment with a refused refund: %+v", p)
+		}
+
+		rec, err := e.Reconcile(ctx)
+		if err != nil || len(rec.Issues) != 0 {
+			t.Fatalf("Reconcile = %+v, %v", rec, err)
+		}
+		if tot := rec.Totals["CNY"]; tot.Captured != 4000 || tot.Refunded != 2000 || tot.Applied != 1000 || tot.Review != 1000 {
+			t.Errorf("totals %+v", tot)
+		}
+	})
+}

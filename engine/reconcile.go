@@ -18,7 +18,8 @@ type Reconciliation struct {
 
 // MoneyTotals sum payments of one currency by where they stand, in minor
 // units. Captured = Applied + Refunded + Review + Open; Open is money not
-// yet settled either way (late or refunding).
+// yet settled either way (late or refunding). What merchant refunds gave
+// back of an applied payment counts as refunded.
 type MoneyTotals struct {
 	Captured, Applied, Refunded, Review, Open int64
 }
@@ -82,12 +83,27 @@ func (e *Engine) reconcilePayment(ctx context.Context, rec *Reconciliation, appl
 	}
 	switch p.Status {
 	case lapse.PaymentApplied:
-		t.Applied += p.Amount
 		applied[p.OrderNo]++
 		o, err := e.store.OrderGet(ctx, p.OrderNo)
 		if err != nil {
 			return err
 		}
+		// What merchant refunds gave back of it is refunded, not applied.
+		refunds, err := e.store.OrderRefundList(ctx, o.ID)
+		if err != nil {
+			return err
+		}
+		var back int64
+		for _, r := range refunds {
+			if r.PaymentID == p.ID && r.Status == lapse.OrderRefundSucceeded {
+				back += r.Amount
+			}
+		}
+		if back > p.Amount {
+			issue("merchant refunds of %d exceed the %d it captured", back, p.Amount)
+		}
+		t.Applied += p.Amount - back
+		t.Refunded += back
 		f := e.flows[o.Flow]
 		if f == nil || !slices.Contains(paidStates(f), o.State) {
 			issue("applied, but order %s is %s, which is not a paid state", o.OrderNo, o.State)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -13,9 +14,20 @@ import (
 // when some flow takes payments and some provider port is configured.
 func refundSubscriptions(flows []*lapse.Flow, e *Engine) []Subscription {
 	var names []string
+	events := []string{lapse.EventPaymentLate}
 	for _, f := range flows {
-		if f.Pays != "" {
-			names = append(names, f.Name)
+		if f.Pays == "" {
+			continue
+		}
+		names = append(names, f.Name)
+		for _, t := range f.Transitions {
+			if f.Refunds.Start != "" && t.Event == f.Refunds.Start {
+				for _, ev := range t.Emits {
+					if !slices.Contains(events, ev) {
+						events = append(events, ev)
+					}
+				}
+			}
 		}
 	}
 	if len(names) == 0 || len(e.providers) == 0 {
@@ -23,7 +35,7 @@ func refundSubscriptions(flows []*lapse.Flow, e *Engine) []Subscription {
 	}
 	return []Subscription{{
 		Name:    RefundSubscriber,
-		Events:  []string{lapse.EventPaymentLate},
+		Events:  events,
 		Flows:   names,
 		Handler: refunder{e},
 		// Money going back: keep trying for about a day before an operator
@@ -35,9 +47,10 @@ func refundSubscriptions(flows []*lapse.Flow, e *Engine) []Subscription {
 	}}
 }
 
-// refunder refunds late payments through their provider's port. The
-// idempotency key is derived from the payment, not the event, so that the
-// same payment is refunded once however often it is asked for.
+// refunder refunds late payments, and merchant refunds of paid orders,
+// through their provider's port. The idempotency key is derived from the
+// payment (or is the merchant refund's own), not the event, so that the same
+// refund is made once however often it is asked for.
 type refunder struct{ e *Engine }
 
 var _ lapse.QueryHandler = refunder{}
@@ -61,7 +74,7 @@ func (r refunder) current(ctx context.Context, d *lapse.Delivery) (*lapse.Paymen
 	}
 	prov := r.e.providers[cur.Provider]
 	if prov == nil {
-		return nil, nil, fmt.Errorf("%w: no payment provider port is configured for %s", lapse.ErrRefused, cur.Provider)
+		return cur, nil, fmt.Errorf("%w: no payment provider port is configured for %s", lapse.ErrRefused, cur.Provider)
 	}
 	return cur, prov, nil
 }
@@ -71,7 +84,13 @@ func (r refunder) current(ctx context.Context, d *lapse.Delivery) (*lapse.Paymen
 // asked about again on the retry schedule; one that never finishes dies
 // into manual review like any delivery.
 func (r refunder) Deliver(ctx context.Context, d *lapse.Delivery) error {
+	if d.EventType != lapse.EventPaymentLate {
+		return r.deliverOrderRefunds(ctx, d)
+	}
 	pay, prov, err := r.current(ctx, d)
+	if pay != nil && pay.Status == lapse.PaymentLate && errors.Is(err, lapse.ErrRefused) {
+		return r.review(ctx, pay, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -85,10 +104,40 @@ func (r refunder) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	default:
 		return nil // refunded, or an operator has it
 	}
+	if errors.Is(err, lapse.ErrRefused) {
+		return r.review(ctx, pay, err)
+	}
 	if err != nil {
 		return err
 	}
 	return r.record(ctx, pay, ref)
+}
+
+// review hands a payment that cannot be refunded (the provider refused, or
+// no port is configured for it) to an operator: the payment moves to review
+// with a payment.review event, and its delivery is done.
+func (r refunder) review(ctx context.Context, pay *lapse.Payment, why error) error {
+	e := r.e
+	o, err := e.store.OrderGet(ctx, pay.OrderNo)
+	if err != nil {
+		return err
+	}
+	now := e.clock.Now()
+	after := *pay
+	after.Status, after.Reason, after.UpdatedAt = lapse.PaymentReview, "refund refused: "+lapse.ErrorMessage(why), now
+	evs := []lapse.OutboxEvent{lapse.NewPaymentEvent(lapse.EventPaymentReview, o, &after)}
+	e.fanOut(o, evs)
+	_, err = e.store.PaymentUpdate(ctx, &lapse.PaymentUpdateParams{ID: pay.ID, From: pay.Status, To: lapse.PaymentReview,
+		Reason: after.Reason, At: now, Outbox: evs})
+	if errors.Is(err, lapse.ErrStale) {
+		return nil
+	}
+	if err == nil {
+		e.log.Warn("payment handed to an operator: its refund was refused", "order_no", pay.OrderNo, "txn_id", pay.TxnID, "err", why)
+		e.metrics.payments.WithLabelValues(pay.Provider, string(lapse.PaymentReview)).Inc()
+		e.delivered(evs)
+	}
+	return err
 }
 
 // Query asks the provider whether an attempt whose answer was lost made the
@@ -96,6 +145,9 @@ func (r refunder) Deliver(ctx context.Context, d *lapse.Delivery) error {
 // one made and still processing is recorded, and the next attempt follows
 // it up under the same key.
 func (r refunder) Query(ctx context.Context, d *lapse.Delivery) (bool, error) {
+	if d.EventType != lapse.EventPaymentLate {
+		return r.queryOrderRefunds(ctx, d)
+	}
 	pay, prov, err := r.current(ctx, d)
 	if err != nil {
 		return false, err

@@ -19,10 +19,11 @@ const (
 	// Closed: terminal. The payment window lapsed or the order was cancelled;
 	// what it held is given back.
 	Closed lapse.State = "CLOSED"
-	// Refunding: a refund was requested; the refund's confirmation moves it
-	// to REFUNDED.
+	// Refunding: a merchant refund was requested; the refund path moves it
+	// to REFUNDED once all the order captured went back, or back to PAID
+	// after a partial refund or one the provider refused.
 	Refunding lapse.State = "REFUNDING"
-	// Refunded: terminal. The money went back.
+	// Refunded: terminal. All the money went back.
 	Refunded lapse.State = "REFUNDED"
 )
 
@@ -32,7 +33,10 @@ const (
 	Timeout    lapse.Event = "TIMEOUT"     // the payment window lapsed (deadline engine only)
 	Cancel     lapse.Event = "CANCEL"      // the caller cancelled the unpaid order
 	Refund     lapse.Event = "REFUND"      // a refund of the paid order started (refund path only)
-	RefundDone lapse.Event = "REFUND_DONE" // the provider confirmed the refund (refund path only)
+	RefundDone lapse.Event = "REFUND_DONE" // the provider confirmed the refund of all it captured (refund path only)
+	// RefundPartial: the provider confirmed a partial refund, or refused
+	// one; the order is paid again (refund path only).
+	RefundPartial lapse.Event = "REFUND_PARTIAL"
 )
 
 // Events emitted by the checkout flow.
@@ -41,6 +45,9 @@ const (
 	EventOrderClosed    = "order.closed"
 	EventOrderRefunding = "order.refunding"
 	EventOrderRefunded  = "order.refunded"
+	// EventOrderRefundSettled: a partial refund (or a refused one) ended and
+	// the order is paid again.
+	EventOrderRefundSettled = "order.refund_settled"
 )
 
 // CheckoutPaymentWindow is the default time an order may stay UNPAID.
@@ -62,7 +69,7 @@ func Checkout() *lapse.Flow {
 				Doc: "waiting for payment; PAY, TIMEOUT (deadline) or CANCEL move it on"},
 			{Name: Paid, Doc: "paid; REFUND moves it on"},
 			{Name: Closed, Terminal: true, Doc: "closed unpaid, by TIMEOUT or CANCEL"},
-			{Name: Refunding, Doc: "refund under way; REFUND_DONE moves it on"},
+			{Name: Refunding, Doc: "refund under way; REFUND_DONE (all refunded) or REFUND_PARTIAL (paid again) moves it on"},
 			{Name: Refunded, Terminal: true, Doc: "refunded"},
 		},
 		Events: []lapse.EventSpec{
@@ -70,7 +77,8 @@ func Checkout() *lapse.Flow {
 			{Name: Timeout, Internal: true, Doc: "the payment window lapsed, fired by the deadline engine"},
 			{Name: Cancel, Doc: "the caller cancels an unpaid order"},
 			{Name: Refund, Internal: true, Doc: "a refund starts, through the refund path"},
-			{Name: RefundDone, Internal: true, Doc: "the provider confirmed the refund"},
+			{Name: RefundDone, Internal: true, Doc: "the provider confirmed the refund of all the order captured"},
+			{Name: RefundPartial, Internal: true, Doc: "a partial refund ended (or the provider refused it); the order is paid again"},
 		},
 		Transitions: []lapse.Transition{
 			{From: Unpaid, Event: Pay, To: Paid, Guard: lapse.BeforeDeadline, Emits: []string{EventOrderPaid}},
@@ -78,6 +86,7 @@ func Checkout() *lapse.Flow {
 			{From: Unpaid, Event: Cancel, To: Closed, Emits: []string{EventOrderClosed}},
 			{From: Paid, Event: Refund, To: Refunding, Emits: []string{EventOrderRefunding}},
 			{From: Refunding, Event: RefundDone, To: Refunded, Emits: []string{EventOrderRefunded}},
+			{From: Refunding, Event: RefundPartial, To: Paid, Emits: []string{EventOrderRefundSettled}},
 		},
 		// Creating reserves the items and locks the coupon; closing gives
 		// them back; paying uses them up.
@@ -85,6 +94,7 @@ func Checkout() *lapse.Flow {
 		ReleaseOn: []string{EventOrderClosed},
 		ConsumeOn: []string{EventOrderPaid},
 		Pays:      Pay,
+		Refunds:   lapse.RefundEvents{Start: Refund, Done: RefundDone, Partial: RefundPartial},
 		Grace:     CheckoutGrace,
 	}
 }

@@ -19,6 +19,7 @@ var RequestBodies = map[string]any{
 	"StockSet":       stockRequest{},
 	"CouponCreate":   couponRequest{},
 	"PaymentIntent":  intentRequest{},
+	"RefundRequest":  refundRequest{},
 }
 
 // ResponseBodies maps the OpenAPI schema name of each response view to its

@@ -119,6 +119,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	types["CouponMove"] = lapse.CouponMove{}
 	types["Review"] = lapse.Review{}
 	types["Payment"] = lapse.Payment{}
+	types["OrderRefund"] = lapse.OrderRefund{}
 	for name, v := range lapsehttp.RequestBodies {
 		types[name] = v
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/engine"
 )
 
 // intentRequest is the body of POST /v1/orders/{order_no}/payment-intents.
@@ -98,4 +99,46 @@ func (s *Server) paymentCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("payment callback applied", "provider", provider, "txn_id", p.TxnID, "order_no", p.OrderNo, "status", p.Status)
 	cb.Ack(w, nil)
+}
+
+// refundRequest is the body of POST /v1/orders/{order_no}/refunds; the
+// optional Idempotency-Key header makes a retry return the same refund.
+type refundRequest struct {
+	Amount *int64 `json:"amount"`
+	Reason string `json:"reason"`
+}
+
+func (s *Server) refundOrder(w http.ResponseWriter, r *http.Request) {
+	var req refundRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	if req.Amount == nil {
+		s.error(w, r, lapse.FieldError("amount", "is required"))
+		return
+	}
+	ref, created, err := s.engine.RefundOrder(r.Context(), r.PathValue("order_no"), engine.RefundRequest{
+		Amount: *req.Amount, Reason: req.Reason, Key: r.Header.Get("Idempotency-Key"), By: apiActor})
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	s.writeJSON(w, r, status, ref)
+}
+
+func (s *Server) listRefunds(w http.ResponseWriter, r *http.Request) {
+	rs, err := s.engine.OrderRefunds(r.Context(), r.PathValue("order_no"))
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	if rs == nil {
+		rs = []*lapse.OrderRefund{}
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"refunds": rs})
 }

@@ -187,3 +187,41 @@ func TestPaymentIntentAPI(t *testing.T) {
 	}
 	e.do("GET", "/v1/orders/NOPE/payments", "").want(t, http.StatusNotFound)
 }
+
+func TestRefundAPI(t *testing.T) {
+	t.Parallel()
+	e := paymentEnv(t)
+	e.do("POST", "/v1/orders", `{"order_no":"RA-1","flow":"checkout","user_id":"u","amount":1000,"currency":"CNY","ttl":"15m"}`).want(t, http.StatusCreated)
+	e.do("POST", "/v1/orders/RA-1/refunds", `{"amount":100}`).want(t, http.StatusConflict) // not paid yet
+	if r := e.callback(noticeBody("RA-1", "txn-ra", 1000, e.clock.Now()), e.clock.Now()); r.status != http.StatusOK {
+		t.Fatalf("callback: %d %s", r.status, r.body)
+	}
+	if p := e.do("POST", "/v1/orders/RA-1/refunds", `{"reason":"x"}`).want(t, http.StatusBadRequest).problem(t); p.Field != "amount" {
+		t.Errorf("refund without amount: %+v", p)
+	}
+	e.do("POST", "/v1/orders/RA-1/refunds", `{"amount":1001}`).want(t, http.StatusConflict)
+	post := func(body, key string) *response {
+		req, _ := http.NewRequest("POST", e.url+"/v1/orders/RA-1/refunds", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return readResponse(t, res)
+	}
+	var first, again lapse.OrderRefund
+	post(`{"amount":400,"reason":"broken lid"}`, "rk-1").want(t, http.StatusCreated).decode(t, &first)
+	post(`{"amount":400,"reason":"broken lid"}`, "rk-1").want(t, http.StatusOK).decode(t, &again)
+	if first.ID == 0 || again.ID != first.ID || first.Status != lapse.OrderRefundRequested || first.Key != "rk-1" || first.TxnID != "txn-ra" {
+		t.Errorf("refund %+v, replayed %+v", first, again)
+	}
+	post(`{"amount":300}`, "rk-1").want(t, http.StatusConflict)
+	var o lapse.Order
+	e.do("GET", "/v1/orders/RA-1", "").want(t, http.StatusOK).decode(t, &o)
+	var list struct{ Refunds []lapse.OrderRefund }
+	e.do("GET", "/v1/orders/RA-1/refunds", "").want(t, http.StatusOK).decode(t, &list)
+	if o.State != "REFUNDING" || len(list.Refunds) != 1 {
+		t.Errorf("after the refund request: %s, %+v", o.State, list.Refunds)
+	}
+}

@@ -81,6 +81,8 @@ func (s *Server) routes() []route {
 		{"POST", "/v1/deliveries/{id}/retry", s.retryDelivery},
 		{"POST", "/v1/orders/{order_no}/payment-intents", s.startPayment},
 		{"GET", "/v1/orders/{order_no}/payments", s.listPayments},
+		{"POST", "/v1/orders/{order_no}/refunds", s.refundOrder},
+		{"GET", "/v1/orders/{order_no}/refunds", s.listRefunds},
 		{"POST", "/v1/payments/{provider}/callback", s.paymentCallback},
 		{"GET", "/v1/reviews", s.listReviews},
 		{"PUT", "/v1/stock/{sku}", s.putStock},

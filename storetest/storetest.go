@@ -60,6 +60,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"PaymentCreateConcurrent", testPaymentCreateConcurrent},
 		{"PaymentUpdate", testPaymentUpdate},
 		{"PaymentList", testPaymentList},
+		{"OrderRefund", testOrderRefund},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -18,8 +18,9 @@ type paymentView struct {
 // TestSandboxPayments runs the payment path through `lapse serve --sandbox`:
 // a customer pays in time (PAID), pays a closed order (refunded), starts
 // paying before the deadline and pays within the grace (PAID), or starts and
-// never pays (closed after the closer asked the sandbox); then `lapse
-// reconcile` finds every payment applied or refunded.
+// never pays (closed after the closer asked the sandbox); the merchant
+// refunds an order in two parts; then `lapse reconcile` finds every payment
+// applied or refunded.
 func TestSandboxPayments(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -91,8 +92,21 @@ func TestSandboxPayments(t *testing.T) {
 		t.Errorf("paying SB-4 after the closer closed it at the sandbox = %d, want 409", code)
 	}
 
+	// The merchant refunds part of SB-1, then the rest, through the sandbox.
+	if code := call(t, "POST", p.URL+"/v1/orders/SB-1/refunds", map[string]any{"amount": 1000, "reason": "one cup broken"}, nil); code != 201 {
+		t.Fatalf("POST refunds = %d", code)
+	}
+	waitFor(t, 20*time.Second, func() bool { return state("SB-1") == "PAID" })
+	if code := call(t, "POST", p.URL+"/v1/orders/SB-1/refunds", map[string]any{"amount": 1501}, nil); code != 409 {
+		t.Errorf("refund beyond what is left = %d, want 409", code)
+	}
+	if code := call(t, "POST", p.URL+"/v1/orders/SB-1/refunds", map[string]any{"amount": 1500}, nil); code != 201 {
+		t.Fatalf("POST refunds = %d", code)
+	}
+	waitFor(t, 20*time.Second, func() bool { return state("SB-1") == "REFUNDED" })
+
 	out, err := exec.Command(lapseBin, "reconcile", "--db", filepath.Join(dir, "lapse.db")).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "CNY (minor units): captured 7500 = applied 5000 + refunded 2500 + in review 0 + not settled 0") {
+	if err != nil || !strings.Contains(string(out), "CNY (minor units): captured 7500 = applied 2500 + refunded 5000 + in review 0 + not settled 0") {
 		t.Errorf("lapse reconcile: %v\n%s", err, out)
 	}
 }

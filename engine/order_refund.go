@@ -1,0 +1,316 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/lapsehq/lapse"
+)
+
+// RefundRequest asks for a merchant refund of a paid order.
+type RefundRequest struct {
+	Amount int64  // minor units, at most what the order captured and has not refunded
+	Reason string // for the provider and the transition log
+	// Key makes the request idempotent: the same key again returns the same
+	// refund. Default: a key of Lapse's making (no idempotency across calls).
+	Key string
+	By  Actor
+}
+
+var refundKeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$`)
+
+// RefundOrder refunds part or all of what a paid order captured, through the
+// provider of the payment that paid it. The order moves PAID → REFUNDING
+// with the refund recorded in the same transaction; the refund subscriber
+// asks the provider (idempotent on the refund's key) and, once the provider
+// confirms, the order ends REFUNDED when all it captured went back, or PAID
+// again after a partial refund (or one the provider refused). Refunds never
+// exceed what was captured.
+//
+// Errors, with nothing written: EINVALID for a bad amount, reason or key, or
+// a flow without refunds; ECONFLICT when the order is not paid, has no
+// applied payment, the amount exceeds what is left, or the key was used for
+// another refund; ENOTFOUND.
+func (e *Engine) RefundOrder(ctx context.Context, orderNo string, req RefundRequest) (ref *lapse.OrderRefund, created bool, err error) {
+	switch {
+	case req.Amount <= 0:
+		return nil, false, lapse.FieldError("amount", "must be a positive number of minor units")
+	case len(req.Reason) > 500:
+		return nil, false, lapse.FieldError("reason", "must be at most 500 bytes")
+	case req.Key != "" && !refundKeyPattern.MatchString(req.Key):
+		return nil, false, lapse.FieldError("Idempotency-Key", "must be 1 to 100 letters, digits, '.', '_', ':' or '-'")
+	}
+	for range maxStaleRetries {
+		o, err := e.store.OrderGet(ctx, orderNo)
+		if err != nil {
+			return nil, false, err
+		}
+		flow, err := e.flowOf(o)
+		if err != nil {
+			return nil, false, err
+		}
+		if flow.Refunds.Start == "" {
+			return nil, false, lapse.Errorf(lapse.EINVALID, "order %s follows flow %s, which has no refunds", o.OrderNo, flow.Name)
+		}
+		refunds, err := e.store.OrderRefundList(ctx, o.ID)
+		if err != nil {
+			return nil, false, err
+		}
+		if req.Key != "" {
+			for _, r := range refunds {
+				if r.Key != req.Key {
+					continue
+				}
+				if r.Amount != req.Amount {
+					return nil, false, lapse.Refine(lapse.ErrOrderRefundExists, "refund %s of order %s is for %d, not %d", r.Key, o.OrderNo, r.Amount, req.Amount)
+				}
+				return r, false, nil
+			}
+		}
+		now := e.clock.Now()
+		p, err := flow.Plan(o, lapse.Firing{Event: flow.Refunds.Start, Now: now, FiredBy: req.By.FiredBy, Actor: req.By.Name, Reason: req.Reason})
+		if err != nil {
+			return nil, false, err
+		}
+		pays, err := e.store.PaymentList(ctx, &lapse.PaymentListParams{OrderID: o.ID, Status: lapse.PaymentApplied})
+		if err != nil {
+			return nil, false, err
+		}
+		if len(pays) != 1 {
+			return nil, false, lapse.Errorf(lapse.ECONFLICT, "order %s has %d applied payments; a refund needs the one that paid it", o.OrderNo, len(pays))
+		}
+		pay := pays[0]
+		left := pay.Amount
+		for _, r := range refunds {
+			if r.Status != lapse.OrderRefundFailed {
+				left -= r.Amount
+			}
+		}
+		if req.Amount > left {
+			return nil, false, lapse.Errorf(lapse.ECONFLICT, "a refund of %d %s exceeds the %d left of the %d order %s captured",
+				req.Amount, pay.Currency, left, pay.Amount, o.OrderNo)
+		}
+		key := req.Key
+		if key == "" {
+			key = "lapse-refund-" + lapse.NewEventID(now)
+		}
+		want := &lapse.OrderRefund{OrderID: o.ID, OrderNo: o.OrderNo, PaymentID: pay.ID, Provider: pay.Provider, TxnID: pay.TxnID,
+			Amount: req.Amount, Currency: pay.Currency, Reason: req.Reason, Key: key, Status: lapse.OrderRefundRequested, CreatedAt: now}
+		e.fanOut(o, p.Outbox)
+		var got *lapse.OrderRefund
+		err = e.store.Tx(ctx, func(tx lapse.Store) error {
+			var err error
+			got, created, err = tx.OrderRefundCreate(ctx, want)
+			if err != nil || !created {
+				return err
+			}
+			_, err = tx.OrderTransition(ctx, p)
+			return err
+		})
+		if errors.Is(err, lapse.ErrStale) {
+			continue
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		if !created {
+			if got.OrderID != o.ID || got.Amount != req.Amount {
+				return nil, false, lapse.Refine(lapse.ErrOrderRefundExists, "refund key %s is taken", key)
+			}
+			return got, false, nil
+		}
+		e.metrics.transition(flow.Name, p)
+		e.delivered(p.Outbox)
+		return got, true, nil
+	}
+	return nil, false, fmt.Errorf("order %s: %w", orderNo, lapse.ErrStale)
+}
+
+// OrderRefunds returns the merchant refunds of an order, oldest first.
+func (e *Engine) OrderRefunds(ctx context.Context, orderNo string) ([]*lapse.OrderRefund, error) {
+	o, err := e.store.OrderGet(ctx, orderNo)
+	if err != nil {
+		return nil, err
+	}
+	return e.store.OrderRefundList(ctx, o.ID)
+}
+
+// recordOrderRefund moves a requested refund as the provider's answer says.
+// A refund still processing is an error, so that it is asked about again.
+func (e *Engine) recordOrderRefund(ctx context.Context, r *lapse.OrderRefund, ref *lapse.ProviderRefund) error {
+	to := lapse.OrderRefundSucceeded
+	switch ref.Status {
+	case lapse.RefundSucceeded:
+	case lapse.RefundFailed:
+		to = lapse.OrderRefundFailed
+		e.log.Warn("the provider refused a refund; the order is paid again", "order_no", r.OrderNo, "key", r.Key, "provider", r.Provider)
+	default:
+		return fmt.Errorf("refund %s of order %s is still processing at %s", r.Key, r.OrderNo, r.Provider)
+	}
+	_, err := e.store.OrderRefundUpdate(ctx, &lapse.OrderRefundUpdateParams{ID: r.ID, From: lapse.OrderRefundRequested, To: to,
+		RefundID: ref.RefundID, At: e.clock.Now()})
+	if errors.Is(err, lapse.ErrStale) {
+		return nil // the refund's callback recorded it first
+	}
+	return err
+}
+
+// settleOrderRefund ends a refunding order once none of its refunds is
+// still requested: refunded when everything its payment captured went back,
+// paid again otherwise. It reports whether nothing is left to wait for.
+func (e *Engine) settleOrderRefund(ctx context.Context, orderNo string) (bool, error) {
+	for range maxStaleRetries {
+		o, err := e.store.OrderGet(ctx, orderNo)
+		if err != nil {
+			return false, err
+		}
+		flow, err := e.flowOf(o)
+		if err != nil {
+			return false, err
+		}
+		refunds, err := e.store.OrderRefundList(ctx, o.ID)
+		if err != nil {
+			return false, err
+		}
+		var refunded, captured int64
+		for _, r := range refunds {
+			switch r.Status {
+			case lapse.OrderRefundRequested:
+				return false, nil
+			case lapse.OrderRefundSucceeded:
+				refunded += r.Amount
+			}
+		}
+		if flow.Refunds.Start == "" || flow.Transition(o.State, flow.Refunds.Done) == nil {
+			return true, nil // not refunding (settled already)
+		}
+		pays, err := e.store.PaymentList(ctx, &lapse.PaymentListParams{OrderID: o.ID, Status: lapse.PaymentApplied})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pays {
+			captured += p.Amount
+		}
+		ev, why := flow.Refunds.Partial, fmt.Sprintf("refunded %d of %d", refunded, captured)
+		if refunded >= captured {
+			ev, why = flow.Refunds.Done, fmt.Sprintf("refunded all %d", captured)
+		}
+		p, err := flow.Plan(o, lapse.Firing{Event: ev, Now: e.clock.Now(), FiredBy: lapse.FiredByPayment, Actor: "engine " + e.node, Reason: why})
+		if err != nil {
+			return false, err
+		}
+		e.fanOut(o, p.Outbox)
+		if _, err := e.store.OrderTransition(ctx, p); errors.Is(err, lapse.ErrStale) {
+			continue
+		} else if err != nil {
+			return false, err
+		}
+		e.metrics.transition(flow.Name, p)
+		e.delivered(p.Outbox)
+		return true, nil
+	}
+	return false, fmt.Errorf("order %s: %w", orderNo, lapse.ErrStale)
+}
+
+// deliverOrderRefunds asks the provider for every refund of the order that
+// is still requested, then settles the order.
+func (r refunder) deliverOrderRefunds(ctx context.Context, d *lapse.Delivery) error {
+	e := r.e
+	o, err := e.store.OrderGet(ctx, d.OrderNo)
+	if err != nil {
+		return err
+	}
+	refunds, err := e.store.OrderRefundList(ctx, o.ID)
+	if err != nil {
+		return err
+	}
+	for _, x := range refunds {
+		if x.Status != lapse.OrderRefundRequested {
+			continue
+		}
+		prov := e.providers[x.Provider]
+		if prov == nil {
+			return fmt.Errorf("%w: no payment provider port is configured for %s", lapse.ErrRefused, x.Provider)
+		}
+		ref, err := prov.Refund(ctx, &lapse.RefundRequest{IdempotencyKey: x.Key, TxnID: x.TxnID, OrderNo: x.OrderNo,
+			Amount: x.Amount, Currency: x.Currency, Reason: x.Reason})
+		if errors.Is(err, lapse.ErrRefused) {
+			// Refused for good: the refund failed, and the order is paid again.
+			e.log.Warn("the provider refused a refund", "order_no", x.OrderNo, "key", x.Key, "err", err)
+			ref, err = &lapse.ProviderRefund{TxnID: x.TxnID, Amount: x.Amount, Status: lapse.RefundFailed}, nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := e.recordOrderRefund(ctx, x, ref); err != nil {
+			return err
+		}
+	}
+	done, err := e.settleOrderRefund(ctx, d.OrderNo)
+	if err == nil && !done {
+		return fmt.Errorf("order %s still has refunds waiting for their provider", d.OrderNo)
+	}
+	return err
+}
+
+// queryOrderRefunds asks the provider about refunds whose request may have
+// been lost, and records those it made. It reports true once none is left
+// requested; otherwise the next attempt asks again under the same keys.
+func (r refunder) queryOrderRefunds(ctx context.Context, d *lapse.Delivery) (bool, error) {
+	e := r.e
+	o, err := e.store.OrderGet(ctx, d.OrderNo)
+	if err != nil {
+		return false, err
+	}
+	refunds, err := e.store.OrderRefundList(ctx, o.ID)
+	if err != nil {
+		return false, err
+	}
+	for _, x := range refunds {
+		prov := e.providers[x.Provider]
+		if x.Status != lapse.OrderRefundRequested || prov == nil {
+			continue
+		}
+		ref, err := prov.RefundQuery(ctx, x.Key)
+		if errors.Is(err, lapse.ErrProviderNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if ref.Status == lapse.RefundProcessing {
+			return false, nil
+		}
+		if err := e.recordOrderRefund(ctx, x, ref); err != nil {
+			return false, err
+		}
+	}
+	return e.settleOrderRefund(ctx, d.OrderNo)
+}
+
+// orderRefundNoticed records a refund the provider reports done for an
+// applied payment: a merchant refund of its order, found by its key or the
+// provider's refund id.
+func (e *Engine) orderRefundNoticed(ctx context.Context, pay *lapse.Payment, n *lapse.PaymentNotice) error {
+	refunds, err := e.store.OrderRefundList(ctx, pay.OrderID)
+	if err != nil {
+		return err
+	}
+	for _, x := range refunds {
+		if x.PaymentID != pay.ID || (x.Key != n.RefundID && (x.RefundID == "" || x.RefundID != n.RefundID)) {
+			continue
+		}
+		if x.Status == lapse.OrderRefundRequested {
+			if err := e.recordOrderRefund(ctx, x, &lapse.ProviderRefund{RefundID: n.RefundID, TxnID: pay.TxnID, Amount: n.Amount,
+				Status: lapse.RefundSucceeded}); err != nil {
+				return err
+			}
+		}
+		_, err := e.settleOrderRefund(ctx, pay.OrderNo)
+		return err
+	}
+	e.log.Warn("refund notice matches no refund Lapse asked for", "provider", n.Provider, "txn_id", n.TxnID, "refund_id", n.RefundID)
+	return nil
+}
