@@ -88,11 +88,16 @@ type Transition struct {
 type Guard func(o *Order, now time.Time) error
 
 // BeforeDeadline is a Guard that allows a transition only while the order's
-// deadline has not passed. Checkout's PAY uses it: an order whose payment
-// window lapsed must not become PAID.
+// deadline (or, once its customer started paying in time, its PayBy) has
+// not passed. Checkout's PAY uses it: an order whose payment window lapsed
+// must not become PAID.
 func BeforeDeadline(o *Order, now time.Time) error {
-	if o.DeadlineAt != nil && !now.Before(*o.DeadlineAt) {
-		return Errorf(ECONFLICT, "order %s passed its deadline at %s", o.OrderNo, o.DeadlineAt.Format(time.RFC3339Nano))
+	cutoff := o.DeadlineAt
+	if o.PayBy != nil {
+		cutoff = o.PayBy
+	}
+	if cutoff != nil && !now.Before(*cutoff) {
+		return Errorf(ECONFLICT, "order %s passed its deadline at %s", o.OrderNo, cutoff.Format(time.RFC3339Nano))
 	}
 	return nil
 }

@@ -67,6 +67,11 @@ type Order struct {
 	// grace, and the closer asks the provider before closing it.
 	IntentAt       *time.Time `json:"intent_at,omitempty"`
 	IntentProvider string     `json:"intent_provider,omitempty"`
+	// PayBy, set with IntentAt, is the last moment (by the provider's clock)
+	// a payment may have been made to pay the order: the deadline plus the
+	// grace. While the closer asks the provider, DeadlineAt is when it asks
+	// again; PayBy does not move.
+	PayBy *time.Time `json:"pay_by,omitempty"`
 }
 
 // OrderCreate is a request to create an order.

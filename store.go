@@ -242,6 +242,8 @@ type OrderDeadlineSetParams struct {
 	// intent with the move (the order's IntentAt and IntentProvider).
 	IntentAt       *time.Time
 	IntentProvider string
+	// PayBy, when set, becomes the order's PayBy.
+	PayBy *time.Time
 }
 
 // OrderClaimDueParams selects due orders.

@@ -300,7 +300,14 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 		asks = asks[:0]
 		for _, o := range due {
 			if c.e.asksProvider(o) {
-				asks = append(asks, o)
+				// Leased, not fired: its provider is asked first, outside
+				// this transaction; until then no pass claims it again.
+				leased, err := tx.OrderDeadlineSet(ctx, &lapse.OrderDeadlineSetParams{OrderID: o.ID, FromState: o.State,
+					FromVersion: o.Version, DeadlineAt: now.Add(askLease), At: now})
+				if err != nil {
+					return err
+				}
+				asks = append(asks, leased)
 				continue
 			}
 			p, err := c.plan(o, now, path)

@@ -17,9 +17,13 @@ const (
 	// askTimeout bounds one Close call to a provider.
 	askTimeout = 10 * time.Second
 	// askRetry is how long an order waits before the provider is asked
-	// again when it did not answer. Meanwhile its payment at the provider
-	// stays open, so the order keeps accepting it.
+	// again when it did not answer. A payment made meanwhile is still judged
+	// against the order's PayBy.
 	askRetry = 30 * time.Second
+	// askLease is how far the closer moves the deadline of an order it is
+	// asking about, in the claim's transaction, so that no other pass or
+	// process claims it meanwhile.
+	askLease = askTimeout + 5*time.Second
 )
 
 // StartPayment records that the customer of an order started paying through
@@ -61,17 +65,21 @@ func (e *Engine) StartPayment(ctx context.Context, orderNo, provider string, by 
 			return o, nil
 		}
 		now := e.clock.Now()
-		if o.DeadlineAt == nil || !now.Before(*o.DeadlineAt) {
+		if o.DeadlineAt == nil {
+			return nil, lapse.Errorf(lapse.ECONFLICT, "order %s is %s, which has no payment window", o.OrderNo, o.State)
+		}
+		if !now.Before(*o.DeadlineAt) {
 			return nil, lapse.Errorf(lapse.ECONFLICT, "order %s: its payment window closed at %s", o.OrderNo, o.DeadlineAt.Format(time.RFC3339Nano))
 		}
 		next := o.DeadlineAt.Add(flow.Grace)
 		after := *o
 		after.DeadlineAt, after.Version, after.UpdatedAt, after.IntentAt, after.IntentProvider = &next, o.Version+1, now, &now, provider
+		after.PayBy = &next
 		evs := []lapse.OutboxEvent{lapse.NewDeadlineChangedEvent(&after, lapse.DeadlineMove{Previous: o.DeadlineAt, Next: &next,
 			FiredBy: by.FiredBy, Actor: by.Name, Reason: fmt.Sprintf("payment started through %s: grace of %v", provider, flow.Grace)})}
 		e.fanOut(o, evs)
 		moved, err := e.store.OrderDeadlineSet(ctx, &lapse.OrderDeadlineSetParams{OrderID: o.ID, FromState: o.State,
-			FromVersion: o.Version, DeadlineAt: next, At: now, Outbox: evs, IntentAt: &now, IntentProvider: provider})
+			FromVersion: o.Version, DeadlineAt: next, At: now, Outbox: evs, IntentAt: &now, IntentProvider: provider, PayBy: &next})
 		if errors.Is(err, lapse.ErrStale) {
 			continue
 		}
@@ -95,12 +103,13 @@ func (e *Engine) asksProvider(o *lapse.Order) bool {
 	return f != nil && f.Pays != "" && f.Transition(o.State, f.Pays) != nil
 }
 
-// settleIntent decides a due order whose customer started paying: it asks
-// the provider to close the payment, applies it if it was paid, and fires
-// the order's deadline otherwise. A provider that does not answer leaves the
-// payment open, so the order stays open too and is asked about again after
-// askRetry. Every move goes through the guarded paths, so another closer
-// settling the same order at the same time changes nothing.
+// settleIntent decides a due order whose customer started paying; o is the
+// order as the claim leased it (its deadline moved by askLease). It asks the
+// provider to close the payment, applies it if it was paid, and otherwise
+// fires the order's deadline event, provided nothing changed the order
+// since the lease. A provider that does not answer leaves the order open, to
+// be asked again after askRetry; a payment made meanwhile is still judged
+// against PayBy. Every move is guarded by the order's version.
 func (e *Engine) settleIntent(ctx context.Context, o *lapse.Order, path lapse.FiredBy) {
 	log := e.log.With("order_no", o.OrderNo, "provider", o.IntentProvider)
 	if prov := e.providers[o.IntentProvider]; prov != nil {
@@ -126,7 +135,9 @@ func (e *Engine) settleIntent(ctx context.Context, o *lapse.Order, path lapse.Fi
 	} else {
 		log.Warn("closer: no port for the provider the customer started paying with; closing without asking")
 	}
-	// Not paid (or paid late, and refunded): the deadline fires as usual.
+	// Not paid (or paid late, and refunded): the deadline event fires, as
+	// long as the order is as leased. A payment applied, or a deadline moved,
+	// since then changed its version; the claimer sees it again if due.
 	cur, err := e.store.OrderGet(ctx, o.OrderNo)
 	if err != nil {
 		log.Error("closer: cannot read the order", "err", err)
@@ -134,14 +145,15 @@ func (e *Engine) settleIntent(ctx context.Context, o *lapse.Order, path lapse.Fi
 	}
 	flow := e.flows[cur.Flow]
 	st := flow.State(cur.State)
-	if st == nil || st.Deadline == nil || cur.DeadlineAt == nil {
-		return // paid, or moved on otherwise
+	if cur.Version != o.Version || st == nil || st.Deadline == nil {
+		return
 	}
 	now := e.clock.Now()
 	p, err := flow.Plan(cur, lapse.Firing{Event: st.Deadline.Event, Now: now, FiredBy: path, Actor: "engine " + e.node,
-		Reason: "deadline passed; " + cur.IntentProvider + " closed the payment unpaid", Deadline: true})
+		Reason: "deadline passed; " + cur.IntentProvider + " closed the payment unpaid"})
 	if err != nil {
-		return // the deadline moved, or the order did
+		log.Error("closer: cannot fire the deadline", "err", err)
+		return
 	}
 	e.fanOut(cur, p.Outbox)
 	if _, err := e.store.OrderTransition(ctx, p); err != nil {
@@ -152,7 +164,9 @@ func (e *Engine) settleIntent(ctx context.Context, o *lapse.Order, path lapse.Fi
 	}
 	e.metrics.transition(flow.Name, p)
 	e.metrics.firings.WithLabelValues(string(path)).Inc()
-	e.metrics.closeLag.WithLabelValues(flow.Name).Observe(now.Sub(*cur.DeadlineAt).Seconds())
+	if cur.PayBy != nil {
+		e.metrics.closeLag.WithLabelValues(flow.Name).Observe(now.Sub(*cur.PayBy).Seconds())
+	}
 	e.delivered(p.Outbox)
 }
 

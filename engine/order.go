@@ -205,7 +205,8 @@ type DeadlineChange struct {
 }
 
 // SetDeadline changes the deadline of the order's current state and emits an
-// order.deadline_changed event. The new deadline must be in the future. The
+// order.deadline_changed event. For an order whose customer started paying,
+// the flow's grace is added to the new deadline, which is also its PayBy. The new deadline must be in the future. The
 // change is guarded by the order's version, so a claimer that fires the old
 // deadline and this change never both succeed: either the order is closed and
 // SetDeadline returns ECONFLICT, or it gets the new deadline and is not fired
@@ -239,14 +240,23 @@ func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChan
 		if err := e.checkDeadline(field, at, now); err != nil {
 			return nil, err
 		}
+		// The customer started paying: the new window keeps its grace.
+		var payBy *time.Time
+		if o.PayBy != nil {
+			at = at.Add(flow.Grace)
+			payBy = &at
+		}
 		after := *o
 		after.DeadlineAt, after.Version, after.UpdatedAt = &at, o.Version+1, now
+		if payBy != nil {
+			after.PayBy = payBy
+		}
 		ev := lapse.NewDeadlineChangedEvent(&after, lapse.DeadlineMove{
 			Previous: o.DeadlineAt, Next: &at, FiredBy: c.By.FiredBy, Actor: c.By.Name, Reason: c.Reason})
 		evs := []lapse.OutboxEvent{ev}
 		e.fanOut(o, evs)
 		moved, err := e.store.OrderDeadlineSet(ctx, &lapse.OrderDeadlineSetParams{
-			OrderID: o.ID, FromState: o.State, FromVersion: o.Version, DeadlineAt: at, At: now, Outbox: evs,
+			OrderID: o.ID, FromState: o.State, FromVersion: o.Version, DeadlineAt: at, At: now, Outbox: evs, PayBy: payBy,
 		})
 		if errors.Is(err, lapse.ErrStale) {
 			continue

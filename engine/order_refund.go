@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/lapsehq/lapse"
 )
@@ -41,6 +42,10 @@ func (e *Engine) RefundOrder(ctx context.Context, orderNo string, req RefundRequ
 		return nil, false, lapse.FieldError("reason", "must be at most 500 bytes")
 	case req.Key != "" && !refundKeyPattern.MatchString(req.Key):
 		return nil, false, lapse.FieldError("Idempotency-Key", "must be 1 to 100 letters, digits, '.', '_', ':' or '-'")
+	case strings.HasPrefix(req.Key, "lapse-"):
+		// Lapse's own keys (late-payment refunds) start so; a merchant key
+		// must not name one of them to the provider.
+		return nil, false, lapse.FieldError("Idempotency-Key", "must not start with lapse-, which Lapse's own refunds use")
 	}
 	for range maxStaleRetries {
 		o, err := e.store.OrderGet(ctx, orderNo)
@@ -82,6 +87,9 @@ func (e *Engine) RefundOrder(ctx context.Context, orderNo string, req RefundRequ
 			return nil, false, lapse.Errorf(lapse.ECONFLICT, "order %s has %d applied payments; a refund needs the one that paid it", o.OrderNo, len(pays))
 		}
 		pay := pays[0]
+		if e.providers[pay.Provider] == nil {
+			return nil, false, lapse.Errorf(lapse.ECONFLICT, "order %s was paid through %s, which has no provider port here to refund it", o.OrderNo, pay.Provider)
+		}
 		left := pay.Amount
 		for _, r := range refunds {
 			if r.Status != lapse.OrderRefundFailed {
@@ -147,6 +155,13 @@ func (e *Engine) recordOrderRefund(ctx context.Context, r *lapse.OrderRefund, re
 		to = lapse.OrderRefundFailed
 		e.log.Warn("the provider refused a refund; the order is paid again", "order_no", r.OrderNo, "key", r.Key, "provider", r.Provider)
 	default:
+		// Keep the provider's refund id, which its refund callback may name.
+		if ref.RefundID != "" && r.RefundID == "" {
+			if _, err := e.store.OrderRefundUpdate(ctx, &lapse.OrderRefundUpdateParams{ID: r.ID, From: lapse.OrderRefundRequested,
+				To: lapse.OrderRefundRequested, RefundID: ref.RefundID, At: e.clock.Now()}); err != nil && !errors.Is(err, lapse.ErrStale) {
+				return err
+			}
+		}
 		return fmt.Errorf("refund %s of order %s is still processing at %s", r.Key, r.OrderNo, r.Provider)
 	}
 	_, err := e.store.OrderRefundUpdate(ctx, &lapse.OrderRefundUpdateParams{ID: r.ID, From: lapse.OrderRefundRequested, To: to,
@@ -230,12 +245,12 @@ func (r refunder) deliverOrderRefunds(ctx context.Context, d *lapse.Delivery) er
 		if x.Status != lapse.OrderRefundRequested {
 			continue
 		}
-		prov := e.providers[x.Provider]
-		if prov == nil {
-			return fmt.Errorf("%w: no payment provider port is configured for %s", lapse.ErrRefused, x.Provider)
+		var ref *lapse.ProviderRefund
+		err := fmt.Errorf("%w: no payment provider port is configured for %s", lapse.ErrRefused, x.Provider)
+		if prov := e.providers[x.Provider]; prov != nil {
+			ref, err = prov.Refund(ctx, &lapse.RefundRequest{IdempotencyKey: x.Key, TxnID: x.TxnID, OrderNo: x.OrderNo,
+				Amount: x.Amount, Currency: x.Currency, Reason: x.Reason})
 		}
-		ref, err := prov.Refund(ctx, &lapse.RefundRequest{IdempotencyKey: x.Key, TxnID: x.TxnID, OrderNo: x.OrderNo,
-			Amount: x.Amount, Currency: x.Currency, Reason: x.Reason})
 		if errors.Is(err, lapse.ErrRefused) {
 			// Refused for good: the refund failed, and the order is paid again.
 			e.log.Warn("the provider refused a refund", "order_no", x.OrderNo, "key", x.Key, "err", err)

@@ -35,12 +35,16 @@ const RefundSubscriber = "refund"
 // the refund subscriber. The same provider transaction again changes nothing
 // and returns the payment as recorded.
 //
+// A payment whose amount, currency or merchant differs from its order's is
+// recorded for review (payment.review) and does not move the order: the
+// money was captured, so it must be on the books, and only an operator can
+// tell what it was for.
+//
 // A refunded notice completes the refund of a late payment, or a merchant
 // refund of the order an applied payment paid.
 //
 // Errors, with nothing written: ENOTFOUND for an unknown order or (refund
-// notices) payment; ECONFLICT when amount, currency or merchant differ from
-// the order's; EINVALID when the order's flow takes no payments.
+// notices) payment; EINVALID when the order's flow takes no payments.
 func (e *Engine) ApplyPayment(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
 	if n.Kind == lapse.NoticeRefunded {
 		return e.refundNoticed(ctx, n)
@@ -64,17 +68,17 @@ func (e *Engine) ApplyPayment(ctx context.Context, n *lapse.PaymentNotice) (*lap
 		if flow.Pays == "" {
 			return nil, lapse.Errorf(lapse.EINVALID, "order %s follows flow %s, which takes no payments", o.OrderNo, flow.Name)
 		}
-		if err := e.payMatches(o, n); err != nil {
-			return nil, err
-		}
 		now := e.clock.Now()
 		pay := &lapse.Payment{Provider: n.Provider, TxnID: n.TxnID, OrderID: o.ID, OrderNo: o.OrderNo, Amount: n.Amount,
 			Currency: n.Currency, Merchant: n.Merchant, PaidAt: n.PaidAt, Status: lapse.PaymentApplied, Raw: n.Raw,
 			CreatedAt: now, UpdatedAt: now}
+		if why := e.payMismatch(o, n); why != "" {
+			return e.recordPayment(ctx, o, pay, lapse.PaymentReview, lapse.EventPaymentReview, why)
+		}
 		p, perr := flow.Plan(o, lapse.Firing{Event: flow.Pays, Now: now, At: n.PaidAt, FiredBy: lapse.FiredByPayment,
 			Actor: n.Provider, Reason: "payment " + n.TxnID})
 		if lapse.ErrorCode(perr) == lapse.ECONFLICT {
-			return e.latePayment(ctx, o, pay, lapse.ErrorMessage(perr))
+			return e.recordPayment(ctx, o, pay, lapse.PaymentLate, lapse.EventPaymentLate, lapse.ErrorMessage(perr))
 		}
 		if perr != nil {
 			return nil, perr
@@ -106,32 +110,39 @@ func (e *Engine) ApplyPayment(ctx context.Context, n *lapse.PaymentNotice) (*lap
 	return nil, fmt.Errorf("payment %s of order %s: %w", n.TxnID, n.OrderNo, lapse.ErrStale)
 }
 
-// payMatches checks that a payment is for the order's amount, in its
-// currency, to the merchant configured for its provider.
-func (e *Engine) payMatches(o *lapse.Order, n *lapse.PaymentNotice) error {
+// payMismatch says how a payment differs from what its order asked for
+// (amount, currency, or the merchant configured for its provider), or "".
+func (e *Engine) payMismatch(o *lapse.Order, n *lapse.PaymentNotice) string {
 	if n.Amount != o.Amount || n.Currency != o.Currency {
-		return lapse.Errorf(lapse.ECONFLICT, "payment %s of %s is %d %s; order %s is %d %s",
-			n.TxnID, n.Provider, n.Amount, n.Currency, o.OrderNo, o.Amount, o.Currency)
+		return fmt.Sprintf("the payment is %d %s; order %s is %d %s", n.Amount, n.Currency, o.OrderNo, o.Amount, o.Currency)
 	}
 	if m := e.merchants[n.Provider]; m != "" && n.Merchant != m {
-		return lapse.Errorf(lapse.ECONFLICT, "payment %s of %s was made to merchant %q, not %q", n.TxnID, n.Provider, n.Merchant, m)
+		return fmt.Sprintf("the payment was made to merchant %q, not %q", n.Merchant, m)
 	}
-	return nil
+	return ""
 }
 
-// latePayment records a payment its order cannot take, with the event that
-// has it refunded, in one transaction.
-func (e *Engine) latePayment(ctx context.Context, o *lapse.Order, pay *lapse.Payment, why string) (*lapse.Payment, error) {
-	pay.Status, pay.Reason = lapse.PaymentLate, why
-	evs := []lapse.OutboxEvent{lapse.NewPaymentEvent(lapse.EventPaymentLate, o, pay)}
+// recordPayment records a payment its order cannot take, with the event
+// that acts on it, in one transaction: late (payment.late: the refund
+// subscriber refunds it) or review (payment.review: it does not match its
+// order, and an operator decides; refunding it blindly could refund the
+// wrong amount). The order does not change.
+func (e *Engine) recordPayment(ctx context.Context, o *lapse.Order, pay *lapse.Payment, st lapse.PaymentStatus, typ, why string) (*lapse.Payment, error) {
+	pay.Status, pay.Reason = st, why
+	evs := []lapse.OutboxEvent{lapse.NewPaymentEvent(typ, o, pay)}
 	e.fanOut(o, evs)
 	got, created, err := e.store.PaymentCreate(ctx, &lapse.PaymentCreateParams{Payment: pay, Outbox: evs})
 	if err != nil {
 		return nil, err
 	}
 	if created {
-		e.log.Warn("late payment recorded for refund", "order_no", o.OrderNo, "provider", pay.Provider, "txn_id", pay.TxnID, "reason", why)
-		e.metrics.payments.WithLabelValues(pay.Provider, string(lapse.PaymentLate)).Inc()
+		log := e.log.Warn
+		if st == lapse.PaymentReview {
+			log = e.log.Error
+		}
+		log("payment recorded but not applied", "order_no", o.OrderNo, "provider", pay.Provider, "txn_id", pay.TxnID,
+			"status", st, "reason", why)
+		e.metrics.payments.WithLabelValues(pay.Provider, string(st)).Inc()
 		e.delivered(evs)
 	}
 	return got, nil

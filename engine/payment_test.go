@@ -25,6 +25,7 @@ type fakeProvider struct {
 	paidAt   map[string]time.Time // orders the customer paid at the provider, by order_no
 	closeErr error                // returned by Close when set
 	closes   int
+	hold     chan struct{} // when set, Close waits for it to close
 }
 
 func (f *fakeProvider) Refund(_ context.Context, r *lapse.RefundRequest) (*lapse.ProviderRefund, error) {
@@ -69,7 +70,14 @@ func (f *fakeProvider) Query(context.Context, string) (*lapse.ProviderPayment, e
 	return nil, lapse.ErrProviderNotFound
 }
 
-func (f *fakeProvider) Close(_ context.Context, orderNo string) (*lapse.ProviderPayment, error) {
+func (f *fakeProvider) Close(ctx context.Context, orderNo string) (*lapse.ProviderPayment, error) {
+	if f.hold != nil {
+		select {
+		case <-f.hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.closes++
@@ -192,23 +200,30 @@ func TestApplyPayment(t *testing.T) {
 			t.Errorf("PA-4 is %s after a late payment", o.State)
 		}
 
-		// Bad payments: refused, nothing written.
-		bad := []struct {
-			n    *lapse.PaymentNotice
-			code string
-		}{
-			{func() *lapse.PaymentNotice { n := paid(c, "txn-x1", clk.Now()); n.OrderNo = "NOPE"; return n }(), lapse.ENOTFOUND},
-			{func() *lapse.PaymentNotice { n := paid(c, "txn-x2", clk.Now()); n.Amount++; return n }(), lapse.ECONFLICT},
-			{func() *lapse.PaymentNotice { n := paid(c, "txn-x3", clk.Now()); n.Currency = "USD"; return n }(), lapse.ECONFLICT},
-			{func() *lapse.PaymentNotice { n := paid(c, "txn-x4", clk.Now()); n.Merchant = "m-2"; return n }(), lapse.ECONFLICT},
+		// For an unknown order: refused, nothing written.
+		unknown := paid(c, "txn-x1", clk.Now())
+		unknown.OrderNo = "NOPE"
+		if _, err := e.ApplyPayment(ctx, unknown); lapse.ErrorCode(err) != lapse.ENOTFOUND {
+			t.Errorf("payment for an unknown order = %v, want not_found", err)
 		}
-		for _, b := range bad {
-			if _, err := e.ApplyPayment(ctx, b.n); lapse.ErrorCode(err) != b.code {
-				t.Errorf("ApplyPayment(%+v) = %v, want %s", b.n, err, b.code)
+		if _, err := e.Store().PaymentGet(ctx, "sandbox", "txn-x1"); !errors.Is(err, lapse.ErrPaymentNotFound) {
+			t.Errorf("a payment for an unknown order was recorded: %v", err)
+		}
+		// Not what the order asked for: recorded for an operator, the order
+		// untouched, nothing refunded blindly.
+		e2 := create(t, e, checkout("PA-5", time.Hour))
+		for _, n := range []*lapse.PaymentNotice{
+			func() *lapse.PaymentNotice { n := paid(e2, "txn-x2", clk.Now()); n.Amount++; return n }(),
+			func() *lapse.PaymentNotice { n := paid(e2, "txn-x3", clk.Now()); n.Currency = "USD"; return n }(),
+			func() *lapse.PaymentNotice { n := paid(e2, "txn-x4", clk.Now()); n.Merchant = "m-2"; return n }(),
+		} {
+			p, err := e.ApplyPayment(ctx, n)
+			if err != nil || p.Status != lapse.PaymentReview || p.Reason == "" {
+				t.Errorf("mismatched payment %s = %+v, %v; want review with a reason", n.TxnID, p, err)
 			}
-			if _, err := e.Store().PaymentGet(ctx, "sandbox", b.n.TxnID); !errors.Is(err, lapse.ErrPaymentNotFound) {
-				t.Errorf("refused payment %s was recorded: %v", b.n.TxnID, err)
-			}
+		}
+		if o, _ := e.Order(ctx, "PA-5"); o.State != flows.Unpaid {
+			t.Errorf("mismatched payments moved PA-5 to %s", o.State)
 		}
 
 		// The refund subscriber refunds each late payment once.
@@ -460,6 +475,12 @@ func TestPaymentIntentGrace(t *testing.T) {
 				t.Errorf("%s after the provider did not answer: %s due %v; want UNPAID, asked again in 30s", no, got.State, got.DeadlineAt)
 			}
 		}
+		// The provider could not close IN-5's payment, so the order stays
+		// open; a payment made now is still past its window, and is late.
+		in5, _ := e.Order(ctx, "IN-5")
+		if late, err := e.ApplyPayment(ctx, paid(in5, "txn-in5", clk.Now())); err != nil || late.Status != lapse.PaymentLate {
+			t.Errorf("a payment after the grace, while the closer retries = %+v, %v; want late", late, err)
+		}
 		prov.mu.Lock()
 		prov.closeErr = nil
 		prov.mu.Unlock()
@@ -652,6 +673,51 @@ func TestRefundOrder(t *testing.T) {
 		}
 		if tot := rec.Totals["CNY"]; tot.Captured != 4000 || tot.Refunded != 2000 || tot.Applied != 1000 || tot.Review != 1000 {
 			t.Errorf("totals %+v", tot)
+		}
+	})
+}
+
+// TestAskingDoesNotBlockClosing has more orders waiting on a slow provider
+// than a claim batch holds: while the provider hangs, an ordinary order due
+// after them still closes on time, for the closer leases the orders it asks
+// about out of the due set.
+func TestAskingDoesNotBlockClosing(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		prov := &fakeProvider{hold: make(chan struct{})}
+		f := flows.Checkout()
+		f.Grace = 500 * time.Millisecond
+		e, err := engine.New(open(), []*lapse.Flow{f}, engine.Config{Payments: engine.PaymentConfig{
+			Providers: map[string]lapse.PaymentProvider{"sandbox": prov}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := ctxT(t)
+		for i := range 12 {
+			no := orderNo("AS", i)
+			create(t, e, checkout(no, time.Second))
+			if _, err := e.StartPayment(ctx, no, "sandbox", app); err != nil {
+				t.Fatal(err)
+			}
+		}
+		create(t, e, checkout("AS-plain", 2*time.Second))
+		c := engine.NewClaimer(e, engine.ClaimerConfig{Batch: 5, MaxSleep: 50 * time.Millisecond, SweepInterval: time.Hour})
+		c.Start(context.Background())
+		defer c.Stop()
+		defer close(prov.hold) // before Stop: the asks in flight finish
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if o, _ := e.Order(ctx, "AS-plain"); o.State == flows.Closed {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("AS-plain was not closed while the provider hung")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		for i := range 12 {
+			if o, _ := e.Order(ctx, orderNo("AS", i)); o.State != flows.Unpaid {
+				t.Errorf("%s is %s while its provider had not answered", o.OrderNo, o.State)
+			}
 		}
 	})
 }

@@ -104,13 +104,13 @@ func (r refunder) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	default:
 		return nil // refunded, or an operator has it
 	}
+	if err == nil {
+		err = r.record(ctx, pay, ref)
+	}
 	if errors.Is(err, lapse.ErrRefused) {
 		return r.review(ctx, pay, err)
 	}
-	if err != nil {
-		return err
-	}
-	return r.record(ctx, pay, ref)
+	return err
 }
 
 // review hands a payment that cannot be refunded (the provider refused, or

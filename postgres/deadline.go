@@ -15,7 +15,8 @@ import (
 // does not change.
 var orderDeadlineSetSQL = `WITH o AS (
 	UPDATE orders SET deadline_at = $4, updated_at = $5, version = version + 1,
-		intent_at = coalesce($13, intent_at), intent_provider = CASE WHEN $13::timestamptz IS NULL THEN intent_provider ELSE $14 END
+		intent_at = coalesce($13, intent_at), intent_provider = CASE WHEN $13::timestamptz IS NULL THEN intent_provider ELSE $14 END,
+		pay_by = coalesce($15, pay_by)
 	WHERE id = $1 AND state = $2 AND version = $3
 	RETURNING ` + orderColumns + `
 ), x AS (
@@ -38,7 +39,7 @@ func (s *Store) OrderDeadlineSet(ctx context.Context, p *lapse.OrderDeadlineSetP
 	}
 	o, err := scanOrder(s.db.QueryRow(ctx, orderDeadlineSetSQL,
 		p.OrderID, p.FromState, p.FromVersion, p.DeadlineAt, p.At,
-		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt, ev.subEventIDs, ev.subscribers, p.IntentAt, p.IntentProvider))
+		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt, ev.subEventIDs, ev.subscribers, p.IntentAt, p.IntentProvider, p.PayBy))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, lapse.ErrStale
 	}

@@ -176,10 +176,11 @@ func (s *Store) OutboxList(ctx context.Context, orderID int64) ([]*lapse.OutboxE
 // rows, dn draws their ids in event order (PostgreSQL evaluates a volatile
 // output column after the ORDER BY), so that ids grow along every chain
 // and the newest in the table is its tail: the writes that change an order
-// are serialized by its row lock. The one writer that does not take it, a
-// finish that reports a dead delivery, may race a transition and leave two
-// deliveries after one predecessor; the two are unordered, as their writes
-// were, and nothing waits forever, for after_id always names an older row.
+// are serialized by its row lock. The writers that do not take it (a finish
+// that reports a dead delivery, a payment's record or status change) may
+// race a transition and leave two deliveries after one predecessor; the two
+// are unordered, as their writes were, and nothing waits forever, for
+// after_id always names an older row.
 func deliveriesCTE(name string, events, subs int) string {
 	return fmt.Sprintf(`dn AS MATERIALIZED (
 	SELECT nextval(pg_get_serial_sequence('deliveries', 'id')) AS id, x.id AS event_id, x.order_id, x.order_no,

@@ -46,10 +46,11 @@ func (s *Store) OrderDeadlineSet(ctx context.Context, p *lapse.OrderDeadlineSetP
 		var err error
 		o, err = scanOrder(w.tx.QueryRowContext(ctx, `UPDATE orders
 			SET deadline_at = ?1, updated_at = ?2, version = version + 1,
-				intent_at = coalesce(?6, intent_at), intent_provider = CASE WHEN ?6 IS NULL THEN intent_provider ELSE ?7 END
+				intent_at = coalesce(?6, intent_at), intent_provider = CASE WHEN ?6 IS NULL THEN intent_provider ELSE ?7 END,
+				pay_by = coalesce(?8, pay_by)
 			WHERE id = ?3 AND state = ?4 AND version = ?5
 			RETURNING `+orderCols,
-			micros(p.DeadlineAt), micros(p.At), p.OrderID, string(p.FromState), p.FromVersion, nullMicros(p.IntentAt), p.IntentProvider))
+			micros(p.DeadlineAt), micros(p.At), p.OrderID, string(p.FromState), p.FromVersion, nullMicros(p.IntentAt), p.IntentProvider, nullMicros(p.PayBy)))
 		if errors.Is(err, sql.ErrNoRows) {
 			return lapse.ErrStale
 		}

@@ -13,7 +13,7 @@ import (
 
 // orderCols are the columns scanOrder reads, in its order.
 const orderCols = `id, order_no, flow, state, deadline_at, amount, currency, user_id, items, coupon,
-	metadata, version, created_at, updated_at, closed_at, close_reason, fired_by, request_hash, intent_at, intent_provider`
+	metadata, version, created_at, updated_at, closed_at, close_reason, fired_by, request_hash, intent_at, intent_provider, pay_by`
 
 // orderInsert inserts a new order at version 1, or nothing when its order_no
 // is taken; the arguments are orderArgs.
@@ -41,18 +41,19 @@ type scanner interface{ Scan(dest ...any) error }
 // scanOrder reads a row of orderCols.
 func scanOrder(r scanner) (*lapse.Order, error) {
 	var (
-		o                        lapse.Order
-		deadline, closed, intent sql.NullInt64
-		created, updated         int64
-		items, metadata          []byte
+		o                               lapse.Order
+		deadline, closed, intent, payBy sql.NullInt64
+		created, updated                int64
+		items, metadata                 []byte
 	)
 	err := r.Scan(&o.ID, &o.OrderNo, &o.Flow, (*string)(&o.State), &deadline, &o.Amount, &o.Currency, &o.UserID,
 		&items, &o.Coupon, &metadata, &o.Version, &created, &updated, &closed, &o.CloseReason,
-		(*string)(&o.FiredBy), &o.RequestHash, &intent, &o.IntentProvider)
+		(*string)(&o.FiredBy), &o.RequestHash, &intent, &o.IntentProvider, &payBy)
 	if err != nil {
 		return nil, err
 	}
 	o.DeadlineAt, o.ClosedAt, o.IntentAt = fromNullMicros(deadline), fromNullMicros(closed), fromNullMicros(intent)
+	o.PayBy = fromNullMicros(payBy)
 	o.CreatedAt, o.UpdatedAt = fromMicros(created), fromMicros(updated)
 	if len(items) > 0 {
 		if err := json.Unmarshal(items, &o.Items); err != nil {

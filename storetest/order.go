@@ -386,15 +386,15 @@ func testOrderDeadlineSet(t *testing.T, s lapse.Store) {
 	started := base.Add(2 * time.Second)
 	grace := later.Add(2 * time.Minute)
 	got, err = s.OrderDeadlineSet(ctxT(t), &lapse.OrderDeadlineSetParams{OrderID: o.ID, FromState: flows.Unpaid, FromVersion: 2,
-		DeadlineAt: grace, At: started, IntentAt: &started, IntentProvider: "sandbox"})
-	if err != nil || !timeEq(got.IntentAt, &started) || got.IntentProvider != "sandbox" || !timeEq(got.DeadlineAt, &grace) {
+		DeadlineAt: grace, At: started, IntentAt: &started, IntentProvider: "sandbox", PayBy: &grace})
+	if err != nil || !timeEq(got.IntentAt, &started) || got.IntentProvider != "sandbox" || !timeEq(got.DeadlineAt, &grace) || !timeEq(got.PayBy, &grace) {
 		t.Fatalf("OrderDeadlineSet with an intent = %+v, %v", got, err)
 	}
 	got, err = s.OrderDeadlineSet(ctxT(t), &lapse.OrderDeadlineSetParams{OrderID: o.ID, FromState: flows.Unpaid, FromVersion: 3, DeadlineAt: later, At: started})
-	if err != nil || !timeEq(got.IntentAt, &started) || got.IntentProvider != "sandbox" {
+	if err != nil || !timeEq(got.IntentAt, &started) || got.IntentProvider != "sandbox" || !timeEq(got.PayBy, &grace) {
 		t.Errorf("a later deadline change lost the intent: %+v, %v", got, err)
 	}
-	if read := mustGet(t, s, "DL-1"); !timeEq(read.IntentAt, &started) || read.IntentProvider != "sandbox" {
+	if read := mustGet(t, s, "DL-1"); !timeEq(read.IntentAt, &started) || read.IntentProvider != "sandbox" || !timeEq(read.PayBy, &grace) {
 		t.Errorf("OrderGet after an intent: %+v", read)
 	}
 }
