@@ -10,16 +10,14 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/httpcall"
 )
 
 // HTTPProvider is a lapse.PaymentProvider that speaks Lapse's generic
@@ -308,57 +306,26 @@ func (p *HTTPProvider) call(ctx context.Context, op, method, path, key string, b
 	return nil
 }
 
-// roundTrip sends req and reads the answer. The read timeout starts once a
-// connection is held, so that it never eats into the connect timeout.
-// written reports whether the whole request reached a connection.
+// roundTrip sends req and reads the answer. written reports whether the
+// whole request reached a connection. See httpcall.Exchange for the
+// timeouts.
 func (p *HTTPProvider) roundTrip(ctx context.Context, req *http.Request) (status int, body []byte, written bool, err error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var (
-		mu    sync.Mutex // trace hooks may run on the transport's goroutines
-		timer *time.Timer
-		wrote atomic.Bool
-	)
-	trace := &httptrace.ClientTrace{
-		GotConn: func(httptrace.GotConnInfo) {
-			mu.Lock()
-			defer mu.Unlock()
-			if timer == nil {
-				timer = time.AfterFunc(p.readTimeout, func() { cancel(ErrProviderTimeout) })
-			}
-		},
-		WroteRequest: func(info httptrace.WroteRequestInfo) {
-			if info.Err == nil {
-				wrote.Store(true)
-			}
-		},
-	}
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if timer != nil {
-			timer.Stop()
+	written, err = httpcall.Exchange(ctx, p.client, req, p.readTimeout, ErrProviderTimeout, func(resp *http.Response) error {
+		var err error
+		body, err = io.ReadAll(io.LimitReader(resp.Body, maxProviderBody+1))
+		switch {
+		case err != nil:
+			return fmt.Errorf("reading the answer: %w", err)
+		case len(body) > maxProviderBody:
+			return fmt.Errorf("the answer is longer than %d bytes", maxProviderBody)
 		}
-	}()
-	timedOut := func(err error) error {
-		if errors.Is(context.Cause(ctx), ErrProviderTimeout) {
-			return fmt.Errorf("%w (%s): %w", ErrProviderTimeout, p.readTimeout, err)
-		}
-		return err
-	}
-	resp, err := p.client.Do(req.WithContext(httptrace.WithClientTrace(ctx, trace)))
+		status = resp.StatusCode
+		return nil
+	})
 	if err != nil {
-		return 0, nil, wrote.Load(), timedOut(err)
+		return 0, nil, written, err
 	}
-	defer resp.Body.Close()
-	body, err = io.ReadAll(io.LimitReader(resp.Body, maxProviderBody+1))
-	switch {
-	case err != nil:
-		return 0, nil, true, timedOut(fmt.Errorf("reading the answer: %w", err))
-	case len(body) > maxProviderBody:
-		return 0, nil, true, fmt.Errorf("the answer is longer than %d bytes", maxProviderBody)
-	}
-	return resp.StatusCode, body, true, nil
+	return status, body, true, nil
 }
 
 func (p *HTTPProvider) errorf(op, format string, args ...any) error {

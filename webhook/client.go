@@ -3,16 +3,14 @@ package webhook
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 	"unicode"
+
+	"github.com/lapsehq/lapse/internal/httpcall"
 )
 
 // ErrReadTimeout is in the chain of an error when the receiver accepted the
@@ -52,52 +50,19 @@ type answer struct {
 	body   string
 }
 
-// roundTrip sends req and reads the answer. The read timeout starts once a
-// connection is held, so it bounds writing the request, waiting for the
-// answer and reading it, and never eats into the connect timeout. written
-// reports whether the whole request reached the connection: when it did, a
-// failure leaves the outcome unknown, since the receiver may have acted on it.
+// roundTrip sends req and reads the answer: its status, and the start of its
+// body for error messages. written reports whether the whole request reached
+// the connection: when it did, a failure leaves the outcome unknown, since
+// the receiver may have acted on it. See httpcall.Exchange for the timeouts.
 func (s *Sink) roundTrip(ctx context.Context, req *http.Request) (a answer, written bool, err error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var (
-		mu    sync.Mutex // trace hooks may run on the transport's goroutines
-		timer *time.Timer
-		wrote atomic.Bool
-	)
-	trace := &httptrace.ClientTrace{
-		GotConn: func(httptrace.GotConnInfo) {
-			mu.Lock()
-			defer mu.Unlock()
-			if timer == nil {
-				timer = time.AfterFunc(s.readTimeout, func() { cancel(ErrReadTimeout) })
-			}
-		},
-		WroteRequest: func(info httptrace.WroteRequestInfo) {
-			if info.Err == nil {
-				wrote.Store(true)
-			}
-		},
-	}
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	resp, err := s.client.Do(req.WithContext(httptrace.WithClientTrace(ctx, trace)))
-	if err != nil {
-		if errors.Is(context.Cause(ctx), ErrReadTimeout) {
-			err = fmt.Errorf("%w (%s)", ErrReadTimeout, s.readTimeout)
-		}
-		return answer{}, wrote.Load(), err
-	}
-	defer resp.Body.Close()
-	// The status is the answer; a body cut short does not change it.
-	head, _ := io.ReadAll(io.LimitReader(resp.Body, snippetLen))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainLen))
-	return answer{status: resp.StatusCode, body: snippet(head)}, true, nil
+	written, err = httpcall.Exchange(ctx, s.client, req, s.readTimeout, ErrReadTimeout, func(resp *http.Response) error {
+		// The status is the answer; a body cut short does not change it.
+		head, _ := io.ReadAll(io.LimitReader(resp.Body, snippetLen))
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainLen))
+		a = answer{status: resp.StatusCode, body: snippet(head)}
+		return nil
+	})
+	return a, written, err
 }
 
 // snippet makes the start of a body safe to keep in an error message that

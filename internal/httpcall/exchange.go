@@ -1,0 +1,68 @@
+// Package httpcall makes one HTTP exchange the way Lapse's outbound ports
+// need it: a read timeout kept apart from the connect timeout, and word of
+// whether the request was sent, so that a failure can be told apart as
+// "not sent" (safe to retry) or "outcome unknown" (ask before retrying).
+package httpcall
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Exchange sends req with client and hands the response to read, which
+// reads what it needs of the body; Exchange closes it. The read timeout
+// starts once a connection is held, so it bounds writing the request,
+// waiting for the answer and reading it, and never eats into the connect
+// timeout (the client's dialer has that). written reports whether the whole
+// request reached a connection: when it did, a failure leaves the outcome
+// unknown, since the other side may have acted on it. An error caused by the
+// read timeout wraps timeout.
+func Exchange(ctx context.Context, client *http.Client, req *http.Request, readTimeout time.Duration, timeout error,
+	read func(*http.Response) error) (written bool, err error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		mu    sync.Mutex // trace hooks may run on the transport's goroutines
+		timer *time.Timer
+		wrote atomic.Bool
+	)
+	trace := &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) {
+			mu.Lock()
+			defer mu.Unlock()
+			if timer == nil {
+				timer = time.AfterFunc(readTimeout, func() { cancel(timeout) })
+			}
+		},
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				wrote.Store(true)
+			}
+		},
+	}
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	timedOut := func(err error) error {
+		if errors.Is(context.Cause(ctx), timeout) {
+			return fmt.Errorf("%w (%s): %w", timeout, readTimeout, err)
+		}
+		return err
+	}
+	resp, err := client.Do(req.WithContext(httptrace.WithClientTrace(ctx, trace)))
+	if err != nil {
+		return wrote.Load(), timedOut(err)
+	}
+	defer resp.Body.Close()
+	return true, timedOut(read(resp))
+}
