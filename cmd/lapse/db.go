@@ -31,8 +31,18 @@ func openStore(ctx context.Context, dsn string) (migratingStore, error) {
 	case dsn == "":
 		return nil, fmt.Errorf("--db is empty")
 	default:
-		return sqlite.Open(ctx, strings.TrimPrefix(dsn, "sqlite:"), sqlite.Config{})
+		path, _ := sqlitePath(dsn)
+		return sqlite.Open(ctx, path, sqlite.Config{})
 	}
+}
+
+// sqlitePath returns the file path of an SQLite dsn, and false for a
+// PostgreSQL one.
+func sqlitePath(dsn string) (string, bool) {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		return "", false
+	}
+	return strings.TrimPrefix(dsn, "sqlite:"), true
 }
 
 // redact hides the password of a database URL for logs.

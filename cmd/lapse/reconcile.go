@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 
 	"github.com/lapsehq/lapse/engine"
@@ -24,6 +25,12 @@ func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	db := fs.String("db", defaultDB, "database: an SQLite file path or a postgres:// URL")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if path, ok := sqlitePath(*db); ok {
+		// A report must not create the database it reports on.
+		if _, err := os.Stat(path); err != nil {
+			return fmt.Errorf("--db %s: %w", path, err)
+		}
 	}
 	s, err := openStore(ctx, *db)
 	if err != nil {
