@@ -168,7 +168,7 @@ func (c *Claimer) precise(loopCtx, workCtx context.Context) {
 	backoff := time.Duration(0)
 	for loopCtx.Err() == nil {
 		c.e.wake.working()
-		next, ok, err := c.e.store.OrderNextDeadline(workCtx, c.e.timed)
+		next, ok, err := c.e.work.OrderNextDeadline(workCtx, c.e.timed)
 		now := c.e.clock.Now()
 		wait := c.cfg.MaxSleep
 		if err == nil && ok && !next.After(now) {
@@ -288,7 +288,7 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 		asks    []*lapse.Order
 	)
 	start := time.Now()
-	err = c.e.store.Tx(ctx, func(tx lapse.Store) error {
+	err = c.e.work.Tx(ctx, func(tx lapse.Store) error {
 		now = c.e.clock.Now() // read once the transaction holds its claim
 		due, err := tx.OrderClaimDue(ctx, &lapse.OrderClaimDueParams{DueBy: now.Add(-grace), Flows: c.e.timed, Limit: limit})
 		if err != nil {

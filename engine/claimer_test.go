@@ -13,6 +13,8 @@ import (
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/internal/testenv"
+	"github.com/lapsehq/lapse/postgres"
 )
 
 func TestClaimerRunOnce(t *testing.T) {
@@ -270,4 +272,61 @@ func metricValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+// TestWorkStoreNotStarved holds every connection of the API's pool while
+// orders fall due: a Claimer working through its own pool (WorkStore) still
+// closes them.
+func TestWorkStoreNotStarved(t *testing.T) {
+	dsn := testenv.PostgresSchema(t)
+	ctx := context.Background()
+	openPool := func(conns int32) *postgres.Store {
+		s, err := postgres.Open(ctx, dsn, postgres.Config{MaxConns: conns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	api, work := openPool(1), openPool(2)
+	if err := api.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(api, flows.Builtin(), engine.Config{WorkStore: work})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		create(t, e, checkout(orderNo("WS", i), 300*time.Millisecond))
+	}
+	// A long request holds the API pool's only connection.
+	hold, held := make(chan struct{}), make(chan struct{})
+	go api.Tx(ctx, func(lapse.Store) error {
+		close(held)
+		<-hold
+		return nil
+	})
+	<-held
+	defer close(hold)
+	c := engine.NewClaimer(e, engine.ClaimerConfig{MaxSleep: 50 * time.Millisecond})
+	c.Start(ctx)
+	defer c.Stop()
+	stop := time.Now().Add(10 * time.Second)
+	for {
+		var closed int64
+		if err := work.Tx(ctx, func(tx lapse.Store) error {
+			due, err := tx.OrderCountDue(ctx, time.Now().Add(time.Hour))
+			closed = 20 - due
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if closed == 20 {
+			return
+		}
+		if time.Now().After(stop) {
+			t.Fatalf("%d of 20 orders closed while the API pool was held", closed)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -192,7 +192,7 @@ func (d *Deliverer) loop(ctx context.Context, s *Subscription) {
 // claim leases up to limit due deliveries of s.
 func (d *Deliverer) claim(ctx context.Context, s *Subscription, limit int) ([]*lapse.Delivery, error) {
 	now := d.e.clock.Now()
-	return d.e.store.DeliveryClaim(ctx, &lapse.DeliveryClaimParams{
+	return d.e.work.DeliveryClaim(ctx, &lapse.DeliveryClaimParams{
 		Now: now, Owner: d.cfg.Owner, LeaseUntil: now.Add(d.cfg.Lease), Subscribers: []string{s.Name}, Limit: limit,
 	})
 }
@@ -243,7 +243,7 @@ func (d *Deliverer) attempt(ctx context.Context, s *Subscription, dl *lapse.Deli
 	var err error
 	switch {
 	case s.Local != nil:
-		err = d.e.store.Tx(actx, func(tx lapse.Store) error {
+		err = d.e.work.Tx(actx, func(tx lapse.Store) error {
 			if err := s.Local.Apply(actx, tx, dl); err != nil {
 				return err
 			}
@@ -258,7 +258,7 @@ func (d *Deliverer) attempt(ctx context.Context, s *Subscription, dl *lapse.Deli
 	default:
 		err = d.send(actx, s, dl, &rec)
 		if err == nil {
-			d.settled(s, dl, finish(d.e.store, &lapse.DeliveryFinishParams{Status: lapse.DeliveryDone}), rec.Outcome, wall, "")
+			d.settled(s, dl, finish(d.e.work, &lapse.DeliveryFinishParams{Status: lapse.DeliveryDone}), rec.Outcome, wall, "")
 			return
 		}
 	}
@@ -285,7 +285,7 @@ func (d *Deliverer) attempt(ctx context.Context, s *Subscription, dl *lapse.Deli
 	} else {
 		p.NextAttemptAt = d.e.clock.Now().Add(wait)
 	}
-	d.settled(s, dl, finish(d.e.store, p), rec.Outcome, wall, rec.Error)
+	d.settled(s, dl, finish(d.e.work, p), rec.Outcome, wall, rec.Error)
 	if p.Status == lapse.DeliveryDead {
 		d.e.log.Error("deliverer: delivery died; its order is in manual review", "delivery", dl.ID,
 			"subscriber", s.Name, "order_no", dl.OrderNo, "event", dl.EventType, "attempts", dl.Attempts, "err", p.Error)

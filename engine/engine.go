@@ -5,6 +5,7 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"os"
@@ -40,6 +41,11 @@ type Config struct {
 	MaxDeadline time.Duration
 	// Payments configures the payment path; see PaymentConfig.
 	Payments PaymentConfig
+	// WorkStore is the store the Claimer and the Deliverer claim and finish
+	// their work through: the same database as the engine's store, through
+	// connections of its own, so that a flood of API requests cannot starve
+	// the closing of due orders. Default: the engine's store.
+	WorkStore lapse.Store
 }
 
 // Engine creates orders and moves them through their flows. It is safe for
@@ -47,6 +53,7 @@ type Config struct {
 // store's guarded updates make every transition happen once.
 type Engine struct {
 	store   lapse.Store
+	work    lapse.Store // the Claimer's and the Deliverer's
 	flows   map[string]*lapse.Flow
 	names   []string // flow names, sorted
 	timed   []string // names of flows that have deadlines, sorted
@@ -73,6 +80,7 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		store:   store,
+		work:    cmp.Or[lapse.Store](cfg.WorkStore, store),
 		flows:   map[string]*lapse.Flow{},
 		clock:   cfg.Clock,
 		log:     cfg.Logger,

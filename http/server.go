@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,6 +46,11 @@ type Config struct {
 	// Callbacks verify payment providers' callbacks, by provider name as in
 	// POST /v1/payments/{provider}/callback.
 	Callbacks map[string]lapse.PaymentCallback
+	// MaxInFlight sheds load: beyond this many API requests in flight, a
+	// request is answered 429 with Retry-After at once, rather than queue for
+	// a database connection until it times out. The probes and /metrics are
+	// never shed. Zero: no limit.
+	MaxInFlight int
 }
 
 // Server serves the Lapse HTTP API over an engine. It is safe for concurrent
@@ -58,6 +64,7 @@ type Server struct {
 	mux      *http.ServeMux
 
 	callbacks map[string]lapse.PaymentCallback
+	inFlight  chan struct{} // nil: no limit
 }
 
 // route is one endpoint. The route table below is the only place endpoints
@@ -108,6 +115,9 @@ func NewServer(e *engine.Engine, cfg Config) *Server {
 
 		callbacks: cfg.Callbacks,
 	}
+	if cfg.MaxInFlight > 0 {
+		s.inFlight = make(chan struct{}, cfg.MaxInFlight)
+	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -157,6 +167,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			panic(http.ErrAbortHandler)
 		}
 	}()
+	if s.inFlight != nil && strings.HasPrefix(r.URL.Path, "/v1/") {
+		select {
+		case s.inFlight <- struct{}{}:
+			defer func() { <-s.inFlight }()
+		default:
+			rec.Header().Set("Retry-After", "1")
+			writeProblem(rec, problemFor(http.StatusTooManyRequests, lapse.EUNAVAILABLE, "",
+				"too many requests in flight; retry after a second"))
+			return
+		}
+	}
 	s.route(rec, r)
 }
 

@@ -293,3 +293,44 @@ func TestRequestLog(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadShedding fills the in-flight limit with a request the store holds
+// up: the next API request is answered 429 with Retry-After at once, the
+// probes still answer, and once the first finishes requests go through.
+func TestLoadShedding(t *testing.T) {
+	t.Parallel()
+	hold, held := make(chan struct{}), make(chan struct{}, 1)
+	e := newEnvWith(t, options{
+		cfg:  lapsehttp.Config{MaxInFlight: 1},
+		wrap: func(s lapse.Store) lapse.Store { return &slowGet{Store: s, hold: hold, held: held} },
+	})
+	done := make(chan *response)
+	go func() { done <- e.do("GET", "/v1/orders/SLOW", "") }()
+	<-held
+	r := e.do("GET", "/v1/orders/OTHER", "")
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") != "1" {
+		t.Errorf("request over the limit: %d, Retry-After %q; want 429 and 1", r.status, r.header.Get("Retry-After"))
+	}
+	if p := r.problem(t); p.Code != lapse.EUNAVAILABLE {
+		t.Errorf("shed problem %+v", p)
+	}
+	e.do("GET", "/healthz", "").want(t, http.StatusOK)
+	close(hold)
+	(<-done).want(t, http.StatusNotFound)
+	e.do("GET", "/v1/orders/OTHER", "").want(t, http.StatusNotFound)
+}
+
+// slowGet holds OrderGet of SLOW until hold closes.
+type slowGet struct {
+	lapse.Store
+	hold <-chan struct{}
+	held chan<- struct{}
+}
+
+func (s *slowGet) OrderGet(ctx context.Context, orderNo string) (*lapse.Order, error) {
+	if orderNo == "SLOW" {
+		s.held <- struct{}{}
+		<-s.hold
+	}
+	return s.Store.OrderGet(ctx, orderNo)
+}

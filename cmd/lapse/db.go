@@ -25,9 +25,15 @@ type migratingStore interface {
 // selects PostgreSQL; anything else is an SQLite file path (an optional
 // sqlite: prefix is dropped).
 func openStore(ctx context.Context, dsn string) (migratingStore, error) {
+	return openStoreConns(ctx, dsn, 0)
+}
+
+// openStoreConns is openStore with a PostgreSQL pool of conns connections
+// (zero: the store's default); SQLite has its own connections.
+func openStoreConns(ctx context.Context, dsn string, conns int32) (migratingStore, error) {
 	switch {
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		return postgres.Open(ctx, dsn, postgres.Config{})
+		return postgres.Open(ctx, dsn, postgres.Config{MaxConns: conns})
 	case dsn == "":
 		return nil, fmt.Errorf("--db is empty")
 	default:

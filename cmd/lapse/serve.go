@@ -13,9 +13,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
 	lapsehttp "github.com/lapsehq/lapse/http"
+	"github.com/lapsehq/lapse/postgres"
 )
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
@@ -23,6 +25,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	var (
 		db        = fs.String("db", defaultDB, "database: an SQLite file path or a postgres:// URL")
 		addr      = fs.String("http", "127.0.0.1:8080", "address of the HTTP API (port 0 picks a free one)")
+		dbConns   = fs.Int("db-conns", 0, "PostgreSQL: connections for the API (0: the DSN's pool_max_conns, or 16)")
+		workConns = fs.Int("db-work-conns", 8, "PostgreSQL: connections of their own for the deadline engine and the delivery workers, so that API load cannot starve them")
+		inFlight  = fs.Int("max-in-flight", 4*int(postgres.DefaultMaxConns), "API requests in flight beyond which a request is answered 429 with Retry-After (0: no limit)")
 		logLevel  = fs.String("log-level", "info", "debug, info, warn or error")
 		logFormat = fs.String("log-format", "text", "text or json")
 		cc        engine.ClaimerConfig
@@ -50,13 +55,27 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 
-	store, err := openStore(ctx, *db)
+	if *dbConns < 0 || *workConns < 1 || *inFlight < 0 {
+		return fmt.Errorf("--db-conns must not be negative, --db-work-conns at least 1, --max-in-flight not negative")
+	}
+	store, err := openStoreConns(ctx, *db, int32(*dbConns))
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	if err := store.Migrate(ctx); err != nil {
 		return err
+	}
+	// The background work gets a pool of its own on PostgreSQL; SQLite has
+	// one writer for everything anyway.
+	var work lapse.Store = store
+	if _, isSQLite := sqlitePath(*db); !isSQLite {
+		ws, err := openStoreConns(ctx, *db, int32(*workConns))
+		if err != nil {
+			return err
+		}
+		defer ws.Close()
+		work = ws
 	}
 
 	subs, closeSubs, err := sf.subscriptions(ctx, log)
@@ -82,7 +101,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	eng, err := engine.New(store, flowSet, engine.Config{Logger: log, Registerer: reg,
-		Subscriptions: subs, StockLedger: sf.stockLedger, CouponLedger: sf.couponLedger, Payments: pays.engine})
+		Subscriptions: subs, StockLedger: sf.stockLedger, CouponLedger: sf.couponLedger, Payments: pays.engine, WorkStore: work})
 	if err != nil {
 		return err
 	}
@@ -90,9 +109,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	deliverer := engine.NewDeliverer(eng, dc)
 
 	api := lapsehttp.NewServer(eng, lapsehttp.Config{
-		Logger:    log,
-		Gatherer:  reg,
-		Callbacks: pays.callbacks,
+		Logger:      log,
+		Gatherer:    reg,
+		Callbacks:   pays.callbacks,
+		MaxInFlight: *inFlight,
 		Ready: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
