@@ -336,7 +336,10 @@ func TestPaymentCallbacksRaceDeadline(t *testing.T) {
 		d.Start(context.Background())
 		defer d.Stop()
 
-		start := time.Now().Add(20 * time.Second)
+		// Deadlines start once every order exists: 45 s is ample when CI
+		// runs every package at once on two cores (creation alone takes a
+		// few seconds on an idle machine, and the wait costs no CPU).
+		start := time.Now().Add(45 * time.Second)
 		orders := make([]*lapse.Order, n)
 		var next atomic.Int64
 		var cw sync.WaitGroup
