@@ -66,7 +66,7 @@ func TestSandboxPayments(t *testing.T) {
 		return len(ps) == 1 && ps[0].Status == "refunded"
 	})
 	// Started in time, paid after the deadline but within the grace: PAID.
-	o3 := create("SB-3", "1s")
+	o3 := create("SB-3", "2s")
 	var started order
 	if code := call(t, "POST", p.URL+"/v1/orders/SB-3/payment-intents", map[string]any{"provider": "sandbox"}, &started); code != 200 ||
 		!started.DeadlineAt.Equal(o3.DeadlineAt.Add(3*time.Second)) {
@@ -82,7 +82,7 @@ func TestSandboxPayments(t *testing.T) {
 	}
 	// Started, never paid: after the grace the closer closes the payment at
 	// the sandbox, then the order.
-	create("SB-4", "1s")
+	create("SB-4", "2s")
 	if code := call(t, "POST", p.URL+"/v1/orders/SB-4/payment-intents", map[string]any{"provider": "sandbox"}, nil); code != 200 {
 		t.Fatalf("payment-intents SB-4 = %d", code)
 	}
