@@ -74,6 +74,21 @@ func (h *HMAC) Verify(hdr http.Header, body []byte, now time.Time) (*lapse.Payme
 	if header == "" {
 		return nil, lapse.Refine(lapse.ErrSignature, "the %s header is missing", SignatureHeader)
 	}
+	if err := checkSignature(header, h.Secrets, body, now, h.tolerance(), "body"); err != nil {
+		return nil, err
+	}
+	var n Notice
+	if err := decodeStrict(body, &n); err != nil {
+		return nil, lapse.Errorf(lapse.EINVALID, "the callback body: %v", err)
+	}
+	return n.notice(h.Provider, body)
+}
+
+// checkSignature checks a SignatureHeader value: its timestamp within tol of
+// now, and one of its v1 signatures the HMAC, under one of secrets, of the
+// timestamp, a '.' and msg (what names msg in the error). Every error wraps
+// lapse.ErrSignature.
+func checkSignature(header string, secrets [][]byte, msg []byte, now time.Time, tol time.Duration, what string) error {
 	var ts string
 	var sigs [][]byte
 	for part := range strings.SplitSeq(header, ",") {
@@ -89,26 +104,20 @@ func (h *HMAC) Verify(hdr http.Header, body []byte, now time.Time) (*lapse.Payme
 	}
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil || len(sigs) == 0 {
-		return nil, lapse.Refine(lapse.ErrSignature, "the %s header is malformed: want t=<unix seconds>,v1=<hex>", SignatureHeader)
+		return lapse.Refine(lapse.ErrSignature, "the %s header is malformed: want t=<unix seconds>,v1=<hex>", SignatureHeader)
 	}
-	if err := inWindow(time.Unix(sec, 0), now, h.tolerance()); err != nil {
-		return nil, err
+	if err := inWindow(time.Unix(sec, 0), now, tol); err != nil {
+		return err
 	}
-	ok := false
-	for _, secret := range h.Secrets {
-		want := mac(secret, ts, body)
+	for _, secret := range secrets {
+		want := mac(secret, ts, msg)
 		for _, sig := range sigs {
-			ok = ok || hmac.Equal(sig, want)
+			if hmac.Equal(sig, want) {
+				return nil
+			}
 		}
 	}
-	if !ok {
-		return nil, lapse.Refine(lapse.ErrSignature, "no signature in the %s header matches the body", SignatureHeader)
-	}
-	var n Notice
-	if err := decodeStrict(body, &n); err != nil {
-		return nil, lapse.Errorf(lapse.EINVALID, "the callback body: %v", err)
-	}
-	return n.notice(h.Provider, body)
+	return lapse.Refine(lapse.ErrSignature, "no signature in the %s header matches the %s", SignatureHeader, what)
 }
 
 // notice checks n and returns it in Lapse's terms.

@@ -3,16 +3,12 @@ package payment
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -66,31 +62,10 @@ func (s *Sandbox) authenticated(next http.Handler) http.Handler {
 // verifyProviderRequest checks a request's SignatureHeader against secret and its
 // timestamp against DefaultTolerance; the error wraps lapse.ErrSignature.
 func verifyProviderRequest(header string, secret, msg []byte, now time.Time) error {
-	var ts string
-	var sigs [][]byte
-	for part := range strings.SplitSeq(header, ",") {
-		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
-		switch k {
-		case "t":
-			ts = v
-		case "v1":
-			if sig, err := hex.DecodeString(v); err == nil {
-				sigs = append(sigs, sig)
-			}
-		}
+	if header == "" {
+		return lapse.Refine(lapse.ErrSignature, "the %s header is missing", SignatureHeader)
 	}
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || len(sigs) == 0 {
-		return lapse.Refine(lapse.ErrSignature, "the %s header is missing or malformed: want t=<unix seconds>,v1=<hex>", SignatureHeader)
-	}
-	if err := inWindow(time.Unix(sec, 0), now, DefaultTolerance); err != nil {
-		return err
-	}
-	want := mac(secret, ts, msg)
-	if !slices.ContainsFunc(sigs, func(sig []byte) bool { return hmac.Equal(sig, want) }) {
-		return lapse.Refine(lapse.ErrSignature, "no signature in the %s header matches the request", SignatureHeader)
-	}
-	return nil
+	return checkSignature(header, [][]byte{secret}, msg, now, DefaultTolerance, "request")
 }
 
 func (s *Sandbox) serveCharge(w http.ResponseWriter, r *http.Request) {
