@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -180,20 +179,11 @@ func NewHTTPProvider(cfg HTTPProviderConfig) (*HTTPProvider, error) {
 		p.clock = lapse.SystemClock{}
 	}
 	if p.client == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
 		// The adapter is the merchant's own service, reached directly: an
 		// environment proxy would add a hop whose failures blur the line
 		// between not sent and unknown, and whose pages could pass for
 		// answers.
-		t.Proxy = nil
-		t.DialContext = (&net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
-		t.TLSHandshakeTimeout = cfg.ConnectTimeout
-		t.MaxIdleConnsPerHost = cfg.MaxConcurrent
-		p.client = &http.Client{
-			Transport: t,
-			// A redirected POST turns into a GET that charges nothing.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
+		p.client = httpcall.NewClient(cfg.ConnectTimeout, cfg.MaxConcurrent, true)
 	}
 	return p, nil
 }

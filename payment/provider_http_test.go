@@ -8,14 +8,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/testenv"
 	"github.com/lapsehq/lapse/payment"
 )
 
@@ -278,7 +277,7 @@ func TestHTTPProviderNotSent(t *testing.T) {
 	ln.Close()
 	for _, c := range []struct{ name, url string }{
 		{"a closed port", closedPort},
-		{"a host that drops SYNs", "http://" + unanswered(t)},
+		{"a host that drops SYNs", "http://" + testenv.Unanswered(t)},
 	} {
 		p := newHTTPProvider(t, c.url, payment.HTTPProviderConfig{ConnectTimeout: 200 * time.Millisecond, ReadTimeout: time.Minute})
 		began := time.Now()
@@ -293,42 +292,6 @@ func TestHTTPProviderNotSent(t *testing.T) {
 			t.Errorf("a close to %s: %v; a connect timeout is not a read timeout", c.name, err)
 		}
 	}
-}
-
-// unanswered returns the address of a listener whose accept queue is full,
-// so that the kernel drops new SYNs: a connect there hangs until the dialer
-// gives up, as with a host that vanished. (An address meant to be
-// unroutable may be answered by a transparent proxy in a sandboxed network.)
-func unanswered(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Listen(fd, 0); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
-	for range 16 {
-		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
-		if err != nil {
-			return addr // the queue is full
-		}
-		t.Cleanup(func() { c.Close() })
-	}
-	if runtime.GOOS == "linux" {
-		t.Fatal("the accept queue never filled")
-	}
-	t.Skipf("the accept queue of a listener never fills on %s", runtime.GOOS)
-	return ""
 }
 
 func TestHTTPProviderPoolBound(t *testing.T) {

@@ -61,10 +61,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/httpcall"
 )
 
 // Headers of the protocol.
@@ -163,7 +163,7 @@ func New(name string, cfg Config) (*Port, error) {
 	}
 	client := cfg.HTTPClient
 	if client == nil {
-		client = newClient(cfg.ConnectTimeout, cfg.MaxConcurrent)
+		client = httpcall.NewClient(cfg.ConnectTimeout, cfg.MaxConcurrent, true)
 	}
 	return &Port{
 		name:        name,
@@ -210,11 +210,11 @@ func (p *Port) Deliver(ctx context.Context, d *lapse.Delivery) error {
 		return fmt.Errorf("port %q: deliver %s: %w: %w", p.name, key, lapse.ErrUnknownOutcome, err)
 	case err != nil:
 		return fmt.Errorf("port %q: deliver %s: not sent: %w", p.name, key, err)
-	case a.status/100 == 2 || a.status == http.StatusConflict:
+	case a.Status/100 == 2 || a.Status == http.StatusConflict:
 		return nil
 	}
 	return fmt.Errorf("port %q: deliver %s: %w", p.name, key,
-		&StatusError{StatusCode: a.status, Body: a.body, Refused: a.status/100 == 4 && !retryable(a.status)})
+		&StatusError{StatusCode: a.Status, Body: a.Body, Refused: a.Status/100 == 4 && !retryable(a.Status)})
 }
 
 // Query asks the service whether it applied d's event: GET URL/<event id>
@@ -235,36 +235,36 @@ func (p *Port) Query(ctx context.Context, d *lapse.Delivery) (applied bool, err 
 	switch {
 	case err != nil:
 		return false, fmt.Errorf("port %q: query %s: %w", p.name, key, err)
-	case a.status == http.StatusOK:
+	case a.Status == http.StatusOK:
 		return true, nil
-	case a.status == http.StatusNotFound:
+	case a.Status == http.StatusNotFound:
 		return false, nil
 	}
-	return false, fmt.Errorf("port %q: query %s: %w", p.name, key, &StatusError{StatusCode: a.status, Body: a.body})
+	return false, fmt.Errorf("port %q: query %s: %w", p.name, key, &StatusError{StatusCode: a.Status, Body: a.Body})
 }
 
 // send passes req through the breaker and the bulkhead and makes the round
 // trip; the answer, or the failure, is the breaker's verdict.
-func (p *Port) send(ctx context.Context, req *http.Request) (answer, bool, error) {
+func (p *Port) send(ctx context.Context, req *http.Request) (httpcall.Answer, bool, error) {
 	// Checked before queueing too: callers waiting for a slot of a broken
 	// service would only wait to be stopped.
 	if p.breaker.state() == BreakerOpen {
-		return answer{}, false, ErrBreakerOpen
+		return httpcall.Answer{}, false, ErrBreakerOpen
 	}
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
-		return answer{}, false, fmt.Errorf("%w: %w", ErrBulkheadFull, context.Cause(ctx))
+		return httpcall.Answer{}, false, fmt.Errorf("%w: %w", ErrBulkheadFull, context.Cause(ctx))
 	}
 	defer func() { <-p.slots }()
 	probe, err := p.breaker.allow()
 	if err != nil {
-		return answer{}, false, err
+		return httpcall.Answer{}, false, err
 	}
 	a, written, err := p.roundTrip(ctx, req)
 	v := failed
 	switch {
-	case err == nil && !retryable(a.status) && a.status/100 != 3:
+	case err == nil && !retryable(a.Status) && a.Status/100 != 3:
 		v = healthy
 	case err != nil && ctx.Err() != nil:
 		v = neutral // the caller gave up first
@@ -293,29 +293,4 @@ func eventID(d *lapse.Delivery) string {
 
 // StatusError is an answer of the service that was not a success. It wraps
 // lapse.ErrRefused when the service refused the event for good.
-type StatusError struct {
-	StatusCode int
-	// Body is the start of the answer's body, made printable, for the
-	// delivery's last error.
-	Body    string
-	Refused bool
-}
-
-func (e *StatusError) Error() string {
-	s := "HTTP " + strconv.Itoa(e.StatusCode) + " " + http.StatusText(e.StatusCode)
-	if e.Refused {
-		s += ", refused for good"
-	}
-	if e.Body != "" {
-		s += ": " + strconv.Quote(e.Body)
-	}
-	return s
-}
-
-// Unwrap returns lapse.ErrRefused for a refusal, so that errors.Is finds it.
-func (e *StatusError) Unwrap() error {
-	if e.Refused {
-		return lapse.ErrRefused
-	}
-	return nil
-}
+type StatusError = httpcall.StatusError

@@ -66,10 +66,10 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/httpcall"
 )
 
 // Headers of a webhook request.
@@ -152,7 +152,7 @@ func New(cfg Config) (*Sink, error) {
 	}
 	client := cfg.HTTPClient
 	if client == nil {
-		client = newClient(cfg.ConnectTimeout, 16)
+		client = httpcall.NewClient(cfg.ConnectTimeout, 16, false)
 	}
 	return &Sink{url: u.String(), secrets: secrets, client: client, readTimeout: cfg.ReadTimeout, clock: clock}, nil
 }
@@ -185,10 +185,10 @@ func (s *Sink) Deliver(ctx context.Context, d *lapse.Delivery) error {
 		return fmt.Errorf("webhook: deliver %s: %w: %w", id, lapse.ErrUnknownOutcome, err)
 	case err != nil:
 		return fmt.Errorf("webhook: deliver %s: not sent: %w", id, err)
-	case a.status/100 == 2 || a.status == http.StatusConflict:
+	case a.Status/100 == 2 || a.Status == http.StatusConflict:
 		return nil
 	}
-	return fmt.Errorf("webhook: deliver %s: %w", id, &StatusError{StatusCode: a.status, Body: a.body, Refused: refused(a.status)})
+	return fmt.Errorf("webhook: deliver %s: %w", id, &StatusError{StatusCode: a.Status, Body: a.Body, Refused: refused(a.Status)})
 }
 
 // refused reports whether status is the receiver refusing an event for good.
@@ -202,29 +202,4 @@ func refused(status int) bool {
 
 // StatusError is an answer of the receiver that was not a success. It wraps
 // lapse.ErrRefused when the receiver refused the event for good.
-type StatusError struct {
-	StatusCode int
-	// Body is the start of the answer's body, made printable, for the
-	// delivery's last error.
-	Body    string
-	Refused bool
-}
-
-func (e *StatusError) Error() string {
-	s := "HTTP " + strconv.Itoa(e.StatusCode) + " " + http.StatusText(e.StatusCode)
-	if e.Refused {
-		s += ", refused for good"
-	}
-	if e.Body != "" {
-		s += ": " + strconv.Quote(e.Body)
-	}
-	return s
-}
-
-// Unwrap returns lapse.ErrRefused for a refusal, so that errors.Is finds it.
-func (e *StatusError) Unwrap() error {
-	if e.Refused {
-		return lapse.ErrRefused
-	}
-	return nil
-}
+type StatusError = httpcall.StatusError

@@ -1,0 +1,105 @@
+package httpcall
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/lapsehq/lapse"
+)
+
+// NewClient returns a client for one outbound port: its dialer enforces the
+// connect timeout (Exchange enforces the read timeout, per request), it keeps
+// up to conns idle connections per host, and it follows no redirect: a
+// redirected POST turns into a GET that applies nothing, so the redirect's
+// status is reported instead, as a misconfiguration to fix. A direct client
+// ignores the environment's proxy: a merchant's own service is reached
+// without one, whose failures would blur "not sent" and "unknown".
+func NewClient(connect time.Duration, conns int, direct bool) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	if direct {
+		t.Proxy = nil
+	}
+	t.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
+	t.TLSHandshakeTimeout = connect
+	t.MaxIdleConnsPerHost = conns
+	return &http.Client{
+		Transport:     t,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// Answer is what the other side said: its status and the start of its body,
+// made safe for an error message.
+type Answer struct {
+	Status int
+	Body   string
+}
+
+// Limits on what Brief reads of an answer: a snippet for the error message,
+// and a bound on the rest so that the connection can be reused without a
+// large body holding it.
+const (
+	snippetLen = 256
+	drainLen   = 64 << 10
+)
+
+// Brief is Exchange for a port whose answer is its status: it keeps the
+// status and the start of the body. A body cut short does not change the
+// answer.
+func Brief(ctx context.Context, client *http.Client, req *http.Request, readTimeout time.Duration, timeout error) (a Answer, written bool, err error) {
+	written, err = Exchange(ctx, client, req, readTimeout, timeout, func(resp *http.Response) error {
+		head, _ := io.ReadAll(io.LimitReader(resp.Body, snippetLen))
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainLen))
+		a = Answer{Status: resp.StatusCode, Body: snippet(head)}
+		return nil
+	})
+	return a, written, err
+}
+
+// snippet makes the start of a body safe to keep in an error message that
+// operators read: valid UTF-8, one line.
+func snippet(b []byte) string {
+	s := strings.ToValidUTF8(string(b), "\uFFFD")
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	return strings.TrimSpace(s)
+}
+
+// StatusError is an answer that was not a success. It wraps lapse.ErrRefused
+// when the other side refused for good.
+type StatusError struct {
+	StatusCode int
+	// Body is the start of the answer's body, made printable, for the
+	// delivery's last error.
+	Body    string
+	Refused bool
+}
+
+func (e *StatusError) Error() string {
+	s := "HTTP " + strconv.Itoa(e.StatusCode) + " " + http.StatusText(e.StatusCode)
+	if e.Refused {
+		s += ", refused for good"
+	}
+	if e.Body != "" {
+		s += ": " + strconv.Quote(e.Body)
+	}
+	return s
+}
+
+// Unwrap returns lapse.ErrRefused for a refusal, so that errors.Is finds it.
+func (e *StatusError) Unwrap() error {
+	if e.Refused {
+		return lapse.ErrRefused
+	}
+	return nil
+}
