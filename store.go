@@ -171,6 +171,42 @@ type Store interface {
 	// in p.From (or does not exist).
 	OrderRefundUpdate(ctx context.Context, p *OrderRefundUpdateParams) (*OrderRefund, error)
 
+	// GroupMemberAdd records a member of a group (Status pending) unless the
+	// group has a member with its UserID: then it writes nothing and returns
+	// that one with created=false.
+	GroupMemberAdd(ctx context.Context, m *GroupMember) (got *GroupMember, created bool, err error)
+
+	// GroupMemberList returns the members of a group, by id.
+	GroupMemberList(ctx context.Context, orderID int64) ([]*GroupMember, error)
+
+	// GroupMemberUpdate moves a member's charge from p.From to p.To. It
+	// returns the member as updated, or ErrStale, writing nothing, when the
+	// member is not in p.From (or does not exist).
+	GroupMemberUpdate(ctx context.Context, p *GroupMemberUpdateParams) (*GroupMember, error)
+
+	// CardIssue records the cards of an order, all active, in one
+	// transaction, unless the order has cards already (active or voided):
+	// then it writes nothing and returns those with created=false, so that
+	// issuing is idempotent per order and an order whose cards were revoked
+	// never gets new ones.
+	CardIssue(ctx context.Context, cards []*Card) (got []*Card, created bool, err error)
+
+	// CardList returns the cards of an order, by id.
+	CardList(ctx context.Context, orderID int64) ([]*Card, error)
+
+	// CardGet returns a card, or ErrCardNotFound.
+	CardGet(ctx context.Context, id int64) (*Card, error)
+
+	// CardRevoke voids every active card of an order, deducting the visits
+	// each has left, and returns the cards it voided (none when there were
+	// none, which is not an error).
+	CardRevoke(ctx context.Context, orderID int64, at time.Time) ([]*Card, error)
+
+	// CardUse counts one visit of an active card: for a count card only while
+	// visits are left. It returns the card as updated, or ErrStale, writing
+	// nothing, when the card is voided or used up; ErrCardNotFound.
+	CardUse(ctx context.Context, id int64) (*Card, error)
+
 	// ReviewList returns reviews, newest first.
 	ReviewList(ctx context.Context, p *ReviewListParams) ([]*Review, error)
 

@@ -61,6 +61,12 @@ func Run(t *testing.T, newStore Factory) {
 		{"PaymentUpdate", testPaymentUpdate},
 		{"PaymentList", testPaymentList},
 		{"OrderRefund", testOrderRefund},
+		{"GroupMember", testGroupMember},
+		{"GroupMemberConcurrent", testGroupMemberConcurrent},
+		{"GroupMemberInTx", testGroupMemberInTx},
+		{"Card", testCard},
+		{"CardConcurrent", testCardConcurrent},
+		{"CardInTx", testCardInTx},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,71 @@
+package lapse
+
+import (
+	"context"
+	"time"
+)
+
+// Card is a benefit issued for a paid membership order: a count card when
+// Visits > 0 (so many visits), otherwise a card that grants its product for
+// as long as it is active. A bundle is several cards of one order.
+type Card struct {
+	ID      int64  `json:"id"`
+	OrderID int64  `json:"-"`
+	OrderNo string `json:"order_no"`
+	UserID  string `json:"user_id"`
+	Product string `json:"product"`
+	Visits  int    `json:"visits"` // 0: not a count card
+	Used    int    `json:"used"`
+	// Deducted is the visits taken back when the card was revoked: those
+	// still unused then.
+	Deducted  int        `json:"deducted"`
+	Status    CardStatus `json:"status"`
+	IssuedAt  time.Time  `json:"issued_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+// CardStatus is whether a card may be used.
+type CardStatus string
+
+// Card statuses: a revoked card is voided, its unused visits deducted.
+const (
+	CardActive CardStatus = "active"
+	CardVoided CardStatus = "voided"
+)
+
+// ErrCardNotFound: no card with that id.
+var ErrCardNotFound = &Error{Code: ENOTFOUND, Message: "card not found"}
+
+// CardIssuer is the port that issues and revokes the benefits of paid
+// orders: the built-in card ledger, or a merchant's own service over HTTP.
+type CardIssuer interface {
+	// Issue issues the cards r asks for. The same IdempotencyKey (one per
+	// order) returns the cards issued the first time, revoked or not:
+	// issuing again never grants twice.
+	Issue(ctx context.Context, r *CardIssueRequest) ([]*Card, error)
+	// Revoke voids every card of the order, deducting the visits count
+	// cards have left. Revoking an order with no cards, or revoked cards,
+	// changes nothing and is not an error.
+	Revoke(ctx context.Context, r *CardRevokeRequest) ([]*Card, error)
+}
+
+// CardIssueRequest asks for the cards of one order.
+type CardIssueRequest struct {
+	IdempotencyKey string     `json:"idempotency_key"`
+	OrderNo        string     `json:"order_no"`
+	UserID         string     `json:"user_id"`
+	Cards          []CardSpec `json:"cards"`
+}
+
+// CardSpec is one card to issue: a count card of Visits visits, or, when
+// Visits is 0, a card that grants Product while it is active.
+type CardSpec struct {
+	Product string `json:"product"`
+	Visits  int    `json:"visits,omitempty"`
+}
+
+// CardRevokeRequest asks for every card of an order to be revoked.
+type CardRevokeRequest struct {
+	IdempotencyKey string `json:"idempotency_key"`
+	OrderNo        string `json:"order_no"`
+}

@@ -1,0 +1,51 @@
+package lapse
+
+import "time"
+
+// GroupMember is one participant of a group buy: a group is an order of a
+// flow such as groupbuy, and each member is charged the group's price
+// through the provider port once the group closes.
+type GroupMember struct {
+	ID       int64  `json:"id"`
+	OrderID  int64  `json:"-"`
+	GroupID  string `json:"group_id"` // the group's order_no
+	UserID   string `json:"user_id"`
+	Provider string `json:"provider"`
+	Method   string `json:"method"` // what the provider charges: a card token, a wallet id
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+	// Key is the charge's idempotency key at the provider: the same key is
+	// the same charge, however often it is sent.
+	Key       string       `json:"idempotency_key"`
+	Status    ChargeStatus `json:"status"`
+	Attempts  int          `json:"attempts"` // charge calls started
+	TxnID     string       `json:"txn_id,omitempty"`
+	LastError string       `json:"last_error,omitempty"`
+	JoinedAt  time.Time    `json:"joined_at"`
+	UpdatedAt time.Time    `json:"updated_at"`
+	ChargedAt *time.Time   `json:"charged_at"`
+}
+
+// ChargeStatus is where a member's charge stands.
+type ChargeStatus string
+
+// Charge statuses. A member is claimed pending (or failed) → charging before
+// the provider is called; a charging member found after a crash is asked
+// about (query-back) before it is charged again, so none is charged twice.
+const (
+	ChargePending  ChargeStatus = "pending"
+	ChargeCharging ChargeStatus = "charging"
+	ChargeCharged  ChargeStatus = "charged"
+	ChargeFailed   ChargeStatus = "failed"
+)
+
+// GroupMemberUpdateParams is a guarded change of a member's charge.
+type GroupMemberUpdateParams struct {
+	ID       int64
+	From, To ChargeStatus
+	// Attempt counts one more charge call.
+	Attempt bool
+	TxnID   string // kept unless set
+	Error   string // the last error, replaced (cleared when empty)
+	At      time.Time
+}

@@ -1,0 +1,94 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/lapsehq/lapse"
+)
+
+const groupMemberColumns = `id, order_id, group_id, user_id, provider, method, amount, currency, key, status, attempts,
+	txn_id, last_error, joined_at, updated_at, charged_at`
+
+func scanGroupMember(row pgx.Row) (*lapse.GroupMember, error) {
+	var m lapse.GroupMember
+	err := row.Scan(&m.ID, &m.OrderID, &m.GroupID, &m.UserID, &m.Provider, &m.Method, &m.Amount, &m.Currency, &m.Key,
+		&m.Status, &m.Attempts, &m.TxnID, &m.LastError, &m.JoinedAt, &m.UpdatedAt, &m.ChargedAt)
+	if err != nil {
+		return nil, err
+	}
+	m.JoinedAt, m.UpdatedAt, m.ChargedAt = m.JoinedAt.UTC(), m.UpdatedAt.UTC(), utcPtr(m.ChargedAt)
+	return &m, nil
+}
+
+// GroupMemberAdd inserts m, pending, with no attempts and UpdatedAt its
+// JoinedAt, unless the group has a member with its UserID: then it writes
+// nothing and returns that member, with created=false. Its Key taken by
+// another member is an ECONFLICT error. Neither raises an SQL error, so
+// inside Tx the transaction stays usable.
+func (s *Store) GroupMemberAdd(ctx context.Context, m *lapse.GroupMember) (*lapse.GroupMember, bool, error) {
+	// No conflict target: a clash on the key, too, writes nothing rather than
+	// fail, and the read below tells the two apart.
+	got, err := scanGroupMember(s.db.QueryRow(ctx, `INSERT INTO group_members (order_id, group_id, user_id, provider,
+		method, amount, currency, key, status, joined_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) ON CONFLICT DO NOTHING
+		RETURNING `+groupMemberColumns,
+		m.OrderID, m.GroupID, m.UserID, m.Provider, m.Method, m.Amount, m.Currency, m.Key, lapse.ChargePending, m.JoinedAt))
+	if err == nil {
+		return got, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, fmt.Errorf("postgres: add group member %d/%s: %w", m.OrderID, m.UserID, err)
+	}
+	// It exists; in READ COMMITTED this read sees the winner the insert waited for.
+	got, err = scanGroupMember(s.db.QueryRow(ctx, `SELECT `+groupMemberColumns+` FROM group_members
+		WHERE order_id = $1 AND user_id = $2`, m.OrderID, m.UserID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, lapse.Errorf(lapse.ECONFLICT, "a group member with idempotency key %q exists", m.Key)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("postgres: get group member %d/%s: %w", m.OrderID, m.UserID, err)
+	}
+	return got, false, nil
+}
+
+// GroupMemberList returns the members of a group, by id.
+func (s *Store) GroupMemberList(ctx context.Context, orderID int64) ([]*lapse.GroupMember, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+groupMemberColumns+` FROM group_members WHERE order_id = $1 ORDER BY id`, orderID)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list group members of %d: %w", orderID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*lapse.GroupMember, error) { return scanGroupMember(row) })
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list group members of %d: %w", orderID, err)
+	}
+	return out, nil
+}
+
+// GroupMemberUpdate moves a member's charge from p.From to p.To, or returns
+// lapse.ErrStale and writes nothing.
+func (s *Store) GroupMemberUpdate(ctx context.Context, p *lapse.GroupMemberUpdateParams) (*lapse.GroupMember, error) {
+	attempt := 0
+	if p.Attempt {
+		attempt = 1
+	}
+	var chargedAt *time.Time
+	if p.To == lapse.ChargeCharged {
+		chargedAt = &p.At
+	}
+	got, err := scanGroupMember(s.db.QueryRow(ctx, `UPDATE group_members SET status = $1, attempts = attempts + $2,
+		txn_id = CASE WHEN $3 <> '' THEN $3 ELSE txn_id END, last_error = $4,
+		charged_at = coalesce($5, charged_at), updated_at = $6
+		WHERE id = $7 AND status = $8 RETURNING `+groupMemberColumns,
+		p.To, attempt, p.TxnID, p.Error, chargedAt, p.At, p.ID, p.From))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, lapse.ErrStale
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: update group member %d: %w", p.ID, err)
+	}
+	return got, nil
+}

@@ -1,0 +1,160 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+const cardCols = `id, order_id, order_no, user_id, product, visits, used, deducted, status, issued_at, revoked_at`
+
+func scanCard(r scanner) (*lapse.Card, error) {
+	var (
+		c       lapse.Card
+		issued  int64
+		revoked sql.NullInt64
+	)
+	err := r.Scan(&c.ID, &c.OrderID, &c.OrderNo, &c.UserID, &c.Product, &c.Visits, &c.Used, &c.Deducted,
+		(*string)(&c.Status), &issued, &revoked)
+	if err != nil {
+		return nil, err
+	}
+	c.IssuedAt, c.RevokedAt = fromMicros(issued), fromNullMicros(revoked)
+	return &c, nil
+}
+
+// cardsOrder returns the order the cards of one CardIssue belong to, or an
+// EINVALID error when there are none or they name several.
+func cardsOrder(cards []*lapse.Card) (int64, error) {
+	if len(cards) == 0 {
+		return 0, lapse.Errorf(lapse.EINVALID, "no cards to issue")
+	}
+	for _, c := range cards {
+		if c == nil {
+			return 0, lapse.Errorf(lapse.EINVALID, "a card to issue is nil")
+		}
+		if c.OrderID != cards[0].OrderID {
+			return 0, lapse.Errorf(lapse.EINVALID, "cards of orders %d and %d issued together", cards[0].OrderID, c.OrderID)
+		}
+	}
+	return cards[0].OrderID, nil
+}
+
+// CardIssue inserts the cards of one order, active and unused, unless the
+// order has cards: then it writes nothing and returns those, by id, with
+// created=false. The single writer makes the check and the inserts one step,
+// so of concurrent issuers exactly one creates. Cards of no order or of
+// several are an EINVALID error; an order that does not exist is
+// lapse.ErrOrderNotFound.
+func (s *Store) CardIssue(ctx context.Context, cards []*lapse.Card) ([]*lapse.Card, bool, error) {
+	orderID, err := cardsOrder(cards)
+	if err != nil {
+		return nil, false, err
+	}
+	var got []*lapse.Card
+	created := false
+	err = s.write(ctx, func(w *writeTx) error {
+		var err error
+		got, err = queryAll(ctx, w.tx, scanCard, `SELECT `+cardCols+` FROM cards WHERE order_id = ? ORDER BY id`, orderID)
+		if err != nil || len(got) > 0 {
+			return err
+		}
+		var n int
+		if err := w.tx.QueryRowContext(ctx, `SELECT count(*) FROM orders WHERE id = ?`, orderID).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return lapse.Refine(lapse.ErrOrderNotFound, "no order with id %d", orderID)
+		}
+		for _, c := range cards {
+			x, err := scanCard(w.tx.QueryRowContext(ctx, `INSERT INTO cards (order_id, order_no, user_id, product,
+				visits, status, issued_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING `+cardCols,
+				orderID, c.OrderNo, c.UserID, c.Product, c.Visits, string(lapse.CardActive), micros(c.IssuedAt)))
+			if err != nil {
+				return err
+			}
+			got = append(got, x)
+		}
+		created = true
+		return nil
+	})
+	if err != nil {
+		return nil, false, fail(err, "card issue %d", orderID)
+	}
+	return got, created, nil
+}
+
+// CardList returns the cards of an order, by id.
+func (s *Store) CardList(ctx context.Context, orderID int64) ([]*lapse.Card, error) {
+	cs, err := queryAll(ctx, s.db(), scanCard, `SELECT `+cardCols+` FROM cards WHERE order_id = ? ORDER BY id`, orderID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: card list %d: %w", orderID, err)
+	}
+	return cs, nil
+}
+
+// CardGet returns a card, or an error that is lapse.ErrCardNotFound.
+func (s *Store) CardGet(ctx context.Context, id int64) (*lapse.Card, error) {
+	c, err := scanCard(s.db().QueryRowContext(ctx, `SELECT `+cardCols+` FROM cards WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, lapse.Refine(lapse.ErrCardNotFound, "no card with id %d", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: card get %d: %w", id, err)
+	}
+	return c, nil
+}
+
+// CardRevoke voids the active cards of an order, deducting the visits a
+// count card has left, and returns them by id.
+func (s *Store) CardRevoke(ctx context.Context, orderID int64, at time.Time) ([]*lapse.Card, error) {
+	var got []*lapse.Card
+	err := s.write(ctx, func(w *writeTx) error {
+		var err error
+		got, err = queryAll(ctx, w.tx, scanCard, `UPDATE cards SET status = ?1, revoked_at = ?2,
+			deducted = CASE WHEN visits > 0 THEN visits - used ELSE 0 END
+			WHERE order_id = ?3 AND status = ?4 RETURNING `+cardCols,
+			string(lapse.CardVoided), micros(at), orderID, string(lapse.CardActive))
+		return err
+	})
+	if err != nil {
+		return nil, fail(err, "card revoke %d", orderID)
+	}
+	// RETURNING promises no order.
+	slices.SortFunc(got, func(a, b *lapse.Card) int { return cmp.Compare(a.ID, b.ID) })
+	return got, nil
+}
+
+// CardUse counts one visit of an active card that has visits left (or is
+// not a count card). It returns lapse.ErrStale, writing nothing, when the
+// card is voided or used up, and lapse.ErrCardNotFound.
+func (s *Store) CardUse(ctx context.Context, id int64) (*lapse.Card, error) {
+	var got *lapse.Card
+	err := s.write(ctx, func(w *writeTx) error {
+		var err error
+		got, err = scanCard(w.tx.QueryRowContext(ctx, `UPDATE cards SET used = used + 1
+			WHERE id = ? AND status = ? AND (visits = 0 OR used < visits) RETURNING `+cardCols,
+			id, string(lapse.CardActive)))
+		if errors.Is(err, sql.ErrNoRows) {
+			var n int
+			if err := w.tx.QueryRowContext(ctx, `SELECT count(*) FROM cards WHERE id = ?`, id).Scan(&n); err != nil {
+				return err
+			}
+			if n == 0 {
+				return lapse.Refine(lapse.ErrCardNotFound, "no card with id %d", id)
+			}
+			return lapse.ErrStale
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fail(err, "card use %d", id)
+	}
+	return got, nil
+}

@@ -1,0 +1,102 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+const groupMemberCols = `id, order_id, group_id, user_id, provider, method, amount, currency, key, status, attempts,
+	txn_id, last_error, joined_at, updated_at, charged_at`
+
+func scanGroupMember(r scanner) (*lapse.GroupMember, error) {
+	var (
+		m               lapse.GroupMember
+		joined, updated int64
+		charged         sql.NullInt64
+	)
+	err := r.Scan(&m.ID, &m.OrderID, &m.GroupID, &m.UserID, &m.Provider, &m.Method, &m.Amount, &m.Currency, &m.Key,
+		(*string)(&m.Status), &m.Attempts, &m.TxnID, &m.LastError, &joined, &updated, &charged)
+	if err != nil {
+		return nil, err
+	}
+	m.JoinedAt, m.UpdatedAt, m.ChargedAt = fromMicros(joined), fromMicros(updated), fromNullMicros(charged)
+	return &m, nil
+}
+
+// GroupMemberAdd inserts m, pending, with no attempts and UpdatedAt its
+// JoinedAt, unless the group has a member with its UserID: then it writes
+// nothing and returns that member, with created=false. Its Key taken by
+// another member is an ECONFLICT error.
+func (s *Store) GroupMemberAdd(ctx context.Context, m *lapse.GroupMember) (*lapse.GroupMember, bool, error) {
+	var got *lapse.GroupMember
+	created := false
+	err := s.write(ctx, func(w *writeTx) error {
+		var err error
+		// No conflict target: a clash on the key, too, writes nothing rather
+		// than fail, and the read below tells the two apart.
+		got, err = scanGroupMember(w.tx.QueryRowContext(ctx, `INSERT INTO group_members (order_id, group_id, user_id,
+			provider, method, amount, currency, key, status, joined_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING `+groupMemberCols,
+			m.OrderID, m.GroupID, m.UserID, m.Provider, m.Method, m.Amount, m.Currency, m.Key,
+			string(lapse.ChargePending), micros(m.JoinedAt), micros(m.JoinedAt)))
+		if errors.Is(err, sql.ErrNoRows) {
+			got, err = scanGroupMember(w.tx.QueryRowContext(ctx, `SELECT `+groupMemberCols+` FROM group_members
+				WHERE order_id = ? AND user_id = ?`, m.OrderID, m.UserID))
+			if errors.Is(err, sql.ErrNoRows) {
+				return lapse.Errorf(lapse.ECONFLICT, "a group member with idempotency key %q exists", m.Key)
+			}
+			return err
+		}
+		created = err == nil
+		return err
+	})
+	if err != nil {
+		return nil, false, fail(err, "group member add %d/%s", m.OrderID, m.UserID)
+	}
+	return got, created, nil
+}
+
+// GroupMemberList returns the members of a group, by id.
+func (s *Store) GroupMemberList(ctx context.Context, orderID int64) ([]*lapse.GroupMember, error) {
+	ms, err := queryAll(ctx, s.db(), scanGroupMember, `SELECT `+groupMemberCols+` FROM group_members
+		WHERE order_id = ? ORDER BY id`, orderID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: group member list %d: %w", orderID, err)
+	}
+	return ms, nil
+}
+
+// GroupMemberUpdate moves a member's charge from p.From to p.To, or returns
+// lapse.ErrStale and writes nothing.
+func (s *Store) GroupMemberUpdate(ctx context.Context, p *lapse.GroupMemberUpdateParams) (*lapse.GroupMember, error) {
+	attempt := 0
+	if p.Attempt {
+		attempt = 1
+	}
+	var chargedAt *time.Time
+	if p.To == lapse.ChargeCharged {
+		chargedAt = &p.At
+	}
+	var got *lapse.GroupMember
+	err := s.write(ctx, func(w *writeTx) error {
+		var err error
+		got, err = scanGroupMember(w.tx.QueryRowContext(ctx, `UPDATE group_members SET status = ?1,
+			attempts = attempts + ?2, txn_id = CASE WHEN ?3 <> '' THEN ?3 ELSE txn_id END, last_error = ?4,
+			charged_at = coalesce(?5, charged_at), updated_at = ?6
+			WHERE id = ?7 AND status = ?8 RETURNING `+groupMemberCols,
+			string(p.To), attempt, p.TxnID, p.Error, nullMicros(chargedAt), micros(p.At), p.ID, string(p.From)))
+		if errors.Is(err, sql.ErrNoRows) {
+			return lapse.ErrStale
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fail(err, "group member update %d", p.ID)
+	}
+	return got, nil
+}

@@ -1,0 +1,397 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+// newMember builds a member of the group o joining at base+1m, its charge
+// keyed by group and user.
+func newMember(o *lapse.Order, user string) *lapse.GroupMember {
+	return &lapse.GroupMember{OrderID: o.ID, GroupID: o.OrderNo, UserID: user, Provider: "sandbox", Method: "tok-" + user,
+		Amount: 999, Currency: "CNY", Key: o.OrderNo + "/" + user, JoinedAt: base.Add(time.Minute)}
+}
+
+// memberString prints a member with its times, which %+v would print as a
+// pointer.
+func memberString(m *lapse.GroupMember) string {
+	charged := "<nil>"
+	if m.ChargedAt != nil {
+		charged = m.ChargedAt.String()
+	}
+	c := *m
+	c.ChargedAt = nil
+	return fmt.Sprintf("%+v charged_at=%s", c, charged)
+}
+
+func testGroupMember(t *testing.T, s lapse.Store) {
+	o := mustCreate(t, s, "GM-1", base.Add(time.Hour), base)
+	in := newMember(o, "u1")
+	m1, created, err := s.GroupMemberAdd(ctxT(t), in)
+	if err != nil || !created {
+		t.Fatalf("GroupMemberAdd = %v, %v", created, err)
+	}
+	want := *in
+	want.ID, want.Status, want.UpdatedAt = m1.ID, lapse.ChargePending, in.JoinedAt
+	if m1.ID == 0 || memberString(m1) != memberString(&want) {
+		t.Errorf("GroupMemberAdd returned\n%s\nwant\n%s", memberString(m1), memberString(&want))
+	}
+
+	// The same user again, under another key: nothing written, the first
+	// member returned.
+	again := newMember(o, "u1")
+	again.Method, again.Key, again.Amount = "tok-other", "GM-1/u1-again", 1
+	dup, created, err := s.GroupMemberAdd(ctxT(t), again)
+	if err != nil || created || memberString(dup) != memberString(m1) {
+		t.Errorf("GroupMemberAdd again = %+v, %v, %v; want the first member, not created", dup, created, err)
+	}
+	// Another user under a key already taken is refused.
+	clash := newMember(o, "u9")
+	clash.Key = in.Key
+	if _, _, err := s.GroupMemberAdd(ctxT(t), clash); lapse.ErrorCode(err) != lapse.ECONFLICT {
+		t.Errorf("GroupMemberAdd with a taken key = %v, want an ECONFLICT error", err)
+	}
+	m2, created, err := s.GroupMemberAdd(ctxT(t), newMember(o, "u2"))
+	if err != nil || !created || m2.ID <= m1.ID {
+		t.Fatalf("GroupMemberAdd u2 = %+v, %v, %v", m2, created, err)
+	}
+	// A user joins each group once, not once overall.
+	o2 := mustCreate(t, s, "GM-2", base.Add(time.Hour), base)
+	if m, created, err := s.GroupMemberAdd(ctxT(t), newMember(o2, "u1")); err != nil || !created || m.OrderID != o2.ID || m.GroupID != "GM-2" {
+		t.Errorf("GroupMemberAdd of u1 to another group = %+v, %v, %v", m, created, err)
+	}
+	list, err := s.GroupMemberList(ctxT(t), o.ID)
+	if err != nil || len(list) != 2 || list[0].ID != m1.ID || list[1].ID != m2.ID {
+		t.Fatalf("GroupMemberList = %+v, %v; want u1, u2", list, err)
+	}
+
+	// A charge that fails, is retried, and succeeds.
+	update := func(from, to lapse.ChargeStatus, attempt bool, txn, msg string, at time.Time) (*lapse.GroupMember, error) {
+		return s.GroupMemberUpdate(ctxT(t), &lapse.GroupMemberUpdateParams{ID: m1.ID, From: from, To: to, Attempt: attempt,
+			TxnID: txn, Error: msg, At: at})
+	}
+	t1, t2, t3, t4 := base.Add(2*time.Minute), base.Add(3*time.Minute), base.Add(4*time.Minute), base.Add(5*time.Minute)
+	m, err := update(lapse.ChargePending, lapse.ChargeCharging, true, "", "", t1)
+	if err != nil || m.Status != lapse.ChargeCharging || m.Attempts != 1 || m.TxnID != "" || m.LastError != "" ||
+		!m.UpdatedAt.Equal(t1) || m.ChargedAt != nil || !m.JoinedAt.Equal(in.JoinedAt) {
+		t.Fatalf("claim = %s, %v", memberString(m), err)
+	}
+	m, err = update(lapse.ChargeCharging, lapse.ChargeFailed, false, "txn-1", "declined", t2)
+	if err != nil || m.Status != lapse.ChargeFailed || m.Attempts != 1 || m.TxnID != "txn-1" || m.LastError != "declined" ||
+		!m.UpdatedAt.Equal(t2) || m.ChargedAt != nil {
+		t.Fatalf("fail = %s, %v", memberString(m), err)
+	}
+	m, err = update(lapse.ChargeFailed, lapse.ChargeCharging, true, "", "", t3)
+	if err != nil || m.Attempts != 2 || m.TxnID != "txn-1" || m.LastError != "" || !m.UpdatedAt.Equal(t3) {
+		t.Fatalf("second claim = %s, %v; want 2 attempts, txn id kept, error cleared", memberString(m), err)
+	}
+	m, err = update(lapse.ChargeCharging, lapse.ChargeCharged, false, "", "", t4)
+	if err != nil || m.Status != lapse.ChargeCharged || m.Attempts != 2 || m.TxnID != "txn-1" || !m.UpdatedAt.Equal(t4) ||
+		!timeEq(m.ChargedAt, &t4) {
+		t.Fatalf("charged = %s, %v", memberString(m), err)
+	}
+	if _, err := update(lapse.ChargeCharging, lapse.ChargeFailed, true, "txn-2", "late", base.Add(time.Hour)); !errors.Is(err, lapse.ErrStale) {
+		t.Errorf("GroupMemberUpdate from a status it left = %v, want ErrStale", err)
+	}
+	if list, err := s.GroupMemberList(ctxT(t), o.ID); err != nil || len(list) != 2 || memberString(list[0]) != memberString(m) {
+		t.Errorf("after a stale update, GroupMemberList = %+v, %v; want u1 unchanged %s", list, err, memberString(m))
+	}
+	if _, err := s.GroupMemberUpdate(ctxT(t), &lapse.GroupMemberUpdateParams{ID: m2.ID + 100, From: lapse.ChargePending,
+		To: lapse.ChargeCharging, At: t1}); !errors.Is(err, lapse.ErrStale) {
+		t.Errorf("GroupMemberUpdate of a missing member = %v, want ErrStale", err)
+	}
+}
+
+func testGroupMemberConcurrent(t *testing.T, s lapse.Store) {
+	o := mustCreate(t, s, "GM-C", base.Add(time.Hour), base)
+	var wg sync.WaitGroup
+	var created atomic.Int32
+	ids := make([]int64, 8)
+	for i := range ids {
+		wg.Go(func() {
+			m, c, err := s.GroupMemberAdd(ctxT(t), newMember(o, "u1"))
+			if err != nil {
+				t.Errorf("GroupMemberAdd: %v", err)
+				return
+			}
+			if c {
+				created.Add(1)
+			}
+			ids[i] = m.ID
+		})
+	}
+	wg.Wait()
+	if created.Load() != 1 {
+		t.Errorf("%d concurrent adders of one member created, want exactly 1", created.Load())
+	}
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Errorf("adders saw members %v, want one", ids)
+			break
+		}
+	}
+	if list, err := s.GroupMemberList(ctxT(t), o.ID); err != nil || len(list) != 1 {
+		t.Errorf("GroupMemberList = %d members, %v; want 1", len(list), err)
+	}
+}
+
+// testGroupMemberInTx checks that a member added in a transaction that rolls
+// back is gone, and that the transaction saw it.
+func testGroupMemberInTx(t *testing.T, s lapse.Store) {
+	o := mustCreate(t, s, "GM-T", base.Add(time.Hour), base)
+	boom := errors.New("boom")
+	err := s.Tx(ctxT(t), func(tx lapse.Store) error {
+		if _, _, err := tx.GroupMemberAdd(ctxT(t), newMember(o, "u1")); err != nil {
+			return err
+		}
+		if list, err := tx.GroupMemberList(ctxT(t), o.ID); err != nil || len(list) != 1 {
+			t.Errorf("GroupMemberList inside Tx = %d members, %v; want the one added", len(list), err)
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("Tx = %v, want fn's error", err)
+	}
+	if list, err := s.GroupMemberList(ctxT(t), o.ID); err != nil || len(list) != 0 {
+		t.Errorf("after rollback GroupMemberList = %d members, %v; want none", len(list), err)
+	}
+	// The key and user are free again.
+	if _, created, err := s.GroupMemberAdd(ctxT(t), newMember(o, "u1")); err != nil || !created {
+		t.Errorf("GroupMemberAdd after rollback = %v, %v", created, err)
+	}
+}
+
+// newCards builds the bundle of o issued at base+1m: a count card of visits
+// visits and a card without a count.
+func newCards(o *lapse.Order, visits int) []*lapse.Card {
+	at := base.Add(time.Minute)
+	return []*lapse.Card{
+		{OrderID: o.ID, OrderNo: o.OrderNo, UserID: o.UserID, Product: "gym-10", Visits: visits, IssuedAt: at},
+		{OrderID: o.ID, OrderNo: o.OrderNo, UserID: o.UserID, Product: "locker", IssuedAt: at},
+	}
+}
+
+// cardString prints a card with its times, which %+v would print as a
+// pointer.
+func cardString(c *lapse.Card) string {
+	revoked := "<nil>"
+	if c.RevokedAt != nil {
+		revoked = c.RevokedAt.String()
+	}
+	x := *c
+	x.RevokedAt = nil
+	return fmt.Sprintf("%+v revoked_at=%s", x, revoked)
+}
+
+func cardsString(cs []*lapse.Card) string {
+	out := ""
+	for _, c := range cs {
+		out += "\n\t" + cardString(c)
+	}
+	return out
+}
+
+func testCard(t *testing.T, s lapse.Store) {
+	o := mustCreate(t, s, "CD-1", base.Add(time.Hour), base)
+	other := mustCreate(t, s, "CD-2", base.Add(time.Hour), base)
+
+	if _, _, err := s.CardIssue(ctxT(t), nil); lapse.ErrorCode(err) != lapse.EINVALID {
+		t.Errorf("CardIssue of no cards = %v, want an EINVALID error", err)
+	}
+	mixed := append(newCards(o, 10), newCards(other, 10)[0])
+	if _, _, err := s.CardIssue(ctxT(t), mixed); lapse.ErrorCode(err) != lapse.EINVALID {
+		t.Errorf("CardIssue of two orders' cards = %v, want an EINVALID error", err)
+	}
+	missing := newCards(o, 10)
+	for _, c := range missing {
+		c.OrderID = other.ID + 1000
+	}
+	if _, _, err := s.CardIssue(ctxT(t), missing); !errors.Is(err, lapse.ErrOrderNotFound) {
+		t.Errorf("CardIssue for a missing order = %v, want ErrOrderNotFound", err)
+	}
+	for _, id := range []int64{o.ID, other.ID} {
+		if cs, err := s.CardList(ctxT(t), id); err != nil || len(cs) != 0 {
+			t.Errorf("refused issues wrote cards of order %d: %s, %v", id, cardsString(cs), err)
+		}
+	}
+
+	in := newCards(o, 10)
+	in[0].Status = lapse.CardVoided // the store issues every card active
+	cards, created, err := s.CardIssue(ctxT(t), in)
+	if err != nil || !created || len(cards) != 2 {
+		t.Fatalf("CardIssue = %s, %v, %v", cardsString(cards), created, err)
+	}
+	for i, c := range cards {
+		want := *in[i]
+		want.ID, want.Status = c.ID, lapse.CardActive
+		if c.ID == 0 || cardString(c) != cardString(&want) {
+			t.Errorf("issued card %d = %s\nwant %s", i, cardString(c), cardString(&want))
+		}
+	}
+	if cards[1].ID <= cards[0].ID {
+		t.Errorf("issued cards %d, %d: want them by id, in the order given", cards[0].ID, cards[1].ID)
+	}
+	again, created, err := s.CardIssue(ctxT(t), newCards(o, 99))
+	if err != nil || created || cardsString(again) != cardsString(cards) {
+		t.Errorf("CardIssue again = %s, %v, %v; want the first cards, not created", cardsString(again), created, err)
+	}
+	if list, err := s.CardList(ctxT(t), o.ID); err != nil || cardsString(list) != cardsString(cards) {
+		t.Errorf("CardList = %s, %v; want %s", cardsString(list), err, cardsString(cards))
+	}
+	if c, err := s.CardGet(ctxT(t), cards[1].ID); err != nil || cardString(c) != cardString(cards[1]) {
+		t.Errorf("CardGet = %+v, %v", c, err)
+	}
+	if _, err := s.CardGet(ctxT(t), cards[1].ID+100); !errors.Is(err, lapse.ErrCardNotFound) {
+		t.Errorf("CardGet of a missing card = %v, want ErrCardNotFound", err)
+	}
+
+	count, plain := cards[0], cards[1]
+	for i := range 3 {
+		c, err := s.CardUse(ctxT(t), count.ID)
+		if err != nil || c.Used != i+1 || c.Status != lapse.CardActive {
+			t.Fatalf("CardUse %d = %+v, %v", i+1, c, err)
+		}
+	}
+	for i := range 12 { // a card without a count has no limit
+		if c, err := s.CardUse(ctxT(t), plain.ID); err != nil || c.Used != i+1 {
+			t.Fatalf("CardUse %d of a card without a count = %+v, %v", i+1, c, err)
+		}
+	}
+	if _, err := s.CardUse(ctxT(t), plain.ID+100); !errors.Is(err, lapse.ErrCardNotFound) {
+		t.Errorf("CardUse of a missing card = %v, want ErrCardNotFound", err)
+	}
+
+	at := base.Add(time.Hour)
+	revoked, err := s.CardRevoke(ctxT(t), o.ID, at)
+	if err != nil || len(revoked) != 2 {
+		t.Fatalf("CardRevoke = %s, %v", cardsString(revoked), err)
+	}
+	wantRevoked := []struct {
+		id             int64
+		used, deducted int
+	}{{count.ID, 3, 7}, {plain.ID, 12, 0}}
+	for i, want := range wantRevoked {
+		c := revoked[i]
+		if c.ID != want.id || c.Status != lapse.CardVoided || c.Used != want.used || c.Deducted != want.deducted || !timeEq(c.RevokedAt, &at) {
+			t.Errorf("revoked card %d = %s; want id %d voided at %v, used %d, deducted %d", i, cardString(c), want.id, at, want.used, want.deducted)
+		}
+	}
+	if list, err := s.CardList(ctxT(t), o.ID); err != nil || cardsString(list) != cardsString(revoked) {
+		t.Errorf("CardList after revoke = %s, %v; want %s", cardsString(list), err, cardsString(revoked))
+	}
+	if again, err := s.CardRevoke(ctxT(t), o.ID, at.Add(time.Minute)); err != nil || len(again) != 0 {
+		t.Errorf("second CardRevoke = %s, %v; want none, no error", cardsString(again), err)
+	}
+	if _, err := s.CardUse(ctxT(t), plain.ID); !errors.Is(err, lapse.ErrStale) {
+		t.Errorf("CardUse of a voided card = %v, want ErrStale", err)
+	}
+	// An order whose cards were revoked gets no new ones.
+	if again, created, err := s.CardIssue(ctxT(t), newCards(o, 10)); err != nil || created || cardsString(again) != cardsString(revoked) {
+		t.Errorf("CardIssue after revoke = %s, %v, %v; want the voided cards, not created", cardsString(again), created, err)
+	}
+	if cs, err := s.CardRevoke(ctxT(t), other.ID+1000, at); err != nil || len(cs) != 0 {
+		t.Errorf("CardRevoke of an order without cards = %s, %v; want none, no error", cardsString(cs), err)
+	}
+
+	// A count card stops at its visits; revoked then, it has nothing to deduct.
+	small, _, err := s.CardIssue(ctxT(t), newCards(other, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := s.CardUse(ctxT(t), small[0].ID); err != nil {
+			t.Fatalf("CardUse: %v", err)
+		}
+	}
+	if _, err := s.CardUse(ctxT(t), small[0].ID); !errors.Is(err, lapse.ErrStale) {
+		t.Errorf("CardUse of a used-up card = %v, want ErrStale", err)
+	}
+	if c, err := s.CardGet(ctxT(t), small[0].ID); err != nil || c.Used != 2 || c.Status != lapse.CardActive {
+		t.Errorf("used-up card = %+v, %v; want used 2, active", c, err)
+	}
+	if cs, err := s.CardRevoke(ctxT(t), other.ID, at); err != nil || len(cs) != 2 || cs[0].Deducted != 0 || cs[0].Used != 2 {
+		t.Errorf("CardRevoke of a used-up card = %s, %v; want it deducted 0", cardsString(cs), err)
+	}
+}
+
+func testCardConcurrent(t *testing.T, s lapse.Store) {
+	o := mustCreate(t, s, "CD-C", base.Add(time.Hour), base)
+	var wg sync.WaitGroup
+	var created atomic.Int32
+	got := make([]string, 8)
+	for i := range got {
+		wg.Go(func() {
+			cs, c, err := s.CardIssue(ctxT(t), newCards(o, 5))
+			if err != nil {
+				t.Errorf("CardIssue: %v", err)
+				return
+			}
+			if c {
+				created.Add(1)
+			}
+			got[i] = cardsString(cs)
+		})
+	}
+	wg.Wait()
+	if created.Load() != 1 {
+		t.Errorf("%d concurrent issuers for one order created, want exactly 1", created.Load())
+	}
+	list, err := s.CardList(ctxT(t), o.ID)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("CardList = %s, %v; want one bundle of 2", cardsString(list), err)
+	}
+	for i, g := range got {
+		if g != cardsString(list) {
+			t.Errorf("issuer %d got %s; want %s", i, g, cardsString(list))
+		}
+	}
+
+	// Twelve uses race for five visits: five win.
+	var uses atomic.Int32
+	for range 12 {
+		wg.Go(func() {
+			_, err := s.CardUse(ctxT(t), list[0].ID)
+			switch {
+			case err == nil:
+				uses.Add(1)
+			case !errors.Is(err, lapse.ErrStale):
+				t.Errorf("CardUse: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if c, err := s.CardGet(ctxT(t), list[0].ID); uses.Load() != 5 || err != nil || c.Used != 5 {
+		t.Errorf("%d of 12 concurrent uses succeeded, card %+v, %v; want 5 and used 5", uses.Load(), c, err)
+	}
+}
+
+// testCardInTx checks that cards issued in a transaction that rolls back are
+// gone, so that the order can be issued its cards again.
+func testCardInTx(t *testing.T, s lapse.Store) {
+	o := mustCreate(t, s, "CD-T", base.Add(time.Hour), base)
+	boom := errors.New("boom")
+	err := s.Tx(ctxT(t), func(tx lapse.Store) error {
+		if _, created, err := tx.CardIssue(ctxT(t), newCards(o, 5)); err != nil || !created {
+			return fmt.Errorf("CardIssue = %v, %w", created, err)
+		}
+		if _, created, err := tx.CardIssue(ctxT(t), newCards(o, 5)); err != nil || created {
+			return fmt.Errorf("CardIssue again in the transaction = %v, %w", created, err)
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("Tx = %v, want fn's error", err)
+	}
+	if cs, err := s.CardList(ctxT(t), o.ID); err != nil || len(cs) != 0 {
+		t.Errorf("after rollback CardList = %s, %v; want none", cardsString(cs), err)
+	}
+	if _, created, err := s.CardIssue(ctxT(t), newCards(o, 5)); err != nil || !created {
+		t.Errorf("CardIssue after rollback = %v, %v", created, err)
+	}
+}
