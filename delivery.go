@@ -58,6 +58,10 @@ type Delivery struct {
 
 	// Event is the delivered event; set by DeliveryClaim.
 	Event *OutboxEvent `json:"-"`
+	// Final is set by the deliverer on an attempt whose failure would end
+	// the retry schedule: a handler that gives up differently (a group buy
+	// that fails, a membership handed to an operator) does so then.
+	Final bool `json:"-"`
 }
 
 // Failures returns how many attempts have been made since the delivery was

@@ -42,6 +42,43 @@ type Flow struct {
 	// intent was started before the deadline: the customer may be paying.
 	// Before closing such an order the closer asks the provider.
 	Grace time.Duration
+
+	// Group makes the flow's orders group buys: members join while the group
+	// is open and are charged once it closes; zero for other flows.
+	Group GroupEvents
+	// Issues makes the flow's orders issue benefits (cards) once paid, and
+	// revoke them when refunded; zero for other flows.
+	Issues IssueEvents
+}
+
+// GroupEvents name the events of a group buy's settlement (seed 000). Each
+// member joining fires Join, a transition from the open state to itself.
+// After the outbox event Charge (the group closed), the settle subscriber
+// charges every member through the provider port, then fires Settled; when
+// charges still fail after its retry schedule, Failed. An operator's retry
+// of a failed group fires Retry, which must emit Charge again.
+type GroupEvents struct {
+	Join    Event
+	Charge  string
+	Settled Event
+	Failed  Event
+	Retry   Event
+}
+
+// IssueEvents name the events of issuing benefits (seed 003). After the
+// outbox event On (the order was paid), the issue subscriber issues the
+// order's cards through the card issuer and fires Issued. The first failure
+// fires Failed (the order compensates), and the subscriber retries on its
+// schedule; when the schedule runs out it fires GiveUp (manual review). An
+// operator's Retry fires the compensation again. The outbox events in
+// Revoke (a refund started) revoke every card of the order.
+type IssueEvents struct {
+	On     string
+	Issued Event
+	Failed Event
+	GiveUp Event
+	Retry  Event
+	Revoke []string
 }
 
 // StateSpec describes one state of a flow.
@@ -266,6 +303,36 @@ func (f *Flow) Validate() error {
 			return bad("refunds need a flow that takes payments")
 		}
 	}
+	if g := f.Group; g != (GroupEvents{}) {
+		for _, ev := range []Event{g.Join, g.Settled, g.Failed, g.Retry} {
+			if f.Event(ev) == nil {
+				return bad("group: event %q is not declared (a group names join, settled, failed and retry)", ev)
+			}
+		}
+		if !emitted[g.Charge] {
+			return bad("group: members are charged after %q, which no transition emits", g.Charge)
+		}
+		for _, t := range f.Transitions {
+			if t.Event == g.Join && t.From != t.To {
+				return bad("group: joining (%s) must leave the group in its state, not move it from %s to %s", g.Join, t.From, t.To)
+			}
+			if t.Event == g.Retry && !slices.Contains(t.Emits, g.Charge) {
+				return bad("group: retrying (%s) must emit %s, which charges the members again", g.Retry, g.Charge)
+			}
+		}
+	}
+	if is := f.Issues; is.On != "" || is.Issued != "" {
+		for _, ev := range []Event{is.Issued, is.Failed, is.GiveUp, is.Retry} {
+			if f.Event(ev) == nil {
+				return bad("issues: event %q is not declared (issuing names issued, failed, give_up and retry)", ev)
+			}
+		}
+		for _, typ := range append([]string{is.On}, is.Revoke...) {
+			if !emitted[typ] {
+				return bad("issues: %s is named, but no transition emits it", typ)
+			}
+		}
+	}
 	if f.Grace < 0 || (f.Grace > 0 && f.Pays == "") {
 		return bad("grace must be a positive duration, for a flow that takes payments")
 	}
@@ -349,7 +416,12 @@ func (f *Flow) Plan(o *Order, fr Firing) (*OrderTransitionParams, error) {
 		At:          fr.Now,
 	}
 	to := f.State(t.To)
-	if to.Deadline != nil {
+	switch {
+	case t.To == o.State:
+		// Staying in a state (a member joining an open group) keeps its
+		// deadline: the timer runs from entering the state.
+		p.DeadlineAt = o.DeadlineAt
+	case to.Deadline != nil:
 		d := fr.Now.Add(to.Deadline.After)
 		p.DeadlineAt = &d
 	}

@@ -32,6 +32,9 @@ const (
 	// FiredByPayment: the payment path, applying a verified provider callback
 	// or a payment the closer found by asking the provider.
 	FiredByPayment FiredBy = "payment"
+	// FiredByEffect: a built-in subscriber acting on an event: settling a
+	// group buy, issuing or compensating a membership's cards.
+	FiredByEffect FiredBy = "effect"
 )
 
 // Item is one line of an order: a stock-keeping unit and a quantity.

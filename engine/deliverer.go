@@ -232,6 +232,8 @@ func (d *Deliverer) attempt(ctx context.Context, s *Subscription, dl *lapse.Deli
 	defer cancel()
 
 	rec := lapse.DeliveryAttempt{DeliveryID: dl.ID, Attempt: dl.Attempts, Worker: d.cfg.Owner, StartedAt: start}
+	_, more := s.Schedule.Next(dl.Failures(), 0)
+	dl.Final = !more
 	finish := func(tx lapse.Store, p *lapse.DeliveryFinishParams) error {
 		p.ID, p.Owner, p.Attempt, p.At = dl.ID, d.cfg.Owner, dl.Attempts, d.e.clock.Now()
 		rec.Duration = time.Since(wall)

@@ -41,6 +41,17 @@ type Config struct {
 	MaxDeadline time.Duration
 	// Payments configures the payment path; see PaymentConfig.
 	Payments PaymentConfig
+	// GroupRetries is the retry schedule of group settlements: the waits
+	// after each failed round of charges; after the last the group fails.
+	// Default: DefaultGroupRetries.
+	GroupRetries []time.Duration
+	// Cards issues and revokes the benefits of flows that issue them
+	// (membership). Default: the built-in card ledger.
+	Cards lapse.CardIssuer
+	// IssueRetries is the retry schedule of issuing: the waits after each
+	// failed attempt; after the last the order goes to manual review.
+	// Default: DefaultIssueRetries.
+	IssueRetries []time.Duration
 	// WorkStore is the store the Claimer and the Deliverer claim and finish
 	// their work through: the same database as the engine's store, through
 	// connections of its own, so that a flood of API requests cannot starve
@@ -127,6 +138,8 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 	subs := slices.Clone(cfg.Subscriptions)
 	subs = append(subs, ledgerSubscriptions(flows, e)...)
 	subs = append(subs, refundSubscriptions(flows, e)...)
+	subs = append(subs, settleSubscriptions(flows, e, cfg.GroupRetries)...)
+	subs = append(subs, issueSubscriptions(flows, e, cfg.Cards, cfg.IssueRetries)...)
 	for i := range subs {
 		s := &subs[i]
 		if err := s.validate(); err != nil {

@@ -36,6 +36,14 @@ func (e *Engine) CreateOrder(ctx context.Context, req *lapse.OrderCreate, by Act
 	if flow == nil {
 		return nil, false, lapse.FieldError("flow", "unknown flow %q (this service runs %s)", req.Flow, strings.Join(e.names, ", "))
 	}
+	if flow.Group.Join != "" && req.Amount <= 0 {
+		return nil, false, lapse.FieldError("amount", "a group buy's price, which each member pays, must be positive")
+	}
+	if flow.Issues.On != "" {
+		if _, err := CardSpecs(&lapse.Order{Metadata: req.Metadata}); err != nil {
+			return nil, false, err
+		}
+	}
 	now := e.clock.Now()
 	initial := flow.State(flow.Initial)
 	var deadline *time.Time

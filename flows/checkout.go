@@ -101,5 +101,5 @@ func Checkout() *lapse.Flow {
 
 // Builtin returns the built-in flows.
 func Builtin() []*lapse.Flow {
-	return []*lapse.Flow{Checkout()}
+	return []*lapse.Flow{Checkout(), Groupbuy(), Membership()}
 }

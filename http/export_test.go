@@ -20,6 +20,9 @@ var RequestBodies = map[string]any{
 	"CouponCreate":   couponRequest{},
 	"PaymentIntent":  intentRequest{},
 	"RefundRequest":  refundRequest{},
+	"GroupCreate":    groupCreateRequest{},
+	"JoinRequest":    joinRequest{},
+	"RetryRequest":   retryRequest{},
 }
 
 // ResponseBodies maps the OpenAPI schema name of each response view to its
@@ -29,4 +32,5 @@ var ResponseBodies = map[string]any{
 	"Coupon":          couponView{},
 	"Delivery":        deliveryView{},
 	"DeliveryAttempt": attemptView{},
+	"Group":           groupView{},
 }

@@ -120,6 +120,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	types["Review"] = lapse.Review{}
 	types["Payment"] = lapse.Payment{}
 	types["OrderRefund"] = lapse.OrderRefund{}
+	types["GroupMember"] = lapse.GroupMember{}
+	types["Card"] = lapse.Card{}
 	for name, v := range lapsehttp.RequestBodies {
 		types[name] = v
 	}

@@ -445,6 +445,18 @@ func (s *Sandbox) current(orderNo string) *sandboxPayment {
 	return ps[len(ps)-1]
 }
 
+// SetRates changes the failure rates of later calls, as when a gateway
+// degrades or recovers; the rates are as in SandboxConfig.
+func (s *Sandbox) SetRates(fail, unknown float64) error {
+	if fail < 0 || unknown < 0 || fail+unknown > 1 {
+		return fmt.Errorf("payment: sandbox: fail rate %v and unknown rate %v must be shares that add up to at most 1", fail, unknown)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failRate, s.unknownRate = fail, unknown
+	return nil
+}
+
 // Payments returns every payment the sandbox holds, in the order they were
 // made.
 func (s *Sandbox) Payments() []lapse.ProviderPayment {

@@ -1,0 +1,245 @@
+package engine_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/payment"
+)
+
+func groupEngine(t *testing.T, s lapse.Store, clk lapse.Clock, sb *payment.Sandbox) *engine.Engine {
+	t.Helper()
+	e, err := engine.New(s, flows.Builtin(), engine.Config{Clock: clk,
+		Payments: engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{"sandbox": sb}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func groupReq(id string, ttl time.Duration) *lapse.OrderCreate {
+	return &lapse.OrderCreate{OrderNo: id, Flow: "groupbuy", UserID: "organiser", Amount: 990, Currency: "CNY", TTL: ttl}
+}
+
+// TestGroupBuy runs seed 000's group buy: 200 members join (concurrently),
+// the deadline closes the group, the sandbox fails half of the charges and
+// loses the answer of some it made, rounds follow the 1, 2, 4, 8, 16 s
+// schedule until the group fails; once the provider recovers, an operator's
+// retry settles it. Every member is charged exactly once.
+func TestGroupBuy(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		sb := payment.NewSandbox(payment.SandboxConfig{Secret: []byte("group-secret"), Clock: clk, FailRate: 0.5, UnknownRate: 0.1,
+			Rand: rand.NewPCG(7, 7)})
+		e := groupEngine(t, open(), clk, sb)
+		ctx := ctxT(t)
+		create(t, e, groupReq("G-1", time.Hour))
+
+		const members = 200
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Go(func() {
+				for i := w; i < members; i += 8 {
+					_, created, err := e.JoinGroup(ctx, "G-1", engine.JoinRequest{UserID: fmt.Sprintf("u%03d", i), Method: "tok-" + fmt.Sprint(i), By: app})
+					if err != nil || !created {
+						t.Errorf("join u%03d = %v, %v", i, created, err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if _, created, err := e.JoinGroup(ctx, "G-1", engine.JoinRequest{UserID: "u000", Method: "tok-0", By: app}); err != nil || created {
+			t.Errorf("joining twice = %v, %v; want the member, not created", created, err)
+		}
+		if _, _, err := e.JoinGroup(ctx, "G-1", engine.JoinRequest{UserID: "u000", Method: "other", By: app}); lapse.ErrorCode(err) != lapse.ECONFLICT {
+			t.Errorf("joining again with another method = %v, want conflict", err)
+		}
+		for _, bad := range []engine.JoinRequest{{Method: "x"}, {UserID: "x"}, {UserID: "x", Method: "y", Provider: "nope"}} {
+			if _, _, err := e.JoinGroup(ctx, "G-1", bad); lapse.ErrorCode(err) != lapse.EINVALID {
+				t.Errorf("JoinGroup(%+v) = %v, want invalid", bad, err)
+			}
+		}
+		g, err := e.Group(ctx, "G-1")
+		if err != nil || g.Order.State != flows.GroupOpen || len(g.Members) != members || g.Order.Version != members+1 {
+			t.Fatalf("group after joins: %+v, %d members, %v", g.Order, len(g.Members), err)
+		}
+		if !g.Order.DeadlineAt.Equal(t0.Add(time.Hour)) {
+			t.Errorf("joining moved the deadline to %v", g.Order.DeadlineAt)
+		}
+
+		// At the deadline the group closes; joining is refused from then on.
+		clk.Set(t0.Add(time.Hour))
+		if _, _, err := e.JoinGroup(ctx, "G-late", engine.JoinRequest{UserID: "x", Method: "y"}); lapse.ErrorCode(err) != lapse.ENOTFOUND {
+			t.Errorf("joining an unknown group = %v", err)
+		}
+		if _, _, err := e.JoinGroup(ctx, "G-1", engine.JoinRequest{UserID: "late", Method: "tok"}); lapse.ErrorCode(err) != lapse.ECONFLICT {
+			t.Errorf("joining at the deadline = %v, want conflict", err)
+		}
+		cl := engine.NewClaimer(e, engine.ClaimerConfig{})
+		if n, err := cl.RunOnce(ctx); n != 1 || err != nil {
+			t.Fatalf("claimer = %d, %v", n, err)
+		}
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		state := func() lapse.State {
+			g, err := e.Group(ctx, "G-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return g.Order.State
+		}
+		// Six rounds: the first, then after 1, 2, 4, 8 and 16 s. The provider
+		// fails half the charges in the first round, then goes down.
+		rounds := func() {
+			for i, wait := range append([]time.Duration{0}, engine.DefaultGroupRetries...) {
+				clk.Advance(wait)
+				drain(t, d)
+				if i == 0 && state() == flows.GroupClosed {
+					if err := sb.SetRates(1, 0); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		rounds()
+		if st := state(); st != flows.GroupFailed {
+			t.Fatalf("after the schedule the group is %s, want FAILED", st)
+		}
+		hs, err := e.Deliveries(ctx, "G-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var settle *engine.DeliveryHistory
+		for i := range hs {
+			if hs[i].Subscriber == engine.SettleSubscriber {
+				settle = &hs[i]
+			}
+		}
+		if settle == nil || len(settle.History) != 6 {
+			t.Fatalf("settle delivery: %+v", settle)
+		}
+		at := t0.Add(time.Hour)
+		for i, a := range settle.History {
+			if i > 0 {
+				at = at.Add(engine.DefaultGroupRetries[i-1])
+			}
+			if !a.StartedAt.Equal(at) {
+				t.Errorf("attempt %d started at %v, want %v", i+1, a.StartedAt, at)
+			}
+		}
+		if settle.Status != lapse.DeliveryDone {
+			t.Errorf("a failed settlement's delivery is %s, want done (FAILED is its end)", settle.Status)
+		}
+
+		// Nothing retries a failed group but an operator.
+		clk.Advance(time.Hour)
+		drain(t, d)
+		if st := state(); st != flows.GroupFailed {
+			t.Fatalf("a failed group moved by itself to %s", st)
+		}
+		// The provider recovers, flakily; an operator retries until everyone
+		// left is charged.
+		for try := 0; state() == flows.GroupFailed; try++ {
+			fail := 0.5
+			if try == 3 {
+				fail = 0
+			}
+			if err := sb.SetRates(fail, fail/5); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.Retry(ctx, "G-1", "provider is back", app); err != nil {
+				t.Fatal(err)
+			}
+			if try == 0 {
+				if _, err := e.Retry(ctx, "G-1", "twice", app); lapse.ErrorCode(err) != lapse.ECONFLICT {
+					t.Errorf("retrying a group that is not failed = %v, want conflict", err)
+				}
+			}
+			for _, wait := range append([]time.Duration{0}, engine.DefaultGroupRetries...) {
+				clk.Advance(wait)
+				drain(t, d)
+			}
+		}
+		if st := state(); st != flows.GroupSettled {
+			t.Fatalf("after the retries the group is %s", st)
+		}
+		g, _ = e.Group(ctx, "G-1")
+		paid := map[string]int{}
+		for _, p := range sb.Payments() {
+			if p.Status == lapse.ProviderPaid {
+				paid[p.OrderNo]++
+			}
+		}
+		for _, m := range g.Members {
+			if m.Status != lapse.ChargeCharged || m.TxnID == "" || m.ChargedAt == nil {
+				t.Errorf("member %s: %+v", m.UserID, m)
+			}
+			if paid[m.Key] != 1 {
+				t.Errorf("member %s was charged %d times at the provider", m.UserID, paid[m.Key])
+			}
+		}
+		if len(paid) != members {
+			t.Errorf("the provider made %d charges, want %d", len(paid), members)
+		}
+		into, events, _ := history(t, e, "G-1")
+		if into[flows.GroupClosed] != into[flows.GroupFailed]+1 || into[flows.GroupSettled] != 1 || events[flows.EventGroupFailed] != into[flows.GroupFailed] {
+			t.Errorf("history: %v, %v", into, events)
+		}
+	})
+}
+
+// TestGroupBuyResumes: a settlement stopped anywhere resumes from the last
+// committed step. A member left charging (its answer lost, or its worker
+// dead) is asked about at the provider, not charged again; a group found
+// closed goes straight on charging.
+func TestGroupBuyResumes(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		sb := payment.NewSandbox(payment.SandboxConfig{Secret: []byte("group-secret"), Clock: clk, UnknownRate: 1})
+		s := open()
+		e := groupEngine(t, s, clk, sb)
+		ctx := ctxT(t)
+		create(t, e, groupReq("G-2", time.Minute))
+		for i := range 5 {
+			if _, _, err := e.JoinGroup(ctx, "G-2", engine.JoinRequest{UserID: fmt.Sprintf("u%d", i), Method: "tok", By: app}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.Set(t0.Add(time.Minute))
+		if _, err := engine.NewClaimer(e, engine.ClaimerConfig{}).RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Every charge is made and its answer lost: all five left charging.
+		drain(t, engine.NewDeliverer(e, engine.DelivererConfig{}))
+		g, _ := e.Group(ctx, "G-2")
+		for _, m := range g.Members {
+			if m.Status != lapse.ChargeCharging || m.Attempts != 1 {
+				t.Fatalf("after lost answers: %+v", m)
+			}
+		}
+		// A new process (a new engine on the same database) resumes.
+		if err := sb.SetRates(0, 0); err != nil {
+			t.Fatal(err)
+		}
+		e2 := groupEngine(t, open(), clk, sb)
+		clk.Advance(time.Second)
+		drain(t, engine.NewDeliverer(e2, engine.DelivererConfig{}))
+		g, _ = e2.Group(ctx, "G-2")
+		if g.Order.State != flows.GroupSettled {
+			t.Fatalf("resumed group is %s", g.Order.State)
+		}
+		for _, m := range g.Members {
+			if m.Status != lapse.ChargeCharged || m.Attempts != 1 {
+				t.Errorf("member %s after resuming: %+v (want charged by the first attempt, found by asking)", m.UserID, m)
+			}
+		}
+		if c := sb.Calls(); c.Charge != 5 || len(sb.Payments()) != 5 {
+			t.Errorf("provider saw %d charges and holds %d payments, want 5 and 5", c.Charge, len(sb.Payments()))
+		}
+	})
+}

@@ -1,0 +1,187 @@
+package http
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/engine"
+)
+
+// groupCreateRequest is the body of POST /v1/groups: a group buy is an order
+// of the groupbuy flow (or another group flow) whose amount is the price
+// each member pays and whose user is the organiser.
+type groupCreateRequest struct {
+	GroupID    *string         `json:"group_id"`
+	Flow       *string         `json:"flow"` // default groupbuy
+	Organiser  *string         `json:"organiser"`
+	Price      *int64          `json:"price"`
+	Currency   *string         `json:"currency"`
+	TTL        *string         `json:"ttl"`
+	DeadlineAt *string         `json:"deadline_at"`
+	Metadata   json.RawMessage `json:"metadata"`
+}
+
+// groupView is a group buy with its members and their charges.
+type groupView struct {
+	GroupID   string               `json:"group_id"`
+	Flow      string               `json:"flow"`
+	State     lapse.State          `json:"state"`
+	Organiser string               `json:"organiser"`
+	Price     int64                `json:"price"`
+	Currency  string               `json:"currency"`
+	Order     *lapse.Order         `json:"order"`
+	Members   []*lapse.GroupMember `json:"members"`
+}
+
+func newGroupView(g *engine.Group) *groupView {
+	ms := g.Members
+	if ms == nil {
+		ms = []*lapse.GroupMember{}
+	}
+	o := orderView(g.Order)
+	return &groupView{GroupID: o.OrderNo, Flow: o.Flow, State: o.State, Organiser: o.UserID, Price: o.Amount, Currency: o.Currency,
+		Order: o, Members: ms}
+}
+
+func (s *Server) createGroup(w http.ResponseWriter, r *http.Request) {
+	var req groupCreateRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	for _, f := range []struct {
+		name    string
+		present bool
+	}{{"group_id", req.GroupID != nil}, {"organiser", req.Organiser != nil}, {"price", req.Price != nil}, {"currency", req.Currency != nil}} {
+		if !f.present {
+			s.error(w, r, lapse.FieldError(f.name, "is required"))
+			return
+		}
+	}
+	if *req.Price <= 0 {
+		s.error(w, r, lapse.FieldError("price", "must be a positive number of minor units"))
+		return
+	}
+	flow := "groupbuy"
+	if req.Flow != nil {
+		flow = *req.Flow
+	}
+	if f := s.engine.Flow(flow); f != nil && f.Group.Join == "" {
+		s.error(w, r, lapse.FieldError("flow", "flow %s is not a group buy", flow))
+		return
+	}
+	oreq := orderCreateRequest{OrderNo: req.GroupID, Flow: &flow, UserID: req.Organiser, Amount: req.Price, Currency: req.Currency,
+		TTL: req.TTL, DeadlineAt: req.DeadlineAt, Metadata: req.Metadata}
+	c, err := oreq.orderCreate()
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	_, created, err := s.engine.CreateOrder(r.Context(), c, apiActor)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	g, err := s.engine.Group(r.Context(), c.OrderNo)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/groups/"+url.PathEscape(c.OrderNo))
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	s.writeJSON(w, r, status, newGroupView(g))
+}
+
+func (s *Server) getGroup(w http.ResponseWriter, r *http.Request) {
+	g, err := s.engine.Group(r.Context(), r.PathValue("group_id"))
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, newGroupView(g))
+}
+
+// joinRequest is the body of POST /v1/groups/{group_id}/members.
+type joinRequest struct {
+	UserID   string `json:"user_id"`
+	Provider string `json:"provider"` // default: the only provider configured
+	Method   string `json:"method"`   // what the provider charges
+}
+
+func (s *Server) joinGroup(w http.ResponseWriter, r *http.Request) {
+	var req joinRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	m, created, err := s.engine.JoinGroup(r.Context(), r.PathValue("group_id"), engine.JoinRequest{UserID: req.UserID,
+		Provider: req.Provider, Method: req.Method, By: apiActor})
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	s.writeJSON(w, r, status, m)
+}
+
+// retryRequest is the body of an operator's retry; it may be empty.
+type retryRequest struct {
+	Reason string `json:"reason"`
+}
+
+// retryOrder retries what automation gave up on: a failed group buy's
+// settlement, or a membership's compensation in manual review.
+func (s *Server) retryOrder(w http.ResponseWriter, r *http.Request) {
+	var req retryRequest
+	if r.ContentLength != 0 {
+		if err := s.decode(w, r, &req); err != nil {
+			s.error(w, r, err)
+			return
+		}
+	}
+	no := r.PathValue("order_no")
+	if no == "" {
+		no = r.PathValue("group_id")
+	}
+	o, err := s.engine.Retry(r.Context(), no, req.Reason, apiActor)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, orderView(o))
+}
+
+func (s *Server) listCards(w http.ResponseWriter, r *http.Request) {
+	cs, err := s.engine.Cards(r.Context(), r.PathValue("order_no"))
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	if cs == nil {
+		cs = []*lapse.Card{}
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"cards": cs})
+}
+
+func (s *Server) useCard(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		s.error(w, r, lapse.FieldError("id", "must be a card id"))
+		return
+	}
+	c, err := s.engine.UseCard(r.Context(), id)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, c)
+}
