@@ -136,6 +136,11 @@ func TestGroupBuy(t *testing.T) {
 			t.Errorf("a failed settlement's delivery is %s, want done (FAILED is its end)", settle.Status)
 		}
 
+		// What was charged of a failed group is in an operator's hands.
+		rec, err := e.Reconcile(ctx)
+		if err != nil || len(rec.Issues) != 0 || rec.GroupCharges == 0 || rec.Totals["CNY"].Review != int64(rec.GroupCharges)*990 {
+			t.Fatalf("Reconcile of a failed group = %+v, %v", rec, err)
+		}
 		// Nothing retries a failed group but an operator.
 		clk.Advance(time.Hour)
 		drain(t, d)
@@ -185,6 +190,10 @@ func TestGroupBuy(t *testing.T) {
 		}
 		if len(paid) != members {
 			t.Errorf("the provider made %d charges, want %d", len(paid), members)
+		}
+		rec, err = e.Reconcile(ctx)
+		if err != nil || len(rec.Issues) != 0 || rec.GroupCharges != members || rec.Totals["CNY"].Applied != members*990 {
+			t.Errorf("Reconcile of the settled group = %+v, %v", rec, err)
 		}
 		into, events, _ := history(t, e, "G-1")
 		if into[flows.GroupClosed] != into[flows.GroupFailed]+1 || into[flows.GroupSettled] != 1 || events[flows.EventGroupFailed] != into[flows.GroupFailed] {

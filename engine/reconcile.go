@@ -11,9 +11,10 @@ import (
 // Reconciliation is what Reconcile found: per currency, what was captured and
 // where it went, and every payment or order that does not add up.
 type Reconciliation struct {
-	Payments int
-	Totals   map[string]*MoneyTotals // by currency
-	Issues   []ReconcileIssue
+	Payments     int
+	GroupCharges int                     // members of group buys charged
+	Totals       map[string]*MoneyTotals // by currency
+	Issues       []ReconcileIssue
 }
 
 // MoneyTotals sum payments of one currency by where they stand, in minor
@@ -60,6 +61,11 @@ func (e *Engine) Reconcile(ctx context.Context) (*Reconciliation, error) {
 		}
 	}
 	for _, f := range e.Flows() {
+		if f.Group.Join != "" {
+			if err := e.reconcileGroups(ctx, rec, f); err != nil {
+				return nil, err
+			}
+		}
 		for _, st := range paidStates(f) {
 			if err := e.reconcileOrders(ctx, rec, applied, f.Name, st); err != nil {
 				return nil, err
@@ -117,6 +123,58 @@ func (e *Engine) reconcilePayment(ctx context.Context, rec *Reconciliation, appl
 		issue("%s since %s: neither applied, refunded nor in review (%s)", p.Status, p.UpdatedAt.Format("2006-01-02 15:04:05Z07:00"), p.Reason)
 	}
 	return nil
+}
+
+// reconcileGroups counts what the members of f's group buys were charged:
+// applied once the group settled, in review (an operator holds it) when it
+// failed; charges of a group still settling are not settled yet, and a
+// charge of a group that never closed is an issue.
+func (e *Engine) reconcileGroups(ctx context.Context, rec *Reconciliation, f *lapse.Flow) error {
+	p := &lapse.OrderListParams{Flow: f.Name, Limit: reconcilePage}
+	for {
+		gs, err := e.store.OrderList(ctx, p)
+		if err != nil {
+			return err
+		}
+		for _, g := range gs {
+			ms, err := e.store.GroupMemberList(ctx, g.ID)
+			if err != nil {
+				return err
+			}
+			for _, m := range ms {
+				if m.Status != lapse.ChargeCharged {
+					continue
+				}
+				rec.GroupCharges++
+				t := rec.Totals[m.Currency]
+				if t == nil {
+					t = &MoneyTotals{}
+					rec.Totals[m.Currency] = t
+				}
+				t.Captured += m.Amount
+				issue := func(problem string) {
+					rec.Issues = append(rec.Issues, ReconcileIssue{OrderNo: g.OrderNo, Provider: m.Provider, TxnID: m.TxnID, Problem: problem})
+				}
+				switch {
+				case f.State(g.State).Terminal && f.Transition(g.State, f.Group.Retry) == nil && g.CloseReason == string(f.Group.Settled):
+					t.Applied += m.Amount
+				case f.Transition(g.State, f.Group.Retry) != nil:
+					t.Review += m.Amount
+				case f.Transition(g.State, f.Group.Settled) != nil:
+					t.Open += m.Amount
+					issue(fmt.Sprintf("member %s was charged; the group is %s, still settling", m.UserID, g.State))
+				default:
+					t.Open += m.Amount
+					issue(fmt.Sprintf("member %s was charged, but the group is %s, which does not settle", m.UserID, g.State))
+				}
+			}
+		}
+		if len(gs) < reconcilePage {
+			return nil
+		}
+		last := gs[len(gs)-1]
+		p.Before = &lapse.OrderCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
 }
 
 // reconcileOrders checks that every order of flow in state has exactly one

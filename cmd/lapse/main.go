@@ -3,6 +3,7 @@
 //	lapse serve   [--db DSN] [--http ADDR] …   run the API and the deadline engine
 //	lapse migrate [--db DSN]                   apply the database migrations
 //	lapse reconcile [--db DSN]                 payments against orders; exit 1 if they differ
+//	lapse flows   [--flows DIR] [NAME]         list the flows, or print one's state diagram
 //
 // DSN is a path to an SQLite file (the default, ./lapse.db) or a
 // postgres:// URL. Every flag can also be set in the environment as
@@ -26,6 +27,7 @@ Usage:
   lapse serve   [flags]   run the HTTP API and the deadline engine
   lapse migrate [flags]   apply the database migrations and exit
   lapse reconcile [flags] check payments against orders; exit 1 when they do not add up
+  lapse flows [flags] [NAME]  list the flows, or print the state diagram (Mermaid) of one
 
 Run "lapse <command> -h" for the flags of a command.
 `
@@ -56,6 +58,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return migrate(ctx, args[1:], stdout, stderr)
 	case "reconcile":
 		return reconcile(ctx, args[1:], stdout, stderr)
+	case "flows":
+		return showFlows(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,6 +1,8 @@
 package main_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -96,17 +98,36 @@ func TestSandboxPayments(t *testing.T) {
 	if code := call(t, "POST", p.URL+"/v1/orders/SB-1/refunds", map[string]any{"amount": 1000, "reason": "one cup broken"}, nil); code != 201 {
 		t.Fatalf("POST refunds = %d", code)
 	}
-	waitFor(t, 20*time.Second, func() bool { return state("SB-1") == "PAID" })
+	waitOrder(t, p.URL, "SB-1", 20*time.Second, func() bool { return state("SB-1") == "PAID" })
 	if code := call(t, "POST", p.URL+"/v1/orders/SB-1/refunds", map[string]any{"amount": 1501}, nil); code != 409 {
 		t.Errorf("refund beyond what is left = %d, want 409", code)
 	}
 	if code := call(t, "POST", p.URL+"/v1/orders/SB-1/refunds", map[string]any{"amount": 1500}, nil); code != 201 {
 		t.Fatalf("POST refunds = %d", code)
 	}
-	waitFor(t, 20*time.Second, func() bool { return state("SB-1") == "REFUNDED" })
+	waitOrder(t, p.URL, "SB-1", 20*time.Second, func() bool { return state("SB-1") == "REFUNDED" })
 
 	out, err := exec.Command(lapseBin, "reconcile", "--db", filepath.Join(dir, "lapse.db")).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "CNY (minor units): captured 7500 = applied 2500 + refunded 5000 + in review 0 + not settled 0") {
 		t.Errorf("lapse reconcile: %v\n%s", err, out)
+	}
+}
+
+// waitOrder waits for cond like waitFor and, when it is not met, shows the
+// order with its transitions, payments, refunds and deliveries.
+func waitOrder(t *testing.T, base, no string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	stop := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(stop) {
+			var b strings.Builder
+			for _, path := range []string{"", "/transitions", "/payments", "/refunds", "/deliveries"} {
+				var raw json.RawMessage
+				code := call(t, "GET", base+"/v1/orders/"+no+path, nil, &raw)
+				fmt.Fprintf(&b, "GET /v1/orders/%s%s = %d %s\n", no, path, code, raw)
+			}
+			t.Fatalf("condition not met within %v:\n%s", timeout, b.String())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -25,6 +25,8 @@ import (
 type paymentFlags struct {
 	sandbox       bool
 	sandboxSecret string
+	sandboxFail   float64
+	sandboxLost   float64
 
 	hmacSecrets   string
 	stripeSecrets string
@@ -39,6 +41,8 @@ type paymentFlags struct {
 func (p *paymentFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&p.sandbox, "sandbox", false, "run the built-in sandbox payment provider: callbacks at /v1/payments/sandbox/callback, its gateway at /sandbox/ (customers pay with POST /sandbox/pay)")
 	fs.StringVar(&p.sandboxSecret, "sandbox-secret", "", "secret of the sandbox's signatures (default: random for this process)")
+	fs.Float64Var(&p.sandboxFail, "sandbox-fail-rate", 0, "share of the sandbox's charges, refunds and closes that fail and do nothing (0 to 1), to watch retries")
+	fs.Float64Var(&p.sandboxLost, "sandbox-unknown-rate", 0, "share of the sandbox's charges, refunds and closes that take effect but lose their answer, to watch query-backs")
 	fs.StringVar(&p.hmacSecrets, "hmac-secrets", "", "comma-separated secrets of the generic HMAC callback scheme, at /v1/payments/hmac/callback (the first signs)")
 	fs.StringVar(&p.stripeSecrets, "stripe-secrets", "", "comma-separated Stripe endpoint signing secrets (whsec_…): Stripe webhooks at /v1/payments/stripe/callback")
 	fs.StringVar(&p.wechatMchID, "wechatpay-mchid", "", "WeChat Pay merchant id: WeChat Pay v3 notifications at /v1/payments/wechatpay/callback")
@@ -91,7 +95,7 @@ func (p *paymentFlags) build(base string) (*payments, error) {
 		if len(secret) == 0 {
 			secret = []byte(rand.Text())
 		}
-		cfg := payment.SandboxConfig{Secret: secret, CallbackURL: base + "/v1/payments/sandbox/callback"}
+		cfg := payment.SandboxConfig{Secret: secret, CallbackURL: base + "/v1/payments/sandbox/callback", FailRate: p.sandboxFail, UnknownRate: p.sandboxLost}
 		if err := cfg.Validate(); err != nil {
 			return nil, fmt.Errorf("--sandbox: %w", err)
 		}

@@ -10,7 +10,6 @@ import (
 	"slices"
 
 	"github.com/lapsehq/lapse/engine"
-	"github.com/lapsehq/lapse/flows"
 )
 
 // errUnreconciled makes lapse exit 1: the report found money that does not
@@ -23,6 +22,7 @@ var errUnreconciled = errors.New("payments and orders do not reconcile")
 func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("reconcile", stderr)
 	db := fs.String("db", defaultDB, "database: an SQLite file path or a postgres:// URL")
+	flowsDir := fs.String("flows", "", flowsUsage)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -37,7 +37,11 @@ func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer s.Close()
-	e, err := engine.New(s, flows.Builtin(), engine.Config{})
+	flowSet, err := loadFlows(*flowsDir)
+	if err != nil {
+		return err
+	}
+	e, err := engine.New(s, flowSet, engine.Config{})
 	if err != nil {
 		return err
 	}
@@ -45,7 +49,7 @@ func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%d payments in %s\n", rec.Payments, redact(*db))
+	fmt.Fprintf(stdout, "%d payments and %d group-buy charges in %s\n", rec.Payments, rec.GroupCharges, redact(*db))
 	for _, cur := range slices.Sorted(maps.Keys(rec.Totals)) {
 		t := rec.Totals[cur]
 		fmt.Fprintf(stdout, "%s (minor units): captured %d = applied %d + refunded %d + in review %d + not settled %d\n",

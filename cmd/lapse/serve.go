@@ -15,7 +15,6 @@ import (
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
-	"github.com/lapsehq/lapse/flows"
 	lapsehttp "github.com/lapsehq/lapse/http"
 	"github.com/lapsehq/lapse/postgres"
 )
@@ -30,6 +29,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		inFlight  = fs.Int("max-in-flight", 4*int(postgres.DefaultMaxConns), "API requests in flight beyond which a request is answered 429 with Retry-After (0: no limit)")
 		logLevel  = fs.String("log-level", "info", "debug, info, warn or error")
 		logFormat = fs.String("log-format", "text", "text or json")
+		flowsDir  = fs.String("flows", "", flowsUsage)
 		cc        engine.ClaimerConfig
 		dc        engine.DelivererConfig
 		sf        subscriberFlags
@@ -55,6 +55,19 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 
+	// A flow or schedule that is wrong stops the start before the database
+	// is touched.
+	flowSet, err := loadFlows(*flowsDir)
+	if err != nil {
+		return err
+	}
+	if err := pf.applyGrace(flowSet); err != nil {
+		return err
+	}
+	groupRetries, issueRetries, cards, err := sf.lifecycle()
+	if err != nil {
+		return err
+	}
 	if *dbConns < 0 || *workConns < 1 || *inFlight < 0 {
 		return fmt.Errorf("--db-conns must not be negative, --db-work-conns at least 1, --max-in-flight not negative")
 	}
@@ -96,12 +109,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	flowSet := flows.Builtin()
-	if err := pf.applyGrace(flowSet); err != nil {
-		return err
-	}
 	eng, err := engine.New(store, flowSet, engine.Config{Logger: log, Registerer: reg,
-		Subscriptions: subs, StockLedger: sf.stockLedger, CouponLedger: sf.couponLedger, Payments: pays.engine, WorkStore: work})
+		Subscriptions: subs, StockLedger: sf.stockLedger, CouponLedger: sf.couponLedger, Payments: pays.engine, WorkStore: work,
+		GroupRetries: groupRetries, IssueRetries: issueRetries, Cards: cards})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,191 @@
+package flowfile
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/lapsehq/lapse"
+)
+
+// check finds the problems that lapse.Flow.Validate finds, in the same order,
+// and reports the first at the line of the name, state, event or transition
+// at fault: Validate can only name them.
+func (p *parser) check(f *lapse.Flow, at *lines) {
+	if !validFlowName(f.Name) {
+		p.failf(at.name, "flow name %q: use lower case letters, digits, _ or -, starting with a letter, at most 32 long", f.Name)
+	}
+	states := map[lapse.State]int{} // the line of each state's declaration
+	for i, s := range f.States {
+		line := at.states[i].name
+		switch {
+		case !validState(s.Name):
+			p.failf(line, "state name %q: use upper case letters, digits and _, starting with a letter, at most 32 long", s.Name)
+		case states[s.Name] != 0:
+			p.failf(line, "state %s is declared twice (first at line %d)", s.Name, states[s.Name])
+		default:
+			states[s.Name] = line
+		}
+	}
+	events := map[lapse.Event]int{}
+	for i, e := range f.Events {
+		line := at.events[i]
+		switch {
+		case !validEvent(e.Name):
+			p.failf(line, "event name %q: use upper case letters, digits and _, starting with a letter, at most 32 long", e.Name)
+		case events[e.Name] != 0:
+			p.failf(line, "event %s is declared twice (first at line %d)", e.Name, events[e.Name])
+		default:
+			events[e.Name] = line
+		}
+	}
+	if f.State(f.Initial) == nil {
+		p.failf(at.initial, "initial state %s is not declared (states: %s)", f.Initial, stateNames(f))
+	}
+
+	for i, t := range f.Transitions {
+		tl := at.transitions[i]
+		where := string(t.From) + " --" + string(t.Event) + "--> " + string(t.To)
+		from, to := f.State(t.From), f.State(t.To)
+		switch {
+		case from == nil:
+			p.failf(tl.from, "transition %s: unknown state %s (states: %s)", where, t.From, stateNames(f))
+		case to == nil:
+			p.failf(tl.to, "transition %s: unknown state %s (states: %s)", where, t.To, stateNames(f))
+		case events[t.Event] == 0:
+			p.failf(tl.event, "transition %s: unknown event %s (declare it under events)", where, t.Event)
+		case from.Terminal:
+			p.failf(tl.from, "transition %s leaves %s, which is terminal: nothing moves an order out of it", where, t.From)
+		}
+		for j := range i {
+			if f.Transitions[j].From == t.From && f.Transitions[j].Event == t.Event {
+				p.failf(tl.event, "transition %s: state %s already has a transition on %s (line %d)",
+					where, t.From, t.Event, at.transitions[j].event)
+			}
+		}
+		for _, typ := range t.Emits {
+			if !validEmit(typ) {
+				p.failf(tl.emits, "transition %s emits %q: emitted events look like order.closed", where, typ)
+			}
+		}
+	}
+
+	for i, s := range f.States {
+		d := s.Deadline
+		if d == nil {
+			continue
+		}
+		sl := at.states[i]
+		t := f.Transition(s.Name, d.Event)
+		switch {
+		case s.Terminal:
+			p.failf(sl.deadline, "state %s is terminal and cannot have a deadline", s.Name)
+		case t == nil:
+			accepts := "no events"
+			if evs := f.Accepts(s.Name); len(evs) > 0 {
+				accepts = joinEvents(evs)
+			}
+			p.failf(sl.deadlineEvent, "state %s: its deadline fires %s, which the state does not accept (it accepts %s)",
+				s.Name, d.Event, accepts)
+		case t.Guard != nil:
+			// A guard could refuse a due order forever and stall the claimer.
+			p.failf(sl.deadlineEvent, "state %s: the transition its deadline fires (%s) cannot have a guard", s.Name, d.Event)
+		}
+	}
+
+	emitted := map[string]bool{}
+	for _, t := range f.Transitions {
+		for _, typ := range t.Emits {
+			emitted[typ] = true
+		}
+	}
+	holdings := func(key string, types []string, lines []int) {
+		for i, typ := range types {
+			switch {
+			case !f.Holds:
+				p.failf(lines[i], "%s needs holds: true", key)
+			case !emitted[typ]:
+				p.failf(lines[i], "%s: no transition emits %s", key, typ)
+			case key == "release_on" && slices.Contains(f.ConsumeOn, typ):
+				p.failf(lines[i], "%s both releases and consumes holdings", typ)
+			}
+		}
+	}
+	holdings("release_on", f.ReleaseOn, at.releaseOn)
+	holdings("consume_on", f.ConsumeOn, at.consumeOn)
+	if f.Pays != "" && events[f.Pays] == 0 {
+		p.failf(at.pays, "pays: event %s is not declared", f.Pays)
+	}
+	if r := f.Refunds; r != (lapse.RefundEvents{}) {
+		for _, ev := range []lapse.Event{r.Start, r.Done, r.Partial} {
+			if events[ev] == 0 {
+				p.failf(at.refunds, "refunds: event %s is not declared", ev)
+			}
+		}
+		if f.Pays == "" {
+			p.failf(at.refunds, "refunds need a flow that takes payments (pays)")
+		}
+	}
+	if f.Grace > 0 && f.Pays == "" {
+		p.failf(at.grace, "grace needs a flow that takes payments (pays)")
+	}
+
+	if p.err != nil || f.State(f.Initial) == nil {
+		return
+	}
+	reached := map[lapse.State]bool{f.Initial: true}
+	queue := []lapse.State{f.Initial}
+	for len(queue) > 0 {
+		s := queue[0]
+		queue = queue[1:]
+		for _, t := range f.Transitions {
+			if t.From == s && !reached[t.To] {
+				reached[t.To] = true
+				queue = append(queue, t.To)
+			}
+		}
+	}
+	for i, s := range f.States {
+		if !reached[s.Name] {
+			p.failf(at.states[i].name, "state %s is unreachable: no transitions lead to it from %s", s.Name, f.Initial)
+		}
+	}
+}
+
+// The naming rules are lapse's. Rather than copy its patterns, these ask
+// Validate about one name at a time, in a flow that is otherwise valid.
+
+func validFlowName(name string) bool {
+	return (&lapse.Flow{Name: name, Initial: "A", States: []lapse.StateSpec{{Name: "A"}}}).Validate() == nil
+}
+
+func validState(s lapse.State) bool {
+	return (&lapse.Flow{Name: "probe", Initial: s, States: []lapse.StateSpec{{Name: s}}}).Validate() == nil
+}
+
+func validEvent(e lapse.Event) bool {
+	return (&lapse.Flow{Name: "probe", Initial: "A", States: []lapse.StateSpec{{Name: "A"}},
+		Events: []lapse.EventSpec{{Name: e}}}).Validate() == nil
+}
+
+func validEmit(typ string) bool {
+	return (&lapse.Flow{Name: "probe", Initial: "A", States: []lapse.StateSpec{{Name: "A"}},
+		Events:      []lapse.EventSpec{{Name: "E"}},
+		Transitions: []lapse.Transition{{From: "A", Event: "E", To: "A", Emits: []string{typ}}}}).Validate() == nil
+}
+
+func stateNames(f *lapse.Flow) string {
+	names := make([]string, len(f.States))
+	for i, s := range f.States {
+		names[i] = string(s.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+func joinEvents(evs []lapse.Event) string {
+	set := map[string]bool{}
+	for _, e := range evs {
+		set[string(e)] = true
+	}
+	return strings.Join(slices.Sorted(maps.Keys(set)), ", ")
+}
