@@ -3,6 +3,8 @@ package main_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,6 +121,9 @@ transitions:
 	_, errOut, ok := lapseRun(t, dir, "serve", "--http", "127.0.0.1:0", "--flows", flows)
 	if ok || !strings.Contains(errOut, "broken.yaml:9: ") || !strings.Contains(errOut, "terminal") || strings.Contains(errOut, "lapse serving") {
 		t.Errorf("lapse serve with a broken flow: ok %v\n%s", ok, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "lapse.db")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("lapse serve with a broken flow touched the database: %v", err)
 	}
 	_, errOut, ok = lapseRun(t, dir, "reconcile", "--db", filepath.Join(dir, "lapse.db"), "--flows", flows)
 	if ok || !strings.Contains(errOut, "broken.yaml:9: ") {

@@ -26,6 +26,10 @@ func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	flowSet, err := loadFlows(*flowsDir)
+	if err != nil {
+		return err
+	}
 	if path, ok := sqlitePath(*db); ok {
 		// A report must not create the database it reports on.
 		if _, err := os.Stat(path); err != nil {
@@ -37,10 +41,6 @@ func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer s.Close()
-	flowSet, err := loadFlows(*flowsDir)
-	if err != nil {
-		return err
-	}
 	e, err := engine.New(s, flowSet, engine.Config{})
 	if err != nil {
 		return err
