@@ -56,6 +56,11 @@ type Store interface {
 	// and false when none has one. It reads only the deadline index.
 	OrderNextDeadline(ctx context.Context, flows []string) (time.Time, bool, error)
 
+	// OrderDeadlineList returns up to p.Limit orders that have a deadline,
+	// in (deadline, id) order after p.After, reading only the deadline
+	// index: what a precise trigger is seeded with.
+	OrderDeadlineList(ctx context.Context, p *OrderDeadlineListParams) ([]OrderDeadline, error)
+
 	// OrderCountDue counts orders whose deadline is at or before now.
 	OrderCountDue(ctx context.Context, now time.Time) (int64, error)
 
@@ -220,6 +225,19 @@ type Store interface {
 
 	// Close releases the store's connections.
 	Close() error
+}
+
+// OrderDeadlineListParams pages through the orders that have a deadline.
+type OrderDeadlineListParams struct {
+	After *OrderDeadline // exclusive; nil from the start (only DeadlineAt and ID are read)
+	Limit int
+}
+
+// OrderDeadline is an order's pending deadline.
+type OrderDeadline struct {
+	ID         int64
+	OrderNo    string
+	DeadlineAt time.Time
 }
 
 // OrderCreateParams is a new order, its creation log row and its outbox rows,

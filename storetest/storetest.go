@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"OrderClaimDue", testOrderClaimDue},
 		{"OrderClaimDueConcurrent", testOrderClaimDueConcurrent},
 		{"OrderNextDeadlineAndCountDue", testOrderNextDeadline},
+		{"OrderDeadlineList", testOrderDeadlineList},
 		{"TxRollback", testTxRollback},
 		{"DeliveryFanOut", testDeliveryFanOut},
 		{"DeliveryClaim", testDeliveryClaim},

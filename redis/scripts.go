@@ -1,0 +1,120 @@
+package redis
+
+import goredis "github.com/redis/go-redis/v9"
+
+// Every change of the trigger is one Lua script, so that Redis runs it as a
+// whole, alone: no other client sees a member half moved, and a process that
+// dies between two commands leaves nothing half done.
+//
+// Scores are unix milliseconds. The Go side rounds them (due times up, now
+// down) and passes them, and every absolute time, as decimal strings, which
+// the scripts hand to Redis as they are: no time passes through a Lua
+// number, so none is reformatted.
+//
+// Keys, by role: due (ZSET order_no -> due ms), processing (ZSET order_no ->
+// lease expiry ms), attempts (HASH order_no -> failed attempts), notify
+// (ZSET order_no -> when it gave up), seeded (string marker).
+
+// luaBatch is prepended to the scripts that pass a list to one command:
+// Lua's unpack fails past a few thousand values, so it goes in slices of
+// 1000 (an even number, so that score-member pairs stay together).
+const luaBatch = `
+local function batch(cmd, key, args)
+	for i = 1, #args, 1000 do
+		redis.call(cmd, key, unpack(args, i, math.min(i + 999, #args)))
+	end
+end
+`
+
+// claimScript claims up to limit members: first those whose lease expired,
+// then those due by now, lowest score first; each is leased until the given
+// expiry. Expired members past the limit go back to due, scored with their
+// lease expiry, which is when they became due again, so that Next sees
+// them. Attempts are kept.
+//
+//	KEYS: due, processing, seeded
+//	ARGV: now ms, lease expiry ms, limit
+//	returns {seeded 0|1, {member...}}
+var claimScript = goredis.NewScript(luaBatch + `
+local now, expiry, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local out, back = {}, {}
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'WITHSCORES')
+for i = 1, #expired, 2 do
+	if #out < limit then
+		out[#out + 1] = expired[i]
+	else
+		back[#back + 1] = expired[i + 1]
+		back[#back + 1] = expired[i]
+	end
+end
+if #back > 0 then
+	local members = {}
+	for i = 2, #back, 2 do members[#members + 1] = back[i] end
+	batch('ZREM', KEYS[2], members)
+	batch('ZADD', KEYS[1], back)
+end
+if #out < limit then
+	local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit - #out)
+	if #due > 0 then
+		batch('ZREM', KEYS[1], due)
+		for _, m in ipairs(due) do out[#out + 1] = m end
+	end
+end
+if #out > 0 then
+	local leased = {}
+	for _, m in ipairs(out) do
+		leased[#leased + 1] = expiry
+		leased[#leased + 1] = m
+	end
+	batch('ZADD', KEYS[2], leased)
+end
+return {redis.call('EXISTS', KEYS[3]), out}
+`)
+
+// doneScript forgets members: out of processing, attempts gone.
+//
+//	KEYS: processing, attempts
+//	ARGV: member...
+var doneScript = goredis.NewScript(luaBatch + `
+batch('ZREM', KEYS[1], ARGV)
+batch('HDEL', KEYS[2], ARGV)
+return 0
+`)
+
+// retryScript is seed 000's retry: it counts an attempt of a member in
+// processing and takes it out; the member is due again at the time given
+// for that attempt or, past the last, goes to notify and its count is
+// dropped. A member not in processing (finished, or moved by Add since it
+// was claimed) is left alone, so that a late retry cannot put back an
+// earlier time over a deadline that was moved.
+//
+//	KEYS: due, processing, attempts, notify
+//	ARGV: member, now ms, due ms of attempt 1, of attempt 2, ...
+//	returns {attempt, notified 0|1}, {0, 0} when not in processing
+var retryScript = goredis.NewScript(`
+local member = ARGV[1]
+if redis.call('ZREM', KEYS[2], member) == 0 then
+	return {0, 0}
+end
+local attempt = redis.call('HINCRBY', KEYS[3], member, 1)
+if attempt > #ARGV - 2 then
+	redis.call('HDEL', KEYS[3], member)
+	redis.call('ZADD', KEYS[4], ARGV[2], member)
+	return {attempt, 1}
+end
+redis.call('ZADD', KEYS[1], ARGV[2 + attempt], member)
+return {attempt, 0}
+`)
+
+// addScript sets due times. A member in processing leaves it, since its
+// deadline moved while it was claimed; its attempts are kept.
+//
+//	KEYS: due, processing
+//	ARGV: due ms, member, due ms, member, ...
+var addScript = goredis.NewScript(luaBatch + `
+batch('ZADD', KEYS[1], ARGV)
+local members = {}
+for i = 2, #ARGV, 2 do members[#members + 1] = ARGV[i] end
+batch('ZREM', KEYS[2], members)
+return 0
+`)

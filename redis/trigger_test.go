@@ -1,0 +1,541 @@
+package redis_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	mathrand "math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/internal/testenv"
+	"github.com/lapsehq/lapse/redis"
+)
+
+// base is the time the tests start from; scores are absolute, so it need
+// not be the clock's.
+var base = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// keyNames are the keys of a Trigger under its prefix.
+var keyNames = []string{"due", "processing", "attempts", "notify", "seeded"}
+
+// shared is the test Redis with a prefix of the test's own, as several
+// processes would share it: a client to look at the keys directly, and
+// Triggers made on demand. The keys are deleted when the test ends.
+type shared struct {
+	url    string
+	prefix string
+	rdb    *goredis.Client
+}
+
+func newShared(t testing.TB) *shared {
+	t.Helper()
+	url := testenv.Redis(t)
+	opt, err := goredis.ParseURL(url)
+	if err != nil {
+		t.Fatalf("%s: %v", testenv.EnvRedis, err)
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	s := &shared{url: url, prefix: "lapse-test-" + hex.EncodeToString(b) + ":", rdb: goredis.NewClient(opt)}
+	t.Cleanup(func() {
+		if err := s.rdb.Del(context.Background(), s.keys()...).Err(); err != nil {
+			t.Errorf("delete the test keys: %v", err)
+		}
+		s.rdb.Close()
+	})
+	return s
+}
+
+func (s *shared) key(name string) string { return s.prefix + name }
+
+func (s *shared) keys() []string {
+	out := make([]string, len(keyNames))
+	for i, n := range keyNames {
+		out[i] = s.key(n)
+	}
+	return out
+}
+
+// trigger is one more process on the shared keys.
+func (s *shared) trigger(t testing.TB) *redis.Trigger {
+	t.Helper()
+	tr, err := redis.New(redis.Config{URL: s.url, Prefix: s.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+// score is member's score in the set name, or -1 when it is not there.
+func (s *shared) score(t *testing.T, name, member string) time.Time {
+	t.Helper()
+	v, err := s.rdb.ZScore(t.Context(), s.key(name), member).Result()
+	if err == goredis.Nil {
+		return time.Time{}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.UnixMilli(int64(v)).UTC()
+}
+
+func (s *shared) attempts(t *testing.T, member string) int {
+	t.Helper()
+	n, err := s.rdb.HGet(t.Context(), s.key("attempts"), member).Int()
+	if err != nil && err != goredis.Nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func add(t testing.TB, tr *redis.Trigger, at time.Time, members ...string) {
+	t.Helper()
+	due := make([]engine.TriggerDue, len(members))
+	for i, m := range members {
+		due[i] = engine.TriggerDue{OrderNo: m, At: at}
+	}
+	if err := tr.Add(context.Background(), due); err != nil {
+		t.Fatalf("Add(%v at %v): %v", members, at, err)
+	}
+}
+
+func claim(t testing.TB, tr *redis.Trigger, now time.Time, lease time.Duration, limit int) []string {
+	t.Helper()
+	got, _, err := tr.Claim(context.Background(), now, lease, limit)
+	if err != nil {
+		t.Fatalf("Claim(%v): %v", now, err)
+	}
+	return got
+}
+
+func wantClaim(t *testing.T, tr *redis.Trigger, now time.Time, lease time.Duration, limit int, want ...string) {
+	t.Helper()
+	if got := claim(t, tr, now, lease, limit); !slices.Equal(got, want) {
+		t.Errorf("Claim(+%v, limit %d) = %q, want %q", now.Sub(base), limit, got, want)
+	}
+}
+
+func wantNext(t *testing.T, tr *redis.Trigger, want time.Time) {
+	t.Helper()
+	got, ok, err := tr.Next(t.Context())
+	if err != nil || ok != !want.IsZero() || !got.Equal(want) {
+		t.Errorf("Next = %v, %v, %v; want %v", got, ok, err, want)
+	}
+}
+
+func TestClaimDueTimes(t *testing.T) {
+	t.Parallel()
+	s := newShared(t)
+	tr := s.trigger(t)
+	wantNext(t, tr, time.Time{})
+	wantClaim(t, tr, base.Add(time.Hour), time.Minute, 10)
+
+	add(t, tr, base.Add(20*time.Millisecond), "c")
+	add(t, tr, base.Add(10*time.Millisecond+400*time.Microsecond), "a") // stored as +11ms
+	add(t, tr, base.Add(5*time.Millisecond), "b")
+	wantNext(t, tr, base.Add(5*time.Millisecond))
+
+	wantClaim(t, tr, base.Add(5*time.Millisecond-time.Nanosecond), time.Minute, 10)
+	wantClaim(t, tr, base.Add(10*time.Millisecond+400*time.Microsecond), time.Minute, 10, "b")
+	wantClaim(t, tr, base.Add(10*time.Millisecond+999*time.Microsecond), time.Minute, 10)
+	wantClaim(t, tr, base.Add(30*time.Millisecond), time.Minute, 1, "a")
+	wantClaim(t, tr, base.Add(30*time.Millisecond), time.Minute, 0)
+	wantClaim(t, tr, base.Add(30*time.Millisecond), time.Minute, 10, "c")
+	wantClaim(t, tr, base.Add(time.Minute), time.Minute, 10)
+	wantNext(t, tr, base.Add(time.Minute+11*time.Millisecond)) // b's lease, from +10.4ms rounded up
+	if at := s.score(t, "processing", "a"); !at.Equal(base.Add(30*time.Millisecond + time.Minute)) {
+		t.Errorf("a leased until %v, want +30ms+1m", at)
+	}
+}
+
+// TestClaimNeverEarly claims at random times among random deadlines with
+// sub-millisecond parts: no member comes before its deadline, each comes
+// once, earliest first within a claim.
+func TestClaimNeverEarly(t *testing.T) {
+	t.Parallel()
+	s := newShared(t)
+	tr := s.trigger(t)
+	rng := mathrand.New(mathrand.NewPCG(1, 2))
+	deadline := map[string]time.Time{}
+	var due []engine.TriggerDue
+	for i := range 500 {
+		at := base.Add(time.Duration(rng.Int64N(int64(time.Second))))
+		m := fmt.Sprintf("o-%03d", i)
+		deadline[m] = at
+		due = append(due, engine.TriggerDue{OrderNo: m, At: at})
+	}
+	if err := tr.Add(t.Context(), due); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for now := base; len(seen) < len(deadline); now = now.Add(time.Duration(rng.Int64N(int64(3 * time.Millisecond)))) {
+		if now.After(base.Add(2 * time.Second)) {
+			t.Fatalf("%d of %d claimed by +2s", len(seen), len(deadline))
+		}
+		got := claim(t, tr, now, time.Hour, 7)
+		for i, m := range got {
+			if deadline[m].After(now) {
+				t.Errorf("%s claimed at +%v, due at +%v", m, now.Sub(base), deadline[m].Sub(base))
+			}
+			if seen[m] {
+				t.Errorf("%s claimed twice", m)
+			}
+			seen[m] = true
+			if i > 0 && deadline[m].Truncate(time.Millisecond).Before(deadline[got[i-1]].Truncate(time.Millisecond)) {
+				t.Errorf("%s (+%v) claimed after %s (+%v)", m, deadline[m].Sub(base), got[i-1], deadline[got[i-1]].Sub(base))
+			}
+		}
+	}
+}
+
+// TestLeaseExpiry has two processes share the keys: what one claimed and
+// dropped, the other claims once the lease runs out, first, with the
+// attempts counted so far.
+func TestLeaseExpiry(t *testing.T) {
+	t.Parallel()
+	s := newShared(t)
+	p1, p2 := s.trigger(t), s.trigger(t)
+	ctx := t.Context()
+	delays := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}
+
+	add(t, p1, base, "x")
+	wantClaim(t, p1, base, 10*time.Second, 10, "x")
+	if n, _, err := p1.Retry(ctx, "x", base, delays); n != 1 || err != nil {
+		t.Fatalf("Retry = %d, %v; want attempt 1", n, err)
+	}
+	wantClaim(t, p1, base.Add(time.Second), 10*time.Second, 10, "x")
+	// p1 dies holding x until +11s. y is due meanwhile.
+	add(t, p2, base.Add(2*time.Second), "y")
+	wantClaim(t, p2, base.Add(10*time.Second), 10*time.Second, 0)
+	wantNext(t, p2, base.Add(2*time.Second))
+	wantClaim(t, p2, base.Add(11*time.Second), 10*time.Second, 1, "x")
+	wantClaim(t, p2, base.Add(11*time.Second), 10*time.Second, 1, "y")
+	if err := p2.Done(ctx, []string{"y"}); err != nil {
+		t.Fatal(err)
+	}
+	if n, notified, err := p2.Retry(ctx, "x", base.Add(11*time.Second), delays); n != 2 || notified || err != nil {
+		t.Errorf("Retry in the second process = %d, %v, %v; want attempt 2", n, notified, err)
+	}
+	wantClaim(t, p2, base.Add(13*time.Second), time.Minute, 10, "x")
+
+	// Expired leases past the limit are due again from when they expired.
+	add(t, p1, base.Add(20*time.Second), "m1", "m2", "m3")
+	wantClaim(t, p1, base.Add(20*time.Second), time.Second, 10, "m1", "m2", "m3")
+	wantNext(t, p2, base.Add(21*time.Second))
+	wantClaim(t, p2, base.Add(22*time.Second), time.Minute, 1, "m1")
+	for _, m := range []string{"m2", "m3"} {
+		if at := s.score(t, "due", m); !at.Equal(base.Add(21 * time.Second)) {
+			t.Errorf("%s due at %v, want +21s", m, at)
+		}
+	}
+	wantClaim(t, p1, base.Add(22*time.Second), time.Minute, 10, "m2", "m3")
+	if n := s.attempts(t, "x"); n != 2 {
+		t.Errorf("attempts of x = %d, want 2", n)
+	}
+}
+
+func TestRetrySchedule(t *testing.T) {
+	t.Parallel()
+	s := newShared(t)
+	tr := s.trigger(t)
+	ctx := t.Context()
+	delays := []time.Duration{time.Second, 2 * time.Second}
+
+	add(t, tr, base, "x")
+	now := base
+	for attempt, wait := range delays {
+		wantClaim(t, tr, now, time.Minute, 10, "x")
+		n, notified, err := tr.Retry(ctx, "x", now, delays)
+		if n != attempt+1 || notified || err != nil {
+			t.Fatalf("Retry = %d, %v, %v; want attempt %d", n, notified, err, attempt+1)
+		}
+		if at := s.score(t, "processing", "x"); !at.IsZero() {
+			t.Errorf("attempt %d: x still in processing", n)
+		}
+		wantNext(t, tr, now.Add(wait))
+		wantClaim(t, tr, now.Add(wait-time.Millisecond), time.Minute, 10)
+		now = now.Add(wait)
+	}
+	wantClaim(t, tr, now, time.Minute, 10, "x")
+	n, notified, err := tr.Retry(ctx, "x", now, delays)
+	if n != 3 || !notified || err != nil {
+		t.Fatalf("last Retry = %d, %v, %v; want attempt 3, notified", n, notified, err)
+	}
+	if c, err := tr.ToNotify(ctx); c != 1 || err != nil {
+		t.Errorf("ToNotify = %d, %v; want 1", c, err)
+	}
+	if at := s.score(t, "notify", "x"); !at.Equal(now) {
+		t.Errorf("x to notify since %v, want %v", at, now)
+	}
+	if n := s.attempts(t, "x"); n != 0 {
+		t.Errorf("attempts of x = %d after giving up", n)
+	}
+	wantNext(t, tr, time.Time{})
+	wantClaim(t, tr, now.Add(time.Hour), time.Minute, 10)
+
+	// A member that is not in processing is left alone.
+	if n, notified, err := tr.Retry(ctx, "x", now, delays); n != 0 || notified || err != nil {
+		t.Errorf("Retry of a member not claimed = %d, %v, %v; want 0", n, notified, err)
+	}
+	if n, _ := tr.ToNotify(ctx); n != 1 {
+		t.Errorf("ToNotify = %d after a stray Retry", n)
+	}
+}
+
+func TestDoneForgetsAttempts(t *testing.T) {
+	t.Parallel()
+	s := newShared(t)
+	tr := s.trigger(t)
+	ctx := t.Context()
+	delays := []time.Duration{time.Second, time.Second, time.Second}
+
+	add(t, tr, base, "x", "y")
+	wantClaim(t, tr, base, time.Minute, 10, "x", "y")
+	for _, m := range []string{"x", "y"} {
+		if n, _, err := tr.Retry(ctx, m, base, delays); n != 1 || err != nil {
+			t.Fatalf("Retry(%s) = %d, %v", m, n, err)
+		}
+	}
+	wantClaim(t, tr, base.Add(time.Second), time.Minute, 10, "x", "y")
+	if err := tr.Done(ctx, []string{"x", "y"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Done(ctx, nil); err != nil {
+		t.Errorf("Done(nil): %v", err)
+	}
+	wantNext(t, tr, time.Time{})
+	for _, m := range []string{"x", "y"} {
+		if n := s.attempts(t, m); n != 0 {
+			t.Errorf("attempts of %s = %d after Done", m, n)
+		}
+	}
+	add(t, tr, base.Add(time.Minute), "x")
+	wantClaim(t, tr, base.Add(time.Minute), time.Minute, 10, "x")
+	if n, _, err := tr.Retry(ctx, "x", base.Add(time.Minute), delays); n != 1 || err != nil {
+		t.Errorf("Retry after Done and Add = %d, %v; want attempt 1", n, err)
+	}
+}
+
+// TestAddMovesOutOfProcessing moves the deadline of a claimed member: it is
+// due at the new time, no lease brings it back before, a late Retry of the
+// old claim leaves it due, and its attempts are kept.
+func TestAddMovesOutOfProcessing(t *testing.T) {
+	t.Parallel()
+	s := newShared(t)
+	tr := s.trigger(t)
+	ctx := t.Context()
+	delays := []time.Duration{time.Second, time.Second, time.Second}
+
+	add(t, tr, base, "x")
+	wantClaim(t, tr, base, time.Second, 10, "x")
+	if n, _, err := tr.Retry(ctx, "x", base, delays); n != 1 || err != nil {
+		t.Fatalf("Retry = %d, %v", n, err)
+	}
+	wantClaim(t, tr, base.Add(time.Second), time.Second, 10, "x")
+	add(t, tr, base.Add(time.Minute), "x")
+	if at := s.score(t, "processing", "x"); !at.IsZero() {
+		t.Fatalf("x still in processing, leased until %v", at)
+	}
+	if n := s.attempts(t, "x"); n != 1 {
+		t.Errorf("attempts of x = %d after Add, want 1 kept", n)
+	}
+	wantNext(t, tr, base.Add(time.Minute))
+	wantClaim(t, tr, base.Add(30*time.Second), time.Second, 10)
+	if n, _, err := tr.Retry(ctx, "x", base.Add(30*time.Second), delays); n != 0 || err != nil {
+		t.Errorf("late Retry = %d, %v; want 0", n, err)
+	}
+	wantNext(t, tr, base.Add(time.Minute))
+	wantClaim(t, tr, base.Add(time.Minute), time.Second, 10, "x")
+	if n, _, err := tr.Retry(ctx, "x", base.Add(time.Minute), delays); n != 2 || err != nil {
+		t.Errorf("Retry after the move = %d, %v; want attempt 2", n, err)
+	}
+}
+
+// TestConcurrentClaimers has eight goroutines in two processes claim the
+// same set: each member goes to exactly one of them.
+func TestConcurrentClaimers(t *testing.T) {
+	t.Parallel()
+	s := newShared(t)
+	procs := []*redis.Trigger{s.trigger(t), s.trigger(t)}
+	const n = 3000
+	var due []engine.TriggerDue
+	for i := range n {
+		due = append(due, engine.TriggerDue{OrderNo: fmt.Sprintf("o-%05d", i), At: base.Add(time.Duration(i) * time.Millisecond)})
+	}
+	if err := procs[0].Add(t.Context(), due); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu   sync.Mutex
+		got  = map[string]int{}
+		wg   sync.WaitGroup
+		errs = make(chan error, 8)
+	)
+	for g := range 8 {
+		tr := procs[g%2]
+		wg.Go(func() {
+			for {
+				ms, _, err := tr.Claim(context.Background(), base.Add(time.Hour), time.Hour, 1+g)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(ms) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, m := range ms {
+					got[m]++
+				}
+				mu.Unlock()
+				if err := tr.Done(context.Background(), ms); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if len(got) != n {
+		t.Errorf("%d members claimed, want %d", len(got), n)
+	}
+	for m, c := range got {
+		if c != 1 {
+			t.Errorf("%s claimed %d times", m, c)
+		}
+	}
+}
+
+// TestSeeded loses the keys as a flush would: Claim reports it.
+func TestSeeded(t *testing.T) {
+	t.Parallel()
+	s := newShared(t)
+	tr := s.trigger(t)
+	ctx := t.Context()
+	seeded := func() bool {
+		t.Helper()
+		_, ok, err := tr.Claim(ctx, base, time.Minute, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	add(t, tr, base.Add(time.Hour), "x")
+	if seeded() {
+		t.Error("seeded before MarkSeeded")
+	}
+	if err := tr.MarkSeeded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !seeded() {
+		t.Error("not seeded after MarkSeeded")
+	}
+	if err := s.rdb.Del(ctx, s.keys()...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if seeded() {
+		t.Error("seeded after the keys were lost")
+	}
+	wantNext(t, tr, time.Time{})
+}
+
+func TestPing(t *testing.T) {
+	t.Parallel()
+	s := newShared(t)
+	if err := s.trigger(t).Ping(t.Context()); err != nil {
+		t.Errorf("Ping: %v", err)
+	}
+}
+
+// TestDeadRedisFailsFast needs no Redis: calls to one that refuses or never
+// answers fail within the timeout, not after the client's own retries.
+func TestDeadRedisFailsFast(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, addr string }{
+		{"refused", "127.0.0.1:1"},
+		{"unanswered", testenv.Unanswered(t)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			tr, err := redis.New(redis.Config{URL: "redis://" + c.addr + "/0"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			start := time.Now()
+			if err := tr.Ping(t.Context()); err == nil {
+				t.Error("Ping of a dead Redis succeeded")
+			}
+			if _, _, err := tr.Claim(t.Context(), base, time.Minute, 10); err == nil {
+				t.Error("Claim on a dead Redis succeeded")
+			}
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("two calls took %v", d)
+			}
+		})
+	}
+}
+
+func TestConfig(t *testing.T) {
+	t.Parallel()
+	for _, c := range []redis.Config{
+		{},
+		{URL: "http://127.0.0.1:6379"},
+		{URL: "redis://127.0.0.1:6379", Timeout: -time.Second},
+	} {
+		if _, err := redis.New(c); err == nil {
+			t.Errorf("New(%+v) succeeded", c)
+		}
+	}
+}
+
+// TestMemoryPerMember reports what a pending order costs in the due set,
+// for order numbers of a few lengths. The SPEC's target is at most 110
+// bytes; the figure depends on the length and on the Redis version, so it is
+// logged, not asserted.
+func TestMemoryPerMember(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("adds 100,000 members")
+	}
+	s := newShared(t)
+	tr := s.trigger(t)
+	ctx := t.Context()
+	const n, batch = 100_000, 5_000
+	for _, width := range []int{12, 16, 24} {
+		if err := s.rdb.Del(ctx, s.key("due")).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < n; i += batch {
+			due := make([]engine.TriggerDue, batch)
+			for j := range due {
+				// ORD-00012345, ORD-000000012345, ...
+				due[j] = engine.TriggerDue{OrderNo: fmt.Sprintf("ORD-%0*d", width-4, i+j), At: base.Add(time.Duration(i+j) * time.Millisecond)}
+			}
+			if err := tr.Add(ctx, due); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if c, err := s.rdb.ZCard(ctx, s.key("due")).Result(); c != n || err != nil {
+			t.Fatalf("ZCARD due = %d, %v; want %d", c, err, n)
+		}
+		used, err := s.rdb.MemoryUsage(ctx, s.key("due"), 0).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("order numbers of %d bytes: MEMORY USAGE due = %d for %d members: %.1f bytes per pending order (target ≤ 110)",
+			width, used, n, float64(used)/n)
+	}
+}

@@ -1,0 +1,43 @@
+package sqlite
+
+import (
+	"context"
+
+	"github.com/lapsehq/lapse"
+)
+
+// The deadline list walks orders_due_idx from p.After on. The index holds
+// (deadline_at, flow) and, as every SQLite index does, the rowid (id); since
+// flow sits between them, ordering ties by id takes a small sort of each run
+// of equal deadlines, not of the whole index.
+const (
+	orderDeadlineListSQL = `SELECT id, order_no, deadline_at FROM orders
+		WHERE deadline_at IS NOT NULL
+		ORDER BY deadline_at, id LIMIT ?`
+	orderDeadlineListAfterSQL = `SELECT id, order_no, deadline_at FROM orders
+		WHERE deadline_at IS NOT NULL AND (deadline_at, id) > (?, ?)
+		ORDER BY deadline_at, id LIMIT ?`
+)
+
+// OrderDeadlineList returns up to p.Limit orders that have a deadline, in
+// (deadline, id) order after p.After; none when p.Limit is not positive.
+func (s *Store) OrderDeadlineList(ctx context.Context, p *lapse.OrderDeadlineListParams) ([]lapse.OrderDeadline, error) {
+	if p.Limit <= 0 {
+		return nil, nil
+	}
+	q, args := orderDeadlineListSQL, []any{p.Limit}
+	if p.After != nil {
+		q, args = orderDeadlineListAfterSQL, []any{micros(p.After.DeadlineAt), p.After.ID, p.Limit}
+	}
+	out, err := queryAll(ctx, s.db(), func(r scanner) (lapse.OrderDeadline, error) {
+		var d lapse.OrderDeadline
+		var us int64
+		err := r.Scan(&d.ID, &d.OrderNo, &us)
+		d.DeadlineAt = fromMicros(us)
+		return d, err
+	}, q, args...)
+	if err != nil {
+		return nil, fail(err, "order deadline list")
+	}
+	return out, nil
+}
