@@ -27,6 +27,7 @@ type FiredBy string
 const (
 	FiredByTimer FiredBy = "timer" // the deadline engine's precise path
 	FiredBySweep FiredBy = "sweep" // the deadline engine's safety-net sweep
+	FiredByRedis FiredBy = "redis" // the deadline engine, told by the shared trigger (Redis)
 	FiredByAPI   FiredBy = "api"   // an HTTP API call
 	FiredByApp   FiredBy = "app"   // a Go caller of the engine
 	// FiredByPayment: the payment path, applying a verified provider callback

@@ -38,6 +38,13 @@ type ClaimerConfig struct {
 	// ErrorBackoff is the first pause after a failed pass; it doubles up to
 	// MaxSleep while failures last. Default 50ms.
 	ErrorBackoff time.Duration
+	// DegradedSweep is the sweep's faster beat while a shared trigger
+	// (Redis) is configured but not in charge; MaxSleep is bounded by it
+	// too. Default 1s.
+	DegradedSweep time.Duration
+	// TriggerLease is how long a member claimed from the shared trigger
+	// stays with this process before another takes it. Default 10s.
+	TriggerLease time.Duration
 }
 
 func (c *ClaimerConfig) withDefaults() ClaimerConfig {
@@ -61,6 +68,8 @@ func (c *ClaimerConfig) withDefaults() ClaimerConfig {
 	dur(&out.SweepMaxRun, 5*time.Second)
 	dur(&out.StopTimeout, 10*time.Second)
 	dur(&out.ErrorBackoff, 50*time.Millisecond)
+	dur(&out.DegradedSweep, time.Second)
+	dur(&out.TriggerLease, 10*time.Second)
 	return out
 }
 
@@ -79,7 +88,9 @@ func (c *ClaimerConfig) withDefaults() ClaimerConfig {
 // exactly once; a process that dies mid-batch leaves its rows to the others.
 type Claimer struct {
 	e     *Engine
-	cfg   ClaimerConfig
+	cfg   atomic.Pointer[ClaimerConfig]
+	beat  chan struct{} // the sweep's beat changed
+	poke  chan struct{} // the shared trigger stopped or started being in charge
 	actor string
 
 	// Orders whose customer started paying are settled by asking their
@@ -98,7 +109,44 @@ type Claimer struct {
 
 // NewClaimer returns a Claimer for the engine's flows.
 func NewClaimer(e *Engine, cfg ClaimerConfig) *Claimer {
-	return &Claimer{e: e, cfg: cfg.withDefaults(), actor: "engine " + e.node, askSem: make(chan struct{}, maxAsks)}
+	c := &Claimer{e: e, actor: "engine " + e.node, askSem: make(chan struct{}, maxAsks), beat: make(chan struct{}, 1), poke: make(chan struct{}, 1)}
+	c.SetConfig(cfg)
+	return c
+}
+
+// SetConfig changes the claimer's settings at run time (a configuration
+// reload): batches, sleeps and beats take the new values from their next
+// pass on.
+func (c *Claimer) SetConfig(cfg ClaimerConfig) {
+	d := cfg.withDefaults()
+	c.cfg.Store(&d)
+	select {
+	case c.beat <- struct{}{}:
+	default:
+	}
+}
+
+// Config returns the claimer's settings.
+func (c *Claimer) Config() ClaimerConfig { return *c.cfg.Load() }
+
+func (c *Claimer) conf() *ClaimerConfig { return c.cfg.Load() }
+
+// maxSleep and sweepEvery are MaxSleep and SweepInterval, or the faster
+// beat while the shared trigger is not in charge.
+func (c *Claimer) maxSleep() time.Duration {
+	cfg := c.conf()
+	if c.e.fastBeat() {
+		return min(cfg.MaxSleep, cfg.DegradedSweep)
+	}
+	return cfg.MaxSleep
+}
+
+func (c *Claimer) sweepEvery() time.Duration {
+	cfg := c.conf()
+	if c.e.fastBeat() {
+		return min(cfg.SweepInterval, cfg.DegradedSweep)
+	}
+	return cfg.SweepInterval
 }
 
 // Start runs the precise path and the sweep in the background until Stop or
@@ -116,6 +164,9 @@ func (c *Claimer) Start(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { c.precise(loopCtx, workCtx) })
 	wg.Go(func() { c.sweeper(loopCtx, workCtx) })
+	if c.e.trig != nil {
+		wg.Go(func() { c.shared(loopCtx, workCtx) })
+	}
 	go func() {
 		wg.Wait()
 		workCancel()
@@ -139,7 +190,7 @@ func (c *Claimer) Stop() {
 	loopCancel()
 	select {
 	case <-done:
-	case <-time.After(c.cfg.StopTimeout):
+	case <-time.After(c.conf().StopTimeout):
 		workCancel()
 		<-done
 	}
@@ -151,7 +202,7 @@ func (c *Claimer) Stop() {
 // Orders whose customer started paying are settled by asking their provider
 // first; RunOnce waits for those answers too.
 func (c *Claimer) RunOnce(ctx context.Context) (int, error) {
-	n, err := c.burn(ctx, ctx, lapse.FiredByTimer, 0, c.cfg.Batch, 0)
+	n, err := c.burn(ctx, ctx, lapse.FiredByTimer, 0, c.conf().Batch, 0)
 	c.asks.Wait()
 	return n, err
 }
@@ -159,7 +210,7 @@ func (c *Claimer) RunOnce(ctx context.Context) (int, error) {
 // Sweep runs one pass of the safety net: it fires orders overdue by more
 // than SweepGrace, for at most SweepMaxRun, and returns how many it fired.
 func (c *Claimer) Sweep(ctx context.Context) (int, error) {
-	return c.burn(ctx, ctx, lapse.FiredBySweep, c.cfg.SweepGrace, c.cfg.SweepBatch, c.cfg.SweepMaxRun)
+	return c.burn(ctx, ctx, lapse.FiredBySweep, c.conf().SweepGrace, c.conf().SweepBatch, c.conf().SweepMaxRun)
 }
 
 func (c *Claimer) precise(loopCtx, workCtx context.Context) {
@@ -167,13 +218,23 @@ func (c *Claimer) precise(loopCtx, workCtx context.Context) {
 	defer timer.Stop()
 	backoff := time.Duration(0)
 	for loopCtx.Err() == nil {
+		if c.e.trig != nil && c.e.trig.using() {
+			// The shared trigger is in charge of punctual firing (the sweep
+			// stays the safety net): stand back until it is not.
+			select {
+			case <-loopCtx.Done():
+				return
+			case <-c.poke:
+			}
+			continue
+		}
 		c.e.wake.working()
 		next, ok, err := c.e.work.OrderNextDeadline(workCtx, c.e.timed)
 		now := c.e.clock.Now()
-		wait := c.cfg.MaxSleep
+		wait := c.maxSleep()
 		if err == nil && ok && !next.After(now) {
 			var fired int
-			fired, err = c.burn(loopCtx, workCtx, lapse.FiredByTimer, 0, c.cfg.Batch, 0)
+			fired, err = c.burn(loopCtx, workCtx, lapse.FiredByTimer, 0, c.conf().Batch, 0)
 			if err == nil && fired > 0 {
 				backoff = 0
 				continue
@@ -185,7 +246,7 @@ func (c *Claimer) precise(loopCtx, workCtx context.Context) {
 		if err != nil {
 			c.e.metrics.errors.WithLabelValues(string(lapse.FiredByTimer)).Inc()
 			c.e.log.Error("deadline claimer: pass failed", "path", lapse.FiredByTimer, "err", err)
-			backoff = min(max(backoff*2, c.cfg.ErrorBackoff), c.cfg.MaxSleep)
+			backoff = min(max(backoff*2, c.conf().ErrorBackoff), c.maxSleep())
 			wait = backoff
 		} else {
 			backoff = 0
@@ -206,10 +267,11 @@ func (c *Claimer) precise(loopCtx, workCtx context.Context) {
 }
 
 func (c *Claimer) sweeper(loopCtx, workCtx context.Context) {
-	ticker := time.NewTicker(c.cfg.SweepInterval)
-	defer ticker.Stop()
+	timer := time.NewTimer(c.sweepEvery())
+	defer timer.Stop()
 	for {
-		n, err := c.burn(loopCtx, workCtx, lapse.FiredBySweep, c.cfg.SweepGrace, c.cfg.SweepBatch, c.cfg.SweepMaxRun)
+		cfg := c.conf()
+		n, err := c.burn(loopCtx, workCtx, lapse.FiredBySweep, cfg.SweepGrace, cfg.SweepBatch, cfg.SweepMaxRun)
 		switch {
 		case err != nil && loopCtx.Err() == nil:
 			c.e.metrics.errors.WithLabelValues(string(lapse.FiredBySweep)).Inc()
@@ -217,10 +279,17 @@ func (c *Claimer) sweeper(loopCtx, workCtx context.Context) {
 		case n > 0:
 			c.e.log.Warn("deadline claimer: sweep fired overdue orders the precise path had not", "orders", n)
 		}
+		timer.Reset(c.sweepEvery())
+	wait:
 		select {
 		case <-loopCtx.Done():
 			return
-		case <-ticker.C:
+		case <-timer.C:
+		case <-c.beat:
+			// The beat changed (a reload, the trigger degraded or back):
+			// wait the new interval from now.
+			timer.Reset(c.sweepEvery())
+			goto wait
 		}
 	}
 }
@@ -244,7 +313,7 @@ func (c *Claimer) burn(loopCtx, workCtx context.Context, path lapse.FiredBy, gra
 		errMu sync.Mutex
 		first error
 	)
-	for range c.cfg.Workers {
+	for range c.conf().Workers {
 		wg.Go(func() {
 			for loopCtx.Err() == nil && (stop.IsZero() || c.e.clock.Now().Before(stop)) {
 				claimed, fired, err := c.fireBatch(workCtx, path, grace, batch)
@@ -277,6 +346,7 @@ func cmpOr(a, b error) error {
 // moved.
 func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.Duration, limit int) (claimed, fired int, err error) {
 	type firing struct {
+		orderNo  string
 		flow     string
 		deadline time.Time
 		p        *lapse.OrderTransitionParams
@@ -315,7 +385,7 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 				c.e.log.Error("deadline claimer: cannot fire a due order", "order_no", o.OrderNo, "flow", o.Flow, "state", o.State, "err", err)
 				continue
 			}
-			planned[o.ID] = firing{o.Flow, *o.DeadlineAt, p}
+			planned[o.ID] = firing{o.OrderNo, o.Flow, *o.DeadlineAt, p}
 			ps = append(ps, p)
 		}
 		applied, err = tx.OrderTransitionMany(ctx, ps)
@@ -331,7 +401,7 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 		c.e.metrics.closeLag.WithLabelValues(f.flow).Observe(now.Sub(f.deadline).Seconds())
 		c.e.metrics.transition(f.flow, f.p)
 		if f.p.DeadlineAt != nil {
-			c.e.wake.notify(*f.p.DeadlineAt)
+			c.e.deadlineSet(f.orderNo, *f.p.DeadlineAt)
 		}
 	}
 	c.e.metrics.firings.WithLabelValues(string(path)).Add(float64(len(applied)))

@@ -232,7 +232,7 @@ func (d *Deliverer) attempt(ctx context.Context, s *Subscription, dl *lapse.Deli
 	defer cancel()
 
 	rec := lapse.DeliveryAttempt{DeliveryID: dl.ID, Attempt: dl.Attempts, Worker: d.cfg.Owner, StartedAt: start}
-	_, more := s.Schedule.Next(dl.Failures(), 0)
+	_, more := s.retries().Next(dl.Failures(), 0)
 	dl.Final = !more
 	finish := func(tx lapse.Store, p *lapse.DeliveryFinishParams) error {
 		p.ID, p.Owner, p.Attempt, p.At = dl.ID, d.cfg.Owner, dl.Attempts, d.e.clock.Now()
@@ -281,7 +281,7 @@ func (d *Deliverer) attempt(ctx context.Context, s *Subscription, dl *lapse.Deli
 		rec.Outcome = lapse.OutcomeError
 	}
 	p := &lapse.DeliveryFinishParams{Status: lapse.DeliveryPending, Unknown: unknown, Error: rec.Error}
-	wait, more := s.Schedule.Next(dl.Failures(), rand.Float64())
+	wait, more := s.retries().Next(dl.Failures(), rand.Float64())
 	if errors.Is(err, lapse.ErrRefused) || !more {
 		d.die(s, dl, p)
 	} else {

@@ -52,6 +52,11 @@ type Config struct {
 	// failed attempt; after the last the order goes to manual review.
 	// Default: DefaultIssueRetries.
 	IssueRetries []time.Duration
+	// Trigger is a precise trigger shared by every process (Redis); nil: the
+	// in-process timer and the database. TriggerMode is its starting mode
+	// (default TriggerAuto).
+	Trigger     SharedTrigger
+	TriggerMode TriggerMode
 	// WorkStore is the store the Claimer and the Deliverer claim and finish
 	// their work through: the same database as the engine's store, through
 	// connections of its own, so that a flood of API requests cannot starve
@@ -80,6 +85,7 @@ type Engine struct {
 	providers map[string]lapse.PaymentProvider
 	merchants map[string]string
 	wake      *waker
+	trig      *trigger  // nil without a shared trigger
 	kick      broadcast // wakes the delivery loops
 }
 
@@ -155,6 +161,16 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.metrics = m
+	if cfg.Trigger != nil {
+		mode, err := ParseTriggerMode(string(cfg.TriggerMode))
+		if err != nil {
+			return nil, err
+		}
+		if e.trig, err = newTrigger(cfg.Trigger, mode, cfg.Registerer); err != nil {
+			return nil, err
+		}
+		e.trig.update()
+	}
 	return e, nil
 }
 

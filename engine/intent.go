@@ -86,7 +86,7 @@ func (e *Engine) StartPayment(ctx context.Context, orderNo, provider string, by 
 		if err != nil {
 			return nil, err
 		}
-		e.wake.notify(next)
+		e.deadlineSet(o.OrderNo, next)
 		e.delivered(evs)
 		return moved, nil
 	}
@@ -187,6 +187,6 @@ func (e *Engine) askAgain(ctx context.Context, o *lapse.Order, why error) {
 		e.log.Error("closer: cannot postpone the order", "order_no", o.OrderNo, "err", err)
 		return
 	}
-	e.wake.notify(next)
+	e.deadlineSet(o.OrderNo, next)
 	e.delivered(evs)
 }

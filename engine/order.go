@@ -123,7 +123,7 @@ func (e *Engine) CreateOrder(ctx context.Context, req *lapse.OrderCreate, by Act
 		return got, false, nil
 	}
 	if got.DeadlineAt != nil {
-		e.wake.notify(*got.DeadlineAt)
+		e.deadlineSet(got.OrderNo, *got.DeadlineAt)
 	}
 	return got, true, nil
 }
@@ -196,7 +196,7 @@ func (e *Engine) Fire(ctx context.Context, orderNo string, f Fire) (*lapse.Order
 		e.metrics.transition(moved.Flow, p)
 		e.delivered(p.Outbox)
 		if moved.DeadlineAt != nil {
-			e.wake.notify(*moved.DeadlineAt)
+			e.deadlineSet(moved.OrderNo, *moved.DeadlineAt)
 		}
 		return moved, nil
 	}
@@ -272,7 +272,7 @@ func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChan
 		if err != nil {
 			return nil, err
 		}
-		e.wake.notify(at)
+		e.deadlineSet(orderNo, at)
 		e.delivered(evs)
 		return moved, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -35,6 +36,34 @@ type Subscription struct {
 	// Filter, when set, limits it to the orders for which it returns true;
 	// other orders' events get no delivery for it at all.
 	Filter func(*lapse.Order) bool
+
+	// schedule is Schedule as the deliverer reads it; SetSchedule replaces
+	// it at run time.
+	schedule atomic.Pointer[lapse.Schedule]
+}
+
+// retries returns the subscription's retry schedule as it stands.
+func (s *Subscription) retries() lapse.Schedule {
+	if p := s.schedule.Load(); p != nil {
+		return *p
+	}
+	return s.Schedule
+}
+
+// SetSchedule replaces the retry schedule of the subscription called name
+// (a configuration reload): failures from now on wait as it says. Errors:
+// EINVALID for an unknown subscription or an invalid schedule.
+func (e *Engine) SetSchedule(name string, sch lapse.Schedule) error {
+	if err := sch.Validate(); err != nil {
+		return lapse.Errorf(lapse.EINVALID, "subscription %s: %v", name, err)
+	}
+	for _, s := range e.subs {
+		if s.Name == name {
+			s.schedule.Store(&sch)
+			return nil
+		}
+	}
+	return lapse.Errorf(lapse.EINVALID, "no subscription %q", name)
 }
 
 func (s *Subscription) validate() error {
@@ -61,6 +90,8 @@ func (s *Subscription) validate() error {
 	if err := s.Schedule.Validate(); err != nil {
 		return bad("%v", err)
 	}
+	sch := s.Schedule
+	s.schedule.Store(&sch)
 	if s.Timeout <= 0 {
 		s.Timeout = 30 * time.Second
 	}

@@ -23,6 +23,7 @@ var RequestBodies = map[string]any{
 	"GroupCreate":    groupCreateRequest{},
 	"JoinRequest":    joinRequest{},
 	"RetryRequest":   retryRequest{},
+	"TriggerRequest": triggerRequest{},
 }
 
 // ResponseBodies maps the OpenAPI schema name of each response view to its

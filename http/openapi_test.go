@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/engine"
 	lapsehttp "github.com/lapsehq/lapse/http"
 )
 
@@ -122,6 +123,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	types["OrderRefund"] = lapse.OrderRefund{}
 	types["GroupMember"] = lapse.GroupMember{}
 	types["Card"] = lapse.Card{}
+	types["TriggerStatus"] = engine.TriggerStatus{}
 	for name, v := range lapsehttp.RequestBodies {
 		types[name] = v
 	}

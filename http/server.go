@@ -103,6 +103,8 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/stock/{sku}", s.getStock},
 		{"POST", "/v1/coupons", s.createCoupon},
 		{"GET", "/v1/coupons/{code}", s.getCoupon},
+		{"GET", "/v1/trigger", s.getTrigger},
+		{"PUT", "/v1/trigger", s.putTrigger},
 		{"GET", "/healthz", s.healthz},
 		{"GET", "/readyz", s.readyz},
 		{"GET", "/metrics", s.metrics()},
@@ -228,7 +230,46 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problemFor(http.StatusServiceUnavailable, lapse.EUNAVAILABLE, "", "not ready: "+err.Error()))
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ready"})
+	// A degraded trigger leaves the process ready (the sweep fires on its
+	// faster beat) but is shown.
+	out := map[string]any{"status": "ready"}
+	if st := s.engine.TriggerStatus(); st.Configured {
+		out["trigger"] = st
+	}
+	s.writeJSON(w, r, http.StatusOK, out)
+}
+
+// triggerRequest is the body of PUT /v1/trigger.
+type triggerRequest struct {
+	Mode string `json:"mode"` // auto, redis or database
+}
+
+func (s *Server) getTrigger(w http.ResponseWriter, r *http.Request) {
+	s.writeJSON(w, r, http.StatusOK, s.engine.TriggerStatus())
+}
+
+// putTrigger has an operator force the shared trigger (redis) or the
+// database sweep, or let the engine switch by itself (auto).
+func (s *Server) putTrigger(w http.ResponseWriter, r *http.Request) {
+	var req triggerRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	if req.Mode == "" {
+		s.error(w, r, lapse.FieldError("mode", "is required: auto, redis or database"))
+		return
+	}
+	mode, err := engine.ParseTriggerMode(req.Mode)
+	if err == nil {
+		err = s.engine.SetTriggerMode(mode)
+	}
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	s.log.Warn("trigger mode set through the API", "mode", mode)
+	s.writeJSON(w, r, http.StatusOK, s.engine.TriggerStatus())
 }
 
 func (s *Server) metrics() http.HandlerFunc {

@@ -34,9 +34,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		dc        engine.DelivererConfig
 		sf        subscriberFlags
 		pf        paymentFlags
+		tf        triggerFlags
 	)
 	sf.register(fs)
 	pf.register(fs)
+	tf.register(fs, &cc)
 	fs.DurationVar(&dc.Poll, "delivery-poll", time.Second, "longest a subscriber's delivery loop sleeps before looking for due retries")
 	fs.IntVar(&cc.Batch, "batch", 500, "due orders claimed per transaction")
 	fs.IntVar(&cc.Workers, "workers", 2, "transactions that burn down a backlog in parallel")
@@ -67,6 +69,15 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	groupRetries, issueRetries, cards, err := sf.lifecycle()
 	if err != nil {
 		return err
+	}
+	shared, triggerMode, err := tf.build()
+	if err != nil {
+		return err
+	}
+	var sharedTrigger engine.SharedTrigger
+	if shared != nil {
+		defer shared.Close()
+		sharedTrigger = shared
 	}
 	if *dbConns < 0 || *workConns < 1 || *inFlight < 0 {
 		return fmt.Errorf("--db-conns must not be negative, --db-work-conns at least 1, --max-in-flight not negative")
@@ -111,7 +122,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	eng, err := engine.New(store, flowSet, engine.Config{Logger: log, Registerer: reg,
 		Subscriptions: subs, StockLedger: sf.stockLedger, CouponLedger: sf.couponLedger, Payments: pays.engine, WorkStore: work,
-		GroupRetries: groupRetries, IssueRetries: issueRetries, Cards: cards})
+		GroupRetries: groupRetries, IssueRetries: issueRetries, Cards: cards, Trigger: sharedTrigger, TriggerMode: triggerMode})
 	if err != nil {
 		return err
 	}
@@ -152,7 +163,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	slices.Sort(providers)
 	log.Info("lapse serving", "http", "http://"+ln.Addr().String(), "db", redact(*db), "flows", len(eng.Flows()), "subscribers", names,
-		"payment_callbacks", providers)
+		"payment_callbacks", providers, "trigger", eng.TriggerStatus().Using)
 
 	select {
 	case <-ctx.Done():

@@ -1,0 +1,231 @@
+package engine
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lapsehq/lapse"
+)
+
+// SharedTrigger is a precise trigger that every process shares (package
+// redis implements it with a sorted set and Lua scripts): the engine tells it
+// each deadline it sets, and a Trigger loop claims the members that come due
+// and has the claimer look at the database at once. It is only ever a hint:
+// the database stays the truth, and the guarded transition decides whether
+// an order fires.
+type SharedTrigger interface {
+	// Add records that each order is due at its time, replacing a time
+	// recorded before.
+	Add(ctx context.Context, due []TriggerDue) error
+	// Claim moves up to limit members due by now into processing, leased
+	// until now+lease, and returns them. Members whose lease expired are
+	// due again and claimed first; their attempt counts are kept. seeded is
+	// false when the trigger has lost its data (a restart without
+	// persistence, a flush): it must be seeded again from the database.
+	Claim(ctx context.Context, now time.Time, lease time.Duration, limit int) (members []string, seeded bool, err error)
+	// Done removes members from processing and forgets their attempts.
+	Done(ctx context.Context, members []string) error
+	// Retry, in one atomic step, counts an attempt of member, removes it
+	// from processing, and puts it back due at now + delays[attempt-1], or,
+	// after the last delay, moves it to the to-notify set.
+	Retry(ctx context.Context, member string, now time.Time, delays []time.Duration) (attempt int, notified bool, err error)
+	// Next returns the earliest due time, and false when nothing is due.
+	Next(ctx context.Context) (time.Time, bool, error)
+	// MarkSeeded records that every pending deadline of the database has
+	// been added, so that Claim reports seeded from now on.
+	MarkSeeded(ctx context.Context) error
+	// ToNotify returns how many members gave up and wait for an operator.
+	ToNotify(ctx context.Context) (int64, error)
+	// Ping checks that the trigger answers.
+	Ping(ctx context.Context) error
+}
+
+// TriggerDue is one order's due time for a SharedTrigger.
+type TriggerDue struct {
+	OrderNo string
+	At      time.Time
+}
+
+// TriggerMode says how deadlines are triggered across processes when a
+// SharedTrigger is configured.
+type TriggerMode string
+
+// Trigger modes. An operator may force either path at run time
+// (SetTriggerMode); auto switches by itself.
+const (
+	// TriggerAuto uses the shared trigger while it answers. When it errs or
+	// times out the trigger is degraded: the database sweep takes over on a
+	// faster beat until the shared trigger answers again, is seeded again
+	// from the database, and returns.
+	TriggerAuto TriggerMode = "auto"
+	// TriggerShared uses the shared trigger whatever it answers; errors are
+	// logged and counted, the sweep keeps its usual beat.
+	TriggerShared TriggerMode = "shared"
+	// TriggerDatabase leaves the shared trigger alone: the database sweep
+	// fires on the faster beat.
+	TriggerDatabase TriggerMode = "database"
+)
+
+// ParseTriggerMode reads a mode as operators write it ("redis" is
+// TriggerShared).
+func ParseTriggerMode(s string) (TriggerMode, error) {
+	switch s {
+	case "auto", "":
+		return TriggerAuto, nil
+	case "shared", "redis":
+		return TriggerShared, nil
+	case "database", "db", "sweep":
+		return TriggerDatabase, nil
+	}
+	return "", lapse.FieldError("trigger_mode", "%q is not a trigger mode: auto, redis or database", s)
+}
+
+// TriggerStatus is how deadlines are being triggered.
+type TriggerStatus struct {
+	Configured bool        `json:"configured"` // a shared trigger exists
+	Mode       TriggerMode `json:"mode"`
+	// Using is the path in charge: "shared" or "database".
+	Using    string `json:"using"`
+	Degraded bool   `json:"degraded"`
+	Reason   string `json:"reason,omitempty"` // why it is degraded
+}
+
+// trigger is the engine's side of a SharedTrigger: the deadlines to add,
+// the mode and whether the shared trigger is degraded.
+type trigger struct {
+	t        SharedTrigger
+	delays   []time.Duration // Retry's schedule for a pass that failed
+	mode     atomic.Pointer[TriggerMode]
+	degraded atomic.Bool
+	reason   atomic.Pointer[string]
+	// stale is set whenever deadlines may have been set without reaching
+	// the shared trigger (degraded, forced to the database, a full queue):
+	// it is seeded from the database before it is used again.
+	stale   atomic.Bool
+	pending chan TriggerDue
+	kick    chan struct{}
+
+	degradedGauge prometheus.Gauge
+	errors        prometheus.Counter
+	dropped       prometheus.Counter
+}
+
+// DefaultTriggerRetries is seed 000's schedule for a member whose pass
+// failed: looked at again after 1 s, 2 s, 4 s, 8 s and 16 s, then moved to
+// the to-notify set (the sweep still fires the orders).
+var DefaultTriggerRetries = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second}
+
+func newTrigger(t SharedTrigger, mode TriggerMode, reg prometheus.Registerer) (*trigger, error) {
+	tr := &trigger{t: t, delays: DefaultTriggerRetries, pending: make(chan TriggerDue, 1<<16), kick: make(chan struct{}, 1)}
+	tr.mode.Store(&mode)
+	// Not stale at start: the other processes kept the trigger current, and
+	// a trigger that lost its data says so on its first Claim.
+	tr.degradedGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "lapse_trigger_degraded",
+		Help: "1 while the shared trigger (Redis) is not in charge and the database sweep fires on its faster beat."})
+	tr.errors = prometheus.NewCounter(prometheus.CounterOpts{Name: "lapse_trigger_errors_total",
+		Help: "Errors and timeouts of the shared trigger (Redis)."})
+	tr.dropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "lapse_trigger_dropped_total",
+		Help: "Deadlines not handed to the shared trigger because its queue was full (this process's own timer fires them)."})
+	if reg != nil {
+		for _, c := range []prometheus.Collector{tr.degradedGauge, tr.errors, tr.dropped} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return tr, nil
+}
+
+// using reports whether the shared trigger is in charge.
+func (tr *trigger) using() bool {
+	switch *tr.mode.Load() {
+	case TriggerShared:
+		return true
+	case TriggerDatabase:
+		return false
+	}
+	// In auto mode it takes charge once it answers and holds every
+	// pending deadline.
+	return !tr.degraded.Load() && !tr.stale.Load()
+}
+
+func (tr *trigger) signal() {
+	select {
+	case tr.kick <- struct{}{}:
+	default:
+	}
+}
+
+// deadlineSet tells the precise path that orderNo is due at at: the shared
+// trigger when it is in charge, else the in-process timer.
+func (e *Engine) deadlineSet(orderNo string, at time.Time) {
+	tr := e.trig
+	if tr == nil || !tr.using() {
+		e.wake.notify(at)
+		return
+	}
+	select {
+	case tr.pending <- TriggerDue{OrderNo: orderNo, At: at}:
+		tr.signal()
+	default:
+		// The queue is full: this process's own timer fires it.
+		tr.dropped.Inc()
+		e.wake.notify(at)
+	}
+}
+
+// SetTriggerMode forces the shared trigger or the database, or lets the
+// engine switch by itself (TriggerAuto). It fails when no shared trigger is
+// configured.
+func (e *Engine) SetTriggerMode(m TriggerMode) error {
+	if e.trig == nil {
+		return lapse.Errorf(lapse.EINVALID, "no shared trigger (Redis) is configured: deadlines are triggered by the database")
+	}
+	if _, err := ParseTriggerMode(string(m)); err != nil {
+		return err
+	}
+	prev := *e.trig.mode.Swap(&m)
+	if prev != m {
+		e.log.Warn("trigger mode changed", "from", prev, "to", m)
+		if m == TriggerDatabase {
+			e.trig.stale.Store(true)
+		}
+		e.trig.signal()
+	}
+	e.trig.update()
+	return nil
+}
+
+// TriggerStatus says how deadlines are being triggered.
+func (e *Engine) TriggerStatus() TriggerStatus {
+	if e.trig == nil {
+		return TriggerStatus{Mode: TriggerDatabase, Using: "database"}
+	}
+	tr := e.trig
+	st := TriggerStatus{Configured: true, Mode: *tr.mode.Load(), Using: "database", Degraded: tr.degraded.Load()}
+	if tr.using() {
+		st.Using = "shared"
+	}
+	if st.Degraded {
+		if r := tr.reason.Load(); r != nil {
+			st.Reason = *r
+		}
+	}
+	return st
+}
+
+// update sets the degraded gauge from the state.
+func (tr *trigger) update() {
+	v := 0.0
+	if !tr.using() {
+		v = 1
+	}
+	tr.degradedGauge.Set(v)
+}
+
+// fastBeat reports whether the database must fire on its faster beat: a
+// shared trigger is configured but not in charge.
+func (e *Engine) fastBeat() bool { return e.trig != nil && !e.trig.using() }

@@ -1,0 +1,273 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+// Bounds of the shared trigger's loop.
+const (
+	triggerPoll    = 50 * time.Millisecond // longest sleep between claims while in charge
+	triggerProbe   = time.Second           // between pings while degraded
+	triggerTimeout = time.Second           // bounds one call, beyond the trigger's own timeout
+	triggerSeed    = 1000                  // deadlines read and added per seeding step
+	triggerAddMax  = 1000                  // deadlines added per call
+)
+
+// shared runs the shared trigger's path: it hands the deadlines this
+// process sets to the trigger, claims the members that come due and has
+// this claimer fire what is due in the database at once (path redis). A
+// pass that fails retries its members on the trigger's schedule. Any error
+// of the trigger degrades it (in auto mode): the sweep takes over on its
+// faster beat, and this loop probes the trigger until it answers, seeds it
+// again from the database, and hands the work back to it.
+func (c *Claimer) shared(loopCtx, workCtx context.Context) {
+	tr := c.e.trig
+	wait := time.Duration(0)
+	using := tr.using()
+	for {
+		if wait > 0 {
+			timer := time.NewTimer(wait)
+			select {
+			case <-loopCtx.Done():
+				timer.Stop()
+				return
+			case <-timer.C:
+			case <-tr.kick:
+				timer.Stop()
+			}
+		}
+		if loopCtx.Err() != nil {
+			return
+		}
+		wait = c.sharedStep(loopCtx, workCtx)
+		if now := tr.using(); now != using {
+			using = now
+			tr.update()
+			for _, ch := range []chan struct{}{c.beat, c.poke} {
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
+}
+
+// sharedStep does one round of the shared path and says how long to wait
+// before the next.
+func (c *Claimer) sharedStep(loopCtx, workCtx context.Context) time.Duration {
+	tr := c.e.trig
+	mode := *tr.mode.Load()
+	if mode == TriggerDatabase {
+		tr.drain()
+		return time.Hour // until the mode changes (SetTriggerMode kicks)
+	}
+	if tr.degraded.Load() && mode == TriggerAuto {
+		if err := c.callTrigger(workCtx, tr.t.Ping); err != nil {
+			tr.drain()
+			return triggerProbe
+		}
+		tr.stale.Store(true)
+	}
+	if tr.stale.Load() {
+		if err := c.seed(loopCtx, workCtx); err != nil {
+			c.degrade(err)
+			return triggerProbe
+		}
+		if tr.degraded.Swap(false) {
+			c.e.log.Warn("shared trigger is back: it fires deadlines again; the sweep returns to its usual beat")
+		}
+	}
+	if err := c.flushPending(workCtx); err != nil {
+		c.degrade(err)
+		return triggerProbe
+	}
+	cfg := c.conf()
+	var (
+		members []string
+		seeded  bool
+	)
+	err := c.callTrigger(workCtx, func(ctx context.Context) error {
+		var err error
+		members, seeded, err = tr.t.Claim(ctx, c.e.clock.Now(), cfg.TriggerLease, cfg.Batch)
+		return err
+	})
+	if err != nil {
+		c.degrade(err)
+		return triggerProbe
+	}
+	if !seeded {
+		// Its data is gone (a flush, a restart without persistence): seed
+		// it again before trusting it. Claimed members are harmless.
+		c.e.log.Warn("shared trigger lost its data: seeding it again from the database")
+		tr.stale.Store(true)
+		return 0
+	}
+	if len(members) > 0 {
+		_, err := c.burn(loopCtx, workCtx, lapse.FiredByRedis, 0, cfg.Batch, 0)
+		if err != nil {
+			c.e.metrics.errors.WithLabelValues(string(lapse.FiredByRedis)).Inc()
+			c.e.log.Error("deadline claimer: pass failed", "path", lapse.FiredByRedis, "err", err)
+			c.retryMembers(workCtx, members)
+			return c.conf().ErrorBackoff
+		}
+		if err := c.callTrigger(workCtx, func(ctx context.Context) error { return tr.t.Done(ctx, members) }); err != nil {
+			c.degrade(err)
+			return triggerProbe
+		}
+		return 0
+	}
+	var (
+		next time.Time
+		ok   bool
+	)
+	if err := c.callTrigger(workCtx, func(ctx context.Context) error {
+		var err error
+		next, ok, err = tr.t.Next(ctx)
+		return err
+	}); err != nil {
+		c.degrade(err)
+		return triggerProbe
+	}
+	wait := triggerPoll
+	if ok {
+		wait = min(max(next.Sub(c.e.clock.Now()), 0), triggerPoll)
+	}
+	return wait
+}
+
+// callTrigger runs one call of the shared trigger under a bound, so that a
+// trigger that hangs degrades instead of stopping the loop.
+func (c *Claimer) callTrigger(ctx context.Context, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, triggerTimeout)
+	defer cancel()
+	return fn(ctx)
+}
+
+// degrade records a failure of the shared trigger: in auto mode it stops
+// being in charge until it answers again.
+func (c *Claimer) degrade(err error) {
+	tr := c.e.trig
+	tr.errors.Inc()
+	msg := err.Error()
+	tr.reason.Store(&msg)
+	tr.stale.Store(true)
+	if *tr.mode.Load() != TriggerAuto {
+		c.e.log.Error("shared trigger failed; forced to it, the engine keeps using it", "err", err)
+		return
+	}
+	if !tr.degraded.Swap(true) {
+		c.e.log.Error("shared trigger degraded: the database sweep fires deadlines on its faster beat until it answers again",
+			"err", err, "sweep_every", c.conf().DegradedSweep)
+	}
+}
+
+// retryMembers reschedules members whose pass failed on the trigger's
+// schedule; a member that runs out of it goes to the to-notify set (the
+// sweep still fires its order once the database answers).
+func (c *Claimer) retryMembers(ctx context.Context, members []string) {
+	tr := c.e.trig
+	for _, m := range members {
+		var (
+			attempt  int
+			notified bool
+		)
+		err := c.callTrigger(ctx, func(ctx context.Context) error {
+			var err error
+			attempt, notified, err = tr.t.Retry(ctx, m, c.e.clock.Now(), tr.delays)
+			return err
+		})
+		if err != nil {
+			c.degrade(err)
+			return // the lease expires and the member is claimed again
+		}
+		if notified {
+			c.e.log.Error("shared trigger gave up on an order after its retries; it is on the to-notify list and the sweep fires it",
+				"order_no", m, "attempts", attempt)
+		}
+	}
+}
+
+// flushPending adds the deadlines set in this process to the trigger.
+func (c *Claimer) flushPending(ctx context.Context) error {
+	tr := c.e.trig
+	for {
+		batch := make([]TriggerDue, 0, triggerAddMax)
+	fill:
+		for len(batch) < triggerAddMax {
+			select {
+			case d := <-tr.pending:
+				batch = append(batch, d)
+			default:
+				break fill
+			}
+		}
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := c.callTrigger(ctx, func(ctx context.Context) error { return tr.t.Add(ctx, batch) }); err != nil {
+			return err
+		}
+	}
+}
+
+// drain forgets the queued deadlines: the trigger is not in charge, and it
+// is seeded from the database before it is again.
+func (tr *trigger) drain() {
+	for {
+		select {
+		case <-tr.pending:
+			tr.stale.Store(true)
+		default:
+			return
+		}
+	}
+}
+
+// seed adds every pending deadline of the database to the trigger, reading
+// the deadline index page by page, then marks the trigger seeded.
+func (c *Claimer) seed(loopCtx, workCtx context.Context) error {
+	tr := c.e.trig
+	start := time.Now()
+	var after *lapse.OrderDeadline
+	total := 0
+	for loopCtx.Err() == nil {
+		page, err := c.e.work.OrderDeadlineList(workCtx, &lapse.OrderDeadlineListParams{After: after, Limit: triggerSeed})
+		if err != nil {
+			tr.stale.Store(true)
+			return fmt.Errorf("seeding the shared trigger: reading the database: %w", err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		due := make([]TriggerDue, len(page))
+		for i, d := range page {
+			due[i] = TriggerDue{OrderNo: d.OrderNo, At: d.DeadlineAt}
+		}
+		if err := c.callTrigger(workCtx, func(ctx context.Context) error { return tr.t.Add(ctx, due) }); err != nil {
+			tr.stale.Store(true)
+			return err
+		}
+		total += len(page)
+		last := page[len(page)-1]
+		after = &last
+		if len(page) < triggerSeed {
+			break
+		}
+	}
+	if err := loopCtx.Err(); err != nil {
+		tr.stale.Store(true)
+		return err
+	}
+	if err := c.callTrigger(workCtx, tr.t.MarkSeeded); err != nil {
+		tr.stale.Store(true)
+		return err
+	}
+	tr.stale.Store(false) // in charge again: deadlines set from now on are queued
+	c.e.log.Info("shared trigger seeded from the database", "deadlines", total, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}

@@ -1,0 +1,336 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/sqlite"
+)
+
+// memTrigger is a SharedTrigger held in memory, with seed 000's semantics,
+// that can be made to fail or to lose its data.
+type memTrigger struct {
+	mu         sync.Mutex
+	due        map[string]time.Time
+	processing map[string]time.Time
+	attempts   map[string]int
+	notify     []string
+	seeded     bool
+	failing    error
+	adds       int
+	seeds      int
+}
+
+func newMemTrigger() *memTrigger {
+	return &memTrigger{due: map[string]time.Time{}, processing: map[string]time.Time{}, attempts: map[string]int{}}
+}
+
+func (m *memTrigger) fail(err error) { m.mu.Lock(); m.failing = err; m.mu.Unlock() }
+
+func (m *memTrigger) flush() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.due, m.processing, m.attempts, m.seeded = map[string]time.Time{}, map[string]time.Time{}, map[string]int{}, false
+}
+
+func (m *memTrigger) Add(_ context.Context, due []engine.TriggerDue) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failing != nil {
+		return m.failing
+	}
+	for _, d := range due {
+		m.due[d.OrderNo] = d.At
+		delete(m.processing, d.OrderNo)
+		m.adds++
+	}
+	return nil
+}
+
+func (m *memTrigger) Claim(_ context.Context, now time.Time, lease time.Duration, limit int) ([]string, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failing != nil {
+		return nil, false, m.failing
+	}
+	for k, until := range m.processing {
+		if !until.After(now) {
+			m.due[k] = now
+			delete(m.processing, k)
+		}
+	}
+	var out []string
+	for k, at := range m.due {
+		if !at.After(now) {
+			out = append(out, k)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return m.due[out[i]].Before(m.due[out[j]]) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	for _, k := range out {
+		delete(m.due, k)
+		m.processing[k] = now.Add(lease)
+	}
+	return out, m.seeded, nil
+}
+
+func (m *memTrigger) Done(_ context.Context, members []string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failing != nil {
+		return m.failing
+	}
+	for _, k := range members {
+		delete(m.processing, k)
+		delete(m.attempts, k)
+	}
+	return nil
+}
+
+func (m *memTrigger) Retry(_ context.Context, member string, now time.Time, delays []time.Duration) (int, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failing != nil {
+		return 0, false, m.failing
+	}
+	m.attempts[member]++
+	n := m.attempts[member]
+	delete(m.processing, member)
+	if n <= len(delays) {
+		m.due[member] = now.Add(delays[n-1])
+		return n, false, nil
+	}
+	m.notify = append(m.notify, member)
+	delete(m.attempts, member)
+	return n, true, nil
+}
+
+func (m *memTrigger) Next(context.Context) (time.Time, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failing != nil {
+		return time.Time{}, false, m.failing
+	}
+	var next time.Time
+	for _, at := range m.due {
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	return next, !next.IsZero(), nil
+}
+
+func (m *memTrigger) MarkSeeded(context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failing != nil {
+		return m.failing
+	}
+	m.seeded = true
+	m.seeds++
+	return nil
+}
+
+func (m *memTrigger) ToNotify(context.Context) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return int64(len(m.notify)), m.failing
+}
+
+func (m *memTrigger) Ping(context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.failing
+}
+
+func (m *memTrigger) has(orderNo string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.due[orderNo]
+	return ok
+}
+
+// insertDue writes orders straight into the store, due at at, as another
+// process would, so that this process's in-process timer knows nothing of
+// them.
+func insertDue(t *testing.T, s lapse.Store, prefix string, n int, at time.Time) []string {
+	t.Helper()
+	var ps []*lapse.OrderCreateParams
+	var nos []string
+	for i := range n {
+		no := orderNo(prefix, i)
+		nos = append(nos, no)
+		due := at
+		o := &lapse.Order{OrderNo: no, Flow: "checkout", State: flows.Unpaid, DeadlineAt: &due, Amount: 100, Currency: "CNY",
+			UserID: "u", Version: 1, CreatedAt: time.Now(), UpdatedAt: time.Now(), FiredBy: lapse.FiredByApp}
+		ps = append(ps, &lapse.OrderCreateParams{Order: o, Log: lapse.TransitionRecord{ToState: flows.Unpaid, Event: lapse.EventCreate,
+			Version: 1, FiredBy: lapse.FiredByApp, CreatedAt: time.Now()}})
+	}
+	if err := s.OrderCreateMany(context.Background(), ps); err != nil {
+		t.Fatal(err)
+	}
+	return nos
+}
+
+func triggerEngine(t *testing.T, tr engine.SharedTrigger) (*engine.Engine, lapse.Store) {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lapse.db"), sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(s, flows.Builtin(), engine.Config{Trigger: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, s
+}
+
+func firedBy(t *testing.T, e *engine.Engine, nos []string) map[lapse.FiredBy]int {
+	t.Helper()
+	out := map[lapse.FiredBy]int{}
+	for _, no := range nos {
+		o, err := e.Order(context.Background(), no)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.State == flows.Closed {
+			out[o.FiredBy]++
+		}
+	}
+	return out
+}
+
+// TestSharedTrigger: deadlines set by another process reach this one through
+// the shared trigger, which fires them at once (path redis) although this
+// process's own timer sleeps for a minute; the deadlines this process sets
+// are added to the trigger.
+func TestSharedTrigger(t *testing.T) {
+	t.Parallel()
+	tr := newMemTrigger()
+	tr.seeded = true
+	e, s := triggerEngine(t, tr)
+	c := engine.NewClaimer(e, engine.ClaimerConfig{MaxSleep: time.Minute, SweepInterval: time.Hour})
+	c.Start(context.Background())
+	t.Cleanup(c.Stop)
+
+	at := time.Now().Add(300 * time.Millisecond)
+	nos := insertDue(t, s, "SH", 50, at)
+	due := make([]engine.TriggerDue, len(nos))
+	for i, no := range nos {
+		due[i] = engine.TriggerDue{OrderNo: no, At: at}
+	}
+	if err := tr.Add(context.Background(), due); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, func() bool { return firedBy(t, e, nos)[lapse.FiredByRedis] == len(nos) })
+	for _, no := range nos {
+		o, _ := e.Order(context.Background(), no)
+		if o.ClosedAt.Before(at) {
+			t.Errorf("%s closed at %v, before its deadline %v", no, o.ClosedAt, at)
+		}
+	}
+	// A deadline set here is handed to the trigger.
+	create(t, e, checkout("SH-local", time.Hour))
+	waitUntil(t, 2*time.Second, func() bool { return tr.has("SH-local") })
+	if st := e.TriggerStatus(); !st.Configured || st.Using != "shared" || st.Degraded {
+		t.Errorf("status %+v", st)
+	}
+}
+
+// TestSharedTriggerDegrades: the trigger fails: the engine degrades, the
+// sweep fires on its faster beat (path sweep), and once the trigger answers
+// again it is seeded from the database and takes over. A flushed trigger is
+// seeded again. Operators can force either path.
+func TestSharedTriggerDegrades(t *testing.T) {
+	t.Parallel()
+	tr := newMemTrigger()
+	tr.seeded = true
+	e, s := triggerEngine(t, tr)
+	c := engine.NewClaimer(e, engine.ClaimerConfig{MaxSleep: time.Minute, SweepInterval: time.Hour, SweepGrace: 10 * time.Millisecond,
+		DegradedSweep: 200 * time.Millisecond})
+	c.Start(context.Background())
+	t.Cleanup(c.Stop)
+
+	tr.fail(errors.New("redis: i/o timeout"))
+	waitUntil(t, 5*time.Second, func() bool { return e.TriggerStatus().Degraded })
+	if st := e.TriggerStatus(); st.Using != "database" || st.Reason == "" {
+		t.Errorf("degraded status %+v", st)
+	}
+	nos := insertDue(t, s, "DG", 20, time.Now().Add(100*time.Millisecond))
+	byDB := func(nos []string) bool {
+		n := firedBy(t, e, nos)
+		return n[lapse.FiredBySweep]+n[lapse.FiredByTimer] == len(nos)
+	}
+	waitUntil(t, 5*time.Second, func() bool { return byDB(nos) })
+
+	// Pending deadlines set while it was down are seeded when it returns.
+	later := insertDue(t, s, "LT", 5, time.Now().Add(time.Hour))
+	tr.fail(nil)
+	waitUntil(t, 5*time.Second, func() bool { return !e.TriggerStatus().Degraded })
+	waitUntil(t, 2*time.Second, func() bool { return tr.has(later[0]) && tr.has(later[4]) })
+
+	// Flushed: its data is gone; the next claim finds it unseeded.
+	tr.flush()
+	waitUntil(t, 5*time.Second, func() bool { return tr.has(later[0]) })
+	tr.mu.Lock()
+	seeds := tr.seeds
+	tr.mu.Unlock()
+	if seeds < 2 {
+		t.Errorf("seeded %d times, want at least 2 (after the outage and after the flush)", seeds)
+	}
+
+	// Forced to the database: not using the trigger, whatever it says.
+	if err := e.SetTriggerMode(engine.TriggerDatabase); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.TriggerStatus(); st.Using != "database" || st.Mode != engine.TriggerDatabase {
+		t.Errorf("forced database: %+v", st)
+	}
+	forced := insertDue(t, s, "FD", 5, time.Now().Add(100*time.Millisecond))
+	waitUntil(t, 5*time.Second, func() bool { return byDB(forced) })
+	// Forced to the trigger: a failure does not switch it off.
+	if err := e.SetTriggerMode(engine.TriggerShared); err != nil {
+		t.Fatal(err)
+	}
+	tr.fail(errors.New("redis: connection refused"))
+	time.Sleep(300 * time.Millisecond)
+	if st := e.TriggerStatus(); st.Using != "shared" {
+		t.Errorf("forced shared, failing: %+v", st)
+	}
+	if err := e.SetTriggerMode("bogus"); lapse.ErrorCode(err) != lapse.EINVALID {
+		t.Errorf("bogus mode = %v", err)
+	}
+	into := map[string]bool{}
+	for _, no := range slices.Concat(nos, forced) {
+		if into[no] {
+			t.Errorf("%s twice", no)
+		}
+		into[no] = true
+	}
+}
+
+func waitUntil(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	stop := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(stop) {
+			t.Fatalf("condition not met within %v", d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
