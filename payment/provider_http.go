@@ -183,7 +183,7 @@ func NewHTTPProvider(cfg HTTPProviderConfig) (*HTTPProvider, error) {
 		// environment proxy would add a hop whose failures blur the line
 		// between not sent and unknown, and whose pages could pass for
 		// answers.
-		p.client = httpcall.NewClient(cfg.ConnectTimeout, cfg.MaxConcurrent, true)
+		p.client = httpcall.NewClient(httpcall.NewTimeouts(cfg.ConnectTimeout, cfg.ReadTimeout), cfg.MaxConcurrent, true)
 	}
 	return p, nil
 }

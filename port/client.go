@@ -16,5 +16,5 @@ var ErrReadTimeout = errors.New("port: no answer within the read timeout")
 // reports whether the whole request reached the connection: when it did, a
 // failure leaves the outcome unknown.
 func (p *Port) roundTrip(ctx context.Context, req *http.Request) (httpcall.Answer, bool, error) {
-	return httpcall.Brief(ctx, p.client, req, p.readTimeout, ErrReadTimeout)
+	return httpcall.Brief(ctx, p.client, req, p.timeouts.Read(), ErrReadTimeout)
 }

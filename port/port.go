@@ -128,12 +128,12 @@ type BreakerConfig struct {
 // Port delivers events to one merchant service and answers Lapse's
 // query-backs. It is safe for concurrent use.
 type Port struct {
-	name        string
-	url         *url.URL
-	client      *http.Client
-	readTimeout time.Duration
-	slots       chan struct{}
-	breaker     *breaker
+	name     string
+	url      *url.URL
+	client   *http.Client
+	timeouts *httpcall.Timeouts
+	slots    chan struct{}
+	breaker  *breaker
 }
 
 // New returns a Port named name (used in its errors) that calls cfg.URL.
@@ -161,19 +161,24 @@ func New(name string, cfg Config) (*Port, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = lapse.SystemClock{}
 	}
+	timeouts := httpcall.NewTimeouts(cfg.ConnectTimeout, cfg.ReadTimeout)
 	client := cfg.HTTPClient
 	if client == nil {
-		client = httpcall.NewClient(cfg.ConnectTimeout, cfg.MaxConcurrent, true)
+		client = httpcall.NewClient(timeouts, cfg.MaxConcurrent, true)
 	}
 	return &Port{
-		name:        name,
-		url:         u,
-		client:      client,
-		readTimeout: cfg.ReadTimeout,
-		slots:       make(chan struct{}, cfg.MaxConcurrent),
-		breaker:     &breaker{clock: cfg.Clock, limit: cfg.Breaker.Failures, cooldown: cfg.Breaker.Cooldown, window: make([]bool, cfg.Breaker.Window)},
+		name:     name,
+		url:      u,
+		client:   client,
+		timeouts: timeouts,
+		slots:    make(chan struct{}, cfg.MaxConcurrent),
+		breaker:  &breaker{clock: cfg.Clock, limit: cfg.Breaker.Failures, cooldown: cfg.Breaker.Cooldown, window: make([]bool, cfg.Breaker.Window)},
 	}, nil
 }
+
+// SetTimeouts changes the connect and read timeouts of the calls made from
+// now on (a configuration reload); a zero leaves that one as it is.
+func (p *Port) SetTimeouts(connect, read time.Duration) { p.timeouts.Set(connect, read) }
 
 // Name returns the port's name.
 func (p *Port) Name() string { return p.name }

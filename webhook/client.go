@@ -16,5 +16,5 @@ var ErrReadTimeout = errors.New("webhook: no answer within the read timeout")
 // reports whether the whole request reached the connection: when it did, a
 // failure leaves the outcome unknown.
 func (s *Sink) roundTrip(ctx context.Context, req *http.Request) (httpcall.Answer, bool, error) {
-	return httpcall.Brief(ctx, s.client, req, s.readTimeout, ErrReadTimeout)
+	return httpcall.Brief(ctx, s.client, req, s.timeouts.Read(), ErrReadTimeout)
 }

@@ -115,11 +115,11 @@ type Config struct {
 // Sink delivers events to one webhook endpoint. It is a lapse.Handler; it
 // is safe for concurrent use.
 type Sink struct {
-	url         string
-	secrets     []string
-	client      *http.Client
-	readTimeout time.Duration
-	clock       lapse.Clock
+	url      string
+	secrets  []string
+	client   *http.Client
+	timeouts *httpcall.Timeouts
+	clock    lapse.Clock
 }
 
 // New returns a Sink that posts to cfg.URL, signed with cfg.Secret and
@@ -150,11 +150,12 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.Clock != nil {
 		clock = cfg.Clock
 	}
+	timeouts := httpcall.NewTimeouts(cfg.ConnectTimeout, cfg.ReadTimeout)
 	client := cfg.HTTPClient
 	if client == nil {
-		client = httpcall.NewClient(cfg.ConnectTimeout, 16, false)
+		client = httpcall.NewClient(timeouts, 16, false)
 	}
-	return &Sink{url: u.String(), secrets: secrets, client: client, readTimeout: cfg.ReadTimeout, clock: clock}, nil
+	return &Sink{url: u.String(), secrets: secrets, client: client, timeouts: timeouts, clock: clock}, nil
 }
 
 // Deliver posts d's event, signed. It returns nil when the receiver has the
@@ -163,6 +164,10 @@ func New(cfg Config) (*Sink, error) {
 // when the request was written in full but no answer came (a Sink cannot be
 // asked, so Lapse retries and the receiver deduplicates); and any other
 // error, retryable, otherwise. A *StatusError in the chain holds the status
+// SetTimeouts changes the connect and read timeouts of the calls made from
+// now on (a configuration reload); a zero leaves that one as it is.
+func (s *Sink) SetTimeouts(connect, read time.Duration) { s.timeouts.Set(connect, read) }
+
 // and the start of the body.
 func (s *Sink) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	if d.Event == nil {

@@ -7,29 +7,61 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 
 	"github.com/lapsehq/lapse"
 )
 
-// NewClient returns a client for one outbound port: its dialer enforces the
-// connect timeout (Exchange enforces the read timeout, per request), it keeps
-// up to conns idle connections per host, and it follows no redirect: a
-// redirected POST turns into a GET that applies nothing, so the redirect's
-// status is reported instead, as a misconfiguration to fix. A direct client
-// ignores the environment's proxy: a merchant's own service is reached
-// without one, whose failures would blur "not sent" and "unknown".
-func NewClient(connect time.Duration, conns int, direct bool) *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	if direct {
-		t.Proxy = nil
+// Timeouts are an outbound port's connect and read timeouts, which a
+// configuration reload may change while calls are in flight: a new dial and
+// a new request take the values of the moment.
+type Timeouts struct {
+	connect, read atomic.Int64
+}
+
+// NewTimeouts returns Timeouts set to connect and read.
+func NewTimeouts(connect, read time.Duration) *Timeouts {
+	t := &Timeouts{}
+	t.Set(connect, read)
+	return t
+}
+
+// Set changes both timeouts; a zero leaves that one as it is.
+func (t *Timeouts) Set(connect, read time.Duration) {
+	if connect > 0 {
+		t.connect.Store(int64(connect))
 	}
-	t.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
-	t.TLSHandshakeTimeout = connect
-	t.MaxIdleConnsPerHost = conns
+	if read > 0 {
+		t.read.Store(int64(read))
+	}
+}
+
+// Connect and Read return the timeouts.
+func (t *Timeouts) Connect() time.Duration { return time.Duration(t.connect.Load()) }
+func (t *Timeouts) Read() time.Duration    { return time.Duration(t.read.Load()) }
+
+// NewClient returns a client for one outbound port: its dialer enforces the
+// connect timeout of t at each dial (Exchange enforces the read timeout, per
+// request), it keeps up to conns idle connections per host, and it follows no
+// redirect: a redirected POST turns into a GET that applies nothing, so the
+// redirect's status is reported instead, as a misconfiguration to fix. A
+// direct client ignores the environment's proxy: a merchant's own service is
+// reached without one, whose failures would blur "not sent" and "unknown".
+func NewClient(t *Timeouts, conns int, direct bool) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if direct {
+		tr.Proxy = nil
+	}
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d := net.Dialer{Timeout: t.Connect(), KeepAlive: 30 * time.Second}
+		return d.DialContext(ctx, network, addr)
+	}
+	tr.TLSHandshakeTimeout = t.Connect()
+	tr.MaxIdleConnsPerHost = conns
 	return &http.Client{
-		Transport:     t,
+		Transport:     tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
