@@ -129,7 +129,11 @@ func TestRedisOutage(t *testing.T) {
 		}
 		worst = max(worst, lag)
 		paths[o.FiredBy]++
-		var trs struct{ Transitions []struct{ ToState string `json:"to"` } }
+		var trs struct {
+			Transitions []struct {
+				ToState string `json:"to"`
+			}
+		}
 		call(t, "GET", p.URL+"/v1/orders/"+no+"/transitions", nil, &trs)
 		closed := 0
 		for _, tr := range trs.Transitions {
