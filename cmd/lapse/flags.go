@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"strings"
 )
 
 // newFlagSet returns a flag set for command name that writes its usage to w.
@@ -16,23 +14,21 @@ func newFlagSet(name string, w io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parseFlags parses args, after taking defaults from the environment: flag
-// "sweep-interval" is read from LAPSE_SWEEP_INTERVAL. An empty variable counts
-// as unset. Flags given on the command line win.
+// parseFlags parses args. A flag takes its value from the command line,
+// else from the environment (flag "sweep-interval" from LAPSE_SWEEP_INTERVAL;
+// an empty variable counts as unset), else from the config file named by
+// --config or LAPSE_CONFIG, else from its default. When the config file is
+// unusable and its last good snapshot is used instead, the warning goes to
+// the output of fs; commands with a logger call loadFlags and log it.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		env := "LAPSE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := os.Getenv(env); v != "" && err == nil {
-			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%s=%q: %v", env, v, e)
-			}
-		}
-	})
+	cfg, err := loadFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	return fs.Parse(args)
+	for _, w := range cfg.warnings() {
+		fmt.Fprintln(fs.Output(), "lapse: warning:", w)
+	}
+	return nil
 }
 
 // newLogger returns the process logger, writing to w.

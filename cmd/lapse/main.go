@@ -4,10 +4,13 @@
 //	lapse migrate [--db DSN]                   apply the database migrations
 //	lapse reconcile [--db DSN]                 payments against orders; exit 1 if they differ
 //	lapse flows   [--flows DIR] [NAME]         list the flows, or print one's state diagram
+//	lapse config  [--config FILE] [flags]      the flags of serve: value and source
 //
 // DSN is a path to an SQLite file (the default, ./lapse.db) or a
 // postgres:// URL. Every flag can also be set in the environment as
-// LAPSE_<FLAG>, e.g. LAPSE_DB, LAPSE_HTTP.
+// LAPSE_<FLAG>, e.g. LAPSE_DB, LAPSE_HTTP, and in a YAML file named by
+// --config FILE (LAPSE_CONFIG), keyed by flag name; the command line wins
+// over the environment, which wins over the file.
 package main
 
 import (
@@ -28,7 +31,9 @@ Usage:
   lapse migrate [flags]   apply the database migrations and exit
   lapse reconcile [flags] check payments against orders; exit 1 when they do not add up
   lapse flows [flags] [NAME]  list the flows, or print the state diagram (Mermaid) of one
+  lapse config [flags]    print the flags of serve with their values and where they come from
 
+Every command takes --config FILE: a YAML file of flag values (sweep-interval: 5s).
 Run "lapse <command> -h" for the flags of a command.
 `
 
@@ -60,6 +65,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return reconcile(ctx, args[1:], stdout, stderr)
 	case "flows":
 		return showFlows(args[1:], stdout, stderr)
+	case "config":
+		return showConfig(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -19,34 +20,53 @@ import (
 	"github.com/lapsehq/lapse/postgres"
 )
 
+// serveOptions holds the flags of lapse serve.
+type serveOptions struct {
+	db, addr, logLevel, logFormat, flowsDir string
+	dbConns, workConns, inFlight            int
+	cc                                      engine.ClaimerConfig
+	dc                                      engine.DelivererConfig
+	sf                                      subscriberFlags
+	pf                                      paymentFlags
+	tf                                      triggerFlags
+}
+
+// serveFlags registers the flags of lapse serve on fs. lapse config shows
+// the same set.
+func serveFlags(fs *flag.FlagSet) *serveOptions {
+	o := &serveOptions{}
+	fs.StringVar(&o.db, "db", defaultDB, "database: an SQLite file path or a postgres:// URL")
+	fs.StringVar(&o.addr, "http", "127.0.0.1:8080", "address of the HTTP API (port 0 picks a free one)")
+	fs.IntVar(&o.dbConns, "db-conns", 0, "PostgreSQL: connections for the API (0: the DSN's pool_max_conns, or 16)")
+	fs.IntVar(&o.workConns, "db-work-conns", 8, "PostgreSQL: connections of their own for the deadline engine and the delivery workers, so that API load cannot starve them")
+	fs.IntVar(&o.inFlight, "max-in-flight", 4*int(postgres.DefaultMaxConns), "API requests in flight beyond which a request is answered 429 with Retry-After (0: no limit)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
+	fs.StringVar(&o.flowsDir, "flows", "", flowsUsage)
+	o.sf.register(fs)
+	o.pf.register(fs)
+	o.tf.register(fs, &o.cc)
+	fs.DurationVar(&o.dc.Poll, "delivery-poll", time.Second, "longest a subscriber's delivery loop sleeps before looking for due retries")
+	fs.IntVar(&o.cc.Batch, "batch", 500, "due orders claimed per transaction")
+	fs.IntVar(&o.cc.Workers, "workers", 2, "transactions that burn down a backlog in parallel")
+	fs.DurationVar(&o.cc.MaxSleep, "max-sleep", time.Second, "longest the deadline engine sleeps without asking the database for the next deadline")
+	fs.DurationVar(&o.cc.SweepInterval, "sweep-interval", 10*time.Second, "beat of the safety-net sweep")
+	fs.DurationVar(&o.cc.SweepGrace, "sweep-grace", time.Second, "how overdue an order must be before the sweep fires it")
+	fs.IntVar(&o.cc.SweepBatch, "sweep-batch", 500, "due orders the sweep claims per transaction")
+	fs.DurationVar(&o.cc.StopTimeout, "stop-timeout", 10*time.Second, "how long shutdown lets in-flight work finish")
+	return o
+}
+
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlagSet("serve", stderr)
+	o := serveFlags(fs)
 	var (
-		db        = fs.String("db", defaultDB, "database: an SQLite file path or a postgres:// URL")
-		addr      = fs.String("http", "127.0.0.1:8080", "address of the HTTP API (port 0 picks a free one)")
-		dbConns   = fs.Int("db-conns", 0, "PostgreSQL: connections for the API (0: the DSN's pool_max_conns, or 16)")
-		workConns = fs.Int("db-work-conns", 8, "PostgreSQL: connections of their own for the deadline engine and the delivery workers, so that API load cannot starve them")
-		inFlight  = fs.Int("max-in-flight", 4*int(postgres.DefaultMaxConns), "API requests in flight beyond which a request is answered 429 with Retry-After (0: no limit)")
-		logLevel  = fs.String("log-level", "info", "debug, info, warn or error")
-		logFormat = fs.String("log-format", "text", "text or json")
-		flowsDir  = fs.String("flows", "", flowsUsage)
-		cc        engine.ClaimerConfig
-		dc        engine.DelivererConfig
-		sf        subscriberFlags
-		pf        paymentFlags
-		tf        triggerFlags
+		db, addr, logLevel, logFormat, flowsDir = &o.db, &o.addr, &o.logLevel, &o.logFormat, &o.flowsDir
+		dbConns, workConns, inFlight            = &o.dbConns, &o.workConns, &o.inFlight
+		cc, dc, sf, pf, tf                      = &o.cc, &o.dc, &o.sf, &o.pf, &o.tf
 	)
-	sf.register(fs)
-	pf.register(fs)
-	tf.register(fs, &cc)
-	fs.DurationVar(&dc.Poll, "delivery-poll", time.Second, "longest a subscriber's delivery loop sleeps before looking for due retries")
-	fs.IntVar(&cc.Batch, "batch", 500, "due orders claimed per transaction")
-	fs.IntVar(&cc.Workers, "workers", 2, "transactions that burn down a backlog in parallel")
-	fs.DurationVar(&cc.MaxSleep, "max-sleep", time.Second, "longest the deadline engine sleeps without asking the database for the next deadline")
-	fs.DurationVar(&cc.SweepInterval, "sweep-interval", 10*time.Second, "beat of the safety-net sweep")
-	fs.DurationVar(&cc.SweepGrace, "sweep-grace", time.Second, "how overdue an order must be before the sweep fires it")
-	fs.DurationVar(&cc.StopTimeout, "stop-timeout", 10*time.Second, "how long shutdown lets in-flight work finish")
-	if err := parseFlags(fs, args); err != nil {
+	cfg, err := loadFlags(fs, args)
+	if err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -56,6 +76,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	cfg.Log(log) // loud when running on the last good snapshot
 
 	// A flow or schedule that is wrong stops the start before the database
 	// is touched.
@@ -126,8 +147,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	claimer := engine.NewClaimer(eng, cc)
-	deliverer := engine.NewDeliverer(eng, dc)
+	claimer := engine.NewClaimer(eng, *cc)
+	deliverer := engine.NewDeliverer(eng, *dc)
+	watcher := newConfigWatcher(cfg, fs, reloadable(eng, claimer, sf), log, reg)
 
 	api := lapsehttp.NewServer(eng, lapsehttp.Config{
 		Logger:      log,
@@ -149,6 +171,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 
+	go watcher.Run(ctx)
 	claimer.Start(ctx)
 	deliverer.Start(ctx)
 	served := make(chan error, 1)

@@ -32,6 +32,10 @@ type subscriberFlags struct {
 	groupRetries, issueRetries         string
 	portConnect, portRead              time.Duration
 	portConcurrency                    int
+
+	// timed are the ports and webhooks built from the flags, whose
+	// timeouts a configuration reload changes.
+	timed []interface{ SetTimeouts(connect, read time.Duration) }
 }
 
 func (f *subscriberFlags) register(fs *flag.FlagSet) {
@@ -100,6 +104,7 @@ func (f *subscriberFlags) subscriptions(ctx context.Context, log *slog.Logger) (
 		if err != nil {
 			return fail(fmt.Errorf("--webhook: %w", err))
 		}
+		f.timed = append(f.timed, sink)
 		if err := add("webhook", sink, f.webhookEvents, "webhook-retry", f.webhookRetry, f.portConcurrency); err != nil {
 			return fail(err)
 		}
@@ -136,6 +141,7 @@ func (f *subscriberFlags) subscriptions(ctx context.Context, log *slog.Logger) (
 		if err != nil {
 			return fail(fmt.Errorf("--%s: %w", p.name, err))
 		}
+		f.timed = append(f.timed, h)
 		if err := add(p.name, h, p.events, "port-retry", f.portRetry, f.portConcurrency); err != nil {
 			return fail(err)
 		}
@@ -151,6 +157,7 @@ func (f *subscriberFlags) subscriptions(ctx context.Context, log *slog.Logger) (
 		if err != nil {
 			return fail(fmt.Errorf("--%s (signed with --webhook-secret): %w", n.name, err))
 		}
+		f.timed = append(f.timed, sink)
 		if err := add(n.name, sink, n.events, "webhook-retry", f.webhookRetry, f.portConcurrency); err != nil {
 			return fail(err)
 		}
@@ -182,6 +189,7 @@ func (f *subscriberFlags) lifecycle() (groups, issues []time.Duration, cards lap
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("--card-port: %w", err)
 		}
+		f.timed = append(f.timed, p)
 		cards = p
 	}
 	return groups, issues, cards, nil

@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -164,5 +167,59 @@ func deleteKeys(rdb *goredis.Client, prefix string) {
 	iter := rdb.Scan(ctx, 0, prefix+"*", 100).Iterator()
 	for iter.Next(ctx) {
 		rdb.Del(ctx, iter.Val())
+	}
+}
+
+// TestServeConfigReload: lapse serve --config FILE reloads its switches
+// without a restart: the trigger mode written to the file takes effect; a
+// broken file at run time leaves the running configuration as it was and
+// says so; a broken file at start runs on the last good snapshot, loudly.
+func TestServeConfigReload(t *testing.T) {
+	t.Parallel()
+	url := testenv.Redis(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "lapse.yaml")
+	prefix := "lapse-reload-" + rand.Text()[:8] + ":"
+	write := func(body string) {
+		t.Helper()
+		// A new modification time even within the file system's resolution.
+		if err := os.WriteFile(file+".tmp", []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(file+".tmp", file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good := fmt.Sprintf("redis: %s\nredis-prefix: %q\ntrigger-mode: auto\nsweep-interval: 5s\n", url, prefix)
+	write(good)
+	p := startServe(t, dir, "--config", file)
+	mode := func() string {
+		var st struct{ Mode string }
+		call(t, "GET", p.URL+"/v1/trigger", nil, &st)
+		return st.Mode
+	}
+	waitFor(t, 10*time.Second, func() bool { return mode() == "auto" })
+	write(strings.Replace(good, "trigger-mode: auto", "trigger-mode: database", 1))
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	waitFor(t, 10*time.Second, func() bool { return mode() == "database" })
+
+	// Broken at run time: the running configuration stays.
+	write("trigger-mode: [\n")
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	waitFor(t, 10*time.Second, func() bool { return strings.Contains(p.Logs(), "lapse.yaml") && strings.Contains(p.Logs(), `"level":"ERROR"`) })
+	if m := mode(); m != "database" {
+		t.Errorf("after a broken reload the mode is %s", m)
+	}
+	if err := p.Terminate(15 * time.Second); err != nil {
+		t.Fatalf("lapse serve: %v", err)
+	}
+
+	// Broken at start: the last good snapshot runs, and the log says so.
+	p = startServe(t, dir, "--config", file)
+	if m := mode(); m != "database" {
+		t.Errorf("on the snapshot the mode is %s, want the last good one (database)", m)
+	}
+	if !strings.Contains(p.Logs(), "lastgood") {
+		t.Errorf("no word of the snapshot in the logs:\n%s", p.Logs())
 	}
 }

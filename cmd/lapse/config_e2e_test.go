@@ -1,0 +1,191 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// lapseEnv runs the lapse binary in dir with args and the variables env,
+// and returns its stdout, its stderr and whether it exited 0.
+func lapseEnv(t *testing.T, dir string, env []string, args ...string) (stdout, stderr string, ok bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, lapseBin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "LAPSE_DB=", "LAPSE_HTTP=", "LAPSE_FLOWS=", "LAPSE_CONFIG=", "LAPSE_BATCH=", "LAPSE_MAX_SLEEP=")
+	cmd.Env = append(cmd.Env, env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("lapse %v did not exit within a minute:\n%s", args, errOut.String())
+	}
+	return out.String(), errOut.String(), err == nil
+}
+
+// configRow is a line of `lapse config`.
+type configRow struct{ value, source string }
+
+// configRows parses the output of `lapse config`, checking that it is sorted
+// and aligned.
+func configRows(t *testing.T, out string) map[string]configRow {
+	t.Helper()
+	rows := map[string]configRow{}
+	var names []string
+	valueCol := -1
+	for line := range strings.Lines(strings.TrimSpace(out)) {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			t.Fatalf("line %q: want name, value, source", line)
+		}
+		names = append(names, f[0])
+		rows[f[0]] = configRow{f[1], strings.Join(f[2:], " ")}
+		col := strings.Index(line[len(f[0]):], f[1]) + len(f[0])
+		if valueCol >= 0 && col != valueCol {
+			t.Errorf("line %q: value at column %d, not %d", line, col, valueCol)
+		}
+		valueCol = col
+	}
+	if !slices.IsSorted(names) {
+		t.Errorf("flags not sorted by name: %q", names)
+	}
+	return rows
+}
+
+func TestConfigCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "lapse.yaml")
+	if err := os.WriteFile(path, []byte(`sweep-interval: 5s
+db: postgres://lapse:hunter2@db.example:5432/lapse?sslmode=disable
+webhook-events: [order.*, group.*]
+webhook-secret: 0123456789abcdef-s3cret
+batch: 100
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, ok := lapseEnv(t, dir, []string{"LAPSE_BATCH=7", "LAPSE_CONFIG=" + path}, "config", "--max-sleep", "3s")
+	if !ok {
+		t.Fatalf("lapse config failed:\n%s", errOut)
+	}
+	rows := configRows(t, out)
+	for name, want := range map[string]configRow{
+		"config":         {path, "env LAPSE_CONFIG"},
+		"sweep-interval": {"5s", "file " + path + ":1"},
+		"db":             {"postgres://lapse:xxxxx@db.example:5432/lapse?sslmode=disable", "file " + path + ":2"},
+		"webhook-events": {"order.*,group.*", "file " + path + ":3"},
+		"webhook-secret": {"xxxxx", "file " + path + ":4"},
+		"batch":          {"7", "env LAPSE_BATCH"},
+		"max-sleep":      {"3s", "flag"},
+		"workers":        {"2", "default"},
+		"stripe-secrets": {`""`, "default"},
+	} {
+		if got := rows[name]; got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+	for _, secret := range []string{"hunter2", "s3cret"} {
+		if strings.Contains(out+errOut, secret) {
+			t.Errorf("lapse config shows %q:\n%s", secret, out)
+		}
+	}
+}
+
+func TestConfigCommandSnapshot(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "lapse.yaml")
+	write := func(text string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("sweep-interval: 5s\n")
+	if _, errOut, ok := lapseEnv(t, dir, nil, "config", "--config", "lapse.yaml"); !ok {
+		t.Fatalf("lapse config failed:\n%s", errOut)
+	}
+	if b, err := os.ReadFile(path + ".lastgood"); err != nil || string(b) != "sweep-interval: 5s\n" {
+		t.Fatalf("snapshot %q, %v", b, err)
+	}
+
+	write("sweep-interval: 5s\nsweep-intervall: 6s\n")
+	out, errOut, ok := lapseEnv(t, dir, nil, "config", "--config", "lapse.yaml")
+	if !ok {
+		t.Fatalf("lapse config on the snapshot failed:\n%s", errOut)
+	}
+	want := regexp.MustCompile(`lapse: warning: config lapse.yaml is unreadable or invalid: lapse.yaml:2: unknown key "sweep-intervall": ` +
+		`lapse serve has no flag --sweep-intervall; running on the last good snapshot lapse.yaml.lastgood written at \d{4}-`)
+	if !want.MatchString(errOut) {
+		t.Errorf("stderr %q does not match %s", errOut, want)
+	}
+	if got := configRows(t, out)["sweep-interval"]; got != (configRow{"5s", "file lapse.yaml.lastgood:1"}) {
+		t.Errorf("sweep-interval: %q, want it from the snapshot", got)
+	}
+
+	if err := os.Remove(path + ".lastgood"); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, ok = lapseEnv(t, dir, nil, "config", "--config", "lapse.yaml")
+	if ok || out != "" || !strings.Contains(errOut, `lapse: --config: lapse.yaml:2: unknown key "sweep-intervall"`) {
+		t.Errorf("without a snapshot: ok %v, stdout %q, stderr %q; want the error", ok, out, errOut)
+	}
+}
+
+// flagNames returns the flags that `-h` lists in usage.
+func flagNames(usage string) []string {
+	var names []string
+	for _, m := range regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`).FindAllStringSubmatch(usage, -1) {
+		names = append(names, m[1])
+	}
+	return names
+}
+
+// TestConfigFlagsMatchServe guards `lapse config` against serve's flags
+// changing under it.
+func TestConfigFlagsMatchServe(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	_, serveHelp, _ := lapseEnv(t, dir, nil, "serve", "-h")
+	_, configHelp, _ := lapseEnv(t, dir, nil, "config", "-h")
+	serve, config := flagNames(serveHelp), flagNames(configHelp)
+	if len(serve) < 50 || !slices.Contains(serve, "config") || !slices.Equal(serve, config) {
+		t.Errorf("flags of serve and config differ:\nserve  %q\nconfig %q", serve, config)
+	}
+}
+
+func TestConfigOtherCommands(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "migrate.yaml"), []byte("db: from-file.db\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "serve.yaml"), []byte("db: from-file.db\nsweep-interval: 5x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, ok := lapseEnv(t, dir, nil, "migrate", "--config", "migrate.yaml"); !ok || !strings.Contains(out, "migrated from-file.db") {
+		t.Fatalf("migrate: ok %v, %s%s", ok, out, errOut)
+	}
+	// A key of a flag the command does not have is an error.
+	_, errOut, ok := lapseEnv(t, dir, nil, "migrate", "--config", "serve.yaml")
+	if ok || !strings.Contains(errOut, `serve.yaml:2: unknown key "sweep-interval": lapse migrate has no flag --sweep-interval`) {
+		t.Errorf("migrate: ok %v, stderr %q", ok, errOut)
+	}
+	// serve refuses a bad value before it touches the database.
+	_, errOut, ok = lapseEnv(t, dir, nil, "serve", "--config", "serve.yaml", "--db", "serve.db")
+	if ok || !strings.Contains(errOut, `serve.yaml:2: sweep-interval: invalid duration "5x"`) {
+		t.Errorf("serve: ok %v, stderr %q", ok, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "serve.db")); err == nil {
+		t.Errorf("serve made its database despite the bad config")
+	}
+}

@@ -1,0 +1,544 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// testFlags returns a command's flags, with none of them set in the
+// environment.
+func testFlags(t *testing.T) *flag.FlagSet {
+	t.Helper()
+	fs := newFlagSet("test", io.Discard)
+	fs.Duration("sweep-interval", 10*time.Second, "beat of the sweep")
+	fs.Duration("max-sleep", time.Second, "longest sleep")
+	fs.Int("batch", 500, "batch size")
+	fs.Int("workers", 2, "workers")
+	fs.String("db", "lapse.db", "database")
+	fs.String("webhook-events", "order.*", "events")
+	fs.String("webhook-secret", "", "secret")
+	fs.Bool("sandbox", false, "sandbox")
+	fs.VisitAll(func(f *flag.Flag) { t.Setenv(envName(f.Name), "") })
+	t.Setenv(envName(configFlag), "")
+	return fs
+}
+
+// writeConfig writes text to the file name in dir and returns its path.
+func writeConfig(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func value(fs *flag.FlagSet, name string) string { return fs.Lookup(name).Value.String() }
+
+func TestConfigPrecedence(t *testing.T) {
+	fs := testFlags(t)
+	path := writeConfig(t, t.TempDir(), "lapse.yaml", `# comment
+sweep-interval: 5s
+batch: 100
+max-sleep: 2s
+workers: 3
+`)
+	t.Setenv("LAPSE_BATCH", "7")
+	t.Setenv("LAPSE_MAX_SLEEP", "3s")
+	t.Setenv("LAPSE_DB", "env.db")
+	cfg, err := loadFlags(fs, []string{"--config", path, "--max-sleep", "4s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []struct{ name, value, source string }{
+		{"sandbox", "false", "default"},
+		{"sweep-interval", "5s", "file " + path + ":2"},
+		{"workers", "3", "file " + path + ":5"},
+		{"batch", "7", "env LAPSE_BATCH"},
+		{"db", "env.db", "env LAPSE_DB"},
+		{"max-sleep", "4s", "flag"},
+		{"config", path, "flag"},
+	} {
+		if got := value(fs, want.name); got != want.value {
+			t.Errorf("--%s = %q, want %q", want.name, got, want.value)
+		}
+		if got := cfg.Sources[want.name]; got != want.source {
+			t.Errorf("source of --%s = %q, want %q", want.name, got, want.source)
+		}
+	}
+	if cfg.Path != path || cfg.FileErr != nil || len(cfg.warnings()) != 0 {
+		t.Errorf("config = %+v, want the file %s and no warnings", cfg, path)
+	}
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	fs := testFlags(t)
+	path := writeConfig(t, t.TempDir(), "lapse.yaml", "batch: 100\n")
+	t.Setenv("LAPSE_CONFIG", path)
+	cfg, err := loadFlags(fs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if value(fs, "batch") != "100" || cfg.Sources["config"] != "env LAPSE_CONFIG" || cfg.Sources["batch"] != "file "+path+":1" {
+		t.Errorf("batch %s, sources %v", value(fs, "batch"), cfg.Sources)
+	}
+}
+
+func TestConfigValues(t *testing.T) {
+	fs := testFlags(t)
+	path := writeConfig(t, t.TempDir(), "lapse.yaml", `webhook-events:
+  - order.*
+  - group.*
+db: "with space.db"
+sandbox: true
+webhook-secret:
+`)
+	if _, err := loadFlags(fs, []string{"--config", path}); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"webhook-events": "order.*,group.*", "db": "with space.db", "sandbox": "true", "webhook-secret": ""} {
+		if got := value(fs, name); got != want {
+			t.Errorf("--%s = %q, want %q", name, got, want)
+		}
+	}
+	for _, text := range []string{"", "# all commented out\n", "---\n"} {
+		path := writeConfig(t, t.TempDir(), "lapse.yaml", text)
+		if _, err := loadFlags(testFlags(t), []string{"--config", path}); err != nil {
+			t.Errorf("file %q: %v", text, err)
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		want       []string // in the error, besides the file's path
+	}{
+		{"unknown key", "batch: 1\n\nbogus: 2\n", []string{":3:", `unknown key "bogus"`, "lapse test has no flag --bogus"}},
+		{"misspelt key", "sweep_interval: 5s\n", []string{":1:", "did you mean sweep-interval?"}},
+		{"bad duration", "batch: 1\nsweep-interval: 5x\n", []string{":2:", "sweep-interval", `invalid duration "5x"`}},
+		{"bad int", "batch: lots\n", []string{":1:", "batch", `invalid int "lots"`}},
+		{"bad bool", "sandbox: yes\n", []string{":1:", "sandbox", `invalid boolean "yes"`}},
+		{"twice", "batch: 1\nbatch: 2\n", []string{":2:", "batch: given twice (first on line 1)"}},
+		{"mapping value", "batch:\n  a: 1\n", []string{":1:", "batch: want a value or a list of values"}},
+		{"config key", "config: other.yaml\n", []string{":1:", "cannot name a config file"}},
+		{"not a mapping", "- batch\n", []string{":1:", "want flag names and their values"}},
+		{"yaml syntax", "batch: 1\nsweep-interval: [5s\n", []string{"yaml:", "line"}},
+		{"two documents", "batch: 1\n---\nbatch: 2\n", []string{":2:", "second YAML document"}},
+		{"every error", "bogus: 1\nbatch: x\n", []string{":1:", ":2:", "bogus", "batch"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := testFlags(t)
+			path := writeConfig(t, t.TempDir(), "lapse.yaml", tc.text)
+			_, err := loadFlags(fs, []string{"--config", path})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, want := range append([]string{"--config: " + path}, tc.want...) {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			if value(fs, "batch") != "500" {
+				t.Errorf("a bad file changed --batch to %s", value(fs, "batch"))
+			}
+			if _, err := os.Stat(path + snapshotSuffix); err == nil {
+				t.Errorf("a bad file was snapshotted")
+			}
+		})
+	}
+	t.Run("missing file", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "lapse.yaml")
+		_, err := loadFlags(testFlags(t), []string{"--config", path})
+		if err == nil || !strings.Contains(err.Error(), path) {
+			t.Errorf("error %v does not name %s", err, path)
+		}
+	})
+	t.Run("bad variable beneath a flag", func(t *testing.T) {
+		fs := testFlags(t)
+		t.Setenv("LAPSE_BATCH", "lots")
+		if _, err := loadFlags(fs, []string{"--batch", "5"}); err == nil || !strings.Contains(err.Error(), "LAPSE_BATCH") {
+			t.Errorf("error %v does not name LAPSE_BATCH", err)
+		}
+	})
+}
+
+func TestConfigSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	good := "sweep-interval: 5s\nbatch: 100\n"
+	path := writeConfig(t, dir, "lapse.yaml", good)
+	snap := path + snapshotSuffix
+	if _, err := loadFlags(testFlags(t), []string{"--config", path}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(snap); err != nil || string(b) != good {
+		t.Fatalf("snapshot %q, %v; want the file's contents", b, err)
+	}
+
+	// An unchanged file leaves its snapshot alone.
+	written := time.Now().Add(-time.Hour).Truncate(time.Second)
+	if err := os.Chtimes(snap, written, written); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadFlags(testFlags(t), []string{"--config", path}); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := os.Stat(snap); err != nil || !info.ModTime().Equal(written) {
+		t.Fatalf("the snapshot of an unchanged file was rewritten")
+	}
+
+	// A broken file starts on the snapshot, and says so.
+	writeConfig(t, dir, "lapse.yaml", "sweep-interval: 5x\nbatch: 9\nbogus: 1\n")
+	fs := testFlags(t)
+	cfg, err := loadFlags(fs, []string{"--config", path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if value(fs, "sweep-interval") != "5s" || value(fs, "batch") != "100" || cfg.Sources["batch"] != "file "+snap+":2" {
+		t.Errorf("on the snapshot: sweep-interval %s, batch %s from %s", value(fs, "sweep-interval"), value(fs, "batch"), cfg.Sources["batch"])
+	}
+	w := cfg.warnings()
+	if len(w) != 1 {
+		t.Fatalf("warnings %q, want one", w)
+	}
+	for _, want := range []string{"config " + path + " is unreadable or invalid", path + ":1: sweep-interval", path + ":3: unknown key",
+		"running on the last good snapshot " + snap + " written at " + written.Format(time.RFC3339)} {
+		if !strings.Contains(w[0], want) {
+			t.Errorf("warning %q does not say %q", w[0], want)
+		}
+	}
+	var logs bytes.Buffer
+	cfg.Log(slog.New(slog.NewTextHandler(&logs, nil)))
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "last good snapshot") {
+		t.Errorf("logged %q, want the warning at Error level", logs.String())
+	}
+	if b, _ := os.ReadFile(snap); string(b) != good {
+		t.Errorf("the snapshot changed to %q", b)
+	}
+
+	// So does a file that is gone.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := loadFlags(testFlags(t), []string{"--config", path}); err != nil || cfg.FileErr == nil {
+		t.Errorf("missing file: %v, %+v; want the snapshot", err, cfg)
+	}
+
+	// Without a snapshot, the error stops the command.
+	writeConfig(t, dir, "lapse.yaml", "sweep-interval: 5x\n")
+	if err := os.Remove(snap); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadFlags(testFlags(t), []string{"--config", path}); err == nil || !strings.Contains(err.Error(), path+":1") {
+		t.Errorf("error %v, want one naming %s:1", err, path)
+	}
+}
+
+// syncBuffer is a log destination the test reads while a watcher writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// applied records the values the watcher applies.
+type applied struct {
+	mu    sync.Mutex
+	calls []string // "flag=value"
+	fail  map[string]bool
+	seen  chan string
+}
+
+func (a *applied) funcs(names ...string) map[string]func(string) error {
+	out := map[string]func(string) error{}
+	for _, name := range names {
+		out[name] = func(v string) error {
+			a.mu.Lock()
+			a.calls = append(a.calls, name+"="+v)
+			fail := a.fail[name]
+			a.mu.Unlock()
+			if a.seen != nil {
+				a.seen <- name + "=" + v
+			}
+			if fail {
+				return io.ErrUnexpectedEOF
+			}
+			return nil
+		}
+	}
+	return out
+}
+
+func (a *applied) take() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := a.calls
+	a.calls = nil
+	return out
+}
+
+// startWatcher loads text as the config file of args, with the variables
+// of env, and returns a watcher of it, with sweep-interval, max-sleep, batch
+// and workers reloadable.
+func startWatcher(t *testing.T, text string, env map[string]string, args ...string) (w *configWatcher, path string, a *applied, logs *syncBuffer, reg *prometheus.Registry) {
+	t.Helper()
+	fs := testFlags(t)
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	path = writeConfig(t, t.TempDir(), "lapse.yaml", text)
+	cfg, err := loadFlags(fs, append([]string{"--config", path}, args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, logs, reg = &applied{fail: map[string]bool{}}, &syncBuffer{}, prometheus.NewRegistry()
+	w = newConfigWatcher(cfg, fs, a.funcs("sweep-interval", "max-sleep", "batch", "workers"), slog.New(slog.NewTextHandler(logs, nil)), reg)
+	return w, path, a, logs, reg
+}
+
+func TestConfigReload(t *testing.T) {
+	w, path, a, logs, reg := startWatcher(t, "sweep-interval: 5s\nbatch: 100\nworkers: 3\ndb: a.db\n",
+		map[string]string{"LAPSE_BATCH": "7"}, "--max-sleep", "4s")
+	t.Setenv("LAPSE_BATCH", "") // read at start only
+
+	writeConfig(t, filepath.Dir(path), "lapse.yaml", "sweep-interval: 1m\nbatch: 200\nmax-sleep: 9s\ndb: b.db\nwebhook-secret: s3cret-s3cret-s3cret\n")
+	if err := w.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	// workers left the file: back to its default. batch (env) and max-sleep
+	// (flag) outrank the file; db needs a restart.
+	if got, want := a.take(), []string{"sweep-interval=1m0s", "workers=2"}; !slices.Equal(got, want) {
+		t.Errorf("applied %q, want %q", got, want)
+	}
+	out := logs.String()
+	for _, want := range []string{
+		`msg="config: changed value needs a restart" flag=db value=b.db running=a.db source="file ` + path + `:4"`,
+		`flag=webhook-secret value=xxxxx`,
+		`msg="config: the file's value is not used: the flag is set by env LAPSE_BATCH" flag=batch value=200`,
+		`msg="config: the file's value is not used: the flag is set by flag" flag=max-sleep value=9s`,
+		`msg="config: reloaded" flag=sweep-interval value=1m0s was=5s`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("logs do not say %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "s3cret") {
+		t.Errorf("logs show a secret:\n%s", out)
+	}
+	if w.Errors() != 0 || w.LastError() != nil || w.LastSuccess().IsZero() {
+		t.Errorf("errors %d, last %v, success at %v", w.Errors(), w.LastError(), w.LastSuccess())
+	}
+	if b, _ := os.ReadFile(path + snapshotSuffix); !strings.Contains(string(b), "1m") {
+		t.Errorf("snapshot %q is not the reloaded file", b)
+	}
+
+	// The same file again applies nothing.
+	if err := w.Reload(); err != nil || len(a.take()) != 0 {
+		t.Errorf("reloading an unchanged file: %v, applied %q", err, a.take())
+	}
+
+	// An invalid file keeps the running configuration.
+	good, _ := os.ReadFile(path + snapshotSuffix)
+	writeConfig(t, filepath.Dir(path), "lapse.yaml", "sweep-interval: 2s\nworkers: 9\nbatch: x\n")
+	err := w.Reload()
+	if err == nil || !strings.Contains(err.Error(), path+":3: batch") {
+		t.Errorf("reload error %v, want one naming %s:3", err, path)
+	}
+	if got := a.take(); len(got) != 0 {
+		t.Errorf("an invalid file applied %q", got)
+	}
+	if w.Errors() != 1 || w.LastError() == nil || metric(t, reg, "lapse_config_reload_errors_total") != 1 {
+		t.Errorf("errors %d, last %v, counter %v", w.Errors(), w.LastError(), metric(t, reg, "lapse_config_reload_errors_total"))
+	}
+	if !strings.Contains(logs.String(), "level=ERROR msg=\"config reload failed; the running configuration stays\"") {
+		t.Errorf("the failure is not logged at Error:\n%s", logs.String())
+	}
+	if b, _ := os.ReadFile(path + snapshotSuffix); !bytes.Equal(b, good) {
+		t.Errorf("an invalid file replaced the snapshot: %q", b)
+	}
+
+	// Fixed, it applies from the running values.
+	writeConfig(t, filepath.Dir(path), "lapse.yaml", "sweep-interval: 2s\nworkers: 2\n")
+	if err := w.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := a.take(), []string{"sweep-interval=2s"}; !slices.Equal(got, want) {
+		t.Errorf("applied %q, want %q", got, want)
+	}
+	if w.LastError() != nil {
+		t.Errorf("last error %v after a good reload", w.LastError())
+	}
+	if at := metric(t, reg, "lapse_config_last_reload_success_timestamp_seconds"); at != float64(w.LastSuccess().UnixNano())/1e9 {
+		t.Errorf("last success gauge %v, want %v", at, w.LastSuccess())
+	}
+}
+
+// metric returns the value of the counter or gauge name in reg.
+func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			m := mf.GetMetric()[0]
+			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+func TestConfigReloadApplyError(t *testing.T) {
+	w, path, a, logs, _ := startWatcher(t, "sweep-interval: 5s\n", nil)
+	a.fail["max-sleep"] = true
+	writeConfig(t, filepath.Dir(path), "lapse.yaml", "sweep-interval: 6s\nmax-sleep: 3s\nbatch: 9\n")
+	err := w.Reload()
+	if err == nil || !strings.Contains(err.Error(), "--max-sleep 3s") {
+		t.Errorf("reload error %v, want the refused max-sleep", err)
+	}
+	if got, want := a.take(), []string{"batch=9", "max-sleep=3s", "sweep-interval=6s"}; !slices.Equal(got, want) {
+		t.Errorf("applied %q, want %q", got, want)
+	}
+	if w.Errors() != 1 || !strings.Contains(logs.String(), "config: reloaded value refused") {
+		t.Errorf("errors %d, logs:\n%s", w.Errors(), logs.String())
+	}
+	// The refused value is offered again; the others are in force.
+	a.fail["max-sleep"] = false
+	if err := w.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := a.take(), []string{"max-sleep=3s"}; !slices.Equal(got, want) {
+		t.Errorf("applied %q, want %q", got, want)
+	}
+}
+
+func TestConfigWatcherStartsOnSnapshot(t *testing.T) {
+	fs := testFlags(t)
+	path := writeConfig(t, t.TempDir(), "lapse.yaml", "sweep-interval: 5s\n")
+	if _, err := loadFlags(fs, []string{"--config", path}); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, filepath.Dir(path), "lapse.yaml", "sweep-interval: 5x\n")
+	fs = testFlags(t)
+	cfg, err := loadFlags(fs, []string{"--config", path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &applied{}
+	w := newConfigWatcher(cfg, fs, a.funcs("sweep-interval"), slog.New(slog.DiscardHandler), nil)
+	if w.Errors() != 1 || w.LastError() == nil || !w.LastSuccess().IsZero() {
+		t.Errorf("on the snapshot: errors %d, last %v, success %v", w.Errors(), w.LastError(), w.LastSuccess())
+	}
+	writeConfig(t, filepath.Dir(path), "lapse.yaml", "sweep-interval: 7s\n")
+	if err := w.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.take(); !slices.Equal(got, []string{"sweep-interval=7s"}) || w.LastError() != nil {
+		t.Errorf("applied %q, last error %v", got, w.LastError())
+	}
+}
+
+// waitApplied waits for the watcher to apply want.
+func waitApplied(t *testing.T, a *applied, want string, poke func()) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case got := <-a.seen:
+			if got == want {
+				return
+			}
+			t.Errorf("applied %s, want %s", got, want)
+		case <-tick.C:
+			poke()
+		case <-timeout:
+			t.Fatalf("%s was not applied within 10s", want)
+		}
+	}
+}
+
+func TestConfigWatcherPolls(t *testing.T) {
+	w, path, a, _, _ := startWatcher(t, "sweep-interval: 5s\n", nil)
+	a.seen = make(chan string, 10)
+	w.Interval = 5 * time.Millisecond
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	writeConfig(t, filepath.Dir(path), "lapse.yaml", "sweep-interval: 6s\n")
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(path, later, later); err != nil { // a change even on coarse clocks
+		t.Fatal(err)
+	}
+	waitApplied(t, a, "sweep-interval=6s", func() {})
+}
+
+func TestConfigWatcherSIGHUP(t *testing.T) {
+	// Any SIGHUP of this test process lands here, never in the default
+	// action (exit), even before the watcher listens.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	w, path, a, logs, _ := startWatcher(t, "sweep-interval: 5s\n", nil)
+	a.seen = make(chan string, 10)
+	w.Interval = time.Hour
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	writeConfig(t, filepath.Dir(path), "lapse.yaml", "sweep-interval: 8s\n")
+	waitApplied(t, a, "sweep-interval=8s", func() { _ = syscall.Kill(os.Getpid(), syscall.SIGHUP) })
+	if !strings.Contains(logs.String(), "config: SIGHUP, reloading") {
+		t.Errorf("logs:\n%s", logs.String())
+	}
+}
+
+func TestConfigRedact(t *testing.T) {
+	for _, tc := range []struct{ name, value, want string }{
+		{"webhook-secret", "abc", "xxxxx"},
+		{"wechatpay-apiv3-key", "k", "xxxxx"},
+		{"db-password", "p", "xxxxx"},
+		{"webhook-secret", "", ""},
+		{"db", "postgres://u:hunter2@db:5432/lapse?sslmode=disable", "postgres://u:xxxxx@db:5432/lapse?sslmode=disable"},
+		{"db", "postgres://db/lapse?user=u&password=hunter2&sslmode=disable", "postgres://db/lapse?user=u&password=xxxxx&sslmode=disable"},
+		{"db", "host=db password=hunter2 dbname=lapse", "host=db password=xxxxx dbname=lapse"},
+		{"payment-providers", "a=https://u:p1@a.example/x,b=https://b.example:8443/y@z", "a=https://u:xxxxx@a.example/x,b=https://b.example:8443/y@z"},
+		{"db", "lapse.db", "lapse.db"},
+	} {
+		if got := redactFlag(tc.name, tc.value); got != tc.want {
+			t.Errorf("redactFlag(%q, %q) = %q, want %q", tc.name, tc.value, got, tc.want)
+		}
+	}
+}
