@@ -35,7 +35,9 @@ type subscriberFlags struct {
 
 	// timed are the ports and webhooks built from the flags, whose
 	// timeouts a configuration reload changes.
-	timed []interface{ SetTimeouts(connect, read time.Duration) }
+	timed []interface {
+		SetTimeouts(connect, read time.Duration)
+	}
 }
 
 func (f *subscriberFlags) register(fs *flag.FlagSet) {

@@ -206,7 +206,9 @@ func TestServeConfigReload(t *testing.T) {
 	// Broken at run time: the running configuration stays.
 	write("trigger-mode: [\n")
 	p.cmd.Process.Signal(syscall.SIGHUP)
-	waitFor(t, 10*time.Second, func() bool { return strings.Contains(p.Logs(), "lapse.yaml") && strings.Contains(p.Logs(), `"level":"ERROR"`) })
+	waitFor(t, 10*time.Second, func() bool {
+		return strings.Contains(p.Logs(), "lapse.yaml") && strings.Contains(p.Logs(), `"level":"ERROR"`)
+	})
 	if m := mode(); m != "database" {
 		t.Errorf("after a broken reload the mode is %s", m)
 	}
