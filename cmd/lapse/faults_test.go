@@ -18,11 +18,14 @@ import (
 	"github.com/lapsehq/lapse/internal/testenv"
 )
 
-// faultLength is how long TestConnectionFaults breaks the network: two
-// minutes in CI (LAPSE_REQUIRE_SERVICES=1) or with LAPSE_LONG_TESTS=1,
+// faultLength is how long TestConnectionFaults breaks the network: five
+// minutes with LAPSE_LONG_TESTS=1, two in CI (LAPSE_REQUIRE_SERVICES=1),
 // twenty seconds otherwise.
 func faultLength() time.Duration {
-	if os.Getenv("LAPSE_LONG_TESTS") == "1" || os.Getenv(testenv.EnvRequire) == "1" {
+	switch {
+	case os.Getenv("LAPSE_LONG_TESTS") == "1":
+		return 5 * time.Minute
+	case os.Getenv(testenv.EnvRequire) == "1":
 		return 2 * time.Minute
 	}
 	return 20 * time.Second
