@@ -220,11 +220,15 @@ func (c *Claimer) precise(loopCtx, workCtx context.Context) {
 	for loopCtx.Err() == nil {
 		if c.e.trig != nil && c.e.trig.using() {
 			// The shared trigger is in charge of punctual firing (the sweep
-			// stays the safety net): stand back until it is not.
+			// stays the safety net): stand back until it is not, looking
+			// again every MaxSleep without asking the database.
+			timer.Reset(c.maxSleep())
 			select {
 			case <-loopCtx.Done():
 				return
 			case <-c.poke:
+				timer.Stop()
+			case <-timer.C:
 			}
 			continue
 		}
