@@ -128,7 +128,7 @@ func newTrigger(t SharedTrigger, mode TriggerMode, reg prometheus.Registerer) (*
 	tr.errors = prometheus.NewCounter(prometheus.CounterOpts{Name: "lapse_trigger_errors_total",
 		Help: "Errors and timeouts of the shared trigger (Redis)."})
 	tr.dropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "lapse_trigger_dropped_total",
-		Help: "Deadlines not handed to the shared trigger because its queue was full (this process's own timer fires them)."})
+		Help: "Deadlines not handed to the shared trigger because its queue was full (it is seeded again from the database)."})
 	if reg != nil {
 		for _, c := range []prometheus.Collector{tr.degradedGauge, tr.errors, tr.dropped} {
 			if err := reg.Register(c); err != nil {
@@ -171,9 +171,13 @@ func (e *Engine) deadlineSet(orderNo string, at time.Time) {
 	case tr.pending <- TriggerDue{OrderNo: orderNo, At: at}:
 		tr.signal()
 	default:
-		// The queue is full: this process's own timer fires it.
+		// The queue is full: the trigger misses this deadline, so it is
+		// not in charge until it is seeded again; meanwhile this process's
+		// own timer fires it.
 		tr.dropped.Inc()
+		tr.stale.Store(true)
 		e.wake.notify(at)
+		tr.signal()
 	}
 }
 
