@@ -19,7 +19,7 @@ func (f *Flow) Mermaid() string {
 	for _, t := range f.Transitions {
 		label := string(t.Event)
 		if from := f.State(t.From); from != nil && from.Deadline != nil && from.Deadline.Event == t.Event {
-			label += " (deadline " + shortDuration(from.Deadline.After) + ")"
+			label += " (deadline " + FormatDuration(from.Deadline.After) + ")"
 		}
 		if t.Guard != nil {
 			label += " [" + guardName(t.Guard) + "]"
@@ -42,9 +42,9 @@ func guardName(g Guard) string {
 	return "guarded"
 }
 
-// shortDuration writes d the way people write deadlines: 15m, 2h30m, 48h,
-// 7d, 3d12h.
-func shortDuration(d time.Duration) string {
+// FormatDuration writes d the way people write deadlines, as flow files
+// read them: 15m, 2h30m, 48h, 7d, 3d12h.
+func FormatDuration(d time.Duration) string {
 	const day = 24 * time.Hour
 	var s string
 	if d >= 3*day { // people count hours up to 48h, then days

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -35,25 +34,4 @@ func parseDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("duration %q is out of range", s)
 	}
 	return days + d, nil
-}
-
-// formatDuration writes d as parseDuration reads it: 15m, 2h30m, 48h, 7d,
-// 3d12h. It matches the diagrams of lapse.Flow.Mermaid.
-func formatDuration(d time.Duration) string {
-	const day = 24 * time.Hour
-	var s string
-	if d >= 3*day { // people count hours up to 48h, then days
-		s, d = strconv.FormatInt(int64(d/day), 10)+"d", d%day
-		if d == 0 {
-			return s
-		}
-	}
-	rest := d.String() // 2h30m0s, 1h0m0s, 1.5s
-	if strings.HasSuffix(rest, "m0s") {
-		rest = strings.TrimSuffix(rest, "0s")
-	}
-	if strings.HasSuffix(rest, "h0m") {
-		rest = strings.TrimSuffix(rest, "0m")
-	}
-	return s + rest
 }

@@ -29,7 +29,7 @@ func Markdown(f *lapse.Flow) string {
 	if f.Pays != "" {
 		fmt.Fprintf(&b, " A verified payment fires `%s`", f.Pays)
 		if f.Grace > 0 {
-			fmt.Fprintf(&b, "; an order whose customer started paying in time stays open %s past its deadline", formatDuration(f.Grace))
+			fmt.Fprintf(&b, "; an order whose customer started paying in time stays open %s past its deadline", lapse.FormatDuration(f.Grace))
 		}
 		b.WriteString(".")
 	}
@@ -46,7 +46,7 @@ func Markdown(f *lapse.Flow) string {
 		}
 		deadline := ""
 		if d := s.Deadline; d != nil {
-			deadline = fmt.Sprintf("after %s fires `%s`", formatDuration(d.After), d.Event)
+			deadline = fmt.Sprintf("after %s fires `%s`", lapse.FormatDuration(d.After), d.Event)
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", name, deadline, cell(s.Doc))
 	}
