@@ -336,8 +336,23 @@ func (f *Flow) Validate() error {
 	if f.Grace < 0 || (f.Grace > 0 && f.Pays == "") {
 		return bad("grace must be a positive duration, for a flow that takes payments")
 	}
-	reached := map[State]bool{f.Initial: true}
-	queue := []State{f.Initial}
+	reached := f.Reachable(f.Initial)
+	for _, s := range f.States {
+		if !reached[s.Name] {
+			return bad("state %s is unreachable from %s", s.Name, f.Initial)
+		}
+	}
+	return nil
+}
+
+// Reachable returns the states an order in one of from can reach through
+// the flow's transitions, from included.
+func (f *Flow) Reachable(from ...State) map[State]bool {
+	reached := map[State]bool{}
+	queue := slices.Clone(from)
+	for _, s := range from {
+		reached[s] = true
+	}
 	for len(queue) > 0 {
 		s := queue[0]
 		queue = queue[1:]
@@ -348,12 +363,7 @@ func (f *Flow) Validate() error {
 			}
 		}
 	}
-	for _, s := range f.States {
-		if !reached[s.Name] {
-			return bad("state %s is unreachable from %s", s.Name, f.Initial)
-		}
-	}
-	return nil
+	return reached
 }
 
 // Firing is a request to fire an event at an order.

@@ -207,17 +207,17 @@ func paidStates(f *lapse.Flow) []lapse.State {
 	if f.Pays == "" {
 		return nil
 	}
-	var out []lapse.State
+	var paid []lapse.State
 	for _, t := range f.Transitions {
-		if t.Event == f.Pays && !slices.Contains(out, t.To) {
-			out = append(out, t.To)
+		if t.Event == f.Pays {
+			paid = append(paid, t.To)
 		}
 	}
-	for i := 0; i < len(out); i++ {
-		for _, t := range f.Transitions {
-			if t.From == out[i] && !slices.Contains(out, t.To) {
-				out = append(out, t.To)
-			}
+	reached := f.Reachable(paid...)
+	var out []lapse.State
+	for _, s := range f.States { // in declaration order
+		if reached[s.Name] {
+			out = append(out, s.Name)
 		}
 	}
 	return out

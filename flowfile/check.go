@@ -133,18 +133,7 @@ func (p *parser) check(f *lapse.Flow, at *lines) {
 	if p.err != nil || f.State(f.Initial) == nil {
 		return
 	}
-	reached := map[lapse.State]bool{f.Initial: true}
-	queue := []lapse.State{f.Initial}
-	for len(queue) > 0 {
-		s := queue[0]
-		queue = queue[1:]
-		for _, t := range f.Transitions {
-			if t.From == s && !reached[t.To] {
-				reached[t.To] = true
-				queue = append(queue, t.To)
-			}
-		}
-	}
+	reached := f.Reachable(f.Initial)
 	for i, s := range f.States {
 		if !reached[s.Name] {
 			p.failf(at.states[i].name, "state %s is unreachable: no transitions lead to it from %s", s.Name, f.Initial)
