@@ -54,7 +54,9 @@ type Config struct {
 	IssueRetries []time.Duration
 	// Trigger is a precise trigger shared by every process (Redis); nil: the
 	// in-process timer and the database. TriggerMode is its starting mode
-	// (default TriggerAuto).
+	// (default TriggerAuto). The deadlines this engine sets reach the
+	// trigger through its Claimer's loop, so a process with a Trigger must
+	// run a Claimer (lapse serve always does).
 	Trigger     SharedTrigger
 	TriggerMode TriggerMode
 	// WorkStore is the store the Claimer and the Deliverer claim and finish
