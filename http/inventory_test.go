@@ -51,6 +51,8 @@ func TestStockAPI(t *testing.T) {
 		{"PUT", "/v1/stock/tea", `{}`, 400, "on_hand"},
 		{"PUT", "/v1/stock/tea", `{"on_hand": 1.5}`, 400, "on_hand"},
 		{"PUT", "/v1/stock/tea", `{"on_hand": 1, "extra": 2}`, 400, "extra"},
+		{"PUT", "/v1/stock/tea", `{"on_hand": 1, "ON_HAND": 100}`, 400, "ON_HAND"},
+		{"PUT", "/v1/stock/tea", `{"On_Hand": 100}`, 400, "On_Hand"},
 		{"GET", "/v1/stock/nope", ``, 404, ""},
 	} {
 		r := e.do(c.method, c.path, c.body)

@@ -79,7 +79,7 @@ func (h *HMAC) Verify(hdr http.Header, body []byte, now time.Time) (*lapse.Payme
 	}
 	var n Notice
 	if err := decodeStrict(body, &n); err != nil {
-		return nil, lapse.Errorf(lapse.EINVALID, "the callback body: %v", err)
+		return nil, lapse.Errorf(lapse.EINVALID, "the callback body: %s", lapse.ErrorMessage(err))
 	}
 	return n.notice(h.Provider, body)
 }

@@ -201,16 +201,16 @@ func TestHMACBodyErrors(t *testing.T) {
 		return `{"kind":"paid","txn_id":"t","order_no":"o","amount":` + amount + `,"currency":"USD","paid_at":"2025-11-30T07:59:00Z"}`
 	}
 	for _, c := range []struct{ body, want string }{
-		{`{"kind":"paid","txn_id":"t","order_no":"o","amount":1,"currency":"USD","paid_at":"2025-11-30T07:59:00Z","tip":1}`, "unknown field"},
-		{`{"kind":"paid","txn_id":"t","txn_id":"u","order_no":"o","amount":1,"currency":"USD","paid_at":"2025-11-30T07:59:00Z"}`, `"txn_id" appears twice`},
-		{`{"kind":"paid","txn_id":"t","order_no":"o","amount":1,"currency":"USD","paid_at":"2025-11-30T07:59:00Z","x":[{"a":1,"a":2}]}`, `"a" appears twice`},
-		{paid("19.99"), "malformed"},
-		{paid("1e3"), "malformed"},
-		{paid(`"100"`), "malformed"},
-		{paid("99999999999999999999"), "malformed"},
+		{`{"kind":"paid","txn_id":"t","order_no":"o","amount":1,"currency":"USD","paid_at":"2025-11-30T07:59:00Z","tip":1}`, "not a field"},
+		{`{"kind":"paid","txn_id":"t","txn_id":"u","order_no":"o","amount":1,"currency":"USD","paid_at":"2025-11-30T07:59:00Z"}`, "txn_id: appears more than once"},
+		{`{"kind":"paid","txn_id":"t","order_no":"o","amount":1,"currency":"USD","paid_at":"2025-11-30T07:59:00Z","x":[{"a":1,"a":2}]}`, "not a field"},
+		{paid("19.99"), "integer"},
+		{paid("1e3"), "integer"},
+		{paid(`"100"`), "integer"},
+		{paid("99999999999999999999"), "integer"},
 		{paid("1") + `{}`, "data after"},
-		{paid("1") + `x`, "malformed"},
-		{`[]`, "malformed"},
+		{paid("1") + `x`, "after its JSON object"},
+		{`[]`, "JSON object"},
 		{`{"kind":"paid"`, ""}, // truncated: refused, though as a bare EOF
 		{strings.Replace(paid("1"), `"paid"`, `"charged"`, 1), "kind"},
 		{strings.Replace(paid("1"), `"txn_id":"t",`, "", 1), "txn_id"},

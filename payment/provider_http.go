@@ -287,10 +287,7 @@ func (p *HTTPProvider) call(ctx context.Context, op, method, path, key string, b
 	case status/100 != 2:
 		return p.errorf(op, "%w", providerStatusError(status, answer))
 	}
-	if err := checkDuplicateKeys(answer); err != nil {
-		return p.unreadable(op, effect, err)
-	}
-	if err := json.Unmarshal(answer, out); err != nil {
+	if err := decodeLenient(answer, out); err != nil {
 		return p.unreadable(op, effect, err)
 	}
 	return nil

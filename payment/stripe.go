@@ -106,7 +106,7 @@ func (s *Stripe) Verify(hdr http.Header, body []byte, now time.Time) (*lapse.Pay
 	}
 	var ev stripeEvent
 	if err := decodeLenient(body, &ev); err != nil {
-		return nil, lapse.Errorf(lapse.EINVALID, "the Stripe event: %v", err)
+		return nil, lapse.Errorf(lapse.EINVALID, "the Stripe event: %s", lapse.ErrorMessage(err))
 	}
 	if ev.Type == "" {
 		return nil, lapse.Errorf(lapse.EINVALID, "the Stripe event has no type")
@@ -153,7 +153,7 @@ func parseStripeSignature(header string) (int64, [][]byte, error) {
 func (s *Stripe) paid(ev *stripeEvent, raw []byte) (*lapse.PaymentNotice, error) {
 	var pi stripePaymentIntent
 	if err := decodeLenient(ev.Data.Object, &pi); err != nil {
-		return nil, lapse.Errorf(lapse.EINVALID, "the Stripe event's data.object: %v", err)
+		return nil, lapse.Errorf(lapse.EINVALID, "the Stripe event's data.object: %s", lapse.ErrorMessage(err))
 	}
 	if pi.Object != "payment_intent" {
 		return nil, lapse.Errorf(lapse.EINVALID, "a %s event carries a %q, not a payment_intent", ev.Type, pi.Object)
@@ -170,7 +170,7 @@ func (s *Stripe) paid(ev *stripeEvent, raw []byte) (*lapse.PaymentNotice, error)
 func (s *Stripe) refunded(ev *stripeEvent, raw []byte) (*lapse.PaymentNotice, error) {
 	var ch stripeCharge
 	if err := decodeLenient(ev.Data.Object, &ch); err != nil {
-		return nil, lapse.Errorf(lapse.EINVALID, "the Stripe event's data.object: %v", err)
+		return nil, lapse.Errorf(lapse.EINVALID, "the Stripe event's data.object: %s", lapse.ErrorMessage(err))
 	}
 	if ch.Object != "charge" {
 		return nil, lapse.Errorf(lapse.EINVALID, "a %s event carries a %q, not a charge", ev.Type, ch.Object)

@@ -277,19 +277,19 @@ func TestStripeEventErrors(t *testing.T) {
 	for _, c := range []struct{ from, to, want string }{
 		{`"metadata": {"order_no": "ORD-20251130-0001", "channel": "web"}`, `"metadata": {"channel": "web"}`, "metadata.order_no"},
 		{`"metadata": {"order_no": "ORD-20251130-0001", "channel": "web"}`, `"metadata": {}`, "metadata.order_no"},
-		{`"amount_received": 2000`, `"amount_received": 2000.5`, "malformed"},
-		{`"amount_received": 2000`, `"amount_received": 20.00`, "malformed"},
-		{`"amount_received": 2000`, `"amount_received": "2000"`, "malformed"},
+		{`"amount_received": 2000`, `"amount_received": 2000.5`, "integer"},
+		{`"amount_received": 2000`, `"amount_received": 20.00`, "integer"},
+		{`"amount_received": 2000`, `"amount_received": "2000"`, "integer"},
 		{`"amount_received": 2000`, `"amount_received": 0`, "amount_received"},
 		{`"amount_received": 2000`, `"amount_received": -2000`, "amount_received"},
-		{`"amount_received": 2000`, `"amount_received": 2000, "amount_received": 1`, "appears twice"},
-		{`"type": "payment_intent.succeeded"`, `"type": "payment_intent.succeeded", "type": "customer.created"`, "appears twice"},
+		{`"amount_received": 2000`, `"amount_received": 2000, "amount_received": 1`, "more than once"},
+		{`"type": "payment_intent.succeeded"`, `"type": "payment_intent.succeeded", "type": "customer.created"`, "more than once"},
 		{`"currency": "usd"`, `"currency": "dollars"`, "currency"},
 		{`"object": "payment_intent"`, `"object": "charge"`, "not a payment_intent"},
 		{`"id": "pi_3QxYz12eZvKYlo2C0def5678",`, ``, "data.object.id"},
 		{`"created": 1764489540,`, ``, "created"},
 		{`"type": "payment_intent.succeeded"`, `"kind": "payment_intent.succeeded"`, "no type"},
-		{`"metadata": {"order_no": "ORD-20251130-0001", "channel": "web"}`, `"metadata": {"order_no": 1}`, "malformed"},
+		{`"metadata": {"order_no": "ORD-20251130-0001", "channel": "web"}`, `"metadata": {"order_no": 1}`, "metadata.order_no"},
 	} {
 		body := strings.Replace(stripePaymentEvent, c.from, c.to, 1)
 		if body == stripePaymentEvent {

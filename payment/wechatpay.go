@@ -144,7 +144,7 @@ func (w *WeChatPay) Verify(hdr http.Header, body []byte, now time.Time) (*lapse.
 
 	var env wechatEnvelope
 	if err := decodeLenient(body, &env); err != nil {
-		return nil, lapse.Errorf(lapse.EINVALID, "the notification body: %v", err)
+		return nil, lapse.Errorf(lapse.EINVALID, "the notification body: %s", lapse.ErrorMessage(err))
 	}
 	if env.EventType == "" {
 		return nil, lapse.Errorf(lapse.EINVALID, "the notification has no event_type")
@@ -198,7 +198,7 @@ func (w *WeChatPay) decrypt(env *wechatEnvelope) ([]byte, error) {
 func (w *WeChatPay) paid(plain []byte) (*lapse.PaymentNotice, error) {
 	var tx wechatTransaction
 	if err := decodeLenient(plain, &tx); err != nil {
-		return nil, lapse.Errorf(lapse.EINVALID, "the transaction resource: %v", err)
+		return nil, lapse.Errorf(lapse.EINVALID, "the transaction resource: %s", lapse.ErrorMessage(err))
 	}
 	switch {
 	case tx.MchID == "" || tx.MchID != w.MchID:
@@ -219,7 +219,7 @@ func (w *WeChatPay) paid(plain []byte) (*lapse.PaymentNotice, error) {
 func (w *WeChatPay) refunded(plain []byte) (*lapse.PaymentNotice, error) {
 	var rf wechatRefund
 	if err := decodeLenient(plain, &rf); err != nil {
-		return nil, lapse.Errorf(lapse.EINVALID, "the refund resource: %v", err)
+		return nil, lapse.Errorf(lapse.EINVALID, "the refund resource: %s", lapse.ErrorMessage(err))
 	}
 	switch {
 	case rf.MchID == "" || rf.MchID != w.MchID:

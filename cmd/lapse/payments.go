@@ -16,6 +16,8 @@ import (
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/internal/jsonbody"
+	"github.com/lapsehq/lapse/internal/problem"
 	"github.com/lapsehq/lapse/payment"
 )
 
@@ -212,34 +214,50 @@ func pairs(flag, s string) (map[string]string, error) {
 
 // sandboxHandler serves the sandbox gateway under /sandbox/: its provider
 // protocol (signed requests), and POST /sandbox/pay, where a demo customer
-// pays an order: {"order_no", "amount", "currency"}. The payment's callback
-// reaches this process like any provider's.
+// pays an order: {"order_no", "amount", "currency"}, read as strictly as
+// every API body. The payment's callback reaches this process like any
+// provider's; when it was not delivered the answer says so in
+// callback_error (the payment was made all the same: a customer's money
+// moved).
 func sandboxHandler(sb *payment.Sandbox, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/sandbox/", http.StripPrefix("/sandbox", sb.Handler()))
 	mux.HandleFunc("POST /sandbox/pay", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
-			OrderNo  string `json:"order_no"`
-			Amount   int64  `json:"amount"`
-			Currency string `json:"currency"`
+			OrderNo  *string `json:"order_no"`
+			Amount   *int64  `json:"amount"`
+			Currency *string `json:"currency"`
 		}
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil || req.OrderNo == "" || req.Amount <= 0 || !lapse.ValidCurrency(req.Currency) {
-			http.Error(w, `{"code":"invalid","message":"send {\"order_no\", \"amount\" (minor units, > 0), \"currency\"}"}`, http.StatusBadRequest)
+		err := jsonbody.Read(w, r, 4096, &req)
+		switch {
+		case err != nil:
+		case req.OrderNo == nil || *req.OrderNo == "":
+			err = lapse.FieldError("order_no", "is required")
+		case req.Amount == nil || *req.Amount <= 0:
+			err = lapse.FieldError("amount", "is required: a positive number of minor units")
+		case req.Currency == nil || !lapse.ValidCurrency(*req.Currency):
+			err = lapse.FieldError("currency", "is required: an ISO 4217 code of three capital letters")
+		}
+		if err != nil {
+			p, _ := problem.Of(err)
+			problem.Write(w, p)
 			return
 		}
-		pp, err := sb.Pay(r.Context(), req.OrderNo, req.Amount, req.Currency)
-		w.Header().Set("Content-Type", "application/json")
+		pp, err := sb.Pay(r.Context(), *req.OrderNo, *req.Amount, *req.Currency)
+		out := struct {
+			*lapse.ProviderPayment
+			CallbackError string `json:"callback_error,omitempty"`
+		}{ProviderPayment: pp}
 		switch {
 		case errors.Is(err, payment.ErrSandboxCallback):
-			log.Warn("sandbox: paid, but the callback was not delivered", "order_no", req.OrderNo, "err", err)
+			log.Warn("sandbox: paid, but the callback was not delivered", "order_no", *req.OrderNo, "err", err)
+			out.CallbackError = err.Error()
 		case err != nil:
-			w.WriteHeader(http.StatusConflict)
-			json.NewEncoder(w).Encode(map[string]string{"code": "conflict", "message": err.Error()})
+			problem.Write(w, problem.New(http.StatusConflict, lapse.ECONFLICT, "", err.Error()))
 			return
 		}
-		json.NewEncoder(w).Encode(pp)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
 	})
 	return mux
 }

@@ -1,0 +1,41 @@
+package jsonbody
+
+import (
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/problem"
+)
+
+// Read reads r's body, JSON by its Content-Type and at most limit bytes,
+// and decodes it into v with Decode. A Content-Type that is missing or not
+// JSON is a *problem.MediaTypeError (415); every other failure is an
+// EINVALID error naming the field when there is one.
+func Read(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
+		return err
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return lapse.Errorf(lapse.EINVALID, "the request body is larger than the limit of %d bytes", mbe.Limit)
+		}
+		return lapse.Errorf(lapse.EINVALID, "the request body could not be read")
+	}
+	return Decode(body, v)
+}
+
+func checkContentType(ct string) error {
+	if ct == "" {
+		return &problem.MediaTypeError{Err: lapse.FieldError("Content-Type", "is missing; send application/json")}
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || (mt != "application/json" && !(strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))) {
+		return &problem.MediaTypeError{Err: lapse.FieldError("Content-Type", "is %q; send application/json", ct)}
+	}
+	return nil
+}
