@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"math"
 	"regexp"
 	"time"
 	"unicode/utf8"
@@ -194,8 +195,12 @@ func (c *OrderCreate) Fingerprint() string {
 	return hex.EncodeToString(sum[:])
 }
 
-// ValidateItems checks the item lines of the request.
+// ValidateItems checks the item lines of the request. Lines may name a SKU
+// more than once; the quantities of one SKU, and of the whole order, must
+// add up to an int64.
 func (c *OrderCreate) ValidateItems() error {
+	perSKU := map[string]int64{}
+	var total int64
 	for i, it := range c.Items {
 		if it.SKU == "" {
 			return FieldError("items", "line %d: sku is required", i)
@@ -205,6 +210,14 @@ func (c *OrderCreate) ValidateItems() error {
 		}
 		if it.Qty <= 0 {
 			return FieldError("items", "line %d: qty must be a positive integer", i)
+		}
+		sum, ok := AddInt64(perSKU[it.SKU], it.Qty)
+		if !ok {
+			return FieldError("items", "line %d: the quantities of sku %q add up to more than %d", i, it.SKU, int64(math.MaxInt64))
+		}
+		perSKU[it.SKU] = sum
+		if total, ok = AddInt64(total, it.Qty); !ok {
+			return FieldError("items", "line %d: the quantities of the order add up to more than %d", i, int64(math.MaxInt64))
 		}
 	}
 	return nil

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -505,6 +507,31 @@ func TestReconcile(t *testing.T) {
 		rec, _ = e.Reconcile(ctx)
 		if len(rec.Issues) != 1 || rec.Issues[0].OrderNo != "RC-2" || rec.Totals["CNY"].Refunded != 1000 {
 			t.Errorf("after the refund: %+v", rec)
+		}
+	})
+}
+
+// TestReconcileOverflow: totals that do not fit in an int64 are an issue,
+// never a wrapped number that happens to add up.
+func TestReconcileOverflow(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		e := paymentEngine(t, open(), clk, &fakeProvider{})
+		ctx := ctxT(t)
+		for _, no := range []string{"OV-1", "OV-2"} {
+			req := checkout(no, time.Minute)
+			req.Amount = math.MaxInt64
+			o := create(t, e, req)
+			if _, err := e.ApplyPayment(ctx, paid(o, "txn-"+no, clk.Now())); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rec, err := e.Reconcile(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tot := rec.Totals["CNY"]; !tot.Overflow || len(rec.Issues) != 1 || !strings.Contains(rec.Issues[0].Problem, "64 bits") {
+			t.Fatalf("totals %+v, issues %+v", tot, rec.Issues)
 		}
 	})
 }

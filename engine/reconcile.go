@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/lapsehq/lapse"
@@ -23,6 +24,18 @@ type Reconciliation struct {
 // back of an applied payment counts as refunded.
 type MoneyTotals struct {
 	Captured, Applied, Refunded, Review, Open int64
+	// Overflow is set when a sum did not fit in an int64: the totals are
+	// then wrong, and the reconciliation has an issue saying so.
+	Overflow bool
+}
+
+// add adds v to *sum, one of t's totals, marking t when it overflows.
+func (t *MoneyTotals) add(sum *int64, v int64) {
+	s, ok := lapse.AddInt64(*sum, v)
+	if !ok {
+		t.Overflow = true
+	}
+	*sum = s
 }
 
 // ReconcileIssue is one payment or order that does not reconcile.
@@ -72,6 +85,11 @@ func (e *Engine) Reconcile(ctx context.Context) (*Reconciliation, error) {
 			}
 		}
 	}
+	for _, cur := range slices.Sorted(maps.Keys(rec.Totals)) {
+		if rec.Totals[cur].Overflow {
+			rec.Issues = append(rec.Issues, ReconcileIssue{Problem: fmt.Sprintf("the %s totals do not fit in 64 bits: some amounts are beyond any real order", cur)})
+		}
+	}
 	return rec, nil
 }
 
@@ -82,7 +100,7 @@ func (e *Engine) reconcilePayment(ctx context.Context, rec *Reconciliation, appl
 		t = &MoneyTotals{}
 		rec.Totals[p.Currency] = t
 	}
-	t.Captured += p.Amount
+	t.add(&t.Captured, p.Amount)
 	issue := func(format string, args ...any) {
 		rec.Issues = append(rec.Issues, ReconcileIssue{OrderNo: p.OrderNo, Provider: p.Provider, TxnID: p.TxnID, Status: p.Status,
 			Problem: fmt.Sprintf(format, args...)})
@@ -102,24 +120,27 @@ func (e *Engine) reconcilePayment(ctx context.Context, rec *Reconciliation, appl
 		var back int64
 		for _, r := range refunds {
 			if r.PaymentID == p.ID && r.Status == lapse.OrderRefundSucceeded {
-				back += r.Amount
+				var ok bool
+				if back, ok = lapse.AddInt64(back, r.Amount); !ok {
+					t.Overflow = true
+				}
 			}
 		}
 		if back > p.Amount {
 			issue("merchant refunds of %d exceed the %d it captured", back, p.Amount)
 		}
-		t.Applied += p.Amount - back
-		t.Refunded += back
+		t.add(&t.Applied, p.Amount-back)
+		t.add(&t.Refunded, back)
 		f := e.flows[o.Flow]
 		if f == nil || !slices.Contains(paidStates(f), o.State) {
 			issue("applied, but order %s is %s, which is not a paid state", o.OrderNo, o.State)
 		}
 	case lapse.PaymentRefunded:
-		t.Refunded += p.Amount
+		t.add(&t.Refunded, p.Amount)
 	case lapse.PaymentReview:
-		t.Review += p.Amount
+		t.add(&t.Review, p.Amount)
 	default:
-		t.Open += p.Amount
+		t.add(&t.Open, p.Amount)
 		issue("%s since %s: neither applied, refunded nor in review (%s)", p.Status, p.UpdatedAt.Format("2006-01-02 15:04:05Z07:00"), p.Reason)
 	}
 	return nil
@@ -151,20 +172,20 @@ func (e *Engine) reconcileGroups(ctx context.Context, rec *Reconciliation, f *la
 					t = &MoneyTotals{}
 					rec.Totals[m.Currency] = t
 				}
-				t.Captured += m.Amount
+				t.add(&t.Captured, m.Amount)
 				issue := func(problem string) {
 					rec.Issues = append(rec.Issues, ReconcileIssue{OrderNo: g.OrderNo, Provider: m.Provider, TxnID: m.TxnID, Problem: problem})
 				}
 				switch {
 				case f.State(g.State).Terminal && f.Transition(g.State, f.Group.Retry) == nil && g.CloseReason == string(f.Group.Settled):
-					t.Applied += m.Amount
+					t.add(&t.Applied, m.Amount)
 				case f.Transition(g.State, f.Group.Retry) != nil:
-					t.Review += m.Amount
+					t.add(&t.Review, m.Amount)
 				case f.Transition(g.State, f.Group.Settled) != nil:
-					t.Open += m.Amount
+					t.add(&t.Open, m.Amount)
 					issue(fmt.Sprintf("member %s was charged; the group is %s, still settling", m.UserID, g.State))
 				default:
-					t.Open += m.Amount
+					t.add(&t.Open, m.Amount)
 					issue(fmt.Sprintf("member %s was charged, but the group is %s, which does not settle", m.UserID, g.State))
 				}
 			}

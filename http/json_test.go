@@ -86,6 +86,8 @@ func badCreates() []badCreate {
 		{name: "lone surrogate", body: with(`"user_id":"u-1"`, `"user_id":"u-\ud800"`), field: "user_id", detail: "surrogate"},
 		{name: "lone surrogate in a key", body: with(`"channel":"app"`, `"\udc00":"app"`), field: "metadata.\ufffd", detail: "surrogate"},
 		{name: "null user_id", body: with(`"user_id":"u-1"`, `"user_id":null`), field: "user_id", detail: "required"},
+		{name: "quantities of one sku overflow", body: with(`[{"sku":"sku-1","qty":2}]`, `[{"sku":"tea","qty":9223372036854775807},{"sku":"tea","qty":9223372036854775807},{"sku":"tea","qty":3}]`), field: "items", detail: "add up"},
+		{name: "quantities of the order overflow", body: with(`[{"sku":"sku-1","qty":2}]`, `[{"sku":"a","qty":9223372036854775807},{"sku":"b","qty":1}]`), field: "items", detail: "add up"},
 		{name: "nested too deeply", body: `{"metadata":` + strings.Repeat(`[`, 10001) + strings.Repeat(`]`, 10001) + `}`, field: "metadata", detail: "deeper"},
 		{name: "malformed JSON", body: `{"order_no":"BAD-1",`, detail: "not valid JSON"},
 		{name: "syntax error", body: `{"order_no" "BAD-1"}`, detail: "not valid JSON"},
