@@ -28,6 +28,13 @@ type Store interface {
 	// OrderGet returns the order with order_no, or ErrOrderNotFound.
 	OrderGet(ctx context.Context, orderNo string) (*Order, error)
 
+	// OrderLock is OrderGet that, inside Tx, also locks the order's row
+	// until the transaction ends: no other transaction changes the order
+	// meanwhile, and a claimer skips it. A change decided on what it read,
+	// at a time read after it, takes effect as of that time. Outside Tx it
+	// is OrderGet.
+	OrderLock(ctx context.Context, orderNo string) (*Order, error)
+
 	// OrderList returns orders matching p, newest first (created_at, then id,
 	// descending), at most p.Limit of them.
 	OrderList(ctx context.Context, p *OrderListParams) ([]*Order, error)

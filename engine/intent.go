@@ -45,52 +45,55 @@ func (e *Engine) StartPayment(ctx context.Context, orderNo, provider string, by 
 		slices.Sort(names)
 		return nil, lapse.FieldError("provider", "no payment provider %q is configured (configured: %s)", provider, strings.Join(names, ", "))
 	}
-	for range maxStaleRetries {
-		o, err := e.store.OrderGet(ctx, orderNo)
+	var moved *lapse.Order
+	var evs []lapse.OutboxEvent
+	err := e.store.Tx(ctx, func(tx lapse.Store) error {
+		o, err := tx.OrderLock(ctx, orderNo)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		flow, err := e.flowOf(o)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		switch {
 		case flow.Pays == "":
-			return nil, lapse.Errorf(lapse.EINVALID, "order %s follows flow %s, which takes no payments", o.OrderNo, flow.Name)
+			return lapse.Errorf(lapse.EINVALID, "order %s follows flow %s, which takes no payments", o.OrderNo, flow.Name)
 		case flow.Transition(o.State, flow.Pays) == nil:
-			return nil, lapse.Errorf(lapse.ECONFLICT, "order %s is %s, which takes no payment", o.OrderNo, o.State)
+			return lapse.Errorf(lapse.ECONFLICT, "order %s is %s, which takes no payment", o.OrderNo, o.State)
 		case o.IntentAt != nil && o.IntentProvider != provider:
-			return nil, lapse.Errorf(lapse.ECONFLICT, "order %s: the customer started paying through %s", o.OrderNo, o.IntentProvider)
+			return lapse.Errorf(lapse.ECONFLICT, "order %s: the customer started paying through %s", o.OrderNo, o.IntentProvider)
 		case o.IntentAt != nil:
-			return o, nil
+			moved = o
+			return nil
+		case o.DeadlineAt == nil:
+			return lapse.Errorf(lapse.ECONFLICT, "order %s is %s, which has no payment window", o.OrderNo, o.State)
 		}
+		// Read after the lock, as SetDeadline does: a window that has closed
+		// by now cannot be given its grace.
 		now := e.clock.Now()
-		if o.DeadlineAt == nil {
-			return nil, lapse.Errorf(lapse.ECONFLICT, "order %s is %s, which has no payment window", o.OrderNo, o.State)
-		}
 		if !now.Before(*o.DeadlineAt) {
-			return nil, lapse.Errorf(lapse.ECONFLICT, "order %s: its payment window closed at %s", o.OrderNo, o.DeadlineAt.Format(time.RFC3339Nano))
+			return lapse.Errorf(lapse.ECONFLICT, "order %s: its payment window closed at %s", o.OrderNo, o.DeadlineAt.Format(time.RFC3339Nano))
 		}
 		next := o.DeadlineAt.Add(flow.Grace)
 		after := *o
 		after.DeadlineAt, after.Version, after.UpdatedAt, after.IntentAt, after.IntentProvider = &next, o.Version+1, now, &now, provider
 		after.PayBy = &next
-		evs := []lapse.OutboxEvent{lapse.NewDeadlineChangedEvent(&after, lapse.DeadlineMove{Previous: o.DeadlineAt, Next: &next,
+		evs = []lapse.OutboxEvent{lapse.NewDeadlineChangedEvent(&after, lapse.DeadlineMove{Previous: o.DeadlineAt, Next: &next,
 			FiredBy: by.FiredBy, Actor: by.Name, Reason: fmt.Sprintf("payment started through %s: grace of %v", provider, flow.Grace)})}
 		e.fanOut(o, evs)
-		moved, err := e.store.OrderDeadlineSet(ctx, &lapse.OrderDeadlineSetParams{OrderID: o.ID, FromState: o.State,
+		moved, err = tx.OrderDeadlineSet(ctx, &lapse.OrderDeadlineSetParams{OrderID: o.ID, FromState: o.State,
 			FromVersion: o.Version, DeadlineAt: next, At: now, Outbox: evs, IntentAt: &now, IntentProvider: provider, PayBy: &next})
-		if errors.Is(err, lapse.ErrStale) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		e.deadlineSet(o.OrderNo, next)
-		e.delivered(evs)
-		return moved, nil
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("order %s: %w", orderNo, lapse.ErrStale)
+	if len(evs) > 0 {
+		e.deadlineSet(moved.OrderNo, *moved.DeadlineAt)
+		e.delivered(evs)
+	}
+	return moved, nil
 }
 
 // asksProvider reports whether the closer must ask a provider before firing

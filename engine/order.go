@@ -213,12 +213,28 @@ type DeadlineChange struct {
 }
 
 // SetDeadline changes the deadline of the order's current state and emits an
-// order.deadline_changed event. For an order whose customer started paying,
-// the flow's grace is added to the new deadline, which is also its PayBy. The new deadline must be in the future. The
-// change is guarded by the order's version, so a claimer that fires the old
-// deadline and this change never both succeed: either the order is closed and
-// SetDeadline returns ECONFLICT, or it gets the new deadline and is not fired
-// before it.
+// order.deadline_changed event. The new deadline must be in the future. For
+// an order whose customer started paying, the window ends at its PayBy: an
+// extension moves PayBy later by ExtendBy, and a new deadline At gets the
+// flow's grace added, which is also its PayBy.
+//
+// A deadline that has passed cannot be moved (S2): neither the order's
+// deadline nor, once its customer started paying, its PayBy. Whether it has
+// passed is decided inside the transaction that moves it, with the order's
+// row locked and the time read after the lock, so that the claimer firing the
+// old deadline and a payment judged against it see either the old deadline
+// or a new one set before the old one passed, never one set after it.
+// Errors: ECONFLICT when the deadline has passed, the order's state has no
+// deadline, or the order moved meanwhile; EINVALID for a bad change;
+// ENOTFOUND.
+//
+// Shortening a deadline does not change what a payment already made is
+// judged by: every payment is judged at its provider time against the
+// deadline then in force, and since a deadline can only be changed before it
+// passes and only to a time still ahead, that is the order's deadline as it
+// stands (a payment made before the change was made before the new deadline
+// too). The order still closes at the shortened deadline: a payment whose
+// callback arrives after that finds the order closed and is refunded.
 func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChange) (*lapse.Order, error) {
 	switch {
 	case c.At == nil && c.ExtendBy == 0:
@@ -228,30 +244,40 @@ func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChan
 	case c.ExtendBy < 0:
 		return nil, lapse.FieldError("extend_by", "must be positive; send deadline_at to shorten a deadline")
 	}
-	for range maxStaleRetries {
-		o, err := e.store.OrderGet(ctx, orderNo)
+	var moved *lapse.Order
+	var evs []lapse.OutboxEvent
+	err := e.store.Tx(ctx, func(tx lapse.Store) error {
+		o, err := tx.OrderLock(ctx, orderNo)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		flow, err := e.flowOf(o)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if spec := flow.State(o.State); spec == nil || spec.Deadline == nil || o.DeadlineAt == nil {
-			return nil, lapse.Errorf(lapse.ECONFLICT, "order %s is %s, which has no deadline to change", o.OrderNo, o.State)
+			return lapse.Errorf(lapse.ECONFLICT, "order %s is %s, which has no deadline to change", o.OrderNo, o.State)
 		}
-		now := e.clock.Now()
-		field, at := "extend_by", o.DeadlineAt.Add(c.ExtendBy)
+		now := e.clock.Now() // after the lock: nothing moves the order until this commits
+		if err := deadlinePassed(o, now); err != nil {
+			return err
+		}
+		window := *o.DeadlineAt
+		if o.PayBy != nil {
+			window = *o.PayBy
+		}
+		field, at := "extend_by", window.Add(c.ExtendBy)
 		if c.At != nil {
 			field, at = "deadline_at", lapse.Truncate(*c.At)
+			if o.PayBy != nil {
+				at = at.Add(flow.Grace) // the customer started paying: the new window keeps its grace
+			}
 		}
 		if err := e.checkDeadline(field, at, now); err != nil {
-			return nil, err
+			return err
 		}
-		// The customer started paying: the new window keeps its grace.
 		var payBy *time.Time
 		if o.PayBy != nil {
-			at = at.Add(flow.Grace)
 			payBy = &at
 		}
 		after := *o
@@ -259,24 +285,34 @@ func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChan
 		if payBy != nil {
 			after.PayBy = payBy
 		}
-		ev := lapse.NewDeadlineChangedEvent(&after, lapse.DeadlineMove{
-			Previous: o.DeadlineAt, Next: &at, FiredBy: c.By.FiredBy, Actor: c.By.Name, Reason: c.Reason})
-		evs := []lapse.OutboxEvent{ev}
+		evs = []lapse.OutboxEvent{lapse.NewDeadlineChangedEvent(&after, lapse.DeadlineMove{
+			Previous: o.DeadlineAt, Next: &at, FiredBy: c.By.FiredBy, Actor: c.By.Name, Reason: c.Reason})}
 		e.fanOut(o, evs)
-		moved, err := e.store.OrderDeadlineSet(ctx, &lapse.OrderDeadlineSetParams{
+		moved, err = tx.OrderDeadlineSet(ctx, &lapse.OrderDeadlineSetParams{
 			OrderID: o.ID, FromState: o.State, FromVersion: o.Version, DeadlineAt: at, At: now, Outbox: evs, PayBy: payBy,
 		})
-		if errors.Is(err, lapse.ErrStale) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		e.deadlineSet(orderNo, at)
-		e.delivered(evs)
-		return moved, nil
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("order %s: %w", orderNo, lapse.ErrStale)
+	e.deadlineSet(orderNo, *moved.DeadlineAt)
+	e.delivered(evs)
+	return moved, nil
+}
+
+// deadlinePassed refuses a change to the deadline of o at now once the
+// deadline, or the PayBy of a customer who started paying, has passed.
+func deadlinePassed(o *lapse.Order, now time.Time) error {
+	if o.PayBy != nil && !now.Before(*o.PayBy) {
+		return lapse.Errorf(lapse.ECONFLICT, "order %s: its payment window closed at %s; a deadline that has passed cannot be moved",
+			o.OrderNo, o.PayBy.Format(time.RFC3339Nano))
+	}
+	if !now.Before(*o.DeadlineAt) {
+		return lapse.Errorf(lapse.ECONFLICT, "order %s: its deadline passed at %s; a deadline that has passed cannot be moved",
+			o.OrderNo, o.DeadlineAt.Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 // Transitions returns the transition log of the order with orderNo.

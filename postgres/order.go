@@ -152,6 +152,22 @@ func (s *Store) OrderGet(ctx context.Context, orderNo string) (*lapse.Order, err
 	return o, nil
 }
 
+// OrderLock returns the order with order_no and, inside Tx, holds the lock
+// the closing UPDATE takes (FOR NO KEY UPDATE) until the transaction ends.
+func (s *Store) OrderLock(ctx context.Context, orderNo string) (*lapse.Order, error) {
+	if s.tx == nil {
+		return s.OrderGet(ctx, orderNo)
+	}
+	o, err := scanOrder(s.db.QueryRow(ctx, "SELECT "+orderColumns+" FROM orders WHERE order_no = $1 FOR NO KEY UPDATE", orderNo))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, lapse.ErrOrderNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: lock order %s: %w", orderNo, err)
+	}
+	return o, nil
+}
+
 // OrderList returns orders matching p, newest first (created_at, then id,
 // descending), at most p.Limit of them; a Limit of zero or less does not
 // limit. Paging with p.Before is a keyset seek, as cheap on the last page as

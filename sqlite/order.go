@@ -168,6 +168,13 @@ func (s *Store) OrderGet(ctx context.Context, orderNo string) (*lapse.Order, err
 	return o, nil
 }
 
+// OrderLock returns the order with order_no. SQLite has no row locks; inside
+// Tx the transaction holds the database's only write lock from its start,
+// which is stronger: nothing changes the order until it ends.
+func (s *Store) OrderLock(ctx context.Context, orderNo string) (*lapse.Order, error) {
+	return s.OrderGet(ctx, orderNo)
+}
+
 // OrderList returns the orders that match p, newest first (created_at, then
 // id, descending), at most p.Limit of them; a Limit of zero or less does not
 // limit.

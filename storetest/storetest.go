@@ -41,6 +41,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"OrderTransitionAtomic", testOrderTransitionAtomic},
 		{"OrderTransitionMany", testOrderTransitionMany},
 		{"OrderDeadlineSet", testOrderDeadlineSet},
+		{"OrderLock", testOrderLock},
 		{"OrderClaimDue", testOrderClaimDue},
 		{"OrderClaimDueConcurrent", testOrderClaimDueConcurrent},
 		{"OrderNextDeadlineAndCountDue", testOrderNextDeadline},
