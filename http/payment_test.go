@@ -2,10 +2,17 @@ package http_test
 
 import (
 	"context"
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -232,5 +239,82 @@ func TestRefundAPI(t *testing.T) {
 	e.do("GET", "/v1/orders/RA-1/refunds", "").want(t, http.StatusOK).decode(t, &list)
 	if o.State != "REFUNDING" || len(list.Refunds) != 1 {
 		t.Errorf("after the refund request: %s, %+v", o.State, list.Refunds)
+	}
+}
+
+// alipayNotice is an Alipay asynchronous notification, built and signed by
+// Alipay's published rules: every parameter but sign and sign_type with a
+// value, names sorted, joined k=v with &, signed SHA256withRSA (PKCS #1
+// v1.5) and base64; the body a form in Alipay's own, unsorted order.
+type alipayNotice [][2]string
+
+func (n alipayNotice) signed(t *testing.T, key *rsa.PrivateKey) string {
+	t.Helper()
+	var pairs []string
+	for _, kv := range n {
+		if kv[1] != "" {
+			pairs = append(pairs, kv[0]+"="+kv[1])
+		}
+	}
+	slices.SortFunc(pairs, func(a, b string) int {
+		ka, _, _ := strings.Cut(a, "=")
+		kb, _, _ := strings.Cut(b, "=")
+		return strings.Compare(ka, kb)
+	})
+	digest := sha256.Sum256([]byte(strings.Join(pairs, "&")))
+	sig, err := rsa.SignPKCS1v15(nil, key, crypto.SHA256, digest[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body []string
+	for _, kv := range append(n, [2]string{"sign", base64.StdEncoding.EncodeToString(sig)}, [2]string{"sign_type", "RSA2"}) {
+		body = append(body, url.QueryEscape(kv[0])+"="+url.QueryEscape(kv[1]))
+	}
+	return strings.Join(body, "&")
+}
+
+// TestAlipayCallback: genuine TRADE_SUCCESS notifications whose subject,
+// body and passback_params hold '&', '=', '%', '+' and Chinese text pay
+// their orders through POST /v1/payments/alipay/callback, and the payments
+// are on the books.
+func TestAlipayCallback(t *testing.T) {
+	t.Parallel()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const appID, sellerID = "2021000000000001", "2088101106499364"
+	e := newEnvWith(t, options{cfg: lapsehttp.Config{Callbacks: map[string]lapse.PaymentCallback{
+		"alipay": &payment.Alipay{Provider: "alipay", AppID: appID, SellerID: sellerID, PublicKey: &key.PublicKey}}}})
+	cst := time.FixedZone("CST", 8*3600)
+	for i, text := range []string{"满100元&立减=10元", "a=1&b=2", "Fish & Chips = 炸鱼薯条 + 可乐", "50% off %26 more + 10%"} {
+		no := fmt.Sprintf("ALI-%d", i)
+		e.do("POST", "/v1/orders", `{"order_no":"`+no+`","flow":"checkout","user_id":"u","amount":8880,"currency":"CNY","ttl":"15m"}`).want(t, http.StatusCreated)
+		tradeNo := fmt.Sprintf("20261129220014043300001215%02d", i)
+		n := alipayNotice{
+			{"gmt_create", start.In(cst).Format(time.DateTime)}, {"charset", "utf-8"}, {"seller_email", "merchant@example.com"},
+			{"subject", text}, {"body", text}, {"buyer_id", "2088102122524333"}, {"invoice_amount", "88.80"},
+			{"notify_id", "2026112900222155830057591412345678"}, {"notify_type", "trade_status_sync"},
+			{"trade_status", "TRADE_SUCCESS"}, {"receipt_amount", "88.80"}, {"buyer_pay_amount", "88.80"},
+			{"app_id", appID}, {"seller_id", sellerID}, {"gmt_payment", start.Add(time.Minute).In(cst).Format(time.DateTime)},
+			{"notify_time", start.Add(time.Minute + time.Second).In(cst).Format(time.DateTime)}, {"version", "1.0"},
+			{"out_trade_no", no}, {"total_amount", "88.80"}, {"trade_no", tradeNo}, {"auth_app_id", appID},
+			{"passback_params", url.QueryEscape(text)}, {"buyer_logon_id", "180****0062"}, {"point_amount", "0.00"},
+		}
+		body := n.signed(t, key)
+		for range 2 { // Alipay sends again until it hears success
+			r := e.doType("POST", "/v1/payments/alipay/callback", "application/x-www-form-urlencoded", body)
+			if r.status != http.StatusOK || string(r.body) != "success" {
+				t.Fatalf("%q: %d %s; logs:\n%s", text, r.status, r.body, e.logs.String())
+			}
+		}
+		var o lapse.Order
+		e.do("GET", "/v1/orders/"+no, "").want(t, http.StatusOK).decode(t, &o)
+		var pays struct{ Payments []lapse.Payment }
+		e.do("GET", "/v1/orders/"+no+"/payments", "").want(t, http.StatusOK).decode(t, &pays)
+		if o.State != "PAID" || len(pays.Payments) != 1 || pays.Payments[0].Status != lapse.PaymentApplied ||
+			pays.Payments[0].TxnID != tradeNo || pays.Payments[0].Amount != 8880 || !pays.Payments[0].PaidAt.Equal(start.Add(time.Minute)) {
+			t.Errorf("%q: order %s, payments %+v", text, o.State, pays.Payments)
+		}
 	}
 }

@@ -9,9 +9,9 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"iter"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -19,11 +19,14 @@ import (
 	"github.com/lapsehq/lapse"
 )
 
-// Alipay verifies Alipay's asynchronous notifications: a POSTed
+// Alipay verifies Alipay's asynchronous notifications (异步通知): a POSTed
 // application/x-www-form-urlencoded body whose sign parameter is the base64
 // RSA-SHA256 (RSA2, PKCS #1 v1.5) signature, by Alipay's key, of every other
-// parameter but sign_type with a value, sorted by name and joined as
-// k1=v1&k2=v2 (names and values URL-decoded).
+// parameter but sign_type, names and values URL-decoded, sorted by name and
+// joined as k1=v1&k2=v2. Parameters with an empty value are left out, as
+// Alipay's signing rule says (剔除值为空的参数) and its Java SDK does
+// (AlipaySignature.getSignCheckContentV1); an empty value reads as absent,
+// so leaving it unsigned cannot change what a notice says.
 //
 // The scheme has no timestamp window. notify_time is signed but only
 // informational: Alipay resends an unacknowledged notification with the
@@ -51,16 +54,21 @@ var _ lapse.PaymentCallback = (*Alipay)(nil)
 // takes the milliseconds gmt_refund comes with.
 const alipayTime = "2006-01-02 15:04:05"
 
-// alipayMerged finds a value that holds what looks like another parameter.
-// The signed string cannot tell a=1&b=2 from a single a="1&b=2", so a
-// captured notice could have its refund_fee folded into the value before
-// it, and read as a payment; such a value is refused.
-var alipayMerged = regexp.MustCompile(`&[^&=]+=`)
+// alipayFields are the parameters Lapse reads from a notification. notice
+// sees no others (see alipayRead), which is what makes alipayUnambiguous
+// enough: a parameter that is not read cannot change what a notice says.
+var alipayFields = map[string]bool{
+	"app_id": true, "seller_id": true,
+	"trade_no": true, "out_trade_no": true, "out_biz_no": true, "trade_status": true,
+	"total_amount": true, "refund_fee": true, "trans_currency": true,
+	"gmt_payment": true, "gmt_refund": true,
+}
 
-// Verify checks a notification's signature, then its app_id and seller_id,
-// and reads it. A body that cannot be read unambiguously (a parameter given
-// twice, a malformed escape) fails verification: which of two values would
-// the signature be for?
+// Verify checks a notification's signature, that no other reading of the
+// signed string would change what Lapse reads from it (alipayUnambiguous),
+// then its app_id and seller_id, and reads it. A body that cannot be read
+// unambiguously (a parameter given twice, a malformed escape) fails
+// verification: which of two values would the signature be for?
 func (a *Alipay) Verify(_ http.Header, body []byte, _ time.Time) (*lapse.PaymentNotice, error) {
 	p, err := parseAlipayForm(body)
 	if err != nil {
@@ -78,15 +86,14 @@ func (a *Alipay) Verify(_ http.Header, body []byte, _ time.Time) (*lapse.Payment
 	if err != nil {
 		return nil, lapse.Refine(lapse.ErrSignature, "the sign parameter is not base64")
 	}
-	content, err := alipaySignContent(p)
-	if err != nil {
-		return nil, err
-	}
-	digest := sha256.Sum256([]byte(content))
+	digest := sha256.Sum256([]byte(alipaySignContent(p)))
 	if err := rsa.VerifyPKCS1v15(a.PublicKey, crypto.SHA256, digest[:], sig); err != nil {
 		return nil, lapse.Refine(lapse.ErrSignature, "the sign parameter does not match the notification")
 	}
-	return a.notice(p, body)
+	if err := alipayUnambiguous(p); err != nil {
+		return nil, err
+	}
+	return a.notice(alipayRead(p), body)
 }
 
 // parseAlipayForm decodes a form body, refusing what url.ParseQuery would
@@ -114,27 +121,105 @@ func parseAlipayForm(body []byte) (map[string]string, error) {
 	return p, nil
 }
 
-// alipaySignContent returns the string Alipay signed for the parameters p.
-func alipaySignContent(p map[string]string) (string, error) {
+// alipaySigned returns the names of the parameters of p that Alipay signed,
+// sorted.
+func alipaySigned(p map[string]string) []string {
 	keys := make([]string, 0, len(p))
 	for k, v := range p {
-		if k == "sign" || k == "sign_type" || v == "" {
-			continue
+		if k != "sign" && k != "sign_type" && v != "" {
+			keys = append(keys, k)
 		}
-		if alipayMerged.MatchString(v) {
-			return "", lapse.Refine(lapse.ErrSignature, "parameter %q holds what looks like another parameter; the signature cannot tell them apart", k)
-		}
-		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	return keys
+}
+
+// alipaySignContent returns the string Alipay signed for the parameters p.
+func alipaySignContent(p map[string]string) string {
 	var b strings.Builder
-	for i, k := range keys {
+	for i, k := range alipaySigned(p) {
 		if i > 0 {
 			b.WriteByte('&')
 		}
 		b.WriteString(k + "=" + p[k])
 	}
-	return b.String(), nil
+	return b.String()
+}
+
+// alipayUnambiguous refuses a notification whose signed string another
+// reading could split into other values of the fields Lapse reads.
+//
+// The body itself is unambiguous: its separators are raw '&' and '=', and
+// a value's own are percent-encoded, so a value "1&b=2" is another body
+// than a=1&b=2. The signed string is not: it joins decoded values, so
+// a=1&b=2 is also the signature of a single a="1&b=2". A forger holding a
+// genuine notice can send either reading of its signed string, folding a
+// parameter into the value before it (refund_fee into receipt_amount turns a
+// refund notice into a payment) or splitting one out of a value.
+//
+// Call "&N=" (N holding neither '&' nor '=') in a signed value an embedded
+// name: it is where a reading could start parameter N. Two rules, on the
+// notice received:
+//
+//   - no signed value embeds a name Lapse reads (alipayFields), and
+//   - no value of a field Lapse reads embeds any name.
+//
+// Then every reading that also passes them gives the same values to the
+// fields Lapse reads, whichever was Alipay's. Take a field K that one
+// reading starts at some '&' of the signed string: in any other, that '&'
+// is a separator too (else a value there embeds K), so K starts there; K's
+// value ends at its reading's next separator, and a separator of the other
+// reading before or after it would be a name embedded in one of the two
+// values of K. Names of parameters are never split: they hold no '&' or '='
+// (parseAlipayForm).
+//
+// Nothing Alipay generates breaks the rules: the fields Lapse reads are
+// ids, amounts, times and codes, and free text (subject, body,
+// passback_params) may hold "满100元&立减=10元", "a=1&b=2" or "50% + 10"
+// freely. Only text the merchant sent holding '&', one of those field names
+// and '=' ("&refund_fee=") fails verification, as no reading of it can be
+// trusted; merchants keep such text out of what they send Alipay.
+func alipayUnambiguous(p map[string]string) error {
+	for _, k := range alipaySigned(p) {
+		for name := range alipayEmbedded(p[k]) {
+			switch {
+			case alipayFields[name]:
+				return lapse.Refine(lapse.ErrSignature, "parameter %q holds \"&%s=\": the signature cannot tell it from a parameter %s of its own", k, name, name)
+			case alipayFields[k]:
+				return lapse.Refine(lapse.ErrSignature, "parameter %q holds \"&%s=\": the signature cannot tell where its value ends", k, name)
+			}
+		}
+	}
+	return nil
+}
+
+// alipayEmbedded yields the names embedded in v: each run of characters
+// between a '&' and the next '=' that holds neither '&' nor '='.
+func alipayEmbedded(v string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for rest := v; ; {
+			i := strings.IndexByte(rest, '&')
+			if i < 0 {
+				return
+			}
+			rest = rest[i+1:]
+			if j := strings.IndexAny(rest, "&="); j > 0 && rest[j] == '=' && !yield(rest[:j]) {
+				return
+			}
+		}
+	}
+}
+
+// alipayRead returns the fields Lapse reads from p, without those whose
+// value is empty: absent and empty read alike, as they sign alike.
+func alipayRead(p map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range p {
+		if alipayFields[k] && v != "" {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // notice reads verified parameters in Lapse's terms.
