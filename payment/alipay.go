@@ -28,11 +28,13 @@ import (
 // (AlipaySignature.getSignCheckContentV1); an empty value reads as absent,
 // so leaving it unsigned cannot change what a notice says.
 //
-// The scheme has no timestamp window. notify_time is signed but only
-// informational: Alipay resends an unacknowledged notification with the
-// same content for about a day, so a window would refuse its own retries,
-// and a replayed notice is harmless because Lapse applies each payment (by
-// trade_no) and refund (by out_biz_no) once.
+// The scheme has no timestamp window. notify_time is signed but no window:
+// Alipay resends an unacknowledged notification for about a day, so a
+// window would refuse its own retries, and a replayed notice is harmless
+// because Lapse applies each payment (by trade_no) and refund (by
+// out_biz_no) once. A payment is judged at gmt_payment, or at notify_time
+// when gmt_payment (optional in Alipay's table) is absent; a refund at
+// gmt_refund.
 //
 // TRADE_SUCCESS and TRADE_FINISHED become paid notices; any notice carrying
 // refund_fee (a partial refund keeps TRADE_SUCCESS, a full one is
@@ -61,7 +63,7 @@ var alipayFields = map[string]bool{
 	"app_id": true, "seller_id": true,
 	"trade_no": true, "out_trade_no": true, "out_biz_no": true, "trade_status": true,
 	"total_amount": true, "refund_fee": true, "trans_currency": true,
-	"gmt_payment": true, "gmt_refund": true,
+	"gmt_payment": true, "gmt_refund": true, "notify_time": true,
 }
 
 // Verify checks a notification's signature, that no other reading of the
@@ -247,6 +249,15 @@ func (a *Alipay) notice(p map[string]string, raw []byte) (*lapse.PaymentNotice, 
 		if n.RefundID == "" {
 			n.RefundID = n.TxnID + "-refund"
 		}
+	case p["gmt_payment"] == "" && p["notify_time"] != "":
+		// gmt_payment is optional in Alipay's table. The order's deadline
+		// is judged at this time, so the stand-in must never be before the
+		// payment succeeded: notify_time, when Alipay sent this notice, is
+		// signed and seconds after the success on the first send (later on
+		// a resend, which can only make a payment late, and refunded, never
+		// take a late one in time). gmt_create, when the trade was created,
+		// can be minutes before it.
+		timeField = "notify_time"
 	}
 	amount, ok := parseFen(p[amountField])
 	at, err := time.ParseInLocation(alipayTime, p[timeField], a.location())

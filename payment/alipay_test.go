@@ -140,6 +140,32 @@ func TestAlipayPaid(t *testing.T) {
 	}
 }
 
+// TestAlipayNoPaymentTime: gmt_payment is optional in Alipay's table. A
+// payment without it is judged at notify_time, when Alipay sent the notice:
+// signed, never before the payment succeeded, and seconds after it on the
+// first send, so that a payment late by its own time is never taken in
+// time. gmt_create, when the trade was created, can be minutes before.
+func TestAlipayNoPaymentTime(t *testing.T) {
+	t.Parallel()
+	for _, status := range []string{"TRADE_SUCCESS", "TRADE_FINISHED"} {
+		n, err := alipayVerify(t, alipayPaid().set("trade_status", status).without("gmt_payment"))
+		if err != nil {
+			t.Fatalf("%s: %v", status, err)
+		}
+		if n.Kind != lapse.NoticePaid || n.Amount != 8880 || !n.PaidAt.Equal(time.Date(2025, 11, 30, 7, 59, 1, 0, time.UTC)) {
+			t.Errorf("%s without gmt_payment: %s", status, brief(n))
+		}
+	}
+	// An empty gmt_payment is no gmt_payment.
+	n, err := alipayVerify(t, alipayPaid().set("gmt_payment", ""))
+	if err != nil || !n.PaidAt.Equal(time.Date(2025, 11, 30, 7, 59, 1, 0, time.UTC)) {
+		t.Errorf("empty gmt_payment: %s, %v", brief(n), err)
+	}
+	// A refund is still judged at gmt_refund, never at notify_time.
+	_, err = alipayVerify(t, alipayRefunded().without("gmt_refund"))
+	requireCode(t, err, lapse.EINVALID, "gmt_refund")
+}
+
 func TestAlipayRefund(t *testing.T) {
 	t.Parallel()
 	n, err := alipayVerify(t, alipayRefunded())
@@ -484,7 +510,8 @@ func TestAlipayNoticeErrors(t *testing.T) {
 		{alipayPaid().without("seller_id"), "seller_id"},
 		{alipayPaid().without("trade_no"), "trade_no"},
 		{alipayPaid().without("out_trade_no"), "out_trade_no"},
-		{alipayPaid().without("gmt_payment"), "gmt_payment"},
+		{alipayPaid().without("gmt_payment").without("notify_time"), "gmt_payment"},
+		{alipayPaid().without("gmt_payment").set("notify_time", "2025-11-30T15:59:01+08:00"), "notify_time"},
 		{alipayPaid().set("gmt_payment", "2025-11-30T15:59:00+08:00"), "gmt_payment"},
 		{alipayPaid().set("trans_currency", "usd"), "trans_currency"},
 		{alipayPaid().without("total_amount"), "total_amount"},
