@@ -361,3 +361,24 @@ func TestAlipayCallbackWithoutPaymentTime(t *testing.T) {
 		t.Errorf("late: order %s, payments %+v", o.State, pays)
 	}
 }
+
+// TestAlipayCallbackSeller: seller_id is optional in Alipay's table. A
+// notice whose seller_email is the configured one pays its order; one that
+// names no seller is on the books for an operator, the order untouched.
+func TestAlipayCallbackSeller(t *testing.T) {
+	t.Parallel()
+	e, key := alipayEnv(t, payment.Alipay{SellerEmail: "merchant@example.com"})
+	e.do("POST", "/v1/orders", `{"order_no":"ALI-S1","flow":"checkout","user_id":"u","amount":8880,"currency":"CNY","ttl":"15m"}`).want(t, http.StatusCreated)
+	o, pays := e.alipayCallback("ALI-S1", alipayTrade("ALI-S1", "2026112922001404330000121701", "满100元&立减=10元", start.Add(time.Minute)).
+		without("seller_id").signed(t, key))
+	if o.State != "PAID" || len(pays) != 1 || pays[0].Status != lapse.PaymentApplied || pays[0].Merchant != "merchant@example.com" {
+		t.Errorf("seller_email only: order %s, payments %+v", o.State, pays)
+	}
+	e.do("POST", "/v1/orders", `{"order_no":"ALI-S2","flow":"checkout","user_id":"u","amount":8880,"currency":"CNY","ttl":"15m"}`).want(t, http.StatusCreated)
+	o, pays = e.alipayCallback("ALI-S2", alipayTrade("ALI-S2", "2026112922001404330000121702", "x", start.Add(time.Minute)).
+		without("seller_id").without("seller_email").signed(t, key))
+	if o.State != "UNPAID" || len(pays) != 1 || pays[0].Status != lapse.PaymentReview || pays[0].Amount != 8880 ||
+		!strings.Contains(pays[0].Reason, "names no seller") {
+		t.Errorf("no seller: order %s, payments %+v", o.State, pays)
+	}
+}

@@ -1,6 +1,7 @@
 package payment
 
 import (
+	"cmp"
 	"crypto"
 	"crypto/rsa"
 	"crypto/sha256"
@@ -40,11 +41,24 @@ import (
 // refund_fee (a partial refund keeps TRADE_SUCCESS, a full one is
 // TRADE_CLOSED) becomes a refunded one. WAIT_BUYER_PAY and TRADE_CLOSED
 // without refund_fee verify and are acknowledged without a notice.
+//
+// Alipay asks merchants to check that a notice's seller_id, or its
+// seller_email, is theirs; both are optional in its parameter table. A
+// seller_id other than SellerID is another seller's notice and is refused.
+// A paid notice whose seller cannot be confirmed (no seller_id to check,
+// and no seller_email, or one other than SellerEmail, which an account can
+// change) is genuine, for this app, and signed by Alipay, so it is recorded
+// for review (PaymentNotice.Review) rather than refused: a refusal would
+// leave captured money off the books once Alipay stops resending.
 type Alipay struct {
-	Provider  string         // the name notices carry, as in the callback URL
-	AppID     string         // the app_id every notice must be for
-	SellerID  string         // the seller_id (2088…) every notice must be for
-	PublicKey *rsa.PublicKey // Alipay's public key (not the app's); see ParseAlipayPublicKey
+	Provider string // the name notices carry, as in the callback URL
+	AppID    string // the app_id every notice must be for
+	// SellerID is the seller's Alipay user id (2088…) that seller_id must
+	// be, and SellerEmail its Alipay account, as seller_email spells it
+	// (compared without regard to case); set at least one.
+	SellerID    string
+	SellerEmail string
+	PublicKey   *rsa.PublicKey // Alipay's public key (not the app's); see ParseAlipayPublicKey
 	// Location is the zone of the notices' times; nil is China Standard
 	// Time, fixed so that no tzdata is needed.
 	Location *time.Location
@@ -60,7 +74,7 @@ const alipayTime = "2006-01-02 15:04:05"
 // sees no others (see alipayRead), which is what makes alipayUnambiguous
 // enough: a parameter that is not read cannot change what a notice says.
 var alipayFields = map[string]bool{
-	"app_id": true, "seller_id": true,
+	"app_id": true, "seller_id": true, "seller_email": true,
 	"trade_no": true, "out_trade_no": true, "out_biz_no": true, "trade_status": true,
 	"total_amount": true, "refund_fee": true, "trans_currency": true,
 	"gmt_payment": true, "gmt_refund": true, "notify_time": true,
@@ -68,7 +82,7 @@ var alipayFields = map[string]bool{
 
 // Verify checks a notification's signature, that no other reading of the
 // signed string would change what Lapse reads from it (alipayUnambiguous),
-// then its app_id and seller_id, and reads it. A body that cannot be read
+// then its app_id and seller, and reads it. A body that cannot be read
 // unambiguously (a parameter given twice, a malformed escape) fails
 // verification: which of two values would the signature be for?
 func (a *Alipay) Verify(_ http.Header, body []byte, _ time.Time) (*lapse.PaymentNotice, error) {
@@ -226,14 +240,15 @@ func alipayRead(p map[string]string) map[string]string {
 
 // notice reads verified parameters in Lapse's terms.
 func (a *Alipay) notice(p map[string]string, raw []byte) (*lapse.PaymentNotice, error) {
-	switch {
-	case p["app_id"] == "" || p["app_id"] != a.AppID:
+	if p["app_id"] == "" || p["app_id"] != a.AppID {
 		return nil, lapse.Errorf(lapse.EINVALID, "app_id %q is not this app's", p["app_id"])
-	case p["seller_id"] == "" || p["seller_id"] != a.SellerID:
-		return nil, lapse.Errorf(lapse.EINVALID, "seller_id %q is not this seller's", p["seller_id"])
+	}
+	review, err := a.seller(p)
+	if err != nil {
+		return nil, err
 	}
 	n := &lapse.PaymentNotice{Provider: a.Provider, Kind: lapse.NoticePaid, TxnID: p["trade_no"], OrderNo: p["out_trade_no"],
-		Currency: "CNY", Merchant: p["seller_id"], Raw: raw}
+		Currency: "CNY", Merchant: cmp.Or(p["seller_id"], p["seller_email"]), Review: review, Raw: raw}
 	if c := p["trans_currency"]; c != "" {
 		n.Currency = c
 	}
@@ -244,7 +259,10 @@ func (a *Alipay) notice(p map[string]string, raw []byte) (*lapse.PaymentNotice, 
 	case status != "TRADE_SUCCESS" && status != "TRADE_FINISHED" && status != "TRADE_CLOSED":
 		return nil, lapse.Errorf(lapse.EINVALID, "trade_status %q is not one Alipay documents", status)
 	case p["refund_fee"] != "":
+		// A refund notice completes a refund of a payment Lapse holds by
+		// trade_no; whom the payment paid was settled then.
 		n.Kind, amountField, timeField = lapse.NoticeRefunded, "refund_fee", "gmt_refund"
+		n.Review = ""
 		n.RefundID = p["out_biz_no"]
 		if n.RefundID == "" {
 			n.RefundID = n.TxnID + "-refund"
@@ -275,6 +293,26 @@ func (a *Alipay) notice(p map[string]string, raw []byte) (*lapse.PaymentNotice, 
 	}
 	n.Amount, n.PaidAt = amount, at.UTC()
 	return n, nil
+}
+
+// seller checks whom a notice says was paid: a seller_id other than
+// SellerID is an error; a seller that cannot be confirmed is the reason to
+// review the payment; a confirmed one is "".
+func (a *Alipay) seller(p map[string]string) (review string, err error) {
+	id, email := p["seller_id"], p["seller_email"]
+	switch {
+	case id != "" && a.SellerID != "":
+		if id != a.SellerID {
+			return "", lapse.Errorf(lapse.EINVALID, "seller_id %q is not this seller's", id)
+		}
+		return "", nil
+	case email != "" && a.SellerEmail != "":
+		if !strings.EqualFold(email, a.SellerEmail) {
+			return fmt.Sprintf("the Alipay notice names seller_email %q, not %q, and no seller_id to check; app_id is this app's", email, a.SellerEmail), nil
+		}
+		return "", nil
+	}
+	return fmt.Sprintf("the Alipay notice names no seller to check (seller_id %q, seller_email %q); app_id is this app's", id, email), nil
 }
 
 // parseFen reads a yuan amount as Alipay writes it ("88.80", "0.01") into

@@ -497,6 +497,52 @@ func TestAlipaySignatureErrors(t *testing.T) {
 	requireCode(t, err, lapse.EINTERNAL, "public key")
 }
 
+// TestAlipaySeller: a notice names its seller by seller_id, seller_email,
+// both (as Alipay sends them) or neither (both are optional in Alipay's
+// table). Another seller_id is refused; a seller that cannot be confirmed
+// puts the payment in review; a refund is not held back.
+func TestAlipaySeller(t *testing.T) {
+	t.Parallel()
+	const email = "merchant@example.com"
+	for _, c := range []struct {
+		name          string
+		id, mail      string // configured
+		p             alipayParams
+		merchant      string
+		review, error string // what the review reason or error mentions
+	}{
+		{"seller_id", alipaySellerID, "", alipayPaid(), alipaySellerID, "", ""},
+		{"seller_id, another seller_email", alipaySellerID, "old@example.com", alipayPaid(), alipaySellerID, "", ""},
+		{"seller_email", alipaySellerID, email, alipayPaid().without("seller_id"), email, "", ""},
+		{"seller_email in another case", "", "Merchant@Example.COM", alipayPaid().without("seller_id"), email, "", ""},
+		{"seller_email, seller_id not configured", "", email, alipayPaid(), alipaySellerID, "", ""},
+		{"another seller_id", alipaySellerID, email, alipayPaid().set("seller_id", "2088000000000000"), "", "", "seller_id"},
+		{"seller_email not configured", alipaySellerID, "", alipayPaid().without("seller_id"), email, `seller_email "merchant@example.com"`, ""},
+		{"another seller_email", "", "old@example.com", alipayPaid(), alipaySellerID, `not "old@example.com"`, ""},
+		{"no seller", alipaySellerID, email, alipayPaid().without("seller_id").without("seller_email"), "", "names no seller", ""},
+		{"empty sellers", alipaySellerID, email, alipayPaid().set("seller_id", "").set("seller_email", ""), "", "names no seller", ""},
+		{"refund, no seller", alipaySellerID, email, alipayRefunded().without("seller_id").without("seller_email"), "", "", ""},
+	} {
+		a := newAlipay()
+		a.SellerID, a.SellerEmail = c.id, c.mail
+		n, err := a.Verify(nil, c.p.sign(t, testRSAKeys()[0]).form(), testNow)
+		if c.error != "" {
+			if n != nil {
+				t.Errorf("%s: notice %s", c.name, brief(n))
+			}
+			requireCode(t, err, lapse.EINVALID, c.error)
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if n.Merchant != c.merchant || (c.review == "") != (n.Review == "") || !strings.Contains(n.Review, c.review) {
+			t.Errorf("%s: %s review %q; want merchant %q, review mentioning %q", c.name, brief(n), n.Review, c.merchant, c.review)
+		}
+	}
+}
+
 // TestAlipayNoticeErrors: notices that verify but that Lapse cannot act on.
 func TestAlipayNoticeErrors(t *testing.T) {
 	t.Parallel()
@@ -507,7 +553,6 @@ func TestAlipayNoticeErrors(t *testing.T) {
 		{alipayPaid().set("app_id", "2021999999999999"), "app_id"},
 		{alipayPaid().without("app_id"), "app_id"},
 		{alipayPaid().set("seller_id", "2088000000000000"), "seller_id"},
-		{alipayPaid().without("seller_id"), "seller_id"},
 		{alipayPaid().without("trade_no"), "trade_no"},
 		{alipayPaid().without("out_trade_no"), "out_trade_no"},
 		{alipayPaid().without("gmt_payment").without("notify_time"), "gmt_payment"},
