@@ -194,7 +194,9 @@ func alipaySignContent(p map[string]string) string {
 // passback_params) may hold "满100元&立减=10元", "a=1&b=2" or "50% + 10"
 // freely. Only text the merchant sent holding '&', one of those field names
 // and '=' ("&refund_fee=") fails verification, as no reading of it can be
-// trusted; merchants keep such text out of what they send Alipay.
+// trusted. The guarantee holds among readings that pass, so a reading that
+// splits such a field out of such text, where the sorted names allow it,
+// could pass: merchants keep such text out of what they send Alipay.
 func alipayUnambiguous(p map[string]string) error {
 	for _, k := range alipaySigned(p) {
 		for name := range alipayEmbedded(p[k]) {

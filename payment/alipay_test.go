@@ -417,7 +417,8 @@ func (p alipayParams) get(k string) string {
 // can split, and fields that one can fold into the value before them.
 func TestAlipayReadings(t *testing.T) {
 	t.Parallel()
-	genuine := []alipayParams{alipayPaid(), alipayRefunded(), alipayRefunded().without("out_biz_no").set("trade_status", "TRADE_CLOSED")}
+	genuine := []alipayParams{alipayPaid(), alipayRefunded(), alipayRefunded().without("out_biz_no").set("trade_status", "TRADE_CLOSED"),
+		alipayPaid().without("gmt_payment"), alipayPaid().without("seller_id"), alipayPaid().without("seller_id").without("seller_email")}
 	for _, text := range alipayFreeText {
 		genuine = append(genuine, alipayPaid().set("subject", text).set("passback_params", text),
 			alipayRefunded().set("body", text).without("point_amount").without("receipt_amount").set("passback_params", text))
