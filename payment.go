@@ -88,6 +88,12 @@ type PaymentNotice struct {
 	Merchant string // the merchant (or app) account the provider paid
 	PaidAt   time.Time
 	Raw      []byte // the callback body, as received (decrypted resource for WeChat Pay)
+	// Review, on a paid notice, is why the callback verified it but cannot
+	// confirm whom it paid (say, it names no seller). The payment is then
+	// recorded for review, as one that does not match its order is, and
+	// does not move its order: a genuine payment must be on the books, and
+	// only an operator can tell whose it is.
+	Review string
 }
 
 // PaymentCallback verifies the callbacks of one provider by its real scheme

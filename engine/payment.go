@@ -35,10 +35,11 @@ const RefundSubscriber = "refund"
 // the refund subscriber. The same provider transaction again changes nothing
 // and returns the payment as recorded.
 //
-// A payment whose amount, currency or merchant differs from its order's is
-// recorded for review (payment.review) and does not move the order: the
-// money was captured, so it must be on the books, and only an operator can
-// tell what it was for.
+// A payment whose amount, currency or merchant differs from its order's, or
+// whose notice asks for review (PaymentNotice.Review), is recorded for
+// review (payment.review) and does not move the order: the money was
+// captured, so it must be on the books, and only an operator can tell what
+// it was for.
 //
 // A refunded notice completes the refund of a late payment, or a merchant
 // refund of the order an applied payment paid.
@@ -111,7 +112,8 @@ func (e *Engine) ApplyPayment(ctx context.Context, n *lapse.PaymentNotice) (*lap
 }
 
 // payMismatch says how a payment differs from what its order asked for
-// (amount, currency, or the merchant configured for its provider), or "".
+// (amount, currency, or the merchant configured for its provider), or why
+// its callback asked for review, or "".
 func (e *Engine) payMismatch(o *lapse.Order, n *lapse.PaymentNotice) string {
 	if n.Amount != o.Amount || n.Currency != o.Currency {
 		return fmt.Sprintf("the payment is %d %s; order %s is %d %s", n.Amount, n.Currency, o.OrderNo, o.Amount, o.Currency)
@@ -119,7 +121,7 @@ func (e *Engine) payMismatch(o *lapse.Order, n *lapse.PaymentNotice) string {
 	if m := e.merchants[n.Provider]; m != "" && n.Merchant != m {
 		return fmt.Sprintf("the payment was made to merchant %q, not %q", n.Merchant, m)
 	}
-	return ""
+	return n.Review
 }
 
 // recordPayment records a payment its order cannot take, with the event

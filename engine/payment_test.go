@@ -226,9 +226,15 @@ func TestApplyPayment(t *testing.T) {
 			func() *lapse.PaymentNotice { n := paid(e2, "txn-x2", clk.Now()); n.Amount++; return n }(),
 			func() *lapse.PaymentNotice { n := paid(e2, "txn-x3", clk.Now()); n.Currency = "USD"; return n }(),
 			func() *lapse.PaymentNotice { n := paid(e2, "txn-x4", clk.Now()); n.Merchant = "m-2"; return n }(),
+			// The callback verified it but could not confirm whom it paid.
+			func() *lapse.PaymentNotice {
+				n := paid(e2, "txn-x5", clk.Now())
+				n.Review = "names no seller"
+				return n
+			}(),
 		} {
 			p, err := e.ApplyPayment(ctx, n)
-			if err != nil || p.Status != lapse.PaymentReview || p.Reason == "" {
+			if err != nil || p.Status != lapse.PaymentReview || p.Reason == "" || (n.Review != "" && p.Reason != n.Review) {
 				t.Errorf("mismatched payment %s = %+v, %v; want review with a reason", n.TxnID, p, err)
 			}
 		}

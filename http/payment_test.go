@@ -2,10 +2,17 @@ package http_test
 
 import (
 	"context"
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -232,5 +239,146 @@ func TestRefundAPI(t *testing.T) {
 	e.do("GET", "/v1/orders/RA-1/refunds", "").want(t, http.StatusOK).decode(t, &list)
 	if o.State != "REFUNDING" || len(list.Refunds) != 1 {
 		t.Errorf("after the refund request: %s, %+v", o.State, list.Refunds)
+	}
+}
+
+// alipayNotice is an Alipay asynchronous notification, built and signed by
+// Alipay's published rules: every parameter but sign and sign_type with a
+// value, names sorted, joined k=v with &, signed SHA256withRSA (PKCS #1
+// v1.5) and base64; the body a form in Alipay's own, unsorted order.
+type alipayNotice [][2]string
+
+func (n alipayNotice) signed(t *testing.T, key *rsa.PrivateKey) string {
+	t.Helper()
+	var pairs []string
+	for _, kv := range n {
+		if kv[1] != "" {
+			pairs = append(pairs, kv[0]+"="+kv[1])
+		}
+	}
+	slices.SortFunc(pairs, func(a, b string) int {
+		ka, _, _ := strings.Cut(a, "=")
+		kb, _, _ := strings.Cut(b, "=")
+		return strings.Compare(ka, kb)
+	})
+	digest := sha256.Sum256([]byte(strings.Join(pairs, "&")))
+	sig, err := rsa.SignPKCS1v15(nil, key, crypto.SHA256, digest[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body []string
+	for _, kv := range append(n, [2]string{"sign", base64.StdEncoding.EncodeToString(sig)}, [2]string{"sign_type", "RSA2"}) {
+		body = append(body, url.QueryEscape(kv[0])+"="+url.QueryEscape(kv[1]))
+	}
+	return strings.Join(body, "&")
+}
+
+const alipayAppID, alipaySellerID = "2021000000000001", "2088101106499364"
+
+// alipayTrade is a TRADE_SUCCESS notification of order no, paid at paidAt,
+// as Alipay sends it, with text as its subject, body and passback_params.
+func alipayTrade(no, tradeNo, text string, paidAt time.Time) alipayNotice {
+	cst := time.FixedZone("CST", 8*3600)
+	return alipayNotice{
+		{"gmt_create", paidAt.Add(-30 * time.Second).In(cst).Format(time.DateTime)}, {"charset", "utf-8"},
+		{"seller_email", "merchant@example.com"}, {"subject", text}, {"body", text}, {"buyer_id", "2088102122524333"},
+		{"invoice_amount", "88.80"}, {"notify_id", "2026112900222155830057591412345678"}, {"notify_type", "trade_status_sync"},
+		{"trade_status", "TRADE_SUCCESS"}, {"receipt_amount", "88.80"}, {"buyer_pay_amount", "88.80"},
+		{"app_id", alipayAppID}, {"seller_id", alipaySellerID}, {"gmt_payment", paidAt.In(cst).Format(time.DateTime)},
+		{"notify_time", paidAt.Add(time.Second).In(cst).Format(time.DateTime)}, {"version", "1.0"},
+		{"out_trade_no", no}, {"total_amount", "88.80"}, {"trade_no", tradeNo}, {"auth_app_id", alipayAppID},
+		{"passback_params", url.QueryEscape(text)}, {"buyer_logon_id", "180****0062"}, {"point_amount", "0.00"},
+	}
+}
+
+func (n alipayNotice) without(k string) alipayNotice {
+	return slices.DeleteFunc(slices.Clone(n), func(kv [2]string) bool { return kv[0] == k })
+}
+
+// alipayEnv is an env that takes Alipay notifications signed by key.
+func alipayEnv(t *testing.T, a payment.Alipay) (*env, *rsa.PrivateKey) {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Provider, a.AppID, a.PublicKey = "alipay", alipayAppID, &key.PublicKey
+	return newEnvWith(t, options{cfg: lapsehttp.Config{Callbacks: map[string]lapse.PaymentCallback{"alipay": &a}}}), key
+}
+
+// alipayCallback posts body to the Alipay callback until it is answered
+// success, as Alipay does, twice, and returns the order and its payments.
+func (e *env) alipayCallback(no, body string) (*lapse.Order, []lapse.Payment) {
+	e.t.Helper()
+	for range 2 {
+		r := e.doType("POST", "/v1/payments/alipay/callback", "application/x-www-form-urlencoded", body)
+		if r.status != http.StatusOK || string(r.body) != "success" {
+			e.t.Fatalf("%s: %d %s; logs:\n%s", no, r.status, r.body, e.logs.String())
+		}
+	}
+	var o lapse.Order
+	e.do("GET", "/v1/orders/"+no, "").want(e.t, http.StatusOK).decode(e.t, &o)
+	var pays struct{ Payments []lapse.Payment }
+	e.do("GET", "/v1/orders/"+no+"/payments", "").want(e.t, http.StatusOK).decode(e.t, &pays)
+	return &o, pays.Payments
+}
+
+// TestAlipayCallback: genuine TRADE_SUCCESS notifications whose subject,
+// body and passback_params hold '&', '=', '%', '+' and Chinese text pay
+// their orders through POST /v1/payments/alipay/callback, and the payments
+// are on the books.
+func TestAlipayCallback(t *testing.T) {
+	t.Parallel()
+	e, key := alipayEnv(t, payment.Alipay{SellerID: alipaySellerID})
+	for i, text := range []string{"满100元&立减=10元", "a=1&b=2", "Fish & Chips = 炸鱼薯条 + 可乐", "50% off %26 more + 10%"} {
+		no, tradeNo := fmt.Sprintf("ALI-%d", i), fmt.Sprintf("20261129220014043300001215%02d", i)
+		e.do("POST", "/v1/orders", `{"order_no":"`+no+`","flow":"checkout","user_id":"u","amount":8880,"currency":"CNY","ttl":"15m"}`).want(t, http.StatusCreated)
+		o, pays := e.alipayCallback(no, alipayTrade(no, tradeNo, text, start.Add(time.Minute)).signed(t, key))
+		if o.State != "PAID" || len(pays) != 1 || pays[0].Status != lapse.PaymentApplied || pays[0].TxnID != tradeNo ||
+			pays[0].Amount != 8880 || !pays[0].PaidAt.Equal(start.Add(time.Minute)) {
+			t.Errorf("%q: order %s, payments %+v", text, o.State, pays)
+		}
+	}
+}
+
+// TestAlipayCallbackWithoutPaymentTime: a notification without gmt_payment
+// is judged at its notify_time: in time it pays the order, after the
+// deadline it is recorded late and the order is not paid.
+func TestAlipayCallbackWithoutPaymentTime(t *testing.T) {
+	t.Parallel()
+	e, key := alipayEnv(t, payment.Alipay{SellerID: alipaySellerID})
+	e.do("POST", "/v1/orders", `{"order_no":"ALI-T1","flow":"checkout","user_id":"u","amount":8880,"currency":"CNY","ttl":"15m"}`).want(t, http.StatusCreated)
+	o, pays := e.alipayCallback("ALI-T1", alipayTrade("ALI-T1", "2026112922001404330000121601", "满100元&立减=10元", start.Add(time.Minute)).
+		without("gmt_payment").signed(t, key))
+	if o.State != "PAID" || len(pays) != 1 || pays[0].Status != lapse.PaymentApplied || !pays[0].PaidAt.Equal(start.Add(time.Minute+time.Second)) {
+		t.Errorf("in time: order %s, payments %+v", o.State, pays)
+	}
+	// Created in time, notified a second after the one-minute deadline.
+	e.do("POST", "/v1/orders", `{"order_no":"ALI-T2","flow":"checkout","user_id":"u","amount":8880,"currency":"CNY","ttl":"1m"}`).want(t, http.StatusCreated)
+	o, pays = e.alipayCallback("ALI-T2", alipayTrade("ALI-T2", "2026112922001404330000121602", "x", start.Add(time.Minute)).
+		without("gmt_payment").signed(t, key))
+	if o.State == "PAID" || len(pays) != 1 || pays[0].Status != lapse.PaymentLate {
+		t.Errorf("late: order %s, payments %+v", o.State, pays)
+	}
+}
+
+// TestAlipayCallbackSeller: seller_id is optional in Alipay's table. A
+// notice whose seller_email is the configured one pays its order; one that
+// names no seller is on the books for an operator, the order untouched.
+func TestAlipayCallbackSeller(t *testing.T) {
+	t.Parallel()
+	e, key := alipayEnv(t, payment.Alipay{SellerEmail: "merchant@example.com"})
+	e.do("POST", "/v1/orders", `{"order_no":"ALI-S1","flow":"checkout","user_id":"u","amount":8880,"currency":"CNY","ttl":"15m"}`).want(t, http.StatusCreated)
+	o, pays := e.alipayCallback("ALI-S1", alipayTrade("ALI-S1", "2026112922001404330000121701", "满100元&立减=10元", start.Add(time.Minute)).
+		without("seller_id").signed(t, key))
+	if o.State != "PAID" || len(pays) != 1 || pays[0].Status != lapse.PaymentApplied || pays[0].Merchant != "merchant@example.com" {
+		t.Errorf("seller_email only: order %s, payments %+v", o.State, pays)
+	}
+	e.do("POST", "/v1/orders", `{"order_no":"ALI-S2","flow":"checkout","user_id":"u","amount":8880,"currency":"CNY","ttl":"15m"}`).want(t, http.StatusCreated)
+	o, pays = e.alipayCallback("ALI-S2", alipayTrade("ALI-S2", "2026112922001404330000121702", "x", start.Add(time.Minute)).
+		without("seller_id").without("seller_email").signed(t, key))
+	if o.State != "UNPAID" || len(pays) != 1 || pays[0].Status != lapse.PaymentReview || pays[0].Amount != 8880 ||
+		!strings.Contains(pays[0].Reason, "names no seller") {
+		t.Errorf("no seller: order %s, payments %+v", o.State, pays)
 	}
 }

@@ -1,6 +1,7 @@
 package payment
 
 import (
+	"cmp"
 	"crypto"
 	"crypto/rsa"
 	"crypto/sha256"
@@ -9,9 +10,9 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"iter"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -19,27 +20,45 @@ import (
 	"github.com/lapsehq/lapse"
 )
 
-// Alipay verifies Alipay's asynchronous notifications: a POSTed
+// Alipay verifies Alipay's asynchronous notifications (异步通知): a POSTed
 // application/x-www-form-urlencoded body whose sign parameter is the base64
 // RSA-SHA256 (RSA2, PKCS #1 v1.5) signature, by Alipay's key, of every other
-// parameter but sign_type with a value, sorted by name and joined as
-// k1=v1&k2=v2 (names and values URL-decoded).
+// parameter but sign_type, names and values URL-decoded, sorted by name and
+// joined as k1=v1&k2=v2. Parameters with an empty value are left out, as
+// Alipay's signing rule says (剔除值为空的参数) and its Java SDK does
+// (AlipaySignature.getSignCheckContentV1); an empty value reads as absent,
+// so leaving it unsigned cannot change what a notice says.
 //
-// The scheme has no timestamp window. notify_time is signed but only
-// informational: Alipay resends an unacknowledged notification with the
-// same content for about a day, so a window would refuse its own retries,
-// and a replayed notice is harmless because Lapse applies each payment (by
-// trade_no) and refund (by out_biz_no) once.
+// The scheme has no timestamp window. notify_time is signed but no window:
+// Alipay resends an unacknowledged notification for about a day, so a
+// window would refuse its own retries, and a replayed notice is harmless
+// because Lapse applies each payment (by trade_no) and refund (by
+// out_biz_no) once. A payment is judged at gmt_payment, or at notify_time
+// when gmt_payment (optional in Alipay's table) is absent; a refund at
+// gmt_refund.
 //
 // TRADE_SUCCESS and TRADE_FINISHED become paid notices; any notice carrying
 // refund_fee (a partial refund keeps TRADE_SUCCESS, a full one is
 // TRADE_CLOSED) becomes a refunded one. WAIT_BUYER_PAY and TRADE_CLOSED
 // without refund_fee verify and are acknowledged without a notice.
+//
+// Alipay asks merchants to check that a notice's seller_id, or its
+// seller_email, is theirs; both are optional in its parameter table. A
+// seller_id other than SellerID is another seller's notice and is refused.
+// A paid notice whose seller cannot be confirmed (no seller_id to check,
+// and no seller_email, or one other than SellerEmail, which an account can
+// change) is genuine, for this app, and signed by Alipay, so it is recorded
+// for review (PaymentNotice.Review) rather than refused: a refusal would
+// leave captured money off the books once Alipay stops resending.
 type Alipay struct {
-	Provider  string         // the name notices carry, as in the callback URL
-	AppID     string         // the app_id every notice must be for
-	SellerID  string         // the seller_id (2088…) every notice must be for
-	PublicKey *rsa.PublicKey // Alipay's public key (not the app's); see ParseAlipayPublicKey
+	Provider string // the name notices carry, as in the callback URL
+	AppID    string // the app_id every notice must be for
+	// SellerID is the seller's Alipay user id (2088…) that seller_id must
+	// be, and SellerEmail its Alipay account, as seller_email spells it
+	// (compared without regard to case); set at least one.
+	SellerID    string
+	SellerEmail string
+	PublicKey   *rsa.PublicKey // Alipay's public key (not the app's); see ParseAlipayPublicKey
 	// Location is the zone of the notices' times; nil is China Standard
 	// Time, fixed so that no tzdata is needed.
 	Location *time.Location
@@ -51,16 +70,21 @@ var _ lapse.PaymentCallback = (*Alipay)(nil)
 // takes the milliseconds gmt_refund comes with.
 const alipayTime = "2006-01-02 15:04:05"
 
-// alipayMerged finds a value that holds what looks like another parameter.
-// The signed string cannot tell a=1&b=2 from a single a="1&b=2", so a
-// captured notice could have its refund_fee folded into the value before
-// it, and read as a payment; such a value is refused.
-var alipayMerged = regexp.MustCompile(`&[^&=]+=`)
+// alipayFields are the parameters Lapse reads from a notification. notice
+// sees no others (see alipayRead), which is what makes alipayUnambiguous
+// enough: a parameter that is not read cannot change what a notice says.
+var alipayFields = map[string]bool{
+	"app_id": true, "seller_id": true, "seller_email": true,
+	"trade_no": true, "out_trade_no": true, "out_biz_no": true, "trade_status": true,
+	"total_amount": true, "refund_fee": true, "trans_currency": true,
+	"gmt_payment": true, "gmt_refund": true, "notify_time": true,
+}
 
-// Verify checks a notification's signature, then its app_id and seller_id,
-// and reads it. A body that cannot be read unambiguously (a parameter given
-// twice, a malformed escape) fails verification: which of two values would
-// the signature be for?
+// Verify checks a notification's signature, that no other reading of the
+// signed string would change what Lapse reads from it (alipayUnambiguous),
+// then its app_id and seller, and reads it. A body that cannot be read
+// unambiguously (a parameter given twice, a malformed escape) fails
+// verification: which of two values would the signature be for?
 func (a *Alipay) Verify(_ http.Header, body []byte, _ time.Time) (*lapse.PaymentNotice, error) {
 	p, err := parseAlipayForm(body)
 	if err != nil {
@@ -78,15 +102,14 @@ func (a *Alipay) Verify(_ http.Header, body []byte, _ time.Time) (*lapse.Payment
 	if err != nil {
 		return nil, lapse.Refine(lapse.ErrSignature, "the sign parameter is not base64")
 	}
-	content, err := alipaySignContent(p)
-	if err != nil {
-		return nil, err
-	}
-	digest := sha256.Sum256([]byte(content))
+	digest := sha256.Sum256([]byte(alipaySignContent(p)))
 	if err := rsa.VerifyPKCS1v15(a.PublicKey, crypto.SHA256, digest[:], sig); err != nil {
 		return nil, lapse.Refine(lapse.ErrSignature, "the sign parameter does not match the notification")
 	}
-	return a.notice(p, body)
+	if err := alipayUnambiguous(p); err != nil {
+		return nil, err
+	}
+	return a.notice(alipayRead(p), body)
 }
 
 // parseAlipayForm decodes a form body, refusing what url.ParseQuery would
@@ -114,39 +137,120 @@ func parseAlipayForm(body []byte) (map[string]string, error) {
 	return p, nil
 }
 
-// alipaySignContent returns the string Alipay signed for the parameters p.
-func alipaySignContent(p map[string]string) (string, error) {
+// alipaySigned returns the names of the parameters of p that Alipay signed,
+// sorted.
+func alipaySigned(p map[string]string) []string {
 	keys := make([]string, 0, len(p))
 	for k, v := range p {
-		if k == "sign" || k == "sign_type" || v == "" {
-			continue
+		if k != "sign" && k != "sign_type" && v != "" {
+			keys = append(keys, k)
 		}
-		if alipayMerged.MatchString(v) {
-			return "", lapse.Refine(lapse.ErrSignature, "parameter %q holds what looks like another parameter; the signature cannot tell them apart", k)
-		}
-		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	return keys
+}
+
+// alipaySignContent returns the string Alipay signed for the parameters p.
+func alipaySignContent(p map[string]string) string {
 	var b strings.Builder
-	for i, k := range keys {
+	for i, k := range alipaySigned(p) {
 		if i > 0 {
 			b.WriteByte('&')
 		}
 		b.WriteString(k + "=" + p[k])
 	}
-	return b.String(), nil
+	return b.String()
+}
+
+// alipayUnambiguous refuses a notification whose signed string another
+// reading could split into other values of the fields Lapse reads.
+//
+// The body itself is unambiguous: its separators are raw '&' and '=', and
+// a value's own are percent-encoded, so a value "1&b=2" is another body
+// than a=1&b=2. The signed string is not: it joins decoded values, so
+// a=1&b=2 is also the signature of a single a="1&b=2". A forger holding a
+// genuine notice can send either reading of its signed string, folding a
+// parameter into the value before it (refund_fee into receipt_amount turns a
+// refund notice into a payment) or splitting one out of a value.
+//
+// Call "&N=" (N holding neither '&' nor '=') in a signed value an embedded
+// name: it is where a reading could start parameter N. Two rules, on the
+// notice received:
+//
+//   - no signed value embeds a name Lapse reads (alipayFields), and
+//   - no value of a field Lapse reads embeds any name.
+//
+// Then every reading that also passes them gives the same values to the
+// fields Lapse reads, whichever was Alipay's. Take a field K that one
+// reading starts at some '&' of the signed string: in any other, that '&'
+// is a separator too (else a value there embeds K), so K starts there; K's
+// value ends at its reading's next separator, and a separator of the other
+// reading before or after it would be a name embedded in one of the two
+// values of K. Names of parameters are never split: they hold no '&' or '='
+// (parseAlipayForm).
+//
+// Nothing Alipay generates breaks the rules: the fields Lapse reads are
+// ids, amounts, times and codes, and free text (subject, body,
+// passback_params) may hold "满100元&立减=10元", "a=1&b=2" or "50% + 10"
+// freely. Only text the merchant sent holding '&', one of those field names
+// and '=' ("&refund_fee=") fails verification, as no reading of it can be
+// trusted. The guarantee holds among readings that pass, so a reading that
+// splits such a field out of such text, where the sorted names allow it,
+// could pass: merchants keep such text out of what they send Alipay.
+func alipayUnambiguous(p map[string]string) error {
+	for _, k := range alipaySigned(p) {
+		for name := range alipayEmbedded(p[k]) {
+			switch {
+			case alipayFields[name]:
+				return lapse.Refine(lapse.ErrSignature, "parameter %q holds \"&%s=\": the signature cannot tell it from a parameter %s of its own", k, name, name)
+			case alipayFields[k]:
+				return lapse.Refine(lapse.ErrSignature, "parameter %q holds \"&%s=\": the signature cannot tell where its value ends", k, name)
+			}
+		}
+	}
+	return nil
+}
+
+// alipayEmbedded yields the names embedded in v: each run of characters
+// between a '&' and the next '=' that holds neither '&' nor '='.
+func alipayEmbedded(v string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for rest := v; ; {
+			i := strings.IndexByte(rest, '&')
+			if i < 0 {
+				return
+			}
+			rest = rest[i+1:]
+			if j := strings.IndexAny(rest, "&="); j > 0 && rest[j] == '=' && !yield(rest[:j]) {
+				return
+			}
+		}
+	}
+}
+
+// alipayRead returns the fields Lapse reads from p, without those whose
+// value is empty: absent and empty read alike, as they sign alike.
+func alipayRead(p map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range p {
+		if alipayFields[k] && v != "" {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // notice reads verified parameters in Lapse's terms.
 func (a *Alipay) notice(p map[string]string, raw []byte) (*lapse.PaymentNotice, error) {
-	switch {
-	case p["app_id"] == "" || p["app_id"] != a.AppID:
+	if p["app_id"] == "" || p["app_id"] != a.AppID {
 		return nil, lapse.Errorf(lapse.EINVALID, "app_id %q is not this app's", p["app_id"])
-	case p["seller_id"] == "" || p["seller_id"] != a.SellerID:
-		return nil, lapse.Errorf(lapse.EINVALID, "seller_id %q is not this seller's", p["seller_id"])
+	}
+	review, err := a.seller(p)
+	if err != nil {
+		return nil, err
 	}
 	n := &lapse.PaymentNotice{Provider: a.Provider, Kind: lapse.NoticePaid, TxnID: p["trade_no"], OrderNo: p["out_trade_no"],
-		Currency: "CNY", Merchant: p["seller_id"], Raw: raw}
+		Currency: "CNY", Merchant: cmp.Or(p["seller_id"], p["seller_email"]), Review: review, Raw: raw}
 	if c := p["trans_currency"]; c != "" {
 		n.Currency = c
 	}
@@ -157,11 +261,23 @@ func (a *Alipay) notice(p map[string]string, raw []byte) (*lapse.PaymentNotice, 
 	case status != "TRADE_SUCCESS" && status != "TRADE_FINISHED" && status != "TRADE_CLOSED":
 		return nil, lapse.Errorf(lapse.EINVALID, "trade_status %q is not one Alipay documents", status)
 	case p["refund_fee"] != "":
+		// A refund notice completes a refund of a payment Lapse holds by
+		// trade_no; whom the payment paid was settled then.
 		n.Kind, amountField, timeField = lapse.NoticeRefunded, "refund_fee", "gmt_refund"
+		n.Review = ""
 		n.RefundID = p["out_biz_no"]
 		if n.RefundID == "" {
 			n.RefundID = n.TxnID + "-refund"
 		}
+	case p["gmt_payment"] == "" && p["notify_time"] != "":
+		// gmt_payment is optional in Alipay's table. The order's deadline
+		// is judged at this time, so the stand-in must never be before the
+		// payment succeeded: notify_time, when Alipay sent this notice, is
+		// signed and seconds after the success on the first send (later on
+		// a resend, which can only make a payment late, and refunded, never
+		// take a late one in time). gmt_create, when the trade was created,
+		// can be minutes before it.
+		timeField = "notify_time"
 	}
 	amount, ok := parseFen(p[amountField])
 	at, err := time.ParseInLocation(alipayTime, p[timeField], a.location())
@@ -179,6 +295,26 @@ func (a *Alipay) notice(p map[string]string, raw []byte) (*lapse.PaymentNotice, 
 	}
 	n.Amount, n.PaidAt = amount, at.UTC()
 	return n, nil
+}
+
+// seller checks whom a notice says was paid: a seller_id other than
+// SellerID is an error; a seller that cannot be confirmed is the reason to
+// review the payment; a confirmed one is "".
+func (a *Alipay) seller(p map[string]string) (review string, err error) {
+	id, email := p["seller_id"], p["seller_email"]
+	switch {
+	case id != "" && a.SellerID != "":
+		if id != a.SellerID {
+			return "", lapse.Errorf(lapse.EINVALID, "seller_id %q is not this seller's", id)
+		}
+		return "", nil
+	case email != "" && a.SellerEmail != "":
+		if !strings.EqualFold(email, a.SellerEmail) {
+			return fmt.Sprintf("the Alipay notice names seller_email %q, not %q, and no seller_id to check; app_id is this app's", email, a.SellerEmail), nil
+		}
+		return "", nil
+	}
+	return fmt.Sprintf("the Alipay notice names no seller to check (seller_id %q, seller_email %q); app_id is this app's", id, email), nil
 }
 
 // parseFen reads a yuan amount as Alipay writes it ("88.80", "0.01") into

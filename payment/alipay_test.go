@@ -7,8 +7,11 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
+	"maps"
 	"net/http"
 	"net/url"
+	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -137,6 +140,32 @@ func TestAlipayPaid(t *testing.T) {
 	}
 }
 
+// TestAlipayNoPaymentTime: gmt_payment is optional in Alipay's table. A
+// payment without it is judged at notify_time, when Alipay sent the notice:
+// signed, never before the payment succeeded, and seconds after it on the
+// first send, so that a payment late by its own time is never taken in
+// time. gmt_create, when the trade was created, can be minutes before.
+func TestAlipayNoPaymentTime(t *testing.T) {
+	t.Parallel()
+	for _, status := range []string{"TRADE_SUCCESS", "TRADE_FINISHED"} {
+		n, err := alipayVerify(t, alipayPaid().set("trade_status", status).without("gmt_payment"))
+		if err != nil {
+			t.Fatalf("%s: %v", status, err)
+		}
+		if n.Kind != lapse.NoticePaid || n.Amount != 8880 || !n.PaidAt.Equal(time.Date(2025, 11, 30, 7, 59, 1, 0, time.UTC)) {
+			t.Errorf("%s without gmt_payment: %s", status, brief(n))
+		}
+	}
+	// An empty gmt_payment is no gmt_payment.
+	n, err := alipayVerify(t, alipayPaid().set("gmt_payment", ""))
+	if err != nil || !n.PaidAt.Equal(time.Date(2025, 11, 30, 7, 59, 1, 0, time.UTC)) {
+		t.Errorf("empty gmt_payment: %s, %v", brief(n), err)
+	}
+	// A refund is still judged at gmt_refund, never at notify_time.
+	_, err = alipayVerify(t, alipayRefunded().without("gmt_refund"))
+	requireCode(t, err, lapse.EINVALID, "gmt_refund")
+}
+
 func TestAlipayRefund(t *testing.T) {
 	t.Parallel()
 	n, err := alipayVerify(t, alipayRefunded())
@@ -238,7 +267,55 @@ func TestAlipayEmptyParameters(t *testing.T) {
 	requireCode(t, err, lapse.EINVALID, "total_amount")
 }
 
-// TestAlipayMergedValue: the sorted string cannot tell a=1&b=2 from a single
+// alipayFreeText are subjects, bodies and passback_params that merchants
+// send and Alipay returns in its notifications: '&', '=', '%', '+', names
+// that are no parameter, Chinese text. None may stop a notice verifying.
+var alipayFreeText = []string{
+	"满100元&立减=10元",
+	"a=1&b=2",
+	"Fish & Chips = 炸鱼薯条 + 可乐",
+	"50% off + 10%25 more %26 %3D",
+	"&=&==&&",
+	"x&立减=10&y=2&subject=",
+	"&Total_Amount=1&total_amount =1&total_amountx=1",
+	"order_no=ORD-1&user=42&coupon=满减券",
+	"line one\nline two\t😀&",
+}
+
+// TestAlipayFreeText: genuine notices whose free text holds '&' and '='
+// verify, whatever the order of the parameters in the body.
+func TestAlipayFreeText(t *testing.T) {
+	t.Parallel()
+	want, err := alipayVerify(t, alipayPaid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range alipayFreeText {
+		for _, field := range []string{"subject", "body", "passback_params"} {
+			signed := alipayPaid().set(field, text).sign(t, testRSAKeys()[0])
+			reversed := slices.Clone(signed)
+			slices.Reverse(reversed)
+			for _, p := range []alipayParams{signed, reversed} {
+				n, err := newAlipay().Verify(nil, p.form(), testNow)
+				if err != nil || !sameNotice(n, want) {
+					t.Errorf("%s %q: %s, %v", field, text, brief(n), err)
+				}
+			}
+		}
+	}
+}
+
+// sameNotice says whether a and b say the same, whatever their Raw bytes.
+func sameNotice(a, b *lapse.PaymentNotice) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	x, y := *a, *b
+	x.Raw, y.Raw = nil, nil
+	return reflect.DeepEqual(x, y)
+}
+
+// TestAlipayMergedValue: the signed string cannot tell a=1&b=2 from a single
 // a="1&b=2". Folding refund_fee into the value before it would turn a
 // captured refund notice into a payment notice; it is refused.
 func TestAlipayMergedValue(t *testing.T) {
@@ -252,7 +329,141 @@ func TestAlipayMergedValue(t *testing.T) {
 	if n != nil {
 		t.Fatalf("a forged notice %s", brief(n))
 	}
-	requireCode(t, err, lapse.EUNAUTHORIZED, "another parameter")
+	requireCode(t, err, lapse.EUNAUTHORIZED, `"&refund_fee="`)
+}
+
+// alipayReadings returns the other readings of p's signed string that a
+// forger could send with p's signature: p's parameters re-split at one or
+// two places where a parameter could start, or stop starting, each a body
+// whose signed string is p's.
+func alipayReadings(t *testing.T, p alipayParams) []alipayParams {
+	t.Helper()
+	content := p.content()
+	var at []int // the '&' after which a parameter could start
+	for i := 0; i < len(content); i++ {
+		if content[i] != '&' {
+			continue
+		}
+		rest := content[i+1:]
+		if j := strings.IndexAny(rest, "&="); j > 0 && rest[j] == '=' {
+			at = append(at, i)
+		}
+	}
+	real := map[int]bool{} // the '&' that p itself splits at
+	off := 0
+	for i, kv := range p.sorted() {
+		if i > 0 {
+			real[off-1] = true
+		}
+		off += len(kv[0]) + 1 + len(kv[1]) + 1
+	}
+	var out []alipayParams
+	try := func(flip ...int) {
+		seps := maps.Clone(real)
+		for _, f := range flip {
+			seps[f] = !seps[f]
+		}
+		var q alipayParams
+		begin := 0
+		for i := 0; i <= len(content); i++ {
+			if i < len(content) && !seps[i] {
+				continue
+			}
+			k, v, ok := strings.Cut(content[begin:i], "=")
+			if !ok || k == "" || v == "" || strings.Contains(k, "&") || (len(q) > 0 && q[len(q)-1][0] >= k) {
+				return // not a form Lapse would read, or not signed as p
+			}
+			q = append(q, [2]string{k, v})
+			begin = i + 1
+		}
+		if q.content() != content {
+			t.Fatalf("reading %v does not sign as %q", q, content)
+		}
+		out = append(out, slices.Concat(q, alipayParams{{"sign_type", p.get("sign_type")}, {"sign", p.get("sign")}}))
+	}
+	for i, a := range at {
+		try(a)
+		for _, b := range at[i+1:] {
+			try(a, b)
+		}
+	}
+	return out
+}
+
+// sorted returns p's signed pairs in the order they are signed.
+func (p alipayParams) sorted() alipayParams {
+	var out alipayParams
+	for _, kv := range p {
+		if kv[0] != "sign" && kv[0] != "sign_type" && kv[1] != "" {
+			out = append(out, kv)
+		}
+	}
+	slices.SortFunc(out, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+	return out
+}
+
+func (p alipayParams) get(k string) string {
+	for _, kv := range p {
+		if kv[0] == k {
+			return kv[1]
+		}
+	}
+	return ""
+}
+
+// TestAlipayReadings: whatever reading of a genuine notice's signed string
+// a forger sends with its signature, it is refused or says what the
+// genuine notice says. The genuine notices hold free text that a reading
+// can split, and fields that one can fold into the value before them.
+func TestAlipayReadings(t *testing.T) {
+	t.Parallel()
+	genuine := []alipayParams{alipayPaid(), alipayRefunded(), alipayRefunded().without("out_biz_no").set("trade_status", "TRADE_CLOSED"),
+		alipayPaid().without("gmt_payment"), alipayPaid().without("seller_id"), alipayPaid().without("seller_id").without("seller_email")}
+	for _, text := range alipayFreeText {
+		genuine = append(genuine, alipayPaid().set("subject", text).set("passback_params", text),
+			alipayRefunded().set("body", text).without("point_amount").without("receipt_amount").set("passback_params", text))
+	}
+	tried := 0
+	for _, g := range genuine {
+		signed := g.sign(t, testRSAKeys()[0])
+		want, err := newAlipay().Verify(nil, signed.form(), testNow)
+		if err != nil {
+			t.Fatalf("genuine %s: %v", signed.content(), err)
+		}
+		for _, q := range alipayReadings(t, signed) {
+			tried++
+			n, err := newAlipay().Verify(nil, q.form(), testNow)
+			if err == nil && !sameNotice(n, want) {
+				t.Errorf("a reading of a genuine notice says something else:\n%s\ngenuine %s\nread    %s", q.form(), brief(want), brief(n))
+			}
+		}
+	}
+	if tried < 1000 {
+		t.Fatalf("only %d readings tried", tried)
+	}
+}
+
+// TestAlipayAmbiguousText: free text that embeds a field Lapse reads, as
+// "&refund_fee=" (only text a merchant sent can), is refused even when
+// Alipay signed it: a reading that splits the field out of the text is
+// signed alike. So is a field Lapse reads whose value embeds any name.
+func TestAlipayAmbiguousText(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		p    alipayParams
+		want string
+	}{
+		{alipayPaid().set("passback_params", "x&refund_fee=88.80"), `"passback_params" holds "&refund_fee="`},
+		{alipayPaid().set("subject", "&seller_id=2088000000000000"), `"&seller_id="`},
+		{alipayPaid().set("body", "a&b&out_trade_no=ORD-2"), `"&out_trade_no="`},
+		{alipayPaid().set("out_trade_no", "ORD-1&x=1"), `"out_trade_no" holds "&x="`},
+	} {
+		n, err := alipayVerify(t, c.p)
+		if n != nil {
+			t.Errorf("%s: notice %s", c.want, brief(n))
+		}
+		requireCode(t, err, lapse.EUNAUTHORIZED, c.want)
+	}
 }
 
 func TestAlipaySignatureErrors(t *testing.T) {
@@ -287,6 +498,52 @@ func TestAlipaySignatureErrors(t *testing.T) {
 	requireCode(t, err, lapse.EINTERNAL, "public key")
 }
 
+// TestAlipaySeller: a notice names its seller by seller_id, seller_email,
+// both (as Alipay sends them) or neither (both are optional in Alipay's
+// table). Another seller_id is refused; a seller that cannot be confirmed
+// puts the payment in review; a refund is not held back.
+func TestAlipaySeller(t *testing.T) {
+	t.Parallel()
+	const email = "merchant@example.com"
+	for _, c := range []struct {
+		name          string
+		id, mail      string // configured
+		p             alipayParams
+		merchant      string
+		review, error string // what the review reason or error mentions
+	}{
+		{"seller_id", alipaySellerID, "", alipayPaid(), alipaySellerID, "", ""},
+		{"seller_id, another seller_email", alipaySellerID, "old@example.com", alipayPaid(), alipaySellerID, "", ""},
+		{"seller_email", alipaySellerID, email, alipayPaid().without("seller_id"), email, "", ""},
+		{"seller_email in another case", "", "Merchant@Example.COM", alipayPaid().without("seller_id"), email, "", ""},
+		{"seller_email, seller_id not configured", "", email, alipayPaid(), alipaySellerID, "", ""},
+		{"another seller_id", alipaySellerID, email, alipayPaid().set("seller_id", "2088000000000000"), "", "", "seller_id"},
+		{"seller_email not configured", alipaySellerID, "", alipayPaid().without("seller_id"), email, `seller_email "merchant@example.com"`, ""},
+		{"another seller_email", "", "old@example.com", alipayPaid(), alipaySellerID, `not "old@example.com"`, ""},
+		{"no seller", alipaySellerID, email, alipayPaid().without("seller_id").without("seller_email"), "", "names no seller", ""},
+		{"empty sellers", alipaySellerID, email, alipayPaid().set("seller_id", "").set("seller_email", ""), "", "names no seller", ""},
+		{"refund, no seller", alipaySellerID, email, alipayRefunded().without("seller_id").without("seller_email"), "", "", ""},
+	} {
+		a := newAlipay()
+		a.SellerID, a.SellerEmail = c.id, c.mail
+		n, err := a.Verify(nil, c.p.sign(t, testRSAKeys()[0]).form(), testNow)
+		if c.error != "" {
+			if n != nil {
+				t.Errorf("%s: notice %s", c.name, brief(n))
+			}
+			requireCode(t, err, lapse.EINVALID, c.error)
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if n.Merchant != c.merchant || (c.review == "") != (n.Review == "") || !strings.Contains(n.Review, c.review) {
+			t.Errorf("%s: %s review %q; want merchant %q, review mentioning %q", c.name, brief(n), n.Review, c.merchant, c.review)
+		}
+	}
+}
+
 // TestAlipayNoticeErrors: notices that verify but that Lapse cannot act on.
 func TestAlipayNoticeErrors(t *testing.T) {
 	t.Parallel()
@@ -297,10 +554,10 @@ func TestAlipayNoticeErrors(t *testing.T) {
 		{alipayPaid().set("app_id", "2021999999999999"), "app_id"},
 		{alipayPaid().without("app_id"), "app_id"},
 		{alipayPaid().set("seller_id", "2088000000000000"), "seller_id"},
-		{alipayPaid().without("seller_id"), "seller_id"},
 		{alipayPaid().without("trade_no"), "trade_no"},
 		{alipayPaid().without("out_trade_no"), "out_trade_no"},
-		{alipayPaid().without("gmt_payment"), "gmt_payment"},
+		{alipayPaid().without("gmt_payment").without("notify_time"), "gmt_payment"},
+		{alipayPaid().without("gmt_payment").set("notify_time", "2025-11-30T15:59:01+08:00"), "notify_time"},
 		{alipayPaid().set("gmt_payment", "2025-11-30T15:59:00+08:00"), "gmt_payment"},
 		{alipayPaid().set("trans_currency", "usd"), "trans_currency"},
 		{alipayPaid().without("total_amount"), "total_amount"},
@@ -375,6 +632,22 @@ func TestParseAlipayPublicKey(t *testing.T) {
 	}
 }
 
+// alipayNamePattern finds, by Alipay's rule, where a parameter could start
+// inside a value of the signed string.
+var alipayNamePattern = regexp.MustCompile(`&([^&=]+)=`)
+
+// alipayAmbiguous says whether parameter k=v could be read in another way
+// that changes a field Lapse reads: v embeds one of them, or k is one and
+// v embeds any name.
+func alipayAmbiguous(k, v string) bool {
+	for _, m := range alipayNamePattern.FindAllStringSubmatch(v, -1) {
+		if alipayFields[m[1]] || alipayFields[k] {
+			return true
+		}
+	}
+	return false
+}
+
 func FuzzAlipayVerify(f *testing.F) {
 	key := testRSAKeys()[0]
 	f.Add(string(alipayPaid().form()), true)
@@ -383,6 +656,8 @@ func FuzzAlipayVerify(f *testing.F) {
 	f.Add(string(alipayPaid().set("total_amount", "1e2").form()), true)
 	f.Add("trade_status=TRADE_SUCCESS&app_id="+alipayAppID+"&seller_id="+alipaySellerID+"&refund_fee=0.01&trade_no=t&out_trade_no=o&gmt_refund=2025-11-30+00:00:00", true)
 	f.Add("a=1&a=2", true)
+	f.Add(string(alipayPaid().set("subject", "满100元&立减=10元").form()), true)
+	f.Add(string(alipayRefunded().without("refund_fee").set("receipt_amount", "88.80&refund_fee=30.00").form()), true)
 	a := newAlipay()
 	f.Fuzz(func(t *testing.T, body string, sign bool) {
 		clean := false
@@ -397,7 +672,7 @@ func FuzzAlipayVerify(f *testing.F) {
 				k, kerr := url.QueryUnescape(k)
 				v, verr := url.QueryUnescape(v)
 				if !ok || kerr != nil || verr != nil || k == "" || seen[k] || k == "sign" || k == "sign_type" ||
-					strings.ContainsAny(k, "&=") || strings.Contains(v, "&") {
+					strings.ContainsAny(k, "&=") || alipayAmbiguous(k, v) {
 					clean = false
 				}
 				seen[k] = true

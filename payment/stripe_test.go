@@ -210,6 +210,15 @@ func TestStripeTimestampWindow(t *testing.T) {
 			requireCode(t, err, lapse.EUNAUTHORIZED, "timestamp")
 		}
 	}
+	// stripe-go refuses time.Since(t) > tolerance, to the nanosecond: the
+	// edge itself is inside, a nanosecond past it is not.
+	s := &Stripe{Secrets: [][]byte{[]byte(stripeSecret)}}
+	header := stripeGoSigned(t, stripePaymentEvent, stripeSecret, testNow)
+	if _, err := s.Verify(header, body, testNow.Add(300*time.Second)); err != nil {
+		t.Errorf("300 s old: %v", err)
+	}
+	_, err := s.Verify(header, body, testNow.Add(300*time.Second+time.Nanosecond))
+	requireCode(t, err, lapse.EUNAUTHORIZED, "timestamp")
 }
 
 func TestStripeHeaderErrors(t *testing.T) {

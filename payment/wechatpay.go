@@ -37,7 +37,8 @@ const (
 // resource under the merchant's APIv3 key. TRANSACTION.SUCCESS becomes a
 // paid notice and REFUND.SUCCESS a refunded one; other event types verify
 // and are acknowledged without a notice. The zero Tolerance is
-// DefaultTolerance, the five minutes WeChat Pay's own SDKs allow.
+// DefaultTolerance, the five minutes WeChat Pay's own SDKs allow, with
+// their edge: a timestamp 300 s away is refused (see inWindow).
 type WeChatPay struct {
 	Provider string // the name notices carry, as in the callback URL
 	MchID    string // the merchant id every notice must be for
@@ -127,7 +128,7 @@ func (w *WeChatPay) Verify(hdr http.Header, body []byte, now time.Time) (*lapse.
 	if strings.ContainsAny(nonce, "\r\n") {
 		return nil, lapse.Refine(lapse.ErrSignature, "the %s header is malformed", WeChatPayNonceHeader)
 	}
-	if err := inWindow(time.Unix(sec, 0), now, w.tolerance()); err != nil {
+	if err := w.inWindow(sec, now); err != nil {
 		return nil, err
 	}
 	sig, err := base64.StdEncoding.DecodeString(hdr.Get(WeChatPaySignatureHeader))
@@ -271,6 +272,21 @@ func (w *WeChatPay) Ack(rw http.ResponseWriter, err error) {
 	rw.WriteHeader(ackStatus(err))
 	msg, _ := json.Marshal(lapse.ErrorMessage(err))
 	rw.Write([]byte(`{"code":"FAIL","message":` + string(msg) + "}\n"))
+}
+
+// inWindow refuses a Wechatpay-Timestamp of sec as WeChat Pay's Go SDK
+// (wechatpay-go, core/auth/validators) does: in whole seconds of now,
+// |sec - now.Unix()| >= the tolerance (rounded up to a second) is refused,
+// old or ahead. The edge
+// itself is outside, unlike inWindow's for the HMAC and Stripe schemes:
+// a notification the SDK would refuse is not accepted here either.
+func (w *WeChatPay) inWindow(sec int64, now time.Time) error {
+	d := now.Unix() - sec
+	limit := int64((w.tolerance() + time.Second - 1) / time.Second)
+	if d >= limit || -d >= limit {
+		return lapse.Refine(lapse.ErrSignature, "the callback timestamp is %ds from now; WeChat Pay's window is less than %ds", d, limit)
+	}
+	return nil
 }
 
 func (w *WeChatPay) tolerance() time.Duration {

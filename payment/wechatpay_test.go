@@ -295,6 +295,48 @@ func TestWeChatPayHeaderErrors(t *testing.T) {
 	}
 }
 
+// TestWeChatPayTimestampWindow pins the window to the one of WeChat Pay's Go
+// SDK (wechatpay-go, core/auth/validators): |timestamp - now.Unix()| >= 300
+// is refused, in whole seconds, either way. 299 s verifies, 300 s does not.
+func TestWeChatPayTimestampWindow(t *testing.T) {
+	t.Parallel()
+	s, w := newWeChatSender(), newWeChatPay()
+	_, body := s.notify(t, "TRANSACTION.SUCCESS", wechatTransactionJSON)
+	for _, c := range []struct {
+		name string
+		sent time.Time
+		now  time.Time
+		ok   bool
+	}{
+		{"299 s old", testNow.Add(-299 * time.Second), testNow, true},
+		{"300 s old", testNow.Add(-300 * time.Second), testNow, false},
+		{"299 s ahead", testNow.Add(299 * time.Second), testNow, true},
+		{"300 s ahead", testNow.Add(300 * time.Second), testNow, false},
+		// The SDK compares with now in whole seconds: 299.9 s after
+		// the timestamp is 299, and 299.5 s before it is 300.
+		{"299.9 s old", testNow.Add(-299 * time.Second), testNow.Add(900 * time.Millisecond), true},
+		{"299.5 s ahead", testNow.Add(300 * time.Second), testNow.Add(500 * time.Millisecond), false},
+	} {
+		n, err := w.Verify(s.headers(t, body, c.sent), body, c.now)
+		if c.ok && (err != nil || n == nil) {
+			t.Errorf("%s: %s, %v", c.name, brief(n), err)
+		}
+		if !c.ok {
+			if n != nil {
+				t.Errorf("%s: notice %s", c.name, brief(n))
+			}
+			requireCode(t, err, lapse.EUNAUTHORIZED, "timestamp")
+		}
+	}
+	// A custom tolerance has the same edge.
+	w.Tolerance = time.Hour
+	if _, err := w.Verify(s.headers(t, body, testNow.Add(-time.Hour+time.Second)), body, testNow); err != nil {
+		t.Errorf("an hour less a second, within an hour: %v", err)
+	}
+	_, err := w.Verify(s.headers(t, body, testNow.Add(-time.Hour)), body, testNow)
+	requireCode(t, err, lapse.EUNAUTHORIZED, "timestamp")
+}
+
 func TestWeChatPayRotation(t *testing.T) {
 	t.Parallel()
 	next := &wechatSender{key: testRSAKeys()[1], apiKey: newWeChatSender().apiKey, aad: "transaction", nonce: "a1b2c3d4e5f6"}

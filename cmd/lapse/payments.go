@@ -33,8 +33,8 @@ type paymentFlags struct {
 	hmacSecrets   string
 	stripeSecrets string
 
-	wechatMchID, wechatAppID, wechatKey, wechatCerts string
-	alipayAppID, alipaySeller, alipayKey             string
+	wechatMchID, wechatAppID, wechatKey, wechatCerts  string
+	alipayAppID, alipaySeller, alipayEmail, alipayKey string
 
 	providers, providerSecrets, merchants string
 	grace                                 string
@@ -53,6 +53,7 @@ func (p *paymentFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.wechatCerts, "wechatpay-platform-keys", "", "comma-separated PEM files of WeChat Pay platform certificates or public keys (a public key file as ID=FILE)")
 	fs.StringVar(&p.alipayAppID, "alipay-app-id", "", "Alipay app_id: Alipay notifications at /v1/payments/alipay/callback")
 	fs.StringVar(&p.alipaySeller, "alipay-seller-id", "", "Alipay seller_id (2088…) the notifications must be for")
+	fs.StringVar(&p.alipayEmail, "alipay-seller-email", "", "Alipay seller account (seller_email) that confirms the seller of a notification without a seller_id")
 	fs.StringVar(&p.alipayKey, "alipay-public-key", "", "file with Alipay's public key (base64 or PEM)")
 	fs.StringVar(&p.providers, "payment-providers", "", "comma-separated NAME=URL of provider ports speaking Lapse's provider protocol (refunds, queries, closes)")
 	fs.StringVar(&p.providerSecrets, "payment-provider-secrets", "", "comma-separated NAME=SECRET that sign the requests to each provider port")
@@ -119,8 +120,8 @@ func (p *paymentFlags) build(base string) (*payments, error) {
 		out.callbacks["wechatpay"] = cb
 	}
 	if p.alipayAppID != "" {
-		if p.alipaySeller == "" || p.alipayKey == "" {
-			return nil, errors.New("--alipay-app-id needs --alipay-seller-id and --alipay-public-key")
+		if (p.alipaySeller == "" && p.alipayEmail == "") || p.alipayKey == "" {
+			return nil, errors.New("--alipay-app-id needs --alipay-seller-id or --alipay-seller-email (or both), and --alipay-public-key")
 		}
 		pem, err := os.ReadFile(p.alipayKey)
 		if err != nil {
@@ -130,7 +131,8 @@ func (p *paymentFlags) build(base string) (*payments, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--alipay-public-key %s: %w", p.alipayKey, err)
 		}
-		out.callbacks["alipay"] = &payment.Alipay{Provider: "alipay", AppID: p.alipayAppID, SellerID: p.alipaySeller, PublicKey: key}
+		out.callbacks["alipay"] = &payment.Alipay{Provider: "alipay", AppID: p.alipayAppID, SellerID: p.alipaySeller,
+			SellerEmail: p.alipayEmail, PublicKey: key}
 	}
 	secrets, err := pairs("--payment-provider-secrets", p.providerSecrets)
 	if err != nil {

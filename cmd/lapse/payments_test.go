@@ -1,0 +1,62 @@
+package main
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lapsehq/lapse/payment"
+)
+
+// TestAlipayFlags: the Alipay callback takes its seller from
+// --alipay-seller-id, --alipay-seller-email or both, and needs one.
+func TestAlipayFlags(t *testing.T) {
+	t.Parallel()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "alipay.pub")
+	if err := os.WriteFile(file, []byte(base64.StdEncoding.EncodeToString(der)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	build := func(args ...string) (*payments, error) {
+		var p paymentFlags
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		p.register(fs)
+		if err := fs.Parse(append([]string{"--alipay-app-id", "2021000000000001", "--alipay-public-key", file}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		return p.build("http://127.0.0.1:0")
+	}
+	for _, c := range []struct {
+		args      []string
+		id, email string
+	}{
+		{[]string{"--alipay-seller-id", "2088101106499364"}, "2088101106499364", ""},
+		{[]string{"--alipay-seller-email", "merchant@example.com"}, "", "merchant@example.com"},
+		{[]string{"--alipay-seller-id", "2088101106499364", "--alipay-seller-email", "merchant@example.com"}, "2088101106499364", "merchant@example.com"},
+	} {
+		out, err := build(c.args...)
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		a, ok := out.callbacks["alipay"].(*payment.Alipay)
+		if !ok || a.AppID != "2021000000000001" || a.SellerID != c.id || a.SellerEmail != c.email || !a.PublicKey.Equal(&key.PublicKey) {
+			t.Errorf("%v: %+v", c.args, out.callbacks["alipay"])
+		}
+	}
+	if _, err := build(); err == nil || !strings.Contains(err.Error(), "--alipay-seller-email") {
+		t.Errorf("without a seller: %v", err)
+	}
+}
