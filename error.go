@@ -3,6 +3,9 @@ package lapse
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Error codes. Every error that crosses a Lapse API carries one of these; the
@@ -111,3 +114,42 @@ var (
 	// request body.
 	ErrOrderExists = &Error{Code: ECONFLICT, Message: "order_no already used with a different request"}
 )
+
+// MaxReasonLen bounds a reason kept on the books (a payment's, a review's,
+// a delivery attempt's error), in bytes.
+const MaxReasonLen = 500
+
+// Reason returns err as the books keep it, for operators: its whole text,
+// not the caller-safe ErrorMessage, which hides what is not a lapse error
+// (a provider's or a port's refusal among them), made safe by CleanReason.
+func Reason(err error) string {
+	if err == nil {
+		return ""
+	}
+	return CleanReason(strings.TrimPrefix(err.Error(), "lapse: "))
+}
+
+// CleanReason makes s fit to keep and show: invalid UTF-8 and control
+// characters (a provider's answer may hold anything) become U+FFFD or a
+// space, and it is cut to MaxReasonLen bytes on a character boundary,
+// ending in "…" when cut.
+func CleanReason(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\r' || r == '\t':
+			return ' '
+		case unicode.IsControl(r):
+			return '\uFFFD'
+		}
+		return r
+	}, s)
+	if len(s) <= MaxReasonLen {
+		return s
+	}
+	cut := MaxReasonLen - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

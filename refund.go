@@ -17,6 +17,7 @@ type OrderRefund struct {
 	Key       string            `json:"idempotency_key"` // the provider's idempotency key: the same key is the same refund
 	Status    OrderRefundStatus `json:"status"`
 	RefundID  string            `json:"refund_id,omitempty"` // the provider's
+	Failure   string            `json:"failure,omitempty"`   // why it failed, as the provider or the port said
 	CreatedAt time.Time         `json:"created_at"`
 	UpdatedAt time.Time         `json:"updated_at"`
 }
@@ -50,5 +51,6 @@ type OrderRefundUpdateParams struct {
 	ID       int64
 	From, To OrderRefundStatus
 	RefundID string // kept unless set
+	Failure  string // kept unless set
 	At       time.Time
 }

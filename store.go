@@ -152,7 +152,7 @@ type Store interface {
 	CouponMoveList(ctx context.Context, code string) ([]*CouponMove, error)
 
 	// PaymentCreate records a captured payment with p.Outbox and their
-	// deliveries, unless a payment with its provider and txn id exists: then
+	// deliveries (and p.Review, when set), unless a payment with its provider and txn id exists: then
 	// it writes nothing and returns that one with created=false. Of
 	// concurrent creators of one payment exactly one creates.
 	PaymentCreate(ctx context.Context, p *PaymentCreateParams) (pay *Payment, created bool, err error)
@@ -165,8 +165,8 @@ type Store interface {
 	PaymentList(ctx context.Context, p *PaymentListParams) ([]*Payment, error)
 
 	// PaymentUpdate moves a payment from status p.From to p.To, setting the
-	// fields p names, and writes p.Outbox with their deliveries, all in one
-	// transaction. It returns the payment as updated; ErrStale, writing
+	// fields p names, and writes p.Outbox with their deliveries (and
+	// p.Review, when set), all in one transaction. It returns the payment as updated; ErrStale, writing
 	// nothing, when the payment is no longer in p.From; ErrPaymentNotFound.
 	PaymentUpdate(ctx context.Context, p *PaymentUpdateParams) (*Payment, error)
 
@@ -412,6 +412,7 @@ const EventCreate Event = "CREATE"
 type PaymentCreateParams struct {
 	Payment *Payment
 	Outbox  []OutboxEvent
+	Review  *Review // created, open, with the payment when set (a payment an operator must look at)
 }
 
 // PaymentListParams filters payments. Zero fields do not filter; a Limit of
@@ -432,4 +433,5 @@ type PaymentUpdateParams struct {
 	RefundedAt *time.Time // kept unless set
 	At         time.Time
 	Outbox     []OutboxEvent
+	Review     *Review // created, open, with the change when set
 }

@@ -270,7 +270,7 @@ func (d *Deliverer) attempt(ctx context.Context, s *Subscription, dl *lapse.Deli
 	if _, ok := s.Handler.(lapse.QueryHandler); !ok {
 		unknown = false // nothing to ask: the subscriber deduplicates on the event id
 	}
-	rec.Error = err.Error()
+	rec.Error = lapse.Reason(err)
 	switch {
 	case rec.Outcome != "":
 	case errors.Is(err, lapse.ErrRefused):
@@ -327,7 +327,7 @@ func (d *Deliverer) die(s *Subscription, dl *lapse.Delivery, p *lapse.DeliveryFi
 		why = "ran out of retries with its last outcome unknown"
 	}
 	p.Review = &lapse.Review{OrderID: dl.OrderID, OrderNo: dl.OrderNo, DeliveryID: dl.ID, CreatedAt: now,
-		Reason: fmt.Sprintf("delivery %d of %s to %s %s after %d attempts: %s", dl.ID, dl.EventType, s.Name, why, dl.Attempts, p.Error)}
+		Reason: lapse.CleanReason(fmt.Sprintf("delivery %d of %s to %s %s after %d attempts: %s", dl.ID, dl.EventType, s.Name, why, dl.Attempts, p.Error))}
 	if dl.EventType == lapse.EventDeliveryDead {
 		return
 	}

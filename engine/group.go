@@ -322,7 +322,7 @@ func (s settler) charge(ctx context.Context, m *lapse.GroupMember) error {
 		// Left charging: the next round asks before charging again.
 		return err
 	}
-	if uerr := update(lapse.ChargeCharging, lapse.ChargeFailed, false, "", lapse.ErrorMessage(err)); uerr != nil {
+	if uerr := update(lapse.ChargeCharging, lapse.ChargeFailed, false, "", lapse.Reason(err)); uerr != nil {
 		return uerr
 	}
 	return err

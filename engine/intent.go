@@ -182,7 +182,7 @@ func (e *Engine) askAgain(ctx context.Context, o *lapse.Order, why error) {
 	after.DeadlineAt, after.Version, after.UpdatedAt = &next, o.Version+1, now
 	evs := []lapse.OutboxEvent{lapse.NewDeadlineChangedEvent(&after, lapse.DeadlineMove{Previous: o.DeadlineAt, Next: &next,
 		FiredBy: lapse.FiredByPayment, Actor: "engine " + e.node,
-		Reason: fmt.Sprintf("%s could not settle the payment the customer started (%v); asking again", o.IntentProvider, lapse.ErrorMessage(why))})}
+		Reason: fmt.Sprintf("%s could not settle the payment the customer started (%v); asking again", o.IntentProvider, lapse.Reason(why))})}
 	e.fanOut(o, evs)
 	_, err := e.store.OrderDeadlineSet(ctx, &lapse.OrderDeadlineSetParams{OrderID: o.ID, FromState: o.State, FromVersion: o.Version,
 		DeadlineAt: next, At: now, Outbox: evs})

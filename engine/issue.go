@@ -152,7 +152,7 @@ func (h issuer) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	}
 	by := Actor{FiredBy: lapse.FiredByEffect, Name: "engine " + e.node}
 	if err != nil {
-		if _, ferr := e.Fire(ctx, o.OrderNo, Fire{Event: is.Failed, By: by, Reason: "issuing failed: " + err.Error()}); ferr != nil &&
+		if _, ferr := e.Fire(ctx, o.OrderNo, Fire{Event: is.Failed, By: by, Reason: "issuing failed: " + lapse.Reason(err)}); ferr != nil &&
 			lapse.ErrorCode(ferr) != lapse.ECONFLICT {
 			return errors.Join(err, ferr)
 		}

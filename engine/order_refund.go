@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -147,12 +148,15 @@ func (e *Engine) OrderRefunds(ctx context.Context, orderNo string) ([]*lapse.Ord
 
 // recordOrderRefund moves a requested refund as the provider's answer says.
 // A refund still processing is an error, so that it is asked about again.
-func (e *Engine) recordOrderRefund(ctx context.Context, r *lapse.OrderRefund, ref *lapse.ProviderRefund) error {
+func (e *Engine) recordOrderRefund(ctx context.Context, r *lapse.OrderRefund, ref *lapse.ProviderRefund, why string) error {
 	to := lapse.OrderRefundSucceeded
 	switch ref.Status {
 	case lapse.RefundSucceeded:
 	case lapse.RefundFailed:
 		to = lapse.OrderRefundFailed
+		if why == "" {
+			why = fmt.Sprintf("%s reports refund %s failed", r.Provider, cmp.Or(ref.RefundID, r.Key))
+		}
 		e.log.Warn("the provider refused a refund; the order is paid again", "order_no", r.OrderNo, "key", r.Key, "provider", r.Provider)
 	default:
 		// Keep the provider's refund id, which its refund callback may name.
@@ -165,7 +169,7 @@ func (e *Engine) recordOrderRefund(ctx context.Context, r *lapse.OrderRefund, re
 		return fmt.Errorf("refund %s of order %s is still processing at %s", r.Key, r.OrderNo, r.Provider)
 	}
 	_, err := e.store.OrderRefundUpdate(ctx, &lapse.OrderRefundUpdateParams{ID: r.ID, From: lapse.OrderRefundRequested, To: to,
-		RefundID: ref.RefundID, At: e.clock.Now()})
+		RefundID: ref.RefundID, Failure: why, At: e.clock.Now()})
 	if errors.Is(err, lapse.ErrStale) {
 		return nil // the refund's callback recorded it first
 	}
@@ -251,15 +255,16 @@ func (r refunder) deliverOrderRefunds(ctx context.Context, d *lapse.Delivery) er
 			ref, err = prov.Refund(ctx, &lapse.RefundRequest{IdempotencyKey: x.Key, TxnID: x.TxnID, OrderNo: x.OrderNo,
 				Amount: x.Amount, Currency: x.Currency, Reason: x.Reason})
 		}
+		why := ""
 		if errors.Is(err, lapse.ErrRefused) {
 			// Refused for good: the refund failed, and the order is paid again.
 			e.log.Warn("the provider refused a refund", "order_no", x.OrderNo, "key", x.Key, "err", err)
-			ref, err = &lapse.ProviderRefund{TxnID: x.TxnID, Amount: x.Amount, Status: lapse.RefundFailed}, nil
+			ref, why, err = &lapse.ProviderRefund{TxnID: x.TxnID, Amount: x.Amount, Status: lapse.RefundFailed}, lapse.Reason(err), nil
 		}
 		if err != nil {
 			return err
 		}
-		if err := e.recordOrderRefund(ctx, x, ref); err != nil {
+		if err := e.recordOrderRefund(ctx, x, ref, why); err != nil {
 			return err
 		}
 	}
@@ -298,7 +303,7 @@ func (r refunder) queryOrderRefunds(ctx context.Context, d *lapse.Delivery) (boo
 		if ref.Status == lapse.RefundProcessing {
 			return false, nil
 		}
-		if err := e.recordOrderRefund(ctx, x, ref); err != nil {
+		if err := e.recordOrderRefund(ctx, x, ref, ""); err != nil {
 			return false, err
 		}
 	}
@@ -319,7 +324,7 @@ func (e *Engine) orderRefundNoticed(ctx context.Context, pay *lapse.Payment, n *
 		}
 		if x.Status == lapse.OrderRefundRequested {
 			if err := e.recordOrderRefund(ctx, x, &lapse.ProviderRefund{RefundID: n.RefundID, TxnID: pay.TxnID, Amount: n.Amount,
-				Status: lapse.RefundSucceeded}); err != nil {
+				Status: lapse.RefundSucceeded}, ""); err != nil {
 				return err
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/lapsehq/lapse"
 )
@@ -130,10 +131,14 @@ func (e *Engine) payMismatch(o *lapse.Order, n *lapse.PaymentNotice) string {
 // order, and an operator decides; refunding it blindly could refund the
 // wrong amount). The order does not change.
 func (e *Engine) recordPayment(ctx context.Context, o *lapse.Order, pay *lapse.Payment, st lapse.PaymentStatus, typ, why string) (*lapse.Payment, error) {
-	pay.Status, pay.Reason = st, why
+	pay.Status, pay.Reason = st, lapse.CleanReason(why)
 	evs := []lapse.OutboxEvent{lapse.NewPaymentEvent(typ, o, pay)}
 	e.fanOut(o, evs)
-	got, created, err := e.store.PaymentCreate(ctx, &lapse.PaymentCreateParams{Payment: pay, Outbox: evs})
+	p := &lapse.PaymentCreateParams{Payment: pay, Outbox: evs}
+	if st == lapse.PaymentReview {
+		p.Review = paymentReview(o, pay, pay.CreatedAt)
+	}
+	got, created, err := e.store.PaymentCreate(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -148,6 +153,13 @@ func (e *Engine) recordPayment(ctx context.Context, o *lapse.Order, pay *lapse.P
 		e.delivered(evs)
 	}
 	return got, nil
+}
+
+// paymentReview is the review row of a payment that goes to review: it
+// stands on the operators' desk with the payment's reason.
+func paymentReview(o *lapse.Order, pay *lapse.Payment, at time.Time) *lapse.Review {
+	return &lapse.Review{OrderID: o.ID, OrderNo: o.OrderNo, CreatedAt: at,
+		Reason: lapse.CleanReason(fmt.Sprintf("payment %s of %s (%d %s) is in review: %s", pay.TxnID, pay.Provider, pay.Amount, pay.Currency, pay.Reason))}
 }
 
 // refundNoticed completes the refund of a late payment that the provider

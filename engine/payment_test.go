@@ -317,6 +317,72 @@ func TestRefundProcessingAndCallback(t *testing.T) {
 	})
 }
 
+// TestRefusalReasonsKept: why a provider refused a refund is kept on the
+// books (the payment, its review row, a merchant refund), cleaned and cut to
+// size, not replaced by the "internal error" the API shows callers.
+func TestRefusalReasonsKept(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		why := "the card was cancelled\n\x00 by the bank " + strings.Repeat("x", 1000)
+		prov := &fakeProvider{fail: fmt.Errorf("%w: %s", lapse.ErrRefused, why)}
+		e := paymentEngine(t, open(), clk, prov)
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		ctx := ctxT(t)
+		kept := func(what, s string) {
+			t.Helper()
+			if !strings.Contains(s, "the card was cancelled") || strings.ContainsAny(s, "\n\x00") || len(s) > lapse.MaxReasonLen {
+				t.Errorf("%s: %q (%d bytes)", what, s, len(s))
+			}
+		}
+
+		// A late payment whose refund is refused: in review, with the reason.
+		o := create(t, e, checkout("RR-1", time.Minute))
+		if _, err := e.Fire(ctx, "RR-1", engine.Fire{Event: flows.Cancel, By: app}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.ApplyPayment(ctx, paid(o, "txn-rr", clk.Now())); err != nil {
+			t.Fatal(err)
+		}
+		drain(t, d)
+		p, _ := e.Store().PaymentGet(ctx, "sandbox", "txn-rr")
+		if p.Status != lapse.PaymentReview {
+			t.Fatalf("payment %s, want review", p.Status)
+		}
+		kept("payment reason", p.Reason)
+		rs, err := e.Store().ReviewList(ctx, &lapse.ReviewListParams{OrderID: o.ID, Open: true})
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("reviews of RR-1: %+v, %v", rs, err)
+		}
+		kept("review reason", rs[0].Reason)
+
+		// A payment that does not match its order is on the desk too.
+		o2 := create(t, e, checkout("RR-2", time.Minute))
+		n := paid(o2, "txn-rr2", clk.Now())
+		n.Amount++
+		if got, err := e.ApplyPayment(ctx, n); err != nil || got.Status != lapse.PaymentReview {
+			t.Fatalf("mismatched payment = %+v, %v", got, err)
+		}
+		if rs, _ := e.Store().ReviewList(ctx, &lapse.ReviewListParams{OrderID: o2.ID}); len(rs) != 1 || !strings.Contains(rs[0].Reason, "txn-rr2") {
+			t.Errorf("reviews of RR-2: %+v", rs)
+		}
+
+		// A merchant refund the provider refuses keeps the reason.
+		o3 := create(t, e, checkout("RR-3", time.Minute))
+		if _, err := e.ApplyPayment(ctx, paid(o3, "txn-rr3", clk.Now())); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := e.RefundOrder(ctx, "RR-3", engine.RefundRequest{Amount: 100, By: app}); err != nil {
+			t.Fatal(err)
+		}
+		drain(t, d)
+		refunds, _ := e.OrderRefunds(ctx, "RR-3")
+		if len(refunds) != 1 || refunds[0].Status != lapse.OrderRefundFailed {
+			t.Fatalf("refunds of RR-3: %+v", refunds)
+		}
+		kept("merchant refund failure", refunds[0].Failure)
+	})
+}
+
 // TestPaymentCallbacksRaceDeadline sends 1,000 signed payment callbacks
 // through the HTTP API at their orders' deadlines, 1 ms either side, while
 // the claimer closes; half the customers started paying before the deadline.

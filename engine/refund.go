@@ -124,11 +124,11 @@ func (r refunder) review(ctx context.Context, pay *lapse.Payment, why error) err
 	}
 	now := e.clock.Now()
 	after := *pay
-	after.Status, after.Reason, after.UpdatedAt = lapse.PaymentReview, "refund refused: "+lapse.ErrorMessage(why), now
+	after.Status, after.Reason, after.UpdatedAt = lapse.PaymentReview, lapse.CleanReason("refund refused: "+lapse.Reason(why)), now
 	evs := []lapse.OutboxEvent{lapse.NewPaymentEvent(lapse.EventPaymentReview, o, &after)}
 	e.fanOut(o, evs)
 	_, err = e.store.PaymentUpdate(ctx, &lapse.PaymentUpdateParams{ID: pay.ID, From: pay.Status, To: lapse.PaymentReview,
-		Reason: after.Reason, At: now, Outbox: evs})
+		Reason: after.Reason, At: now, Outbox: evs, Review: paymentReview(o, &after, now)})
 	if errors.Is(err, lapse.ErrStale) {
 		return nil
 	}

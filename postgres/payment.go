@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/lapsehq/lapse"
@@ -45,6 +46,9 @@ var paymentCreateSQL = `WITH p AS (
 		WITH ORDINALITY AS e(id, order_no, type, payload, created_at, n)
 	ORDER BY e.n
 	RETURNING id, order_id, order_no, type, created_at
+), r AS (
+	INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at)
+	SELECT p.order_id, p.order_no, $23, NULL, $24 FROM p WHERE $22::bool
 ), ` + deliveriesCTE("d", 20, 21) + `
 SELECT ` + paymentColumns + ` FROM p`
 
@@ -61,10 +65,10 @@ func (s *Store) PaymentCreate(ctx context.Context, p *lapse.PaymentCreateParams)
 	if raw == nil {
 		raw = []byte{}
 	}
-	got, err := scanPayment(s.db.QueryRow(ctx, paymentCreateSQL,
-		in.Provider, in.TxnID, in.OrderID, in.OrderNo, in.Amount, in.Currency, in.Merchant, in.PaidAt, in.Status,
+	args := append([]any{in.Provider, in.TxnID, in.OrderID, in.OrderNo, in.Amount, in.Currency, in.Merchant, in.PaidAt, in.Status,
 		in.Reason, in.RefundID, in.RefundedAt, raw, in.CreatedAt,
-		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt, ev.subEventIDs, ev.subscribers))
+		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt, ev.subEventIDs, ev.subscribers}, reviewArgs(p.Review)...)
+	got, err := scanPayment(s.db.QueryRow(ctx, paymentCreateSQL, args...))
 	if err == nil {
 		return got, true, nil
 	}
@@ -139,6 +143,9 @@ var paymentUpdateSQL = `WITH p AS (
 		WITH ORDINALITY AS e(id, order_no, type, payload, created_at, n)
 	ORDER BY e.n
 	RETURNING id, order_id, order_no, type, created_at
+), r AS (
+	INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at)
+	SELECT p.order_id, p.order_no, $16, NULL, $17 FROM p WHERE $15::bool
 ), ` + deliveriesCTE("d", 13, 14) + `
 SELECT ` + paymentColumns + ` FROM p`
 
@@ -150,9 +157,9 @@ func (s *Store) PaymentUpdate(ctx context.Context, p *lapse.PaymentUpdateParams)
 	if err := ev.add(0, p.Outbox); err != nil {
 		return nil, fmt.Errorf("postgres: update payment %d: %w", p.ID, err)
 	}
-	got, err := scanPayment(s.db.QueryRow(ctx, paymentUpdateSQL,
-		p.ID, p.From, p.To, p.Reason, p.RefundID, p.RefundedAt, p.At,
-		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt, ev.subEventIDs, ev.subscribers))
+	args := append([]any{p.ID, p.From, p.To, p.Reason, p.RefundID, p.RefundedAt, p.At,
+		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt, ev.subEventIDs, ev.subscribers}, reviewArgs(p.Review)...)
+	got, err := scanPayment(s.db.QueryRow(ctx, paymentUpdateSQL, args...))
 	if errors.Is(err, pgx.ErrNoRows) {
 		var exists bool
 		if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM payments WHERE id = $1)`, p.ID).Scan(&exists); err != nil {
@@ -167,4 +174,13 @@ func (s *Store) PaymentUpdate(ctx context.Context, p *lapse.PaymentUpdateParams)
 		return nil, fmt.Errorf("postgres: update payment %d: %w", p.ID, err)
 	}
 	return got, nil
+}
+
+// reviewArgs are the arguments of a statement's optional review: whether to
+// write it, its reason and its time. The review is of the payment's order.
+func reviewArgs(r *lapse.Review) []any {
+	if r == nil {
+		return []any{false, "", time.Time{}}
+	}
+	return []any{true, r.Reason, r.CreatedAt}
 }

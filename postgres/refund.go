@@ -10,12 +10,12 @@ import (
 )
 
 const orderRefundColumns = `id, order_id, order_no, payment_id, provider, txn_id, amount, currency, reason, key, status,
-	refund_id, created_at, updated_at`
+	refund_id, failure, created_at, updated_at`
 
 func scanOrderRefund(row pgx.Row) (*lapse.OrderRefund, error) {
 	var x lapse.OrderRefund
 	err := row.Scan(&x.ID, &x.OrderID, &x.OrderNo, &x.PaymentID, &x.Provider, &x.TxnID, &x.Amount, &x.Currency, &x.Reason,
-		&x.Key, &x.Status, &x.RefundID, &x.CreatedAt, &x.UpdatedAt)
+		&x.Key, &x.Status, &x.RefundID, &x.Failure, &x.CreatedAt, &x.UpdatedAt)
 	if err != nil {
 		return nil, err
 	}
@@ -62,8 +62,9 @@ func (s *Store) OrderRefundList(ctx context.Context, orderID int64) ([]*lapse.Or
 // lapse.ErrStale and writes nothing.
 func (s *Store) OrderRefundUpdate(ctx context.Context, p *lapse.OrderRefundUpdateParams) (*lapse.OrderRefund, error) {
 	got, err := scanOrderRefund(s.db.QueryRow(ctx, `UPDATE order_refunds SET status = $1,
-		refund_id = CASE WHEN $2 <> '' THEN $2 ELSE refund_id END, updated_at = $3
-		WHERE id = $4 AND status = $5 RETURNING `+orderRefundColumns, p.To, p.RefundID, p.At, p.ID, p.From))
+		refund_id = CASE WHEN $2 <> '' THEN $2 ELSE refund_id END, updated_at = $3,
+		failure = CASE WHEN $6 <> '' THEN $6 ELSE failure END
+		WHERE id = $4 AND status = $5 RETURNING `+orderRefundColumns, p.To, p.RefundID, p.At, p.ID, p.From, p.Failure))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, lapse.ErrStale
 	}

@@ -54,6 +54,11 @@ func (s *Store) PaymentCreate(ctx context.Context, p *lapse.PaymentCreateParams)
 			return err
 		}
 		created = true
+		if p.Review != nil {
+			if err := w.review(ctx, p.Review); err != nil {
+				return err
+			}
+		}
 		return w.outbox(ctx, in.OrderID, p.Outbox)
 	})
 	if err != nil {
@@ -132,6 +137,11 @@ func (s *Store) PaymentUpdate(ctx context.Context, p *lapse.PaymentUpdateParams)
 		}
 		if err != nil {
 			return err
+		}
+		if p.Review != nil {
+			if err := w.review(ctx, p.Review); err != nil {
+				return err
+			}
 		}
 		return w.outbox(ctx, got.OrderID, p.Outbox)
 	})

@@ -10,7 +10,7 @@ import (
 )
 
 const orderRefundCols = `id, order_id, order_no, payment_id, provider, txn_id, amount, currency, reason, key, status,
-	refund_id, created_at, updated_at`
+	refund_id, failure, created_at, updated_at`
 
 func scanOrderRefund(r scanner) (*lapse.OrderRefund, error) {
 	var (
@@ -18,7 +18,7 @@ func scanOrderRefund(r scanner) (*lapse.OrderRefund, error) {
 		created, updated int64
 	)
 	err := r.Scan(&x.ID, &x.OrderID, &x.OrderNo, &x.PaymentID, &x.Provider, &x.TxnID, &x.Amount, &x.Currency, &x.Reason,
-		&x.Key, (*string)(&x.Status), &x.RefundID, &created, &updated)
+		&x.Key, (*string)(&x.Status), &x.RefundID, &x.Failure, &created, &updated)
 	if err != nil {
 		return nil, err
 	}
@@ -68,9 +68,10 @@ func (s *Store) OrderRefundUpdate(ctx context.Context, p *lapse.OrderRefundUpdat
 	err := s.write(ctx, func(w *writeTx) error {
 		var err error
 		got, err = scanOrderRefund(w.tx.QueryRowContext(ctx, `UPDATE order_refunds SET status = ?1,
-			refund_id = CASE WHEN ?2 <> '' THEN ?2 ELSE refund_id END, updated_at = ?3
+			refund_id = CASE WHEN ?2 <> '' THEN ?2 ELSE refund_id END, updated_at = ?3,
+			failure = CASE WHEN ?6 <> '' THEN ?6 ELSE failure END
 			WHERE id = ?4 AND status = ?5 RETURNING `+orderRefundCols,
-			string(p.To), p.RefundID, micros(p.At), p.ID, string(p.From)))
+			string(p.To), p.RefundID, micros(p.At), p.ID, string(p.From), p.Failure))
 		if errors.Is(err, sql.ErrNoRows) {
 			return lapse.ErrStale
 		}

@@ -9,7 +9,8 @@ import (
 	"github.com/lapsehq/lapse"
 )
 
-// Reviews are created by DeliveryFinish, when a delivery dies.
+// Reviews are created by DeliveryFinish, when a delivery dies, and by
+// PaymentCreate and PaymentUpdate, when a payment goes to review.
 
 // review inserts r, open; a DeliveryID of zero is stored as none.
 func (w *writeTx) review(ctx context.Context, r *lapse.Review) error {

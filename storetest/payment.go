@@ -140,6 +140,34 @@ func testPaymentUpdate(t *testing.T, s lapse.Store) {
 	if _, evs := counts(t, s, o); evs != 3 || len(ds) != 2 || ds[1].Subscriber != "notify" {
 		t.Errorf("after refunded: %d events, %d deliveries; want 3 and 2", evs, len(ds))
 	}
+
+	// A payment that goes to review puts a review of its order on the desk,
+	// in the same change; a stale change writes none.
+	q, _, err := s.PaymentCreate(ctxT(t), newPayment(o, "txn-u2", base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv := &lapse.Review{OrderID: o.ID, OrderNo: o.OrderNo, Reason: "refund refused: card cancelled", CreatedAt: at}
+	if _, err := s.PaymentUpdate(ctxT(t), &lapse.PaymentUpdateParams{ID: q.ID, From: lapse.PaymentRefunding, To: lapse.PaymentReview, At: at, Review: rv}); !errors.Is(err, lapse.ErrStale) {
+		t.Fatalf("stale PaymentUpdate with a review = %v", err)
+	}
+	if _, err := s.PaymentUpdate(ctxT(t), &lapse.PaymentUpdateParams{ID: q.ID, From: lapse.PaymentLate, To: lapse.PaymentReview, Reason: rv.Reason, At: at, Review: rv}); err != nil {
+		t.Fatal(err)
+	}
+	mm := newPayment(o, "txn-u3", base)
+	mm.Payment.Status = lapse.PaymentReview
+	mm.Review = &lapse.Review{OrderID: o.ID, OrderNo: o.OrderNo, Reason: "amount differs", CreatedAt: base}
+	if _, created, err := s.PaymentCreate(ctxT(t), mm); err != nil || !created {
+		t.Fatal(err)
+	}
+	if _, created, err := s.PaymentCreate(ctxT(t), mm); err != nil || created {
+		t.Fatalf("PaymentCreate again = %v, %v", created, err)
+	}
+	rs, err := s.ReviewList(ctxT(t), &lapse.ReviewListParams{OrderID: o.ID, Open: true})
+	if err != nil || len(rs) != 2 || rs[0].Reason != "refund refused: card cancelled" || rs[1].Reason != "amount differs" ||
+		rs[0].OrderNo != o.OrderNo || rs[0].DeliveryID != 0 || !rs[0].CreatedAt.Equal(at) {
+		t.Errorf("reviews after two payments went to review: %+v, %v", rs, err)
+	}
 }
 
 func testPaymentList(t *testing.T, s lapse.Store) {

@@ -59,4 +59,14 @@ func testOrderRefund(t *testing.T, s lapse.Store) {
 	if _, err := s.OrderRefundUpdate(ctxT(t), &lapse.OrderRefundUpdateParams{ID: r2.ID + 100, From: lapse.OrderRefundRequested, To: lapse.OrderRefundFailed, At: at}); !errors.Is(err, lapse.ErrStale) {
 		t.Errorf("OrderRefundUpdate of a missing refund = %v, want ErrStale", err)
 	}
+	// A failure's reason is kept, and kept by a later change that names none.
+	failed, err := s.OrderRefundUpdate(ctxT(t), &lapse.OrderRefundUpdateParams{ID: list[0].ID, From: lapse.OrderRefundRequested, To: lapse.OrderRefundFailed,
+		Failure: "card cancelled", At: at})
+	if err != nil || failed.Status != lapse.OrderRefundFailed || failed.Failure != "card cancelled" {
+		t.Fatalf("OrderRefundUpdate to failed = %+v, %v", failed, err)
+	}
+	again, err := s.OrderRefundUpdate(ctxT(t), &lapse.OrderRefundUpdateParams{ID: list[0].ID, From: lapse.OrderRefundFailed, To: lapse.OrderRefundFailed, At: at})
+	if err != nil || again.Failure != "card cancelled" {
+		t.Errorf("a change without a failure lost it: %+v, %v", again, err)
+	}
 }
