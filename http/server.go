@@ -48,9 +48,16 @@ type Config struct {
 	Callbacks map[string]lapse.PaymentCallback
 	// MaxInFlight sheds load: beyond this many API requests in flight, a
 	// request is answered 429 with Retry-After at once, rather than queue for
-	// a database connection until it times out. The probes and /metrics are
-	// never shed. Zero: no limit.
+	// a database connection until it times out. A request counts once its
+	// body is in (see BodyTimeout), so clients that are slow to send hold no
+	// slot. The probes and /metrics are never shed. Zero: no limit.
 	MaxInFlight int
+	// BodyTimeout bounds how long a request body may take to arrive after
+	// its headers. The server reads every body in full, within BodyTimeout
+	// and up to MaxBodyBytes, before the request counts against MaxInFlight
+	// and before its handler runs; a body that takes longer is refused with
+	// 400 and its connection closed. Zero or negative: DefaultBodyTimeout.
+	BodyTimeout time.Duration
 }
 
 // Server serves the Lapse HTTP API over an engine. It is safe for concurrent
@@ -63,8 +70,9 @@ type Server struct {
 	maxBody  int64
 	mux      *http.ServeMux
 
-	callbacks map[string]lapse.PaymentCallback
-	inFlight  chan struct{} // nil: no limit
+	bodyTimeout time.Duration
+	callbacks   map[string]lapse.PaymentCallback
+	inFlight    chan struct{} // nil: no limit
 }
 
 // route is one endpoint. The route table below is the only place endpoints
@@ -122,13 +130,17 @@ func NewServer(e *engine.Engine, cfg Config) *Server {
 		maxBody:  cfg.MaxBodyBytes,
 		mux:      http.NewServeMux(),
 
-		callbacks: cfg.Callbacks,
+		bodyTimeout: cfg.BodyTimeout,
+		callbacks:   cfg.Callbacks,
 	}
 	if cfg.MaxInFlight > 0 {
 		s.inFlight = make(chan struct{}, cfg.MaxInFlight)
 	}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	if s.bodyTimeout <= 0 {
+		s.bodyTimeout = DefaultBodyTimeout
 	}
 	if s.gatherer == nil {
 		s.gatherer = prometheus.NewRegistry()
@@ -146,7 +158,8 @@ func NewServer(e *engine.Engine, cfg Config) *Server {
 }
 
 // Handler returns the API's handler: the routes, answering unknown paths and
-// methods with problems, behind panic recovery and request logging.
+// methods with problems, behind panic recovery and request logging, the body
+// deadline and load shedding.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(s.serve)
 }
@@ -176,6 +189,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			panic(http.ErrAbortHandler)
 		}
 	}()
+	r = s.readBody(rec, r)
 	if s.inFlight != nil && strings.HasPrefix(r.URL.Path, "/v1/") {
 		select {
 		case s.inFlight <- struct{}{}:
