@@ -2,6 +2,7 @@ package http_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/engine"
 	lapsehttp "github.com/lapsehq/lapse/http"
 )
 
@@ -95,4 +97,68 @@ func TestBodyTooLargeBeforeSlot(t *testing.T) {
 	if p := e.do("POST", "/v1/orders", exact).want(t, http.StatusBadRequest).problem(t); strings.Contains(p.Detail, "limit") {
 		t.Errorf("a body of exactly the limit: %q", p.Detail)
 	}
+}
+
+// TestCallbackReserve fills the slots that other requests may use: they are
+// shed, while payment callbacks take the reserved ones; once every slot is
+// taken a callback is shed too, with 503 in its provider's format.
+func TestCallbackReserve(t *testing.T) {
+	t.Parallel()
+	hold, held := make(chan struct{}), make(chan string, 4)
+	e := newEnvWith(t, options{
+		cfg:  lapsehttp.Config{MaxInFlight: 3, CallbackReserve: 1, Callbacks: map[string]lapse.PaymentCallback{"hmac": callbackScheme}},
+		wrap: func(s lapse.Store) lapse.Store { return &holdGet{Store: s, hold: hold, held: held} },
+		engine: func(c *engine.Config) {
+			c.Payments = engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{"hmac": closedProvider{}}}
+		},
+	})
+	for _, no := range []string{"PAY-1", "HOLD-3"} {
+		e.do("POST", "/v1/orders", `{"order_no":"`+no+`","flow":"checkout","user_id":"u","amount":1999,"currency":"CNY","ttl":"15m"}`).
+			want(t, http.StatusCreated)
+	}
+	done := make(chan *response, 3)
+	for _, no := range []string{"HOLD-1", "HOLD-2"} {
+		go func() { done <- e.do("GET", "/v1/orders/"+no, "") }()
+		<-held
+	}
+	r := e.do("GET", "/v1/orders/PAY-1", "")
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") != "1" {
+		t.Errorf("a third request beside two held: %d, Retry-After %q; want 429 and 1", r.status, r.header.Get("Retry-After"))
+	}
+	now := e.clock.Now()
+	e.callback(noticeBody("PAY-1", "txn-res-1", 1999, now), now).want(t, http.StatusOK)
+
+	// A callback held in the reserved slot: now every slot is taken.
+	go func() { done <- e.callback(noticeBody("HOLD-3", "txn-res-3", 1999, now), now) }()
+	<-held
+	r = e.callback(noticeBody("PAY-1", "txn-res-2", 1999, now), now)
+	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") != "1" || !strings.Contains(string(r.body), `"status":"error"`) {
+		t.Errorf("a callback with every slot taken: %d %s, Retry-After %q; want 503, the hmac error ack and 1",
+			r.status, r.body, r.header.Get("Retry-After"))
+	}
+	if n := strings.Count(e.logs.String(), "payment callbacks shed"); n != 1 {
+		t.Errorf("the shed callback was logged %d times, want once:\n%s", n, e.logs)
+	}
+	close(hold)
+	for range 3 {
+		if r := <-done; r.status != http.StatusOK && r.status != http.StatusNotFound {
+			t.Errorf("a held request answered %d %s", r.status, r.body)
+		}
+	}
+}
+
+// holdGet holds OrderGet of every order whose number starts with HOLD until
+// hold closes, and says so on held.
+type holdGet struct {
+	lapse.Store
+	hold <-chan struct{}
+	held chan<- string
+}
+
+func (s *holdGet) OrderGet(ctx context.Context, orderNo string) (*lapse.Order, error) {
+	if strings.HasPrefix(orderNo, "HOLD") {
+		s.held <- orderNo
+		<-s.hold
+	}
+	return s.Store.OrderGet(ctx, orderNo)
 }
