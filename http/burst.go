@@ -36,7 +36,7 @@ func (b *burst) add(attrs ...any) {
 	}
 	b.mu.Unlock()
 	if first {
-		b.log.Warn(b.msg, append(attrs, "quiet_for", b.window)...)
+		b.log.Warn(b.msg, append(attrs, "quiet_for", b.window.String())...)
 	}
 }
 
@@ -46,6 +46,6 @@ func (b *burst) close() {
 	b.open, b.more = false, 0
 	b.mu.Unlock()
 	if more > 0 {
-		b.log.Warn(b.msg+" (more)", "more", more, "within", b.window)
+		b.log.Warn(b.msg+" (more)", "more", more, "within", b.window.String())
 	}
 }

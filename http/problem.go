@@ -44,8 +44,15 @@ func problemFor(status int, code, field, detail string) *Problem {
 	return &Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail, Code: code, Field: field}
 }
 
+// unavailableRetryAfter is the Retry-After of an EUNAVAILABLE answer: long
+// enough that clients do not hammer a database that is restarting or failing
+// over, short enough that they are back soon after it is.
+const unavailableRetryAfter = "5"
+
 // error answers r with the problem that err stands for. Internal errors are
-// logged here, once, and their text is never shown to the caller.
+// logged here, once, and their text is never shown to the caller. Errors of
+// a dependency that is unavailable get Retry-After and are logged once per
+// burst, not once per request.
 func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
 	code := lapse.ErrorCode(err)
 	status, ok := statusOf[code]
@@ -59,6 +66,10 @@ func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
 	var le *lapse.Error
 	if errors.As(err, &le) {
 		field = le.Field
+	}
+	if code == lapse.EUNAVAILABLE {
+		w.Header().Set("Retry-After", unavailableRetryAfter)
+		s.unavailable.add("method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	if code == lapse.EINTERNAL {
 		detail, field = "internal error", ""

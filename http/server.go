@@ -83,6 +83,7 @@ type Server struct {
 	callbacks   map[string]lapse.PaymentCallback
 	inFlight    *inFlight // nil: no limit
 	shedCalls   *burst    // logs the payment callbacks shed
+	unavailable *burst    // logs the 503s of a dependency that is down
 }
 
 // callbackPath is the route of payment providers' callbacks, which have
@@ -153,6 +154,7 @@ func NewServer(e *engine.Engine, cfg Config) *Server {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.unavailable = &burst{log: s.log, msg: "http: a dependency is unavailable; answering 503 with Retry-After", window: burstWindow}
 	s.shedCalls = &burst{log: s.log, msg: "http: payment callbacks shed: every in-flight slot is taken; their providers will send them again", window: burstWindow}
 	if s.bodyTimeout <= 0 {
 		s.bodyTimeout = DefaultBodyTimeout

@@ -47,10 +47,10 @@ func TestSlowBodies(t *testing.T) {
 
 	quick := &http.Client{Timeout: 15 * time.Second}
 	create := map[string]any{"order_no": "SLOW-1", "flow": "checkout", "user_id": "u1", "amount": 2500, "currency": "CNY", "ttl": "15m"}
-	if code, body := send(t, quick, "POST", p.URL+"/v1/orders", create, nil); code != http.StatusCreated {
+	if code, body, _ := send(t, quick, "POST", p.URL+"/v1/orders", create, nil); code != http.StatusCreated {
 		t.Fatalf("POST /v1/orders beside 100 slow bodies = %d %s, want 201", code, body)
 	}
-	if code, body := sendCallback(t, quick, p.URL, "SLOW-1", "T-SLOW-1"); code != http.StatusOK {
+	if code, body, _ := sendCallback(t, quick, p.URL, "SLOW-1", "T-SLOW-1"); code != http.StatusOK {
 		t.Fatalf("payment callback beside 100 slow bodies = %d %s, want 200", code, body)
 	}
 	var o order
@@ -123,13 +123,13 @@ func TestCallbackReserve(t *testing.T) {
 	waitFor(t, 10*time.Second, func() bool {
 		return callQuiet("GET", p.URL+"/v1/orders/RES-PAY", nil) == http.StatusTooManyRequests
 	})
-	if code, body := send(t, client, "POST", p.URL+"/v1/orders", create("RES-SHED"), nil); code != http.StatusTooManyRequests {
+	if code, body, _ := send(t, client, "POST", p.URL+"/v1/orders", create("RES-SHED"), nil); code != http.StatusTooManyRequests {
 		t.Errorf("create over the others' share = %d %s, want 429", code, body)
 	}
 
 	paid := make(chan int, 1)
 	go func() {
-		code, body := sendCallback(t, client, p.URL, "RES-PAY", "T-RES-1")
+		code, body, _ := sendCallback(t, client, p.URL, "RES-PAY", "T-RES-1")
 		if code != http.StatusOK {
 			t.Errorf("payment callback beside a full share = %d %s, want 200", code, body)
 		}
@@ -173,9 +173,9 @@ func slowBody(t *testing.T, base, path string) net.Conn {
 	return c
 }
 
-// send sends body as JSON with extra headers and returns the status and the
-// answer's body; 0 when there was no answer.
-func send(t *testing.T, c *http.Client, method, url string, body any, header http.Header) (int, string) {
+// send sends body as JSON with extra headers and returns the status, body
+// and header of the answer; status 0 when there was none.
+func send(t *testing.T, c *http.Client, method, url string, body any, header http.Header) (int, string, http.Header) {
 	t.Helper()
 	b, ok := body.([]byte)
 	if !ok {
@@ -194,16 +194,16 @@ func send(t *testing.T, c *http.Client, method, url string, body any, header htt
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return 0, err.Error()
+		return 0, err.Error(), nil
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(raw)
+	return resp.StatusCode, string(raw), resp.Header
 }
 
 // sendCallback sends the hmac provider's signed callback that order no was
 // paid 2500 CNY in transaction txn.
-func sendCallback(t *testing.T, c *http.Client, base, no, txn string) (int, string) {
+func sendCallback(t *testing.T, c *http.Client, base, no, txn string) (int, string, http.Header) {
 	t.Helper()
 	now := time.Now()
 	body, err := json.Marshal(payment.Notice{Kind: lapse.NoticePaid, TxnID: txn, OrderNo: no, Amount: 2500, Currency: "CNY", PaidAt: now})
