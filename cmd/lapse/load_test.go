@@ -115,9 +115,20 @@ func TestCallbackReserve(t *testing.T) {
 	})
 	t.Cleanup(unlock)
 
+	// Two creates that wait for the lock: each tries until it has a slot (a
+	// poll below may hold one for a moment).
 	held := make(chan int, 2)
 	for i := range 2 {
-		go func() { held <- callQuiet("POST", p.URL+"/v1/orders", create(fmt.Sprintf("RES-HELD-%d", i))) }()
+		go func() {
+			for {
+				code := callQuiet("POST", p.URL+"/v1/orders", create(fmt.Sprintf("RES-HELD-%d", i)))
+				if code != http.StatusTooManyRequests {
+					held <- code
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
 	}
 	// Once both creates hold their slots, the others' share is used up.
 	waitFor(t, 10*time.Second, func() bool {
