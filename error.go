@@ -113,6 +113,14 @@ var (
 	// ErrOrderExists: an order with that order_no exists with a different
 	// request body.
 	ErrOrderExists = &Error{Code: ECONFLICT, Message: "order_no already used with a different request"}
+
+	// ErrStoreUnavailable: the store's database cannot take work now (it
+	// refuses connections, is shutting down or starting, lost the
+	// connection, or another process holds its lock too long); nothing was
+	// written, and the same call may succeed later. A store returns it
+	// wrapped together with the driver's error, so that errors.Is and
+	// ErrorCode (EUNAVAILABLE) see it and errors.As still finds the cause.
+	ErrStoreUnavailable = &Error{Code: EUNAVAILABLE, Message: "the database is unavailable; try again later"}
 )
 
 // MaxReasonLen bounds a reason kept on the books (a payment's, a review's,

@@ -3,7 +3,6 @@ package http
 import (
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -89,11 +88,15 @@ func (s *Server) paymentCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := s.engine.ApplyPayment(r.Context(), n)
 	if err != nil {
-		level := slog.LevelWarn
-		if lapse.ErrorCode(err) == lapse.EINTERNAL || lapse.ErrorCode(err) == lapse.EUNAVAILABLE {
-			level = slog.LevelError
+		switch lapse.ErrorCode(err) {
+		case lapse.EUNAVAILABLE: // the provider sends it again; one line per outage
+			w.Header().Set("Retry-After", unavailableRetryAfter)
+			s.unavailable.add("method", r.Method, "path", r.URL.Path, "provider", provider, "txn_id", n.TxnID, "order_no", n.OrderNo, "err", err)
+		case lapse.EINTERNAL:
+			s.log.Error("payment callback not applied", "provider", provider, "txn_id", n.TxnID, "order_no", n.OrderNo, "err", err)
+		default:
+			s.log.Warn("payment callback not applied", "provider", provider, "txn_id", n.TxnID, "order_no", n.OrderNo, "err", err)
 		}
-		s.log.Log(r.Context(), level, "payment callback not applied", "provider", provider, "txn_id", n.TxnID, "order_no", n.OrderNo, "err", err)
 		cb.Ack(w, err)
 		return
 	}

@@ -48,9 +48,25 @@ type Config struct {
 	Callbacks map[string]lapse.PaymentCallback
 	// MaxInFlight sheds load: beyond this many API requests in flight, a
 	// request is answered 429 with Retry-After at once, rather than queue for
-	// a database connection until it times out. The probes and /metrics are
-	// never shed. Zero: no limit.
+	// a database connection until it times out. A request counts once its
+	// body is in (see BodyTimeout), so clients that are slow to send hold no
+	// slot. The probes and /metrics are never shed. Zero: no limit.
 	MaxInFlight int
+	// CallbackReserve is how many of the MaxInFlight slots only payment
+	// callbacks (POST /v1/payments/{provider}/callback) may take: other
+	// requests are shed once MaxInFlight−CallbackReserve are in flight,
+	// callbacks only at MaxInFlight, so that other traffic never keeps the
+	// money that comes in from being recorded. A callback that is shed all
+	// the same is answered 503 in its provider's format, which providers
+	// retry. Zero: a quarter of MaxInFlight, rounded up; negative: none. At
+	// most MaxInFlight−1 is reserved.
+	CallbackReserve int
+	// BodyTimeout bounds how long a request body may take to arrive after
+	// its headers. The server reads every body in full, within BodyTimeout
+	// and up to MaxBodyBytes, before the request counts against MaxInFlight
+	// and before its handler runs; a body that takes longer is refused with
+	// 400 and its connection closed. Zero or negative: DefaultBodyTimeout.
+	BodyTimeout time.Duration
 }
 
 // Server serves the Lapse HTTP API over an engine. It is safe for concurrent
@@ -63,9 +79,16 @@ type Server struct {
 	maxBody  int64
 	mux      *http.ServeMux
 
-	callbacks map[string]lapse.PaymentCallback
-	inFlight  chan struct{} // nil: no limit
+	bodyTimeout time.Duration
+	callbacks   map[string]lapse.PaymentCallback
+	inFlight    *inFlight // nil: no limit
+	shedCalls   *burst    // logs the payment callbacks shed
+	unavailable *burst    // logs the 503s of a dependency that is down
 }
+
+// callbackPath is the route of payment providers' callbacks, which have
+// in-flight slots of their own (Config.CallbackReserve).
+const callbackPath = "/v1/payments/{provider}/callback"
 
 // route is one endpoint. The route table below is the only place endpoints
 // are declared, so that the OpenAPI test can check the document against it.
@@ -90,7 +113,7 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/orders/{order_no}/payments", s.listPayments},
 		{"POST", "/v1/orders/{order_no}/refunds", s.refundOrder},
 		{"GET", "/v1/orders/{order_no}/refunds", s.listRefunds},
-		{"POST", "/v1/payments/{provider}/callback", s.paymentCallback},
+		{"POST", callbackPath, s.paymentCallback},
 		{"POST", "/v1/orders/{order_no}/retry", s.retryOrder},
 		{"GET", "/v1/orders/{order_no}/cards", s.listCards},
 		{"POST", "/v1/cards/{id}/visits", s.useCard},
@@ -122,13 +145,19 @@ func NewServer(e *engine.Engine, cfg Config) *Server {
 		maxBody:  cfg.MaxBodyBytes,
 		mux:      http.NewServeMux(),
 
-		callbacks: cfg.Callbacks,
+		bodyTimeout: cfg.BodyTimeout,
+		callbacks:   cfg.Callbacks,
 	}
 	if cfg.MaxInFlight > 0 {
-		s.inFlight = make(chan struct{}, cfg.MaxInFlight)
+		s.inFlight = newInFlight(cfg.MaxInFlight, cfg.CallbackReserve)
 	}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	s.unavailable = &burst{log: s.log, msg: "http: a dependency is unavailable; answering 503 with Retry-After", window: burstWindow}
+	s.shedCalls = &burst{log: s.log, msg: "http: payment callbacks shed: every in-flight slot is taken; their providers will send them again", window: burstWindow}
+	if s.bodyTimeout <= 0 {
+		s.bodyTimeout = DefaultBodyTimeout
 	}
 	if s.gatherer == nil {
 		s.gatherer = prometheus.NewRegistry()
@@ -146,7 +175,8 @@ func NewServer(e *engine.Engine, cfg Config) *Server {
 }
 
 // Handler returns the API's handler: the routes, answering unknown paths and
-// methods with problems, behind panic recovery and request logging.
+// methods with problems, behind panic recovery and request logging, the body
+// deadline and load shedding.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(s.serve)
 }
@@ -176,18 +206,33 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			panic(http.ErrAbortHandler)
 		}
 	}()
+	r = s.readBody(rec, r)
 	if s.inFlight != nil && strings.HasPrefix(r.URL.Path, "/v1/") {
-		select {
-		case s.inFlight <- struct{}{}:
-			defer func() { <-s.inFlight }()
-		default:
-			rec.Header().Set("Retry-After", "1")
-			writeProblem(rec, problemFor(http.StatusTooManyRequests, lapse.EUNAVAILABLE, "",
-				"too many requests in flight; retry after a second"))
+		_, pattern := s.mux.Handler(r)
+		callback := pattern == "POST "+callbackPath
+		if !s.inFlight.acquire(callback) {
+			s.shed(rec, r, callback)
+			return
+		}
+		defer s.inFlight.release()
+	}
+	s.route(rec, r)
+}
+
+// shed answers a request that found no in-flight slot: 429 with Retry-After,
+// or, for a payment callback, 503 in its provider's format.
+func (s *Server) shed(w http.ResponseWriter, r *http.Request, callback bool) {
+	w.Header().Set("Retry-After", "1")
+	const msg = "too many requests in flight; retry after a second"
+	if callback {
+		provider := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/payments/"), "/callback")
+		if cb := s.callbacks[provider]; cb != nil {
+			s.shedCalls.add("provider", provider)
+			cb.Ack(w, lapse.Errorf(lapse.EUNAVAILABLE, msg))
 			return
 		}
 	}
-	s.route(rec, r)
+	writeProblem(w, problemFor(http.StatusTooManyRequests, lapse.EUNAVAILABLE, "", msg))
 }
 
 // route dispatches r. ServeMux answers unknown paths and wrong methods in

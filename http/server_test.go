@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -279,6 +280,34 @@ func TestInternalErrorIsLoggedOnceAndHidden(t *testing.T) {
 	}
 	if n := strings.Count(e.logs.String(), secret); n != 1 {
 		t.Fatalf("the error was logged %d times, want once:\n%s", n, e.logs)
+	}
+}
+
+// downStore fails every OrderCreate as a store does while its database
+// refuses connections.
+type downStore struct{ lapse.Store }
+
+func (downStore) OrderCreate(context.Context, *lapse.OrderCreateParams) (*lapse.Order, bool, error) {
+	return nil, false, fmt.Errorf("postgres: create order: %w: %w", lapse.ErrStoreUnavailable, errors.New("FATAL: too many connections (SQLSTATE 53300)"))
+}
+
+// TestUnavailableIsRetryAfterAndLoggedOncePerBurst: while the database is
+// unavailable, every create is a 503 with Retry-After and code unavailable,
+// and the burst is logged once, not once per request.
+func TestUnavailableIsRetryAfterAndLoggedOncePerBurst(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, options{wrap: func(s lapse.Store) lapse.Store { return downStore{s} }})
+	for i := range 50 {
+		r := e.do("POST", "/v1/orders", fmt.Sprintf(`{"order_no":"DOWN-%d","flow":"checkout","user_id":"u","amount":100,"currency":"CNY","ttl":"15m"}`, i))
+		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+			t.Fatalf("create while the database is down: %d, Retry-After %q; want 503 with Retry-After", r.status, r.header.Get("Retry-After"))
+		}
+		if p := r.problem(t); p.Code != lapse.EUNAVAILABLE || strings.Contains(p.Detail, "SQLSTATE") {
+			t.Fatalf("problem %+v, want code unavailable without the driver's text", p)
+		}
+	}
+	if n := strings.Count(e.logs.String(), "level=WARN"); n != 1 || !strings.Contains(e.logs.String(), "53300") {
+		t.Errorf("50 creates while the database is down logged %d warnings, want one with the cause:\n%s", n, e.logs)
 	}
 }
 

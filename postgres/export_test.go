@@ -1,6 +1,9 @@
 package postgres
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Queries whose plans the tests check.
 const (
@@ -24,3 +27,12 @@ func (s *Store) Setting(ctx context.Context, name string) (string, error) {
 	err := s.db.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v)
 	return v, err
 }
+
+// Sleep runs pg_sleep for d on one of the store's connections.
+func (s *Store) Sleep(ctx context.Context, d time.Duration) error {
+	_, err := s.db.Exec(ctx, "SELECT pg_sleep($1)", d.Seconds())
+	return err
+}
+
+// Unavailable is the store's translation of driver errors.
+var Unavailable = unavailable

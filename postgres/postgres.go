@@ -94,7 +94,8 @@ type Store struct {
 }
 
 // db is what both *pgxpool.Pool and pgx.Tx offer, so that every method has
-// one code path in and out of a transaction.
+// one code path in and out of a transaction. Store.db is always a conn, which
+// reports an unreachable database as lapse.ErrStoreUnavailable.
 type db interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
@@ -105,7 +106,8 @@ type db interface {
 // Open connects to the database at dsn, a PostgreSQL URL or keyword/value
 // string. Unknown DSN parameters such as search_path are sent to the server
 // as session settings; the store's tables are found through the search_path.
-// Open fails when the database does not answer. Call Migrate before use.
+// Open fails when the database does not answer, with
+// lapse.ErrStoreUnavailable. Call Migrate before use.
 func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -137,9 +139,9 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 	// NewWithConfig connects lazily; fail here rather than on first use.
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("postgres: open: %w", err)
+		return nil, fmt.Errorf("postgres: open: %w", unavailable(err))
 	}
-	return &Store{pool: pool, db: pool}, nil
+	return &Store{pool: pool, db: conn{pool}}, nil
 }
 
 // setDuration sets a millisecond server setting: d when set, else what the
@@ -164,7 +166,7 @@ func (s *Store) Ping(ctx context.Context) error {
 		err = s.pool.Ping(ctx)
 	}
 	if err != nil {
-		return fmt.Errorf("postgres: ping: %w", err)
+		return fmt.Errorf("postgres: ping: %w", unavailable(err))
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ func (s *Store) Tx(ctx context.Context, fn func(tx lapse.Store) error) (err erro
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("postgres: begin: %w", err)
+		return fmt.Errorf("postgres: begin: %w", unavailable(err))
 	}
 	committed := false
 	defer func() {
@@ -34,12 +34,12 @@ func (s *Store) Tx(ctx context.Context, fn func(tx lapse.Store) error) (err erro
 			err = errors.Join(err, fmt.Errorf("postgres: rollback: %w", rbErr))
 		}
 	}()
-	if err := fn(&Store{pool: s.pool, db: tx, tx: tx}); err != nil {
+	if err := fn(&Store{pool: s.pool, db: conn{tx}, tx: tx}); err != nil {
 		return err
 	}
 	committed = true
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("postgres: commit: %w", err)
+		return fmt.Errorf("postgres: commit: %w", unavailable(err))
 	}
 	return nil
 }

@@ -33,11 +33,13 @@ func (s *Store) Tx(ctx context.Context, fn func(tx lapse.Store) error) error {
 	})
 }
 
-// begin runs fn in a new transaction of the writer connection.
+// begin runs fn in a new transaction of the writer connection. Every write
+// and every Tx begins here: a file locked by another process past the busy
+// timeout is lapse.ErrStoreUnavailable.
 func (s *Store) begin(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlite: begin: %w", err)
+		return fmt.Errorf("sqlite: begin: %w", unavailable(err))
 	}
 	ending := false
 	defer func() {
@@ -50,7 +52,7 @@ func (s *Store) begin(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 	ending = true // a failed COMMIT rolls back by itself
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: commit: %w", err)
+		return fmt.Errorf("sqlite: commit: %w", unavailable(err))
 	}
 	return nil
 }

@@ -23,7 +23,8 @@ import (
 // serveOptions holds the flags of lapse serve.
 type serveOptions struct {
 	db, addr, logLevel, logFormat, flowsDir string
-	dbConns, workConns, inFlight            int
+	dbConns, workConns, inFlight, reserve   int
+	bodyTimeout                             time.Duration
 	cc                                      engine.ClaimerConfig
 	dc                                      engine.DelivererConfig
 	sf                                      subscriberFlags
@@ -39,7 +40,9 @@ func serveFlags(fs *flag.FlagSet) *serveOptions {
 	fs.StringVar(&o.addr, "http", "127.0.0.1:8080", "address of the HTTP API (port 0 picks a free one)")
 	fs.IntVar(&o.dbConns, "db-conns", 0, "PostgreSQL: connections for the API (0: the DSN's pool_max_conns, or 16)")
 	fs.IntVar(&o.workConns, "db-work-conns", 8, "PostgreSQL: connections of their own for the deadline engine and the delivery workers, so that API load cannot starve them")
-	fs.IntVar(&o.inFlight, "max-in-flight", 4*int(postgres.DefaultMaxConns), "API requests in flight beyond which a request is answered 429 with Retry-After (0: no limit)")
+	fs.IntVar(&o.inFlight, "max-in-flight", 4*int(postgres.DefaultMaxConns), "API requests in flight beyond which a request is answered 429 with Retry-After (0: no limit); a request counts once its body is in")
+	fs.IntVar(&o.reserve, "callback-reserve", 0, "in-flight slots that only payment callbacks may take: other API requests are shed at --max-in-flight minus this (0: a quarter of --max-in-flight)")
+	fs.DurationVar(&o.bodyTimeout, "body-timeout", lapsehttp.DefaultBodyTimeout, "longest a request body may take to arrive after its headers; a slower one is refused with 400 and its connection closed")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&o.flowsDir, "flows", "", flowsUsage)
@@ -62,7 +65,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	o := serveFlags(fs)
 	var (
 		db, addr, logLevel, logFormat, flowsDir = &o.db, &o.addr, &o.logLevel, &o.logFormat, &o.flowsDir
-		dbConns, workConns, inFlight            = &o.dbConns, &o.workConns, &o.inFlight
+		dbConns, workConns, inFlight, reserve   = &o.dbConns, &o.workConns, &o.inFlight, &o.reserve
 		cc, dc, sf, pf, tf                      = &o.cc, &o.dc, &o.sf, &o.pf, &o.tf
 	)
 	cfg, err := loadFlags(fs, args)
@@ -102,6 +105,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if *dbConns < 0 || *workConns < 1 || *inFlight < 0 {
 		return fmt.Errorf("--db-conns must not be negative, --db-work-conns at least 1, --max-in-flight not negative")
+	}
+	if *reserve < 0 || (*inFlight > 0 && *reserve >= *inFlight) {
+		return fmt.Errorf("--callback-reserve must not be negative and must leave other requests a slot: less than --max-in-flight (%d)", *inFlight)
+	}
+	if o.bodyTimeout <= 0 {
+		return fmt.Errorf("--body-timeout must be positive")
 	}
 	store, err := openStoreConns(ctx, *db, int32(*dbConns))
 	if err != nil {
@@ -152,10 +161,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	watcher := newConfigWatcher(cfg, fs, reloadable(eng, claimer, sf), log, reg)
 
 	api := lapsehttp.NewServer(eng, lapsehttp.Config{
-		Logger:      log,
-		Gatherer:    reg,
-		Callbacks:   pays.callbacks,
-		MaxInFlight: *inFlight,
+		Logger:          log,
+		Gatherer:        reg,
+		Callbacks:       pays.callbacks,
+		MaxInFlight:     *inFlight,
+		CallbackReserve: *reserve,
+		BodyTimeout:     o.bodyTimeout,
 		Ready: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
@@ -166,10 +177,16 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if pays.sandbox != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/", handler)
-		mux.Handle("/sandbox/", sandboxHandler(pays.sandbox, log))
+		mux.Handle("/sandbox/", api.WithBodyDeadline(sandboxHandler(pays.sandbox, log)))
 		handler = mux
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	// Headers and bodies have their deadlines (the body's is set per request
+	// by the API's handler). WriteTimeout, counted from the end of the
+	// headers, only frees the connections of clients that do not read their
+	// answers: it is well past the body deadline plus the slowest handler (a
+	// statement times out after 30 s).
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
+		WriteTimeout: o.bodyTimeout + 2*time.Minute, IdleTimeout: 2 * time.Minute}
 
 	go watcher.Run(ctx)
 	claimer.Start(ctx)

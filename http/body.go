@@ -1,0 +1,87 @@
+package http
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"time"
+)
+
+// DefaultBodyTimeout is Config.BodyTimeout when it is not set. A JSON body of
+// the API is a few kilobytes, sent by a service in one go: 10 s is ample for a
+// slow link (64 KiB, the largest body, at 6 KB/s), while a client that sends
+// its headers and then trickles, or stops, is cut within seconds.
+const DefaultBodyTimeout = 10 * time.Second
+
+// readBody reads r's body in full before any handler sees it, within
+// s.bodyTimeout from now and up to s.maxBody+1 bytes, and returns r with a
+// body that replays those bytes. Reading happens before a request takes an
+// in-flight slot, so clients that are slow to send (or never finish) cannot
+// hold the slots that other requests need.
+//
+// What the handler reads is what it would have read from the connection: the
+// same bytes, then io.EOF, or the read's error (a timeout, a client that went
+// away), or, past s.maxBody bytes, a *http.MaxBytesError. A handler that reads
+// through http.MaxBytesReader with s.maxBody as its limit sees the same error
+// for a body that is too large as it would on the connection.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) *http.Request {
+	if r.Body == nil || r.Body == http.NoBody {
+		return r
+	}
+	// Not every ResponseWriter has a connection (httptest.ResponseRecorder):
+	// its body is in memory already.
+	rc := http.NewResponseController(w)
+	deadline := rc.SetReadDeadline(time.Now().Add(s.bodyTimeout)) == nil
+	// The buffer grows with what arrives, not with what Content-Length
+	// claims: a client that claims much and sends little costs little.
+	var buf bytes.Buffer
+	_, err := buf.ReadFrom(io.LimitReader(r.Body, s.maxBody+1))
+	switch {
+	case err != nil:
+	case int64(buf.Len()) > s.maxBody:
+		err = &http.MaxBytesError{Limit: s.maxBody}
+	default:
+		err = io.EOF
+		// The whole body is in: lift the deadline, which would otherwise
+		// cut the connection's background read and cancel the request's
+		// context while the handler runs. After an error, or with part of
+		// the body still unread, the deadline stays: net/http reads the
+		// rest of a body after the handler, and must not wait for it.
+		if deadline {
+			_ = rc.SetReadDeadline(time.Time{})
+		}
+	}
+	r2 := new(http.Request)
+	*r2 = *r // not r.Clone: the header, URL and context stay shared
+	r2.Body = &bufferedBody{r: bytes.NewReader(buf.Bytes()), err: err}
+	return r2
+}
+
+// WithBodyDeadline returns h behind the API's body deadline and size bound
+// (Config.BodyTimeout, Config.MaxBodyBytes), for handlers mounted beside the
+// API: h sees a body that readBody read in full, and so does not take its own
+// time reading from the connection. It is not counted against MaxInFlight.
+func (s *Server) WithBodyDeadline(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, s.readBody(w, r))
+	})
+}
+
+// bufferedBody is a request body read in full: its bytes, then err.
+type bufferedBody struct {
+	r   *bytes.Reader
+	err error // io.EOF, the read's error, or a *http.MaxBytesError
+}
+
+func (b *bufferedBody) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, _ := b.r.Read(p) // a bytes.Reader fails only at its end
+	if b.r.Len() == 0 {
+		return n, b.err
+	}
+	return n, nil
+}
+
+func (b *bufferedBody) Close() error { return nil }

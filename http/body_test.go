@@ -1,0 +1,164 @@
+package http_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/engine"
+	lapsehttp "github.com/lapsehq/lapse/http"
+)
+
+// slowBody sends a POST to path with its headers and the start of a body that
+// Content-Length says is longer, then nothing. It is closed when the test
+// ends.
+func (e *env) slowBody(path string) net.Conn {
+	e.t.Helper()
+	u, err := url.Parse(e.url)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = c.Close() })
+	if _, err := fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"order_no\":", path, u.Host); err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
+// TestSlowBodyHoldsNoSlot has clients send headers and part of a body, then
+// stop, more of them than there are in-flight slots: other requests are
+// served meanwhile, and each slow one is answered 400 and cut at the body
+// deadline.
+func TestSlowBodyHoldsNoSlot(t *testing.T) {
+	t.Parallel()
+	const timeout = 300 * time.Millisecond
+	e := newEnvWith(t, options{cfg: lapsehttp.Config{MaxInFlight: 2, BodyTimeout: timeout,
+		Callbacks: map[string]lapse.PaymentCallback{"hmac": callbackScheme}}})
+	opened := time.Now()
+	var slow []net.Conn
+	for _, path := range []string{"/v1/orders", "/v1/orders", "/v1/payments/hmac/callback", "/v1/orders/X/events"} {
+		slow = append(slow, e.slowBody(path))
+	}
+	e.do("POST", "/v1/orders", `{"order_no":"FAST-1","flow":"checkout","user_id":"u","amount":100,"currency":"CNY","ttl":"15m"}`).
+		want(t, http.StatusCreated)
+	e.do("GET", "/v1/orders/FAST-1", "").want(t, http.StatusOK)
+	if took := time.Since(opened); took >= timeout {
+		t.Fatalf("the fast requests took %v, past the slow bodies' deadline: the test proves nothing", took)
+	}
+
+	for i, c := range slow {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("slow body %d: no answer: %v", i, err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "could not be read") {
+			t.Errorf("slow body %d: %d %s, want 400: could not be read", i, res.StatusCode, body)
+		}
+		if took := time.Since(opened); took > timeout+2*time.Second {
+			t.Errorf("slow body %d answered after %v; its deadline was %v", i, took, timeout)
+		}
+		if n, err := c.Read(make([]byte, 1)); err != io.EOF {
+			t.Errorf("slow body %d: the connection is still open after its answer (read %d, %v)", i, n, err)
+		}
+	}
+}
+
+// TestBodyTooLargeBeforeSlot checks that reading bodies ahead of the handler
+// keeps the size limit's answers: 400 naming the limit, for the API's JSON
+// and for a payment callback.
+func TestBodyTooLargeBeforeSlot(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, options{cfg: lapsehttp.Config{MaxBodyBytes: 100, MaxInFlight: 4,
+		Callbacks: map[string]lapse.PaymentCallback{"hmac": callbackScheme}}})
+	big := `{"order_no":"` + strings.Repeat("x", 200) + `"}`
+	if p := e.do("POST", "/v1/orders", big).want(t, http.StatusBadRequest).problem(t); !strings.Contains(p.Detail, "limit of 100 bytes") {
+		t.Errorf("create: %q does not name the limit", p.Detail)
+	}
+	r := e.callback(big, e.clock.Now()).want(t, http.StatusBadRequest)
+	if !strings.Contains(string(r.body), "larger than the limit of 100 bytes") {
+		t.Errorf("callback: %s does not name the limit", r.body)
+	}
+	// Exactly at the limit is not too large.
+	exact := `{"order_no":"` + strings.Repeat("x", 100-len(`{"order_no":""}`)) + `"}`
+	if p := e.do("POST", "/v1/orders", exact).want(t, http.StatusBadRequest).problem(t); strings.Contains(p.Detail, "limit") {
+		t.Errorf("a body of exactly the limit: %q", p.Detail)
+	}
+}
+
+// TestCallbackReserve fills the slots that other requests may use: they are
+// shed, while payment callbacks take the reserved ones; once every slot is
+// taken a callback is shed too, with 503 in its provider's format.
+func TestCallbackReserve(t *testing.T) {
+	t.Parallel()
+	hold, held := make(chan struct{}), make(chan string, 4)
+	e := newEnvWith(t, options{
+		cfg:  lapsehttp.Config{MaxInFlight: 3, CallbackReserve: 1, Callbacks: map[string]lapse.PaymentCallback{"hmac": callbackScheme}},
+		wrap: func(s lapse.Store) lapse.Store { return &holdGet{Store: s, hold: hold, held: held} },
+		engine: func(c *engine.Config) {
+			c.Payments = engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{"hmac": closedProvider{}}}
+		},
+	})
+	for _, no := range []string{"PAY-1", "HOLD-3"} {
+		e.do("POST", "/v1/orders", `{"order_no":"`+no+`","flow":"checkout","user_id":"u","amount":1999,"currency":"CNY","ttl":"15m"}`).
+			want(t, http.StatusCreated)
+	}
+	done := make(chan *response, 3)
+	for _, no := range []string{"HOLD-1", "HOLD-2"} {
+		go func() { done <- e.do("GET", "/v1/orders/"+no, "") }()
+		<-held
+	}
+	r := e.do("GET", "/v1/orders/PAY-1", "")
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") != "1" {
+		t.Errorf("a third request beside two held: %d, Retry-After %q; want 429 and 1", r.status, r.header.Get("Retry-After"))
+	}
+	now := e.clock.Now()
+	e.callback(noticeBody("PAY-1", "txn-res-1", 1999, now), now).want(t, http.StatusOK)
+
+	// A callback held in the reserved slot: now every slot is taken.
+	go func() { done <- e.callback(noticeBody("HOLD-3", "txn-res-3", 1999, now), now) }()
+	<-held
+	r = e.callback(noticeBody("PAY-1", "txn-res-2", 1999, now), now)
+	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") != "1" || !strings.Contains(string(r.body), `"status":"error"`) {
+		t.Errorf("a callback with every slot taken: %d %s, Retry-After %q; want 503, the hmac error ack and 1",
+			r.status, r.body, r.header.Get("Retry-After"))
+	}
+	if n := strings.Count(e.logs.String(), "payment callbacks shed"); n != 1 {
+		t.Errorf("the shed callback was logged %d times, want once:\n%s", n, e.logs)
+	}
+	close(hold)
+	for range 3 {
+		if r := <-done; r.status != http.StatusOK && r.status != http.StatusNotFound {
+			t.Errorf("a held request answered %d %s", r.status, r.body)
+		}
+	}
+}
+
+// holdGet holds OrderGet of every order whose number starts with HOLD until
+// hold closes, and says so on held.
+type holdGet struct {
+	lapse.Store
+	hold <-chan struct{}
+	held chan<- string
+}
+
+func (s *holdGet) OrderGet(ctx context.Context, orderNo string) (*lapse.Order, error) {
+	if strings.HasPrefix(orderNo, "HOLD") {
+		s.held <- orderNo
+		<-s.hold
+	}
+	return s.Store.OrderGet(ctx, orderNo)
+}

@@ -1,0 +1,102 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/lapsehq/lapse"
+)
+
+// unavailable returns err wrapped with lapse.ErrStoreUnavailable when it says
+// that the database cannot take work now, and err as it is otherwise. Every
+// error of the store's statements, transactions and pings passes through it
+// (see conn), so that no method can let a refused connection out as an
+// internal error.
+func unavailable(err error) error {
+	if err == nil || !isUnavailable(err) || errors.Is(err, lapse.ErrStoreUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", lapse.ErrStoreUnavailable, err)
+}
+
+// isUnavailable reports whether err means the database is out of reach or
+// refusing work, rather than refusing this statement:
+//
+//   - the server refused or ended the session: 53300 too_many_connections,
+//     57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now,
+//     class 08 connection exceptions;
+//   - no connection could be made (pgconn.ConnectError: refused, unreachable,
+//     the server turned the session down at start);
+//   - the connection broke (closed, reset, cut short);
+//   - the caller's deadline passed while it waited for a pool connection
+//     (pgxpool returns the context's own error then; a deadline that passes
+//     while a statement runs is a pgconn timeout, and is not counted).
+//
+// A statement that was running when its connection broke may have committed
+// before the answer was lost: unavailable does not mean nothing was written.
+func isUnavailable(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false // the caller went away
+	}
+	if _, ok := errors.AsType[*pgconn.ConnectError](err); ok {
+		return true
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// Before the net.Error test, which the context's error passes.
+		return !pgconn.Timeout(err)
+	}
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
+		switch pe.Code {
+		case "53300", "57P01", "57P02", "57P03":
+			return true
+		}
+		return strings.HasPrefix(pe.Code, "08")
+	}
+	if _, ok := errors.AsType[net.Error](err); ok {
+		return true
+	}
+	return errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
+
+// conn is a db whose errors go through unavailable: the pool, or the
+// transaction of a Store bound to one.
+type conn struct{ db db }
+
+func (c conn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	tag, err := c.db.Exec(ctx, sql, args...)
+	return tag, unavailable(err)
+}
+
+func (c conn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	rows, err := c.db.Query(ctx, sql, args...)
+	return mappedRows{rows}, unavailable(err)
+}
+
+func (c conn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return mappedRow{c.db.QueryRow(ctx, sql, args...)}
+}
+
+func (c conn) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+	n, err := c.db.CopyFrom(ctx, table, columns, src)
+	return n, unavailable(err)
+}
+
+// mappedRows reports the errors of pgx.Rows through unavailable: a
+// connection can break between rows.
+type mappedRows struct{ pgx.Rows }
+
+func (r mappedRows) Err() error             { return unavailable(r.Rows.Err()) }
+func (r mappedRows) Scan(dest ...any) error { return unavailable(r.Rows.Scan(dest...)) }
+
+// mappedRow reports the error of a pgx.Row, which comes with Scan, through
+// unavailable.
+type mappedRow struct{ pgx.Row }
+
+func (r mappedRow) Scan(dest ...any) error { return unavailable(r.Row.Scan(dest...)) }
