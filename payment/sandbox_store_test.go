@@ -1,0 +1,74 @@
+package payment_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/payment"
+)
+
+// Two sandboxes on one store are one gateway, as two processes on one
+// database are: what a customer paid through one is refunded, queried,
+// closed and redelivered through the other, whose callbacks go to its own
+// URL, and each counts its own calls.
+func TestSandboxesSharingAStore(t *testing.T) {
+	t.Parallel()
+	store := payment.NewMemorySandboxStore()
+	rcA, rcB := newCallbackReceiver(t, lapse.NewManualClock(sandboxStart)), newCallbackReceiver(t, lapse.NewManualClock(sandboxStart))
+	a, _ := newSandbox(t, payment.SandboxConfig{Store: store, CallbackURL: rcA.URL})
+	b, _ := newSandbox(t, payment.SandboxConfig{Store: store, CallbackURL: rcB.URL})
+	ctx := context.Background()
+
+	p, err := a.Pay(ctx, "S-1", 1000, "USD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q, err := b.Query(ctx, "S-1"); err != nil || *q != *p {
+		t.Errorf("B's Query of A's payment = %+v, %v; want %+v", q, err, p)
+	}
+	rf, err := b.Refund(ctx, &lapse.RefundRequest{IdempotencyKey: "r-1", TxnID: p.TxnID, OrderNo: "S-1", Amount: 600, Currency: "USD"})
+	if err != nil || rf.Amount != 600 {
+		t.Fatalf("B's Refund of A's payment = %+v, %v", rf, err)
+	}
+	if _, err := a.Refund(ctx, &lapse.RefundRequest{IdempotencyKey: "r-2", TxnID: p.TxnID, Amount: 401}); !errors.Is(err, lapse.ErrRefused) {
+		t.Errorf("A refunding more than B left: %v; want ErrRefused", err)
+	}
+	if again, err := a.RefundQuery(ctx, "r-1"); err != nil || *again != *rf {
+		t.Errorf("A's RefundQuery of B's refund = %+v, %v; want %+v", again, err, rf)
+	}
+	if got := rcB.received(t); len(got) != 1 || got[0].Kind != lapse.NoticeRefunded || got[0].TxnID != p.TxnID {
+		t.Errorf("B's receiver got %+v, want the refund's callback", got)
+	}
+	// B sends the latest callback about A's payment again, to B's URL.
+	if err := b.Redeliver(ctx, p.TxnID); err != nil {
+		t.Fatalf("B's Redeliver of A's payment: %v", err)
+	}
+	if got := rcB.received(t); len(got) != 2 || got[1].RefundID != "r-1" {
+		t.Errorf("after B's Redeliver, B's receiver got %+v", got)
+	}
+	if got := rcA.received(t); len(got) != 1 || got[0].Kind != lapse.NoticePaid {
+		t.Errorf("A's receiver got %+v, want only the paid callback", got)
+	}
+
+	// Closed through B: A takes no payment for it.
+	if _, err := b.Close(ctx, "S-2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Pay(ctx, "S-2", 1000, "USD"); !errors.Is(err, lapse.ErrRefused) {
+		t.Errorf("A's Pay of an order B closed: %v; want ErrRefused", err)
+	}
+	if len(a.Payments()) != 2 || len(b.Refunds()) != 1 {
+		t.Errorf("payments %+v, refunds %+v; want 2 and 1, the same through both", a.Payments(), b.Refunds())
+	}
+	if ca, cb := a.Calls(), b.Calls(); ca.Pay != 2 || ca.Refund != 1 || cb.Refund != 1 || cb.Close != 1 || cb.Pay != 0 {
+		t.Errorf("calls of A %+v and of B %+v: each its own", ca, cb)
+	}
+
+	// Another gateway on the same store does not see them.
+	other := payment.NewSandbox(payment.SandboxConfig{Provider: "other", Secret: sandboxSecret, Store: store})
+	if _, err := other.Query(ctx, "S-1"); !errors.Is(err, lapse.ErrProviderNotFound) {
+		t.Errorf("another gateway's Query: %v; want ErrProviderNotFound", err)
+	}
+}
