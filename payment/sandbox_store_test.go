@@ -7,7 +7,17 @@ import (
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/payment"
+	"github.com/lapsehq/lapse/storetest"
 )
+
+// The store in memory passes the conformance suite of the built-in stores.
+func TestMemorySandboxStoreConformance(t *testing.T) {
+	t.Parallel()
+	storetest.RunSandbox(t, func(t *testing.T) (lapse.SandboxStore, lapse.SandboxStore) {
+		s := payment.NewMemorySandboxStore()
+		return s, s
+	})
+}
 
 // Two sandboxes on one store are one gateway, as two processes on one
 // database are: what a customer paid through one is refunded, queried,
