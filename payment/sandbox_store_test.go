@@ -82,3 +82,27 @@ func TestSandboxesSharingAStore(t *testing.T) {
 		t.Errorf("another gateway's Query: %v; want ErrProviderNotFound", err)
 	}
 }
+
+// Processes that start without a secret sign with the one the store keeps:
+// the first draws it; a given secret is used, and kept when none was.
+func TestSandboxSecret(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := payment.NewMemorySandboxStore()
+	first, kept, err := payment.SandboxSecret(ctx, store, "sandbox", nil)
+	if err != nil || len(first) < 16 || string(kept) != string(first) {
+		t.Fatalf("the first secret: %q, kept %q, %v", first, kept, err)
+	}
+	if again, kept, err := payment.SandboxSecret(ctx, store, "sandbox", nil); err != nil || string(again) != string(first) || string(kept) != string(first) {
+		t.Errorf("a second process without a secret: %q, kept %q, %v; want %q", again, kept, err, first)
+	}
+	if use, kept, err := payment.SandboxSecret(ctx, store, "sandbox", []byte("given")); err != nil || string(use) != "given" || string(kept) != string(first) {
+		t.Errorf("a given secret after one was kept: %q, kept %q, %v; want it used, the first kept", use, kept, err)
+	}
+	if use, kept, err := payment.SandboxSecret(ctx, store, "other", []byte("given")); err != nil || string(use) != "given" || string(kept) != "given" {
+		t.Errorf("a given secret first: %q, kept %q, %v; want it used and kept", use, kept, err)
+	}
+	if use, _, err := payment.SandboxSecret(ctx, store, "other", nil); err != nil || string(use) != "given" {
+		t.Errorf("no secret after a given one was kept: %q, %v; want the given one", use, err)
+	}
+}
