@@ -468,21 +468,21 @@ func (s *Sandbox) Close(ctx context.Context, orderNo string) (*lapse.ProviderPay
 	}
 	var p *lapse.SandboxPayment
 	err := s.inOrder(ctx, orderNo, func(tx lapse.SandboxStore, ps []*lapse.SandboxPayment) error {
-		for _, p := range ps {
-			if p.Status == lapse.ProviderPending {
-				p.Status = lapse.ProviderClosed
-				if err := tx.SandboxPaymentPut(ctx, p); err != nil {
+		for _, x := range ps {
+			if x.Status == lapse.ProviderPending {
+				x.Status = lapse.ProviderClosed
+				if err := tx.SandboxPaymentPut(ctx, x); err != nil {
 					return err
 				}
 			}
 		}
 		if len(ps) == 0 {
-			p := s.newPayment(orderNo, 0, "")
-			p.Status = lapse.ProviderClosed
-			if err := tx.SandboxPaymentPut(ctx, p); err != nil {
+			x := s.newPayment(orderNo, 0, "")
+			x.Status = lapse.ProviderClosed
+			if err := tx.SandboxPaymentPut(ctx, x); err != nil {
 				return err
 			}
-			ps = append(ps, p)
+			ps = append(ps, x)
 		}
 		p = current(ps)
 		return nil
