@@ -48,6 +48,13 @@ type SandboxConfig struct {
 	// Rand draws the failures, so that a test can replay them. Default: a
 	// source seeded at random.
 	Rand rand.Source
+	// Store keeps the gateway's payments, charges, refunds and callbacks.
+	// Sandboxes of one Provider name that share a Store are one gateway:
+	// a payment made through one is refunded, queried or closed through
+	// any. Both built-in stores implement lapse.SandboxStore, so that
+	// processes sharing a database share the gateway. Default: a
+	// MemorySandboxStore of this sandbox's own.
+	Store lapse.SandboxStore
 }
 
 // Validate reports what in cfg NewSandbox would refuse.
@@ -65,8 +72,8 @@ func (cfg SandboxConfig) Validate() error {
 // made but its callback was not delivered; Redeliver sends it again.
 var ErrSandboxCallback = errors.New("payment: sandbox: the payment was made but its callback was not delivered")
 
-// Sandbox is a simulated payment gateway held in memory, for the demo and the
-// tests: customers Pay (or Start paying), Lapse charges, refunds, queries and
+// Sandbox is a simulated payment gateway, for the demo and the tests:
+// customers Pay (or Start paying), Lapse charges, refunds, queries and
 // closes through lapse.PaymentProvider, and checkout payments and refunds
 // are announced by callbacks signed with the HMAC scheme. Failures are
 // injected at the configured rates. Safe for concurrent use.
@@ -74,28 +81,35 @@ var ErrSandboxCallback = errors.New("payment: sandbox: the payment was made but 
 // An order's payments follow the gateway rules Lapse relies on: once an order
 // is closed (a payment of it closed) it can no longer be paid; a customer may
 // pay an open order twice, each payment with its own transaction id; refunds
-// of a payment never exceed what was captured.
+// of a payment never exceed what was captured; a charge or a refund sent
+// again under its idempotency key is the same one.
+//
+// The gateway's state (payments, charges, refunds, the latest callback of
+// each payment) is in its Store, and each call is one transaction of it that
+// first locks the order it is about, so that the rules hold for every
+// Sandbox of the same Provider name sharing the Store: several processes on
+// one database are one gateway. What stays with each Sandbox is its own:
+// the injected failures (rates and Rand), the counts of Calls, and its
+// callbacks, which go to its own CallbackURL signed with its own Secret
+// (Redeliver's too, whichever sandbox made the payment).
 type Sandbox struct {
 	name, merchant string
 	secret         []byte
 	callbackURL    string
 	clock          lapse.Clock
 	client         *http.Client
-	failRate       float64
-	unknownRate    float64
+	store          lapse.SandboxStore
 
-	mu       sync.Mutex
-	rng      *rand.Rand
-	payments []*sandboxPayment          // in the order they were made
-	txns     map[string]*sandboxPayment // by txn id
-	orders   map[string][]*sandboxPayment
-	charges  map[string]*sandboxCharge
-	refunds  []*sandboxRefund
-	byKey    map[string]*sandboxRefund
-	calls    SandboxCalls
+	mu          sync.Mutex // guards what follows, this sandbox's own
+	rng         *rand.Rand
+	failRate    float64
+	unknownRate float64
+	calls       SandboxCalls
 }
 
 // SandboxCalls counts the calls a Sandbox received and the callbacks it sent.
+// The counts are the Sandbox's own, not those of other sandboxes sharing its
+// Store.
 type SandboxCalls struct {
 	Pay         int
 	Start       int
@@ -108,22 +122,6 @@ type SandboxCalls struct {
 	// CallbackFailures those that got no 2xx answer.
 	Callbacks        int
 	CallbackFailures int
-}
-
-type sandboxPayment struct {
-	lapse.ProviderPayment
-	refunded int64
-	callback []byte // the body of the latest callback about this payment
-}
-
-type sandboxCharge struct {
-	req lapse.ChargeRequest
-	p   *sandboxPayment
-}
-
-type sandboxRefund struct {
-	lapse.ProviderRefund
-	req lapse.RefundRequest
 }
 
 // sandboxRefusal is a call the sandbox refuses for good; status is what its
@@ -143,9 +141,9 @@ func sandboxRefuse(status int, format string, args ...any) error {
 // errSandboxDown is the transient failure FailRate injects.
 var errSandboxDown = lapse.Errorf(lapse.EUNAVAILABLE, "sandbox: simulated gateway failure; nothing was done")
 
-// NewSandbox returns a sandbox with no payments. It panics when
-// cfg.Validate fails: the sandbox is configured by code, which calls
-// Validate first when the settings come from a user.
+// NewSandbox returns a sandbox on cfg.Store, or on a store of its own with
+// no payments. It panics when cfg.Validate fails: the sandbox is configured
+// by code, which calls Validate first when the settings come from a user.
 func NewSandbox(cfg SandboxConfig) *Sandbox {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
@@ -170,6 +168,10 @@ func NewSandbox(cfg SandboxConfig) *Sandbox {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
+	store := cfg.Store
+	if store == nil {
+		store = NewMemorySandboxStore()
+	}
 	return &Sandbox{
 		name:        cmp.Or(cfg.Provider, "sandbox"),
 		merchant:    cmp.Or(cfg.Merchant, "sandbox-merchant"),
@@ -177,13 +179,10 @@ func NewSandbox(cfg SandboxConfig) *Sandbox {
 		callbackURL: cfg.CallbackURL,
 		clock:       clock,
 		client:      client,
+		store:       store,
 		failRate:    cfg.FailRate,
 		unknownRate: cfg.UnknownRate,
 		rng:         rand.New(src),
-		txns:        map[string]*sandboxPayment{},
-		orders:      map[string][]*sandboxPayment{},
-		charges:     map[string]*sandboxCharge{},
-		byKey:       map[string]*sandboxRefund{},
 	}
 }
 
@@ -209,21 +208,24 @@ func (s *Sandbox) Pay(ctx context.Context, orderNo string, amount int64, currenc
 	if err := sandboxCheck(orderNo, amount, currency); err != nil {
 		return nil, fmt.Errorf("sandbox: pay %s: %w", orderNo, err)
 	}
-	s.mu.Lock()
-	s.calls.Pay++
-	if s.isClosed(orderNo) {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("sandbox: pay %s: %w", orderNo, sandboxRefuse(http.StatusConflict, "order %s was closed: it can no longer be paid", orderNo))
+	s.count(&s.calls.Pay)
+	var p *lapse.SandboxPayment
+	err := s.inOrder(ctx, orderNo, func(tx lapse.SandboxStore, ps []*lapse.SandboxPayment) error {
+		if isClosed(ps) {
+			return sandboxRefuse(http.StatusConflict, "order %s was closed: it can no longer be paid", orderNo)
+		}
+		if p = pending(ps, amount, currency); p == nil {
+			p = s.newPayment(orderNo, amount, currency)
+		}
+		p.Status, p.PaidAt = lapse.ProviderPaid, s.clock.Now()
+		s.setCallback(p, Notice{Kind: lapse.NoticePaid, PaidAt: p.PaidAt})
+		return tx.SandboxPaymentPut(ctx, p)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: pay %s: %w", orderNo, err)
 	}
-	p := s.pending(orderNo, amount, currency)
-	if p == nil {
-		p = s.newPayment(orderNo, amount, currency)
-	}
-	p.Status, p.PaidAt = lapse.ProviderPaid, s.clock.Now()
-	body := s.setCallback(p, Notice{Kind: lapse.NoticePaid, PaidAt: p.PaidAt})
 	out := p.ProviderPayment
-	s.mu.Unlock()
-	if err := s.send(ctx, body); err != nil {
+	if err := s.send(ctx, p.Callback); err != nil {
 		return &out, fmt.Errorf("sandbox: pay %s: %w: %w", orderNo, ErrSandboxCallback, err)
 	}
 	return &out, nil
@@ -237,15 +239,20 @@ func (s *Sandbox) Start(ctx context.Context, orderNo string, amount int64, curre
 	if err := sandboxCheck(orderNo, amount, currency); err != nil {
 		return nil, fmt.Errorf("sandbox: start %s: %w", orderNo, err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls.Start++
-	if s.isClosed(orderNo) {
-		return nil, fmt.Errorf("sandbox: start %s: %w", orderNo, sandboxRefuse(http.StatusConflict, "order %s was closed: it can no longer be paid", orderNo))
-	}
-	p := s.pending(orderNo, amount, currency)
-	if p == nil {
+	s.count(&s.calls.Start)
+	var p *lapse.SandboxPayment
+	err := s.inOrder(ctx, orderNo, func(tx lapse.SandboxStore, ps []*lapse.SandboxPayment) error {
+		if isClosed(ps) {
+			return sandboxRefuse(http.StatusConflict, "order %s was closed: it can no longer be paid", orderNo)
+		}
+		if p = pending(ps, amount, currency); p != nil {
+			return nil
+		}
 		p = s.newPayment(orderNo, amount, currency)
+		return tx.SandboxPaymentPut(ctx, p)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: start %s: %w", orderNo, err)
 	}
 	out := p.ProviderPayment
 	return &out, nil
@@ -263,120 +270,47 @@ func (s *Sandbox) Charge(ctx context.Context, r *lapse.ChargeRequest) (*lapse.Pr
 	if err := sandboxCheck(r.OrderNo, r.Amount, r.Currency); err != nil {
 		return nil, fmt.Errorf("sandbox: %s: %w", op, err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls.Charge++
-	fail, lose := s.fate()
+	fail, lose := s.fate(&s.calls.Charge)
 	if fail {
 		return nil, fmt.Errorf("sandbox: %s: %w", op, errSandboxDown)
 	}
-	c := s.charges[r.IdempotencyKey]
-	switch {
-	case c != nil && c.req != *r:
-		return nil, fmt.Errorf("sandbox: %s: %w", op, sandboxRefuse(http.StatusConflict, "idempotency key %q was used for another charge", r.IdempotencyKey))
-	case c != nil:
-	case r.Method == "fail":
-		return nil, fmt.Errorf("sandbox: %s: %w", op, sandboxRefuse(http.StatusPaymentRequired, "the payment method was declined"))
-	case s.isClosed(r.OrderNo):
-		return nil, fmt.Errorf("sandbox: %s: %w", op, sandboxRefuse(http.StatusConflict, "order %s was closed: it can no longer be paid", r.OrderNo))
-	default:
-		p := s.newPayment(r.OrderNo, r.Amount, r.Currency)
+	var p *lapse.SandboxPayment
+	err := s.inOrder(ctx, r.OrderNo, func(tx lapse.SandboxStore, ps []*lapse.SandboxPayment) error {
+		c, err := tx.SandboxChargeGet(ctx, s.name, r.IdempotencyKey)
+		switch {
+		case err == nil && (c.OrderNo != r.OrderNo || c.Amount != r.Amount || c.Currency != r.Currency || c.Method != r.Method):
+			return sandboxRefuse(http.StatusConflict, "idempotency key %q was used for another charge", r.IdempotencyKey)
+		case err == nil:
+			p, err = tx.SandboxPaymentGet(ctx, s.name, c.TxnID)
+			return err
+		case !errors.Is(err, lapse.ErrProviderNotFound):
+			return err
+		case r.Method == "fail":
+			return sandboxRefuse(http.StatusPaymentRequired, "the payment method was declined")
+		case isClosed(ps):
+			return sandboxRefuse(http.StatusConflict, "order %s was closed: it can no longer be paid", r.OrderNo)
+		}
+		p = s.newPayment(r.OrderNo, r.Amount, r.Currency)
 		p.Status, p.PaidAt = lapse.ProviderPaid, s.clock.Now()
 		s.setCallback(p, Notice{Kind: lapse.NoticePaid, PaidAt: p.PaidAt})
-		c = &sandboxCharge{req: *r, p: p}
-		s.charges[r.IdempotencyKey] = c
-	}
-	if lose {
-		return nil, sandboxLost(op)
-	}
-	out := c.p.ProviderPayment
-	return &out, nil
-}
-
-// Refund refunds r.Amount of the paid payment r.TxnID at once and sends the
-// refunded callback (its RefundID is r.IdempotencyKey) before returning; a
-// callback that fails shows only in Calls, as Redeliver can send it again.
-// The same IdempotencyKey returns the same refund; refunds that would take
-// more than was captured, of a payment that is not paid, or under a key
-// used for another refund, are refused with an error wrapping
-// lapse.ErrRefused.
-func (s *Sandbox) Refund(ctx context.Context, r *lapse.RefundRequest) (*lapse.ProviderRefund, error) {
-	op := "refund " + r.IdempotencyKey
-	if r.IdempotencyKey == "" {
-		return nil, fmt.Errorf("sandbox: refund: %w", sandboxRefuse(http.StatusBadRequest, "the idempotency key is missing"))
-	}
-	if r.Amount <= 0 {
-		return nil, fmt.Errorf("sandbox: %s: %w", op, sandboxRefuse(http.StatusUnprocessableEntity, "amount must be a positive number of minor units"))
-	}
-	s.mu.Lock()
-	s.calls.Refund++
-	fail, lose := s.fate()
-	if fail {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("sandbox: %s: %w", op, errSandboxDown)
-	}
-	rf, body, err := s.refund(r)
-	s.mu.Unlock()
+		if err := tx.SandboxPaymentPut(ctx, p); err != nil {
+			return err
+		}
+		created, err := tx.SandboxChargeCreate(ctx, &lapse.SandboxCharge{Gateway: s.name, Key: r.IdempotencyKey,
+			OrderNo: r.OrderNo, Amount: r.Amount, Currency: r.Currency, Method: r.Method, TxnID: p.TxnID})
+		if err == nil && !created {
+			// Created meanwhile for another order, whose lock this is not.
+			return sandboxRefuse(http.StatusConflict, "idempotency key %q was used for another charge", r.IdempotencyKey)
+		}
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %s: %w", op, err)
 	}
-	if body != nil {
-		// A gateway's callbacks do not hang on the API call that caused
-		// them: the caller giving up must not stop the refund's.
-		s.send(context.WithoutCancel(ctx), body)
-	}
 	if lose {
 		return nil, sandboxLost(op)
 	}
-	return &rf, nil
-}
-
-// refund makes the refund r asks for, or finds the one made under its key,
-// and returns the callback to send about a new one. s.mu is held.
-func (s *Sandbox) refund(r *lapse.RefundRequest) (lapse.ProviderRefund, []byte, error) {
-	if prev := s.byKey[r.IdempotencyKey]; prev != nil {
-		if prev.req.TxnID != r.TxnID || prev.req.Amount != r.Amount || prev.req.OrderNo != r.OrderNo || prev.req.Currency != r.Currency {
-			return lapse.ProviderRefund{}, nil, sandboxRefuse(http.StatusConflict, "idempotency key %q was used for another refund", r.IdempotencyKey)
-		}
-		return prev.ProviderRefund, nil, nil
-	}
-	p := s.txns[r.TxnID]
-	switch {
-	case p == nil:
-		return lapse.ProviderRefund{}, nil, sandboxRefuse(http.StatusUnprocessableEntity, "no payment %q to refund", r.TxnID)
-	case r.OrderNo != "" && r.OrderNo != p.OrderNo:
-		return lapse.ProviderRefund{}, nil, sandboxRefuse(http.StatusUnprocessableEntity, "payment %s is for order %s, not %s", p.TxnID, p.OrderNo, r.OrderNo)
-	case r.Currency != "" && r.Currency != p.Currency:
-		return lapse.ProviderRefund{}, nil, sandboxRefuse(http.StatusUnprocessableEntity, "payment %s is in %s, not %s", p.TxnID, p.Currency, r.Currency)
-	case p.Status != lapse.ProviderPaid:
-		return lapse.ProviderRefund{}, nil, sandboxRefuse(http.StatusConflict, "payment %s is %s: only a paid payment can be refunded", p.TxnID, p.Status)
-	case r.Amount > p.Amount-p.refunded:
-		return lapse.ProviderRefund{}, nil, sandboxRefuse(http.StatusConflict, "refunding %d would exceed payment %s: %d of %d is left", r.Amount, p.TxnID, p.Amount-p.refunded, p.Amount)
-	}
-	p.refunded += r.Amount
-	if p.refunded == p.Amount {
-		p.Status = lapse.ProviderRefunded
-	}
-	rf := &sandboxRefund{req: *r, ProviderRefund: lapse.ProviderRefund{
-		RefundID: r.IdempotencyKey, TxnID: p.TxnID, Amount: r.Amount, Status: lapse.RefundSucceeded,
-	}}
-	s.refunds = append(s.refunds, rf)
-	s.byKey[r.IdempotencyKey] = rf
-	body := s.setCallback(p, Notice{Kind: lapse.NoticeRefunded, RefundID: rf.RefundID, Amount: r.Amount, PaidAt: s.clock.Now()})
-	return rf.ProviderRefund, body, nil
-}
-
-// RefundQuery returns the refund made under idempotencyKey, or an error
-// wrapping lapse.ErrProviderNotFound.
-func (s *Sandbox) RefundQuery(ctx context.Context, idempotencyKey string) (*lapse.ProviderRefund, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls.RefundQuery++
-	rf := s.byKey[idempotencyKey]
-	if rf == nil {
-		return nil, lapse.Refine(lapse.ErrProviderNotFound, "sandbox: no refund under key %q", idempotencyKey)
-	}
-	out := rf.ProviderRefund
+	out := p.ProviderPayment
 	return &out, nil
 }
 
@@ -384,10 +318,12 @@ func (s *Sandbox) RefundQuery(ctx context.Context, idempotencyKey string) (*laps
 // refunded one, else the latest; or an error wrapping
 // lapse.ErrProviderNotFound when the order has none.
 func (s *Sandbox) Query(ctx context.Context, orderNo string) (*lapse.ProviderPayment, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls.Query++
-	p := s.current(orderNo)
+	s.count(&s.calls.Query)
+	ps, err := s.store.SandboxPaymentList(ctx, s.name, orderNo)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: query %s: %w", orderNo, err)
+	}
+	p := current(ps)
 	if p == nil {
 		return nil, lapse.Refine(lapse.ErrProviderNotFound, "sandbox: no payment for order %q", orderNo)
 	}
@@ -403,39 +339,66 @@ func (s *Sandbox) Query(ctx context.Context, orderNo string) (*lapse.ProviderPay
 // customer may still pay again, as one who pays twice does.
 func (s *Sandbox) Close(ctx context.Context, orderNo string) (*lapse.ProviderPayment, error) {
 	op := "close " + orderNo
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls.Close++
-	fail, lose := s.fate()
+	fail, lose := s.fate(&s.calls.Close)
 	if fail {
 		return nil, fmt.Errorf("sandbox: %s: %w", op, errSandboxDown)
 	}
-	for _, p := range s.orders[orderNo] {
-		if p.Status == lapse.ProviderPending {
-			p.Status = lapse.ProviderClosed
+	var p *lapse.SandboxPayment
+	err := s.inOrder(ctx, orderNo, func(tx lapse.SandboxStore, ps []*lapse.SandboxPayment) error {
+		for _, x := range ps {
+			if x.Status == lapse.ProviderPending {
+				x.Status = lapse.ProviderClosed
+				if err := tx.SandboxPaymentPut(ctx, x); err != nil {
+					return err
+				}
+			}
 		}
-	}
-	if len(s.orders[orderNo]) == 0 {
-		s.newPayment(orderNo, 0, "").Status = lapse.ProviderClosed
+		if len(ps) == 0 {
+			x := s.newPayment(orderNo, 0, "")
+			x.Status = lapse.ProviderClosed
+			if err := tx.SandboxPaymentPut(ctx, x); err != nil {
+				return err
+			}
+			ps = append(ps, x)
+		}
+		p = current(ps)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %s: %w", op, err)
 	}
 	if lose {
 		return nil, sandboxLost(op)
 	}
-	out := s.current(orderNo).ProviderPayment
+	out := p.ProviderPayment
 	return &out, nil
 }
 
-// isClosed reports whether orderNo was closed: no payment can be made for
-// it. s.mu is held.
-func (s *Sandbox) isClosed(orderNo string) bool {
-	return slices.ContainsFunc(s.orders[orderNo], func(p *sandboxPayment) bool { return p.Status == lapse.ProviderClosed })
+// inOrder runs fn in one transaction of the store that holds the lock of
+// orderNo, with the order's payments as they stand.
+func (s *Sandbox) inOrder(ctx context.Context, orderNo string, fn func(tx lapse.SandboxStore, ps []*lapse.SandboxPayment) error) error {
+	return s.store.SandboxTx(ctx, func(tx lapse.SandboxStore) error {
+		if err := tx.SandboxOrderLock(ctx, s.name, orderNo); err != nil {
+			return err
+		}
+		ps, err := tx.SandboxPaymentList(ctx, s.name, orderNo)
+		if err != nil {
+			return err
+		}
+		return fn(tx, ps)
+	})
 }
 
-// current is the payment Query reports for orderNo. s.mu is held.
-func (s *Sandbox) current(orderNo string) *sandboxPayment {
-	ps := s.orders[orderNo]
+// isClosed reports whether an order with payments ps was closed: no
+// payment can be made for it.
+func isClosed(ps []*lapse.SandboxPayment) bool {
+	return slices.ContainsFunc(ps, func(p *lapse.SandboxPayment) bool { return p.Status == lapse.ProviderClosed })
+}
+
+// current is the payment Query reports of an order with payments ps.
+func current(ps []*lapse.SandboxPayment) *lapse.SandboxPayment {
 	for _, want := range []lapse.ProviderPaymentStatus{lapse.ProviderPaid, lapse.ProviderRefunded} {
-		if i := slices.IndexFunc(ps, func(p *sandboxPayment) bool { return p.Status == want }); i >= 0 {
+		if i := slices.IndexFunc(ps, func(p *lapse.SandboxPayment) bool { return p.Status == want }); i >= 0 {
 			return ps[i]
 		}
 	}
@@ -443,6 +406,16 @@ func (s *Sandbox) current(orderNo string) *sandboxPayment {
 		return nil
 	}
 	return ps[len(ps)-1]
+}
+
+// pending returns the pending payment among ps for amount, if any.
+func pending(ps []*lapse.SandboxPayment, amount int64, currency string) *lapse.SandboxPayment {
+	for _, p := range ps {
+		if p.Status == lapse.ProviderPending && p.Amount == amount && p.Currency == currency {
+			return p
+		}
+	}
+	return nil
 }
 
 // SetRates changes the failure rates of later calls, as when a gateway
@@ -457,34 +430,62 @@ func (s *Sandbox) SetRates(fail, unknown float64) error {
 	return nil
 }
 
-// Payments returns every payment the sandbox holds, in the order they were
-// made.
+// Payments returns every payment of the gateway, in the order they were
+// made, made through this sandbox or another sharing its Store. It is for
+// tests and the demo: a Store that cannot be read yields none.
 func (s *Sandbox) Payments() []lapse.ProviderPayment {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]lapse.ProviderPayment, len(s.payments))
-	for i, p := range s.payments {
+	ps, err := s.store.SandboxPaymentList(context.Background(), s.name, "")
+	if err != nil {
+		return nil
+	}
+	out := make([]lapse.ProviderPayment, len(ps))
+	for i, p := range ps {
 		out[i] = p.ProviderPayment
 	}
 	return out
 }
 
-// Refunds returns every refund the sandbox made, in the order it made them.
+// Refunds returns every refund of the gateway, in the order they were made,
+// made through this sandbox or another sharing its Store. It is for tests
+// and the demo: a Store that cannot be read yields none.
 func (s *Sandbox) Refunds() []lapse.ProviderRefund {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]lapse.ProviderRefund, len(s.refunds))
-	for i, r := range s.refunds {
-		out[i] = r.ProviderRefund
+	rs, err := s.store.SandboxRefundList(context.Background(), s.name)
+	if err != nil {
+		return nil
+	}
+	out := make([]lapse.ProviderRefund, len(rs))
+	for i, r := range rs {
+		out[i] = *providerRefund(r)
 	}
 	return out
 }
 
-// Calls returns how many calls of each kind the sandbox has received.
+// Calls returns how many calls of each kind this sandbox has received: its
+// own, not those of other sandboxes sharing its Store.
 func (s *Sandbox) Calls() SandboxCalls {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.calls
+}
+
+// count counts one call of the kind c points to.
+func (s *Sandbox) count(c *int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	*c++
+}
+
+// fate counts one Charge, Refund or Close call and draws what happens to
+// it: failed before any effect, answered, or applied with its answer lost.
+func (s *Sandbox) fate(c *int) (fail, lose bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	*c++
+	if s.failRate == 0 && s.unknownRate == 0 {
+		return false, false
+	}
+	x := s.rng.Float64()
+	return x < s.failRate, x >= s.failRate && x < s.failRate+s.unknownRate
 }
 
 // sandboxCheck refuses a payment that no gateway would take.
@@ -500,39 +501,15 @@ func sandboxCheck(orderNo string, amount int64, currency string) error {
 	return nil
 }
 
-// pending returns orderNo's pending payment for amount, if any. s.mu is held.
-func (s *Sandbox) pending(orderNo string, amount int64, currency string) *sandboxPayment {
-	for _, p := range s.orders[orderNo] {
-		if p.Status == lapse.ProviderPending && p.Amount == amount && p.Currency == currency {
-			return p
-		}
-	}
-	return nil
-}
-
-// newPayment records a pending payment with a fresh transaction id. s.mu is
-// held.
-func (s *Sandbox) newPayment(orderNo string, amount int64, currency string) *sandboxPayment {
+// newPayment returns a pending payment with a fresh transaction id, for
+// the caller to put.
+func (s *Sandbox) newPayment(orderNo string, amount int64, currency string) *lapse.SandboxPayment {
 	var b [12]byte
 	crand.Read(b[:]) // never from Rand: a replayed seed must not reuse ids Lapse has stored
-	p := &sandboxPayment{ProviderPayment: lapse.ProviderPayment{
+	return &lapse.SandboxPayment{Gateway: s.name, ProviderPayment: lapse.ProviderPayment{
 		TxnID: "sbx_" + hex.EncodeToString(b[:]), OrderNo: orderNo, Status: lapse.ProviderPending,
 		Amount: amount, Currency: currency, Merchant: s.merchant,
 	}}
-	s.payments = append(s.payments, p)
-	s.txns[p.TxnID] = p
-	s.orders[orderNo] = append(s.orders[orderNo], p)
-	return p
-}
-
-// fate draws what happens to a Charge, Refund or Close call: failed before
-// any effect, answered, or applied with its answer lost. s.mu is held.
-func (s *Sandbox) fate() (fail, lose bool) {
-	if s.failRate == 0 && s.unknownRate == 0 {
-		return false, false
-	}
-	x := s.rng.Float64()
-	return x < s.failRate, x >= s.failRate && x < s.failRate+s.unknownRate
 }
 
 // sandboxLost is the error of a call that took effect but whose answer was lost.

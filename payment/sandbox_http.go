@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -139,41 +138,47 @@ func toHTTPRefund(r *lapse.ProviderRefund) *httpRefund {
 }
 
 // Redeliver sends the latest callback about txnID again, freshly signed, as
-// a gateway retries callbacks that were not acknowledged. It returns an
-// error wrapping lapse.ErrProviderNotFound for an unknown txnID.
+// a gateway retries callbacks that were not acknowledged. The payment may
+// have been made through any sandbox sharing this one's Store; the callback
+// goes to this sandbox's CallbackURL. It returns an error wrapping
+// lapse.ErrProviderNotFound for an unknown txnID.
 func (s *Sandbox) Redeliver(ctx context.Context, txnID string) error {
-	body := s.latest(txnID)
-	if body == nil {
-		return lapse.Refine(lapse.ErrProviderNotFound, "sandbox: no callback about %q", txnID)
+	body, err := s.latest(ctx, txnID)
+	if err != nil {
+		return fmt.Errorf("sandbox: redeliver %s: %w", txnID, err)
 	}
 	return s.send(ctx, body)
 }
 
 // Callback returns the latest callback about txnID, its body and its
 // SignatureHeader signed now, so that a test can replay it or forge a
-// variant; nil and "" for a transaction with no callback. A charge's
-// callback is kept but not sent: the caller has the answer.
+// variant; nil and "" for a transaction with no callback (or a Store that
+// cannot be read). A charge's callback is kept but not sent: the caller has
+// the answer.
 func (s *Sandbox) Callback(txnID string) (body []byte, header string) {
-	body = s.latest(txnID)
-	if body == nil {
+	body, err := s.latest(context.Background(), txnID)
+	if err != nil {
 		return nil, ""
 	}
 	return body, s.Verifier().Sign(body, s.clock.Now())
 }
 
-// latest returns a copy of the latest callback body about txnID, if any.
-func (s *Sandbox) latest(txnID string) []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if p := s.txns[txnID]; p != nil {
-		return slices.Clone(p.callback)
+// latest returns the latest callback body about txnID, or an error
+// wrapping lapse.ErrProviderNotFound when there is none.
+func (s *Sandbox) latest(ctx context.Context, txnID string) ([]byte, error) {
+	p, err := s.store.SandboxPaymentGet(ctx, s.name, txnID)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	if p.Callback == nil {
+		return nil, lapse.Refine(lapse.ErrProviderNotFound, "sandbox: no callback about %q", txnID)
+	}
+	return p.Callback, nil
 }
 
 // setCallback records n, completed from p, as p's latest callback and
-// returns its body. s.mu is held.
-func (s *Sandbox) setCallback(p *sandboxPayment, n Notice) []byte {
+// returns its body; the caller puts p.
+func (s *Sandbox) setCallback(p *lapse.SandboxPayment, n Notice) []byte {
 	n.TxnID, n.OrderNo, n.Currency, n.Merchant = p.TxnID, p.OrderNo, p.Currency, p.Merchant
 	if n.Amount == 0 {
 		n.Amount = p.Amount
@@ -182,7 +187,7 @@ func (s *Sandbox) setCallback(p *sandboxPayment, n Notice) []byte {
 	if err != nil {
 		panic(err) // a Notice always marshals
 	}
-	p.callback = body
+	p.Callback = body
 	return body
 }
 

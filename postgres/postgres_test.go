@@ -39,7 +39,9 @@ func openStore(tb testing.TB, dsn string, cfg postgres.Config) *postgres.Store {
 // most conformanceConns connections and one more while it creates or drops
 // its schema: 8 × (4 + 1) = 40 connections at most of the server's 100,
 // whatever -parallel (GOMAXPROCS by default) allows. Four connections are
-// as many as the suite's concurrent tests have workers.
+// as many as the suite's concurrent tests have workers. A test of the
+// sandbox store holds two stores on one schema, as two processes would, of
+// half as many connections each.
 const (
 	conformanceStores = 8
 	conformanceConns  = 4
@@ -53,6 +55,13 @@ func TestConformance(t *testing.T) {
 		conformanceSlots <- struct{}{}
 		t.Cleanup(func() { <-conformanceSlots }) // runs last: after the store closes and the schema is dropped
 		return openStore(t, testenv.PostgresSchema(t), postgres.Config{MaxConns: conformanceConns})
+	})
+	storetest.RunSandbox(t, func(t *testing.T) (lapse.SandboxStore, lapse.SandboxStore) {
+		conformanceSlots <- struct{}{}
+		t.Cleanup(func() { <-conformanceSlots })
+		dsn := testenv.PostgresSchema(t)
+		cfg := postgres.Config{MaxConns: conformanceConns / 2}
+		return openStore(t, dsn, cfg), openStore(t, dsn, cfg)
 	})
 }
 

@@ -16,6 +16,11 @@ import (
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) lapse.Store { return openStore(t, filepath.Join(t.TempDir(), "lapse.db")) })
+	// Two stores on one file, as two processes hold it.
+	storetest.RunSandbox(t, func(t *testing.T) (lapse.SandboxStore, lapse.SandboxStore) {
+		path := filepath.Join(t.TempDir(), "lapse.db")
+		return openStore(t, path), openStore(t, path)
+	})
 }
 
 // openStore opens and migrates the store at path and closes it when the test

@@ -7,7 +7,9 @@
 //	}
 //
 // The factory must return a migrated, empty store that the test may use alone
-// and that is closed when the test ends.
+// and that is closed when the test ends. A store that keeps the sandbox
+// gateway's state (lapse.SandboxStore) runs RunSandbox too, whose factory
+// returns two handles on one database.
 package storetest
 
 import (

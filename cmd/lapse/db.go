@@ -15,9 +15,11 @@ import (
 // defaultDB is the embedded default: an SQLite file in the working directory.
 const defaultDB = "lapse.db"
 
-// migratingStore is a store that can apply its own migrations.
+// migratingStore is a store that can apply its own migrations and keeps
+// the sandbox gateway's state.
 type migratingStore interface {
 	lapse.Store
+	lapse.SandboxStore
 	Migrate(ctx context.Context) error
 }
 

@@ -1,7 +1,8 @@
 package main
 
 import (
-	"crypto/rand"
+	"bytes"
+	"context"
 	"crypto/rsa"
 	"encoding/json"
 	"errors"
@@ -42,7 +43,7 @@ type paymentFlags struct {
 
 func (p *paymentFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&p.sandbox, "sandbox", false, "run the built-in sandbox payment provider: callbacks at /v1/payments/sandbox/callback, its gateway at /sandbox/ (customers pay with POST /sandbox/pay)")
-	fs.StringVar(&p.sandboxSecret, "sandbox-secret", "", "secret of the sandbox's signatures (default: random for this process)")
+	fs.StringVar(&p.sandboxSecret, "sandbox-secret", "", "secret of the sandbox's signatures (its callbacks, and requests to its gateway); processes sharing a database share the sandbox and must sign alike (default: the secret kept in the database, which the first process to start brought or drew at random)")
 	fs.Float64Var(&p.sandboxFail, "sandbox-fail-rate", 0, "share of the sandbox's charges, refunds and closes that fail and do nothing (0 to 1), to watch retries")
 	fs.Float64Var(&p.sandboxLost, "sandbox-unknown-rate", 0, "share of the sandbox's charges, refunds and closes that take effect but lose their answer, to watch query-backs")
 	fs.StringVar(&p.hmacSecrets, "hmac-secrets", "", "comma-separated secrets of the generic HMAC callback scheme, at /v1/payments/hmac/callback (the first signs)")
@@ -89,16 +90,22 @@ type payments struct {
 }
 
 // build checks the flags and builds callbacks and ports. base is the
-// address this process serves, where the sandbox sends its callbacks.
-func (p *paymentFlags) build(base string) (*payments, error) {
+// address this process serves, where the sandbox sends its callbacks; store
+// keeps the sandbox's state, which every process on the database shares,
+// and its secret when --sandbox-secret is not given.
+func (p *paymentFlags) build(ctx context.Context, base string, store lapse.SandboxStore, log *slog.Logger) (*payments, error) {
 	out := &payments{callbacks: map[string]lapse.PaymentCallback{},
 		engine: engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{}, Merchants: map[string]string{}}}
 	if p.sandbox {
-		secret := []byte(p.sandboxSecret)
-		if len(secret) == 0 {
-			secret = []byte(rand.Text())
+		secret, kept, err := payment.SandboxSecret(ctx, store, "sandbox", []byte(p.sandboxSecret))
+		if err != nil {
+			return nil, fmt.Errorf("--sandbox: %w", err)
 		}
-		cfg := payment.SandboxConfig{Secret: secret, CallbackURL: base + "/v1/payments/sandbox/callback", FailRate: p.sandboxFail, UnknownRate: p.sandboxLost}
+		if !bytes.Equal(secret, kept) {
+			log.Warn("sandbox: --sandbox-secret differs from the secret kept in the database, which the processes started without --sandbox-secret sign with; processes sharing the sandbox should sign alike")
+		}
+		cfg := payment.SandboxConfig{Secret: secret, CallbackURL: base + "/v1/payments/sandbox/callback",
+			FailRate: p.sandboxFail, UnknownRate: p.sandboxLost, Store: store}
 		if err := cfg.Validate(); err != nil {
 			return nil, fmt.Errorf("--sandbox: %w", err)
 		}
@@ -220,7 +227,8 @@ func pairs(flag, s string) (map[string]string, error) {
 // every API body. The payment's callback reaches this process like any
 // provider's; when it was not delivered the answer says so in
 // callback_error (the payment was made all the same: a customer's money
-// moved).
+// moved). A refusal (a closed order) is 409; a database that did not answer
+// is 503.
 func sandboxHandler(sb *payment.Sandbox, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/sandbox/", http.StripPrefix("/sandbox", sb.Handler()))
@@ -254,8 +262,13 @@ func sandboxHandler(sb *payment.Sandbox, log *slog.Logger) http.Handler {
 		case errors.Is(err, payment.ErrSandboxCallback):
 			log.Warn("sandbox: paid, but the callback was not delivered", "order_no", *req.OrderNo, "err", err)
 			out.CallbackError = err.Error()
-		case err != nil:
+		case errors.Is(err, lapse.ErrRefused):
 			problem.Write(w, problem.New(http.StatusConflict, lapse.ECONFLICT, "", err.Error()))
+			return
+		case err != nil:
+			// The gateway's state is in the database, which did not answer.
+			log.Error("sandbox: pay failed", "order_no", *req.OrderNo, "err", err)
+			problem.Write(w, problem.New(http.StatusServiceUnavailable, lapse.EUNAVAILABLE, "", "the sandbox gateway is unavailable; try again"))
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

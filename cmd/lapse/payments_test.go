@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/base64"
 	"flag"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,7 +39,7 @@ func TestAlipayFlags(t *testing.T) {
 		if err := fs.Parse(append([]string{"--alipay-app-id", "2021000000000001", "--alipay-public-key", file}, args...)); err != nil {
 			t.Fatal(err)
 		}
-		return p.build("http://127.0.0.1:0")
+		return p.build(context.Background(), "http://127.0.0.1:0", nil, slog.New(slog.DiscardHandler))
 	}
 	for _, c := range []struct {
 		args      []string

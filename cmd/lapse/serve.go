@@ -143,7 +143,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer ln.Close()
-	pays, err := pf.build("http://" + ln.Addr().String())
+	pays, err := pf.build(ctx, "http://"+ln.Addr().String(), store, log)
 	if err != nil {
 		return err
 	}
