@@ -15,13 +15,13 @@ import (
 // good stops it as it would stop serve, unless its last good snapshot is
 // used: then it says so on stderr and prints the snapshot's values.
 func showConfig(args []string, stdout, stderr io.Writer) error {
-	fs := serveFlagSet(stderr)
+	fs := newFlagSet("serve", stderr) // named as serve's, so that errors read the same
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage: lapse config [--config FILE] [serve flags]\n\n"+
 			"Prints the flags of lapse serve: value and source (default, file FILE:LINE, env LAPSE_X or flag).\n")
 		fs.PrintDefaults()
 	}
-	cfg, err := loadFlags(fs, args)
+	cfg, err := loadFlags(fs, serveSettings, &options{}, args)
 	if err != nil {
 		return err
 	}
@@ -33,7 +33,8 @@ func showConfig(args []string, stdout, stderr io.Writer) error {
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fs.VisitAll(func(f *flag.Flag) {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Name, quoteBlank(redactFlag(f.Name, f.Value.String())), cfg.Sources[f.Name])
+		shown := cfg.settings[f.Name].shown(f.Value.String())
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Name, quoteBlank(shown), cfg.Sources[f.Name])
 	})
 	return tw.Flush()
 }
@@ -45,12 +46,4 @@ func quoteBlank(s string) string {
 		return strconv.Quote(s)
 	}
 	return s
-}
-
-// serveFlagSet returns a flag set with the flags of lapse serve, named like
-// serve's so that errors read the same.
-func serveFlagSet(stderr io.Writer) *flag.FlagSet {
-	fs := newFlagSet("serve", stderr)
-	serveFlags(fs)
-	return fs
 }

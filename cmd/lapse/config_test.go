@@ -19,22 +19,42 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// testFlags returns a command's flags, with none of them set in the
-// environment.
-func testFlags(t *testing.T) *flag.FlagSet {
+// testSettings returns the settings of a test command, with none of them
+// set in the environment. A reload of sweep-interval, max-sleep, batch or
+// workers is recorded in a; the others need a restart.
+func testSettings(t *testing.T, a *applied) []*setting {
 	t.Helper()
+	settings := []*setting{
+		{Name: "sweep-interval", Kind: kindDuration, Default: "10s", Doc: "beat of the sweep",
+			field: func(o *options) any { return &o.cc.SweepInterval }, Reload: a.reload("sweep-interval")},
+		{Name: "max-sleep", Kind: kindDuration, Default: "1s", Doc: "longest sleep",
+			field: func(o *options) any { return &o.cc.MaxSleep }, Reload: a.reload("max-sleep")},
+		{Name: "batch", Kind: kindInt, Default: "500", Doc: "batch size",
+			field: func(o *options) any { return &o.cc.Batch }, Reload: a.reload("batch")},
+		{Name: "workers", Kind: kindInt, Default: "2", Doc: "workers",
+			field: func(o *options) any { return &o.cc.Workers }, Reload: a.reload("workers")},
+		{Name: "db", Kind: kindString, Default: "lapse.db", Doc: "database",
+			field: func(o *options) any { return &o.db }},
+		{Name: "webhook-events", Kind: kindList, Default: "order.*", Doc: "events",
+			field: func(o *options) any { return &o.sf.webhookEvents }},
+		{Name: "webhook-retry", Kind: kindSchedule, Default: "1m,5m", Doc: "retries",
+			field: func(o *options) any { return &o.sf.webhookRetry }},
+		{Name: "webhook-secret", Kind: kindString, Secret: true, Doc: "secret",
+			field: func(o *options) any { return &o.sf.webhookSecret }},
+		{Name: "sandbox", Kind: kindBool, Doc: "sandbox",
+			field: func(o *options) any { return &o.pf.sandbox }},
+	}
+	for _, s := range append(settings, configSetting) {
+		t.Setenv(envName(s.Name), "")
+	}
+	return settings
+}
+
+// load loads settings from args as command "lapse test" does.
+func load(settings []*setting, args ...string) (*flag.FlagSet, *flagConfig, error) {
 	fs := newFlagSet("test", io.Discard)
-	fs.Duration("sweep-interval", 10*time.Second, "beat of the sweep")
-	fs.Duration("max-sleep", time.Second, "longest sleep")
-	fs.Int("batch", 500, "batch size")
-	fs.Int("workers", 2, "workers")
-	fs.String("db", "lapse.db", "database")
-	fs.String("webhook-events", "order.*", "events")
-	fs.String("webhook-secret", "", "secret")
-	fs.Bool("sandbox", false, "sandbox")
-	fs.VisitAll(func(f *flag.Flag) { t.Setenv(envName(f.Name), "") })
-	t.Setenv(envName(configFlag), "")
-	return fs
+	cfg, err := loadFlags(fs, settings, &options{}, args)
+	return fs, cfg, err
 }
 
 // writeConfig writes text to the file name in dir and returns its path.
@@ -50,7 +70,7 @@ func writeConfig(t *testing.T, dir, name, text string) string {
 func value(fs *flag.FlagSet, name string) string { return fs.Lookup(name).Value.String() }
 
 func TestConfigPrecedence(t *testing.T) {
-	fs := testFlags(t)
+	settings := testSettings(t, nil)
 	path := writeConfig(t, t.TempDir(), "lapse.yaml", `# comment
 sweep-interval: 5s
 batch: 100
@@ -60,7 +80,7 @@ workers: 3
 	t.Setenv("LAPSE_BATCH", "7")
 	t.Setenv("LAPSE_MAX_SLEEP", "3s")
 	t.Setenv("LAPSE_DB", "env.db")
-	cfg, err := loadFlags(fs, []string{"--config", path, "--max-sleep", "4s"})
+	fs, cfg, err := load(settings, "--config", path, "--max-sleep", "4s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,10 +106,10 @@ workers: 3
 }
 
 func TestConfigFromEnv(t *testing.T) {
-	fs := testFlags(t)
+	settings := testSettings(t, nil)
 	path := writeConfig(t, t.TempDir(), "lapse.yaml", "batch: 100\n")
 	t.Setenv("LAPSE_CONFIG", path)
-	cfg, err := loadFlags(fs, nil)
+	fs, cfg, err := load(settings)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +119,7 @@ func TestConfigFromEnv(t *testing.T) {
 }
 
 func TestConfigValues(t *testing.T) {
-	fs := testFlags(t)
+	settings := testSettings(t, nil)
 	path := writeConfig(t, t.TempDir(), "lapse.yaml", `webhook-events:
   - order.*
   - group.*
@@ -107,7 +127,8 @@ db: "with space.db"
 sandbox: true
 webhook-secret:
 `)
-	if _, err := loadFlags(fs, []string{"--config", path}); err != nil {
+	fs, _, err := load(settings, "--config", path)
+	if err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]string{"webhook-events": "order.*,group.*", "db": "with space.db", "sandbox": "true", "webhook-secret": ""} {
@@ -117,7 +138,7 @@ webhook-secret:
 	}
 	for _, text := range []string{"", "# all commented out\n", "---\n"} {
 		path := writeConfig(t, t.TempDir(), "lapse.yaml", text)
-		if _, err := loadFlags(testFlags(t), []string{"--config", path}); err != nil {
+		if _, _, err := load(testSettings(t, nil), "--config", path); err != nil {
 			t.Errorf("file %q: %v", text, err)
 		}
 	}
@@ -133,6 +154,7 @@ func TestConfigErrors(t *testing.T) {
 		{"bad duration", "batch: 1\nsweep-interval: 5x\n", []string{":2:", "sweep-interval", `invalid duration "5x"`}},
 		{"bad int", "batch: lots\n", []string{":1:", "batch", `invalid int "lots"`}},
 		{"bad bool", "sandbox: yes\n", []string{":1:", "sandbox", `invalid boolean "yes"`}},
+		{"bad schedule", "webhook-retry: 1m,soon\n", []string{":1:", "webhook-retry", `invalid schedule "1m,soon"`}},
 		{"twice", "batch: 1\nbatch: 2\n", []string{":2:", "batch: given twice (first on line 1)"}},
 		{"mapping value", "batch:\n  a: 1\n", []string{":1:", "batch: want a value or a list of values"}},
 		{"config key", "config: other.yaml\n", []string{":1:", "cannot name a config file"}},
@@ -142,9 +164,8 @@ func TestConfigErrors(t *testing.T) {
 		{"every error", "bogus: 1\nbatch: x\n", []string{":1:", ":2:", "bogus", "batch"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fs := testFlags(t)
 			path := writeConfig(t, t.TempDir(), "lapse.yaml", tc.text)
-			_, err := loadFlags(fs, []string{"--config", path})
+			fs, _, err := load(testSettings(t, nil), "--config", path)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -163,16 +184,27 @@ func TestConfigErrors(t *testing.T) {
 	}
 	t.Run("missing file", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "lapse.yaml")
-		_, err := loadFlags(testFlags(t), []string{"--config", path})
+		_, _, err := load(testSettings(t, nil), "--config", path)
 		if err == nil || !strings.Contains(err.Error(), path) {
 			t.Errorf("error %v does not name %s", err, path)
 		}
 	})
 	t.Run("bad variable beneath a flag", func(t *testing.T) {
-		fs := testFlags(t)
+		settings := testSettings(t, nil)
 		t.Setenv("LAPSE_BATCH", "lots")
-		if _, err := loadFlags(fs, []string{"--batch", "5"}); err == nil || !strings.Contains(err.Error(), "LAPSE_BATCH") {
+		if _, _, err := load(settings, "--batch", "5"); err == nil || !strings.Contains(err.Error(), "LAPSE_BATCH") {
 			t.Errorf("error %v does not name LAPSE_BATCH", err)
+		}
+	})
+	t.Run("bad schedule in a variable or a flag", func(t *testing.T) {
+		settings := testSettings(t, nil)
+		t.Setenv("LAPSE_WEBHOOK_RETRY", "exp:1s")
+		if _, _, err := load(settings); err == nil || !strings.Contains(err.Error(), `LAPSE_WEBHOOK_RETRY="exp:1s"`) {
+			t.Errorf("error %v does not name LAPSE_WEBHOOK_RETRY", err)
+		}
+		t.Setenv("LAPSE_WEBHOOK_RETRY", "")
+		if _, _, err := load(settings, "--webhook-retry", "soon"); err == nil || !strings.Contains(err.Error(), `invalid value "soon" for flag -webhook-retry`) {
+			t.Errorf("error %v does not name --webhook-retry", err)
 		}
 	})
 }
@@ -182,7 +214,7 @@ func TestConfigSnapshot(t *testing.T) {
 	good := "sweep-interval: 5s\nbatch: 100\n"
 	path := writeConfig(t, dir, "lapse.yaml", good)
 	snap := path + snapshotSuffix
-	if _, err := loadFlags(testFlags(t), []string{"--config", path}); err != nil {
+	if _, _, err := load(testSettings(t, nil), "--config", path); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(snap); err != nil || string(b) != good {
@@ -194,7 +226,7 @@ func TestConfigSnapshot(t *testing.T) {
 	if err := os.Chtimes(snap, written, written); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := loadFlags(testFlags(t), []string{"--config", path}); err != nil {
+	if _, _, err := load(testSettings(t, nil), "--config", path); err != nil {
 		t.Fatal(err)
 	}
 	if info, err := os.Stat(snap); err != nil || !info.ModTime().Equal(written) {
@@ -203,8 +235,7 @@ func TestConfigSnapshot(t *testing.T) {
 
 	// A broken file starts on the snapshot, and says so.
 	writeConfig(t, dir, "lapse.yaml", "sweep-interval: 5x\nbatch: 9\nbogus: 1\n")
-	fs := testFlags(t)
-	cfg, err := loadFlags(fs, []string{"--config", path})
+	fs, cfg, err := load(testSettings(t, nil), "--config", path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +265,7 @@ func TestConfigSnapshot(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	if cfg, err := loadFlags(testFlags(t), []string{"--config", path}); err != nil || cfg.FileErr == nil {
+	if _, cfg, err := load(testSettings(t, nil), "--config", path); err != nil || cfg.FileErr == nil {
 		t.Errorf("missing file: %v, %+v; want the snapshot", err, cfg)
 	}
 
@@ -243,7 +274,7 @@ func TestConfigSnapshot(t *testing.T) {
 	if err := os.Remove(snap); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := loadFlags(testFlags(t), []string{"--config", path}); err == nil || !strings.Contains(err.Error(), path+":1") {
+	if _, _, err := load(testSettings(t, nil), "--config", path); err == nil || !strings.Contains(err.Error(), path+":1") {
 		t.Errorf("error %v, want one naming %s:1", err, path)
 	}
 }
@@ -274,24 +305,26 @@ type applied struct {
 	seen  chan string
 }
 
-func (a *applied) funcs(names ...string) map[string]func(string) error {
-	out := map[string]func(string) error{}
-	for _, name := range names {
-		out[name] = func(v string) error {
-			a.mu.Lock()
-			a.calls = append(a.calls, name+"="+v)
-			fail := a.fail[name]
-			a.mu.Unlock()
-			if a.seen != nil {
-				a.seen <- name + "=" + v
-			}
-			if fail {
-				return io.ErrUnexpectedEOF
-			}
-			return nil
-		}
+// reload returns a Reload of setting name that records the values given,
+// and refuses those a.fail names. It is nil when a is: the setting needs a
+// restart.
+func (a *applied) reload(name string) func(*process, string) error {
+	if a == nil {
+		return nil
 	}
-	return out
+	return func(_ *process, v string) error {
+		a.mu.Lock()
+		a.calls = append(a.calls, name+"="+v)
+		fail := a.fail[name]
+		a.mu.Unlock()
+		if a.seen != nil {
+			a.seen <- name + "=" + v
+		}
+		if fail {
+			return io.ErrUnexpectedEOF
+		}
+		return nil
+	}
 }
 
 func (a *applied) take() []string {
@@ -307,17 +340,17 @@ func (a *applied) take() []string {
 // and workers reloadable.
 func startWatcher(t *testing.T, text string, env map[string]string, args ...string) (w *configWatcher, path string, a *applied, logs *syncBuffer, reg *prometheus.Registry) {
 	t.Helper()
-	fs := testFlags(t)
+	a, logs, reg = &applied{fail: map[string]bool{}}, &syncBuffer{}, prometheus.NewRegistry()
+	settings := testSettings(t, a)
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
 	path = writeConfig(t, t.TempDir(), "lapse.yaml", text)
-	cfg, err := loadFlags(fs, append([]string{"--config", path}, args...))
+	_, cfg, err := load(settings, append([]string{"--config", path}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, logs, reg = &applied{fail: map[string]bool{}}, &syncBuffer{}, prometheus.NewRegistry()
-	w = newConfigWatcher(cfg, fs, a.funcs("sweep-interval", "max-sleep", "batch", "workers"), slog.New(slog.NewTextHandler(logs, nil)), reg)
+	w = newConfigWatcher(cfg, nil, slog.New(slog.NewTextHandler(logs, nil)), reg)
 	return w, path, a, logs, reg
 }
 
@@ -440,19 +473,18 @@ func TestConfigReloadApplyError(t *testing.T) {
 }
 
 func TestConfigWatcherStartsOnSnapshot(t *testing.T) {
-	fs := testFlags(t)
+	a := &applied{}
+	settings := testSettings(t, a)
 	path := writeConfig(t, t.TempDir(), "lapse.yaml", "sweep-interval: 5s\n")
-	if _, err := loadFlags(fs, []string{"--config", path}); err != nil {
+	if _, _, err := load(settings, "--config", path); err != nil {
 		t.Fatal(err)
 	}
 	writeConfig(t, filepath.Dir(path), "lapse.yaml", "sweep-interval: 5x\n")
-	fs = testFlags(t)
-	cfg, err := loadFlags(fs, []string{"--config", path})
+	_, cfg, err := load(settings, "--config", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &applied{}
-	w := newConfigWatcher(cfg, fs, a.funcs("sweep-interval"), slog.New(slog.DiscardHandler), nil)
+	w := newConfigWatcher(cfg, nil, slog.New(slog.DiscardHandler), nil)
 	if w.Errors() != 1 || w.LastError() == nil || !w.LastSuccess().IsZero() {
 		t.Errorf("on the snapshot: errors %d, last %v, success %v", w.Errors(), w.LastError(), w.LastSuccess())
 	}
@@ -526,19 +558,22 @@ func TestConfigWatcherSIGHUP(t *testing.T) {
 }
 
 func TestConfigRedact(t *testing.T) {
+	settings := settingsByName(serveSettings)
 	for _, tc := range []struct{ name, value, want string }{
 		{"webhook-secret", "abc", "xxxxx"},
 		{"wechatpay-apiv3-key", "k", "xxxxx"},
-		{"db-password", "p", "xxxxx"},
+		{"payment-provider-secrets", "a=s3cret", "xxxxx"},
 		{"webhook-secret", "", ""},
 		{"db", "postgres://u:hunter2@db:5432/lapse?sslmode=disable", "postgres://u:xxxxx@db:5432/lapse?sslmode=disable"},
 		{"db", "postgres://db/lapse?user=u&password=hunter2&sslmode=disable", "postgres://db/lapse?user=u&password=xxxxx&sslmode=disable"},
 		{"db", "host=db password=hunter2 dbname=lapse", "host=db password=xxxxx dbname=lapse"},
 		{"payment-providers", "a=https://u:p1@a.example/x,b=https://b.example:8443/y@z", "a=https://u:xxxxx@a.example/x,b=https://b.example:8443/y@z"},
 		{"db", "lapse.db", "lapse.db"},
+		// Files of public keys are no secret.
+		{"alipay-public-key", "/etc/lapse/alipay.pub", "/etc/lapse/alipay.pub"},
 	} {
-		if got := redactFlag(tc.name, tc.value); got != tc.want {
-			t.Errorf("redactFlag(%q, %q) = %q, want %q", tc.name, tc.value, got, tc.want)
+		if got := settings[tc.name].shown(tc.value); got != tc.want {
+			t.Errorf("--%s %q shown as %q, want %q", tc.name, tc.value, got, tc.want)
 		}
 	}
 }

@@ -67,11 +67,11 @@ func redact(dsn string) string {
 
 func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("migrate", stderr)
-	db := fs.String("db", defaultDB, "database: an SQLite file path or a postgres:// URL")
-	if err := parseFlags(fs, args); err != nil {
+	var o options
+	if err := parseFlags(fs, migrateSettings, &o, args); err != nil {
 		return err
 	}
-	s, err := openStore(ctx, *db)
+	s, err := openStore(ctx, o.db)
 	if err != nil {
 		return err
 	}
@@ -79,6 +79,6 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := s.Migrate(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "migrated %s\n", redact(*db))
+	fmt.Fprintf(stdout, "migrated %s\n", redact(o.db))
 	return nil
 }

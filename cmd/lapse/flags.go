@@ -14,14 +14,16 @@ func newFlagSet(name string, w io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parseFlags parses args. A flag takes its value from the command line,
-// else from the environment (flag "sweep-interval" from LAPSE_SWEEP_INTERVAL;
-// an empty variable counts as unset), else from the config file named by
-// --config or LAPSE_CONFIG, else from its default. When the config file is
-// unusable and its last good snapshot is used instead, the warning goes to
-// the output of fs; commands with a logger call loadFlags and log it.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	cfg, err := loadFlags(fs, args)
+// parseFlags defines the flags of settings on fs, holding their values in
+// o, and parses args into them. A flag takes its value from the command
+// line, else from the environment (flag "sweep-interval" from
+// LAPSE_SWEEP_INTERVAL; an empty variable counts as unset), else from the
+// config file named by --config or LAPSE_CONFIG, else from its default.
+// When the config file is unusable and its last good snapshot is used
+// instead, the warning goes to the output of fs; commands with a logger
+// call loadFlags and log it.
+func parseFlags(fs *flag.FlagSet, settings []*setting, o *options, args []string) error {
+	cfg, err := loadFlags(fs, settings, o, args)
 	if err != nil {
 		return err
 	}

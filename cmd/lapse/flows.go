@@ -13,8 +13,6 @@ import (
 	"github.com/lapsehq/lapse/flows"
 )
 
-const flowsUsage = "a directory of YAML flows to run beside the built-in ones"
-
 // loadFlows returns the built-in flows and, when dir is not empty, the flows
 // of the YAML files in it. A file whose flow has the name of another flow,
 // built in or in another file, is an error naming both.
@@ -59,18 +57,18 @@ func flowFileError(err error) error {
 // named.
 func showFlows(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("flows", stderr)
-	dir := fs.String("flows", "", flowsUsage)
+	var o options
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: lapse flows [--flows DIR] [NAME]\n\nLists the flows, or prints the state diagram (Mermaid) of flow NAME.")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlags(fs, flowsSettings, &o, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 1 {
 		return fmt.Errorf("flows: unexpected argument %q", fs.Arg(1))
 	}
-	all, err := loadFlows(*dir)
+	all, err := loadFlows(o.flowsDir)
 	if err != nil {
 		return err
 	}

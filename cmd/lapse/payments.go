@@ -6,7 +6,6 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -41,32 +40,11 @@ type paymentFlags struct {
 	grace                                 string
 }
 
-func (p *paymentFlags) register(fs *flag.FlagSet) {
-	fs.BoolVar(&p.sandbox, "sandbox", false, "run the built-in sandbox payment provider: callbacks at /v1/payments/sandbox/callback, its gateway at /sandbox/ (customers pay with POST /sandbox/pay)")
-	fs.StringVar(&p.sandboxSecret, "sandbox-secret", "", "secret of the sandbox's signatures (its callbacks, and requests to its gateway); processes sharing a database share the sandbox and must sign alike (default: the secret kept in the database, which the first process to start brought or drew at random)")
-	fs.Float64Var(&p.sandboxFail, "sandbox-fail-rate", 0, "share of the sandbox's charges, refunds and closes that fail and do nothing (0 to 1), to watch retries")
-	fs.Float64Var(&p.sandboxLost, "sandbox-unknown-rate", 0, "share of the sandbox's charges, refunds and closes that take effect but lose their answer, to watch query-backs")
-	fs.StringVar(&p.hmacSecrets, "hmac-secrets", "", "comma-separated secrets of the generic HMAC callback scheme, at /v1/payments/hmac/callback (the first signs)")
-	fs.StringVar(&p.stripeSecrets, "stripe-secrets", "", "comma-separated Stripe endpoint signing secrets (whsec_…): Stripe webhooks at /v1/payments/stripe/callback")
-	fs.StringVar(&p.wechatMchID, "wechatpay-mchid", "", "WeChat Pay merchant id: WeChat Pay v3 notifications at /v1/payments/wechatpay/callback")
-	fs.StringVar(&p.wechatAppID, "wechatpay-appid", "", "WeChat Pay app id the notifications must be for")
-	fs.StringVar(&p.wechatKey, "wechatpay-apiv3-key", "", "WeChat Pay APIv3 key (32 bytes), which decrypts notifications")
-	fs.StringVar(&p.wechatCerts, "wechatpay-platform-keys", "", "comma-separated PEM files of WeChat Pay platform certificates or public keys (a public key file as ID=FILE)")
-	fs.StringVar(&p.alipayAppID, "alipay-app-id", "", "Alipay app_id: Alipay notifications at /v1/payments/alipay/callback")
-	fs.StringVar(&p.alipaySeller, "alipay-seller-id", "", "Alipay seller_id (2088…) the notifications must be for")
-	fs.StringVar(&p.alipayEmail, "alipay-seller-email", "", "Alipay seller account (seller_email) that confirms the seller of a notification without a seller_id")
-	fs.StringVar(&p.alipayKey, "alipay-public-key", "", "file with Alipay's public key (base64 or PEM)")
-	fs.StringVar(&p.providers, "payment-providers", "", "comma-separated NAME=URL of provider ports speaking Lapse's provider protocol (refunds, queries, closes)")
-	fs.StringVar(&p.providerSecrets, "payment-provider-secrets", "", "comma-separated NAME=SECRET that sign the requests to each provider port")
-	fs.StringVar(&p.merchants, "payment-merchants", "", "comma-separated NAME=ACCOUNT: the merchant account each provider's payments must be made to")
-	fs.StringVar(&p.grace, "payment-grace", "", "comma-separated FLOW=DURATION: how long past its deadline an order whose customer started paying in time stays open (checkout: 2m)")
-}
-
 // applyGrace sets the grace of the flows named in --payment-grace.
 func (p *paymentFlags) applyGrace(fs []*lapse.Flow) error {
-	graces, err := pairs("--payment-grace", p.grace)
+	graces, err := parsePairs(p.grace)
 	if err != nil {
-		return err
+		return fmt.Errorf("--payment-grace: %w", err)
 	}
 	for name, v := range graces {
 		i := slices.IndexFunc(fs, func(f *lapse.Flow) bool { return f.Name == name })
@@ -141,13 +119,13 @@ func (p *paymentFlags) build(ctx context.Context, base string, store lapse.Sandb
 		out.callbacks["alipay"] = &payment.Alipay{Provider: "alipay", AppID: p.alipayAppID, SellerID: p.alipaySeller,
 			SellerEmail: p.alipayEmail, PublicKey: key}
 	}
-	secrets, err := pairs("--payment-provider-secrets", p.providerSecrets)
+	secrets, err := parsePairs(p.providerSecrets)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--payment-provider-secrets: %w", err)
 	}
-	urls, err := pairs("--payment-providers", p.providers)
+	urls, err := parsePairs(p.providers)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--payment-providers: %w", err)
 	}
 	for name, u := range urls {
 		if out.engine.Providers[name] != nil {
@@ -159,8 +137,8 @@ func (p *paymentFlags) build(ctx context.Context, base string, store lapse.Sandb
 		}
 		out.engine.Providers[name] = prov
 	}
-	if out.engine.Merchants, err = pairs("--payment-merchants", p.merchants); err != nil {
-		return nil, err
+	if out.engine.Merchants, err = parsePairs(p.merchants); err != nil {
+		return nil, fmt.Errorf("--payment-merchants: %w", err)
 	}
 	return out, nil
 }
@@ -203,22 +181,6 @@ func splitSecrets(s string) [][]byte {
 		}
 	}
 	return out
-}
-
-// pairs parses a comma-separated list of NAME=VALUE.
-func pairs(flag, s string) (map[string]string, error) {
-	out := map[string]string{}
-	for part := range strings.SplitSeq(s, ",") {
-		if part = strings.TrimSpace(part); part == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(part, "=")
-		if !ok || k == "" || v == "" {
-			return nil, fmt.Errorf("%s: %q is not NAME=VALUE", flag, part)
-		}
-		out[k] = v
-	}
-	return out, nil
 }
 
 // sandboxHandler serves the sandbox gateway under /sandbox/: its provider

@@ -33,13 +33,13 @@ func TestAlipayFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	build := func(args ...string) (*payments, error) {
-		var p paymentFlags
+		var o options
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-		p.register(fs)
+		defineFlags(fs, serveSettings, &o)
 		if err := fs.Parse(append([]string{"--alipay-app-id", "2021000000000001", "--alipay-public-key", file}, args...)); err != nil {
 			t.Fatal(err)
 		}
-		return p.build(context.Background(), "http://127.0.0.1:0", nil, slog.New(slog.DiscardHandler))
+		return o.pf.build(context.Background(), "http://127.0.0.1:0", nil, slog.New(slog.DiscardHandler))
 	}
 	for _, c := range []struct {
 		args      []string

@@ -21,22 +21,21 @@ var errUnreconciled = errors.New("payments and orders do not reconcile")
 // review and every paid order without exactly one applied payment.
 func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("reconcile", stderr)
-	db := fs.String("db", defaultDB, "database: an SQLite file path or a postgres:// URL")
-	flowsDir := fs.String("flows", "", flowsUsage)
-	if err := parseFlags(fs, args); err != nil {
+	var o options
+	if err := parseFlags(fs, reconcileSettings, &o, args); err != nil {
 		return err
 	}
-	flowSet, err := loadFlows(*flowsDir)
+	flowSet, err := loadFlows(o.flowsDir)
 	if err != nil {
 		return err
 	}
-	if path, ok := sqlitePath(*db); ok {
+	if path, ok := sqlitePath(o.db); ok {
 		// A report must not create the database it reports on.
 		if _, err := os.Stat(path); err != nil {
 			return fmt.Errorf("--db %s: %w", path, err)
 		}
 	}
-	s, err := openStore(ctx, *db)
+	s, err := openStore(ctx, o.db)
 	if err != nil {
 		return err
 	}
@@ -49,7 +48,7 @@ func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%d payments and %d group-buy charges in %s\n", rec.Payments, rec.GroupCharges, redact(*db))
+	fmt.Fprintf(stdout, "%d payments and %d group-buy charges in %s\n", rec.Payments, rec.GroupCharges, redact(o.db))
 	for _, cur := range slices.Sorted(maps.Keys(rec.Totals)) {
 		t := rec.Totals[cur]
 		fmt.Fprintf(stdout, "%s (minor units): captured %d = applied %d + refunded %d + in review %d + not settled %d\n",

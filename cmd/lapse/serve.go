@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -17,58 +16,17 @@ import (
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
 	lapsehttp "github.com/lapsehq/lapse/http"
-	"github.com/lapsehq/lapse/postgres"
 )
-
-// serveOptions holds the flags of lapse serve.
-type serveOptions struct {
-	db, addr, logLevel, logFormat, flowsDir string
-	dbConns, workConns, inFlight, reserve   int
-	bodyTimeout                             time.Duration
-	cc                                      engine.ClaimerConfig
-	dc                                      engine.DelivererConfig
-	sf                                      subscriberFlags
-	pf                                      paymentFlags
-	tf                                      triggerFlags
-}
-
-// serveFlags registers the flags of lapse serve on fs. lapse config shows
-// the same set.
-func serveFlags(fs *flag.FlagSet) *serveOptions {
-	o := &serveOptions{}
-	fs.StringVar(&o.db, "db", defaultDB, "database: an SQLite file path or a postgres:// URL")
-	fs.StringVar(&o.addr, "http", "127.0.0.1:8080", "address of the HTTP API (port 0 picks a free one)")
-	fs.IntVar(&o.dbConns, "db-conns", 0, "PostgreSQL: connections for the API (0: the DSN's pool_max_conns, or 16)")
-	fs.IntVar(&o.workConns, "db-work-conns", 8, "PostgreSQL: connections of their own for the deadline engine and the delivery workers, so that API load cannot starve them")
-	fs.IntVar(&o.inFlight, "max-in-flight", 4*int(postgres.DefaultMaxConns), "API requests in flight beyond which a request is answered 429 with Retry-After (0: no limit); a request counts once its body is in")
-	fs.IntVar(&o.reserve, "callback-reserve", 0, "in-flight slots that only payment callbacks may take: other API requests are shed at --max-in-flight minus this (0: a quarter of --max-in-flight)")
-	fs.DurationVar(&o.bodyTimeout, "body-timeout", lapsehttp.DefaultBodyTimeout, "longest a request body may take to arrive after its headers; a slower one is refused with 400 and its connection closed")
-	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
-	fs.StringVar(&o.flowsDir, "flows", "", flowsUsage)
-	o.sf.register(fs)
-	o.pf.register(fs)
-	o.tf.register(fs, &o.cc)
-	fs.DurationVar(&o.dc.Poll, "delivery-poll", time.Second, "longest a subscriber's delivery loop sleeps before looking for due retries")
-	fs.IntVar(&o.cc.Batch, "batch", 500, "due orders claimed per transaction")
-	fs.IntVar(&o.cc.Workers, "workers", 2, "transactions that burn down a backlog in parallel")
-	fs.DurationVar(&o.cc.MaxSleep, "max-sleep", time.Second, "longest the deadline engine sleeps without asking the database for the next deadline")
-	fs.DurationVar(&o.cc.SweepInterval, "sweep-interval", 10*time.Second, "beat of the safety-net sweep")
-	fs.DurationVar(&o.cc.SweepGrace, "sweep-grace", time.Second, "how overdue an order must be before the sweep fires it")
-	fs.IntVar(&o.cc.SweepBatch, "sweep-batch", 500, "due orders the sweep claims per transaction")
-	fs.DurationVar(&o.cc.StopTimeout, "stop-timeout", 10*time.Second, "how long shutdown lets in-flight work finish")
-	return o
-}
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlagSet("serve", stderr)
-	o := serveFlags(fs)
+	o := &options{}
 	var (
 		db, addr, logLevel, logFormat, flowsDir = &o.db, &o.addr, &o.logLevel, &o.logFormat, &o.flowsDir
 		dbConns, workConns, inFlight, reserve   = &o.dbConns, &o.workConns, &o.inFlight, &o.reserve
 		cc, dc, sf, pf, tf                      = &o.cc, &o.dc, &o.sf, &o.pf, &o.tf
 	)
-	cfg, err := loadFlags(fs, args)
+	cfg, err := loadFlags(fs, serveSettings, o, args)
 	if err != nil {
 		return err
 	}
@@ -158,7 +116,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	claimer := engine.NewClaimer(eng, *cc)
 	deliverer := engine.NewDeliverer(eng, *dc)
-	watcher := newConfigWatcher(cfg, fs, reloadable(eng, claimer, sf), log, reg)
+	watcher := newConfigWatcher(cfg, &process{engine: eng, claimer: claimer, timed: sf.timed}, log, reg)
 
 	api := lapsehttp.NewServer(eng, lapsehttp.Config{
 		Logger:          log,

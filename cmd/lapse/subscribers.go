@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -35,44 +33,13 @@ type subscriberFlags struct {
 
 	// timed are the ports and webhooks built from the flags, whose
 	// timeouts a configuration reload changes.
-	timed []interface {
-		SetTimeouts(connect, read time.Duration)
-	}
+	timed []timeouter
 }
 
-func (f *subscriberFlags) register(fs *flag.FlagSet) {
-	fs.BoolVar(&f.stockLedger, "stock-ledger", true, "built-in stock ledger: checkout orders reserve their items at creation, closing releases them, paying consumes them")
-	fs.BoolVar(&f.couponLedger, "coupon-ledger", true, "built-in coupon ledger: checkout orders lock their coupon at creation, closing unlocks it, paying uses it")
-
-	fs.StringVar(&f.webhookURL, "webhook", "", "URL that receives every event as a signed webhook (see package webhook for the Lapse-Signature header)")
-	fs.StringVar(&f.webhookSecret, "webhook-secret", "", "HMAC secret of the webhook signatures, at least 16 bytes")
-	fs.StringVar(&f.webhookEvents, "webhook-events", "order.*,group.*,membership.*,delivery.dead", "event types the webhook receives (comma separated; order.* is a prefix)")
-	fs.StringVar(&f.webhookRetry, "webhook-retry", "1m,5m,15m,30m,1h", "retry schedule: waits (1m,5m,…) or exp:BASE,CAP,ATTEMPTS")
-
-	fs.StringVar(&f.natsURL, "nats", "", "NATS URL (JetStream): publish every event, message id = event id")
-	fs.StringVar(&f.natsStream, "nats-stream", "LAPSE", "JetStream stream, created or updated at start")
-	fs.StringVar(&f.natsSubject, "nats-subject", "lapse", "subject prefix: events go to <prefix>.<event type>")
-	fs.StringVar(&f.natsEvents, "nats-events", "order.*,group.*,membership.*,delivery.dead", "event types published to NATS")
-	fs.StringVar(&f.natsRetry, "nats-retry", "exp:1s,1m,30", "retry schedule of NATS publishes")
-
-	fs.StringVar(&f.rabbitURL, "rabbitmq", "", "RabbitMQ URL: publish every event with confirms to a quorum queue, message id = event id")
-	fs.StringVar(&f.rabbitExchange, "rabbitmq-exchange", "lapse", "topic exchange, routing key = event type")
-	fs.StringVar(&f.rabbitQueue, "rabbitmq-queue", "lapse.events", "quorum queue bound to the exchange with #")
-	fs.StringVar(&f.rabbitEvents, "rabbitmq-events", "order.*,group.*,membership.*,delivery.dead", "event types published to RabbitMQ")
-	fs.StringVar(&f.rabbitRetry, "rabbitmq-retry", "exp:1s,1m,30", "retry schedule of RabbitMQ publishes")
-
-	fs.StringVar(&f.stockPort, "stock-port", "", "URL of a merchant stock service (port protocol, see package port): receives order.created, order.closed and order.paid")
-	fs.StringVar(&f.couponPort, "coupon-port", "", "URL of a merchant coupon service: receives order.created, order.closed and order.paid")
-	fs.StringVar(&f.notifyPort, "notify-port", "", "URL of a merchant notification service: receives order.* and delivery.dead")
-	fs.StringVar(&f.groupNotify, "group-notify", "", "URL told (signed webhook, --webhook-secret) of every group buy that failed, with its organiser, so that the organiser hears of it; retried on --webhook-retry")
-	fs.StringVar(&f.adminNotify, "admin-notify", "", "URL of the admins' channel (signed webhook): failed group buys, memberships in manual review and dead deliveries")
-	fs.StringVar(&f.cardPort, "card-port", "", "URL of a merchant card service that issues and revokes membership cards (POST <URL>/issue, <URL>/revoke; see package port); default: the built-in card ledger")
-	fs.StringVar(&f.groupRetries, "group-retries", "1s,2s,4s,8s,16s", "waits between rounds of charges of a closed group buy; after the last the group fails")
-	fs.StringVar(&f.issueRetries, "issue-retries", "1m,5m,15m,30m,1h", "waits between attempts to issue a membership's cards; after the last the order goes to manual review")
-	fs.StringVar(&f.portRetry, "port-retry", "1m,5m,15m,30m,1h", "retry schedule of the ports")
-	fs.DurationVar(&f.portConnect, "port-connect-timeout", 2*time.Second, "connect timeout of the ports and the webhook")
-	fs.DurationVar(&f.portRead, "port-read-timeout", 10*time.Second, "read timeout of the ports and the webhook (from sending to the whole answer)")
-	fs.IntVar(&f.portConcurrency, "port-concurrency", 16, "calls in flight per port (bulkhead)")
+// timeouter is a port or webhook whose timeouts a reload changes; zero
+// leaves a timeout as it is.
+type timeouter interface {
+	SetTimeouts(connect, read time.Duration)
 }
 
 // closer releases what subscriptions hold (broker connections).
@@ -195,14 +162,4 @@ func (f *subscriberFlags) lifecycle() (groups, issues []time.Duration, cards lap
 		cards = p
 	}
 	return groups, issues, cards, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, part := range strings.Split(s, ",") {
-		if part = strings.TrimSpace(part); part != "" {
-			out = append(out, part)
-		}
-	}
-	return out
 }

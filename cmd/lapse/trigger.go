@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"time"
 
@@ -15,14 +14,6 @@ type triggerFlags struct {
 	timeout                time.Duration
 }
 
-func (f *triggerFlags) register(fs *flag.FlagSet, cc *engine.ClaimerConfig) {
-	fs.StringVar(&f.redisURL, "redis", "", "Redis URL (redis://host:6379/0): a precise trigger shared by every lapse process, with the database as the truth and the sweep as the safety net")
-	fs.StringVar(&f.prefix, "redis-prefix", "lapse:", "prefix of Lapse's keys in Redis")
-	fs.DurationVar(&f.timeout, "redis-timeout", 200*time.Millisecond, "bound of one Redis command; a slower Redis counts as failed and degrades the trigger")
-	fs.StringVar(&f.mode, "trigger-mode", "auto", "auto: Redis while it answers, the database sweep on its faster beat while it does not; redis or database: forced")
-	fs.DurationVar(&cc.DegradedSweep, "degraded-sweep", time.Second, "beat of the sweep while Redis is configured but not in charge")
-}
-
 // build returns the shared trigger and its mode, or nil without --redis.
 func (f *triggerFlags) build() (*redis.Trigger, engine.TriggerMode, error) {
 	mode, err := engine.ParseTriggerMode(f.mode)
@@ -30,7 +21,7 @@ func (f *triggerFlags) build() (*redis.Trigger, engine.TriggerMode, error) {
 		return nil, "", fmt.Errorf("--trigger-mode: %w", err)
 	}
 	if f.redisURL == "" {
-		if f.mode != "auto" {
+		if f.mode != string(engine.TriggerAuto) {
 			return nil, "", fmt.Errorf("--trigger-mode %s needs --redis", f.mode)
 		}
 		return nil, mode, nil

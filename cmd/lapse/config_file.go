@@ -1,0 +1,417 @@
+package main
+
+// A config file (--config FILE, or LAPSE_CONFIG) gives values to the flags of
+// a command: its top-level keys are flag names. A flag takes its value from
+// the first of the command line, the environment (LAPSE_<FLAG>), the file,
+// and its default in code. A file that validates is copied to FILE.lastgood;
+// a command that starts on an unusable file runs on that copy instead, and
+// says so loudly. While serve runs, a configWatcher reloads the file.
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+const (
+	snapshotSuffix = ".lastgood"
+
+	// The sources of a flag's value besides "file FILE:LINE" and "env LAPSE_X".
+	sourceDefault = "default"
+	sourceFlag    = "flag"
+)
+
+// flagConfig tells where the flags of a command got their values.
+type flagConfig struct {
+	// Path is the config file named by --config or LAPSE_CONFIG; empty when
+	// there is none.
+	Path string
+	// Sources holds the source of every flag's value: "default",
+	// "file FILE:LINE", "env LAPSE_X" or "flag".
+	Sources map[string]string
+	// FileErr is why Path was unusable when the command runs on Snapshot,
+	// the copy of its last good version written at SnapshotAt; nil otherwise.
+	FileErr    error
+	Snapshot   string
+	SnapshotAt time.Time
+	// SnapshotErr is why the snapshot of a good file was not written: the
+	// command runs, but the next start has no fallback.
+	SnapshotErr error
+
+	fs       *flag.FlagSet       // the command's flags, holding their values
+	settings map[string]*setting // the settings of those flags, by name
+	stamp    fileStamp           // of Path when it was read: the watcher starts from it
+}
+
+// snapshotWarning is what to say when the command runs on the snapshot.
+func (c *flagConfig) snapshotWarning() string {
+	return fmt.Sprintf("config %s is unreadable or invalid: %s; running on the last good snapshot %s written at %s",
+		c.Path, strings.ReplaceAll(c.FileErr.Error(), "\n", "; "), c.Snapshot, c.SnapshotAt.Format(time.RFC3339))
+}
+
+// warnings returns what the operator must hear: that the command runs on
+// the snapshot, or that the snapshot could not be written.
+func (c *flagConfig) warnings() []string {
+	var out []string
+	if c.FileErr != nil {
+		out = append(out, c.snapshotWarning())
+	}
+	if c.SnapshotErr != nil {
+		out = append(out, c.SnapshotErr.Error())
+	}
+	return out
+}
+
+// Log logs the warnings: running on the snapshot at Error level, a snapshot
+// not written at Warn.
+func (c *flagConfig) Log(log *slog.Logger) {
+	if c.FileErr != nil {
+		log.Error(c.snapshotWarning())
+	}
+	if c.SnapshotErr != nil {
+		log.Warn(c.SnapshotErr.Error())
+	}
+}
+
+// loadFlags defines the flags of settings, and --config, on fs, holding
+// their values in o; parses args into them like parseFlags; and returns
+// where every flag got its value. Every value, from wherever it comes,
+// passes the checks of its setting's kind. A config file that is unreadable
+// or invalid stops the command unless its snapshot is good: then the
+// snapshot's values are used and the result's FileErr says why; the caller
+// must pass the warning on (see Log).
+func loadFlags(fs *flag.FlagSet, settings []*setting, o *options, args []string) (*flagConfig, error) {
+	settings = append(slices.Clip(settings), configSetting)
+	defineFlags(fs, settings, o)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	cfg := &flagConfig{Sources: map[string]string{}, fs: fs, settings: settingsByName(settings)}
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) { cfg.Sources[f.Name] = sourceDefault })
+	fs.Visit(func(f *flag.Flag) {
+		cfg.Sources[f.Name] = sourceFlag
+		if err := cfg.settings[f.Name].Kind.check(f.Value.String()); err != nil {
+			errs = append(errs, fmt.Errorf("invalid value %q for flag -%s: %v", f.Value, f.Name, err))
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+
+	// Variables are checked even where a flag overrides them, as before
+	// config files; they are set after the file, which they override.
+	type envValue struct {
+		s     *setting
+		value string
+	}
+	var envs []envValue
+	check := scratchFlags(fs.Name(), cfg.settings)
+	fs.VisitAll(func(f *flag.Flag) {
+		s, env := cfg.settings[f.Name], envName(f.Name)
+		v := os.Getenv(env)
+		if v == "" {
+			return
+		}
+		if err := s.set(check, v); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %v", env, v, err))
+			return
+		}
+		if cfg.Sources[f.Name] != sourceFlag {
+			envs = append(envs, envValue{s, v})
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if cfg.Sources[configSetting.Name] == sourceDefault {
+		cfg.Path = os.Getenv(envName(configSetting.Name))
+	} else {
+		cfg.Path = o.config
+	}
+	if cfg.Path != "" {
+		file, err := cfg.read()
+		if err != nil {
+			return nil, fmt.Errorf("--config: %w", err)
+		}
+		for _, e := range file.entries {
+			if cfg.Sources[e.key] == sourceFlag {
+				continue
+			}
+			if err := file.set(fs, cfg.settings, e); err != nil {
+				return nil, fmt.Errorf("--config: %w", err)
+			}
+			cfg.Sources[e.key] = "file " + file.where(e)
+		}
+	}
+	for _, e := range envs {
+		env := envName(e.s.Name)
+		if err := e.s.set(fs, e.value); err != nil {
+			return nil, fmt.Errorf("%s=%q: %v", env, e.value, err)
+		}
+		cfg.Sources[e.s.Name] = "env " + env
+	}
+	return cfg, nil
+}
+
+// scratchFlags returns a flag set named name with the flags of settings,
+// holding their values in an options of its own: setting them checks
+// values without touching a command's.
+func scratchFlags(name string, settings map[string]*setting) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o := &options{}
+	for s := range maps.Values(settings) {
+		s.define(fs, o)
+	}
+	return fs
+}
+
+// read reads and checks the config file against the command's settings,
+// and writes its snapshot. When the file is no good and its snapshot is,
+// it returns the snapshot and records why.
+func (c *flagConfig) read() (*configFile, error) {
+	c.stamp = stampOf(c.Path)
+	file, err := readConfig(c.Path)
+	if err == nil {
+		err = file.check(scratchFlags(c.fs.Name(), c.settings), c.settings)
+	}
+	if err == nil {
+		c.SnapshotErr = writeSnapshot(c.Path+snapshotSuffix, file)
+		return file, nil
+	}
+	snap := c.Path + snapshotSuffix
+	info, serr := os.Stat(snap)
+	if serr != nil {
+		return nil, err
+	}
+	good, serr := readConfig(snap)
+	if serr == nil {
+		serr = good.check(scratchFlags(c.fs.Name(), c.settings), c.settings)
+	}
+	if serr != nil {
+		return nil, fmt.Errorf("%w\n(the last good snapshot is no good either: %v)", err, serr)
+	}
+	c.FileErr, c.Snapshot, c.SnapshotAt = err, snap, info.ModTime()
+	return good, nil
+}
+
+// configEntry is one key of a config file, its value as a flag takes it
+// (a YAML list joined with commas), and the key's line.
+type configEntry struct {
+	key, value string
+	line       int
+}
+
+// configFile is a config file as read: its entries in file order.
+type configFile struct {
+	path    string
+	raw     []byte
+	mode    os.FileMode
+	entries []configEntry
+}
+
+func (c *configFile) where(e configEntry) string { return fmt.Sprintf("%s:%d", c.path, e.line) }
+
+// readConfig reads the config file at path and checks its shape: a mapping
+// of keys to scalars or lists of scalars, each key once. Errors name the
+// file and the line.
+func readConfig(path string) (*configFile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if info.IsDir() {
+		return nil, fmt.Errorf("%s is a directory", path)
+	}
+	raw, err := io.ReadAll(f)
+	if err != nil {
+		return nil, err
+	}
+	c, err := parseConfig(path, raw)
+	if err != nil {
+		return nil, err
+	}
+	c.mode = info.Mode().Perm()
+	return c, nil
+}
+
+func parseConfig(path string, raw []byte) (*configFile, error) {
+	c := &configFile{path: path, raw: raw, mode: 0o600}
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+		return c, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", path, err)
+		}
+		return nil, fmt.Errorf("%s:%d: a second YAML document; a config file holds one", path, next.Line)
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		root = root.Content[0]
+	}
+	if root.Kind == yaml.DocumentNode || root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null" {
+		return c, nil
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("%s:%d: want flag names and their values (sweep-interval: 5s)", path, root.Line)
+	}
+	var errs []error
+	seen := map[string]int{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			errs = append(errs, fmt.Errorf("%s:%d: a key must be a flag name", path, k.Line))
+			continue
+		}
+		if line, ok := seen[k.Value]; ok {
+			errs = append(errs, fmt.Errorf("%s:%d: %s: given twice (first on line %d)", path, k.Line, k.Value, line))
+			continue
+		}
+		seen[k.Value] = k.Line
+		value, err := flagText(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s:%d: %s: %v", path, k.Line, k.Value, err))
+			continue
+		}
+		c.entries = append(c.entries, configEntry{key: k.Value, value: value, line: k.Line})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// flagText returns a YAML value as a flag takes it: a scalar as written
+// (null is empty), a list of scalars joined with commas.
+func flagText(n *yaml.Node) (string, error) {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if n.ShortTag() == "!!null" {
+			return "", nil
+		}
+		return n.Value, nil
+	case yaml.SequenceNode:
+		parts := make([]string, len(n.Content))
+		for i, item := range n.Content {
+			if item.Kind == yaml.AliasNode {
+				item = item.Alias
+			}
+			if item.Kind != yaml.ScalarNode {
+				return "", fmt.Errorf("a list may hold plain values only")
+			}
+			parts[i] = item.Value
+		}
+		return strings.Join(parts, ","), nil
+	default:
+		return "", fmt.Errorf("want a value or a list of values")
+	}
+}
+
+// check sets every entry on fs, a scratch flag set of settings, and returns
+// every unknown key and refused value.
+func (c *configFile) check(fs *flag.FlagSet, settings map[string]*setting) error {
+	var errs []error
+	for _, e := range c.entries {
+		if err := c.set(fs, settings, e); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// set sets the flag of entry e on fs, whose flags are those of settings.
+// Its errors name the file, the line and the key.
+func (c *configFile) set(fs *flag.FlagSet, settings map[string]*setting, e configEntry) error {
+	if e.key == configSetting.Name {
+		return fmt.Errorf("%s: %s: a config file cannot name a config file", c.where(e), e.key)
+	}
+	s := settings[e.key]
+	if s == nil {
+		hint := ""
+		guess := strings.ToLower(strings.ReplaceAll(strings.TrimLeft(e.key, "-"), "_", "-"))
+		if settings[guess] != nil && guess != configSetting.Name {
+			hint = fmt.Sprintf(" (did you mean %s?)", guess)
+		}
+		return fmt.Errorf("%s: unknown key %q: %s has no flag --%s%s", c.where(e), e.key, fs.Name(), e.key, hint)
+	}
+	if err := s.set(fs, e.value); err != nil {
+		return fmt.Errorf("%s: %s: invalid %s %q: %v", c.where(e), e.key, s.Kind, e.value, err)
+	}
+	return nil
+}
+
+// writeSnapshot writes the contents of good config file c to path, through a
+// temporary file renamed over it, unless path holds them already.
+func writeSnapshot(path string, c *configFile) error {
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, c.raw) {
+		return nil
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("config snapshot not written: %w", err)
+	}
+	_, err = tmp.Write(c.raw)
+	if err == nil {
+		err = tmp.Chmod(c.mode)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("config snapshot %s not written: %w", path, err)
+	}
+	return nil
+}
+
+// fileStamp is what tells that a file changed: its modification time and
+// size, or that it was missing.
+type fileStamp struct {
+	mod    time.Time
+	size   int64
+	exists bool
+}
+
+func stampOf(path string) fileStamp {
+	info, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{}
+	}
+	return fileStamp{mod: info.ModTime(), size: info.Size(), exists: true}
+}
+
+func (s fileStamp) same(o fileStamp) bool {
+	return s.exists == o.exists && s.size == o.size && s.mod.Equal(o.mod)
+}

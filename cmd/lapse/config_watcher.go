@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// configWatcher reloads a command's config file while the command runs: on
+// SIGHUP, and when the file's modification time or size changes (and then
+// holds still for one poll, so that a file being written is not read half
+// done). A reload checks the whole file against the command's settings
+// first; an invalid file changes nothing and is counted. Of a valid file,
+// the new value of every changed setting that has a Reload is handed to it,
+// unless the environment or the command line set that setting (they
+// outrank the file); every other changed setting is logged as needing a
+// restart; the snapshot is written.
+type configWatcher struct {
+	// Interval is how often the file is looked at. Default 2s.
+	Interval time.Duration
+
+	path     string
+	defs     *flag.FlagSet       // definitions and defaults; never set here
+	settings map[string]*setting // of the flags of defs
+	proc     *process            // what the settings' Reload change
+	pinned   map[string]string   // flags set by env or command line → source
+	log      *slog.Logger
+	now      func() time.Time
+
+	mu      sync.Mutex // one reload at a time; guards the fields below
+	running map[string]string
+	stamp   fileStamp
+	errs    int
+	lastErr error
+	lastOK  time.Time
+
+	errCount prometheus.Counter
+	okTime   prometheus.Gauge
+}
+
+// newConfigWatcher returns a watcher of the config file of cfg, as
+// loadFlags returned it. The settings' Reload funcs change p; they run on
+// the watcher's goroutine, one at a time. The metrics
+// lapse_config_reload_errors_total and
+// lapse_config_last_reload_success_timestamp_seconds go to reg unless it is
+// nil. When cfg has no file, there is nothing to reload.
+func newConfigWatcher(cfg *flagConfig, p *process, log *slog.Logger, reg prometheus.Registerer) *configWatcher {
+	w := &configWatcher{
+		Interval: 2 * time.Second,
+		path:     cfg.Path,
+		defs:     cfg.fs,
+		settings: cfg.settings,
+		proc:     p,
+		pinned:   map[string]string{},
+		log:      log,
+		now:      time.Now,
+		running:  map[string]string{},
+		stamp:    cfg.stamp,
+		errCount: prometheus.NewCounter(prometheus.CounterOpts{Name: "lapse_config_reload_errors_total",
+			Help: "Config reloads that failed (the file unreadable or invalid, or a value refused), and starts on the last good snapshot."}),
+		okTime: prometheus.NewGauge(prometheus.GaugeOpts{Name: "lapse_config_last_reload_success_timestamp_seconds",
+			Help: "When the config file last loaded and applied cleanly, at start or on a reload."}),
+	}
+	cfg.fs.VisitAll(func(f *flag.Flag) {
+		w.running[f.Name] = f.Value.String()
+		if src := cfg.Sources[f.Name]; src == sourceFlag || strings.HasPrefix(src, "env ") {
+			w.pinned[f.Name] = src
+		}
+	})
+	if reg != nil {
+		reg.MustRegister(w.errCount, w.okTime)
+	}
+	if cfg.FileErr != nil {
+		w.fail(cfg.FileErr)
+	} else if cfg.Path != "" {
+		w.succeed()
+	}
+	return w
+}
+
+// Run watches the file until ctx is done. Without a file, it logs and
+// otherwise ignores SIGHUP, which would end the process.
+func (w *configWatcher) Run(ctx context.Context) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	if w.path == "" {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				w.log.Warn("config: SIGHUP, but there is no config file (--config, LAPSE_CONFIG) to reload")
+			}
+		}
+	}
+	every := w.Interval
+	if every <= 0 {
+		every = 2 * time.Second
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	var pending *fileStamp // a change seen, waiting to hold still
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			w.log.Info("config: SIGHUP, reloading", "file", w.path)
+			pending = nil
+			_ = w.Reload()
+		case <-tick.C:
+			s := stampOf(w.path)
+			w.mu.Lock()
+			changed := !s.same(w.stamp)
+			w.mu.Unlock()
+			switch {
+			case !changed:
+				pending = nil
+			case pending == nil || !pending.same(s):
+				pending = &s
+			default:
+				pending = nil
+				_ = w.Reload()
+			}
+		}
+	}
+}
+
+// Reload reads the file once and applies what changed, as Run does. It
+// returns the file's errors, when nothing was applied, or the errors of the
+// apply funcs that refused their value.
+func (w *configWatcher) Reload() error {
+	if w.path == "" {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stamp = stampOf(w.path)
+	next := scratchFlags(w.defs.Name(), w.settings)
+	file, err := readConfig(w.path)
+	if err == nil {
+		err = file.check(next, w.settings)
+	}
+	if err != nil {
+		w.fail(err)
+		w.log.Error("config reload failed; the running configuration stays", "file", w.path, "err", err)
+		return err
+	}
+	lines := map[string]int{}
+	for _, e := range file.entries {
+		lines[e.key] = e.line
+	}
+	var errs []error
+	w.defs.VisitAll(func(f *flag.Flag) {
+		value, source := f.DefValue, sourceDefault
+		line, inFile := lines[f.Name]
+		if inFile {
+			value, source = next.Lookup(f.Name).Value.String(), "file "+file.where(configEntry{line: line})
+		}
+		s, old := w.settings[f.Name], w.running[f.Name]
+		if value == old || s == configSetting {
+			return
+		}
+		shown, was := s.shown(value), s.shown(old)
+		if by, ok := w.pinned[f.Name]; ok {
+			if inFile {
+				w.log.Info("config: the file's value is not used: the flag is set by "+by, "flag", f.Name, "value", shown, "source", source)
+			}
+			return
+		}
+		if s.Reload == nil {
+			w.log.Warn("config: changed value needs a restart", "flag", f.Name, "value", shown, "running", was, "source", source)
+			return
+		}
+		if err := s.Reload(w.proc, value); err != nil {
+			err = fmt.Errorf("--%s %s: %w", f.Name, shown, err)
+			errs = append(errs, err)
+			w.log.Error("config: reloaded value refused; the running value stays", "flag", f.Name, "value", shown, "running", was, "err", err)
+			return
+		}
+		w.running[f.Name] = value
+		w.log.Info("config: reloaded", "flag", f.Name, "value", shown, "was", was, "source", source)
+	})
+	if err := writeSnapshot(w.path+snapshotSuffix, file); err != nil {
+		w.log.Warn(err.Error())
+	}
+	if err := errors.Join(errs...); err != nil {
+		w.fail(err)
+		return err
+	}
+	w.succeed()
+	return nil
+}
+
+func (w *configWatcher) fail(err error) {
+	w.errs++
+	w.lastErr = err
+	w.errCount.Inc()
+}
+
+func (w *configWatcher) succeed() {
+	w.lastErr = nil
+	w.lastOK = w.now()
+	w.okTime.Set(float64(w.lastOK.UnixNano()) / 1e9)
+}
+
+// Errors returns how many reloads failed, counting a start on the snapshot.
+func (w *configWatcher) Errors() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.errs
+}
+
+// LastError returns the error of the last reload (or of the start, when it
+// ran on the snapshot), nil once a reload succeeded.
+func (w *configWatcher) LastError() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastErr
+}
+
+// LastSuccess returns when the file last loaded and applied cleanly; zero
+// when it never did.
+func (w *configWatcher) LastSuccess() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastOK
+}

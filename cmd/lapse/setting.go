@@ -1,0 +1,238 @@
+package main
+
+// Every setting of lapse is declared once, as a row of the tables in
+// settings.go: its name, which is at once the flag --NAME, the
+// environment variable LAPSE_NAME and the key NAME of a config file; its
+// kind, default and help; whether it is secret; and how a running lapse
+// serve takes a new value, or that a change needs a restart. The flags, the
+// layering of file, environment and command line, the reloads, and what
+// lapse config shows are all made from those rows.
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+// A setting is one value that configures lapse.
+type setting struct {
+	// Name is the flag's name: lower case words joined by "-". It is also
+	// the key of the config file and, as envName makes it, the variable.
+	Name string
+	// Kind is how the value is written, which it is checked against.
+	Kind kind
+	// Default is the value when nothing sets it, written as on the command
+	// line ("10s"); empty is the zero value of the kind.
+	Default string
+	// Doc is the flag's help.
+	Doc string
+	// Secret hides the whole value wherever lapse shows it (lapse config,
+	// the logs of a reload); other values show with the passwords of their
+	// URLs hidden.
+	Secret bool
+	// Reload puts a new value into force in a running lapse serve; nil when
+	// a change needs a restart. The value is written as the flag prints it
+	// ("5s" for a duration) and has passed the checks of Kind. An error
+	// leaves the running value in place.
+	Reload func(p *process, value string) error
+
+	// field returns the option of o that holds the value: a *string for
+	// the kinds written as text, else a *bool, *int, *float64 or
+	// *time.Duration as Kind says.
+	field func(o *options) any
+}
+
+// A kind is how a setting's value is written. Lists are comma-separated on
+// the command line and in the environment; a config file may give them as
+// YAML lists.
+type kind string
+
+const (
+	kindString   kind = "string"
+	kindBool     kind = "boolean"
+	kindInt      kind = "int"
+	kindFloat    kind = "float"
+	kindDuration kind = "duration"        // 1m30s
+	kindList     kind = "list"            // a,b,c
+	kindPairs    kind = "NAME=VALUE list" // a=1,b=2
+	kindSchedule kind = "schedule"        // waits (1m,5m,…) or exp:BASE,CAP,ATTEMPTS
+	kindWaits    kind = "waits"           // 1s,2s,4s: a schedule of waits only
+)
+
+// check returns why text is not a value of kind k, beyond what its flag
+// refuses: the flags of the kinds written as text take any text.
+func (k kind) check(text string) error {
+	var err error
+	switch k {
+	case kindPairs:
+		_, err = parsePairs(text)
+	case kindSchedule:
+		_, err = lapse.ParseSchedule(text)
+	case kindWaits:
+		_, err = parseWaits(text)
+	}
+	var le *lapse.Error
+	if errors.As(err, &le) {
+		return errors.New(lapse.ErrorMessage(err)) // without its "lapse: "
+	}
+	return err
+}
+
+// define defines the flag of s on fs, holding its value in o. A setting
+// whose field does not hold its kind, or whose default does not parse, is
+// a mistake in the table: it panics.
+func (s *setting) define(fs *flag.FlagSet, o *options) {
+	bad := func(err error) {
+		panic(fmt.Sprintf("setting %s: %v", s.Name, err))
+	}
+	if err := s.Kind.check(s.Default); s.Default != "" && err != nil {
+		bad(fmt.Errorf("default %q: %v", s.Default, err))
+	}
+	switch p := s.field(o).(type) {
+	case *string:
+		if s.Kind != kindString && s.Kind != kindList && s.Kind != kindPairs && s.Kind != kindSchedule && s.Kind != kindWaits {
+			bad(fmt.Errorf("a %s held in a string", s.Kind))
+		}
+		fs.StringVar(p, s.Name, s.Default, s.Doc)
+	case *bool:
+		v, err := parseDefault(s, kindBool, strconv.ParseBool)
+		if err != nil {
+			bad(err)
+		}
+		fs.BoolVar(p, s.Name, v, s.Doc)
+	case *int:
+		v, err := parseDefault(s, kindInt, strconv.Atoi)
+		if err != nil {
+			bad(err)
+		}
+		fs.IntVar(p, s.Name, v, s.Doc)
+	case *float64:
+		v, err := parseDefault(s, kindFloat, func(t string) (float64, error) { return strconv.ParseFloat(t, 64) })
+		if err != nil {
+			bad(err)
+		}
+		fs.Float64Var(p, s.Name, v, s.Doc)
+	case *time.Duration:
+		v, err := parseDefault(s, kindDuration, time.ParseDuration)
+		if err != nil {
+			bad(err)
+		}
+		fs.DurationVar(p, s.Name, v, s.Doc)
+	default:
+		bad(fmt.Errorf("its field is a %T", p))
+	}
+}
+
+// parseDefault parses the default of s, which must be of kind want; empty
+// is the zero value.
+func parseDefault[T any](s *setting, want kind, parse func(string) (T, error)) (T, error) {
+	var zero T
+	if s.Kind != want {
+		return zero, fmt.Errorf("a %s held in a %T", s.Kind, zero)
+	}
+	if s.Default == "" {
+		return zero, nil
+	}
+	v, err := parse(s.Default)
+	if err != nil {
+		return zero, fmt.Errorf("default %q: %v", s.Default, err)
+	}
+	return v, nil
+}
+
+// set sets the flag of s on fs to text, unless the kind of s refuses it.
+func (s *setting) set(fs *flag.FlagSet, text string) error {
+	if err := s.Kind.check(text); err != nil {
+		return err
+	}
+	return fs.Set(s.Name, text)
+}
+
+// shown returns value as lapse shows it: a secret's as xxxxx, other values
+// with the passwords of their URLs and DSNs hidden.
+func (s *setting) shown(value string) string {
+	if s.Secret && value != "" {
+		return "xxxxx"
+	}
+	return hidePasswords(value)
+}
+
+var (
+	urlPassword = regexp.MustCompile(`(://[^:/?#@\s]*):[^@/\s]*@`)
+	dsnPassword = regexp.MustCompile(`(?i)(password=)[^&\s]*`)
+)
+
+// hidePasswords returns value with the passwords of the URLs and DSNs in it
+// replaced by xxxxx (postgres://u:xxxxx@db/lapse, …?password=xxxxx): a
+// value that is not a secret, as lapse shows it in its output and its logs.
+func hidePasswords(value string) string {
+	value = urlPassword.ReplaceAllString(value, "${1}:xxxxx@")
+	return dsnPassword.ReplaceAllString(value, "${1}xxxxx")
+}
+
+// defineFlags defines the flags of settings on fs, holding their values in
+// o.
+func defineFlags(fs *flag.FlagSet, settings []*setting, o *options) {
+	for _, s := range settings {
+		s.define(fs, o)
+	}
+}
+
+// settingsByName returns settings keyed by name.
+func settingsByName(settings []*setting) map[string]*setting {
+	out := make(map[string]*setting, len(settings))
+	for _, s := range settings {
+		out[s.Name] = s
+	}
+	return out
+}
+
+// envName is the environment variable of setting name: LAPSE_SWEEP_INTERVAL
+// for sweep-interval.
+func envName(name string) string {
+	return "LAPSE_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// splitList splits a list setting into its values, blanks trimmed and empty
+// values left out.
+func splitList(s string) []string {
+	var out []string
+	for part := range strings.SplitSeq(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// parsePairs parses a NAME=VALUE list setting.
+func parsePairs(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, part := range splitList(s) {
+		k, v, ok := strings.Cut(part, "=")
+		if !ok || k == "" || v == "" {
+			return nil, fmt.Errorf("%q is not NAME=VALUE", part)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// parseWaits parses a waits setting: a schedule of waits such as 1s,2s,4s,
+// which exp: schedules are not.
+func parseWaits(s string) ([]time.Duration, error) {
+	sch, err := lapse.ParseSchedule(s)
+	if err == nil && len(sch.Steps) == 0 {
+		err = fmt.Errorf("give the waits, such as 1s,2s,4s")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return sch.Steps, nil
+}

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/lapsehq/lapse/engine"
+	lapsehttp "github.com/lapsehq/lapse/http"
+	"github.com/lapsehq/lapse/postgres"
+)
+
+// options holds the values of the settings, where the commands read them.
+type options struct {
+	config                                  string
+	db, addr, logLevel, logFormat, flowsDir string
+	dbConns, workConns, inFlight, reserve   int
+	bodyTimeout                             time.Duration
+	cc                                      engine.ClaimerConfig
+	dc                                      engine.DelivererConfig
+	sf                                      subscriberFlags
+	pf                                      paymentFlags
+	tf                                      triggerFlags
+}
+
+// configSetting names the config file. Every command has it; it cannot be
+// set in the file itself.
+var configSetting = &setting{Name: "config", Kind: kindString,
+	Doc:   "YAML file of flag values, keyed by flag name (sweep-interval: 5s); LAPSE_* variables and flags override it",
+	field: func(o *options) any { return &o.config }}
+
+// Settings that several commands share.
+var (
+	dbSetting = &setting{Name: "db", Kind: kindString, Default: defaultDB,
+		Doc:   "database: an SQLite file path or a postgres:// URL",
+		field: func(o *options) any { return &o.db }}
+	flowsSetting = &setting{Name: "flows", Kind: kindString,
+		Doc:   "a directory of YAML flows to run beside the built-in ones",
+		field: func(o *options) any { return &o.flowsDir }}
+)
+
+// serveSettings are the settings of lapse serve, which lapse config shows.
+// A new setting of serve goes here, with a field of options to hold it; a
+// setting that a running serve can take without a restart has a Reload
+// (see reload.go), and the README lists it.
+var serveSettings = []*setting{
+	// The API and the database.
+	dbSetting,
+	{Name: "http", Kind: kindString, Default: "127.0.0.1:8080",
+		Doc:   "address of the HTTP API (port 0 picks a free one)",
+		field: func(o *options) any { return &o.addr }},
+	{Name: "db-conns", Kind: kindInt,
+		Doc:   "PostgreSQL: connections for the API (0: the DSN's pool_max_conns, or 16)",
+		field: func(o *options) any { return &o.dbConns }},
+	{Name: "db-work-conns", Kind: kindInt, Default: "8",
+		Doc:   "PostgreSQL: connections of their own for the deadline engine and the delivery workers, so that API load cannot starve them",
+		field: func(o *options) any { return &o.workConns }},
+	{Name: "max-in-flight", Kind: kindInt, Default: strconv.Itoa(4 * int(postgres.DefaultMaxConns)),
+		Doc:   "API requests in flight beyond which a request is answered 429 with Retry-After (0: no limit); a request counts once its body is in",
+		field: func(o *options) any { return &o.inFlight }},
+	{Name: "callback-reserve", Kind: kindInt,
+		Doc:   "in-flight slots that only payment callbacks may take: other API requests are shed at --max-in-flight minus this (0: a quarter of --max-in-flight)",
+		field: func(o *options) any { return &o.reserve }},
+	{Name: "body-timeout", Kind: kindDuration, Default: lapsehttp.DefaultBodyTimeout.String(),
+		Doc:   "longest a request body may take to arrive after its headers; a slower one is refused with 400 and its connection closed",
+		field: func(o *options) any { return &o.bodyTimeout }},
+	{Name: "log-level", Kind: kindString, Default: "info",
+		Doc:   "debug, info, warn or error",
+		field: func(o *options) any { return &o.logLevel }},
+	{Name: "log-format", Kind: kindString, Default: "text",
+		Doc:   "text or json",
+		field: func(o *options) any { return &o.logFormat }},
+	flowsSetting,
+
+	// The deadline engine.
+	{Name: "batch", Kind: kindInt, Default: "500",
+		Doc:    "due orders claimed per transaction",
+		field:  func(o *options) any { return &o.cc.Batch },
+		Reload: reloadClaimerCount(func(c *engine.ClaimerConfig) *int { return &c.Batch })},
+	{Name: "workers", Kind: kindInt, Default: "2",
+		Doc:    "transactions that burn down a backlog in parallel",
+		field:  func(o *options) any { return &o.cc.Workers },
+		Reload: reloadClaimerCount(func(c *engine.ClaimerConfig) *int { return &c.Workers })},
+	{Name: "max-sleep", Kind: kindDuration, Default: "1s",
+		Doc:    "longest the deadline engine sleeps without asking the database for the next deadline",
+		field:  func(o *options) any { return &o.cc.MaxSleep },
+		Reload: reloadClaimerDuration(func(c *engine.ClaimerConfig) *time.Duration { return &c.MaxSleep })},
+	{Name: "sweep-interval", Kind: kindDuration, Default: "10s",
+		Doc:    "beat of the safety-net sweep",
+		field:  func(o *options) any { return &o.cc.SweepInterval },
+		Reload: reloadClaimerDuration(func(c *engine.ClaimerConfig) *time.Duration { return &c.SweepInterval })},
+	{Name: "sweep-grace", Kind: kindDuration, Default: "1s",
+		Doc:    "how overdue an order must be before the sweep fires it",
+		field:  func(o *options) any { return &o.cc.SweepGrace },
+		Reload: reloadClaimerDuration(func(c *engine.ClaimerConfig) *time.Duration { return &c.SweepGrace })},
+	{Name: "sweep-batch", Kind: kindInt, Default: "500",
+		Doc:    "due orders the sweep claims per transaction",
+		field:  func(o *options) any { return &o.cc.SweepBatch },
+		Reload: reloadClaimerCount(func(c *engine.ClaimerConfig) *int { return &c.SweepBatch })},
+	{Name: "stop-timeout", Kind: kindDuration, Default: "10s",
+		Doc:   "how long shutdown lets in-flight work finish",
+		field: func(o *options) any { return &o.cc.StopTimeout }},
+
+	// The shared precise trigger.
+	{Name: "redis", Kind: kindString,
+		Doc:   "Redis URL (redis://host:6379/0): a precise trigger shared by every lapse process, with the database as the truth and the sweep as the safety net",
+		field: func(o *options) any { return &o.tf.redisURL }},
+	{Name: "redis-prefix", Kind: kindString, Default: "lapse:",
+		Doc:   "prefix of Lapse's keys in Redis",
+		field: func(o *options) any { return &o.tf.prefix }},
+	{Name: "redis-timeout", Kind: kindDuration, Default: "200ms",
+		Doc:   "bound of one Redis command; a slower Redis counts as failed and degrades the trigger",
+		field: func(o *options) any { return &o.tf.timeout }},
+	{Name: "trigger-mode", Kind: kindString, Default: string(engine.TriggerAuto),
+		Doc:    "auto: Redis while it answers, the database sweep on its faster beat while it does not; redis or database: forced",
+		field:  func(o *options) any { return &o.tf.mode },
+		Reload: reloadTriggerMode},
+	{Name: "degraded-sweep", Kind: kindDuration, Default: "1s",
+		Doc:    "beat of the sweep while Redis is configured but not in charge",
+		field:  func(o *options) any { return &o.cc.DegradedSweep },
+		Reload: reloadClaimerDuration(func(c *engine.ClaimerConfig) *time.Duration { return &c.DegradedSweep })},
+
+	// Deliveries: the built-in ledgers, sinks and ports, and their schedules.
+	{Name: "delivery-poll", Kind: kindDuration, Default: "1s",
+		Doc:   "longest a subscriber's delivery loop sleeps before looking for due retries",
+		field: func(o *options) any { return &o.dc.Poll }},
+	{Name: "stock-ledger", Kind: kindBool, Default: "true",
+		Doc:   "built-in stock ledger: checkout orders reserve their items at creation, closing releases them, paying consumes them",
+		field: func(o *options) any { return &o.sf.stockLedger }},
+	{Name: "coupon-ledger", Kind: kindBool, Default: "true",
+		Doc:   "built-in coupon ledger: checkout orders lock their coupon at creation, closing unlocks it, paying uses it",
+		field: func(o *options) any { return &o.sf.couponLedger }},
+
+	{Name: "webhook", Kind: kindString,
+		Doc:   "URL that receives every event as a signed webhook (see package webhook for the Lapse-Signature header)",
+		field: func(o *options) any { return &o.sf.webhookURL }},
+	{Name: "webhook-secret", Kind: kindString, Secret: true,
+		Doc:   "HMAC secret of the webhook signatures, at least 16 bytes",
+		field: func(o *options) any { return &o.sf.webhookSecret }},
+	{Name: "webhook-events", Kind: kindList, Default: "order.*,group.*,membership.*,delivery.dead",
+		Doc:   "event types the webhook receives (comma separated; order.* is a prefix)",
+		field: func(o *options) any { return &o.sf.webhookEvents }},
+	{Name: "webhook-retry", Kind: kindSchedule, Default: "1m,5m,15m,30m,1h",
+		Doc:    "retry schedule: waits (1m,5m,…) or exp:BASE,CAP,ATTEMPTS",
+		field:  func(o *options) any { return &o.sf.webhookRetry },
+		Reload: reloadSchedule("webhook", "group-notify", "admin-notify")},
+
+	{Name: "nats", Kind: kindString,
+		Doc:   "NATS URL (JetStream): publish every event, message id = event id",
+		field: func(o *options) any { return &o.sf.natsURL }},
+	{Name: "nats-stream", Kind: kindString, Default: "LAPSE",
+		Doc:   "JetStream stream, created or updated at start",
+		field: func(o *options) any { return &o.sf.natsStream }},
+	{Name: "nats-subject", Kind: kindString, Default: "lapse",
+		Doc:   "subject prefix: events go to <prefix>.<event type>",
+		field: func(o *options) any { return &o.sf.natsSubject }},
+	{Name: "nats-events", Kind: kindList, Default: "order.*,group.*,membership.*,delivery.dead",
+		Doc:   "event types published to NATS",
+		field: func(o *options) any { return &o.sf.natsEvents }},
+	{Name: "nats-retry", Kind: kindSchedule, Default: "exp:1s,1m,30",
+		Doc:    "retry schedule of NATS publishes",
+		field:  func(o *options) any { return &o.sf.natsRetry },
+		Reload: reloadSchedule("nats")},
+
+	{Name: "rabbitmq", Kind: kindString,
+		Doc:   "RabbitMQ URL: publish every event with confirms to a quorum queue, message id = event id",
+		field: func(o *options) any { return &o.sf.rabbitURL }},
+	{Name: "rabbitmq-exchange", Kind: kindString, Default: "lapse",
+		Doc:   "topic exchange, routing key = event type",
+		field: func(o *options) any { return &o.sf.rabbitExchange }},
+	{Name: "rabbitmq-queue", Kind: kindString, Default: "lapse.events",
+		Doc:   "quorum queue bound to the exchange with #",
+		field: func(o *options) any { return &o.sf.rabbitQueue }},
+	{Name: "rabbitmq-events", Kind: kindList, Default: "order.*,group.*,membership.*,delivery.dead",
+		Doc:   "event types published to RabbitMQ",
+		field: func(o *options) any { return &o.sf.rabbitEvents }},
+	{Name: "rabbitmq-retry", Kind: kindSchedule, Default: "exp:1s,1m,30",
+		Doc:    "retry schedule of RabbitMQ publishes",
+		field:  func(o *options) any { return &o.sf.rabbitRetry },
+		Reload: reloadSchedule("rabbitmq")},
+
+	{Name: "stock-port", Kind: kindString,
+		Doc:   "URL of a merchant stock service (port protocol, see package port): receives order.created, order.closed and order.paid",
+		field: func(o *options) any { return &o.sf.stockPort }},
+	{Name: "coupon-port", Kind: kindString,
+		Doc:   "URL of a merchant coupon service: receives order.created, order.closed and order.paid",
+		field: func(o *options) any { return &o.sf.couponPort }},
+	{Name: "notify-port", Kind: kindString,
+		Doc:   "URL of a merchant notification service: receives order.* and delivery.dead",
+		field: func(o *options) any { return &o.sf.notifyPort }},
+	{Name: "port-retry", Kind: kindSchedule, Default: "1m,5m,15m,30m,1h",
+		Doc:    "retry schedule of the ports",
+		field:  func(o *options) any { return &o.sf.portRetry },
+		Reload: reloadSchedule("stock-port", "coupon-port", "notify-port")},
+	{Name: "port-connect-timeout", Kind: kindDuration, Default: "2s",
+		Doc:    "connect timeout of the ports and the webhook",
+		field:  func(o *options) any { return &o.sf.portConnect },
+		Reload: reloadTimeout(true)},
+	{Name: "port-read-timeout", Kind: kindDuration, Default: "10s",
+		Doc:    "read timeout of the ports and the webhook (from sending to the whole answer)",
+		field:  func(o *options) any { return &o.sf.portRead },
+		Reload: reloadTimeout(false)},
+	{Name: "port-concurrency", Kind: kindInt, Default: "16",
+		Doc:   "calls in flight per port (bulkhead)",
+		field: func(o *options) any { return &o.sf.portConcurrency }},
+
+	// Group buys and memberships.
+	{Name: "group-notify", Kind: kindString,
+		Doc:   "URL told (signed webhook, --webhook-secret) of every group buy that failed, with its organiser, so that the organiser hears of it; retried on --webhook-retry",
+		field: func(o *options) any { return &o.sf.groupNotify }},
+	{Name: "admin-notify", Kind: kindString,
+		Doc:   "URL of the admins' channel (signed webhook): failed group buys, memberships in manual review and dead deliveries",
+		field: func(o *options) any { return &o.sf.adminNotify }},
+	{Name: "card-port", Kind: kindString,
+		Doc:   "URL of a merchant card service that issues and revokes membership cards (POST <URL>/issue, <URL>/revoke; see package port); default: the built-in card ledger",
+		field: func(o *options) any { return &o.sf.cardPort }},
+	{Name: "group-retries", Kind: kindWaits, Default: "1s,2s,4s,8s,16s",
+		Doc:    "waits between rounds of charges of a closed group buy; after the last the group fails",
+		field:  func(o *options) any { return &o.sf.groupRetries },
+		Reload: reloadSchedule(engine.SettleSubscriber)},
+	{Name: "issue-retries", Kind: kindWaits, Default: "1m,5m,15m,30m,1h",
+		Doc:    "waits between attempts to issue a membership's cards; after the last the order goes to manual review",
+		field:  func(o *options) any { return &o.sf.issueRetries },
+		Reload: reloadSchedule(engine.IssueSubscriber)},
+
+	// Payments.
+	{Name: "sandbox", Kind: kindBool,
+		Doc:   "run the built-in sandbox payment provider: callbacks at /v1/payments/sandbox/callback, its gateway at /sandbox/ (customers pay with POST /sandbox/pay)",
+		field: func(o *options) any { return &o.pf.sandbox }},
+	{Name: "sandbox-secret", Kind: kindString, Secret: true,
+		Doc:   "secret of the sandbox's signatures (its callbacks, and requests to its gateway); processes sharing a database share the sandbox and must sign alike (default: the secret kept in the database, which the first process to start brought or drew at random)",
+		field: func(o *options) any { return &o.pf.sandboxSecret }},
+	{Name: "sandbox-fail-rate", Kind: kindFloat,
+		Doc:   "share of the sandbox's charges, refunds and closes that fail and do nothing (0 to 1), to watch retries",
+		field: func(o *options) any { return &o.pf.sandboxFail }},
+	{Name: "sandbox-unknown-rate", Kind: kindFloat,
+		Doc:   "share of the sandbox's charges, refunds and closes that take effect but lose their answer, to watch query-backs",
+		field: func(o *options) any { return &o.pf.sandboxLost }},
+	{Name: "hmac-secrets", Kind: kindList, Secret: true,
+		Doc:   "comma-separated secrets of the generic HMAC callback scheme, at /v1/payments/hmac/callback (the first signs)",
+		field: func(o *options) any { return &o.pf.hmacSecrets }},
+	{Name: "stripe-secrets", Kind: kindList, Secret: true,
+		Doc:   "comma-separated Stripe endpoint signing secrets (whsec_…): Stripe webhooks at /v1/payments/stripe/callback",
+		field: func(o *options) any { return &o.pf.stripeSecrets }},
+	{Name: "wechatpay-mchid", Kind: kindString,
+		Doc:   "WeChat Pay merchant id: WeChat Pay v3 notifications at /v1/payments/wechatpay/callback",
+		field: func(o *options) any { return &o.pf.wechatMchID }},
+	{Name: "wechatpay-appid", Kind: kindString,
+		Doc:   "WeChat Pay app id the notifications must be for",
+		field: func(o *options) any { return &o.pf.wechatAppID }},
+	{Name: "wechatpay-apiv3-key", Kind: kindString, Secret: true,
+		Doc:   "WeChat Pay APIv3 key (32 bytes), which decrypts notifications",
+		field: func(o *options) any { return &o.pf.wechatKey }},
+	{Name: "wechatpay-platform-keys", Kind: kindList,
+		Doc:   "comma-separated PEM files of WeChat Pay platform certificates or public keys (a public key file as ID=FILE)",
+		field: func(o *options) any { return &o.pf.wechatCerts }},
+	{Name: "alipay-app-id", Kind: kindString,
+		Doc:   "Alipay app_id: Alipay notifications at /v1/payments/alipay/callback",
+		field: func(o *options) any { return &o.pf.alipayAppID }},
+	{Name: "alipay-seller-id", Kind: kindString,
+		Doc:   "Alipay seller_id (2088…) the notifications must be for",
+		field: func(o *options) any { return &o.pf.alipaySeller }},
+	{Name: "alipay-seller-email", Kind: kindString,
+		Doc:   "Alipay seller account (seller_email) that confirms the seller of a notification without a seller_id",
+		field: func(o *options) any { return &o.pf.alipayEmail }},
+	{Name: "alipay-public-key", Kind: kindString,
+		Doc:   "file with Alipay's public key (base64 or PEM)",
+		field: func(o *options) any { return &o.pf.alipayKey }},
+	{Name: "payment-providers", Kind: kindPairs,
+		Doc:   "comma-separated NAME=URL of provider ports speaking Lapse's provider protocol (refunds, queries, closes)",
+		field: func(o *options) any { return &o.pf.providers }},
+	{Name: "payment-provider-secrets", Kind: kindPairs, Secret: true,
+		Doc:   "comma-separated NAME=SECRET that sign the requests to each provider port",
+		field: func(o *options) any { return &o.pf.providerSecrets }},
+	{Name: "payment-merchants", Kind: kindPairs,
+		Doc:   "comma-separated NAME=ACCOUNT: the merchant account each provider's payments must be made to",
+		field: func(o *options) any { return &o.pf.merchants }},
+	{Name: "payment-grace", Kind: kindPairs,
+		Doc:   "comma-separated FLOW=DURATION: how long past its deadline an order whose customer started paying in time stays open (checkout: 2m)",
+		field: func(o *options) any { return &o.pf.grace }},
+}
+
+// The settings of the other commands.
+var (
+	migrateSettings   = []*setting{dbSetting}
+	reconcileSettings = []*setting{dbSetting, flowsSetting}
+	flowsSettings     = []*setting{flowsSetting}
+)
