@@ -4,15 +4,98 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/flows"
 	"github.com/lapsehq/lapse/nats"
 	"github.com/lapsehq/lapse/port"
 	"github.com/lapsehq/lapse/rabbitmq"
 	"github.com/lapsehq/lapse/webhook"
 )
+
+// lifeEvents are the events that the webhook and the brokers receive by
+// default, and the notify port always: the whole life of orders, group buys
+// and memberships, and dead deliveries. Payment events (payment.late, …) are
+// the engine's refund subscriber's.
+var lifeEvents = []string{"order.*", "group.*", "membership.*", lapse.EventDeliveryDead}
+
+// holdEvents are what the merchant stock and coupon ports receive, which
+// are what the built-in ledgers act on: an order holds from its creation
+// until it closes (given back) or is paid (used up).
+var holdEvents = []string{lapse.EventOrderCreated, flows.EventOrderClosed, flows.EventOrderPaid}
+
+// A subscriber is one that lapse serve builds from its settings, beside the
+// engine's own (engine.StockSubscriber, CouponSubscriber, SettleSubscriber,
+// IssueSubscriber, RevokeSubscriber and RefundSubscriber, whose events the
+// flows name).
+type subscriber struct {
+	// Name names its deliveries and dedup rows in the database, so it never
+	// changes. It is also the setting of its URL.
+	Name string
+	// Events are the event types it receives: for the webhook and the
+	// brokers, the default of their events setting.
+	Events []string
+}
+
+// The subscribers of lapse serve.
+var (
+	webhookSub     = subscriber{"webhook", lifeEvents}
+	natsSub        = subscriber{"nats", lifeEvents}
+	rabbitmqSub    = subscriber{"rabbitmq", lifeEvents}
+	stockPortSub   = subscriber{"stock-port", holdEvents}
+	couponPortSub  = subscriber{"coupon-port", holdEvents}
+	notifyPortSub  = subscriber{"notify-port", lifeEvents}
+	groupNotifySub = subscriber{"group-notify", []string{flows.EventGroupFailed}}
+	adminNotifySub = subscriber{"admin-notify", []string{flows.EventGroupFailed, flows.EventMembershipReview,
+		flows.EventMembershipRefundReview, lapse.EventDeliveryDead}}
+)
+
+var (
+	// signedWebhooks share the webhook's secret and retry schedule.
+	signedWebhooks = []subscriber{webhookSub, groupNotifySub, adminNotifySub}
+	// retriedPorts share the ports' retry schedule.
+	retriedPorts = []subscriber{stockPortSub, couponPortSub, notifyPortSub}
+)
+
+// cardPort names the port of a merchant card service (not a subscriber:
+// the engine's issue subscriber calls it), and the setting of its URL.
+const cardPort = "card-port"
+
+// receives returns the words of a flag's help that say what s receives:
+// "receives order.created, order.closed and order.paid".
+func (s subscriber) receives() string { return "receives " + andList(s.Events) }
+
+// names returns the names of subs.
+func names(subs []subscriber) []string {
+	out := make([]string, len(subs))
+	for i, s := range subs {
+		out[i] = s.Name
+	}
+	return out
+}
+
+// flagNames returns the flags of the URLs of subs: --webhook, ….
+func flagNames(subs []subscriber) []string {
+	out := names(subs)
+	for i := range out {
+		out[i] = "--" + out[i]
+	}
+	return out
+}
+
+// eventList returns events as a list setting takes them.
+func eventList(events []string) string { return strings.Join(events, ",") }
+
+// andList joins words as prose does: "a, b and c".
+func andList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
+}
 
 // subscriberFlags configure where events go besides the built-in ledgers.
 type subscriberFlags struct {
@@ -54,12 +137,12 @@ func (f *subscriberFlags) subscriptions(ctx context.Context, log *slog.Logger) (
 			c()
 		}
 	}
-	add := func(name string, h lapse.Handler, events, retryFlag, retry string, concurrency int) error {
+	add := func(name string, h lapse.Handler, events []string, retry string, concurrency int) error {
 		sch, err := lapse.ParseSchedule(retry)
 		if err != nil {
-			return fmt.Errorf("--%s: %w", retryFlag, err)
+			return fmt.Errorf("--%s: retry schedule: %w", name, err)
 		}
-		subs = append(subs, engine.Subscription{Name: name, Handler: h, Events: splitList(events), Schedule: sch,
+		subs = append(subs, engine.Subscription{Name: name, Handler: h, Events: events, Schedule: sch,
 			Timeout: f.portConnect + f.portRead + time.Second, Concurrency: concurrency})
 		return nil
 	}
@@ -71,63 +154,62 @@ func (f *subscriberFlags) subscriptions(ctx context.Context, log *slog.Logger) (
 	if f.webhookURL != "" {
 		sink, err := webhook.New(webhook.Config{URL: f.webhookURL, Secret: f.webhookSecret, ConnectTimeout: f.portConnect, ReadTimeout: f.portRead})
 		if err != nil {
-			return fail(fmt.Errorf("--webhook: %w", err))
+			return fail(fmt.Errorf("--%s: %w", webhookSub.Name, err))
 		}
 		f.timed = append(f.timed, sink)
-		if err := add("webhook", sink, f.webhookEvents, "webhook-retry", f.webhookRetry, f.portConcurrency); err != nil {
+		if err := add(webhookSub.Name, sink, splitList(f.webhookEvents), f.webhookRetry, f.portConcurrency); err != nil {
 			return fail(err)
 		}
 	}
 	if f.natsURL != "" {
 		sink, err := nats.New(ctx, nats.Config{URL: f.natsURL, Stream: f.natsStream, Subject: f.natsSubject, Logger: log})
 		if err != nil {
-			return fail(fmt.Errorf("--nats: %w", err))
+			return fail(fmt.Errorf("--%s: %w", natsSub.Name, err))
 		}
 		closers = append(closers, func() { sink.Close() })
-		if err := add("nats", sink, f.natsEvents, "nats-retry", f.natsRetry, 32); err != nil {
+		if err := add(natsSub.Name, sink, splitList(f.natsEvents), f.natsRetry, 32); err != nil {
 			return fail(err)
 		}
 	}
 	if f.rabbitURL != "" {
 		sink, err := rabbitmq.New(ctx, rabbitmq.Config{URL: f.rabbitURL, Exchange: f.rabbitExchange, Queue: f.rabbitQueue, Logger: log})
 		if err != nil {
-			return fail(fmt.Errorf("--rabbitmq: %w", err))
+			return fail(fmt.Errorf("--%s: %w", rabbitmqSub.Name, err))
 		}
 		closers = append(closers, func() { sink.Close() })
-		if err := add("rabbitmq", sink, f.rabbitEvents, "rabbitmq-retry", f.rabbitRetry, 32); err != nil {
+		if err := add(rabbitmqSub.Name, sink, splitList(f.rabbitEvents), f.rabbitRetry, 32); err != nil {
 			return fail(err)
 		}
 	}
-	for _, p := range []struct{ name, url, events string }{
-		{"stock-port", f.stockPort, "order.created,order.closed,order.paid"},
-		{"coupon-port", f.couponPort, "order.created,order.closed,order.paid"},
-		{"notify-port", f.notifyPort, "order.*,group.*,membership.*,delivery.dead"},
-	} {
+	for _, p := range []struct {
+		sub subscriber
+		url string
+	}{{stockPortSub, f.stockPort}, {couponPortSub, f.couponPort}, {notifyPortSub, f.notifyPort}} {
 		if p.url == "" {
 			continue
 		}
-		h, err := port.New(p.name, port.Config{URL: p.url, ConnectTimeout: f.portConnect, ReadTimeout: f.portRead, MaxConcurrent: f.portConcurrency})
+		h, err := port.New(p.sub.Name, port.Config{URL: p.url, ConnectTimeout: f.portConnect, ReadTimeout: f.portRead, MaxConcurrent: f.portConcurrency})
 		if err != nil {
-			return fail(fmt.Errorf("--%s: %w", p.name, err))
+			return fail(fmt.Errorf("--%s: %w", p.sub.Name, err))
 		}
 		f.timed = append(f.timed, h)
-		if err := add(p.name, h, p.events, "port-retry", f.portRetry, f.portConcurrency); err != nil {
+		if err := add(p.sub.Name, h, p.sub.Events, f.portRetry, f.portConcurrency); err != nil {
 			return fail(err)
 		}
 	}
-	for _, n := range []struct{ name, url, events string }{
-		{"group-notify", f.groupNotify, "group.failed"},
-		{"admin-notify", f.adminNotify, "group.failed,membership.manual_review,membership.refund_review,delivery.dead"},
-	} {
+	for _, n := range []struct {
+		sub subscriber
+		url string
+	}{{groupNotifySub, f.groupNotify}, {adminNotifySub, f.adminNotify}} {
 		if n.url == "" {
 			continue
 		}
 		sink, err := webhook.New(webhook.Config{URL: n.url, Secret: f.webhookSecret, ConnectTimeout: f.portConnect, ReadTimeout: f.portRead})
 		if err != nil {
-			return fail(fmt.Errorf("--%s (signed with --webhook-secret): %w", n.name, err))
+			return fail(fmt.Errorf("--%s (signed with --webhook-secret): %w", n.sub.Name, err))
 		}
 		f.timed = append(f.timed, sink)
-		if err := add(n.name, sink, n.events, "webhook-retry", f.webhookRetry, f.portConcurrency); err != nil {
+		if err := add(n.sub.Name, sink, n.sub.Events, f.webhookRetry, f.portConcurrency); err != nil {
 			return fail(err)
 		}
 	}
@@ -137,26 +219,16 @@ func (f *subscriberFlags) subscriptions(ctx context.Context, log *slog.Logger) (
 // lifecycle returns what the group buy and membership flows run with: the
 // retry schedules, and the card issuer (nil: the built-in ledger).
 func (f *subscriberFlags) lifecycle() (groups, issues []time.Duration, cards lapse.CardIssuer, err error) {
-	steps := func(flag, v string) ([]time.Duration, error) {
-		sch, err := lapse.ParseSchedule(v)
-		if err == nil && len(sch.Steps) == 0 {
-			err = fmt.Errorf("give the waits, such as 1s,2s,4s")
-		}
-		if err != nil {
-			return nil, fmt.Errorf("--%s: %w", flag, err)
-		}
-		return sch.Steps, nil
+	if groups, err = parseWaits(f.groupRetries); err != nil {
+		return nil, nil, nil, fmt.Errorf("--group-retries: %w", err)
 	}
-	if groups, err = steps("group-retries", f.groupRetries); err != nil {
-		return nil, nil, nil, err
-	}
-	if issues, err = steps("issue-retries", f.issueRetries); err != nil {
-		return nil, nil, nil, err
+	if issues, err = parseWaits(f.issueRetries); err != nil {
+		return nil, nil, nil, fmt.Errorf("--issue-retries: %w", err)
 	}
 	if f.cardPort != "" {
-		p, err := port.New("card-port", port.Config{URL: f.cardPort, ConnectTimeout: f.portConnect, ReadTimeout: f.portRead, MaxConcurrent: f.portConcurrency})
+		p, err := port.New(cardPort, port.Config{URL: f.cardPort, ConnectTimeout: f.portConnect, ReadTimeout: f.portRead, MaxConcurrent: f.portConcurrency})
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("--card-port: %w", err)
+			return nil, nil, nil, fmt.Errorf("--%s: %w", cardPort, err)
 		}
 		f.timed = append(f.timed, p)
 		cards = p
