@@ -72,7 +72,9 @@ func reloadClaimerCount(field func(c *engine.ClaimerConfig) *int) func(*process,
 }
 
 // reloadSchedule returns the reload of the retry schedule of the
-// subscriptions named, those of them that run in this process.
+// subscriptions named, those of them that run in this process. The new
+// schedule keeps the jitter each started with (none for the settlement of
+// group buys), so that a reload changes the waits and nothing else.
 func reloadSchedule(subscribers ...string) func(*process, string) error {
 	return func(p *process, v string) error {
 		sch, err := lapse.ParseSchedule(v)
@@ -84,6 +86,7 @@ func reloadSchedule(subscribers ...string) func(*process, string) error {
 				if s.Name != name {
 					continue
 				}
+				sch.Jitter = s.Schedule.Jitter
 				if err := p.engine.SetSchedule(name, sch); err != nil {
 					return err
 				}
