@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
 	"strings"
 
 	"github.com/lapsehq/lapse"
@@ -53,18 +52,6 @@ func sqlitePath(dsn string) (string, bool) {
 	return strings.TrimPrefix(dsn, "sqlite:"), true
 }
 
-// redact hides the password of a database URL for logs.
-func redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
-		return dsn
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
-}
-
 func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("migrate", stderr)
 	var o options
@@ -79,6 +66,6 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := s.Migrate(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "migrated %s\n", redact(o.db))
+	fmt.Fprintf(stdout, "migrated %s\n", hidePasswords(o.db))
 	return nil
 }

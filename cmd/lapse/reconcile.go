@@ -48,7 +48,7 @@ func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%d payments and %d group-buy charges in %s\n", rec.Payments, rec.GroupCharges, redact(o.db))
+	fmt.Fprintf(stdout, "%d payments and %d group-buy charges in %s\n", rec.Payments, rec.GroupCharges, hidePasswords(o.db))
 	for _, cur := range slices.Sorted(maps.Keys(rec.Totals)) {
 		t := rec.Totals[cur]
 		fmt.Fprintf(stdout, "%s (minor units): captured %d = applied %d + refunded %d + in review %d + not settled %d\n",

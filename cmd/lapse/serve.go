@@ -160,7 +160,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		providers = append(providers, name)
 	}
 	slices.Sort(providers)
-	log.Info("lapse serving", "http", "http://"+ln.Addr().String(), "db", redact(*db), "flows", len(eng.Flows()), "subscribers", names,
+	log.Info("lapse serving", "http", "http://"+ln.Addr().String(), "db", hidePasswords(*db), "flows", len(eng.Flows()), "subscribers", names,
 		"payment_callbacks", providers, "trigger", eng.TriggerStatus().Using)
 
 	select {
