@@ -223,8 +223,21 @@ type Store interface {
 	ReviewList(ctx context.Context, p *ReviewListParams) ([]*Review, error)
 
 	// Tx runs fn in one transaction on a Store bound to it, committing when
-	// fn returns nil and rolling back otherwise. On a Store that is already a
-	// transaction, Tx runs fn in that same transaction.
+	// fn returns nil and rolling back otherwise (a panic in fn rolls back
+	// and panics on). It returns fn's error as it is.
+	//
+	// On a Store that is already a transaction, Tx runs fn in a savepoint of
+	// it: an error from fn undoes what fn wrote, and only that, and leaves
+	// the outer transaction usable even when a statement inside fn failed;
+	// a nil keeps fn's writes for the outer transaction to commit or roll
+	// back.
+	//
+	// Inside Tx, a method that fails has written nothing. After a refusal
+	// that a method documents with a sentinel (ErrStale, ErrStockShort, …)
+	// the transaction goes on as before; after any other error it may be
+	// aborted (PostgreSQL aborts a transaction at a failed statement): fn
+	// must return an error, or have made the call in a nested Tx to go on
+	// without it.
 	Tx(ctx context.Context, fn func(tx Store) error) error
 
 	// Ping checks that the database answers.

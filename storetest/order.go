@@ -534,7 +534,8 @@ func testTxRollback(t *testing.T, s lapse.Store) {
 		if _, err := tx.OrderGet(ctxT(t), "R-1"); err != nil {
 			return err
 		}
-		// A nested Tx joins the outer one.
+		// A nested Tx that succeeds keeps its writes for the outer one,
+		// which rolls them back with its own.
 		if err := tx.Tx(ctxT(t), func(tx lapse.Store) error {
 			_, _, err := tx.OrderCreate(ctxT(t), newOrder("R-2", base.Add(time.Minute), base))
 			return err

@@ -47,6 +47,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"OrderNextDeadlineAndCountDue", testOrderNextDeadline},
 		{"OrderDeadlineList", testOrderDeadlineList},
 		{"TxRollback", testTxRollback},
+		{"TxNested", testTxNested},
 		{"DeliveryFanOut", testDeliveryFanOut},
 		{"DeliveryClaim", testDeliveryClaim},
 		{"DeliveryFinish", testDeliveryFinish},
