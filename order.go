@@ -205,7 +205,7 @@ func (c *OrderCreate) ValidateItems() error {
 		if it.SKU == "" {
 			return FieldError("items", "line %d: sku is required", i)
 		}
-		if len(it.SKU) > MaxSKULen || !utf8.ValidString(it.SKU) || !textPattern.MatchString(it.SKU) {
+		if !ValidSKU(it.SKU) {
 			return FieldError("items", "line %d: sku must be UTF-8 text of at most %d bytes without control characters", i, MaxSKULen)
 		}
 		if it.Qty <= 0 {
@@ -221,6 +221,12 @@ func (c *OrderCreate) ValidateItems() error {
 		}
 	}
 	return nil
+}
+
+// ValidSKU reports whether sku may name a stock-keeping unit: UTF-8 text of
+// 1 to MaxSKULen bytes without control characters.
+func ValidSKU(sku string) bool {
+	return sku != "" && len(sku) <= MaxSKULen && utf8.ValidString(sku) && textPattern.MatchString(sku)
 }
 
 // ValidCurrency reports whether c has the form of an ISO 4217 code: three

@@ -119,18 +119,23 @@ type Store interface {
 	EffectClaim(ctx context.Context, consumer, eventID string, at time.Time) (first bool, err error)
 
 	// StockSet sets the on-hand quantity of a SKU, creating its ledger line
-	// (with nothing reserved) if needed. An on-hand below what is reserved is
-	// an ECONFLICT error.
+	// (with nothing reserved) if needed, and returns the line. p is valid
+	// (StockSetParams.Validate). An on-hand below what the line has reserved
+	// is StockSetRefusal (ErrStockReserved) and writes nothing.
 	StockSet(ctx context.Context, p *StockSetParams) (*Stock, error)
 
 	// StockGet returns the ledger line of a SKU, or ErrStockNotFound.
 	StockGet(ctx context.Context, sku string) (*Stock, error)
 
-	// StockMove applies one kind of move to every line of p, all or nothing,
-	// and journals each line. A reserve needs available ≥ qty; a release
-	// needs reserved ≥ qty; a consume needs reserved ≥ qty and on-hand ≥ qty.
-	// Errors are lapse.Refine(ErrStockNotFound or ErrStockShort, …) naming
-	// the SKU.
+	// StockMove applies the move p.Kind to every line of p, all or nothing,
+	// and journals each line, in the order given. p is valid
+	// (StockMoveParams.Validate): its lines are in SKU order, one per SKU,
+	// so a store may take the ledger's rows in the order given without
+	// deadlocking. Each line's on-hand and reserved change by p.Kind.Delta()
+	// times its quantity, which the line must allow: 0 ≤ reserved ≤ on-hand
+	// afterwards. Otherwise nothing is written and the error is StockRefusal
+	// of the first line, in the order given, that has no ledger line
+	// (ErrStockNotFound) or not enough (ErrStockShort).
 	StockMove(ctx context.Context, p *StockMoveParams) error
 
 	// StockMoveList returns the stock journal of an order, oldest first.
@@ -391,7 +396,7 @@ type StockSetParams struct {
 type StockMoveParams struct {
 	OrderID int64
 	Kind    StockMoveKind
-	Lines   []Item // one line per SKU, sorted by SKU so that concurrent moves lock in one order
+	Lines   []Item // one line per SKU, in SKU order, as StockLines makes them
 	At      time.Time
 }
 

@@ -98,8 +98,8 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("engine: nil store")
 	}
 	e := &Engine{
-		store:   store,
-		work:    cmp.Or[lapse.Store](cfg.WorkStore, store),
+		store:   checked{store},
+		work:    checked{cmp.Or[lapse.Store](cfg.WorkStore, store)},
 		flows:   map[string]*lapse.Flow{},
 		clock:   cfg.Clock,
 		log:     cfg.Logger,

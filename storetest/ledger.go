@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,8 +59,12 @@ func testStock(t *testing.T, s lapse.Store) {
 		t.Errorf("reserve of an unknown sku = %v", err)
 	}
 	// On-hand cannot go below what is reserved.
-	if _, err := s.StockSet(ctxT(t), &lapse.StockSetParams{SKU: "tea", OnHand: 3, At: base}); lapse.ErrorCode(err) != lapse.ECONFLICT {
-		t.Errorf("on-hand below reserved = %v, want conflict", err)
+	if _, err := s.StockSet(ctxT(t), &lapse.StockSetParams{SKU: "tea", OnHand: 3, At: base}); !errors.Is(err, lapse.ErrStockReserved) ||
+		lapse.ErrorCode(err) != lapse.ECONFLICT || !strings.Contains(lapse.ErrorMessage(err), "tea") {
+		t.Errorf("on-hand below reserved = %v, want ErrStockReserved naming tea", err)
+	}
+	if tea := stockOf(t, s, "tea"); tea.OnHand != 10 || !tea.UpdatedAt.Equal(base) {
+		t.Errorf("a refused StockSet changed tea to %+v", tea)
 	}
 	if _, err := s.StockSet(ctxT(t), &lapse.StockSetParams{SKU: "tea", OnHand: 12, At: base.Add(time.Second)}); err != nil {
 		t.Fatal(err)
@@ -92,6 +98,64 @@ func testStock(t *testing.T, s lapse.Store) {
 	}
 	if other, _ := s.StockMoveList(ctxT(t), o2.ID); len(other) != 0 {
 		t.Errorf("refused moves journaled: %+v", other)
+	}
+}
+
+// testStockLines moves the lines lapse.StockLines makes of items that name
+// SKUs out of order and twice: one line per SKU, in SKU order (bytewise:
+// "B" before "a"), journaled in that order, and a refusal names the first
+// line in that order that fails.
+func testStockLines(t *testing.T, s lapse.Store) {
+	for _, sku := range []string{"B", "a", "b"} {
+		if _, err := s.StockSet(ctxT(t), &lapse.StockSetParams{SKU: sku, OnHand: 10, At: base}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := mustCreate(t, s, "SL-1", base.Add(time.Hour), base)
+	lines, err := lapse.StockLines([]lapse.Item{{SKU: "b", Qty: 1}, {SKU: "a", Qty: 2}, {SKU: "b", Qty: 3}, {SKU: "B", Qty: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := move(s, t, o.ID, lapse.StockReserve, lines...); err != nil {
+		t.Fatalf("reserve %v: %v", lines, err)
+	}
+	journal, err := s.StockMoveList(ctxT(t), o.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range journal {
+		got = append(got, fmt.Sprintf("%s %s %d", m.Kind, m.SKU, m.Qty))
+	}
+	if want := []string{"reserve B 1", "reserve a 2", "reserve b 4"}; !slices.Equal(got, want) {
+		t.Errorf("journal = %q, want %q", got, want)
+	}
+	for sku, want := range map[string]int64{"B": 1, "a": 2, "b": 4} {
+		if st := stockOf(t, s, sku); st.Reserved != want || st.OnHand != 10 {
+			t.Errorf("%s = %+v, want %d reserved of 10", sku, st, want)
+		}
+	}
+
+	// Both lines are short: the error names the first, and neither moves.
+	o2 := mustCreate(t, s, "SL-2", base.Add(time.Hour), base)
+	short, err := lapse.StockLines([]lapse.Item{{SKU: "b", Qty: 7}, {SKU: "a", Qty: 9}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = move(s, t, o2.ID, lapse.StockReserve, short...)
+	if !errors.Is(err, lapse.ErrStockShort) || !strings.Contains(lapse.ErrorMessage(err), `"a"`) {
+		t.Errorf("short reserve of %v = %v (%q), want ErrStockShort naming a", short, err, lapse.ErrorMessage(err))
+	}
+	if st := stockOf(t, s, "b"); st.Reserved != 4 {
+		t.Errorf("a refused move changed b to %+v", st)
+	}
+	// A consume of more than on-hand is short as well.
+	err = move(s, t, o.ID, lapse.StockConsume, lapse.Item{SKU: "B", Qty: 1}, lapse.Item{SKU: "a", Qty: 3})
+	if !errors.Is(err, lapse.ErrStockShort) || !strings.Contains(lapse.ErrorMessage(err), `"a"`) {
+		t.Errorf("consume of more than reserved = %v, want ErrStockShort naming a", err)
+	}
+	if journal, _ := s.StockMoveList(ctxT(t), o.ID); len(journal) != 3 {
+		t.Errorf("a refused consume was journaled: %d lines", len(journal))
 	}
 }
 

@@ -63,3 +63,48 @@ func testTxNested(t *testing.T, s lapse.Store) {
 		}
 	}
 }
+
+// testTxRefusals checks that the refusals methods document with a sentinel
+// leave a transaction usable: the caller may go on and commit the rest.
+// Each refusal writes nothing.
+func testTxRefusals(t *testing.T, s lapse.Store) {
+	if _, err := s.StockSet(ctxT(t), &lapse.StockSetParams{SKU: "tea", OnHand: 1, At: base}); err != nil {
+		t.Fatal(err)
+	}
+	o := mustCreate(t, s, "TR-1", base.Add(time.Hour), base)
+	refusals := []struct {
+		name string
+		want error
+		call func(tx lapse.Store) error
+	}{
+		{"stock short", lapse.ErrStockShort, func(tx lapse.Store) error {
+			return tx.StockMove(ctxT(t), &lapse.StockMoveParams{OrderID: o.ID, Kind: lapse.StockReserve, Lines: []lapse.Item{{SKU: "tea", Qty: 2}}, At: base})
+		}},
+		{"stock not found", lapse.ErrStockNotFound, func(tx lapse.Store) error {
+			return tx.StockMove(ctxT(t), &lapse.StockMoveParams{OrderID: o.ID, Kind: lapse.StockRelease, Lines: []lapse.Item{{SKU: "nope", Qty: 1}}, At: base})
+		}},
+		{"stock reserved", lapse.ErrStockReserved, func(tx lapse.Store) error {
+			if err := tx.StockMove(ctxT(t), &lapse.StockMoveParams{OrderID: o.ID, Kind: lapse.StockReserve, Lines: []lapse.Item{{SKU: "tea", Qty: 1}}, At: base}); err != nil {
+				return err
+			}
+			_, err := tx.StockSet(ctxT(t), &lapse.StockSetParams{SKU: "tea", OnHand: 0, At: base})
+			return err
+		}},
+	}
+	err := s.Tx(ctxT(t), func(tx lapse.Store) error {
+		for _, r := range refusals {
+			if err := r.call(tx); !errors.Is(err, r.want) {
+				t.Errorf("%s = %v, want %v", r.name, err, r.want)
+			}
+		}
+		_, _, err := tx.OrderCreate(ctxT(t), newOrder("TR-2", base.Add(time.Hour), base))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("Tx after refusals = %v, want it to commit", err)
+	}
+	mustGet(t, s, "TR-2")
+	if st := stockOf(t, s, "tea"); st.OnHand != 1 || st.Reserved != 1 {
+		t.Errorf("tea = %+v, want the reserve that passed and no refused change", st)
+	}
+}

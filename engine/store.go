@@ -1,0 +1,32 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/lapsehq/lapse"
+)
+
+// checked is the engine's store: each call whose params have a Validate
+// method is validated first, so that the rules of the root package are
+// applied above the seam, once, whichever store is below it, and a store
+// only ever sees params it may assume valid. The Store that Tx hands to fn
+// is checked as well.
+type checked struct{ lapse.Store }
+
+func (s checked) Tx(ctx context.Context, fn func(tx lapse.Store) error) error {
+	return s.Store.Tx(ctx, func(tx lapse.Store) error { return fn(checked{tx}) })
+}
+
+func (s checked) StockSet(ctx context.Context, p *lapse.StockSetParams) (*lapse.Stock, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return s.Store.StockSet(ctx, p)
+}
+
+func (s checked) StockMove(ctx context.Context, p *lapse.StockMoveParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	return s.Store.StockMove(ctx, p)
+}
