@@ -3,8 +3,10 @@ package lapse
 import (
 	"cmp"
 	"math"
+	"regexp"
 	"slices"
 	"time"
+	"unicode/utf8"
 )
 
 // Stock is the built-in ledger line of one SKU. Available is OnHand −
@@ -181,6 +183,97 @@ const (
 	CouponUnlock  CouponMoveKind = "unlock"  // locked by the order → available
 	CouponConsume CouponMoveKind = "consume" // locked by the order → used
 )
+
+// couponRule is what one kind of coupon move needs and does.
+type couponRule struct {
+	from, to CouponStatus
+	held     bool // the coupon must be held by the moving order
+}
+
+var couponRules = map[CouponMoveKind]couponRule{
+	CouponLock:    {from: CouponAvailable, to: CouponLocked},
+	CouponUnlock:  {from: CouponLocked, to: CouponAvailable, held: true},
+	CouponConsume: {from: CouponLocked, to: CouponUsed, held: true},
+}
+
+// CouponChange is the guarded update of one coupon move: a coupon in status
+// From, held by the order numbered FromHolder ("" for none), becomes To,
+// held by ToHolder and ToOrderID ("" and 0 once it is available again).
+type CouponChange struct {
+	From       CouponStatus
+	FromHolder string
+	To         CouponStatus
+	ToHolder   string
+	ToOrderID  int64
+}
+
+// Change returns the update that the move p makes, and false when p.Kind is
+// not a coupon move. An available coupon is held by no order, so a lock is
+// guarded by the holder "".
+func (p *CouponMoveParams) Change() (CouponChange, bool) {
+	r, ok := couponRules[p.Kind]
+	if !ok {
+		return CouponChange{}, false
+	}
+	c := CouponChange{From: r.from, To: r.to}
+	if r.held {
+		c.FromHolder = p.OrderNo
+	}
+	if r.to != CouponAvailable {
+		c.ToHolder, c.ToOrderID = p.OrderNo, p.OrderID
+	}
+	return c, true
+}
+
+// couponPattern is what a new coupon's code may be.
+var couponPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$`)
+
+// Validate reports a code that no new coupon may have, as an EINVALID error
+// naming code: 1 to 64 letters, digits, . _ : or -, starting with a letter or
+// digit.
+func (p *CouponCreateParams) Validate() error {
+	if !couponPattern.MatchString(p.Code) {
+		return FieldError("code", "must be 1 to 64 letters, digits, . _ : or -, starting with a letter or digit")
+	}
+	return nil
+}
+
+// Validate reports a move that no store may be given, as an EINVALID error
+// naming the field: a kind that is not a coupon move, a code that no order
+// may name (empty, longer than MaxOrderNoLen, or not text), and a move
+// without its order: both OrderID and OrderNo, for the order_no is what
+// holds the coupon.
+func (p *CouponMoveParams) Validate() error {
+	if _, ok := p.Change(); !ok {
+		return FieldError("kind", "a coupon move is lock, unlock or consume, not %q", p.Kind)
+	}
+	switch {
+	case p.Code == "" || len(p.Code) > MaxOrderNoLen || !utf8.ValidString(p.Code) || !textPattern.MatchString(p.Code):
+		return FieldError("coupon", "must be UTF-8 text of 1 to %d bytes without control characters", MaxOrderNoLen)
+	case p.OrderID <= 0:
+		return FieldError("order_id", "a coupon move belongs to an order")
+	case p.OrderNo == "":
+		return FieldError("order_no", "is required to move a coupon: it holds the coupon")
+	}
+	return nil
+}
+
+// CouponRefusal is the error of the move p that did not apply, given the
+// coupon c that it found (nil when there is none): ErrCouponNotFound, or
+// ErrCouponUnavailable saying what the coupon is, each naming the code.
+func CouponRefusal(p *CouponMoveParams, c *Coupon) error {
+	ch, _ := p.Change()
+	switch {
+	case c == nil:
+		return Refine(ErrCouponNotFound, "coupon %q not found", p.Code)
+	case c.Status != ch.From:
+		return Refine(ErrCouponUnavailable, "coupon %q is %s, not %s", p.Code, c.Status, ch.From)
+	case c.OrderNo != ch.FromHolder:
+		return Refine(ErrCouponUnavailable, "coupon %q is %s by another order", p.Code, c.Status)
+	default:
+		return Refine(ErrCouponUnavailable, "coupon %q was moved meanwhile", p.Code)
+	}
+}
 
 // CouponMove is one line of the coupon journal.
 type CouponMove struct {

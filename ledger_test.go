@@ -124,3 +124,69 @@ func TestStockRefusal(t *testing.T) {
 		t.Errorf("StockSetRefusal = %v", err)
 	}
 }
+
+func TestCouponMoveParams(t *testing.T) {
+	ok := lapse.CouponMoveParams{Code: "SAVE10", OrderID: 7, OrderNo: "O-7", Kind: lapse.CouponLock, At: at}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("Validate(%+v) = %v", ok, err)
+	}
+	for name, change := range map[string]func(p *lapse.CouponMoveParams){
+		"unknown kind": func(p *lapse.CouponMoveParams) { p.Kind = "steal" },
+		"no code":      func(p *lapse.CouponMoveParams) { p.Code = "" },
+		"control code": func(p *lapse.CouponMoveParams) { p.Code = "SAVE\n10" },
+		"long code":    func(p *lapse.CouponMoveParams) { p.Code = strings.Repeat("C", lapse.MaxOrderNoLen+1) },
+		"no order_no":  func(p *lapse.CouponMoveParams) { p.OrderNo = "" },
+		"no order id":  func(p *lapse.CouponMoveParams) { p.OrderID = 0 },
+	} {
+		p := ok
+		change(&p)
+		if err := p.Validate(); lapse.ErrorCode(err) != lapse.EINVALID {
+			t.Errorf("%s: Validate = %v, want invalid", name, err)
+		}
+	}
+
+	// The move table: what each kind needs and leaves.
+	for _, c := range []struct {
+		kind lapse.CouponMoveKind
+		want lapse.CouponChange
+	}{
+		{lapse.CouponLock, lapse.CouponChange{From: lapse.CouponAvailable, To: lapse.CouponLocked, ToHolder: "O-7", ToOrderID: 7}},
+		{lapse.CouponUnlock, lapse.CouponChange{From: lapse.CouponLocked, FromHolder: "O-7", To: lapse.CouponAvailable}},
+		{lapse.CouponConsume, lapse.CouponChange{From: lapse.CouponLocked, FromHolder: "O-7", To: lapse.CouponUsed, ToHolder: "O-7", ToOrderID: 7}},
+	} {
+		p := ok
+		p.Kind = c.kind
+		if got, ok := p.Change(); !ok || got != c.want {
+			t.Errorf("%s: Change = %+v, %v; want %+v", c.kind, got, ok, c.want)
+		}
+	}
+	if _, ok := (&lapse.CouponMoveParams{Kind: "steal"}).Change(); ok {
+		t.Error("an unknown kind has a change")
+	}
+
+	unlock := ok
+	unlock.Kind = lapse.CouponUnlock
+	for _, c := range []struct {
+		found *lapse.Coupon
+		want  error
+		says  string
+	}{
+		{nil, lapse.ErrCouponNotFound, "not found"},
+		{&lapse.Coupon{Code: "SAVE10", Status: lapse.CouponAvailable}, lapse.ErrCouponUnavailable, "is available"},
+		{&lapse.Coupon{Code: "SAVE10", Status: lapse.CouponLocked, OrderNo: "O-8"}, lapse.ErrCouponUnavailable, "another order"},
+		{&lapse.Coupon{Code: "SAVE10", Status: lapse.CouponUsed, OrderNo: "O-7"}, lapse.ErrCouponUnavailable, "is used"},
+	} {
+		err := lapse.CouponRefusal(&unlock, c.found)
+		if !errors.Is(err, c.want) || !strings.Contains(lapse.ErrorMessage(err), c.says) || !strings.Contains(lapse.ErrorMessage(err), "SAVE10") {
+			t.Errorf("CouponRefusal(unlock, %+v) = %v, want %v saying %q", c.found, err, c.want, c.says)
+		}
+	}
+}
+
+func TestCouponCreateParams(t *testing.T) {
+	for code, valid := range map[string]bool{"SAVE10": true, "a.b_c:d-e": true, "": false, "-x": false, "has space": false, strings.Repeat("x", 65): false} {
+		if err := (&lapse.CouponCreateParams{Code: code, At: at}).Validate(); (err == nil) != valid {
+			t.Errorf("Validate(%q) = %v, want valid %v", code, err, valid)
+		}
+	}
+}

@@ -141,16 +141,21 @@ type Store interface {
 	// StockMoveList returns the stock journal of an order, oldest first.
 	StockMoveList(ctx context.Context, orderID int64) ([]*StockMove, error)
 
-	// CouponCreate adds an available coupon, or returns ErrCouponExists.
+	// CouponCreate adds an available coupon and returns it, or returns
+	// ErrCouponExists and writes nothing. p is valid
+	// (CouponCreateParams.Validate).
 	CouponCreate(ctx context.Context, p *CouponCreateParams) (*Coupon, error)
 
 	// CouponGet returns a coupon, or ErrCouponNotFound.
 	CouponGet(ctx context.Context, code string) (*Coupon, error)
 
-	// CouponMove locks, unlocks or consumes a coupon for an order and
-	// journals it. Lock needs the coupon available; unlock and consume need
-	// it locked by that order. Errors: ErrCouponNotFound, or
-	// ErrCouponUnavailable when the coupon is not in the state the move needs.
+	// CouponMove applies the guarded update p.Change() to the coupon (a lock
+	// needs it available, an unlock or a consume locked by p.OrderNo),
+	// journals the move with p.OrderID and p.OrderNo, and returns the coupon
+	// as updated. p is valid (CouponMoveParams.Validate). When the coupon is
+	// not as the change needs, nothing is written and the error is
+	// CouponRefusal of the coupon found: ErrCouponNotFound, or
+	// ErrCouponUnavailable.
 	CouponMove(ctx context.Context, p *CouponMoveParams) (*Coupon, error)
 
 	// CouponMoveList returns the journal of a coupon, oldest first.
@@ -410,7 +415,7 @@ type CouponCreateParams struct {
 type CouponMoveParams struct {
 	Code    string
 	OrderID int64
-	OrderNo string
+	OrderNo string // the order that holds (or takes) the coupon
 	Kind    CouponMoveKind
 	At      time.Time
 }

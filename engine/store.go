@@ -30,3 +30,17 @@ func (s checked) StockMove(ctx context.Context, p *lapse.StockMoveParams) error 
 	}
 	return s.Store.StockMove(ctx, p)
 }
+
+func (s checked) CouponCreate(ctx context.Context, p *lapse.CouponCreateParams) (*lapse.Coupon, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return s.Store.CouponCreate(ctx, p)
+}
+
+func (s checked) CouponMove(ctx context.Context, p *lapse.CouponMoveParams) (*lapse.Coupon, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return s.Store.CouponMove(ctx, p)
+}

@@ -258,6 +258,46 @@ func testCoupon(t *testing.T, s lapse.Store) {
 	}
 }
 
+// testCouponHolder checks that a coupon is held by the order_no of the move
+// that locked it, that the journal keeps each move's order id and order_no,
+// and that a refusal says what the coupon is.
+func testCouponHolder(t *testing.T, s lapse.Store) {
+	if _, err := s.CouponCreate(ctxT(t), &lapse.CouponCreateParams{Code: "HOLD", At: base}); err != nil {
+		t.Fatal(err)
+	}
+	o := mustCreate(t, s, "CH-1", base.Add(time.Hour), base)
+	mv := func(orderID int64, orderNo string, kind lapse.CouponMoveKind, at time.Time) (*lapse.Coupon, error) {
+		return s.CouponMove(ctxT(t), &lapse.CouponMoveParams{Code: "HOLD", OrderID: orderID, OrderNo: orderNo, Kind: kind, At: at})
+	}
+	if c, err := mv(o.ID, o.OrderNo, lapse.CouponLock, base.Add(time.Second)); err != nil || c.OrderNo != "CH-1" || c.Status != lapse.CouponLocked {
+		t.Fatalf("lock = %+v, %v", c, err)
+	}
+	// The order_no holds the coupon: the same order id under another
+	// order_no may not unlock it.
+	_, err := mv(o.ID, "CH-other", lapse.CouponUnlock, base.Add(2*time.Second))
+	if !errors.Is(err, lapse.ErrCouponUnavailable) || !strings.Contains(lapse.ErrorMessage(err), "HOLD") {
+		t.Errorf("unlock under another order_no = %v, want ErrCouponUnavailable naming HOLD", err)
+	}
+	if c, err := s.CouponGet(ctxT(t), "HOLD"); err != nil || c.Status != lapse.CouponLocked || c.OrderNo != "CH-1" || !c.UpdatedAt.Equal(base.Add(time.Second)) {
+		t.Errorf("after a refused unlock: %+v, %v", c, err)
+	}
+	if c, err := mv(o.ID, o.OrderNo, lapse.CouponConsume, base.Add(3*time.Second)); err != nil || c.Status != lapse.CouponUsed || c.OrderNo != "CH-1" {
+		t.Fatalf("consume = %+v, %v", c, err)
+	}
+	if _, err := mv(o.ID, o.OrderNo, lapse.CouponLock, base.Add(4*time.Second)); !errors.Is(err, lapse.ErrCouponUnavailable) || !strings.Contains(lapse.ErrorMessage(err), "used") {
+		t.Errorf("lock of a used coupon = %v, want ErrCouponUnavailable saying it is used", err)
+	}
+	journal, err := s.CouponMoveList(ctxT(t), "HOLD")
+	if err != nil || len(journal) != 2 {
+		t.Fatalf("CouponMoveList = %d, %v; want lock and consume", len(journal), err)
+	}
+	for i, kind := range []lapse.CouponMoveKind{lapse.CouponLock, lapse.CouponConsume} {
+		if j := journal[i]; j.Kind != kind || j.OrderID != o.ID || j.OrderNo != "CH-1" || !j.CreatedAt.Equal(base.Add(time.Duration(2*i+1)*time.Second)) {
+			t.Errorf("journal[%d] = %+v, want %s by order %d CH-1", i, j, kind, o.ID)
+		}
+	}
+}
+
 // testLedgerInTx checks that a ledger failure inside a transaction undoes the
 // whole transaction, as order creation relies on.
 func testLedgerInTx(t *testing.T, s lapse.Store) {

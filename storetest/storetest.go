@@ -60,6 +60,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"StockLines", testStockLines},
 		{"StockConcurrent", testStockConcurrent},
 		{"Coupon", testCoupon},
+		{"CouponHolder", testCouponHolder},
 		{"LedgerInTx", testLedgerInTx},
 		{"PaymentCreate", testPaymentCreate},
 		{"PaymentCreateConcurrent", testPaymentCreateConcurrent},

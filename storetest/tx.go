@@ -90,6 +90,21 @@ func testTxRefusals(t *testing.T, s lapse.Store) {
 			_, err := tx.StockSet(ctxT(t), &lapse.StockSetParams{SKU: "tea", OnHand: 0, At: base})
 			return err
 		}},
+		{"coupon exists", lapse.ErrCouponExists, func(tx lapse.Store) error {
+			_, err := tx.CouponCreate(ctxT(t), &lapse.CouponCreateParams{Code: "TAKEN", At: base})
+			return err
+		}},
+		{"coupon not found", lapse.ErrCouponNotFound, func(tx lapse.Store) error {
+			_, err := tx.CouponMove(ctxT(t), &lapse.CouponMoveParams{Code: "NOPE", OrderID: o.ID, OrderNo: o.OrderNo, Kind: lapse.CouponLock, At: base})
+			return err
+		}},
+		{"coupon unavailable", lapse.ErrCouponUnavailable, func(tx lapse.Store) error {
+			_, err := tx.CouponMove(ctxT(t), &lapse.CouponMoveParams{Code: "TAKEN", OrderID: o.ID, OrderNo: o.OrderNo, Kind: lapse.CouponUnlock, At: base})
+			return err
+		}},
+	}
+	if _, err := s.CouponCreate(ctxT(t), &lapse.CouponCreateParams{Code: "TAKEN", At: base}); err != nil {
+		t.Fatal(err)
 	}
 	err := s.Tx(ctxT(t), func(tx lapse.Store) error {
 		for _, r := range refusals {
