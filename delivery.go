@@ -68,6 +68,22 @@ type Delivery struct {
 // created or an operator last retried it.
 func (d *Delivery) Failures() int { return d.Attempts - d.RetryBase }
 
+// Validate reports a finish that no store may be given, as an EINVALID
+// error naming the field: a status other than done, pending or dead, no
+// owner or attempt (the lease it finishes under), a review of no order, and
+// events that ValidateOutbox refuses.
+func (p *DeliveryFinishParams) Validate() error {
+	switch {
+	case p.Status != DeliveryDone && p.Status != DeliveryPending && p.Status != DeliveryDead:
+		return FieldError("status", "a delivery finishes done, pending or dead, not %q", p.Status)
+	case p.Owner == "" || p.Attempt < 1:
+		return FieldError("attempt", "a finish names the lease it holds: its owner and attempt")
+	case p.Review != nil && (p.Review.OrderID <= 0 || p.Review.OrderNo == ""):
+		return FieldError("review", "is of no order")
+	}
+	return ValidateOutbox(p.Outbox)
+}
+
 // Attempt outcomes.
 const (
 	OutcomeOK      = "ok"      // delivered

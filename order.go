@@ -232,3 +232,53 @@ func ValidSKU(sku string) bool {
 // ValidCurrency reports whether c has the form of an ISO 4217 code: three
 // capital letters.
 func ValidCurrency(c string) bool { return currencyPattern.MatchString(c) }
+
+// Validate reports a creation that no store may be given, as an EINVALID
+// error naming the field: no order or order_no, metadata that is not JSON,
+// and events that ValidateOutbox refuses.
+func (p *OrderCreateParams) Validate() error {
+	switch {
+	case p.Order == nil || p.Order.OrderNo == "":
+		return FieldError("order_no", "is required")
+	case len(p.Order.Metadata) > 0 && !json.Valid(p.Order.Metadata):
+		return FieldError("metadata", "must be JSON")
+	}
+	return ValidateOutbox(p.Outbox)
+}
+
+// Validate reports a transition that no store may be given, as an EINVALID
+// error naming the field: no order, and events that ValidateOutbox refuses.
+func (p *OrderTransitionParams) Validate() error {
+	if p.OrderID <= 0 {
+		return FieldError("order_id", "a transition belongs to an order")
+	}
+	return ValidateOutbox(p.Outbox)
+}
+
+// ValidateOrderTransitions validates the transitions of one batch
+// (OrderTransitionParams.Validate) and that no order has two: each was
+// planned from the order's version, so a second one would be stale, and a
+// store may apply the batch in any order.
+func ValidateOrderTransitions(ps []*OrderTransitionParams) error {
+	seen := make(map[int64]bool, len(ps))
+	for _, p := range ps {
+		if err := p.Validate(); err != nil {
+			return err
+		}
+		if seen[p.OrderID] {
+			return FieldError("order_id", "order %d has two transitions in one batch", p.OrderID)
+		}
+		seen[p.OrderID] = true
+	}
+	return nil
+}
+
+// Validate reports a deadline change that no store may be given, as an
+// EINVALID error naming the field: no order, and events that ValidateOutbox
+// refuses.
+func (p *OrderDeadlineSetParams) Validate() error {
+	if p.OrderID <= 0 {
+		return FieldError("order_id", "a deadline change belongs to an order")
+	}
+	return ValidateOutbox(p.Outbox)
+}

@@ -9,20 +9,42 @@ import (
 // database; every business rule lives above it. Both built-in stores (sqlite,
 // postgres) pass the conformance suite in storetest.
 //
+// Params. A store may assume that what it is given passes the Validate
+// method of its params (StockMoveParams.Validate, ValidateOutbox, …): the
+// engine validates every call before it reaches its store, so no store
+// decides, refuses or repairs anything of its own. Where a store's schema
+// must still refuse something for integrity (a unique key, a check), the
+// store reports it as the sentinel the method names, so that the same input
+// gets the same answer from every store.
+//
 // Methods that change an order are guarded compare-and-swaps: they name the
 // state and version they expect and return ErrStale when the row has moved on.
 // A change, its transition log row and its outbox rows commit together.
+//
+// Outbox rows. A method that takes events (OutboxEvent) writes each as an
+// event of the order it changes (the event's own OrderID is not read), in
+// the order given, with one pending delivery per subscriber it names, due
+// at the event's CreatedAt and chained after the order's last delivery to
+// that subscriber, all in the change's transaction. An event whose id is
+// taken, or that names a subscriber twice, is ErrEventExists, and the change
+// writes nothing.
+//
+// Times. A store keeps every time to the microsecond, truncating a finer
+// one, and returns times in UTC: a time from a Clock (see Truncate) comes
+// back equal to the one written.
 type Store interface {
-	// OrderCreate inserts the order with its creation log row and outbox rows
-	// in one transaction and returns it with created=true. If an order with
-	// the same order_no exists it writes nothing and returns that order with
-	// created=false.
+	// OrderCreate inserts the order at version 1 with its creation log row
+	// and outbox rows in one transaction and returns it as
+	// stored, with created=true. If an order with the same order_no exists
+	// it writes nothing and returns that order with created=false; of
+	// concurrent creators of one order_no exactly one creates. p is valid
+	// (OrderCreateParams.Validate).
 	OrderCreate(ctx context.Context, p *OrderCreateParams) (o *Order, created bool, err error)
 
-	// OrderCreateMany inserts many new orders, each with its creation log row
-	// and outbox rows, in one transaction. It is for bulk loads (imports,
-	// benchmarks, the demo): if any order_no exists it returns an ECONFLICT
-	// error and writes nothing.
+	// OrderCreateMany inserts many new orders, each as OrderCreate would, in
+	// one transaction. It is for bulk loads (imports, benchmarks, the demo):
+	// if any order_no exists, or appears twice in ps, it returns an
+	// ECONFLICT error and writes nothing. Each p is valid.
 	OrderCreateMany(ctx context.Context, ps []*OrderCreateParams) error
 
 	// OrderGet returns the order with order_no, or ErrOrderNotFound.
@@ -40,17 +62,23 @@ type Store interface {
 	OrderList(ctx context.Context, p *OrderListParams) ([]*Order, error)
 
 	// OrderTransition applies one planned transition: an update guarded by
-	// id, state and version, one log row, and its outbox rows, atomically. It
-	// returns the order as updated, or ErrStale and writes nothing.
+	// id, state and version, one log row (at the new version), and its
+	// outbox rows, atomically. It returns the order as updated, or ErrStale
+	// and writes nothing. p is valid (OrderTransitionParams.Validate).
 	OrderTransition(ctx context.Context, p *OrderTransitionParams) (*Order, error)
 
-	// OrderTransitionMany applies many planned transitions in one transaction
-	// and returns the ids of the orders that moved; a stale one is skipped
-	// and writes nothing.
+	// OrderTransitionMany applies many planned transitions in one transaction,
+	// each as OrderTransition would, and returns the ids of the orders that
+	// moved, in the order of ps; a stale one is skipped and writes nothing.
+	// ps is valid (ValidateOrderTransitions): no order has two, so a store
+	// may apply them in any order, or all in one statement.
 	OrderTransitionMany(ctx context.Context, ps []*OrderTransitionParams) ([]int64, error)
 
 	// OrderDeadlineSet moves the deadline of an order that is still in
-	// p.FromState at p.FromVersion and writes p.Outbox, or returns ErrStale.
+	// p.FromState at p.FromVersion to the next version and writes p.Outbox
+	// (and, when p says so, the intent and PayBy), or returns ErrStale and
+	// writes nothing. It writes no log row: the state does not change. p is
+	// valid (OrderDeadlineSetParams.Validate).
 	OrderDeadlineSet(ctx context.Context, p *OrderDeadlineSetParams) (*Order, error)
 
 	// OrderClaimDue returns up to p.Limit orders of p.Flows whose deadline is
@@ -90,9 +118,10 @@ type Store interface {
 
 	// DeliveryFinish records the outcome of attempt p.Attempt of a delivery
 	// leased by p.Owner: its new status, its attempt row, and, when it dies,
-	// the review and outbox rows given. It returns ErrLeaseLost, writing
-	// nothing, when the delivery is no longer pending under that lease and
-	// attempt.
+	// the review and outbox rows given (events of the delivery's order). It
+	// returns ErrLeaseLost, writing nothing, when the delivery is no longer
+	// pending under that lease and attempt. p is valid
+	// (DeliveryFinishParams.Validate).
 	DeliveryFinish(ctx context.Context, p *DeliveryFinishParams) (*Delivery, error)
 
 	// DeliveryRetry makes a dead delivery pending again, due at p.At, with
@@ -162,9 +191,10 @@ type Store interface {
 	CouponMoveList(ctx context.Context, code string) ([]*CouponMove, error)
 
 	// PaymentCreate records a captured payment with p.Outbox and their
-	// deliveries (and p.Review, when set), unless a payment with its provider and txn id exists: then
-	// it writes nothing and returns that one with created=false. Of
-	// concurrent creators of one payment exactly one creates.
+	// deliveries (and p.Review, when set, as given), unless a payment with
+	// its provider and txn id exists: then it writes nothing and returns
+	// that one with created=false. Of concurrent creators of one payment
+	// exactly one creates. p is valid (PaymentCreateParams.Validate).
 	PaymentCreate(ctx context.Context, p *PaymentCreateParams) (pay *Payment, created bool, err error)
 
 	// PaymentGet returns the payment of a provider's transaction, or
@@ -176,8 +206,10 @@ type Store interface {
 
 	// PaymentUpdate moves a payment from status p.From to p.To, setting the
 	// fields p names, and writes p.Outbox with their deliveries (and
-	// p.Review, when set), all in one transaction. It returns the payment as updated; ErrStale, writing
-	// nothing, when the payment is no longer in p.From; ErrPaymentNotFound.
+	// p.Review, when set, as given), all in one transaction. It returns the
+	// payment as updated; ErrStale, writing nothing, when the payment is no
+	// longer in p.From; ErrPaymentNotFound. p is valid
+	// (PaymentUpdateParams.Validate).
 	PaymentUpdate(ctx context.Context, p *PaymentUpdateParams) (*Payment, error)
 
 	// OrderRefundCreate records a merchant refund (Status requested) unless

@@ -44,3 +44,61 @@ func (s checked) CouponMove(ctx context.Context, p *lapse.CouponMoveParams) (*la
 	}
 	return s.Store.CouponMove(ctx, p)
 }
+
+func (s checked) OrderCreate(ctx context.Context, p *lapse.OrderCreateParams) (*lapse.Order, bool, error) {
+	if err := p.Validate(); err != nil {
+		return nil, false, err
+	}
+	return s.Store.OrderCreate(ctx, p)
+}
+
+func (s checked) OrderCreateMany(ctx context.Context, ps []*lapse.OrderCreateParams) error {
+	for _, p := range ps {
+		if err := p.Validate(); err != nil {
+			return err
+		}
+	}
+	return s.Store.OrderCreateMany(ctx, ps)
+}
+
+func (s checked) OrderTransition(ctx context.Context, p *lapse.OrderTransitionParams) (*lapse.Order, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return s.Store.OrderTransition(ctx, p)
+}
+
+func (s checked) OrderTransitionMany(ctx context.Context, ps []*lapse.OrderTransitionParams) ([]int64, error) {
+	if err := lapse.ValidateOrderTransitions(ps); err != nil {
+		return nil, err
+	}
+	return s.Store.OrderTransitionMany(ctx, ps)
+}
+
+func (s checked) OrderDeadlineSet(ctx context.Context, p *lapse.OrderDeadlineSetParams) (*lapse.Order, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return s.Store.OrderDeadlineSet(ctx, p)
+}
+
+func (s checked) PaymentCreate(ctx context.Context, p *lapse.PaymentCreateParams) (*lapse.Payment, bool, error) {
+	if err := p.Validate(); err != nil {
+		return nil, false, err
+	}
+	return s.Store.PaymentCreate(ctx, p)
+}
+
+func (s checked) PaymentUpdate(ctx context.Context, p *lapse.PaymentUpdateParams) (*lapse.Payment, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return s.Store.PaymentUpdate(ctx, p)
+}
+
+func (s checked) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinishParams) (*lapse.Delivery, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return s.Store.DeliveryFinish(ctx, p)
+}

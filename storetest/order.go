@@ -111,8 +111,8 @@ func testOrderCreateAtomic(t *testing.T, s lapse.Store) {
 	}
 	b := newOrder("X-2", base.Add(time.Minute), base)
 	b.Outbox[0].ID = a.Outbox[0].ID // an outbox clash must undo the order insert
-	if _, _, err := s.OrderCreate(ctxT(t), b); err == nil {
-		t.Fatal("OrderCreate with a clashing outbox id succeeded")
+	if _, _, err := s.OrderCreate(ctxT(t), b); !errors.Is(err, lapse.ErrEventExists) {
+		t.Fatalf("OrderCreate with a clashing outbox id = %v, want ErrEventExists", err)
 	}
 	if _, err := s.OrderGet(ctxT(t), "X-2"); !errors.Is(err, lapse.ErrOrderNotFound) {
 		t.Errorf("order of a failed create exists: %v", err)
