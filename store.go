@@ -34,7 +34,8 @@ import (
 // back equal to the one written.
 type Store interface {
 	// OrderCreate inserts the order at version 1 with its creation log row
-	// and outbox rows in one transaction and returns it as
+	// (p.Log, at version 1 whatever it says) and outbox rows in one
+	// transaction and returns it as
 	// stored, with created=true. If an order with the same order_no exists
 	// it writes nothing and returns that order with created=false; of
 	// concurrent creators of one order_no exactly one creates. p is valid
@@ -305,8 +306,8 @@ type OrderDeadline struct {
 // OrderCreateParams is a new order, its creation log row and its outbox rows,
 // all computed above the seam.
 type OrderCreateParams struct {
-	Order  *Order // ID, Version are assigned by the store; Version starts at 1
-	Log    TransitionRecord
+	Order  *Order           // ID, Version are assigned by the store; Version starts at 1
+	Log    TransitionRecord // ID, OrderID and Version are assigned by the store, as the order's
 	Outbox []OutboxEvent
 }
 

@@ -31,6 +31,7 @@ func Run(t *testing.T, newStore Factory) {
 		fn   func(t *testing.T, s lapse.Store)
 	}{
 		{"OrderCreate", testOrderCreate},
+		{"OrderCreateLog", testOrderCreateLog},
 		{"OrderCreateDuplicate", testOrderCreateDuplicate},
 		{"OrderCreateRollsBackOnOutboxClash", testOrderCreateAtomic},
 		{"OrderCreateMany", testOrderCreateMany},
