@@ -239,12 +239,15 @@ type Store interface {
 	// member is not in p.From (or does not exist).
 	GroupMemberUpdate(ctx context.Context, p *GroupMemberUpdateParams) (*GroupMember, error)
 
-	// CardIssue records the cards of an order, all active, in one
-	// transaction, unless the order has cards already (active or voided):
-	// then it writes nothing and returns those with created=false, so that
-	// issuing is idempotent per order and an order whose cards were revoked
-	// never gets new ones.
-	CardIssue(ctx context.Context, cards []*Card) (got []*Card, created bool, err error)
+	// CardIssue records the cards of order p.OrderID, all active and unused,
+	// in one transaction, and returns them by id, which follows the order
+	// given, with created=true; unless the order has cards already (active
+	// or voided): then it writes nothing and returns those, by id, with
+	// created=false, so that issuing is idempotent per order and an order
+	// whose cards were revoked never gets new ones. Of concurrent issuers
+	// for one order exactly one creates. An order that does not exist is
+	// ErrOrderNotFound. p is valid (CardIssueParams.Validate).
+	CardIssue(ctx context.Context, p *CardIssueParams) (got []*Card, created bool, err error)
 
 	// CardList returns the cards of an order, by id.
 	CardList(ctx context.Context, orderID int64) ([]*Card, error)
@@ -253,8 +256,8 @@ type Store interface {
 	CardGet(ctx context.Context, id int64) (*Card, error)
 
 	// CardRevoke voids every active card of an order, deducting the visits
-	// each has left, and returns the cards it voided (none when there were
-	// none, which is not an error).
+	// each count card has left, and returns the cards it voided, by id (none
+	// when there were none, which is not an error).
 	CardRevoke(ctx context.Context, orderID int64, at time.Time) ([]*Card, error)
 
 	// CardUse counts one visit of an active card: for a count card only while

@@ -102,3 +102,10 @@ func (s checked) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinishPara
 	}
 	return s.Store.DeliveryFinish(ctx, p)
 }
+
+func (s checked) CardIssue(ctx context.Context, p *lapse.CardIssueParams) ([]*lapse.Card, bool, error) {
+	if err := p.Validate(); err != nil {
+		return nil, false, err
+	}
+	return s.Store.CardIssue(ctx, p)
+}

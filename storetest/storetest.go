@@ -75,6 +75,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"GroupMemberConcurrent", testGroupMemberConcurrent},
 		{"GroupMemberInTx", testGroupMemberInTx},
 		{"Card", testCard},
+		{"CardOrder", testCardOrder},
 		{"CardConcurrent", testCardConcurrent},
 		{"CardInTx", testCardInTx},
 	}
