@@ -73,8 +73,12 @@ func testGroupMember(t *testing.T, s lapse.Store) {
 
 	// A charge that fails, is retried, and succeeds.
 	update := func(from, to lapse.ChargeStatus, attempt bool, txn, msg string, at time.Time) (*lapse.GroupMember, error) {
-		return s.GroupMemberUpdate(ctxT(t), &lapse.GroupMemberUpdateParams{ID: m1.ID, From: from, To: to, Attempt: attempt,
-			TxnID: txn, Error: msg, At: at})
+		p := &lapse.GroupMemberUpdateParams{ID: m1.ID, From: from, To: to, Attempt: attempt, TxnID: txn, Error: msg, At: at}
+		if to == lapse.ChargeCharged {
+			charged := at.Add(-time.Second) // the provider's time, which the store keeps as given
+			p.ChargedAt = &charged
+		}
+		return s.GroupMemberUpdate(ctxT(t), p)
 	}
 	t1, t2, t3, t4 := base.Add(2*time.Minute), base.Add(3*time.Minute), base.Add(4*time.Minute), base.Add(5*time.Minute)
 	m, err := update(lapse.ChargePending, lapse.ChargeCharging, true, "", "", t1)
@@ -92,9 +96,17 @@ func testGroupMember(t *testing.T, s lapse.Store) {
 		t.Fatalf("second claim = %s, %v; want 2 attempts, txn id kept, error cleared", memberString(m), err)
 	}
 	m, err = update(lapse.ChargeCharging, lapse.ChargeCharged, false, "", "", t4)
-	if err != nil || m.Status != lapse.ChargeCharged || m.Attempts != 2 || m.TxnID != "txn-1" || !m.UpdatedAt.Equal(t4) ||
-		!timeEq(m.ChargedAt, &t4) {
+	if charged := t4.Add(-time.Second); err != nil || m.Status != lapse.ChargeCharged || m.Attempts != 2 || m.TxnID != "txn-1" ||
+		!m.UpdatedAt.Equal(t4) || !timeEq(m.ChargedAt, &charged) {
 		t.Fatalf("charged = %s, %v", memberString(m), err)
+	}
+	// ChargedAt is kept unless set.
+	kept := *m.ChargedAt
+	if m, err = update(lapse.ChargeCharged, lapse.ChargeFailed, false, "", "", t4); err != nil || !timeEq(m.ChargedAt, &kept) {
+		t.Fatalf("an update without ChargedAt = %s, %v; want charged_at kept", memberString(m), err)
+	}
+	if m, err = update(lapse.ChargeFailed, lapse.ChargeCharged, false, "", "", t4); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := update(lapse.ChargeCharging, lapse.ChargeFailed, true, "txn-2", "late", base.Add(time.Hour)); !errors.Is(err, lapse.ErrStale) {
 		t.Errorf("GroupMemberUpdate from a status it left = %v, want ErrStale", err)
