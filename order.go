@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"math"
 	"regexp"
+	"slices"
 	"time"
 	"unicode/utf8"
 )
@@ -282,3 +283,40 @@ func (p *OrderDeadlineSetParams) Validate() error {
 	}
 	return ValidateOutbox(p.Outbox)
 }
+
+// Validate reports a claim that no store may be given, as an EINVALID error
+// naming the field: a limit below 1 and no flows, or an empty one. A caller
+// with nothing to claim does not ask.
+func (p *OrderClaimDueParams) Validate() error {
+	if p.Limit < 1 {
+		return FieldError("limit", "a claim takes at least one order")
+	}
+	return validateNames("flows", p.Flows)
+}
+
+// Validate reports a page that no store may be given, as an EINVALID error
+// naming limit: a limit below 1.
+func (p *OrderDeadlineListParams) Validate() error {
+	if p.Limit < 1 {
+		return FieldError("limit", "a page holds at least one deadline")
+	}
+	return nil
+}
+
+// validateNames refuses an empty list of names (flows, subscribers), an
+// empty name, and a name given twice.
+func validateNames(field string, names []string) error {
+	if len(names) == 0 {
+		return FieldError(field, "names none")
+	}
+	for i, n := range names {
+		if n == "" || slices.Contains(names[:i], n) {
+			return FieldError(field, "names %q empty or twice", n)
+		}
+	}
+	return nil
+}
+
+// ValidateFlows reports flows that OrderNextDeadline may not be given: none,
+// or one empty or named twice.
+func ValidateFlows(flows []string) error { return validateNames("flows", flows) }

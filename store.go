@@ -85,16 +85,20 @@ type Store interface {
 	// OrderClaimDue returns up to p.Limit orders of p.Flows whose deadline is
 	// at or before p.DueBy, earliest first. Inside Tx, the rows stay locked
 	// until the transaction ends and rows locked by others are skipped (FOR
-	// UPDATE SKIP LOCKED, or the single writer of SQLite).
+	// UPDATE SKIP LOCKED, or the single writer of SQLite). p is valid
+	// (OrderClaimDueParams.Validate): it asks for at least one order of at
+	// least one flow.
 	OrderClaimDue(ctx context.Context, p *OrderClaimDueParams) ([]*Order, error)
 
 	// OrderNextDeadline returns the earliest deadline among orders of flows,
-	// and false when none has one. It reads only the deadline index.
+	// and false when none has one. It reads only the deadline index. flows
+	// is valid (ValidateFlows): it names at least one.
 	OrderNextDeadline(ctx context.Context, flows []string) (time.Time, bool, error)
 
 	// OrderDeadlineList returns up to p.Limit orders that have a deadline,
 	// in (deadline, id) order after p.After, reading only the deadline
-	// index: what a precise trigger is seeded with.
+	// index: what a precise trigger is seeded with. p is valid
+	// (OrderDeadlineListParams.Validate).
 	OrderDeadlineList(ctx context.Context, p *OrderDeadlineListParams) ([]OrderDeadline, error)
 
 	// OrderCountDue counts orders whose deadline is at or before now.
@@ -114,7 +118,7 @@ type Store interface {
 	// hold the next back. Each claimed delivery has Attempts incremented (the
 	// attempt it now runs), LeaseOwner p.Owner, LeaseUntil and NextAttemptAt
 	// p.LeaseUntil (so that an expired lease makes it due again), and Event
-	// loaded.
+	// loaded. p is valid (DeliveryClaimParams.Validate).
 	DeliveryClaim(ctx context.Context, p *DeliveryClaimParams) ([]*Delivery, error)
 
 	// DeliveryFinish records the outcome of attempt p.Attempt of a delivery

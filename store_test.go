@@ -87,3 +87,33 @@ func TestDeliveryFinishParamsValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestClaimParamsValidate(t *testing.T) {
+	for _, c := range []struct {
+		p     interface{ Validate() error }
+		valid bool
+	}{
+		{&lapse.OrderClaimDueParams{DueBy: at, Flows: []string{"checkout"}, Limit: 1}, true},
+		{&lapse.OrderClaimDueParams{DueBy: at, Flows: []string{"checkout"}, Limit: 0}, false},
+		{&lapse.OrderClaimDueParams{DueBy: at, Flows: nil, Limit: 10}, false},
+		{&lapse.OrderClaimDueParams{DueBy: at, Flows: []string{"checkout", ""}, Limit: 10}, false},
+		{&lapse.OrderClaimDueParams{DueBy: at, Flows: []string{"checkout", "checkout"}, Limit: 10}, false},
+		{&lapse.OrderDeadlineListParams{Limit: 1}, true},
+		{&lapse.OrderDeadlineListParams{Limit: 0}, false},
+		{&lapse.DeliveryClaimParams{Now: at, Owner: "w", LeaseUntil: at.Add(1), Subscribers: []string{"stock"}, Limit: 1}, true},
+		{&lapse.DeliveryClaimParams{Now: at, Owner: "w", LeaseUntil: at.Add(1), Subscribers: []string{"stock"}, Limit: 0}, false},
+		{&lapse.DeliveryClaimParams{Now: at, Owner: "w", LeaseUntil: at.Add(1), Subscribers: nil, Limit: 1}, false},
+		{&lapse.DeliveryClaimParams{Now: at, Owner: "", LeaseUntil: at.Add(1), Subscribers: []string{"stock"}, Limit: 1}, false},
+		{&lapse.DeliveryClaimParams{Now: at, Owner: "w", LeaseUntil: at, Subscribers: []string{"stock"}, Limit: 1}, false},
+	} {
+		if err := c.p.Validate(); (err == nil) != c.valid || err != nil && lapse.ErrorCode(err) != lapse.EINVALID {
+			t.Errorf("Validate(%+v) = %v, want valid %v", c.p, err, c.valid)
+		}
+	}
+	if err := lapse.ValidateFlows([]string{"checkout"}); err != nil {
+		t.Errorf("ValidateFlows = %v", err)
+	}
+	if err := lapse.ValidateFlows(nil); lapse.ErrorCode(err) != lapse.EINVALID {
+		t.Errorf("ValidateFlows(nil) = %v, want invalid", err)
+	}
+}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"github.com/lapsehq/lapse"
 )
@@ -108,4 +109,32 @@ func (s checked) CardIssue(ctx context.Context, p *lapse.CardIssueParams) ([]*la
 		return nil, false, err
 	}
 	return s.Store.CardIssue(ctx, p)
+}
+
+func (s checked) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams) ([]*lapse.Order, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return s.Store.OrderClaimDue(ctx, p)
+}
+
+func (s checked) OrderDeadlineList(ctx context.Context, p *lapse.OrderDeadlineListParams) ([]lapse.OrderDeadline, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return s.Store.OrderDeadlineList(ctx, p)
+}
+
+func (s checked) OrderNextDeadline(ctx context.Context, flows []string) (time.Time, bool, error) {
+	if err := lapse.ValidateFlows(flows); err != nil {
+		return time.Time{}, false, err
+	}
+	return s.Store.OrderNextDeadline(ctx, flows)
+}
+
+func (s checked) DeliveryClaim(ctx context.Context, p *lapse.DeliveryClaimParams) ([]*lapse.Delivery, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return s.Store.DeliveryClaim(ctx, p)
 }
