@@ -47,6 +47,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"OrderClaimDueConcurrent", testOrderClaimDueConcurrent},
 		{"OrderNextDeadlineAndCountDue", testOrderNextDeadline},
 		{"OrderDeadlineList", testOrderDeadlineList},
+		{"Times", testTimes},
 		{"TxRollback", testTxRollback},
 		{"TxNested", testTxNested},
 		{"TxRefusals", testTxRefusals},
