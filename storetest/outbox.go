@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -77,5 +78,42 @@ func testOutboxEventIDs(t *testing.T, s lapse.Store) {
 	}
 	if _, err := s.OrderGet(ctxT(t), "OE-3"); !errors.Is(err, lapse.ErrOrderNotFound) {
 		t.Errorf("an order of a refused bulk create exists: %v", err)
+	}
+}
+
+// testOutboxOrder checks that the events of a change are written as events
+// of the order it changes, whatever order id the events carry: a delivery
+// that dies writes its delivery.dead event for the delivery's order.
+func testOutboxOrder(t *testing.T, s lapse.Store) {
+	o := createWithSubs(t, s, "OO-1", base, "webhook")
+	other := mustCreate(t, s, "OO-2", base.Add(time.Hour), base)
+	tr := plan(t, o, flows.Cancel, base.Add(time.Second))
+	tr.Outbox[0].OrderID = other.ID
+	if _, err := s.OrderTransition(ctxT(t), tr); err != nil {
+		t.Fatal(err)
+	}
+	ds := claim(t, s, base.Add(time.Minute), "w", 1, "webhook")
+	if len(ds) != 1 {
+		t.Fatalf("claimed %d deliveries, want 1", len(ds))
+	}
+	dead := lapse.NewDeliveryDeadEvent(ds[0], "gone", base.Add(time.Minute))
+	dead.OrderID = other.ID
+	_, err := s.DeliveryFinish(ctxT(t), &lapse.DeliveryFinishParams{ID: ds[0].ID, Owner: "w", Attempt: ds[0].Attempts,
+		Status: lapse.DeliveryDead, Error: "gone", At: base.Add(time.Minute),
+		Record: lapse.DeliveryAttempt{Worker: "w", StartedAt: base.Add(time.Minute), Outcome: lapse.OutcomeRefused, Error: "gone"},
+		Outbox: []lapse.OutboxEvent{dead}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.OutboxList(ctxT(t), o.ID)
+	var types []string
+	for _, ev := range evs {
+		types = append(types, ev.Type)
+	}
+	if err != nil || !slices.Equal(types, []string{lapse.EventOrderCreated, flows.EventOrderClosed, lapse.EventDeliveryDead}) {
+		t.Errorf("events of %s = %q, %v; want its creation, its close and its delivery's death", o.OrderNo, types, err)
+	}
+	if evs, _ := s.OutboxList(ctxT(t), other.ID); len(evs) != 1 {
+		t.Errorf("%s has %d events, want only its own creation", other.OrderNo, len(evs))
 	}
 }

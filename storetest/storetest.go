@@ -54,6 +54,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"DeliveryFanOut", testDeliveryFanOut},
 		{"OutboxSubscriberTwice", testOutboxSubscriberTwice},
 		{"OutboxEventIDs", testOutboxEventIDs},
+		{"OutboxOrder", testOutboxOrder},
 		{"DeliveryClaim", testDeliveryClaim},
 		{"DeliveryFinish", testDeliveryFinish},
 		{"DeliveryClaimConcurrent", testDeliveryClaimConcurrent},
