@@ -217,9 +217,11 @@ type Store interface {
 	// (PaymentUpdateParams.Validate).
 	PaymentUpdate(ctx context.Context, p *PaymentUpdateParams) (*Payment, error)
 
-	// OrderRefundCreate records a merchant refund (Status requested) unless
-	// one with its Key exists: then it writes nothing and returns that one
-	// with created=false.
+	// OrderRefundCreate records a merchant refund as given (the engine
+	// records it requested), with UpdatedAt its CreatedAt, and returns it
+	// with created=true, unless one with its Key exists: then it writes
+	// nothing and returns that one with created=false, whatever else it
+	// says (the engine compares them).
 	OrderRefundCreate(ctx context.Context, r *OrderRefund) (ref *OrderRefund, created bool, err error)
 
 	// OrderRefundList returns the refunds of an order, oldest first.
@@ -230,9 +232,12 @@ type Store interface {
 	// in p.From (or does not exist).
 	OrderRefundUpdate(ctx context.Context, p *OrderRefundUpdateParams) (*OrderRefund, error)
 
-	// GroupMemberAdd records a member of a group (Status pending) unless the
-	// group has a member with its UserID: then it writes nothing and returns
-	// that one with created=false.
+	// GroupMemberAdd records a member of a group, pending, with no attempts
+	// and UpdatedAt its JoinedAt, and returns it with created=true, unless
+	// the group has a member with its UserID: then it writes nothing and
+	// returns that one with created=false. A Key that a member of another
+	// group holds is an ECONFLICT error and writes nothing. Neither leaves a
+	// transaction unusable.
 	GroupMemberAdd(ctx context.Context, m *GroupMember) (got *GroupMember, created bool, err error)
 
 	// GroupMemberList returns the members of a group, by id.
