@@ -188,7 +188,9 @@ func (e *Engine) Flows() []*lapse.Flow {
 	return out
 }
 
-// Store returns the engine's store.
+// Store returns the engine's store: the one New was given, with every call
+// validated by the root package's rules (the Validate methods of the params)
+// before it reaches it.
 func (e *Engine) Store() lapse.Store { return e.store }
 
 // Clock returns the engine's clock.
