@@ -35,11 +35,11 @@ import (
 type Store interface {
 	// OrderCreate inserts the order at version 1 with its creation log row
 	// (p.Log, at version 1 whatever it says) and outbox rows in one
-	// transaction and returns it as
-	// stored, with created=true. If an order with the same order_no exists
-	// it writes nothing and returns that order with created=false; of
-	// concurrent creators of one order_no exactly one creates. p is valid
-	// (OrderCreateParams.Validate).
+	// transaction and returns it as stored, with created=true. If an order
+	// with the same order_no exists it writes nothing and returns that order
+	// with created=false; of concurrent creators of one order_no exactly one
+	// creates. Items and Metadata come back as written, byte for byte, and
+	// empty ones as nil. p is valid (OrderCreateParams.Validate).
 	OrderCreate(ctx context.Context, p *OrderCreateParams) (o *Order, created bool, err error)
 
 	// OrderCreateMany inserts many new orders, each as OrderCreate would, in
@@ -59,7 +59,8 @@ type Store interface {
 	OrderLock(ctx context.Context, orderNo string) (*Order, error)
 
 	// OrderList returns orders matching p, newest first (created_at, then id,
-	// descending), at most p.Limit of them.
+	// descending), at most p.Limit of them; a Limit of zero or less does not
+	// limit.
 	OrderList(ctx context.Context, p *OrderListParams) ([]*Order, error)
 
 	// OrderTransition applies one planned transition: an update guarded by
@@ -70,7 +71,8 @@ type Store interface {
 
 	// OrderTransitionMany applies many planned transitions in one transaction,
 	// each as OrderTransition would, and returns the ids of the orders that
-	// moved, in the order of ps; a stale one is skipped and writes nothing.
+	// moved, in no particular order; a stale one is skipped and writes
+	// nothing.
 	// ps is valid (ValidateOrderTransitions): no order has two, so a store
 	// may apply them in any order, or all in one statement.
 	OrderTransitionMany(ctx context.Context, ps []*OrderTransitionParams) ([]int64, error)
@@ -107,7 +109,8 @@ type Store interface {
 	// TransitionList returns the transition log of an order, oldest first.
 	TransitionList(ctx context.Context, orderID int64) ([]*TransitionRecord, error)
 
-	// OutboxList returns the outbox events of an order, oldest first.
+	// OutboxList returns the outbox events of an order, oldest (lowest Seq)
+	// first, with their ids and payloads as written.
 	OutboxList(ctx context.Context, orderID int64) ([]*OutboxEvent, error)
 
 	// DeliveryClaim leases up to p.Limit pending deliveries of p.Subscribers
@@ -235,9 +238,8 @@ type Store interface {
 	// GroupMemberAdd records a member of a group, pending, with no attempts
 	// and UpdatedAt its JoinedAt, and returns it with created=true, unless
 	// the group has a member with its UserID: then it writes nothing and
-	// returns that one with created=false. A Key that a member of another
-	// group holds is an ECONFLICT error and writes nothing. Neither leaves a
-	// transaction unusable.
+	// returns that one with created=false. A Key that another member holds
+	// is an ECONFLICT error and writes nothing.
 	GroupMemberAdd(ctx context.Context, m *GroupMember) (got *GroupMember, created bool, err error)
 
 	// GroupMemberList returns the members of a group, by id.
@@ -276,7 +278,9 @@ type Store interface {
 	// nothing, when the card is voided or used up; ErrCardNotFound.
 	CardUse(ctx context.Context, id int64) (*Card, error)
 
-	// ReviewList returns reviews, newest first.
+	// ReviewList returns reviews matching p, newest first (created_at, then
+	// id, descending), at most p.Limit of them; a Limit of zero or less does
+	// not limit.
 	ReviewList(ctx context.Context, p *ReviewListParams) ([]*Review, error)
 
 	// Tx runs fn in one transaction on a Store bound to it, committing when
