@@ -33,6 +33,35 @@ const (
 	CardVoided CardStatus = "voided"
 )
 
+// CardIssueParams issues the cards of one order.
+type CardIssueParams struct {
+	OrderID int64
+	Cards   []*Card // each of order OrderID, issued active in this order; ID, Status, Used, Deducted and RevokedAt are the store's
+}
+
+// Validate reports an issue that no store may be given, as an EINVALID
+// error naming cards: no order, no cards, a nil card, a card of another
+// order, and a negative number of visits.
+func (p *CardIssueParams) Validate() error {
+	switch {
+	case p.OrderID <= 0:
+		return FieldError("cards", "cards are issued for an order")
+	case len(p.Cards) == 0:
+		return FieldError("cards", "no cards to issue")
+	}
+	for i, c := range p.Cards {
+		switch {
+		case c == nil:
+			return FieldError("cards", "card %d to issue is nil", i)
+		case c.OrderID != p.OrderID:
+			return FieldError("cards", "card %d is of order %d, not %d: cards of one order are issued together", i, c.OrderID, p.OrderID)
+		case c.Visits < 0:
+			return FieldError("cards", "card %d has %d visits; a count card has some, any other 0", i, c.Visits)
+		}
+	}
+	return nil
+}
+
 // ErrCardNotFound: no card with that id.
 var ErrCardNotFound = &Error{Code: ENOTFOUND, Message: "card not found"}
 

@@ -68,6 +68,37 @@ type Delivery struct {
 // created or an operator last retried it.
 func (d *Delivery) Failures() int { return d.Attempts - d.RetryBase }
 
+// Validate reports a claim that no store may be given, as an EINVALID error
+// naming the field: a limit below 1, no subscribers (or one empty or named
+// twice), no owner, and a lease that ends no later than Now.
+func (p *DeliveryClaimParams) Validate() error {
+	switch {
+	case p.Limit < 1:
+		return FieldError("limit", "a claim takes at least one delivery")
+	case p.Owner == "":
+		return FieldError("owner", "a claim names the worker that takes the lease")
+	case !p.LeaseUntil.After(p.Now):
+		return FieldError("lease_until", "a lease ends after the claim")
+	}
+	return validateNames("subscribers", p.Subscribers)
+}
+
+// Validate reports a finish that no store may be given, as an EINVALID
+// error naming the field: a status other than done, pending or dead, no
+// owner or attempt (the lease it finishes under), a review of no order, and
+// events that ValidateOutbox refuses.
+func (p *DeliveryFinishParams) Validate() error {
+	switch {
+	case p.Status != DeliveryDone && p.Status != DeliveryPending && p.Status != DeliveryDead:
+		return FieldError("status", "a delivery finishes done, pending or dead, not %q", p.Status)
+	case p.Owner == "" || p.Attempt < 1:
+		return FieldError("attempt", "a finish names the lease it holds: its owner and attempt")
+	case p.Review != nil && (p.Review.OrderID <= 0 || p.Review.OrderNo == ""):
+		return FieldError("review", "is of no order")
+	}
+	return ValidateOutbox(p.Outbox)
+}
+
 // Attempt outcomes.
 const (
 	OutcomeOK      = "ok"      // delivered

@@ -44,8 +44,9 @@ type GroupMemberUpdateParams struct {
 	ID       int64
 	From, To ChargeStatus
 	// Attempt counts one more charge call.
-	Attempt bool
-	TxnID   string // kept unless set
-	Error   string // the last error, replaced (cleared when empty)
-	At      time.Time
+	Attempt   bool
+	TxnID     string     // kept unless set
+	Error     string     // the last error, replaced (cleared when empty)
+	ChargedAt *time.Time // kept unless set; the engine sets it when the member is charged
+	At        time.Time
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"math"
 	"regexp"
+	"slices"
 	"time"
 	"unicode/utf8"
 )
@@ -205,7 +206,7 @@ func (c *OrderCreate) ValidateItems() error {
 		if it.SKU == "" {
 			return FieldError("items", "line %d: sku is required", i)
 		}
-		if len(it.SKU) > MaxSKULen || !utf8.ValidString(it.SKU) || !textPattern.MatchString(it.SKU) {
+		if !ValidSKU(it.SKU) {
 			return FieldError("items", "line %d: sku must be UTF-8 text of at most %d bytes without control characters", i, MaxSKULen)
 		}
 		if it.Qty <= 0 {
@@ -223,6 +224,99 @@ func (c *OrderCreate) ValidateItems() error {
 	return nil
 }
 
+// ValidSKU reports whether sku may name a stock-keeping unit: UTF-8 text of
+// 1 to MaxSKULen bytes without control characters.
+func ValidSKU(sku string) bool {
+	return sku != "" && len(sku) <= MaxSKULen && utf8.ValidString(sku) && textPattern.MatchString(sku)
+}
+
 // ValidCurrency reports whether c has the form of an ISO 4217 code: three
 // capital letters.
 func ValidCurrency(c string) bool { return currencyPattern.MatchString(c) }
+
+// Validate reports a creation that no store may be given, as an EINVALID
+// error naming the field: no order or order_no, metadata that is not JSON,
+// and events that ValidateOutbox refuses.
+func (p *OrderCreateParams) Validate() error {
+	switch {
+	case p.Order == nil || p.Order.OrderNo == "":
+		return FieldError("order_no", "is required")
+	case len(p.Order.Metadata) > 0 && !json.Valid(p.Order.Metadata):
+		return FieldError("metadata", "must be JSON")
+	}
+	return ValidateOutbox(p.Outbox)
+}
+
+// Validate reports a transition that no store may be given, as an EINVALID
+// error naming the field: no order, and events that ValidateOutbox refuses.
+func (p *OrderTransitionParams) Validate() error {
+	if p.OrderID <= 0 {
+		return FieldError("order_id", "a transition belongs to an order")
+	}
+	return ValidateOutbox(p.Outbox)
+}
+
+// ValidateOrderTransitions validates the transitions of one batch
+// (OrderTransitionParams.Validate) and that no order has two: each was
+// planned from the order's version, so a second one would be stale, and a
+// store may apply the batch in any order.
+func ValidateOrderTransitions(ps []*OrderTransitionParams) error {
+	seen := make(map[int64]bool, len(ps))
+	for _, p := range ps {
+		if err := p.Validate(); err != nil {
+			return err
+		}
+		if seen[p.OrderID] {
+			return FieldError("order_id", "order %d has two transitions in one batch", p.OrderID)
+		}
+		seen[p.OrderID] = true
+	}
+	return nil
+}
+
+// Validate reports a deadline change that no store may be given, as an
+// EINVALID error naming the field: no order, and events that ValidateOutbox
+// refuses.
+func (p *OrderDeadlineSetParams) Validate() error {
+	if p.OrderID <= 0 {
+		return FieldError("order_id", "a deadline change belongs to an order")
+	}
+	return ValidateOutbox(p.Outbox)
+}
+
+// Validate reports a claim that no store may be given, as an EINVALID error
+// naming the field: a limit below 1 and no flows, or an empty one. A caller
+// with nothing to claim does not ask.
+func (p *OrderClaimDueParams) Validate() error {
+	if p.Limit < 1 {
+		return FieldError("limit", "a claim takes at least one order")
+	}
+	return validateNames("flows", p.Flows)
+}
+
+// Validate reports a page that no store may be given, as an EINVALID error
+// naming limit: a limit below 1.
+func (p *OrderDeadlineListParams) Validate() error {
+	if p.Limit < 1 {
+		return FieldError("limit", "a page holds at least one deadline")
+	}
+	return nil
+}
+
+// validateNames refuses an empty list of names (flows, subscribers), an
+// empty name, and a name given twice.
+func validateNames(field string, names []string) error {
+	if len(names) == 0 {
+		return FieldError(field, "names none")
+	}
+	for i, n := range names {
+		if n == "" || slices.Contains(names[:i], n) {
+			return FieldError(field, "names %q empty or twice", n)
+		}
+	}
+	return nil
+}
+
+// ValidateFlows reports flows that OrderNextDeadline may not be given: none,
+// or one empty or named twice.
+func ValidateFlows(flows []string) error { return validateNames("flows", flows) }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -13,7 +14,7 @@ import (
 // idempotency key downstream consumers deduplicate on.
 type OutboxEvent struct {
 	Seq       int64           `json:"seq"` // store-assigned, increasing in commit order per store
-	ID        string          `json:"id"`  // UUIDv7
+	ID        string          `json:"id"`  // UUIDv7, in the form ParseEventID takes
 	OrderID   int64           `json:"-"`
 	OrderNo   string          `json:"order_no"`
 	Type      string          `json:"type"`
@@ -21,8 +22,8 @@ type OutboxEvent struct {
 	CreatedAt time.Time       `json:"created_at"`
 
 	// Subscribers, when writing an event, name the subscribers it fans out
-	// to: the store creates one pending delivery per name, due at CreatedAt,
-	// in the same transaction as the event. Not read back.
+	// to, each once: the store creates one pending delivery per name, due at
+	// CreatedAt, in the same transaction as the event. Not read back.
 	Subscribers []string `json:"-"`
 }
 
@@ -119,6 +120,88 @@ func NewEventID(t time.Time) string {
 	hex.Encode(s[24:], u[10:])
 	return string(s[:])
 }
+
+// ParseEventID returns the 16 bytes of the event id id, for a store that
+// keeps ids as binary UUIDs, or an EINVALID error naming outbox when id is
+// not one: a UUID in its canonical form, 36 characters of lower-case hex
+// digits in groups of 8-4-4-4-12, as NewEventID makes them (of any version).
+// A store that keeps ids as text writes them as they are.
+func ParseEventID(id string) ([16]byte, error) {
+	var u [16]byte
+	if len(id) != 36 {
+		return [16]byte{}, badEventID(id)
+	}
+	n := 0 // hex digits read
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		var v byte
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return [16]byte{}, badEventID(id)
+			}
+			continue
+		case '0' <= c && c <= '9':
+			v = c - '0'
+		case 'a' <= c && c <= 'f':
+			v = c - 'a' + 10
+		default:
+			return [16]byte{}, badEventID(id)
+		}
+		u[n/2] |= v << (4 * (1 - n%2))
+		n++
+	}
+	return u, nil
+}
+
+func badEventID(id string) error {
+	return FieldError("outbox", "event id %q is not a UUID in lower-case hex", id)
+}
+
+// Validate reports an event that no store may be given, as an EINVALID
+// error naming outbox: an id that ParseEventID refuses, no type, a payload
+// that is not JSON, and a subscriber that is empty or named twice.
+func (ev *OutboxEvent) Validate() error {
+	if _, err := ParseEventID(ev.ID); err != nil {
+		return err
+	}
+	switch {
+	case ev.Type == "":
+		return FieldError("outbox", "event %s has no type", ev.ID)
+	case !json.Valid(ev.Payload):
+		return FieldError("outbox", "the payload of event %s is not JSON", ev.ID)
+	}
+	for i, sub := range ev.Subscribers {
+		switch {
+		case sub == "":
+			return FieldError("outbox", "event %s names an empty subscriber", ev.ID)
+		case slices.Contains(ev.Subscribers[:i], sub):
+			return FieldError("outbox", "event %s names subscriber %s twice", ev.ID, sub)
+		}
+	}
+	return nil
+}
+
+// ValidateOutbox validates the events of one change (OutboxEvent.Validate),
+// and that no id is given twice.
+func ValidateOutbox(evs []OutboxEvent) error {
+	for i := range evs {
+		if err := evs[i].Validate(); err != nil {
+			return err
+		}
+		for j := range i {
+			if evs[j].ID == evs[i].ID {
+				return FieldError("outbox", "event id %s is given twice", evs[i].ID)
+			}
+		}
+	}
+	return nil
+}
+
+// ErrEventExists: an outbox event with that id is written already, or an
+// event names one subscriber twice (its delivery to that subscriber exists).
+// The stores' unique keys refuse both.
+var ErrEventExists = &Error{Code: ECONFLICT, Message: "the outbox event, or its delivery to that subscriber, exists"}
 
 // EventOrder returns the order carried in an order event's payload, as it was
 // after the change. Its ID is not part of the payload and is zero.

@@ -199,3 +199,26 @@ type PaymentProvider interface {
 
 // ErrProviderNotFound: the provider knows no such payment or refund.
 var ErrProviderNotFound = &Error{Code: ENOTFOUND, Message: "the payment provider has no such payment"}
+
+// Validate reports a payment that no store may be given, as an EINVALID
+// error naming the field: no payment, a review of another order than the
+// payment's, and events that ValidateOutbox refuses.
+func (p *PaymentCreateParams) Validate() error {
+	switch {
+	case p.Payment == nil:
+		return FieldError("payment", "is required")
+	case p.Review != nil && (p.Review.OrderID != p.Payment.OrderID || p.Review.OrderNo != p.Payment.OrderNo):
+		return FieldError("review", "is of order %s, not of the payment's %s", p.Review.OrderNo, p.Payment.OrderNo)
+	}
+	return ValidateOutbox(p.Outbox)
+}
+
+// Validate reports a payment change that no store may be given, as an
+// EINVALID error naming the field: a review of no order, and events that
+// ValidateOutbox refuses.
+func (p *PaymentUpdateParams) Validate() error {
+	if p.Review != nil && (p.Review.OrderID <= 0 || p.Review.OrderNo == "") {
+		return FieldError("review", "is of no order")
+	}
+	return ValidateOutbox(p.Outbox)
+}

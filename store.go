@@ -9,20 +9,43 @@ import (
 // database; every business rule lives above it. Both built-in stores (sqlite,
 // postgres) pass the conformance suite in storetest.
 //
+// Params. A store may assume that what it is given passes the Validate
+// method of its params (StockMoveParams.Validate, ValidateOutbox, …): the
+// engine validates every call before it reaches its store, so no store
+// decides, refuses or repairs anything of its own. Where a store's schema
+// must still refuse something for integrity (a unique key, a check), the
+// store reports it as the sentinel the method names, so that the same input
+// gets the same answer from every store.
+//
 // Methods that change an order are guarded compare-and-swaps: they name the
 // state and version they expect and return ErrStale when the row has moved on.
 // A change, its transition log row and its outbox rows commit together.
+//
+// Outbox rows. A method that takes events (OutboxEvent) writes each as an
+// event of the order it changes (the event's own OrderID is not read), in
+// the order given, with one pending delivery per subscriber it names, due
+// at the event's CreatedAt and chained after the order's last delivery to
+// that subscriber, all in the change's transaction. An event whose id is
+// taken, or that names a subscriber twice, is ErrEventExists, and the change
+// writes nothing.
+//
+// Times. A store keeps every time to the microsecond, truncating a finer
+// one, and returns times in UTC: a time from a Clock (see Truncate) comes
+// back equal to the one written.
 type Store interface {
-	// OrderCreate inserts the order with its creation log row and outbox rows
-	// in one transaction and returns it with created=true. If an order with
-	// the same order_no exists it writes nothing and returns that order with
-	// created=false.
+	// OrderCreate inserts the order at version 1 with its creation log row
+	// (p.Log, at version 1 whatever it says) and outbox rows in one
+	// transaction and returns it as stored, with created=true. If an order
+	// with the same order_no exists it writes nothing and returns that order
+	// with created=false; of concurrent creators of one order_no exactly one
+	// creates. Items and Metadata come back as written, byte for byte, and
+	// empty ones as nil. p is valid (OrderCreateParams.Validate).
 	OrderCreate(ctx context.Context, p *OrderCreateParams) (o *Order, created bool, err error)
 
-	// OrderCreateMany inserts many new orders, each with its creation log row
-	// and outbox rows, in one transaction. It is for bulk loads (imports,
-	// benchmarks, the demo): if any order_no exists it returns an ECONFLICT
-	// error and writes nothing.
+	// OrderCreateMany inserts many new orders, each as OrderCreate would, in
+	// one transaction. It is for bulk loads (imports, benchmarks, the demo):
+	// if any order_no exists, or appears twice in ps, it returns an
+	// ECONFLICT error and writes nothing. Each p is valid.
 	OrderCreateMany(ctx context.Context, ps []*OrderCreateParams) error
 
 	// OrderGet returns the order with order_no, or ErrOrderNotFound.
@@ -36,36 +59,48 @@ type Store interface {
 	OrderLock(ctx context.Context, orderNo string) (*Order, error)
 
 	// OrderList returns orders matching p, newest first (created_at, then id,
-	// descending), at most p.Limit of them.
+	// descending), at most p.Limit of them; a Limit of zero or less does not
+	// limit.
 	OrderList(ctx context.Context, p *OrderListParams) ([]*Order, error)
 
 	// OrderTransition applies one planned transition: an update guarded by
-	// id, state and version, one log row, and its outbox rows, atomically. It
-	// returns the order as updated, or ErrStale and writes nothing.
+	// id, state and version, one log row (at the new version), and its
+	// outbox rows, atomically. It returns the order as updated, or ErrStale
+	// and writes nothing. p is valid (OrderTransitionParams.Validate).
 	OrderTransition(ctx context.Context, p *OrderTransitionParams) (*Order, error)
 
-	// OrderTransitionMany applies many planned transitions in one transaction
-	// and returns the ids of the orders that moved; a stale one is skipped
-	// and writes nothing.
+	// OrderTransitionMany applies many planned transitions in one transaction,
+	// each as OrderTransition would, and returns the ids of the orders that
+	// moved, in no particular order; a stale one is skipped and writes
+	// nothing.
+	// ps is valid (ValidateOrderTransitions): no order has two, so a store
+	// may apply them in any order, or all in one statement.
 	OrderTransitionMany(ctx context.Context, ps []*OrderTransitionParams) ([]int64, error)
 
 	// OrderDeadlineSet moves the deadline of an order that is still in
-	// p.FromState at p.FromVersion and writes p.Outbox, or returns ErrStale.
+	// p.FromState at p.FromVersion to the next version and writes p.Outbox
+	// (and, when p says so, the intent and PayBy), or returns ErrStale and
+	// writes nothing. It writes no log row: the state does not change. p is
+	// valid (OrderDeadlineSetParams.Validate).
 	OrderDeadlineSet(ctx context.Context, p *OrderDeadlineSetParams) (*Order, error)
 
 	// OrderClaimDue returns up to p.Limit orders of p.Flows whose deadline is
 	// at or before p.DueBy, earliest first. Inside Tx, the rows stay locked
 	// until the transaction ends and rows locked by others are skipped (FOR
-	// UPDATE SKIP LOCKED, or the single writer of SQLite).
+	// UPDATE SKIP LOCKED, or the single writer of SQLite). p is valid
+	// (OrderClaimDueParams.Validate): it asks for at least one order of at
+	// least one flow.
 	OrderClaimDue(ctx context.Context, p *OrderClaimDueParams) ([]*Order, error)
 
 	// OrderNextDeadline returns the earliest deadline among orders of flows,
-	// and false when none has one. It reads only the deadline index.
+	// and false when none has one. It reads only the deadline index. flows
+	// is valid (ValidateFlows): it names at least one.
 	OrderNextDeadline(ctx context.Context, flows []string) (time.Time, bool, error)
 
 	// OrderDeadlineList returns up to p.Limit orders that have a deadline,
 	// in (deadline, id) order after p.After, reading only the deadline
-	// index: what a precise trigger is seeded with.
+	// index: what a precise trigger is seeded with. p is valid
+	// (OrderDeadlineListParams.Validate).
 	OrderDeadlineList(ctx context.Context, p *OrderDeadlineListParams) ([]OrderDeadline, error)
 
 	// OrderCountDue counts orders whose deadline is at or before now.
@@ -74,7 +109,8 @@ type Store interface {
 	// TransitionList returns the transition log of an order, oldest first.
 	TransitionList(ctx context.Context, orderID int64) ([]*TransitionRecord, error)
 
-	// OutboxList returns the outbox events of an order, oldest first.
+	// OutboxList returns the outbox events of an order, oldest (lowest Seq)
+	// first, with their ids and payloads as written.
 	OutboxList(ctx context.Context, orderID int64) ([]*OutboxEvent, error)
 
 	// DeliveryClaim leases up to p.Limit pending deliveries of p.Subscribers
@@ -85,14 +121,15 @@ type Store interface {
 	// hold the next back. Each claimed delivery has Attempts incremented (the
 	// attempt it now runs), LeaseOwner p.Owner, LeaseUntil and NextAttemptAt
 	// p.LeaseUntil (so that an expired lease makes it due again), and Event
-	// loaded.
+	// loaded. p is valid (DeliveryClaimParams.Validate).
 	DeliveryClaim(ctx context.Context, p *DeliveryClaimParams) ([]*Delivery, error)
 
 	// DeliveryFinish records the outcome of attempt p.Attempt of a delivery
 	// leased by p.Owner: its new status, its attempt row, and, when it dies,
-	// the review and outbox rows given. It returns ErrLeaseLost, writing
-	// nothing, when the delivery is no longer pending under that lease and
-	// attempt.
+	// the review and outbox rows given (events of the delivery's order). It
+	// returns ErrLeaseLost, writing nothing, when the delivery is no longer
+	// pending under that lease and attempt. p is valid
+	// (DeliveryFinishParams.Validate).
 	DeliveryFinish(ctx context.Context, p *DeliveryFinishParams) (*Delivery, error)
 
 	// DeliveryRetry makes a dead delivery pending again, due at p.At, with
@@ -119,42 +156,53 @@ type Store interface {
 	EffectClaim(ctx context.Context, consumer, eventID string, at time.Time) (first bool, err error)
 
 	// StockSet sets the on-hand quantity of a SKU, creating its ledger line
-	// (with nothing reserved) if needed. An on-hand below what is reserved is
-	// an ECONFLICT error.
+	// (with nothing reserved) if needed, and returns the line. p is valid
+	// (StockSetParams.Validate). An on-hand below what the line has reserved
+	// is StockSetRefusal (ErrStockReserved) and writes nothing.
 	StockSet(ctx context.Context, p *StockSetParams) (*Stock, error)
 
 	// StockGet returns the ledger line of a SKU, or ErrStockNotFound.
 	StockGet(ctx context.Context, sku string) (*Stock, error)
 
-	// StockMove applies one kind of move to every line of p, all or nothing,
-	// and journals each line. A reserve needs available ≥ qty; a release
-	// needs reserved ≥ qty; a consume needs reserved ≥ qty and on-hand ≥ qty.
-	// Errors are lapse.Refine(ErrStockNotFound or ErrStockShort, …) naming
-	// the SKU.
+	// StockMove applies the move p.Kind to every line of p, all or nothing,
+	// and journals each line, in the order given. p is valid
+	// (StockMoveParams.Validate): its lines are in SKU order, one per SKU,
+	// so a store may take the ledger's rows in the order given without
+	// deadlocking. Each line's on-hand and reserved change by p.Kind.Delta()
+	// times its quantity, which the line must allow: 0 ≤ reserved ≤ on-hand
+	// afterwards. Otherwise nothing is written and the error is StockRefusal
+	// of the first line, in the order given, that has no ledger line
+	// (ErrStockNotFound) or not enough (ErrStockShort).
 	StockMove(ctx context.Context, p *StockMoveParams) error
 
 	// StockMoveList returns the stock journal of an order, oldest first.
 	StockMoveList(ctx context.Context, orderID int64) ([]*StockMove, error)
 
-	// CouponCreate adds an available coupon, or returns ErrCouponExists.
+	// CouponCreate adds an available coupon and returns it, or returns
+	// ErrCouponExists and writes nothing. p is valid
+	// (CouponCreateParams.Validate).
 	CouponCreate(ctx context.Context, p *CouponCreateParams) (*Coupon, error)
 
 	// CouponGet returns a coupon, or ErrCouponNotFound.
 	CouponGet(ctx context.Context, code string) (*Coupon, error)
 
-	// CouponMove locks, unlocks or consumes a coupon for an order and
-	// journals it. Lock needs the coupon available; unlock and consume need
-	// it locked by that order. Errors: ErrCouponNotFound, or
-	// ErrCouponUnavailable when the coupon is not in the state the move needs.
+	// CouponMove applies the guarded update p.Change() to the coupon (a lock
+	// needs it available, an unlock or a consume locked by p.OrderNo),
+	// journals the move with p.OrderID and p.OrderNo, and returns the coupon
+	// as updated. p is valid (CouponMoveParams.Validate). When the coupon is
+	// not as the change needs, nothing is written and the error is
+	// CouponRefusal of the coupon found: ErrCouponNotFound, or
+	// ErrCouponUnavailable.
 	CouponMove(ctx context.Context, p *CouponMoveParams) (*Coupon, error)
 
 	// CouponMoveList returns the journal of a coupon, oldest first.
 	CouponMoveList(ctx context.Context, code string) ([]*CouponMove, error)
 
 	// PaymentCreate records a captured payment with p.Outbox and their
-	// deliveries (and p.Review, when set), unless a payment with its provider and txn id exists: then
-	// it writes nothing and returns that one with created=false. Of
-	// concurrent creators of one payment exactly one creates.
+	// deliveries (and p.Review, when set, as given), unless a payment with
+	// its provider and txn id exists: then it writes nothing and returns
+	// that one with created=false. Of concurrent creators of one payment
+	// exactly one creates. p is valid (PaymentCreateParams.Validate).
 	PaymentCreate(ctx context.Context, p *PaymentCreateParams) (pay *Payment, created bool, err error)
 
 	// PaymentGet returns the payment of a provider's transaction, or
@@ -166,13 +214,17 @@ type Store interface {
 
 	// PaymentUpdate moves a payment from status p.From to p.To, setting the
 	// fields p names, and writes p.Outbox with their deliveries (and
-	// p.Review, when set), all in one transaction. It returns the payment as updated; ErrStale, writing
-	// nothing, when the payment is no longer in p.From; ErrPaymentNotFound.
+	// p.Review, when set, as given), all in one transaction. It returns the
+	// payment as updated; ErrStale, writing nothing, when the payment is no
+	// longer in p.From; ErrPaymentNotFound. p is valid
+	// (PaymentUpdateParams.Validate).
 	PaymentUpdate(ctx context.Context, p *PaymentUpdateParams) (*Payment, error)
 
-	// OrderRefundCreate records a merchant refund (Status requested) unless
-	// one with its Key exists: then it writes nothing and returns that one
-	// with created=false.
+	// OrderRefundCreate records a merchant refund as given (the engine
+	// records it requested), with UpdatedAt its CreatedAt, and returns it
+	// with created=true, unless one with its Key exists: then it writes
+	// nothing and returns that one with created=false, whatever else it
+	// says (the engine compares them).
 	OrderRefundCreate(ctx context.Context, r *OrderRefund) (ref *OrderRefund, created bool, err error)
 
 	// OrderRefundList returns the refunds of an order, oldest first.
@@ -183,25 +235,32 @@ type Store interface {
 	// in p.From (or does not exist).
 	OrderRefundUpdate(ctx context.Context, p *OrderRefundUpdateParams) (*OrderRefund, error)
 
-	// GroupMemberAdd records a member of a group (Status pending) unless the
-	// group has a member with its UserID: then it writes nothing and returns
-	// that one with created=false.
+	// GroupMemberAdd records a member of a group, pending, with no attempts
+	// and UpdatedAt its JoinedAt, and returns it with created=true, unless
+	// the group has a member with its UserID: then it writes nothing and
+	// returns that one with created=false. A Key that another member holds
+	// is an ECONFLICT error and writes nothing.
 	GroupMemberAdd(ctx context.Context, m *GroupMember) (got *GroupMember, created bool, err error)
 
 	// GroupMemberList returns the members of a group, by id.
 	GroupMemberList(ctx context.Context, orderID int64) ([]*GroupMember, error)
 
-	// GroupMemberUpdate moves a member's charge from p.From to p.To. It
-	// returns the member as updated, or ErrStale, writing nothing, when the
-	// member is not in p.From (or does not exist).
+	// GroupMemberUpdate moves a member's charge from p.From to p.To, setting
+	// the fields p names (one more attempt when p.Attempt; TxnID and
+	// ChargedAt when set; LastError always, to p.Error) and UpdatedAt to
+	// p.At. It returns the member as updated, or ErrStale, writing nothing,
+	// when the member is not in p.From (or does not exist).
 	GroupMemberUpdate(ctx context.Context, p *GroupMemberUpdateParams) (*GroupMember, error)
 
-	// CardIssue records the cards of an order, all active, in one
-	// transaction, unless the order has cards already (active or voided):
-	// then it writes nothing and returns those with created=false, so that
-	// issuing is idempotent per order and an order whose cards were revoked
-	// never gets new ones.
-	CardIssue(ctx context.Context, cards []*Card) (got []*Card, created bool, err error)
+	// CardIssue records the cards of order p.OrderID, all active and unused,
+	// in one transaction, and returns them by id, which follows the order
+	// given, with created=true; unless the order has cards already (active
+	// or voided): then it writes nothing and returns those, by id, with
+	// created=false, so that issuing is idempotent per order and an order
+	// whose cards were revoked never gets new ones. Of concurrent issuers
+	// for one order exactly one creates. An order that does not exist is
+	// ErrOrderNotFound. p is valid (CardIssueParams.Validate).
+	CardIssue(ctx context.Context, p *CardIssueParams) (got []*Card, created bool, err error)
 
 	// CardList returns the cards of an order, by id.
 	CardList(ctx context.Context, orderID int64) ([]*Card, error)
@@ -210,8 +269,8 @@ type Store interface {
 	CardGet(ctx context.Context, id int64) (*Card, error)
 
 	// CardRevoke voids every active card of an order, deducting the visits
-	// each has left, and returns the cards it voided (none when there were
-	// none, which is not an error).
+	// each count card has left, and returns the cards it voided, by id (none
+	// when there were none, which is not an error).
 	CardRevoke(ctx context.Context, orderID int64, at time.Time) ([]*Card, error)
 
 	// CardUse counts one visit of an active card: for a count card only while
@@ -219,12 +278,27 @@ type Store interface {
 	// nothing, when the card is voided or used up; ErrCardNotFound.
 	CardUse(ctx context.Context, id int64) (*Card, error)
 
-	// ReviewList returns reviews, newest first.
+	// ReviewList returns reviews matching p, newest first (created_at, then
+	// id, descending), at most p.Limit of them; a Limit of zero or less does
+	// not limit.
 	ReviewList(ctx context.Context, p *ReviewListParams) ([]*Review, error)
 
 	// Tx runs fn in one transaction on a Store bound to it, committing when
-	// fn returns nil and rolling back otherwise. On a Store that is already a
-	// transaction, Tx runs fn in that same transaction.
+	// fn returns nil and rolling back otherwise (a panic in fn rolls back
+	// and panics on). It returns fn's error as it is.
+	//
+	// On a Store that is already a transaction, Tx runs fn in a savepoint of
+	// it: an error from fn undoes what fn wrote, and only that, and leaves
+	// the outer transaction usable even when a statement inside fn failed;
+	// a nil keeps fn's writes for the outer transaction to commit or roll
+	// back.
+	//
+	// Inside Tx, a method that fails has written nothing. After a refusal
+	// that a method documents with a sentinel (ErrStale, ErrStockShort, …)
+	// the transaction goes on as before; after any other error it may be
+	// aborted (PostgreSQL aborts a transaction at a failed statement): fn
+	// must return an error, or have made the call in a nested Tx to go on
+	// without it.
 	Tx(ctx context.Context, fn func(tx Store) error) error
 
 	// Ping checks that the database answers.
@@ -250,8 +324,8 @@ type OrderDeadline struct {
 // OrderCreateParams is a new order, its creation log row and its outbox rows,
 // all computed above the seam.
 type OrderCreateParams struct {
-	Order  *Order // ID, Version are assigned by the store; Version starts at 1
-	Log    TransitionRecord
+	Order  *Order           // ID, Version are assigned by the store; Version starts at 1
+	Log    TransitionRecord // ID, OrderID and Version are assigned by the store, as the order's
 	Outbox []OutboxEvent
 }
 
@@ -378,7 +452,7 @@ type StockSetParams struct {
 type StockMoveParams struct {
 	OrderID int64
 	Kind    StockMoveKind
-	Lines   []Item // one line per SKU, sorted by SKU so that concurrent moves lock in one order
+	Lines   []Item // one line per SKU, in SKU order, as StockLines makes them
 	At      time.Time
 }
 
@@ -392,7 +466,7 @@ type CouponCreateParams struct {
 type CouponMoveParams struct {
 	Code    string
 	OrderID int64
-	OrderNo string
+	OrderNo string // the order that holds (or takes) the coupon
 	Kind    CouponMoveKind
 	At      time.Time
 }

@@ -233,7 +233,12 @@ func (c *Claimer) precise(loopCtx, workCtx context.Context) {
 			continue
 		}
 		c.e.wake.working()
-		next, ok, err := c.e.work.OrderNextDeadline(workCtx, c.e.timed)
+		var next time.Time
+		var ok bool
+		var err error
+		if len(c.e.timed) > 0 { // no flow has deadlines: nothing is ever due
+			next, ok, err = c.e.work.OrderNextDeadline(workCtx, c.e.timed)
+		}
 		now := c.e.clock.Now()
 		wait := c.maxSleep()
 		if err == nil && ok && !next.After(now) {
@@ -361,6 +366,9 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 		applied []int64
 		asks    []*lapse.Order
 	)
+	if len(c.e.timed) == 0 {
+		return 0, 0, nil // no flow has deadlines: nothing is ever due
+	}
 	start := time.Now()
 	err = c.e.work.Tx(ctx, func(tx lapse.Store) error {
 		now = c.e.clock.Now() // read once the transaction holds its claim

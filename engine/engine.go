@@ -98,8 +98,8 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("engine: nil store")
 	}
 	e := &Engine{
-		store:   store,
-		work:    cmp.Or[lapse.Store](cfg.WorkStore, store),
+		store:   checked{store},
+		work:    checked{cmp.Or[lapse.Store](cfg.WorkStore, store)},
 		flows:   map[string]*lapse.Flow{},
 		clock:   cfg.Clock,
 		log:     cfg.Logger,
@@ -188,7 +188,9 @@ func (e *Engine) Flows() []*lapse.Flow {
 	return out
 }
 
-// Store returns the engine's store.
+// Store returns the engine's store: the one New was given, with every call
+// validated by the root package's rules (the Validate methods of the params)
+// before it reaches it.
 func (e *Engine) Store() lapse.Store { return e.store }
 
 // Clock returns the engine's clock.

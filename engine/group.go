@@ -285,8 +285,11 @@ func (s settler) charge(ctx context.Context, m *lapse.GroupMember) error {
 		return fmt.Errorf("no payment provider port %q is configured", m.Provider)
 	}
 	update := func(from, to lapse.ChargeStatus, attempt bool, txn, why string) error {
-		got, err := e.store.GroupMemberUpdate(ctx, &lapse.GroupMemberUpdateParams{ID: m.ID, From: from, To: to, Attempt: attempt,
-			TxnID: txn, Error: why, At: e.clock.Now()})
+		p := &lapse.GroupMemberUpdateParams{ID: m.ID, From: from, To: to, Attempt: attempt, TxnID: txn, Error: why, At: e.clock.Now()}
+		if to == lapse.ChargeCharged {
+			p.ChargedAt = &p.At
+		}
+		got, err := e.store.GroupMemberUpdate(ctx, p)
 		if err == nil {
 			*m = *got
 		}

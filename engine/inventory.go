@@ -2,22 +2,15 @@ package engine
 
 import (
 	"context"
-	"regexp"
 
 	"github.com/lapsehq/lapse"
 )
 
-var couponPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$`)
-
 // SetStock sets the on-hand quantity of a SKU in the built-in ledger. It
-// cannot go below what live orders reserve (ECONFLICT).
+// cannot go below what live orders reserve (lapse.ErrStockReserved).
+// Errors: EINVALID for a SKU or on-hand that lapse.StockSetParams.Validate
+// refuses.
 func (e *Engine) SetStock(ctx context.Context, sku string, onHand int64) (*lapse.Stock, error) {
-	if err := (&lapse.OrderCreate{Items: []lapse.Item{{SKU: sku, Qty: 1}}}).ValidateItems(); err != nil {
-		return nil, lapse.FieldError("sku", "must be UTF-8 text of at most %d bytes without control characters", lapse.MaxSKULen)
-	}
-	if onHand < 0 {
-		return nil, lapse.FieldError("on_hand", "must not be negative")
-	}
 	return e.store.StockSet(ctx, &lapse.StockSetParams{SKU: sku, OnHand: onHand, At: e.clock.Now()})
 }
 
@@ -27,11 +20,9 @@ func (e *Engine) Stock(ctx context.Context, sku string) (*lapse.Stock, error) {
 }
 
 // CreateCoupon adds an available coupon to the built-in ledger, or returns
-// lapse.ErrCouponExists.
+// lapse.ErrCouponExists; a code that lapse.CouponCreateParams.Validate
+// refuses is EINVALID.
 func (e *Engine) CreateCoupon(ctx context.Context, code string) (*lapse.Coupon, error) {
-	if !couponPattern.MatchString(code) {
-		return nil, lapse.FieldError("code", "must be 1 to 64 letters, digits, . _ : or -, starting with a letter or digit")
-	}
 	return e.store.CouponCreate(ctx, &lapse.CouponCreateParams{Code: code, At: e.clock.Now()})
 }
 

@@ -256,7 +256,7 @@ func (l CardLedger) Issue(ctx context.Context, r *lapse.CardIssueRequest) ([]*la
 		cards[i] = &lapse.Card{OrderID: o.ID, OrderNo: o.OrderNo, UserID: r.UserID, Product: c.Product, Visits: c.Visits,
 			Status: lapse.CardActive, IssuedAt: now}
 	}
-	got, _, err := l.e.store.CardIssue(ctx, cards)
+	got, _, err := l.e.store.CardIssue(ctx, &lapse.CardIssueParams{OrderID: o.ID, Cards: cards})
 	return got, err
 }
 

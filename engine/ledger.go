@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -50,22 +49,6 @@ func ledgerSubscriptions(flows []*lapse.Flow, e *Engine) []Subscription {
 	return out
 }
 
-// holdings returns the lines an order holds: one per SKU, quantities summed,
-// sorted by SKU so that concurrent reservations lock stock rows in one order.
-func holdings(items []lapse.Item) []lapse.Item {
-	var out []lapse.Item
-	for _, it := range items {
-		i := slices.IndexFunc(out, func(o lapse.Item) bool { return o.SKU == it.SKU })
-		if i < 0 {
-			out = append(out, it)
-		} else {
-			out[i].Qty += it.Qty
-		}
-	}
-	slices.SortFunc(out, func(a, b lapse.Item) int { return cmp.Compare(a.SKU, b.SKU) })
-	return out
-}
-
 // holds reports whether creating o must reserve anything.
 func (e *Engine) holds(f *lapse.Flow, o *lapse.Order) bool {
 	return f.Holds && ((e.stock && len(o.Items) > 0) || (e.coupons && o.Coupon != ""))
@@ -74,8 +57,12 @@ func (e *Engine) holds(f *lapse.Flow, o *lapse.Order) bool {
 // hold reserves what a new order holds, inside the creation transaction.
 // Refusals are conflicts that name the SKU or coupon.
 func (e *Engine) hold(ctx context.Context, tx lapse.Store, o *lapse.Order, now time.Time) error {
-	if lines := holdings(o.Items); e.stock && len(lines) > 0 {
-		err := tx.StockMove(ctx, &lapse.StockMoveParams{OrderID: o.ID, Kind: lapse.StockReserve, Lines: lines, At: now})
+	if e.stock && len(o.Items) > 0 {
+		lines, err := lapse.StockLines(o.Items)
+		if err != nil {
+			return err
+		}
+		err = tx.StockMove(ctx, &lapse.StockMoveParams{OrderID: o.ID, Kind: lapse.StockReserve, Lines: lines, At: now})
 		if errors.Is(err, lapse.ErrStockNotFound) {
 			// At creation a missing SKU is the caller's conflict with the
 			// ledger, not a missing resource of this request.
@@ -116,24 +103,27 @@ func (s stockEffect) Apply(ctx context.Context, tx lapse.Store, d *lapse.Deliver
 	if err != nil {
 		return err
 	}
-	held := map[string]int64{}
+	bySKU := map[string]int64{}
 	for _, m := range journal {
 		if m.Kind == lapse.StockReserve {
-			held[m.SKU] += m.Qty
+			bySKU[m.SKU] += m.Qty
 		} else {
-			held[m.SKU] -= m.Qty
+			bySKU[m.SKU] -= m.Qty
 		}
 	}
-	var lines []lapse.Item
-	for sku, qty := range held {
+	var held []lapse.Item
+	for sku, qty := range bySKU {
 		if qty > 0 {
-			lines = append(lines, lapse.Item{SKU: sku, Qty: qty})
+			held = append(held, lapse.Item{SKU: sku, Qty: qty})
 		}
 	}
-	if len(lines) == 0 {
+	if len(held) == 0 {
 		return nil
 	}
-	slices.SortFunc(lines, func(a, b lapse.Item) int { return cmp.Compare(a.SKU, b.SKU) })
+	lines, err := lapse.StockLines(held)
+	if err != nil {
+		return err
+	}
 	if kind == releaseMove {
 		return tx.StockMove(ctx, &lapse.StockMoveParams{OrderID: d.OrderID, Kind: lapse.StockRelease, Lines: lines, At: now})
 	}

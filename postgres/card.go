@@ -1,11 +1,9 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,50 +27,33 @@ func scanCards(rows pgx.Rows) ([]*lapse.Card, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*lapse.Card, error) { return scanCard(row) })
 }
 
-// cardsOrder returns the order the cards of one CardIssue belong to, or an
-// EINVALID error when there are none or they name several.
-func cardsOrder(cards []*lapse.Card) (int64, error) {
-	if len(cards) == 0 {
-		return 0, lapse.Errorf(lapse.EINVALID, "no cards to issue")
-	}
-	for _, c := range cards {
-		if c == nil {
-			return 0, lapse.Errorf(lapse.EINVALID, "a card to issue is nil")
-		}
-		if c.OrderID != cards[0].OrderID {
-			return 0, lapse.Errorf(lapse.EINVALID, "cards of orders %d and %d issued together", cards[0].OrderID, c.OrderID)
-		}
-	}
-	return cards[0].OrderID, nil
-}
-
 // cardIssueSQL inserts the cards in the order given, so that their ids
-// follow it.
-const cardIssueSQL = `INSERT INTO cards (order_id, order_no, user_id, product, visits, status, issued_at)
-SELECT $1::bigint, c.order_no, c.user_id, c.product, c.visits, $2::text, c.issued_at
-FROM unnest($3::text[], $4::text[], $5::text[], $6::int[], $7::timestamptz[])
-	WITH ORDINALITY AS c (order_no, user_id, product, visits, issued_at, n)
-ORDER BY c.n
-RETURNING ` + cardColumns
+// follow it, and returns them by id (RETURNING alone promises no order).
+const cardIssueSQL = `WITH i AS (
+	INSERT INTO cards (order_id, order_no, user_id, product, visits, status, issued_at)
+	SELECT $1::bigint, c.order_no, c.user_id, c.product, c.visits, $2::text, c.issued_at
+	FROM unnest($3::text[], $4::text[], $5::text[], $6::int[], $7::timestamptz[])
+		WITH ORDINALITY AS c (order_no, user_id, product, visits, issued_at, n)
+	ORDER BY c.n
+	RETURNING ` + cardColumns + `
+)
+SELECT ` + cardColumns + ` FROM i ORDER BY id`
 
-// CardIssue inserts the cards of one order, active and unused, unless the
-// order has cards: then it writes nothing and returns those, by id, with
-// created=false. Cards of no order or of several are an EINVALID error; an
-// order that does not exist is lapse.ErrOrderNotFound.
+// CardIssue inserts the cards of order p.OrderID, active and unused, in the
+// order given, unless the order has cards: then it writes nothing and
+// returns those, by id, with created=false. An order that does not exist is
+// lapse.ErrOrderNotFound.
 //
 // It runs in a transaction (the caller's, inside Tx) that first locks the
 // order row, so that concurrent issuers for one order take turns and each
 // later one, reading in a statement of its own, sees the cards of the first:
 // exactly one creates. FOR NO KEY UPDATE is enough for that and, unlike FOR
 // UPDATE, does not block inserts elsewhere that reference the order.
-func (s *Store) CardIssue(ctx context.Context, cards []*lapse.Card) ([]*lapse.Card, bool, error) {
-	orderID, err := cardsOrder(cards)
-	if err != nil {
-		return nil, false, err
-	}
+func (s *Store) CardIssue(ctx context.Context, p *lapse.CardIssueParams) ([]*lapse.Card, bool, error) {
+	orderID, cards := p.OrderID, p.Cards
 	var got []*lapse.Card
 	created := false
-	err = s.Tx(ctx, func(tx lapse.Store) error {
+	err := s.Tx(ctx, func(tx lapse.Store) error {
 		db := tx.(*Store).db
 		var one int
 		err := db.QueryRow(ctx, `SELECT 1 FROM orders WHERE id = $1 FOR NO KEY UPDATE`, orderID).Scan(&one)
@@ -101,7 +82,6 @@ func (s *Store) CardIssue(ctx context.Context, cards []*lapse.Card) ([]*lapse.Ca
 		if got, err = scanCards(rows); err != nil {
 			return err
 		}
-		slices.SortFunc(got, func(a, b *lapse.Card) int { return cmp.Compare(a.ID, b.ID) })
 		created = true
 		return nil
 	})
@@ -140,13 +120,20 @@ func (s *Store) CardGet(ctx context.Context, id int64) (*lapse.Card, error) {
 	return c, nil
 }
 
+// cardRevokeSQL voids the active cards of an order and returns them by id.
+const cardRevokeSQL = `WITH u AS (
+	UPDATE cards SET status = $1, revoked_at = $2,
+		deducted = CASE WHEN visits > 0 THEN visits - used ELSE 0 END
+	WHERE order_id = $3 AND status = $4
+	RETURNING ` + cardColumns + `
+)
+SELECT ` + cardColumns + ` FROM u ORDER BY id`
+
 // CardRevoke voids the active cards of an order, deducting the visits a
 // count card has left, and returns them by id. A use of one of them that
 // commits first is counted before its deduction.
 func (s *Store) CardRevoke(ctx context.Context, orderID int64, at time.Time) ([]*lapse.Card, error) {
-	rows, err := s.db.Query(ctx, `UPDATE cards SET status = $1, revoked_at = $2,
-		deducted = CASE WHEN visits > 0 THEN visits - used ELSE 0 END
-		WHERE order_id = $3 AND status = $4 RETURNING `+cardColumns, lapse.CardVoided, at, orderID, lapse.CardActive)
+	rows, err := s.db.Query(ctx, cardRevokeSQL, lapse.CardVoided, at, orderID, lapse.CardActive)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: revoke cards of order %d: %w", orderID, err)
 	}
@@ -154,8 +141,6 @@ func (s *Store) CardRevoke(ctx context.Context, orderID int64, at time.Time) ([]
 	if err != nil {
 		return nil, fmt.Errorf("postgres: revoke cards of order %d: %w", orderID, err)
 	}
-	// RETURNING promises no order.
-	slices.SortFunc(out, func(a, b *lapse.Card) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
 }
 

@@ -47,27 +47,12 @@ func (s *Store) CouponGet(ctx context.Context, code string) (*lapse.Coupon, erro
 	return c, nil
 }
 
-// couponMove is what one kind of move needs and does: the status and holder
-// it is guarded by, and the status it leaves.
-type couponMove struct {
-	from, to lapse.CouponStatus
-	held     bool // the move needs the coupon held by the moving order
-}
-
-// couponMoves are the coupon ledger's moves. An available coupon is held by
-// no order, its order_no empty, so the lock's guard names the empty string as
-// the holder.
-var couponMoves = map[lapse.CouponMoveKind]couponMove{
-	lapse.CouponLock:    {from: lapse.CouponAvailable, to: lapse.CouponLocked},
-	lapse.CouponUnlock:  {from: lapse.CouponLocked, to: lapse.CouponAvailable, held: true},
-	lapse.CouponConsume: {from: lapse.CouponLocked, to: lapse.CouponUsed, held: true},
-}
-
-// couponMoveSQL is the guarded move with its journal row. When the guard
-// fails the second branch tells whether the coupon exists; it reads the
-// statement's snapshot, which is enough to tell missing from unavailable.
+// couponMoveSQL is the guarded update of a lapse.CouponChange with its
+// journal row. When the guard fails the second branch returns the coupon as
+// the statement's snapshot has it, for lapse.CouponRefusal to say why; no
+// row at all means there is no such coupon.
 const couponMoveSQL = `WITH u AS (
-	UPDATE coupons SET status = $2, order_no = $3, order_id = $4, updated_at = $5
+	UPDATE coupons SET status = $2, order_no = $3, order_id = nullif($4::bigint, 0), updated_at = $5
 	WHERE code = $1 AND status = $6 AND order_no = $7
 	RETURNING ` + couponColumns + `
 ), m AS (
@@ -78,40 +63,21 @@ SELECT ` + couponColumns + `, true FROM u
 UNION ALL
 SELECT ` + couponColumns + `, false FROM coupons WHERE code = $1 AND NOT EXISTS (SELECT FROM u)`
 
-// CouponMove locks, unlocks or consumes a coupon for an order and journals
-// it, in one statement. Lock needs the coupon available; unlock and consume
-// need it locked by p.OrderNo. Errors, refined with the code:
-// lapse.ErrCouponNotFound, or lapse.ErrCouponUnavailable when the coupon is
-// not in the state the move needs; either writes nothing.
+// CouponMove applies the change p.Change() to a coupon and journals the
+// move, in one statement. When the coupon is not as the change needs, it
+// writes nothing and returns lapse.CouponRefusal of what it found.
 func (s *Store) CouponMove(ctx context.Context, p *lapse.CouponMoveParams) (*lapse.Coupon, error) {
-	mv, ok := couponMoves[p.Kind]
-	if !ok {
-		return nil, lapse.Errorf(lapse.EINVALID, "unknown coupon move %q", p.Kind)
-	}
-	if p.OrderNo == "" {
-		return nil, lapse.FieldError("order_no", "is required to move a coupon")
-	}
-	holder := ""
-	if mv.held {
-		holder = p.OrderNo
-	}
-	var orderNo string
-	var orderID *int64
-	if mv.to != lapse.CouponAvailable {
-		orderNo, orderID = p.OrderNo, &p.OrderID
-	}
+	ch, _ := p.Change()
 	var moved bool
-	c, err := scanCoupon(s.db.QueryRow(ctx, couponMoveSQL, p.Code, mv.to, orderNo, orderID, p.At, mv.from, holder,
+	c, err := scanCoupon(s.db.QueryRow(ctx, couponMoveSQL, p.Code, ch.To, ch.ToHolder, ch.ToOrderID, p.At, ch.From, ch.FromHolder,
 		p.OrderID, p.OrderNo, p.Kind), &moved)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return nil, lapse.Refine(lapse.ErrCouponNotFound, "coupon %q not found", p.Code)
+		return nil, lapse.CouponRefusal(p, nil)
 	case err != nil:
 		return nil, fmt.Errorf("postgres: %s coupon %q for order %s: %w", p.Kind, p.Code, p.OrderNo, err)
-	case !moved && mv.held:
-		return nil, lapse.Refine(lapse.ErrCouponUnavailable, "coupon %q is not locked by order %s", p.Code, p.OrderNo)
 	case !moved:
-		return nil, lapse.Refine(lapse.ErrCouponUnavailable, "coupon %q is not available", p.Code)
+		return nil, lapse.CouponRefusal(p, c)
 	}
 	return c, nil
 }

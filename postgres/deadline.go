@@ -64,9 +64,6 @@ const (
 // the transaction ends and rows locked by others are skipped; outside it is
 // a plain read.
 func (s *Store) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams) ([]*lapse.Order, error) {
-	if p.Limit <= 0 || len(p.Flows) == 0 {
-		return nil, nil
-	}
 	q := orderClaimDueSQL
 	if s.tx != nil {
 		q = orderClaimDueLockedSQL
@@ -89,9 +86,6 @@ const orderNextDeadlineSQL = "SELECT deadline_at FROM orders WHERE deadline_at I
 // OrderNextDeadline returns the earliest deadline among orders of flows, and
 // false when none has one.
 func (s *Store) OrderNextDeadline(ctx context.Context, flows []string) (time.Time, bool, error) {
-	if len(flows) == 0 {
-		return time.Time{}, false, nil
-	}
 	var t time.Time
 	err := s.db.QueryRow(ctx, orderNextDeadlineSQL, flows).Scan(&t)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -135,7 +135,7 @@ var deliveryFinishSQL = `WITH u AS (
 	SELECT $15, $16, $17, nullif($18::bigint, 0), $19 FROM u WHERE $14::bool
 ), x AS (
 	INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
-	SELECT e.id, e.order_id, e.order_no, e.type, e.payload, e.created_at
+	SELECT e.id, u.order_id, e.order_no, e.type, e.payload, e.created_at
 	FROM u, unnest($20::bigint[], $21::uuid[], $22::text[], $23::text[], $24::json[], $25::timestamptz[])
 		WITH ORDINALITY AS e(order_id, id, order_no, type, payload, created_at, n)
 	ORDER BY e.n

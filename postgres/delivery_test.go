@@ -142,22 +142,3 @@ func TestDeliveryFinishLeaseLost(t *testing.T) {
 		t.Errorf("finish with an unknown status = %v, want EINVALID", err)
 	}
 }
-
-// TestFanOutRepeatedSubscriber checks that a subscriber named twice gets one
-// delivery rather than failing the change on the unique key.
-func TestFanOutRepeatedSubscriber(t *testing.T) {
-	t.Parallel()
-	s := openStore(t, testenv.PostgresSchema(t), postgres.Config{MaxConns: 2})
-	ctx := context.Background()
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	p := createParams("RS-1", nil, now)
-	p.Outbox[0].Subscribers = []string{"webhook", "stock", "webhook"}
-	o, _, err := s.OrderCreate(ctx, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds, err := s.DeliveryList(ctx, o.ID)
-	if err != nil || len(ds) != 2 || ds[0].Subscriber != "webhook" || ds[1].Subscriber != "stock" {
-		t.Errorf("deliveries = %+v, %v; want webhook then stock", ds, err)
-	}
-}

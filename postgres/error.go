@@ -65,18 +65,33 @@ func isUnavailable(err error) bool {
 	return errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
 
-// conn is a db whose errors go through unavailable: the pool, or the
+// outboxKeys are the unique keys that refuse an outbox event whose id exists
+// or that names a subscriber twice.
+var outboxKeys = map[string]bool{"outbox_id_key": true, "deliveries_event_subscriber_key": true}
+
+// translate returns err as the store reports it: through unavailable, and,
+// when outbox or deliveries refused a row that their unique key holds,
+// wrapped with lapse.ErrEventExists. Every statement that writes events goes
+// through it, in whichever method it runs.
+func translate(err error) error {
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "23505" && outboxKeys[pe.ConstraintName] {
+		return fmt.Errorf("%w: %w", lapse.Refine(lapse.ErrEventExists, "outbox: %s", pe.Detail), err)
+	}
+	return unavailable(err)
+}
+
+// conn is a db whose errors go through translate: the pool, or the
 // transaction of a Store bound to one.
 type conn struct{ db db }
 
 func (c conn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	tag, err := c.db.Exec(ctx, sql, args...)
-	return tag, unavailable(err)
+	return tag, translate(err)
 }
 
 func (c conn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	rows, err := c.db.Query(ctx, sql, args...)
-	return mappedRows{rows}, unavailable(err)
+	return mappedRows{rows}, translate(err)
 }
 
 func (c conn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
@@ -85,18 +100,19 @@ func (c conn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 
 func (c conn) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
 	n, err := c.db.CopyFrom(ctx, table, columns, src)
-	return n, unavailable(err)
+	return n, translate(err)
 }
 
-// mappedRows reports the errors of pgx.Rows through unavailable: a
-// connection can break between rows.
+// mappedRows reports the errors of pgx.Rows through translate: a
+// connection can break between rows, and a statement's error comes with
+// its rows.
 type mappedRows struct{ pgx.Rows }
 
-func (r mappedRows) Err() error             { return unavailable(r.Rows.Err()) }
-func (r mappedRows) Scan(dest ...any) error { return unavailable(r.Rows.Scan(dest...)) }
+func (r mappedRows) Err() error             { return translate(r.Rows.Err()) }
+func (r mappedRows) Scan(dest ...any) error { return translate(r.Rows.Scan(dest...)) }
 
 // mappedRow reports the error of a pgx.Row, which comes with Scan, through
-// unavailable.
+// translate.
 type mappedRow struct{ pgx.Row }
 
-func (r mappedRow) Scan(dest ...any) error { return unavailable(r.Row.Scan(dest...)) }
+func (r mappedRow) Scan(dest ...any) error { return translate(r.Row.Scan(dest...)) }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/lapsehq/lapse"
@@ -68,22 +67,18 @@ func (s *Store) GroupMemberList(ctx context.Context, orderID int64) ([]*lapse.Gr
 	return out, nil
 }
 
-// GroupMemberUpdate moves a member's charge from p.From to p.To, or returns
-// lapse.ErrStale and writes nothing.
+// GroupMemberUpdate moves a member's charge from p.From to p.To, setting the
+// fields p names, or returns lapse.ErrStale and writes nothing.
 func (s *Store) GroupMemberUpdate(ctx context.Context, p *lapse.GroupMemberUpdateParams) (*lapse.GroupMember, error) {
 	attempt := 0
 	if p.Attempt {
 		attempt = 1
 	}
-	var chargedAt *time.Time
-	if p.To == lapse.ChargeCharged {
-		chargedAt = &p.At
-	}
 	got, err := scanGroupMember(s.db.QueryRow(ctx, `UPDATE group_members SET status = $1, attempts = attempts + $2,
 		txn_id = CASE WHEN $3 <> '' THEN $3 ELSE txn_id END, last_error = $4,
 		charged_at = coalesce($5, charged_at), updated_at = $6
 		WHERE id = $7 AND status = $8 RETURNING `+groupMemberColumns,
-		p.To, attempt, p.TxnID, p.Error, chargedAt, p.At, p.ID, p.From))
+		p.To, attempt, p.TxnID, p.Error, p.ChargedAt, p.At, p.ID, p.From))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, lapse.ErrStale
 	}

@@ -4,50 +4,13 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"slices"
 	"strconv"
-	"strings"
+
+	"github.com/lapsehq/lapse/internal/migration"
 )
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
-
-// migration is one numbered schema change, migrations/NNNN_name.sql.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// migrations returns the embedded migrations in version order.
-func migrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, name := range names {
-		base := strings.TrimPrefix(name, "migrations/")
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("migration %s: name must start with a positive number and _", base)
-		}
-		body, err := migrationFS.ReadFile(name)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(body)})
-	}
-	slices.SortFunc(ms, func(a, b migration) int { return a.version - b.version })
-	for i := 1; i < len(ms); i++ {
-		if ms[i].version == ms[i-1].version {
-			return nil, fmt.Errorf("migrations %s and %s share version %d", ms[i-1].name, ms[i].name, ms[i].version)
-		}
-	}
-	return ms, nil
-}
 
 // migrateLockClass is the first key of the advisory lock that serialises
 // Migrate; the second is a hash of the schema, so that stores in different
@@ -61,7 +24,7 @@ const migrateLockClass = 0x6c617073 // "laps"
 // created in the first schema of the search_path. Versions recorded by a
 // newer binary are left alone, so that an older one can still start.
 func (s *Store) Migrate(ctx context.Context) error {
-	ms, err := migrations()
+	ms, err := migration.List(migrationFS, "migrations")
 	if err != nil {
 		return fmt.Errorf("postgres: migrate: %w", err)
 	}
@@ -95,9 +58,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("postgres: migrate: %w", err)
 	}
-	applied := map[int]bool{}
+	applied := map[int64]bool{}
 	for rows.Next() {
-		var v int
+		var v int64
 		if err := rows.Scan(&v); err != nil {
 			return fmt.Errorf("postgres: migrate: %w", err)
 		}
@@ -107,16 +70,16 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("postgres: migrate: %w", err)
 	}
 	for _, m := range ms {
-		if applied[m.version] {
+		if applied[m.Version] {
 			continue
 		}
 		// Without arguments pgx uses the simple protocol, which runs a file
 		// of several statements.
-		if _, err := tx.Exec(ctx, m.sql); err != nil {
-			return fmt.Errorf("postgres: migrate %s: %w", m.name, err)
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
+			return fmt.Errorf("postgres: migrate %s: %w", m.Name, err)
 		}
-		if _, err := tx.Exec(ctx, "INSERT INTO lapse_migrations (version) VALUES ($1)", m.version); err != nil {
-			return fmt.Errorf("postgres: migrate %s: %w", m.name, err)
+		if _, err := tx.Exec(ctx, "INSERT INTO lapse_migrations (version) VALUES ($1)", m.Version); err != nil {
+			return fmt.Errorf("postgres: migrate %s: %w", m.Name, err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -94,19 +94,20 @@ var orderCreateSQL = `WITH o AS (
 	RETURNING ` + orderColumns + `
 ), t AS (
 	INSERT INTO transitions (order_id, from_state, to_state, event, version, fired_by, actor, reason, created_at)
-	SELECT o.id, $17, $18, $19, $20, $21, $22, $23, $24 FROM o
+	SELECT o.id, $17, $18, $19, o.version, $20, $21, $22, $23 FROM o
 ), x AS (
 	INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
 	SELECT e.id, o.id, e.order_no, e.type, e.payload, e.created_at
-	FROM o, unnest($25::uuid[], $26::text[], $27::text[], $28::json[], $29::timestamptz[])
+	FROM o, unnest($24::uuid[], $25::text[], $26::text[], $27::json[], $28::timestamptz[])
 		WITH ORDINALITY AS e(id, order_no, type, payload, created_at, n)
 	ORDER BY e.n
 	RETURNING id, order_id, order_no, type, created_at
-), ` + deliveriesCTE("d", 30, 31) + `
+), ` + deliveriesCTE("d", 29, 30) + `
 SELECT ` + orderColumns + ` FROM o`
 
-// OrderCreate inserts the order with its creation log row, outbox rows and
-// their deliveries in one statement and returns it with created=true. If an
+// OrderCreate inserts the order at version 1 with its creation log row (at
+// that version), outbox rows and their deliveries in one statement and
+// returns it with created=true. If an
 // order with the same order_no exists it writes nothing and returns that
 // order with created=false; of concurrent creators of one order_no exactly
 // one creates.
@@ -123,7 +124,7 @@ func (s *Store) OrderCreate(ctx context.Context, p *lapse.OrderCreateParams) (*l
 	got, err := scanOrder(s.db.QueryRow(ctx, orderCreateSQL,
 		o.OrderNo, o.Flow, o.State, o.DeadlineAt, o.Amount, o.Currency, o.UserID, items, o.Coupon,
 		metadataArg(o.Metadata), o.CreatedAt, o.UpdatedAt, o.ClosedAt, o.CloseReason, o.FiredBy, o.RequestHash,
-		l.FromState, l.ToState, l.Event, l.Version, l.FiredBy, l.Actor, l.Reason, l.CreatedAt,
+		l.FromState, l.ToState, l.Event, l.FiredBy, l.Actor, l.Reason, l.CreatedAt,
 		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt, ev.subEventIDs, ev.subscribers))
 	if err == nil {
 		return got, true, nil
@@ -228,8 +229,8 @@ func (s *Store) OrderList(ctx context.Context, p *lapse.OrderListParams) ([]*lap
 const createManyChunk = 10_000
 
 // OrderCreateMany inserts many new orders, each with its creation log row,
-// outbox rows and their deliveries, in one transaction (the caller's, inside
-// Tx). Rows go in by COPY, with ids drawn from the orders identity
+// outbox rows and their deliveries, in one transaction (a savepoint of the
+// caller's, inside Tx). Rows go in by COPY, with ids drawn from the orders identity
 // beforehand so that log, outbox and delivery rows can name their order. If
 // any order_no exists, or appears twice in ps, it returns an ECONFLICT error
 // and writes nothing.
@@ -285,7 +286,7 @@ func (s *Store) orderCreateMany(ctx context.Context, ps []*lapse.OrderCreatePara
 		[]string{"order_id", "from_state", "to_state", "event", "version", "fired_by", "actor", "reason", "created_at"},
 		pgx.CopyFromSlice(len(ps), func(i int) ([]any, error) {
 			l := &ps[i].Log
-			return []any{ids[i], l.FromState, l.ToState, l.Event, l.Version, l.FiredBy, l.Actor, l.Reason, l.CreatedAt}, nil
+			return []any{ids[i], l.FromState, l.ToState, l.Event, int64(1), l.FiredBy, l.Actor, l.Reason, l.CreatedAt}, nil
 		}))
 	if err != nil {
 		return err

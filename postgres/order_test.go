@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -45,7 +44,7 @@ func TestOrderCreateManyConflict(t *testing.T) {
 		t.Errorf("a refused batch wrote its first chunk: %v", err)
 	}
 
-	// Inside Tx, the batch joins the caller's transaction.
+	// Inside Tx, the batch is part of the caller's transaction.
 	err := s.Tx(ctx, func(tx lapse.Store) error {
 		if err := tx.OrderCreateMany(ctx, []*lapse.OrderCreateParams{createParams("CM-3", &now, now)}); err != nil {
 			return err
@@ -61,56 +60,5 @@ func TestOrderCreateManyConflict(t *testing.T) {
 	}
 	if err := s.OrderCreateMany(ctx, nil); err != nil {
 		t.Errorf("OrderCreateMany(nil) = %v", err)
-	}
-}
-
-func TestOrderTransitionManyRepeated(t *testing.T) {
-	t.Parallel()
-	s := openStore(t, testenv.PostgresSchema(t), postgres.Config{})
-	ctx := context.Background()
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	o, _, err := s.OrderCreate(ctx, createParams("TM-1", &now, now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeIt := func() *lapse.OrderTransitionParams {
-		p, err := flows.Checkout().Plan(o, lapse.Firing{Event: flows.Timeout, Now: now, FiredBy: lapse.FiredByTimer, Deadline: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	ids, err := s.OrderTransitionMany(ctx, []*lapse.OrderTransitionParams{closeIt(), closeIt()})
-	if err != nil || !slices.Equal(ids, []int64{o.ID}) {
-		t.Fatalf("OrderTransitionMany of one order twice = %v, %v; want it once", ids, err)
-	}
-	trs, _ := s.TransitionList(ctx, o.ID)
-	evs, _ := s.OutboxList(ctx, o.ID)
-	if len(trs) != 2 || len(evs) != 2 {
-		t.Errorf("%d log rows and %d events, want 2 and 2", len(trs), len(evs))
-	}
-}
-
-func TestMetadataBytes(t *testing.T) {
-	t.Parallel()
-	s := openStore(t, testenv.PostgresSchema(t), postgres.Config{})
-	ctx := context.Background()
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	p := createParams("MD-1", nil, now)
-	p.Order.Metadata = []byte("{ \"z\":1,\n\t\"a\" : \"\\u00e9\", \"z\": 2 }")
-	p.Order.Items = []lapse.Item{}
-	if _, _, err := s.OrderCreate(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	o, err := s.OrderGet(ctx, "MD-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(o.Metadata) != string(p.Order.Metadata) || o.Items != nil || o.DeadlineAt != nil {
-		t.Errorf("metadata %q items %#v deadline %v; want the bytes sent, nil items, no deadline", o.Metadata, o.Items, o.DeadlineAt)
-	}
-	evs, err := s.OutboxList(ctx, o.ID)
-	if err != nil || len(evs) != 1 || evs[0].ID != p.Outbox[0].ID || string(evs[0].Payload) != string(p.Outbox[0].Payload) {
-		t.Errorf("outbox = %+v, %v", evs, err)
 	}
 }

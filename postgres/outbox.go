@@ -2,9 +2,7 @@ package postgres
 
 import (
 	"context"
-	"encoding/hex"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -39,11 +37,16 @@ func newOutboxArgs(n int) outboxArgs {
 }
 
 // add appends the events of the order with id orderID. The id comes from the
-// caller rather than the event, because a new order has none yet.
+// caller rather than the event, because a new order has none yet. Each
+// subscriber named gets a delivery; a name given twice meets deliveries'
+// unique key (lapse.ErrEventExists), as an event id that exists meets
+// outbox's.
 func (a *outboxArgs) add(orderID int64, evs []lapse.OutboxEvent) error {
 	for i := range evs {
 		ev := &evs[i]
-		id, err := parseUUID(ev.ID)
+		// Parsed here rather than by the server so that COPY, which takes
+		// binary values, can carry it.
+		id, err := lapse.ParseEventID(ev.ID)
 		if err != nil {
 			return fmt.Errorf("outbox event %s of order %s: %w", ev.Type, ev.OrderNo, err)
 		}
@@ -53,12 +56,7 @@ func (a *outboxArgs) add(orderID int64, evs []lapse.OutboxEvent) error {
 		a.types = append(a.types, ev.Type)
 		a.payloads = append(a.payloads, ev.Payload)
 		a.createdAt = append(a.createdAt, ev.CreatedAt)
-		for j, sub := range ev.Subscribers {
-			// A name given twice is one subscriber: it gets one delivery
-			// rather than failing the change on deliveries' unique key.
-			if slices.Contains(ev.Subscribers[:j], sub) {
-				continue
-			}
+		for _, sub := range ev.Subscribers {
 			a.subEventIDs = append(a.subEventIDs, id)
 			a.subEvents = append(a.subEvents, len(a.ids)-1)
 			a.subscribers = append(a.subscribers, sub)
@@ -121,21 +119,6 @@ func drawIDs(ctx context.Context, db db, table string, n int) ([]int64, error) {
 		return nil, fmt.Errorf("drew %d %s ids for %d rows", len(ids), table, n)
 	}
 	return ids, nil
-}
-
-// parseUUID reads a UUID in its canonical 8-4-4-4-12 hex form. It is parsed
-// here rather than by the server so that COPY, which takes binary values,
-// can carry it.
-func parseUUID(s string) ([16]byte, error) {
-	var u [16]byte
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-		return u, lapse.Errorf(lapse.EINVALID, "event id %q is not a UUID", s)
-	}
-	src := []byte(s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:])
-	if _, err := hex.Decode(u[:], src); err != nil {
-		return u, lapse.Errorf(lapse.EINVALID, "event id %q is not a UUID", s)
-	}
-	return u, nil
 }
 
 // OutboxList returns the outbox events of an order, oldest first.

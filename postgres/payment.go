@@ -48,7 +48,7 @@ var paymentCreateSQL = `WITH p AS (
 	RETURNING id, order_id, order_no, type, created_at
 ), r AS (
 	INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at)
-	SELECT p.order_id, p.order_no, $23, NULL, $24 FROM p WHERE $22::bool
+	SELECT $25::bigint, $26::text, $23, nullif($27::bigint, 0), $24 FROM p WHERE $22::bool
 ), ` + deliveriesCTE("d", 20, 21) + `
 SELECT ` + paymentColumns + ` FROM p`
 
@@ -145,7 +145,7 @@ var paymentUpdateSQL = `WITH p AS (
 	RETURNING id, order_id, order_no, type, created_at
 ), r AS (
 	INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at)
-	SELECT p.order_id, p.order_no, $16, NULL, $17 FROM p WHERE $15::bool
+	SELECT $18::bigint, $19::text, $16, nullif($20::bigint, 0), $17 FROM p WHERE $15::bool
 ), ` + deliveriesCTE("d", 13, 14) + `
 SELECT ` + paymentColumns + ` FROM p`
 
@@ -177,10 +177,11 @@ func (s *Store) PaymentUpdate(ctx context.Context, p *lapse.PaymentUpdateParams)
 }
 
 // reviewArgs are the arguments of a statement's optional review: whether to
-// write it, its reason and its time. The review is of the payment's order.
+// write it, its reason, its time, its order and its delivery (0: none). It
+// is written as given.
 func reviewArgs(r *lapse.Review) []any {
 	if r == nil {
-		return []any{false, "", time.Time{}}
+		return []any{false, "", time.Time{}, int64(0), "", int64(0)}
 	}
-	return []any{true, r.Reason, r.CreatedAt}
+	return []any{true, r.Reason, r.CreatedAt, r.OrderID, r.OrderNo, r.DeliveryID}
 }

@@ -1,33 +1,36 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/lapsehq/lapse"
 )
 
-// stockSetSQL creates a ledger line or sets its on-hand quantity. An on-hand
-// below what is reserved fails stock_reserved_check.
+// stockSetSQL creates a ledger line or sets its on-hand quantity, unless
+// the line has reserved more: then it returns nothing, and raises no error
+// that would abort a caller's transaction.
 const stockSetSQL = `INSERT INTO stock (sku, on_hand, reserved, updated_at) VALUES ($1, $2, 0, $3)
 ON CONFLICT (sku) DO UPDATE SET on_hand = excluded.on_hand, updated_at = excluded.updated_at
+	WHERE excluded.on_hand >= stock.reserved
 RETURNING sku, on_hand, reserved, updated_at`
 
 // StockSet sets the on-hand quantity of a SKU, creating its ledger line (with
-// nothing reserved) if needed. A negative on-hand is an EINVALID error, an
-// on-hand below what is reserved an ECONFLICT error; inside Tx the latter,
-// like any failed statement, aborts the transaction.
+// nothing reserved) if needed. An on-hand below what is reserved is
+// lapse.ErrStockReserved and writes nothing; inside Tx the transaction stays
+// usable.
 func (s *Store) StockSet(ctx context.Context, p *lapse.StockSetParams) (*lapse.Stock, error) {
-	if p.OnHand < 0 {
-		return nil, lapse.FieldError("on_hand", "must not be negative")
-	}
 	st, err := scanStock(s.db.QueryRow(ctx, stockSetSQL, p.SKU, p.OnHand, p.At))
-	if isCheckViolation(err, "stock_reserved_check") {
-		return nil, lapse.Errorf(lapse.ECONFLICT, "on-hand %d of sku %q is below what orders have reserved", p.OnHand, p.SKU)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The line exists (the insert met it) and has more reserved. In
+		// READ COMMITTED this read sees it as the insert did.
+		var reserved int64
+		if err := s.db.QueryRow(ctx, "SELECT reserved FROM stock WHERE sku = $1", p.SKU).Scan(&reserved); err != nil {
+			return nil, fmt.Errorf("postgres: set stock of sku %q: %w", p.SKU, err)
+		}
+		return nil, lapse.StockSetRefusal(p.SKU, p.OnHand, reserved)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: set stock of sku %q: %w", p.SKU, err)
@@ -57,81 +60,60 @@ func scanStock(row pgx.Row) (*lapse.Stock, error) {
 }
 
 // stockMoveSQL moves every line or none, in one statement, so that a refused
-// move leaves a caller's transaction usable. k locks the lines' ledger rows
-// in SKU order (bytewise, as Go sorts) before anything is decided, so that
+// move leaves a caller's transaction usable. $1 and $2 are the lines, $3 and
+// $4 the lapse.StockDelta of the move. k locks the lines' ledger rows in SKU
+// order (bytewise, as Go sorts) before anything is decided, so that
 // concurrent moves queue rather than deadlock, and reads them as they are
-// once locked; c decides each line against those values; the update and the
-// journal happen only when every line passed. The result says, line by line,
-// what was found and whether it passed.
+// once locked; c decides each line against those values by the ledger's
+// invariant, 0 <= reserved <= on_hand after the move (written so that it
+// cannot overflow); the update and the journal happen only when every line
+// passed. The result says, line by line in the order given, what was found
+// and whether it passed.
 const stockMoveSQL = `WITH k AS MATERIALIZED (
 	SELECT s.sku, s.on_hand, s.reserved FROM stock s
 	WHERE s.sku = ANY($1::text[])
 	ORDER BY s.sku COLLATE "C"
 	FOR NO KEY UPDATE
 ), c AS (
-	SELECT l.sku, l.qty, l.n, k.on_hand, k.reserved, coalesce(CASE $3::text
-		WHEN 'reserve' THEN k.on_hand - k.reserved >= l.qty
-		WHEN 'release' THEN k.reserved >= l.qty
-		WHEN 'consume' THEN k.reserved >= l.qty AND k.on_hand >= l.qty
-	END, false) AS ok
+	SELECT l.sku, l.qty, l.n, k.on_hand, k.reserved,
+		coalesce(k.reserved >= -$4::bigint * l.qty AND k.on_hand - k.reserved >= ($4::bigint - $3::bigint) * l.qty, false) AS ok
 	FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS l(sku, qty, n)
 	LEFT JOIN k ON k.sku = l.sku
 ), g AS (
 	SELECT bool_and(ok) AS ok FROM c
 ), u AS (
-	UPDATE stock s SET
-		reserved = CASE $3::text WHEN 'reserve' THEN s.reserved + c.qty ELSE s.reserved - c.qty END,
-		on_hand = CASE $3::text WHEN 'consume' THEN s.on_hand - c.qty ELSE s.on_hand END,
-		updated_at = $5
+	UPDATE stock s SET on_hand = s.on_hand + $3::bigint * c.qty, reserved = s.reserved + $4::bigint * c.qty,
+		updated_at = $7
 	FROM c, g
 	WHERE g.ok AND s.sku = c.sku
 ), m AS (
 	INSERT INTO stock_moves (order_id, sku, qty, kind, created_at)
-	SELECT $4, c.sku, c.qty, $3::text, $5 FROM c, g WHERE g.ok ORDER BY c.n
+	SELECT $6, c.sku, c.qty, $5::text, $7 FROM c, g WHERE g.ok ORDER BY c.n
 )
 SELECT sku, qty, on_hand, reserved, ok FROM c ORDER BY n`
 
 // StockMove applies one kind of move to every line of p, all or nothing, in
-// one statement, and journals each line, in SKU order. A reserve needs
-// available ≥ qty; a release needs reserved ≥ qty; a consume needs reserved
-// ≥ qty and on-hand ≥ qty. The first line in SKU order that fails gives the
-// error: lapse.Refine(lapse.ErrStockNotFound or lapse.ErrStockShort, …)
-// naming its SKU. A refused move writes nothing and, inside Tx, leaves the
-// transaction usable. An unknown kind, a qty below 1 or a SKU given twice
-// is an EINVALID error.
+// one statement, and journals each line in the order given. The first line
+// that fails gives the error, lapse.StockRefusal of what the move found. A
+// refused move writes nothing and, inside Tx, leaves the transaction usable.
 func (s *Store) StockMove(ctx context.Context, p *lapse.StockMoveParams) error {
-	switch p.Kind {
-	case lapse.StockReserve, lapse.StockRelease, lapse.StockConsume:
-	default:
-		return lapse.Errorf(lapse.EINVALID, "unknown stock move %q", p.Kind)
-	}
-	if len(p.Lines) == 0 {
-		return nil
-	}
-	lines := slices.SortedFunc(slices.Values(p.Lines), func(a, b lapse.Item) int { return cmp.Compare(a.SKU, b.SKU) })
-	skus, qtys := make([]string, len(lines)), make([]int64, len(lines))
-	for i, l := range lines {
-		if l.Qty < 1 {
-			return lapse.FieldError("lines", "qty of sku %q must be positive", l.SKU)
-		}
-		if i > 0 && l.SKU == lines[i-1].SKU {
-			return lapse.FieldError("lines", "sku %q appears twice", l.SKU)
-		}
+	d, _ := p.Kind.Delta()
+	skus, qtys := make([]string, len(p.Lines)), make([]int64, len(p.Lines))
+	for i, l := range p.Lines {
 		skus[i], qtys[i] = l.SKU, l.Qty
 	}
-	rows, err := s.db.Query(ctx, stockMoveSQL, skus, qtys, p.Kind, p.OrderID, p.At)
+	rows, err := s.db.Query(ctx, stockMoveSQL, skus, qtys, d.OnHand, d.Reserved, p.Kind, p.OrderID, p.At)
 	if err != nil {
 		return fmt.Errorf("postgres: %s stock for order %d: %w", p.Kind, p.OrderID, err)
 	}
 	type line struct {
-		sku              string
-		qty              int64
+		item             lapse.Item
 		onHand, reserved *int64
 		ok               bool
 	}
 	res, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (line, error) {
 		var l line
-		err := row.Scan(&l.sku, &l.qty, &l.onHand, &l.reserved, &l.ok)
+		err := row.Scan(&l.item.SKU, &l.item.Qty, &l.onHand, &l.reserved, &l.ok)
 		return l, err
 	})
 	if err != nil {
@@ -141,13 +123,9 @@ func (s *Store) StockMove(ctx context.Context, p *lapse.StockMoveParams) error {
 		switch {
 		case l.ok:
 		case l.onHand == nil:
-			return lapse.Refine(lapse.ErrStockNotFound, "no stock record for sku %q", l.sku)
-		case p.Kind == lapse.StockReserve:
-			return lapse.Refine(lapse.ErrStockShort, "not enough stock for sku %q: %d available, %d to reserve", l.sku, *l.onHand-*l.reserved, l.qty)
-		case p.Kind == lapse.StockRelease:
-			return lapse.Refine(lapse.ErrStockShort, "not enough stock for sku %q: %d reserved, %d to release", l.sku, *l.reserved, l.qty)
+			return lapse.StockRefusal(p.Kind, l.item, nil)
 		default:
-			return lapse.Refine(lapse.ErrStockShort, "not enough stock for sku %q: %d reserved and %d on hand, %d to consume", l.sku, *l.reserved, *l.onHand, l.qty)
+			return lapse.StockRefusal(p.Kind, l.item, &lapse.Stock{SKU: l.item.SKU, OnHand: *l.onHand, Reserved: *l.reserved})
 		}
 	}
 	return nil

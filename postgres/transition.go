@@ -88,19 +88,15 @@ SELECT id FROM o`
 
 // OrderTransitionMany applies many planned transitions in one statement and
 // returns the ids of the orders that moved; a stale one is skipped and
-// writes nothing. Of two transitions of one order only the first counts: the
-// second was planned from the same version, so it would be stale.
+// writes nothing. No order has two transitions in ps
+// (lapse.ValidateOrderTransitions): the UPDATE would apply one of them and
+// log both.
 func (s *Store) OrderTransitionMany(ctx context.Context, ps []*lapse.OrderTransitionParams) ([]int64, error) {
 	if len(ps) == 0 {
 		return nil, nil
 	}
 	a := newTransitionArgs(len(ps))
-	seen := make(map[int64]bool, len(ps))
 	for _, p := range ps {
-		if seen[p.OrderID] {
-			continue
-		}
-		seen[p.OrderID] = true
 		if err := a.add(p); err != nil {
 			return nil, fmt.Errorf("postgres: transition orders: %w", err)
 		}

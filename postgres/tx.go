@@ -5,22 +5,32 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/lapsehq/lapse"
 )
 
 // Tx runs fn in one transaction on a Store bound to it, committing when fn
 // returns nil. When fn returns an error Tx rolls back and returns that error
-// unwrapped; when fn panics Tx rolls back and panics again. On a Store that
-// is already bound to a transaction, Tx runs fn in that same transaction.
+// unwrapped; when fn panics Tx rolls back and panics again.
 //
-// A statement that fails inside the transaction (a unique violation, a lock
-// timeout) aborts it in PostgreSQL: fn should return the error.
+// On a Store that is already bound to a transaction, Tx runs fn inside a
+// savepoint of it (pgx's nested transaction): an error or a panic from fn
+// undoes what fn wrote, and only that, and leaves the outer transaction
+// usable, even after a statement inside fn failed; a nil from fn keeps its
+// writes for the outer transaction to commit or roll back.
+//
+// A statement that fails outside a nested Tx (a unique violation, a lock
+// timeout) aborts the transaction in PostgreSQL: fn should return the error.
+// The store's documented refusals (lapse.ErrStale, lapse.ErrStockShort, …)
+// are decided without a failing statement and leave it usable.
 func (s *Store) Tx(ctx context.Context, fn func(tx lapse.Store) error) (err error) {
+	var tx pgx.Tx
 	if s.tx != nil {
-		return fn(s)
-	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
+		tx, err = s.tx.Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("postgres: savepoint: %w", unavailable(err))
+		}
+	} else if tx, err = s.pool.Begin(ctx); err != nil {
 		return fmt.Errorf("postgres: begin: %w", unavailable(err))
 	}
 	committed := false

@@ -29,37 +29,16 @@ func scanCard(r scanner) (*lapse.Card, error) {
 	return &c, nil
 }
 
-// cardsOrder returns the order the cards of one CardIssue belong to, or an
-// EINVALID error when there are none or they name several.
-func cardsOrder(cards []*lapse.Card) (int64, error) {
-	if len(cards) == 0 {
-		return 0, lapse.Errorf(lapse.EINVALID, "no cards to issue")
-	}
-	for _, c := range cards {
-		if c == nil {
-			return 0, lapse.Errorf(lapse.EINVALID, "a card to issue is nil")
-		}
-		if c.OrderID != cards[0].OrderID {
-			return 0, lapse.Errorf(lapse.EINVALID, "cards of orders %d and %d issued together", cards[0].OrderID, c.OrderID)
-		}
-	}
-	return cards[0].OrderID, nil
-}
-
-// CardIssue inserts the cards of one order, active and unused, unless the
-// order has cards: then it writes nothing and returns those, by id, with
-// created=false. The single writer makes the check and the inserts one step,
-// so of concurrent issuers exactly one creates. Cards of no order or of
-// several are an EINVALID error; an order that does not exist is
-// lapse.ErrOrderNotFound.
-func (s *Store) CardIssue(ctx context.Context, cards []*lapse.Card) ([]*lapse.Card, bool, error) {
-	orderID, err := cardsOrder(cards)
-	if err != nil {
-		return nil, false, err
-	}
+// CardIssue inserts the cards of order p.OrderID, active and unused, in the
+// order given, unless the order has cards: then it writes nothing and
+// returns those, by id, with created=false. The single writer makes the
+// check and the inserts one step, so of concurrent issuers exactly one
+// creates. An order that does not exist is lapse.ErrOrderNotFound.
+func (s *Store) CardIssue(ctx context.Context, p *lapse.CardIssueParams) ([]*lapse.Card, bool, error) {
+	orderID := p.OrderID
 	var got []*lapse.Card
 	created := false
-	err = s.write(ctx, func(w *writeTx) error {
+	err := s.write(ctx, func(w *writeTx) error {
 		var err error
 		got, err = queryAll(ctx, w.tx, scanCard, `SELECT `+cardCols+` FROM cards WHERE order_id = ? ORDER BY id`, orderID)
 		if err != nil || len(got) > 0 {
@@ -72,7 +51,7 @@ func (s *Store) CardIssue(ctx context.Context, cards []*lapse.Card) ([]*lapse.Ca
 		if n == 0 {
 			return lapse.Refine(lapse.ErrOrderNotFound, "no order with id %d", orderID)
 		}
-		for _, c := range cards {
+		for _, c := range p.Cards {
 			x, err := scanCard(w.tx.QueryRowContext(ctx, `INSERT INTO cards (order_id, order_no, user_id, product,
 				visits, status, issued_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING `+cardCols,
 				orderID, c.OrderNo, c.UserID, c.Product, c.Visits, string(lapse.CardActive), micros(c.IssuedAt)))

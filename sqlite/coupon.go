@@ -54,70 +54,46 @@ func (s *Store) CouponGet(ctx context.Context, code string) (*lapse.Coupon, erro
 	return c, nil
 }
 
-// couponMoves are the guarded updates of each kind of move: ?1 is the
-// code, ?2 the order_no, ?3 the order id, ?4 the time. A lock needs the
-// coupon available; an unlock or a consume needs it locked by the order
-// (order_no ?2).
-var couponMoves = map[lapse.CouponMoveKind]string{
-	lapse.CouponLock: `UPDATE coupons SET status = 'locked', order_no = ?2, order_id = ?3, updated_at = ?4
-		WHERE code = ?1 AND status = 'available'`,
-	lapse.CouponUnlock: `UPDATE coupons SET status = 'available', order_no = '', order_id = NULL, updated_at = ?4
-		WHERE code = ?1 AND status = 'locked' AND order_no = ?2`,
-	lapse.CouponConsume: `UPDATE coupons SET status = 'used', updated_at = ?4
-		WHERE code = ?1 AND status = 'locked' AND order_no = ?2`,
-}
+// couponMoveSQL is the guarded update of a lapse.CouponChange: ?1 to ?3 the
+// status, holder and order id it leaves, ?4 the time, ?5 the code, ?6 and ?7
+// the status and holder it needs.
+const couponMoveSQL = `UPDATE coupons SET status = ?1, order_no = ?2, order_id = ?3, updated_at = ?4
+	WHERE code = ?5 AND status = ?6 AND order_no = ?7
+	RETURNING ` + couponCols
 
-// CouponMove applies the move p.Kind to coupon p.Code for order p.OrderNo,
-// journals it, and returns the coupon as updated. A lock needs the coupon
-// available; an unlock or a consume needs it locked by p.OrderNo. Otherwise
-// it writes nothing and returns an error that is lapse.ErrCouponNotFound or
-// lapse.ErrCouponUnavailable and names the coupon. An unknown kind is an
-// EINVALID error.
+// CouponMove applies the change p.Change() to coupon p.Code, journals the
+// move, and returns the coupon as updated. When the coupon is not as the
+// change needs, it writes nothing and returns lapse.CouponRefusal of what it
+// found.
 func (s *Store) CouponMove(ctx context.Context, p *lapse.CouponMoveParams) (*lapse.Coupon, error) {
-	update, ok := couponMoves[p.Kind]
-	if !ok {
-		return nil, lapse.FieldError("kind", "a coupon move is lock, unlock or consume, not %q", p.Kind)
-	}
+	ch, _ := p.Change()
 	var c *lapse.Coupon
 	err := s.write(ctx, func(w *writeTx) error {
 		at := micros(p.At)
 		var err error
-		c, err = scanCoupon(w.tx.QueryRowContext(ctx, update+` RETURNING `+couponCols,
-			p.Code, p.OrderNo, nullInt64(p.OrderID), at))
+		c, err = scanCoupon(w.tx.QueryRowContext(ctx, couponMoveSQL, string(ch.To), ch.ToHolder, nullInt64(ch.ToOrderID), at,
+			p.Code, string(ch.From), ch.FromHolder))
 		if errors.Is(err, sql.ErrNoRows) {
-			return couponUnavailable(ctx, w, p)
+			found, err := scanCoupon(w.tx.QueryRowContext(ctx, `SELECT `+couponCols+` FROM coupons WHERE code = ?`, p.Code))
+			if errors.Is(err, sql.ErrNoRows) {
+				return lapse.CouponRefusal(p, nil)
+			}
+			if err != nil {
+				return err
+			}
+			return lapse.CouponRefusal(p, found)
 		}
 		if err != nil {
 			return err
 		}
 		_, err = w.tx.ExecContext(ctx, `INSERT INTO coupon_moves (code, order_id, order_no, kind, created_at)
-			VALUES (?, ?, ?, ?, ?)`, p.Code, nullInt64(p.OrderID), p.OrderNo, string(p.Kind), at)
+			VALUES (?, ?, ?, ?, ?)`, p.Code, p.OrderID, p.OrderNo, string(p.Kind), at)
 		return err
 	})
 	if err != nil {
 		return nil, fail(err, "coupon %s %s for order %s", p.Kind, p.Code, p.OrderNo)
 	}
 	return c, nil
-}
-
-// couponUnavailable explains why the move p changed nothing.
-func couponUnavailable(ctx context.Context, w *writeTx, p *lapse.CouponMoveParams) error {
-	var status lapse.CouponStatus
-	var holder string
-	err := w.tx.QueryRowContext(ctx, `SELECT status, order_no FROM coupons WHERE code = ?`, p.Code).
-		Scan((*string)(&status), &holder)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return lapse.Refine(lapse.ErrCouponNotFound, "coupon %q not found", p.Code)
-	case err != nil:
-		return err
-	case status == lapse.CouponAvailable:
-		return lapse.Refine(lapse.ErrCouponUnavailable, "coupon %q is not locked", p.Code)
-	case holder != p.OrderNo:
-		return lapse.Refine(lapse.ErrCouponUnavailable, "coupon %q is %s by another order", p.Code, status)
-	default:
-		return lapse.Refine(lapse.ErrCouponUnavailable, "coupon %q is %s", p.Code, status)
-	}
 }
 
 // CouponMoveList returns the journal of coupon code, oldest first.

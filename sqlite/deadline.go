@@ -69,16 +69,13 @@ func (s *Store) OrderDeadlineSet(ctx context.Context, p *lapse.OrderDeadlineSetP
 }
 
 // OrderClaimDue returns up to p.Limit orders of p.Flows whose deadline is at
-// or before p.DueBy, earliest first; none when p.Limit or p.Flows is empty.
+// or before p.DueBy, earliest first.
 //
 // SQLite has no row locks. Inside Tx the claim runs in a transaction that
 // holds the database's only write lock, which is stronger: no other claimer
 // reads or moves these orders until the transaction ends. Outside Tx it is a
 // plain read.
 func (s *Store) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams) ([]*lapse.Order, error) {
-	if p.Limit <= 0 || len(p.Flows) == 0 {
-		return nil, nil
-	}
 	args := make([]any, 0, len(p.Flows)+2)
 	args = append(args, micros(p.DueBy))
 	for _, f := range p.Flows {
@@ -95,9 +92,6 @@ func (s *Store) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams)
 // OrderNextDeadline returns the earliest deadline among orders of flows, and
 // false when none has one. It reads only the due index.
 func (s *Store) OrderNextDeadline(ctx context.Context, flows []string) (time.Time, bool, error) {
-	if len(flows) == 0 {
-		return time.Time{}, false, nil
-	}
 	args := make([]any, len(flows))
 	for i, f := range flows {
 		args[i] = f

@@ -29,3 +29,10 @@ func unavailable(err error) error {
 	}
 	return err
 }
+
+// isUnique reports whether err is SQLite refusing a row that a unique key
+// already holds.
+func isUnique(err error) bool {
+	se, ok := errors.AsType[*sqlite.Error](err)
+	return ok && (se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
+}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/lapsehq/lapse"
 )
@@ -71,16 +70,12 @@ func (s *Store) GroupMemberList(ctx context.Context, orderID int64) ([]*lapse.Gr
 	return ms, nil
 }
 
-// GroupMemberUpdate moves a member's charge from p.From to p.To, or returns
-// lapse.ErrStale and writes nothing.
+// GroupMemberUpdate moves a member's charge from p.From to p.To, setting the
+// fields p names, or returns lapse.ErrStale and writes nothing.
 func (s *Store) GroupMemberUpdate(ctx context.Context, p *lapse.GroupMemberUpdateParams) (*lapse.GroupMember, error) {
 	attempt := 0
 	if p.Attempt {
 		attempt = 1
-	}
-	var chargedAt *time.Time
-	if p.To == lapse.ChargeCharged {
-		chargedAt = &p.At
 	}
 	var got *lapse.GroupMember
 	err := s.write(ctx, func(w *writeTx) error {
@@ -89,7 +84,7 @@ func (s *Store) GroupMemberUpdate(ctx context.Context, p *lapse.GroupMemberUpdat
 			attempts = attempts + ?2, txn_id = CASE WHEN ?3 <> '' THEN ?3 ELSE txn_id END, last_error = ?4,
 			charged_at = coalesce(?5, charged_at), updated_at = ?6
 			WHERE id = ?7 AND status = ?8 RETURNING `+groupMemberCols,
-			string(p.To), attempt, p.TxnID, p.Error, nullMicros(chargedAt), micros(p.At), p.ID, string(p.From)))
+			string(p.To), attempt, p.TxnID, p.Error, nullMicros(p.ChargedAt), micros(p.At), p.ID, string(p.From)))
 		if errors.Is(err, sql.ErrNoRows) {
 			return lapse.ErrStale
 		}

@@ -9,9 +9,10 @@ import (
 
 // outbox writes evs as outbox rows of the order orderID, and fans each out
 // to its Subscribers: one pending delivery per name, due at the event's
-// CreatedAt, chained after the order's last delivery to that name. A duplicate event id, or a name repeated in one event's
-// Subscribers, fails the insert, and with it the whole change the events
-// belong to.
+// CreatedAt, chained after the order's last delivery to that name. An event
+// id that exists, or a name given twice (which the engine never sends:
+// lapse.ValidateOutbox), meets a unique key: lapse.ErrEventExists, which
+// fails the whole change the events belong to.
 func (w *writeTx) outbox(ctx context.Context, orderID int64, evs []lapse.OutboxEvent) error {
 	for i := range evs {
 		ev := &evs[i]
@@ -19,6 +20,9 @@ func (w *writeTx) outbox(ctx context.Context, orderID int64, evs []lapse.OutboxE
 		_, err := w.exec(ctx, `INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
 			VALUES (?, ?, ?, ?, ?, ?)`,
 			ev.ID, orderID, ev.OrderNo, ev.Type, string(ev.Payload), at)
+		if isUnique(err) {
+			return fmt.Errorf("%w: %w", lapse.Refine(lapse.ErrEventExists, "outbox event %s exists", ev.ID), err)
+		}
 		if err != nil {
 			return fmt.Errorf("outbox event %s: %w", ev.ID, err)
 		}
@@ -30,6 +34,9 @@ func (w *writeTx) outbox(ctx context.Context, orderID int64, evs []lapse.OutboxE
 				VALUES (?1, ?2, ?3, ?4, ?5, 'pending', ?6, ?6, ?6,
 					(SELECT max(id) FROM deliveries WHERE order_id = ?2 AND subscriber = ?5))`,
 				ev.ID, orderID, ev.OrderNo, ev.Type, sub, at)
+			if isUnique(err) {
+				return fmt.Errorf("%w: %w", lapse.Refine(lapse.ErrEventExists, "outbox event %s names subscriber %s twice", ev.ID, sub), err)
+			}
 			if err != nil {
 				return fmt.Errorf("outbox event %s: delivery to %s: %w", ev.ID, sub, err)
 			}

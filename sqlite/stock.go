@@ -23,12 +23,9 @@ func scanStock(r scanner) (*lapse.Stock, error) {
 
 // StockSet sets the on-hand quantity of p.SKU to p.OnHand, creating its
 // ledger line with nothing reserved when there is none, and returns the line.
-// An on-hand below what is reserved is an ECONFLICT error, a negative one an
-// EINVALID error; neither writes anything.
+// An on-hand below what is reserved is lapse.ErrStockReserved and writes
+// nothing.
 func (s *Store) StockSet(ctx context.Context, p *lapse.StockSetParams) (*lapse.Stock, error) {
-	if p.OnHand < 0 {
-		return nil, lapse.FieldError("on_hand", "must not be negative")
-	}
 	var st *lapse.Stock
 	err := s.write(ctx, func(w *writeTx) error {
 		var err error
@@ -44,7 +41,7 @@ func (s *Store) StockSet(ctx context.Context, p *lapse.StockSetParams) (*lapse.S
 		if err := w.tx.QueryRowContext(ctx, `SELECT reserved FROM stock WHERE sku = ?`, p.SKU).Scan(&reserved); err != nil {
 			return err
 		}
-		return lapse.Errorf(lapse.ECONFLICT, "sku %q has %d reserved, more than an on-hand of %d", p.SKU, reserved, p.OnHand)
+		return lapse.StockSetRefusal(p.SKU, p.OnHand, reserved)
 	})
 	if err != nil {
 		return nil, fail(err, "stock set %s", p.SKU)
@@ -65,49 +62,31 @@ func (s *Store) StockGet(ctx context.Context, sku string) (*lapse.Stock, error) 
 	return st, nil
 }
 
-// stockMoves are the guarded updates of each kind of move: ?1 is the
-// quantity, ?2 the time, ?3 the SKU. Each changes the line only when it has
-// enough for the move.
-var stockMoves = map[lapse.StockMoveKind]string{
-	lapse.StockReserve: `UPDATE stock SET reserved = reserved + ?1, updated_at = ?2
-		WHERE sku = ?3 AND on_hand - reserved >= ?1`,
-	lapse.StockRelease: `UPDATE stock SET reserved = reserved - ?1, updated_at = ?2
-		WHERE sku = ?3 AND reserved >= ?1`,
-	lapse.StockConsume: `UPDATE stock SET on_hand = on_hand - ?1, reserved = reserved - ?1, updated_at = ?2
-		WHERE sku = ?3 AND reserved >= ?1 AND on_hand >= ?1`,
-}
+// stockMoveSQL applies a lapse.StockDelta to one line, guarded by the
+// ledger's invariant: ?1 and ?2 are what it adds to on_hand and reserved, ?3
+// the time, ?4 the SKU. It changes the line only when 0 <= reserved <=
+// on_hand holds afterwards; the guard is written so that it cannot overflow.
+const stockMoveSQL = `UPDATE stock SET on_hand = on_hand + ?1, reserved = reserved + ?2, updated_at = ?3
+	WHERE sku = ?4 AND reserved >= -?2 AND on_hand - reserved >= ?2 - ?1`
 
-// StockMove applies the move p.Kind to every line of p, all or nothing, and
-// journals each line as a move of order p.OrderID. A reserve needs
-// available ≥ qty, a release reserved ≥ qty, a consume reserved ≥ qty (and
-// so on-hand ≥ qty). It fails, writing nothing, with an error that is
-// lapse.ErrStockNotFound or lapse.ErrStockShort and names the first SKU that
-// has no line or not enough. An unknown kind or a quantity that is not
-// positive is an EINVALID error.
-//
-// Inside Tx, a failed move leaves the caller's transaction as it was, for
-// the caller to roll back.
+// StockMove applies the move p.Kind to every line of p, in the order given,
+// all or nothing, and journals each line as a move of order p.OrderID. It
+// fails, writing nothing, with lapse.StockRefusal of the first line that has
+// no ledger line or not enough. Inside Tx, a refused move leaves the
+// caller's transaction as it was.
 func (s *Store) StockMove(ctx context.Context, p *lapse.StockMoveParams) error {
-	update, ok := stockMoves[p.Kind]
-	if !ok {
-		return lapse.FieldError("kind", "a stock move is reserve, release or consume, not %q", p.Kind)
-	}
-	for _, l := range p.Lines {
-		if l.Qty <= 0 {
-			return lapse.FieldError("qty", "sku %q: the quantity of a stock move must be positive, not %d", l.SKU, l.Qty)
-		}
-	}
+	d, _ := p.Kind.Delta()
 	err := s.write(ctx, func(w *writeTx) error {
 		at := micros(p.At)
 		for _, l := range p.Lines {
-			res, err := w.exec(ctx, update, l.Qty, at, l.SKU)
+			res, err := w.exec(ctx, stockMoveSQL, d.OnHand*l.Qty, d.Reserved*l.Qty, at, l.SKU)
 			if err != nil {
 				return fmt.Errorf("sku %s: %w", l.SKU, err)
 			}
 			if n, err := res.RowsAffected(); err != nil {
 				return err
 			} else if n == 0 {
-				return stockShort(ctx, w, p.Kind, l)
+				return stockRefused(ctx, w, p.Kind, l)
 			}
 			if _, err := w.exec(ctx, `INSERT INTO stock_moves (order_id, sku, qty, kind, created_at)
 				VALUES (?, ?, ?, ?, ?)`, p.OrderID, l.SKU, l.Qty, string(p.Kind), at); err != nil {
@@ -122,22 +101,17 @@ func (s *Store) StockMove(ctx context.Context, p *lapse.StockMoveParams) error {
 	return nil
 }
 
-// stockShort explains why the move of kind on line l changed nothing.
-func stockShort(ctx context.Context, w *writeTx, kind lapse.StockMoveKind, l lapse.Item) error {
-	var onHand, reserved int64
-	err := w.tx.QueryRowContext(ctx, `SELECT on_hand, reserved FROM stock WHERE sku = ?`, l.SKU).Scan(&onHand, &reserved)
+// stockRefused reads the line that the move of kind on l did not change,
+// for lapse.StockRefusal to say why.
+func stockRefused(ctx context.Context, w *writeTx, kind lapse.StockMoveKind, l lapse.Item) error {
+	st, err := scanStock(w.tx.QueryRowContext(ctx, `SELECT `+stockCols+` FROM stock WHERE sku = ?`, l.SKU))
 	if errors.Is(err, sql.ErrNoRows) {
-		return lapse.Refine(lapse.ErrStockNotFound, "no stock record for sku %q", l.SKU)
+		return lapse.StockRefusal(kind, l, nil)
 	}
 	if err != nil {
 		return fmt.Errorf("sku %s: %w", l.SKU, err)
 	}
-	if kind == lapse.StockReserve {
-		return lapse.Refine(lapse.ErrStockShort, "not enough stock for sku %q: %d available, %d to reserve",
-			l.SKU, onHand-reserved, l.Qty)
-	}
-	return lapse.Refine(lapse.ErrStockShort, "not enough stock for sku %q: %d reserved, %d to %s",
-		l.SKU, reserved, l.Qty, kind)
+	return lapse.StockRefusal(kind, l, st)
 }
 
 // StockMoveList returns the stock journal of the order with id orderID,

@@ -73,8 +73,12 @@ func testGroupMember(t *testing.T, s lapse.Store) {
 
 	// A charge that fails, is retried, and succeeds.
 	update := func(from, to lapse.ChargeStatus, attempt bool, txn, msg string, at time.Time) (*lapse.GroupMember, error) {
-		return s.GroupMemberUpdate(ctxT(t), &lapse.GroupMemberUpdateParams{ID: m1.ID, From: from, To: to, Attempt: attempt,
-			TxnID: txn, Error: msg, At: at})
+		p := &lapse.GroupMemberUpdateParams{ID: m1.ID, From: from, To: to, Attempt: attempt, TxnID: txn, Error: msg, At: at}
+		if to == lapse.ChargeCharged {
+			charged := at.Add(-time.Second) // the provider's time, which the store keeps as given
+			p.ChargedAt = &charged
+		}
+		return s.GroupMemberUpdate(ctxT(t), p)
 	}
 	t1, t2, t3, t4 := base.Add(2*time.Minute), base.Add(3*time.Minute), base.Add(4*time.Minute), base.Add(5*time.Minute)
 	m, err := update(lapse.ChargePending, lapse.ChargeCharging, true, "", "", t1)
@@ -92,9 +96,17 @@ func testGroupMember(t *testing.T, s lapse.Store) {
 		t.Fatalf("second claim = %s, %v; want 2 attempts, txn id kept, error cleared", memberString(m), err)
 	}
 	m, err = update(lapse.ChargeCharging, lapse.ChargeCharged, false, "", "", t4)
-	if err != nil || m.Status != lapse.ChargeCharged || m.Attempts != 2 || m.TxnID != "txn-1" || !m.UpdatedAt.Equal(t4) ||
-		!timeEq(m.ChargedAt, &t4) {
+	if charged := t4.Add(-time.Second); err != nil || m.Status != lapse.ChargeCharged || m.Attempts != 2 || m.TxnID != "txn-1" ||
+		!m.UpdatedAt.Equal(t4) || !timeEq(m.ChargedAt, &charged) {
 		t.Fatalf("charged = %s, %v", memberString(m), err)
+	}
+	// ChargedAt is kept unless set.
+	kept := *m.ChargedAt
+	if m, err = update(lapse.ChargeCharged, lapse.ChargeFailed, false, "", "", t4); err != nil || !timeEq(m.ChargedAt, &kept) {
+		t.Fatalf("an update without ChargedAt = %s, %v; want charged_at kept", memberString(m), err)
+	}
+	if m, err = update(lapse.ChargeFailed, lapse.ChargeCharged, false, "", "", t4); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := update(lapse.ChargeCharging, lapse.ChargeFailed, true, "txn-2", "late", base.Add(time.Hour)); !errors.Is(err, lapse.ErrStale) {
 		t.Errorf("GroupMemberUpdate from a status it left = %v, want ErrStale", err)
@@ -169,12 +181,12 @@ func testGroupMemberInTx(t *testing.T, s lapse.Store) {
 
 // newCards builds the bundle of o issued at base+1m: a count card of visits
 // visits and a card without a count.
-func newCards(o *lapse.Order, visits int) []*lapse.Card {
+func newCards(o *lapse.Order, visits int) *lapse.CardIssueParams {
 	at := base.Add(time.Minute)
-	return []*lapse.Card{
+	return &lapse.CardIssueParams{OrderID: o.ID, Cards: []*lapse.Card{
 		{OrderID: o.ID, OrderNo: o.OrderNo, UserID: o.UserID, Product: "gym-10", Visits: visits, IssuedAt: at},
 		{OrderID: o.ID, OrderNo: o.OrderNo, UserID: o.UserID, Product: "locker", IssuedAt: at},
-	}
+	}}
 }
 
 // cardString prints a card with its times, which %+v would print as a
@@ -201,16 +213,10 @@ func testCard(t *testing.T, s lapse.Store) {
 	o := mustCreate(t, s, "CD-1", base.Add(time.Hour), base)
 	other := mustCreate(t, s, "CD-2", base.Add(time.Hour), base)
 
-	if _, _, err := s.CardIssue(ctxT(t), nil); lapse.ErrorCode(err) != lapse.EINVALID {
-		t.Errorf("CardIssue of no cards = %v, want an EINVALID error", err)
-	}
-	mixed := append(newCards(o, 10), newCards(other, 10)[0])
-	if _, _, err := s.CardIssue(ctxT(t), mixed); lapse.ErrorCode(err) != lapse.EINVALID {
-		t.Errorf("CardIssue of two orders' cards = %v, want an EINVALID error", err)
-	}
 	missing := newCards(o, 10)
-	for _, c := range missing {
-		c.OrderID = other.ID + 1000
+	missing.OrderID = other.ID + 1000
+	for _, c := range missing.Cards {
+		c.OrderID = missing.OrderID
 	}
 	if _, _, err := s.CardIssue(ctxT(t), missing); !errors.Is(err, lapse.ErrOrderNotFound) {
 		t.Errorf("CardIssue for a missing order = %v, want ErrOrderNotFound", err)
@@ -222,13 +228,13 @@ func testCard(t *testing.T, s lapse.Store) {
 	}
 
 	in := newCards(o, 10)
-	in[0].Status = lapse.CardVoided // the store issues every card active
+	in.Cards[0].Status = lapse.CardVoided // the store issues every card active
 	cards, created, err := s.CardIssue(ctxT(t), in)
 	if err != nil || !created || len(cards) != 2 {
 		t.Fatalf("CardIssue = %s, %v, %v", cardsString(cards), created, err)
 	}
 	for i, c := range cards {
-		want := *in[i]
+		want := *in.Cards[i]
 		want.ID, want.Status = c.ID, lapse.CardActive
 		if c.ID == 0 || cardString(c) != cardString(&want) {
 			t.Errorf("issued card %d = %s\nwant %s", i, cardString(c), cardString(&want))
@@ -317,6 +323,52 @@ func testCard(t *testing.T, s lapse.Store) {
 	}
 	if cs, err := s.CardRevoke(ctxT(t), other.ID, at); err != nil || len(cs) != 2 || cs[0].Deducted != 0 || cs[0].Used != 2 {
 		t.Errorf("CardRevoke of a used-up card = %s, %v; want it deducted 0", cardsString(cs), err)
+	}
+}
+
+// testCardOrder checks the order cards come back in: issued in the order
+// given, their ids following it, and listed and revoked by id.
+func testCardOrder(t *testing.T, s lapse.Store) {
+	o := mustCreate(t, s, "CO-1", base.Add(time.Hour), base)
+	p := &lapse.CardIssueParams{OrderID: o.ID}
+	for _, product := range []string{"zeta", "alpha", "mid", "beta", "omega"} {
+		p.Cards = append(p.Cards, &lapse.Card{OrderID: o.ID, OrderNo: o.OrderNo, UserID: o.UserID, Product: product, Visits: 3, IssuedAt: base})
+	}
+	issued, created, err := s.CardIssue(ctxT(t), p)
+	if err != nil || !created || len(issued) != len(p.Cards) {
+		t.Fatalf("CardIssue = %s, %v, %v", cardsString(issued), created, err)
+	}
+	for i, c := range issued {
+		if c.Product != p.Cards[i].Product || i > 0 && c.ID <= issued[i-1].ID {
+			t.Fatalf("issued %s; want the cards in the order given, ids increasing", cardsString(issued))
+		}
+	}
+	// A use between them changes nothing of the order.
+	if _, err := s.CardUse(ctxT(t), issued[3].ID); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := s.CardList(ctxT(t), o.ID); err != nil || len(list) != len(issued) {
+		t.Fatalf("CardList = %s, %v", cardsString(list), err)
+	} else {
+		for i, c := range list {
+			if c.ID != issued[i].ID {
+				t.Errorf("CardList = %s; want them by id", cardsString(list))
+				break
+			}
+		}
+	}
+	revoked, err := s.CardRevoke(ctxT(t), o.ID, base.Add(time.Hour))
+	if err != nil || len(revoked) != len(issued) {
+		t.Fatalf("CardRevoke = %s, %v", cardsString(revoked), err)
+	}
+	for i, c := range revoked {
+		if c.ID != issued[i].ID || c.Status != lapse.CardVoided {
+			t.Errorf("CardRevoke = %s; want every card, voided, by id", cardsString(revoked))
+			break
+		}
+	}
+	if again, created, err := s.CardIssue(ctxT(t), p); err != nil || created || cardsString(again) != cardsString(revoked) {
+		t.Errorf("CardIssue again = %s, %v, %v; want the voided cards by id, not created", cardsString(again), created, err)
 	}
 }
 

@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,8 +59,12 @@ func testStock(t *testing.T, s lapse.Store) {
 		t.Errorf("reserve of an unknown sku = %v", err)
 	}
 	// On-hand cannot go below what is reserved.
-	if _, err := s.StockSet(ctxT(t), &lapse.StockSetParams{SKU: "tea", OnHand: 3, At: base}); lapse.ErrorCode(err) != lapse.ECONFLICT {
-		t.Errorf("on-hand below reserved = %v, want conflict", err)
+	if _, err := s.StockSet(ctxT(t), &lapse.StockSetParams{SKU: "tea", OnHand: 3, At: base}); !errors.Is(err, lapse.ErrStockReserved) ||
+		lapse.ErrorCode(err) != lapse.ECONFLICT || !strings.Contains(lapse.ErrorMessage(err), "tea") {
+		t.Errorf("on-hand below reserved = %v, want ErrStockReserved naming tea", err)
+	}
+	if tea := stockOf(t, s, "tea"); tea.OnHand != 10 || !tea.UpdatedAt.Equal(base) {
+		t.Errorf("a refused StockSet changed tea to %+v", tea)
 	}
 	if _, err := s.StockSet(ctxT(t), &lapse.StockSetParams{SKU: "tea", OnHand: 12, At: base.Add(time.Second)}); err != nil {
 		t.Fatal(err)
@@ -92,6 +98,64 @@ func testStock(t *testing.T, s lapse.Store) {
 	}
 	if other, _ := s.StockMoveList(ctxT(t), o2.ID); len(other) != 0 {
 		t.Errorf("refused moves journaled: %+v", other)
+	}
+}
+
+// testStockLines moves the lines lapse.StockLines makes of items that name
+// SKUs out of order and twice: one line per SKU, in SKU order (bytewise:
+// "B" before "a"), journaled in that order, and a refusal names the first
+// line in that order that fails.
+func testStockLines(t *testing.T, s lapse.Store) {
+	for _, sku := range []string{"B", "a", "b"} {
+		if _, err := s.StockSet(ctxT(t), &lapse.StockSetParams{SKU: sku, OnHand: 10, At: base}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := mustCreate(t, s, "SL-1", base.Add(time.Hour), base)
+	lines, err := lapse.StockLines([]lapse.Item{{SKU: "b", Qty: 1}, {SKU: "a", Qty: 2}, {SKU: "b", Qty: 3}, {SKU: "B", Qty: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := move(s, t, o.ID, lapse.StockReserve, lines...); err != nil {
+		t.Fatalf("reserve %v: %v", lines, err)
+	}
+	journal, err := s.StockMoveList(ctxT(t), o.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range journal {
+		got = append(got, fmt.Sprintf("%s %s %d", m.Kind, m.SKU, m.Qty))
+	}
+	if want := []string{"reserve B 1", "reserve a 2", "reserve b 4"}; !slices.Equal(got, want) {
+		t.Errorf("journal = %q, want %q", got, want)
+	}
+	for sku, want := range map[string]int64{"B": 1, "a": 2, "b": 4} {
+		if st := stockOf(t, s, sku); st.Reserved != want || st.OnHand != 10 {
+			t.Errorf("%s = %+v, want %d reserved of 10", sku, st, want)
+		}
+	}
+
+	// Both lines are short: the error names the first, and neither moves.
+	o2 := mustCreate(t, s, "SL-2", base.Add(time.Hour), base)
+	short, err := lapse.StockLines([]lapse.Item{{SKU: "b", Qty: 7}, {SKU: "a", Qty: 9}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = move(s, t, o2.ID, lapse.StockReserve, short...)
+	if !errors.Is(err, lapse.ErrStockShort) || !strings.Contains(lapse.ErrorMessage(err), `"a"`) {
+		t.Errorf("short reserve of %v = %v (%q), want ErrStockShort naming a", short, err, lapse.ErrorMessage(err))
+	}
+	if st := stockOf(t, s, "b"); st.Reserved != 4 {
+		t.Errorf("a refused move changed b to %+v", st)
+	}
+	// A consume of more than on-hand is short as well.
+	err = move(s, t, o.ID, lapse.StockConsume, lapse.Item{SKU: "B", Qty: 1}, lapse.Item{SKU: "a", Qty: 3})
+	if !errors.Is(err, lapse.ErrStockShort) || !strings.Contains(lapse.ErrorMessage(err), `"a"`) {
+		t.Errorf("consume of more than reserved = %v, want ErrStockShort naming a", err)
+	}
+	if journal, _ := s.StockMoveList(ctxT(t), o.ID); len(journal) != 3 {
+		t.Errorf("a refused consume was journaled: %d lines", len(journal))
 	}
 }
 
@@ -191,6 +255,46 @@ func testCoupon(t *testing.T, s lapse.Store) {
 	wg.Wait()
 	if wins.Load() != 1 {
 		t.Errorf("%d orders locked one coupon", wins.Load())
+	}
+}
+
+// testCouponHolder checks that a coupon is held by the order_no of the move
+// that locked it, that the journal keeps each move's order id and order_no,
+// and that a refusal says what the coupon is.
+func testCouponHolder(t *testing.T, s lapse.Store) {
+	if _, err := s.CouponCreate(ctxT(t), &lapse.CouponCreateParams{Code: "HOLD", At: base}); err != nil {
+		t.Fatal(err)
+	}
+	o := mustCreate(t, s, "CH-1", base.Add(time.Hour), base)
+	mv := func(orderID int64, orderNo string, kind lapse.CouponMoveKind, at time.Time) (*lapse.Coupon, error) {
+		return s.CouponMove(ctxT(t), &lapse.CouponMoveParams{Code: "HOLD", OrderID: orderID, OrderNo: orderNo, Kind: kind, At: at})
+	}
+	if c, err := mv(o.ID, o.OrderNo, lapse.CouponLock, base.Add(time.Second)); err != nil || c.OrderNo != "CH-1" || c.Status != lapse.CouponLocked {
+		t.Fatalf("lock = %+v, %v", c, err)
+	}
+	// The order_no holds the coupon: the same order id under another
+	// order_no may not unlock it.
+	_, err := mv(o.ID, "CH-other", lapse.CouponUnlock, base.Add(2*time.Second))
+	if !errors.Is(err, lapse.ErrCouponUnavailable) || !strings.Contains(lapse.ErrorMessage(err), "HOLD") {
+		t.Errorf("unlock under another order_no = %v, want ErrCouponUnavailable naming HOLD", err)
+	}
+	if c, err := s.CouponGet(ctxT(t), "HOLD"); err != nil || c.Status != lapse.CouponLocked || c.OrderNo != "CH-1" || !c.UpdatedAt.Equal(base.Add(time.Second)) {
+		t.Errorf("after a refused unlock: %+v, %v", c, err)
+	}
+	if c, err := mv(o.ID, o.OrderNo, lapse.CouponConsume, base.Add(3*time.Second)); err != nil || c.Status != lapse.CouponUsed || c.OrderNo != "CH-1" {
+		t.Fatalf("consume = %+v, %v", c, err)
+	}
+	if _, err := mv(o.ID, o.OrderNo, lapse.CouponLock, base.Add(4*time.Second)); !errors.Is(err, lapse.ErrCouponUnavailable) || !strings.Contains(lapse.ErrorMessage(err), "used") {
+		t.Errorf("lock of a used coupon = %v, want ErrCouponUnavailable saying it is used", err)
+	}
+	journal, err := s.CouponMoveList(ctxT(t), "HOLD")
+	if err != nil || len(journal) != 2 {
+		t.Fatalf("CouponMoveList = %d, %v; want lock and consume", len(journal), err)
+	}
+	for i, kind := range []lapse.CouponMoveKind{lapse.CouponLock, lapse.CouponConsume} {
+		if j := journal[i]; j.Kind != kind || j.OrderID != o.ID || j.OrderNo != "CH-1" || !j.CreatedAt.Equal(base.Add(time.Duration(2*i+1)*time.Second)) {
+			t.Errorf("journal[%d] = %+v, want %s by order %d CH-1", i, j, kind, o.ID)
+		}
 	}
 }
 

@@ -63,6 +63,38 @@ func testOrderCreate(t *testing.T, s lapse.Store) {
 	}
 }
 
+// testOrderCreateLog checks that the creation row of an order is at the
+// version the store gives the order, 1, whatever p.Log says, with the rest
+// of p.Log as given, and that metadata comes back byte for byte: it is the
+// caller's JSON, not the store's reading of it.
+func testOrderCreateLog(t *testing.T, s lapse.Store) {
+	p := newOrder("CL-1", base.Add(time.Hour), base)
+	p.Log.Version = 0
+	p.Order.Metadata = []byte("{ \"z\":1,\n\t\"a\" : \"\\u00e9\", \"z\": 2 }")
+	o, _, err := s.OrderCreate(ctxT(t), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bulk := newOrder("CL-2", base.Add(time.Hour), base)
+	bulk.Log.Version = 7
+	if err := s.OrderCreateMany(ctxT(t), []*lapse.OrderCreateParams{bulk}); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []*lapse.Order{o, mustGet(t, s, "CL-2")} {
+		trs, err := s.TransitionList(ctxT(t), o.ID)
+		if err != nil || len(trs) != 1 {
+			t.Fatalf("TransitionList(%s) = %d rows, %v", o.OrderNo, len(trs), err)
+		}
+		if tr := trs[0]; tr.Version != 1 || o.Version != 1 || tr.Event != lapse.EventCreate || tr.ToState != flows.Unpaid ||
+			tr.Actor != "storetest" || tr.FiredBy != lapse.FiredByApp || !tr.CreatedAt.Equal(base) {
+			t.Errorf("creation row of %s = %+v, want version 1 and the rest of the log as given", o.OrderNo, tr)
+		}
+	}
+	if got := mustGet(t, s, "CL-1"); string(got.Metadata) != string(p.Order.Metadata) {
+		t.Errorf("metadata = %q, want the bytes written, %q", got.Metadata, p.Order.Metadata)
+	}
+}
+
 func testOrderCreateDuplicate(t *testing.T, s lapse.Store) {
 	first := mustCreate(t, s, "D-1", base.Add(time.Minute), base)
 	p := newOrder("D-1", base.Add(time.Hour), base.Add(time.Second))
@@ -111,8 +143,8 @@ func testOrderCreateAtomic(t *testing.T, s lapse.Store) {
 	}
 	b := newOrder("X-2", base.Add(time.Minute), base)
 	b.Outbox[0].ID = a.Outbox[0].ID // an outbox clash must undo the order insert
-	if _, _, err := s.OrderCreate(ctxT(t), b); err == nil {
-		t.Fatal("OrderCreate with a clashing outbox id succeeded")
+	if _, _, err := s.OrderCreate(ctxT(t), b); !errors.Is(err, lapse.ErrEventExists) {
+		t.Fatalf("OrderCreate with a clashing outbox id = %v, want ErrEventExists", err)
 	}
 	if _, err := s.OrderGet(ctxT(t), "X-2"); !errors.Is(err, lapse.ErrOrderNotFound) {
 		t.Errorf("order of a failed create exists: %v", err)
@@ -534,7 +566,8 @@ func testTxRollback(t *testing.T, s lapse.Store) {
 		if _, err := tx.OrderGet(ctxT(t), "R-1"); err != nil {
 			return err
 		}
-		// A nested Tx joins the outer one.
+		// A nested Tx that succeeds keeps its writes for the outer one,
+		// which rolls them back with its own.
 		if err := tx.Tx(ctxT(t), func(tx lapse.Store) error {
 			_, _, err := tx.OrderCreate(ctxT(t), newOrder("R-2", base.Add(time.Minute), base))
 			return err

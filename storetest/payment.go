@@ -211,3 +211,38 @@ func testPaymentList(t *testing.T, s lapse.Store) {
 		}
 	}
 }
+
+// testPaymentReview checks that the review a payment change writes is the
+// review given, field by field: the store takes neither its order nor its
+// delivery from the payment.
+func testPaymentReview(t *testing.T, s lapse.Store) {
+	o := mustCreate(t, s, "PAY-R", base.Add(time.Hour), base)
+	created := createWithSubs(t, s, "PAY-RD", base, "refund")
+	ds, err := s.DeliveryList(ctxT(t), created.ID)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("DeliveryList = %d, %v", len(ds), err)
+	}
+	p := newPayment(o, "txn-r", base.Add(time.Minute))
+	p.Payment.Status = lapse.PaymentReview
+	p.Review = &lapse.Review{OrderID: o.ID, OrderNo: o.OrderNo, Reason: "merchant differs", DeliveryID: ds[0].ID, CreatedAt: base.Add(2 * time.Minute)}
+	pay, _, err := s.PaymentCreate(ctxT(t), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &lapse.Review{OrderID: o.ID, OrderNo: o.OrderNo, Reason: "refund refused", CreatedAt: base.Add(3 * time.Minute)}
+	if _, err := s.PaymentUpdate(ctxT(t), &lapse.PaymentUpdateParams{ID: pay.ID, From: lapse.PaymentReview, To: lapse.PaymentReview,
+		Reason: "refund refused", At: base.Add(3 * time.Minute), Review: up}); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.ReviewList(ctxT(t), &lapse.ReviewListParams{OrderID: o.ID})
+	if err != nil || len(rs) != 2 {
+		t.Fatalf("ReviewList = %d reviews, %v; want 2", len(rs), err)
+	}
+	for i, want := range []*lapse.Review{up, p.Review} { // newest first
+		got := rs[i]
+		if got.ID == 0 || got.OrderID != want.OrderID || got.OrderNo != want.OrderNo || got.Reason != want.Reason ||
+			got.DeliveryID != want.DeliveryID || !got.CreatedAt.Equal(want.CreatedAt) || got.ResolvedAt != nil {
+			t.Errorf("review %d = %+v, want %+v", i, got, want)
+		}
+	}
+}

@@ -1,0 +1,61 @@
+package lapse_test
+
+import (
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+func TestParseEventID(t *testing.T) {
+	id := lapse.NewEventID(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	u, err := lapse.ParseEventID(id)
+	if err != nil || hex.EncodeToString(u[:]) != strings.ReplaceAll(id, "-", "") {
+		t.Errorf("ParseEventID(%s) = %x, %v", id, u, err)
+	}
+	if _, err := lapse.ParseEventID("0f8fad5b-d9cb-469f-a165-70867728950e"); err != nil {
+		t.Errorf("a version 4 UUID: %v", err)
+	}
+	for _, bad := range []string{
+		"", "evt-1", "0F8FAD5B-D9CB-469F-A165-70867728950E", "0f8fad5bd9cb469fa16570867728950e",
+		"0f8fad5b-d9cb-469f-a165-70867728950", "0f8fad5b-d9cb-469f-a165-70867728950e0",
+		"0f8fad5b+d9cb-469f-a165-70867728950e", "0f8fad5b-d9cb-469f-a165-7086772895ge", "{f8fad5b-d9cb-469f-a165-70867728950}",
+	} {
+		if _, err := lapse.ParseEventID(bad); lapse.ErrorCode(err) != lapse.EINVALID {
+			t.Errorf("ParseEventID(%q) = %v, want invalid", bad, err)
+		}
+	}
+}
+
+func TestOutboxEventValidate(t *testing.T) {
+	o := &lapse.Order{ID: 1, OrderNo: "O-1", UpdatedAt: at}
+	ok := lapse.NewOutboxEvent(lapse.EventOrderCreated, o, nil)
+	ok.Subscribers = []string{"stock", "webhook"}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("Validate(%+v) = %v", ok, err)
+	}
+	for name, change := range map[string]func(ev *lapse.OutboxEvent){
+		"id not a UUID":    func(ev *lapse.OutboxEvent) { ev.ID = "evt-1" },
+		"id in upper case": func(ev *lapse.OutboxEvent) { ev.ID = strings.ToUpper(ev.ID) },
+		"no type":          func(ev *lapse.OutboxEvent) { ev.Type = "" },
+		"no payload":       func(ev *lapse.OutboxEvent) { ev.Payload = nil },
+		"payload not JSON": func(ev *lapse.OutboxEvent) { ev.Payload = []byte("{") },
+		"empty subscriber": func(ev *lapse.OutboxEvent) { ev.Subscribers = []string{"stock", ""} },
+		"subscriber twice": func(ev *lapse.OutboxEvent) { ev.Subscribers = []string{"stock", "webhook", "stock"} },
+	} {
+		ev := ok
+		change(&ev)
+		if err := ev.Validate(); lapse.ErrorCode(err) != lapse.EINVALID {
+			t.Errorf("%s: Validate = %v, want invalid", name, err)
+		}
+	}
+	two := lapse.NewOutboxEvent(lapse.EventOrderCreated, o, nil)
+	if err := lapse.ValidateOutbox([]lapse.OutboxEvent{ok, two}); err != nil {
+		t.Errorf("ValidateOutbox of two events = %v", err)
+	}
+	if err := lapse.ValidateOutbox([]lapse.OutboxEvent{ok, ok}); lapse.ErrorCode(err) != lapse.EINVALID {
+		t.Errorf("ValidateOutbox of one id twice = %v, want invalid", err)
+	}
+}

@@ -1,0 +1,119 @@
+package storetest
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/flows"
+)
+
+// testOutboxSubscriberTwice hands the store an event that names one
+// subscriber twice, which lapse.ValidateOutbox refuses above the seam: the
+// deliveries' unique key refuses it too, as lapse.ErrEventExists, and the
+// whole change writes nothing.
+func testOutboxSubscriberTwice(t *testing.T, s lapse.Store) {
+	p := newOrder("OS-1", base.Add(time.Hour), base)
+	p.Outbox[0].Subscribers = []string{"stock", "webhook", "stock"}
+	if _, _, err := s.OrderCreate(ctxT(t), p); !errors.Is(err, lapse.ErrEventExists) || lapse.ErrorCode(err) != lapse.ECONFLICT {
+		t.Errorf("OrderCreate naming stock twice = %v, want ErrEventExists", err)
+	}
+	if _, err := s.OrderGet(ctxT(t), "OS-1"); !errors.Is(err, lapse.ErrOrderNotFound) {
+		t.Errorf("the order of a refused create exists: %v", err)
+	}
+
+	o := mustCreate(t, s, "OS-2", base.Add(time.Hour), base)
+	tr := plan(t, o, flows.Cancel, base.Add(time.Second))
+	tr.Outbox[0].Subscribers = []string{"stock", "stock"}
+	if _, err := s.OrderTransition(ctxT(t), tr); !errors.Is(err, lapse.ErrEventExists) {
+		t.Errorf("OrderTransition naming stock twice = %v, want ErrEventExists", err)
+	}
+	if got := mustGet(t, s, "OS-2"); got.State != o.State || got.Version != o.Version {
+		t.Errorf("a refused transition moved the order to %s v%d", got.State, got.Version)
+	}
+	if ds, err := s.DeliveryList(ctxT(t), o.ID); err != nil || len(ds) != 0 {
+		t.Errorf("a refused transition wrote %d deliveries, %v", len(ds), err)
+	}
+	if trs, evs := counts(t, s, o); trs != 1 || evs != 1 {
+		t.Errorf("a refused transition wrote log rows or events: %d and %d, want 1 and 1", trs, evs)
+	}
+}
+
+// testOutboxEventIDs checks that an event id, a UUID in the form
+// lapse.ParseEventID takes, of any version, comes back as it was written,
+// on the event and on its deliveries, and that an id that exists is
+// lapse.ErrEventExists.
+func testOutboxEventIDs(t *testing.T, s lapse.Store) {
+	const v4 = "0f8fad5b-d9cb-469f-a165-70867728950e"
+	p := newOrder("OE-1", base.Add(time.Hour), base)
+	p.Outbox[0].ID = v4
+	p.Outbox[0].Subscribers = []string{"webhook"}
+	o, _, err := s.OrderCreate(ctxT(t), p)
+	if err != nil {
+		t.Fatalf("OrderCreate with a version 4 event id: %v", err)
+	}
+	if evs, err := s.OutboxList(ctxT(t), o.ID); err != nil || len(evs) != 1 || evs[0].ID != v4 {
+		t.Errorf("OutboxList = %+v, %v; want the event %s", evs, err, v4)
+	}
+	if ds, err := s.DeliveryList(ctxT(t), o.ID); err != nil || len(ds) != 1 || ds[0].EventID != v4 {
+		t.Errorf("DeliveryList = %+v, %v; want a delivery of %s", ds, err, v4)
+	}
+	if ds := claim(t, s, base, "w", 10, "webhook"); len(ds) != 1 || ds[0].EventID != v4 || ds[0].Event == nil || ds[0].Event.ID != v4 {
+		t.Errorf("DeliveryClaim = %+v; want the delivery of %s with its event", ds, v4)
+	}
+
+	again := newOrder("OE-2", base.Add(time.Hour), base)
+	again.Outbox[0].ID = v4
+	if _, _, err := s.OrderCreate(ctxT(t), again); !errors.Is(err, lapse.ErrEventExists) {
+		t.Errorf("OrderCreate with an event id that exists = %v, want ErrEventExists", err)
+	}
+	if _, err := s.OrderGet(ctxT(t), "OE-2"); !errors.Is(err, lapse.ErrOrderNotFound) {
+		t.Errorf("the order of a refused create exists: %v", err)
+	}
+	bulk := []*lapse.OrderCreateParams{newOrder("OE-3", base.Add(time.Hour), base), again}
+	if err := s.OrderCreateMany(ctxT(t), bulk); !errors.Is(err, lapse.ErrEventExists) {
+		t.Errorf("OrderCreateMany with an event id that exists = %v, want ErrEventExists", err)
+	}
+	if _, err := s.OrderGet(ctxT(t), "OE-3"); !errors.Is(err, lapse.ErrOrderNotFound) {
+		t.Errorf("an order of a refused bulk create exists: %v", err)
+	}
+}
+
+// testOutboxOrder checks that the events of a change are written as events
+// of the order it changes, whatever order id the events carry: a delivery
+// that dies writes its delivery.dead event for the delivery's order.
+func testOutboxOrder(t *testing.T, s lapse.Store) {
+	o := createWithSubs(t, s, "OO-1", base, "webhook")
+	other := mustCreate(t, s, "OO-2", base.Add(time.Hour), base)
+	tr := plan(t, o, flows.Cancel, base.Add(time.Second))
+	tr.Outbox[0].OrderID = other.ID
+	if _, err := s.OrderTransition(ctxT(t), tr); err != nil {
+		t.Fatal(err)
+	}
+	ds := claim(t, s, base.Add(time.Minute), "w", 1, "webhook")
+	if len(ds) != 1 {
+		t.Fatalf("claimed %d deliveries, want 1", len(ds))
+	}
+	dead := lapse.NewDeliveryDeadEvent(ds[0], "gone", base.Add(time.Minute))
+	dead.OrderID = other.ID
+	_, err := s.DeliveryFinish(ctxT(t), &lapse.DeliveryFinishParams{ID: ds[0].ID, Owner: "w", Attempt: ds[0].Attempts,
+		Status: lapse.DeliveryDead, Error: "gone", At: base.Add(time.Minute),
+		Record: lapse.DeliveryAttempt{Worker: "w", StartedAt: base.Add(time.Minute), Outcome: lapse.OutcomeRefused, Error: "gone"},
+		Outbox: []lapse.OutboxEvent{dead}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.OutboxList(ctxT(t), o.ID)
+	var types []string
+	for _, ev := range evs {
+		types = append(types, ev.Type)
+	}
+	if err != nil || !slices.Equal(types, []string{lapse.EventOrderCreated, flows.EventOrderClosed, lapse.EventDeliveryDead}) {
+		t.Errorf("events of %s = %q, %v; want its creation, its close and its delivery's death", o.OrderNo, types, err)
+	}
+	if evs, _ := s.OutboxList(ctxT(t), other.ID); len(evs) != 1 {
+		t.Errorf("%s has %d events, want only its own creation", other.OrderNo, len(evs))
+	}
+}
