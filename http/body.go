@@ -24,9 +24,15 @@ const DefaultBodyTimeout = 10 * time.Second
 // away), or, past s.maxBody bytes, a *http.MaxBytesError. A handler that reads
 // through http.MaxBytesReader with s.maxBody as its limit sees the same error
 // for a body that is too large as it would on the connection.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) *http.Request {
+//
+// whole reports whether the body arrived in full and within the limit. A
+// request whose body did not is answered by its handler with a 400 (in its
+// provider's format, for a callback) without touching the database, so it
+// takes no in-flight slot: slow clients whose bodies time out together must
+// not shed one another, nor anything else.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (_ *http.Request, whole bool) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return r
+		return r, true
 	}
 	// Not every ResponseWriter has a connection (httptest.ResponseRecorder):
 	// its body is in memory already.
@@ -54,7 +60,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) *http.Request 
 	r2 := new(http.Request)
 	*r2 = *r // not r.Clone: the header, URL and context stay shared
 	r2.Body = &bufferedBody{r: bytes.NewReader(buf.Bytes()), err: err}
-	return r2
+	return r2, err == io.EOF
 }
 
 // WithBodyDeadline returns h behind the API's body deadline and size bound
@@ -63,7 +69,8 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) *http.Request 
 // time reading from the connection. It is not counted against MaxInFlight.
 func (s *Server) WithBodyDeadline(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(w, s.readBody(w, r))
+		read, _ := s.readBody(w, r)
+		h.ServeHTTP(w, read)
 	})
 }
 

@@ -206,8 +206,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			panic(http.ErrAbortHandler)
 		}
 	}()
-	r = s.readBody(rec, r)
-	if s.inFlight != nil && strings.HasPrefix(r.URL.Path, "/v1/") {
+	r, whole := s.readBody(rec, r)
+	if s.inFlight != nil && whole && strings.HasPrefix(r.URL.Path, "/v1/") {
 		_, pattern := s.mux.Handler(r)
 		callback := pattern == "POST "+callbackPath
 		if !s.inFlight.acquire(callback) {
