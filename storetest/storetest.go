@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"DeliveryFanOut", testDeliveryFanOut},
 		{"DeliveryClaim", testDeliveryClaim},
 		{"DeliveryFinish", testDeliveryFinish},
+		{"DeliveryRenew", testDeliveryRenew},
 		{"DeliveryClaimConcurrent", testDeliveryClaimConcurrent},
 		{"DeliveryClaimOrder", testDeliveryClaimOrder},
 		{"DeliveryChain", testDeliveryChain},
