@@ -19,11 +19,11 @@ type DelivererConfig struct {
 	Batch int
 	// Lease is how long a claimed delivery stays with its worker before
 	// another may take it over, unless the worker renews it: while an
-	// attempt runs, its lease is renewed every RenewInterval, so an attempt may run
-	// as long as its subscription's Timeout, however short the lease. A
-	// delivery whose worker died is taken over within a Lease. The nodes'
-	// clocks must agree to well within Lease/2 − RenewInterval (NTP does).
-	// Default 10s.
+	// attempt runs, its lease is renewed every RenewInterval, so an attempt
+	// may run as long as its subscription's Timeout, however short the
+	// lease. A delivery whose worker died is taken over within a Lease. The
+	// nodes' clocks must agree to well within Lease/2 − RenewInterval (NTP
+	// does). Default 10s.
 	Lease time.Duration
 	// RenewInterval is how often the worker renews the leases of its
 	// attempts in flight, in one statement. An outside attempt whose lease

@@ -52,6 +52,9 @@ func (l *leases) hold(s *Subscription, ds []*lapse.Delivery) {
 		l.m = map[int64]*heldLease{}
 	}
 	for _, dl := range ds {
+		if old := l.m[dl.ID]; old != nil {
+			old.stop(errLeaseLost) // an earlier attempt of ours, whose lease ran out: it must not go on beside this one
+		}
 		h := &heldLease{attempt: dl.Attempts, outside: s.Local == nil}
 		if dl.LeaseUntil != nil {
 			h.until = *dl.LeaseUntil

@@ -301,5 +301,25 @@ func TestDeliveryRenewalFailureCutsAttempt(t *testing.T) {
 		if cuts := call.cut(); len(cuts) != 2 || !errors.Is(cuts[1], lapse.ErrLeaseLost) {
 			t.Errorf("causes of the cuts = %v, want the second for the lost lease", cuts)
 		}
+
+		// The worker's own lease runs out unrenewed and it claims the
+		// delivery again: the earlier attempt is cut, not left running
+		// beside the new one.
+		clk.Set(t0.Add(2 * time.Hour))
+		first := run("RF-3")
+		clk.Advance(10 * time.Second)
+		second := ranOnce(t, da)
+		call.waitEntered(t)
+		first()
+		if cuts := call.cut(); len(cuts) != 3 || !errors.Is(cuts[2], lapse.ErrLeaseLost) {
+			t.Errorf("causes of the cuts = %v, want the third for the lease taken again", cuts)
+		}
+		call.release()
+		if n := second(); n != 1 {
+			t.Errorf("the second claim's RunOnce = %d", n)
+		}
+		if h := sinkDelivery(t, ea, "RF-3"); h.Status != lapse.DeliveryDone || h.Attempts != 2 || len(h.History) != 1 || h.History[0].Attempt != 2 {
+			t.Errorf("after the second attempt: %+v %+v", h.Delivery, h.History)
+		}
 	})
 }
