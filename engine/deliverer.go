@@ -306,11 +306,16 @@ func (d *Deliverer) attempt(ctx context.Context, s *Subscription, dl *lapse.Deli
 		}
 	}
 
-	// The attempt failed: retry on schedule, or give up.
-	if cause := context.Cause(actx); cause != nil && (errors.Is(cause, errLeaseLost) || errors.Is(cause, errLeaseUnsure)) {
-		err = fmt.Errorf("%w (%w)", err, cause) // say why it was cancelled
+	// The attempt failed: retry on schedule, or give up. One the heartbeat
+	// cut short failed for want of its lease, not through its subscriber:
+	// it is due again at once, may have applied (so it is asked about
+	// first), and never dies of it.
+	cause := context.Cause(actx)
+	cutShort := cause != nil && (errors.Is(cause, errLeaseLost) || errors.Is(cause, errLeaseUnsure))
+	if cutShort {
+		err = fmt.Errorf("%w (%w)", err, cause)
 	}
-	unknown := errors.Is(err, lapse.ErrUnknownOutcome)
+	unknown := cutShort || errors.Is(err, lapse.ErrUnknownOutcome)
 	if _, ok := s.Handler.(lapse.QueryHandler); !ok {
 		unknown = false // nothing to ask: the subscriber deduplicates on the event id
 	}
@@ -326,9 +331,14 @@ func (d *Deliverer) attempt(ctx context.Context, s *Subscription, dl *lapse.Deli
 	}
 	p := &lapse.DeliveryFinishParams{Status: lapse.DeliveryPending, Unknown: unknown, Error: rec.Error}
 	wait, more := s.retries().Next(dl.Failures(), rand.Float64())
-	if errors.Is(err, lapse.ErrRefused) || !more {
+	switch {
+	case errors.Is(err, lapse.ErrRefused):
 		d.die(s, dl, p)
-	} else {
+	case cutShort:
+		p.NextAttemptAt = d.e.clock.Now()
+	case !more:
+		d.die(s, dl, p)
+	default:
 		p.NextAttemptAt = d.e.clock.Now().Add(wait)
 	}
 	d.settled(s, dl, finish(d.e.work, p), rec.Outcome, wall, rec.Error)
