@@ -132,6 +132,16 @@ type Store interface {
 	// (DeliveryFinishParams.Validate).
 	DeliveryFinish(ctx context.Context, p *DeliveryFinishParams) (*Delivery, error)
 
+	// DeliveryRenew extends the leases of attempts in flight, in one
+	// statement: every delivery of p.Leases that is still pending under
+	// p.Owner and that attempt gets LeaseUntil and NextAttemptAt p.LeaseUntil
+	// (never earlier than they were). It returns the ids of the others,
+	// whose leases are lost: the delivery was finished, or its lease ran out
+	// and another attempt claimed it. A lost lease is never extended again,
+	// since the attempt number is the lease token; its attempt must stop,
+	// and its finish would return ErrLeaseLost. An error extends nothing.
+	DeliveryRenew(ctx context.Context, p *DeliveryRenewParams) (lost []int64, err error)
+
 	// DeliveryRetry makes a dead delivery pending again, due at p.At, with
 	// its schedule counted from its current attempts (RetryBase). It returns
 	// ErrDeliveryNotFound, or an ECONFLICT error when it is not dead.
@@ -426,6 +436,20 @@ type DeliveryFinishParams struct {
 	Record        DeliveryAttempt // the attempt row
 	Review        *Review         // created when the delivery dies
 	Outbox        []OutboxEvent   // events written with it (delivery.dead)
+}
+
+// DeliveryRenewParams extends the leases of one worker's attempts in flight.
+type DeliveryRenewParams struct {
+	Owner      string
+	Leases     []DeliveryLease
+	LeaseUntil time.Time
+}
+
+// DeliveryLease names the lease of one attempt: the delivery and the attempt
+// it runs, which is the lease token (the delivery's Attempts when claimed).
+type DeliveryLease struct {
+	ID      int64
+	Attempt int
 }
 
 // DeliveryRetryParams retries a dead delivery.

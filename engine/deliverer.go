@@ -18,9 +18,20 @@ type DelivererConfig struct {
 	// 4 × the subscription's Concurrency.
 	Batch int
 	// Lease is how long a claimed delivery stays with its worker before
-	// another may take it over. It must exceed every subscription's Timeout.
-	// Default: the longest Timeout plus 30s.
+	// another may take it over, unless the worker renews it: while an
+	// attempt runs, its lease is renewed every RenewInterval, so an attempt
+	// may run as long as its subscription's Timeout, however short the
+	// lease. A delivery whose worker died is taken over within a Lease. The
+	// nodes' clocks must agree to well within Lease/2 − RenewInterval (NTP
+	// does). Default 10s.
 	Lease time.Duration
+	// RenewInterval is how often the worker renews the leases of its
+	// attempts in flight, in one statement. An outside attempt whose lease
+	// could not be renewed for half a Lease is cut short (see
+	// Deliverer.Renew), so renewals may fail or hang for about
+	// Lease/2 − RenewInterval before anything is cut. Default and most:
+	// Lease/5 (2s); a longer one is shortened to it.
+	RenewInterval time.Duration
 	// Poll bounds how long a subscriber's loop sleeps before looking for due
 	// deliveries (retries come due while it sleeps; deliveries written by this
 	// process wake it at once). Default 1s.
@@ -33,9 +44,11 @@ type DelivererConfig struct {
 // Deliverer hands every pending delivery to its subscriber, retrying on the
 // subscriber's schedule until it is done or dead. Each subscriber has its own
 // loop and bulkhead (Concurrency attempts in flight), so a slow one delays
-// only itself. Deliverers on many
-// processes share the work through leases: a delivery whose worker died is
-// taken over when its lease ends, and its attempt count is kept.
+// only itself. Deliverers on many processes share the work through short
+// leases that a heartbeat renews while the attempts run: a delivery whose
+// worker died is taken over when its lease ends, within a Lease, and its
+// attempt count is kept; an attempt whose lease is lost, or could not be
+// renewed in time, is cut short before another worker may take over.
 //
 // Guarantees: a local effect commits with its dedup row and the delivery's
 // completion, so it happens once; an outside delivery happens at least once,
@@ -48,6 +61,8 @@ type Deliverer struct {
 	cfg  DelivererConfig
 	subs map[string]*Subscription
 
+	leases leases // of the attempts in flight
+
 	mu      sync.Mutex
 	running bool
 	cancel  context.CancelFunc
@@ -57,13 +72,14 @@ type Deliverer struct {
 // NewDeliverer returns a Deliverer for the engine's subscriptions.
 func NewDeliverer(e *Engine, cfg DelivererConfig) *Deliverer {
 	d := &Deliverer{e: e, cfg: cfg, subs: map[string]*Subscription{}}
-	longest := time.Duration(0)
 	for _, s := range e.subs {
 		d.subs[s.Name] = s
-		longest = max(longest, s.Timeout)
 	}
-	if d.cfg.Lease <= longest {
-		d.cfg.Lease = longest + 30*time.Second
+	if d.cfg.Lease <= 0 {
+		d.cfg.Lease = defaultLease
+	}
+	if most := d.cfg.Lease / renewsPerLease; d.cfg.RenewInterval <= 0 || d.cfg.RenewInterval > most {
+		d.cfg.RenewInterval = most
 	}
 	if d.cfg.Poll <= 0 {
 		d.cfg.Poll = time.Second
@@ -74,27 +90,38 @@ func NewDeliverer(e *Engine, cfg DelivererConfig) *Deliverer {
 	return d
 }
 
-// Start runs one loop per subscriber until Stop or until ctx ends.
+// Start runs one loop per subscriber, and the heartbeat that renews the
+// leases of their attempts, until Stop or until ctx ends.
 func (d *Deliverer) Start(ctx context.Context) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.running {
 		return
 	}
+	// The heartbeat outlives the loops: it renews until every attempt has
+	// returned.
+	beat, stopBeat := context.WithCancel(context.WithoutCancel(ctx))
 	ctx, cancel := context.WithCancel(ctx)
 	d.running, d.cancel, d.done = true, cancel, make(chan struct{})
-	var wg sync.WaitGroup
+	var loops, heart sync.WaitGroup
+	heart.Go(func() { d.heartbeat(beat) })
 	for _, s := range d.e.subs {
-		wg.Go(func() { d.loop(ctx, s) })
+		loops.Go(func() { d.loop(ctx, s) })
 	}
 	go func() {
-		wg.Wait()
+		loops.Wait()
+		stopBeat()
+		heart.Wait()
 		close(d.done)
 	}()
 }
 
-// Stop stops the loops and waits for attempts in flight; an attempt cut short
-// keeps its lease until it expires, and is then taken over.
+// Stop stops the loops, cancels the attempts in flight and waits for them,
+// renewing their leases meanwhile. An attempt cut short records its outcome
+// as any failed attempt does (a store that is gone leaves its lease to
+// expire, and the delivery is taken over). A delivery claimed but not yet
+// started is not started: its lease expires within a Lease and another
+// worker takes it, its attempt count kept.
 func (d *Deliverer) Stop() {
 	d.mu.Lock()
 	if !d.running {
@@ -109,7 +136,9 @@ func (d *Deliverer) Stop() {
 }
 
 // RunOnce runs one pass for every subscriber: it claims the deliveries due
-// now and attempts each once. It returns how many it attempted.
+// now and attempts each once. It returns how many it claimed. It does not
+// renew their leases: a caller whose attempts may outlast Lease calls Renew
+// beside it, as the running Deliverer does.
 func (d *Deliverer) RunOnce(ctx context.Context) (int, error) {
 	total := 0
 	var errs []error
@@ -189,12 +218,15 @@ func (d *Deliverer) loop(ctx context.Context, s *Subscription) {
 	}
 }
 
-// claim leases up to limit due deliveries of s.
+// claim leases up to limit due deliveries of s, for the heartbeat to renew
+// until their attempts end.
 func (d *Deliverer) claim(ctx context.Context, s *Subscription, limit int) ([]*lapse.Delivery, error) {
 	now := d.e.clock.Now()
-	return d.e.work.DeliveryClaim(ctx, &lapse.DeliveryClaimParams{
+	ds, err := d.e.work.DeliveryClaim(ctx, &lapse.DeliveryClaimParams{
 		Now: now, Owner: d.cfg.Owner, LeaseUntil: now.Add(d.cfg.Lease), Subscribers: []string{s.Name}, Limit: limit,
 	})
+	d.leases.hold(s, ds)
+	return ds, err
 }
 
 func (d *Deliverer) batch(s *Subscription) int {
@@ -224,12 +256,21 @@ func (d *Deliverer) pass(ctx context.Context, s *Subscription) (int, error) {
 	return len(ds), nil
 }
 
-// attempt makes one attempt of dl and records its outcome.
+// attempt makes one attempt of dl and records its outcome. The heartbeat
+// renews its lease while it runs, and cancels actx with the reason when the
+// attempt must stop (see Renew). An attempt is not started once ctx has
+// ended, or once its lease is lost or in doubt.
 func (d *Deliverer) attempt(ctx context.Context, s *Subscription, dl *lapse.Delivery) {
 	start := d.e.clock.Now()
 	wall := time.Now()
-	actx, cancel := context.WithTimeout(ctx, s.Timeout)
+	tctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
+	actx, cut := context.WithCancelCause(tctx)
+	defer cut(nil)
+	defer d.leases.release(dl)
+	if ctx.Err() != nil || !d.leases.start(dl, cut) {
+		return // its lease expires, and the delivery is taken over
+	}
 
 	rec := lapse.DeliveryAttempt{DeliveryID: dl.ID, Attempt: dl.Attempts, Worker: d.cfg.Owner, StartedAt: start}
 	_, more := s.retries().Next(dl.Failures(), 0)
@@ -265,8 +306,16 @@ func (d *Deliverer) attempt(ctx context.Context, s *Subscription, dl *lapse.Deli
 		}
 	}
 
-	// The attempt failed: retry on schedule, or give up.
-	unknown := errors.Is(err, lapse.ErrUnknownOutcome)
+	// The attempt failed: retry on schedule, or give up. One the heartbeat
+	// cut short failed for want of its lease, not through its subscriber:
+	// it is due again at once, may have applied (so it is asked about
+	// first), and never dies of it.
+	cause := context.Cause(actx)
+	cutShort := cause != nil && (errors.Is(cause, errLeaseLost) || errors.Is(cause, errLeaseUnsure))
+	if cutShort {
+		err = fmt.Errorf("%w (%w)", err, cause)
+	}
+	unknown := cutShort || errors.Is(err, lapse.ErrUnknownOutcome)
 	if _, ok := s.Handler.(lapse.QueryHandler); !ok {
 		unknown = false // nothing to ask: the subscriber deduplicates on the event id
 	}
@@ -282,9 +331,14 @@ func (d *Deliverer) attempt(ctx context.Context, s *Subscription, dl *lapse.Deli
 	}
 	p := &lapse.DeliveryFinishParams{Status: lapse.DeliveryPending, Unknown: unknown, Error: rec.Error}
 	wait, more := s.retries().Next(dl.Failures(), rand.Float64())
-	if errors.Is(err, lapse.ErrRefused) || !more {
+	switch {
+	case errors.Is(err, lapse.ErrRefused):
 		d.die(s, dl, p)
-	} else {
+	case cutShort:
+		p.NextAttemptAt = d.e.clock.Now()
+	case !more:
+		d.die(s, dl, p)
+	default:
 		p.NextAttemptAt = d.e.clock.Now().Add(wait)
 	}
 	d.settled(s, dl, finish(d.e.work, p), rec.Outcome, wall, rec.Error)

@@ -28,7 +28,8 @@ type Subscription struct {
 	Local   lapse.LocalHandler
 	// Schedule is its retry schedule. Default: lapse.DefaultSchedule().
 	Schedule lapse.Schedule
-	// Timeout bounds one attempt. Default: 30s.
+	// Timeout bounds one attempt. Default: 30s. It may exceed the
+	// Deliverer's Lease: the lease is renewed while the attempt runs.
 	Timeout time.Duration
 	// Concurrency bounds its attempts in flight in this process (a bulkhead).
 	// Default: 8.

@@ -181,6 +181,44 @@ func (s *Store) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinishParam
 	return d, nil
 }
 
+// deliveryRenewSQL extends the leases still held by $1 under the attempts
+// named, and returns the ids of the others, in the order given. The leases
+// are joined by primary key; a lease is never shortened.
+const deliveryRenewSQL = `WITH l AS (
+	SELECT * FROM unnest($2::bigint[], $3::bigint[]) WITH ORDINALITY AS l(id, attempt, n)
+), u AS (
+	UPDATE deliveries d SET lease_until = GREATEST(d.lease_until, $4), next_attempt_at = GREATEST(d.lease_until, $4)
+	FROM l
+	WHERE d.id = l.id AND d.attempts = l.attempt AND d.status = 'pending' AND d.lease_owner = $1
+	RETURNING d.id
+)
+SELECT l.id FROM l WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.id = l.id) ORDER BY l.n`
+
+// DeliveryRenew extends, in one statement, the lease of every delivery of
+// p.Leases still pending under p.Owner and the attempt named: LeaseUntil
+// and NextAttemptAt become p.LeaseUntil unless they are later already. It
+// returns the ids of the rest, whose leases are lost, in the order p names
+// them; none when p.Leases is empty.
+func (s *Store) DeliveryRenew(ctx context.Context, p *lapse.DeliveryRenewParams) ([]int64, error) {
+	if len(p.Leases) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, len(p.Leases))
+	attempts := make([]int64, len(p.Leases))
+	for i, l := range p.Leases {
+		ids[i], attempts[i] = l.ID, int64(l.Attempt)
+	}
+	rows, err := s.db.Query(ctx, deliveryRenewSQL, p.Owner, ids, attempts, p.LeaseUntil)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: renew delivery leases: %w", err)
+	}
+	lost, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: renew delivery leases: %w", err)
+	}
+	return lost, nil
+}
+
 // deliveryRetrySQL revives a dead delivery. Its unknown flag stays: if its
 // last outcome was unknown, the next attempt must still ask first.
 const deliveryRetrySQL = `UPDATE deliveries d SET status = 'pending', retry_base = d.attempts, next_attempt_at = $2,

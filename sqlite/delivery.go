@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -178,6 +180,49 @@ func (s *Store) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinishParam
 		return nil, fail(err, "delivery %d finish", p.ID)
 	}
 	return d, nil
+}
+
+// DeliveryRenew extends, in one statement, the lease of every delivery of
+// p.Leases that is still pending under p.Owner and the attempt named:
+// LeaseUntil and NextAttemptAt become p.LeaseUntil, or stay where they were
+// if that is later. It returns the ids of the rest, whose leases are lost,
+// in the order p names them; none when p.Leases is empty. The id list leads
+// the WHERE clause so that the rows are found by primary key.
+func (s *Store) DeliveryRenew(ctx context.Context, p *lapse.DeliveryRenewParams) ([]int64, error) {
+	if len(p.Leases) == 0 {
+		return nil, nil
+	}
+	until := micros(p.LeaseUntil)
+	args := make([]any, 0, 3+3*len(p.Leases))
+	args = append(args, until, until)
+	for _, l := range p.Leases {
+		args = append(args, l.ID)
+	}
+	args = append(args, p.Owner)
+	for _, l := range p.Leases {
+		args = append(args, l.ID, l.Attempt)
+	}
+	pairs := strings.TrimSuffix(strings.Repeat("(?, ?), ", len(p.Leases)), ", ")
+	var held []int64
+	err := s.write(ctx, func(w *writeTx) error {
+		var err error
+		held, err = queryAll(ctx, w.tx, scanInt64, `UPDATE deliveries
+			SET lease_until = max(coalesce(lease_until, 0), ?), next_attempt_at = max(coalesce(lease_until, 0), ?)
+			WHERE id IN (`+marks(len(p.Leases))+`) AND status = 'pending' AND lease_owner = ?
+				AND (id, attempts) IN (VALUES `+pairs+`)
+			RETURNING id`, args...)
+		return err
+	})
+	if err != nil {
+		return nil, fail(err, "delivery renew")
+	}
+	var lost []int64
+	for _, l := range p.Leases {
+		if !slices.Contains(held, l.ID) {
+			lost = append(lost, l.ID)
+		}
+	}
+	return lost, nil
 }
 
 // DeliveryRetry makes the dead delivery p.ID pending again, due at p.At, with

@@ -257,6 +257,112 @@ func testDeliveryFinish(t *testing.T, s lapse.Store) {
 	}
 }
 
+// testDeliveryRenew checks the heartbeat of attempts in flight: a renewal
+// extends only the leases still held by that owner and attempt, never
+// shortens one, keeps a renewed delivery from other claimers, and reports
+// every lease it did not extend as lost, in the order asked.
+func testDeliveryRenew(t *testing.T, s lapse.Store) {
+	for i := range 4 {
+		createWithSubs(t, s, orderNo("RN", i), base, "port")
+	}
+	now := base.Add(time.Second)
+	ds := claim(t, s, now, "w1", 10, "port") // leased until now + 30s
+	if len(ds) != 4 {
+		t.Fatalf("claimed %d, want 4", len(ds))
+	}
+	leases := func(ds ...*lapse.Delivery) []lapse.DeliveryLease {
+		var ls []lapse.DeliveryLease
+		for _, d := range ds {
+			ls = append(ls, lapse.DeliveryLease{ID: d.ID, Attempt: d.Attempts})
+		}
+		return ls
+	}
+	renew := func(owner string, until time.Time, ls []lapse.DeliveryLease) []int64 {
+		t.Helper()
+		lost, err := s.DeliveryRenew(ctxT(t), &lapse.DeliveryRenewParams{Owner: owner, Leases: ls, LeaseUntil: until})
+		if err != nil {
+			t.Fatalf("DeliveryRenew: %v", err)
+		}
+		return lost
+	}
+	leasedUntil := func(d *lapse.Delivery, owner string, until time.Time) {
+		t.Helper()
+		got, err := s.DeliveryGet(ctxT(t), d.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.LeaseOwner != owner || got.LeaseUntil == nil || !got.LeaseUntil.Equal(until) || !got.NextAttemptAt.Equal(until) ||
+			got.Status != lapse.DeliveryPending {
+			t.Errorf("delivery %d = %+v, want pending, leased by %s until %v", d.ID, got, owner, until)
+		}
+	}
+
+	if lost, err := s.DeliveryRenew(ctxT(t), &lapse.DeliveryRenewParams{Owner: "w1", LeaseUntil: now}); err != nil || len(lost) != 0 {
+		t.Errorf("renewing nothing = %v, %v", lost, err)
+	}
+	// Renewed: leased for longer, and not due to anyone when the first
+	// lease would have run out.
+	until := now.Add(40 * time.Second)
+	if lost := renew("w1", until, leases(ds...)); len(lost) != 0 {
+		t.Errorf("renewing held leases lost %v", lost)
+	}
+	for _, d := range ds {
+		leasedUntil(d, "w1", until)
+	}
+	if got := claim(t, s, now.Add(31*time.Second), "w2", 10, "port"); len(got) != 0 {
+		t.Errorf("claimed %d renewed deliveries when their first lease ended", len(got))
+	}
+	// A renewal never shortens a lease.
+	if lost := renew("w1", now.Add(35*time.Second), leases(ds[0])); len(lost) != 0 {
+		t.Errorf("an earlier renewal lost %v", lost)
+	}
+	leasedUntil(ds[0], "w1", until)
+
+	// Another owner, or another attempt, holds no lease: lost, and the lease
+	// stays as it was.
+	if lost := renew("w2", until.Add(time.Minute), leases(ds[1])); !slices.Equal(lost, []int64{ds[1].ID}) {
+		t.Errorf("renewing another owner's lease: lost %v, want [%d]", lost, ds[1].ID)
+	}
+	if lost := renew("w1", until.Add(time.Minute), []lapse.DeliveryLease{{ID: ds[1].ID, Attempt: ds[1].Attempts + 1}}); !slices.Equal(lost, []int64{ds[1].ID}) {
+		t.Errorf("renewing under another attempt: lost %v, want [%d]", lost, ds[1].ID)
+	}
+	leasedUntil(ds[1], "w1", until)
+
+	// Finished, and taken over after the lease ran out: lost. A lease that
+	// ran out but that no one took is still that attempt's, and renews.
+	if _, err := s.DeliveryFinish(ctxT(t), &lapse.DeliveryFinishParams{ID: ds[0].ID, Owner: "w1", Attempt: ds[0].Attempts,
+		Status: lapse.DeliveryDone, At: now, Record: lapse.DeliveryAttempt{StartedAt: now, Outcome: lapse.OutcomeOK}}); err != nil {
+		t.Fatal(err)
+	}
+	later := until.Add(time.Second)
+	taken, err := s.DeliveryClaim(ctxT(t), &lapse.DeliveryClaimParams{Now: later, Owner: "w2", LeaseUntil: later.Add(30 * time.Second),
+		Subscribers: []string{"port"}, Limit: 1})
+	if err != nil || len(taken) != 1 || taken[0].Attempts != 2 {
+		t.Fatalf("takeover claim = %+v, %v", taken, err)
+	}
+	var stale, kept *lapse.Delivery
+	for _, d := range ds[1:] {
+		switch {
+		case d.ID == taken[0].ID:
+			stale = d
+		case kept == nil:
+			kept = d
+		}
+	}
+	if stale == nil || kept == nil {
+		t.Fatalf("took over delivery %d, not one of w1's", taken[0].ID)
+	}
+	asked := leases(ds[0], stale, kept)
+	if lost := renew("w1", later.Add(10*time.Second), asked); !slices.Equal(lost, []int64{ds[0].ID, stale.ID}) {
+		t.Errorf("lost %v, want the finished %d and the taken %d, in that order", lost, ds[0].ID, stale.ID)
+	}
+	leasedUntil(stale, "w2", later.Add(30*time.Second))
+	leasedUntil(kept, "w1", later.Add(10*time.Second))
+	if got, _ := s.DeliveryGet(ctxT(t), ds[0].ID); got.Status != lapse.DeliveryDone || got.LeaseUntil != nil || got.LeaseOwner != "" {
+		t.Errorf("a renewal touched a finished delivery: %+v", got)
+	}
+}
+
 func testDeliveryClaimConcurrent(t *testing.T, s lapse.Store) {
 	const n = 200
 	var ps []*lapse.OrderCreateParams

@@ -59,6 +59,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"OutboxOrder", testOutboxOrder},
 		{"DeliveryClaim", testDeliveryClaim},
 		{"DeliveryFinish", testDeliveryFinish},
+		{"DeliveryRenew", testDeliveryRenew},
 		{"DeliveryClaimConcurrent", testDeliveryClaimConcurrent},
 		{"DeliveryClaimOrder", testDeliveryClaimOrder},
 		{"DeliveryChain", testDeliveryChain},
