@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -62,68 +61,52 @@ func (e *Engine) JoinGroup(ctx context.Context, groupID string, req JoinRequest)
 	if err != nil {
 		return nil, false, err
 	}
-	// Joins of one group contend for its version; on PostgreSQL a loser
-	// reads again after a short random pause.
-	for try := range 64 {
-		if try > 0 {
-			time.Sleep(time.Duration(rand.IntN(2000)+500) * time.Microsecond)
+	// Joins of one group contend for its version: each round reads the
+	// group and its members and writes in one transaction.
+	var p *lapse.OrderTransitionParams
+	var flow *lapse.Flow
+	c := orderChange{orderNo: groupID, stale: "group " + groupID, contended: true}
+	m, err = changeOrder(ctx, e, c, func(tx lapse.Store, o *lapse.Order, f *lapse.Flow) (*lapse.GroupMember, error) {
+		flow, p, created = f, nil, false
+		if flow.Group.Join == "" {
+			return nil, lapse.Errorf(lapse.EINVALID, "order %s follows flow %s, which is not a group buy", o.OrderNo, flow.Name)
 		}
-		var p *lapse.OrderTransitionParams
-		var flow *lapse.Flow
-		err = e.store.Tx(ctx, func(tx lapse.Store) error {
-			o, err := tx.OrderGet(ctx, groupID)
-			if err != nil {
-				return err
+		want := &lapse.GroupMember{OrderID: o.ID, GroupID: o.OrderNo, UserID: req.UserID, Provider: provider, Method: req.Method,
+			Amount: o.Amount, Currency: o.Currency, Key: chargeKey(o.OrderNo, req.UserID), Status: lapse.ChargePending}
+		members, err := tx.GroupMemberList(ctx, o.ID)
+		if err != nil {
+			return nil, err
+		}
+		if i := slices.IndexFunc(members, func(x *lapse.GroupMember) bool { return x.UserID == req.UserID }); i >= 0 {
+			if m := members[i]; m.Method != req.Method || m.Provider != provider {
+				return nil, lapse.Errorf(lapse.ECONFLICT, "user %s joined group %s with another payment method", req.UserID, o.OrderNo)
 			}
-			if flow, err = e.flowOf(o); err != nil {
-				return err
-			}
-			if flow.Group.Join == "" {
-				return lapse.Errorf(lapse.EINVALID, "order %s follows flow %s, which is not a group buy", o.OrderNo, flow.Name)
-			}
-			want := &lapse.GroupMember{OrderID: o.ID, GroupID: o.OrderNo, UserID: req.UserID, Provider: provider, Method: req.Method,
-				Amount: o.Amount, Currency: o.Currency, Key: chargeKey(o.OrderNo, req.UserID), Status: lapse.ChargePending}
-			members, err := tx.GroupMemberList(ctx, o.ID)
-			if err != nil {
-				return err
-			}
-			if i := slices.IndexFunc(members, func(x *lapse.GroupMember) bool { return x.UserID == req.UserID }); i >= 0 {
-				if m = members[i]; m.Method != req.Method || m.Provider != provider {
-					return lapse.Errorf(lapse.ECONFLICT, "user %s joined group %s with another payment method", req.UserID, o.OrderNo)
-				}
-				created = false
-				return nil
-			}
-			now := e.clock.Now()
-			p, err = flow.Plan(o, lapse.Firing{Event: flow.Group.Join, Now: now, FiredBy: req.By.FiredBy, Actor: req.By.Name,
-				Reason: "member " + req.UserID + " joined"})
-			if lapse.ErrorCode(err) == lapse.ECONFLICT {
-				return lapse.Errorf(lapse.ECONFLICT, "group %s is %s and takes no more members", o.OrderNo, o.State)
-			}
-			if err != nil {
-				return err
-			}
-			want.JoinedAt, want.UpdatedAt = now, now
-			if m, created, err = tx.GroupMemberAdd(ctx, want); err != nil || !created {
-				return err
-			}
-			e.fanOut(o, p.Outbox)
-			_, err = tx.OrderTransition(ctx, p)
-			return err
-		})
-		if errors.Is(err, lapse.ErrStale) {
-			continue
+			return members[i], nil
+		}
+		now := e.clock.Now()
+		p, err = flow.Plan(o, lapse.Firing{Event: flow.Group.Join, Now: now, FiredBy: req.By.FiredBy, Actor: req.By.Name,
+			Reason: "member " + req.UserID + " joined"})
+		if lapse.ErrorCode(err) == lapse.ECONFLICT {
+			return nil, lapse.Errorf(lapse.ECONFLICT, "group %s is %s and takes no more members", o.OrderNo, o.State)
 		}
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
-		if created {
-			e.metrics.transition(flow.Name, p)
-			e.delivered(p.Outbox)
+		want.JoinedAt, want.UpdatedAt = now, now
+		m, added, err := tx.GroupMemberAdd(ctx, want)
+		if created = added; err != nil || !added {
+			return m, err
 		}
-		return m, created, nil
+		_, err = e.transition(ctx, tx, o, p)
+		return m, err
+	})
+	if err != nil {
+		return nil, false, err
 	}
-	return nil, false, fmt.Errorf("group %s: %w", groupID, lapse.ErrStale)
+	if created {
+		e.committed(flow.Name, p)
+	}
+	return m, created, nil
 }
 
 // chargeKey is a member's charge idempotency key: the same group and user

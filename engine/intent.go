@@ -158,19 +158,19 @@ func (e *Engine) settleIntent(ctx context.Context, o *lapse.Order, path lapse.Fi
 		log.Error("closer: cannot fire the deadline", "err", err)
 		return
 	}
-	e.fanOut(cur, p.Outbox)
-	if _, err := e.store.OrderTransition(ctx, p); err != nil {
+	// Not retried when stale: the order moved since the lease, and is
+	// claimed again if it is still due.
+	if _, err := e.transition(ctx, e.store, cur, p); err != nil {
 		if !errors.Is(err, lapse.ErrStale) {
 			log.Error("closer: firing the deadline failed", "err", err)
 		}
 		return
 	}
-	e.metrics.transition(flow.Name, p)
+	e.committed(flow.Name, p)
 	e.metrics.firings.WithLabelValues(string(path)).Inc()
 	if cur.PayBy != nil {
 		e.metrics.closeLag.WithLabelValues(flow.Name).Observe(now.Sub(*cur.PayBy).Seconds())
 	}
-	e.delivered(p.Outbox)
 }
 
 // askAgain moves the deadline of an order whose provider could not settle

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -15,10 +14,6 @@ type Actor struct {
 	FiredBy lapse.FiredBy // the path: api, app, …
 	Name    string        // who: "api", an operator, a service
 }
-
-// maxStaleRetries bounds how often a change is re-planned when the order moved
-// between reading and writing it.
-const maxStaleRetries = 8
 
 // CreateOrder creates an order in its flow's initial state, with the initial
 // state's deadline (the flow's default, or req.TTL, or req.DeadlineAt), a
@@ -169,15 +164,7 @@ func (e *Engine) Fire(ctx context.Context, orderNo string, f Fire) (*lapse.Order
 	if f.Event == "" {
 		return nil, lapse.FieldError("event", "is required")
 	}
-	for range maxStaleRetries {
-		o, err := e.store.OrderGet(ctx, orderNo)
-		if err != nil {
-			return nil, err
-		}
-		flow, err := e.flowOf(o)
-		if err != nil {
-			return nil, err
-		}
+	return changeOrder(ctx, e, orderChange{orderNo: orderNo}, func(s lapse.Store, o *lapse.Order, flow *lapse.Flow) (*lapse.Order, error) {
 		if spec := flow.Event(f.Event); spec != nil && spec.Internal && f.External {
 			return nil, lapse.FieldError("event", "%s is fired by Lapse itself in flow %s and cannot be sent through this API", f.Event, flow.Name)
 		}
@@ -185,22 +172,16 @@ func (e *Engine) Fire(ctx context.Context, orderNo string, f Fire) (*lapse.Order
 		if err != nil {
 			return nil, err
 		}
-		e.fanOut(o, p.Outbox)
-		moved, err := e.store.OrderTransition(ctx, p)
-		if errors.Is(err, lapse.ErrStale) {
-			continue
-		}
+		moved, err := e.transition(ctx, s, o, p)
 		if err != nil {
 			return nil, err
 		}
-		e.metrics.transition(moved.Flow, p)
-		e.delivered(p.Outbox)
+		e.committed(moved.Flow, p)
 		if moved.DeadlineAt != nil {
 			e.deadlineSet(moved.OrderNo, *moved.DeadlineAt)
 		}
 		return moved, nil
-	}
-	return nil, fmt.Errorf("order %s: %w", orderNo, lapse.ErrStale)
+	})
 }
 
 // DeadlineChange moves the deadline of an order's current state: to At, or

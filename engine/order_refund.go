@@ -48,21 +48,14 @@ func (e *Engine) RefundOrder(ctx context.Context, orderNo string, req RefundRequ
 		// must not name one of them to the provider.
 		return nil, false, lapse.FieldError("Idempotency-Key", "must not start with lapse-, which Lapse's own refunds use")
 	}
-	for range maxStaleRetries {
-		o, err := e.store.OrderGet(ctx, orderNo)
-		if err != nil {
-			return nil, false, err
-		}
-		flow, err := e.flowOf(o)
-		if err != nil {
-			return nil, false, err
-		}
+	ref, err = changeOrder(ctx, e, orderChange{orderNo: orderNo}, func(s lapse.Store, o *lapse.Order, flow *lapse.Flow) (*lapse.OrderRefund, error) {
+		created = false
 		if flow.Refunds.Start == "" {
-			return nil, false, lapse.Errorf(lapse.EINVALID, "order %s follows flow %s, which has no refunds", o.OrderNo, flow.Name)
+			return nil, lapse.Errorf(lapse.EINVALID, "order %s follows flow %s, which has no refunds", o.OrderNo, flow.Name)
 		}
-		refunds, err := e.store.OrderRefundList(ctx, o.ID)
+		refunds, err := s.OrderRefundList(ctx, o.ID)
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		if req.Key != "" {
 			for _, r := range refunds {
@@ -70,26 +63,26 @@ func (e *Engine) RefundOrder(ctx context.Context, orderNo string, req RefundRequ
 					continue
 				}
 				if r.Amount != req.Amount {
-					return nil, false, lapse.Refine(lapse.ErrOrderRefundExists, "refund %s of order %s is for %d, not %d", r.Key, o.OrderNo, r.Amount, req.Amount)
+					return nil, lapse.Refine(lapse.ErrOrderRefundExists, "refund %s of order %s is for %d, not %d", r.Key, o.OrderNo, r.Amount, req.Amount)
 				}
-				return r, false, nil
+				return r, nil
 			}
 		}
 		now := e.clock.Now()
 		p, err := flow.Plan(o, lapse.Firing{Event: flow.Refunds.Start, Now: now, FiredBy: req.By.FiredBy, Actor: req.By.Name, Reason: req.Reason})
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
-		pays, err := e.store.PaymentList(ctx, &lapse.PaymentListParams{OrderID: o.ID, Status: lapse.PaymentApplied})
+		pays, err := s.PaymentList(ctx, &lapse.PaymentListParams{OrderID: o.ID, Status: lapse.PaymentApplied})
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		if len(pays) != 1 {
-			return nil, false, lapse.Errorf(lapse.ECONFLICT, "order %s has %d applied payments; a refund needs the one that paid it", o.OrderNo, len(pays))
+			return nil, lapse.Errorf(lapse.ECONFLICT, "order %s has %d applied payments; a refund needs the one that paid it", o.OrderNo, len(pays))
 		}
 		pay := pays[0]
 		if e.providers[pay.Provider] == nil {
-			return nil, false, lapse.Errorf(lapse.ECONFLICT, "order %s was paid through %s, which has no provider port here to refund it", o.OrderNo, pay.Provider)
+			return nil, lapse.Errorf(lapse.ECONFLICT, "order %s was paid through %s, which has no provider port here to refund it", o.OrderNo, pay.Provider)
 		}
 		left := pay.Amount
 		for _, r := range refunds {
@@ -98,7 +91,7 @@ func (e *Engine) RefundOrder(ctx context.Context, orderNo string, req RefundRequ
 			}
 		}
 		if req.Amount > left {
-			return nil, false, lapse.Errorf(lapse.ECONFLICT, "a refund of %d %s exceeds the %d left of the %d order %s captured",
+			return nil, lapse.Errorf(lapse.ECONFLICT, "a refund of %d %s exceeds the %d left of the %d order %s captured",
 				req.Amount, pay.Currency, left, pay.Amount, o.OrderNo)
 		}
 		key := req.Key
@@ -107,34 +100,32 @@ func (e *Engine) RefundOrder(ctx context.Context, orderNo string, req RefundRequ
 		}
 		want := &lapse.OrderRefund{OrderID: o.ID, OrderNo: o.OrderNo, PaymentID: pay.ID, Provider: pay.Provider, TxnID: pay.TxnID,
 			Amount: req.Amount, Currency: pay.Currency, Reason: req.Reason, Key: key, Status: lapse.OrderRefundRequested, CreatedAt: now}
-		e.fanOut(o, p.Outbox)
 		var got *lapse.OrderRefund
-		err = e.store.Tx(ctx, func(tx lapse.Store) error {
+		err = s.Tx(ctx, func(tx lapse.Store) error {
 			var err error
 			got, created, err = tx.OrderRefundCreate(ctx, want)
 			if err != nil || !created {
 				return err
 			}
-			_, err = tx.OrderTransition(ctx, p)
+			_, err = e.transition(ctx, tx, o, p)
 			return err
 		})
-		if errors.Is(err, lapse.ErrStale) {
-			continue
-		}
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		if !created {
 			if got.OrderID != o.ID || got.Amount != req.Amount {
-				return nil, false, lapse.Refine(lapse.ErrOrderRefundExists, "refund key %s is taken", key)
+				return nil, lapse.Refine(lapse.ErrOrderRefundExists, "refund key %s is taken", key)
 			}
-			return got, false, nil
+			return got, nil
 		}
-		e.metrics.transition(flow.Name, p)
-		e.delivered(p.Outbox)
-		return got, true, nil
+		e.committed(flow.Name, p)
+		return got, nil
+	})
+	if err != nil {
+		return nil, false, err
 	}
-	return nil, false, fmt.Errorf("order %s: %w", orderNo, lapse.ErrStale)
+	return ref, created, nil
 }
 
 // OrderRefunds returns the merchant refunds of an order, oldest first.
@@ -180,16 +171,8 @@ func (e *Engine) recordOrderRefund(ctx context.Context, r *lapse.OrderRefund, re
 // still requested: refunded when everything its payment captured went back,
 // paid again otherwise. It reports whether nothing is left to wait for.
 func (e *Engine) settleOrderRefund(ctx context.Context, orderNo string) (bool, error) {
-	for range maxStaleRetries {
-		o, err := e.store.OrderGet(ctx, orderNo)
-		if err != nil {
-			return false, err
-		}
-		flow, err := e.flowOf(o)
-		if err != nil {
-			return false, err
-		}
-		refunds, err := e.store.OrderRefundList(ctx, o.ID)
+	return changeOrder(ctx, e, orderChange{orderNo: orderNo}, func(s lapse.Store, o *lapse.Order, flow *lapse.Flow) (bool, error) {
+		refunds, err := s.OrderRefundList(ctx, o.ID)
 		if err != nil {
 			return false, err
 		}
@@ -205,7 +188,7 @@ func (e *Engine) settleOrderRefund(ctx context.Context, orderNo string) (bool, e
 		if flow.Refunds.Start == "" || flow.Transition(o.State, flow.Refunds.Done) == nil {
 			return true, nil // not refunding (settled already)
 		}
-		pays, err := e.store.PaymentList(ctx, &lapse.PaymentListParams{OrderID: o.ID, Status: lapse.PaymentApplied})
+		pays, err := s.PaymentList(ctx, &lapse.PaymentListParams{OrderID: o.ID, Status: lapse.PaymentApplied})
 		if err != nil {
 			return false, err
 		}
@@ -220,17 +203,12 @@ func (e *Engine) settleOrderRefund(ctx context.Context, orderNo string) (bool, e
 		if err != nil {
 			return false, err
 		}
-		e.fanOut(o, p.Outbox)
-		if _, err := e.store.OrderTransition(ctx, p); errors.Is(err, lapse.ErrStale) {
-			continue
-		} else if err != nil {
+		if _, err := e.transition(ctx, s, o, p); err != nil {
 			return false, err
 		}
-		e.metrics.transition(flow.Name, p)
-		e.delivered(p.Outbox)
+		e.committed(flow.Name, p)
 		return true, nil
-	}
-	return false, fmt.Errorf("order %s: %w", orderNo, lapse.ErrStale)
+	})
 }
 
 // deliverOrderRefunds asks the provider for every refund of the order that

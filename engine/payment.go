@@ -55,18 +55,11 @@ func (e *Engine) ApplyPayment(ctx context.Context, n *lapse.PaymentNotice) (*lap
 	if err == nil || !errors.Is(err, lapse.ErrPaymentNotFound) {
 		return got, err
 	}
-	for range maxStaleRetries {
-		o, err := e.store.OrderGet(ctx, n.OrderNo)
-		if errors.Is(err, lapse.ErrOrderNotFound) {
-			return nil, lapse.Refine(lapse.ErrOrderNotFound, "payment %s of %s is for order %s, which does not exist", n.TxnID, n.Provider, n.OrderNo)
-		}
-		if err != nil {
-			return nil, err
-		}
-		flow, err := e.flowOf(o)
-		if err != nil {
-			return nil, err
-		}
+	c := orderChange{orderNo: n.OrderNo, stale: "payment " + n.TxnID + " of order " + n.OrderNo,
+		missing: func() error {
+			return lapse.Refine(lapse.ErrOrderNotFound, "payment %s of %s is for order %s, which does not exist", n.TxnID, n.Provider, n.OrderNo)
+		}}
+	return changeOrder(ctx, e, c, func(s lapse.Store, o *lapse.Order, flow *lapse.Flow) (*lapse.Payment, error) {
 		if flow.Pays == "" {
 			return nil, lapse.Errorf(lapse.EINVALID, "order %s follows flow %s, which takes no payments", o.OrderNo, flow.Name)
 		}
@@ -85,31 +78,26 @@ func (e *Engine) ApplyPayment(ctx context.Context, n *lapse.PaymentNotice) (*lap
 		if perr != nil {
 			return nil, perr
 		}
-		e.fanOut(o, p.Outbox)
+		var got *lapse.Payment
 		created := false
-		err = e.store.Tx(ctx, func(tx lapse.Store) error {
+		err := s.Tx(ctx, func(tx lapse.Store) error {
 			var err error
 			got, created, err = tx.PaymentCreate(ctx, &lapse.PaymentCreateParams{Payment: pay})
 			if err != nil || !created {
 				return err
 			}
-			_, err = tx.OrderTransition(ctx, p)
+			_, err = e.transition(ctx, tx, o, p)
 			return err
 		})
-		if errors.Is(err, lapse.ErrStale) {
-			continue // the order moved meanwhile: decide again
-		}
 		if err != nil {
-			return nil, err
+			return nil, err // lapse.ErrStale: the order moved meanwhile, and is decided again
 		}
 		if created {
-			e.metrics.transition(flow.Name, p)
+			e.committed(flow.Name, p)
 			e.metrics.payments.WithLabelValues(n.Provider, string(lapse.PaymentApplied)).Inc()
-			e.delivered(p.Outbox)
 		}
 		return got, nil
-	}
-	return nil, fmt.Errorf("payment %s of order %s: %w", n.TxnID, n.OrderNo, lapse.ErrStale)
+	})
 }
 
 // payMismatch says how a payment differs from what its order asked for
