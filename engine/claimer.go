@@ -236,8 +236,8 @@ func (c *Claimer) precise(loopCtx, workCtx context.Context) {
 		var next time.Time
 		var ok bool
 		var err error
-		if len(c.e.timed) > 0 { // no flow has deadlines: nothing is ever due
-			next, ok, err = c.e.work.OrderNextDeadline(workCtx, c.e.timed)
+		if len(c.e.flows.timed) > 0 { // no flow has deadlines: nothing is ever due
+			next, ok, err = c.e.work.OrderNextDeadline(workCtx, c.e.flows.timed)
 		}
 		now := c.e.clock.Now()
 		wait := c.maxSleep()
@@ -366,13 +366,13 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 		applied []int64
 		asks    []*lapse.Order
 	)
-	if len(c.e.timed) == 0 {
+	if len(c.e.flows.timed) == 0 {
 		return 0, 0, nil // no flow has deadlines: nothing is ever due
 	}
 	start := time.Now()
 	err = c.e.work.Tx(ctx, func(tx lapse.Store) error {
 		now = c.e.clock.Now() // read once the transaction holds its claim
-		due, err := tx.OrderClaimDue(ctx, &lapse.OrderClaimDueParams{DueBy: now.Add(-grace), Flows: c.e.timed, Limit: limit})
+		due, err := tx.OrderClaimDue(ctx, &lapse.OrderClaimDueParams{DueBy: now.Add(-grace), Flows: c.e.flows.timed, Limit: limit})
 		if err != nil {
 			return err
 		}
@@ -451,7 +451,7 @@ func (c *Claimer) ask(ctx context.Context, o *lapse.Order, path lapse.FiredBy) {
 var errNoDeadline = errors.New("the order's state has no deadline in its flow")
 
 func (c *Claimer) plan(o *lapse.Order, now time.Time, path lapse.FiredBy) (*lapse.OrderTransitionParams, error) {
-	flow, err := c.e.flowOf(o)
+	flow, err := c.e.flows.of(o)
 	if err != nil {
 		return nil, err
 	}

@@ -72,9 +72,7 @@ type Config struct {
 type Engine struct {
 	store   lapse.Store
 	work    lapse.Store // the Claimer's and the Deliverer's
-	flows   map[string]*lapse.Flow
-	names   []string // flow names, sorted
-	timed   []string // names of flows that have deadlines, sorted
+	flows   flowSet
 	clock   lapse.Clock
 	log     *slog.Logger
 	maxAt   time.Duration
@@ -100,7 +98,6 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 	e := &Engine{
 		store:   checked{store},
 		work:    checked{cmp.Or[lapse.Store](cfg.WorkStore, store)},
-		flows:   map[string]*lapse.Flow{},
 		clock:   cfg.Clock,
 		log:     cfg.Logger,
 		maxAt:   cfg.MaxDeadline,
@@ -125,24 +122,11 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 	if e.maxAt <= 0 {
 		e.maxAt = 366 * 24 * time.Hour
 	}
-	for _, f := range flows {
-		if err := f.Validate(); err != nil {
-			return nil, err
-		}
-		if e.flows[f.Name] != nil {
-			return nil, fmt.Errorf("engine: flow %q is defined twice", f.Name)
-		}
-		e.flows[f.Name] = f
-		e.names = append(e.names, f.Name)
-		if len(f.DeadlineStates()) > 0 {
-			e.timed = append(e.timed, f.Name)
-		}
+	fs, err := newFlowSet(flows)
+	if err != nil {
+		return nil, err
 	}
-	if len(e.flows) == 0 {
-		return nil, fmt.Errorf("engine: no flows")
-	}
-	slices.Sort(e.names)
-	slices.Sort(e.timed)
+	e.flows = fs
 	subs := slices.Clone(cfg.Subscriptions)
 	subs = append(subs, ledgerSubscriptions(flows, e)...)
 	subs = append(subs, refundSubscriptions(flows, e)...)
@@ -177,16 +161,10 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 }
 
 // Flow returns the flow called name, or nil.
-func (e *Engine) Flow(name string) *lapse.Flow { return e.flows[name] }
+func (e *Engine) Flow(name string) *lapse.Flow { return e.flows.get(name) }
 
 // Flows returns the engine's flows sorted by name.
-func (e *Engine) Flows() []*lapse.Flow {
-	out := make([]*lapse.Flow, len(e.names))
-	for i, n := range e.names {
-		out[i] = e.flows[n]
-	}
-	return out
-}
+func (e *Engine) Flows() []*lapse.Flow { return e.flows.all() }
 
 // Store returns the engine's store: the one New was given, with every call
 // validated by the root package's rules (the Validate methods of the params)
@@ -195,14 +173,6 @@ func (e *Engine) Store() lapse.Store { return e.store }
 
 // Clock returns the engine's clock.
 func (e *Engine) Clock() lapse.Clock { return e.clock }
-
-func (e *Engine) flowOf(o *lapse.Order) (*lapse.Flow, error) {
-	f := e.flows[o.Flow]
-	if f == nil {
-		return nil, lapse.Errorf(lapse.EINTERNAL, "order %s follows flow %q, which this engine does not run", o.OrderNo, o.Flow)
-	}
-	return f, nil
-}
 
 // delivered wakes the delivery loops when evs fan out to anyone.
 func (e *Engine) delivered(evs []lapse.OutboxEvent) {

@@ -146,7 +146,7 @@ func (e *Engine) Group(ctx context.Context, groupID string) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	flow, err := e.flowOf(o)
+	flow, err := e.flows.of(o)
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +205,7 @@ func (s settler) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	if err != nil {
 		return err
 	}
-	flow := e.flows[g.Order.Flow]
+	flow := e.flows.get(g.Order.Flow)
 	if flow.Transition(g.Order.State, flow.Group.Settled) == nil {
 		return nil // settled, failed or retried meanwhile: this round has nothing to do
 	}

@@ -52,7 +52,7 @@ func (e *Engine) StartPayment(ctx context.Context, orderNo, provider string, by 
 		if err != nil {
 			return err
 		}
-		flow, err := e.flowOf(o)
+		flow, err := e.flows.of(o)
 		if err != nil {
 			return err
 		}
@@ -102,7 +102,7 @@ func (e *Engine) asksProvider(o *lapse.Order) bool {
 	if o.IntentAt == nil || o.IntentProvider == "" {
 		return false
 	}
-	f := e.flows[o.Flow]
+	f := e.flows.get(o.Flow)
 	return f != nil && f.Pays != "" && f.Transition(o.State, f.Pays) != nil
 }
 
@@ -146,7 +146,7 @@ func (e *Engine) settleIntent(ctx context.Context, o *lapse.Order, path lapse.Fi
 		log.Error("closer: cannot read the order", "err", err)
 		return
 	}
-	flow := e.flows[cur.Flow]
+	flow := e.flows.get(cur.Flow)
 	st := flow.State(cur.State)
 	if cur.Version != o.Version || st == nil || st.Deadline == nil {
 		return

@@ -126,7 +126,7 @@ func (h issuer) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	if err != nil {
 		return err
 	}
-	flow, err := e.flowOf(o)
+	flow, err := e.flows.of(o)
 	if err != nil {
 		return err
 	}
@@ -304,7 +304,7 @@ func (e *Engine) Retry(ctx context.Context, orderNo, reason string, by Actor) (*
 	if err != nil {
 		return nil, err
 	}
-	flow, err := e.flowOf(o)
+	flow, err := e.flows.of(o)
 	if err != nil {
 		return nil, err
 	}

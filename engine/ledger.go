@@ -174,7 +174,7 @@ const (
 
 // holdingMove says what the event of d does to what its order holds.
 func (e *Engine) holdingMove(d *lapse.Delivery) (holdingMoveKind, bool) {
-	flow := e.flowNamed(d)
+	flow := e.flows.ofEvent(d)
 	if flow == nil || !flow.Holds {
 		return 0, false
 	}
@@ -185,17 +185,4 @@ func (e *Engine) holdingMove(d *lapse.Delivery) (holdingMoveKind, bool) {
 		return consumeMove, true
 	}
 	return 0, false
-}
-
-// flowNamed returns the flow of a delivery's event, read from its payload's
-// order, or nil.
-func (e *Engine) flowNamed(d *lapse.Delivery) *lapse.Flow {
-	if d.Event == nil {
-		return nil
-	}
-	o, err := lapse.EventOrder(d.Event)
-	if err != nil {
-		return nil
-	}
-	return e.flows[o.Flow]
 }

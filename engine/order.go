@@ -27,9 +27,9 @@ func (e *Engine) CreateOrder(ctx context.Context, req *lapse.OrderCreate, by Act
 	if err := req.Validate(); err != nil {
 		return nil, false, err
 	}
-	flow := e.flows[req.Flow]
+	flow := e.flows.get(req.Flow)
 	if flow == nil {
-		return nil, false, lapse.FieldError("flow", "unknown flow %q (this service runs %s)", req.Flow, strings.Join(e.names, ", "))
+		return nil, false, lapse.FieldError("flow", "unknown flow %q (this service runs %s)", req.Flow, strings.Join(e.flows.names, ", "))
 	}
 	if flow.Group.Join != "" && req.Amount <= 0 {
 		return nil, false, lapse.FieldError("amount", "a group buy's price, which each member pays, must be positive")
@@ -232,7 +232,7 @@ func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChan
 		if err != nil {
 			return err
 		}
-		flow, err := e.flowOf(o)
+		flow, err := e.flows.of(o)
 		if err != nil {
 			return err
 		}

@@ -60,7 +60,7 @@ func changeOrder[T any](ctx context.Context, e *Engine, c orderChange, step func
 		if err != nil {
 			return zero, err
 		}
-		flow, err := e.flowOf(o)
+		flow, err := e.flows.of(o)
 		if err != nil {
 			return zero, err
 		}

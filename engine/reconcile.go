@@ -131,7 +131,7 @@ func (e *Engine) reconcilePayment(ctx context.Context, rec *Reconciliation, appl
 		}
 		t.add(&t.Applied, p.Amount-back)
 		t.add(&t.Refunded, back)
-		f := e.flows[o.Flow]
+		f := e.flows.get(o.Flow)
 		if f == nil || !slices.Contains(paidStates(f), o.State) {
 			issue("applied, but order %s is %s, which is not a paid state", o.OrderNo, o.State)
 		}

@@ -1,0 +1,74 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/lapsehq/lapse"
+)
+
+// flowSet is the flows an engine runs, by name.
+type flowSet struct {
+	byName map[string]*lapse.Flow
+	names  []string // sorted
+	timed  []string // names of the flows that have deadlines, sorted
+}
+
+// newFlowSet validates flows, whose names must be unique, and indexes them.
+func newFlowSet(flows []*lapse.Flow) (flowSet, error) {
+	fs := flowSet{byName: map[string]*lapse.Flow{}}
+	for _, f := range flows {
+		if err := f.Validate(); err != nil {
+			return flowSet{}, err
+		}
+		if fs.byName[f.Name] != nil {
+			return flowSet{}, fmt.Errorf("engine: flow %q is defined twice", f.Name)
+		}
+		fs.byName[f.Name] = f
+		fs.names = append(fs.names, f.Name)
+		if len(f.DeadlineStates()) > 0 {
+			fs.timed = append(fs.timed, f.Name)
+		}
+	}
+	if len(fs.byName) == 0 {
+		return flowSet{}, fmt.Errorf("engine: no flows")
+	}
+	slices.Sort(fs.names)
+	slices.Sort(fs.timed)
+	return fs, nil
+}
+
+// get returns the flow called name, or nil.
+func (fs *flowSet) get(name string) *lapse.Flow { return fs.byName[name] }
+
+// all returns the flows sorted by name.
+func (fs *flowSet) all() []*lapse.Flow {
+	out := make([]*lapse.Flow, len(fs.names))
+	for i, n := range fs.names {
+		out[i] = fs.byName[n]
+	}
+	return out
+}
+
+// of returns the flow an order follows; an order of a flow this engine does
+// not run is an internal error.
+func (fs *flowSet) of(o *lapse.Order) (*lapse.Flow, error) {
+	f := fs.byName[o.Flow]
+	if f == nil {
+		return nil, lapse.Errorf(lapse.EINTERNAL, "order %s follows flow %q, which this engine does not run", o.OrderNo, o.Flow)
+	}
+	return f, nil
+}
+
+// ofEvent returns the flow of a delivery's event, read from its payload's
+// order, or nil.
+func (fs *flowSet) ofEvent(d *lapse.Delivery) *lapse.Flow {
+	if d.Event == nil {
+		return nil
+	}
+	o, err := lapse.EventOrder(d.Event)
+	if err != nil {
+		return nil
+	}
+	return fs.byName[o.Flow]
+}
