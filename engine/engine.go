@@ -77,8 +77,6 @@ type Engine struct {
 	log     *slog.Logger
 	maxAt   time.Duration
 	node    string
-	stock   bool
-	coupons bool
 	subs    []*Subscription
 	metrics *metrics
 
@@ -87,6 +85,13 @@ type Engine struct {
 	wake      *waker
 	trig      *trigger  // nil without a shared trigger
 	kick      broadcast // wakes the delivery loops
+
+	// The features (feature.go), in the order in which they take part in
+	// creating orders and their subscriptions are listed, and each by name
+	// for its part of the API.
+	features []feature
+	stock    *stockLedger
+	coupons  *couponLedger
 }
 
 // New returns an Engine over store running flows. Every flow must be valid
@@ -96,15 +101,13 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("engine: nil store")
 	}
 	e := &Engine{
-		store:   checked{store},
-		work:    checked{cmp.Or[lapse.Store](cfg.WorkStore, store)},
-		clock:   cfg.Clock,
-		log:     cfg.Logger,
-		maxAt:   cfg.MaxDeadline,
-		node:    cfg.Node,
-		stock:   cfg.StockLedger,
-		coupons: cfg.CouponLedger,
-		wake:    newWaker(),
+		store: checked{store},
+		work:  checked{cmp.Or[lapse.Store](cfg.WorkStore, store)},
+		clock: cfg.Clock,
+		log:   cfg.Logger,
+		maxAt: cfg.MaxDeadline,
+		node:  cfg.Node,
+		wake:  newWaker(),
 
 		providers: cfg.Payments.Providers,
 		merchants: cfg.Payments.Merchants,
@@ -127,8 +130,15 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.flows = fs
+	e.stock = newStockLedger(e, cfg)
+	e.coupons = newCouponLedger(e, cfg)
+	e.features = []feature{e.stock, e.coupons}
 	subs := slices.Clone(cfg.Subscriptions)
-	subs = append(subs, ledgerSubscriptions(flows, e)...)
+	for _, ft := range e.features {
+		if fs := served(ft, flows); len(fs) > 0 {
+			subs = append(subs, ft.subscriptions(fs)...)
+		}
+	}
 	subs = append(subs, refundSubscriptions(flows, e)...)
 	subs = append(subs, settleSubscriptions(flows, e, cfg.GroupRetries)...)
 	subs = append(subs, issueSubscriptions(flows, e, cfg.Cards, cfg.IssueRetries)...)

@@ -95,14 +95,19 @@ func (e *Engine) CreateOrder(ctx context.Context, req *lapse.OrderCreate, by Act
 	}
 	e.fanOut(o, p.Outbox)
 	var got *lapse.Order
-	if e.holds(flow, o) {
+	if holds := e.holdsFor(flow, o); len(holds) > 0 {
 		// The order and what it holds commit together, or neither does.
 		err = e.store.Tx(ctx, func(tx lapse.Store) error {
 			got, created, err = tx.OrderCreate(ctx, p)
 			if err != nil || !created {
 				return err
 			}
-			return e.hold(ctx, tx, got, now)
+			for _, h := range holds {
+				if err := h.hold(ctx, tx, got, now); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
 	} else {
 		got, created, err = e.store.OrderCreate(ctx, p)
@@ -121,6 +126,18 @@ func (e *Engine) CreateOrder(ctx context.Context, req *lapse.OrderCreate, by Act
 		e.deadlineSet(got.OrderNo, *got.DeadlineAt)
 	}
 	return got, true, nil
+}
+
+// holdsFor returns the features that hold something for o, a new order of
+// flow.
+func (e *Engine) holdsFor(flow *lapse.Flow, o *lapse.Order) []creationHold {
+	var out []creationHold
+	for _, ft := range e.features {
+		if h, ok := ft.(creationHold); ok && ft.serves(flow) && h.holds(o) {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 func (e *Engine) checkDeadline(field string, at, now time.Time) error {

@@ -1,0 +1,114 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+// stockLedger is the built-in stock ledger, on with Config.StockLedger: the
+// orders of flows that hold reserve their items when they are created (or
+// are refused), and its local subscription, StockSubscriber, gives them
+// back or uses them up as the flow says. Its API works whether it is on or
+// not, so that stock can be set up before it is.
+type stockLedger struct {
+	e  *Engine
+	on bool
+}
+
+func newStockLedger(e *Engine, cfg Config) *stockLedger {
+	return &stockLedger{e: e, on: cfg.StockLedger}
+}
+
+func (l *stockLedger) serves(f *lapse.Flow) bool { return l.on && f.Holds }
+
+func (l *stockLedger) subscriptions(flows []*lapse.Flow) []Subscription {
+	return []Subscription{{Name: StockSubscriber, Events: holdingEvents(flows), Flows: flowNames(flows), Local: stockEffect{l.e},
+		Schedule: ledgerSchedule, Concurrency: ledgerConcurrency, Filter: l.holds}}
+}
+
+func (l *stockLedger) holds(o *lapse.Order) bool { return len(o.Items) > 0 }
+
+// hold reserves the items of a new order.
+func (l *stockLedger) hold(ctx context.Context, tx lapse.Store, o *lapse.Order, now time.Time) error {
+	lines, err := lapse.StockLines(o.Items)
+	if err != nil {
+		return err
+	}
+	err = tx.StockMove(ctx, &lapse.StockMoveParams{OrderID: o.ID, Kind: lapse.StockReserve, Lines: lines, At: now})
+	if errors.Is(err, lapse.ErrStockNotFound) {
+		// At creation a missing SKU is the caller's conflict with the
+		// ledger, not a missing resource of this request.
+		return &lapse.Error{Code: lapse.ECONFLICT, Field: "items", Message: lapse.ErrorMessage(err) + "; set it with PUT /v1/stock/{sku} first", Err: err}
+	}
+	return err
+}
+
+// SetStock sets the on-hand quantity of a SKU in the built-in ledger. It
+// cannot go below what live orders reserve (lapse.ErrStockReserved).
+// Errors: EINVALID for a SKU or on-hand that lapse.StockSetParams.Validate
+// refuses.
+func (e *Engine) SetStock(ctx context.Context, sku string, onHand int64) (*lapse.Stock, error) {
+	return e.stock.set(ctx, sku, onHand)
+}
+
+func (l *stockLedger) set(ctx context.Context, sku string, onHand int64) (*lapse.Stock, error) {
+	return l.e.store.StockSet(ctx, &lapse.StockSetParams{SKU: sku, OnHand: onHand, At: l.e.clock.Now()})
+}
+
+// Stock returns the ledger line of a SKU, or lapse.ErrStockNotFound.
+func (e *Engine) Stock(ctx context.Context, sku string) (*lapse.Stock, error) {
+	return e.stock.get(ctx, sku)
+}
+
+func (l *stockLedger) get(ctx context.Context, sku string) (*lapse.Stock, error) {
+	return l.e.store.StockGet(ctx, sku)
+}
+
+// stockEffect gives back or uses up an order's stock when its flow says so.
+// It works from the order's stock journal, so it moves exactly what the order
+// still holds; its dedup row makes it happen once per event.
+type stockEffect struct{ e *Engine }
+
+func (s stockEffect) Apply(ctx context.Context, tx lapse.Store, d *lapse.Delivery) error {
+	now := s.e.clock.Now()
+	kind, ok := holdingMove(&s.e.flows, d)
+	if !ok {
+		return nil
+	}
+	first, err := tx.EffectClaim(ctx, d.Subscriber, d.EventID, now)
+	if err != nil || !first {
+		return err
+	}
+	journal, err := tx.StockMoveList(ctx, d.OrderID)
+	if err != nil {
+		return err
+	}
+	bySKU := map[string]int64{}
+	for _, m := range journal {
+		if m.Kind == lapse.StockReserve {
+			bySKU[m.SKU] += m.Qty
+		} else {
+			bySKU[m.SKU] -= m.Qty
+		}
+	}
+	var held []lapse.Item
+	for sku, qty := range bySKU {
+		if qty > 0 {
+			held = append(held, lapse.Item{SKU: sku, Qty: qty})
+		}
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	lines, err := lapse.StockLines(held)
+	if err != nil {
+		return err
+	}
+	if kind == releaseMove {
+		return tx.StockMove(ctx, &lapse.StockMoveParams{OrderID: d.OrderID, Kind: lapse.StockRelease, Lines: lines, At: now})
+	}
+	return tx.StockMove(ctx, &lapse.StockMoveParams{OrderID: d.OrderID, Kind: lapse.StockConsume, Lines: lines, At: now})
+}
