@@ -80,11 +80,9 @@ type Engine struct {
 	subs    []*Subscription
 	metrics *metrics
 
-	providers map[string]lapse.PaymentProvider
-	merchants map[string]string
-	wake      *waker
-	trig      *trigger  // nil without a shared trigger
-	kick      broadcast // wakes the delivery loops
+	wake *waker
+	trig *trigger  // nil without a shared trigger
+	kick broadcast // wakes the delivery loops
 
 	// The features (feature.go), in the order in which they take part in
 	// creating orders and their subscriptions are listed, and each by name
@@ -92,6 +90,7 @@ type Engine struct {
 	features []feature
 	stock    *stockLedger
 	coupons  *couponLedger
+	payments *payments
 }
 
 // New returns an Engine over store running flows. Every flow must be valid
@@ -108,9 +107,6 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 		maxAt: cfg.MaxDeadline,
 		node:  cfg.Node,
 		wake:  newWaker(),
-
-		providers: cfg.Payments.Providers,
-		merchants: cfg.Payments.Merchants,
 	}
 	if e.clock == nil {
 		e.clock = lapse.SystemClock{}
@@ -132,14 +128,14 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 	e.flows = fs
 	e.stock = newStockLedger(e, cfg)
 	e.coupons = newCouponLedger(e, cfg)
-	e.features = []feature{e.stock, e.coupons}
+	e.payments = newPayments(e, cfg.Payments)
+	e.features = []feature{e.stock, e.coupons, e.payments}
 	subs := slices.Clone(cfg.Subscriptions)
 	for _, ft := range e.features {
 		if fs := served(ft, flows); len(fs) > 0 {
 			subs = append(subs, ft.subscriptions(fs)...)
 		}
 	}
-	subs = append(subs, refundSubscriptions(flows, e)...)
 	subs = append(subs, settleSubscriptions(flows, e, cfg.GroupRetries)...)
 	subs = append(subs, issueSubscriptions(flows, e, cfg.Cards, cfg.IssueRetries)...)
 	for i := range subs {

@@ -119,14 +119,14 @@ func chargeKey(groupID, userID string) string {
 // chargeProvider names the provider that charges a member.
 func (e *Engine) chargeProvider(name string) (string, error) {
 	if name == "" {
-		if len(e.providers) != 1 {
-			return "", lapse.FieldError("provider", "is required: %d payment providers are configured", len(e.providers))
+		if len(e.payments.providers) != 1 {
+			return "", lapse.FieldError("provider", "is required: %d payment providers are configured", len(e.payments.providers))
 		}
-		for n := range e.providers {
+		for n := range e.payments.providers {
 			name = n
 		}
 	}
-	if e.providers[name] == nil {
+	if e.payments.providers[name] == nil {
 		return "", lapse.FieldError("provider", "no payment provider port %q is configured", name)
 	}
 	return name, nil
@@ -174,7 +174,7 @@ func settleSubscriptions(flows []*lapse.Flow, e *Engine, retries []time.Duration
 			events = append(events, f.Group.Charge)
 		}
 	}
-	if len(names) == 0 || len(e.providers) == 0 {
+	if len(names) == 0 || len(e.payments.providers) == 0 {
 		return nil
 	}
 	if len(retries) == 0 {
@@ -263,7 +263,7 @@ func (s settler) Deliver(ctx context.Context, d *lapse.Delivery) error {
 // died) is asked about first.
 func (s settler) charge(ctx context.Context, m *lapse.GroupMember) error {
 	e := s.e
-	prov := e.providers[m.Provider]
+	prov := e.payments.providers[m.Provider]
 	if prov == nil {
 		return fmt.Errorf("no payment provider port %q is configured", m.Provider)
 	}

@@ -37,9 +37,14 @@ const (
 // payments; ECONFLICT when the order's state takes no payment, its deadline
 // has passed, or it was started with another provider; ENOTFOUND.
 func (e *Engine) StartPayment(ctx context.Context, orderNo, provider string, by Actor) (*lapse.Order, error) {
-	if e.providers[provider] == nil {
-		names := make([]string, 0, len(e.providers))
-		for n := range e.providers {
+	return e.payments.start(ctx, orderNo, provider, by)
+}
+
+func (ps *payments) start(ctx context.Context, orderNo, provider string, by Actor) (*lapse.Order, error) {
+	e := ps.e
+	if ps.providers[provider] == nil {
+		names := make([]string, 0, len(ps.providers))
+		for n := range ps.providers {
 			names = append(names, n)
 		}
 		slices.Sort(names)
@@ -57,7 +62,7 @@ func (e *Engine) StartPayment(ctx context.Context, orderNo, provider string, by 
 			return err
 		}
 		switch {
-		case flow.Pays == "":
+		case !ps.serves(flow):
 			return lapse.Errorf(lapse.EINVALID, "order %s follows flow %s, which takes no payments", o.OrderNo, flow.Name)
 		case flow.Transition(o.State, flow.Pays) == nil:
 			return lapse.Errorf(lapse.ECONFLICT, "order %s is %s, which takes no payment", o.OrderNo, o.State)
@@ -98,12 +103,13 @@ func (e *Engine) StartPayment(ctx context.Context, orderNo, provider string, by 
 
 // asksProvider reports whether the closer must ask a provider before firing
 // o's deadline: its customer started paying, and its state takes payments.
-func (e *Engine) asksProvider(o *lapse.Order) bool {
+func (ps *payments) asksProvider(o *lapse.Order) bool {
+	e := ps.e
 	if o.IntentAt == nil || o.IntentProvider == "" {
 		return false
 	}
 	f := e.flows.get(o.Flow)
-	return f != nil && f.Pays != "" && f.Transition(o.State, f.Pays) != nil
+	return f != nil && ps.serves(f) && f.Transition(o.State, f.Pays) != nil
 }
 
 // settleIntent decides a due order whose customer started paying; o is the
@@ -113,9 +119,10 @@ func (e *Engine) asksProvider(o *lapse.Order) bool {
 // since the lease. A provider that does not answer leaves the order open, to
 // be asked again after askRetry; a payment made meanwhile is still judged
 // against PayBy. Every move is guarded by the order's version.
-func (e *Engine) settleIntent(ctx context.Context, o *lapse.Order, path lapse.FiredBy) {
+func (ps *payments) settleIntent(ctx context.Context, o *lapse.Order, path lapse.FiredBy) {
+	e := ps.e
 	log := e.log.With("order_no", o.OrderNo, "provider", o.IntentProvider)
-	if prov := e.providers[o.IntentProvider]; prov != nil {
+	if prov := ps.providers[o.IntentProvider]; prov != nil {
 		actx, cancel := context.WithTimeout(ctx, askTimeout)
 		pp, err := prov.Close(actx, o.OrderNo)
 		cancel()
@@ -123,15 +130,15 @@ func (e *Engine) settleIntent(ctx context.Context, o *lapse.Order, path lapse.Fi
 		case errors.Is(err, lapse.ErrProviderNotFound):
 		case err != nil:
 			log.Warn("closer: the provider did not close the payment; the order stays open", "err", err, "retry_in", askRetry)
-			e.askAgain(ctx, o, err)
+			ps.askAgain(ctx, o, err)
 			return
 		case pp.Status == lapse.ProviderPaid:
 			raw, _ := json.Marshal(pp)
 			n := &lapse.PaymentNotice{Provider: o.IntentProvider, Kind: lapse.NoticePaid, TxnID: pp.TxnID, OrderNo: o.OrderNo,
 				Amount: pp.Amount, Currency: pp.Currency, Merchant: pp.Merchant, PaidAt: pp.PaidAt, Raw: raw}
-			if _, err := e.ApplyPayment(ctx, n); err != nil {
+			if _, err := ps.apply(ctx, n); err != nil {
 				log.Error("closer: the provider reports a payment that cannot be recorded; the order stays open", "txn_id", pp.TxnID, "err", err)
-				e.askAgain(ctx, o, err)
+				ps.askAgain(ctx, o, err)
 				return
 			}
 		}
@@ -175,7 +182,8 @@ func (e *Engine) settleIntent(ctx context.Context, o *lapse.Order, path lapse.Fi
 
 // askAgain moves the deadline of an order whose provider could not settle
 // it to askRetry from now, saying why in its order.deadline_changed event.
-func (e *Engine) askAgain(ctx context.Context, o *lapse.Order, why error) {
+func (ps *payments) askAgain(ctx context.Context, o *lapse.Order, why error) {
+	e := ps.e
 	now := e.clock.Now()
 	next := now.Add(askRetry)
 	after := *o

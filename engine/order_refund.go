@@ -36,6 +36,11 @@ var refundKeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$`)
 // applied payment, the amount exceeds what is left, or the key was used for
 // another refund; ENOTFOUND.
 func (e *Engine) RefundOrder(ctx context.Context, orderNo string, req RefundRequest) (ref *lapse.OrderRefund, created bool, err error) {
+	return e.payments.refundOrder(ctx, orderNo, req)
+}
+
+func (ps *payments) refundOrder(ctx context.Context, orderNo string, req RefundRequest) (ref *lapse.OrderRefund, created bool, err error) {
+	e := ps.e
 	switch {
 	case req.Amount <= 0:
 		return nil, false, lapse.FieldError("amount", "must be a positive number of minor units")
@@ -81,7 +86,7 @@ func (e *Engine) RefundOrder(ctx context.Context, orderNo string, req RefundRequ
 			return nil, lapse.Errorf(lapse.ECONFLICT, "order %s has %d applied payments; a refund needs the one that paid it", o.OrderNo, len(pays))
 		}
 		pay := pays[0]
-		if e.providers[pay.Provider] == nil {
+		if ps.providers[pay.Provider] == nil {
 			return nil, lapse.Errorf(lapse.ECONFLICT, "order %s was paid through %s, which has no provider port here to refund it", o.OrderNo, pay.Provider)
 		}
 		left := pay.Amount
@@ -130,6 +135,11 @@ func (e *Engine) RefundOrder(ctx context.Context, orderNo string, req RefundRequ
 
 // OrderRefunds returns the merchant refunds of an order, oldest first.
 func (e *Engine) OrderRefunds(ctx context.Context, orderNo string) ([]*lapse.OrderRefund, error) {
+	return e.payments.refunds(ctx, orderNo)
+}
+
+func (ps *payments) refunds(ctx context.Context, orderNo string) ([]*lapse.OrderRefund, error) {
+	e := ps.e
 	o, err := e.store.OrderGet(ctx, orderNo)
 	if err != nil {
 		return nil, err
@@ -139,7 +149,8 @@ func (e *Engine) OrderRefunds(ctx context.Context, orderNo string) ([]*lapse.Ord
 
 // recordOrderRefund moves a requested refund as the provider's answer says.
 // A refund still processing is an error, so that it is asked about again.
-func (e *Engine) recordOrderRefund(ctx context.Context, r *lapse.OrderRefund, ref *lapse.ProviderRefund, why string) error {
+func (ps *payments) recordOrderRefund(ctx context.Context, r *lapse.OrderRefund, ref *lapse.ProviderRefund, why string) error {
+	e := ps.e
 	to := lapse.OrderRefundSucceeded
 	switch ref.Status {
 	case lapse.RefundSucceeded:
@@ -170,7 +181,8 @@ func (e *Engine) recordOrderRefund(ctx context.Context, r *lapse.OrderRefund, re
 // settleOrderRefund ends a refunding order once none of its refunds is
 // still requested: refunded when everything its payment captured went back,
 // paid again otherwise. It reports whether nothing is left to wait for.
-func (e *Engine) settleOrderRefund(ctx context.Context, orderNo string) (bool, error) {
+func (ps *payments) settleOrderRefund(ctx context.Context, orderNo string) (bool, error) {
+	e := ps.e
 	return changeOrder(ctx, e, orderChange{orderNo: orderNo}, func(s lapse.Store, o *lapse.Order, flow *lapse.Flow) (bool, error) {
 		refunds, err := s.OrderRefundList(ctx, o.ID)
 		if err != nil {
@@ -214,7 +226,7 @@ func (e *Engine) settleOrderRefund(ctx context.Context, orderNo string) (bool, e
 // deliverOrderRefunds asks the provider for every refund of the order that
 // is still requested, then settles the order.
 func (r refunder) deliverOrderRefunds(ctx context.Context, d *lapse.Delivery) error {
-	e := r.e
+	ps, e := r.ps, r.ps.e
 	o, err := e.store.OrderGet(ctx, d.OrderNo)
 	if err != nil {
 		return err
@@ -229,7 +241,7 @@ func (r refunder) deliverOrderRefunds(ctx context.Context, d *lapse.Delivery) er
 		}
 		var ref *lapse.ProviderRefund
 		err := fmt.Errorf("%w: no payment provider port is configured for %s", lapse.ErrRefused, x.Provider)
-		if prov := e.providers[x.Provider]; prov != nil {
+		if prov := ps.providers[x.Provider]; prov != nil {
 			ref, err = prov.Refund(ctx, &lapse.RefundRequest{IdempotencyKey: x.Key, TxnID: x.TxnID, OrderNo: x.OrderNo,
 				Amount: x.Amount, Currency: x.Currency, Reason: x.Reason})
 		}
@@ -242,11 +254,11 @@ func (r refunder) deliverOrderRefunds(ctx context.Context, d *lapse.Delivery) er
 		if err != nil {
 			return err
 		}
-		if err := e.recordOrderRefund(ctx, x, ref, why); err != nil {
+		if err := ps.recordOrderRefund(ctx, x, ref, why); err != nil {
 			return err
 		}
 	}
-	done, err := e.settleOrderRefund(ctx, d.OrderNo)
+	done, err := ps.settleOrderRefund(ctx, d.OrderNo)
 	if err == nil && !done {
 		return fmt.Errorf("order %s still has refunds waiting for their provider", d.OrderNo)
 	}
@@ -257,7 +269,7 @@ func (r refunder) deliverOrderRefunds(ctx context.Context, d *lapse.Delivery) er
 // been lost, and records those it made. It reports true once none is left
 // requested; otherwise the next attempt asks again under the same keys.
 func (r refunder) queryOrderRefunds(ctx context.Context, d *lapse.Delivery) (bool, error) {
-	e := r.e
+	ps, e := r.ps, r.ps.e
 	o, err := e.store.OrderGet(ctx, d.OrderNo)
 	if err != nil {
 		return false, err
@@ -267,7 +279,7 @@ func (r refunder) queryOrderRefunds(ctx context.Context, d *lapse.Delivery) (boo
 		return false, err
 	}
 	for _, x := range refunds {
-		prov := e.providers[x.Provider]
+		prov := ps.providers[x.Provider]
 		if x.Status != lapse.OrderRefundRequested || prov == nil {
 			continue
 		}
@@ -281,17 +293,18 @@ func (r refunder) queryOrderRefunds(ctx context.Context, d *lapse.Delivery) (boo
 		if ref.Status == lapse.RefundProcessing {
 			return false, nil
 		}
-		if err := e.recordOrderRefund(ctx, x, ref, ""); err != nil {
+		if err := ps.recordOrderRefund(ctx, x, ref, ""); err != nil {
 			return false, err
 		}
 	}
-	return e.settleOrderRefund(ctx, d.OrderNo)
+	return ps.settleOrderRefund(ctx, d.OrderNo)
 }
 
 // orderRefundNoticed records a refund the provider reports done for an
 // applied payment: a merchant refund of its order, found by its key or the
 // provider's refund id.
-func (e *Engine) orderRefundNoticed(ctx context.Context, pay *lapse.Payment, n *lapse.PaymentNotice) error {
+func (ps *payments) orderRefundNoticed(ctx context.Context, pay *lapse.Payment, n *lapse.PaymentNotice) error {
+	e := ps.e
 	refunds, err := e.store.OrderRefundList(ctx, pay.OrderID)
 	if err != nil {
 		return err
@@ -301,12 +314,12 @@ func (e *Engine) orderRefundNoticed(ctx context.Context, pay *lapse.Payment, n *
 			continue
 		}
 		if x.Status == lapse.OrderRefundRequested {
-			if err := e.recordOrderRefund(ctx, x, &lapse.ProviderRefund{RefundID: n.RefundID, TxnID: pay.TxnID, Amount: n.Amount,
+			if err := ps.recordOrderRefund(ctx, x, &lapse.ProviderRefund{RefundID: n.RefundID, TxnID: pay.TxnID, Amount: n.Amount,
 				Status: lapse.RefundSucceeded}, ""); err != nil {
 				return err
 			}
 		}
-		_, err := e.settleOrderRefund(ctx, pay.OrderNo)
+		_, err := ps.settleOrderRefund(ctx, pay.OrderNo)
 		return err
 	}
 	e.log.Warn("refund notice matches no refund Lapse asked for", "provider", n.Provider, "txn_id", n.TxnID, "refund_id", n.RefundID)

@@ -26,6 +26,24 @@ type PaymentConfig struct {
 // late payments.
 const RefundSubscriber = "refund"
 
+// payments is the payment feature: it serves the flows that take payments
+// (lapse.Flow.Pays). It applies verified provider callbacks (this file),
+// gives the customer who started paying a grace and asks the provider before
+// an order closes (intent.go), refunds late payments (refund.go) and
+// merchant refunds of paid orders (order_refund.go), and reconciles what was
+// captured (reconcile.go).
+type payments struct {
+	e         *Engine
+	providers map[string]lapse.PaymentProvider
+	merchants map[string]string
+}
+
+func newPayments(e *Engine, cfg PaymentConfig) *payments {
+	return &payments{e: e, providers: cfg.Providers, merchants: cfg.Merchants}
+}
+
+func (ps *payments) serves(f *lapse.Flow) bool { return f.Pays != "" }
+
 // ApplyPayment applies what a verified provider callback reports.
 //
 // A paid notice fires its order's flow Pays event, judged at the provider's
@@ -48,8 +66,13 @@ const RefundSubscriber = "refund"
 // Errors, with nothing written: ENOTFOUND for an unknown order or (refund
 // notices) payment; EINVALID when the order's flow takes no payments.
 func (e *Engine) ApplyPayment(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
+	return e.payments.apply(ctx, n)
+}
+
+func (ps *payments) apply(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
+	e := ps.e
 	if n.Kind == lapse.NoticeRefunded {
-		return e.refundNoticed(ctx, n)
+		return ps.refundNoticed(ctx, n)
 	}
 	got, err := e.store.PaymentGet(ctx, n.Provider, n.TxnID)
 	if err == nil || !errors.Is(err, lapse.ErrPaymentNotFound) {
@@ -60,20 +83,20 @@ func (e *Engine) ApplyPayment(ctx context.Context, n *lapse.PaymentNotice) (*lap
 			return lapse.Refine(lapse.ErrOrderNotFound, "payment %s of %s is for order %s, which does not exist", n.TxnID, n.Provider, n.OrderNo)
 		}}
 	return changeOrder(ctx, e, c, func(s lapse.Store, o *lapse.Order, flow *lapse.Flow) (*lapse.Payment, error) {
-		if flow.Pays == "" {
+		if !ps.serves(flow) {
 			return nil, lapse.Errorf(lapse.EINVALID, "order %s follows flow %s, which takes no payments", o.OrderNo, flow.Name)
 		}
 		now := e.clock.Now()
 		pay := &lapse.Payment{Provider: n.Provider, TxnID: n.TxnID, OrderID: o.ID, OrderNo: o.OrderNo, Amount: n.Amount,
 			Currency: n.Currency, Merchant: n.Merchant, PaidAt: n.PaidAt, Status: lapse.PaymentApplied, Raw: n.Raw,
 			CreatedAt: now, UpdatedAt: now}
-		if why := e.payMismatch(o, n); why != "" {
-			return e.recordPayment(ctx, o, pay, lapse.PaymentReview, lapse.EventPaymentReview, why)
+		if why := ps.payMismatch(o, n); why != "" {
+			return ps.recordPayment(ctx, o, pay, lapse.PaymentReview, lapse.EventPaymentReview, why)
 		}
 		p, perr := flow.Plan(o, lapse.Firing{Event: flow.Pays, Now: now, At: n.PaidAt, FiredBy: lapse.FiredByPayment,
 			Actor: n.Provider, Reason: "payment " + n.TxnID})
 		if lapse.ErrorCode(perr) == lapse.ECONFLICT {
-			return e.recordPayment(ctx, o, pay, lapse.PaymentLate, lapse.EventPaymentLate, lapse.ErrorMessage(perr))
+			return ps.recordPayment(ctx, o, pay, lapse.PaymentLate, lapse.EventPaymentLate, lapse.ErrorMessage(perr))
 		}
 		if perr != nil {
 			return nil, perr
@@ -103,11 +126,11 @@ func (e *Engine) ApplyPayment(ctx context.Context, n *lapse.PaymentNotice) (*lap
 // payMismatch says how a payment differs from what its order asked for
 // (amount, currency, or the merchant configured for its provider), or why
 // its callback asked for review, or "".
-func (e *Engine) payMismatch(o *lapse.Order, n *lapse.PaymentNotice) string {
+func (ps *payments) payMismatch(o *lapse.Order, n *lapse.PaymentNotice) string {
 	if n.Amount != o.Amount || n.Currency != o.Currency {
 		return fmt.Sprintf("the payment is %d %s; order %s is %d %s", n.Amount, n.Currency, o.OrderNo, o.Amount, o.Currency)
 	}
-	if m := e.merchants[n.Provider]; m != "" && n.Merchant != m {
+	if m := ps.merchants[n.Provider]; m != "" && n.Merchant != m {
 		return fmt.Sprintf("the payment was made to merchant %q, not %q", n.Merchant, m)
 	}
 	return n.Review
@@ -118,7 +141,8 @@ func (e *Engine) payMismatch(o *lapse.Order, n *lapse.PaymentNotice) string {
 // subscriber refunds it) or review (payment.review: it does not match its
 // order, and an operator decides; refunding it blindly could refund the
 // wrong amount). The order does not change.
-func (e *Engine) recordPayment(ctx context.Context, o *lapse.Order, pay *lapse.Payment, st lapse.PaymentStatus, typ, why string) (*lapse.Payment, error) {
+func (ps *payments) recordPayment(ctx context.Context, o *lapse.Order, pay *lapse.Payment, st lapse.PaymentStatus, typ, why string) (*lapse.Payment, error) {
+	e := ps.e
 	pay.Status, pay.Reason = st, lapse.CleanReason(why)
 	evs := []lapse.OutboxEvent{lapse.NewPaymentEvent(typ, o, pay)}
 	e.fanOut(o, evs)
@@ -152,7 +176,8 @@ func paymentReview(o *lapse.Order, pay *lapse.Payment, at time.Time) *lapse.Revi
 
 // refundNoticed completes the refund of a late payment that the provider
 // reports done. A payment already refunded is left as it is.
-func (e *Engine) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
+func (ps *payments) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
+	e := ps.e
 	for range maxStaleRetries {
 		pay, err := e.store.PaymentGet(ctx, n.Provider, n.TxnID)
 		if err != nil {
@@ -162,11 +187,11 @@ func (e *Engine) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (*la
 		case lapse.PaymentLate, lapse.PaymentRefunding:
 		case lapse.PaymentApplied:
 			// A refund of a paid order: the merchant refund path's.
-			return pay, e.orderRefundNoticed(ctx, pay, n)
+			return pay, ps.orderRefundNoticed(ctx, pay, n)
 		default:
 			return pay, nil
 		}
-		got, err := e.paymentRefunded(ctx, pay, n.RefundID)
+		got, err := ps.paymentRefunded(ctx, pay, n.RefundID)
 		if errors.Is(err, lapse.ErrStale) {
 			continue
 		}
@@ -177,7 +202,8 @@ func (e *Engine) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (*la
 
 // paymentRefunded moves pay from its status to refunded, with its
 // payment.refunded event.
-func (e *Engine) paymentRefunded(ctx context.Context, pay *lapse.Payment, refundID string) (*lapse.Payment, error) {
+func (ps *payments) paymentRefunded(ctx context.Context, pay *lapse.Payment, refundID string) (*lapse.Payment, error) {
+	e := ps.e
 	o, err := e.store.OrderGet(ctx, pay.OrderNo)
 	if err != nil {
 		return nil, err
@@ -202,6 +228,11 @@ func (e *Engine) paymentRefunded(ctx context.Context, pay *lapse.Payment, refund
 
 // Payments returns the payments of an order, oldest first.
 func (e *Engine) Payments(ctx context.Context, orderNo string) ([]*lapse.Payment, error) {
+	return e.payments.list(ctx, orderNo)
+}
+
+func (ps *payments) list(ctx context.Context, orderNo string) ([]*lapse.Payment, error) {
+	e := ps.e
 	o, err := e.store.OrderGet(ctx, orderNo)
 	if err != nil {
 		return nil, err

@@ -55,21 +55,26 @@ const reconcilePage = 1000
 // order has exactly one applied payment. Payments still late or refunding
 // are reported too: their money is not settled yet.
 func (e *Engine) Reconcile(ctx context.Context) (*Reconciliation, error) {
+	return e.payments.reconcile(ctx)
+}
+
+func (ps *payments) reconcile(ctx context.Context) (*Reconciliation, error) {
+	e := ps.e
 	rec := &Reconciliation{Totals: map[string]*MoneyTotals{}}
 	applied := map[string]int{} // order_no → applied payments
 	var after int64
 	for {
-		ps, err := e.store.PaymentList(ctx, &lapse.PaymentListParams{AfterID: after, Limit: reconcilePage})
+		page, err := e.store.PaymentList(ctx, &lapse.PaymentListParams{AfterID: after, Limit: reconcilePage})
 		if err != nil {
 			return nil, err
 		}
-		for _, p := range ps {
-			if err := e.reconcilePayment(ctx, rec, applied, p); err != nil {
+		for _, p := range page {
+			if err := ps.reconcilePayment(ctx, rec, applied, p); err != nil {
 				return nil, err
 			}
 			after = p.ID
 		}
-		if len(ps) < reconcilePage {
+		if len(page) < reconcilePage {
 			break
 		}
 	}
@@ -80,7 +85,7 @@ func (e *Engine) Reconcile(ctx context.Context) (*Reconciliation, error) {
 			}
 		}
 		for _, st := range paidStates(f) {
-			if err := e.reconcileOrders(ctx, rec, applied, f.Name, st); err != nil {
+			if err := ps.reconcileOrders(ctx, rec, applied, f.Name, st); err != nil {
 				return nil, err
 			}
 		}
@@ -93,7 +98,8 @@ func (e *Engine) Reconcile(ctx context.Context) (*Reconciliation, error) {
 	return rec, nil
 }
 
-func (e *Engine) reconcilePayment(ctx context.Context, rec *Reconciliation, applied map[string]int, p *lapse.Payment) error {
+func (ps *payments) reconcilePayment(ctx context.Context, rec *Reconciliation, applied map[string]int, p *lapse.Payment) error {
+	e := ps.e
 	rec.Payments++
 	t := rec.Totals[p.Currency]
 	if t == nil {
@@ -200,7 +206,8 @@ func (e *Engine) reconcileGroups(ctx context.Context, rec *Reconciliation, f *la
 
 // reconcileOrders checks that every order of flow in state has exactly one
 // applied payment.
-func (e *Engine) reconcileOrders(ctx context.Context, rec *Reconciliation, applied map[string]int, flow string, state lapse.State) error {
+func (ps *payments) reconcileOrders(ctx context.Context, rec *Reconciliation, applied map[string]int, flow string, state lapse.State) error {
+	e := ps.e
 	p := &lapse.OrderListParams{Flow: flow, State: state, Limit: reconcilePage}
 	for {
 		os, err := e.store.OrderList(ctx, p)

@@ -4,40 +4,31 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/lapsehq/lapse"
 )
 
-// refundSubscriptions returns the subscription that refunds late payments,
-// when some flow takes payments and some provider port is configured.
-func refundSubscriptions(flows []*lapse.Flow, e *Engine) []Subscription {
-	var names []string
+// subscriptions returns the subscription that refunds late payments and
+// asks providers for merchant refunds, when some provider port is
+// configured.
+func (ps *payments) subscriptions(flows []*lapse.Flow) []Subscription {
+	if len(ps.providers) == 0 {
+		return nil
+	}
 	events := []string{lapse.EventPaymentLate}
 	for _, f := range flows {
-		if f.Pays == "" {
-			continue
-		}
-		names = append(names, f.Name)
 		for _, t := range f.Transitions {
 			if f.Refunds.Start != "" && t.Event == f.Refunds.Start {
-				for _, ev := range t.Emits {
-					if !slices.Contains(events, ev) {
-						events = append(events, ev)
-					}
-				}
+				addNew(&events, t.Emits...)
 			}
 		}
-	}
-	if len(names) == 0 || len(e.providers) == 0 {
-		return nil
 	}
 	return []Subscription{{
 		Name:    RefundSubscriber,
 		Events:  events,
-		Flows:   names,
-		Handler: refunder{e},
+		Flows:   flowNames(flows),
+		Handler: refunder{ps},
 		// Money going back: keep trying for about a day before an operator
 		// is asked, as seed 003's schedule does for benefits.
 		Schedule: lapse.Schedule{Steps: []time.Duration{
@@ -51,7 +42,7 @@ func refundSubscriptions(flows []*lapse.Flow, e *Engine) []Subscription {
 // through their provider's port. The idempotency key is derived from the
 // payment (or is the merchant refund's own), not the event, so that the same
 // refund is made once however often it is asked for.
-type refunder struct{ e *Engine }
+type refunder struct{ ps *payments }
 
 var _ lapse.QueryHandler = refunder{}
 
@@ -68,11 +59,11 @@ func (r refunder) current(ctx context.Context, d *lapse.Delivery) (*lapse.Paymen
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", lapse.ErrRefused, err)
 	}
-	cur, err := r.e.store.PaymentGet(ctx, p.Provider, p.TxnID)
+	cur, err := r.ps.e.store.PaymentGet(ctx, p.Provider, p.TxnID)
 	if err != nil {
 		return nil, nil, err
 	}
-	prov := r.e.providers[cur.Provider]
+	prov := r.ps.providers[cur.Provider]
 	if prov == nil {
 		return cur, nil, fmt.Errorf("%w: no payment provider port is configured for %s", lapse.ErrRefused, cur.Provider)
 	}
@@ -117,7 +108,7 @@ func (r refunder) Deliver(ctx context.Context, d *lapse.Delivery) error {
 // no port is configured for it) to an operator: the payment moves to review
 // with a payment.review event, and its delivery is done.
 func (r refunder) review(ctx context.Context, pay *lapse.Payment, why error) error {
-	e := r.e
+	e := r.ps.e
 	o, err := e.store.OrderGet(ctx, pay.OrderNo)
 	if err != nil {
 		return err
@@ -176,10 +167,10 @@ func (r refunder) Query(ctx context.Context, d *lapse.Delivery) (bool, error) {
 // again) while it processes. Someone else having moved the payment first
 // (the refund's callback) is not an error.
 func (r refunder) record(ctx context.Context, pay *lapse.Payment, ref *lapse.ProviderRefund) error {
-	e := r.e
+	e := r.ps.e
 	switch ref.Status {
 	case lapse.RefundSucceeded:
-		_, err := e.paymentRefunded(ctx, pay, ref.RefundID)
+		_, err := r.ps.paymentRefunded(ctx, pay, ref.RefundID)
 		if errors.Is(err, lapse.ErrStale) {
 			return nil
 		}
