@@ -91,6 +91,7 @@ type Engine struct {
 	stock    *stockLedger
 	coupons  *couponLedger
 	payments *payments
+	groups   *groupBuys
 }
 
 // New returns an Engine over store running flows. Every flow must be valid
@@ -129,14 +130,14 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 	e.stock = newStockLedger(e, cfg)
 	e.coupons = newCouponLedger(e, cfg)
 	e.payments = newPayments(e, cfg.Payments)
-	e.features = []feature{e.stock, e.coupons, e.payments}
+	e.groups = newGroupBuys(e, cfg)
+	e.features = []feature{e.stock, e.coupons, e.payments, e.groups}
 	subs := slices.Clone(cfg.Subscriptions)
 	for _, ft := range e.features {
 		if fs := served(ft, flows); len(fs) > 0 {
 			subs = append(subs, ft.subscriptions(fs)...)
 		}
 	}
-	subs = append(subs, settleSubscriptions(flows, e, cfg.GroupRetries)...)
 	subs = append(subs, issueSubscriptions(flows, e, cfg.Cards, cfg.IssueRetries)...)
 	for i := range subs {
 		s := &subs[i]

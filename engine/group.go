@@ -4,10 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
-	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -21,8 +18,61 @@ const SettleSubscriber = "settle"
 // retried after 1 s, 2 s, 4 s, 8 s and 16 s, then failed.
 var DefaultGroupRetries = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second}
 
-// groupCharges bounds the charges of one group in flight at once.
-const groupCharges = 8
+// groupBuys is the group buy feature (seed 000): it serves the flows whose
+// orders are group buys (lapse.Flow.Group). Members join an open group
+// (JoinGroup) and, once it closes, its subscription SettleSubscriber charges
+// each of them through the provider port they joined with and settles the
+// group, or fails it after its retry schedule, Config.GroupRetries
+// (group_settle.go). Without a provider port no member can join, and
+// nothing is charged.
+type groupBuys struct {
+	e         *Engine
+	providers map[string]lapse.PaymentProvider // Config.Payments.Providers
+	retries   []time.Duration
+}
+
+func newGroupBuys(e *Engine, cfg Config) *groupBuys {
+	retries := cfg.GroupRetries
+	if len(retries) == 0 {
+		retries = DefaultGroupRetries
+	}
+	return &groupBuys{e: e, providers: cfg.Payments.Providers, retries: retries}
+}
+
+func (gb *groupBuys) serves(f *lapse.Flow) bool { return f.Group.Join != "" }
+
+// subscriptions returns the subscription that charges the members of
+// closed groups, when some provider port is configured.
+func (gb *groupBuys) subscriptions(flows []*lapse.Flow) []Subscription {
+	if len(gb.providers) == 0 {
+		return nil
+	}
+	var events []string
+	for _, f := range flows {
+		addNew(&events, f.Group.Charge)
+	}
+	return []Subscription{{
+		Name:    SettleSubscriber,
+		Events:  events,
+		Flows:   flowNames(flows),
+		Handler: settler{gb},
+		// Seed 000's schedule, as it stands: no jitter.
+		Schedule:    lapse.Schedule{Steps: slices.Clone(gb.retries)},
+		Concurrency: 4,
+	}}
+}
+
+// checkCreate refuses a group buy without a price: each member pays it.
+func (gb *groupBuys) checkCreate(_ *lapse.Flow, req *lapse.OrderCreate) error {
+	if req.Amount <= 0 {
+		return lapse.FieldError("amount", "a group buy's price, which each member pays, must be positive")
+	}
+	return nil
+}
+
+// retryEvent is the event with which an operator settles a failed group
+// again.
+func (gb *groupBuys) retryEvent(f *lapse.Flow) lapse.Event { return f.Group.Retry }
 
 // JoinRequest asks for a member to join an open group buy.
 type JoinRequest struct {
@@ -47,6 +97,11 @@ type JoinRequest struct {
 // group no longer takes members, or the user joined with another method;
 // ENOTFOUND.
 func (e *Engine) JoinGroup(ctx context.Context, groupID string, req JoinRequest) (m *lapse.GroupMember, created bool, err error) {
+	return e.groups.join(ctx, groupID, req)
+}
+
+func (gb *groupBuys) join(ctx context.Context, groupID string, req JoinRequest) (m *lapse.GroupMember, created bool, err error) {
+	e := gb.e
 	switch {
 	case req.UserID == "":
 		return nil, false, lapse.FieldError("user_id", "is required")
@@ -57,7 +112,7 @@ func (e *Engine) JoinGroup(ctx context.Context, groupID string, req JoinRequest)
 	case len(req.Method) > 256:
 		return nil, false, lapse.FieldError("method", "must be at most 256 bytes")
 	}
-	provider, err := e.chargeProvider(req.Provider)
+	provider, err := gb.chargeProvider(req.Provider)
 	if err != nil {
 		return nil, false, err
 	}
@@ -68,7 +123,7 @@ func (e *Engine) JoinGroup(ctx context.Context, groupID string, req JoinRequest)
 	c := orderChange{orderNo: groupID, stale: "group " + groupID, contended: true}
 	m, err = changeOrder(ctx, e, c, func(tx lapse.Store, o *lapse.Order, f *lapse.Flow) (*lapse.GroupMember, error) {
 		flow, p, created = f, nil, false
-		if flow.Group.Join == "" {
+		if !gb.serves(flow) {
 			return nil, lapse.Errorf(lapse.EINVALID, "order %s follows flow %s, which is not a group buy", o.OrderNo, flow.Name)
 		}
 		want := &lapse.GroupMember{OrderID: o.ID, GroupID: o.OrderNo, UserID: req.UserID, Provider: provider, Method: req.Method,
@@ -117,16 +172,16 @@ func chargeKey(groupID, userID string) string {
 }
 
 // chargeProvider names the provider that charges a member.
-func (e *Engine) chargeProvider(name string) (string, error) {
+func (gb *groupBuys) chargeProvider(name string) (string, error) {
 	if name == "" {
-		if len(e.payments.providers) != 1 {
-			return "", lapse.FieldError("provider", "is required: %d payment providers are configured", len(e.payments.providers))
+		if len(gb.providers) != 1 {
+			return "", lapse.FieldError("provider", "is required: %d payment providers are configured", len(gb.providers))
 		}
-		for n := range e.payments.providers {
+		for n := range gb.providers {
 			name = n
 		}
 	}
-	if e.payments.providers[name] == nil {
+	if gb.providers[name] == nil {
 		return "", lapse.FieldError("provider", "no payment provider port %q is configured", name)
 	}
 	return name, nil
@@ -142,6 +197,11 @@ type Group struct {
 // Group returns the group buy groupID with its members. Errors: ENOTFOUND;
 // EINVALID when the order is not a group buy.
 func (e *Engine) Group(ctx context.Context, groupID string) (*Group, error) {
+	return e.groups.group(ctx, groupID)
+}
+
+func (gb *groupBuys) group(ctx context.Context, groupID string) (*Group, error) {
+	e := gb.e
 	o, err := e.store.OrderGet(ctx, groupID)
 	if err != nil {
 		return nil, err
@@ -150,7 +210,7 @@ func (e *Engine) Group(ctx context.Context, groupID string) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	if flow.Group.Join == "" {
+	if !gb.serves(flow) {
 		return nil, lapse.Errorf(lapse.EINVALID, "order %s follows flow %s, which is not a group buy", o.OrderNo, flow.Name)
 	}
 	ms, err := e.store.GroupMemberList(ctx, o.ID)
@@ -158,158 +218,4 @@ func (e *Engine) Group(ctx context.Context, groupID string) (*Group, error) {
 		return nil, err
 	}
 	return &Group{Order: o, Members: ms}, nil
-}
-
-// settleSubscriptions returns the subscription that charges the members of
-// closed groups, when some flow is a group buy and some provider port is
-// configured.
-func settleSubscriptions(flows []*lapse.Flow, e *Engine, retries []time.Duration) []Subscription {
-	var names, events []string
-	for _, f := range flows {
-		if f.Group.Join == "" {
-			continue
-		}
-		names = append(names, f.Name)
-		if !slices.Contains(events, f.Group.Charge) {
-			events = append(events, f.Group.Charge)
-		}
-	}
-	if len(names) == 0 || len(e.payments.providers) == 0 {
-		return nil
-	}
-	if len(retries) == 0 {
-		retries = DefaultGroupRetries
-	}
-	return []Subscription{{
-		Name:    SettleSubscriber,
-		Events:  events,
-		Flows:   names,
-		Handler: settler{e},
-		// Seed 000's schedule, as it stands: no jitter.
-		Schedule:    lapse.Schedule{Steps: slices.Clone(retries)},
-		Concurrency: 4,
-	}}
-}
-
-// settler charges every member of a closed group, then settles it; when
-// charges still fail on the last attempt of its schedule, it fails the
-// group. Each round reads the group and its members again, so a settlement
-// interrupted anywhere (a crash, a lost lease) resumes where it stopped:
-// members charged are never charged again, and a member whose charge was
-// under way is asked about at the provider before it is charged.
-type settler struct{ e *Engine }
-
-func (s settler) Deliver(ctx context.Context, d *lapse.Delivery) error {
-	e := s.e
-	g, err := e.Group(ctx, d.OrderNo)
-	if err != nil {
-		return err
-	}
-	flow := e.flows.get(g.Order.Flow)
-	if flow.Transition(g.Order.State, flow.Group.Settled) == nil {
-		return nil // settled, failed or retried meanwhile: this round has nothing to do
-	}
-	var (
-		mu     sync.Mutex
-		failed []string
-		wg     sync.WaitGroup
-		slots  = make(chan struct{}, groupCharges)
-	)
-	for _, m := range g.Members {
-		if m.Status == lapse.ChargeCharged {
-			continue
-		}
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			if err := s.charge(ctx, m); err != nil {
-				mu.Lock()
-				failed = append(failed, fmt.Sprintf("%s: %v", m.UserID, err))
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	by := Actor{FiredBy: lapse.FiredByEffect, Name: "engine " + e.node}
-	if len(failed) == 0 {
-		_, err := e.Fire(ctx, g.Order.OrderNo, Fire{Event: flow.Group.Settled, By: by,
-			Reason: fmt.Sprintf("all %d members charged", len(g.Members))})
-		if lapse.ErrorCode(err) == lapse.ECONFLICT {
-			return nil // another round settled it first
-		}
-		return err
-	}
-	slices.Sort(failed)
-	why := fmt.Sprintf("%d of %d charges failed: %s", len(failed), len(g.Members), failed[0])
-	if len(failed) > 1 {
-		why += fmt.Sprintf(" (and %d more)", len(failed)-1)
-	}
-	if d.Final {
-		_, err := e.Fire(ctx, g.Order.OrderNo, Fire{Event: flow.Group.Failed, By: by, Reason: why + "; retries exhausted"})
-		if err != nil && lapse.ErrorCode(err) != lapse.ECONFLICT {
-			return err
-		}
-		e.log.Error("group buy failed: charges failed through the whole retry schedule", "group", g.Order.OrderNo, "err", why)
-		// Failing is this settlement's end, not an error: an operator's
-		// RETRY starts another.
-		return nil
-	}
-	return errors.New(why)
-}
-
-// charge charges one member at most once: the member is claimed (pending or
-// failed → charging, one more attempt) before the provider is called, and a
-// member found charging (a call whose answer was lost, or a worker that
-// died) is asked about first.
-func (s settler) charge(ctx context.Context, m *lapse.GroupMember) error {
-	e := s.e
-	prov := e.payments.providers[m.Provider]
-	if prov == nil {
-		return fmt.Errorf("no payment provider port %q is configured", m.Provider)
-	}
-	update := func(from, to lapse.ChargeStatus, attempt bool, txn, why string) error {
-		p := &lapse.GroupMemberUpdateParams{ID: m.ID, From: from, To: to, Attempt: attempt, TxnID: txn, Error: why, At: e.clock.Now()}
-		if to == lapse.ChargeCharged {
-			p.ChargedAt = &p.At
-		}
-		got, err := e.store.GroupMemberUpdate(ctx, p)
-		if err == nil {
-			*m = *got
-		}
-		return err
-	}
-	if m.Status == lapse.ChargeCharging {
-		pay, err := prov.Query(ctx, m.Key)
-		switch {
-		case err == nil && pay.Status == lapse.ProviderPaid:
-			if pay.Amount != m.Amount || pay.Currency != m.Currency {
-				return update(lapse.ChargeCharging, lapse.ChargeFailed, false, pay.TxnID,
-					fmt.Sprintf("the provider charged %d %s, not %d %s: an operator must look", pay.Amount, pay.Currency, m.Amount, m.Currency))
-			}
-			return update(lapse.ChargeCharging, lapse.ChargeCharged, false, pay.TxnID, "")
-		case err != nil && !errors.Is(err, lapse.ErrProviderNotFound):
-			return fmt.Errorf("asking %s about the charge under way: %w", m.Provider, err)
-		}
-		// Not made: charge under the same key, which is safe to send again.
-	} else if err := update(m.Status, lapse.ChargeCharging, true, "", ""); err != nil {
-		if errors.Is(err, lapse.ErrStale) {
-			return fmt.Errorf("another worker has the charge")
-		}
-		return err
-	}
-	pay, err := prov.Charge(ctx, &lapse.ChargeRequest{IdempotencyKey: m.Key, OrderNo: m.Key, Amount: m.Amount,
-		Currency: m.Currency, Method: m.Method})
-	switch {
-	case err == nil && pay.Status == lapse.ProviderPaid:
-		return update(lapse.ChargeCharging, lapse.ChargeCharged, false, pay.TxnID, "")
-	case err == nil:
-		return fmt.Errorf("the provider answered the charge with status %s", pay.Status)
-	case errors.Is(err, lapse.ErrUnknownOutcome):
-		// Left charging: the next round asks before charging again.
-		return err
-	}
-	if uerr := update(lapse.ChargeCharging, lapse.ChargeFailed, false, "", lapse.Reason(err)); uerr != nil {
-		return uerr
-	}
-	return err
 }

@@ -31,8 +31,12 @@ func (e *Engine) CreateOrder(ctx context.Context, req *lapse.OrderCreate, by Act
 	if flow == nil {
 		return nil, false, lapse.FieldError("flow", "unknown flow %q (this service runs %s)", req.Flow, strings.Join(e.flows.names, ", "))
 	}
-	if flow.Group.Join != "" && req.Amount <= 0 {
-		return nil, false, lapse.FieldError("amount", "a group buy's price, which each member pays, must be positive")
+	for _, ft := range e.features {
+		if c, ok := ft.(creationCheck); ok && ft.serves(flow) {
+			if err := c.checkCreate(flow, req); err != nil {
+				return nil, false, err
+			}
+		}
 	}
 	if flow.Issues.On != "" {
 		if _, err := CardSpecs(&lapse.Order{Metadata: req.Metadata}); err != nil {

@@ -79,9 +79,11 @@ func (ps *payments) reconcile(ctx context.Context) (*Reconciliation, error) {
 		}
 	}
 	for _, f := range e.Flows() {
-		if f.Group.Join != "" {
-			if err := e.reconcileGroups(ctx, rec, f); err != nil {
-				return nil, err
+		for _, ft := range e.features {
+			if r, ok := ft.(reconciler); ok && ft.serves(f) {
+				if err := r.reconcile(ctx, rec, f); err != nil {
+					return nil, err
+				}
 			}
 		}
 		for _, st := range paidStates(f) {
@@ -150,58 +152,6 @@ func (ps *payments) reconcilePayment(ctx context.Context, rec *Reconciliation, a
 		issue("%s since %s: neither applied, refunded nor in review (%s)", p.Status, p.UpdatedAt.Format("2006-01-02 15:04:05Z07:00"), p.Reason)
 	}
 	return nil
-}
-
-// reconcileGroups counts what the members of f's group buys were charged:
-// applied once the group settled, in review (an operator holds it) when it
-// failed; charges of a group still settling are not settled yet, and a
-// charge of a group that never closed is an issue.
-func (e *Engine) reconcileGroups(ctx context.Context, rec *Reconciliation, f *lapse.Flow) error {
-	p := &lapse.OrderListParams{Flow: f.Name, Limit: reconcilePage}
-	for {
-		gs, err := e.store.OrderList(ctx, p)
-		if err != nil {
-			return err
-		}
-		for _, g := range gs {
-			ms, err := e.store.GroupMemberList(ctx, g.ID)
-			if err != nil {
-				return err
-			}
-			for _, m := range ms {
-				if m.Status != lapse.ChargeCharged {
-					continue
-				}
-				rec.GroupCharges++
-				t := rec.Totals[m.Currency]
-				if t == nil {
-					t = &MoneyTotals{}
-					rec.Totals[m.Currency] = t
-				}
-				t.add(&t.Captured, m.Amount)
-				issue := func(problem string) {
-					rec.Issues = append(rec.Issues, ReconcileIssue{OrderNo: g.OrderNo, Provider: m.Provider, TxnID: m.TxnID, Problem: problem})
-				}
-				switch {
-				case f.State(g.State).Terminal && f.Transition(g.State, f.Group.Retry) == nil && g.CloseReason == string(f.Group.Settled):
-					t.add(&t.Applied, m.Amount)
-				case f.Transition(g.State, f.Group.Retry) != nil:
-					t.add(&t.Review, m.Amount)
-				case f.Transition(g.State, f.Group.Settled) != nil:
-					t.add(&t.Open, m.Amount)
-					issue(fmt.Sprintf("member %s was charged; the group is %s, still settling", m.UserID, g.State))
-				default:
-					t.add(&t.Open, m.Amount)
-					issue(fmt.Sprintf("member %s was charged, but the group is %s, which does not settle", m.UserID, g.State))
-				}
-			}
-		}
-		if len(gs) < reconcilePage {
-			return nil
-		}
-		last := gs[len(gs)-1]
-		p.Before = &lapse.OrderCursor{CreatedAt: last.CreatedAt, ID: last.ID}
-	}
 }
 
 // reconcileOrders checks that every order of flow in state has exactly one

@@ -1,0 +1,190 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/lapsehq/lapse"
+)
+
+// groupCharges bounds the charges of one group in flight at once.
+const groupCharges = 8
+
+// settler charges every member of a closed group, then settles it; when
+// charges still fail on the last attempt of its schedule, it fails the
+// group. Each round reads the group and its members again, so a settlement
+// interrupted anywhere (a crash, a lost lease) resumes where it stopped:
+// members charged are never charged again, and a member whose charge was
+// under way is asked about at the provider before it is charged.
+type settler struct{ gb *groupBuys }
+
+func (s settler) Deliver(ctx context.Context, d *lapse.Delivery) error {
+	e := s.gb.e
+	g, err := s.gb.group(ctx, d.OrderNo)
+	if err != nil {
+		return err
+	}
+	flow := e.flows.get(g.Order.Flow)
+	if flow.Transition(g.Order.State, flow.Group.Settled) == nil {
+		return nil // settled, failed or retried meanwhile: this round has nothing to do
+	}
+	var (
+		mu     sync.Mutex
+		failed []string
+		wg     sync.WaitGroup
+		slots  = make(chan struct{}, groupCharges)
+	)
+	for _, m := range g.Members {
+		if m.Status == lapse.ChargeCharged {
+			continue
+		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := s.charge(ctx, m); err != nil {
+				mu.Lock()
+				failed = append(failed, fmt.Sprintf("%s: %v", m.UserID, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	by := Actor{FiredBy: lapse.FiredByEffect, Name: "engine " + e.node}
+	if len(failed) == 0 {
+		_, err := e.Fire(ctx, g.Order.OrderNo, Fire{Event: flow.Group.Settled, By: by,
+			Reason: fmt.Sprintf("all %d members charged", len(g.Members))})
+		if lapse.ErrorCode(err) == lapse.ECONFLICT {
+			return nil // another round settled it first
+		}
+		return err
+	}
+	slices.Sort(failed)
+	why := fmt.Sprintf("%d of %d charges failed: %s", len(failed), len(g.Members), failed[0])
+	if len(failed) > 1 {
+		why += fmt.Sprintf(" (and %d more)", len(failed)-1)
+	}
+	if d.Final {
+		_, err := e.Fire(ctx, g.Order.OrderNo, Fire{Event: flow.Group.Failed, By: by, Reason: why + "; retries exhausted"})
+		if err != nil && lapse.ErrorCode(err) != lapse.ECONFLICT {
+			return err
+		}
+		e.log.Error("group buy failed: charges failed through the whole retry schedule", "group", g.Order.OrderNo, "err", why)
+		// Failing is this settlement's end, not an error: an operator's
+		// RETRY starts another.
+		return nil
+	}
+	return errors.New(why)
+}
+
+// charge charges one member at most once: the member is claimed (pending or
+// failed → charging, one more attempt) before the provider is called, and a
+// member found charging (a call whose answer was lost, or a worker that
+// died) is asked about first.
+func (s settler) charge(ctx context.Context, m *lapse.GroupMember) error {
+	e := s.gb.e
+	prov := s.gb.providers[m.Provider]
+	if prov == nil {
+		return fmt.Errorf("no payment provider port %q is configured", m.Provider)
+	}
+	update := func(from, to lapse.ChargeStatus, attempt bool, txn, why string) error {
+		p := &lapse.GroupMemberUpdateParams{ID: m.ID, From: from, To: to, Attempt: attempt, TxnID: txn, Error: why, At: e.clock.Now()}
+		if to == lapse.ChargeCharged {
+			p.ChargedAt = &p.At
+		}
+		got, err := e.store.GroupMemberUpdate(ctx, p)
+		if err == nil {
+			*m = *got
+		}
+		return err
+	}
+	if m.Status == lapse.ChargeCharging {
+		pay, err := prov.Query(ctx, m.Key)
+		switch {
+		case err == nil && pay.Status == lapse.ProviderPaid:
+			if pay.Amount != m.Amount || pay.Currency != m.Currency {
+				return update(lapse.ChargeCharging, lapse.ChargeFailed, false, pay.TxnID,
+					fmt.Sprintf("the provider charged %d %s, not %d %s: an operator must look", pay.Amount, pay.Currency, m.Amount, m.Currency))
+			}
+			return update(lapse.ChargeCharging, lapse.ChargeCharged, false, pay.TxnID, "")
+		case err != nil && !errors.Is(err, lapse.ErrProviderNotFound):
+			return fmt.Errorf("asking %s about the charge under way: %w", m.Provider, err)
+		}
+		// Not made: charge under the same key, which is safe to send again.
+	} else if err := update(m.Status, lapse.ChargeCharging, true, "", ""); err != nil {
+		if errors.Is(err, lapse.ErrStale) {
+			return fmt.Errorf("another worker has the charge")
+		}
+		return err
+	}
+	pay, err := prov.Charge(ctx, &lapse.ChargeRequest{IdempotencyKey: m.Key, OrderNo: m.Key, Amount: m.Amount,
+		Currency: m.Currency, Method: m.Method})
+	switch {
+	case err == nil && pay.Status == lapse.ProviderPaid:
+		return update(lapse.ChargeCharging, lapse.ChargeCharged, false, pay.TxnID, "")
+	case err == nil:
+		return fmt.Errorf("the provider answered the charge with status %s", pay.Status)
+	case errors.Is(err, lapse.ErrUnknownOutcome):
+		// Left charging: the next round asks before charging again.
+		return err
+	}
+	if uerr := update(lapse.ChargeCharging, lapse.ChargeFailed, false, "", lapse.Reason(err)); uerr != nil {
+		return uerr
+	}
+	return err
+}
+
+// reconcile counts what the members of f's group buys were charged:
+// applied once the group settled, in review (an operator holds it) when it
+// failed; charges of a group still settling are not settled yet, and a
+// charge of a group that never closed is an issue.
+func (gb *groupBuys) reconcile(ctx context.Context, rec *Reconciliation, f *lapse.Flow) error {
+	e := gb.e
+	p := &lapse.OrderListParams{Flow: f.Name, Limit: reconcilePage}
+	for {
+		gs, err := e.store.OrderList(ctx, p)
+		if err != nil {
+			return err
+		}
+		for _, g := range gs {
+			ms, err := e.store.GroupMemberList(ctx, g.ID)
+			if err != nil {
+				return err
+			}
+			for _, m := range ms {
+				if m.Status != lapse.ChargeCharged {
+					continue
+				}
+				rec.GroupCharges++
+				t := rec.Totals[m.Currency]
+				if t == nil {
+					t = &MoneyTotals{}
+					rec.Totals[m.Currency] = t
+				}
+				t.add(&t.Captured, m.Amount)
+				issue := func(problem string) {
+					rec.Issues = append(rec.Issues, ReconcileIssue{OrderNo: g.OrderNo, Provider: m.Provider, TxnID: m.TxnID, Problem: problem})
+				}
+				switch {
+				case f.State(g.State).Terminal && f.Transition(g.State, f.Group.Retry) == nil && g.CloseReason == string(f.Group.Settled):
+					t.add(&t.Applied, m.Amount)
+				case f.Transition(g.State, f.Group.Retry) != nil:
+					t.add(&t.Review, m.Amount)
+				case f.Transition(g.State, f.Group.Settled) != nil:
+					t.add(&t.Open, m.Amount)
+					issue(fmt.Sprintf("member %s was charged; the group is %s, still settling", m.UserID, g.State))
+				default:
+					t.add(&t.Open, m.Amount)
+					issue(fmt.Sprintf("member %s was charged, but the group is %s, which does not settle", m.UserID, g.State))
+				}
+			}
+		}
+		if len(gs) < reconcilePage {
+			return nil
+		}
+		last := gs[len(gs)-1]
+		p.Before = &lapse.OrderCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+}
