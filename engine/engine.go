@@ -92,6 +92,7 @@ type Engine struct {
 	coupons  *couponLedger
 	payments *payments
 	groups   *groupBuys
+	cards    *cardIssuing
 }
 
 // New returns an Engine over store running flows. Every flow must be valid
@@ -131,14 +132,14 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 	e.coupons = newCouponLedger(e, cfg)
 	e.payments = newPayments(e, cfg.Payments)
 	e.groups = newGroupBuys(e, cfg)
-	e.features = []feature{e.stock, e.coupons, e.payments, e.groups}
+	e.cards = newCardIssuing(e, cfg)
+	e.features = []feature{e.stock, e.coupons, e.payments, e.groups, e.cards}
 	subs := slices.Clone(cfg.Subscriptions)
 	for _, ft := range e.features {
 		if fs := served(ft, flows); len(fs) > 0 {
 			subs = append(subs, ft.subscriptions(fs)...)
 		}
 	}
-	subs = append(subs, issueSubscriptions(flows, e, cfg.Cards, cfg.IssueRetries)...)
 	for i := range subs {
 		s := &subs[i]
 		if err := s.validate(); err != nil {

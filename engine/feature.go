@@ -32,7 +32,7 @@ type feature interface {
 // flows it serves before anything is written. Its error is EINVALID and
 // names the field.
 type creationCheck interface {
-	checkCreate(f *lapse.Flow, req *lapse.OrderCreate) error
+	checkCreate(req *lapse.OrderCreate) error
 }
 
 // creationHold is a feature that holds something for the new orders of the

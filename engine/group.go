@@ -63,7 +63,7 @@ func (gb *groupBuys) subscriptions(flows []*lapse.Flow) []Subscription {
 }
 
 // checkCreate refuses a group buy without a price: each member pays it.
-func (gb *groupBuys) checkCreate(_ *lapse.Flow, req *lapse.OrderCreate) error {
+func (gb *groupBuys) checkCreate(req *lapse.OrderCreate) error {
 	if req.Amount <= 0 {
 		return lapse.FieldError("amount", "a group buy's price, which each member pays, must be positive")
 	}

@@ -26,57 +26,80 @@ var DefaultIssueRetries = []time.Duration{time.Minute, 5 * time.Minute, 15 * tim
 // maxCards bounds the cards of one order.
 const maxCards = 50
 
-// issueSubscriptions returns the subscriptions that issue the cards of paid
-// orders and revoke them when a refund starts, for flows that issue.
-func issueSubscriptions(flows []*lapse.Flow, e *Engine, cards lapse.CardIssuer, retries []time.Duration) []Subscription {
-	var names, issueOn, revokeOn []string
+// DefaultCardProduct is the product of the one card an order issues when
+// its metadata names no cards (see CardSpecs): the built-in membership flow's
+// card.
+const DefaultCardProduct = "membership"
+
+// cardIssuing is the card issuing feature (seed 003): it serves the flows
+// whose orders issue benefits once paid (lapse.Flow.Issues). Its
+// subscription IssueSubscriber issues the order's cards through the card
+// issuer, Config.Cards, retrying on Config.IssueRetries before it hands the
+// order to an operator; RevokeSubscriber revokes them when a refund starts.
+// It keeps the built-in card ledger, which is the issuer unless Config.Cards
+// names another, and whose cards Cards and UseCard read (card.go).
+type cardIssuing struct {
+	e       *Engine
+	issuer  lapse.CardIssuer
+	ledger  CardLedger
+	retries []time.Duration
+}
+
+func newCardIssuing(e *Engine, cfg Config) *cardIssuing {
+	ci := &cardIssuing{e: e, issuer: cfg.Cards, ledger: CardLedger{e}, retries: cfg.IssueRetries}
+	if ci.issuer == nil {
+		ci.issuer = ci.ledger
+	}
+	if len(ci.retries) == 0 {
+		ci.retries = DefaultIssueRetries
+	}
+	return ci
+}
+
+func (ci *cardIssuing) serves(f *lapse.Flow) bool { return f.Issues.On != "" }
+
+// subscriptions returns the subscriptions that issue the cards of paid
+// orders and revoke them when a refund starts.
+func (ci *cardIssuing) subscriptions(flows []*lapse.Flow) []Subscription {
+	var issueOn, revokeOn []string
 	for _, f := range flows {
 		is := f.Issues
-		if is.On == "" {
-			continue
-		}
-		names = append(names, f.Name)
-		add := func(to *[]string, types ...string) {
-			for _, t := range types {
-				if !slices.Contains(*to, t) {
-					*to = append(*to, t)
-				}
-			}
-		}
-		add(&issueOn, is.On)
+		addNew(&issueOn, is.On)
 		for _, t := range f.Transitions {
 			if t.Event == is.Retry {
-				add(&issueOn, t.Emits...)
+				addNew(&issueOn, t.Emits...)
 			}
 		}
-		add(&revokeOn, is.Revoke...)
+		addNew(&revokeOn, is.Revoke...)
 	}
-	if len(names) == 0 {
-		return nil
-	}
-	if cards == nil {
-		cards = CardLedger{e}
-	}
-	if len(retries) == 0 {
-		retries = DefaultIssueRetries
-	}
+	names := flowNames(flows)
 	out := []Subscription{{
-		Name: IssueSubscriber, Events: issueOn, Flows: names, Handler: issuer{e, cards},
-		Schedule: lapse.Schedule{Steps: slices.Clone(retries), Jitter: 0.1}, Concurrency: 8,
+		Name: IssueSubscriber, Events: issueOn, Flows: names, Handler: issuer{ci},
+		Schedule: lapse.Schedule{Steps: slices.Clone(ci.retries), Jitter: 0.1}, Concurrency: 8,
 	}}
 	if len(revokeOn) > 0 {
 		out = append(out, Subscription{
-			Name: RevokeSubscriber, Events: revokeOn, Flows: names, Handler: revoker{e, cards},
+			Name: RevokeSubscriber, Events: revokeOn, Flows: names, Handler: revoker{ci},
 			Schedule: lapse.Schedule{Base: time.Second, Cap: 5 * time.Minute, MaxAttempts: 30, Jitter: 0.2}, Concurrency: 8,
 		})
 	}
 	return out
 }
 
+// checkCreate refuses an order whose metadata names cards CardSpecs refuses.
+func (ci *cardIssuing) checkCreate(req *lapse.OrderCreate) error {
+	_, err := CardSpecs(&lapse.Order{Metadata: req.Metadata})
+	return err
+}
+
+// retryEvent is the event with which an operator runs the compensation of
+// an order in manual review again.
+func (ci *cardIssuing) retryEvent(f *lapse.Flow) lapse.Event { return f.Issues.Retry }
+
 // CardSpecs returns the cards a paid order issues: those its metadata names
 // under "cards" ([{"product": "swim-10", "visits": 10}, …]; a bundle names
-// several), or else one card of product "membership". An error is EINVALID
-// and names the field.
+// several), or else one card of product DefaultCardProduct. An error is
+// EINVALID and names the field.
 func CardSpecs(o *lapse.Order) ([]lapse.CardSpec, error) {
 	var md struct {
 		Cards json.RawMessage `json:"cards"`
@@ -87,7 +110,7 @@ func CardSpecs(o *lapse.Order) ([]lapse.CardSpec, error) {
 		}
 	}
 	if len(md.Cards) == 0 || string(md.Cards) == "null" {
-		return []lapse.CardSpec{{Product: "membership"}}, nil
+		return []lapse.CardSpec{{Product: DefaultCardProduct}}, nil
 	}
 	var specs []lapse.CardSpec
 	dec := json.NewDecoder(bytes.NewReader(md.Cards))
@@ -115,13 +138,10 @@ func CardSpecs(o *lapse.Order) ([]lapse.CardSpec, error) {
 // attempt is revoked at once, so a late compensation never leaves a card on
 // a refunded order. The first failure moves the order to compensating; the
 // last one of the schedule hands it to an operator.
-type issuer struct {
-	e     *Engine
-	cards lapse.CardIssuer
-}
+type issuer struct{ ci *cardIssuing }
 
 func (h issuer) Deliver(ctx context.Context, d *lapse.Delivery) error {
-	e := h.e
+	e, cards := h.ci.e, h.ci.issuer
 	o, err := e.store.OrderGet(ctx, d.OrderNo)
 	if err != nil {
 		return err
@@ -135,14 +155,14 @@ func (h issuer) Deliver(ctx context.Context, d *lapse.Delivery) error {
 		if revokedState(flow, o.State) {
 			// A refund overtook this delivery: make sure nothing an earlier
 			// attempt issued, whose answer was lost, outlives it.
-			_, err := h.cards.Revoke(ctx, &lapse.CardRevokeRequest{IdempotencyKey: revokeKey(o), OrderNo: o.OrderNo})
+			_, err := cards.Revoke(ctx, &lapse.CardRevokeRequest{IdempotencyKey: revokeKey(o), OrderNo: o.OrderNo})
 			return err
 		}
 		return nil // issued, cancelled or with an operator: nothing to do
 	}
 	specs, err := CardSpecs(o)
 	if err == nil {
-		_, err = h.cards.Issue(ctx, &lapse.CardIssueRequest{IdempotencyKey: "lapse-cards-" + o.OrderNo, OrderNo: o.OrderNo,
+		_, err = cards.Issue(ctx, &lapse.CardIssueRequest{IdempotencyKey: "lapse-cards-" + o.OrderNo, OrderNo: o.OrderNo,
 			UserID: o.UserID, Cards: specs})
 		if err != nil && !errors.Is(err, lapse.ErrRefused) && lapse.ErrorCode(err) == lapse.EINVALID {
 			err = fmt.Errorf("%w: %v", lapse.ErrRefused, err)
@@ -178,7 +198,7 @@ func (h issuer) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	if issuedState(flow, now.State) {
 		return nil
 	}
-	revoked, rerr := h.cards.Revoke(ctx, &lapse.CardRevokeRequest{IdempotencyKey: revokeKey(o), OrderNo: o.OrderNo})
+	revoked, rerr := cards.Revoke(ctx, &lapse.CardRevokeRequest{IdempotencyKey: revokeKey(o), OrderNo: o.OrderNo})
 	if rerr == nil {
 		e.log.Warn("cards issued while the order moved on were revoked", "order_no", o.OrderNo, "state", now.State, "cards", len(revoked))
 	}
@@ -221,106 +241,12 @@ func revokedState(f *lapse.Flow, s lapse.State) bool {
 }
 
 // revoker revokes every card of an order whose refund started.
-type revoker struct {
-	e     *Engine
-	cards lapse.CardIssuer
-}
+type revoker struct{ ci *cardIssuing }
 
 func (h revoker) Deliver(ctx context.Context, d *lapse.Delivery) error {
-	revoked, err := h.cards.Revoke(ctx, &lapse.CardRevokeRequest{IdempotencyKey: "lapse-revoke-" + d.OrderNo, OrderNo: d.OrderNo})
+	revoked, err := h.ci.issuer.Revoke(ctx, &lapse.CardRevokeRequest{IdempotencyKey: "lapse-revoke-" + d.OrderNo, OrderNo: d.OrderNo})
 	if err == nil && len(revoked) > 0 {
-		h.e.log.Info("cards revoked", "order_no", d.OrderNo, "cards", len(revoked))
+		h.ci.e.log.Info("cards revoked", "order_no", d.OrderNo, "cards", len(revoked))
 	}
 	return err
-}
-
-// CardLedger is the built-in card issuer: cards and their visits in the
-// engine's database.
-type CardLedger struct{ e *Engine }
-
-var _ lapse.CardIssuer = CardLedger{}
-
-// NewCardLedger returns the built-in card issuer of e's database, for a
-// CardIssuer that wraps it.
-func NewCardLedger(e *Engine) CardLedger { return CardLedger{e} }
-
-// Issue records the order's cards, once per order.
-func (l CardLedger) Issue(ctx context.Context, r *lapse.CardIssueRequest) ([]*lapse.Card, error) {
-	o, err := l.e.store.OrderGet(ctx, r.OrderNo)
-	if err != nil {
-		return nil, err
-	}
-	now := l.e.clock.Now()
-	cards := make([]*lapse.Card, len(r.Cards))
-	for i, c := range r.Cards {
-		cards[i] = &lapse.Card{OrderID: o.ID, OrderNo: o.OrderNo, UserID: r.UserID, Product: c.Product, Visits: c.Visits,
-			Status: lapse.CardActive, IssuedAt: now}
-	}
-	got, _, err := l.e.store.CardIssue(ctx, &lapse.CardIssueParams{OrderID: o.ID, Cards: cards})
-	return got, err
-}
-
-// Revoke voids the order's active cards.
-func (l CardLedger) Revoke(ctx context.Context, r *lapse.CardRevokeRequest) ([]*lapse.Card, error) {
-	o, err := l.e.store.OrderGet(ctx, r.OrderNo)
-	if err != nil {
-		return nil, err
-	}
-	return l.e.store.CardRevoke(ctx, o.ID, l.e.clock.Now())
-}
-
-// Cards returns the cards of an order of the built-in ledger.
-func (e *Engine) Cards(ctx context.Context, orderNo string) ([]*lapse.Card, error) {
-	o, err := e.store.OrderGet(ctx, orderNo)
-	if err != nil {
-		return nil, err
-	}
-	return e.store.CardList(ctx, o.ID)
-}
-
-// UseCard counts one visit of a card of the built-in ledger. Errors:
-// ENOTFOUND; ECONFLICT when the card is voided or has no visits left.
-func (e *Engine) UseCard(ctx context.Context, id int64) (*lapse.Card, error) {
-	c, err := e.store.CardUse(ctx, id)
-	if errors.Is(err, lapse.ErrStale) {
-		cur, gerr := e.store.CardGet(ctx, id)
-		if gerr != nil {
-			return nil, gerr
-		}
-		if cur.Status != lapse.CardActive {
-			return nil, lapse.Errorf(lapse.ECONFLICT, "card %d is %s", id, cur.Status)
-		}
-		return nil, lapse.Errorf(lapse.ECONFLICT, "card %d has no visits left (%d of %d used)", id, cur.Used, cur.Visits)
-	}
-	return c, err
-}
-
-// Retry has an operator retry what automation gave up on: a failed group
-// buy's settlement, or a membership's compensation from manual review.
-// Errors: ECONFLICT when the order is not waiting for a retry; EINVALID for
-// an order of a flow with nothing to retry; ENOTFOUND.
-func (e *Engine) Retry(ctx context.Context, orderNo, reason string, by Actor) (*lapse.Order, error) {
-	o, err := e.store.OrderGet(ctx, orderNo)
-	if err != nil {
-		return nil, err
-	}
-	flow, err := e.flows.of(o)
-	if err != nil {
-		return nil, err
-	}
-	ev := flow.Group.Retry
-	if ev == "" {
-		ev = flow.Issues.Retry
-	}
-	if ev == "" {
-		return nil, lapse.Errorf(lapse.EINVALID, "order %s follows flow %s, which has nothing to retry", o.OrderNo, flow.Name)
-	}
-	if reason == "" {
-		reason = "retried by an operator"
-	}
-	moved, err := e.Fire(ctx, orderNo, Fire{Event: ev, Reason: reason, By: by})
-	if lapse.ErrorCode(err) == lapse.ECONFLICT {
-		return nil, lapse.Errorf(lapse.ECONFLICT, "order %s is %s, which has nothing to retry", o.OrderNo, o.State)
-	}
-	return moved, err
 }

@@ -33,14 +33,9 @@ func (e *Engine) CreateOrder(ctx context.Context, req *lapse.OrderCreate, by Act
 	}
 	for _, ft := range e.features {
 		if c, ok := ft.(creationCheck); ok && ft.serves(flow) {
-			if err := c.checkCreate(flow, req); err != nil {
+			if err := c.checkCreate(req); err != nil {
 				return nil, false, err
 			}
-		}
-	}
-	if flow.Issues.On != "" {
-		if _, err := CardSpecs(&lapse.Order{Metadata: req.Metadata}); err != nil {
-			return nil, false, err
 		}
 	}
 	now := e.clock.Now()
