@@ -1,7 +1,3 @@
-// Package engine is the flow engine of Lapse: every change of an order's state
-// goes through it. Engine plans changes with the order's flow and applies them
-// through the store as guarded transactions; Claimer is the background service
-// that fires deadlines.
 package engine
 
 import (
@@ -31,27 +27,8 @@ type Config struct {
 	Node string
 	// Subscriptions route outbox events to subscribers; see Subscription.
 	Subscriptions []Subscription
-	// StockLedger turns on the built-in stock ledger: orders of flows that
-	// hold reserve their items at creation (or are refused), and a local
-	// subscription named "stock" gives them back or uses them up.
-	StockLedger bool
-	// CouponLedger does the same for coupons, with a subscription "coupon".
-	CouponLedger bool
 	// MaxDeadline bounds how far ahead a deadline may be set. Default: 366 days.
 	MaxDeadline time.Duration
-	// Payments configures the payment path; see PaymentConfig.
-	Payments PaymentConfig
-	// GroupRetries is the retry schedule of group settlements: the waits
-	// after each failed round of charges; after the last the group fails.
-	// Default: DefaultGroupRetries.
-	GroupRetries []time.Duration
-	// Cards issues and revokes the benefits of flows that issue them
-	// (membership). Default: the built-in card ledger.
-	Cards lapse.CardIssuer
-	// IssueRetries is the retry schedule of issuing: the waits after each
-	// failed attempt; after the last the order goes to manual review.
-	// Default: DefaultIssueRetries.
-	IssueRetries []time.Duration
 	// Trigger is a precise trigger shared by every process (Redis); nil: the
 	// in-process timer and the database. TriggerMode is its starting mode
 	// (default TriggerAuto). The deadlines this engine sets reach the
@@ -64,6 +41,30 @@ type Config struct {
 	// connections of its own, so that a flood of API requests cannot starve
 	// the closing of due orders. Default: the engine's store.
 	WorkStore lapse.Store
+
+	// The features' settings (see feature.go). Each feature reads its own.
+
+	// StockLedger turns on the built-in stock ledger (stock.go): orders of
+	// flows that hold reserve their items at creation (or are refused), and
+	// a local subscription named "stock" gives them back or uses them up.
+	StockLedger bool
+	// CouponLedger does the same for coupons (coupon.go), with a
+	// subscription "coupon".
+	CouponLedger bool
+	// Payments configures the payment path (payment.go); see PaymentConfig.
+	// Group buys charge their members through its Providers too.
+	Payments PaymentConfig
+	// GroupRetries is the retry schedule of group settlements (group.go):
+	// the waits after each failed round of charges; after the last the group
+	// fails. Default: DefaultGroupRetries.
+	GroupRetries []time.Duration
+	// Cards issues and revokes the benefits of flows that issue them
+	// (membership; issue.go). Default: the built-in card ledger.
+	Cards lapse.CardIssuer
+	// IssueRetries is the retry schedule of issuing: the waits after each
+	// failed attempt; after the last the order goes to manual review.
+	// Default: DefaultIssueRetries.
+	IssueRetries []time.Duration
 }
 
 // Engine creates orders and moves them through their flows. It is safe for
@@ -123,11 +124,10 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 	if e.maxAt <= 0 {
 		e.maxAt = 366 * 24 * time.Hour
 	}
-	fs, err := newFlowSet(flows)
-	if err != nil {
+	var err error
+	if e.flows, err = newFlowSet(flows); err != nil {
 		return nil, err
 	}
-	e.flows = fs
 	e.stock = newStockLedger(e, cfg)
 	e.coupons = newCouponLedger(e, cfg)
 	e.payments = newPayments(e, cfg.Payments)
@@ -136,8 +136,8 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 	e.features = []feature{e.stock, e.coupons, e.payments, e.groups, e.cards}
 	subs := slices.Clone(cfg.Subscriptions)
 	for _, ft := range e.features {
-		if fs := served(ft, flows); len(fs) > 0 {
-			subs = append(subs, ft.subscriptions(fs)...)
+		if mine := served(ft, flows); len(mine) > 0 {
+			subs = append(subs, ft.subscriptions(mine)...)
 		}
 	}
 	for i := range subs {
@@ -150,11 +150,9 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 		}
 		e.subs = append(e.subs, s)
 	}
-	m, err := newMetrics(cfg.Registerer, store, e.clock)
-	if err != nil {
+	if e.metrics, err = newMetrics(cfg.Registerer, store, e.clock); err != nil {
 		return nil, err
 	}
-	e.metrics = m
 	if cfg.Trigger != nil {
 		mode, err := ParseTriggerMode(string(cfg.TriggerMode))
 		if err != nil {
