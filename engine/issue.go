@@ -155,7 +155,7 @@ func (h issuer) Deliver(ctx context.Context, d *lapse.Delivery) error {
 		if revokedState(flow, o.State) {
 			// A refund overtook this delivery: make sure nothing an earlier
 			// attempt issued, whose answer was lost, outlives it.
-			_, err := cards.Revoke(ctx, &lapse.CardRevokeRequest{IdempotencyKey: revokeKey(o), OrderNo: o.OrderNo})
+			_, err := cards.Revoke(ctx, &lapse.CardRevokeRequest{IdempotencyKey: revokeKey(o.OrderNo), OrderNo: o.OrderNo})
 			return err
 		}
 		return nil // issued, cancelled or with an operator: nothing to do
@@ -198,14 +198,17 @@ func (h issuer) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	if issuedState(flow, now.State) {
 		return nil
 	}
-	revoked, rerr := cards.Revoke(ctx, &lapse.CardRevokeRequest{IdempotencyKey: revokeKey(o), OrderNo: o.OrderNo})
+	revoked, rerr := cards.Revoke(ctx, &lapse.CardRevokeRequest{IdempotencyKey: revokeKey(o.OrderNo), OrderNo: o.OrderNo})
 	if rerr == nil {
 		e.log.Warn("cards issued while the order moved on were revoked", "order_no", o.OrderNo, "state", now.State, "cards", len(revoked))
 	}
 	return rerr
 }
 
-func revokeKey(o *lapse.Order) string { return "lapse-revoke-" + o.OrderNo }
+// revokeKey is the idempotency key of revoking an order's cards: the revoke
+// subscriber and an issuing attempt overtaken by a refund send the same one,
+// so the cards are revoked once.
+func revokeKey(orderNo string) string { return "lapse-revoke-" + orderNo }
 
 // issuedState reports whether s is where the flow's Issued event leads.
 func issuedState(f *lapse.Flow, s lapse.State) bool {
@@ -244,7 +247,7 @@ func revokedState(f *lapse.Flow, s lapse.State) bool {
 type revoker struct{ ci *cardIssuing }
 
 func (h revoker) Deliver(ctx context.Context, d *lapse.Delivery) error {
-	revoked, err := h.ci.issuer.Revoke(ctx, &lapse.CardRevokeRequest{IdempotencyKey: "lapse-revoke-" + d.OrderNo, OrderNo: d.OrderNo})
+	revoked, err := h.ci.issuer.Revoke(ctx, &lapse.CardRevokeRequest{IdempotencyKey: revokeKey(d.OrderNo), OrderNo: d.OrderNo})
 	if err == nil && len(revoked) > 0 {
 		h.ci.e.log.Info("cards revoked", "order_no", d.OrderNo, "cards", len(revoked))
 	}
