@@ -44,7 +44,7 @@ func (l CardLedger) Revoke(ctx context.Context, r *lapse.CardRevokeRequest) ([]*
 
 // Cards returns the cards of an order of the built-in ledger.
 func (e *Engine) Cards(ctx context.Context, orderNo string) ([]*lapse.Card, error) {
-	return e.cards.ledger.list(ctx, orderNo)
+	return e.feat.cards.ledger.list(ctx, orderNo)
 }
 
 func (l CardLedger) list(ctx context.Context, orderNo string) ([]*lapse.Card, error) {
@@ -58,7 +58,7 @@ func (l CardLedger) list(ctx context.Context, orderNo string) ([]*lapse.Card, er
 // UseCard counts one visit of a card of the built-in ledger. Errors:
 // ENOTFOUND; ECONFLICT when the card is voided or has no visits left.
 func (e *Engine) UseCard(ctx context.Context, id int64) (*lapse.Card, error) {
-	return e.cards.ledger.use(ctx, id)
+	return e.feat.cards.ledger.use(ctx, id)
 }
 
 func (l CardLedger) use(ctx context.Context, id int64) (*lapse.Card, error) {

@@ -381,7 +381,7 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 		ps := make([]*lapse.OrderTransitionParams, 0, len(due))
 		asks = asks[:0]
 		for _, o := range due {
-			if c.e.payments.asksProvider(o) {
+			if c.e.feat.payments.asksProvider(o) {
 				// Leased, not fired: its provider is asked first, outside
 				// this transaction; until then no pass claims it again.
 				leased, err := tx.OrderDeadlineSet(ctx, &lapse.OrderDeadlineSetParams{OrderID: o.ID, FromState: o.State,
@@ -444,7 +444,7 @@ func (c *Claimer) ask(ctx context.Context, o *lapse.Order, path lapse.FiredBy) {
 			return
 		}
 		defer func() { <-c.askSem }()
-		c.e.payments.settleIntent(ctx, o, path)
+		c.e.feat.payments.settleIntent(ctx, o, path)
 	})
 }
 

@@ -43,7 +43,7 @@ func (l *couponLedger) hold(ctx context.Context, tx lapse.Store, o *lapse.Order,
 // lapse.ErrCouponExists; a code that lapse.CouponCreateParams.Validate
 // refuses is EINVALID.
 func (e *Engine) CreateCoupon(ctx context.Context, code string) (*lapse.Coupon, error) {
-	return e.coupons.create(ctx, code)
+	return e.feat.coupons.create(ctx, code)
 }
 
 func (l *couponLedger) create(ctx context.Context, code string) (*lapse.Coupon, error) {
@@ -52,7 +52,7 @@ func (l *couponLedger) create(ctx context.Context, code string) (*lapse.Coupon, 
 
 // Coupon returns a coupon and its journal, or lapse.ErrCouponNotFound.
 func (e *Engine) Coupon(ctx context.Context, code string) (*lapse.Coupon, []*lapse.CouponMove, error) {
-	return e.coupons.get(ctx, code)
+	return e.feat.coupons.get(ctx, code)
 }
 
 func (l *couponLedger) get(ctx context.Context, code string) (*lapse.Coupon, []*lapse.CouponMove, error) {

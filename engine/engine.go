@@ -85,10 +85,14 @@ type Engine struct {
 	trig *trigger  // nil without a shared trigger
 	kick broadcast // wakes the delivery loops
 
-	// The features (feature.go), in the order in which they take part in
-	// creating orders and their subscriptions are listed, and each by name
-	// for its part of the API.
-	features []feature
+	feat features
+}
+
+// features are the engine's features (feature.go): all of them, in the
+// order in which they take part in creating orders and their subscriptions
+// are listed, and each by name for its part of the API.
+type features struct {
+	all      []feature
 	stock    *stockLedger
 	coupons  *couponLedger
 	payments *payments
@@ -128,14 +132,14 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 	if e.flows, err = newFlowSet(flows); err != nil {
 		return nil, err
 	}
-	e.stock = newStockLedger(e, cfg)
-	e.coupons = newCouponLedger(e, cfg)
-	e.payments = newPayments(e, cfg.Payments)
-	e.groups = newGroupBuys(e, cfg)
-	e.cards = newCardIssuing(e, cfg)
-	e.features = []feature{e.stock, e.coupons, e.payments, e.groups, e.cards}
+	e.feat.stock = newStockLedger(e, cfg)
+	e.feat.coupons = newCouponLedger(e, cfg)
+	e.feat.payments = newPayments(e, cfg.Payments)
+	e.feat.groups = newGroupBuys(e, cfg)
+	e.feat.cards = newCardIssuing(e, cfg)
+	e.feat.all = []feature{e.feat.stock, e.feat.coupons, e.feat.payments, e.feat.groups, e.feat.cards}
 	subs := slices.Clone(cfg.Subscriptions)
-	for _, ft := range e.features {
+	for _, ft := range e.feat.all {
 		if mine := served(ft, flows); len(mine) > 0 {
 			subs = append(subs, ft.subscriptions(mine)...)
 		}

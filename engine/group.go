@@ -97,7 +97,7 @@ type JoinRequest struct {
 // group no longer takes members, or the user joined with another method;
 // ENOTFOUND.
 func (e *Engine) JoinGroup(ctx context.Context, groupID string, req JoinRequest) (m *lapse.GroupMember, created bool, err error) {
-	return e.groups.join(ctx, groupID, req)
+	return e.feat.groups.join(ctx, groupID, req)
 }
 
 func (gb *groupBuys) join(ctx context.Context, groupID string, req JoinRequest) (m *lapse.GroupMember, created bool, err error) {
@@ -197,7 +197,7 @@ type Group struct {
 // Group returns the group buy groupID with its members. Errors: ENOTFOUND;
 // EINVALID when the order is not a group buy.
 func (e *Engine) Group(ctx context.Context, groupID string) (*Group, error) {
-	return e.groups.group(ctx, groupID)
+	return e.feat.groups.group(ctx, groupID)
 }
 
 func (gb *groupBuys) group(ctx context.Context, groupID string) (*Group, error) {

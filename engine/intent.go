@@ -37,7 +37,7 @@ const (
 // payments; ECONFLICT when the order's state takes no payment, its deadline
 // has passed, or it was started with another provider; ENOTFOUND.
 func (e *Engine) StartPayment(ctx context.Context, orderNo, provider string, by Actor) (*lapse.Order, error) {
-	return e.payments.start(ctx, orderNo, provider, by)
+	return e.feat.payments.start(ctx, orderNo, provider, by)
 }
 
 func (ps *payments) start(ctx context.Context, orderNo, provider string, by Actor) (*lapse.Order, error) {

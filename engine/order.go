@@ -31,7 +31,7 @@ func (e *Engine) CreateOrder(ctx context.Context, req *lapse.OrderCreate, by Act
 	if flow == nil {
 		return nil, false, lapse.FieldError("flow", "unknown flow %q (this service runs %s)", req.Flow, strings.Join(e.flows.names, ", "))
 	}
-	for _, ft := range e.features {
+	for _, ft := range e.feat.all {
 		if c, ok := ft.(creationCheck); ok && ft.serves(flow) {
 			if err := c.checkCreate(req); err != nil {
 				return nil, false, err
@@ -131,7 +131,7 @@ func (e *Engine) CreateOrder(ctx context.Context, req *lapse.OrderCreate, by Act
 // flow.
 func (e *Engine) holdsFor(flow *lapse.Flow, o *lapse.Order) []creationHold {
 	var out []creationHold
-	for _, ft := range e.features {
+	for _, ft := range e.feat.all {
 		if h, ok := ft.(creationHold); ok && ft.serves(flow) && h.holds(o) {
 			out = append(out, h)
 		}

@@ -36,7 +36,7 @@ var refundKeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$`)
 // applied payment, the amount exceeds what is left, or the key was used for
 // another refund; ENOTFOUND.
 func (e *Engine) RefundOrder(ctx context.Context, orderNo string, req RefundRequest) (ref *lapse.OrderRefund, created bool, err error) {
-	return e.payments.refundOrder(ctx, orderNo, req)
+	return e.feat.payments.refundOrder(ctx, orderNo, req)
 }
 
 func (ps *payments) refundOrder(ctx context.Context, orderNo string, req RefundRequest) (ref *lapse.OrderRefund, created bool, err error) {
@@ -135,7 +135,7 @@ func (ps *payments) refundOrder(ctx context.Context, orderNo string, req RefundR
 
 // OrderRefunds returns the merchant refunds of an order, oldest first.
 func (e *Engine) OrderRefunds(ctx context.Context, orderNo string) ([]*lapse.OrderRefund, error) {
-	return e.payments.refunds(ctx, orderNo)
+	return e.feat.payments.refunds(ctx, orderNo)
 }
 
 func (ps *payments) refunds(ctx context.Context, orderNo string) ([]*lapse.OrderRefund, error) {

@@ -66,7 +66,7 @@ func (ps *payments) serves(f *lapse.Flow) bool { return f.Pays != "" }
 // Errors, with nothing written: ENOTFOUND for an unknown order or (refund
 // notices) payment; EINVALID when the order's flow takes no payments.
 func (e *Engine) ApplyPayment(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
-	return e.payments.apply(ctx, n)
+	return e.feat.payments.apply(ctx, n)
 }
 
 func (ps *payments) apply(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
@@ -228,7 +228,7 @@ func (ps *payments) paymentRefunded(ctx context.Context, pay *lapse.Payment, ref
 
 // Payments returns the payments of an order, oldest first.
 func (e *Engine) Payments(ctx context.Context, orderNo string) ([]*lapse.Payment, error) {
-	return e.payments.list(ctx, orderNo)
+	return e.feat.payments.list(ctx, orderNo)
 }
 
 func (ps *payments) list(ctx context.Context, orderNo string) ([]*lapse.Payment, error) {

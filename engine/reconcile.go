@@ -55,7 +55,7 @@ const reconcilePage = 1000
 // order has exactly one applied payment. Payments still late or refunding
 // are reported too: their money is not settled yet.
 func (e *Engine) Reconcile(ctx context.Context) (*Reconciliation, error) {
-	return e.payments.reconcile(ctx)
+	return e.feat.payments.reconcile(ctx)
 }
 
 func (ps *payments) reconcile(ctx context.Context) (*Reconciliation, error) {
@@ -79,7 +79,7 @@ func (ps *payments) reconcile(ctx context.Context) (*Reconciliation, error) {
 		}
 	}
 	for _, f := range e.Flows() {
-		for _, ft := range e.features {
+		for _, ft := range e.feat.all {
 			if r, ok := ft.(reconciler); ok && ft.serves(f) {
 				if err := r.reconcile(ctx, rec, f); err != nil {
 					return nil, err

@@ -20,7 +20,7 @@ func (e *Engine) Retry(ctx context.Context, orderNo, reason string, by Actor) (*
 		return nil, err
 	}
 	var ev lapse.Event
-	for _, ft := range e.features {
+	for _, ft := range e.feat.all {
 		if r, ok := ft.(operatorRetry); ok {
 			if ev = r.retryEvent(flow); ev != "" {
 				break

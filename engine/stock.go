@@ -51,7 +51,7 @@ func (l *stockLedger) hold(ctx context.Context, tx lapse.Store, o *lapse.Order, 
 // Errors: EINVALID for a SKU or on-hand that lapse.StockSetParams.Validate
 // refuses.
 func (e *Engine) SetStock(ctx context.Context, sku string, onHand int64) (*lapse.Stock, error) {
-	return e.stock.set(ctx, sku, onHand)
+	return e.feat.stock.set(ctx, sku, onHand)
 }
 
 func (l *stockLedger) set(ctx context.Context, sku string, onHand int64) (*lapse.Stock, error) {
@@ -60,7 +60,7 @@ func (l *stockLedger) set(ctx context.Context, sku string, onHand int64) (*lapse
 
 // Stock returns the ledger line of a SKU, or lapse.ErrStockNotFound.
 func (e *Engine) Stock(ctx context.Context, sku string) (*lapse.Stock, error) {
-	return e.stock.get(ctx, sku)
+	return e.feat.stock.get(ctx, sku)
 }
 
 func (l *stockLedger) get(ctx context.Context, sku string) (*lapse.Stock, error) {
