@@ -1,0 +1,118 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+// The deadline queries read orders_due_idx, (deadline_at, id, flow): in
+// deadline order, with the flow at hand to filter by. MySQL has no partial
+// indexes, so the index holds every order, those without a deadline (NULL,
+// first in the index) too; a condition on deadline_at is a range that starts
+// after them.
+
+// OrderDeadlineSet moves the deadline of the order p.OrderID, if it is still
+// in p.FromState at p.FromVersion, to p.DeadlineAt at the next version, and
+// writes p.Outbox with its deliveries, in one transaction. It writes no log
+// row: the state does not change. It returns the order as stored after the
+// change, or lapse.ErrStale and writes nothing.
+func (s *Store) OrderDeadlineSet(ctx context.Context, p *lapse.OrderDeadlineSetParams) (*lapse.Order, error) {
+	o, err := write(ctx, s, func(w *Store) (*lapse.Order, error) {
+		intent := nullMicros(p.IntentAt)
+		res, err := w.exec(ctx, `UPDATE orders SET deadline_at = ?, updated_at = ?, version = version + 1,
+				intent_provider = IF(? IS NULL, intent_provider, ?), intent_at = COALESCE(?, intent_at),
+				pay_by = COALESCE(?, pay_by)
+			WHERE id = ? AND state = ? AND version = ?`,
+			micros(p.DeadlineAt), micros(p.At), intent, p.IntentProvider, intent, nullMicros(p.PayBy),
+			p.OrderID, string(p.FromState), p.FromVersion)
+		if err != nil {
+			return nil, err
+		}
+		if affected(res) == 0 {
+			return nil, lapse.ErrStale
+		}
+		if err := w.outbox(ctx, appendEvents(nil, p.OrderID, p.Outbox)); err != nil {
+			return nil, err
+		}
+		return w.orderByID(ctx, p.OrderID)
+	})
+	if errors.Is(err, lapse.ErrStale) {
+		return nil, lapse.ErrStale
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mysql: set deadline of order %d: %w", p.OrderID, err)
+	}
+	return o, nil
+}
+
+// OrderClaimDue returns up to p.Limit orders of p.Flows whose deadline is at
+// or before p.DueBy, earliest first; none when p.Limit or p.Flows is empty.
+// Inside Tx the claim locks what it returns until the transaction ends and
+// skips rows that other transactions hold (FOR UPDATE SKIP LOCKED), so that
+// claimers on many nodes take disjoint batches; at READ COMMITTED it locks
+// no gaps, so new orders are not held up. Outside Tx it is a plain read.
+func (s *Store) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams) ([]*lapse.Order, error) {
+	if p.Limit <= 0 || len(p.Flows) == 0 {
+		return nil, nil
+	}
+	args := append(append([]any{micros(p.DueBy)}, stringArgs(p.Flows)...), p.Limit)
+	q := orderClaimDueSQL(len(p.Flows))
+	if s.tx != nil {
+		q += " FOR UPDATE SKIP LOCKED"
+	}
+	due, err := queryAll(ctx, s, scanOrder, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: claim due orders: %w", err)
+	}
+	return due, nil
+}
+
+// orderClaimDueSQL selects the due orders of nflows flows; its arguments
+// are the due time, the flows and the limit.
+func orderClaimDueSQL(nflows int) string {
+	return `SELECT ` + orderCols + ` FROM orders
+		WHERE deadline_at <= ? AND flow IN (` + marks(nflows) + `)
+		ORDER BY deadline_at LIMIT ?`
+}
+
+// orderNextDeadlineSQL reads the due index alone, which carries flow for it.
+func orderNextDeadlineSQL(nflows int) string {
+	return `SELECT deadline_at FROM orders
+		WHERE deadline_at IS NOT NULL AND flow IN (` + marks(nflows) + `)
+		ORDER BY deadline_at LIMIT 1`
+}
+
+// OrderNextDeadline returns the earliest deadline among orders of flows, and
+// false when none has one. It reads only the due index.
+func (s *Store) OrderNextDeadline(ctx context.Context, flows []string) (time.Time, bool, error) {
+	if len(flows) == 0 {
+		return time.Time{}, false, nil
+	}
+	var us int64
+	err := s.queryRow(ctx, orderNextDeadlineSQL(len(flows)), stringArgs(flows)...).Scan(&us)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("mysql: next deadline: %w", err)
+	}
+	return fromMicros(us), true, nil
+}
+
+// orderCountDueSQL counts within the due index.
+const orderCountDueSQL = `SELECT count(*) FROM orders WHERE deadline_at <= ?`
+
+// OrderCountDue counts the orders, of every flow, whose deadline is at or
+// before now.
+func (s *Store) OrderCountDue(ctx context.Context, now time.Time) (int64, error) {
+	var n int64
+	if err := s.queryRow(ctx, orderCountDueSQL, micros(now)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("mysql: count due orders: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,43 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"time"
+)
+
+// Queries whose plans the tests check.
+var (
+	OrderClaimDueSQL          = orderClaimDueSQL
+	OrderNextDeadlineSQL      = orderNextDeadlineSQL
+	DeliveryClaimSQL          = deliveryClaimSQL
+	OrderCountDueSQL          = orderCountDueSQL
+	OrderDeadlineListAfterSQL = orderDeadlineListAfterSQL
+)
+
+// MariaDB reports whether the server is MariaDB.
+func (s *Store) MariaDB() bool { return s.server.mariadb }
+
+// QueryRow runs a query of one row on the store's pool or transaction.
+func (s *Store) QueryRow(ctx context.Context, query string, args ...any) interface{ Scan(...any) error } {
+	return s.queryRow(ctx, query, args...)
+}
+
+// Exec runs a statement on the store's pool or transaction.
+func (s *Store) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return s.exec(ctx, query, args...)
+}
+
+// Query runs a query on the store's pool, outside any transaction.
+func (s *Store) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return s.pool.QueryContext(ctx, query, args...)
+}
+
+// Sleep runs SLEEP for d on one of the store's connections.
+func (s *Store) Sleep(ctx context.Context, d time.Duration) error {
+	var n int
+	return s.queryRow(ctx, "SELECT SLEEP(?)", d.Seconds()).Scan(&n)
+}
+
+// Unavailable is the store's translation of driver errors.
+var Unavailable = unavailable

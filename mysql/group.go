@@ -1,0 +1,114 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+const groupMemberCols = "id, order_id, group_id, user_id, provider, method, amount, currency, `key`, status, attempts, " +
+	"txn_id, last_error, joined_at, updated_at, charged_at"
+
+func scanGroupMember(r scanner) (*lapse.GroupMember, error) {
+	var (
+		m               lapse.GroupMember
+		joined, updated int64
+		charged         sql.NullInt64
+	)
+	err := r.Scan(&m.ID, &m.OrderID, &m.GroupID, &m.UserID, &m.Provider, &m.Method, &m.Amount, &m.Currency, &m.Key,
+		(*string)(&m.Status), &m.Attempts, &m.TxnID, &m.LastError, &joined, &updated, &charged)
+	if err != nil {
+		return nil, err
+	}
+	m.JoinedAt, m.UpdatedAt, m.ChargedAt = fromMicros(joined), fromMicros(updated), fromNullMicros(charged)
+	return &m, nil
+}
+
+// GroupMemberAdd inserts m, pending, with no attempts and UpdatedAt its
+// JoinedAt, unless the group has a member with its UserID: then it writes
+// nothing and returns that member, with created=false. Its Key taken by
+// another member is an ECONFLICT error. It locks the group's order first
+// (see lockOrder). An insert that meets a concurrent
+// one of the same member waits for it, and the read that follows sees it
+// committed.
+func (s *Store) GroupMemberAdd(ctx context.Context, m *lapse.GroupMember) (*lapse.GroupMember, bool, error) {
+	type result struct {
+		m       *lapse.GroupMember
+		created bool
+	}
+	got, err := write(ctx, s, func(w *Store) (result, error) {
+		if err := w.lockOrder(ctx, m.OrderID); err != nil {
+			return result{}, err
+		}
+		res, err := w.exec(ctx, "INSERT INTO group_members (order_id, group_id, user_id, provider, method, amount, "+
+			"currency, `key`, status, joined_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			m.OrderID, m.GroupID, m.UserID, m.Provider, m.Method, m.Amount, m.Currency, m.Key,
+			string(lapse.ChargePending), micros(m.JoinedAt), micros(m.JoinedAt))
+		if isDuplicate(err) {
+			// Either key: the read tells the member from a clash of the
+			// idempotency key.
+			x, err := scanGroupMember(w.queryRow(ctx, `SELECT `+groupMemberCols+` FROM group_members
+				WHERE order_id = ? AND user_id = ?`, m.OrderID, m.UserID))
+			if errors.Is(err, sql.ErrNoRows) {
+				return result{}, lapse.Errorf(lapse.ECONFLICT, "a group member with idempotency key %q exists", m.Key)
+			}
+			return result{x, false}, err
+		}
+		if err != nil {
+			return result{}, err
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return result{}, err
+		}
+		x, err := scanGroupMember(w.queryRow(ctx, `SELECT `+groupMemberCols+` FROM group_members WHERE id = ?`, id))
+		return result{x, true}, err
+	})
+	if err != nil {
+		return nil, false, fail(err, "add group member %d/%s", m.OrderID, m.UserID)
+	}
+	return got.m, got.created, nil
+}
+
+// GroupMemberList returns the members of a group, by id.
+func (s *Store) GroupMemberList(ctx context.Context, orderID int64) ([]*lapse.GroupMember, error) {
+	ms, err := queryAll(ctx, s, scanGroupMember, `SELECT `+groupMemberCols+` FROM group_members WHERE order_id = ? ORDER BY id`, orderID)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: list group members of %d: %w", orderID, err)
+	}
+	return ms, nil
+}
+
+// GroupMemberUpdate moves a member's charge from p.From to p.To, or returns
+// lapse.ErrStale and writes nothing.
+func (s *Store) GroupMemberUpdate(ctx context.Context, p *lapse.GroupMemberUpdateParams) (*lapse.GroupMember, error) {
+	attempt := 0
+	if p.Attempt {
+		attempt = 1
+	}
+	var chargedAt *time.Time
+	if p.To == lapse.ChargeCharged {
+		chargedAt = &p.At
+	}
+	got, err := write(ctx, s, func(w *Store) (*lapse.GroupMember, error) {
+		res, err := w.exec(ctx, `UPDATE group_members SET status = ?, attempts = attempts + ?,
+			txn_id = IF(? <> '', ?, txn_id), last_error = ?, charged_at = COALESCE(?, charged_at), updated_at = ?
+			WHERE id = ? AND status = ?`,
+			string(p.To), attempt, p.TxnID, p.TxnID, p.Error, nullMicros(chargedAt), micros(p.At), p.ID, string(p.From))
+		if err != nil {
+			return nil, err
+		}
+		if affected(res) == 0 {
+			return nil, lapse.ErrStale
+		}
+		return scanGroupMember(w.queryRow(ctx, `SELECT `+groupMemberCols+` FROM group_members WHERE id = ?`, p.ID))
+	})
+	if err != nil {
+		return nil, fail(err, "update group member %d", p.ID)
+	}
+	return got, nil
+}

@@ -1,0 +1,402 @@
+// Package mysql is the MySQL store of Lapse: it implements lapse.Store and
+// lapse.SandboxStore on MySQL 8 (8.0.16 or later) and MariaDB (10.6 or
+// later) with github.com/go-sql-driver/mysql, and carries its schema as
+// embedded migrations.
+//
+// MySQL has no UPDATE … RETURNING and no data-modifying CTEs, so every change
+// that writes more than one row is a transaction of its own (or, inside Tx, a
+// savepoint of the caller's): the guarded UPDATE, whose affected rows say
+// whether the guard held, then the log, outbox and delivery rows, then a read
+// of the row as it now is. A refused or failed change writes nothing and
+// leaves a caller's transaction usable.
+//
+// Sessions run at READ COMMITTED, as the PostgreSQL store's do: each
+// statement sees what committed before it, so a read after an insert that met
+// a concurrent one's key sees the winner, and locking reads take no gap
+// locks. InnoDB's default, REPEATABLE READ, would keep a transaction's first
+// snapshot and show it stale data there.
+//
+// Times are BIGINT unix microseconds, UTC, as in the SQLite store: exact at
+// the precision lapse.Truncate keeps, over every time a time.Time holds, and
+// independent of the session's time zone and of sql_mode's rules for zero
+// dates, which differ between MySQL and MariaDB. Short strings (order
+// numbers, SKUs, idempotency keys, states) are VARBINARY, compared byte for
+// byte like the other stores' text: utf8mb4_bin is a PAD SPACE collation, to
+// which 'a' and 'a ' are one key. JSON is kept as text, checked by
+// json_valid, so that the caller's bytes come back exactly as sent (MySQL's
+// JSON type rewrites them).
+//
+// A process opens the store and migrates it on every start:
+//
+//	s, err := mysql.Open(ctx, "mysql://lapse:secret@db:3306/lapse", mysql.Config{})
+//	if err != nil { … }
+//	defer s.Close()
+//	if err := s.Migrate(ctx); err != nil { … }
+package mysql
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/lapsehq/lapse"
+)
+
+var _ lapse.Store = (*Store)(nil)
+
+// DefaultMaxConns is the pool size when Config.MaxConns is zero: the API,
+// the deadline claimer and every subscriber's delivery loop hold connections
+// at once.
+const DefaultMaxConns = 16
+
+// Defaults of Config.
+const (
+	DefaultStatementTimeout = 30 * time.Second
+	DefaultLockTimeout      = 5 * time.Second
+)
+
+// Config tunes a Store. The zero Config is ready to use: every zero field
+// takes its default.
+type Config struct {
+	// MaxConns bounds the connection pool. Zero means DefaultMaxConns.
+	MaxConns int
+
+	// StatementTimeout aborts a statement that runs longer, so that a slow
+	// query cannot hold a connection and its locks indefinitely: MariaDB's
+	// max_statement_time, which bounds every statement, or MySQL's
+	// max_execution_time, which bounds SELECTs only. Zero means
+	// DefaultStatementTimeout, or the DSN's setting of that variable;
+	// negative means no limit.
+	StatementTimeout time.Duration
+
+	// LockTimeout fails a statement that waits longer for a row lock
+	// (innodb_lock_wait_timeout, in whole seconds, at least one), so that a
+	// transaction holding a row too long makes others fail fast instead of
+	// piling up. Zero means DefaultLockTimeout, or the DSN's
+	// innodb_lock_wait_timeout; negative means the server's own setting.
+	LockTimeout time.Duration
+}
+
+// Validate reports a Config that cannot work.
+func (c *Config) Validate() error {
+	if c.MaxConns < 0 {
+		return errors.New("mysql: MaxConns must not be negative")
+	}
+	return nil
+}
+
+// Store is a lapse.Store on MySQL or MariaDB. A Store from Open uses its
+// pool; the Store that Tx passes to its function is bound to that
+// transaction.
+type Store struct {
+	pool   *sql.DB
+	server server
+	tx     *sql.Tx  // nil outside Tx
+	txs    *txState // the state of tx, shared by the Stores bound to it
+}
+
+// server is what Open learned of the database server.
+type server struct {
+	mariadb bool
+}
+
+// isolationVar is the name of the session's isolation level: MySQL 8
+// dropped tx_isolation for transaction_isolation, which MariaDB before 11.1
+// does not know.
+func (v server) isolationVar() string {
+	if v.mariadb {
+		return "tx_isolation"
+	}
+	return "transaction_isolation"
+}
+
+// timeoutVar is the server's statement timeout and its value for d.
+func (v server) timeoutVar(d time.Duration) (name, value string) {
+	if v.mariadb {
+		return "max_statement_time", strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
+	}
+	return "max_execution_time", strconv.FormatInt(d.Milliseconds(), 10)
+}
+
+// Minimum server versions: SKIP LOCKED came with MySQL 8.0.1 and MariaDB
+// 10.6, and MySQL enforces CHECK constraints, which keep the stock ledger
+// from going below what is reserved, only since 8.0.16.
+var (
+	minMySQL   = [3]int{8, 0, 16}
+	minMariaDB = [3]int{10, 6, 0}
+)
+
+// Open connects to the database named by dsn, a URL
+//
+//	mysql://user:password@host:3306/database?param=value&…
+//
+// whose parameters are the driver's (tls, timeout, readTimeout, …; see
+// github.com/go-sql-driver/mysql) or, for any other name, session variables
+// set on every connection (sql_mode='…', quoted as SQL). The store sets the
+// session's time zone (+00:00), character set (utf8mb4) and isolation level
+// (READ COMMITTED) and the driver's parseTime, loc=UTC, interpolateParams and
+// clientFoundRows itself; a DSN that sets one of them otherwise is an
+// error.
+//
+// Open fails when the server is older than MySQL 8.0.16 or MariaDB 10.6, when
+// the session's sql_mode is not strict (STRICT_TRANS_TABLES or
+// STRICT_ALL_TABLES: without it, values that do not fit are truncated rather
+// than refused), or when the binary log is statement-based, which InnoDB
+// refuses at READ COMMITTED. It fails with lapse.ErrStoreUnavailable when the
+// server cannot be reached or refuses the connection. Call Migrate before use.
+func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	mc, err := driverConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := probe(ctx, mc)
+	if err != nil {
+		return nil, err
+	}
+	mc.Params[srv.isolationVar()] = "'READ-COMMITTED'"
+	setTimeout(mc.Params, "innodb_lock_wait_timeout", cfg.LockTimeout, DefaultLockTimeout, func(d time.Duration) string {
+		return strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10)
+	})
+	name, _ := srv.timeoutVar(0)
+	setTimeout(mc.Params, name, cfg.StatementTimeout, DefaultStatementTimeout, func(d time.Duration) string {
+		_, v := srv.timeoutVar(d)
+		return v
+	})
+	conn, err := mysql.NewConnector(mc)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: open: %w", err)
+	}
+	pool := sql.OpenDB(conn)
+	conns := cmp.Or(cfg.MaxConns, DefaultMaxConns)
+	pool.SetMaxOpenConns(conns)
+	pool.SetMaxIdleConns(conns)
+	pool.SetConnMaxIdleTime(5 * time.Minute)
+	s := &Store{pool: pool, server: srv}
+	if err := s.checkSession(ctx); err != nil {
+		_ = pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// probe connects once with mc to learn which server it is, and refuses one
+// too old for the store.
+func probe(ctx context.Context, mc *mysql.Config) (server, error) {
+	conn, err := mysql.NewConnector(mc)
+	if err != nil {
+		return server{}, fmt.Errorf("mysql: open: %w", err)
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	var version string
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return server{}, fmt.Errorf("mysql: open: %w", unavailableWait(err))
+	}
+	srv, v, err := parseVersion(version)
+	if err != nil {
+		return server{}, err
+	}
+	least, name := minMySQL, "MySQL"
+	if srv.mariadb {
+		least, name = minMariaDB, "MariaDB"
+	}
+	if older(v, least) {
+		return server{}, fmt.Errorf("mysql: the server is %s %s; the store needs %s %d.%d.%d or later", name, version, name, least[0], least[1], least[2])
+	}
+	return srv, nil
+}
+
+// parseVersion reads VERSION(): "8.0.36", "8.4.0-log",
+// "10.11.6-MariaDB-0+deb12u1", or with MariaDB's replication prefix,
+// "5.5.5-10.11.6-MariaDB".
+func parseVersion(version string) (server, [3]int, error) {
+	srv := server{mariadb: strings.Contains(version, "MariaDB")}
+	s := version
+	if srv.mariadb {
+		s = strings.TrimPrefix(s, "5.5.5-")
+	}
+	var v [3]int
+	for i := range v {
+		end := strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+		if end < 0 {
+			end = len(s)
+		}
+		n, err := strconv.Atoi(s[:end])
+		if err != nil {
+			return srv, v, fmt.Errorf("mysql: cannot read the server version %q", version)
+		}
+		v[i] = n
+		s = strings.TrimPrefix(s[end:], ".")
+	}
+	return srv, v, nil
+}
+
+func older(v, least [3]int) bool {
+	for i := range v {
+		if v[i] != least[i] {
+			return v[i] < least[i]
+		}
+	}
+	return false
+}
+
+// checkSession refuses a session that the store cannot run safely in, as
+// the pool's connections are set up.
+func (s *Store) checkSession(ctx context.Context) error {
+	var sqlMode, zone, isolation string
+	err := s.queryRow(ctx, "SELECT @@SESSION.sql_mode, @@SESSION.time_zone, @@SESSION."+s.server.isolationVar()).
+		Scan(&sqlMode, &zone, &isolation)
+	if err != nil {
+		return fmt.Errorf("mysql: open: %w", err)
+	}
+	modes := strings.Split(strings.ToUpper(sqlMode), ",")
+	if !contains(modes, "STRICT_TRANS_TABLES") && !contains(modes, "STRICT_ALL_TABLES") {
+		return fmt.Errorf("mysql: open: the session's sql_mode (%q) is not strict: without STRICT_TRANS_TABLES or STRICT_ALL_TABLES the server stores what does not fit truncated or zeroed instead of refusing it; add one to the server's sql_mode, or set sql_mode in the DSN", sqlMode)
+	}
+	if zone != "+00:00" || !strings.EqualFold(strings.ReplaceAll(isolation, "_", "-"), "READ-COMMITTED") {
+		return fmt.Errorf("mysql: open: the session runs at time zone %s and isolation %s, not +00:00 and READ COMMITTED", zone, isolation)
+	}
+	// binlog_format is deprecated in MySQL: a server without it logs rows.
+	var logBin int
+	var binlogFormat string
+	err = s.queryRow(ctx, "SELECT @@GLOBAL.log_bin, @@SESSION.binlog_format").Scan(&logBin, &binlogFormat)
+	if errorNumber(err) == 1193 { // ER_UNKNOWN_SYSTEM_VARIABLE
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("mysql: open: %w", err)
+	}
+	if logBin == 1 && strings.EqualFold(binlogFormat, "STATEMENT") {
+		return errors.New("mysql: open: the binary log is statement-based (binlog_format=STATEMENT), which InnoDB refuses at READ COMMITTED; use ROW or MIXED")
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if strings.TrimSpace(x) == s {
+			return true
+		}
+	}
+	return false
+}
+
+// owned are the DSN parameters the store sets itself, with whether a value
+// the DSN gives agrees with it.
+var owned = map[string]func(v string) bool{
+	"parseTime":             isTrue,
+	"interpolateParams":     isTrue,
+	"loc":                   func(v string) bool { return v == "UTC" },
+	"clientFoundRows":       isTrue,
+	"multiStatements":       func(v string) bool { return !isTrue(v) },
+	"columnsWithAlias":      func(v string) bool { return !isTrue(v) },
+	"charset":               func(v string) bool { return v == "utf8mb4" },
+	"collation":             func(v string) bool { return strings.HasPrefix(v, "utf8mb4_") },
+	"time_zone":             func(v string) bool { return v == "'+00:00'" },
+	"tx_isolation":          isReadCommitted,
+	"transaction_isolation": isReadCommitted,
+}
+
+func isTrue(v string) bool          { return v == "true" || v == "1" }
+func isReadCommitted(v string) bool { return strings.EqualFold(v, "'READ-COMMITTED'") }
+
+// driverConfig translates a mysql:// URL to the driver's configuration. Its
+// errors never repeat the DSN, which holds a password.
+func driverConfig(dsn string) (*mysql.Config, error) {
+	u, err := url.Parse(dsn)
+	if err != nil || u.Scheme != "mysql" || u.Host == "" || u.Opaque != "" {
+		return nil, errors.New("mysql: the DSN must be a URL mysql://user:password@host:port/database")
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	if db == "" || strings.Contains(db, "/") {
+		return nil, errors.New("mysql: the DSN names no database: mysql://user:password@host:port/database")
+	}
+	q := u.Query()
+	collation := "utf8mb4_general_ci"
+	for name, agrees := range owned {
+		if !q.Has(name) {
+			continue
+		}
+		if v := q.Get(name); !agrees(v) {
+			return nil, fmt.Errorf("mysql: the DSN sets %s=%s; the store sets %s itself", name, v, name)
+		} else if name == "collation" {
+			collation = v
+		}
+		q.Del(name)
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "3306")
+	}
+	mc, err := mysql.ParseDSN("tcp(" + host + ")/?" + q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("mysql: the DSN's parameters: %w", err)
+	}
+	mc.DBName = db
+	if u.User != nil {
+		mc.User = u.User.Username()
+		mc.Passwd, _ = u.User.Password()
+	}
+	mc.Collation = collation
+	mc.Loc = time.UTC
+	mc.ParseTime = true
+	mc.InterpolateParams = true // one round trip per statement, not a prepare and an execute
+	mc.ClientFoundRows = true   // affected rows are the rows a guard matched, changed or not
+	mc.MultiStatements = false
+	mc.Logger = &mysql.NopLogger{} // every error it would log is returned too
+	if mc.Params == nil {
+		mc.Params = map[string]string{}
+	}
+	mc.Params["time_zone"] = "'+00:00'"
+	return mc, nil
+}
+
+// setTimeout sets a session variable: d when positive, else what the DSN
+// says, else def. A negative d leaves the server's own setting.
+func setTimeout(params map[string]string, name string, d, def time.Duration, format func(time.Duration) string) {
+	switch {
+	case d < 0:
+		delete(params, name)
+	case d > 0:
+		params[name] = format(d)
+	case params[name] == "":
+		params[name] = format(def)
+	}
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	var err error
+	if s.tx != nil {
+		var one int
+		err = s.queryRow(ctx, "SELECT 1").Scan(&one)
+	} else if err = s.pool.PingContext(ctx); err != nil {
+		err = unavailableWait(err)
+	}
+	if err != nil {
+		return fmt.Errorf("mysql: ping: %w", err)
+	}
+	return nil
+}
+
+// Close closes the pool. On a Store bound to a transaction it does nothing:
+// the transaction belongs to Tx.
+func (s *Store) Close() error {
+	if s.tx != nil {
+		return nil
+	}
+	return s.pool.Close()
+}

@@ -1,0 +1,311 @@
+package mysql_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/internal/testenv"
+	"github.com/lapsehq/lapse/mysql"
+	"github.com/lapsehq/lapse/storetest"
+)
+
+// openStore opens a migrated store on dsn, closed when tb ends.
+func openStore(tb testing.TB, dsn string, cfg mysql.Config) *mysql.Store {
+	tb.Helper()
+	ctx := context.Background()
+	s, err := mysql.Open(ctx, dsn, cfg)
+	if err != nil {
+		tb.Fatalf("Open: %v", err)
+	}
+	tb.Cleanup(func() { _ = s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		tb.Fatalf("Migrate: %v", err)
+	}
+	return s
+}
+
+// The conformance suite runs its tests in parallel, each on a database of
+// its own, against a server whose max_connections is 151 (MariaDB's
+// default) and which other packages' tests share. At most conformanceStores
+// of them hold a store at once, each with a pool of at most
+// conformanceConns connections, one more while it migrates, and two of the
+// admin's while it creates or drops its database: 8 × (4 + 1 + 2) = 56 at
+// most, whatever -parallel allows. A test of the sandbox store holds two
+// stores on one database, as two processes would, of half as many
+// connections each.
+const (
+	conformanceStores = 8
+	conformanceConns  = 4
+)
+
+var conformanceSlots = make(chan struct{}, conformanceStores)
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) lapse.Store {
+		conformanceSlots <- struct{}{}
+		t.Cleanup(func() { <-conformanceSlots }) // runs last: after the store closes and the database is dropped
+		return openStore(t, testenv.MySQLDatabase(t), mysql.Config{MaxConns: conformanceConns})
+	})
+	storetest.RunSandbox(t, func(t *testing.T) (lapse.SandboxStore, lapse.SandboxStore) {
+		conformanceSlots <- struct{}{}
+		t.Cleanup(func() { <-conformanceSlots })
+		dsn := testenv.MySQLDatabase(t)
+		cfg := mysql.Config{MaxConns: conformanceConns / 2}
+		return openStore(t, dsn, cfg), openStore(t, dsn, cfg)
+	})
+}
+
+// TestMigrateConcurrent migrates one database from four stores at once:
+// each migration is applied once, and a fifth Migrate finds nothing to do.
+func TestMigrateConcurrent(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.MySQLDatabase(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			s, err := mysql.Open(ctx, dsn, mysql.Config{MaxConns: 1})
+			if err != nil {
+				t.Errorf("Open: %v", err)
+				return
+			}
+			defer s.Close()
+			if err := s.Migrate(ctx); err != nil {
+				t.Errorf("concurrent Migrate: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	s := openStore(t, dsn, mysql.Config{MaxConns: 2}) // and once more, on a migrated database
+	var n, last int
+	if err := s.QueryRow(ctx, "SELECT count(*), max(version) FROM lapse_migrations").Scan(&n, &last); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob("migrations/*.sql")
+	slices.Sort(files)
+	newest, _ := strconv.Atoi(filepath.Base(files[len(files)-1])[:4])
+	if n != len(files) || last != newest {
+		t.Errorf("lapse_migrations holds %d versions up to %d, want each of the %d files once", n, last, len(files))
+	}
+	var engines int
+	if err := s.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables
+		WHERE table_schema = DATABASE() AND engine <> 'InnoDB'`).Scan(&engines); err != nil || engines != 0 {
+		t.Errorf("%d tables are not InnoDB (%v)", engines, err)
+	}
+}
+
+// TestMigrateResumes: a migration that stopped after some of its
+// statements carries on from the next one.
+func TestMigrateResumes(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.MySQLDatabase(t)
+	s := openStore(t, dsn, mysql.Config{MaxConns: 2})
+	ctx := context.Background()
+	// 0004 creates deliveries, delivery_attempts and effects: undo the last
+	// two as if Migrate had stopped after the first.
+	for _, q := range []string{"DROP TABLE effects", "DROP TABLE delivery_attempts",
+		"UPDATE lapse_migrations SET statements = 1 WHERE version = 4"} {
+		if _, err := s.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate after a stop halfway: %v", err)
+	}
+	if first, err := s.EffectClaim(ctx, "c", "e", time.Now()); err != nil || !first {
+		t.Errorf("EffectClaim after the resumed migration = %v, %v", first, err)
+	}
+}
+
+// TestOpen checks what Open refuses and what it sets up.
+func TestOpen(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.MySQLDatabase(t)
+	ctx := context.Background()
+	s := openStore(t, dsn, mysql.Config{MaxConns: 2, LockTimeout: 1500 * time.Millisecond, StatementTimeout: 7 * time.Second})
+	want := map[string]string{
+		"time_zone":                "+00:00",
+		"innodb_lock_wait_timeout": "2", // whole seconds, rounded up
+		"character_set_client":     "utf8mb4",
+	}
+	if s.MariaDB() {
+		want["tx_isolation"], want["max_statement_time"] = "READ-COMMITTED", "7"
+	} else {
+		want["transaction_isolation"], want["max_execution_time"] = "READ-COMMITTED", "7000"
+	}
+	for name, w := range want {
+		var got string
+		if err := s.QueryRow(ctx, "SELECT @@SESSION."+name).Scan(&got); err != nil || got != w {
+			t.Errorf("@@%s = %q, %v; want %q", name, got, err, w)
+		}
+	}
+
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	for name, bad := range map[string]string{
+		"not strict":             dsn + sep + "sql_mode=%27NO_ENGINE_SUBSTITUTION%27",
+		"another time zone":      dsn + sep + "time_zone=%27%2B08:00%27",
+		"repeatable read":        dsn + sep + "tx_isolation=%27REPEATABLE-READ%27",
+		"changed rows only":      dsn + sep + "clientFoundRows=false",
+		"local times":            dsn + sep + "loc=Local",
+		"another character set":  dsn + sep + "charset=latin1",
+		"no database":            strings.Replace(dsn, "/lapse_test_", "/?x=lapse_test_", 1),
+		"not a mysql URL":        "postgres://root:secret@127.0.0.1:3306/lapse",
+		"not a URL":              "mysql://root:secret@127.0.0.1:3306/lapse%zz",
+		"a DSN of the driver":    "root@tcp(127.0.0.1:3306)/lapse",
+		"a negative pool bound":  "",
+		"interpolation disabled": dsn + sep + "interpolateParams=false",
+	} {
+		cfg := mysql.Config{}
+		if bad == "" {
+			bad, cfg.MaxConns = dsn, -1
+		}
+		if s, err := mysql.Open(ctx, bad, cfg); err == nil {
+			s.Close()
+			t.Errorf("Open with %s succeeded", name)
+		} else if strings.Contains(err.Error(), "secret") {
+			t.Errorf("Open with %s: the error repeats the password: %v", name, err)
+		}
+	}
+	// The DSN's own setting stands where the Config leaves it zero.
+	other := openStore(t, dsn+sep+"innodb_lock_wait_timeout=9", mysql.Config{MaxConns: 1})
+	var got string
+	if err := other.QueryRow(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&got); err != nil || got != "9" {
+		t.Errorf("innodb_lock_wait_timeout from the DSN = %q, %v; want 9", got, err)
+	}
+}
+
+// TestKeysExact: keys compare byte for byte, as in the other stores: case,
+// accents and trailing spaces make different keys.
+func TestKeysExact(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, testenv.MySQLDatabase(t), mysql.Config{MaxConns: 2})
+	ctx := context.Background()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	for _, sku := range []string{"tea", "Tea", "tea ", "téa", "tea\u0301"} {
+		if _, err := s.StockSet(ctx, &lapse.StockSetParams{SKU: sku, OnHand: int64(len(sku)), At: now}); err != nil {
+			t.Fatalf("StockSet(%q): %v", sku, err)
+		}
+	}
+	for _, sku := range []string{"tea", "Tea", "tea ", "téa", "tea\u0301"} {
+		if st, err := s.StockGet(ctx, sku); err != nil || st.SKU != sku || st.OnHand != int64(len(sku)) {
+			t.Errorf("StockGet(%q) = %+v, %v", sku, st, err)
+		}
+	}
+	for _, no := range []string{"K-a", "K-A"} {
+		if _, created, err := s.OrderCreate(ctx, createParams(no, &now, now)); err != nil || !created {
+			t.Errorf("OrderCreate(%s) = %v, %v; want a new order", no, created, err)
+		}
+	}
+}
+
+// TestDueIndex checks the plans of the deadline engine's and the delivery
+// claim's queries on a table shaped like production: most orders have no
+// deadline any more, few are pending. Each must read its index in order and
+// stop at the limit: no filesort.
+func TestDueIndex(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, testenv.MySQLDatabase(t), mysql.Config{MaxConns: 2})
+	ctx := context.Background()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	var ps []*lapse.OrderCreateParams
+	for i := range 5000 {
+		var deadline *time.Time
+		if i%50 == 0 {
+			d := now.Add(time.Duration(i) * time.Second)
+			deadline = &d
+		}
+		p := createParams(fmt.Sprintf("IX-%06d", i), deadline, now)
+		p.Outbox[0].Subscribers = []string{"sink", "stock"}
+		ps = append(ps, p)
+	}
+	if err := s.OrderCreateMany(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{"orders", "deliveries"} {
+		if _, err := s.Exec(ctx, "ANALYZE TABLE "+table); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := now.Add(time.Hour).UnixMicro()
+	for _, c := range []struct {
+		name, key string
+		sql       string
+		args      []any
+	}{
+		{"claim", "orders_due_idx", mysql.OrderClaimDueSQL(1) + " FOR UPDATE SKIP LOCKED", []any{at, "checkout", 500}},
+		{"next deadline", "orders_due_idx", mysql.OrderNextDeadlineSQL(2), []any{"checkout", "groupbuy"}},
+		{"count due", "orders_due_idx", mysql.OrderCountDueSQL, []any{at}},
+		{"deadline list", "orders_due_idx", mysql.OrderDeadlineListAfterSQL, []any{at, at, 10, 500}},
+		{"delivery claim", "deliveries_due_idx", mysql.DeliveryClaimSQL(1), []any{"sink", at, 100}},
+	} {
+		plan := explain(t, s, c.sql, c.args...)
+		t.Logf("%s:\n%s", c.name, plan)
+		if !strings.Contains(plan, "key="+c.key+" ") || strings.Contains(plan, "filesort") || strings.Contains(plan, "type=ALL") {
+			t.Errorf("%s: does not read %s in order:\n%s", c.name, c.key, plan)
+		}
+		if c.name == "delivery claim" && !strings.Contains(plan, "key=deliveries_pending_order_idx ") {
+			t.Errorf("%s: the test for an earlier pending delivery does not probe deliveries_pending_order_idx:\n%s", c.name, plan)
+		}
+	}
+}
+
+// explain returns EXPLAIN's rows for query, one line each of name=value.
+func explain(t *testing.T, s *mysql.Store, query string, args ...any) string {
+	t.Helper()
+	rows, err := s.Query(context.Background(), "EXPLAIN "+query, args...)
+	if err != nil {
+		t.Fatalf("EXPLAIN %s: %v", query, err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var lines []string
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		dest := make([]any, len(cols))
+		for i := range vals {
+			dest[i] = &vals[i]
+		}
+		if err := rows.Scan(dest...); err != nil {
+			t.Fatal(err)
+		}
+		var line []string
+		for i, c := range cols {
+			line = append(line, c+"="+vals[i].String)
+		}
+		lines = append(lines, strings.Join(line, " ")+" ")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// createParams builds a new UNPAID checkout order the way the engine does.
+func createParams(orderNo string, deadline *time.Time, now time.Time) *lapse.OrderCreateParams {
+	req := &lapse.OrderCreate{
+		OrderNo: orderNo, Flow: "checkout", UserID: "u-" + orderNo[len(orderNo)-2:], Amount: 1999, Currency: "CNY",
+		Items: []lapse.Item{{SKU: "sku-1", Qty: 1}}, DeadlineAt: deadline, Metadata: json.RawMessage(`{"channel":"test"}`),
+	}
+	o := &lapse.Order{
+		OrderNo: req.OrderNo, Flow: req.Flow, State: flows.Unpaid, DeadlineAt: deadline, Amount: req.Amount,
+		Currency: req.Currency, UserID: req.UserID, Items: req.Items, Metadata: req.Metadata, Version: 1,
+		CreatedAt: now, UpdatedAt: now, FiredBy: lapse.FiredByApp, RequestHash: req.Fingerprint(),
+	}
+	return &lapse.OrderCreateParams{
+		Order:  o,
+		Log:    lapse.TransitionRecord{ToState: flows.Unpaid, Event: lapse.EventCreate, Version: 1, FiredBy: lapse.FiredByApp, Actor: "test", CreatedAt: now},
+		Outbox: []lapse.OutboxEvent{lapse.NewOutboxEvent(lapse.EventOrderCreated, o, nil)},
+	}
+}

@@ -1,0 +1,251 @@
+package mysql_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/internal/testenv"
+	"github.com/lapsehq/lapse/mysql"
+)
+
+func TestTxPanic(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, testenv.MySQLDatabase(t), mysql.Config{MaxConns: 1})
+	ctx := context.Background()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Errorf("recovered %v, want the panic of fn", r)
+			}
+		}()
+		_ = s.Tx(ctx, func(tx lapse.Store) error {
+			if _, _, err := tx.OrderCreate(ctx, createParams("P-1", &now, now)); err != nil {
+				t.Error(err)
+			}
+			panic("boom")
+		})
+	}()
+	// With one connection, this also shows that the panic gave it back.
+	if _, err := s.OrderGet(ctx, "P-1"); !errors.Is(err, lapse.ErrOrderNotFound) {
+		t.Errorf("order written in a panicking Tx exists: %v", err)
+	}
+}
+
+// TestTxFailedMethod: a method that fails inside Tx (its outbox insert
+// meets a taken event id after its order insert went in) writes nothing,
+// and leaves the transaction usable: MySQL undoes a failed statement alone,
+// and the method's savepoint undoes the statements before it.
+func TestTxFailedMethod(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, testenv.MySQLDatabase(t), mysql.Config{MaxConns: 1})
+	ctx := context.Background()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	first := createParams("F-1", &now, now)
+	if _, _, err := s.OrderCreate(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	clash := createParams("F-2", &now, now)
+	clash.Outbox[0].ID = first.Outbox[0].ID
+	err := s.Tx(ctx, func(tx lapse.Store) error {
+		if _, _, err := tx.OrderCreate(ctx, createParams("F-3", &now, now)); err != nil {
+			return err
+		}
+		if _, _, err := tx.OrderCreate(ctx, clash); err == nil {
+			t.Error("OrderCreate with a taken event id succeeded")
+		}
+		if _, err := tx.OrderGet(ctx, "F-2"); !errors.Is(err, lapse.ErrOrderNotFound) {
+			t.Errorf("the failed create left F-2 in the transaction: %v", err)
+		}
+		_, _, err := tx.OrderCreate(ctx, createParams("F-4", &now, now))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("Tx after a failed method: %v", err)
+	}
+	for no, want := range map[string]bool{"F-2": false, "F-3": true, "F-4": true} {
+		_, err := s.OrderGet(ctx, no)
+		if got := err == nil; got != want || (err != nil && !errors.Is(err, lapse.ErrOrderNotFound)) {
+			t.Errorf("%s exists = %v (%v), want %v", no, got, err, want)
+		}
+	}
+}
+
+// TestTxDeadlock: two transactions lock two orders in opposite orders, and
+// InnoDB rolls one of them back. That one is broken: what its fn writes
+// after the deadlock fails, and so does its commit, even when fn swallows
+// the error, so that nothing it wrote commits without what came before.
+func TestTxDeadlock(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, testenv.MySQLDatabase(t), mysql.Config{MaxConns: 4})
+	ctx := context.Background()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	for _, no := range []string{"DL-A", "DL-B"} {
+		if _, _, err := s.OrderCreate(ctx, createParams(no, &now, now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var locked sync.WaitGroup
+	locked.Add(2)
+	errs := make([]error, 2)
+	afterDeadlock := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, pair := range [][2]string{{"DL-A", "DL-B"}, {"DL-B", "DL-A"}} {
+		wg.Go(func() {
+			errs[i] = s.Tx(ctx, func(tx lapse.Store) error {
+				o, err := tx.OrderLock(ctx, pair[0])
+				locked.Done()
+				if err != nil {
+					return err
+				}
+				locked.Wait()
+				if _, err := tx.OrderLock(ctx, pair[1]); err != nil {
+					// The victim swallows the deadlock and writes on.
+					_, afterDeadlock[i] = tx.OrderDeadlineSet(ctx, &lapse.OrderDeadlineSetParams{OrderID: o.ID,
+						FromState: flows.Unpaid, FromVersion: 1, DeadlineAt: now.Add(time.Hour), At: now})
+					return nil
+				}
+				_, err = tx.OrderDeadlineSet(ctx, &lapse.OrderDeadlineSetParams{OrderID: o.ID, FromState: flows.Unpaid,
+					FromVersion: 1, DeadlineAt: now.Add(2 * time.Hour), At: now})
+				return err
+			})
+		})
+	}
+	wg.Wait()
+	if (errs[0] == nil) == (errs[1] == nil) {
+		t.Fatalf("Tx results %v and %v, want one deadlock victim", errs[0], errs[1])
+	}
+	victim := 0
+	if errs[0] == nil {
+		victim = 1
+	}
+	if afterDeadlock[victim] == nil {
+		t.Error("a write after the deadlock, in the rolled-back transaction, succeeded")
+	}
+	for i, no := range []string{"DL-A", "DL-B"} {
+		o, err := s.OrderGet(ctx, no)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if moved := o.Version == 2; moved == (i == victim) {
+			t.Errorf("%s at version %d: the victim's change must not commit, the survivor's must", no, o.Version)
+		}
+	}
+}
+
+func TestTxCancelled(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, testenv.MySQLDatabase(t), mysql.Config{MaxConns: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	err := s.Tx(ctx, func(tx lapse.Store) error {
+		if _, _, err := tx.OrderCreate(ctx, createParams("K-1", &now, now)); err != nil {
+			return err
+		}
+		cancel()
+		return ctx.Err()
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Tx = %v, want context.Canceled", err)
+	}
+	if _, err := s.OrderGet(context.Background(), "K-1"); !errors.Is(err, lapse.ErrOrderNotFound) {
+		t.Errorf("K-1 exists: %v", err)
+	}
+}
+
+// TestTransitionManyInOrder: the transitions of one batch apply in order,
+// a second one of an order when it was planned from the version the first
+// made, and one planned from a version the order left is skipped.
+func TestTransitionManyInOrder(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, testenv.MySQLDatabase(t), mysql.Config{MaxConns: 2})
+	ctx := context.Background()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	a, _, err := s.OrderCreate(ctx, createParams("TM-A", &now, now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := s.OrderCreate(ctx, createParams("TM-B", &now, now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(o *lapse.Order, from, to lapse.State, version int64) *lapse.OrderTransitionParams {
+		return &lapse.OrderTransitionParams{OrderID: o.ID, FromState: from, FromVersion: version, ToState: to,
+			Event: "STEP", FiredBy: lapse.FiredByApp, At: now.Add(time.Duration(version) * time.Second)}
+	}
+	moved, err := s.OrderTransitionMany(ctx, []*lapse.OrderTransitionParams{
+		step(a, flows.Unpaid, flows.Paid, 1),
+		step(b, flows.Unpaid, flows.Closed, 1),
+		step(a, flows.Paid, flows.Refunding, 2), // planned after the first
+		step(b, flows.Unpaid, flows.Paid, 1),    // planned from the version b left
+	})
+	if err != nil || len(moved) != 2 || moved[0] != a.ID || moved[1] != b.ID {
+		t.Fatalf("OrderTransitionMany = %v, %v; want [%d %d]", moved, err, a.ID, b.ID)
+	}
+	for _, c := range []struct {
+		no      string
+		state   lapse.State
+		version int64
+		log     int
+	}{{"TM-A", flows.Refunding, 3, 3}, {"TM-B", flows.Closed, 2, 2}} {
+		o, err := s.OrderGet(ctx, c.no)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trs, _ := s.TransitionList(ctx, o.ID)
+		if o.State != c.state || o.Version != c.version || len(trs) != c.log || trs[len(trs)-1].Version != c.version {
+			t.Errorf("%s = %s v%d with %d log rows; want %s v%d with %d", c.no, o.State, o.Version, len(trs), c.state, c.version, c.log)
+		}
+	}
+}
+
+// TestTxInsertThenTransition: transactions that each add a member to one
+// group and then move the group's order, as joins do, take turns on the
+// order rather than deadlock: a stale one, and only that, tries again.
+func TestTxInsertThenTransition(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, testenv.MySQLDatabase(t), mysql.Config{MaxConns: 8})
+	ctx := context.Background()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	if _, _, err := s.OrderCreate(ctx, createParams("GJ-1", &now, now)); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for {
+				err := s.Tx(ctx, func(tx lapse.Store) error {
+					o, err := tx.OrderGet(ctx, "GJ-1")
+					if err != nil {
+						return err
+					}
+					user := string(rune('a' + i))
+					if _, _, err := tx.GroupMemberAdd(ctx, &lapse.GroupMember{OrderID: o.ID, GroupID: o.OrderNo, UserID: user,
+						Provider: "sandbox", Method: "tok", Amount: 1, Currency: "CNY", Key: "GJ-1/" + user, JoinedAt: now}); err != nil {
+						return err
+					}
+					_, err = tx.OrderTransition(ctx, &lapse.OrderTransitionParams{OrderID: o.ID, FromState: o.State,
+						FromVersion: o.Version, ToState: o.State, Event: "JOIN", At: now})
+					return err
+				})
+				if !errors.Is(err, lapse.ErrStale) {
+					if err != nil {
+						t.Errorf("join %d: %v", i, err)
+					}
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	o, err := s.OrderGet(ctx, "GJ-1")
+	ms, _ := s.GroupMemberList(ctx, o.ID)
+	if err != nil || o.Version != 9 || len(ms) != 8 {
+		t.Errorf("after 8 joins: version %d, %d members, %v; want 9 and 8", o.Version, len(ms), err)
+	}
+}
