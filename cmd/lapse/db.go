@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/mysql"
 	"github.com/lapsehq/lapse/postgres"
 	"github.com/lapsehq/lapse/sqlite"
 )
@@ -23,18 +24,20 @@ type migratingStore interface {
 }
 
 // openStore opens the store named by dsn: a postgres:// or postgresql:// URL
-// selects PostgreSQL; anything else is an SQLite file path (an optional
-// sqlite: prefix is dropped).
+// selects PostgreSQL, a mysql:// URL MySQL or MariaDB; anything else is an
+// SQLite file path (an optional sqlite: prefix is dropped).
 func openStore(ctx context.Context, dsn string) (migratingStore, error) {
 	return openStoreConns(ctx, dsn, 0)
 }
 
-// openStoreConns is openStore with a PostgreSQL pool of conns connections
-// (zero: the store's default); SQLite has its own connections.
+// openStoreConns is openStore with a PostgreSQL or MySQL pool of conns
+// connections (zero: the store's default); SQLite has its own connections.
 func openStoreConns(ctx context.Context, dsn string, conns int32) (migratingStore, error) {
 	switch {
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		return postgres.Open(ctx, dsn, postgres.Config{MaxConns: conns})
+	case strings.HasPrefix(dsn, "mysql://"):
+		return mysql.Open(ctx, dsn, mysql.Config{MaxConns: int(conns)})
 	case dsn == "":
 		return nil, fmt.Errorf("--db is empty")
 	default:
@@ -44,9 +47,9 @@ func openStoreConns(ctx context.Context, dsn string, conns int32) (migratingStor
 }
 
 // sqlitePath returns the file path of an SQLite dsn, and false for a
-// PostgreSQL one.
+// PostgreSQL or MySQL one.
 func sqlitePath(dsn string) (string, bool) {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") || strings.HasPrefix(dsn, "mysql://") {
 		return "", false
 	}
 	return strings.TrimPrefix(dsn, "sqlite:"), true

@@ -6,11 +6,11 @@
 //	lapse flows   [--flows DIR] [NAME]         list the flows, or print one's state diagram
 //	lapse config  [--config FILE] [flags]      the flags of serve: value and source
 //
-// DSN is a path to an SQLite file (the default, ./lapse.db) or a
-// postgres:// URL. Every flag can also be set in the environment as
-// LAPSE_<FLAG>, e.g. LAPSE_DB, LAPSE_HTTP, and in a YAML file named by
-// --config FILE (LAPSE_CONFIG), keyed by flag name; the command line wins
-// over the environment, which wins over the file.
+// DSN is a path to an SQLite file (the default, ./lapse.db), a postgres://
+// URL or a mysql://user:password@host:3306/database URL. Every flag can also
+// be set in the environment as LAPSE_<FLAG>, e.g. LAPSE_DB, LAPSE_HTTP, and
+// in a YAML file named by --config FILE (LAPSE_CONFIG), keyed by flag name;
+// the command line wins over the environment, which wins over the file.
 package main
 
 import (

@@ -78,8 +78,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := store.Migrate(ctx); err != nil {
 		return err
 	}
-	// The background work gets a pool of its own on PostgreSQL; SQLite has
-	// one writer for everything anyway.
+	// The background work gets a pool of its own on PostgreSQL and MySQL;
+	// SQLite has one writer for everything anyway.
 	var work lapse.Store = store
 	if _, isSQLite := sqlitePath(*db); !isSQLite {
 		ws, err := openStoreConns(ctx, *db, int32(*workConns))

@@ -32,7 +32,7 @@ var configSetting = &setting{Name: "config", Kind: kindString,
 // Settings that several commands share.
 var (
 	dbSetting = &setting{Name: "db", Kind: kindString, Default: defaultDB,
-		Doc:   "database: an SQLite file path or a postgres:// URL",
+		Doc:   "database: an SQLite file path, a postgres:// URL or a mysql://user:password@host:3306/database URL",
 		field: func(o *options) any { return &o.db }}
 	flowsSetting = &setting{Name: "flows", Kind: kindString,
 		Doc:   "a directory of YAML flows to run beside the built-in ones",
@@ -50,10 +50,10 @@ var serveSettings = []*setting{
 		Doc:   "address of the HTTP API (port 0 picks a free one)",
 		field: func(o *options) any { return &o.addr }},
 	{Name: "db-conns", Kind: kindInt,
-		Doc:   "PostgreSQL: connections for the API (0: the DSN's pool_max_conns, or 16)",
+		Doc:   "PostgreSQL, MySQL: connections for the API (0: the DSN's pool_max_conns on PostgreSQL, or 16)",
 		field: func(o *options) any { return &o.dbConns }},
 	{Name: "db-work-conns", Kind: kindInt, Default: "8",
-		Doc:   "PostgreSQL: connections of their own for the deadline engine and the delivery workers, so that API load cannot starve them",
+		Doc:   "PostgreSQL, MySQL: connections of their own for the deadline engine and the delivery workers, so that API load cannot starve them",
 		field: func(o *options) any { return &o.workConns }},
 	{Name: "max-in-flight", Kind: kindInt, Default: strconv.Itoa(4 * int(postgres.DefaultMaxConns)),
 		Doc:   "API requests in flight beyond which a request is answered 429 with Retry-After (0: no limit); a request counts once its body is in",
