@@ -11,11 +11,13 @@ import (
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
 	"github.com/lapsehq/lapse/internal/testenv"
+	"github.com/lapsehq/lapse/mysql"
 	"github.com/lapsehq/lapse/postgres"
 	"github.com/lapsehq/lapse/sqlite"
 )
 
-// eachStore runs fn once per store kind, each with a fresh, migrated store.
+// eachStore runs fn once per store kind, each with a fresh, migrated store;
+// a kind whose server the environment does not name is skipped (see testenv).
 func eachStore(t *testing.T, fn func(t *testing.T, open func() lapse.Store)) {
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
@@ -37,6 +39,23 @@ func eachStore(t *testing.T, fn func(t *testing.T, open func() lapse.Store)) {
 		dsn := testenv.PostgresSchema(t)
 		fn(t, func() lapse.Store {
 			s, err := postgres.Open(context.Background(), dsn, postgres.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Migrate(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		})
+	})
+	t.Run("mysql", func(t *testing.T) {
+		t.Parallel()
+		dsn := testenv.MySQLDatabase(t)
+		fn(t, func() lapse.Store {
+			// Bounded: MariaDB's max_connections is 151, and the engine's
+			// tests run side by side.
+			s, err := mysql.Open(context.Background(), dsn, mysql.Config{MaxConns: 8})
 			if err != nil {
 				t.Fatal(err)
 			}

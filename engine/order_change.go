@@ -29,9 +29,14 @@ type orderChange struct {
 	// place of the store's lapse.ErrOrderNotFound.
 	missing func() error
 	// contended is for an order that many callers change at once (a group
-	// buy's joins): each round reads, plans and writes in one transaction,
-	// up to contendedRetries rounds, with a short random pause before each
-	// round after the first, so that losers do not retry in step.
+	// buy's joins): each round locks and reads the order (OrderLock), plans
+	// and writes in one transaction, so that rounds take turns rather than
+	// lose to one another, up to contendedRetries rounds, with a short
+	// random pause before each round after the first, so that losers do not
+	// retry in step. The lock matters on MySQL, whose store locks the order
+	// for the insert of a row that references it (a member): a loser holding
+	// that lock while it failed would make a queue of losers that could
+	// starve a change of its rounds.
 	contended bool
 }
 
@@ -53,7 +58,11 @@ type orderChange struct {
 func changeOrder[T any](ctx context.Context, e *Engine, c orderChange, step func(s lapse.Store, o *lapse.Order, flow *lapse.Flow) (T, error)) (T, error) {
 	round := func(s lapse.Store) (T, error) {
 		var zero T
-		o, err := s.OrderGet(ctx, c.orderNo)
+		read := s.OrderGet
+		if c.contended {
+			read = s.OrderLock
+		}
+		o, err := read(ctx, c.orderNo)
 		if c.missing != nil && errors.Is(err, lapse.ErrOrderNotFound) {
 			return zero, c.missing()
 		}
