@@ -1,8 +1,10 @@
 -- Orders: the single source of truth of every order's state. Times are unix
 -- microseconds, UTC. Short strings are VARBINARY, compared byte for byte
 -- (utf8mb4_bin would pad: 'a' = 'a '); free text is utf8mb4. JSON columns
--- are text checked by json_valid, so that the caller's bytes come back
--- exactly as sent.
+-- are text, so that the caller's bytes come back exactly as sent (MySQL's
+-- JSON type rewrites them), and unchecked: the documents are checked before
+-- they reach the store, and MariaDB's json_valid refuses valid ones nested
+-- deeper than 32.
 --
 -- The durable timer is orders_due_idx. MySQL has no partial indexes, so it
 -- holds every order, those without a deadline (NULL, at its start) too.
@@ -29,8 +31,6 @@ CREATE TABLE orders (
     request_hash VARBINARY(255) NOT NULL DEFAULT '',
     PRIMARY KEY (id),
     CONSTRAINT orders_order_no_key UNIQUE (order_no),
-    CONSTRAINT orders_items_check CHECK (json_valid(items)),
-    CONSTRAINT orders_metadata_check CHECK (json_valid(metadata)),
     INDEX orders_due_idx (deadline_at, id, flow),
     -- Newest-first listings, read backwards, keyset-paged on (created_at, id).
     INDEX orders_created_idx (created_at, id),

@@ -1,7 +1,7 @@
 -- The outbox: events written in the transaction of the change that caused
 -- them. seq orders them for the relay; id is the event id consumers
 -- deduplicate on. The payload is text, so that consumers receive the bytes
--- that were written.
+-- that were written (see orders' JSON columns).
 CREATE TABLE outbox (
     seq        BIGINT         NOT NULL AUTO_INCREMENT,
     id         VARBINARY(255) NOT NULL,
@@ -12,7 +12,6 @@ CREATE TABLE outbox (
     created_at BIGINT         NOT NULL,
     PRIMARY KEY (seq),
     CONSTRAINT outbox_id_key UNIQUE (id),
-    CONSTRAINT outbox_payload_check CHECK (json_valid(payload)),
     INDEX outbox_order_idx (order_id, seq),
     CONSTRAINT outbox_order_fk FOREIGN KEY (order_id) REFERENCES orders (id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
