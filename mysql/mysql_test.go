@@ -213,6 +213,39 @@ func TestKeysExact(t *testing.T) {
 	}
 }
 
+// TestRoundTrip: what the API lets through comes back as it went in:
+// metadata nested deeper than MariaDB's json_valid allows, in the caller's
+// bytes, and a provider's transaction id and merchant longer than a key of
+// 255 bytes.
+func TestRoundTrip(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, testenv.MySQLDatabase(t), mysql.Config{MaxConns: 2})
+	ctx := context.Background()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	p := createParams("RT-1", &now, now)
+	p.Order.Metadata = json.RawMessage(`{ "z" : 1,"a":` + strings.Repeat(`{"x":`, 40) + `"日本"` + strings.Repeat("}", 40) + ` }`)
+	p.Outbox = []lapse.OutboxEvent{lapse.NewOutboxEvent(lapse.EventOrderCreated, p.Order, nil)}
+	o, _, err := s.OrderCreate(ctx, p)
+	if err != nil {
+		t.Fatalf("OrderCreate with deep metadata: %v", err)
+	}
+	if got, err := s.OrderGet(ctx, "RT-1"); err != nil || string(got.Metadata) != string(p.Order.Metadata) {
+		t.Errorf("metadata came back as %s, %v", got.Metadata, err)
+	}
+	if evs, err := s.OutboxList(ctx, o.ID); err != nil || len(evs) != 1 || string(evs[0].Payload) != string(p.Outbox[0].Payload) {
+		t.Errorf("the event's payload did not come back as written: %v", err)
+	}
+	long := strings.Repeat("t", 600)
+	pay := &lapse.Payment{Provider: "hmac", TxnID: long, OrderID: o.ID, OrderNo: o.OrderNo, Amount: 1, Currency: "CNY",
+		Merchant: long, PaidAt: now, Status: lapse.PaymentApplied, CreatedAt: now}
+	if _, created, err := s.PaymentCreate(ctx, &lapse.PaymentCreateParams{Payment: pay}); err != nil || !created {
+		t.Fatalf("PaymentCreate with a long txn id = %v, %v", created, err)
+	}
+	if got, err := s.PaymentGet(ctx, "hmac", long); err != nil || got.Merchant != long {
+		t.Errorf("PaymentGet = %v", err)
+	}
+}
+
 // TestDueIndex checks the plans of the deadline engine's and the delivery
 // claim's queries on a table shaped like production: most orders have no
 // deadline any more, few are pending. Each must read its index in order and

@@ -3,15 +3,15 @@
 -- deduplicate on. The payload is text, so that consumers receive the bytes
 -- that were written (see orders' JSON columns).
 CREATE TABLE outbox (
-    seq        BIGINT         NOT NULL AUTO_INCREMENT,
-    id         VARBINARY(255) NOT NULL,
-    order_id   BIGINT         NOT NULL,
-    order_no   VARBINARY(255) NOT NULL,
-    type       VARBINARY(255) NOT NULL,
-    payload    MEDIUMTEXT     NOT NULL,
-    created_at BIGINT         NOT NULL,
+    seq        BIGINT          NOT NULL AUTO_INCREMENT,
+    id         VARBINARY(1024) NOT NULL,
+    order_id   BIGINT          NOT NULL,
+    order_no   VARBINARY(1024) NOT NULL,
+    type       VARBINARY(1024) NOT NULL,
+    payload    MEDIUMTEXT      NOT NULL,
+    created_at BIGINT          NOT NULL,
     PRIMARY KEY (seq),
     CONSTRAINT outbox_id_key UNIQUE (id),
     INDEX outbox_order_idx (order_id, seq),
     CONSTRAINT outbox_order_fk FOREIGN KEY (order_id) REFERENCES orders (id)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+) ENGINE = InnoDB ROW_FORMAT = DYNAMIC DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

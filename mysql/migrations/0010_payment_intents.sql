@@ -6,5 +6,5 @@
 -- then move while the closer asks the provider.
 ALTER TABLE orders
     ADD COLUMN intent_at BIGINT,
-    ADD COLUMN intent_provider VARBINARY(255) NOT NULL DEFAULT '',
+    ADD COLUMN intent_provider VARBINARY(1024) NOT NULL DEFAULT '',
     ADD COLUMN pay_by BIGINT;
