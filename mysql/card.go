@@ -27,69 +27,48 @@ func scanCard(r scanner) (*lapse.Card, error) {
 	return &c, nil
 }
 
-// cardsOrder returns the order the cards of one CardIssue belong to, or an
-// EINVALID error when there are none or they name several.
-func cardsOrder(cards []*lapse.Card) (int64, error) {
-	if len(cards) == 0 {
-		return 0, lapse.Errorf(lapse.EINVALID, "no cards to issue")
-	}
-	for _, c := range cards {
-		if c == nil {
-			return 0, lapse.Errorf(lapse.EINVALID, "a card to issue is nil")
-		}
-		if c.OrderID != cards[0].OrderID {
-			return 0, lapse.Errorf(lapse.EINVALID, "cards of orders %d and %d issued together", cards[0].OrderID, c.OrderID)
-		}
-	}
-	return cards[0].OrderID, nil
-}
-
-// CardIssue inserts the cards of one order, active and unused, in the order
-// given, unless the order has cards: then it writes nothing and returns
-// those, with created=false. Either way the cards come back by id. Cards of
-// no order or of several are an EINVALID error; an order that does not exist
-// is lapse.ErrOrderNotFound.
+// CardIssue inserts the cards of order p.OrderID, active and unused, in the
+// order given, unless the order has cards: then it writes nothing and
+// returns those, with created=false. Either way the cards come back by id,
+// which follows the order of the inserts. An order that does not exist is
+// lapse.ErrOrderNotFound.
 //
 // It runs in a transaction (a savepoint inside Tx) that first locks the
 // order's row, so that concurrent issuers for one order take turns and each
 // later one, reading in a statement of its own, sees the cards of the first:
 // exactly one creates.
-func (s *Store) CardIssue(ctx context.Context, cards []*lapse.Card) ([]*lapse.Card, bool, error) {
-	orderID, err := cardsOrder(cards)
-	if err != nil {
-		return nil, false, err
-	}
+func (s *Store) CardIssue(ctx context.Context, p *lapse.CardIssueParams) ([]*lapse.Card, bool, error) {
 	type result struct {
 		cards   []*lapse.Card
 		created bool
 	}
 	got, err := write(ctx, s, func(w *Store) (result, error) {
 		var one int
-		err := w.queryRow(ctx, `SELECT 1 FROM orders WHERE id = ? FOR UPDATE`, orderID).Scan(&one)
+		err := w.queryRow(ctx, `SELECT 1 FROM orders WHERE id = ? FOR UPDATE`, p.OrderID).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
-			return result{}, lapse.Refine(lapse.ErrOrderNotFound, "no order with id %d", orderID)
+			return result{}, lapse.Refine(lapse.ErrOrderNotFound, "no order with id %d", p.OrderID)
 		}
 		if err != nil {
 			return result{}, err
 		}
-		had, err := w.cardList(ctx, orderID)
+		had, err := w.cardList(ctx, p.OrderID)
 		if err != nil || len(had) > 0 {
 			return result{had, false}, err
 		}
 		ins := w.inserts(`INSERT INTO cards (order_id, order_no, user_id, product, visits, status, issued_at) VALUES `, values(7))
-		for _, c := range cards {
-			if err := ins.add(ctx, orderID, c.OrderNo, c.UserID, c.Product, c.Visits, string(lapse.CardActive), micros(c.IssuedAt)); err != nil {
+		for _, c := range p.Cards {
+			if err := ins.add(ctx, p.OrderID, c.OrderNo, c.UserID, c.Product, c.Visits, string(lapse.CardActive), micros(c.IssuedAt)); err != nil {
 				return result{}, err
 			}
 		}
 		if err := ins.flush(ctx); err != nil {
 			return result{}, err
 		}
-		issued, err := w.cardList(ctx, orderID)
+		issued, err := w.cardList(ctx, p.OrderID)
 		return result{issued, true}, err
 	})
 	if err != nil {
-		return nil, false, fail(err, "issue cards of order %d", orderID)
+		return nil, false, fail(err, "issue cards of order %d", p.OrderID)
 	}
 	return got.cards, got.created, nil
 }

@@ -51,15 +51,12 @@ func (s *Store) OrderDeadlineSet(ctx context.Context, p *lapse.OrderDeadlineSetP
 }
 
 // OrderClaimDue returns up to p.Limit orders of p.Flows whose deadline is at
-// or before p.DueBy, earliest first; none when p.Limit or p.Flows is empty.
+// or before p.DueBy, earliest first.
 // Inside Tx the claim locks what it returns until the transaction ends and
 // skips rows that other transactions hold (FOR UPDATE SKIP LOCKED), so that
 // claimers on many nodes take disjoint batches; at READ COMMITTED it locks
 // no gaps, so new orders are not held up. Outside Tx it is a plain read.
 func (s *Store) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams) ([]*lapse.Order, error) {
-	if p.Limit <= 0 || len(p.Flows) == 0 {
-		return nil, nil
-	}
 	args := append(append([]any{micros(p.DueBy)}, stringArgs(p.Flows)...), p.Limit)
 	q := orderClaimDueSQL(len(p.Flows))
 	if s.tx != nil {
@@ -90,9 +87,6 @@ func orderNextDeadlineSQL(nflows int) string {
 // OrderNextDeadline returns the earliest deadline among orders of flows, and
 // false when none has one. It reads only the due index.
 func (s *Store) OrderNextDeadline(ctx context.Context, flows []string) (time.Time, bool, error) {
-	if len(flows) == 0 {
-		return time.Time{}, false, nil
-	}
 	var us int64
 	err := s.queryRow(ctx, orderNextDeadlineSQL(len(flows)), stringArgs(flows)...).Scan(&us)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -20,11 +20,8 @@ const (
 )
 
 // OrderDeadlineList returns up to p.Limit orders that have a deadline, in
-// (deadline, id) order after p.After; none when p.Limit is not positive.
+// (deadline, id) order after p.After.
 func (s *Store) OrderDeadlineList(ctx context.Context, p *lapse.OrderDeadlineListParams) ([]lapse.OrderDeadline, error) {
-	if p.Limit <= 0 {
-		return nil, nil
-	}
 	q, args := orderDeadlineListSQL, []any{p.Limit}
 	if p.After != nil {
 		at := micros(p.After.DeadlineAt)

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -64,18 +66,15 @@ func deliveryClaimSQL(nsubs int) string {
 }
 
 // DeliveryClaim leases up to p.Limit pending deliveries of p.Subscribers
-// that are due at p.Now, earliest first (by next attempt, then id); none when
-// p.Limit or p.Subscribers is empty. Each is returned as updated, with
-// Attempts incremented, LeaseOwner p.Owner, LeaseUntil and NextAttemptAt
-// p.LeaseUntil, UpdatedAt p.Now, and Event loaded.
+// that are due at p.Now, earliest first (by next attempt, then id). Each is
+// returned as updated, with Attempts incremented, LeaseOwner p.Owner,
+// LeaseUntil and NextAttemptAt p.LeaseUntil, UpdatedAt p.Now, and Event
+// loaded.
 //
-// The pick, which locks, and the lease are one transaction (inside Tx, the
-// caller's): the lease is committed with it, and it, not a row lock, is what
+// The pick, which locks, and the lease are one transaction (inside Tx, a
+// savepoint of the caller's): the lease is committed with it, and it, not a row lock, is what
 // keeps other workers off the delivery while it runs.
 func (s *Store) DeliveryClaim(ctx context.Context, p *lapse.DeliveryClaimParams) ([]*lapse.Delivery, error) {
-	if p.Limit <= 0 || len(p.Subscribers) == 0 {
-		return nil, nil
-	}
 	claimed, err := write(ctx, s, func(w *Store) ([]*lapse.Delivery, error) {
 		args := append(append(stringArgs(p.Subscribers), micros(p.Now)), p.Limit)
 		ids, err := queryAll(ctx, w, scanInt64, deliveryClaimSQL(len(p.Subscribers)), args...)
@@ -129,12 +128,11 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *lapse.DeliveryClaimParams)
 // LastError (p.Error) as given; its lease cleared; for done, DoneAt p.At; for
 // pending, NextAttemptAt p.NextAttemptAt. It writes the attempt row p.Record
 // (as attempt p.Attempt of delivery p.ID, whatever Record says), p.Review
-// when given, and p.Outbox (each event of the order it names) with their
+// when given, and p.Outbox (events of the delivery's order) with their
 // deliveries, and returns the delivery as updated.
 //
 // It returns lapse.ErrLeaseLost and writes nothing when the delivery is not
-// pending, or its Attempts or LeaseOwner are not p.Attempt and p.Owner. A
-// status other than done, pending or dead is an EINVALID error.
+// pending, or its Attempts or LeaseOwner are not p.Attempt and p.Owner.
 func (s *Store) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinishParams) (*lapse.Delivery, error) {
 	var next, doneAt any // NULL keeps next_attempt_at, and leaves done_at unset
 	switch p.Status {
@@ -142,9 +140,6 @@ func (s *Store) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinishParam
 		doneAt = micros(p.At)
 	case lapse.DeliveryPending:
 		next = micros(p.NextAttemptAt)
-	case lapse.DeliveryDead:
-	default:
-		return nil, lapse.FieldError("status", "a delivery finishes done, pending or dead, not %q", p.Status)
 	}
 	d, err := write(ctx, s, func(w *Store) (*lapse.Delivery, error) {
 		res, err := w.exec(ctx, `UPDATE deliveries SET status = ?, next_attempt_at = COALESCE(?, next_attempt_at),
@@ -168,14 +163,11 @@ func (s *Store) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinishParam
 				return nil, err
 			}
 		}
-		var evs []event
-		for i := range p.Outbox {
-			evs = append(evs, event{p.Outbox[i].OrderID, &p.Outbox[i]})
-		}
-		if err := w.outbox(ctx, evs); err != nil {
+		d, err := scanDelivery(w.queryRow(ctx, `SELECT `+deliveryCols+` FROM deliveries d WHERE d.id = ?`, p.ID))
+		if err != nil {
 			return nil, err
 		}
-		return scanDelivery(w.queryRow(ctx, `SELECT `+deliveryCols+` FROM deliveries d WHERE d.id = ?`, p.ID))
+		return d, w.outbox(ctx, appendEvents(nil, d.OrderID, p.Outbox))
 	})
 	if errors.Is(err, lapse.ErrLeaseLost) {
 		return nil, lapse.ErrLeaseLost
@@ -184,6 +176,54 @@ func (s *Store) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinishParam
 		return nil, fmt.Errorf("mysql: finish delivery %d attempt %d: %w", p.ID, p.Attempt, err)
 	}
 	return d, nil
+}
+
+// DeliveryRenew extends the lease of every delivery of p.Leases that is
+// still pending under p.Owner and the attempt named: LeaseUntil and
+// NextAttemptAt become p.LeaseUntil, or stay where they were if that is
+// later. It returns the ids of the rest, whose leases are lost, in the order
+// p names them; none when p.Leases is empty.
+//
+// The update and the read of what it renewed are one transaction (inside
+// Tx, a savepoint of the caller's), so that an error extends nothing. The
+// read sees the rows the update locked as it left them; a row it did not
+// match cannot match afterwards, since a delivery's attempts, the lease
+// token, only grow. The id list leads the WHERE clause so that the rows are
+// found by primary key.
+func (s *Store) DeliveryRenew(ctx context.Context, p *lapse.DeliveryRenewParams) ([]int64, error) {
+	if len(p.Leases) == 0 {
+		return nil, nil
+	}
+	ids := make([]any, len(p.Leases))
+	pairs := make([]any, 0, 2*len(p.Leases))
+	for i, l := range p.Leases {
+		ids[i] = l.ID
+		pairs = append(pairs, l.ID, l.Attempt)
+	}
+	held := `id IN (` + marks(len(ids)) + `) AND status = 'pending' AND lease_owner = ?
+		AND (id, attempts) IN (` + strings.TrimSuffix(strings.Repeat("(?, ?), ", len(p.Leases)), ", ") + `)`
+	args := append(append(ids, p.Owner), pairs...)
+	until := micros(p.LeaseUntil)
+	renewed, err := write(ctx, s, func(w *Store) ([]int64, error) {
+		// Right either way: MySQL assigns left to right, so the second
+		// lease_until is the new one; MariaDB's SIMULTANEOUS_ASSIGNMENT
+		// reads the old.
+		if _, err := w.exec(ctx, `UPDATE deliveries SET lease_until = GREATEST(COALESCE(lease_until, 0), ?),
+			next_attempt_at = GREATEST(COALESCE(lease_until, 0), ?) WHERE `+held, append([]any{until, until}, args...)...); err != nil {
+			return nil, err
+		}
+		return queryAll(ctx, w, scanInt64, `SELECT id FROM deliveries WHERE `+held, args...)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mysql: renew delivery leases: %w", err)
+	}
+	var lost []int64
+	for _, l := range p.Leases {
+		if !slices.Contains(renewed, l.ID) {
+			lost = append(lost, l.ID)
+		}
+	}
+	return lost, nil
 }
 
 // DeliveryRetry makes the dead delivery p.ID pending again, due at p.At, with

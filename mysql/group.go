@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/lapsehq/lapse"
 )
@@ -83,22 +82,18 @@ func (s *Store) GroupMemberList(ctx context.Context, orderID int64) ([]*lapse.Gr
 	return ms, nil
 }
 
-// GroupMemberUpdate moves a member's charge from p.From to p.To, or returns
-// lapse.ErrStale and writes nothing.
+// GroupMemberUpdate moves a member's charge from p.From to p.To, setting the
+// fields p names, or returns lapse.ErrStale and writes nothing.
 func (s *Store) GroupMemberUpdate(ctx context.Context, p *lapse.GroupMemberUpdateParams) (*lapse.GroupMember, error) {
 	attempt := 0
 	if p.Attempt {
 		attempt = 1
 	}
-	var chargedAt *time.Time
-	if p.To == lapse.ChargeCharged {
-		chargedAt = &p.At
-	}
 	got, err := write(ctx, s, func(w *Store) (*lapse.GroupMember, error) {
 		res, err := w.exec(ctx, `UPDATE group_members SET status = ?, attempts = attempts + ?,
 			txn_id = IF(? <> '', ?, txn_id), last_error = ?, charged_at = COALESCE(?, charged_at), updated_at = ?
 			WHERE id = ? AND status = ?`,
-			string(p.To), attempt, p.TxnID, p.TxnID, p.Error, nullMicros(chargedAt), micros(p.At), p.ID, string(p.From))
+			string(p.To), attempt, p.TxnID, p.TxnID, p.Error, nullMicros(p.ChargedAt), micros(p.At), p.ID, string(p.From))
 		if err != nil {
 			return nil, err
 		}
