@@ -47,15 +47,14 @@ func (s *Store) OrderTransition(ctx context.Context, p *lapse.OrderTransitionPar
 	return o, nil
 }
 
-// OrderTransitionMany applies ps in one transaction (the caller's, inside
-// Tx) and returns the ids of the orders that moved, in the order of ps; a
-// stale transition is skipped and writes nothing. Each batch of orders is
-// locked (in id order, so that concurrent batches queue rather than
-// deadlock) and read, and one UPDATE moves those whose state and version
-// are the ones planned, guarded by them again. Transitions apply in the
-// order of ps: a second transition of one order applies when it was
-// planned from the version the first made. Their log rows, outbox rows and
-// deliveries follow in multi-row INSERTs.
+// OrderTransitionMany applies ps in one transaction (a savepoint of the
+// caller's, inside Tx) and returns the ids of the orders that moved; a stale
+// transition is skipped and writes nothing. No order has two transitions in
+// ps (lapse.ValidateOrderTransitions). Each batch of orders is locked (in id
+// order, so that concurrent batches queue rather than deadlock) and read,
+// and one UPDATE moves those whose state and version are the ones planned,
+// guarded by them again. Their log rows, outbox rows and deliveries follow
+// in multi-row INSERTs.
 func (s *Store) OrderTransitionMany(ctx context.Context, ps []*lapse.OrderTransitionParams) ([]int64, error) {
 	if len(ps) == 0 {
 		return nil, nil
@@ -78,69 +77,46 @@ func (s *Store) OrderTransitionMany(ctx context.Context, ps []*lapse.OrderTransi
 }
 
 func (w *Store) transitionMany(ctx context.Context, ps []*lapse.OrderTransitionParams) ([]int64, error) {
+	ids := make([]int64, len(ps))
+	for i, p := range ps {
+		ids[i] = p.OrderID
+	}
+	slices.Sort(ids)
 	type at struct {
+		id      int64
 		state   lapse.State
 		version int64
 	}
-	ids := make([]int64, 0, len(ps))
-	for _, p := range ps {
-		ids = append(ids, p.OrderID)
-	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	type locked struct {
-		id int64
-		at
-	}
-	rows, err := queryAll(ctx, w, func(r scanner) (locked, error) {
-		var l locked
-		err := r.Scan(&l.id, (*string)(&l.state), &l.version)
-		return l, err
-	}, `SELECT id, state, version FROM orders WHERE id IN (`+marks(len(ids))+`) FOR UPDATE`, int64Args(ids)...)
+	rows, err := queryAll(ctx, w, func(r scanner) (at, error) {
+		var a at
+		err := r.Scan(&a.id, (*string)(&a.state), &a.version)
+		return a, err
+	}, `SELECT id, state, version FROM orders WHERE id IN (`+marks(len(ids))+`) ORDER BY id FOR UPDATE`, int64Args(ids)...)
 	if err != nil {
 		return nil, err
 	}
 	now := make(map[int64]at, len(rows))
 	for _, r := range rows {
-		now[r.id] = r.at
+		now[r.id] = r
 	}
 	var apply []*lapse.OrderTransitionParams
 	for _, p := range ps {
 		if cur, ok := now[p.OrderID]; ok && cur.state == p.FromState && cur.version == p.FromVersion {
 			apply = append(apply, p)
-			now[p.OrderID] = at{p.ToState, p.FromVersion + 1}
 		}
 	}
 	if len(apply) == 0 {
 		return nil, nil
 	}
-	// A later transition of an order already moved in this batch (planned
-	// from the version the earlier one makes) needs an UPDATE after the
-	// earlier one's: round r moves the r-th transition of each order.
-	var rounds [][]*lapse.OrderTransitionParams
-	seen := make(map[int64]int, len(apply))
-	for _, p := range apply {
-		r := seen[p.OrderID]
-		seen[p.OrderID]++
-		if r == len(rounds) {
-			rounds = append(rounds, nil)
-		}
-		rounds[r] = append(rounds[r], p)
-	}
-	for _, round := range rounds {
-		if err := w.transitionUpdate(ctx, round); err != nil {
-			return nil, err
-		}
+	if err := w.transitionUpdate(ctx, apply); err != nil {
+		return nil, err
 	}
 	if err := w.transitioned(ctx, apply); err != nil {
 		return nil, err
 	}
-	moved := make([]int64, 0, len(apply))
-	for _, p := range apply {
-		if seen[p.OrderID] > 0 {
-			moved = append(moved, p.OrderID)
-			seen[p.OrderID] = 0 // once, however often it moved
-		}
+	moved := make([]int64, len(apply))
+	for i, p := range apply {
+		moved[i] = p.OrderID
 	}
 	return moved, nil
 }

@@ -158,52 +158,6 @@ func TestTxCancelled(t *testing.T) {
 	}
 }
 
-// TestTransitionManyInOrder: the transitions of one batch apply in order,
-// a second one of an order when it was planned from the version the first
-// made, and one planned from a version the order left is skipped.
-func TestTransitionManyInOrder(t *testing.T) {
-	t.Parallel()
-	s := openStore(t, testenv.MySQLDatabase(t), mysql.Config{MaxConns: 2})
-	ctx := context.Background()
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	a, _, err := s.OrderCreate(ctx, createParams("TM-A", &now, now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _, err := s.OrderCreate(ctx, createParams("TM-B", &now, now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	step := func(o *lapse.Order, from, to lapse.State, version int64) *lapse.OrderTransitionParams {
-		return &lapse.OrderTransitionParams{OrderID: o.ID, FromState: from, FromVersion: version, ToState: to,
-			Event: "STEP", FiredBy: lapse.FiredByApp, At: now.Add(time.Duration(version) * time.Second)}
-	}
-	moved, err := s.OrderTransitionMany(ctx, []*lapse.OrderTransitionParams{
-		step(a, flows.Unpaid, flows.Paid, 1),
-		step(b, flows.Unpaid, flows.Closed, 1),
-		step(a, flows.Paid, flows.Refunding, 2), // planned after the first
-		step(b, flows.Unpaid, flows.Paid, 1),    // planned from the version b left
-	})
-	if err != nil || len(moved) != 2 || moved[0] != a.ID || moved[1] != b.ID {
-		t.Fatalf("OrderTransitionMany = %v, %v; want [%d %d]", moved, err, a.ID, b.ID)
-	}
-	for _, c := range []struct {
-		no      string
-		state   lapse.State
-		version int64
-		log     int
-	}{{"TM-A", flows.Refunding, 3, 3}, {"TM-B", flows.Closed, 2, 2}} {
-		o, err := s.OrderGet(ctx, c.no)
-		if err != nil {
-			t.Fatal(err)
-		}
-		trs, _ := s.TransitionList(ctx, o.ID)
-		if o.State != c.state || o.Version != c.version || len(trs) != c.log || trs[len(trs)-1].Version != c.version {
-			t.Errorf("%s = %s v%d with %d log rows; want %s v%d with %d", c.no, o.State, o.Version, len(trs), c.state, c.version, c.log)
-		}
-	}
-}
-
 // TestTxInsertThenTransition: transactions that each add a member to one
 // group and then move the group's order, as joins do, take turns on the
 // order rather than deadlock: a stale one, and only that, tries again.
