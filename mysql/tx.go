@@ -121,18 +121,25 @@ func queryAll[T any](ctx context.Context, s *Store, scan func(scanner) (T, error
 
 // Tx runs fn in one transaction on a Store bound to it, committing when fn
 // returns nil. When fn returns an error Tx rolls back and returns that error
-// unwrapped; when fn panics Tx rolls back and panics again. On a Store that
-// is already bound to a transaction, Tx runs fn in that same transaction.
+// unwrapped; when fn panics Tx rolls back and panics again.
+//
+// On a Store that is already bound to a transaction, Tx runs fn inside a
+// savepoint of it: an error or a panic from fn rolls back to the savepoint,
+// undoing what fn wrote and only that, and leaves the outer transaction
+// usable, even after a statement inside fn failed; a nil from fn releases
+// the savepoint and keeps fn's writes for the outer transaction to commit or
+// roll back. InnoDB keeps the row locks that fn took until the outer
+// transaction ends.
 //
 // The transaction runs at READ COMMITTED. A store method that fails inside
 // it writes nothing and leaves it usable, as a savepoint of its own rolls
 // back. A deadlock, for which InnoDB rolls the whole transaction back, or a
-// lost connection breaks it instead: every later call in it fails, and so
-// does the commit, so that what fn writes after it cannot commit without
-// what came before.
+// lost connection breaks it instead, in a nested Tx too: every later call
+// in it fails, and so does the commit, so that what fn writes after it
+// cannot commit without what came before.
 func (s *Store) Tx(ctx context.Context, fn func(tx lapse.Store) error) error {
 	if s.tx != nil {
-		return fn(s)
+		return s.savepoint(ctx, "mysql: ", func() error { return fn(s) })
 	}
 	return s.begin(ctx, "mysql: ", func(tx *Store) error { return fn(tx) })
 }
@@ -177,7 +184,7 @@ const deadlockAttempts = 3
 func write[T any](ctx context.Context, s *Store, fn func(w *Store) (T, error)) (T, error) {
 	var v T
 	if s.tx != nil {
-		err := s.savepoint(ctx, func() error {
+		err := s.savepoint(ctx, "", func() error {
 			var err error
 			v, err = fn(s)
 			return err
@@ -210,13 +217,14 @@ func autocommit[T any](s *Store, fn func() (T, error)) (T, error) {
 
 // savepoint runs fn inside a savepoint of the transaction and rolls back to
 // it when fn fails or panics. InnoDB keeps the row locks that the rolled
-// back statements took until the transaction ends.
-func (s *Store) savepoint(ctx context.Context, fn func() error) error {
+// back statements took until the transaction ends. It returns fn's error as
+// it is, and its own prefixed with prefix.
+func (s *Store) savepoint(ctx context.Context, prefix string, fn func() error) error {
 	s.txs.savepoints++
 	defer func() { s.txs.savepoints-- }()
 	name := "lapse_" + strconv.Itoa(s.txs.savepoints)
 	if _, err := s.exec(ctx, "SAVEPOINT "+name); err != nil {
-		return err
+		return fmt.Errorf("%ssavepoint: %w", prefix, err)
 	}
 	done := false
 	defer func() {
@@ -236,8 +244,10 @@ func (s *Store) savepoint(ctx context.Context, fn func() error) error {
 		return err
 	}
 	done = true
-	_, err := s.exec(ctx, "RELEASE SAVEPOINT "+name)
-	return err
+	if _, err := s.exec(ctx, "RELEASE SAVEPOINT "+name); err != nil {
+		return fmt.Errorf("%srelease savepoint: %w", prefix, err)
+	}
+	return nil
 }
 
 // Rows of one multi-row INSERT: enough to spare round trips, few enough

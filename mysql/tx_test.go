@@ -76,10 +76,11 @@ func TestTxFailedMethod(t *testing.T) {
 	}
 }
 
-// TestTxDeadlock: two transactions lock two orders in opposite orders, and
-// InnoDB rolls one of them back. That one is broken: what its fn writes
-// after the deadlock fails, and so does its commit, even when fn swallows
-// the error, so that nothing it wrote commits without what came before.
+// TestTxDeadlock: two transactions lock two orders in opposite orders, the
+// second lock in a nested Tx, and InnoDB rolls one of them back, savepoint
+// and all. That one is broken: what its fn writes after the deadlock fails,
+// and so does its commit, even when fn swallows the error, so that nothing
+// it wrote commits without what came before.
 func TestTxDeadlock(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, testenv.MySQLDatabase(t), mysql.Config{MaxConns: 4})
@@ -104,7 +105,12 @@ func TestTxDeadlock(t *testing.T) {
 					return err
 				}
 				locked.Wait()
-				if _, err := tx.OrderLock(ctx, pair[1]); err != nil {
+				// In a nested Tx, whose savepoint the deadlock takes with the
+				// whole transaction.
+				if err := tx.Tx(ctx, func(tx lapse.Store) error {
+					_, err := tx.OrderLock(ctx, pair[1])
+					return err
+				}); err != nil {
 					// The victim swallows the deadlock and writes on.
 					_, afterDeadlock[i] = tx.OrderDeadlineSet(ctx, &lapse.OrderDeadlineSetParams{OrderID: o.ID,
 						FromState: flows.Unpaid, FromVersion: 1, DeadlineAt: now.Add(time.Hour), At: now})
