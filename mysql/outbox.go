@@ -26,9 +26,10 @@ func appendEvents(to []event, orderID int64, evs []lapse.OutboxEvent) []event {
 // one pending delivery per name, due at the event's CreatedAt. Deliveries
 // get ids in the order written, which is the order of evs and, within an
 // event, of its Subscribers; DeliveryClaim hands a subscriber an order's
-// deliveries in id order. A duplicate event id, or a name given twice for
-// one event, fails on the tables' unique keys, and with it the whole change
-// the events belong to.
+// deliveries in id order. An event id that exists, or a name given twice
+// for one event (which the engine never sends: lapse.ValidateOutbox), meets
+// a unique key: lapse.ErrEventExists, which fails the whole change the
+// events belong to.
 func (w *Store) outbox(ctx context.Context, evs []event) error {
 	if len(evs) == 0 {
 		return nil
@@ -36,11 +37,11 @@ func (w *Store) outbox(ctx context.Context, evs []event) error {
 	rows := w.inserts(`INSERT INTO outbox (id, order_id, order_no, type, payload, created_at) VALUES `, values(6))
 	for _, e := range evs {
 		if err := rows.add(ctx, e.ID, e.orderID, e.OrderNo, e.Type, string(e.Payload), micros(e.CreatedAt)); err != nil {
-			return fmt.Errorf("outbox: %w", err)
+			return eventExists(err)
 		}
 	}
 	if err := rows.flush(ctx); err != nil {
-		return fmt.Errorf("outbox: %w", err)
+		return eventExists(err)
 	}
 	ds := w.inserts(`INSERT INTO deliveries (event_id, order_id, order_no, event_type, subscriber, status,
 		next_attempt_at, created_at, updated_at) VALUES `, "(?, ?, ?, ?, ?, 'pending', ?, ?, ?)")
@@ -48,14 +49,30 @@ func (w *Store) outbox(ctx context.Context, evs []event) error {
 		at := micros(e.CreatedAt)
 		for _, sub := range e.Subscribers {
 			if err := ds.add(ctx, e.ID, e.orderID, e.OrderNo, e.Type, sub, at, at, at); err != nil {
-				return fmt.Errorf("deliveries: %w", err)
+				return eventExists(err)
 			}
 		}
 	}
 	if err := ds.flush(ctx); err != nil {
-		return fmt.Errorf("deliveries: %w", err)
+		return eventExists(err)
 	}
 	return nil
+}
+
+// outboxKeys are the unique keys that refuse an outbox event whose id
+// exists or that names a subscriber twice.
+var outboxKeys = []string{"outbox_id_key", "deliveries_event_subscriber_key"}
+
+// eventExists returns err, the failure of an insert of outbox or delivery
+// rows, wrapped with lapse.ErrEventExists when one of outboxKeys refused a
+// row, and prefixed with the table otherwise.
+func eventExists(err error) error {
+	for _, key := range outboxKeys {
+		if isDuplicateKey(err, key) {
+			return fmt.Errorf("%w: %w", lapse.Refine(lapse.ErrEventExists, "outbox: %s", errorMessage(err)), err)
+		}
+	}
+	return fmt.Errorf("outbox: %w", err)
 }
 
 // outboxCols are the columns scanEvent reads, in its order.
