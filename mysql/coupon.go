@@ -51,76 +51,44 @@ func (s *Store) CouponGet(ctx context.Context, code string) (*lapse.Coupon, erro
 	return c, nil
 }
 
-// couponMoves are the guarded updates of each kind of move; their arguments
-// are the order_no, the order id, the time and the code, and for a move
-// that needs the coupon held, the order_no again. A lock needs the coupon
-// available; an unlock or a consume needs it locked by the order.
-var couponMoves = map[lapse.CouponMoveKind]struct {
-	update string
-	held   bool
-}{
-	lapse.CouponLock: {update: `UPDATE coupons SET status = 'locked', order_no = ?, order_id = ?, updated_at = ?
-		WHERE code = ? AND status = 'available'`},
-	lapse.CouponUnlock: {update: `UPDATE coupons SET status = 'available', order_no = '', order_id = NULL, updated_at = ?
-		WHERE code = ? AND status = 'locked' AND order_no = ?`, held: true},
-	lapse.CouponConsume: {update: `UPDATE coupons SET status = 'used', updated_at = ?
-		WHERE code = ? AND status = 'locked' AND order_no = ?`, held: true},
-}
+// couponMoveSQL is the guarded update of a lapse.CouponChange: its
+// arguments are the status, holder and order id it leaves, the time, the
+// code, and the status and holder it needs.
+const couponMoveSQL = `UPDATE coupons SET status = ?, order_no = ?, order_id = ?, updated_at = ?
+	WHERE code = ? AND status = ? AND order_no = ?`
 
-// CouponMove applies the move p.Kind to coupon p.Code for order p.OrderNo
-// and journals it, in one transaction (a savepoint inside Tx), and returns
-// the coupon as updated. A lock needs the coupon available; an unlock or a
-// consume needs it locked by p.OrderNo. Otherwise it writes nothing and
-// returns an error that is lapse.ErrCouponNotFound or
-// lapse.ErrCouponUnavailable and names the coupon. An unknown kind is an
-// EINVALID error.
+// CouponMove applies the change p.Change() to coupon p.Code and journals the
+// move, in one transaction (a savepoint inside Tx), and returns the coupon
+// as updated. When the coupon is not as the change needs, it writes nothing
+// and returns lapse.CouponRefusal of what it found.
 func (s *Store) CouponMove(ctx context.Context, p *lapse.CouponMoveParams) (*lapse.Coupon, error) {
-	mv, ok := couponMoves[p.Kind]
-	if !ok {
-		return nil, lapse.FieldError("kind", "a coupon move is lock, unlock or consume, not %q", p.Kind)
-	}
+	ch, _ := p.Change()
 	at := micros(p.At)
-	args := []any{p.OrderNo, nullInt64(p.OrderID), at, p.Code}
-	if mv.held {
-		args = []any{at, p.Code, p.OrderNo}
-	}
 	c, err := write(ctx, s, func(w *Store) (*lapse.Coupon, error) {
-		res, err := w.exec(ctx, mv.update, args...)
+		res, err := w.exec(ctx, couponMoveSQL, string(ch.To), ch.ToHolder, nullInt64(ch.ToOrderID), at,
+			p.Code, string(ch.From), ch.FromHolder)
 		if err != nil {
 			return nil, err
 		}
-		if affected(res) == 0 {
-			return nil, couponUnavailable(ctx, w, p)
+		c, err := scanCoupon(w.queryRow(ctx, `SELECT `+couponCols+` FROM coupons WHERE code = ?`, p.Code))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil, lapse.CouponRefusal(p, nil)
+		case err != nil:
+			return nil, err
+		case affected(res) == 0:
+			return nil, lapse.CouponRefusal(p, c)
 		}
 		if _, err := w.exec(ctx, `INSERT INTO coupon_moves (code, order_id, order_no, kind, created_at) VALUES (?, ?, ?, ?, ?)`,
-			p.Code, nullInt64(p.OrderID), p.OrderNo, string(p.Kind), at); err != nil {
+			p.Code, p.OrderID, p.OrderNo, string(p.Kind), at); err != nil {
 			return nil, err
 		}
-		return scanCoupon(w.queryRow(ctx, `SELECT `+couponCols+` FROM coupons WHERE code = ?`, p.Code))
+		return c, nil
 	})
 	if err != nil {
 		return nil, fail(err, "%s coupon %q for order %s", p.Kind, p.Code, p.OrderNo)
 	}
 	return c, nil
-}
-
-// couponUnavailable explains why the move p changed nothing.
-func couponUnavailable(ctx context.Context, w *Store, p *lapse.CouponMoveParams) error {
-	var status lapse.CouponStatus
-	var holder string
-	err := w.queryRow(ctx, `SELECT status, order_no FROM coupons WHERE code = ?`, p.Code).Scan((*string)(&status), &holder)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return lapse.Refine(lapse.ErrCouponNotFound, "coupon %q not found", p.Code)
-	case err != nil:
-		return err
-	case p.Kind == lapse.CouponLock:
-		return lapse.Refine(lapse.ErrCouponUnavailable, "coupon %q is not available", p.Code)
-	case status == lapse.CouponLocked && holder != p.OrderNo:
-		return lapse.Refine(lapse.ErrCouponUnavailable, "coupon %q is not locked by order %s", p.Code, p.OrderNo)
-	default:
-		return lapse.Refine(lapse.ErrCouponUnavailable, "coupon %q is %s", p.Code, status)
-	}
 }
 
 // CouponMoveList returns the journal of coupon code, oldest first.

@@ -1,6 +1,6 @@
 -- The built-in stock ledger: one line per SKU. The checks are the ledger's
 -- invariants. StockMove's guarded updates never reach them; StockSet relies
--- on them to refuse an on-hand that is negative or below what is reserved.
+-- on stock_reserved_check to refuse an on-hand below what is reserved.
 CREATE TABLE stock (
     sku        VARBINARY(1024) NOT NULL,
     on_hand    BIGINT          NOT NULL,
