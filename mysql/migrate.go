@@ -1,58 +1,40 @@
 package mysql
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
 	"embed"
 	"fmt"
-	"io/fs"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/migration"
 )
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// migration is one file of migrations/, NNNN_name.sql, version NNNN: its
-// statements, each ending with a semicolon at the end of a line.
-type migration struct {
-	version    int
-	name       string
+// change is one embedded migration split into its statements, each ending
+// with a semicolon at the end of a line: the driver runs one statement at a
+// time.
+type change struct {
+	migration.Migration
 	statements []string
 }
 
-// migrations returns the embedded migrations in version order.
-func migrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+// changes returns the embedded migrations in version order.
+func changes() ([]change, error) {
+	ms, err := migration.List(migrationFiles, "migrations")
 	if err != nil {
 		return nil, err
 	}
-	var ms []migration
-	for _, path := range names {
-		name := strings.TrimPrefix(path, "migrations/")
-		num, _, ok := strings.Cut(name, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("migration %s: name must be NNNN_what.sql", name)
-		}
-		b, err := migrationFiles.ReadFile(path)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: name, statements: statements(string(b))})
+	cs := make([]change, len(ms))
+	for i, m := range ms {
+		cs[i] = change{Migration: m, statements: statements(m.SQL)}
 	}
-	slices.SortFunc(ms, func(a, b migration) int { return cmp.Compare(a.version, b.version) })
-	for i := 1; i < len(ms); i++ {
-		if ms[i].version == ms[i-1].version {
-			return nil, fmt.Errorf("migrations %s and %s have the same version", ms[i-1].name, ms[i].name)
-		}
-	}
-	return ms, nil
+	return cs, nil
 }
 
 // statements splits a migration file into its statements: lines that are
@@ -92,7 +74,7 @@ func statements(file string) []string {
 // recorded. Only a stop between a statement and its record leaves that
 // statement to run again, which then fails, naming it, for an operator.
 func (s *Store) Migrate(ctx context.Context) error {
-	ms, err := migrations()
+	ms, err := changes()
 	if err != nil {
 		return fmt.Errorf("mysql: migrate: %w", err)
 	}
@@ -102,7 +84,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return nil
 }
 
-func (s *Store) migrate(ctx context.Context, ms []migration) error {
+func (s *Store) migrate(ctx context.Context, ms []change) error {
 	c, err := s.pool.Conn(ctx)
 	if err != nil {
 		return unavailableWait(err)
@@ -160,23 +142,23 @@ func (s *Store) migrate(ctx context.Context, ms []migration) error {
 	if err != nil {
 		return err
 	}
-	record := func(m migration, n int) error {
+	record := func(m change, n int) error {
 		// Bookkeeping, not business logic: the wall clock is the right one.
 		now := micros(lapse.SystemClock{}.Now())
 		if err := exec(`INSERT INTO lapse_migrations (version, statements, applied_at) VALUES (?, ?, ?)
-			ON DUPLICATE KEY UPDATE statements = ?, applied_at = ?`, m.version, n, now, n, now); err != nil {
-			return fmt.Errorf("%s: %w", m.name, err)
+			ON DUPLICATE KEY UPDATE statements = ?, applied_at = ?`, m.Version, n, now, n, now); err != nil {
+			return fmt.Errorf("%s: %w", m.Name, err)
 		}
 		return nil
 	}
 	for _, m := range ms {
-		n, seen := done[m.version]
+		n, seen := done[m.Version]
 		if seen && n >= len(m.statements) {
 			continue
 		}
 		for i := n; i < len(m.statements); i++ {
 			if err := exec(m.statements[i]); err != nil {
-				return fmt.Errorf("%s, statement %d of %d (those before it are applied): %w", m.name, i+1, len(m.statements), err)
+				return fmt.Errorf("%s, statement %d of %d (those before it are applied): %w", m.Name, i+1, len(m.statements), err)
 			}
 			if err := record(m, i+1); err != nil {
 				return err
@@ -193,15 +175,16 @@ func (s *Store) migrate(ctx context.Context, ms []migration) error {
 
 // appliedStatements reads lapse_migrations: for each version, how many of
 // its statements have been applied.
-func appliedStatements(ctx context.Context, c *sql.Conn) (map[int]int, error) {
+func appliedStatements(ctx context.Context, c *sql.Conn) (map[int64]int, error) {
 	rows, err := c.QueryContext(ctx, "SELECT version, statements FROM lapse_migrations")
 	if err != nil {
 		return nil, unavailable(err)
 	}
 	defer rows.Close()
-	done := map[int]int{}
+	done := map[int64]int{}
 	for rows.Next() {
-		var v, n int
+		var v int64
+		var n int
 		if err := rows.Scan(&v, &n); err != nil {
 			return nil, unavailable(err)
 		}
