@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
 	"net/url"
@@ -15,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
 	"github.com/lapsehq/lapse/internal/testenv"
@@ -93,7 +92,11 @@ func TestTenThousandOrdersClose(t *testing.T) {
 	})
 	t.Run("postgres", func(t *testing.T) {
 		dsn := testenv.PostgresSchema(t)
-		tenThousand(t, startServe(t, t.TempDir(), "--db", dsn), postgresCounter(t, dsn))
+		tenThousand(t, startServe(t, t.TempDir(), "--db", dsn), serverCounter(t, dsn))
+	})
+	t.Run("mysql", func(t *testing.T) {
+		dsn := testenv.MySQLDatabase(t)
+		tenThousand(t, startServe(t, t.TempDir(), "--db", dsn), serverCounter(t, dsn))
 	})
 }
 
@@ -230,20 +233,32 @@ func sqliteCounter(t *testing.T, path string) counter {
 	}
 }
 
-func postgresCounter(t *testing.T, dsn string) counter {
+// serverCounter counts on the database of a postgres:// or mysql:// dsn.
+func serverCounter(t *testing.T, dsn string) counter {
+	db := serverDB(t, dsn)
 	return func(t *testing.T) tally {
-		ctx := context.Background()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close(ctx)
 		var c tally
-		if err := conn.QueryRow(ctx, tallySQL).Scan(&c.ordersClosed, &c.closedRows, &c.closedEvents, &c.eventOrders); err != nil {
+		if err := db.QueryRow(tallySQL).Scan(&c.ordersClosed, &c.closedRows, &c.closedEvents, &c.eventOrders); err != nil {
 			t.Fatal(err)
 		}
 		return c
 	}
+}
+
+// serverDB opens the database of a postgres:// or mysql:// dsn for the
+// test's own queries, closed when t ends.
+func serverDB(t *testing.T, dsn string) *sql.DB {
+	t.Helper()
+	if strings.HasPrefix(dsn, "mysql://") {
+		return testenv.MySQLOpen(t, dsn)
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(2)
+	t.Cleanup(func() { _ = db.Close() })
+	return db
 }
 
 func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {

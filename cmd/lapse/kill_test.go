@@ -25,10 +25,15 @@ import (
 )
 
 // TestThreeProcessesOneKilled runs three `lapse serve` on one PostgreSQL,
-// makes 20,000 orders due at the same instant, and SIGKILLs one process while
-// they close them: every order must close exactly once, with one event.
+// and on one MySQL, makes 20,000 orders due at the same instant, and
+// SIGKILLs one process while they close them: every order must close
+// exactly once, with one event.
 func TestThreeProcessesOneKilled(t *testing.T) {
-	dsn := testenv.PostgresSchema(t)
+	t.Run("postgres", func(t *testing.T) { threeProcessesOneKilled(t, testenv.PostgresSchema(t)) })
+	t.Run("mysql", func(t *testing.T) { threeProcessesOneKilled(t, testenv.MySQLDatabase(t)) })
+}
+
+func threeProcessesOneKilled(t *testing.T, dsn string) {
 	var procs []*proc
 	for range 3 {
 		procs = append(procs, startServe(t, t.TempDir(), "--db", dsn, "--batch", "200"))
@@ -64,16 +69,12 @@ func TestThreeProcessesOneKilled(t *testing.T) {
 	if time.Now().After(deadline) {
 		t.Fatalf("creating %d orders took past their deadline", n)
 	}
+	t.Logf("created %d orders with %v to spare", n, time.Until(deadline).Round(time.Second))
 
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	db := serverDB(t, dsn)
 	closed := func() int64 {
 		var c int64
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM transitions WHERE to_state = 'CLOSED'`).Scan(&c); err != nil {
+		if err := db.QueryRow(`SELECT count(*) FROM transitions WHERE to_state = 'CLOSED'`).Scan(&c); err != nil {
 			t.Fatal(err)
 		}
 		return c
@@ -90,22 +91,27 @@ func TestThreeProcessesOneKilled(t *testing.T) {
 	}
 
 	waitFor(t, 120*time.Second, func() bool { return closed() >= n })
+	t.Logf("all closed %v after their deadline", time.Since(deadline).Round(10*time.Millisecond))
 	time.Sleep(500 * time.Millisecond) // let a straggler (there must be none) show itself
-	c := postgresCounter(t, dsn)(t)
+	c := serverCounter(t, dsn)(t)
 	if c.ordersClosed != n || c.closedRows != n || c.closedEvents != n || c.eventOrders != n {
 		t.Errorf("exactly once: %+v, want %d of each", c, n)
 	}
-	rows, err := conn.Query(ctx, `SELECT actor, count(*) FROM transitions WHERE to_state = 'CLOSED' GROUP BY actor ORDER BY actor`)
+	rows, err := db.Query(`SELECT actor, count(*) FROM transitions WHERE to_state = 'CLOSED' GROUP BY actor ORDER BY actor`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	byActor, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+	defer rows.Close()
+	var byActor []string
+	for rows.Next() {
 		var a string
 		var k int64
-		err := r.Scan(&a, &k)
-		return fmt.Sprintf("%s: %d", a, k), err
-	})
-	if err != nil {
+		if err := rows.Scan(&a, &k); err != nil {
+			t.Fatal(err)
+		}
+		byActor = append(byActor, fmt.Sprintf("%s: %d", a, k))
+	}
+	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("closed by: %v", byActor)

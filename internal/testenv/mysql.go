@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"net"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,10 +22,22 @@ const EnvMySQL = "LAPSE_TEST_MYSQL"
 // skips tb (fails it when LAPSE_REQUIRE_SERVICES=1) when EnvMySQL is unset.
 func MySQLAdmin(tb testing.TB) *sql.DB {
 	tb.Helper()
-	base := Require(tb, EnvMySQL, "MySQL")
-	u, err := url.Parse(base)
+	u, err := url.Parse(Require(tb, EnvMySQL, "MySQL"))
 	if err != nil || u.Scheme != "mysql" || u.Host == "" {
 		tb.Fatalf("%s is not a mysql:// URL", EnvMySQL)
+	}
+	u.Path = ""
+	return MySQLOpen(tb, u.String())
+}
+
+// MySQLOpen returns a pool of at most two connections to the database that
+// dsn, a mysql:// URL such as MySQLDatabase returns, names (none when its
+// path is empty), for a test's own queries; it is closed when tb ends.
+func MySQLOpen(tb testing.TB, dsn string) *sql.DB {
+	tb.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil || u.Scheme != "mysql" || u.Host == "" {
+		tb.Fatalf("%q is not a mysql:// URL", dsn)
 	}
 	cfg := mysql.NewConfig()
 	cfg.Net, cfg.Addr = "tcp", u.Host
@@ -35,6 +48,7 @@ func MySQLAdmin(tb testing.TB) *sql.DB {
 		cfg.User = u.User.Username()
 		cfg.Passwd, _ = u.User.Password()
 	}
+	cfg.DBName = strings.TrimPrefix(u.Path, "/")
 	cfg.Logger = &mysql.NopLogger{}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
