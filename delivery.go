@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -97,6 +98,20 @@ func (p *DeliveryFinishParams) Validate() error {
 		return FieldError("review", "is of no order")
 	}
 	return ValidateOutbox(p.Outbox)
+}
+
+// Lost returns the ids of p's leases that renewed, the deliveries a renewal
+// extended, does not name, in the order p names them: what DeliveryRenew
+// returns, for a store that learns which leases it extended rather than
+// which it did not.
+func (p *DeliveryRenewParams) Lost(renewed []int64) []int64 {
+	var lost []int64
+	for _, l := range p.Leases {
+		if !slices.Contains(renewed, l.ID) {
+			lost = append(lost, l.ID)
+		}
+	}
+	return lost
 }
 
 // Attempt outcomes.

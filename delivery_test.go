@@ -58,3 +58,13 @@ func TestParseSchedule(t *testing.T) {
 		}
 	}
 }
+
+func TestDeliveryRenewLost(t *testing.T) {
+	p := &lapse.DeliveryRenewParams{Owner: "w", Leases: []lapse.DeliveryLease{{ID: 3, Attempt: 1}, {ID: 1, Attempt: 2}, {ID: 2, Attempt: 1}}}
+	if got := p.Lost([]int64{2}); !slices.Equal(got, []int64{3, 1}) {
+		t.Errorf("Lost = %v, want [3 1], in the order of the leases", got)
+	}
+	if got := p.Lost([]int64{1, 2, 3}); got != nil {
+		t.Errorf("Lost with every lease renewed = %v, want none", got)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -217,13 +216,7 @@ func (s *Store) DeliveryRenew(ctx context.Context, p *lapse.DeliveryRenewParams)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: renew delivery leases: %w", err)
 	}
-	var lost []int64
-	for _, l := range p.Leases {
-		if !slices.Contains(renewed, l.ID) {
-			lost = append(lost, l.ID)
-		}
-	}
-	return lost, nil
+	return p.Lost(renewed), nil
 }
 
 // DeliveryRetry makes the dead delivery p.ID pending again, due at p.At, with

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -216,13 +215,7 @@ func (s *Store) DeliveryRenew(ctx context.Context, p *lapse.DeliveryRenewParams)
 	if err != nil {
 		return nil, fail(err, "delivery renew")
 	}
-	var lost []int64
-	for _, l := range p.Leases {
-		if !slices.Contains(held, l.ID) {
-			lost = append(lost, l.ID)
-		}
-	}
-	return lost, nil
+	return p.Lost(held), nil
 }
 
 // DeliveryRetry makes the dead delivery p.ID pending again, due at p.At, with
