@@ -133,18 +133,14 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *lapse.DeliveryClaimParams)
 // It returns lapse.ErrLeaseLost and writes nothing when the delivery is not
 // pending, or its Attempts or LeaseOwner are not p.Attempt and p.Owner.
 func (s *Store) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinishParams) (*lapse.Delivery, error) {
-	var next, doneAt any // NULL keeps next_attempt_at, and leaves done_at unset
-	switch p.Status {
-	case lapse.DeliveryDone:
-		doneAt = micros(p.At)
-	case lapse.DeliveryPending:
-		next = micros(p.NextAttemptAt)
-	}
+	at := micros(p.At)
 	d, err := write(ctx, s, func(w *Store) (*lapse.Delivery, error) {
-		res, err := w.exec(ctx, `UPDATE deliveries SET status = ?, next_attempt_at = COALESCE(?, next_attempt_at),
-				`+"`unknown`"+` = ?, last_error = ?, lease_owner = '', lease_until = NULL, updated_at = ?, done_at = ?
+		res, err := w.exec(ctx, `UPDATE deliveries SET status = ?,
+				next_attempt_at = IF(? = 'pending', ?, next_attempt_at), done_at = IF(? = 'done', ?, NULL),
+				`+"`unknown`"+` = ?, last_error = ?, lease_owner = '', lease_until = NULL, updated_at = ?
 			WHERE id = ? AND status = 'pending' AND attempts = ? AND lease_owner = ?`,
-			string(p.Status), next, p.Unknown, p.Error, micros(p.At), doneAt, p.ID, p.Attempt, p.Owner)
+			string(p.Status), string(p.Status), micros(p.NextAttemptAt), string(p.Status), at,
+			p.Unknown, p.Error, at, p.ID, p.Attempt, p.Owner)
 		if err != nil {
 			return nil, err
 		}
