@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 const cardCols = `id, order_id, order_no, user_id, product, visits, used, deducted, status, issued_at, revoked_at`
@@ -23,7 +24,7 @@ func scanCard(r scanner) (*lapse.Card, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.IssuedAt, c.RevokedAt = fromMicros(issued), fromNullMicros(revoked)
+	c.IssuedAt, c.RevokedAt = column.Time(issued), column.NullTime(revoked)
 	return &c, nil
 }
 
@@ -57,7 +58,7 @@ func (s *Store) CardIssue(ctx context.Context, p *lapse.CardIssueParams) ([]*lap
 		}
 		ins := w.inserts(`INSERT INTO cards (order_id, order_no, user_id, product, visits, status, issued_at) VALUES `, values(7))
 		for _, c := range p.Cards {
-			if err := ins.add(ctx, p.OrderID, c.OrderNo, c.UserID, c.Product, c.Visits, string(lapse.CardActive), micros(c.IssuedAt)); err != nil {
+			if err := ins.add(ctx, p.OrderID, c.OrderNo, c.UserID, c.Product, c.Visits, string(lapse.CardActive), column.Micros(c.IssuedAt)); err != nil {
 				return result{}, err
 			}
 		}
@@ -110,7 +111,7 @@ func (s *Store) CardRevoke(ctx context.Context, orderID int64, at time.Time) ([]
 		}
 		if _, err := w.exec(ctx, `UPDATE cards SET status = ?, revoked_at = ?,
 			deducted = IF(visits > 0, visits - used, 0) WHERE id IN (`+marks(len(ids))+`)`,
-			append([]any{string(lapse.CardVoided), micros(at)}, int64Args(ids)...)...); err != nil {
+			append([]any{string(lapse.CardVoided), column.Micros(at)}, int64Args(ids)...)...); err != nil {
 			return nil, err
 		}
 		return queryAll(ctx, w, scanCard, `SELECT `+cardCols+` FROM cards WHERE id IN (`+marks(len(ids))+`) ORDER BY id`, int64Args(ids)...)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 const couponCols = `code, status, order_no, created_at, updated_at`
@@ -17,14 +18,14 @@ func scanCoupon(r scanner) (*lapse.Coupon, error) {
 	if err := r.Scan(&c.Code, (*string)(&c.Status), &c.OrderNo, &created, &updated); err != nil {
 		return nil, err
 	}
-	c.CreatedAt, c.UpdatedAt = fromMicros(created), fromMicros(updated)
+	c.CreatedAt, c.UpdatedAt = column.Time(created), column.Time(updated)
 	return &c, nil
 }
 
 // CouponCreate adds the coupon p.Code, available, and returns it, or an
 // error that is lapse.ErrCouponExists and writes nothing.
 func (s *Store) CouponCreate(ctx context.Context, p *lapse.CouponCreateParams) (*lapse.Coupon, error) {
-	at := micros(p.At)
+	at := column.Micros(p.At)
 	_, err := autocommit(s, func() (sql.Result, error) {
 		return s.exec(ctx, `INSERT INTO coupons (code, status, created_at, updated_at) VALUES (?, ?, ?, ?)`,
 			p.Code, string(lapse.CouponAvailable), at, at)
@@ -35,7 +36,7 @@ func (s *Store) CouponCreate(ctx context.Context, p *lapse.CouponCreateParams) (
 	if err != nil {
 		return nil, fmt.Errorf("mysql: create coupon %q: %w", p.Code, err)
 	}
-	return &lapse.Coupon{Code: p.Code, Status: lapse.CouponAvailable, CreatedAt: fromMicros(at), UpdatedAt: fromMicros(at)}, nil
+	return &lapse.Coupon{Code: p.Code, Status: lapse.CouponAvailable, CreatedAt: column.Time(at), UpdatedAt: column.Time(at)}, nil
 }
 
 // CouponGet returns the coupon code, or an error that is
@@ -63,7 +64,7 @@ const couponMoveSQL = `UPDATE coupons SET status = ?, order_no = ?, order_id = ?
 // and returns lapse.CouponRefusal of what it found.
 func (s *Store) CouponMove(ctx context.Context, p *lapse.CouponMoveParams) (*lapse.Coupon, error) {
 	ch, _ := p.Change()
-	at := micros(p.At)
+	at := column.Micros(p.At)
 	c, err := write(ctx, s, func(w *Store) (*lapse.Coupon, error) {
 		res, err := w.exec(ctx, couponMoveSQL, string(ch.To), ch.ToHolder, nullInt64(ch.ToOrderID), at,
 			p.Code, string(ch.From), ch.FromHolder)
@@ -100,7 +101,7 @@ func (s *Store) CouponMoveList(ctx context.Context, code string) ([]*lapse.Coupo
 		if err := r.Scan(&m.ID, &m.Code, &orderID, &m.OrderNo, (*string)(&m.Kind), &at); err != nil {
 			return nil, err
 		}
-		m.OrderID, m.CreatedAt = orderID.Int64, fromMicros(at)
+		m.OrderID, m.CreatedAt = orderID.Int64, column.Time(at)
 		return &m, nil
 	}, `SELECT id, code, order_id, order_no, kind, created_at FROM coupon_moves WHERE code = ? ORDER BY id`, code)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 // The deadline queries read orders_due_idx, (deadline_at, id, flow): in
@@ -23,12 +24,12 @@ import (
 // change, or lapse.ErrStale and writes nothing.
 func (s *Store) OrderDeadlineSet(ctx context.Context, p *lapse.OrderDeadlineSetParams) (*lapse.Order, error) {
 	o, err := write(ctx, s, func(w *Store) (*lapse.Order, error) {
-		intent := nullMicros(p.IntentAt)
+		intent := column.NullMicros(p.IntentAt)
 		res, err := w.exec(ctx, `UPDATE orders SET deadline_at = ?, updated_at = ?, version = version + 1,
 				intent_provider = IF(? IS NULL, intent_provider, ?), intent_at = COALESCE(?, intent_at),
 				pay_by = COALESCE(?, pay_by)
 			WHERE id = ? AND state = ? AND version = ?`,
-			micros(p.DeadlineAt), micros(p.At), intent, p.IntentProvider, intent, nullMicros(p.PayBy),
+			column.Micros(p.DeadlineAt), column.Micros(p.At), intent, p.IntentProvider, intent, column.NullMicros(p.PayBy),
 			p.OrderID, string(p.FromState), p.FromVersion)
 		if err != nil {
 			return nil, err
@@ -57,7 +58,7 @@ func (s *Store) OrderDeadlineSet(ctx context.Context, p *lapse.OrderDeadlineSetP
 // claimers on many nodes take disjoint batches; at READ COMMITTED it locks
 // no gaps, so new orders are not held up. Outside Tx it is a plain read.
 func (s *Store) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams) ([]*lapse.Order, error) {
-	args := append(append([]any{micros(p.DueBy)}, stringArgs(p.Flows)...), p.Limit)
+	args := append(append([]any{column.Micros(p.DueBy)}, stringArgs(p.Flows)...), p.Limit)
 	q := orderClaimDueSQL(len(p.Flows))
 	if s.tx != nil {
 		q += " FOR UPDATE SKIP LOCKED"
@@ -95,7 +96,7 @@ func (s *Store) OrderNextDeadline(ctx context.Context, flows []string) (time.Tim
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("mysql: next deadline: %w", err)
 	}
-	return fromMicros(us), true, nil
+	return column.Time(us), true, nil
 }
 
 // orderCountDueSQL counts within the due index.
@@ -105,7 +106,7 @@ const orderCountDueSQL = `SELECT count(*) FROM orders WHERE deadline_at <= ?`
 // before now.
 func (s *Store) OrderCountDue(ctx context.Context, now time.Time) (int64, error) {
 	var n int64
-	if err := s.queryRow(ctx, orderCountDueSQL, micros(now)).Scan(&n); err != nil {
+	if err := s.queryRow(ctx, orderCountDueSQL, column.Micros(now)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("mysql: count due orders: %w", err)
 	}
 	return n, nil

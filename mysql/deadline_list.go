@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 // The deadline list walks orders_due_idx, whose (deadline_at, id) prefix is
@@ -24,14 +25,14 @@ const (
 func (s *Store) OrderDeadlineList(ctx context.Context, p *lapse.OrderDeadlineListParams) ([]lapse.OrderDeadline, error) {
 	q, args := orderDeadlineListSQL, []any{p.Limit}
 	if p.After != nil {
-		at := micros(p.After.DeadlineAt)
+		at := column.Micros(p.After.DeadlineAt)
 		q, args = orderDeadlineListAfterSQL, []any{at, at, p.After.ID, p.Limit}
 	}
 	out, err := queryAll(ctx, s, func(r scanner) (lapse.OrderDeadline, error) {
 		var d lapse.OrderDeadline
 		var us int64
 		err := r.Scan(&d.ID, &d.OrderNo, &us)
-		d.DeadlineAt = fromMicros(us)
+		d.DeadlineAt = column.Time(us)
 		return d, err
 	}, q, args...)
 	if err != nil {

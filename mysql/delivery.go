@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 // Deliveries are created by outbox, with the events they deliver.
@@ -30,8 +31,8 @@ func deliveryDest(d *lapse.Delivery) ([]any, func()) {
 		&d.Attempts, &d.RetryBase, &next, &d.LeaseOwner, &leaseUntil, &d.Unknown, &d.LastError, &created, &updated,
 		&doneAt}
 	return dest, func() {
-		d.NextAttemptAt, d.CreatedAt, d.UpdatedAt = fromMicros(next), fromMicros(created), fromMicros(updated)
-		d.LeaseUntil, d.DoneAt = fromNullMicros(leaseUntil), fromNullMicros(doneAt)
+		d.NextAttemptAt, d.CreatedAt, d.UpdatedAt = column.Time(next), column.Time(created), column.Time(updated)
+		d.LeaseUntil, d.DoneAt = column.NullTime(leaseUntil), column.NullTime(doneAt)
 	}
 }
 
@@ -75,15 +76,15 @@ func deliveryClaimSQL(nsubs int) string {
 // keeps other workers off the delivery while it runs.
 func (s *Store) DeliveryClaim(ctx context.Context, p *lapse.DeliveryClaimParams) ([]*lapse.Delivery, error) {
 	claimed, err := write(ctx, s, func(w *Store) ([]*lapse.Delivery, error) {
-		args := append(append(stringArgs(p.Subscribers), micros(p.Now)), p.Limit)
+		args := append(append(stringArgs(p.Subscribers), column.Micros(p.Now)), p.Limit)
 		ids, err := queryAll(ctx, w, scanInt64, deliveryClaimSQL(len(p.Subscribers)), args...)
 		if err != nil || len(ids) == 0 {
 			return nil, err
 		}
-		until := micros(p.LeaseUntil)
+		until := column.Micros(p.LeaseUntil)
 		if _, err := w.exec(ctx, `UPDATE deliveries SET attempts = attempts + 1, lease_owner = ?, lease_until = ?,
 			next_attempt_at = ?, updated_at = ? WHERE id IN (`+marks(len(ids))+`)`,
-			append([]any{p.Owner, until, until, micros(p.Now)}, int64Args(ids)...)...); err != nil {
+			append([]any{p.Owner, until, until, column.Micros(p.Now)}, int64Args(ids)...)...); err != nil {
 			return nil, err
 		}
 		leased, err := queryAll(ctx, w, func(r scanner) (*lapse.Delivery, error) {
@@ -95,7 +96,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *lapse.DeliveryClaimParams)
 				return nil, err
 			}
 			times()
-			ev.ID, ev.CreatedAt = d.EventID, fromMicros(at)
+			ev.ID, ev.CreatedAt = d.EventID, column.Time(at)
 			d.Event = &ev
 			return &d, nil
 		}, `SELECT `+deliveryCols+`, x.seq, x.order_id, x.order_no, x.type, x.payload, x.created_at
@@ -133,13 +134,13 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *lapse.DeliveryClaimParams)
 // It returns lapse.ErrLeaseLost and writes nothing when the delivery is not
 // pending, or its Attempts or LeaseOwner are not p.Attempt and p.Owner.
 func (s *Store) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinishParams) (*lapse.Delivery, error) {
-	at := micros(p.At)
+	at := column.Micros(p.At)
 	d, err := write(ctx, s, func(w *Store) (*lapse.Delivery, error) {
 		res, err := w.exec(ctx, `UPDATE deliveries SET status = ?,
 				next_attempt_at = IF(? = 'pending', ?, next_attempt_at), done_at = IF(? = 'done', ?, NULL),
 				`+"`unknown`"+` = ?, last_error = ?, lease_owner = '', lease_until = NULL, updated_at = ?
 			WHERE id = ? AND status = 'pending' AND attempts = ? AND lease_owner = ?`,
-			string(p.Status), string(p.Status), micros(p.NextAttemptAt), string(p.Status), at,
+			string(p.Status), string(p.Status), column.Micros(p.NextAttemptAt), string(p.Status), at,
 			p.Unknown, p.Error, at, p.ID, p.Attempt, p.Owner)
 		if err != nil {
 			return nil, err
@@ -150,7 +151,7 @@ func (s *Store) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinishParam
 		r := &p.Record
 		if _, err := w.exec(ctx, `INSERT INTO delivery_attempts (delivery_id, attempt, worker, started_at,
 			duration_us, outcome, error) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			p.ID, p.Attempt, r.Worker, micros(r.StartedAt), r.Duration.Microseconds(), r.Outcome, r.Error); err != nil {
+			p.ID, p.Attempt, r.Worker, column.Micros(r.StartedAt), r.Duration.Microseconds(), r.Outcome, r.Error); err != nil {
 			return nil, fmt.Errorf("attempt row: %w", err)
 		}
 		if p.Review != nil {
@@ -198,7 +199,7 @@ func (s *Store) DeliveryRenew(ctx context.Context, p *lapse.DeliveryRenewParams)
 	held := `id IN (` + marks(len(ids)) + `) AND status = 'pending' AND lease_owner = ?
 		AND (id, attempts) IN (` + strings.TrimSuffix(strings.Repeat("(?, ?), ", len(p.Leases)), ", ") + `)`
 	args := append(append(ids, p.Owner), pairs...)
-	until := micros(p.LeaseUntil)
+	until := column.Micros(p.LeaseUntil)
 	renewed, err := write(ctx, s, func(w *Store) ([]int64, error) {
 		// Right either way: MySQL assigns left to right, so the second
 		// lease_until is the new one; MariaDB's SIMULTANEOUS_ASSIGNMENT
@@ -224,7 +225,7 @@ func (s *Store) DeliveryRenew(ctx context.Context, p *lapse.DeliveryRenewParams)
 func (s *Store) DeliveryRetry(ctx context.Context, p *lapse.DeliveryRetryParams) (*lapse.Delivery, error) {
 	d, err := write(ctx, s, func(w *Store) (*lapse.Delivery, error) {
 		res, err := w.exec(ctx, `UPDATE deliveries SET status = 'pending', retry_base = attempts, next_attempt_at = ?,
-			updated_at = ? WHERE id = ? AND status = 'dead'`, micros(p.At), micros(p.At), p.ID)
+			updated_at = ? WHERE id = ? AND status = 'dead'`, column.Micros(p.At), column.Micros(p.At), p.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -279,7 +280,7 @@ func (s *Store) DeliveryAttemptList(ctx context.Context, orderID int64) ([]*laps
 		if err := r.Scan(&a.DeliveryID, &a.Attempt, &a.Worker, &started, &us, &a.Outcome, &a.Error); err != nil {
 			return nil, err
 		}
-		a.StartedAt, a.Duration = fromMicros(started), time.Duration(us)*time.Microsecond
+		a.StartedAt, a.Duration = column.Time(started), time.Duration(us)*time.Microsecond
 		return &a, nil
 	}, `SELECT a.delivery_id, a.attempt, a.worker, a.started_at, a.duration_us, a.outcome, a.error
 		FROM deliveries d JOIN delivery_attempts a ON a.delivery_id = d.id
@@ -306,6 +307,6 @@ func (s *Store) DeliveryCount(ctx context.Context) (*lapse.DeliveryCounts, error
 	if err := s.queryRow(ctx, deliveryCountSQL).Scan(&c.Pending, &c.Dead, &oldest); err != nil {
 		return nil, fmt.Errorf("mysql: count deliveries: %w", err)
 	}
-	c.OldestPending = fromNullMicros(oldest)
+	c.OldestPending = column.NullTime(oldest)
 	return &c, nil
 }

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 // EffectClaim records that consumer handled the event eventID, at at, and
@@ -14,7 +16,7 @@ import (
 // the effect, it makes the effect happen once.
 func (s *Store) EffectClaim(ctx context.Context, consumer, eventID string, at time.Time) (bool, error) {
 	_, err := autocommit(s, func() (sql.Result, error) {
-		return s.exec(ctx, `INSERT INTO effects (consumer, event_id, created_at) VALUES (?, ?, ?)`, consumer, eventID, micros(at))
+		return s.exec(ctx, `INSERT INTO effects (consumer, event_id, created_at) VALUES (?, ?, ?)`, consumer, eventID, column.Micros(at))
 	})
 	if isDuplicate(err) {
 		return false, nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 const groupMemberCols = "id, order_id, group_id, user_id, provider, method, amount, currency, `key`, status, attempts, " +
@@ -23,7 +24,7 @@ func scanGroupMember(r scanner) (*lapse.GroupMember, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.JoinedAt, m.UpdatedAt, m.ChargedAt = fromMicros(joined), fromMicros(updated), fromNullMicros(charged)
+	m.JoinedAt, m.UpdatedAt, m.ChargedAt = column.Time(joined), column.Time(updated), column.NullTime(charged)
 	return &m, nil
 }
 
@@ -46,7 +47,7 @@ func (s *Store) GroupMemberAdd(ctx context.Context, m *lapse.GroupMember) (*laps
 		res, err := w.exec(ctx, "INSERT INTO group_members (order_id, group_id, user_id, provider, method, amount, "+
 			"currency, `key`, status, joined_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 			m.OrderID, m.GroupID, m.UserID, m.Provider, m.Method, m.Amount, m.Currency, m.Key,
-			string(lapse.ChargePending), micros(m.JoinedAt), micros(m.JoinedAt))
+			string(lapse.ChargePending), column.Micros(m.JoinedAt), column.Micros(m.JoinedAt))
 		if isDuplicate(err) {
 			// Either key: the read tells the member from a clash of the
 			// idempotency key.
@@ -93,7 +94,7 @@ func (s *Store) GroupMemberUpdate(ctx context.Context, p *lapse.GroupMemberUpdat
 		res, err := w.exec(ctx, `UPDATE group_members SET status = ?, attempts = attempts + ?,
 			txn_id = IF(? <> '', ?, txn_id), last_error = ?, charged_at = COALESCE(?, charged_at), updated_at = ?
 			WHERE id = ? AND status = ?`,
-			string(p.To), attempt, p.TxnID, p.TxnID, p.Error, nullMicros(p.ChargedAt), micros(p.At), p.ID, string(p.From))
+			string(p.To), attempt, p.TxnID, p.TxnID, p.Error, column.NullMicros(p.ChargedAt), column.Micros(p.At), p.ID, string(p.From))
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 	"github.com/lapsehq/lapse/internal/migration"
 )
 
@@ -144,7 +145,7 @@ func (s *Store) migrate(ctx context.Context, ms []change) error {
 	}
 	record := func(m change, n int) error {
 		// Bookkeeping, not business logic: the wall clock is the right one.
-		now := micros(lapse.SystemClock{}.Now())
+		now := column.Micros(lapse.SystemClock{}.Now())
 		if err := exec(`INSERT INTO lapse_migrations (version, statements, applied_at) VALUES (?, ?, ?)
 			ON DUPLICATE KEY UPDATE statements = ?, applied_at = ?`, m.Version, n, now, n, now); err != nil {
 			return fmt.Errorf("%s: %w", m.Name, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 // event is an outbox row to write: an event and the order it belongs to,
@@ -36,7 +37,7 @@ func (w *Store) outbox(ctx context.Context, evs []event) error {
 	}
 	rows := w.inserts(`INSERT INTO outbox (id, order_id, order_no, type, payload, created_at) VALUES `, values(6))
 	for _, e := range evs {
-		if err := rows.add(ctx, e.ID, e.orderID, e.OrderNo, e.Type, string(e.Payload), micros(e.CreatedAt)); err != nil {
+		if err := rows.add(ctx, e.ID, e.orderID, e.OrderNo, e.Type, string(e.Payload), column.Micros(e.CreatedAt)); err != nil {
 			return eventExists(err)
 		}
 	}
@@ -46,7 +47,7 @@ func (w *Store) outbox(ctx context.Context, evs []event) error {
 	ds := w.inserts(`INSERT INTO deliveries (event_id, order_id, order_no, event_type, subscriber, status,
 		next_attempt_at, created_at, updated_at) VALUES `, "(?, ?, ?, ?, ?, 'pending', ?, ?, ?)")
 	for _, e := range evs {
-		at := micros(e.CreatedAt)
+		at := column.Micros(e.CreatedAt)
 		for _, sub := range e.Subscribers {
 			if err := ds.add(ctx, e.ID, e.orderID, e.OrderNo, e.Type, sub, at, at, at); err != nil {
 				return eventExists(err)
@@ -86,7 +87,7 @@ func scanEvent(r scanner) (*lapse.OutboxEvent, error) {
 	if err := r.Scan(&ev.Seq, &ev.ID, &ev.OrderID, &ev.OrderNo, &ev.Type, &payload, &at); err != nil {
 		return nil, err
 	}
-	ev.Payload, ev.CreatedAt = payload, fromMicros(at)
+	ev.Payload, ev.CreatedAt = payload, column.Time(at)
 	return &ev, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 const paymentCols = `id, provider, txn_id, order_id, order_no, amount, currency, merchant, paid_at, status,
@@ -24,8 +25,8 @@ func scanPayment(r scanner) (*lapse.Payment, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.PaidAt, p.RefundedAt = fromMicros(paid), fromNullMicros(refunded)
-	p.CreatedAt, p.UpdatedAt = fromMicros(created), fromMicros(updated)
+	p.PaidAt, p.RefundedAt = column.Time(paid), column.NullTime(refunded)
+	p.CreatedAt, p.UpdatedAt = column.Time(created), column.Time(updated)
 	return &p, nil
 }
 
@@ -52,8 +53,8 @@ func (s *Store) PaymentCreate(ctx context.Context, p *lapse.PaymentCreateParams)
 		res, err := w.exec(ctx, `INSERT INTO payments (provider, txn_id, order_id, order_no, amount, currency, merchant,
 			paid_at, status, reason, refund_id, refunded_at, raw, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			in.Provider, in.TxnID, in.OrderID, in.OrderNo, in.Amount, in.Currency, in.Merchant, micros(in.PaidAt),
-			string(in.Status), in.Reason, in.RefundID, nullMicros(in.RefundedAt), raw, micros(in.CreatedAt), micros(in.CreatedAt))
+			in.Provider, in.TxnID, in.OrderID, in.OrderNo, in.Amount, in.Currency, in.Merchant, column.Micros(in.PaidAt),
+			string(in.Status), in.Reason, in.RefundID, column.NullMicros(in.RefundedAt), raw, column.Micros(in.CreatedAt), column.Micros(in.CreatedAt))
 		if isDuplicateKey(err, "payments_provider_txn_key") {
 			got, err := w.paymentGet(ctx, in.Provider, in.TxnID)
 			return result{got, false}, err
@@ -132,7 +133,7 @@ func (s *Store) PaymentUpdate(ctx context.Context, p *lapse.PaymentUpdateParams)
 				reason = IF(? <> '', ?, reason), refund_id = IF(? <> '', ?, refund_id),
 				refunded_at = COALESCE(?, refunded_at), updated_at = ?
 			WHERE id = ? AND status = ?`,
-			string(p.To), p.Reason, p.Reason, p.RefundID, p.RefundID, nullMicros(p.RefundedAt), micros(p.At),
+			string(p.To), p.Reason, p.Reason, p.RefundID, p.RefundID, column.NullMicros(p.RefundedAt), column.Micros(p.At),
 			p.ID, string(p.From))
 		if err != nil {
 			return nil, err

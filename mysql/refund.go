@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 const orderRefundCols = "id, order_id, order_no, payment_id, provider, txn_id, amount, currency, reason, `key`, status, " +
@@ -20,7 +21,7 @@ func scanOrderRefund(r scanner) (*lapse.OrderRefund, error) {
 	if err != nil {
 		return nil, err
 	}
-	x.CreatedAt, x.UpdatedAt = fromMicros(created), fromMicros(updated)
+	x.CreatedAt, x.UpdatedAt = column.Time(created), column.Time(updated)
 	return &x, nil
 }
 
@@ -40,7 +41,7 @@ func (s *Store) OrderRefundCreate(ctx context.Context, r *lapse.OrderRefund) (*l
 		res, err := w.exec(ctx, "INSERT INTO order_refunds (order_id, order_no, payment_id, provider, txn_id, amount, "+
 			"currency, reason, `key`, status, refund_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 			r.OrderID, r.OrderNo, r.PaymentID, r.Provider, r.TxnID, r.Amount, r.Currency, r.Reason, r.Key, string(r.Status),
-			r.RefundID, micros(r.CreatedAt), micros(r.CreatedAt))
+			r.RefundID, column.Micros(r.CreatedAt), column.Micros(r.CreatedAt))
 		if isDuplicateKey(err, "order_refunds_key_key") {
 			x, err := scanOrderRefund(w.queryRow(ctx, "SELECT "+orderRefundCols+" FROM order_refunds WHERE `key` = ?", r.Key))
 			return result{x, false}, err
@@ -76,7 +77,7 @@ func (s *Store) OrderRefundUpdate(ctx context.Context, p *lapse.OrderRefundUpdat
 	got, err := write(ctx, s, func(w *Store) (*lapse.OrderRefund, error) {
 		res, err := w.exec(ctx, `UPDATE order_refunds SET status = ?, refund_id = IF(? <> '', ?, refund_id),
 			failure = IF(? <> '', ?, failure), updated_at = ? WHERE id = ? AND status = ?`,
-			string(p.To), p.RefundID, p.RefundID, p.Failure, p.Failure, micros(p.At), p.ID, string(p.From))
+			string(p.To), p.RefundID, p.RefundID, p.Failure, p.Failure, column.Micros(p.At), p.ID, string(p.From))
 		if err != nil {
 			return nil, err
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 // Reviews are created by DeliveryFinish, when a delivery dies, and by
@@ -15,7 +16,7 @@ import (
 // review inserts r, open; a DeliveryID of zero is stored as none.
 func (w *Store) review(ctx context.Context, r *lapse.Review) error {
 	if _, err := w.exec(ctx, `INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at) VALUES (?, ?, ?, ?, ?)`,
-		r.OrderID, r.OrderNo, r.Reason, nullInt64(r.DeliveryID), micros(r.CreatedAt)); err != nil {
+		r.OrderID, r.OrderNo, r.Reason, nullInt64(r.DeliveryID), column.Micros(r.CreatedAt)); err != nil {
 		return fmt.Errorf("review: %w", err)
 	}
 	return nil
@@ -52,7 +53,7 @@ func (s *Store) ReviewList(ctx context.Context, p *lapse.ReviewListParams) ([]*l
 		if err := r.Scan(&rv.ID, &rv.OrderID, &rv.OrderNo, &rv.Reason, &deliveryID, &created, &resolved); err != nil {
 			return nil, err
 		}
-		rv.DeliveryID, rv.CreatedAt, rv.ResolvedAt = deliveryID.Int64, fromMicros(created), fromNullMicros(resolved)
+		rv.DeliveryID, rv.CreatedAt, rv.ResolvedAt = deliveryID.Int64, column.Time(created), column.NullTime(resolved)
 		return &rv, nil
 	}, q.String(), args...)
 	if err != nil {

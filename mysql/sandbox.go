@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 var _ lapse.SandboxStore = (*Store)(nil)
@@ -47,7 +48,7 @@ func scanSandboxPayment(r scanner) (*lapse.SandboxPayment, error) {
 		return nil, err
 	}
 	if paidAt.Valid {
-		p.PaidAt = fromMicros(paidAt.Int64)
+		p.PaidAt = column.Time(paidAt.Int64)
 	}
 	return &p, nil
 }
@@ -87,7 +88,7 @@ func (s *Store) SandboxPaymentGet(ctx context.Context, gateway, txnID string) (*
 func (s *Store) SandboxPaymentPut(ctx context.Context, p *lapse.SandboxPayment) error {
 	var paidAt any
 	if !p.PaidAt.IsZero() {
-		paidAt = micros(p.PaidAt)
+		paidAt = column.Micros(p.PaidAt)
 	}
 	update := func(w *Store) (bool, error) {
 		res, err := w.exec(ctx, `UPDATE sandbox_payments SET status = ?, amount = ?, currency = ?, merchant = ?,

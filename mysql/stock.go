@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 const stockCols = `sku, on_hand, reserved, updated_at`
@@ -17,7 +18,7 @@ func scanStock(r scanner) (*lapse.Stock, error) {
 	if err := r.Scan(&st.SKU, &st.OnHand, &st.Reserved, &at); err != nil {
 		return nil, err
 	}
-	st.UpdatedAt = fromMicros(at)
+	st.UpdatedAt = column.Time(at)
 	return &st, nil
 }
 
@@ -28,7 +29,7 @@ func scanStock(r scanner) (*lapse.Stock, error) {
 // returns lapse.StockSetRefusal and writes nothing.
 func (s *Store) StockSet(ctx context.Context, p *lapse.StockSetParams) (*lapse.Stock, error) {
 	st, err := write(ctx, s, func(w *Store) (*lapse.Stock, error) {
-		at := micros(p.At)
+		at := column.Micros(p.At)
 		_, err := w.exec(ctx, `INSERT INTO stock (sku, on_hand, reserved, updated_at) VALUES (?, ?, 0, ?)
 			ON DUPLICATE KEY UPDATE on_hand = ?, updated_at = ?`, p.SKU, p.OnHand, at, p.OnHand, at)
 		if isCheckViolation(err, "stock_reserved_check") {
@@ -84,7 +85,7 @@ const stockMoveSQL = `UPDATE stock SET on_hand = on_hand + ?, reserved = reserve
 func (s *Store) StockMove(ctx context.Context, p *lapse.StockMoveParams) error {
 	d, _ := p.Kind.Delta()
 	_, err := write(ctx, s, func(w *Store) (struct{}, error) {
-		at := micros(p.At)
+		at := column.Micros(p.At)
 		journal := w.inserts(`INSERT INTO stock_moves (order_id, sku, qty, kind, created_at) VALUES `, values(5))
 		for _, l := range p.Lines {
 			onHand, reserved := d.OnHand*l.Qty, d.Reserved*l.Qty
@@ -130,7 +131,7 @@ func (s *Store) StockMoveList(ctx context.Context, orderID int64) ([]*lapse.Stoc
 		if err := r.Scan(&m.ID, &m.OrderID, &m.SKU, &m.Qty, (*string)(&m.Kind), &at); err != nil {
 			return nil, err
 		}
-		m.CreatedAt = fromMicros(at)
+		m.CreatedAt = column.Time(at)
 		return &m, nil
 	}, `SELECT id, order_id, sku, qty, kind, created_at FROM stock_moves WHERE order_id = ? ORDER BY id`, orderID)
 	if err != nil {

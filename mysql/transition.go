@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 // transitionInsert writes transition log rows of 9 columns.
@@ -25,8 +26,8 @@ const transitionUpdate = `UPDATE orders SET state = ?, version = version + 1, de
 // the guard matched no row.
 func (s *Store) OrderTransition(ctx context.Context, p *lapse.OrderTransitionParams) (*lapse.Order, error) {
 	o, err := write(ctx, s, func(w *Store) (*lapse.Order, error) {
-		res, err := w.exec(ctx, transitionUpdate, string(p.ToState), nullMicros(p.DeadlineAt), micros(p.At),
-			nullMicros(p.ClosedAt), p.CloseReason, string(p.FiredBy), p.OrderID, string(p.FromState), p.FromVersion)
+		res, err := w.exec(ctx, transitionUpdate, string(p.ToState), column.NullMicros(p.DeadlineAt), column.Micros(p.At),
+			column.NullMicros(p.ClosedAt), p.CloseReason, string(p.FiredBy), p.OrderID, string(p.FromState), p.FromVersion)
 		if err != nil {
 			return nil, err
 		}
@@ -135,8 +136,8 @@ func (w *Store) transitionUpdate(ctx context.Context, ps []*lapse.OrderTransitio
 		} else {
 			q.WriteString(` UNION ALL SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?`)
 		}
-		args = append(args, p.OrderID, string(p.FromState), p.FromVersion, string(p.ToState), nullMicros(p.DeadlineAt),
-			nullMicros(p.ClosedAt), p.CloseReason, string(p.FiredBy), micros(p.At))
+		args = append(args, p.OrderID, string(p.FromState), p.FromVersion, string(p.ToState), column.NullMicros(p.DeadlineAt),
+			column.NullMicros(p.ClosedAt), p.CloseReason, string(p.FiredBy), column.Micros(p.At))
 	}
 	q.WriteString(`) p ON o.id = p.id AND o.state = p.from_state AND o.version = p.from_version
 		SET o.state = p.to_state, o.version = o.version + 1, o.deadline_at = p.deadline_at, o.updated_at = p.at,
@@ -158,7 +159,7 @@ func (w *Store) transitioned(ctx context.Context, ps []*lapse.OrderTransitionPar
 	var evs []event
 	for _, p := range ps {
 		if err := log.add(ctx, p.OrderID, string(p.FromState), string(p.ToState), string(p.Event), p.FromVersion+1,
-			string(p.FiredBy), p.Actor, p.Reason, micros(p.At)); err != nil {
+			string(p.FiredBy), p.Actor, p.Reason, column.Micros(p.At)); err != nil {
 			return err
 		}
 		evs = appendEvents(evs, p.OrderID, p.Outbox)
@@ -179,7 +180,7 @@ func (s *Store) TransitionList(ctx context.Context, orderID int64) ([]*lapse.Tra
 			&tr.Version, (*string)(&tr.FiredBy), &tr.Actor, &tr.Reason, &at); err != nil {
 			return nil, err
 		}
-		tr.CreatedAt = fromMicros(at)
+		tr.CreatedAt = column.Time(at)
 		return &tr, nil
 	}, `SELECT id, order_id, from_state, to_state, event, version, fired_by, actor, reason, created_at
 		FROM transitions WHERE order_id = ? ORDER BY id`, orderID)

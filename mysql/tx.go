@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/lapsehq/lapse"
 )
@@ -336,28 +335,6 @@ func fail(err error, op string, args ...any) error {
 		return e
 	}
 	return fmt.Errorf("mysql: %s: %w", fmt.Sprintf(op, args...), err)
-}
-
-// micros is t as stored.
-func micros(t time.Time) int64 { return t.UnixMicro() }
-
-// nullMicros is t as stored, NULL when nil.
-func nullMicros(t *time.Time) any {
-	if t == nil {
-		return nil
-	}
-	return t.UnixMicro()
-}
-
-// fromMicros is the time that micros stored.
-func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
-
-func fromNullMicros(us sql.NullInt64) *time.Time {
-	if !us.Valid {
-		return nil
-	}
-	t := fromMicros(us.Int64)
-	return &t
 }
 
 // nullInt64 is n as stored, NULL when zero.

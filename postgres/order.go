@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 // orderColumns is the column list every order read uses, in scanOrder's order.
@@ -27,13 +28,9 @@ func scanOrder(row pgx.Row) (*lapse.Order, error) {
 		&o.FiredBy, &o.RequestHash, &o.IntentAt, &o.IntentProvider, &o.PayBy); err != nil {
 		return nil, err
 	}
-	if len(items) > 0 {
-		if err := json.Unmarshal(items, &o.Items); err != nil {
-			return nil, fmt.Errorf("order %s: items: %w", o.OrderNo, err)
-		}
-		if len(o.Items) == 0 {
-			o.Items = nil
-		}
+	var err error
+	if o.Items, err = column.ParseItems(items); err != nil {
+		return nil, fmt.Errorf("order %s: items: %w", o.OrderNo, err)
 	}
 	if len(meta) > 0 {
 		o.Metadata = meta
@@ -64,14 +61,6 @@ func utcPtr(t *time.Time) *time.Time {
 	}
 	u := t.UTC()
 	return &u
-}
-
-// itemsArg is the jsonb value of items: NULL when there are none.
-func itemsArg(items []lapse.Item) ([]byte, error) {
-	if len(items) == 0 {
-		return nil, nil
-	}
-	return json.Marshal(items)
 }
 
 // metadataArg is the json value of metadata: NULL when empty.
@@ -113,10 +102,7 @@ SELECT ` + orderColumns + ` FROM o`
 // one creates.
 func (s *Store) OrderCreate(ctx context.Context, p *lapse.OrderCreateParams) (*lapse.Order, bool, error) {
 	o, l := p.Order, &p.Log
-	items, err := itemsArg(o.Items)
-	if err != nil {
-		return nil, false, fmt.Errorf("postgres: create order %s: items: %w", o.OrderNo, err)
-	}
+	items := column.Items(o.Items)
 	var ev outboxArgs
 	if err := ev.add(0, p.Outbox); err != nil {
 		return nil, false, fmt.Errorf("postgres: create order %s: %w", o.OrderNo, err)
@@ -272,11 +258,7 @@ func (s *Store) orderCreateMany(ctx context.Context, ps []*lapse.OrderCreatePara
 			"metadata", "version", "created_at", "updated_at", "closed_at", "close_reason", "fired_by", "request_hash"},
 		pgx.CopyFromSlice(len(ps), func(i int) ([]any, error) {
 			o := ps[i].Order
-			items, err := itemsArg(o.Items)
-			if err != nil {
-				return nil, fmt.Errorf("order %s: items: %w", o.OrderNo, err)
-			}
-			return []any{ids[i], o.OrderNo, o.Flow, o.State, o.DeadlineAt, o.Amount, o.Currency, o.UserID, items, o.Coupon,
+			return []any{ids[i], o.OrderNo, o.Flow, o.State, o.DeadlineAt, o.Amount, o.Currency, o.UserID, column.Items(o.Items), o.Coupon,
 				metadataArg(o.Metadata), int64(1), o.CreatedAt, o.UpdatedAt, o.ClosedAt, o.CloseReason, o.FiredBy, o.RequestHash}, nil
 		}))
 	if err != nil {

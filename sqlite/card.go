@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 const cardCols = `id, order_id, order_no, user_id, product, visits, used, deducted, status, issued_at, revoked_at`
@@ -25,7 +26,7 @@ func scanCard(r scanner) (*lapse.Card, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.IssuedAt, c.RevokedAt = fromMicros(issued), fromNullMicros(revoked)
+	c.IssuedAt, c.RevokedAt = column.Time(issued), column.NullTime(revoked)
 	return &c, nil
 }
 
@@ -54,7 +55,7 @@ func (s *Store) CardIssue(ctx context.Context, p *lapse.CardIssueParams) ([]*lap
 		for _, c := range p.Cards {
 			x, err := scanCard(w.tx.QueryRowContext(ctx, `INSERT INTO cards (order_id, order_no, user_id, product,
 				visits, status, issued_at) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING `+cardCols,
-				orderID, c.OrderNo, c.UserID, c.Product, c.Visits, string(lapse.CardActive), micros(c.IssuedAt)))
+				orderID, c.OrderNo, c.UserID, c.Product, c.Visits, string(lapse.CardActive), column.Micros(c.IssuedAt)))
 			if err != nil {
 				return err
 			}
@@ -99,7 +100,7 @@ func (s *Store) CardRevoke(ctx context.Context, orderID int64, at time.Time) ([]
 		got, err = queryAll(ctx, w.tx, scanCard, `UPDATE cards SET status = ?1, revoked_at = ?2,
 			deducted = CASE WHEN visits > 0 THEN visits - used ELSE 0 END
 			WHERE order_id = ?3 AND status = ?4 RETURNING `+cardCols,
-			string(lapse.CardVoided), micros(at), orderID, string(lapse.CardActive))
+			string(lapse.CardVoided), column.Micros(at), orderID, string(lapse.CardActive))
 		return err
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 const couponCols = `code, status, order_no, created_at, updated_at`
@@ -17,7 +18,7 @@ func scanCoupon(r scanner) (*lapse.Coupon, error) {
 	if err := r.Scan(&c.Code, (*string)(&c.Status), &c.OrderNo, &created, &updated); err != nil {
 		return nil, err
 	}
-	c.CreatedAt, c.UpdatedAt = fromMicros(created), fromMicros(updated)
+	c.CreatedAt, c.UpdatedAt = column.Time(created), column.Time(updated)
 	return &c, nil
 }
 
@@ -29,7 +30,7 @@ func (s *Store) CouponCreate(ctx context.Context, p *lapse.CouponCreateParams) (
 		var err error
 		c, err = scanCoupon(w.tx.QueryRowContext(ctx, `INSERT INTO coupons (code, status, created_at, updated_at)
 			VALUES (?, ?, ?, ?) ON CONFLICT (code) DO NOTHING
-			RETURNING `+couponCols, p.Code, string(lapse.CouponAvailable), micros(p.At), micros(p.At)))
+			RETURNING `+couponCols, p.Code, string(lapse.CouponAvailable), column.Micros(p.At), column.Micros(p.At)))
 		if errors.Is(err, sql.ErrNoRows) {
 			return lapse.Refine(lapse.ErrCouponExists, "coupon %q already exists", p.Code)
 		}
@@ -69,7 +70,7 @@ func (s *Store) CouponMove(ctx context.Context, p *lapse.CouponMoveParams) (*lap
 	ch, _ := p.Change()
 	var c *lapse.Coupon
 	err := s.write(ctx, func(w *writeTx) error {
-		at := micros(p.At)
+		at := column.Micros(p.At)
 		var err error
 		c, err = scanCoupon(w.tx.QueryRowContext(ctx, couponMoveSQL, string(ch.To), ch.ToHolder, nullInt64(ch.ToOrderID), at,
 			p.Code, string(ch.From), ch.FromHolder))
@@ -113,6 +114,6 @@ func scanCouponMove(r scanner) (*lapse.CouponMove, error) {
 	if err := r.Scan(&m.ID, &m.Code, &orderID, &m.OrderNo, (*string)(&m.Kind), &at); err != nil {
 		return nil, err
 	}
-	m.OrderID, m.CreatedAt = orderID.Int64, fromMicros(at)
+	m.OrderID, m.CreatedAt = orderID.Int64, column.Time(at)
 	return &m, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 // The deadline queries name deadline_at IS NOT NULL, the condition of the
@@ -50,7 +51,7 @@ func (s *Store) OrderDeadlineSet(ctx context.Context, p *lapse.OrderDeadlineSetP
 				pay_by = coalesce(?8, pay_by)
 			WHERE id = ?3 AND state = ?4 AND version = ?5
 			RETURNING `+orderCols,
-			micros(p.DeadlineAt), micros(p.At), p.OrderID, string(p.FromState), p.FromVersion, nullMicros(p.IntentAt), p.IntentProvider, nullMicros(p.PayBy)))
+			column.Micros(p.DeadlineAt), column.Micros(p.At), p.OrderID, string(p.FromState), p.FromVersion, column.NullMicros(p.IntentAt), p.IntentProvider, column.NullMicros(p.PayBy)))
 		if errors.Is(err, sql.ErrNoRows) {
 			return lapse.ErrStale
 		}
@@ -77,7 +78,7 @@ func (s *Store) OrderDeadlineSet(ctx context.Context, p *lapse.OrderDeadlineSetP
 // plain read.
 func (s *Store) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams) ([]*lapse.Order, error) {
 	args := make([]any, 0, len(p.Flows)+2)
-	args = append(args, micros(p.DueBy))
+	args = append(args, column.Micros(p.DueBy))
 	for _, f := range p.Flows {
 		args = append(args, f)
 	}
@@ -104,7 +105,7 @@ func (s *Store) OrderNextDeadline(ctx context.Context, flows []string) (time.Tim
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("sqlite: order next deadline: %w", err)
 	}
-	return fromMicros(us), true, nil
+	return column.Time(us), true, nil
 }
 
 // OrderCountDue counts the orders, of every flow, whose deadline is at or
@@ -112,7 +113,7 @@ func (s *Store) OrderNextDeadline(ctx context.Context, flows []string) (time.Tim
 func (s *Store) OrderCountDue(ctx context.Context, now time.Time) (int64, error) {
 	var n int64
 	err := s.db().QueryRowContext(ctx, `SELECT count(*) FROM orders
-		WHERE deadline_at IS NOT NULL AND deadline_at <= ?`, micros(now)).Scan(&n)
+		WHERE deadline_at IS NOT NULL AND deadline_at <= ?`, column.Micros(now)).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: order count due: %w", err)
 	}

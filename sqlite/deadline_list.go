@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 // The deadline list walks orders_due_idx from p.After on. The index holds
@@ -24,13 +25,13 @@ const (
 func (s *Store) OrderDeadlineList(ctx context.Context, p *lapse.OrderDeadlineListParams) ([]lapse.OrderDeadline, error) {
 	q, args := orderDeadlineListSQL, []any{p.Limit}
 	if p.After != nil {
-		q, args = orderDeadlineListAfterSQL, []any{micros(p.After.DeadlineAt), p.After.ID, p.Limit}
+		q, args = orderDeadlineListAfterSQL, []any{column.Micros(p.After.DeadlineAt), p.After.ID, p.Limit}
 	}
 	out, err := queryAll(ctx, s.db(), func(r scanner) (lapse.OrderDeadline, error) {
 		var d lapse.OrderDeadline
 		var us int64
 		err := r.Scan(&d.ID, &d.OrderNo, &us)
-		d.DeadlineAt = fromMicros(us)
+		d.DeadlineAt = column.Time(us)
 		return d, err
 	}, q, args...)
 	if err != nil {

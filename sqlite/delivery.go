@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 // Deliveries are created by outbox, with the events they deliver.
@@ -30,8 +31,8 @@ func scanDelivery(r scanner) (*lapse.Delivery, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.NextAttemptAt, d.CreatedAt, d.UpdatedAt = fromMicros(next), fromMicros(created), fromMicros(updated)
-	d.LeaseUntil, d.DoneAt = fromNullMicros(leaseUntil), fromNullMicros(doneAt)
+	d.NextAttemptAt, d.CreatedAt, d.UpdatedAt = column.Time(next), column.Time(created), column.Time(updated)
+	d.LeaseUntil, d.DoneAt = column.NullTime(leaseUntil), column.NullTime(doneAt)
 	return &d, nil
 }
 
@@ -65,7 +66,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *lapse.DeliveryClaimParams)
 	var claimed []*lapse.Delivery
 	err := s.write(ctx, func(w *writeTx) error {
 		args := make([]any, 0, len(p.Subscribers)+2)
-		args = append(args, micros(p.Now))
+		args = append(args, column.Micros(p.Now))
 		for _, sub := range p.Subscribers {
 			args = append(args, sub)
 		}
@@ -75,8 +76,8 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *lapse.DeliveryClaimParams)
 			return err
 		}
 
-		until := micros(p.LeaseUntil)
-		args = append(args[:0], p.Owner, until, until, micros(p.Now))
+		until := column.Micros(p.LeaseUntil)
+		args = append(args[:0], p.Owner, until, until, column.Micros(p.Now))
 		for _, id := range ids {
 			args = append(args, id)
 		}
@@ -140,9 +141,9 @@ func (s *Store) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinishParam
 	var next, doneAt any // NULL keeps next_attempt_at, and leaves done_at unset
 	switch p.Status {
 	case lapse.DeliveryDone:
-		doneAt = micros(p.At)
+		doneAt = column.Micros(p.At)
 	case lapse.DeliveryPending:
-		next = micros(p.NextAttemptAt)
+		next = column.Micros(p.NextAttemptAt)
 	case lapse.DeliveryDead:
 	default:
 		return nil, lapse.FieldError("status", "a delivery finishes done, pending or dead, not %q", p.Status)
@@ -155,7 +156,7 @@ func (s *Store) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinishParam
 				lease_owner = '', lease_until = NULL, updated_at = ?, done_at = ?
 			WHERE id = ? AND status = 'pending' AND attempts = ? AND lease_owner = ?
 			RETURNING `+deliveryCols,
-			string(p.Status), next, p.Unknown, p.Error, micros(p.At), doneAt, p.ID, p.Attempt, p.Owner))
+			string(p.Status), next, p.Unknown, p.Error, column.Micros(p.At), doneAt, p.ID, p.Attempt, p.Owner))
 		if errors.Is(err, sql.ErrNoRows) {
 			return lapse.ErrLeaseLost
 		}
@@ -165,7 +166,7 @@ func (s *Store) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinishParam
 		r := &p.Record
 		if _, err := w.tx.ExecContext(ctx, `INSERT INTO delivery_attempts (delivery_id, attempt, worker, started_at,
 			duration_us, outcome, error) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			p.ID, p.Attempt, r.Worker, micros(r.StartedAt), r.Duration.Microseconds(), r.Outcome, r.Error); err != nil {
+			p.ID, p.Attempt, r.Worker, column.Micros(r.StartedAt), r.Duration.Microseconds(), r.Outcome, r.Error); err != nil {
 			return fmt.Errorf("attempt row: %w", err)
 		}
 		if p.Review != nil {
@@ -191,7 +192,7 @@ func (s *Store) DeliveryRenew(ctx context.Context, p *lapse.DeliveryRenewParams)
 	if len(p.Leases) == 0 {
 		return nil, nil
 	}
-	until := micros(p.LeaseUntil)
+	until := column.Micros(p.LeaseUntil)
 	args := make([]any, 0, 3+3*len(p.Leases))
 	args = append(args, until, until)
 	for _, l := range p.Leases {
@@ -232,7 +233,7 @@ func (s *Store) DeliveryRetry(ctx context.Context, p *lapse.DeliveryRetryParams)
 			SET status = 'pending', retry_base = attempts, next_attempt_at = ?, updated_at = ?,
 				lease_owner = '', lease_until = NULL
 			WHERE id = ? AND status = 'dead'
-			RETURNING `+deliveryCols, micros(p.At), micros(p.At), p.ID))
+			RETURNING `+deliveryCols, column.Micros(p.At), column.Micros(p.At), p.ID))
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
@@ -295,7 +296,7 @@ func scanAttempt(r scanner) (*lapse.DeliveryAttempt, error) {
 	if err := r.Scan(&a.DeliveryID, &a.Attempt, &a.Worker, &started, &us, &a.Outcome, &a.Error); err != nil {
 		return nil, err
 	}
-	a.StartedAt, a.Duration = fromMicros(started), time.Duration(us)*time.Microsecond
+	a.StartedAt, a.Duration = column.Time(started), time.Duration(us)*time.Microsecond
 	return &a, nil
 }
 
@@ -312,6 +313,6 @@ func (s *Store) DeliveryCount(ctx context.Context) (*lapse.DeliveryCounts, error
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: delivery count: %w", err)
 	}
-	c.OldestPending = fromNullMicros(oldest)
+	c.OldestPending = column.NullTime(oldest)
 	return &c, nil
 }

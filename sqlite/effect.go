@@ -3,6 +3,8 @@ package sqlite
 import (
 	"context"
 	"time"
+
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 // EffectClaim records that consumer handled the event eventID, at at, and
@@ -12,7 +14,7 @@ import (
 func (s *Store) EffectClaim(ctx context.Context, consumer, eventID string, at time.Time) (first bool, err error) {
 	err = s.write(ctx, func(w *writeTx) error {
 		res, err := w.tx.ExecContext(ctx, `INSERT INTO effects (consumer, event_id, created_at) VALUES (?, ?, ?)
-			ON CONFLICT (consumer, event_id) DO NOTHING`, consumer, eventID, micros(at))
+			ON CONFLICT (consumer, event_id) DO NOTHING`, consumer, eventID, column.Micros(at))
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 const groupMemberCols = `id, order_id, group_id, user_id, provider, method, amount, currency, key, status, attempts,
@@ -23,7 +24,7 @@ func scanGroupMember(r scanner) (*lapse.GroupMember, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.JoinedAt, m.UpdatedAt, m.ChargedAt = fromMicros(joined), fromMicros(updated), fromNullMicros(charged)
+	m.JoinedAt, m.UpdatedAt, m.ChargedAt = column.Time(joined), column.Time(updated), column.NullTime(charged)
 	return &m, nil
 }
 
@@ -42,7 +43,7 @@ func (s *Store) GroupMemberAdd(ctx context.Context, m *lapse.GroupMember) (*laps
 			provider, method, amount, currency, key, status, joined_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING `+groupMemberCols,
 			m.OrderID, m.GroupID, m.UserID, m.Provider, m.Method, m.Amount, m.Currency, m.Key,
-			string(lapse.ChargePending), micros(m.JoinedAt), micros(m.JoinedAt)))
+			string(lapse.ChargePending), column.Micros(m.JoinedAt), column.Micros(m.JoinedAt)))
 		if errors.Is(err, sql.ErrNoRows) {
 			got, err = scanGroupMember(w.tx.QueryRowContext(ctx, `SELECT `+groupMemberCols+` FROM group_members
 				WHERE order_id = ? AND user_id = ?`, m.OrderID, m.UserID))
@@ -84,7 +85,7 @@ func (s *Store) GroupMemberUpdate(ctx context.Context, p *lapse.GroupMemberUpdat
 			attempts = attempts + ?2, txn_id = CASE WHEN ?3 <> '' THEN ?3 ELSE txn_id END, last_error = ?4,
 			charged_at = coalesce(?5, charged_at), updated_at = ?6
 			WHERE id = ?7 AND status = ?8 RETURNING `+groupMemberCols,
-			string(p.To), attempt, p.TxnID, p.Error, nullMicros(p.ChargedAt), micros(p.At), p.ID, string(p.From)))
+			string(p.To), attempt, p.TxnID, p.Error, column.NullMicros(p.ChargedAt), column.Micros(p.At), p.ID, string(p.From)))
 		if errors.Is(err, sql.ErrNoRows) {
 			return lapse.ErrStale
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 	"github.com/lapsehq/lapse/internal/migration"
 )
 
@@ -43,7 +44,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 			}
 		}
 		// Bookkeeping, not business logic: the wall clock is the right one.
-		now := micros(lapse.SystemClock{}.Now())
+		now := column.Micros(lapse.SystemClock{}.Now())
 		for _, m := range ms {
 			if applied[m.Version] {
 				continue

@@ -3,12 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 // orderCols are the columns scanOrder reads, in its order.
@@ -24,15 +24,14 @@ const orderInsert = `INSERT INTO orders (order_no, flow, state, deadline_at, amo
 
 func orderArgs(o *lapse.Order) []any {
 	var items, metadata any // NULL when empty, so that both read back as nil
-	if len(o.Items) > 0 {
-		b, _ := json.Marshal(o.Items) // an Item always marshals
+	if b := column.Items(o.Items); b != nil {
 		items = string(b)
 	}
 	if len(o.Metadata) > 0 {
 		metadata = string(o.Metadata)
 	}
-	return []any{o.OrderNo, o.Flow, string(o.State), nullMicros(o.DeadlineAt), o.Amount, o.Currency, o.UserID,
-		items, o.Coupon, metadata, micros(o.CreatedAt), micros(o.UpdatedAt), nullMicros(o.ClosedAt),
+	return []any{o.OrderNo, o.Flow, string(o.State), column.NullMicros(o.DeadlineAt), o.Amount, o.Currency, o.UserID,
+		items, o.Coupon, metadata, column.Micros(o.CreatedAt), column.Micros(o.UpdatedAt), column.NullMicros(o.ClosedAt),
 		o.CloseReason, string(o.FiredBy), o.RequestHash}
 }
 
@@ -52,16 +51,11 @@ func scanOrder(r scanner) (*lapse.Order, error) {
 	if err != nil {
 		return nil, err
 	}
-	o.DeadlineAt, o.ClosedAt, o.IntentAt = fromNullMicros(deadline), fromNullMicros(closed), fromNullMicros(intent)
-	o.PayBy = fromNullMicros(payBy)
-	o.CreatedAt, o.UpdatedAt = fromMicros(created), fromMicros(updated)
-	if len(items) > 0 {
-		if err := json.Unmarshal(items, &o.Items); err != nil {
-			return nil, fmt.Errorf("order %s: items: %w", o.OrderNo, err)
-		}
-		if len(o.Items) == 0 {
-			o.Items = nil // '[]', as another writer may store no items
-		}
+	o.DeadlineAt, o.ClosedAt, o.IntentAt = column.NullTime(deadline), column.NullTime(closed), column.NullTime(intent)
+	o.PayBy = column.NullTime(payBy)
+	o.CreatedAt, o.UpdatedAt = column.Time(created), column.Time(updated)
+	if o.Items, err = column.ParseItems(items); err != nil {
+		return nil, fmt.Errorf("order %s: items: %w", o.OrderNo, err)
 	}
 	if len(metadata) > 0 {
 		o.Metadata = metadata
@@ -191,13 +185,13 @@ func (s *Store) OrderList(ctx context.Context, p *lapse.OrderListParams) ([]*lap
 		where, args = append(where, "flow = ?"), append(args, p.Flow)
 	}
 	if p.CreatedFrom != nil {
-		where, args = append(where, "created_at >= ?"), append(args, micros(*p.CreatedFrom))
+		where, args = append(where, "created_at >= ?"), append(args, column.Micros(*p.CreatedFrom))
 	}
 	if p.CreatedTo != nil {
-		where, args = append(where, "created_at < ?"), append(args, micros(*p.CreatedTo))
+		where, args = append(where, "created_at < ?"), append(args, column.Micros(*p.CreatedTo))
 	}
 	if p.Before != nil {
-		where, args = append(where, "(created_at, id) < (?, ?)"), append(args, micros(p.Before.CreatedAt), p.Before.ID)
+		where, args = append(where, "(created_at, id) < (?, ?)"), append(args, column.Micros(p.Before.CreatedAt), p.Before.ID)
 	}
 	var q strings.Builder
 	q.WriteString(`SELECT ` + orderCols + ` FROM orders`)

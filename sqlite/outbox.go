@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 // outbox writes evs as outbox rows of the order orderID, and fans each out
@@ -16,7 +17,7 @@ import (
 func (w *writeTx) outbox(ctx context.Context, orderID int64, evs []lapse.OutboxEvent) error {
 	for i := range evs {
 		ev := &evs[i]
-		at := micros(ev.CreatedAt)
+		at := column.Micros(ev.CreatedAt)
 		_, err := w.exec(ctx, `INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
 			VALUES (?, ?, ?, ?, ?, ?)`,
 			ev.ID, orderID, ev.OrderNo, ev.Type, string(ev.Payload), at)
@@ -56,7 +57,7 @@ func scanEvent(r scanner) (*lapse.OutboxEvent, error) {
 	if err := r.Scan(&ev.Seq, &ev.ID, &ev.OrderID, &ev.OrderNo, &ev.Type, &payload, &at); err != nil {
 		return nil, err
 	}
-	ev.Payload, ev.CreatedAt = payload, fromMicros(at)
+	ev.Payload, ev.CreatedAt = payload, column.Time(at)
 	return &ev, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 const paymentCols = `id, provider, txn_id, order_id, order_no, amount, currency, merchant, paid_at, status,
@@ -24,8 +25,8 @@ func scanPayment(r scanner) (*lapse.Payment, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.PaidAt, p.RefundedAt = fromMicros(paid), fromNullMicros(refunded)
-	p.CreatedAt, p.UpdatedAt = fromMicros(created), fromMicros(updated)
+	p.PaidAt, p.RefundedAt = column.Time(paid), column.NullTime(refunded)
+	p.CreatedAt, p.UpdatedAt = column.Time(created), column.Time(updated)
 	return &p, nil
 }
 
@@ -42,9 +43,9 @@ func (s *Store) PaymentCreate(ctx context.Context, p *lapse.PaymentCreateParams)
 			amount, currency, merchant, paid_at, status, reason, refund_id, refunded_at, raw, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (provider, txn_id) DO NOTHING RETURNING `+paymentCols,
-			in.Provider, in.TxnID, in.OrderID, in.OrderNo, in.Amount, in.Currency, in.Merchant, micros(in.PaidAt),
-			string(in.Status), in.Reason, in.RefundID, nullMicros(in.RefundedAt), rawBytes(in.Raw),
-			micros(in.CreatedAt), micros(in.CreatedAt)))
+			in.Provider, in.TxnID, in.OrderID, in.OrderNo, in.Amount, in.Currency, in.Merchant, column.Micros(in.PaidAt),
+			string(in.Status), in.Reason, in.RefundID, column.NullMicros(in.RefundedAt), rawBytes(in.Raw),
+			column.Micros(in.CreatedAt), column.Micros(in.CreatedAt)))
 		if errors.Is(err, sql.ErrNoRows) {
 			got, err = scanPayment(w.tx.QueryRowContext(ctx, `SELECT `+paymentCols+` FROM payments
 				WHERE provider = ? AND txn_id = ?`, in.Provider, in.TxnID))
@@ -123,7 +124,7 @@ func (s *Store) PaymentUpdate(ctx context.Context, p *lapse.PaymentUpdateParams)
 			refund_id = CASE WHEN ? <> '' THEN ? ELSE refund_id END,
 			refunded_at = coalesce(?, refunded_at), updated_at = ?
 			WHERE id = ? AND status = ? RETURNING `+paymentCols,
-			string(p.To), p.Reason, p.Reason, p.RefundID, p.RefundID, nullMicros(p.RefundedAt), micros(p.At),
+			string(p.To), p.Reason, p.Reason, p.RefundID, p.RefundID, column.NullMicros(p.RefundedAt), column.Micros(p.At),
 			p.ID, string(p.From)))
 		if errors.Is(err, sql.ErrNoRows) {
 			var n int

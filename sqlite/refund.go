@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 const orderRefundCols = `id, order_id, order_no, payment_id, provider, txn_id, amount, currency, reason, key, status,
@@ -22,7 +23,7 @@ func scanOrderRefund(r scanner) (*lapse.OrderRefund, error) {
 	if err != nil {
 		return nil, err
 	}
-	x.CreatedAt, x.UpdatedAt = fromMicros(created), fromMicros(updated)
+	x.CreatedAt, x.UpdatedAt = column.Time(created), column.Time(updated)
 	return &x, nil
 }
 
@@ -37,7 +38,7 @@ func (s *Store) OrderRefundCreate(ctx context.Context, r *lapse.OrderRefund) (*l
 			provider, txn_id, amount, currency, reason, key, status, refund_id, created_at, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING RETURNING `+orderRefundCols,
 			r.OrderID, r.OrderNo, r.PaymentID, r.Provider, r.TxnID, r.Amount, r.Currency, r.Reason, r.Key, string(r.Status),
-			r.RefundID, micros(r.CreatedAt), micros(r.CreatedAt)))
+			r.RefundID, column.Micros(r.CreatedAt), column.Micros(r.CreatedAt)))
 		if errors.Is(err, sql.ErrNoRows) {
 			got, err = scanOrderRefund(w.tx.QueryRowContext(ctx, `SELECT `+orderRefundCols+` FROM order_refunds WHERE key = ?`, r.Key))
 			return err
@@ -71,7 +72,7 @@ func (s *Store) OrderRefundUpdate(ctx context.Context, p *lapse.OrderRefundUpdat
 			refund_id = CASE WHEN ?2 <> '' THEN ?2 ELSE refund_id END, updated_at = ?3,
 			failure = CASE WHEN ?6 <> '' THEN ?6 ELSE failure END
 			WHERE id = ?4 AND status = ?5 RETURNING `+orderRefundCols,
-			string(p.To), p.RefundID, micros(p.At), p.ID, string(p.From), p.Failure))
+			string(p.To), p.RefundID, column.Micros(p.At), p.ID, string(p.From), p.Failure))
 		if errors.Is(err, sql.ErrNoRows) {
 			return lapse.ErrStale
 		}

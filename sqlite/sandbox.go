@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 var _ lapse.SandboxStore = (*Store)(nil)
@@ -41,7 +42,7 @@ func scanSandboxPayment(r scanner) (*lapse.SandboxPayment, error) {
 		return nil, err
 	}
 	if paidAt.Valid {
-		p.PaidAt = fromMicros(paidAt.Int64)
+		p.PaidAt = column.Time(paidAt.Int64)
 	}
 	return &p, nil
 }
@@ -79,7 +80,7 @@ func (s *Store) SandboxPaymentGet(ctx context.Context, gateway, txnID string) (*
 func (s *Store) SandboxPaymentPut(ctx context.Context, p *lapse.SandboxPayment) error {
 	var paidAt any
 	if !p.PaidAt.IsZero() {
-		paidAt = micros(p.PaidAt)
+		paidAt = column.Micros(p.PaidAt)
 	}
 	err := s.write(ctx, func(w *writeTx) error {
 		res, err := w.exec(ctx, `INSERT INTO sandbox_payments (`+sandboxPaymentCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)

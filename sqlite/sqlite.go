@@ -186,28 +186,6 @@ func (s *Store) db() queryer {
 	return s.reader
 }
 
-// micros is t as stored.
-func micros(t time.Time) int64 { return t.UnixMicro() }
-
-// nullMicros is t as stored, NULL when nil.
-func nullMicros(t *time.Time) any {
-	if t == nil {
-		return nil
-	}
-	return t.UnixMicro()
-}
-
-// fromMicros is the time that micros stored.
-func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
-
-func fromNullMicros(us sql.NullInt64) *time.Time {
-	if !us.Valid {
-		return nil
-	}
-	t := fromMicros(us.Int64)
-	return &t
-}
-
 // fail wraps err, the failure of op, with the package and op: except a
 // *lapse.Error, which the store made for its caller and returns as it is.
 func fail(err error, op string, args ...any) error {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 const stockCols = `sku, on_hand, reserved, updated_at`
@@ -17,7 +18,7 @@ func scanStock(r scanner) (*lapse.Stock, error) {
 	if err := r.Scan(&st.SKU, &st.OnHand, &st.Reserved, &at); err != nil {
 		return nil, err
 	}
-	st.UpdatedAt = fromMicros(at)
+	st.UpdatedAt = column.Time(at)
 	return &st, nil
 }
 
@@ -33,7 +34,7 @@ func (s *Store) StockSet(ctx context.Context, p *lapse.StockSetParams) (*lapse.S
 			VALUES (?, ?, 0, ?)
 			ON CONFLICT (sku) DO UPDATE SET on_hand = excluded.on_hand, updated_at = excluded.updated_at
 				WHERE excluded.on_hand >= stock.reserved
-			RETURNING `+stockCols, p.SKU, p.OnHand, micros(p.At)))
+			RETURNING `+stockCols, p.SKU, p.OnHand, column.Micros(p.At)))
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
@@ -77,7 +78,7 @@ const stockMoveSQL = `UPDATE stock SET on_hand = on_hand + ?1, reserved = reserv
 func (s *Store) StockMove(ctx context.Context, p *lapse.StockMoveParams) error {
 	d, _ := p.Kind.Delta()
 	err := s.write(ctx, func(w *writeTx) error {
-		at := micros(p.At)
+		at := column.Micros(p.At)
 		for _, l := range p.Lines {
 			res, err := w.exec(ctx, stockMoveSQL, d.OnHand*l.Qty, d.Reserved*l.Qty, at, l.SKU)
 			if err != nil {
@@ -131,6 +132,6 @@ func scanStockMove(r scanner) (*lapse.StockMove, error) {
 	if err := r.Scan(&m.ID, &m.OrderID, &m.SKU, &m.Qty, (*string)(&m.Kind), &at); err != nil {
 		return nil, err
 	}
-	m.CreatedAt = fromMicros(at)
+	m.CreatedAt = column.Time(at)
 	return &m, nil
 }

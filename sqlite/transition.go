@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/column"
 )
 
 // transitionUpdate is the guarded update of a transition; the arguments are
@@ -16,7 +17,7 @@ const transitionUpdate = `UPDATE orders SET state = ?, version = version + 1, de
 	WHERE id = ? AND state = ? AND version = ?`
 
 func transitionArgs(p *lapse.OrderTransitionParams) []any {
-	return []any{string(p.ToState), nullMicros(p.DeadlineAt), micros(p.At), nullMicros(p.ClosedAt), p.CloseReason,
+	return []any{string(p.ToState), column.NullMicros(p.DeadlineAt), column.Micros(p.At), column.NullMicros(p.ClosedAt), p.CloseReason,
 		string(p.FiredBy), p.OrderID, string(p.FromState), p.FromVersion}
 }
 
@@ -94,7 +95,7 @@ func (w *writeTx) logTransition(ctx context.Context, orderID int64, r *lapse.Tra
 	_, err := w.exec(ctx, `INSERT INTO transitions (order_id, from_state, to_state, event, version, fired_by,
 		actor, reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		orderID, string(r.FromState), string(r.ToState), string(r.Event), r.Version, string(r.FiredBy),
-		r.Actor, r.Reason, micros(r.CreatedAt))
+		r.Actor, r.Reason, column.Micros(r.CreatedAt))
 	if err != nil {
 		return fmt.Errorf("transition log: %w", err)
 	}
@@ -118,7 +119,7 @@ func (s *Store) TransitionList(ctx context.Context, orderID int64) ([]*lapse.Tra
 			&r.Version, (*string)(&r.FiredBy), &r.Actor, &r.Reason, &at); err != nil {
 			return nil, fmt.Errorf("sqlite: transition list %d: %w", orderID, err)
 		}
-		r.CreatedAt = fromMicros(at)
+		r.CreatedAt = column.Time(at)
 		out = append(out, &r)
 	}
 	if err := rows.Err(); err != nil {
