@@ -142,12 +142,16 @@ func isCheckViolation(err error, name string) bool {
 func isDeadlock(err error) bool { return errorNumber(err) == 1213 }
 
 // endsTransaction reports whether err may have rolled back the whole
-// transaction it happened in, not just its statement: a deadlock, a lock wait
-// timeout (with innodb_rollback_on_timeout), or a lost connection.
-func endsTransaction(err error) bool {
+// transaction it happened in, not just its statement: a deadlock, a lost
+// connection, or a lock wait timeout on a server that rolls back a
+// transaction for it (innodb_rollback_on_timeout; by default InnoDB rolls
+// back the statement alone, and a savepoint before it still holds).
+func (v server) endsTransaction(err error) bool {
 	switch errorNumber(err) {
-	case 1213, 1205:
+	case 1213:
 		return true
+	case 1205:
+		return v.rollbackOnTimeout
 	}
 	return isUnavailable(err, false)
 }

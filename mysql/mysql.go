@@ -107,6 +107,10 @@ type Store struct {
 // server is what Open learned of the database server.
 type server struct {
 	mariadb bool
+	// rollbackOnTimeout is innodb_rollback_on_timeout, which the server
+	// reads at its start: a lock wait timeout rolls back the whole
+	// transaction, not only the statement.
+	rollbackOnTimeout bool
 }
 
 // isolationVar is the name of the session's isolation level: MySQL 8
@@ -202,13 +206,15 @@ func probe(ctx context.Context, mc *mysql.Config) (server, error) {
 	defer db.Close()
 	db.SetMaxOpenConns(1)
 	var version string
-	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+	var rollbackOnTimeout bool
+	if err := db.QueryRowContext(ctx, "SELECT VERSION(), @@GLOBAL.innodb_rollback_on_timeout").Scan(&version, &rollbackOnTimeout); err != nil {
 		return server{}, fmt.Errorf("mysql: open: %w", unavailableWait(err))
 	}
 	srv, v, err := parseVersion(version)
 	if err != nil {
 		return server{}, err
 	}
+	srv.rollbackOnTimeout = rollbackOnTimeout
 	least, name := minMySQL, "MySQL"
 	if srv.mariadb {
 		least, name = minMariaDB, "MariaDB"

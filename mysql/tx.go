@@ -47,7 +47,7 @@ func (s *Store) on(ctx context.Context, fn func(q querier) error) error {
 			return fmt.Errorf("the transaction was rolled back: %w", unavailable(s.txs.broken))
 		}
 		err := fn(s.tx)
-		if err != nil && endsTransaction(err) {
+		if err != nil && s.server.endsTransaction(err) {
 			s.txs.breakOn(err)
 		}
 		return unavailable(err)
@@ -132,10 +132,12 @@ func queryAll[T any](ctx context.Context, s *Store, scan func(scanner) (T, error
 //
 // The transaction runs at READ COMMITTED. A store method that fails inside
 // it writes nothing and leaves it usable, as a savepoint of its own rolls
-// back. A deadlock, for which InnoDB rolls the whole transaction back, or a
-// lost connection breaks it instead, in a nested Tx too: every later call
-// in it fails, and so does the commit, so that what fn writes after it
-// cannot commit without what came before.
+// back. A deadlock, for which InnoDB rolls the whole transaction back, a
+// lock wait timeout on a server with innodb_rollback_on_timeout, or a lost
+// connection breaks it instead, in a nested Tx too: every later call in it
+// fails, and so does the commit, so that what fn writes after it cannot
+// commit without what came before. A lock wait timeout otherwise undoes its
+// statement alone, and a nested Tx around it goes as any failed one.
 func (s *Store) Tx(ctx context.Context, fn func(tx lapse.Store) error) error {
 	if s.tx != nil {
 		return s.savepoint(ctx, "mysql: ", func() error { return fn(s) })

@@ -144,6 +144,60 @@ func TestTxDeadlock(t *testing.T) {
 	}
 }
 
+// TestTxLockTimeoutNested: a lock wait timeout inside a nested Tx undoes
+// that Tx alone, as InnoDB undoes the statement alone by default: the outer
+// transaction goes on and commits.
+func TestTxLockTimeoutNested(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, testenv.MySQLDatabase(t), mysql.Config{MaxConns: 2, LockTimeout: time.Second})
+	ctx := context.Background()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	if _, _, err := s.OrderCreate(ctx, createParams("LT-1", &now, now)); err != nil {
+		t.Fatal(err)
+	}
+	locked, release := make(chan struct{}), make(chan struct{})
+	holder := make(chan error, 1)
+	go func() {
+		holder <- s.Tx(ctx, func(tx lapse.Store) error {
+			_, err := tx.OrderLock(ctx, "LT-1")
+			close(locked)
+			<-release
+			return err
+		})
+	}()
+	<-locked
+	err := s.Tx(ctx, func(tx lapse.Store) error {
+		if _, _, err := tx.OrderCreate(ctx, createParams("LT-2", &now, now)); err != nil {
+			return err
+		}
+		err := tx.Tx(ctx, func(tx lapse.Store) error {
+			if _, _, err := tx.OrderCreate(ctx, createParams("LT-3", &now, now)); err != nil {
+				return err
+			}
+			_, err := tx.OrderLock(ctx, "LT-1")
+			return err
+		})
+		if err == nil {
+			t.Error("OrderLock of a row another transaction holds did not time out")
+		}
+		_, _, err = tx.OrderCreate(ctx, createParams("LT-4", &now, now))
+		return err
+	})
+	close(release)
+	if err != nil {
+		t.Fatalf("Tx after a lock wait timeout in a nested Tx: %v", err)
+	}
+	if err := <-holder; err != nil {
+		t.Fatal(err)
+	}
+	for no, want := range map[string]bool{"LT-2": true, "LT-3": false, "LT-4": true} {
+		_, err := s.OrderGet(ctx, no)
+		if got := err == nil; got != want || (err != nil && !errors.Is(err, lapse.ErrOrderNotFound)) {
+			t.Errorf("%s exists = %v (%v), want %v", no, got, err, want)
+		}
+	}
+}
+
 func TestTxCancelled(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, testenv.MySQLDatabase(t), mysql.Config{MaxConns: 1})
