@@ -11,30 +11,6 @@ import (
 	"github.com/lapsehq/lapse/postgres"
 )
 
-func TestTxPanic(t *testing.T) {
-	t.Parallel()
-	s := openStore(t, testenv.PostgresSchema(t), postgres.Config{MaxConns: 1})
-	ctx := context.Background()
-	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	func() {
-		defer func() {
-			if r := recover(); r != "boom" {
-				t.Errorf("recovered %v, want the panic of fn", r)
-			}
-		}()
-		_ = s.Tx(ctx, func(tx lapse.Store) error {
-			if _, _, err := tx.OrderCreate(ctx, createParams("P-1", &now, now)); err != nil {
-				t.Error(err)
-			}
-			panic("boom")
-		})
-	}()
-	// With one connection, this also shows that the panic gave it back.
-	if _, err := s.OrderGet(ctx, "P-1"); !errors.Is(err, lapse.ErrOrderNotFound) {
-		t.Errorf("order written in a panicking Tx exists: %v", err)
-	}
-}
-
 func TestTxFailedStatement(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, testenv.PostgresSchema(t), postgres.Config{MaxConns: 1})

@@ -9,32 +9,6 @@ import (
 	"github.com/lapsehq/lapse"
 )
 
-// A panic in fn rolls back, panics on, and frees the writer.
-func TestTxPanicRollsBack(t *testing.T) {
-	t.Parallel()
-	s := openStore(t, filepath.Join(t.TempDir(), "lapse.db"))
-	ctx := context.Background()
-	func() {
-		defer func() {
-			if recover() != "boom" {
-				t.Error("Tx did not panic on")
-			}
-		}()
-		_ = s.Tx(ctx, func(tx lapse.Store) error {
-			if _, _, err := tx.OrderCreate(ctx, newOrder("P-1", base)); err != nil {
-				return err
-			}
-			panic("boom")
-		})
-	}()
-	if _, err := s.OrderGet(ctx, "P-1"); !errors.Is(err, lapse.ErrOrderNotFound) {
-		t.Errorf("order of a panicked Tx: %v", err)
-	}
-	if _, _, err := s.OrderCreate(ctx, newOrder("P-2", base)); err != nil {
-		t.Fatalf("create after a panicked Tx: %v", err)
-	}
-}
-
 // A nested Tx that fails undoes its own writes only, and a method that fails
 // inside Tx leaves nothing behind even when the caller commits.
 func TestTxNestedSavepoint(t *testing.T) {

@@ -52,6 +52,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"Times", testTimes},
 		{"TxRollback", testTxRollback},
 		{"TxNested", testTxNested},
+		{"TxPanic", testTxPanic},
 		{"TxRefusals", testTxRefusals},
 		{"DeliveryFanOut", testDeliveryFanOut},
 		{"OutboxSubscriberTwice", testOutboxSubscriberTwice},
