@@ -15,10 +15,15 @@ const (
 	ENOTFOUND    = "not_found"   // the thing asked for does not exist
 	ECONFLICT    = "conflict"    // the request is well formed but clashes with current state
 	EUNAVAILABLE = "unavailable" // a dependency is down or overloaded; try again later
-	// EUNAUTHORIZED: the request's credentials (a provider callback's
-	// signature) did not verify; nothing was written.
+	// EUNAUTHORIZED: the request carries no credential, or one that did not
+	// verify (an API key, a session, a provider callback's signature);
+	// nothing was written.
 	EUNAUTHORIZED = "unauthorized"
-	EINTERNAL     = "internal" // a bug or an unexpected failure; logged at the edge
+	// EFORBIDDEN: the credential is good but may not do this (a scope or
+	// role it lacks, a second factor it did not give, a request it made
+	// itself and may not approve); nothing was written.
+	EFORBIDDEN = "forbidden"
+	EINTERNAL  = "internal" // a bug or an unexpected failure; logged at the edge
 )
 
 // Error is a Lapse error with a code, a human message, and optionally the

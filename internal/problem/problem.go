@@ -37,6 +37,7 @@ var statusOf = map[string]int{
 	lapse.ECONFLICT:     http.StatusConflict,
 	lapse.EUNAVAILABLE:  http.StatusServiceUnavailable,
 	lapse.EUNAUTHORIZED: http.StatusUnauthorized,
+	lapse.EFORBIDDEN:    http.StatusForbidden,
 	lapse.EINTERNAL:     http.StatusInternalServerError,
 }
 
