@@ -32,6 +32,9 @@ const (
 	FiredByRedis FiredBy = "redis" // the deadline engine, told by the shared trigger (Redis)
 	FiredByAPI   FiredBy = "api"   // an HTTP API call
 	FiredByApp   FiredBy = "app"   // a Go caller of the engine
+	// FiredByOperator: a person or service closing orders by hand (a manual
+	// close, lapse close or POST /v1/closes)
+	FiredByOperator FiredBy = "operator"
 	// FiredByPayment: the payment path, applying a verified provider callback
 	// or a payment the closer found by asking the provider.
 	FiredByPayment FiredBy = "payment"

@@ -107,7 +107,6 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("engine: nil store")
 	}
 	e := &Engine{
-		store: checked{store},
 		work:  checked{cmp.Or[lapse.Store](cfg.WorkStore, store)},
 		clock: cfg.Clock,
 		log:   cfg.Logger,
@@ -118,6 +117,7 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 	if e.clock == nil {
 		e.clock = lapse.SystemClock{}
 	}
+	e.store = auditing{Store: checked{store}, clock: e.clock}
 	if e.log == nil {
 		e.log = slog.Default()
 	}

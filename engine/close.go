@@ -1,0 +1,91 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/lapsehq/lapse"
+)
+
+// ErrNotClosable: the order's state has no deadline, so there is nothing to
+// close by hand: it is closed, paid, settled or waiting for something else.
+var ErrNotClosable = &lapse.Error{Code: lapse.ECONFLICT, Message: "the order's state has no deadline to close it by"}
+
+// CloseOrder closes an order by hand, for when automation failed (seed
+// 004's manual close): it fires the deadline event of the order's current
+// state now, as the deadline engine would at the deadline, with its log row
+// (fired by by, with reason), its events and what they release (stock,
+// coupons). The deadline need not have passed.
+//
+// An order whose customer started paying is settled with the provider
+// first, as the closer does: the provider is asked to close the payment,
+// and a payment it reports is applied (the order is then paid, and
+// CloseOrder returns ErrNotClosable); a provider that does not answer fails
+// the close with EUNAVAILABLE, and nothing changes.
+//
+// Errors: an error wrapping ErrNotClosable when the state has no deadline;
+// lapse.ErrOrderNotFound; EUNAVAILABLE as above.
+func (e *Engine) CloseOrder(ctx context.Context, orderNo, reason string, by Actor) (*lapse.Order, error) {
+	if err := e.settleBeforeClose(ctx, orderNo); err != nil {
+		return nil, err
+	}
+	return changeOrder(ctx, e, orderChange{orderNo: orderNo}, func(s lapse.Store, o *lapse.Order, flow *lapse.Flow) (*lapse.Order, error) {
+		st := flow.State(o.State)
+		if st == nil || st.Deadline == nil {
+			return nil, lapse.Refine(ErrNotClosable, "order %s is %s, which has no deadline to close it by", o.OrderNo, o.State)
+		}
+		p, err := flow.Plan(o, lapse.Firing{Event: st.Deadline.Event, Now: e.clock.Now(), FiredBy: by.FiredBy, Actor: by.Name, Reason: reason})
+		if err != nil {
+			return nil, err
+		}
+		moved, err := e.transition(ctx, s, o, p)
+		if err != nil {
+			return nil, err
+		}
+		e.committed(moved.Flow, p)
+		if moved.DeadlineAt != nil {
+			e.deadlineSet(moved.OrderNo, *moved.DeadlineAt)
+		}
+		return moved, nil
+	})
+}
+
+// settleBeforeClose asks the provider of an order whose customer started
+// paying to close the payment, and applies a payment it reports.
+func (e *Engine) settleBeforeClose(ctx context.Context, orderNo string) error {
+	o, err := e.store.OrderGet(ctx, orderNo)
+	if err != nil {
+		return err
+	}
+	ps := e.feat.payments
+	if !ps.asksProvider(o) {
+		return nil
+	}
+	prov := ps.providers[o.IntentProvider]
+	if prov == nil {
+		return nil // no port to ask: closed as the closer would, without asking
+	}
+	actx, cancel := context.WithTimeout(ctx, askTimeout)
+	pp, err := prov.Close(actx, o.OrderNo)
+	cancel()
+	switch {
+	case errors.Is(err, lapse.ErrProviderNotFound):
+		return nil
+	case err != nil:
+		return lapse.Errorf(lapse.EUNAVAILABLE, "order %s: %s did not close the payment its customer started (%v); try again",
+			o.OrderNo, o.IntentProvider, lapse.Reason(err))
+	case pp.Status != lapse.ProviderPaid:
+		return nil
+	}
+	raw, _ := json.Marshal(pp)
+	n := &lapse.PaymentNotice{Provider: o.IntentProvider, Kind: lapse.NoticePaid, TxnID: pp.TxnID, OrderNo: o.OrderNo,
+		Amount: pp.Amount, Currency: pp.Currency, Merchant: pp.Merchant, PaidAt: pp.PaidAt, Raw: raw}
+	// The payment is the provider's doing, not the closer's action: it is
+	// not the write the close's audit row goes with.
+	if _, err := ps.apply(withoutAudit(context.WithoutCancel(ctx)), n); err != nil {
+		return fmt.Errorf("order %s: %s reports a payment that cannot be recorded: %w", o.OrderNo, o.IntentProvider, err)
+	}
+	return nil
+}
