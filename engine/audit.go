@@ -72,22 +72,28 @@ func pending(ctx context.Context) *pendingAudit {
 // auditing is the engine's store, above checked: a write outside a
 // transaction, under a context with a row to audit, runs in one with the
 // row appended; a transaction begun under such a context appends the row at
-// its end. Inside a transaction (tx) writes pass through: the transaction's
-// owner appends.
+// its end if a write in it changed something. Inside a transaction (eff set)
+// writes pass through and say whether they changed anything: the
+// transaction's owner appends.
 type auditing struct {
 	lapse.Store
 	clock lapse.Clock
-	tx    bool
+	eff   *bool // in a transaction: set once a write in it changed something
 }
 
 func (s auditing) Tx(ctx context.Context, fn func(tx lapse.Store) error) error {
-	p := pending(ctx)
-	if s.tx || p == nil {
-		return s.Store.Tx(ctx, func(tx lapse.Store) error { return fn(auditing{tx, s.clock, true}) })
+	if s.eff != nil { // nested: the outer transaction appends
+		return s.Store.Tx(ctx, func(tx lapse.Store) error { return fn(auditing{tx, s.clock, s.eff}) })
 	}
+	p := pending(ctx)
+	eff := new(bool)
+	appended := false
 	err := s.Store.Tx(ctx, func(tx lapse.Store) error {
-		if err := fn(auditing{tx, s.clock, true}); err != nil {
+		if err := fn(auditing{tx, s.clock, eff}); err != nil {
 			return err
+		}
+		if p == nil || !*eff {
+			return nil
 		}
 		as, ok := accessOf(tx)
 		if !ok {
@@ -100,9 +106,10 @@ func (s auditing) Tx(ctx context.Context, fn func(tx lapse.Store) error) error {
 		if e.Result == "" {
 			e.Result = "ok"
 		}
+		appended = true
 		return lapse.AuditAppend(ctx, as, &e)
 	})
-	if err == nil {
+	if err == nil && appended {
 		p.mu.Lock()
 		p.written = true
 		p.mu.Unlock()
@@ -127,124 +134,142 @@ func accessOf(tx lapse.Store) (lapse.AccessStore, bool) {
 	}
 }
 
-// write runs call, one store write, as auditing says.
-func write[T any](ctx context.Context, s auditing, call func(lapse.Store) (T, error)) (T, error) {
-	if s.tx || pending(ctx) == nil {
+// write runs call, one store write, as auditing says; changed tells from
+// its result whether it changed anything (a create that found the record
+// there did not).
+func write[T any](ctx context.Context, s auditing, call func(lapse.Store) (T, error), changed func(T) bool) (T, error) {
+	if s.eff != nil {
+		got, err := call(s.Store)
+		if err == nil && changed(got) {
+			*s.eff = true
+		}
+		return got, err
+	}
+	if pending(ctx) == nil {
 		return call(s.Store)
 	}
 	var got T
 	err := s.Tx(ctx, func(tx lapse.Store) error {
 		var err error
-		got, err = call(tx.(auditing).Store)
+		got, err = write(ctx, tx.(auditing), call, changed)
 		return err
 	})
 	return got, err
 }
 
+// always is the changed of writes that change something whenever they
+// succeed.
+func always[T any](T) bool { return true }
+
 // two carries a write's two results through write.
-type two[A, B any] struct {
-	a A
-	b B
+type two[A any] struct {
+	a       A
+	created bool
 }
 
+func created[A any](r two[A]) bool { return r.created }
+
 func (s auditing) OrderCreate(ctx context.Context, p *lapse.OrderCreateParams) (*lapse.Order, bool, error) {
-	r, err := write(ctx, s, func(st lapse.Store) (two[*lapse.Order, bool], error) {
+	r, err := write(ctx, s, func(st lapse.Store) (two[*lapse.Order], error) {
 		o, created, err := st.OrderCreate(ctx, p)
-		return two[*lapse.Order, bool]{o, created}, err
-	})
-	return r.a, r.b, err
+		return two[*lapse.Order]{o, created}, err
+	}, created)
+	return r.a, r.created, err
 }
 
 func (s auditing) OrderCreateMany(ctx context.Context, ps []*lapse.OrderCreateParams) error {
-	_, err := write(ctx, s, func(st lapse.Store) (struct{}, error) { return struct{}{}, st.OrderCreateMany(ctx, ps) })
+	_, err := write(ctx, s, func(st lapse.Store) (struct{}, error) { return struct{}{}, st.OrderCreateMany(ctx, ps) }, always)
 	return err
 }
 
 func (s auditing) OrderTransition(ctx context.Context, p *lapse.OrderTransitionParams) (*lapse.Order, error) {
-	return write(ctx, s, func(st lapse.Store) (*lapse.Order, error) { return st.OrderTransition(ctx, p) })
+	return write(ctx, s, func(st lapse.Store) (*lapse.Order, error) { return st.OrderTransition(ctx, p) }, always)
 }
 
 func (s auditing) OrderTransitionMany(ctx context.Context, ps []*lapse.OrderTransitionParams) ([]int64, error) {
-	return write(ctx, s, func(st lapse.Store) ([]int64, error) { return st.OrderTransitionMany(ctx, ps) })
+	return write(ctx, s, func(st lapse.Store) ([]int64, error) { return st.OrderTransitionMany(ctx, ps) },
+		func(ids []int64) bool { return len(ids) > 0 })
 }
 
 func (s auditing) OrderDeadlineSet(ctx context.Context, p *lapse.OrderDeadlineSetParams) (*lapse.Order, error) {
-	return write(ctx, s, func(st lapse.Store) (*lapse.Order, error) { return st.OrderDeadlineSet(ctx, p) })
+	return write(ctx, s, func(st lapse.Store) (*lapse.Order, error) { return st.OrderDeadlineSet(ctx, p) }, always)
 }
 
 func (s auditing) DeliveryRetry(ctx context.Context, p *lapse.DeliveryRetryParams) (*lapse.Delivery, error) {
-	return write(ctx, s, func(st lapse.Store) (*lapse.Delivery, error) { return st.DeliveryRetry(ctx, p) })
+	return write(ctx, s, func(st lapse.Store) (*lapse.Delivery, error) { return st.DeliveryRetry(ctx, p) }, always)
 }
 
 func (s auditing) StockSet(ctx context.Context, p *lapse.StockSetParams) (*lapse.Stock, error) {
-	return write(ctx, s, func(st lapse.Store) (*lapse.Stock, error) { return st.StockSet(ctx, p) })
+	return write(ctx, s, func(st lapse.Store) (*lapse.Stock, error) { return st.StockSet(ctx, p) }, always)
 }
 
 func (s auditing) StockMove(ctx context.Context, p *lapse.StockMoveParams) error {
-	_, err := write(ctx, s, func(st lapse.Store) (struct{}, error) { return struct{}{}, st.StockMove(ctx, p) })
+	_, err := write(ctx, s, func(st lapse.Store) (struct{}, error) { return struct{}{}, st.StockMove(ctx, p) }, always)
 	return err
 }
 
 func (s auditing) CouponCreate(ctx context.Context, p *lapse.CouponCreateParams) (*lapse.Coupon, error) {
-	return write(ctx, s, func(st lapse.Store) (*lapse.Coupon, error) { return st.CouponCreate(ctx, p) })
+	return write(ctx, s, func(st lapse.Store) (*lapse.Coupon, error) { return st.CouponCreate(ctx, p) }, always)
 }
 
 func (s auditing) CouponMove(ctx context.Context, p *lapse.CouponMoveParams) (*lapse.Coupon, error) {
-	return write(ctx, s, func(st lapse.Store) (*lapse.Coupon, error) { return st.CouponMove(ctx, p) })
+	return write(ctx, s, func(st lapse.Store) (*lapse.Coupon, error) { return st.CouponMove(ctx, p) }, always)
 }
 
 func (s auditing) PaymentCreate(ctx context.Context, p *lapse.PaymentCreateParams) (*lapse.Payment, bool, error) {
-	r, err := write(ctx, s, func(st lapse.Store) (two[*lapse.Payment, bool], error) {
+	r, err := write(ctx, s, func(st lapse.Store) (two[*lapse.Payment], error) {
 		pay, created, err := st.PaymentCreate(ctx, p)
-		return two[*lapse.Payment, bool]{pay, created}, err
-	})
-	return r.a, r.b, err
+		return two[*lapse.Payment]{pay, created}, err
+	}, created)
+	return r.a, r.created, err
 }
 
 func (s auditing) PaymentUpdate(ctx context.Context, p *lapse.PaymentUpdateParams) (*lapse.Payment, error) {
-	return write(ctx, s, func(st lapse.Store) (*lapse.Payment, error) { return st.PaymentUpdate(ctx, p) })
+	return write(ctx, s, func(st lapse.Store) (*lapse.Payment, error) { return st.PaymentUpdate(ctx, p) }, always)
 }
 
 func (s auditing) OrderRefundCreate(ctx context.Context, r *lapse.OrderRefund) (*lapse.OrderRefund, bool, error) {
-	res, err := write(ctx, s, func(st lapse.Store) (two[*lapse.OrderRefund, bool], error) {
+	res, err := write(ctx, s, func(st lapse.Store) (two[*lapse.OrderRefund], error) {
 		ref, created, err := st.OrderRefundCreate(ctx, r)
-		return two[*lapse.OrderRefund, bool]{ref, created}, err
-	})
-	return res.a, res.b, err
+		return two[*lapse.OrderRefund]{ref, created}, err
+	}, created)
+	return res.a, res.created, err
 }
 
 func (s auditing) OrderRefundUpdate(ctx context.Context, p *lapse.OrderRefundUpdateParams) (*lapse.OrderRefund, error) {
-	return write(ctx, s, func(st lapse.Store) (*lapse.OrderRefund, error) { return st.OrderRefundUpdate(ctx, p) })
+	return write(ctx, s, func(st lapse.Store) (*lapse.OrderRefund, error) { return st.OrderRefundUpdate(ctx, p) }, always)
 }
 
 func (s auditing) GroupMemberAdd(ctx context.Context, m *lapse.GroupMember) (*lapse.GroupMember, bool, error) {
-	r, err := write(ctx, s, func(st lapse.Store) (two[*lapse.GroupMember, bool], error) {
+	r, err := write(ctx, s, func(st lapse.Store) (two[*lapse.GroupMember], error) {
 		got, created, err := st.GroupMemberAdd(ctx, m)
-		return two[*lapse.GroupMember, bool]{got, created}, err
-	})
-	return r.a, r.b, err
+		return two[*lapse.GroupMember]{got, created}, err
+	}, created)
+	return r.a, r.created, err
 }
 
 func (s auditing) GroupMemberUpdate(ctx context.Context, p *lapse.GroupMemberUpdateParams) (*lapse.GroupMember, error) {
-	return write(ctx, s, func(st lapse.Store) (*lapse.GroupMember, error) { return st.GroupMemberUpdate(ctx, p) })
+	return write(ctx, s, func(st lapse.Store) (*lapse.GroupMember, error) { return st.GroupMemberUpdate(ctx, p) }, always)
 }
 
 func (s auditing) CardIssue(ctx context.Context, p *lapse.CardIssueParams) ([]*lapse.Card, bool, error) {
-	r, err := write(ctx, s, func(st lapse.Store) (two[[]*lapse.Card, bool], error) {
+	r, err := write(ctx, s, func(st lapse.Store) (two[[]*lapse.Card], error) {
 		cs, created, err := st.CardIssue(ctx, p)
-		return two[[]*lapse.Card, bool]{cs, created}, err
-	})
-	return r.a, r.b, err
+		return two[[]*lapse.Card]{cs, created}, err
+	}, created)
+	return r.a, r.created, err
 }
 
 func (s auditing) CardRevoke(ctx context.Context, orderID int64, at time.Time) ([]*lapse.Card, error) {
-	return write(ctx, s, func(st lapse.Store) ([]*lapse.Card, error) { return st.CardRevoke(ctx, orderID, at) })
+	return write(ctx, s, func(st lapse.Store) ([]*lapse.Card, error) { return st.CardRevoke(ctx, orderID, at) },
+		func(cs []*lapse.Card) bool { return len(cs) > 0 })
 }
 
 func (s auditing) CardUse(ctx context.Context, id int64) (*lapse.Card, error) {
-	return write(ctx, s, func(st lapse.Store) (*lapse.Card, error) { return st.CardUse(ctx, id) })
+	return write(ctx, s, func(st lapse.Store) (*lapse.Card, error) { return st.CardUse(ctx, id) }, always)
 }
 
 func (s auditing) EffectClaim(ctx context.Context, consumer, eventID string, at time.Time) (bool, error) {
-	return write(ctx, s, func(st lapse.Store) (bool, error) { return st.EffectClaim(ctx, consumer, eventID, at) })
+	return write(ctx, s, func(st lapse.Store) (bool, error) { return st.EffectClaim(ctx, consumer, eventID, at) },
+		func(first bool) bool { return first })
 }
