@@ -4,7 +4,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lapsehq/lapse"
 )
+
+// The access records (lapse.AccessStore) are in apikey.go, operator.go,
+// session.go, approval.go, audit.go and close_batch.go.
+var _ lapse.AccessStore = (*Store)(nil)
 
 // nullTime is t as a timestamptz argument: NULL when t is zero, so that an
 // absent time is absent in SQL too.
