@@ -41,23 +41,31 @@ func (s *Store) AuditHead(ctx context.Context) (int64, []byte, error) {
 	return seq, hash, nil
 }
 
-// auditInsertSQL appends the row and moves the head onto it in one
-// statement.
+// auditInsertSQL moves the head onto the row when the row is the head's
+// next, and appends the row when it did, in one statement: a row that is
+// not the next writes nothing and raises no SQL error.
 const auditInsertSQL = `WITH h AS (
-	UPDATE audit_head SET seq = $1, hash = $18
+	UPDATE audit_head SET seq = $1, hash = $18 WHERE seq = $1 - 1
+	RETURNING seq
 )
 INSERT INTO audit_log (` + auditColumns + `)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
+SELECT h.seq, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18 FROM h`
 
-// AuditInsert appends e and makes it the head. It checks nothing of the
-// chain: AuditAppend numbers and hashes e under the lock AuditHead took. A
-// Seq that exists fails on audit_log's primary key, so that appenders that
-// skipped the lock cannot fork the chain.
+// AuditInsert appends e and makes it the head, inside Tx; outside it is an
+// EINVALID error. An e that is not the head's next (AuditAppend numbers it
+// under the lock AuditHead took) is lapse.ErrStale and leaves the
+// transaction usable.
 func (s *Store) AuditInsert(ctx context.Context, e *lapse.AuditEntry) error {
-	_, err := s.db.Exec(ctx, auditInsertSQL, e.Seq, e.At, e.ActorKind, e.ActorID, e.ActorName, e.Role, e.Action, e.Target,
+	if s.tx == nil {
+		return lapse.Errorf(lapse.EINVALID, "postgres: audit row %d is appended in a transaction", e.Seq)
+	}
+	tag, err := s.db.Exec(ctx, auditInsertSQL, e.Seq, e.At, e.ActorKind, e.ActorID, e.ActorName, e.Role, e.Action, e.Target,
 		e.Params, e.Result, e.Reason, e.SecondFactor, e.Approver, e.ApprovalID, e.Batch, e.ClientAddr, e.PrevHash, e.Hash)
 	if err != nil {
 		return fmt.Errorf("postgres: append audit row %d: %w", e.Seq, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return lapse.Refine(lapse.ErrStale, "audit row %d is not the next row of the log", e.Seq)
 	}
 	return nil
 }
