@@ -151,10 +151,12 @@ CREATE INDEX close_batches_status_idx ON close_batches (status, id);
 -- The orders of a batch, frozen when it is made (up to 100k of them), so
 -- that a confirmed close closes what was previewed and a re-run after a
 -- crash carries on with those still pending. The closer pages through them
--- by order number, those of one status (pending) or all.
+-- by order number, those of one status (pending) or all. Order numbers
+-- compare bytewise (COLLATE "C"), as Go and SQLite compare them, so that
+-- the order of the pages does not hang on the database's collation.
 CREATE TABLE close_items (
 	batch_id bigint NOT NULL REFERENCES close_batches (id),
-	order_no text   NOT NULL,
+	order_no text   NOT NULL COLLATE "C",
 	status   text   NOT NULL,
 	detail   text   NOT NULL,
 	PRIMARY KEY (batch_id, order_no)
