@@ -74,6 +74,20 @@ func (s *Store) AuditInsert(ctx context.Context, e *lapse.AuditEntry) error {
 // SQL only when set, so that a filtered page is a range of that filter's
 // (column, seq) index.
 func (s *Store) AuditList(ctx context.Context, p *lapse.AuditListParams) ([]*lapse.AuditEntry, error) {
+	q, args := auditListQuery(p)
+	rows, err := s.db.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list audit rows: %w", err)
+	}
+	es, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*lapse.AuditEntry, error) { return scanAudit(row) })
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list audit rows: %w", err)
+	}
+	return es, nil
+}
+
+// auditListQuery is the statement of AuditList and its arguments.
+func auditListQuery(p *lapse.AuditListParams) (string, []any) {
 	var f filter
 	if p.ActorName != "" {
 		f.add("actor_name = ", p.ActorName)
@@ -88,24 +102,14 @@ func (s *Store) AuditList(ctx context.Context, p *lapse.AuditListParams) ([]*lap
 		f.add("batch <> 0 AND batch = ", p.Batch) // the first term matches the partial index in a generic plan too
 	}
 	order := ` ORDER BY seq`
-	if p.Descending {
+	switch {
+	case p.Descending && p.Cursor != 0:
+		f.add("seq < ", p.Cursor)
 		order += ` DESC`
+	case p.Descending:
+		order += ` DESC`
+	case p.Cursor != 0:
+		f.add("seq > ", p.Cursor)
 	}
-	if p.Cursor != 0 {
-		if p.Descending {
-			f.add("seq < ", p.Cursor)
-		} else {
-			f.add("seq > ", p.Cursor)
-		}
-	}
-	q := `SELECT ` + auditColumns + ` FROM audit_log` + f.sql() + order + ` LIMIT ` + f.arg(limitArg(p.Limit))
-	rows, err := s.db.Query(ctx, q, f.args...)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list audit rows: %w", err)
-	}
-	es, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*lapse.AuditEntry, error) { return scanAudit(row) })
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list audit rows: %w", err)
-	}
-	return es, nil
+	return `SELECT ` + auditColumns + ` FROM audit_log` + f.sql() + order + ` LIMIT ` + f.arg(limitArg(p.Limit)), f.args
 }

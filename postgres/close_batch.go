@@ -115,16 +115,8 @@ func (s *Store) CloseBatchUpdate(ctx context.Context, b *lapse.CloseBatch) error
 // CloseItemList returns a page of a batch's items by order number, read
 // from the primary key, or from close_items_status_idx for one status.
 func (s *Store) CloseItemList(ctx context.Context, batchID int64, status lapse.CloseItemStatus, after string, limit int) ([]*lapse.CloseItem, error) {
-	var f filter
-	f.add("batch_id = ", batchID)
-	if status != "" {
-		f.add("status = ", status)
-	}
-	if after != "" {
-		f.add("order_no > ", after)
-	}
-	q := `SELECT batch_id, order_no, status, detail FROM close_items` + f.sql() + ` ORDER BY order_no LIMIT ` + f.arg(limitArg(limit))
-	rows, err := s.db.Query(ctx, q, f.args...)
+	q, args := closeItemListQuery(batchID, status, after, limit)
+	rows, err := s.db.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list items of close batch %d: %w", batchID, err)
 	}
@@ -136,6 +128,19 @@ func (s *Store) CloseItemList(ctx context.Context, batchID int64, status lapse.C
 		return nil, fmt.Errorf("postgres: list items of close batch %d: %w", batchID, err)
 	}
 	return its, nil
+}
+
+// closeItemListQuery is the statement of CloseItemList and its arguments.
+func closeItemListQuery(batchID int64, status lapse.CloseItemStatus, after string, limit int) (string, []any) {
+	var f filter
+	f.add("batch_id = ", batchID)
+	if status != "" {
+		f.add("status = ", status)
+	}
+	if after != "" {
+		f.add("order_no > ", after)
+	}
+	return `SELECT batch_id, order_no, status, detail FROM close_items` + f.sql() + ` ORDER BY order_no LIMIT ` + f.arg(limitArg(limit)), f.args
 }
 
 // CloseItemUpdate writes the item's status and detail; a missing item is
