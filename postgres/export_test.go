@@ -20,6 +20,13 @@ var (
 	DeliveryClaimManySQL = deliveryClaimManySQL
 )
 
+// AuditListQuery and CloseItemListQuery are the statements of AuditList
+// and CloseItemList, whose plans the tests check, with their arguments.
+var (
+	AuditListQuery     = auditListQuery
+	CloseItemListQuery = closeItemListQuery
+)
+
 // Setting returns the value of a server setting on one of the store's
 // connections.
 func (s *Store) Setting(ctx context.Context, name string) (string, error) {

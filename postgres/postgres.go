@@ -197,3 +197,10 @@ func isCheckViolation(err error, constraint string) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "23514" && pe.ConstraintName == constraint
 }
+
+// isForeignKeyViolation reports whether err is a violation of the named
+// foreign key.
+func isForeignKeyViolation(err error, constraint string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23503" && pe.ConstraintName == constraint
+}

@@ -66,6 +66,18 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestAccessConformance runs the suite of lapse.AccessStore on stores that
+// share the conformance slots, so that the server's connections stay within
+// the bound above whichever of the two runs.
+func TestAccessConformance(t *testing.T) {
+	t.Parallel()
+	storetest.RunAccess(t, func(t *testing.T) lapse.Store {
+		conformanceSlots <- struct{}{}
+		t.Cleanup(func() { <-conformanceSlots })
+		return openStore(t, testenv.PostgresSchema(t), postgres.Config{MaxConns: conformanceConns})
+	})
+}
+
 func TestMigrateConcurrent(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.PostgresSchema(t)
