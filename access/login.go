@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -45,6 +46,7 @@ func (s *Service) Login(ctx context.Context, name, password, code, clientAddr st
 	// the lock: that the hash compared is still the operator's, that they
 	// are not locked out, the count and the code's step, so concurrent
 	// guesses cannot get more answers than the count allows.
+	name = strings.TrimSpace(name) // as AddOperator keeps it
 	pre, err := s.access.OperatorGet(ctx, name)
 	if err != nil && !errors.Is(err, lapse.ErrAccessNotFound) {
 		return "", nil, err
