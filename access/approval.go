@@ -159,9 +159,10 @@ func errNotPending(a *lapse.Approval) error {
 	return lapse.Errorf(lapse.ECONFLICT, "the request is %s, not pending", a.Status)
 }
 
-// decide moves a from from to to as by, in one transaction with by's audit
-// row action (second factor sf), and returns it as it is now. A request no
-// longer in from is ECONFLICT, "decided by someone else".
+// decide moves request id from pending to to as by, in one transaction
+// with by's audit row action (second factor sf, reason), and returns it as
+// it is now. A request no longer pending is ECONFLICT, "decided by someone
+// else"; one past its ExpiresAt is ECONFLICT and is not moved.
 func (s *Service) decide(ctx context.Context, by *Principal, id int64, to lapse.ApprovalStatus, action, sf, reason string) (*lapse.Approval, error) {
 	var a *lapse.Approval
 	err := s.tx(ctx, func(as lapse.AccessStore) error {
