@@ -1,0 +1,179 @@
+// Package access holds the rules of who may do what in Lapse, above the
+// storage seam (lapse.AccessStore): services' API keys and their scopes,
+// operators with passwords and TOTP codes, their sessions and lockout, the
+// second factor that risky actions need, four-eyes approval, and the audit
+// rows every one of these leaves.
+//
+// Secrets (passwords, keys, TOTP secrets and codes, session tokens) are
+// shown once, when they are made, and never kept in the clear, logged, put
+// in an audit row or an error message. What is kept is a hash: argon2id for
+// passwords, SHA-256 for keys and tokens (they are long random strings, so
+// a fast hash is enough). TOTP secrets are the exception: the server must
+// know them to check a code, so the store keeps them as they are.
+package access
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"runtime"
+	"time"
+
+	"github.com/alexedwards/argon2id"
+
+	"github.com/lapsehq/lapse"
+)
+
+// Defaults of Config.
+const (
+	DefaultSecondFactorWindow = 5 * time.Minute
+	DefaultSessionTTL         = 12 * time.Hour
+	DefaultLockoutAfter       = 5
+	DefaultLockoutBase        = time.Minute
+	DefaultLockoutMax         = time.Hour
+	DefaultApprovalTTL        = 24 * time.Hour
+	DefaultIssuer             = "Lapse"
+)
+
+// MinAdminKeyLen is the shortest Config.AdminKey that New accepts.
+const MinAdminKeyLen = 32
+
+// Config tunes a Service. The zero value is ready to use.
+type Config struct {
+	// Clock tells the time. Default lapse.SystemClock{}.
+	Clock lapse.Clock
+	// AdminKey is a configured key with the admin scope, at least
+	// MinAdminKeyLen characters. The Service keeps only its hash, so
+	// Config() returns it empty.
+	AdminKey string
+	// SecondFactorWindow is how recent an operator's TOTP code must be for
+	// a risky action without a new one. Default 5m.
+	SecondFactorWindow time.Duration
+	// SessionTTL is how long a login lasts. Default 12h.
+	SessionTTL time.Duration
+	// LockoutAfter is how many failed logins (or second factors) since the
+	// last good login lock an operator out. Default 5.
+	LockoutAfter int
+	// LockoutBase is the first lockout; each further failure doubles it, up
+	// to LockoutMax. Defaults 1m and 1h.
+	LockoutBase time.Duration
+	LockoutMax  time.Duration
+	// ApprovalTTL is how long an approval request waits for a second
+	// operator. Default 24h.
+	ApprovalTTL time.Duration
+	// ApprovalAmount is the money, in minor units, above which an
+	// operator's risky action needs a second operator's approval; 0: never.
+	ApprovalAmount int64
+	// ApprovalCount is the number of orders in one manual close above which
+	// it needs approval; 0: never.
+	ApprovalCount int64
+	// Issuer names Lapse in operators' authenticator apps. Default "Lapse".
+	Issuer string
+	// HashParams is the argon2id cost of new password hashes. Default
+	// argon2id.DefaultParams. A hash keeps the parameters it was made with,
+	// so changing them affects only passwords set afterwards.
+	HashParams *argon2id.Params
+}
+
+func (c Config) withDefaults() (Config, error) {
+	switch {
+	case c.AdminKey != "" && len(c.AdminKey) < MinAdminKeyLen:
+		return c, lapse.FieldError("admin_key", "must be at least %d characters", MinAdminKeyLen)
+	case c.SecondFactorWindow < 0:
+		return c, lapse.FieldError("second_factor_window", "must not be negative")
+	case c.SessionTTL < 0:
+		return c, lapse.FieldError("session_ttl", "must not be negative")
+	case c.LockoutAfter < 0:
+		return c, lapse.FieldError("lockout_after", "must not be negative")
+	case c.LockoutBase < 0:
+		return c, lapse.FieldError("lockout_base", "must not be negative")
+	case c.LockoutMax < 0:
+		return c, lapse.FieldError("lockout_max", "must not be negative")
+	case c.ApprovalTTL < 0:
+		return c, lapse.FieldError("approval_ttl", "must not be negative")
+	case c.ApprovalAmount < 0:
+		return c, lapse.FieldError("approval_amount", "must not be negative")
+	case c.ApprovalCount < 0:
+		return c, lapse.FieldError("approval_count", "must not be negative")
+	}
+	if c.Clock == nil {
+		c.Clock = lapse.SystemClock{}
+	}
+	c.SecondFactorWindow = cmp.Or(c.SecondFactorWindow, DefaultSecondFactorWindow)
+	c.SessionTTL = cmp.Or(c.SessionTTL, DefaultSessionTTL)
+	c.LockoutAfter = cmp.Or(c.LockoutAfter, DefaultLockoutAfter)
+	c.LockoutBase = cmp.Or(c.LockoutBase, DefaultLockoutBase)
+	c.LockoutMax = cmp.Or(c.LockoutMax, DefaultLockoutMax)
+	c.ApprovalTTL = cmp.Or(c.ApprovalTTL, DefaultApprovalTTL)
+	c.Issuer = cmp.Or(c.Issuer, DefaultIssuer)
+	if c.HashParams == nil {
+		c.HashParams = argon2id.DefaultParams
+	}
+	if c.LockoutBase > c.LockoutMax {
+		return c, lapse.FieldError("lockout_base", "must not exceed lockout_max (%s)", c.LockoutMax)
+	}
+	return c, nil
+}
+
+// Service applies the rules. It is safe for concurrent use.
+type Service struct {
+	store  lapse.Store
+	access lapse.AccessStore
+	cfg    Config
+	clock  lapse.Clock
+
+	adminHash []byte // SHA-256 of Config.AdminKey; nil when none is configured
+	// dummyHash is what a login for an unknown name is compared against,
+	// so that it costs what a known name's does.
+	dummyHash string
+	// hashing bounds the argon2id computations running at once: each takes
+	// HashParams.Memory, and a burst of logins must not exhaust memory.
+	hashing chan struct{}
+}
+
+// New returns a Service over store, which must also be a lapse.AccessStore
+// (every built-in store is). It fails with an EINVALID error when it is
+// not, or when cfg is invalid (an AdminKey that is too short among them).
+func New(store lapse.Store, cfg Config) (*Service, error) {
+	as, ok := store.(lapse.AccessStore)
+	if !ok {
+		return nil, lapse.Errorf(lapse.EINVALID, "the store %T keeps no API keys or operators (it is not a lapse.AccessStore)", store)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{
+		store:   store,
+		access:  as,
+		cfg:     cfg,
+		clock:   cfg.Clock,
+		hashing: make(chan struct{}, min(4, max(1, runtime.GOMAXPROCS(0)))),
+	}
+	if cfg.AdminKey != "" {
+		h := sha256.Sum256([]byte(cfg.AdminKey))
+		s.adminHash = h[:]
+		s.cfg.AdminKey = ""
+	}
+	s.dummyHash, err = argon2id.CreateHash(rand.Text(), cfg.HashParams)
+	if err != nil {
+		return nil, lapse.Errorf(lapse.EINTERNAL, "access: hash: %v", err)
+	}
+	return s, nil
+}
+
+// Config returns the Service's configuration with its defaults filled in,
+// and without the AdminKey, which the Service does not keep.
+func (s *Service) Config() Config { return s.cfg }
+
+// tx runs fn in one transaction of the store, on its AccessStore.
+func (s *Service) tx(ctx context.Context, fn func(as lapse.AccessStore) error) error {
+	return s.store.Tx(ctx, func(tx lapse.Store) error {
+		as, ok := tx.(lapse.AccessStore)
+		if !ok {
+			return lapse.Errorf(lapse.EINTERNAL, "access: the transaction %T keeps no audit log", tx)
+		}
+		return fn(as)
+	})
+}

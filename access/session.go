@@ -1,0 +1,79 @@
+package access
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/lapsehq/lapse"
+)
+
+// errBadSession is the one answer to a token that does not find a session
+// in force, whatever is wrong with it.
+func errBadSession() error {
+	return lapse.Errorf(lapse.EUNAUTHORIZED, "the session is not valid or has ended; log in again")
+}
+
+// Session returns the principal of the operator whose session token is
+// token. A token that is malformed, unknown or expired, or whose operator
+// is disabled, is the same EUNAUTHORIZED error. A failing store is its own
+// error.
+func (s *Service) Session(ctx context.Context, token string) (*Principal, error) {
+	if !validToken(token) {
+		return nil, errBadSession()
+	}
+	sess, err := s.access.SessionGet(ctx, hashSecret(token))
+	if errors.Is(err, lapse.ErrAccessNotFound) {
+		return nil, errBadSession()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !s.clock.Now().Before(sess.ExpiresAt) {
+		return nil, errBadSession()
+	}
+	o, err := operatorByID(ctx, s.access, sess.OperatorID)
+	if errors.Is(err, lapse.ErrAccessNotFound) {
+		return nil, errBadSession()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !o.DisabledAt.IsZero() {
+		return nil, errBadSession()
+	}
+	return operatorPrincipal(o, sess), nil
+}
+
+// Logout ends the session of token, leaving an audit row "logout". A token
+// that finds no session is not an error: the session has ended either way.
+func (s *Service) Logout(ctx context.Context, token string) error {
+	if !validToken(token) {
+		return nil
+	}
+	id := hashSecret(token)
+	return s.tx(ctx, func(as lapse.AccessStore) error {
+		sess, err := as.SessionGet(ctx, id)
+		if errors.Is(err, lapse.ErrAccessNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := as.SessionDelete(ctx, id); err != nil {
+			return err
+		}
+		o, err := operatorByID(ctx, as, sess.OperatorID)
+		if err != nil && !errors.Is(err, lapse.ErrAccessNotFound) {
+			return err
+		}
+		var e *lapse.AuditEntry
+		if o != nil {
+			e = operatorPrincipal(o, sess).Entry("logout", operatorTarget(o), nil)
+		} else {
+			e = &lapse.AuditEntry{ActorKind: KindOperator, ActorID: strconv.FormatInt(sess.OperatorID, 10), Action: "logout"}
+		}
+		e.At, e.Result = s.clock.Now(), "ok"
+		return lapse.AuditAppend(ctx, as, e)
+	})
+}
