@@ -30,8 +30,8 @@ func (s *Store) AuditHead(ctx context.Context) (int64, []byte, error) {
 // AuditInsert inserts e and moves the head to it, in a savepoint of the
 // caller's transaction. The head moves only from the row e chains to (e.Seq
 // - 1 and e.PrevHash), so that an append that did not take the head first
-// (lapse.AuditAppend) fails rather than fork the chain: an ECONFLICT error,
-// writing nothing.
+// (lapse.AuditAppend) is lapse.ErrStale, writing nothing, rather than fork
+// the chain.
 func (s *Store) AuditInsert(ctx context.Context, e *lapse.AuditEntry) error {
 	if s.tx == nil {
 		return lapse.Errorf(lapse.EINVALID, "mysql: audit row %d is appended in a transaction (lapse.AuditAppend)", e.Seq)
@@ -43,14 +43,14 @@ func (s *Store) AuditInsert(ctx context.Context, e *lapse.AuditEntry) error {
 			return struct{}{}, err
 		}
 		if affected(res) == 0 {
-			return struct{}{}, lapse.Errorf(lapse.ECONFLICT, "mysql: audit row %d does not follow the log's head: append with lapse.AuditAppend", e.Seq)
+			return struct{}{}, lapse.ErrStale
 		}
 		_, err = w.exec(ctx, `INSERT INTO audit_log (`+auditCols+`) VALUES (`+marks(18)+`)`,
 			e.Seq, column.Micros(e.At), e.ActorKind, e.ActorID, e.ActorName, e.Role, e.Action, e.Target, e.Params,
 			[]byte(e.Result), []byte(e.Reason), e.SecondFactor, e.Approver, e.ApprovalID, e.Batch, e.ClientAddr,
 			e.PrevHash, e.Hash)
-		if isDuplicate(err) {
-			return struct{}{}, lapse.Errorf(lapse.ECONFLICT, "mysql: the audit log has a row %d", e.Seq)
+		if isDuplicate(err) { // a row the head does not know of
+			return struct{}{}, lapse.ErrStale
 		}
 		return struct{}{}, err
 	})
