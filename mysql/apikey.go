@@ -30,9 +30,6 @@ func scanAPIKey(r scanner) (*lapse.APIKey, error) {
 		if err := json.Unmarshal(scopes, &k.Scopes); err != nil {
 			return nil, fmt.Errorf("the scopes of key %s: %w", k.Prefix, err)
 		}
-		if k.Scopes == nil {
-			k.Scopes = []string{}
-		}
 	}
 	k.CreatedAt, k.RevokedAt = column.Time(created), zeroTime(revoked)
 	return &k, nil

@@ -86,16 +86,18 @@ CREATE TABLE approvals (
 -- The audit log: one row per action, numbered 1, 2, 3, … (seq) and chained
 -- by hash to the row before it (lapse.AuditHash), so that an edited, removed
 -- or inserted row is found. Every column the hash covers is binary, so that
--- each comes back byte for byte, whatever the caller wrote; a zero batch or
--- approval_id is none. The indexes serve AuditList's filters, each paged by
--- seq either way.
+-- each comes back byte for byte, whatever the caller wrote; role, which for
+-- a key holds all its scopes, and the free text are BLOBs, unbounded in
+-- practice, so that no action goes unrecorded for a long one. A zero batch
+-- or approval_id is none. The indexes serve AuditList's filters, each paged
+-- by seq either way.
 CREATE TABLE audit_log (
     seq           BIGINT          NOT NULL,
     at            BIGINT          NOT NULL,
     actor_kind    VARBINARY(1024) NOT NULL,
     actor_id      VARBINARY(1024) NOT NULL,
     actor_name    VARBINARY(1024) NOT NULL,
-    role          VARBINARY(1024) NOT NULL,
+    role          BLOB            NOT NULL,
     action        VARBINARY(1024) NOT NULL,
     target        VARBINARY(1024) NOT NULL,
     params        MEDIUMBLOB,
