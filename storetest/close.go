@@ -64,7 +64,7 @@ func testCloseBatch(t *testing.T, s accessStore) {
 
 	// Status, counts and FinishedAt are written; nothing else.
 	done := *first
-	done.Status, done.Total, done.Closed, done.Skipped, done.Failed, done.FinishedAt = lapse.CloseBatchDone, 3, 1, 1, 1, base.Add(time.Minute)
+	done.Status, done.Total, done.Closed, done.Skipped, done.Failed, done.FinishedAt = lapse.CloseBatchDone, 4, 1, 2, 1, base.Add(time.Minute)
 	changed := done
 	changed.Selector, changed.Reason, changed.CreatedBy, changed.ApprovalID, changed.CreatedAt = []byte(`{}`), "other", "cli:root", 9, base.Add(time.Hour)
 	if err := s.CloseBatchUpdate(ctx, &changed); err != nil {
@@ -72,6 +72,17 @@ func testCloseBatch(t *testing.T, s accessStore) {
 	}
 	if got, err := s.CloseBatchGet(ctx, first.ID); err != nil || fmt.Sprint(*got) != fmt.Sprint(done) {
 		t.Errorf("CloseBatchGet after CloseBatchUpdate =\n%+v, %v\nwant\n%+v", got, err, done)
+	}
+	// Zero values, the time too, are written back as zero.
+	rerun := *first
+	if err := s.CloseBatchUpdate(ctx, &rerun); err != nil {
+		t.Fatalf("CloseBatchUpdate back to running: %v", err)
+	}
+	if got, err := s.CloseBatchGet(ctx, first.ID); err != nil || fmt.Sprint(*got) != fmt.Sprint(rerun) {
+		t.Errorf("CloseBatchGet after CloseBatchUpdate back to running =\n%+v, %v\nwant\n%+v", got, err, rerun)
+	}
+	if err := s.CloseBatchUpdate(ctx, &done); err != nil {
+		t.Fatalf("CloseBatchUpdate: %v", err)
 	}
 	missing := done
 	missing.ID = second.ID + 1000
