@@ -1,7 +1,6 @@
 package mysql
 
 import (
-	"database/sql"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -12,23 +11,7 @@ import (
 // approval.go, audit.go and close_batch.go.
 var _ lapse.AccessStore = (*Store)(nil)
 
-// nullTime is t as stored: NULL when it is zero.
-func nullTime(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return column.Micros(t)
-}
-
-// zeroTime is the time that nullTime kept: zero when NULL.
-func zeroTime(us sql.NullInt64) time.Time {
-	if !us.Valid {
-		return time.Time{}
-	}
-	return column.Time(us.Int64)
-}
-
-// kept is t as it reads back once stored by nullTime.
+// kept is t as it reads back once stored by column.ZeroMicros.
 func kept(t time.Time) time.Time {
 	if t.IsZero() {
 		return time.Time{}

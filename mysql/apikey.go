@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -19,30 +18,19 @@ const apiKeyCols = `id, prefix, name, scopes, hash, created_at, created_by, revo
 func scanAPIKey(r scanner) (*lapse.APIKey, error) {
 	var (
 		k       lapse.APIKey
-		scopes  []byte
+		scopes  string
 		created int64
 		revoked sql.NullInt64
 	)
 	if err := r.Scan(&k.ID, &k.Prefix, &k.Name, &scopes, &k.Hash, &created, &k.CreatedBy, &revoked); err != nil {
 		return nil, err
 	}
-	if scopes != nil {
-		if err := json.Unmarshal(scopes, &k.Scopes); err != nil {
-			return nil, fmt.Errorf("the scopes of key %s: %w", k.Prefix, err)
-		}
+	var err error
+	if k.Scopes, err = column.ParseScopes(scopes); err != nil {
+		return nil, fmt.Errorf("the scopes of key %s: %w", k.Prefix, err)
 	}
-	k.CreatedAt, k.RevokedAt = column.Time(created), zeroTime(revoked)
+	k.CreatedAt, k.RevokedAt = column.Time(created), column.ZeroTime(revoked)
 	return &k, nil
-}
-
-// apiKeyScopes is the JSON array that scopes are kept as, NULL when nil, so
-// that nil and empty scopes both come back as they went in.
-func apiKeyScopes(scopes []string) any {
-	if scopes == nil {
-		return nil
-	}
-	b, _ := json.Marshal(scopes) // strings always marshal
-	return b
 }
 
 // APIKeyCreate inserts k and returns it with its id, or returns an error
@@ -50,8 +38,8 @@ func apiKeyScopes(scopes []string) any {
 func (s *Store) APIKeyCreate(ctx context.Context, k *lapse.APIKey) (*lapse.APIKey, error) {
 	res, err := autocommit(s, func() (sql.Result, error) {
 		return s.exec(ctx, `INSERT INTO api_keys (prefix, name, scopes, hash, created_at, created_by, revoked_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`, k.Prefix, k.Name, apiKeyScopes(k.Scopes), k.Hash, column.Micros(k.CreatedAt),
-			k.CreatedBy, nullTime(k.RevokedAt))
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, k.Prefix, k.Name, column.Scopes(k.Scopes), k.Hash, column.Micros(k.CreatedAt),
+			k.CreatedBy, column.ZeroMicros(k.RevokedAt))
 	})
 	if isDuplicateKey(err, "api_keys_prefix_key") {
 		return nil, lapse.Refine(lapse.ErrAccessExists, "an API key with prefix %q exists", k.Prefix)
@@ -96,7 +84,7 @@ func (s *Store) APIKeyList(ctx context.Context) ([]*lapse.APIKey, error) {
 func (s *Store) APIKeyRevoke(ctx context.Context, prefix string, at time.Time) (*lapse.APIKey, error) {
 	k, err := write(ctx, s, func(w *Store) (*lapse.APIKey, error) {
 		if _, err := w.exec(ctx, `UPDATE api_keys SET revoked_at = ? WHERE prefix = ? AND revoked_at IS NULL`,
-			nullTime(at), prefix); err != nil {
+			column.ZeroMicros(at), prefix); err != nil {
 			return nil, err
 		}
 		k, err := scanAPIKey(w.queryRow(ctx, `SELECT `+apiKeyCols+` FROM api_keys WHERE prefix = ?`, prefix))

@@ -26,7 +26,7 @@ func scanApproval(r scanner) (*lapse.Approval, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.CreatedAt, a.ExpiresAt, a.DecidedAt = column.Time(created), zeroTime(expires), zeroTime(decided)
+	a.CreatedAt, a.ExpiresAt, a.DecidedAt = column.Time(created), column.ZeroTime(expires), column.ZeroTime(decided)
 	return &a, nil
 }
 
@@ -38,8 +38,8 @@ func (s *Store) ApprovalCreate(ctx context.Context, a *lapse.Approval) (*lapse.A
 			maker_id, maker_name, created_at, expires_at, status, approver_id, approver_name, decided_at, result)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			a.Action, a.Target, a.Amount, a.Currency, a.Count, a.Request, a.Reason, a.MakerID, a.MakerName,
-			column.Micros(a.CreatedAt), nullTime(a.ExpiresAt), string(a.Status), a.ApproverID, a.ApproverName,
-			nullTime(a.DecidedAt), a.Result)
+			column.Micros(a.CreatedAt), column.ZeroMicros(a.ExpiresAt), string(a.Status), a.ApproverID, a.ApproverName,
+			column.ZeroMicros(a.DecidedAt), a.Result)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("mysql: create approval of %s %s: %w", a.Action, a.Target, err)
@@ -109,7 +109,7 @@ func (s *Store) ApprovalList(ctx context.Context, p *lapse.ApprovalListParams) (
 func (s *Store) ApprovalDecide(ctx context.Context, p *lapse.ApprovalDecideParams) (*lapse.Approval, error) {
 	a, err := write(ctx, s, func(w *Store) (*lapse.Approval, error) {
 		res, err := w.exec(ctx, `UPDATE approvals SET status = ?, approver_id = ?, approver_name = ?, decided_at = ?,
-			result = ? WHERE id = ? AND status = ?`, string(p.To), p.ApproverID, p.ApproverName, nullTime(p.DecidedAt),
+			result = ? WHERE id = ? AND status = ?`, string(p.To), p.ApproverID, p.ApproverName, column.ZeroMicros(p.DecidedAt),
 			p.Result, p.ID, string(p.From))
 		if err != nil {
 			return nil, err

@@ -26,7 +26,7 @@ func scanCloseBatch(r scanner) (*lapse.CloseBatch, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.CreatedAt, b.FinishedAt = column.Time(created), zeroTime(finished)
+	b.CreatedAt, b.FinishedAt = column.Time(created), column.ZeroTime(finished)
 	return &b, nil
 }
 
@@ -39,7 +39,7 @@ func (s *Store) CloseBatchCreate(ctx context.Context, b *lapse.CloseBatch, order
 		res, err := w.exec(ctx, `INSERT INTO close_batches (selector, reason, created_by, approval_id, created_at, status,
 			total, closed, skipped, failed, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			b.Selector, b.Reason, b.CreatedBy, b.ApprovalID, column.Micros(b.CreatedAt), string(b.Status), b.Total,
-			b.Closed, b.Skipped, b.Failed, nullTime(b.FinishedAt))
+			b.Closed, b.Skipped, b.Failed, column.ZeroMicros(b.FinishedAt))
 		if err != nil {
 			return 0, err
 		}
@@ -106,7 +106,7 @@ func (s *Store) CloseBatchList(ctx context.Context, p *lapse.CloseBatchListParam
 func (s *Store) CloseBatchUpdate(ctx context.Context, b *lapse.CloseBatch) error {
 	res, err := autocommit(s, func() (sql.Result, error) {
 		return s.exec(ctx, `UPDATE close_batches SET status = ?, total = ?, closed = ?, skipped = ?, failed = ?,
-			finished_at = ? WHERE id = ?`, string(b.Status), b.Total, b.Closed, b.Skipped, b.Failed, nullTime(b.FinishedAt), b.ID)
+			finished_at = ? WHERE id = ?`, string(b.Status), b.Total, b.Closed, b.Skipped, b.Failed, column.ZeroMicros(b.FinishedAt), b.ID)
 	})
 	if err != nil {
 		return fmt.Errorf("mysql: update close batch %d: %w", b.ID, err)

@@ -24,7 +24,7 @@ func scanOperator(r scanner) (*lapse.Operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	o.LockedUntil, o.CreatedAt, o.DisabledAt = zeroTime(locked), column.Time(created), zeroTime(disabled)
+	o.LockedUntil, o.CreatedAt, o.DisabledAt = column.ZeroTime(locked), column.Time(created), column.ZeroTime(disabled)
 	return &o, nil
 }
 
@@ -34,8 +34,8 @@ func (s *Store) OperatorCreate(ctx context.Context, o *lapse.Operator) (*lapse.O
 	res, err := autocommit(s, func() (sql.Result, error) {
 		return s.exec(ctx, `INSERT INTO operators (name, role, password_hash, totp_secret, failed_logins, locked_until,
 			last_totp_step, lang, time_zone, created_at, disabled_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			o.Name, o.Role, o.PasswordHash, o.TOTPSecret, o.FailedLogins, nullTime(o.LockedUntil), o.LastTOTPStep,
-			o.Lang, o.TimeZone, column.Micros(o.CreatedAt), nullTime(o.DisabledAt))
+			o.Name, o.Role, o.PasswordHash, o.TOTPSecret, o.FailedLogins, column.ZeroMicros(o.LockedUntil), o.LastTOTPStep,
+			o.Lang, o.TimeZone, column.Micros(o.CreatedAt), column.ZeroMicros(o.DisabledAt))
 	})
 	if isDuplicateKey(err, "operators_name_key") {
 		return nil, lapse.Refine(lapse.ErrAccessExists, "an operator named %q exists", o.Name)
@@ -95,8 +95,8 @@ func (s *Store) OperatorUpdate(ctx context.Context, o *lapse.Operator) error {
 	res, err := autocommit(s, func() (sql.Result, error) {
 		return s.exec(ctx, `UPDATE operators SET role = ?, password_hash = ?, totp_secret = ?, failed_logins = ?,
 			locked_until = ?, last_totp_step = ?, lang = ?, time_zone = ?, disabled_at = ? WHERE id = ?`,
-			o.Role, o.PasswordHash, o.TOTPSecret, o.FailedLogins, nullTime(o.LockedUntil), o.LastTOTPStep, o.Lang,
-			o.TimeZone, nullTime(o.DisabledAt), o.ID)
+			o.Role, o.PasswordHash, o.TOTPSecret, o.FailedLogins, column.ZeroMicros(o.LockedUntil), o.LastTOTPStep, o.Lang,
+			o.TimeZone, column.ZeroMicros(o.DisabledAt), o.ID)
 	})
 	if err != nil {
 		return fmt.Errorf("mysql: update operator %d: %w", o.ID, err)

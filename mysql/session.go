@@ -16,7 +16,7 @@ func (s *Store) SessionCreate(ctx context.Context, ss *lapse.Session) error {
 	_, err := autocommit(s, func() (sql.Result, error) {
 		return s.exec(ctx, `INSERT INTO operator_sessions (id, operator_id, created_at, expires_at, second_factor_at, client_addr)
 			VALUES (?, ?, ?, ?, ?, ?)`, ss.ID, ss.OperatorID, column.Micros(ss.CreatedAt), column.Micros(ss.ExpiresAt),
-			nullTime(ss.SecondFactorAt), ss.ClientAddr)
+			column.ZeroMicros(ss.SecondFactorAt), ss.ClientAddr)
 	})
 	if isDuplicate(err) {
 		return lapse.Refine(lapse.ErrAccessExists, "a session with that id exists")
@@ -43,7 +43,7 @@ func (s *Store) SessionGet(ctx context.Context, id []byte) (*lapse.Session, erro
 	if err != nil {
 		return nil, fmt.Errorf("mysql: get session: %w", err)
 	}
-	ss.CreatedAt, ss.ExpiresAt, ss.SecondFactorAt = column.Time(created), column.Time(expires), zeroTime(secondFactor)
+	ss.CreatedAt, ss.ExpiresAt, ss.SecondFactorAt = column.Time(created), column.Time(expires), column.ZeroTime(secondFactor)
 	return &ss, nil
 }
 
@@ -53,7 +53,7 @@ func (s *Store) SessionGet(ctx context.Context, id []byte) (*lapse.Session, erro
 func (s *Store) SessionUpdate(ctx context.Context, ss *lapse.Session) error {
 	res, err := autocommit(s, func() (sql.Result, error) {
 		return s.exec(ctx, `UPDATE operator_sessions SET expires_at = ?, second_factor_at = ? WHERE id = ?`,
-			column.Micros(ss.ExpiresAt), nullTime(ss.SecondFactorAt), ss.ID)
+			column.Micros(ss.ExpiresAt), column.ZeroMicros(ss.SecondFactorAt), ss.ID)
 	})
 	if err != nil {
 		return fmt.Errorf("mysql: update session of operator %d: %w", ss.OperatorID, err)

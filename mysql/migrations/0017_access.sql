@@ -13,7 +13,7 @@ CREATE TABLE api_keys (
     id         BIGINT          NOT NULL AUTO_INCREMENT,
     prefix     VARBINARY(1024) NOT NULL,
     name       VARBINARY(1024) NOT NULL,
-    scopes     MEDIUMTEXT,
+    scopes     MEDIUMTEXT      NOT NULL,
     hash       VARBINARY(1024),
     created_at BIGINT          NOT NULL,
     created_by VARBINARY(1024) NOT NULL,
