@@ -176,3 +176,14 @@ func TestAccessIndexes(t *testing.T) {
 		}
 	}
 }
+
+// TestAccessSessionOperator: a session names an operator that exists.
+func TestAccessSessionOperator(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, testenv.MySQLDatabase(t), mysql.Config{MaxConns: 2})
+	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	err := s.SessionCreate(context.Background(), &lapse.Session{ID: []byte("s-1"), OperatorID: 42, CreatedAt: at, ExpiresAt: at})
+	if !errors.Is(err, lapse.ErrAccessNotFound) {
+		t.Errorf("SessionCreate of an unknown operator = %v, want ErrAccessNotFound", err)
+	}
+}

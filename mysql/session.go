@@ -11,7 +11,8 @@ import (
 )
 
 // SessionCreate inserts s. An id that exists, which a token's hash should
-// never meet, is an error that is lapse.ErrAccessExists.
+// never meet, is an error that is lapse.ErrAccessExists; an operator that
+// does not exist is an error wrapping lapse.ErrAccessNotFound.
 func (s *Store) SessionCreate(ctx context.Context, ss *lapse.Session) error {
 	_, err := autocommit(s, func() (sql.Result, error) {
 		return s.exec(ctx, `INSERT INTO operator_sessions (id, operator_id, created_at, expires_at, second_factor_at, client_addr)
@@ -20,6 +21,9 @@ func (s *Store) SessionCreate(ctx context.Context, ss *lapse.Session) error {
 	})
 	if isDuplicate(err) {
 		return lapse.Refine(lapse.ErrAccessExists, "a session with that id exists")
+	}
+	if errorNumber(err) == 1452 { // ER_NO_REFERENCED_ROW_2: operator_sessions_operator_fk
+		return accessNotFound("no operator with id %d", ss.OperatorID)
 	}
 	if err != nil {
 		return fmt.Errorf("mysql: create session of operator %d: %w", ss.OperatorID, err)

@@ -44,8 +44,9 @@ CREATE TABLE operators (
 ) ENGINE = InnoDB ROW_FORMAT = DYNAMIC DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- Operators' logins, by the SHA-256 of the token in the cookie, which is
--- never kept. sessions_operator_idx finds an operator's sessions to end
--- them all (a password change, a disabled operator).
+-- never kept. operator_sessions_operator_idx finds an operator's sessions
+-- to end them all (a password change, a disabled operator). Operators are
+-- disabled, never deleted, so a session's operator always exists.
 CREATE TABLE operator_sessions (
     id               VARBINARY(255)  NOT NULL,
     operator_id      BIGINT          NOT NULL,
@@ -54,7 +55,8 @@ CREATE TABLE operator_sessions (
     second_factor_at BIGINT,
     client_addr      VARBINARY(1024) NOT NULL DEFAULT '',
     PRIMARY KEY (id),
-    INDEX operator_sessions_operator_idx (operator_id)
+    INDEX operator_sessions_operator_idx (operator_id),
+    CONSTRAINT operator_sessions_operator_fk FOREIGN KEY (operator_id) REFERENCES operators (id)
 ) ENGINE = InnoDB ROW_FORMAT = DYNAMIC DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- Risky actions held for a second operator (four eyes): what and how much
