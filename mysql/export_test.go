@@ -13,6 +13,8 @@ var (
 	DeliveryClaimSQL          = deliveryClaimSQL
 	OrderCountDueSQL          = orderCountDueSQL
 	OrderDeadlineListAfterSQL = orderDeadlineListAfterSQL
+	AuditListSQL              = auditListSQL
+	CloseItemListSQL          = closeItemListSQL
 )
 
 // MariaDB reports whether the server is MariaDB.

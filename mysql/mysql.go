@@ -1,8 +1,9 @@
-// Package mysql is the MySQL store of Lapse: it implements lapse.Store and
-// lapse.SandboxStore on MySQL 8 (8.0.16 or later) and MariaDB (10.6 or
-// later) with github.com/go-sql-driver/mysql, and carries its schema as
-// embedded migrations. Its tests have run on MariaDB 10.11; MySQL 8 is
-// provided for (variable names, error numbers) but has not been tested.
+// Package mysql is the MySQL store of Lapse: it implements lapse.Store,
+// lapse.SandboxStore and lapse.AccessStore on MySQL 8 (8.0.16 or later) and
+// MariaDB (10.6 or later) with github.com/go-sql-driver/mysql, and carries
+// its schema as embedded migrations. Its tests have run on MariaDB 10.11;
+// MySQL 8 is provided for (variable names, error numbers) but has not been
+// tested.
 //
 // MySQL has no UPDATE … RETURNING and no data-modifying CTEs, so every change
 // that writes more than one row is a transaction of its own (or, inside Tx, a

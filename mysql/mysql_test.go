@@ -67,6 +67,17 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestAccessConformance runs the conformance suite of lapse.AccessStore,
+// its stores sharing the slots of TestConformance's.
+func TestAccessConformance(t *testing.T) {
+	t.Parallel()
+	storetest.RunAccess(t, func(t *testing.T) lapse.Store {
+		conformanceSlots <- struct{}{}
+		t.Cleanup(func() { <-conformanceSlots })
+		return openStore(t, testenv.MySQLDatabase(t), mysql.Config{MaxConns: conformanceConns})
+	})
+}
+
 // TestMigrateConcurrent migrates one database from four stores at once:
 // each migration is applied once, and a fifth Migrate finds nothing to do.
 func TestMigrateConcurrent(t *testing.T) {

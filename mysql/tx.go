@@ -265,6 +265,7 @@ type inserts struct {
 	s      *Store
 	prefix string // INSERT INTO t (cols) VALUES
 	row    string // (?, ?, …)
+	suffix string // after the rows: ON DUPLICATE KEY UPDATE …, or none
 	args   []any
 	rows   int
 	size   int
@@ -302,7 +303,7 @@ func (b *inserts) flush(ctx context.Context) error {
 	if b.rows == 0 {
 		return nil
 	}
-	q := b.prefix + strings.TrimSuffix(strings.Repeat(b.row+", ", b.rows), ", ")
+	q := b.prefix + strings.TrimSuffix(strings.Repeat(b.row+", ", b.rows), ", ") + b.suffix
 	_, err := b.s.exec(ctx, q, b.args...)
 	b.args, b.rows, b.size = b.args[:0], 0, 0
 	return err
