@@ -177,3 +177,15 @@ func (s *Service) tx(ctx context.Context, fn func(as lapse.AccessStore) error) e
 		return fn(as)
 	})
 }
+
+// Store is the store's access records: the audit log, approvals, batches.
+func (s *Service) Store() lapse.AccessStore { return s.access }
+
+// Record appends e to the audit log in a transaction of its own: the row of
+// an action that failed, was refused, or changed nothing in the store.
+func (s *Service) Record(ctx context.Context, e *lapse.AuditEntry) error {
+	if e.At.IsZero() {
+		e.At = s.clock.Now()
+	}
+	return lapse.AuditRecord(ctx, s.store, e)
+}

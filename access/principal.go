@@ -1,6 +1,7 @@
 package access
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -120,4 +121,18 @@ func requireAdmin(p *Principal, what string) error {
 		return lapse.Errorf(lapse.EFORBIDDEN, "%s needs the %s scope", what, ScopeAdmin)
 	}
 	return nil
+}
+
+// OperatorPrincipal is the operator named name as a principal without a
+// session, with the role they have now: who an approved request acts as.
+// A disabled operator is an EFORBIDDEN error.
+func (s *Service) OperatorPrincipal(ctx context.Context, name string) (*Principal, error) {
+	o, err := s.access.OperatorGet(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if !o.DisabledAt.IsZero() {
+		return nil, lapse.Errorf(lapse.EFORBIDDEN, "operator %q is disabled", name)
+	}
+	return operatorPrincipal(o, nil), nil
 }
