@@ -14,9 +14,12 @@ import (
 // on their transactions too (a Store given to a Tx function is also an
 // AccessStore), and pass storetest.RunAccess.
 //
-// Lookups that find nothing return an error wrapping ErrAccessNotFound.
-// Times are kept as Store keeps them: UTC microseconds; a zero time is
-// stored as absent and comes back zero.
+// Lookups that find nothing, and updates, revokes and decisions of a record
+// that is not there, return an error wrapping ErrAccessNotFound; deletes of
+// one that is not there do nothing. Times are kept as Store keeps them: UTC
+// microseconds; a zero time is stored as absent and comes back zero. Byte
+// and string slices (Hash, Scopes in their order, Request, Selector, Params)
+// come back as written, byte for byte; an empty one may come back nil.
 type AccessStore interface {
 	// APIKeyCreate records k (ID is ignored) and returns it with its ID.
 	// A key whose Prefix is taken is ErrAccessExists.
@@ -44,15 +47,17 @@ type AccessStore interface {
 	// OperatorUpdate writes every field of o but ID, Name and CreatedAt to
 	// the operator with o.ID.
 	OperatorUpdate(ctx context.Context, o *Operator) error
-	// OperatorCount counts the operators that are not disabled.
+	// OperatorCount counts the operators that are not disabled (whose
+	// DisabledAt is zero).
 	OperatorCount(ctx context.Context) (int64, error)
 
 	// SessionCreate records s.
 	SessionCreate(ctx context.Context, s *Session) error
 	// SessionGet returns the session whose ID (the hash of its token) is id.
 	SessionGet(ctx context.Context, id []byte) (*Session, error)
-	// SessionUpdate writes s.ExpiresAt, s.SecondFactorAt and s.SecondFactorStep
-	// to the session with s.ID.
+	// SessionUpdate writes s.ExpiresAt and s.SecondFactorAt to the session
+	// with s.ID. (The TOTP step last accepted is the operator's,
+	// Operator.LastTOTPStep, not the session's.)
 	SessionUpdate(ctx context.Context, s *Session) error
 	// SessionDelete deletes the session with id, if there is one.
 	SessionDelete(ctx context.Context, id []byte) error
@@ -64,13 +69,14 @@ type AccessStore interface {
 	// ApprovalGet returns the approval request with id.
 	ApprovalGet(ctx context.Context, id int64) (*Approval, error)
 	// ApprovalList returns approval requests of p.Status (every status when
-	// empty), newest first (highest ID), below p.Before when set, at most
-	// p.Limit (no limit when zero or less).
+	// empty), newest first (highest ID), with IDs below p.Before when it is
+	// not zero, at most p.Limit (no limit when zero or less).
 	ApprovalList(ctx context.Context, p *ApprovalListParams) ([]*Approval, error)
 	// ApprovalDecide moves the request p.ID from p.From to p.To, writing
 	// the approver, decision time and result p gives, and returns it as it
 	// is now; a request that is not in p.From is ErrStale and is not
-	// written. It is the only way a request changes.
+	// written, so that of concurrent deciders exactly one moves it. It is
+	// the only way a request changes.
 	ApprovalDecide(ctx context.Context, p *ApprovalDecideParams) (*Approval, error)
 
 	// AuditHead returns the sequence number and hash of the last row of the
@@ -79,31 +85,39 @@ type AccessStore interface {
 	// chains onto the row before it; outside Tx it only reads.
 	AuditHead(ctx context.Context) (seq int64, hash []byte, err error)
 	// AuditInsert appends e, whose Seq is the head's plus one, and makes it
-	// the head. Only inside Tx, after AuditHead (use AuditAppend).
+	// the head. Only inside Tx, after AuditHead (use AuditAppend): outside
+	// Tx it is an EINVALID error, and an e whose Seq is not the head's plus
+	// one is ErrStale; neither writes anything.
 	AuditInsert(ctx context.Context, e *AuditEntry) error
-	// AuditList returns rows matching p in Seq order (descending when
-	// p.Descending), after (or, descending, before) p.Cursor when it is not
-	// zero, at most p.Limit (no limit when zero or less).
+	// AuditList returns rows matching p (each filter that is set equal to
+	// the row's field) in Seq order (descending when p.Descending), after
+	// (or, descending, before) p.Cursor when it is not zero, at most p.Limit
+	// (no limit when zero or less).
 	AuditList(ctx context.Context, p *AuditListParams) ([]*AuditEntry, error)
 
 	// CloseBatchCreate records b (ID is ignored) and its items, one per
-	// order number, pending, in one transaction, and returns b with its ID.
+	// order number (a number given twice is one item), pending, in one
+	// transaction, and returns b with its ID.
 	CloseBatchCreate(ctx context.Context, b *CloseBatch, orderNos []string) (*CloseBatch, error)
 	// CloseBatchGet returns the batch with id.
 	CloseBatchGet(ctx context.Context, id int64) (*CloseBatch, error)
 	// CloseBatchList returns batches of p.Status (every status when empty),
-	// newest first, at most p.Limit (no limit when zero or less).
+	// newest first (highest ID), at most p.Limit (no limit when zero or
+	// less).
 	CloseBatchList(ctx context.Context, p *CloseBatchListParams) ([]*CloseBatch, error)
-	// CloseBatchUpdate writes b's Status, counts and FinishedAt to the batch
-	// with b.ID.
+	// CloseBatchUpdate writes b's Status, counts (Total, Closed, Skipped,
+	// Failed) and FinishedAt to the batch with b.ID.
 	CloseBatchUpdate(ctx context.Context, b *CloseBatch) error
-	// CloseItemList returns up to limit items of a batch in status (every
-	// status when empty) with order numbers after after, by order number.
+	// CloseItemList returns up to limit items (every one when zero or less)
+	// of a batch in status (every status when empty) with order numbers
+	// after after, by order number: "after" and the order agree, so that
+	// paging on with the last number returned visits each item once.
 	CloseItemList(ctx context.Context, batchID int64, status CloseItemStatus, after string, limit int) ([]*CloseItem, error)
 	// CloseItemUpdate writes it.Status and it.Detail to the item of
 	// it.BatchID and it.OrderNo.
 	CloseItemUpdate(ctx context.Context, it *CloseItem) error
-	// CloseItemCount counts a batch's items by status.
+	// CloseItemCount counts a batch's items by status; a status of no item
+	// may be absent from the map.
 	CloseItemCount(ctx context.Context, batchID int64) (map[CloseItemStatus]int64, error)
 }
 

@@ -15,7 +15,9 @@ import (
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(t *testing.T) lapse.Store { return openStore(t, filepath.Join(t.TempDir(), "lapse.db")) })
+	open := func(t *testing.T) lapse.Store { return openStore(t, filepath.Join(t.TempDir(), "lapse.db")) }
+	storetest.Run(t, open)
+	storetest.RunAccess(t, open)
 	// Two stores on one file, as two processes hold it.
 	storetest.RunSandbox(t, func(t *testing.T) (lapse.SandboxStore, lapse.SandboxStore) {
 		path := filepath.Join(t.TempDir(), "lapse.db")

@@ -9,7 +9,8 @@
 // The factory must return a migrated, empty store that the test may use alone
 // and that is closed when the test ends. A store that keeps the sandbox
 // gateway's state (lapse.SandboxStore) runs RunSandbox too, whose factory
-// returns two handles on one database.
+// returns two handles on one database, and one that keeps access records
+// (lapse.AccessStore) runs RunAccess with the same factory as Run.
 package storetest
 
 import (

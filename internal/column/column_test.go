@@ -44,3 +44,32 @@ func TestMicros(t *testing.T) {
 		t.Errorf("NullTime = %v, want %v", p, got)
 	}
 }
+
+func TestZeroMicros(t *testing.T) {
+	at := time.Date(2026, 11, 29, 20, 0, 0, 123456789, time.FixedZone("CST", 8*3600))
+	us := column.ZeroMicros(at)
+	if got := column.ZeroTime(sql.NullInt64{Int64: us.(int64), Valid: true}); got != at.Truncate(time.Microsecond).UTC() {
+		t.Errorf("ZeroTime(ZeroMicros(%v)) = %v", at, got)
+	}
+	if column.ZeroMicros(time.Time{}) != nil || column.ZeroTime(sql.NullInt64{}) != (time.Time{}) {
+		t.Error("the zero time is not NULL, or NULL not the zero time")
+	}
+}
+
+func TestScopes(t *testing.T) {
+	scopes := []string{"orders:write", "orders:read", "", "a b"}
+	if got, err := column.ParseScopes(column.Scopes(scopes)); err != nil || !slices.Equal(got, scopes) {
+		t.Errorf("scopes came back as %q, %v", got, err)
+	}
+	for _, none := range [][]string{nil, {}} {
+		if s := column.Scopes(none); s != "[]" {
+			t.Errorf("Scopes(%#v) = %q, want []", none, s)
+		}
+	}
+	if got, err := column.ParseScopes("[]"); err != nil || got != nil {
+		t.Errorf("ParseScopes([]) = %#v, %v; want nil", got, err)
+	}
+	if _, err := column.ParseScopes("{"); err == nil {
+		t.Error("ParseScopes of broken JSON succeeded")
+	}
+}
