@@ -23,7 +23,8 @@ import (
 )
 
 // Closer previews, starts and runs close batches. It is safe for concurrent
-// use; Runs of one batch through one Closer take turns.
+// use; Runs of one batch through one Closer take turns, so a process makes
+// one Closer and shares it.
 type Closer struct {
 	e      *engine.Engine
 	store  lapse.Store // the raw store, for its transactions

@@ -157,6 +157,20 @@ func (v *env) items(batch int64) map[string]*lapse.CloseItem {
 	return m
 }
 
+// closeRows returns the batch's "order.close" audit rows by order number.
+func (v *env) closeRows(batch int64) map[string][]*lapse.AuditEntry {
+	v.t.Helper()
+	rows, err := v.s.AuditList(ctxT(v.t), &lapse.AuditListParams{Action: closes.ActionClose, Batch: batch})
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	m := map[string][]*lapse.AuditEntry{}
+	for _, e := range rows {
+		m[e.Target] = append(m[e.Target], e)
+	}
+	return m
+}
+
 // verifyAudit checks the audit log's chain.
 func (v *env) verifyAudit() int64 {
 	v.t.Helper()
