@@ -1,0 +1,143 @@
+package closes
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/lapsehq/lapse"
+)
+
+// MaxItems bounds the orders one batch closes: a range or a user that
+// matches more is narrowed first, so that a mistyped range does not close
+// a season's orders.
+const MaxItems = 100000
+
+// Audit actions of a close.
+const (
+	ActionBatch = "close.batch" // a batch was started (Target "batch:<id>")
+	ActionClose = "order.close" // one order of a batch was closed, or was not (Target "order:<no>")
+)
+
+// Start chooses the orders sel matches that are closable now, as Preview
+// counts them, and freezes them as the items of a new batch, running, with
+// its audit row, in one transaction: a confirmed close closes what was
+// chosen, and a crash leaves either the batch and its row or neither. It
+// does not close anything: Run does.
+//
+// The audit row has by's actor fields (kind, id, name, role, second factor,
+// approver, address), Action "close.batch", Target "batch:<id>" and Batch
+// the batch's id (the batch is inserted first, in the same transaction, so
+// that its id is known), the selector as Params, reason and approvalID.
+// The batch's CreatedBy is by's kind and name ("operator:alice"; the id when
+// there is no name). The selector is kept as JSON as given.
+//
+// Errors: EINVALID for an invalid sel, an empty reason (field "reason") or
+// a by without an actor (field "by"); ECONFLICT "nothing to close: …" when
+// no order matched is closable, and ECONFLICT when more than MaxItems are. A Start
+// that fails after its input was valid is itself recorded in the audit log
+// (best effort), with the error as the row's Result.
+func (c *Closer) Start(ctx context.Context, sel *Selector, reason string, by *lapse.AuditEntry, approvalID int64) (*lapse.CloseBatch, error) {
+	switch {
+	case strings.TrimSpace(reason) == "":
+		return nil, lapse.FieldError("reason", "is required: say why these orders are closed by hand")
+	case len(reason) > lapse.MaxReasonLen || lapse.CleanReason(reason) != reason:
+		return nil, lapse.FieldError("reason", "must be one line of text of at most %d bytes", lapse.MaxReasonLen)
+	}
+	if err := validActor(by); err != nil {
+		return nil, err
+	}
+	if err := c.check(sel); err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(sel)
+	if err != nil {
+		return nil, err
+	}
+	entry := actorOf(by)
+	entry.Action, entry.Target, entry.Params, entry.Reason, entry.ApprovalID = ActionBatch, "close", raw, reason, approvalID
+	b, err := c.start(ctx, sel, raw, reason, by, approvalID, entry)
+	if err != nil {
+		entry.At, entry.Result = c.e.Clock().Now(), lapse.Reason(err)
+		_ = lapse.AuditRecord(context.WithoutCancel(ctx), c.store, entry)
+		return nil, err
+	}
+	return b, nil
+}
+
+func (c *Closer) start(ctx context.Context, sel *Selector, raw []byte, reason string, by *lapse.AuditEntry, approvalID int64, entry *lapse.AuditEntry) (*lapse.CloseBatch, error) {
+	var nos []string
+	var skipped int64
+	err := c.each(ctx, sel, func(o *lapse.Order, closable bool) error {
+		if !closable {
+			skipped++
+			return nil
+		}
+		if len(nos) == MaxItems {
+			return lapse.Errorf(lapse.ECONFLICT, "too much to close at once: the selection has more than %d closable orders; narrow it", MaxItems)
+		}
+		nos = append(nos, o.OrderNo)
+		return nil
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case len(nos) == 0 && skipped == 0:
+		return nil, lapse.Errorf(lapse.ECONFLICT, "nothing to close: no order matches")
+	case len(nos) == 0:
+		return nil, lapse.Errorf(lapse.ECONFLICT, "nothing to close: none of the %d orders chosen is in a state with a deadline (or found)", skipped)
+	}
+	now := c.e.Clock().Now()
+	in := &lapse.CloseBatch{Selector: raw, Reason: reason, CreatedBy: createdBy(by), ApprovalID: approvalID,
+		CreatedAt: now, Status: lapse.CloseBatchRunning, Total: int64(len(nos))}
+	var b *lapse.CloseBatch
+	err = c.store.Tx(ctx, func(tx lapse.Store) error {
+		as, err := accessOf(tx)
+		if err != nil {
+			return err
+		}
+		if b, err = as.CloseBatchCreate(ctx, in, nos); err != nil {
+			return err
+		}
+		row := *entry
+		row.At, row.Target, row.Batch, row.Result = now, fmt.Sprintf("batch:%d", b.ID), b.ID, "ok"
+		return lapse.AuditAppend(ctx, as, &row)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// validActor refuses a by that names no one.
+func validActor(by *lapse.AuditEntry) error {
+	if by == nil || by.ActorKind == "" || (by.ActorName == "" && by.ActorID == "") {
+		return lapse.FieldError("by", "names no actor: an audit row needs its kind and name or id")
+	}
+	return nil
+}
+
+// actorOf returns a row with the actor fields of by.
+func actorOf(by *lapse.AuditEntry) *lapse.AuditEntry {
+	return &lapse.AuditEntry{ActorKind: by.ActorKind, ActorID: by.ActorID, ActorName: by.ActorName, Role: by.Role,
+		SecondFactor: by.SecondFactor, Approver: by.Approver, ClientAddr: by.ClientAddr}
+}
+
+// createdBy names by as a batch's CreatedBy: "operator:alice".
+func createdBy(by *lapse.AuditEntry) string {
+	if by.ActorName != "" {
+		return by.ActorKind + ":" + by.ActorName
+	}
+	return by.ActorKind + ":" + by.ActorID
+}
+
+// accessOf returns tx, a transaction of the Closer's store, as the
+// AccessStore it is.
+func accessOf(tx lapse.Store) (lapse.AccessStore, error) {
+	as, ok := tx.(lapse.AccessStore)
+	if !ok {
+		return nil, lapse.Errorf(lapse.EINTERNAL, "closes: the store's transaction %T keeps no audit log", tx)
+	}
+	return as, nil
+}

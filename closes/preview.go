@@ -1,0 +1,118 @@
+package closes
+
+import (
+	"context"
+	"errors"
+
+	"github.com/lapsehq/lapse"
+)
+
+// pageSize is how many orders a selection reads from the store at a time.
+const pageSize = 500
+
+// sampleSize is how many orders a Preview shows.
+const sampleSize = 10
+
+// Preview is what a close would close now.
+type Preview struct {
+	// Count is the orders matched whose state has a deadline in their flow:
+	// those a close would close.
+	Count int64 `json:"count"`
+	// Sample is the first of them (at most 10): in the order given for
+	// order numbers, newest first otherwise.
+	Sample []*lapse.Order `json:"sample"`
+	// Skipped is the orders matched that would not be closed: in a state
+	// without a deadline (paid, closed), of a flow the engine does not run,
+	// and, for order numbers, those not found or of another flow than
+	// Selector.Flow, so that Count and Skipped add up to the numbers given.
+	Skipped int64 `json:"skipped"`
+}
+
+// Preview counts the orders that sel chooses and a close would close now,
+// and changes nothing. Errors: an invalid sel (Selector.Validate, or a Flow
+// the engine does not run) is EINVALID; the store's errors as they are.
+func (c *Closer) Preview(ctx context.Context, sel *Selector) (*Preview, error) {
+	p := &Preview{Sample: []*lapse.Order{}}
+	err := c.each(ctx, sel, func(o *lapse.Order, closable bool) error {
+		if !closable {
+			p.Skipped++
+			return nil
+		}
+		p.Count++
+		if len(p.Sample) < sampleSize {
+			p.Sample = append(p.Sample, o)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// check validates sel against the engine's flows.
+func (c *Closer) check(sel *Selector) error {
+	if err := sel.Validate(); err != nil {
+		return err
+	}
+	if sel.Flow != "" && c.e.Flow(sel.Flow) == nil {
+		return lapse.FieldError("flow", "no flow is called %q", sel.Flow)
+	}
+	return nil
+}
+
+// each validates sel and calls visit with every order it matches and
+// whether it is closable now; an order number not found (or of another
+// flow) is visited as a nil order, not closable. Order numbers are read one
+// by one, in the order given; users and ranges page through OrderList,
+// newest first, pageSize orders at a time.
+func (c *Closer) each(ctx context.Context, sel *Selector, visit func(o *lapse.Order, closable bool) error) error {
+	if err := c.check(sel); err != nil {
+		return err
+	}
+	if len(sel.OrderNos) > 0 {
+		for _, no := range sel.OrderNos {
+			o, err := c.e.Order(ctx, no)
+			switch {
+			case errors.Is(err, lapse.ErrOrderNotFound):
+				o = nil
+			case err != nil:
+				return err
+			case sel.Flow != "" && o.Flow != sel.Flow:
+				o = nil
+			}
+			if err := visit(o, o != nil && c.closable(o)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	p := &lapse.OrderListParams{UserID: sel.UserID, Flow: sel.Flow, CreatedFrom: sel.From, CreatedTo: sel.To, Limit: pageSize}
+	for {
+		page, err := c.e.Orders(ctx, p)
+		if err != nil {
+			return err
+		}
+		for _, o := range page {
+			if err := visit(o, c.closable(o)); err != nil {
+				return err
+			}
+		}
+		if len(page) < pageSize {
+			return nil
+		}
+		last := page[len(page)-1]
+		p.Before = &lapse.OrderCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+}
+
+// closable reports whether o's state has a deadline in its flow: what
+// engine.CloseOrder fires.
+func (c *Closer) closable(o *lapse.Order) bool {
+	f := c.e.Flow(o.Flow)
+	if f == nil {
+		return false
+	}
+	st := f.State(o.State)
+	return st != nil && st.Deadline != nil
+}

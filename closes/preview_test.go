@@ -1,0 +1,120 @@
+package closes_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/closes"
+	"github.com/lapsehq/lapse/flows"
+)
+
+// previewOrders creates, an hour apart from t0: u1's unpaid P-1, paid P-2,
+// unpaid membership M-1, unpaid P-3; then u2's unpaid P-4 and 12 unpaid
+// Q-… orders at t0+5h.
+func previewOrders(t *testing.T, v *env) {
+	t.Helper()
+	v.order("P-1", "u1", "C-1")
+	v.clk.Advance(time.Hour)
+	v.order("P-2", "u1", "")
+	v.pay("P-2")
+	v.clk.Advance(time.Hour)
+	if _, _, err := v.e.CreateOrder(ctxT(t), &lapse.OrderCreate{OrderNo: "M-1", Flow: "membership", UserID: "u1",
+		Amount: 9900, Currency: "CNY"}, app); err != nil {
+		t.Fatal(err)
+	}
+	v.clk.Advance(time.Hour)
+	v.order("P-3", "u1", "")
+	v.clk.Advance(time.Hour)
+	v.order("P-4", "u2", "")
+	v.clk.Advance(time.Hour)
+	v.orders("Q", "u3", 12)
+}
+
+func orderNos(os []*lapse.Order) []string {
+	var nos []string
+	for _, o := range os {
+		nos = append(nos, o.OrderNo)
+	}
+	return nos
+}
+
+func TestPreview(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t)
+	previewOrders(t, v)
+	ctx := ctxT(t)
+	at := func(h int) *time.Time { x := t0.Add(time.Duration(h) * time.Hour); return &x }
+	for _, c := range []struct {
+		name    string
+		sel     *closes.Selector
+		count   int64
+		skipped int64
+		sample  []string
+	}{
+		{"by user", &closes.Selector{UserID: "u1"}, 3, 1, []string{"P-3", "M-1", "P-1"}},
+		{"by user and flow", &closes.Selector{UserID: "u1", Flow: "checkout"}, 2, 1, []string{"P-3", "P-1"}},
+		{"by user, none closable", &closes.Selector{UserID: "u1", Flow: "groupbuy"}, 0, 0, nil},
+		{"by range", &closes.Selector{From: at(0), To: at(4)}, 3, 1, []string{"P-3", "M-1", "P-1"}},
+		{"by range, to exclusive", &closes.Selector{From: at(0), To: at(3)}, 2, 1, []string{"M-1", "P-1"}},
+		{"by range, from inclusive", &closes.Selector{From: at(3), To: at(5)}, 2, 0, []string{"P-4", "P-3"}},
+		{"by range and flow", &closes.Selector{From: at(0), To: at(4), Flow: "membership"}, 1, 0, []string{"M-1"}},
+		{"a sample of ten", &closes.Selector{UserID: "u3"}, 12, 0,
+			[]string{"Q-012", "Q-011", "Q-010", "Q-009", "Q-008", "Q-007", "Q-006", "Q-005", "Q-004", "Q-003"}},
+		{"by order numbers", &closes.Selector{OrderNos: []string{"P-4", "NOPE", "P-2", "P-1"}}, 2, 2, []string{"P-4", "P-1"}},
+		{"by order numbers and flow", &closes.Selector{OrderNos: []string{"M-1", "P-1"}, Flow: "membership"}, 1, 1, []string{"M-1"}},
+	} {
+		p, err := v.c.Preview(ctx, c.sel)
+		if err != nil {
+			t.Errorf("%s: Preview = %v", c.name, err)
+			continue
+		}
+		if p.Count != c.count || p.Skipped != c.skipped || !slices.Equal(orderNos(p.Sample), c.sample) {
+			t.Errorf("%s: Preview = count %d skipped %d sample %v; want %d, %d, %v", c.name, p.Count, p.Skipped, orderNos(p.Sample),
+				c.count, c.skipped, c.sample)
+		}
+	}
+
+	var le *lapse.Error
+	if _, err := v.c.Preview(ctx, &closes.Selector{UserID: "u1", Flow: "nope"}); !errors.As(err, &le) || le.Field != "flow" {
+		t.Errorf("Preview of an unknown flow = %v, want an EINVALID error about flow", err)
+	}
+	if _, err := v.c.Preview(ctx, &closes.Selector{}); lapse.ErrorCode(err) != lapse.EINVALID {
+		t.Errorf("Preview of nothing = %v, want EINVALID", err)
+	}
+	// Nothing changed.
+	for _, no := range []string{"P-1", "P-3", "P-4", "M-1"} {
+		if o, err := v.e.Order(ctx, no); err != nil || o.State == flows.Closed || o.State == flows.Cancelled {
+			t.Errorf("%s after previews = %+v, %v", no, o, err)
+		}
+	}
+	if bs, err := v.c.Batches(ctx, nil); err != nil || len(bs) != 0 {
+		t.Errorf("Batches after previews = %d, %v", len(bs), err)
+	}
+}
+
+// TestPreviewPages reads more orders than one page.
+func TestPreviewPages(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t)
+	ctx := ctxT(t)
+	const n = 1100
+	ps := make([]*lapse.OrderCreateParams, 0, n)
+	for i := range n {
+		at := t0.Add(time.Duration(i%7) * time.Second) // ties in created_at, ordered by id
+		ps = append(ps, &lapse.OrderCreateParams{Order: &lapse.Order{OrderNo: fmt.Sprintf("N-%04d", i), Flow: "checkout",
+			State: flows.Unpaid, UserID: "bulk", Amount: 1, Currency: "CNY", CreatedAt: at, UpdatedAt: at}})
+	}
+	// A paid one among them, by state.
+	ps[500].Order.State = flows.Paid
+	if err := v.s.OrderCreateMany(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	p, err := v.c.Preview(ctx, &closes.Selector{UserID: "bulk"})
+	if err != nil || p.Count != n-1 || p.Skipped != 1 || len(p.Sample) != 10 {
+		t.Fatalf("Preview = %+v, %v; want %d closable, 1 skipped", p, err, n-1)
+	}
+}
