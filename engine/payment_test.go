@@ -402,7 +402,7 @@ func TestPaymentCallbacksRaceDeadline(t *testing.T) {
 		}
 		scheme := &payment.HMAC{Provider: "sandbox", Secrets: [][]byte{[]byte("race")}}
 		var apiLog lockedBuffer // what the API logs at warn and above, shown when callbacks failed
-		api := httptest.NewServer(lapsehttp.NewServer(e, lapsehttp.Config{
+		api := httptest.NewServer(lapsehttp.NewServer(e, lapsehttp.Config{Unauthenticated: true,
 			Logger:    slog.New(slog.NewTextHandler(&apiLog, &slog.HandlerOptions{Level: slog.LevelWarn})),
 			Callbacks: map[string]lapse.PaymentCallback{"sandbox": scheme}}).Handler())
 		defer api.Close()

@@ -92,3 +92,18 @@ func (b *bufferedBody) Read(p []byte) (int, error) {
 }
 
 func (b *bufferedBody) Close() error { return nil }
+
+// bodyBytes returns the body readBody read, when it arrived in full, without
+// consuming it: what an audit row and an approval request keep.
+func bodyBytes(r *http.Request) ([]byte, bool) {
+	b, ok := r.Body.(*bufferedBody)
+	if !ok {
+		return nil, r.Body == nil || r.Body == http.NoBody
+	}
+	if b.err != io.EOF {
+		return nil, false
+	}
+	out := make([]byte, b.r.Size())
+	_, _ = b.r.ReadAt(out, 0) // a bytes.Reader fails only past its end
+	return out, true
+}

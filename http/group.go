@@ -80,7 +80,7 @@ func (s *Server) createGroup(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	_, created, err := s.engine.CreateOrder(r.Context(), c, apiActor)
+	_, created, err := s.engine.CreateOrder(r.Context(), c, actor(r))
 	if err != nil {
 		s.error(w, r, err)
 		return
@@ -121,7 +121,7 @@ func (s *Server) joinGroup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m, created, err := s.engine.JoinGroup(r.Context(), r.PathValue("group_id"), engine.JoinRequest{UserID: req.UserID,
-		Provider: req.Provider, Method: req.Method, By: apiActor})
+		Provider: req.Provider, Method: req.Method, By: actor(r)})
 	if err != nil {
 		s.error(w, r, err)
 		return
@@ -152,7 +152,7 @@ func (s *Server) retryOrder(w http.ResponseWriter, r *http.Request) {
 	if no == "" {
 		no = r.PathValue("group_id")
 	}
-	o, err := s.engine.Retry(r.Context(), no, req.Reason, apiActor)
+	o, err := s.engine.Retry(r.Context(), no, req.Reason, actor(r))
 	if err != nil {
 		s.error(w, r, err)
 		return

@@ -266,7 +266,7 @@ func FuzzCreateOrder(f *testing.F) {
 		f.Fatalf("engine.New: %v", err)
 	}
 	logs := &syncBuffer{}
-	h := lapsehttp.NewServer(eng, lapsehttp.Config{Logger: slog.New(slog.NewTextHandler(logs, nil))}).Handler()
+	h := lapsehttp.NewServer(eng, lapsehttp.Config{Unauthenticated: true, Logger: slog.New(slog.NewTextHandler(logs, nil))}).Handler()
 	newest := func() string { // the order created last, "" for none
 		os, err := eng.Orders(ctx, &lapse.OrderListParams{Limit: 1})
 		if err != nil {

@@ -14,9 +14,6 @@ import (
 	"github.com/lapsehq/lapse/engine"
 )
 
-// apiActor is who every change made through this API is recorded as.
-var apiActor = engine.Actor{FiredBy: lapse.FiredByAPI, Name: "api"}
-
 // Listing limits of GET /v1/orders.
 const (
 	DefaultListLimit = 50
@@ -101,7 +98,7 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	o, created, err := s.engine.CreateOrder(r.Context(), c, apiActor)
+	o, created, err := s.engine.CreateOrder(r.Context(), c, actor(r))
 	if err != nil {
 		s.error(w, r, err)
 		return
@@ -226,7 +223,7 @@ func (s *Server) fireEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o, err := s.engine.Fire(r.Context(), r.PathValue("order_no"), engine.Fire{
-		Event: lapse.Event(req.Event), Reason: req.Reason, By: apiActor, External: true})
+		Event: lapse.Event(req.Event), Reason: req.Reason, By: actor(r), External: true})
 	if err != nil {
 		s.error(w, r, err)
 		return
@@ -248,7 +245,7 @@ func (s *Server) setDeadline(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	c := engine.DeadlineChange{Reason: req.Reason, By: apiActor}
+	c := engine.DeadlineChange{Reason: req.Reason, By: actor(r)}
 	if req.DeadlineAt != nil {
 		t, err := parseTime("deadline_at", *req.DeadlineAt)
 		if err != nil {

@@ -26,7 +26,7 @@ func (s *Server) startPayment(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, lapse.FieldError("provider", "is required"))
 		return
 	}
-	o, err := s.engine.StartPayment(r.Context(), r.PathValue("order_no"), *req.Provider, apiActor)
+	o, err := s.engine.StartPayment(r.Context(), r.PathValue("order_no"), *req.Provider, actor(r))
 	if err != nil {
 		s.error(w, r, err)
 		return
@@ -122,7 +122,7 @@ func (s *Server) refundOrder(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ref, created, err := s.engine.RefundOrder(r.Context(), r.PathValue("order_no"), engine.RefundRequest{
-		Amount: *req.Amount, Reason: req.Reason, Key: r.Header.Get("Idempotency-Key"), By: apiActor})
+		Amount: *req.Amount, Reason: req.Reason, Key: r.Header.Get("Idempotency-Key"), By: actor(r)})
 	if err != nil {
 		s.error(w, r, err)
 		return

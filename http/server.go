@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/access"
+	"github.com/lapsehq/lapse/closes"
 	"github.com/lapsehq/lapse/engine"
 )
 
@@ -61,6 +63,22 @@ type Config struct {
 	// retry. Zero: a quarter of MaxInFlight, rounded up; negative: none. At
 	// most MaxInFlight−1 is reserved.
 	CallbackReserve int
+	// Access decides who may call: every route but the probes, the
+	// document, payment callbacks and the login needs an API key or an
+	// operator's session with the route's scope (see auth.go). Without it,
+	// those routes answer 401, unless Unauthenticated is set.
+	Access *access.Service
+	// Unauthenticated serves every route without a credential, for tests
+	// and for a caller who authenticates in front of the handler. Never set
+	// it on a server that others can reach.
+	Unauthenticated bool
+	// Closer carries out manual closes (POST /v1/closes). Nil: those routes
+	// answer 503.
+	Closer *closes.Closer
+	// TrustedOrigins are origins (scheme://host[:port]) other than the
+	// server's own whose browsers may send requests with an operator's
+	// session cookie; http.CrossOriginProtection refuses the rest.
+	TrustedOrigins []string
 	// BodyTimeout bounds how long a request body may take to arrive after
 	// its headers. The server reads every body in full, within BodyTimeout
 	// and up to MaxBodyBytes, before the request counts against MaxInFlight
@@ -81,6 +99,13 @@ type Server struct {
 
 	bodyTimeout time.Duration
 	callbacks   map[string]lapse.PaymentCallback
+	byPattern   map[string]*route
+
+	access      *access.Service // nil: guarded routes answer 401
+	accessDB    lapse.AccessStore
+	open        bool // Config.Unauthenticated
+	closer      *closes.Closer
+	crossOrigin *http.CrossOriginProtection
 	inFlight    *inFlight // nil: no limit
 	shedCalls   *burst    // logs the payment callbacks shed
 	unavailable *burst    // logs the 503s of a dependency that is down
@@ -91,47 +116,87 @@ type Server struct {
 const callbackPath = "/v1/payments/{provider}/callback"
 
 // route is one endpoint. The route table below is the only place endpoints
-// are declared, so that the OpenAPI test can check the document against it.
+// are declared, so that the OpenAPI test can check the document against it,
+// scopes included.
 type route struct {
 	method  string
 	path    string // a ServeMux pattern path, which is also OpenAPI path syntax
 	handler http.HandlerFunc
+	// scope is what a caller's key or role must grant; "" is a route open
+	// to anyone (health, the document, payment callbacks, which their
+	// providers sign, and the login).
+	scope string
+	// audit names the action a call is in the audit log as; "" is a read,
+	// or a route whose handler records its own rows (selfAudit).
+	audit     string
+	selfAudit bool
+	// target is what the action is about, as "kind:{path value}" or
+	// "kind:body.field" (a string field of the JSON body).
+	target string
+	// risky actions need an operator's fresh second factor.
+	risky bool
+	// secret bodies are never kept in the audit log.
+	secret bool
+	// stake tells what a risky call puts at risk, for four eyes.
+	stake func(s *Server, r *http.Request, body []byte) (stake, error)
 }
 
 func (s *Server) routes() []route {
+	const (
+		read  = access.ScopeOrdersRead
+		write = access.ScopeOrdersWrite
+		pay   = access.ScopePaymentsWrite
+		ref   = access.ScopeRefundsWrite
+		inv   = access.ScopeInventoryWrite
+		ops   = access.ScopeOperationsWrite
+	)
 	return []route{
-		{"POST", "/v1/orders", s.createOrder},
-		{"GET", "/v1/orders", s.listOrders},
-		{"GET", "/v1/orders/{order_no}", s.getOrder},
-		{"POST", "/v1/orders/{order_no}/events", s.fireEvent},
-		{"GET", "/v1/orders/{order_no}/events", s.listEvents},
-		{"PATCH", "/v1/orders/{order_no}/deadline", s.setDeadline},
-		{"GET", "/v1/orders/{order_no}/transitions", s.listTransitions},
-		{"GET", "/v1/orders/{order_no}/deliveries", s.listDeliveries},
-		{"POST", "/v1/deliveries/{id}/retry", s.retryDelivery},
-		{"POST", "/v1/orders/{order_no}/payment-intents", s.startPayment},
-		{"GET", "/v1/orders/{order_no}/payments", s.listPayments},
-		{"POST", "/v1/orders/{order_no}/refunds", s.refundOrder},
-		{"GET", "/v1/orders/{order_no}/refunds", s.listRefunds},
-		{"POST", callbackPath, s.paymentCallback},
-		{"POST", "/v1/orders/{order_no}/retry", s.retryOrder},
-		{"GET", "/v1/orders/{order_no}/cards", s.listCards},
-		{"POST", "/v1/cards/{id}/visits", s.useCard},
-		{"POST", "/v1/groups", s.createGroup},
-		{"GET", "/v1/groups/{group_id}", s.getGroup},
-		{"POST", "/v1/groups/{group_id}/members", s.joinGroup},
-		{"POST", "/v1/groups/{group_id}/retry", s.retryOrder},
-		{"GET", "/v1/reviews", s.listReviews},
-		{"PUT", "/v1/stock/{sku}", s.putStock},
-		{"GET", "/v1/stock/{sku}", s.getStock},
-		{"POST", "/v1/coupons", s.createCoupon},
-		{"GET", "/v1/coupons/{code}", s.getCoupon},
-		{"GET", "/v1/trigger", s.getTrigger},
-		{"PUT", "/v1/trigger", s.putTrigger},
-		{"GET", "/healthz", s.healthz},
-		{"GET", "/readyz", s.readyz},
-		{"GET", "/metrics", s.metrics()},
-		{"GET", "/openapi.json", s.openAPI},
+		{method: "POST", path: "/v1/orders", handler: s.createOrder, scope: write, audit: "order.create", target: "order:body.order_no"},
+		{method: "GET", path: "/v1/orders", handler: s.listOrders, scope: read},
+		{method: "GET", path: "/v1/orders/{order_no}", handler: s.getOrder, scope: read},
+		{method: "POST", path: "/v1/orders/{order_no}/events", handler: s.fireEvent, scope: write, audit: "order.fire", target: "order:{order_no}", risky: true},
+		{method: "GET", path: "/v1/orders/{order_no}/events", handler: s.listEvents, scope: read},
+		{method: "PATCH", path: "/v1/orders/{order_no}/deadline", handler: s.setDeadline, scope: write, audit: "order.deadline", target: "order:{order_no}", risky: true},
+		{method: "GET", path: "/v1/orders/{order_no}/transitions", handler: s.listTransitions, scope: read},
+		{method: "GET", path: "/v1/orders/{order_no}/deliveries", handler: s.listDeliveries, scope: read},
+		{method: "POST", path: "/v1/deliveries/{id}/retry", handler: s.retryDelivery, scope: ops, audit: "delivery.retry", target: "delivery:{id}", risky: true},
+		{method: "POST", path: "/v1/orders/{order_no}/payment-intents", handler: s.startPayment, scope: pay, audit: "payment.intent", target: "order:{order_no}"},
+		{method: "GET", path: "/v1/orders/{order_no}/payments", handler: s.listPayments, scope: read},
+		{method: "POST", path: "/v1/orders/{order_no}/refunds", handler: s.refundOrder, scope: ref, audit: "refund.create", target: "order:{order_no}", risky: true, stake: refundStake},
+		{method: "GET", path: "/v1/orders/{order_no}/refunds", handler: s.listRefunds, scope: read},
+		{method: "POST", path: callbackPath, handler: s.paymentCallback},
+		{method: "POST", path: "/v1/orders/{order_no}/retry", handler: s.retryOrder, scope: ops, audit: "order.retry", target: "order:{order_no}", risky: true, stake: orderStake("order_no")},
+		{method: "GET", path: "/v1/orders/{order_no}/cards", handler: s.listCards, scope: read},
+		{method: "POST", path: "/v1/cards/{id}/visits", handler: s.useCard, scope: write, audit: "card.use", target: "card:{id}"},
+		{method: "POST", path: "/v1/groups", handler: s.createGroup, scope: write, audit: "group.create", target: "group:body.group_id"},
+		{method: "GET", path: "/v1/groups/{group_id}", handler: s.getGroup, scope: read},
+		{method: "POST", path: "/v1/groups/{group_id}/members", handler: s.joinGroup, scope: write, audit: "group.join", target: "group:{group_id}"},
+		{method: "POST", path: "/v1/groups/{group_id}/retry", handler: s.retryOrder, scope: pay, audit: "group.retry", target: "group:{group_id}", risky: true, stake: orderStake("group_id")},
+		{method: "GET", path: "/v1/reviews", handler: s.listReviews, scope: read},
+		{method: "PUT", path: "/v1/stock/{sku}", handler: s.putStock, scope: inv, audit: "stock.set", target: "stock:{sku}", risky: true},
+		{method: "GET", path: "/v1/stock/{sku}", handler: s.getStock, scope: read},
+		{method: "POST", path: "/v1/coupons", handler: s.createCoupon, scope: inv, audit: "coupon.create", target: "coupon:body.code"},
+		{method: "GET", path: "/v1/coupons/{code}", handler: s.getCoupon, scope: read},
+		{method: "GET", path: "/v1/trigger", handler: s.getTrigger, scope: read},
+		{method: "PUT", path: "/v1/trigger", handler: s.putTrigger, scope: ops, audit: "trigger.set", target: "trigger", risky: true},
+		{method: "POST", path: "/v1/closes/preview", handler: s.previewClose, scope: read},
+		{method: "POST", path: "/v1/closes", handler: s.startClose, scope: ops, audit: "close.batch", selfAudit: true, target: "close", risky: true, stake: closeStake},
+		{method: "GET", path: "/v1/closes", handler: s.listCloses, scope: read},
+		{method: "GET", path: "/v1/closes/{id}", handler: s.getClose, scope: read},
+		{method: "GET", path: "/v1/approvals", handler: s.listApprovals, scope: read},
+		{method: "GET", path: "/v1/approvals/{id}", handler: s.getApproval, scope: read},
+		{method: "POST", path: "/v1/approvals/{id}/approve", handler: s.approve, scope: read},
+		{method: "POST", path: "/v1/approvals/{id}/reject", handler: s.reject, scope: read},
+		{method: "GET", path: "/v1/audit", handler: s.listAudit, scope: access.ScopeAuditRead},
+		{method: "GET", path: "/v1/audit/verify", handler: s.verifyAudit, scope: access.ScopeAuditRead},
+		{method: "POST", path: "/v1/sessions", handler: s.login},
+		{method: "GET", path: "/v1/sessions/current", handler: s.getSession, scope: read},
+		{method: "DELETE", path: "/v1/sessions/current", handler: s.logout, scope: read},
+		{method: "POST", path: "/v1/sessions/current/second-factor", handler: s.secondFactor, scope: read},
+		{method: "GET", path: "/healthz", handler: s.healthz},
+		{method: "GET", path: "/readyz", handler: s.readyz},
+		{method: "GET", path: "/metrics", handler: s.metrics(), scope: access.ScopeMetricsRead},
+		{method: "GET", path: "/openapi.json", handler: s.openAPI},
 	}
 }
 
@@ -147,12 +212,26 @@ func NewServer(e *engine.Engine, cfg Config) *Server {
 
 		bodyTimeout: cfg.BodyTimeout,
 		callbacks:   cfg.Callbacks,
+
+		access:      cfg.Access,
+		open:        cfg.Unauthenticated,
+		closer:      cfg.Closer,
+		crossOrigin: http.NewCrossOriginProtection(),
 	}
+	if s.access != nil {
+		s.accessDB = s.access.Store()
+	}
+
 	if cfg.MaxInFlight > 0 {
 		s.inFlight = newInFlight(cfg.MaxInFlight, cfg.CallbackReserve)
 	}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	for _, o := range cfg.TrustedOrigins {
+		if err := s.crossOrigin.AddTrustedOrigin(o); err != nil {
+			s.log.Warn("http: a trusted origin is not valid and is ignored", "origin", o, "err", err)
+		}
 	}
 	s.unavailable = &burst{log: s.log, msg: "http: a dependency is unavailable; answering 503 with Retry-After", window: burstWindow}
 	s.shedCalls = &burst{log: s.log, msg: "http: payment callbacks shed: every in-flight slot is taken; their providers will send them again", window: burstWindow}
@@ -168,8 +247,10 @@ func NewServer(e *engine.Engine, cfg Config) *Server {
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
+	s.byPattern = map[string]*route{}
 	for _, rt := range s.routes() {
 		s.mux.HandleFunc(rt.method+" "+rt.path, rt.handler)
+		s.byPattern[rt.method+" "+rt.path] = &rt
 	}
 	return s
 }
@@ -241,6 +322,10 @@ func (s *Server) shed(w http.ResponseWriter, r *http.Request, callback bool) {
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
+		if rt := s.byPattern[pattern]; rt != nil && rt.scope != "" && !s.open {
+			s.guarded(w, r, rt)
+			return
+		}
 		// Through the mux, not h, so that r.PathValue works.
 		s.mux.ServeHTTP(w, r)
 		return

@@ -79,6 +79,9 @@ func newEnvWith(t *testing.T, opt options) *env {
 	}
 	logs := &syncBuffer{}
 	cfg := opt.cfg
+	if cfg.Access == nil {
+		cfg.Unauthenticated = true // access control has tests of its own (auth_test.go)
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s := lapsehttp.NewServer(e, cfg)
 	srv := httptest.NewServer(s.Handler())

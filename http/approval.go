@@ -1,0 +1,239 @@
+package http
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/access"
+)
+
+// Four eyes. A risky action by an operator above the access service's
+// thresholds (money, or orders in one manual close) is not carried out: it
+// is kept as an approval request, with the request as the API got it, and
+// answered 202. A second operator, never its maker, approves it with their
+// own second factor; the request is then carried out as its maker made it,
+// through the same route, with the approver in its audit row.
+
+// stake is what a risky request puts at risk.
+type stake struct {
+	amount   int64 // minor units of currency
+	currency string
+	count    int64 // orders
+	reason   string
+}
+
+// storedRequest is the request an approval request carries out.
+type storedRequest struct {
+	Method         string          `json:"method"`
+	Path           string          `json:"path"`
+	Body           json.RawMessage `json:"body,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+}
+
+func (s *Server) requestApproval(w http.ResponseWriter, r *http.Request, rt *route, entry *lapse.AuditEntry, body []byte, st stake) {
+	sr := storedRequest{Method: r.Method, Path: r.URL.Path, IdempotencyKey: r.Header.Get("Idempotency-Key")}
+	if len(body) > 0 {
+		sr.Body = body
+	}
+	raw, err := json.Marshal(sr)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	a, err := s.access.RequestApproval(r.Context(), principalOf(r.Context()), &lapse.Approval{
+		Action: rt.audit, Target: entry.Target, Amount: st.amount, Currency: st.currency, Count: st.count,
+		Request: raw, Reason: st.reason,
+	})
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusAccepted, approvalOut(a))
+}
+
+// approvalJSON is an approval request as the API shows it.
+type approvalJSON struct {
+	ID        int64                `json:"id"`
+	Status    lapse.ApprovalStatus `json:"status"`
+	Action    string               `json:"action"`
+	Target    string               `json:"target"`
+	Amount    int64                `json:"amount,omitempty"`
+	Currency  string               `json:"currency,omitempty"`
+	Count     int64                `json:"count,omitempty"`
+	Reason    string               `json:"reason,omitempty"`
+	Maker     string               `json:"maker"`
+	CreatedAt time.Time            `json:"created_at"`
+	ExpiresAt time.Time            `json:"expires_at"`
+	Approver  string               `json:"approver,omitempty"`
+	DecidedAt *time.Time           `json:"decided_at,omitempty"`
+	Result    string               `json:"result,omitempty"`
+}
+
+func approvalOut(a *lapse.Approval) approvalJSON {
+	out := approvalJSON{ID: a.ID, Status: a.Status, Action: a.Action, Target: a.Target, Amount: a.Amount, Currency: a.Currency,
+		Count: a.Count, Reason: a.Reason, Maker: a.MakerName, CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt,
+		Approver: a.ApproverName, Result: a.Result}
+	if !a.DecidedAt.IsZero() {
+		out.DecidedAt = &a.DecidedAt
+	}
+	return out
+}
+
+func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := &lapse.ApprovalListParams{Status: lapse.ApprovalStatus(q.Get("status")), Limit: 100}
+	switch p.Status {
+	case "", lapse.ApprovalPending, lapse.ApprovalApproved, lapse.ApprovalExecuted, lapse.ApprovalFailed, lapse.ApprovalRejected, lapse.ApprovalExpired:
+	default:
+		s.error(w, r, lapse.FieldError("status", "unknown status %q: pending, approved, executed, failed, rejected or expired", p.Status))
+		return
+	}
+	as, err := s.access.Approvals(r.Context(), p)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	out := make([]approvalJSON, 0, len(as))
+	for _, a := range as {
+		out = append(out, approvalOut(a))
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"approvals": out})
+}
+
+func (s *Server) getApproval(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		s.error(w, r, lapse.FieldError("id", "must be an approval request's number"))
+		return
+	}
+	a, err := s.access.Approval(r.Context(), id)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, approvalOut(a))
+}
+
+// decisionRequest is the body of POST /v1/approvals/{id}/approve and /reject.
+type decisionRequest struct {
+	Code   string `json:"code"`   // the approver's TOTP code (approve)
+	Reason string `json:"reason"` // why (reject)
+}
+
+func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		s.error(w, r, lapse.FieldError("id", "must be an approval request's number"))
+		return
+	}
+	var req decisionRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	by := principalOf(r.Context())
+	if a, err := s.access.Approval(r.Context(), id); err != nil {
+		s.error(w, r, err)
+		return
+	} else if scope := s.scopeOf(a); scope != "" && !by.Can(scope) {
+		s.error(w, r, lapse.Errorf(lapse.EFORBIDDEN, "approving %s needs the scope %s, which %s does not have", a.Action, scope, by.Name))
+		return
+	}
+	code := req.Code
+	if code == "" {
+		code = r.Header.Get(SecondFactorHeader)
+	}
+	a, err := s.access.Approve(r.Context(), by, id, code, func(ctx context.Context, a *lapse.Approval) (string, error) {
+		return s.carryOut(ctx, r, a, by)
+	})
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, approvalOut(a))
+}
+
+func (s *Server) reject(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		s.error(w, r, lapse.FieldError("id", "must be an approval request's number"))
+		return
+	}
+	var req decisionRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	a, err := s.access.Reject(r.Context(), principalOf(r.Context()), id, req.Reason)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, approvalOut(a))
+}
+
+// carryOut runs the request a keeps, as its maker, through its route, and
+// returns how it ended: the status and the answer, or an error for a status
+// of 400 or more.
+func (s *Server) carryOut(ctx context.Context, orig *http.Request, a *lapse.Approval, approver *access.Principal) (string, error) {
+	var sr storedRequest
+	if err := json.Unmarshal(a.Request, &sr); err != nil {
+		return "", fmt.Errorf("approval %d: its request does not decode: %w", a.ID, err)
+	}
+	maker, err := s.access.OperatorPrincipal(ctx, a.MakerName)
+	if err != nil {
+		return "", fmt.Errorf("approval %d: its maker %q cannot act now: %w", a.ID, a.MakerName, err)
+	}
+	ctx = context.WithValue(ctx, principalKey{}, maker)
+	ctx = context.WithValue(ctx, approvedKey{}, &approval{id: a.ID, approver: approver.Name})
+	req, err := http.NewRequestWithContext(ctx, sr.Method, sr.Path, nil)
+	if err != nil {
+		return "", fmt.Errorf("approval %d: %w", a.ID, err)
+	}
+	req.Body = &bufferedBody{r: bytes.NewReader(sr.Body), err: io.EOF}
+	req.ContentLength = int64(len(sr.Body))
+	req.Header.Set("Content-Type", "application/json")
+	if sr.IdempotencyKey != "" {
+		req.Header.Set("Idempotency-Key", sr.IdempotencyKey)
+	}
+	req.RemoteAddr = orig.RemoteAddr
+	// The approver must be allowed what they approve (checked before the
+	// approval too; the route may have changed since).
+	if scope := s.scopeOf(a); scope == "" || !approver.Can(scope) {
+		return "", lapse.Errorf(lapse.EFORBIDDEN, "approving %s needs the scope of its route, which %s does not have", a.Action, approver.Name)
+	}
+	c := &capture{header: http.Header{}}
+	s.route(c, req)
+	answer := string(bytes.TrimSpace(c.body))
+	if len(answer) > 1024 {
+		answer = answer[:1024] + "…"
+	}
+	if c.status >= 400 {
+		return "", lapse.Errorf(lapse.ECONFLICT, "the approved request was refused: %d %s", c.status, answer)
+	}
+	return fmt.Sprintf("%d %s", c.status, answer), nil
+}
+
+// scopeOf is the scope of the route the request of a goes to, "" when it
+// goes to none.
+func (s *Server) scopeOf(a *lapse.Approval) string {
+	var sr storedRequest
+	if json.Unmarshal(a.Request, &sr) != nil {
+		return ""
+	}
+	req, err := http.NewRequest(sr.Method, sr.Path, nil)
+	if err != nil {
+		return ""
+	}
+	if _, pattern := s.mux.Handler(req); s.byPattern[pattern] != nil {
+		return s.byPattern[pattern].scope
+	}
+	return ""
+}

@@ -1,0 +1,226 @@
+package http
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/access"
+	"github.com/lapsehq/lapse/engine"
+)
+
+// Who may call. Every route with a scope needs a credential: a service's
+// API key (Authorization: Bearer <key>) or an operator's session cookie,
+// whose requests must also pass the standard library's cross-origin
+// protection. No credential is 401, a credential without the route's scope
+// is 403; neither reaches the handler. A change made through a route with an
+// audit action is in the audit log, in the transaction of its effect
+// (engine.WithAudit), or in a row of its own when it failed or changed
+// nothing. A risky route needs an operator's fresh second factor, and above
+// the access service's thresholds it waits, as an approval request, for a
+// second operator (approval.go).
+
+// SessionCookie is the name of an operator's session cookie.
+const SessionCookie = "lapse_session"
+
+// SecondFactorHeader carries an operator's TOTP code for a risky action.
+const SecondFactorHeader = "Lapse-Second-Factor"
+
+type principalKey struct{}
+
+// principalOf returns who r acts as, nil on an unguarded route or server.
+func principalOf(ctx context.Context) *access.Principal {
+	p, _ := ctx.Value(principalKey{}).(*access.Principal)
+	return p
+}
+
+// approvedKey marks a request carried out for an approval request: its
+// maker gave the second factor when making it, and a second operator
+// approved it with theirs.
+type approvedKey struct{}
+
+type approval struct {
+	id       int64
+	approver string
+}
+
+// actor is who a change made by r is recorded as in the order's log.
+func actor(r *http.Request) engine.Actor {
+	if p := principalOf(r.Context()); p != nil {
+		return engine.Actor{FiredBy: lapse.FiredByAPI, Name: p.Kind + ":" + p.Name}
+	}
+	return engine.Actor{FiredBy: lapse.FiredByAPI, Name: "api"}
+}
+
+// authenticate returns who r is, by its bearer key or its session cookie,
+// and whether it came by cookie.
+func (s *Server) authenticate(r *http.Request) (*access.Principal, bool, error) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, key, ok := strings.Cut(h, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
+			return nil, false, lapse.Errorf(lapse.EUNAUTHORIZED, "the Authorization header must be: Bearer <API key>")
+		}
+		p, err := s.access.Authenticate(r.Context(), strings.TrimSpace(key))
+		return p, false, err
+	}
+	if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
+		p, err := s.access.Session(r.Context(), c.Value)
+		return p, true, err
+	}
+	return nil, false, lapse.Errorf(lapse.EUNAUTHORIZED, "this route needs an API key (Authorization: Bearer <key>) or an operator's session")
+}
+
+// guarded serves r on rt, a route with a scope, as the comment above says.
+func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
+	if s.access == nil {
+		s.unauthorized(w, r, lapse.Errorf(lapse.EUNAUTHORIZED, "this server has no access control configured, so it serves no route that needs a credential"))
+		return
+	}
+	// A request carried out for an approval request (carryOut) acts as its
+	// maker, whom the context names; no request from outside can.
+	p, cookie := principalOf(r.Context()), false
+	if _, approved := r.Context().Value(approvedKey{}).(*approval); p == nil || !approved {
+		var err error
+		if p, cookie, err = s.authenticate(r); err != nil {
+			s.unauthorized(w, r, err)
+			return
+		}
+	}
+	if cookie {
+		if err := s.crossOrigin.Check(r); err != nil {
+			s.error(w, r, lapse.Errorf(lapse.EFORBIDDEN, "cross-origin request refused: %v", err))
+			return
+		}
+	}
+	ctx := context.WithValue(r.Context(), principalKey{}, p)
+	r = r.WithContext(ctx)
+	body, _ := bodyBytes(r)
+	var entry *lapse.AuditEntry
+	if rt.audit != "" {
+		var params any
+		if len(body) > 0 && !rt.secret && json.Valid(body) {
+			params = json.RawMessage(body)
+		}
+		entry = p.Entry(rt.audit, rt.targetOf(r, body), params)
+		entry.ClientAddr = clientAddr(r)
+	}
+	if !p.Can(rt.scope) {
+		err := lapse.Errorf(lapse.EFORBIDDEN, "%s needs the scope %s, which %s %q does not have", rt.method+" "+rt.path, rt.scope, p.Kind, p.Name)
+		s.refused(ctx, entry, err)
+		s.error(w, r, err)
+		return
+	}
+	if entry == nil { // a read
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	if ap, _ := ctx.Value(approvedKey{}).(*approval); ap != nil {
+		entry.Approver, entry.ApprovalID, entry.SecondFactor = ap.approver, ap.id, "totp"
+	} else if rt.risky {
+		used, err := s.access.RequireSecondFactor(ctx, p, r.Header.Get(SecondFactorHeader))
+		if err != nil {
+			s.refused(ctx, entry, err)
+			s.error(w, r, err)
+			return
+		}
+		entry.SecondFactor = used
+		if rt.stake != nil {
+			if st, err := rt.stake(s, r, body); err == nil && s.access.NeedsApproval(p, st.amount, st.count) {
+				s.requestApproval(w, r, rt, entry, body, st)
+				return
+			}
+			// A stake that cannot be told (an order that does not exist, a
+			// bad body) is the handler's to refuse.
+		}
+	}
+	if rt.selfAudit {
+		ctx = context.WithValue(ctx, entryKey{}, entry)
+	} else {
+		ctx = engine.WithAudit(ctx, entry)
+	}
+	rec := &auditRecorder{ResponseWriter: w}
+	s.mux.ServeHTTP(rec, r.WithContext(ctx))
+	// A handler that audits itself records its failures too.
+	if rt.selfAudit || (rec.status < 400 && engine.AuditWritten(ctx)) {
+		return
+	}
+	e := *entry
+	e.Result = rec.result()
+	if err := s.access.Record(context.WithoutCancel(ctx), &e); err != nil {
+		s.log.Error("http: the audit row of an action could not be written", "action", e.Action, "target", e.Target,
+			"actor", e.ActorName, "result", e.Result, "err", err)
+	}
+}
+
+// refused records a refused action of a known caller, when rt audits.
+func (s *Server) refused(ctx context.Context, entry *lapse.AuditEntry, err error) {
+	if entry == nil {
+		return
+	}
+	e := *entry
+	e.Result = "refused: " + lapse.Reason(err)
+	if aerr := s.access.Record(context.WithoutCancel(ctx), &e); aerr != nil {
+		s.log.Error("http: the audit row of a refused action could not be written", "action", e.Action, "err", aerr)
+	}
+}
+
+func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, err error) {
+	var le *lapse.Error
+	if errors.As(err, &le) && le.Code == lapse.EUNAUTHORIZED {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="lapse"`)
+	}
+	s.error(w, r, err)
+}
+
+// clientAddr is the caller's address as the connection shows it; headers a
+// proxy may have set are not believed.
+func clientAddr(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
+}
+
+// auditRecorder keeps the status and, for an error, the start of the
+// problem's detail, for the audit row of a change that did not commit one.
+type auditRecorder struct {
+	http.ResponseWriter
+	status int
+	body   []byte
+}
+
+func (w *auditRecorder) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *auditRecorder) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if w.status >= 400 && len(w.body) < 2048 {
+		w.body = append(w.body, b[:min(len(b), 2048-len(w.body))]...)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *auditRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *auditRecorder) result() string {
+	if w.status < 400 {
+		return "ok"
+	}
+	var p Problem
+	if json.Unmarshal(w.body, &p) == nil && p.Detail != "" {
+		return fmt.Sprintf("%d %s: %s", w.status, p.Code, p.Detail)
+	}
+	return fmt.Sprintf("%d %s", w.status, http.StatusText(w.status))
+}

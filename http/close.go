@@ -1,0 +1,148 @@
+package http
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/closes"
+)
+
+// Manual close (seed 004): orders chosen by number, user or creation time
+// are previewed (POST /v1/closes/preview: a count and a sample, changing
+// nothing), then closed through their flows as one batch (POST
+// /v1/closes), whose progress GET /v1/closes/{id} shows. The same path as
+// lapse close.
+
+var errNoCloser = lapse.Errorf(lapse.EUNAVAILABLE, "manual close is not configured on this server")
+
+// closeRequest is the body of POST /v1/closes and /v1/closes/preview.
+type closeRequest struct {
+	Selector closes.Selector `json:"selector"`
+	Reason   string          `json:"reason"`
+}
+
+// entryKey carries the audit row of a route whose handler writes its own
+// (route.selfAudit).
+type entryKey struct{}
+
+func (s *Server) previewClose(w http.ResponseWriter, r *http.Request) {
+	if s.closer == nil {
+		s.error(w, r, errNoCloser)
+		return
+	}
+	var req closeRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	pv, err := s.closer.Preview(r.Context(), &req.Selector)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	sample := make([]*lapse.Order, 0, len(pv.Sample))
+	for _, o := range pv.Sample {
+		sample = append(sample, orderView(o))
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"count": pv.Count, "skipped": pv.Skipped, "sample": sample})
+}
+
+func (s *Server) startClose(w http.ResponseWriter, r *http.Request) {
+	if s.closer == nil {
+		s.error(w, r, errNoCloser)
+		return
+	}
+	var req closeRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	by, _ := r.Context().Value(entryKey{}).(*lapse.AuditEntry)
+	if by == nil {
+		by = &lapse.AuditEntry{ActorKind: "api", ActorName: "api", Action: "close.batch", ClientAddr: clientAddr(r)}
+	}
+	b, err := s.closer.Start(r.Context(), &req.Selector, req.Reason, by, by.ApprovalID)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	run := *by
+	go func() {
+		// The batch outlives the request; a process that stops meanwhile
+		// leaves it running, for the next start to carry on.
+		if _, err := s.closer.Run(context.WithoutCancel(r.Context()), b.ID, &run, nil); err != nil {
+			s.log.Error("http: a manual close batch stopped", "batch", b.ID, "err", err)
+		}
+	}()
+	s.writeJSON(w, r, http.StatusAccepted, batchOut(b))
+}
+
+// batchJSON is a close batch as the API shows it.
+type batchJSON struct {
+	ID         int64                  `json:"id"`
+	Status     lapse.CloseBatchStatus `json:"status"`
+	Selector   rawJSON                `json:"selector"`
+	Reason     string                 `json:"reason"`
+	CreatedBy  string                 `json:"created_by"`
+	ApprovalID int64                  `json:"approval_id,omitempty"`
+	CreatedAt  time.Time              `json:"created_at"`
+	Total      int64                  `json:"total"`
+	Closed     int64                  `json:"closed"`
+	Skipped    int64                  `json:"skipped"`
+	Failed     int64                  `json:"failed"`
+	FinishedAt *time.Time             `json:"finished_at,omitempty"`
+}
+
+func batchOut(b *lapse.CloseBatch) batchJSON {
+	out := batchJSON{ID: b.ID, Status: b.Status, Selector: b.Selector, Reason: b.Reason, CreatedBy: b.CreatedBy,
+		ApprovalID: b.ApprovalID, CreatedAt: b.CreatedAt, Total: b.Total, Closed: b.Closed, Skipped: b.Skipped, Failed: b.Failed}
+	if !b.FinishedAt.IsZero() {
+		out.FinishedAt = &b.FinishedAt
+	}
+	return out
+}
+
+func (s *Server) listCloses(w http.ResponseWriter, r *http.Request) {
+	if s.closer == nil {
+		s.error(w, r, errNoCloser)
+		return
+	}
+	p := &lapse.CloseBatchListParams{Status: lapse.CloseBatchStatus(r.URL.Query().Get("status")), Limit: 100}
+	switch p.Status {
+	case "", lapse.CloseBatchRunning, lapse.CloseBatchDone:
+	default:
+		s.error(w, r, lapse.FieldError("status", "must be running or done"))
+		return
+	}
+	bs, err := s.closer.Batches(r.Context(), p)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	out := make([]batchJSON, 0, len(bs))
+	for _, b := range bs {
+		out = append(out, batchOut(b))
+	}
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"batches": out})
+}
+
+func (s *Server) getClose(w http.ResponseWriter, r *http.Request) {
+	if s.closer == nil {
+		s.error(w, r, errNoCloser)
+		return
+	}
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		s.error(w, r, lapse.FieldError("id", "must be a batch number"))
+		return
+	}
+	b, err := s.closer.Batch(r.Context(), id)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, batchOut(b))
+}

@@ -1,0 +1,124 @@
+package http
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+// Operators' sessions: a login with name, password and TOTP code sets a
+// session cookie (Secure, HttpOnly, SameSite=Strict), which the console and
+// the API accept in place of a key. Logging in is not a second factor:
+// risky actions need a code of their own (POST
+// /v1/sessions/current/second-factor, or the Lapse-Second-Factor header).
+
+// loginRequest is the body of POST /v1/sessions.
+type loginRequest struct {
+	Name     string `json:"name"`
+	Password string `json:"password"`
+	Code     string `json:"code"`
+}
+
+// sessionJSON is the session's operator as the API shows it.
+type sessionJSON struct {
+	Operator       string     `json:"operator"`
+	Role           string     `json:"role"`
+	Scopes         []string   `json:"scopes"`
+	ExpiresAt      time.Time  `json:"expires_at"`
+	SecondFactorAt *time.Time `json:"second_factor_at,omitempty"`
+}
+
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	if s.access == nil {
+		s.error(w, r, lapse.Errorf(lapse.EUNAUTHORIZED, "this server has no access control configured"))
+		return
+	}
+	if err := s.crossOrigin.Check(r); err != nil {
+		s.error(w, r, lapse.Errorf(lapse.EFORBIDDEN, "cross-origin request refused: %v", err))
+		return
+	}
+	var req loginRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	token, p, err := s.access.Login(r.Context(), req.Name, req.Password, req.Code, clientAddr(r))
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: token, Path: "/", Expires: p.Session.ExpiresAt,
+		Secure: true, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	s.writeJSON(w, r, http.StatusCreated, sessionOut(p.Name, p.Role, p.Scopes, p.Session))
+}
+
+func sessionOut(name, role string, scopes []string, ss *lapse.Session) sessionJSON {
+	out := sessionJSON{Operator: name, Role: role, Scopes: scopes, ExpiresAt: ss.ExpiresAt}
+	if !ss.SecondFactorAt.IsZero() {
+		out.SecondFactorAt = &ss.SecondFactorAt
+	}
+	return out
+}
+
+// currentSession is the session r came with, or an error for a request
+// that did not come with one.
+func (s *Server) currentSession(r *http.Request) (*lapse.Session, error) {
+	p := principalOf(r.Context())
+	if p == nil || p.Session == nil {
+		return nil, lapse.Errorf(lapse.EINVALID, "this request did not come with an operator's session")
+	}
+	return p.Session, nil
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
+	ss, err := s.currentSession(r)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	p := principalOf(r.Context())
+	s.writeJSON(w, r, http.StatusOK, sessionOut(p.Name, p.Role, p.Scopes, ss))
+}
+
+func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.currentSession(r); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	c, _ := r.Cookie(SessionCookie)
+	if err := s.access.Logout(r.Context(), c.Value); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, Secure: true, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode})
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// secondFactorRequest is the body of POST /v1/sessions/current/second-factor.
+type secondFactorRequest struct {
+	Code string `json:"code"`
+}
+
+func (s *Server) secondFactor(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.currentSession(r); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	var req secondFactorRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	if req.Code == "" {
+		s.error(w, r, lapse.FieldError("code", "is required: the TOTP code of your authenticator"))
+		return
+	}
+	p := principalOf(r.Context())
+	if err := s.access.VerifySecondFactor(r.Context(), p, req.Code); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, sessionOut(p.Name, p.Role, p.Scopes, p.Session))
+}
