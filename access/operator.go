@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/alexedwards/argon2id"
@@ -210,4 +211,31 @@ func (s *Service) takeTurn(ctx context.Context) error {
 	case <-ctx.Done():
 		return lapse.Errorf(lapse.EUNAVAILABLE, "too many logins at once; try again later")
 	}
+}
+
+// SetPreferences keeps an operator's console language (en or zh) and time
+// zone (an IANA name) for their next pages. Only the operator themself
+// sets them; it is not an action on money and is not audited.
+func (s *Service) SetPreferences(ctx context.Context, p *Principal, lang, zone string) error {
+	if p == nil || p.Kind != KindOperator {
+		return lapse.Errorf(lapse.EINVALID, "only operators have console preferences")
+	}
+	if lang != "en" && lang != "zh" {
+		return lapse.FieldError("lang", "must be en or zh")
+	}
+	if _, err := time.LoadLocation(zone); err != nil || zone == "" || zone == "Local" {
+		return lapse.FieldError("time_zone", "%q is not an IANA time zone (e.g. Asia/Shanghai)", zone)
+	}
+	return s.tx(ctx, func(as lapse.AccessStore) error {
+		o, err := lockOperator(ctx, as, p.Name)
+		if err != nil {
+			return err
+		}
+		o.Lang, o.TimeZone = lang, zone
+		if err := as.OperatorUpdate(ctx, o); err != nil {
+			return err
+		}
+		p.Lang, p.TimeZone = lang, zone
+		return nil
+	})
 }

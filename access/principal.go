@@ -35,6 +35,9 @@ type Principal struct {
 	// ClientAddr is where the request came from, when the caller knows
 	// (the HTTP layer sets it); audit rows made for the principal carry it.
 	ClientAddr string
+	// Lang and TimeZone are an operator's console preferences (en or zh;
+	// an IANA zone).
+	Lang, TimeZone string
 }
 
 // Can reports whether p holds scope; ScopeAdmin implies every scope. A nil
@@ -112,6 +115,8 @@ func operatorPrincipal(o *lapse.Operator, sess *lapse.Session) *Principal {
 		Scopes:     scopes,
 		OperatorID: o.ID,
 		Session:    sess,
+		Lang:       o.Lang,
+		TimeZone:   o.TimeZone,
 	}
 }
 

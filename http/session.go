@@ -48,9 +48,23 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: token, Path: "/", Expires: p.Session.ExpiresAt,
-		Secure: true, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, NewSessionCookie(token, p.Session))
 	s.writeJSON(w, r, http.StatusCreated, sessionOut(p.Name, p.Role, p.Scopes, p.Session))
+}
+
+// NewSessionCookie is the cookie of a new session with token: Secure,
+// HttpOnly, SameSite=Strict, for the whole site (the API and the console),
+// lasting as long as the session (by Max-Age, so that a browser's clock does
+// not decide), which the server still checks.
+func NewSessionCookie(token string, ss *lapse.Session) *http.Cookie {
+	return &http.Cookie{Name: SessionCookie, Value: token, Path: "/", MaxAge: max(1, int(ss.ExpiresAt.Sub(ss.CreatedAt).Seconds())),
+		Secure: true, HttpOnly: true, SameSite: http.SameSiteStrictMode}
+}
+
+// ClearSessionCookie is the cookie that ends a session's in the browser.
+func ClearSessionCookie() *http.Cookie {
+	return &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, Secure: true, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode}
 }
 
 func sessionOut(name, role string, scopes []string, ss *lapse.Session) sessionJSON {
@@ -91,8 +105,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, Secure: true, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, ClearSessionCookie())
 	w.WriteHeader(http.StatusNoContent)
 }
 

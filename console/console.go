@@ -1,0 +1,125 @@
+// Package console is the operators' desk: a web console, rendered on the
+// server with html/template from embedded templates and assets, with no
+// JavaScript build step, in English and Simplified Chinese. It is where
+// automation hands over to people (seed 003): the review queue, each order's
+// timeline, the actions on it, manual close (seed 004), approvals, the
+// dashboard and the audit log.
+//
+// Operators log in with a password and a TOTP code (package access); the
+// session is the API's (one cookie), and every action is a request to the
+// API's own handler, made in the process with the operator's session, so
+// that the scopes, the second factor, four eyes and the audit log apply to
+// the console exactly as they do to the API.
+package console
+
+import (
+	"cmp"
+	"embed"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/access"
+	"github.com/lapsehq/lapse/closes"
+	"github.com/lapsehq/lapse/engine"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed assets
+var assetFS embed.FS
+
+// Prefix is where the console is served.
+const Prefix = "/console/"
+
+// Config configures a Console.
+type Config struct {
+	Engine *engine.Engine  // required
+	Access *access.Service // required
+	Closer *closes.Closer  // manual close; nil: its pages say it is off
+	API    http.Handler    // the API's handler (lapsehttp.Server.Handler), which carries out actions; required
+	Store  lapse.Store     // the raw store (an AccessStore too), for what the engine does not list; required
+	Logger *slog.Logger    // default slog.Default()
+	Clock  lapse.Clock     // default the engine's
+}
+
+// Console serves the console's pages under Prefix.
+type Console struct {
+	cfg   Config
+	log   *slog.Logger
+	clock lapse.Clock
+	pages map[string]*template.Template // by page name, each with the layout
+	mux   *http.ServeMux
+	csrf  *http.CrossOriginProtection
+}
+
+// page is one page of the console: its template and handlers.
+type page struct {
+	pattern string // a ServeMux pattern under Prefix, e.g. "GET /console/orders/{order_no}"
+	handler func(c *Console, w http.ResponseWriter, r *http.Request)
+	open    bool // served without a session (the login)
+}
+
+// routes is the console's route table.
+func routes() []page {
+	return []page{
+		{pattern: "GET /console/login", handler: (*Console).loginPage, open: true},
+		{pattern: "POST /console/login", handler: (*Console).login, open: true},
+		{pattern: "POST /console/logout", handler: (*Console).logout},
+		{pattern: "POST /console/preferences", handler: (*Console).preferences},
+		{pattern: "GET /console/{$}", handler: (*Console).home},
+	}
+}
+
+// New returns a Console over cfg.
+func New(cfg Config) (*Console, error) {
+	if cfg.Engine == nil || cfg.Access == nil || cfg.API == nil || cfg.Store == nil {
+		return nil, fmt.Errorf("console: Engine, Access, API and Store are required")
+	}
+	c := &Console{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), clock: cfg.Clock, mux: http.NewServeMux(),
+		csrf: http.NewCrossOriginProtection()}
+	if c.clock == nil {
+		c.clock = cfg.Engine.Clock()
+	}
+	var err error
+	if c.pages, err = parsePages(); err != nil {
+		return nil, err
+	}
+	assets, _ := fs.Sub(assetFS, "assets")
+	c.mux.Handle("GET /console/assets/", http.StripPrefix("/console/assets/", http.FileServerFS(assets)))
+	for _, p := range routes() {
+		h := p.handler
+		serve := func(w http.ResponseWriter, r *http.Request) { h(c, w, r) }
+		if !p.open {
+			serve = c.withOperator(serve)
+		}
+		c.mux.HandleFunc(p.pattern, serve)
+	}
+	return c, nil
+}
+
+// Handler serves the console; mount it at Prefix.
+func (c *Console) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Frame-Options", "DENY")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Referrer-Policy", "same-origin")
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'")
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if err := c.csrf.Check(r); err != nil {
+				http.Error(w, "cross-origin request refused", http.StatusForbidden)
+				return
+			}
+		}
+		c.mux.ServeHTTP(w, r)
+	})
+}
+
+// home is the review queue's page until the queue is built.
+func (c *Console) home(w http.ResponseWriter, r *http.Request) {
+	c.render(w, r, "home", nil)
+}

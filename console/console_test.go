@@ -1,0 +1,221 @@
+package console_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alexedwards/argon2id"
+	"github.com/pquerna/otp/totp"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/access"
+	"github.com/lapsehq/lapse/closes"
+	"github.com/lapsehq/lapse/console"
+	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/flows"
+	lapsehttp "github.com/lapsehq/lapse/http"
+	"github.com/lapsehq/lapse/sqlite"
+)
+
+// t0 is when every test's clock starts.
+var t0 = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+
+// password is every test operator's password.
+const password = "correct horse battery staple"
+
+// env is the API and the console over one fresh SQLite file, served over
+// TLS (the session cookie is Secure), with a manual clock.
+type env struct {
+	t       *testing.T
+	ctx     context.Context
+	clock   *lapse.ManualClock
+	store   *sqlite.Store
+	engine  *engine.Engine
+	access  *access.Service
+	closer  *closes.Closer
+	srv     *httptest.Server
+	secrets map[string]string // TOTP secrets by operator name
+}
+
+// envConfig adjusts an env before it starts.
+type envConfig struct {
+	access func(*access.Config)
+	engine func(*engine.Config)
+}
+
+func newEnv(t *testing.T, ec envConfig) *env {
+	t.Helper()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "lapse.db"), sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clock := lapse.NewManualClock(t0)
+	ecfg := engine.Config{Clock: clock}
+	if ec.engine != nil {
+		ec.engine(&ecfg)
+	}
+	e, err := engine.New(s, flows.Builtin(), ecfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acfg := access.Config{Clock: clock, HashParams: &argon2id.Params{Memory: 1024, Iterations: 1, Parallelism: 1, SaltLength: 16, KeyLength: 32}}
+	if ec.access != nil {
+		ec.access(&acfg)
+	}
+	as, err := access.New(s, acfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := closes.New(e, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := lapsehttp.NewServer(e, lapsehttp.Config{Access: as, Closer: cl})
+	con, err := console.New(console.Config{Engine: e, Access: as, Closer: cl, API: api.Handler(), Store: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", api.Handler())
+	mux.Handle(console.Prefix, con.Handler())
+	srv := httptest.NewTLSServer(mux)
+	t.Cleanup(srv.Close)
+	return &env{t: t, ctx: ctx, clock: clock, store: s, engine: e, access: as, closer: cl, srv: srv, secrets: map[string]string{}}
+}
+
+// operator adds an operator with role and the test password.
+func (e *env) operator(name, role string) {
+	e.t.Helper()
+	_, enr, err := e.access.AddOperator(e.ctx, access.CLI("test"), name, role, password)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.secrets[name] = enr.Secret
+}
+
+// code is a TOTP code of name's authenticator, a step later than the last
+// one asked for, so that no code is ever given twice.
+func (e *env) code(name string) string {
+	e.t.Helper()
+	e.clock.Advance(30 * time.Second)
+	c, err := totp.GenerateCode(e.secrets[name], e.clock.Now())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
+// browser is an operator's browser: a client with a cookie jar that does not
+// follow redirects on its own, so that tests see them.
+type browser struct {
+	e *env
+	c *http.Client
+}
+
+func (e *env) browser() *browser {
+	jar, _ := cookiejar.New(nil)
+	c := e.srv.Client()
+	c.Jar = jar
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &browser{e: e, c: c}
+}
+
+// login signs name in and fails the test when it does not work.
+func (e *env) login(name string) *browser {
+	e.t.Helper()
+	b := e.browser()
+	resp := b.post("/console/login", url.Values{"name": {name}, "password": {password}, "code": {e.code(name)}, "next": {"/console/"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		e.t.Fatalf("login %s: %d", name, resp.StatusCode)
+	}
+	return b
+}
+
+// get returns the page at path: its status and body.
+func (b *browser) get(path string) (int, string) {
+	b.e.t.Helper()
+	resp, err := b.c.Get(b.e.srv.URL + path)
+	if err != nil {
+		b.e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// post submits a form as the browser would, from the console's own origin.
+func (b *browser) post(path string, form url.Values) *http.Response {
+	b.e.t.Helper()
+	req, err := http.NewRequest("POST", b.e.srv.URL+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		b.e.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", b.e.srv.URL)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err := b.c.Do(req)
+	if err != nil {
+		b.e.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp
+}
+
+func TestLoginAndLanguage(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	e.operator("alice", "operator")
+
+	// Not signed in: to the login page.
+	b := e.browser()
+	resp, err := b.c.Get(e.srv.URL + "/console/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/console/login") {
+		t.Fatalf("GET /console/ signed out = %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	// A wrong code is refused.
+	resp = b.post("/console/login", url.Values{"name": {"alice"}, "password": {password}, "code": {"000000"}})
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("login with a wrong code = %d", resp.StatusCode)
+	}
+
+	b = e.login("alice")
+	status, body := b.get("/console/")
+	if status != http.StatusOK || !strings.Contains(body, "Review queue") || !strings.Contains(body, "alice") {
+		t.Fatalf("home = %d:\n%s", status, body)
+	}
+	// Chinese, kept for the operator.
+	if resp := b.post("/console/preferences", url.Values{"lang": {"zh"}, "time_zone": {"Asia/Shanghai"}, "next": {"/console/"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("preferences = %d", resp.StatusCode)
+	}
+	if _, body := e.login("alice").get("/console/"); !strings.Contains(body, "复核队列") {
+		t.Fatalf("home in Chinese:\n%s", body)
+	}
+	// A cross-site form post is refused.
+	req, _ := http.NewRequest("POST", e.srv.URL+"/console/logout", nil)
+	req.Header.Set("Origin", "https://evil.example")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	resp, err = b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("cross-site POST = %d, want 403", resp.StatusCode)
+	}
+}

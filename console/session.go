@@ -1,0 +1,115 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/lapsehq/lapse/access"
+	lapsehttp "github.com/lapsehq/lapse/http"
+)
+
+type operatorKey struct{}
+
+// operatorOf is the operator a request of the console comes from.
+func operatorOf(r *http.Request) *access.Principal {
+	p, _ := r.Context().Value(operatorKey{}).(*access.Principal)
+	return p
+}
+
+// withOperator serves h only to a logged-in operator; others go to the
+// login page.
+func (c *Console) withOperator(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ck, err := r.Cookie(lapsehttp.SessionCookie)
+		var p *access.Principal
+		if err == nil {
+			p, err = c.cfg.Access.Session(r.Context(), ck.Value)
+		}
+		if err != nil || p == nil {
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, Prefix+"login?next="+r.URL.EscapedPath(), http.StatusSeeOther)
+				return
+			}
+			http.Error(w, "sign in first", http.StatusUnauthorized)
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), operatorKey{}, p)))
+	}
+}
+
+// loginData is the login page's data.
+type loginData struct {
+	Next   string
+	Name   string
+	Failed string
+}
+
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	c.render(w, r, "login", loginData{Next: safeNext(r.URL.Query().Get("next"))})
+}
+
+// login takes the form's name, password and code to access.Login and sets
+// the session cookie the API takes too.
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return
+	}
+	name, next := r.PostForm.Get("name"), safeNext(r.PostForm.Get("next"))
+	token, p, err := c.cfg.Access.Login(r.Context(), name, r.PostForm.Get("password"), r.PostForm.Get("code"), clientAddr(r))
+	if err != nil {
+		lang := langOf(r, "")
+		c.renderStatus(w, r, http.StatusUnauthorized, "login", loginData{Next: next, Name: name, Failed: t(lang, "login.failed")})
+		return
+	}
+	http.SetCookie(w, lapsehttp.NewSessionCookie(token, p.Session))
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
+	if ck, err := r.Cookie(lapsehttp.SessionCookie); err == nil {
+		if err := c.cfg.Access.Logout(r.Context(), ck.Value); err != nil {
+			c.log.Warn("console: logout failed", "err", err)
+		}
+	}
+	http.SetCookie(w, lapsehttp.ClearSessionCookie())
+	http.Redirect(w, r, Prefix+"login", http.StatusSeeOther)
+}
+
+// preferences keeps the operator's language and time zone.
+func (c *Console) preferences(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return
+	}
+	p := operatorOf(r)
+	zone := r.PostForm.Get("time_zone")
+	if zone == "" {
+		zone = p.TimeZone
+	}
+	back := safeNext(r.PostForm.Get("next"))
+	if err := c.cfg.Access.SetPreferences(r.Context(), p, r.PostForm.Get("lang"), zone); err != nil {
+		setFlash(w, r, back, flash{Kind: "error", Text: t(langOf(r, p.Lang), "common.error", err)})
+		return
+	}
+	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+// safeNext keeps a redirect inside the console.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, Prefix) || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
+		return Prefix
+	}
+	return next
+}
+
+// clientAddr is the caller's address as the connection shows it.
+func clientAddr(r *http.Request) string {
+	if i := strings.LastIndexByte(r.RemoteAddr, ':'); i > 0 {
+		return strings.Trim(r.RemoteAddr[:i], "[]")
+	}
+	return r.RemoteAddr
+}
