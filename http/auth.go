@@ -76,6 +76,7 @@ func (s *Server) authenticate(r *http.Request) (*access.Principal, bool, error) 
 }
 
 // guarded serves r on rt, a route with a scope, as the comment above says.
+// The mux calls it for rt, so r has rt's path values.
 func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 	if s.access == nil {
 		s.unauthorized(w, r, lapse.Errorf(lapse.EUNAUTHORIZED, "this server has no access control configured, so it serves no route that needs a credential"))
@@ -116,7 +117,7 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 		return
 	}
 	if entry == nil { // a read
-		s.mux.ServeHTTP(w, r)
+		rt.handler(w, r)
 		return
 	}
 	if ap, _ := ctx.Value(approvedKey{}).(*approval); ap != nil {
@@ -144,7 +145,7 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 		ctx = engine.WithAudit(ctx, entry)
 	}
 	rec := &auditRecorder{ResponseWriter: w}
-	s.mux.ServeHTTP(rec, r.WithContext(ctx))
+	rt.handler(rec, r.WithContext(ctx))
 	// A handler that audits itself records its failures too.
 	if rt.selfAudit || (rec.status < 400 && engine.AuditWritten(ctx)) {
 		return
