@@ -15,14 +15,16 @@ type RouteAccess struct {
 	Scope string // "": open to anyone
 	Risky bool   // an operator needs a fresh second factor
 	Stake bool   // an operator's call above a threshold answers 202 with an approval request
+	Audit string // the action its calls are in the audit log as; "": a read
 }
 
 // Access maps each route, as "METHOD /path", to its RouteAccess, so that
-// the OpenAPI test can check the document's security against it.
+// the OpenAPI test can check the document's security against it, and the
+// access tests can call every route.
 func (s *Server) Access() map[string]RouteAccess {
 	out := map[string]RouteAccess{}
 	for _, rt := range s.routes() {
-		out[rt.method+" "+rt.path] = RouteAccess{Scope: rt.scope, Risky: rt.risky, Stake: rt.stake != nil}
+		out[rt.method+" "+rt.path] = RouteAccess{Scope: rt.scope, Risky: rt.risky, Stake: rt.stake != nil, Audit: rt.audit}
 	}
 	return out
 }
