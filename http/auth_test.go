@@ -914,3 +914,47 @@ func TestAccessCloses(t *testing.T) {
 	}
 	g.wantRows("close.batch closer ok", "order.close closer ok")
 }
+
+// TestAccessApprovalOnlyForValidRequests: a risky request above a threshold
+// is read as its handler reads it before it is held for approval, so that
+// a request its handler would refuse is refused at once, not held for a
+// second operator to approve in vain.
+func TestAccessApprovalOnlyForValidRequests(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{ApprovalAmount: 500, ApprovalCount: 1})
+	g.operator("alice", access.RoleOperator)
+	g.paidOrder("V-1", 1000)
+	for _, no := range []string{"C-1", "C-2"} {
+		g.call("POST", "/v1/orders", `{"order_no":"`+no+`","flow":"checkout","user_id":"u","amount":100,"currency":"CNY"}`, bearer(g.admin)).want(t, http.StatusCreated)
+	}
+	alice := session(g.login("alice"))
+	for _, c := range []struct {
+		path, body  string
+		status      int
+		contentType string
+	}{
+		{"/v1/orders/V-1/refunds", `{"amount":600,"bogus":true}`, http.StatusBadRequest, ""},
+		{"/v1/orders/V-1/refunds", `{"amount":700,"amount":600}`, http.StatusBadRequest, ""},
+		{"/v1/orders/V-1/refunds", `{"Amount":600}`, http.StatusBadRequest, ""},
+		{"/v1/orders/V-1/refunds", `{"amount":600}`, http.StatusUnsupportedMediaType, "text/plain"},
+		{"/v1/orders/V-1/retry", `{"reson":"typo"}`, http.StatusBadRequest, ""},
+		{"/v1/closes", `{"selector":{"order_nos":["C-1","C-2"]},"reason":"x","extra":1}`, http.StatusBadRequest, ""},
+		{"/v1/closes", `{"selector":{"order_nos":["C-1","C-2"],"user_id":"u"},"reason":"x"}`, http.StatusBadRequest, ""},
+	} {
+		creds := []cred{alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))}
+		if c.contentType != "" {
+			creds = append(creds, header("Content-Type", c.contentType))
+		}
+		if r := g.call("POST", c.path, c.body, creds...); r.status != c.status {
+			t.Errorf("POST %s %s: %d %s, want %d", c.path, c.body, r.status, r.body, c.status)
+		}
+	}
+	var list struct{ Approvals []approvalView }
+	g.call("GET", "/v1/approvals", "", alice).want(t, http.StatusOK).decode(t, &list)
+	if len(list.Approvals) != 0 {
+		t.Errorf("requests the handler refuses were held for approval: %+v", list.Approvals)
+	}
+	if rs := g.refunds("V-1"); len(rs) != 0 {
+		t.Errorf("refunds: %+v", rs)
+	}
+}
