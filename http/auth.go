@@ -12,6 +12,7 @@ import (
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
 	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/internal/problem"
 )
 
 // Who may call. Every route with a scope needs a credential: a service's
@@ -168,6 +169,26 @@ func (s *Server) refused(ctx context.Context, entry *lapse.AuditEntry, err error
 	if aerr := s.access.Record(context.WithoutCancel(ctx), &e); aerr != nil {
 		s.log.Error("http: the audit row of a refused action could not be written", "action", e.Action, "err", aerr)
 	}
+}
+
+// failed answers r with err and, on a route that audits itself, records
+// the row of its entry as guarded records the failure of a route that does
+// not: "refused: …" for a 403, else the status and the problem. Handlers
+// call it for the failures their callees do not record themselves.
+func (s *Server) failed(w http.ResponseWriter, r *http.Request, err error) {
+	if entry, _ := r.Context().Value(entryKey{}).(*lapse.AuditEntry); entry != nil {
+		e := *entry
+		if lapse.ErrorCode(err) == lapse.EFORBIDDEN {
+			e.Result = "refused: " + lapse.Reason(err)
+		} else {
+			p, _ := problem.Of(err)
+			e.Result = fmt.Sprintf("%d %s: %s", p.Status, p.Code, p.Detail)
+		}
+		if aerr := s.access.Record(context.WithoutCancel(r.Context()), &e); aerr != nil {
+			s.log.Error("http: the audit row of a failed action could not be written", "action", e.Action, "err", aerr)
+		}
+	}
+	s.error(w, r, err)
 }
 
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, err error) {

@@ -958,3 +958,42 @@ func TestAccessApprovalOnlyForValidRequests(t *testing.T) {
 		t.Errorf("refunds: %+v", rs)
 	}
 }
+
+// TestAccessCloseFailuresAreAudited: POST /v1/closes records its own rows;
+// a close that fails leaves one row with how it failed, as every audited
+// route's failure does, whether closes.Start records it (nothing to close)
+// or the handler (a body it cannot read, an invalid selector or reason, no
+// closer on the server).
+func TestAccessCloseFailuresAreAudited(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{})
+	closer := bearer(g.key("closer", access.ScopeOperationsWrite))
+	g.rows()
+	for _, c := range []struct {
+		body   string
+		status int
+		row    string
+	}{
+		{`not json`, http.StatusBadRequest, "close.batch closer 400 invalid: "},
+		{`{"selector":{},"reason":"x"}`, http.StatusBadRequest, "close.batch closer 400 invalid: order_nos: "},
+		{`{"selector":{"order_nos":["C-1"]}}`, http.StatusBadRequest, "close.batch closer 400 invalid: reason: "},
+		{`{"selector":{"order_nos":["C-1"]},"reason":"x"}`, http.StatusConflict, "close.batch closer nothing to close"},
+	} {
+		g.call("POST", "/v1/closes", c.body, closer).want(t, c.status)
+		g.wantRows(c.row)
+	}
+
+	bare := newEnvWith(t, options{access: &access.Config{}})
+	key, _, err := bare.access.CreateKey(context.Background(), access.CLI("root"), "closer", []string{access.ScopeOperationsWrite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare.call("POST", "/v1/closes", `{"selector":{"order_nos":["C-1"]},"reason":"x"}`, bearer(key)).refused(t, http.StatusServiceUnavailable, lapse.EUNAVAILABLE)
+	rows, err := bare.db.AuditList(context.Background(), &lapse.AuditListParams{Action: "close.batch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || !strings.HasPrefix(rows[0].Result, "503 unavailable: ") {
+		t.Errorf("a close without a closer left %+v", rows)
+	}
+}
