@@ -589,8 +589,8 @@ func TestAccessSession(t *testing.T) {
 // second operator, who is never its maker and must give their own second
 // factor, and it then happens once, with the maker, the approver, the
 // second factor and the approval in its audit row. An expired request
-// cannot be approved, a viewer cannot approve, and a key acts within its
-// scopes without a code.
+// cannot be approved, a viewer cannot approve, every attempt to decide is
+// in the audit log, and a key acts within its scopes without a code.
 func TestAccessSecondFactorAndFourEyes(t *testing.T) {
 	t.Parallel()
 	g := newGuardedEnv(t, access.Config{ApprovalAmount: 500, ApprovalTTL: 10 * time.Minute})
@@ -657,7 +657,15 @@ func TestAccessSecondFactorAndFourEyes(t *testing.T) {
 	if rs := g.refunds("R-3"); len(rs) != 0 {
 		t.Fatalf("refused approvals refunded: %+v", rs)
 	}
-	g.wantRows("login bob ok", "login vic ok")
+	// Every attempt is in the log, about the request, without its code.
+	rows = g.wantRows("approval.approve alice refused: the operator who made a request cannot approve it", "login bob ok",
+		"approval.approve bob refused: this action needs a fresh second factor", "login vic ok",
+		"approval.approve vic refused: approving refund.create needs the scope refunds:write", "approval.approve admin refused: only an operator")
+	for _, e := range rows {
+		if e.Action == "approval.approve" && (e.Target != "order:R-3" || e.ApprovalID != a.ID || e.Params != nil || e.SecondFactor != "") {
+			t.Errorf("refused approval's row %+v", e)
+		}
+	}
 
 	// bob approves with his code: the refund happens, once.
 	done := g.call("POST", approve, `{"code":"`+g.code("bob")+`"}`, bob).want(t, http.StatusOK).approval(t)
@@ -682,7 +690,7 @@ func TestAccessSecondFactorAndFourEyes(t *testing.T) {
 	if rs := g.refunds("R-3"); len(rs) != 1 {
 		t.Fatalf("a second approval refunded again: %+v", rs)
 	}
-	g.wantRows()
+	g.wantRows("approval.approve bob 409 conflict: the request is executed, not pending")
 
 	// An expired request cannot be approved.
 	a = g.call("POST", "/v1/orders/R-4/refunds", `{"amount":700}`, alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).
@@ -696,7 +704,7 @@ func TestAccessSecondFactorAndFourEyes(t *testing.T) {
 	if rs := g.refunds("R-4"); len(rs) != 0 {
 		t.Fatalf("an expired request refunded: %+v", rs)
 	}
-	g.wantRows("approval.expire lapse ok")
+	g.wantRows("approval.expire lapse ok", "approval.approve bob 409 conflict: the request is expired, not pending")
 
 	// Rejected: nothing happens; a viewer cannot reject another's request.
 	a = g.call("POST", "/v1/orders/R-5/refunds", `{"amount":800}`, alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).
@@ -711,7 +719,8 @@ func TestAccessSecondFactorAndFourEyes(t *testing.T) {
 	if rs := g.refunds("R-5"); len(rs) != 0 {
 		t.Fatalf("a rejected request refunded: %+v", rs)
 	}
-	g.wantRows("approval.reject bob ok")
+	g.wantRows("approval.reject vic refused: an operator with the role viewer cannot reject", "approval.reject bob ok",
+		"approval.approve bob 409 conflict: the request is rejected, not pending")
 
 	var list struct{ Approvals []approvalView }
 	g.call("GET", "/v1/approvals?status=pending", "", vic).want(t, http.StatusOK).decode(t, &list)
