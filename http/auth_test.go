@@ -612,6 +612,12 @@ func TestAccessSecondFactorAndFourEyes(t *testing.T) {
 		t.Fatalf("a refused refund made %+v", rs)
 	}
 	g.wantRows("refund.create alice refused: this action needs a fresh second factor")
+	wrong, _ := totp.GenerateCode(g.secrets["alice"], g.clock.Now().Add(-time.Hour))
+	g.call("POST", "/v1/orders/R-1/refunds", `{"amount":100}`, alice, header(lapsehttp.SecondFactorHeader, wrong)).refused(t, http.StatusForbidden, lapse.EFORBIDDEN)
+	if rs := g.refunds("R-1"); len(rs) != 0 {
+		t.Fatalf("a refund with a wrong code made %+v", rs)
+	}
+	g.wantRows("second_factor alice wrong code", "refund.create alice refused: the code is wrong")
 
 	// With a code, below the threshold: refunded.
 	var ref lapse.OrderRefund
@@ -863,13 +869,38 @@ func TestAccessAuditAPI(t *testing.T) {
 	}
 }
 
-// TestAccessCloses: a manual close by an operator above ApprovalCount waits
-// for approval and closes nothing until then; a key within its scope
-// closes at once; a preview needs only orders:read.
+// batchView is a close batch as the API shows it.
+type batchView struct {
+	ID         int64
+	Status     string
+	Total      int64
+	Closed     int64
+	ApprovalID int64  `json:"approval_id"`
+	CreatedBy  string `json:"created_by"`
+}
+
+// waitBatch polls batch id, which runs in the background, until it is
+// done, and returns it.
+func (g *guardedEnv) waitBatch(id int64, as cred) *batchView {
+	g.t.Helper()
+	var b batchView
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		g.call("GET", fmt.Sprintf("/v1/closes/%d", id), "", as).want(g.t, http.StatusOK).decode(g.t, &b)
+		if b.Status == string(lapse.CloseBatchDone) || time.Now().After(deadline) {
+			return &b
+		}
+	}
+}
+
+// TestAccessCloses: a key within its scope closes at once; a manual close
+// by an operator above ApprovalCount waits for approval and closes nothing
+// until a second operator approves it, and then its rows name both; a
+// preview needs only orders:read.
 func TestAccessCloses(t *testing.T) {
 	t.Parallel()
 	g := newGuardedEnv(t, access.Config{ApprovalCount: 1})
 	g.operator("alice", access.RoleOperator)
+	g.operator("bob", access.RoleOperator)
 	for _, no := range []string{"C-1", "C-2", "C-3"} {
 		g.call("POST", "/v1/orders", `{"order_no":"`+no+`","flow":"checkout","user_id":"u","amount":100,"currency":"CNY"}`, bearer(g.admin)).want(t, http.StatusCreated)
 	}
@@ -885,6 +916,16 @@ func TestAccessCloses(t *testing.T) {
 		return o.State
 	}
 
+	var b batchView
+	g.call("POST", "/v1/closes", `{"selector":{"order_nos":["C-3"]},"reason":"customer asked"}`, closer).want(t, http.StatusAccepted).decode(t, &b)
+	if b.ID == 0 || b.Total != 1 || b.CreatedBy != "key:closer" || b.ApprovalID != 0 {
+		t.Fatalf("the key's close: %+v", b)
+	}
+	if done := g.waitBatch(b.ID, reader); done.Status != "done" || done.Closed != 1 || state("C-3") != "CLOSED" {
+		t.Fatalf("the key's close ended %+v, C-3 %s", done, state("C-3"))
+	}
+	g.wantRows("close.batch closer ok", "order.close closer ok")
+
 	two := `{"selector":{"order_nos":["C-1","C-2"]},"reason":"fraud ring"}`
 	var pv struct{ Count, Skipped int64 }
 	g.call("POST", "/v1/closes/preview", two, reader).want(t, http.StatusOK).decode(t, &pv)
@@ -896,32 +937,32 @@ func TestAccessCloses(t *testing.T) {
 	if a.Status != lapse.ApprovalPending || a.Action != "close.batch" || a.Count != 2 || a.Maker != "alice" {
 		t.Errorf("close above the threshold: %+v", a)
 	}
-	var batches struct{ Batches []struct{ ID int64 } }
-	g.call("GET", "/v1/closes", "", reader).want(t, http.StatusOK).decode(t, &batches)
-	if len(batches.Batches) != 0 || state("C-1") != "UNPAID" || state("C-2") != "UNPAID" {
-		t.Errorf("a close waiting for approval started: %+v, %s, %s", batches, state("C-1"), state("C-2"))
+	var list struct{ Batches []batchView }
+	g.call("GET", "/v1/closes", "", reader).want(t, http.StatusOK).decode(t, &list)
+	if len(list.Batches) != 1 || state("C-1") != "UNPAID" || state("C-2") != "UNPAID" {
+		t.Errorf("a close waiting for approval started: %+v, %s, %s", list.Batches, state("C-1"), state("C-2"))
 	}
 	g.wantRows("close.batch alice refused: ", "second_factor alice ok", "approval.request alice ok")
 
-	var b struct {
-		ID     int64
-		Status string
-		Total  int64
-		Closed int64
+	bob := session(g.login("bob"))
+	done := g.call("POST", fmt.Sprintf("/v1/approvals/%d/approve", a.ID), `{"code":"`+g.code("bob")+`"}`, bob).want(t, http.StatusOK).approval(t)
+	if done.Status != lapse.ApprovalExecuted || !strings.HasPrefix(done.Result, "202 ") {
+		t.Fatalf("approved close %+v", done)
 	}
-	g.call("POST", "/v1/closes", `{"selector":{"order_nos":["C-3"]},"reason":"customer asked"}`, closer).want(t, http.StatusAccepted).decode(t, &b)
-	if b.ID == 0 || b.Total != 1 {
-		t.Fatalf("the key's close: %+v", b)
+	g.call("GET", "/v1/closes?status=running", "", reader).want(t, http.StatusOK)
+	g.call("GET", "/v1/closes", "", reader).want(t, http.StatusOK).decode(t, &list)
+	if len(list.Batches) != 2 || list.Batches[0].ApprovalID != a.ID || list.Batches[0].CreatedBy != "operator:alice" {
+		t.Fatalf("batches after the approval: %+v", list.Batches)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for b.Status != "done" && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-		g.call("GET", fmt.Sprintf("/v1/closes/%d", b.ID), "", reader).want(t, http.StatusOK).decode(t, &b)
+	if b := g.waitBatch(list.Batches[0].ID, reader); b.Status != "done" || b.Closed != 2 || state("C-1") != "CLOSED" || state("C-2") != "CLOSED" {
+		t.Fatalf("the approved close ended %+v, %s, %s", b, state("C-1"), state("C-2"))
 	}
-	if b.Status != "done" || b.Closed != 1 || state("C-3") != "CLOSED" {
-		t.Fatalf("the key's close ended %+v, C-3 %s", b, state("C-3"))
+	rows := g.wantRows("login bob ok", "second_factor bob ok", "approval.approve bob ok", "close.batch alice ok", "order.close alice ok", "order.close alice ok")
+	for _, e := range rows[min(3, len(rows)):] {
+		if e.Approver != "bob" || e.ApprovalID != a.ID || e.SecondFactor != "totp" || e.Batch != list.Batches[0].ID {
+			t.Errorf("a row of the approved close: %+v", e)
+		}
 	}
-	g.wantRows("close.batch closer ok", "order.close closer ok")
 }
 
 // TestAccessApprovalOnlyForValidRequests: a risky request above a threshold
