@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -1045,5 +1046,35 @@ func TestAccessCloseFailuresAreAudited(t *testing.T) {
 	}
 	if len(rows) != 1 || !strings.HasPrefix(rows[0].Result, "503 unavailable: ") {
 		t.Errorf("a close without a closer left %+v", rows)
+	}
+}
+
+// TestAccessRacingApprovers: two operators approve one request at once;
+// one carries it out, the other is told it was decided, and the refund is
+// made once.
+func TestAccessRacingApprovers(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{ApprovalAmount: 500})
+	for _, o := range []struct{ name, role string }{{"alice", access.RoleOperator}, {"bob", access.RoleOperator}, {"carol", access.RoleAdmin}} {
+		g.operator(o.name, o.role)
+	}
+	g.paidOrder("RA-1", 1000)
+	alice, bob, carol := session(g.login("alice")), session(g.login("bob")), session(g.login("carol"))
+	a := g.call("POST", "/v1/orders/RA-1/refunds", `{"amount":600}`, alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).
+		want(t, http.StatusAccepted).approval(t)
+	path := fmt.Sprintf("/v1/approvals/%d/approve", a.ID)
+	bodies := []string{`{"code":"` + g.code("bob") + `"}`, `{"code":"` + g.code("carol") + `"}`}
+	statuses := make([]int, 2)
+	var wg sync.WaitGroup
+	for i, who := range []cred{bob, carol} {
+		wg.Go(func() { statuses[i] = g.call("POST", path, bodies[i], who).status })
+	}
+	wg.Wait()
+	slices.Sort(statuses)
+	if !slices.Equal(statuses, []int{http.StatusOK, http.StatusConflict}) {
+		t.Errorf("racing approvers were answered %v, want one 200 and one 409", statuses)
+	}
+	if rs := g.refunds("RA-1"); len(rs) != 1 || rs[0].Amount != 600 {
+		t.Fatalf("refunds after racing approvals: %+v", rs)
 	}
 }
