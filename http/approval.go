@@ -127,33 +127,47 @@ type decisionRequest struct {
 	Reason string `json:"reason"` // why (reject)
 }
 
+// approve and reject record their own audit rows (route.selfAudit): the
+// access service those of a decision, failed those of an attempt that
+// decided nothing (a maker approving their own request, an approver
+// without the action's scope or a second factor, a request no longer
+// pending), so that every attempt is in the log. Their bodies hold
+// approvers' codes and are never kept (route.secret).
+
 func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil {
-		s.error(w, r, lapse.FieldError("id", "must be an approval request's number"))
+		s.failed(w, r, lapse.FieldError("id", "must be an approval request's number"))
 		return
 	}
 	var req decisionRequest
 	if err := s.decode(w, r, &req); err != nil {
-		s.error(w, r, err)
+		s.failed(w, r, err)
 		return
 	}
 	by := principalOf(r.Context())
-	if a, err := s.access.Approval(r.Context(), id); err != nil {
-		s.error(w, r, err)
+	a, err := s.access.Approval(r.Context(), id)
+	if err != nil {
+		s.failed(w, r, err)
 		return
-	} else if scope := s.scopeOf(a); scope != "" && !by.Can(scope) {
-		s.error(w, r, lapse.Errorf(lapse.EFORBIDDEN, "approving %s needs the scope %s, which %s does not have", a.Action, scope, by.Name))
+	}
+	aboutApproval(r, a)
+	if scope := s.scopeOf(a); scope != "" && !by.Can(scope) {
+		s.failed(w, r, lapse.Errorf(lapse.EFORBIDDEN, "approving %s needs the scope %s, which %s does not have", a.Action, scope, by.Name))
 		return
 	}
 	code := req.Code
 	if code == "" {
 		code = r.Header.Get(SecondFactorHeader)
 	}
-	a, err := s.access.Approve(r.Context(), by, id, code, func(ctx context.Context, a *lapse.Approval) (string, error) {
+	a, err = s.access.Approve(r.Context(), by, id, code, func(ctx context.Context, a *lapse.Approval) (string, error) {
 		return s.carryOut(ctx, r, a, by)
 	})
-	if err != nil {
+	switch {
+	case err != nil && a == nil: // nothing was decided, so nothing recorded
+		s.failed(w, r, err)
+		return
+	case err != nil: // approved, then carried out and failed: both are in the log
 		s.error(w, r, err)
 		return
 	}
@@ -163,20 +177,36 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 func (s *Server) reject(w http.ResponseWriter, r *http.Request) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil {
-		s.error(w, r, lapse.FieldError("id", "must be an approval request's number"))
+		s.failed(w, r, lapse.FieldError("id", "must be an approval request's number"))
 		return
 	}
 	var req decisionRequest
 	if err := s.decode(w, r, &req); err != nil {
-		s.error(w, r, err)
+		s.failed(w, r, err)
 		return
 	}
-	a, err := s.access.Reject(r.Context(), principalOf(r.Context()), id, req.Reason)
+	a, err := s.access.Approval(r.Context(), id)
 	if err != nil {
-		s.error(w, r, err)
+		s.failed(w, r, err)
+		return
+	}
+	aboutApproval(r, a)
+	if a, err = s.access.Reject(r.Context(), principalOf(r.Context()), id, req.Reason); err != nil {
+		s.failed(w, r, err) // Reject records only a decision
 		return
 	}
 	s.writeJSON(w, r, http.StatusOK, approvalOut(a))
+}
+
+// aboutApproval makes the audit row of r, on a route that audits itself,
+// about a, as the access service's rows of a are: its target and its id.
+func aboutApproval(r *http.Request, a *lapse.Approval) {
+	if e, _ := r.Context().Value(entryKey{}).(*lapse.AuditEntry); e != nil {
+		e.ApprovalID = a.ID
+		if a.Target != "" {
+			e.Target = a.Target
+		}
+	}
 }
 
 // carryOut runs the request a keeps, as its maker, through its route, and
@@ -193,6 +223,7 @@ func (s *Server) carryOut(ctx context.Context, orig *http.Request, a *lapse.Appr
 	}
 	ctx = context.WithValue(ctx, principalKey{}, maker)
 	ctx = context.WithValue(ctx, approvedKey{}, &approval{id: a.ID, approver: approver.Name})
+	ctx = context.WithValue(ctx, entryKey{}, (*lapse.AuditEntry)(nil)) // the approval's row is not the action's
 	req, err := http.NewRequestWithContext(ctx, sr.Method, sr.Path, nil)
 	if err != nil {
 		return "", fmt.Errorf("approval %d: %w", a.ID, err)

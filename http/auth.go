@@ -12,6 +12,7 @@ import (
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
 	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/internal/problem"
 )
 
 // Who may call. Every route with a scope needs a credential: a service's
@@ -76,6 +77,7 @@ func (s *Server) authenticate(r *http.Request) (*access.Principal, bool, error) 
 }
 
 // guarded serves r on rt, a route with a scope, as the comment above says.
+// The mux calls it for rt, so r has rt's path values.
 func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 	if s.access == nil {
 		s.unauthorized(w, r, lapse.Errorf(lapse.EUNAUTHORIZED, "this server has no access control configured, so it serves no route that needs a credential"))
@@ -116,7 +118,7 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 		return
 	}
 	if entry == nil { // a read
-		s.mux.ServeHTTP(w, r)
+		rt.handler(w, r)
 		return
 	}
 	if ap, _ := ctx.Value(approvedKey{}).(*approval); ap != nil {
@@ -144,7 +146,7 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 		ctx = engine.WithAudit(ctx, entry)
 	}
 	rec := &auditRecorder{ResponseWriter: w}
-	s.mux.ServeHTTP(rec, r.WithContext(ctx))
+	rt.handler(rec, r.WithContext(ctx))
 	// A handler that audits itself records its failures too.
 	if rt.selfAudit || (rec.status < 400 && engine.AuditWritten(ctx)) {
 		return
@@ -167,6 +169,26 @@ func (s *Server) refused(ctx context.Context, entry *lapse.AuditEntry, err error
 	if aerr := s.access.Record(context.WithoutCancel(ctx), &e); aerr != nil {
 		s.log.Error("http: the audit row of a refused action could not be written", "action", e.Action, "err", aerr)
 	}
+}
+
+// failed answers r with err and, on a route that audits itself, records
+// the row of its entry as guarded records the failure of a route that does
+// not: "refused: …" for a 403, else the status and the problem. Handlers
+// call it for the failures their callees do not record themselves.
+func (s *Server) failed(w http.ResponseWriter, r *http.Request, err error) {
+	if entry, _ := r.Context().Value(entryKey{}).(*lapse.AuditEntry); entry != nil {
+		e := *entry
+		if lapse.ErrorCode(err) == lapse.EFORBIDDEN {
+			e.Result = "refused: " + lapse.Reason(err)
+		} else {
+			p, _ := problem.Of(err)
+			e.Result = fmt.Sprintf("%d %s: %s", p.Status, p.Code, p.Detail)
+		}
+		if aerr := s.access.Record(context.WithoutCancel(r.Context()), &e); aerr != nil {
+			s.log.Error("http: the audit row of a failed action could not be written", "action", e.Action, "err", aerr)
+		}
+	}
+	s.error(w, r, err)
 }
 
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, err error) {

@@ -50,14 +50,17 @@ func (s *Server) previewClose(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, map[string]any{"count": pv.Count, "skipped": pv.Skipped, "sample": sample})
 }
 
+// startClose records its own audit rows (route.selfAudit): closes.Start
+// those of a batch and of its failures once its input is valid, startClose
+// (failed) those of the rest.
 func (s *Server) startClose(w http.ResponseWriter, r *http.Request) {
 	if s.closer == nil {
-		s.error(w, r, errNoCloser)
+		s.failed(w, r, errNoCloser)
 		return
 	}
 	var req closeRequest
 	if err := s.decode(w, r, &req); err != nil {
-		s.error(w, r, err)
+		s.failed(w, r, err)
 		return
 	}
 	by, _ := r.Context().Value(entryKey{}).(*lapse.AuditEntry)
@@ -65,7 +68,11 @@ func (s *Server) startClose(w http.ResponseWriter, r *http.Request) {
 		by = &lapse.AuditEntry{ActorKind: "api", ActorName: "api", Action: "close.batch", ClientAddr: clientAddr(r)}
 	}
 	b, err := s.closer.Start(r.Context(), &req.Selector, req.Reason, by, by.ApprovalID)
-	if err != nil {
+	switch {
+	case lapse.ErrorCode(err) == lapse.EINVALID: // input Start refused before its own row
+		s.failed(w, r, err)
+		return
+	case err != nil:
 		s.error(w, r, err)
 		return
 	}

@@ -10,6 +10,25 @@ func (s *Server) Routes() []string {
 	return out
 }
 
+// RouteAccess is who may call a route, as the route table says.
+type RouteAccess struct {
+	Scope string // "": open to anyone
+	Risky bool   // an operator needs a fresh second factor
+	Stake bool   // an operator's call above a threshold answers 202 with an approval request
+	Audit string // the action its calls are in the audit log as; "": a read
+}
+
+// Access maps each route, as "METHOD /path", to its RouteAccess, so that
+// the OpenAPI test can check the document's security against it, and the
+// access tests can call every route.
+func (s *Server) Access() map[string]RouteAccess {
+	out := map[string]RouteAccess{}
+	for _, rt := range s.routes() {
+		out[rt.method+" "+rt.path] = RouteAccess{Scope: rt.scope, Risky: rt.risky, Stake: rt.stake != nil, Audit: rt.audit}
+	}
+	return out
+}
+
 // RequestBodies maps the OpenAPI schema name of each request body to the Go
 // type the server decodes it into, so that the test can compare their fields.
 var RequestBodies = map[string]any{
@@ -24,6 +43,10 @@ var RequestBodies = map[string]any{
 	"JoinRequest":    joinRequest{},
 	"RetryRequest":   retryRequest{},
 	"TriggerRequest": triggerRequest{},
+	"Login":          loginRequest{},
+	"SecondFactor":   secondFactorRequest{},
+	"Decision":       decisionRequest{},
+	"CloseRequest":   closeRequest{},
 }
 
 // ResponseBodies maps the OpenAPI schema name of each response view to its
@@ -34,4 +57,8 @@ var ResponseBodies = map[string]any{
 	"Delivery":        deliveryView{},
 	"DeliveryAttempt": attemptView{},
 	"Group":           groupView{},
+	"Session":         sessionJSON{},
+	"Approval":        approvalJSON{},
+	"AuditEntry":      auditJSON{},
+	"CloseBatch":      batchJSON{},
 }

@@ -185,8 +185,8 @@ func (s *Server) routes() []route {
 		{method: "GET", path: "/v1/closes/{id}", handler: s.getClose, scope: read},
 		{method: "GET", path: "/v1/approvals", handler: s.listApprovals, scope: read},
 		{method: "GET", path: "/v1/approvals/{id}", handler: s.getApproval, scope: read},
-		{method: "POST", path: "/v1/approvals/{id}/approve", handler: s.approve, scope: read},
-		{method: "POST", path: "/v1/approvals/{id}/reject", handler: s.reject, scope: read},
+		{method: "POST", path: "/v1/approvals/{id}/approve", handler: s.approve, scope: read, audit: "approval.approve", selfAudit: true, target: "approval:{id}", secret: true},
+		{method: "POST", path: "/v1/approvals/{id}/reject", handler: s.reject, scope: read, audit: "approval.reject", selfAudit: true, target: "approval:{id}", secret: true},
 		{method: "GET", path: "/v1/audit", handler: s.listAudit, scope: access.ScopeAuditRead},
 		{method: "GET", path: "/v1/audit/verify", handler: s.verifyAudit, scope: access.ScopeAuditRead},
 		{method: "POST", path: "/v1/sessions", handler: s.login},
@@ -249,7 +249,15 @@ func NewServer(e *engine.Engine, cfg Config) *Server {
 	}
 	s.byPattern = map[string]*route{}
 	for _, rt := range s.routes() {
-		s.mux.HandleFunc(rt.method+" "+rt.path, rt.handler)
+		h := rt.handler
+		if rt.scope != "" && !s.open {
+			// Guarded inside the mux, once it has matched the route, so
+			// that the guard sees the path values (a stake's order, an
+			// audit row's target) and never runs for a request the mux
+			// redirects.
+			h = func(w http.ResponseWriter, r *http.Request) { s.guarded(w, r, &rt) }
+		}
+		s.mux.HandleFunc(rt.method+" "+rt.path, h)
 		s.byPattern[rt.method+" "+rt.path] = &rt
 	}
 	return s
@@ -322,10 +330,6 @@ func (s *Server) shed(w http.ResponseWriter, r *http.Request, callback bool) {
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
-		if rt := s.byPattern[pattern]; rt != nil && rt.scope != "" && !s.open {
-			s.guarded(w, r, rt)
-			return
-		}
 		// Through the mux, not h, so that r.PathValue works.
 		s.mux.ServeHTTP(w, r)
 		return

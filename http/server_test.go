@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/access"
+	"github.com/lapsehq/lapse/closes"
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
 	lapsehttp "github.com/lapsehq/lapse/http"
@@ -37,6 +39,9 @@ type env struct {
 	store  lapse.Store
 	server *lapsehttp.Server
 	logs   *syncBuffer
+	db     *sqlite.Store   // the store under any wrapper
+	path   string          // its file
+	access *access.Service // nil unless options.access is set
 }
 
 // options adjust newEnv: wrap wraps the store (to inject faults), cfg is the
@@ -46,6 +51,11 @@ type options struct {
 	cfg    lapsehttp.Config
 	reg    *prometheus.Registry
 	engine func(*engine.Config) // adjusts the engine's config
+	// access, when set, guards the server with an access.Service over the
+	// store, on the env's clock, with cheap password hashes unless it says
+	// otherwise.
+	access *access.Config
+	closer bool // the server has a closes.Closer
 }
 
 func newEnv(t *testing.T) *env { return newEnvWith(t, options{}) }
@@ -53,7 +63,8 @@ func newEnv(t *testing.T) *env { return newEnvWith(t, options{}) }
 func newEnvWith(t *testing.T, opt options) *env {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "lapse.db"), sqlite.Config{})
+	path := filepath.Join(t.TempDir(), "lapse.db")
+	db, err := sqlite.Open(ctx, path, sqlite.Config{})
 	if err != nil {
 		t.Fatalf("sqlite.Open: %v", err)
 	}
@@ -79,6 +90,23 @@ func newEnvWith(t *testing.T, opt options) *env {
 	}
 	logs := &syncBuffer{}
 	cfg := opt.cfg
+	var svc *access.Service
+	if opt.access != nil {
+		acfg := *opt.access
+		acfg.Clock = clock
+		if acfg.HashParams == nil {
+			acfg.HashParams = fastHash
+		}
+		if svc, err = access.New(db, acfg); err != nil {
+			t.Fatalf("access.New: %v", err)
+		}
+		cfg.Access = svc
+	}
+	if opt.closer {
+		if cfg.Closer, err = closes.New(e, db); err != nil {
+			t.Fatalf("closes.New: %v", err)
+		}
+	}
 	if cfg.Access == nil {
 		cfg.Unauthenticated = true // access control has tests of its own (auth_test.go)
 	}
@@ -86,7 +114,7 @@ func newEnvWith(t *testing.T, opt options) *env {
 	s := lapsehttp.NewServer(e, cfg)
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	return &env{t: t, url: srv.URL, clock: clock, engine: e, store: store, server: s, logs: logs}
+	return &env{t: t, url: srv.URL, clock: clock, engine: e, store: store, server: s, logs: logs, db: db, path: path, access: svc}
 }
 
 // response is an answer read in full.

@@ -1,16 +1,35 @@
 package http
 
 import (
-	"encoding/json"
+	"bytes"
+	"io"
 	"net/http"
 
 	"github.com/lapsehq/lapse"
 )
 
+// A stake is read from the body as its handler reads it (s.decode: the
+// Content-Type, unknown or repeated keys, keys in another case), so that
+// a request its handler would refuse is never held for approval: a stake
+// that cannot be told leaves the request to its handler, which refuses it.
+
+// decodeStake decodes body, the body of r, into dst as the route's handler
+// will. body arrived in full within the limit (bodyBytes), so the limit
+// never needs the ResponseWriter that s.decode is given none of.
+func (s *Server) decodeStake(r *http.Request, body []byte, dst any) error {
+	r2 := new(http.Request)
+	*r2 = *r // the handler reads r's body later: decode a copy
+	r2.Body = io.NopCloser(bytes.NewReader(body))
+	return s.decode(nil, r2, dst)
+}
+
 // refundStake is the amount a refund asks for, in its order's currency.
 func refundStake(s *Server, r *http.Request, body []byte) (stake, error) {
 	var req refundRequest
-	if err := json.Unmarshal(body, &req); err != nil || req.Amount == nil {
+	if err := s.decodeStake(r, body, &req); err != nil {
+		return stake{}, err
+	}
+	if req.Amount == nil {
 		return stake{}, lapse.FieldError("amount", "is required")
 	}
 	o, err := s.engine.Order(r.Context(), r.PathValue("order_no"))
@@ -28,10 +47,12 @@ func orderStake(name string) func(s *Server, r *http.Request, body []byte) (stak
 		if err != nil {
 			return stake{}, err
 		}
-		var req struct {
-			Reason string `json:"reason"`
+		var req retryRequest
+		if r.ContentLength != 0 { // the body is optional, as retryOrder reads it
+			if err := s.decodeStake(r, body, &req); err != nil {
+				return stake{}, err
+			}
 		}
-		_ = json.Unmarshal(body, &req)
 		return stake{amount: o.Amount, currency: o.Currency, reason: req.Reason}, nil
 	}
 }
@@ -42,7 +63,7 @@ func closeStake(s *Server, r *http.Request, body []byte) (stake, error) {
 		return stake{}, errNoCloser
 	}
 	var req closeRequest
-	if err := json.Unmarshal(body, &req); err != nil {
+	if err := s.decodeStake(r, body, &req); err != nil {
 		return stake{}, err
 	}
 	pv, err := s.closer.Preview(r.Context(), &req.Selector)

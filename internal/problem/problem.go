@@ -14,7 +14,7 @@ import (
 //
 // Type is always "about:blank", so Title is the HTTP status text; clients
 // branch on Code, which is one of the lapse error codes (invalid, not_found,
-// conflict, unavailable, unauthorized, internal).
+// conflict, unavailable, unauthorized, forbidden, internal).
 type Problem struct {
 	Type   string `json:"type"`
 	Title  string `json:"title"`
