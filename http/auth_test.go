@@ -1086,3 +1086,26 @@ func TestAccessRacingApprovers(t *testing.T) {
 		t.Fatalf("refunds after racing approvals: %+v", rs)
 	}
 }
+
+// TestAccessFourEyesAddsUpRefunds: refunds of one order add up against the
+// threshold, so that splitting a refund into pieces below it still needs a
+// second operator once they pass it.
+func TestAccessFourEyesAddsUpRefunds(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{ApprovalAmount: 500})
+	g.operator("alice", access.RoleOperator)
+	g.paidOrder("S-1", 1000)
+	alice := session(g.login("alice"))
+	code := header(lapsehttp.SecondFactorHeader, g.code("alice"))
+	g.call("POST", "/v1/orders/S-1/refunds", `{"amount":300}`, alice, code, header("Idempotency-Key", "k1")).want(t, http.StatusCreated)
+	// The same request again is the same refund, not a second one.
+	g.call("POST", "/v1/orders/S-1/refunds", `{"amount":300}`, alice, header("Idempotency-Key", "k1")).want(t, http.StatusOK)
+	// 300 + 250 is past 500: it waits.
+	a := g.call("POST", "/v1/orders/S-1/refunds", `{"amount":250}`, alice).want(t, http.StatusAccepted).approval(t)
+	if a.Status != lapse.ApprovalPending || a.Amount != 550 {
+		t.Fatalf("a refund that adds up past the threshold: %+v", a)
+	}
+	if rs := g.refunds("S-1"); len(rs) != 1 {
+		t.Fatalf("refunds of S-1: %+v", rs)
+	}
+}

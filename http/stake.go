@@ -3,6 +3,7 @@ package http
 import (
 	"bytes"
 	"io"
+	"math"
 	"net/http"
 
 	"github.com/lapsehq/lapse"
@@ -23,7 +24,10 @@ func (s *Server) decodeStake(r *http.Request, body []byte, dst any) error {
 	return s.decode(nil, r2, dst)
 }
 
-// refundStake is the amount a refund asks for, in its order's currency.
+// refundStake is what a refund puts at risk, in its order's currency: its
+// amount and every refund of the order that did not fail, so that a refund
+// split into pieces below the threshold still needs four eyes once they add
+// up past it.
 func refundStake(s *Server, r *http.Request, body []byte) (stake, error) {
 	var req refundRequest
 	if err := s.decodeStake(r, body, &req); err != nil {
@@ -36,7 +40,21 @@ func refundStake(s *Server, r *http.Request, body []byte) (stake, error) {
 	if err != nil {
 		return stake{}, err
 	}
-	return stake{amount: *req.Amount, currency: o.Currency, reason: req.Reason}, nil
+	refs, err := s.engine.OrderRefunds(r.Context(), o.OrderNo)
+	if err != nil {
+		return stake{}, err
+	}
+	total := *req.Amount
+	for _, ref := range refs {
+		if ref.Status != lapse.OrderRefundFailed && ref.Key != r.Header.Get("Idempotency-Key") {
+			if sum, ok := lapse.AddInt64(total, ref.Amount); ok {
+				total = sum
+			} else {
+				total = math.MaxInt64
+			}
+		}
+	}
+	return stake{amount: total, currency: o.Currency, reason: req.Reason}, nil
 }
 
 // orderStake is the amount of the order a retry (a compensation, or a
