@@ -243,18 +243,6 @@ func (s Schedule) Next(failures int, random float64) (time.Duration, bool) {
 	return d, true
 }
 
-// Review is an order waiting for an operator because automation gave up on
-// it, with the reason and what gave up.
-type Review struct {
-	ID         int64      `json:"id"`
-	OrderID    int64      `json:"-"`
-	OrderNo    string     `json:"order_no"`
-	Reason     string     `json:"reason"`
-	DeliveryID int64      `json:"delivery_id,omitempty"`
-	CreatedAt  time.Time  `json:"created_at"`
-	ResolvedAt *time.Time `json:"resolved_at"`
-}
-
 // Events emitted by the delivery workers.
 const (
 	EventDeliveryDead = "delivery.dead"

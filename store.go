@@ -293,6 +293,21 @@ type Store interface {
 	// not limit.
 	ReviewList(ctx context.Context, p *ReviewListParams) ([]*Review, error)
 
+	// ReviewGet returns a review, or ErrReviewNotFound.
+	ReviewGet(ctx context.Context, id int64) (*Review, error)
+
+	// ReviewResolve resolves, in one transaction, the open reviews p names:
+	// the review p.ID, or every open review of the delivery p.DeliveryID,
+	// or of the order p.OrderID. Each gets ResolvedAt p.At, ResolvedBy p.By
+	// and Note p.Note (byte for byte), and it returns them as resolved, by
+	// id. Of concurrent resolvers of one review exactly one resolves it; the
+	// others find it resolved. By p.ID, a review that does not exist is
+	// ErrReviewNotFound, and one that is resolved already is
+	// ErrReviewResolved, refined with when and by whom, and nothing is
+	// written; by delivery or order, none open is not an error, and it
+	// returns none. p is valid (ReviewResolveParams.Validate).
+	ReviewResolve(ctx context.Context, p *ReviewResolveParams) ([]*Review, error)
+
 	// Tx runs fn in one transaction on a Store bound to it, committing when
 	// fn returns nil and rolling back otherwise (a panic in fn rolls back
 	// and panics on). It returns fn's error as it is.
@@ -493,13 +508,6 @@ type CouponMoveParams struct {
 	OrderNo string // the order that holds (or takes) the coupon
 	Kind    CouponMoveKind
 	At      time.Time
-}
-
-// ReviewListParams filters reviews.
-type ReviewListParams struct {
-	OrderID int64 // 0: every order
-	Open    bool  // only unresolved ones
-	Limit   int
 }
 
 // EventCreate is the event of the creation row of the transition log.

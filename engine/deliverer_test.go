@@ -248,10 +248,10 @@ func TestDeliveryScheduleAndDeath(t *testing.T) {
 		}
 
 		// An operator retries: a fresh schedule, and now it works.
-		if _, err := e.RetryDelivery(ctx, dead.ID); err != nil {
+		if _, err := e.RetryDelivery(ctx, dead.ID, operator); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.RetryDelivery(ctx, dead.ID); lapse.ErrorCode(err) != lapse.ECONFLICT {
+		if _, err := e.RetryDelivery(ctx, dead.ID, operator); lapse.ErrorCode(err) != lapse.ECONFLICT {
 			t.Errorf("retrying a pending delivery = %v, want conflict", err)
 		}
 		step(6*time.Minute, 1)

@@ -40,18 +40,24 @@ func (e *Engine) Deliveries(ctx context.Context, orderNo string) ([]DeliveryHist
 }
 
 // RetryDelivery makes a dead delivery pending again, due now, with a fresh
-// retry schedule. Errors: lapse.ErrDeliveryNotFound; ECONFLICT when it is not
-// dead.
-func (e *Engine) RetryDelivery(ctx context.Context, id int64) (*lapse.Delivery, error) {
-	d, err := e.store.DeliveryRetry(ctx, &lapse.DeliveryRetryParams{ID: id, At: e.clock.Now()})
+// retry schedule, and resolves the delivery's open reviews ("retried by" by)
+// in the same transaction. Errors: lapse.ErrDeliveryNotFound; ECONFLICT when
+// it is not dead.
+func (e *Engine) RetryDelivery(ctx context.Context, id int64, by Actor) (*lapse.Delivery, error) {
+	now := e.clock.Now()
+	who := by.resolver()
+	var d *lapse.Delivery
+	err := e.store.Tx(ctx, func(tx lapse.Store) error {
+		var err error
+		if d, err = tx.DeliveryRetry(ctx, &lapse.DeliveryRetryParams{ID: id, At: now}); err != nil {
+			return err
+		}
+		_, err = tx.ReviewResolve(ctx, &lapse.ReviewResolveParams{DeliveryID: id, At: now, By: who, Note: "retried by " + who})
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
 	e.kick.signal()
 	return d, nil
-}
-
-// Reviews lists orders waiting for an operator, newest first.
-func (e *Engine) Reviews(ctx context.Context, p *lapse.ReviewListParams) ([]*lapse.Review, error) {
-	return e.store.ReviewList(ctx, p)
 }

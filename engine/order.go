@@ -177,6 +177,12 @@ type Fire struct {
 // re-plans, so a CANCEL racing a deadline change still applies, while a PAY
 // racing a TIMEOUT finds the order CLOSED and fails.
 func (e *Engine) Fire(ctx context.Context, orderNo string, f Fire) (*lapse.Order, error) {
+	return e.fire(ctx, orderNo, f, nil)
+}
+
+// fire is Fire that, when with is set, runs with in the transaction of the
+// transition, after it, given the transition it wrote.
+func (e *Engine) fire(ctx context.Context, orderNo string, f Fire, with func(tx lapse.Store, p *lapse.OrderTransitionParams) error) (*lapse.Order, error) {
 	if f.Event == "" {
 		return nil, lapse.FieldError("event", "is required")
 	}
@@ -188,7 +194,18 @@ func (e *Engine) Fire(ctx context.Context, orderNo string, f Fire) (*lapse.Order
 		if err != nil {
 			return nil, err
 		}
-		moved, err := e.transition(ctx, s, o, p)
+		var moved *lapse.Order
+		if with == nil {
+			moved, err = e.transition(ctx, s, o, p)
+		} else {
+			err = s.Tx(ctx, func(tx lapse.Store) error {
+				var err error
+				if moved, err = e.transition(ctx, tx, o, p); err != nil {
+					return err
+				}
+				return with(tx, p)
+			})
+		}
 		if err != nil {
 			return nil, err
 		}

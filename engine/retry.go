@@ -7,9 +7,11 @@ import (
 )
 
 // Retry has an operator retry what automation gave up on: a failed group
-// buy's settlement, or a membership's compensation from manual review.
-// Errors: ECONFLICT when the order is not waiting for a retry; EINVALID for
-// an order of a flow with nothing to retry; ENOTFOUND.
+// buy's settlement, or a membership's compensation from manual review. The
+// order's open reviews are resolved ("retried by" by, with the reason) in
+// the transaction of its transition. Errors: ECONFLICT when the order is
+// not waiting for a retry; EINVALID for an order of a flow with nothing to
+// retry; ENOTFOUND.
 func (e *Engine) Retry(ctx context.Context, orderNo, reason string, by Actor) (*lapse.Order, error) {
 	o, err := e.store.OrderGet(ctx, orderNo)
 	if err != nil {
@@ -30,10 +32,18 @@ func (e *Engine) Retry(ctx context.Context, orderNo, reason string, by Actor) (*
 	if ev == "" {
 		return nil, lapse.Errorf(lapse.EINVALID, "order %s follows flow %s, which has nothing to retry", o.OrderNo, flow.Name)
 	}
+	who := by.resolver()
+	note := "retried by " + who
 	if reason == "" {
 		reason = "retried by an operator"
+	} else {
+		note += ": " + lapse.CleanReason(reason)
 	}
-	moved, err := e.Fire(ctx, orderNo, Fire{Event: ev, Reason: reason, By: by})
+	resolve := func(tx lapse.Store, p *lapse.OrderTransitionParams) error {
+		_, err := tx.ReviewResolve(ctx, &lapse.ReviewResolveParams{OrderID: p.OrderID, At: p.At, By: who, Note: note})
+		return err
+	}
+	moved, err := e.fire(ctx, orderNo, Fire{Event: ev, Reason: reason, By: by}, resolve)
 	if lapse.ErrorCode(err) == lapse.ECONFLICT {
 		return nil, lapse.Errorf(lapse.ECONFLICT, "order %s is %s, which has nothing to retry", o.OrderNo, o.State)
 	}

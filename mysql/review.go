@@ -3,15 +3,20 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/internal/column"
 )
 
 // Reviews are created by DeliveryFinish, when a delivery dies, and by
-// PaymentCreate and PaymentUpdate, when a payment goes to review.
+// PaymentCreate and PaymentUpdate, when a payment goes to review, and
+// resolved by ReviewResolve.
+
+const reviewCols = `id, order_id, order_no, reason, delivery_id, created_at, resolved_at, resolved_by, note`
 
 // review inserts r, open; a DeliveryID of zero is stored as none.
 func (w *Store) review(ctx context.Context, r *lapse.Review) error {
@@ -34,8 +39,11 @@ func (s *Store) ReviewList(ctx context.Context, p *lapse.ReviewListParams) ([]*l
 	if p.Open {
 		where = append(where, "resolved_at IS NULL")
 	}
+	if !p.Since.IsZero() {
+		where, args = append(where, "created_at >= ?"), append(args, column.Micros(p.Since))
+	}
 	var q strings.Builder
-	q.WriteString(`SELECT id, order_id, order_no, reason, delivery_id, created_at, resolved_at FROM reviews`)
+	q.WriteString(`SELECT ` + reviewCols + ` FROM reviews`)
 	if len(where) > 0 {
 		q.WriteString(" WHERE " + strings.Join(where, " AND "))
 	}
@@ -44,20 +52,83 @@ func (s *Store) ReviewList(ctx context.Context, p *lapse.ReviewListParams) ([]*l
 		q.WriteString(" LIMIT ?")
 		args = append(args, p.Limit)
 	}
-	rs, err := queryAll(ctx, s, func(r scanner) (*lapse.Review, error) {
-		var (
-			rv                   lapse.Review
-			deliveryID, resolved sql.NullInt64
-			created              int64
-		)
-		if err := r.Scan(&rv.ID, &rv.OrderID, &rv.OrderNo, &rv.Reason, &deliveryID, &created, &resolved); err != nil {
-			return nil, err
-		}
-		rv.DeliveryID, rv.CreatedAt, rv.ResolvedAt = deliveryID.Int64, column.Time(created), column.NullTime(resolved)
-		return &rv, nil
-	}, q.String(), args...)
+	rs, err := queryAll(ctx, s, scanReview, q.String(), args...)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: list reviews: %w", err)
 	}
 	return rs, nil
+}
+
+// ReviewGet returns the review with id, or lapse.ErrReviewNotFound.
+func (s *Store) ReviewGet(ctx context.Context, id int64) (*lapse.Review, error) {
+	r, err := scanReview(s.queryRow(ctx, `SELECT `+reviewCols+` FROM reviews WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, lapse.Refine(lapse.ErrReviewNotFound, "no review with id %d", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mysql: get review %d: %w", id, err)
+	}
+	return r, nil
+}
+
+// ReviewResolve resolves the open reviews p names and returns them by id.
+// MariaDB's UPDATE returns no rows, so it locks them first (FOR UPDATE,
+// which reads what committed last: a concurrent resolver waits for this
+// one and then finds them resolved), then updates exactly those. By p.ID,
+// when none is open, it tells a missing review (lapse.ErrReviewNotFound)
+// from a resolved one (lapse.ErrReviewResolved).
+func (s *Store) ReviewResolve(ctx context.Context, p *lapse.ReviewResolveParams) ([]*lapse.Review, error) {
+	match, key := "order_id", p.OrderID
+	switch {
+	case p.ID != 0:
+		match, key = "id", p.ID
+	case p.DeliveryID != 0:
+		match, key = "delivery_id", p.DeliveryID
+	}
+	got, err := write(ctx, s, func(w *Store) ([]*lapse.Review, error) {
+		ids, err := queryAll(ctx, w, scanInt64, `SELECT id FROM reviews WHERE `+match+` = ? AND resolved_at IS NULL ORDER BY id FOR UPDATE`, key)
+		if err != nil {
+			return nil, err
+		}
+		if len(ids) == 0 {
+			if p.ID == 0 {
+				return nil, nil
+			}
+			var at sql.NullInt64
+			var by string
+			err := w.queryRow(ctx, `SELECT resolved_at, resolved_by FROM reviews WHERE id = ?`, p.ID).Scan(&at, &by)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				return nil, lapse.Refine(lapse.ErrReviewNotFound, "no review with id %d", p.ID)
+			case err != nil:
+				return nil, err
+			case !at.Valid: // cannot be: the locking read found it resolved
+				return nil, lapse.Errorf(lapse.EINTERNAL, "review %d is open but was not resolved", p.ID)
+			}
+			return nil, lapse.Refine(lapse.ErrReviewResolved, "review %d already resolved at %s by %s",
+				p.ID, column.Time(at.Int64).Format(time.RFC3339Nano), by)
+		}
+		if _, err := w.exec(ctx, `UPDATE reviews SET resolved_at = ?, resolved_by = ?, note = ? WHERE id IN (`+marks(len(ids))+`)`,
+			append([]any{column.Micros(p.At), p.By, p.Note}, int64Args(ids)...)...); err != nil {
+			return nil, err
+		}
+		return queryAll(ctx, w, scanReview, `SELECT `+reviewCols+` FROM reviews WHERE id IN (`+marks(len(ids))+`) ORDER BY id`, int64Args(ids)...)
+	})
+	if err != nil {
+		return nil, fail(err, "resolve reviews (%s %d)", match, key)
+	}
+	return got, nil
+}
+
+func scanReview(r scanner) (*lapse.Review, error) {
+	var (
+		rv                   lapse.Review
+		deliveryID, resolved sql.NullInt64
+		created              int64
+	)
+	if err := r.Scan(&rv.ID, &rv.OrderID, &rv.OrderNo, &rv.Reason, &deliveryID, &created, &resolved, &rv.ResolvedBy, &rv.Note); err != nil {
+		return nil, err
+	}
+	rv.DeliveryID, rv.CreatedAt, rv.ResolvedAt = deliveryID.Int64, column.Time(created), column.NullTime(resolved)
+	return &rv, nil
 }

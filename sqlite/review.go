@@ -1,17 +1,24 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/internal/column"
 )
 
 // Reviews are created by DeliveryFinish, when a delivery dies, and by
-// PaymentCreate and PaymentUpdate, when a payment goes to review.
+// PaymentCreate and PaymentUpdate, when a payment goes to review, and
+// resolved by ReviewResolve.
+
+const reviewCols = `id, order_id, order_no, reason, delivery_id, created_at, resolved_at, resolved_by, note`
 
 // review inserts r, open; a DeliveryID of zero is stored as none.
 func (w *writeTx) review(ctx context.Context, r *lapse.Review) error {
@@ -35,8 +42,11 @@ func (s *Store) ReviewList(ctx context.Context, p *lapse.ReviewListParams) ([]*l
 	if p.Open {
 		where = append(where, "resolved_at IS NULL") // the condition of reviews_open_idx
 	}
+	if !p.Since.IsZero() {
+		where, args = append(where, "created_at >= ?"), append(args, column.Micros(p.Since))
+	}
 	var q strings.Builder
-	q.WriteString(`SELECT id, order_id, order_no, reason, delivery_id, created_at, resolved_at FROM reviews`)
+	q.WriteString(`SELECT ` + reviewCols + ` FROM reviews`)
 	if len(where) > 0 {
 		q.WriteString(" WHERE " + strings.Join(where, " AND "))
 	}
@@ -52,6 +62,63 @@ func (s *Store) ReviewList(ctx context.Context, p *lapse.ReviewListParams) ([]*l
 	return rs, nil
 }
 
+// ReviewGet returns the review with id, or lapse.ErrReviewNotFound.
+func (s *Store) ReviewGet(ctx context.Context, id int64) (*lapse.Review, error) {
+	r, err := scanReview(s.db().QueryRowContext(ctx, `SELECT `+reviewCols+` FROM reviews WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, lapse.Refine(lapse.ErrReviewNotFound, "no review with id %d", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: review get %d: %w", id, err)
+	}
+	return r, nil
+}
+
+// ReviewResolve resolves the open reviews p names in one UPDATE and returns
+// them by id. By p.ID, when it resolves none, it tells a missing review
+// (lapse.ErrReviewNotFound) from a resolved one (lapse.ErrReviewResolved).
+func (s *Store) ReviewResolve(ctx context.Context, p *lapse.ReviewResolveParams) ([]*lapse.Review, error) {
+	var match string
+	var key int64
+	switch {
+	case p.ID != 0:
+		match, key = "id = ?4", p.ID
+	case p.DeliveryID != 0:
+		match, key = "delivery_id = ?4", p.DeliveryID
+	default:
+		match, key = "order_id = ?4", p.OrderID
+	}
+	var got []*lapse.Review
+	err := s.write(ctx, func(w *writeTx) error {
+		var err error
+		got, err = queryAll(ctx, w.tx, scanReview, `UPDATE reviews SET resolved_at = ?1, resolved_by = ?2, note = ?3
+			WHERE `+match+` AND resolved_at IS NULL RETURNING `+reviewCols,
+			column.Micros(p.At), p.By, p.Note, key)
+		if err != nil || len(got) > 0 || p.ID == 0 {
+			return err
+		}
+		var at sql.NullInt64
+		var by string
+		err = w.tx.QueryRowContext(ctx, `SELECT resolved_at, resolved_by FROM reviews WHERE id = ?`, p.ID).Scan(&at, &by)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return lapse.Refine(lapse.ErrReviewNotFound, "no review with id %d", p.ID)
+		case err != nil:
+			return err
+		case !at.Valid: // cannot be: the UPDATE resolves an open review
+			return lapse.Errorf(lapse.EINTERNAL, "review %d is open but was not resolved", p.ID)
+		}
+		return lapse.Refine(lapse.ErrReviewResolved, "review %d already resolved at %s by %s",
+			p.ID, column.Time(at.Int64).Format(time.RFC3339Nano), by)
+	})
+	if err != nil {
+		return nil, fail(err, "review resolve")
+	}
+	// RETURNING promises no order.
+	slices.SortFunc(got, func(a, b *lapse.Review) int { return cmp.Compare(a.ID, b.ID) })
+	return got, nil
+}
+
 func scanReview(r scanner) (*lapse.Review, error) {
 	var (
 		rv         lapse.Review
@@ -59,7 +126,7 @@ func scanReview(r scanner) (*lapse.Review, error) {
 		created    int64
 		resolved   sql.NullInt64
 	)
-	if err := r.Scan(&rv.ID, &rv.OrderID, &rv.OrderNo, &rv.Reason, &deliveryID, &created, &resolved); err != nil {
+	if err := r.Scan(&rv.ID, &rv.OrderID, &rv.OrderNo, &rv.Reason, &deliveryID, &created, &resolved, &rv.ResolvedBy, &rv.Note); err != nil {
 		return nil, err
 	}
 	rv.DeliveryID, rv.CreatedAt, rv.ResolvedAt = deliveryID.Int64, column.Time(created), column.NullTime(resolved)

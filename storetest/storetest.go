@@ -85,6 +85,10 @@ func Run(t *testing.T, newStore Factory) {
 		{"CardOrder", testCardOrder},
 		{"CardConcurrent", testCardConcurrent},
 		{"CardInTx", testCardInTx},
+		{"ReviewResolve", testReviewResolve},
+		{"ReviewList", testReviewList},
+		{"ReviewNote", testReviewNote},
+		{"ReviewResolveConcurrent", testReviewResolveConcurrent},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -104,6 +104,10 @@ func testTxRefusals(t *testing.T, s lapse.Store) {
 	if _, err := s.EffectClaim(ctx, "stock", "e-1", base); err != nil {
 		t.Fatal(err)
 	}
+	resolved := addReview(t, s, o, 0, "resolved", base)
+	if _, err := s.ReviewResolve(ctx, &lapse.ReviewResolveParams{ID: resolved.ID, At: base, By: "storetest"}); err != nil {
+		t.Fatal(err)
+	}
 
 	is := func(want error) func(error) bool { return func(err error) bool { return errors.Is(err, want) } }
 	conflict := func(err error) bool { return lapse.ErrorCode(err) == lapse.ECONFLICT }
@@ -231,6 +235,14 @@ func testTxRefusals(t *testing.T, s lapse.Store) {
 		}},
 		{"retry of no delivery", is(lapse.ErrDeliveryNotFound), func(tx lapse.Store) error {
 			_, err := tx.DeliveryRetry(ctx, &lapse.DeliveryRetryParams{ID: ds[0].ID + 1000, At: base})
+			return err
+		}},
+		{"review resolved", is(lapse.ErrReviewResolved), func(tx lapse.Store) error {
+			_, err := tx.ReviewResolve(ctx, &lapse.ReviewResolveParams{ID: resolved.ID, At: base, By: "storetest"})
+			return err
+		}},
+		{"review not found", is(lapse.ErrReviewNotFound), func(tx lapse.Store) error {
+			_, err := tx.ReviewResolve(ctx, &lapse.ReviewResolveParams{ID: resolved.ID + 1000, At: base, By: "storetest"})
 			return err
 		}},
 	}

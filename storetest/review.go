@@ -1,0 +1,292 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+// addReview writes an open review of o, of the delivery deliveryID (0:
+// none), with reason, created at at, the way a payment sent to review does,
+// and returns it as stored.
+func addReview(t *testing.T, s lapse.Store, o *lapse.Order, deliveryID int64, reason string, at time.Time) *lapse.Review {
+	t.Helper()
+	p := newPayment(o, "txn-"+reason, at)
+	p.Payment.Status = lapse.PaymentReview
+	p.Review = &lapse.Review{OrderID: o.ID, OrderNo: o.OrderNo, Reason: reason, DeliveryID: deliveryID, CreatedAt: at}
+	if _, created, err := s.PaymentCreate(ctxT(t), p); err != nil || !created {
+		t.Fatalf("PaymentCreate(%s) = created %v, %v", reason, created, err)
+	}
+	rs, err := s.ReviewList(ctxT(t), &lapse.ReviewListParams{OrderID: o.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if r.Reason == reason {
+			return r
+		}
+	}
+	t.Fatalf("review %s not listed: %+v", reason, rs)
+	return nil
+}
+
+// reviewIDs returns the ids of rs, in the order given.
+func reviewIDs(rs []*lapse.Review) []int64 {
+	ids := make([]int64, len(rs))
+	for i, r := range rs {
+		ids[i] = r.ID
+	}
+	return ids
+}
+
+// checkResolved fails unless every review of rs is resolved at at (as kept)
+// by by with note, and is so when read again.
+func checkResolved(t *testing.T, s lapse.Store, rs []*lapse.Review, at time.Time, by, note string) {
+	t.Helper()
+	for _, r := range rs {
+		if r.ResolvedAt == nil || !r.ResolvedAt.Equal(lapse.Truncate(at)) || r.ResolvedAt.Location() != time.UTC || r.ResolvedBy != by || r.Note != note {
+			t.Errorf("review %d = resolved at %v by %q with note %q; want %v, %q, %q", r.ID, r.ResolvedAt, r.ResolvedBy, r.Note, lapse.Truncate(at), by, note)
+		}
+		got, err := s.ReviewGet(ctxT(t), r.ID)
+		if err != nil || fmt.Sprint(*got) != fmt.Sprint(*r) {
+			t.Errorf("ReviewGet(%d) = %+v, %v; want %+v", r.ID, got, err, r)
+		}
+	}
+}
+
+// testReviewResolve resolves reviews by id, by delivery and by order: only
+// open ones, each once, and what is resolved stays as it was resolved.
+func testReviewResolve(t *testing.T, s lapse.Store) {
+	ctx := ctxT(t)
+	o := createWithSubs(t, s, "RV-1", base, "a", "b")
+	other := mustCreate(t, s, "RV-2", base.Add(time.Hour), base)
+	ds, err := s.DeliveryList(ctx, o.ID)
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("DeliveryList = %d, %v", len(ds), err)
+	}
+	da, db := ds[0].ID, ds[1].ID
+	r1 := addReview(t, s, o, da, "a died", base.Add(1*time.Minute))
+	r2 := addReview(t, s, o, da, "a died again", base.Add(2*time.Minute))
+	r3 := addReview(t, s, o, db, "b died", base.Add(3*time.Minute))
+	r4 := addReview(t, s, o, 0, "amount differs", base.Add(4*time.Minute))
+	r5 := addReview(t, s, other, 0, "merchant differs", base.Add(5*time.Minute))
+
+	got, err := s.ReviewGet(ctx, r1.ID)
+	if err != nil || got.ID != r1.ID || got.OrderID != o.ID || got.OrderNo != "RV-1" || got.DeliveryID != da || got.Reason != "a died" ||
+		!got.CreatedAt.Equal(base.Add(time.Minute)) || got.ResolvedAt != nil || got.ResolvedBy != "" || got.Note != "" {
+		t.Errorf("ReviewGet(%d) = %+v, %v", r1.ID, got, err)
+	}
+	if _, err := s.ReviewGet(ctx, r5.ID+1000); !errors.Is(err, lapse.ErrReviewNotFound) || lapse.ErrorCode(err) != lapse.ENOTFOUND {
+		t.Errorf("ReviewGet(missing) = %v, want ErrReviewNotFound", err)
+	}
+
+	// By id: once, then a conflict that says when and by whom.
+	at := base.Add(10*time.Minute + 999*time.Nanosecond)
+	rs, err := s.ReviewResolve(ctx, &lapse.ReviewResolveParams{ID: r4.ID, At: at, By: "operator:alice", Note: "refunded by hand"})
+	if err != nil || len(rs) != 1 || rs[0].ID != r4.ID || rs[0].Reason != r4.Reason || !rs[0].CreatedAt.Equal(r4.CreatedAt) {
+		t.Fatalf("ReviewResolve(id %d) = %+v, %v", r4.ID, rs, err)
+	}
+	checkResolved(t, s, rs, at, "operator:alice", "refunded by hand")
+	_, err = s.ReviewResolve(ctx, &lapse.ReviewResolveParams{ID: r4.ID, At: at.Add(time.Minute), By: "operator:bob", Note: "me too"})
+	if !errors.Is(err, lapse.ErrReviewResolved) || lapse.ErrorCode(err) != lapse.ECONFLICT ||
+		!strings.Contains(err.Error(), "already resolved at "+lapse.Truncate(at).Format(time.RFC3339Nano)+" by operator:alice") {
+		t.Errorf("resolving twice = %v, want ErrReviewResolved naming the first resolution", err)
+	}
+	checkResolved(t, s, rs, at, "operator:alice", "refunded by hand") // unchanged
+	if _, err := s.ReviewResolve(ctx, &lapse.ReviewResolveParams{ID: r5.ID + 1000, At: at, By: "operator:bob"}); !errors.Is(err, lapse.ErrReviewNotFound) {
+		t.Errorf("resolving a missing review = %v, want ErrReviewNotFound", err)
+	}
+
+	// By delivery: its open ones, by id; then none, which is no error.
+	at2 := at.Add(time.Minute)
+	rs, err = s.ReviewResolve(ctx, &lapse.ReviewResolveParams{DeliveryID: da, At: at2, By: "api", Note: "retried by api"})
+	if err != nil || fmt.Sprint(reviewIDs(rs)) != fmt.Sprint([]int64{r1.ID, r2.ID}) {
+		t.Fatalf("ReviewResolve(delivery %d) = %v, %v; want %v", da, reviewIDs(rs), err, []int64{r1.ID, r2.ID})
+	}
+	checkResolved(t, s, rs, at2, "api", "retried by api")
+	for _, p := range []lapse.ReviewResolveParams{
+		{DeliveryID: da, At: at2, By: "api"},
+		{DeliveryID: ds[1].ID + 1000, At: at2, By: "api"},
+		{OrderID: other.ID + 1000, At: at2, By: "api"},
+	} {
+		if rs, err := s.ReviewResolve(ctx, &p); err != nil || len(rs) != 0 {
+			t.Errorf("ReviewResolve(%+v) with none open = %+v, %v; want none, no error", p, rs, err)
+		}
+	}
+
+	// By order: what is still open of it, and nothing of another order.
+	at3 := at2.Add(time.Minute)
+	rs, err = s.ReviewResolve(ctx, &lapse.ReviewResolveParams{OrderID: o.ID, At: at3, By: "operator:carol", Note: "settled"})
+	if err != nil || fmt.Sprint(reviewIDs(rs)) != fmt.Sprint([]int64{r3.ID}) {
+		t.Fatalf("ReviewResolve(order %d) = %v, %v; want %v", o.ID, reviewIDs(rs), err, []int64{r3.ID})
+	}
+	checkResolved(t, s, rs, at3, "operator:carol", "settled")
+	if rs, err := s.ReviewResolve(ctx, &lapse.ReviewResolveParams{OrderID: o.ID, At: at3, By: "operator:carol"}); err != nil || len(rs) != 0 {
+		t.Errorf("resolving an order's reviews again = %+v, %v; want none", rs, err)
+	}
+	all, err := s.ReviewList(ctx, &lapse.ReviewListParams{OrderID: o.ID})
+	if err != nil || len(all) != 4 {
+		t.Fatalf("ReviewList = %d, %v", len(all), err)
+	}
+	for _, r := range all {
+		want := map[int64]string{r1.ID: "api", r2.ID: "api", r3.ID: "operator:carol", r4.ID: "operator:alice"}[r.ID]
+		if r.ResolvedBy != want || r.ResolvedAt == nil {
+			t.Errorf("review %d resolved by %q at %v, want %q", r.ID, r.ResolvedBy, r.ResolvedAt, want)
+		}
+	}
+	open, err := s.ReviewList(ctx, &lapse.ReviewListParams{Open: true})
+	if err != nil || fmt.Sprint(reviewIDs(open)) != fmt.Sprint([]int64{r5.ID}) {
+		t.Errorf("open reviews = %v, %v; want only %d", reviewIDs(open), err, r5.ID)
+	}
+}
+
+// testReviewList checks the filters of ReviewList, Since among them: at or
+// after, to the microsecond.
+func testReviewList(t *testing.T, s lapse.Store) {
+	ctx := ctxT(t)
+	a := mustCreate(t, s, "RL-1", base.Add(time.Hour), base)
+	b := mustCreate(t, s, "RL-2", base.Add(time.Hour), base)
+	var rs []*lapse.Review
+	for i, o := range []*lapse.Order{a, b, a, b} {
+		rs = append(rs, addReview(t, s, o, 0, fmt.Sprintf("r%d", i), base.Add(time.Duration(i)*time.Minute)))
+	}
+	if _, err := s.ReviewResolve(ctx, &lapse.ReviewResolveParams{ID: rs[2].ID, At: base.Add(time.Hour), By: "api"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		p    lapse.ReviewListParams
+		want []*lapse.Review // newest first
+	}{
+		{lapse.ReviewListParams{}, []*lapse.Review{rs[3], rs[2], rs[1], rs[0]}},
+		{lapse.ReviewListParams{Open: true}, []*lapse.Review{rs[3], rs[1], rs[0]}},
+		{lapse.ReviewListParams{OrderID: a.ID}, []*lapse.Review{rs[2], rs[0]}},
+		{lapse.ReviewListParams{Since: base.Add(time.Minute)}, []*lapse.Review{rs[3], rs[2], rs[1]}},
+		{lapse.ReviewListParams{Since: base.Add(time.Minute + time.Microsecond)}, []*lapse.Review{rs[3], rs[2]}},
+		{lapse.ReviewListParams{Since: base.Add(time.Minute).In(time.FixedZone("UTC+8", 8*60*60))}, []*lapse.Review{rs[3], rs[2], rs[1]}},
+		{lapse.ReviewListParams{Since: base.Add(time.Minute), Open: true}, []*lapse.Review{rs[3], rs[1]}},
+		{lapse.ReviewListParams{Since: base.Add(time.Minute), Open: true, OrderID: b.ID, Limit: 1}, []*lapse.Review{rs[3]}},
+		{lapse.ReviewListParams{Since: base.Add(time.Hour)}, nil},
+	} {
+		got, err := s.ReviewList(ctx, &c.p)
+		if err != nil || fmt.Sprint(reviewIDs(got)) != fmt.Sprint(reviewIDs(c.want)) {
+			t.Errorf("ReviewList(%+v) = %v, %v; want %v", c.p, reviewIDs(got), err, reviewIDs(c.want))
+		}
+	}
+}
+
+// testReviewNote checks that notes and names come back byte for byte: other
+// scripts, newlines, spaces at either end, a note of MaxNoteLen bytes.
+func testReviewNote(t *testing.T, s lapse.Store) {
+	o := mustCreate(t, s, "RN-1", base.Add(time.Hour), base)
+	long := strings.Repeat("核", lapse.MaxNoteLen/3) + strings.Repeat("x", lapse.MaxNoteLen%3)
+	for i, c := range []struct{ by, note string }{
+		{"operator:王小明", "已人工退款，客户已确认。\n第二行：订单号 RN-1"},
+		{"operator:alice", "  spaces kept  \n\n"},
+		{"key:ops", "emoji 🙂 and ñ, ü, ß; quotes ' \" \\ %_"},
+		{"operator:bob", long},
+	} {
+		r := addReview(t, s, o, 0, fmt.Sprintf("note-%d", i), base.Add(time.Duration(i)*time.Second))
+		p := &lapse.ReviewResolveParams{ID: r.ID, At: base.Add(time.Hour), By: c.by, Note: c.note}
+		if err := p.Validate(); err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		rs, err := s.ReviewResolve(ctxT(t), p)
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("ReviewResolve(%d) = %+v, %v", i, rs, err)
+		}
+		checkResolved(t, s, rs, p.At, c.by, c.note)
+		listed, err := s.ReviewList(ctxT(t), &lapse.ReviewListParams{OrderID: o.ID, Limit: 1})
+		if err != nil || len(listed) != 1 || listed[0].Note != c.note || listed[0].ResolvedBy != c.by {
+			t.Errorf("ReviewList after note %d = %+v, %v", i, listed, err)
+		}
+	}
+	if len(long) != lapse.MaxNoteLen {
+		t.Fatalf("the long note is %d bytes", len(long))
+	}
+}
+
+// testReviewResolveConcurrent races resolvers of one review, by its id, its
+// delivery and its order: exactly one resolves it, the others by id find it
+// resolved, and the rest find nothing open. Then resolvers of one order's
+// many reviews: each is resolved by one of them.
+func testReviewResolveConcurrent(t *testing.T, s lapse.Store) {
+	o := createWithSubs(t, s, "RC-1", base, "a")
+	ds, err := s.DeliveryList(ctxT(t), o.ID)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("DeliveryList = %d, %v", len(ds), err)
+	}
+	r := addReview(t, s, o, ds[0].ID, "a died", base)
+	const n = 9
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		winners []string
+	)
+	for i := range n {
+		wg.Go(func() {
+			by := fmt.Sprintf("operator:%d", i)
+			p := &lapse.ReviewResolveParams{At: base.Add(time.Minute), By: by, Note: "note of " + by}
+			switch i % 3 {
+			case 0:
+				p.ID = r.ID
+			case 1:
+				p.DeliveryID = ds[0].ID
+			default:
+				p.OrderID = o.ID
+			}
+			rs, err := s.ReviewResolve(ctxT(t), p)
+			switch {
+			case err == nil && len(rs) == 1 && rs[0].ID == r.ID && rs[0].ResolvedBy == by:
+				mu.Lock()
+				winners = append(winners, by)
+				mu.Unlock()
+			case err == nil && len(rs) == 0 && p.ID == 0:
+			case errors.Is(err, lapse.ErrReviewResolved) && p.ID != 0:
+			default:
+				t.Errorf("resolver %d = %+v, %v", i, rs, err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(winners) != 1 {
+		t.Fatalf("resolved by %v, want exactly one", winners)
+	}
+	got, err := s.ReviewGet(ctxT(t), r.ID)
+	if err != nil || got.ResolvedBy != winners[0] || got.Note != "note of "+winners[0] {
+		t.Errorf("review = %+v, %v; want resolved by %s", got, err, winners[0])
+	}
+
+	o2 := mustCreate(t, s, "RC-2", base.Add(time.Hour), base)
+	want := map[int64]bool{}
+	for i := range 6 {
+		want[addReview(t, s, o2, 0, fmt.Sprintf("rc2-%d", i), base.Add(time.Duration(i)*time.Second)).ID] = true
+	}
+	seen := map[int64]int{}
+	for i := range 4 {
+		wg.Go(func() {
+			rs, err := s.ReviewResolve(ctxT(t), &lapse.ReviewResolveParams{OrderID: o2.ID, At: base.Add(time.Minute), By: fmt.Sprintf("r%d", i)})
+			if err != nil {
+				t.Errorf("resolver %d: %v", i, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, r := range rs {
+				seen[r.ID]++
+			}
+		})
+	}
+	wg.Wait()
+	for id := range want {
+		if seen[id] != 1 {
+			t.Errorf("review %d was resolved %d times", id, seen[id])
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("resolved %v, want %v", seen, want)
+	}
+}
