@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -70,7 +71,7 @@ func (s *Server) retryDelivery(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, lapse.FieldError("id", "must be a delivery id, a positive integer"))
 		return
 	}
-	d, err := s.engine.RetryDelivery(r.Context(), id)
+	d, err := s.engine.RetryDelivery(r.Context(), id, actor(r))
 	if err != nil {
 		s.error(w, r, err)
 		return
@@ -119,4 +120,38 @@ func (s *Server) listReviews(w http.ResponseWriter, r *http.Request) {
 		out[i] = &v
 	}
 	s.writeJSON(w, r, http.StatusOK, map[string]any{"reviews": out})
+}
+
+// resolveRequest is the body of POST /v1/reviews/{id}/resolve.
+type resolveRequest struct {
+	Note string `json:"note"`
+}
+
+// resolveReview marks a review resolved with a note: the operator handled
+// what automation gave up on. Line breaks sent as CRLF (a browser's
+// textarea) are kept as LF.
+func (s *Server) resolveReview(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		s.error(w, r, lapse.FieldError("id", "must be a review id, a positive integer"))
+		return
+	}
+	var req resolveRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	note := strings.ReplaceAll(req.Note, "\r\n", "\n")
+	if strings.TrimSpace(note) == "" {
+		s.error(w, r, lapse.FieldError("note", "is required: say how it was resolved"))
+		return
+	}
+	rv, err := s.engine.ResolveReview(r.Context(), id, note, actor(r))
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	v := *rv
+	v.CreatedAt, v.ResolvedAt = v.CreatedAt.UTC(), utc(v.ResolvedAt)
+	s.writeJSON(w, r, http.StatusOK, &v)
 }

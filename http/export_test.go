@@ -47,6 +47,7 @@ var RequestBodies = map[string]any{
 	"SecondFactor":   secondFactorRequest{},
 	"Decision":       decisionRequest{},
 	"CloseRequest":   closeRequest{},
+	"ResolveRequest": resolveRequest{},
 }
 
 // ResponseBodies maps the OpenAPI schema name of each response view to its

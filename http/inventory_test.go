@@ -176,6 +176,7 @@ func TestDeliveriesAPI(t *testing.T) {
 	}
 	var reviews struct {
 		Reviews []struct {
+			ID      int64  `json:"id"`
 			OrderNo string `json:"order_no"`
 			Reason  string `json:"reason"`
 		} `json:"reviews"`
@@ -200,6 +201,36 @@ func TestDeliveriesAPI(t *testing.T) {
 	}
 	if r := e.do("POST", "/v1/deliveries/x/retry", ""); r.status != 400 {
 		t.Errorf("retry of a bad id = %d", r.status)
+	}
+	// The retry handed the review back to automation.
+	reviews.Reviews = nil
+	decodeInto(t, e.do("GET", "/v1/reviews?open=true", ""), &reviews)
+	if len(reviews.Reviews) != 0 {
+		t.Errorf("open reviews after the retry: %+v", reviews)
+	}
+	// It dies again: a new review, which an operator marks resolved.
+	d.RunOnce(context.Background())
+	e.clock.Advance(time.Second)
+	d.RunOnce(context.Background())
+	decodeInto(t, e.do("GET", "/v1/reviews?open=true", ""), &reviews)
+	if len(reviews.Reviews) != 1 {
+		t.Fatalf("open reviews after the second death: %+v", reviews)
+	}
+	rid := itoa(int(reviews.Reviews[0].ID))
+	if r := e.do("POST", "/v1/reviews/"+rid+"/resolve", `{"note":"  "}`); r.status != 400 {
+		t.Errorf("resolve without a note = %d", r.status)
+	}
+	r = e.do("POST", "/v1/reviews/"+rid+"/resolve", `{"note":"sink fixed by hand\r\nreplayed from its logs"}`)
+	var rv lapse.Review
+	decodeInto(t, r, &rv)
+	if r.status != 200 || rv.ResolvedAt == nil || rv.Note != "sink fixed by hand\nreplayed from its logs" || rv.ResolvedBy != "api" {
+		t.Errorf("resolve = %d %s", r.status, r.body)
+	}
+	if r := e.do("POST", "/v1/reviews/"+rid+"/resolve", `{"note":"again"}`); r.status != 409 {
+		t.Errorf("resolving twice = %d %s", r.status, r.body)
+	}
+	if r := e.do("POST", "/v1/reviews/0/resolve", `{"note":"x"}`); r.status != 400 {
+		t.Errorf("resolve of a bad id = %d", r.status)
 	}
 	if r := e.do("GET", "/v1/orders/NOPE/deliveries", ""); r.status != 404 {
 		t.Errorf("deliveries of a missing order = %d", r.status)
