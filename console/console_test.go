@@ -127,7 +127,8 @@ type browser struct {
 
 func (e *env) browser() *browser {
 	jar, _ := cookiejar.New(nil)
-	c := e.srv.Client()
+	c := new(http.Client)
+	*c = *e.srv.Client() // a client of its own: one jar each
 	c.Jar = jar
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &browser{e: e, c: c}
