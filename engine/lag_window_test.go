@@ -36,7 +36,9 @@ func TestLagBounds(t *testing.T) {
 }
 
 // sameBin reports whether got lies in the bin of want.
-func sameBin(got, want time.Duration) bool { return lagBin(got) == lagBin(want) || got == lagBounds[lagBin(want)] }
+func sameBin(got, want time.Duration) bool {
+	return lagBin(got) == lagBin(want) || got == lagBounds[lagBin(want)]
+}
 
 func TestLagWindowQuantiles(t *testing.T) {
 	t.Parallel()
