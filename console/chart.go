@@ -88,9 +88,9 @@ type step struct {
 
 // Time chart geometry.
 const (
-	tcWidth, tcHeight = 720, 260
+	tcWidth, tcHeight = 720, 276
 	tcLeft, tcRight   = 48, 672 // the plot's x range
-	tcTop, tcBottom   = 44, 228 // and its y range
+	tcTop, tcBottom   = 60, 244 // and its y range, below two rows of legend
 )
 
 // timeSeriesChart draws c as an SVG: stacked columns against the left axis,
@@ -112,39 +112,46 @@ func timeSeriesChart(c timeChart) template.HTML {
 		}
 	}
 	colStep := niceStep(float64(most)/4, 1)
-	colTop := colStep * math.Max(math.Ceil(float64(most)/colStep), 1)
-	lineStep := niceStep(lineMost/4, 0.1)
-	lineTop := lineStep * math.Max(math.Ceil(lineMost/lineStep), 1)
+	ticks := int(math.Max(math.Ceil(float64(most)/colStep), 1))
+	colTop := colStep * float64(ticks)
+	// The right axis has the left's grid lines.
+	lineStep := niceStep(lineMost/float64(ticks), 0.1)
+	lineTop := lineStep * float64(ticks)
 	plotH := float64(tcBottom - tcTop)
 	yOf := func(v, top float64) float64 { return tcBottom - plotH*v/top }
 
 	var s strings.Builder
 	svgOpen(&s, c.Title, tcWidth, tcHeight)
-	// The legend.
-	x := tcLeft
+	// The legend, in rows.
+	x, y := tcLeft, 6
+	place := func(name string) {
+		if w := 24 + textWidth(name, 12); x > tcLeft && x+w > tcWidth {
+			x, y = tcLeft, y+17
+		}
+	}
 	for i, name := range c.Series {
-		fmt.Fprintf(&s, `<rect x="%d" y="6" width="10" height="10" fill="%s"/>`, x, chartColor(i))
-		fmt.Fprintf(&s, `<text x="%d" y="15" font-size="12" fill="#1d2430">%s</text>`, x+14, esc(name))
-		x += 22 + textWidth(name, 12)
+		place(name)
+		fmt.Fprintf(&s, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/>`, x, y, chartColor(i))
+		fmt.Fprintf(&s, `<text x="%d" y="%d" font-size="12" fill="#1d2430">%s</text>`, x+14, y+9, esc(name))
+		x += 24 + textWidth(name, 12)
 	}
 	if c.LineName != "" {
-		fmt.Fprintf(&s, `<line x1="%d" y1="11" x2="%d" y2="11" stroke="#1d2430" stroke-width="2"/>`, x, x+14)
-		fmt.Fprintf(&s, `<text x="%d" y="15" font-size="12" fill="#1d2430">%s</text>`, x+18, esc(c.LineName))
+		place(c.LineName)
+		fmt.Fprintf(&s, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#1d2430" stroke-width="2"/>`, x, y+5, x+14, y+5)
+		fmt.Fprintf(&s, `<text x="%d" y="%d" font-size="12" fill="#1d2430">%s</text>`, x+18, y+9, esc(c.LineName))
 	}
 	// The axes: grid lines and their values, the units above.
 	fmt.Fprintf(&s, `<text x="%d" y="%d" font-size="11" fill="#5b6678">%s</text>`, 4, tcTop-10, esc(c.Unit))
 	if c.LineName != "" {
 		fmt.Fprintf(&s, `<text x="%d" y="%d" text-anchor="end" font-size="11" fill="#5b6678">%s</text>`, tcWidth-4, tcTop-10, esc(c.LineUnit))
 	}
-	ticks := int(math.Round(colTop / colStep))
 	for i := 0; i <= ticks; i++ {
 		y := yOf(float64(i)*colStep, colTop)
 		fmt.Fprintf(&s, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#d9dee7"/>`, tcLeft, y, tcRight, y)
 		fmt.Fprintf(&s, `<text x="%d" y="%.1f" text-anchor="end" font-size="11" fill="#5b6678">%s</text>`, tcLeft-4, y+4, fmtAxis(float64(i)*colStep))
 	}
 	if c.LineName != "" {
-		lticks := int(math.Round(lineTop / lineStep))
-		for i := 0; i <= lticks; i++ {
+		for i := 0; i <= ticks; i++ {
 			y := yOf(float64(i)*lineStep, lineTop)
 			fmt.Fprintf(&s, `<text x="%d" y="%.1f" font-size="11" fill="#5b6678">%s</text>`, tcRight+4, y+4, fmtAxis(float64(i)*lineStep))
 		}
@@ -203,7 +210,7 @@ func textWidth(s string, size int) int {
 		if r >= 0x1100 {
 			w += size
 		} else {
-			w += size * 6 / 10
+			w += size * 2 / 3
 		}
 	}
 	return w
