@@ -410,7 +410,7 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 	for _, id := range applied {
 		f := planned[id]
 		c.e.delivered(f.p.Outbox)
-		c.e.metrics.closeLag.WithLabelValues(f.flow).Observe(now.Sub(f.deadline).Seconds())
+		c.e.metrics.closed(f.flow, now, f.deadline)
 		c.e.metrics.transition(f.flow, f.p)
 		if f.p.DeadlineAt != nil {
 			c.e.deadlineSet(f.orderNo, *f.p.DeadlineAt)

@@ -176,7 +176,7 @@ func (ps *payments) settleIntent(ctx context.Context, o *lapse.Order, path lapse
 	e.committed(flow.Name, p)
 	e.metrics.firings.WithLabelValues(string(path)).Inc()
 	if cur.PayBy != nil {
-		e.metrics.closeLag.WithLabelValues(flow.Name).Observe(now.Sub(*cur.PayBy).Seconds())
+		e.metrics.closed(flow.Name, now, *cur.PayBy)
 	}
 }
 

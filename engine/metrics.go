@@ -21,10 +21,13 @@ type metrics struct {
 	deliverySeconds *prometheus.HistogramVec
 
 	payments *prometheus.CounterVec
+
+	lags *lagWindow // the close lags of the last day, for CloseLag
 }
 
 func newMetrics(reg prometheus.Registerer, store lapse.Store, clock lapse.Clock) (*metrics, error) {
 	m := &metrics{
+		lags: &lagWindow{},
 		closeLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "lapse_close_lag_seconds",
 			Help:    "Time from an order's deadline to the transition its deadline fired (close time - deadline).",
