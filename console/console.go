@@ -72,6 +72,7 @@ func routes() []page {
 		{pattern: "POST /console/logout", handler: (*Console).logout},
 		{pattern: "POST /console/preferences", handler: (*Console).preferences},
 		{pattern: "GET /console/{$}", handler: (*Console).home},
+		{pattern: "GET /console/audit", handler: (*Console).auditPage},
 	}
 }
 
