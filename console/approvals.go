@@ -3,7 +3,6 @@ package console
 import (
 	"encoding/json"
 	"net/http"
-	"net/url"
 	"strconv"
 
 	"github.com/lapsehq/lapse"
@@ -116,18 +115,17 @@ func (c *Console) approvalsPage(w http.ResponseWriter, r *http.Request) {
 // approve and reject decide a request through the API, which refuses the
 // maker, viewers and a wrong code, and audits each attempt.
 func (c *Console) approve(w http.ResponseWriter, r *http.Request) {
-	c.decideApproval(w, r, "approve", "approvals.approved", func(form url.Values) any {
-		return map[string]string{"code": form.Get("code")}
-	})
+	c.decideApproval(w, r, "approve", "code", "approvals.approved")
 }
 
 func (c *Console) reject(w http.ResponseWriter, r *http.Request) {
-	c.decideApproval(w, r, "reject", "approvals.rejected", func(form url.Values) any {
-		return map[string]string{"reason": form.Get("reason")}
-	})
+	c.decideApproval(w, r, "reject", "reason", "approvals.rejected")
 }
 
-func (c *Console) decideApproval(w http.ResponseWriter, r *http.Request, verb, done string, body func(url.Values) any) {
+// decideApproval posts the form's field (the approver's code, or why not)
+// to the API's verb of the request in the path, and goes back to the inbox
+// with how it ended.
+func (c *Console) decideApproval(w http.ResponseWriter, r *http.Request, verb, field, done string) {
 	const back = Prefix + "approvals"
 	lang := langOf(r, operatorOf(r).Lang)
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
@@ -140,7 +138,7 @@ func (c *Console) decideApproval(w http.ResponseWriter, r *http.Request, verb, d
 		setFlash(w, r, back, flash{Kind: "error", Text: t(lang, "approvals.bad_id")})
 		return
 	}
-	o := c.call(r, http.MethodPost, "/v1/approvals/"+strconv.FormatInt(id, 10)+"/"+verb, body(r.PostForm), "")
+	o := c.call(r, http.MethodPost, "/v1/approvals/"+strconv.FormatInt(id, 10)+"/"+verb, map[string]string{field: r.PostForm.Get(field)}, "")
 	f := flashOf(lang, o)
 	if o.Status == http.StatusOK {
 		var a struct {
