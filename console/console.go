@@ -73,6 +73,14 @@ func routes() []page {
 		{pattern: "POST /console/preferences", handler: (*Console).preferences},
 		{pattern: "GET /console/{$}", handler: (*Console).home},
 		{pattern: "GET /console/dashboard", handler: (*Console).dashboard},
+		{pattern: "GET /console/approvals", handler: (*Console).approvalsPage},
+		{pattern: "POST /console/approvals/{id}/approve", handler: (*Console).approve},
+		{pattern: "POST /console/approvals/{id}/reject", handler: (*Console).reject},
+		{pattern: "GET /console/audit", handler: (*Console).auditPage},
+		{pattern: "GET /console/close", handler: (*Console).closePage},
+		{pattern: "POST /console/close/preview", handler: (*Console).previewClose},
+		{pattern: "POST /console/close", handler: (*Console).startClose},
+		{pattern: "GET /console/close/{id}", handler: (*Console).batchPage},
 	}
 }
 

@@ -127,10 +127,10 @@ type browser struct {
 
 func (e *env) browser() *browser {
 	jar, _ := cookiejar.New(nil)
-	c := new(http.Client)
-	*c = *e.srv.Client() // a client of its own: one jar each
-	c.Jar = jar
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	// A client of its own: srv.Client is one client, shared, so that
+	// setting its jar would sign every browser in as the last to log in.
+	c := &http.Client{Transport: e.srv.Client().Transport, Jar: jar,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return &browser{e: e, c: c}
 }
 

@@ -99,6 +99,11 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 			return
 		}
 	}
+	// The rows the access service writes for p (a second factor, an
+	// approval) say where the request came from, as the route's rows do.
+	from := *p
+	from.ClientAddr = clientAddr(r)
+	p = &from
 	ctx := context.WithValue(r.Context(), principalKey{}, p)
 	r = r.WithContext(ctx)
 	body, _ := bodyBytes(r)

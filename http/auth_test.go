@@ -1109,3 +1109,30 @@ func TestAccessFourEyesAddsUpRefunds(t *testing.T) {
 		t.Fatalf("refunds of S-1: %+v", rs)
 	}
 }
+
+// TestAccessServiceRowsHaveTheClientAddress: the rows the access service
+// writes for a request (a second factor, an approval request, a decision)
+// say where the request came from, as the rows of the route do.
+func TestAccessServiceRowsHaveTheClientAddress(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{ApprovalAmount: 500})
+	g.operator("alice", access.RoleOperator)
+	g.operator("bob", access.RoleOperator)
+	g.paidOrder("C-1", 1000)
+	g.paidOrder("C-2", 1000)
+	alice, bob := session(g.login("alice")), session(g.login("bob"))
+	g.rows()
+
+	g.call("POST", "/v1/sessions/current/second-factor", `{"code":"`+g.code("alice")+`"}`, alice).want(t, http.StatusOK)
+	a := g.call("POST", "/v1/orders/C-1/refunds", `{"amount":600}`, alice).want(t, http.StatusAccepted).approval(t)
+	b := g.call("POST", "/v1/orders/C-2/refunds", `{"amount":700}`, alice).want(t, http.StatusAccepted).approval(t)
+	g.call("POST", fmt.Sprintf("/v1/approvals/%d/approve", a.ID), `{"code":"`+g.code("bob")+`"}`, bob).want(t, http.StatusOK)
+	g.call("POST", fmt.Sprintf("/v1/approvals/%d/reject", b.ID), `{"reason":"no"}`, bob).want(t, http.StatusOK)
+	rows := g.wantRows("second_factor alice ok", "approval.request alice ok", "approval.request alice ok",
+		"second_factor bob ok", "approval.approve bob ok", "refund.create alice ok", "approval.reject bob ok")
+	for _, e := range rows {
+		if e.ClientAddr != "127.0.0.1" {
+			t.Errorf("the row %s of %s has the client address %q", e.Action, e.ActorName, e.ClientAddr)
+		}
+	}
+}
