@@ -96,6 +96,10 @@ type Server struct {
 	ready    func(context.Context) error
 	maxBody  int64
 	mux      *http.ServeMux
+	// guards routes each guarded route to its guard (auth.go), so that the
+	// guard, like the handler, reads the request's path values: what the
+	// audit row is about and what a risky call puts at stake.
+	guards *http.ServeMux
 
 	bodyTimeout time.Duration
 	callbacks   map[string]lapse.PaymentCallback
@@ -209,6 +213,7 @@ func NewServer(e *engine.Engine, cfg Config) *Server {
 		ready:    cfg.Ready,
 		maxBody:  cfg.MaxBodyBytes,
 		mux:      http.NewServeMux(),
+		guards:   http.NewServeMux(),
 
 		bodyTimeout: cfg.BodyTimeout,
 		callbacks:   cfg.Callbacks,
@@ -251,6 +256,7 @@ func NewServer(e *engine.Engine, cfg Config) *Server {
 	for _, rt := range s.routes() {
 		s.mux.HandleFunc(rt.method+" "+rt.path, rt.handler)
 		s.byPattern[rt.method+" "+rt.path] = &rt
+		s.guards.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) { s.guarded(w, r, &rt) })
 	}
 	return s
 }
@@ -323,7 +329,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
 		if rt := s.byPattern[pattern]; rt != nil && rt.scope != "" && !s.open {
-			s.guarded(w, r, rt)
+			s.guards.ServeHTTP(w, r) // to s.guarded, with r's path values
 			return
 		}
 		// Through the mux, not h, so that r.PathValue works.
