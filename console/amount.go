@@ -1,6 +1,7 @@
 package console
 
 import (
+	"math/big"
 	"strconv"
 	"strings"
 )
@@ -45,6 +46,33 @@ func parseAmount(s, currency string) (int64, error) {
 		return 0, &amountError{key: "amount.range", args: []any{s}}
 	}
 	return n, nil
+}
+
+// minAmount is an amount in major units of no currency in particular, the
+// queue's minimum: digits × 10^-exp.
+type minAmount struct {
+	digits *big.Int
+	exp    int
+}
+
+// parseMin reads s as a minAmount: digits with at most one decimal point.
+func parseMin(s string) (minAmount, *amountError) {
+	s = strings.TrimSpace(s)
+	whole, frac, _ := strings.Cut(s, ".")
+	d, ok := new(big.Int).SetString(whole+frac, 10)
+	if whole+frac == "" || len(s) > 40 || !digitsOnly(whole) || !digitsOnly(frac) || !ok {
+		return minAmount{}, &amountError{key: "amount.invalid", args: []any{s}}
+	}
+	return minAmount{digits: d, exp: len(frac)}, nil
+}
+
+// allows reports whether amount minor units of currency are at least m,
+// compared exactly whatever the decimals of either.
+func (m minAmount) allows(amount int64, currency string) bool {
+	ten := big.NewInt(10)
+	a := new(big.Int).Mul(big.NewInt(amount), new(big.Int).Exp(ten, big.NewInt(int64(m.exp)), nil))
+	b := new(big.Int).Mul(m.digits, new(big.Int).Exp(ten, big.NewInt(int64(exponentOf(currency))), nil))
+	return a.Cmp(b) >= 0
 }
 
 func digitsOnly(s string) bool {

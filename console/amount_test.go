@@ -7,6 +7,7 @@ import (
 )
 
 func TestParseAmount(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		in, cur string
 		want    int64
@@ -41,6 +42,33 @@ func TestParseAmount(t *testing.T) {
 		s := strings.TrimSuffix(money(v.n, v.cur), " "+v.cur)
 		if got, err := parseAmount(s, v.cur); err != nil || got != v.n {
 			t.Errorf("parseAmount(money(%d)) = %d, %v", v.n, got, err)
+		}
+	}
+}
+
+func TestMinAmount(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		min    string
+		amount int64
+		cur    string
+		want   bool
+	}{
+		{"10", 1000, "CNY", true}, {"10", 999, "CNY", false}, {"10.01", 1000, "CNY", false}, {"0.5", 1, "JPY", true},
+		{"0.5", 0, "JPY", false}, {"1.2345", 1235, "KWD", true}, {"1.2345", 1234, "KWD", false}, {"0", 0, "USD", true},
+		{"100000000000000000000", 9223372036854775807, "USD", false},
+	} {
+		m, err := parseMin(c.min)
+		if err != nil {
+			t.Fatalf("parseMin(%q): %v", c.min, err)
+		}
+		if got := m.allows(c.amount, c.cur); got != c.want {
+			t.Errorf("min %s allows %d %s = %v, want %v", c.min, c.amount, c.cur, got, c.want)
+		}
+	}
+	for _, bad := range []string{"", "-1", "1e2", "1,0", "x"} {
+		if _, err := parseMin(bad); err == nil {
+			t.Errorf("parseMin(%q) is no error", bad)
 		}
 	}
 }

@@ -69,6 +69,7 @@ func status(code int, body string) http.HandlerFunc {
 // TestCategorize: each category from the reasons the engine writes, with
 // the errors real ports and sinks return.
 func TestCategorize(t *testing.T) {
+	t.Parallel()
 	membership, groupbuy, checkout := flows.Membership(), flows.Groupbuy(), flows.Checkout()
 	slow := func(w http.ResponseWriter, r *http.Request) { time.Sleep(300 * time.Millisecond) }
 	closed := func() string {

@@ -71,7 +71,7 @@ func routes() []page {
 		{pattern: "POST /console/login", handler: (*Console).login, open: true},
 		{pattern: "POST /console/logout", handler: (*Console).logout},
 		{pattern: "POST /console/preferences", handler: (*Console).preferences},
-		{pattern: "GET /console/{$}", handler: (*Console).home},
+		{pattern: "GET /console/{$}", handler: (*Console).queue},
 	}
 }
 
@@ -117,9 +117,4 @@ func (c *Console) Handler() http.Handler {
 		}
 		c.mux.ServeHTTP(w, r)
 	})
-}
-
-// home is the review queue's page until the queue is built.
-func (c *Console) home(w http.ResponseWriter, r *http.Request) {
-	c.render(w, r, "home", nil)
 }
