@@ -72,6 +72,8 @@ func routes() []page {
 		{pattern: "POST /console/logout", handler: (*Console).logout},
 		{pattern: "POST /console/preferences", handler: (*Console).preferences},
 		{pattern: "GET /console/{$}", handler: (*Console).queue},
+		{pattern: "GET /console/orders/{order_no}", handler: (*Console).orderPage},
+		{pattern: "POST /console/orders/{order_no}/{action}", handler: (*Console).orderAction},
 	}
 }
 
