@@ -22,6 +22,12 @@ type outcome struct {
 // second factor (empty: none given). The request carries the operator's
 // session, so that the API decides and audits it as it would any other.
 func (c *Console) call(r *http.Request, method, path string, body any, code string) outcome {
+	return c.callWith(r, method, path, body, code, nil)
+}
+
+// callWith is call with more request headers, such as a refund's
+// Idempotency-Key.
+func (c *Console) callWith(r *http.Request, method, path string, body any, code string, header http.Header) outcome {
 	var raw []byte
 	if body != nil {
 		var err error
@@ -30,6 +36,9 @@ func (c *Console) call(r *http.Request, method, path string, body any, code stri
 		}
 	}
 	req := httptest.NewRequestWithContext(r.Context(), method, path, bytes.NewReader(raw))
+	for k, vs := range header {
+		req.Header[http.CanonicalHeaderKey(k)] = vs
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -71,7 +71,6 @@ func routes() []page {
 		{pattern: "POST /console/login", handler: (*Console).login, open: true},
 		{pattern: "POST /console/logout", handler: (*Console).logout},
 		{pattern: "POST /console/preferences", handler: (*Console).preferences},
-		{pattern: "GET /console/{$}", handler: (*Console).home},
 		{pattern: "GET /console/dashboard", handler: (*Console).dashboard},
 		{pattern: "GET /console/approvals", handler: (*Console).approvalsPage},
 		{pattern: "POST /console/approvals/{id}/approve", handler: (*Console).approve},
@@ -81,6 +80,9 @@ func routes() []page {
 		{pattern: "POST /console/close/preview", handler: (*Console).previewClose},
 		{pattern: "POST /console/close", handler: (*Console).startClose},
 		{pattern: "GET /console/close/{id}", handler: (*Console).batchPage},
+		{pattern: "GET /console/{$}", handler: (*Console).queue},
+		{pattern: "GET /console/orders/{order_no}", handler: (*Console).orderPage},
+		{pattern: "POST /console/orders/{order_no}/{action}", handler: (*Console).orderAction},
 	}
 }
 
@@ -126,9 +128,4 @@ func (c *Console) Handler() http.Handler {
 		}
 		c.mux.ServeHTTP(w, r)
 	})
-}
-
-// home is the review queue's page until the queue is built.
-func (c *Console) home(w http.ResponseWriter, r *http.Request) {
-	c.render(w, r, "home", nil)
 }

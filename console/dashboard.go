@@ -42,12 +42,7 @@ func init() {
 		"dash.tip":              {"%s–%s: %s, %s, %s", "%s–%s：%s，%s，%s"},
 		"dash.tip_kinds":        {"%s (%s)", "%s（%s）"},
 		"dash.list_sep":         {", ", "、"},
-		"dash.category_note":    {"The kinds are a coarse reading of each review's reason.", "类别由复核原因粗略归类而来。"},
-		"dash.cat.delivery":     {"delivery died", "投递失败"},
-		"dash.cat.refund":       {"refund refused", "退款被拒"},
-		"dash.cat.mismatch":     {"payment does not match", "支付与订单不符"},
-		"dash.cat.payment":      {"other payment", "其他支付问题"},
-		"dash.cat.other":        {"other", "其他"},
+		"dash.category_note":    {"Categories are read from each review's reason, as in the review queue.", "类别由复核原因判定，与复核队列一致。"},
 		"dash.unit.review":      {"%s review", "%s 条复核"},
 		"dash.unit.review_n":    {"%s reviews", "%s 条复核"},
 		"dash.unit.order":       {"%s order", "%s 笔订单"},
@@ -116,30 +111,13 @@ func init() {
 }
 
 // dashCategories are the kinds of review the dashboard tells apart, in the
-// order they stack.
-var dashCategories = []string{"delivery", "refund", "mismatch", "payment", "other"}
+// order they stack: the queue's taxonomy.
+var dashCategories = categories
 
-// dashCategory is the coarse kind of a review by its reason, one of
-// dashCategories.
-//
-// It is a stand-in, kept tiny on purpose: the real taxonomy, categorize in
-// console/category.go, is written on another branch, and when the two are
-// merged this function and dashCategories give way to it (and its
-// categories' messages replace the dash.cat.* ones).
-func dashCategory(reason string) string {
-	r := strings.ToLower(reason)
-	switch {
-	case strings.HasPrefix(r, "delivery"): // "delivery 12 of payment.late to refund ran out of retries …"
-		return "delivery"
-	case strings.Contains(r, "refund"):
-		return "refund"
-	case strings.Contains(r, "differs") || strings.Contains(r, "mismatch") || strings.Contains(r, "does not match"):
-		return "mismatch"
-	case strings.Contains(r, "payment"):
-		return "payment"
-	}
-	return "other"
-}
+// dashCategory is the category of a review by its reason, as the queue
+// tells it (categorize) from what the reason says: the dashboard reads no
+// delivery or order per review.
+func dashCategory(reason string) string { return categorize(failure{Reason: reason}) }
 
 // dashData is the dashboard's page.
 type dashData struct {
@@ -223,7 +201,7 @@ func (c *Console) dashExceptions(ctx context.Context, lang string, loc *time.Loc
 	byKind := make([]int64, len(dashCategories))
 	names := make([]string, len(dashCategories))
 	for i, k := range dashCategories {
-		names[i] = t(lang, "dash.cat."+k)
+		names[i] = t(lang, "cat."+k)
 	}
 	tc := timeChart{Title: t(lang, "dash.exceptions_chart"), Series: names, Unit: t(lang, "dash.axis_reviews"),
 		LineName: t(lang, "dash.rate_line"), LineUnit: t(lang, "dash.axis_rate")}

@@ -211,10 +211,10 @@ func TestDashboardFull(t *testing.T) {
 		"As of 2026-11-30 08:08:00 UTC.",
 		// Five reviews in the window (the sixth is from yesterday), eleven orders.
 		"5 reviews and 11 orders created in the last 24 hours: 45.5 per 100 orders.",
-		"08:00–09:00: 1 review (delivery died 1), 11 orders, 9.1 per 100 orders",
-		"06:00–07:00: 2 reviews (payment does not match 1, other payment 1), 0 orders, no rate without orders",
-		"05:00–06:00: 1 review (refund refused 1), 0 orders",
-		"07:00–08:00: 1 review (other 1)",
+		"08:00–09:00: 1 review (Service unreachable 1), 11 orders, 9.1 per 100 orders",
+		"06:00–07:00: 2 reviews (Callback mismatch 2), 0 orders, no rate without orders",
+		"05:00–06:00: 1 review (Provider refused 1), 0 orders",
+		"07:00–08:00: 1 review (Other 1)",
 		// Backlogs.
 		"1 order", "1 delivery", "The most overdue was due at 2026-11-30 08:06:20 UTC, 1 min 40 s ago.",
 		"6 reviews", "2 payments · 35.50 CNY", "1 payment · 10.00 CNY", "2 payments · 20.00 CNY",
@@ -243,8 +243,8 @@ func TestDashboardFull(t *testing.T) {
 	mustContain(t, "the dashboard in Chinese", page,
 		"数据截至 2026-11-30 16:08:00 CST。",
 		"近 24 小时新建 5 条复核、11 笔订单：每百单 45.5。",
-		"16:00–17:00：1 条复核（投递失败 1），11 笔订单，每百单 9.1",
-		"14:00–15:00：2 条复核（支付与订单不符 1、其他支付问题 1），0 笔订单，无订单，无异常率",
+		"16:00–17:00：1 条复核（服务不可达 1），11 笔订单，每百单 9.1",
+		"14:00–15:00：2 条复核（回调不符 2），0 笔订单，无订单，无异常率",
 		"最早一条应于 2026-11-30 16:06:20 CST 投递，已过 1 分 40 秒。", "6 条复核", "2 笔支付 · 35.50 CNY")
 	if got, want := lagRow(t, page, "近 1 小时"), []string{"10 次关单", secs(lag.P50, "秒"), "19 秒", "19 秒"}; strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("last hour's close lags in Chinese %q, want %q", got, want)

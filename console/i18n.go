@@ -52,7 +52,6 @@ func init() {
 		"login.code":       {"Authenticator code", "动态验证码"},
 		"login.submit":     {"Sign in", "登录"},
 		"login.failed":     {"Name, password or code is wrong.", "用户名、密码或验证码错误。"},
-		"home.title":       {"Review queue", "复核队列"},
 		"common.none":      {"Nothing here.", "暂无内容。"},
 		"common.code":      {"Authenticator code", "动态验证码"},
 		"common.code_help": {"Risky actions need a fresh code from your authenticator.", "高风险操作需要输入动态验证码。"},

@@ -1,0 +1,363 @@
+package console_test
+
+import (
+	"html"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/flows"
+)
+
+var (
+	flashRE  = regexp.MustCompile(`<p class="flash flash-(\w+)" role="status">([^<]*)</p>`)
+	refKeyRE = regexp.MustCompile(`name="idempotency_key" value="([^"]+)"`)
+	// actionForm is any form of the order page that acts on the order.
+	actionForm = regexp.MustCompile(`<form method="post" action="/console/orders/`)
+)
+
+// act submits an action form of order no's page and returns the flash of
+// the page it redirects back to: its kind and text.
+func (b *browser) act(no, action string, form url.Values) (kind, text string) {
+	b.e.t.Helper()
+	resp := b.post("/console/orders/"+no+"/"+action, form)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/orders/"+no {
+		b.e.t.Fatalf("%s %s = %d to %q", action, no, resp.StatusCode, resp.Header.Get("Location"))
+	}
+	body := b.page("/console/orders/"+no, http.StatusOK)
+	m := flashRE.FindStringSubmatch(body)
+	if m == nil {
+		b.e.t.Fatalf("%s %s left no flash:\n%s", action, no, body)
+	}
+	return m[1], html.UnescapeString(m[2])
+}
+
+func TestOrderPageMissing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{})
+	e.operator("alice", "operator")
+	b := e.login("alice")
+	if body := b.page("/console/orders/NOPE-1", http.StatusNotFound); !strings.Contains(body, `No order &#34;NOPE-1&#34;.`) {
+		t.Errorf("unknown order:\n%s", body)
+	}
+	b.zh()
+	if body := b.page("/console/orders/NOPE-1", http.StatusNotFound); !strings.Contains(body, "不存在") {
+		t.Errorf("unknown order in Chinese:\n%s", body)
+	}
+}
+
+// TestOrderPageNew: a fresh order has one transition and, unpaid, can be
+// closed; nothing else makes sense for it.
+func TestOrderPageNew(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, deskConfig{})
+	d.create("C-9", "checkout", 1999, `{"channel": "app"}`)
+	d.operator("alice", "operator")
+	b := d.login("alice")
+	body := b.page("/console/orders/C-9", http.StatusOK)
+	for _, want := range []string{"Order C-9", "UNPAID", "19.99 CNY", "u-C-9", "sku-1 × 1", "&#34;channel&#34;: &#34;app&#34;",
+		"2026-11-30 08:15:00 UTC", "→ UNPAID", `id="close-form"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("a new order's page lacks %q:\n%s", want, body)
+		}
+	}
+	for _, not := range []string{`id="retry-form"`, `id="refund-form"`, `id="revive-form`, `id="resolve-form`} {
+		if strings.Contains(body, not) {
+			t.Errorf("a new order's page offers %s", not)
+		}
+	}
+	b.zh()
+	body = b.page("/console/orders/C-9", http.StatusOK)
+	for _, want := range []string{"订单 C-9", "时间线", "状态流转", "2026-11-30 16:00:00 CST", "关单"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("a new order's page in Chinese lacks %q:\n%s", want, body)
+		}
+	}
+}
+
+// TestOrderRetry: the membership in manual review shows every attempt of
+// its dead delivery; its compensation is retried only with a second
+// factor, and then issues its cards.
+func TestOrderRetry(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, deskConfig{})
+	d.membershipInReview("M-1")
+	d.operator("alice", "operator")
+	b := d.login("alice")
+
+	body := b.page("/console/orders/M-1", http.StatusOK)
+	for _, want := range []string{"Attempt 1 to issue (delivery #1)", "Attempt 2 to issue (delivery #1)", "Attempt 3 to issue (delivery #1)",
+		"COMPENSATING → MANUAL_REVIEW", "Payment applied", "Review #1 opened", "Card issue failed", "card service under maintenance",
+		`id="retry-form"`, `id="refund-form"`, `id="revive-form-1"`, `id="resolve-form-1"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("M-1's page lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "Attempt 4") || strings.Contains(body, `id="close-form"`) {
+		t.Errorf("M-1's page shows more than it has:\n%s", body)
+	}
+
+	kind, text := b.act("M-1", "retry", url.Values{"reason": {"card service back"}})
+	if kind != "error" || !strings.Contains(text, "needs a fresh second factor") {
+		t.Errorf("retry without a code: %s %q", kind, text)
+	}
+	if st := d.state("M-1"); st != flows.ManualReview {
+		t.Fatalf("retried without a code: %s", st)
+	}
+	kind, text = b.act("M-1", "retry", url.Values{"reason": {"card service back"}, "code": {"000000"}})
+	if kind != "error" || !strings.Contains(text, "the code is wrong") {
+		t.Errorf("retry with a wrong code: %s %q", kind, text)
+	}
+	kind, text = b.act("M-1", "retry", url.Values{"reason": {"card service back"}, "code": {d.code("alice")}})
+	if kind != "ok" || text != "Done." {
+		t.Fatalf("retry with a code: %s %q", kind, text)
+	}
+	if st := d.state("M-1"); st != flows.Compensating {
+		t.Fatalf("retried: %s", st)
+	}
+	d.cards.fixed.Store(true)
+	d.drain()
+	if st := d.state("M-1"); st != flows.Issued {
+		t.Fatalf("after the retry: %s", st)
+	}
+	body = b.page("/console/orders/M-1", http.StatusOK)
+	for _, want := range []string{"MANUAL_REVIEW → COMPENSATING", "COMPENSATING → ISSUED", "Card #1 issued: swim-10",
+		"order.retry · ok", "order.retry · refused: ", "operator:alice", "totp", "card service back"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("M-1's page after the retry lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, `id="retry-form"`) {
+		t.Errorf("an issued order offers a retry")
+	}
+}
+
+// TestOrderRefund: a partial refund needs the second factor; a double
+// submit of its form refunds once; above ApprovalAmount it waits for a
+// second operator.
+func TestOrderRefund(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, deskConfig{approvalAmount: 10000}) // 100.00 CNY
+	d.membershipInReview("M-1")
+	d.operator("alice", "operator")
+	b := d.login("alice")
+
+	body := b.page("/console/orders/M-1", http.StatusOK)
+	m := refKeyRE.FindStringSubmatch(body)
+	if m == nil || !strings.Contains(body, `name="amount" value="199.00"`) {
+		t.Fatalf("no refund form:\n%s", body)
+	}
+	form := url.Values{"amount": {"50.5"}, "reason": {"half a season"}, "idempotency_key": {m[1]}}
+	kind, text := b.act("M-1", "refund", form)
+	if kind != "error" || !strings.Contains(text, "needs a fresh second factor") {
+		t.Errorf("refund without a code: %s %q", kind, text)
+	}
+	for _, bad := range []string{"50.555", "-5", "5e1", "0"} {
+		f := url.Values{"amount": {bad}, "reason": {"x"}, "idempotency_key": {m[1]}, "code": {"123456"}}
+		if kind, text := b.act("M-1", "refund", f); kind != "error" || !strings.HasPrefix(text, "Refused: ") {
+			t.Errorf("refund of %q: %s %q", bad, kind, text)
+		}
+	}
+	form.Set("code", d.code("alice"))
+	if kind, text := b.act("M-1", "refund", form); kind != "ok" || text != "Done." {
+		t.Fatalf("refund with a code: %s %q", kind, text)
+	}
+	form.Del("code") // the code given a moment ago is fresh still
+	if kind, text := b.act("M-1", "refund", form); kind != "ok" {
+		t.Fatalf("the same refund again: %s %q", kind, text)
+	}
+	refunds, err := d.engine.OrderRefunds(d.ctx, "M-1")
+	if err != nil || len(refunds) != 1 || refunds[0].Amount != 5050 || refunds[0].Key != m[1] {
+		t.Fatalf("refunds after a double submit: %+v, %v", refunds, err)
+	}
+	d.drain() // the provider refunds; a partial refund sends a membership back to manual review
+	if st := d.state("M-1"); st != flows.ManualReview {
+		t.Fatalf("after the partial refund: %s", st)
+	}
+
+	body = b.page("/console/orders/M-1", http.StatusOK)
+	for _, want := range []string{"Refund of 50.50 CNY: succeeded", "refund.create · ok", "Up to 148.50 CNY is left to refund", `value="148.50"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("M-1's page after the refund lacks %q:\n%s", want, body)
+		}
+	}
+	m2 := refKeyRE.FindStringSubmatch(body)
+	if m2 == nil || m2[1] == m[1] {
+		t.Fatalf("the refund form's key is not new: %v", m2)
+	}
+	kind, text = b.act("M-1", "refund", url.Values{"amount": {"120"}, "reason": {"the rest, nearly"}, "idempotency_key": {m2[1]},
+		"code": {d.code("alice")}})
+	if kind != "pending" || !regexp.MustCompile(`^Waiting for a second operator's approval \(request \d+\)\.$`).MatchString(text) {
+		t.Errorf("a refund above the approval amount: %s %q", kind, text)
+	}
+	if refunds, _ := d.engine.OrderRefunds(d.ctx, "M-1"); len(refunds) != 1 {
+		t.Errorf("a refund waiting for approval was made: %+v", refunds)
+	}
+	// The pending queue row reads in Chinese too.
+	b.zh()
+	if kind, text := b.act("M-1", "refund", url.Values{"amount": {"1.234"}, "reason": {"x"}, "idempotency_key": {m2[1]}}); kind != "error" ||
+		!strings.Contains(text, "CNY 金额至多 2 位小数") {
+		t.Errorf("a bad amount in Chinese: %s %q", kind, text)
+	}
+}
+
+// TestOrderViewer: a viewer sees the order and no action; a form posted
+// all the same is refused by the API, which audits the refusal.
+func TestOrderViewer(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, deskConfig{})
+	d.membershipInReview("M-1")
+	d.operator("vera", "viewer")
+	b := d.login("vera")
+	body := b.page("/console/orders/M-1", http.StatusOK)
+	if actionForm.MatchString(body) || !strings.Contains(body, "Your role may look, not act") ||
+		!strings.Contains(body, "Attempt 3 to issue") {
+		t.Errorf("a viewer's page of M-1:\n%s", body)
+	}
+	m := regexp.MustCompile(`name="idempotency_key"`).FindString(body)
+	if m != "" {
+		t.Errorf("a viewer's page carries a refund key")
+	}
+	kind, text := b.act("M-1", "refund", url.Values{"amount": {"10"}, "reason": {"forged"}, "idempotency_key": {"console-forged"},
+		"code": {d.code("vera")}})
+	if kind != "error" || !strings.Contains(text, "refunds:write") {
+		t.Errorf("a viewer's forged refund: %s %q", kind, text)
+	}
+	kind, text = b.act("M-1", "retry", url.Values{"code": {d.code("vera")}})
+	if kind != "error" || !strings.Contains(text, "operations:write") {
+		t.Errorf("a viewer's forged retry: %s %q", kind, text)
+	}
+	if refunds, _ := d.engine.OrderRefunds(d.ctx, "M-1"); len(refunds) != 0 || d.state("M-1") != flows.ManualReview {
+		t.Fatalf("a viewer's forged actions did something: %+v, %s", refunds, d.state("M-1"))
+	}
+	rows, err := d.store.AuditList(d.ctx, &lapse.AuditListParams{Target: "order:M-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := map[string]bool{}
+	for _, r := range rows {
+		if r.ActorName == "vera" && strings.HasPrefix(r.Result, "refused: ") {
+			refused[r.Action] = true
+		}
+	}
+	if !refused["refund.create"] || !refused["order.retry"] {
+		t.Errorf("the audit log lacks the refusals: %+v", rows)
+	}
+	if body := b.page("/console/orders/M-1", http.StatusOK); !strings.Contains(body, "refund.create · refused: ") {
+		t.Errorf("the timeline lacks the refused refund:\n%s", body)
+	}
+}
+
+// TestOrderRevive: an operator revives the dead delivery, which then
+// issues the cards.
+func TestOrderRevive(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, deskConfig{})
+	d.membershipInReview("M-1")
+	d.deadWebhook("C-2")
+	d.operator("alice", "operator")
+	b := d.login("alice")
+	if kind, text := b.act("M-1", "revive", url.Values{"delivery_id": {"1"}}); kind != "error" || !strings.Contains(text, "second factor") {
+		t.Errorf("revive without a code: %s %q", kind, text)
+	}
+	// A delivery of another order is not this page's to revive.
+	hs, _ := d.engine.Deliveries(d.ctx, "C-2")
+	if len(hs) == 0 {
+		t.Fatal("C-2 has no deliveries")
+	}
+	if kind, text := b.act("M-1", "revive", url.Values{"delivery_id": {itoa(hs[0].ID)}, "code": {d.code("alice")}}); kind != "error" ||
+		!strings.Contains(text, "There is no delivery") {
+		t.Errorf("revive of another order's delivery: %s %q", kind, text)
+	}
+	if kind, text := b.act("M-1", "revive", url.Values{"delivery_id": {"1"}, "code": {d.code("alice")}}); kind != "ok" {
+		t.Fatalf("revive: %s %q", kind, text)
+	}
+	hs, _ = d.engine.Deliveries(d.ctx, "M-1")
+	if hs[0].Status != lapse.DeliveryPending {
+		t.Fatalf("revived delivery: %s", hs[0].Status)
+	}
+	// The revival hands the review back to automation: it is resolved, and
+	// leaves the queue.
+	open, err := d.engine.Reviews(d.ctx, &lapse.ReviewListParams{Open: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rv := range open {
+		if rv.OrderNo == "M-1" && rv.DeliveryID == 1 {
+			t.Errorf("the revived delivery's review is still open: %+v", rv)
+		}
+	}
+	body := b.page("/console/", http.StatusOK)
+	if strings.Contains(body, "delivery revived") {
+		t.Errorf("the queue still lists the revived delivery:\n%s", body)
+	}
+	body = b.page("/console/orders/M-1", http.StatusOK)
+	if strings.Contains(body, `id="revive-form-1"`) || !strings.Contains(body, "delivery.retry · ok") {
+		t.Errorf("M-1's page after the revival:\n%s", body)
+	}
+}
+
+// TestOrderClose: an unpaid order is closed through a manual close batch
+// of one.
+func TestOrderClose(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, deskConfig{})
+	d.create("C-5", "checkout", 700, "")
+	d.operator("alice", "operator")
+	b := d.login("alice")
+	kind, text := b.act("C-5", "close", url.Values{"reason": {"customer asked by phone"}, "code": {d.code("alice")}})
+	m := regexp.MustCompile(`^Manual close batch #(\d+) started\.$`).FindStringSubmatch(text)
+	if kind != "ok" || m == nil {
+		t.Fatalf("close: %s %q", kind, text)
+	}
+	id, _ := strconv.ParseInt(m[1], 10, 64)
+	// The API runs the batch on a goroutine of its own and says when it is
+	// done only in the batch's status.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		bt, err := d.closer.Batch(d.ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bt.Status == lapse.CloseBatchDone {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("batch %d is %s", id, bt.Status)
+		}
+	}
+	if st := d.state("C-5"); st != flows.Closed {
+		t.Fatalf("C-5 is %s after its close", st)
+	}
+	body := b.page("/console/orders/C-5", http.StatusOK)
+	if !strings.Contains(body, "UNPAID → CLOSED") || !strings.Contains(body, "order.close · ok") || strings.Contains(body, `id="close-form"`) {
+		t.Errorf("C-5's page after the close:\n%s", body)
+	}
+}
+
+// TestOrderResolve: an operator marks the review resolved with a note; it
+// leaves the queue.
+func TestOrderResolve(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, deskConfig{})
+	d.mismatch("C-1")
+	d.operator("alice", "operator")
+	b := d.login("alice")
+	kind, text := b.act("C-1", "resolve", url.Values{"review_id": {"1"}, "note": {"customer paid the rest by bank transfer"},
+		"code": {d.code("alice")}})
+	if kind != "ok" {
+		t.Fatalf("resolve: %s %q", kind, text)
+	}
+	if got := rows(b.page("/console/", http.StatusOK)); len(got) != 0 {
+		t.Errorf("the queue after the resolve: %v", got)
+	}
+	if body := b.page("/console/orders/C-1", http.StatusOK); !strings.Contains(body, "Review #1 resolved") || strings.Contains(body, `id="resolve-form-1"`) {
+		t.Errorf("C-1's page after the resolve:\n%s", body)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
