@@ -114,5 +114,13 @@ func (c *Closer) closable(o *lapse.Order) bool {
 		return false
 	}
 	st := f.State(o.State)
-	return st != nil && st.Deadline != nil
+	if st == nil || st.Deadline == nil {
+		return false
+	}
+	// Only a deadline that ends the order: closing a group buy early would
+	// settle it and charge its members, which is not what a manual close of
+	// unpaid orders asks for.
+	tr := f.Transition(o.State, st.Deadline.Event)
+	to := f.State(tr.To)
+	return to != nil && to.Terminal
 }

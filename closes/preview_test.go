@@ -118,3 +118,22 @@ func TestPreviewPages(t *testing.T) {
 		t.Fatalf("Preview = %+v, %v; want %d closable, 1 skipped", p, err, n-1)
 	}
 }
+
+// TestPreviewLeavesGroupBuys: an open group buy has a deadline, but the
+// event it fires settles the group and charges its members; a manual close
+// of a user's orders leaves it alone.
+func TestPreviewLeavesGroupBuys(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t)
+	v.order("P-1", "u1", "")
+	if _, _, err := v.e.CreateOrder(ctxT(t), &lapse.OrderCreate{OrderNo: "G-1", Flow: "groupbuy", UserID: "u1",
+		Amount: 500, Currency: "CNY"}, app); err != nil {
+		t.Fatal(err)
+	}
+	for _, sel := range []*closes.Selector{{UserID: "u1"}, {OrderNos: []string{"G-1", "P-1"}}} {
+		p, err := v.c.Preview(ctxT(t), sel)
+		if err != nil || p.Count != 1 || p.Skipped != 1 || !slices.Equal(orderNos(p.Sample), []string{"P-1"}) {
+			t.Errorf("Preview(%+v) = %+v, %v; want P-1 alone, G-1 skipped", sel, p, err)
+		}
+	}
+}
