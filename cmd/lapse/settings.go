@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lapsehq/lapse/access"
 	"github.com/lapsehq/lapse/engine"
 	lapsehttp "github.com/lapsehq/lapse/http"
 	"github.com/lapsehq/lapse/postgres"
@@ -21,6 +22,7 @@ type options struct {
 	sf                                      subscriberFlags
 	pf                                      paymentFlags
 	tf                                      triggerFlags
+	ac                                      accessFlags
 }
 
 // configSetting names the config file. Every command has it; it cannot be
@@ -71,6 +73,35 @@ var serveSettings = []*setting{
 		Doc:   "text or json",
 		field: func(o *options) any { return &o.logFormat }},
 	flowsSetting,
+
+	// Who may call.
+	{Name: "admin-key", Kind: kindString, Secret: true,
+		Doc:   "an API key with the admin scope, at least 32 characters (openssl rand -base64 32); without it, the first start makes one and writes it to --admin-key-file",
+		field: func(o *options) any { return &o.ac.adminKey }},
+	{Name: "admin-key-file", Kind: kindString,
+		Doc:   "where the first start without --admin-key writes the admin key it makes, mode 0600 (default: beside an SQLite database, lapse.db.admin-key for lapse.db; lapse.admin-key in the working directory for PostgreSQL and MySQL)",
+		field: func(o *options) any { return &o.ac.adminKeyFile }},
+	{Name: "approval-amount", Kind: kindInt, Default: "50000",
+		Doc:   "four eyes: an operator's refund or retry of more than this much money (minor units) waits for a second operator's approval (0: never)",
+		field: func(o *options) any { return &o.ac.approvalAmount }},
+	{Name: "approval-count", Kind: kindInt, Default: "100",
+		Doc:   "four eyes: an operator's manual close of more than this many orders waits for a second operator's approval (0: never)",
+		field: func(o *options) any { return &o.ac.approvalCount }},
+	{Name: "approval-ttl", Kind: kindDuration, Default: access.DefaultApprovalTTL.String(),
+		Doc:   "how long a request waits for a second operator's approval before it expires",
+		field: func(o *options) any { return &o.ac.approvalTTL }},
+	{Name: "second-factor-window", Kind: kindDuration, Default: access.DefaultSecondFactorWindow.String(),
+		Doc:   "how recent an operator's TOTP code must be for a risky action without a new one",
+		field: func(o *options) any { return &o.ac.secondFactorWindow }},
+	{Name: "session-ttl", Kind: kindDuration, Default: access.DefaultSessionTTL.String(),
+		Doc:   "how long an operator's login lasts",
+		field: func(o *options) any { return &o.ac.sessionTTL }},
+	{Name: "metrics-http", Kind: kindString,
+		Doc:   "address of a listener of its own that serves /metrics without a credential (keep it private); the API's /metrics needs the metrics:read scope either way",
+		field: func(o *options) any { return &o.ac.metricsAddr }},
+	{Name: "trusted-origins", Kind: kindList,
+		Doc:   "comma-separated origins (https://console.example) besides the API's own whose browsers may send requests with an operator's session cookie",
+		field: func(o *options) any { return &o.ac.trustedOrigins }},
 
 	// The deadline engine.
 	{Name: "batch", Kind: kindInt, Default: "500",
