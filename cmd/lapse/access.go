@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -109,4 +111,23 @@ func warnInsecure(ln net.Listener, log *slog.Logger) {
 	}
 	log.Warn("the API listens beyond this machine over plain HTTP: operators' session cookies are Secure, so logins need HTTPS "+
 		"(a proxy that terminates TLS in front of it); API keys work either way, but travel in the clear", "http", addr.String())
+}
+
+// cliPrincipal is who the command line acts as: the OS user who runs it,
+// with the admin scope, for whoever can reach the database with its
+// credentials can change anything in it anyway.
+func cliPrincipal() *access.Principal {
+	return access.CLI(osUser())
+}
+
+// osUser names the user running the process: the account's name, else
+// $USER, else the uid.
+func osUser() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	if name := os.Getenv("USER"); name != "" {
+		return name
+	}
+	return "uid:" + strconv.Itoa(os.Getuid())
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lapsehq/lapse/access"
@@ -23,6 +24,18 @@ type options struct {
 	pf                                      paymentFlags
 	tf                                      triggerFlags
 	ac                                      accessFlags
+	args                                    toolArgs
+}
+
+// toolArgs are the arguments of the commands that act on the database
+// (setting.Argument): what one run acts on.
+type toolArgs struct {
+	name, scopes, role           string
+	limit                        int
+	target, actor                string
+	orders, user, from, to, flow string
+	dryRun                       bool
+	reason                       string
 }
 
 // configSetting names the config file. Every command has it; it cannot be
@@ -316,4 +329,32 @@ var (
 	migrateSettings   = []*setting{dbSetting}
 	reconcileSettings = []*setting{dbSetting, flowsSetting}
 	flowsSettings     = []*setting{flowsSetting}
+
+	apikeyCreateSettings = []*setting{dbSetting,
+		{Name: "name", Kind: kindString, Argument: true,
+			Doc:   "what the key is for: the service that calls with it",
+			field: func(o *options) any { return &o.args.name }},
+		{Name: "scopes", Kind: kindList, Argument: true,
+			Doc:   "the scopes of the key, comma-separated: " + strings.Join(access.AllScopes(), ", "),
+			field: func(o *options) any { return &o.args.scopes }}}
+	operatorAddSettings = []*setting{dbSetting,
+		{Name: "name", Kind: kindString, Argument: true,
+			Doc:   "the operator's login name",
+			field: func(o *options) any { return &o.args.name }},
+		{Name: "role", Kind: kindString, Argument: true,
+			Doc:   "viewer (reads), operator (everything but keys and operators) or admin",
+			field: func(o *options) any { return &o.args.role }}}
+	auditListSettings = []*setting{dbSetting,
+		{Name: "limit", Kind: kindInt, Argument: true, Default: "50",
+			Doc:   "rows shown, newest first",
+			field: func(o *options) any { return &o.args.limit }},
+		{Name: "target", Kind: kindString, Argument: true,
+			Doc:   "only the rows about this target (order:A-1, apikey:PREFIX, batch:3)",
+			field: func(o *options) any { return &o.args.target }},
+		{Name: "actor", Kind: kindString, Argument: true,
+			Doc:   "only the rows of this actor's name (an operator, a key's name, an OS user)",
+			field: func(o *options) any { return &o.args.actor }}}
+	// dbSettings are those of the commands that only read or write the
+	// access records.
+	dbSettings = []*setting{dbSetting}
 )

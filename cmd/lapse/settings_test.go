@@ -28,7 +28,8 @@ import (
 // allSettings returns every setting of every command, each once.
 func allSettings() []*setting {
 	var out []*setting
-	for _, list := range [][]*setting{serveSettings, migrateSettings, reconcileSettings, flowsSettings, {configSetting}} {
+	for _, list := range [][]*setting{serveSettings, migrateSettings, reconcileSettings, flowsSettings, {configSetting},
+		apikeyCreateSettings, operatorAddSettings, auditListSettings, dbSettings} {
 		for _, s := range list {
 			if !slices.Contains(out, s) {
 				out = append(out, s)
