@@ -8,14 +8,15 @@
 //	lapse apikey  create|list|revoke           the API keys of the services that call Lapse
 //	lapse operator add|list|disable            the people who log in, with their TOTP enrolment
 //	lapse audit   verify|list                  check the audit log's chain; exit 1 if it is broken
+//	lapse close   --order NO… | --user ID | --from T --to T   close orders by hand, as one batch
 //
 // DSN is a path to an SQLite file (the default, ./lapse.db), a postgres://
 // URL or a mysql://user:password@host:3306/database URL. Every flag can also
 // be set in the environment as LAPSE_<FLAG>, e.g. LAPSE_DB, LAPSE_HTTP, and
 // in a YAML file named by --config FILE (LAPSE_CONFIG), keyed by flag name;
 // the command line wins over the environment, which wins over the file. The
-// arguments of a tool (lapse apikey create --name) come from the command
-// line only.
+// arguments of a tool (lapse close --reason, lapse apikey create --name)
+// come from the command line only.
 //
 // The tools act on the database with its own credentials, as the OS user
 // running them (access.CLI) with the admin scope: whoever can reach the
@@ -52,9 +53,11 @@ Usage:
                           and prints the TOTP enrolment (otpauth URI and QR code)
   lapse audit verify | list [--limit N] [--target T] [--actor A]
                           check the audit log's chain (exit 1 naming the first bad row), or show it
+  lapse close (--order NO,… | --user ID | --from T --to T) [--flow F] [--dry-run] [--reason R]
+                          preview, then close orders by hand as one resumable batch
 
 Every command takes --config FILE: a YAML file of flag values (sweep-interval: 5s).
-apikey, operator and audit act on the database (--db) with its own
+apikey, operator, audit and close act on the database (--db) with its own
 credentials, as the admin "cli:<OS user>": whoever can reach the database is admin.
 Run "lapse <command> -h" for the flags of a command.
 `
@@ -68,7 +71,7 @@ func main() {
 		}
 		// 1: the command ran and found something wrong; 2: it could not.
 		var broken *lapse.AuditBreak
-		if errors.Is(err, errUnreconciled) || errors.As(err, &broken) {
+		if errors.Is(err, errUnreconciled) || errors.As(err, &broken) || errors.Is(err, errCloseFailed) {
 			os.Exit(1)
 		}
 		os.Exit(2)
@@ -97,6 +100,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return operator(ctx, args[1:], stdin, stdout, stderr)
 	case "audit":
 		return audit(ctx, args[1:], stdout, stderr)
+	case "close":
+		return closeOrders(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

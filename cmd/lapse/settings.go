@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -357,4 +358,33 @@ var (
 	// dbSettings are those of the commands that only read or write the
 	// access records.
 	dbSettings = []*setting{dbSetting}
+
+	// closeArgs choose what lapse close closes, and say why.
+	closeArgs = []*setting{
+		{Name: "order", Kind: kindList, Argument: true,
+			Doc:   "order numbers to close, comma-separated; may be given again (order numbers after the flags count too)",
+			field: func(o *options) any { return &o.args.orders }},
+		{Name: "user", Kind: kindString, Argument: true,
+			Doc:   "close the orders of this user",
+			field: func(o *options) any { return &o.args.user }},
+		{Name: "from", Kind: kindString, Argument: true,
+			Doc:   "with --to: close the orders created from this time (RFC 3339, inclusive)",
+			field: func(o *options) any { return &o.args.from }},
+		{Name: "to", Kind: kindString, Argument: true,
+			Doc:   "with --from: close the orders created before this time (RFC 3339, exclusive)",
+			field: func(o *options) any { return &o.args.to }},
+		{Name: "flow", Kind: kindString, Argument: true,
+			Doc:   "only the orders of this flow",
+			field: func(o *options) any { return &o.args.flow }},
+		{Name: "dry-run", Kind: kindBool, Argument: true,
+			Doc:   "count what would be closed, show a sample, and change nothing",
+			field: func(o *options) any { return &o.args.dryRun }},
+		{Name: "reason", Kind: kindString, Argument: true,
+			Doc:   "why these orders are closed by hand, kept on every close and in the audit log (required unless --dry-run)",
+			field: func(o *options) any { return &o.args.reason }},
+	}
+	// closeSettings are serve's, so that lapse close builds the engine
+	// serve runs (its flows, ledgers, subscribers and payment providers)
+	// from the same file, variables and flags, and its arguments.
+	closeSettings = append(slices.Clip(serveSettings), closeArgs...)
 )
