@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -41,6 +42,12 @@ func (f *accessFlags) config() (access.Config, error) {
 	case f.approvalTTL < 0, f.secondFactorWindow < 0, f.sessionTTL < 0:
 		return access.Config{}, errors.New("--approval-ttl, --second-factor-window and --session-ttl must not be negative")
 	}
+	check := http.NewCrossOriginProtection()
+	for _, o := range splitList(f.trustedOrigins) {
+		if err := check.AddTrustedOrigin(o); err != nil {
+			return access.Config{}, fmt.Errorf("--trusted-origins: %w", err)
+		}
+	}
 	return access.Config{
 		AdminKey:           f.adminKey,
 		ApprovalAmount:     int64(f.approvalAmount),
@@ -64,16 +71,12 @@ func (f *accessFlags) keyFile(dsn string) string {
 	return "lapse.admin-key"
 }
 
-// service builds the access service of lapse serve over store, the raw
-// store (an AccessStore), and gives a new installation its first
-// credential: without --admin-key, a store with no key or operator in force
-// gets an admin key, written to keyFile with mode 0600. It logs where that
-// file is, never the key.
-func (f *accessFlags) service(ctx context.Context, store lapse.Store, dsn string, log *slog.Logger) (*access.Service, error) {
-	cfg, err := f.config()
-	if err != nil {
-		return nil, err
-	}
+// service builds the access service of lapse serve with cfg (from config)
+// over store, the raw store (an AccessStore), and gives a new installation
+// its first credential: without --admin-key, a store with no key or
+// operator in force gets an admin key, written to keyFile with mode 0600.
+// It logs where that file is, never the key.
+func (f *accessFlags) service(ctx context.Context, cfg access.Config, store lapse.Store, dsn string, log *slog.Logger) (*access.Service, error) {
 	svc, err := access.New(store, cfg)
 	if err != nil {
 		return nil, err

@@ -127,11 +127,20 @@ func TestFirstAdminKey(t *testing.T) {
 		t.Errorf("lapse apikey list = %d, want one first key:\n%s%s", code, out, errOut)
 	}
 
-	// A key too short to be a key stops the start, before anything listens.
-	short := exec.Command(lapseBin, "serve", "--db", filepath.Join(t.TempDir(), "lapse.db"), "--http", "127.0.0.1:0", "--admin-key", "too-short-a-key")
+	// A key too short to be a key stops the start before the database is
+	// touched, and so does an origin that is not one.
+	other := filepath.Join(t.TempDir(), "lapse.db")
+	short := exec.Command(lapseBin, "serve", "--db", other, "--http", "127.0.0.1:0", "--admin-key", "too-short-a-key")
 	if got, err := short.CombinedOutput(); err == nil || !strings.Contains(string(got), "--admin-key must be at least 32 characters") ||
 		strings.Contains(string(got), "too-short-a-key") {
 		t.Errorf("lapse serve --admin-key too-short-a-key: %v\n%s", err, got)
+	}
+	origin := exec.Command(lapseBin, "serve", "--db", other, "--http", "127.0.0.1:0", "--trusted-origins", "console.example")
+	if got, err := origin.CombinedOutput(); err == nil || !strings.Contains(string(got), "--trusted-origins") {
+		t.Errorf("lapse serve --trusted-origins console.example: %v\n%s", err, got)
+	}
+	if _, err := os.Stat(other); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a start refused for its flags made the database: %v", err)
 	}
 	out, _, code = tool(t, dir, "", "config", "--admin-key", testAdminKey)
 	if code != 0 || strings.Contains(out, testAdminKey) || !regexp.MustCompile(`(?m)^admin-key\s+xxxxx\s+flag$`).MatchString(out) {

@@ -74,6 +74,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if o.bodyTimeout <= 0 {
 		return fmt.Errorf("--body-timeout must be positive")
 	}
+	accessCfg, err := o.ac.config()
+	if err != nil {
+		return err
+	}
 	store, err := openStoreConns(ctx, *db, int32(*dbConns))
 	if err != nil {
 		return err
@@ -82,7 +86,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := store.Migrate(ctx); err != nil {
 		return err
 	}
-	acc, err := o.ac.service(ctx, store, *db, log)
+	acc, err := o.ac.service(ctx, accessCfg, store, *db, log)
 	if err != nil {
 		return err
 	}
