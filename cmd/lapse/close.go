@@ -181,6 +181,9 @@ func (a *toolArgs) selector(positional []string) (*closes.Selector, error) {
 		}
 		*t.dst = &v
 	}
+	if len(sel.OrderNos) == 0 && sel.UserID == "" && sel.From == nil && sel.To == nil {
+		return nil, fmt.Errorf("close: choose the orders: --order NO,…, --user ID, or --from T --to T")
+	}
 	if err := sel.Validate(); err != nil {
 		return nil, fmt.Errorf("close: %s (choose by --order, --user, or --from and --to)", lapse.ErrorMessage(err))
 	}

@@ -33,6 +33,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/lapsehq/lapse"
@@ -67,7 +68,8 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "lapse:", err)
+			// A lapse.Error names the package itself: once is enough.
+			fmt.Fprintln(os.Stderr, "lapse:", strings.TrimPrefix(err.Error(), "lapse: "))
 		}
 		// 1: the command ran and found something wrong; 2: it could not.
 		var broken *lapse.AuditBreak
