@@ -121,7 +121,7 @@ func loadFlags(fs *flag.FlagSet, settings []*setting, o *options, args []string)
 	fs.VisitAll(func(f *flag.Flag) {
 		s, env := cfg.settings[f.Name], envName(f.Name)
 		v := os.Getenv(env)
-		if v == "" {
+		if v == "" || s.Argument {
 			return
 		}
 		if err := s.set(check, v); err != nil {
@@ -352,6 +352,9 @@ func (c *configFile) set(fs *flag.FlagSet, settings map[string]*setting, e confi
 		return fmt.Errorf("%s: %s: a config file cannot name a config file", c.where(e), e.key)
 	}
 	s := settings[e.key]
+	if s != nil && s.Argument {
+		return fmt.Errorf("%s: %s: --%s is given on the command line only", c.where(e), e.key, e.key)
+	}
 	if s == nil {
 		hint := ""
 		guess := strings.ToLower(strings.ReplaceAll(strings.TrimLeft(e.key, "-"), "_", "-"))

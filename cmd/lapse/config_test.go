@@ -577,3 +577,27 @@ func TestConfigRedact(t *testing.T) {
 		}
 	}
 }
+
+// TestArguments: an argument comes from the command line only: a variable
+// of its name is not read, a config file that names it is refused, and a
+// list argument adds up over its uses.
+func TestArguments(t *testing.T) {
+	settings := append(testSettings(t, nil), closeArgs...)
+	t.Setenv("LAPSE_REASON", "from the environment")
+	t.Setenv("LAPSE_ORDER", "ENV-1")
+	fs, cfg, err := load(settings, "--order", "A-1", "--order", "A-2,A-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := value(fs, "reason"); got != "" {
+		t.Errorf("--reason = %q from LAPSE_REASON; an argument takes no variable", got)
+	}
+	if got := value(fs, "order"); got != "A-1,A-2,A-3" || cfg.Sources["order"] != sourceFlag {
+		t.Errorf("--order = %q (%s), want A-1,A-2,A-3 from the flags", got, cfg.Sources["order"])
+	}
+	path := writeConfig(t, t.TempDir(), "lapse.yaml", "batch: 5\nreason: from a file\n")
+	_, _, err = load(settings, "--config", path)
+	if err == nil || !strings.Contains(err.Error(), "lapse.yaml:2: reason: --reason is given on the command line only") {
+		t.Errorf("a file naming --reason: %v, want it refused naming the line", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/lapsehq/lapse"
@@ -44,6 +45,18 @@ func openStoreConns(ctx context.Context, dsn string, conns int32) (migratingStor
 		path, _ := sqlitePath(dsn)
 		return sqlite.Open(ctx, path, sqlite.Config{})
 	}
+}
+
+// openExisting opens the store of a command that reads or changes a
+// database but does not make one: an SQLite file that is not there is an
+// error rather than a new, empty database. It applies no migrations.
+func openExisting(ctx context.Context, dsn string) (migratingStore, error) {
+	if path, ok := sqlitePath(dsn); ok {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("--db %s: %w (lapse migrate or lapse serve makes it)", path, err)
+		}
+	}
+	return openStore(ctx, dsn)
 }
 
 // sqlitePath returns the file path of an SQLite dsn, and false for a

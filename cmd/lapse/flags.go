@@ -19,6 +19,9 @@ func newFlagSet(name string, w io.Writer) *flag.FlagSet {
 // line, else from the environment (flag "sweep-interval" from
 // LAPSE_SWEEP_INTERVAL; an empty variable counts as unset), else from the
 // config file named by --config or LAPSE_CONFIG, else from its default.
+// An argument (setting.Argument: what one run acts on) comes from the
+// command line or its default only, and a config file that names one is
+// refused.
 // When the config file is unusable and its last good snapshot is used
 // instead, the warning goes to the output of fs; commands with a logger
 // call loadFlags and log it.

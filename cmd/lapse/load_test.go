@@ -45,7 +45,7 @@ func TestSlowBodies(t *testing.T) {
 	}
 	opened := time.Now()
 
-	quick := &http.Client{Timeout: 15 * time.Second}
+	quick := &http.Client{Timeout: 15 * time.Second, Transport: withKey{http.DefaultTransport}}
 	create := map[string]any{"order_no": "SLOW-1", "flow": "checkout", "user_id": "u1", "amount": 2500, "currency": "CNY", "ttl": "15m"}
 	if code, body, _ := send(t, quick, "POST", p.URL+"/v1/orders", create, nil); code != http.StatusCreated {
 		t.Fatalf("POST /v1/orders beside 100 slow bodies = %d %s, want 201", code, body)

@@ -68,7 +68,9 @@ type payments struct {
 }
 
 // build checks the flags and builds callbacks and ports. base is the
-// address this process serves, where the sandbox sends its callbacks; store
+// address this process serves, where the sandbox sends its callbacks (empty
+// for a process that serves none, such as lapse close: its sandbox sends
+// none, which closing payments never needs); store
 // keeps the sandbox's state, which every process on the database shares,
 // and its secret when --sandbox-secret is not given.
 func (p *paymentFlags) build(ctx context.Context, base string, store lapse.SandboxStore, log *slog.Logger) (*payments, error) {
@@ -82,8 +84,10 @@ func (p *paymentFlags) build(ctx context.Context, base string, store lapse.Sandb
 		if !bytes.Equal(secret, kept) {
 			log.Warn("sandbox: --sandbox-secret differs from the secret kept in the database, which the processes started without --sandbox-secret sign with; processes sharing the sandbox should sign alike")
 		}
-		cfg := payment.SandboxConfig{Secret: secret, CallbackURL: base + "/v1/payments/sandbox/callback",
-			FailRate: p.sandboxFail, UnknownRate: p.sandboxLost, Store: store}
+		cfg := payment.SandboxConfig{Secret: secret, FailRate: p.sandboxFail, UnknownRate: p.sandboxLost, Store: store}
+		if base != "" {
+			cfg.CallbackURL = base + "/v1/payments/sandbox/callback"
+		}
 		if err := cfg.Validate(); err != nil {
 			return nil, fmt.Errorf("--sandbox: %w", err)
 		}

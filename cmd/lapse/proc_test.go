@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,9 +49,18 @@ type proc struct {
 	done chan error
 }
 
+// testAdminKey is the admin key startServe gives lapse serve, and client
+// sends.
+const testAdminKey = "test-admin-key-0123456789abcdefghijklmnop"
+
 // startServe runs `lapse serve` in dir with args and waits until it listens.
+// It starts with --admin-key testAdminKey unless args give --admin-key
+// (--admin-key= for none).
 func startServe(t *testing.T, dir string, args ...string) *proc {
 	t.Helper()
+	if !slices.ContainsFunc(args, func(a string) bool { return a == "--admin-key" || strings.HasPrefix(a, "--admin-key=") }) {
+		args = append([]string{"--admin-key", testAdminKey}, args...)
+	}
 	args = append([]string{"serve", "--http", "127.0.0.1:0", "--log-format", "json"}, args...)
 	cmd := exec.Command(lapseBin, args...)
 	cmd.Dir = dir
@@ -131,7 +141,24 @@ func (p *proc) Kill() {
 	<-p.done
 }
 
-var client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+// client calls lapse serve with testAdminKey, unless a request has its own
+// Authorization; plainClient sends none.
+var (
+	client      = &http.Client{Timeout: 30 * time.Second, Transport: withKey{&http.Transport{MaxIdleConnsPerHost: 64}}}
+	plainClient = &http.Client{Timeout: 30 * time.Second}
+)
+
+// withKey adds Authorization: Bearer testAdminKey to requests that have no
+// Authorization header.
+type withKey struct{ base http.RoundTripper }
+
+func (k withKey) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Header.Get("Authorization") == "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+testAdminKey)
+	}
+	return k.base.RoundTrip(r)
+}
 
 // call sends a JSON request and decodes a JSON answer into out (if not nil).
 func call(t *testing.T, method, url string, body any, out any) int {

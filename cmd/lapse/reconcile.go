@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 
 	"github.com/lapsehq/lapse/engine"
@@ -29,13 +28,7 @@ func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if path, ok := sqlitePath(o.db); ok {
-		// A report must not create the database it reports on.
-		if _, err := os.Stat(path); err != nil {
-			return fmt.Errorf("--db %s: %w", path, err)
-		}
-	}
-	s, err := openStore(ctx, o.db)
+	s, err := openExisting(ctx, o.db) // a report must not create the database it reports on
 	if err != nil {
 		return err
 	}

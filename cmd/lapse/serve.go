@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"slices"
@@ -12,8 +13,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/access"
+	"github.com/lapsehq/lapse/closes"
 	"github.com/lapsehq/lapse/engine"
 	lapsehttp "github.com/lapsehq/lapse/http"
 )
@@ -70,12 +74,20 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if o.bodyTimeout <= 0 {
 		return fmt.Errorf("--body-timeout must be positive")
 	}
+	accessCfg, err := o.ac.config()
+	if err != nil {
+		return err
+	}
 	store, err := openStoreConns(ctx, *db, int32(*dbConns))
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	if err := store.Migrate(ctx); err != nil {
+		return err
+	}
+	acc, err := o.ac.service(ctx, accessCfg, store, *db, log)
+	if err != nil {
 		return err
 	}
 	// The background work gets a pool of its own on PostgreSQL and MySQL;
@@ -101,6 +113,14 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer ln.Close()
+	warnInsecure(ln, log)
+	var metricsLn net.Listener
+	if o.ac.metricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", o.ac.metricsAddr); err != nil {
+			return fmt.Errorf("--metrics-http: %w", err)
+		}
+		defer metricsLn.Close()
+	}
 	pays, err := pf.build(ctx, "http://"+ln.Addr().String(), store, log)
 	if err != nil {
 		return err
@@ -111,6 +131,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	eng, err := engine.New(store, flowSet, engine.Config{Logger: log, Registerer: reg,
 		Subscriptions: subs, StockLedger: sf.stockLedger, CouponLedger: sf.couponLedger, Payments: pays.engine, WorkStore: work,
 		GroupRetries: groupRetries, IssueRetries: issueRetries, Cards: cards, Trigger: sharedTrigger, TriggerMode: triggerMode})
+	if err != nil {
+		return err
+	}
+	closer, err := closes.New(eng, store)
 	if err != nil {
 		return err
 	}
@@ -125,6 +149,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		MaxInFlight:     *inFlight,
 		CallbackReserve: *reserve,
 		BodyTimeout:     o.bodyTimeout,
+		Access:          acc,
+		Closer:          closer,
+		TrustedOrigins:  splitList(o.ac.trustedOrigins),
 		Ready: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
@@ -149,8 +176,22 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	go watcher.Run(ctx)
 	claimer.Start(ctx)
 	deliverer.Start(ctx)
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
+	var metricsSrv *http.Server
+	if metricsLn != nil {
+		metricsSrv = metricsServer(reg)
+		go func() {
+			if err := metricsSrv.Serve(metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				served <- fmt.Errorf("--metrics-http: %w", err)
+			}
+		}()
+	}
+	resumed := make(chan struct{})
+	go func() {
+		defer close(resumed)
+		resumeCloses(ctx, closer, log)
+	}()
 	var names []string
 	for _, s := range eng.Subscriptions() {
 		names = append(names, s.Name)
@@ -160,8 +201,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		providers = append(providers, name)
 	}
 	slices.Sort(providers)
+	metricsURL := ""
+	if metricsLn != nil {
+		metricsURL = "http://" + metricsLn.Addr().String() + "/metrics"
+	}
 	log.Info("lapse serving", "http", "http://"+ln.Addr().String(), "db", hidePasswords(*db), "flows", len(eng.Flows()), "subscribers", names,
-		"payment_callbacks", providers, "trigger", eng.TriggerStatus().Using)
+		"payment_callbacks", providers, "trigger", eng.TriggerStatus().Using, "metrics_http", metricsURL)
 
 	select {
 	case <-ctx.Done():
@@ -174,11 +219,48 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cc.StopTimeout)
 	defer cancel()
 	httpErr := srv.Shutdown(shutCtx)
+	if metricsSrv != nil {
+		_ = metricsSrv.Shutdown(shutCtx)
+	}
 	claimer.Stop()
 	deliverer.Stop()
+	<-resumed // ctx is done: a batch under way stops after the orders it is closing
 	if httpErr != nil && !errors.Is(httpErr, http.ErrServerClosed) {
 		return fmt.Errorf("http shutdown: %w", httpErr)
 	}
 	log.Info("lapse stopped")
 	return nil
+}
+
+// metricsServer serves what reg gathers at /metrics, to anyone who reaches
+// it: the listener of --metrics-http, which is kept private.
+func metricsServer(reg prometheus.Gatherer) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+}
+
+// resumeCloses runs the manual close batches that a process stopped or
+// killed part way left running, one after the other, as Lapse itself: each
+// is finished with every order closed once (closes.Run).
+func resumeCloses(ctx context.Context, closer *closes.Closer, log *slog.Logger) {
+	bs, err := closer.Unfinished(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Error("manual close: the unfinished batches could not be listed; they resume at the next start", "err", err)
+		}
+		return
+	}
+	by := &lapse.AuditEntry{ActorKind: access.KindSystem, ActorID: "lapse", ActorName: "lapse"}
+	for _, b := range bs {
+		log.Info("manual close: resuming a batch left running", "batch", b.ID, "total", b.Total, "created_by", b.CreatedBy)
+		got, err := closer.Run(ctx, b.ID, by, nil)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Error("manual close: a resumed batch stopped; it resumes at the next start", "batch", b.ID, "err", err)
+			}
+			return
+		}
+		log.Info("manual close: batch finished", "batch", got.ID, "closed", got.Closed, "skipped", got.Skipped, "failed", got.Failed)
+	}
 }

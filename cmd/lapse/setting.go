@@ -36,6 +36,12 @@ type setting struct {
 	// the logs of a reload); other values show with the passwords of their
 	// URLs hidden.
 	Secret bool
+	// Argument marks what one run of a command acts on (lapse close
+	// --order, --reason): it is taken from the command line only, never
+	// from LAPSE_* or a config file, so that a variable left in the
+	// environment cannot choose what a command changes. A list argument may
+	// be given more than once (--order A-1 --order ).
+	Argument bool
 	// Reload puts a new value into force in a running lapse serve; nil when
 	// a change needs a restart. The value is written as the flag prints it
 	// ("5s" for a duration) and has passed the checks of Kind. An error
@@ -99,6 +105,13 @@ func (s *setting) define(fs *flag.FlagSet, o *options) {
 		if s.Kind != kindString && s.Kind != kindList && s.Kind != kindPairs && s.Kind != kindSchedule && s.Kind != kindWaits {
 			bad(fmt.Errorf("a %s held in a string", s.Kind))
 		}
+		if s.Argument && s.Kind == kindList {
+			if s.Default != "" {
+				bad(fmt.Errorf("a list argument has no default"))
+			}
+			fs.Var((*repeatedList)(p), s.Name, s.Doc)
+			break
+		}
 		fs.StringVar(p, s.Name, s.Default, s.Doc)
 	case *bool:
 		v, err := parseDefault(s, kindBool, strconv.ParseBool)
@@ -127,6 +140,19 @@ func (s *setting) define(fs *flag.FlagSet, o *options) {
 	default:
 		bad(fmt.Errorf("its field is a %T", p))
 	}
+}
+
+// repeatedList is the flag of a list argument: each use adds to the list.
+type repeatedList string
+
+func (l *repeatedList) String() string { return string(*l) }
+
+func (l *repeatedList) Set(v string) error {
+	if *l != "" {
+		v = string(*l) + "," + v
+	}
+	*l = repeatedList(v)
+	return nil
 }
 
 // parseDefault parses the default of s, which must be of kind want; empty

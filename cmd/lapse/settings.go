@@ -1,9 +1,12 @@
 package main
 
 import (
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/lapsehq/lapse/access"
 	"github.com/lapsehq/lapse/engine"
 	lapsehttp "github.com/lapsehq/lapse/http"
 	"github.com/lapsehq/lapse/postgres"
@@ -21,6 +24,19 @@ type options struct {
 	sf                                      subscriberFlags
 	pf                                      paymentFlags
 	tf                                      triggerFlags
+	ac                                      accessFlags
+	args                                    toolArgs
+}
+
+// toolArgs are the arguments of the commands that act on the database
+// (setting.Argument): what one run acts on.
+type toolArgs struct {
+	name, scopes, role           string
+	limit                        int
+	target, actor                string
+	orders, user, from, to, flow string
+	dryRun                       bool
+	reason                       string
 }
 
 // configSetting names the config file. Every command has it; it cannot be
@@ -71,6 +87,35 @@ var serveSettings = []*setting{
 		Doc:   "text or json",
 		field: func(o *options) any { return &o.logFormat }},
 	flowsSetting,
+
+	// Who may call.
+	{Name: "admin-key", Kind: kindString, Secret: true,
+		Doc:   "an API key with the admin scope, at least 32 characters (openssl rand -base64 32); without it, the first start makes one and writes it to --admin-key-file",
+		field: func(o *options) any { return &o.ac.adminKey }},
+	{Name: "admin-key-file", Kind: kindString,
+		Doc:   "where the first start without --admin-key writes the admin key it makes, mode 0600 (default: beside an SQLite database, lapse.db.admin-key for lapse.db; lapse.admin-key in the working directory for PostgreSQL and MySQL)",
+		field: func(o *options) any { return &o.ac.adminKeyFile }},
+	{Name: "approval-amount", Kind: kindInt, Default: "50000",
+		Doc:   "four eyes: an operator's refund or retry of more than this much money (minor units) waits for a second operator's approval (0: never)",
+		field: func(o *options) any { return &o.ac.approvalAmount }},
+	{Name: "approval-count", Kind: kindInt, Default: "100",
+		Doc:   "four eyes: an operator's manual close of more than this many orders waits for a second operator's approval (0: never)",
+		field: func(o *options) any { return &o.ac.approvalCount }},
+	{Name: "approval-ttl", Kind: kindDuration, Default: access.DefaultApprovalTTL.String(),
+		Doc:   "how long a request waits for a second operator's approval before it expires",
+		field: func(o *options) any { return &o.ac.approvalTTL }},
+	{Name: "second-factor-window", Kind: kindDuration, Default: access.DefaultSecondFactorWindow.String(),
+		Doc:   "how recent an operator's TOTP code must be for a risky action without a new one",
+		field: func(o *options) any { return &o.ac.secondFactorWindow }},
+	{Name: "session-ttl", Kind: kindDuration, Default: access.DefaultSessionTTL.String(),
+		Doc:   "how long an operator's login lasts",
+		field: func(o *options) any { return &o.ac.sessionTTL }},
+	{Name: "metrics-http", Kind: kindString,
+		Doc:   "address of a listener of its own that serves /metrics without a credential (keep it private); the API's /metrics needs the metrics:read scope either way",
+		field: func(o *options) any { return &o.ac.metricsAddr }},
+	{Name: "trusted-origins", Kind: kindList,
+		Doc:   "comma-separated origins (https://console.example) besides the API's own whose browsers may send requests with an operator's session cookie",
+		field: func(o *options) any { return &o.ac.trustedOrigins }},
 
 	// The deadline engine.
 	{Name: "batch", Kind: kindInt, Default: "500",
@@ -285,4 +330,61 @@ var (
 	migrateSettings   = []*setting{dbSetting}
 	reconcileSettings = []*setting{dbSetting, flowsSetting}
 	flowsSettings     = []*setting{flowsSetting}
+
+	apikeyCreateSettings = []*setting{dbSetting,
+		{Name: "name", Kind: kindString, Argument: true,
+			Doc:   "what the key is for: the service that calls with it",
+			field: func(o *options) any { return &o.args.name }},
+		{Name: "scopes", Kind: kindList, Argument: true,
+			Doc:   "the scopes of the key, comma-separated: " + strings.Join(access.AllScopes(), ", "),
+			field: func(o *options) any { return &o.args.scopes }}}
+	operatorAddSettings = []*setting{dbSetting,
+		{Name: "name", Kind: kindString, Argument: true,
+			Doc:   "the operator's login name",
+			field: func(o *options) any { return &o.args.name }},
+		{Name: "role", Kind: kindString, Argument: true,
+			Doc:   "viewer (reads), operator (everything but keys and operators) or admin",
+			field: func(o *options) any { return &o.args.role }}}
+	auditListSettings = []*setting{dbSetting,
+		{Name: "limit", Kind: kindInt, Argument: true, Default: "50",
+			Doc:   "rows shown, newest first",
+			field: func(o *options) any { return &o.args.limit }},
+		{Name: "target", Kind: kindString, Argument: true,
+			Doc:   "only the rows about this target (order:A-1, apikey:PREFIX, batch:3)",
+			field: func(o *options) any { return &o.args.target }},
+		{Name: "actor", Kind: kindString, Argument: true,
+			Doc:   "only the rows of this actor's name (an operator, a key's name, an OS user)",
+			field: func(o *options) any { return &o.args.actor }}}
+	// dbSettings are those of the commands that only read or write the
+	// access records.
+	dbSettings = []*setting{dbSetting}
+
+	// closeArgs choose what lapse close closes, and say why.
+	closeArgs = []*setting{
+		{Name: "order", Kind: kindList, Argument: true,
+			Doc:   "order numbers to close, comma-separated; may be given again (order numbers after the flags count too)",
+			field: func(o *options) any { return &o.args.orders }},
+		{Name: "user", Kind: kindString, Argument: true,
+			Doc:   "close the orders of this user",
+			field: func(o *options) any { return &o.args.user }},
+		{Name: "from", Kind: kindString, Argument: true,
+			Doc:   "with --to: close the orders created from this time (RFC 3339, inclusive)",
+			field: func(o *options) any { return &o.args.from }},
+		{Name: "to", Kind: kindString, Argument: true,
+			Doc:   "with --from: close the orders created before this time (RFC 3339, exclusive)",
+			field: func(o *options) any { return &o.args.to }},
+		{Name: "flow", Kind: kindString, Argument: true,
+			Doc:   "only the orders of this flow",
+			field: func(o *options) any { return &o.args.flow }},
+		{Name: "dry-run", Kind: kindBool, Argument: true,
+			Doc:   "count what would be closed, show a sample, and change nothing",
+			field: func(o *options) any { return &o.args.dryRun }},
+		{Name: "reason", Kind: kindString, Argument: true,
+			Doc:   "why these orders are closed by hand, kept on every close and in the audit log (required unless --dry-run)",
+			field: func(o *options) any { return &o.args.reason }},
+	}
+	// closeSettings are serve's, so that lapse close builds the engine
+	// serve runs (its flows, ledgers, subscribers and payment providers)
+	// from the same file, variables and flags, and its arguments.
+	closeSettings = append(slices.Clip(serveSettings), closeArgs...)
 )

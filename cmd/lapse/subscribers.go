@@ -130,6 +130,34 @@ type closer func()
 
 // subscriptions builds the subscriptions the flags ask for.
 func (f *subscriberFlags) subscriptions(ctx context.Context, log *slog.Logger) ([]engine.Subscription, closer, error) {
+	return f.build(ctx, log, true)
+}
+
+// fanOut builds the subscriptions as subscriptions does, for a process that
+// writes events but delivers none (lapse close): each event fans out, in
+// the transaction that writes it, to the deliveries lapse serve delivers.
+// It dials no broker, so that a broker that is down does not stop it; its
+// broker subscriptions refuse every delivery, which it never makes.
+func (f *subscriberFlags) fanOut(ctx context.Context) ([]engine.Subscription, error) {
+	subs, done, err := f.build(ctx, nil, false)
+	if err != nil {
+		return nil, err
+	}
+	done()
+	return subs, nil
+}
+
+// notDelivered is the handler of a broker subscription in a process that
+// delivers nothing.
+type notDelivered struct{ name string }
+
+func (n notDelivered) Deliver(context.Context, *lapse.Delivery) error {
+	return fmt.Errorf("%s: this process delivers no events; lapse serve does", n.name)
+}
+
+// build builds the subscriptions; without dial, the brokers' subscriptions
+// are notDelivered.
+func (f *subscriberFlags) build(ctx context.Context, log *slog.Logger, dial bool) ([]engine.Subscription, closer, error) {
 	var subs []engine.Subscription
 	var closers []func()
 	done := func() {
@@ -161,7 +189,11 @@ func (f *subscriberFlags) subscriptions(ctx context.Context, log *slog.Logger) (
 			return fail(err)
 		}
 	}
-	if f.natsURL != "" {
+	if f.natsURL != "" && !dial {
+		if err := add(natsSub.Name, notDelivered{natsSub.Name}, splitList(f.natsEvents), f.natsRetry, 32); err != nil {
+			return fail(err)
+		}
+	} else if f.natsURL != "" {
 		sink, err := nats.New(ctx, nats.Config{URL: f.natsURL, Stream: f.natsStream, Subject: f.natsSubject, Logger: log})
 		if err != nil {
 			return fail(fmt.Errorf("--%s: %w", natsSub.Name, err))
@@ -171,7 +203,11 @@ func (f *subscriberFlags) subscriptions(ctx context.Context, log *slog.Logger) (
 			return fail(err)
 		}
 	}
-	if f.rabbitURL != "" {
+	if f.rabbitURL != "" && !dial {
+		if err := add(rabbitmqSub.Name, notDelivered{rabbitmqSub.Name}, splitList(f.rabbitEvents), f.rabbitRetry, 32); err != nil {
+			return fail(err)
+		}
+	} else if f.rabbitURL != "" {
 		sink, err := rabbitmq.New(ctx, rabbitmq.Config{URL: f.rabbitURL, Exchange: f.rabbitExchange, Queue: f.rabbitQueue, Logger: log})
 		if err != nil {
 			return fail(fmt.Errorf("--%s: %w", rabbitmqSub.Name, err))

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/access"
+)
+
+// accessFlags configure who may call the API of lapse serve: the admin key
+// it starts with, the thresholds of four eyes, how long sessions and second
+// factors last, and where /metrics may be read without a key.
+type accessFlags struct {
+	adminKey, adminKeyFile                      string
+	approvalAmount, approvalCount               int
+	approvalTTL, secondFactorWindow, sessionTTL time.Duration
+	metricsAddr                                 string
+	trustedOrigins                              string
+}
+
+// config returns the access.Config the flags ask for, or what is wrong with
+// them, named by flag.
+func (f *accessFlags) config() (access.Config, error) {
+	switch {
+	case f.adminKey != "" && len(f.adminKey) < access.MinAdminKeyLen:
+		return access.Config{}, fmt.Errorf("--admin-key must be at least %d characters (it is %d); leave it out to have one made", access.MinAdminKeyLen, len(f.adminKey))
+	case f.approvalAmount < 0:
+		return access.Config{}, errors.New("--approval-amount must not be negative (0: never)")
+	case f.approvalCount < 0:
+		return access.Config{}, errors.New("--approval-count must not be negative (0: never)")
+	case f.approvalTTL < 0, f.secondFactorWindow < 0, f.sessionTTL < 0:
+		return access.Config{}, errors.New("--approval-ttl, --second-factor-window and --session-ttl must not be negative")
+	}
+	check := http.NewCrossOriginProtection()
+	for _, o := range splitList(f.trustedOrigins) {
+		if err := check.AddTrustedOrigin(o); err != nil {
+			return access.Config{}, fmt.Errorf("--trusted-origins: %w", err)
+		}
+	}
+	return access.Config{
+		AdminKey:           f.adminKey,
+		ApprovalAmount:     int64(f.approvalAmount),
+		ApprovalCount:      int64(f.approvalCount),
+		ApprovalTTL:        f.approvalTTL,
+		SecondFactorWindow: f.secondFactorWindow,
+		SessionTTL:         f.sessionTTL,
+	}, nil
+}
+
+// keyFile is where the first start writes the admin key it makes: the
+// --admin-key-file given, else beside an SQLite database (lapse.db's is
+// lapse.db.admin-key), else lapse.admin-key in the working directory.
+func (f *accessFlags) keyFile(dsn string) string {
+	if f.adminKeyFile != "" {
+		return f.adminKeyFile
+	}
+	if path, ok := sqlitePath(dsn); ok && path != "" && path != ":memory:" {
+		return path + ".admin-key"
+	}
+	return "lapse.admin-key"
+}
+
+// service builds the access service of lapse serve with cfg (from config)
+// over store, the raw store (an AccessStore), and gives a new installation
+// its first credential: without --admin-key, a store with no key or
+// operator in force gets an admin key, written to keyFile with mode 0600.
+// It logs where that file is, never the key.
+func (f *accessFlags) service(ctx context.Context, cfg access.Config, store lapse.Store, dsn string, log *slog.Logger) (*access.Service, error) {
+	svc, err := access.New(store, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if f.adminKey != "" {
+		return svc, nil
+	}
+	path := f.keyFile(dsn)
+	created, err := svc.EnsureAdminKey(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("the first admin key: %w", err)
+	}
+	abs, aerr := filepath.Abs(path)
+	if aerr != nil {
+		abs = path
+	}
+	switch _, serr := os.Stat(path); {
+	case created:
+		log.Warn("an admin key was generated: it is in this file, readable by its owner only; use it as Authorization: Bearer <key>, "+
+			"create keys of narrower scopes with lapse apikey create, and keep or remove the file", "file", abs)
+	case serr == nil:
+		log.Info("the admin key made at the first start is in this file", "file", abs)
+	case errors.Is(serr, fs.ErrNotExist):
+		log.Info("no --admin-key; the API takes the keys and operators in the database (lapse apikey, lapse operator)")
+	}
+	return svc, nil
+}
+
+// warnInsecure logs that an API listening beyond this machine without TLS
+// sends session cookies that browsers will not send back: they are Secure.
+func warnInsecure(ln net.Listener, log *slog.Logger) {
+	addr, ok := ln.Addr().(*net.TCPAddr)
+	if !ok || addr.IP.IsLoopback() {
+		return
+	}
+	log.Warn("the API listens beyond this machine over plain HTTP: operators' session cookies are Secure, so logins need HTTPS "+
+		"(a proxy that terminates TLS in front of it); API keys work either way, but travel in the clear", "http", addr.String())
+}
+
+// cliPrincipal is who the command line acts as: the OS user who runs it,
+// with the admin scope, for whoever can reach the database with its
+// credentials can change anything in it anyway.
+func cliPrincipal() *access.Principal {
+	return access.CLI(osUser())
+}
+
+// osUser names the user running the process: the account's name, else
+// $USER, else the uid.
+func osUser() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	if name := os.Getenv("USER"); name != "" {
+		return name
+	}
+	return "uid:" + strconv.Itoa(os.Getuid())
+}

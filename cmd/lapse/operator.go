@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/lapsehq/lapse/access"
+)
+
+const operatorUsage = `Usage:
+  lapse operator add --name NAME --role viewer|operator|admin
+        add a person who logs in to the console or the API. The password is the
+        first line of stdin (printf '%s\n' "$PW" | lapse operator add …); with
+        nothing on stdin, or a terminal, one is generated and printed. Prints the
+        TOTP enrolment: the otpauth URI and its QR code, for an authenticator app.
+  lapse operator list              every operator, disabled ones too
+  lapse operator disable NAME      no more logins; their sessions end
+
+Each takes --db DSN and --config FILE. The command acts with the database's own
+credentials, as the admin "cli:<OS user>": whoever can reach the database is admin.
+`
+
+// operator manages the people who log in.
+func operator(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		io.WriteString(stderr, operatorUsage)
+		return flag.ErrHelp
+	}
+	switch args[0] {
+	case "add":
+		return operatorAdd(ctx, args[1:], stdin, stdout, stderr)
+	case "list":
+		return operatorList(ctx, args[1:], stdout, stderr)
+	case "disable":
+		return operatorDisable(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		io.WriteString(stdout, operatorUsage)
+		return nil
+	default:
+		io.WriteString(stderr, operatorUsage)
+		return fmt.Errorf("operator: unknown command %q", args[0])
+	}
+}
+
+func operatorAdd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	o, svc, rest, done, err := accessTool(ctx, "operator add", operatorAddSettings, args, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if len(rest) > 0 {
+		return fmt.Errorf("operator add: unexpected argument %q", rest[0])
+	}
+	if o.args.name == "" || o.args.role == "" {
+		return fmt.Errorf("operator add: give --name and --role (%s, %s or %s)", access.RoleViewer, access.RoleOperator, access.RoleAdmin)
+	}
+	password, err := readPassword(stdin)
+	if err != nil {
+		return err
+	}
+	op, enr, err := svc.AddOperator(ctx, cliPrincipal(), o.args.name, o.args.role, password)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "operator %q added, role %s\n", op.Name, op.Role)
+	if enr.Password != "" {
+		fmt.Fprintf(stdout, "password (generated; shown this once): %s\n", enr.Password)
+	}
+	fmt.Fprintf(stdout, "TOTP secret: %s\notpauth URI: %s\n\n%s\n", enr.Secret, enr.URI, enr.QR)
+	fmt.Fprintln(stdout, "Scan the code, or enter the secret, in an authenticator app: logins and risky actions ask for its codes.")
+	return nil
+}
+
+// readPassword reads the first line of stdin, without its line ending.
+// Nothing on stdin, or a terminal (whose typing would show on the
+// screen), is an empty password: AddOperator then generates one.
+func readPassword(stdin io.Reader) (string, error) {
+	if stdin == nil {
+		return "", nil
+	}
+	if f, ok := stdin.(*os.File); ok {
+		if info, err := f.Stat(); err == nil && info.Mode()&os.ModeCharDevice != 0 {
+			return "", nil
+		}
+	}
+	line, err := bufio.NewReader(io.LimitReader(stdin, 4*access.MaxPasswordLen+2)).ReadString('\n')
+	if err != nil && err != io.EOF {
+		return "", fmt.Errorf("operator add: reading the password from stdin: %w", err)
+	}
+	return strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r"), nil
+}
+
+func operatorList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	_, svc, rest, done, err := accessTool(ctx, "operator list", dbSettings, args, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if len(rest) > 0 {
+		return fmt.Errorf("operator list: unexpected argument %q", rest[0])
+	}
+	ops, err := svc.Operators(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tROLE\tCREATED\tDISABLED\tLOCKED UNTIL")
+	for _, op := range ops {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", quoteBlank(op.Name), op.Role, when(op.CreatedAt), when(op.DisabledAt), when(op.LockedUntil))
+	}
+	return tw.Flush()
+}
+
+func operatorDisable(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	_, svc, rest, done, err := accessTool(ctx, "operator disable", dbSettings, args, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if len(rest) != 1 {
+		return fmt.Errorf("operator disable: give the name of one operator")
+	}
+	op, err := svc.DisableOperator(ctx, cliPrincipal(), rest[0])
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "operator %q disabled at %s; their sessions are ended\n", op.Name, when(op.DisabledAt))
+	return nil
+}
