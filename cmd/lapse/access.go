@@ -25,7 +25,7 @@ type accessFlags struct {
 	adminKey, adminKeyFile                      string
 	approvalAmount, approvalCount               int
 	approvalTTL, secondFactorWindow, sessionTTL time.Duration
-	metricsAddr                                 string
+	metricsAddr, consoleAddr                    string
 	trustedOrigins                              string
 }
 

@@ -35,6 +35,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	_ "time/tzdata" // operators' time zones, on machines without a zone database
 
 	"github.com/lapsehq/lapse"
 )

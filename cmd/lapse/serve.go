@@ -18,6 +18,7 @@ import (
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
 	"github.com/lapsehq/lapse/closes"
+	"github.com/lapsehq/lapse/console"
 	"github.com/lapsehq/lapse/engine"
 	lapsehttp "github.com/lapsehq/lapse/http"
 )
@@ -121,6 +122,14 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		defer metricsLn.Close()
 	}
+	var consoleLn net.Listener
+	if o.ac.consoleAddr != "" {
+		if consoleLn, err = net.Listen("tcp", o.ac.consoleAddr); err != nil {
+			return fmt.Errorf("--console-http: %w", err)
+		}
+		defer consoleLn.Close()
+		warnInsecure(consoleLn, log)
+	}
 	pays, err := pf.build(ctx, "http://"+ln.Addr().String(), store, log)
 	if err != nil {
 		return err
@@ -158,13 +167,19 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 			return store.Ping(ctx)
 		},
 	})
-	handler := api.Handler()
-	if pays.sandbox != nil {
-		mux := http.NewServeMux()
-		mux.Handle("/", handler)
-		mux.Handle("/sandbox/", api.WithBodyDeadline(sandboxHandler(pays.sandbox, log)))
-		handler = mux
+	// The operators' console, whose actions are requests to the API's own
+	// handler with the operator's session.
+	con, err := console.New(console.Config{Engine: eng, Access: acc, Closer: closer, API: api.Handler(), Store: store, Logger: log})
+	if err != nil {
+		return err
 	}
+	mux := http.NewServeMux()
+	mux.Handle("/", api.Handler())
+	mux.Handle(console.Prefix, con.Handler())
+	if pays.sandbox != nil {
+		mux.Handle("/sandbox/", api.WithBodyDeadline(sandboxHandler(pays.sandbox, log)))
+	}
+	var handler http.Handler = mux
 	// Headers and bodies have their deadlines (the body's is set per request
 	// by the API's handler). WriteTimeout, counted from the end of the
 	// headers, only frees the connections of clients that do not read their
@@ -187,6 +202,18 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 			}
 		}()
 	}
+	var consoleSrv *http.Server
+	if consoleLn != nil {
+		cmux := http.NewServeMux()
+		cmux.Handle(console.Prefix, con.Handler())
+		cmux.Handle("GET /{$}", http.RedirectHandler(console.Prefix, http.StatusSeeOther))
+		consoleSrv = &http.Server{Handler: cmux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute}
+		go func() {
+			if err := consoleSrv.Serve(consoleLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				served <- fmt.Errorf("--console-http: %w", err)
+			}
+		}()
+	}
 	resumed := make(chan struct{})
 	go func() {
 		defer close(resumed)
@@ -201,12 +228,17 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		providers = append(providers, name)
 	}
 	slices.Sort(providers)
+	consoleURL := "http://" + ln.Addr().String() + console.Prefix
+	if consoleLn != nil {
+		consoleURL = "http://" + consoleLn.Addr().String() + console.Prefix
+	}
 	metricsURL := ""
 	if metricsLn != nil {
 		metricsURL = "http://" + metricsLn.Addr().String() + "/metrics"
 	}
 	log.Info("lapse serving", "http", "http://"+ln.Addr().String(), "db", hidePasswords(*db), "flows", len(eng.Flows()), "subscribers", names,
-		"payment_callbacks", providers, "trigger", eng.TriggerStatus().Using, "metrics_http", metricsURL)
+		"payment_callbacks", providers, "trigger", eng.TriggerStatus().Using, "metrics_http", metricsURL,
+		"console", consoleURL)
 
 	select {
 	case <-ctx.Done():
@@ -221,6 +253,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	httpErr := srv.Shutdown(shutCtx)
 	if metricsSrv != nil {
 		_ = metricsSrv.Shutdown(shutCtx)
+	}
+	if consoleSrv != nil {
+		_ = consoleSrv.Shutdown(shutCtx)
 	}
 	claimer.Stop()
 	deliverer.Stop()
