@@ -544,3 +544,69 @@ func TestBrowserDesk(t *testing.T) {
 	alice.lacks("Timeline", "Review queue")
 	alice.shot("order-zh.png")
 }
+
+// TestBrowserPhone: at a phone's width every page fits the screen, with
+// what does not fit scrolling in its own box, and the navigation works.
+func TestBrowserPhone(t *testing.T) {
+	browser := chromium(t)
+	d := newDesk(t, deskConfig{approvalCount: 1})
+	d.membershipInReview("M-1")
+	d.mismatch("C-1")
+	d.failedGroup("G-1")
+	d.deadWebhook("C-2")
+	d.operator("alice", "operator")
+	phone := newTab(t, browser, d.env)
+	phone.screen(phoneWidth, phoneHeight, true)
+
+	phone.open("/console/")
+	phone.sees("h1", "Sign in")
+	phone.shot("login-phone.png")
+	phone.login(d.env, "alice")
+	phone.sees("table.queue", "M-1", "C-1", "G-1", "C-2")
+	phone.shot("queue-phone.png")
+	// A row of the queue is a card, not a table's row squeezed into the
+	// screen, whose reason would be a column a word wide.
+	for _, w := range eval[[]float64](phone, `[...document.querySelectorAll("table.queue tbody td:nth-child(5)")].map(td => td.getBoundingClientRect().width)`) {
+		if w < phoneWidth/2 {
+			t.Errorf("a reason in the queue is %v px wide on a phone", w)
+		}
+	}
+
+	// Every link of the navigation shows whole, on the screen, and is what
+	// a tap at its middle reaches.
+	const js = `[...document.querySelectorAll("header.top nav a")].map(a => {
+		const r = a.getBoundingClientRect();
+		const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+		return [a.getAttribute("href"), r.width > 0 && r.height > 0 && r.left >= 0 && r.right <= window.innerWidth && (hit === a || a.contains(hit))];
+	})`
+	links := eval[[][]any](phone, js)
+	if len(links) != 5 {
+		t.Fatalf("the navigation has %d links: %v", len(links), links)
+	}
+	for _, l := range links {
+		if l[1] != true {
+			t.Errorf("the navigation's link %v cannot be tapped at a phone's width", l[0])
+		}
+	}
+
+	phone.click("open M-1", `table.queue a[href="/console/orders/M-1"]`)
+	phone.sees("main h1", "Order M-1")
+	phone.sees("table.timeline", "Attempt 1 to issue (delivery #1)")
+	phone.shot("order-phone.png")
+
+	// The other pages, through the navigation, fit too.
+	for _, p := range []struct{ href, heading string }{
+		{"/console/approvals", "Approvals"},
+		{"/console/close", "Manual close"},
+		{"/console/dashboard", "Dashboard"},
+		{"/console/audit", "Audit log"},
+		{"/console/", "Review queue"},
+	} {
+		phone.click("tap "+p.href, `header.top nav a[href="`+p.href+`"]`)
+		phone.sees("main h1", p.heading)
+		if loc := phone.location(); loc != p.href {
+			t.Errorf("the link to %s went to %s", p.href, loc)
+		}
+		phone.fits(p.href)
+	}
+}

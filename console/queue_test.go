@@ -289,7 +289,7 @@ func (b *browser) zh() {
 // rows returns the order numbers the queue page lists, in its order.
 func rows(body string) []string {
 	var out []string
-	for _, m := range regexp.MustCompile(`<td><a href="/console/orders/([^"]+)">`).FindAllStringSubmatch(body, -1) {
+	for _, m := range regexp.MustCompile(`<td[^>]*><a href="/console/orders/([^"]+)">`).FindAllStringSubmatch(body, -1) {
 		out = append(out, m[1])
 	}
 	return out
