@@ -15,8 +15,9 @@ import (
 // what they show is the caller's, already in the operator's language, zone
 // and units.
 
-// chartColors are the colours of a chart's series, in order.
-var chartColors = []string{"#1f5fbf", "#b3261e", "#9a6400", "#1d7a3a", "#6b4fa0", "#5b6678"}
+// chartColors are the colours of a chart's series, in order: as many as
+// there are failure categories, so that no two stacked kinds share one.
+var chartColors = []string{"#1f77b4", "#d62728", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"}
 
 // chartColor is the colour of the i-th series.
 func chartColor(i int) string { return chartColors[i%len(chartColors)] }

@@ -129,3 +129,18 @@ func TestNiceStep(t *testing.T) {
 		}
 	}
 }
+
+// TestChartColorsPerCategory: every failure category the dashboard stacks
+// has a colour of its own.
+func TestChartColorsPerCategory(t *testing.T) {
+	if len(chartColors) < len(categories) {
+		t.Fatalf("%d colours for %d categories: two kinds would look alike", len(chartColors), len(categories))
+	}
+	seen := map[string]bool{}
+	for _, c := range chartColors {
+		if seen[c] {
+			t.Errorf("colour %s appears twice", c)
+		}
+		seen[c] = true
+	}
+}

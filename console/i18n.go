@@ -54,7 +54,7 @@ func init() {
 		"login.failed":     {"Name, password or code is wrong.", "用户名、密码或验证码错误。"},
 		"common.none":      {"Nothing here.", "暂无内容。"},
 		"common.code":      {"Authenticator code", "动态验证码"},
-		"common.code_help": {"Risky actions need a fresh code from your authenticator.", "高风险操作需要输入动态验证码。"},
+		"common.code_help": {"Risky actions need a code from your authenticator. A code is good once; one you gave in the last few minutes still counts, so leave the field empty then.", "高风险操作需要动态验证码。每个验证码只能使用一次；几分钟内已输入过验证码时仍然有效，此时可留空。"},
 		"common.submit":    {"Submit", "提交"},
 		"common.cancel":    {"Cancel", "取消"},
 		"common.done":      {"Done.", "已完成。"},

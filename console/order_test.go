@@ -361,3 +361,50 @@ func TestOrderResolve(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// codeInput is a form's field for a TOTP code.
+var codeInput = regexp.MustCompile(`<input name="code"[^>]*>`)
+
+// TestCodeFieldsOptional: no action form requires its code field, which
+// would keep a browser from sending the form without one. A code is good
+// once and the API takes a second factor given in the last minutes, so an
+// operator who acts twice within a code's 30 seconds has no code to give
+// the second time, and the same code again is a failure that counts toward
+// the lockout. The login's code is required.
+func TestCodeFieldsOptional(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, deskConfig{approvalCount: 1})
+	d.membershipInReview("M-1")
+	nos := d.closableOrders("F", "u-1", 2)
+	d.operator("alice", "operator")
+	d.operator("bob", "operator")
+	alice, bob := d.login("alice"), d.login("bob")
+	alice.requestClose("alice", nos, "shop gone")
+	_, preview := alice.previewClose(url.Values{"order_nos": {nos[0]}, "reason": {"r"}})
+	pages := map[string]string{
+		"the order page":    alice.page("/console/orders/M-1", http.StatusOK),
+		"the close preview": preview,
+		"the approvals":     bob.page("/console/approvals", http.StatusOK),
+	}
+	for what, body := range pages {
+		fields := codeInput.FindAllString(body, -1)
+		if len(fields) == 0 {
+			t.Errorf("%s has no code field:\n%s", what, body)
+		}
+		for _, f := range fields {
+			if strings.Contains(f, "required") {
+				t.Errorf("%s requires a code: %s", what, f)
+			}
+		}
+	}
+	if f := codeInput.FindString(d.browser().page("/console/login", http.StatusOK)); !strings.Contains(f, "required") {
+		t.Errorf("the login's code field is not required: %s", f)
+	}
+	// Two actions within one code's time step: the second without a code.
+	if kind, text := alice.act("M-1", "revive", url.Values{"delivery_id": {"1"}, "code": {d.code("alice")}}); kind != "ok" {
+		t.Fatalf("revive with a code: %s %q", kind, text)
+	}
+	if kind, text := alice.act("M-1", "refund", url.Values{"amount": {"10"}, "reason": {"goodwill"}, "idempotency_key": {"console-test-1"}}); kind != "ok" {
+		t.Errorf("refund without a code a moment later: %s %q", kind, text)
+	}
+}

@@ -86,7 +86,8 @@ type desk struct {
 
 // deskConfig adjusts a desk's env.
 type deskConfig struct {
-	approvalAmount int64
+	approvalAmount int64 // access.Config.ApprovalAmount
+	approvalCount  int64 // access.Config.ApprovalCount
 }
 
 func newDesk(t *testing.T, dc deskConfig) *desk {
@@ -114,7 +115,7 @@ func newDesk(t *testing.T, dc deskConfig) *desk {
 			c.Subscriptions = []engine.Subscription{{Name: "webhook", Handler: hook, Events: []string{flows.EventOrderClosed},
 				Schedule: lapse.Schedule{Steps: []time.Duration{time.Minute}}}}
 		},
-		access: func(c *access.Config) { c.ApprovalAmount = dc.approvalAmount },
+		access: func(c *access.Config) { c.ApprovalAmount, c.ApprovalCount = dc.approvalAmount, dc.approvalCount },
 	})
 	d.cards.ledger = engine.NewCardLedger(d.engine)
 	d.deliver = engine.NewDeliverer(d.engine, engine.DelivererConfig{})
@@ -288,7 +289,7 @@ func (b *browser) zh() {
 // rows returns the order numbers the queue page lists, in its order.
 func rows(body string) []string {
 	var out []string
-	for _, m := range regexp.MustCompile(`<td><a href="/console/orders/([^"]+)">`).FindAllStringSubmatch(body, -1) {
+	for _, m := range regexp.MustCompile(`<td[^>]*><a href="/console/orders/([^"]+)">`).FindAllStringSubmatch(body, -1) {
 		out = append(out, m[1])
 	}
 	return out

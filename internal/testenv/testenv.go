@@ -1,7 +1,8 @@
-// Package testenv gives tests the outside servers they need. A test that needs
-// a server reads its address from an environment variable; when the variable
-// is unset the test is skipped with a message, unless LAPSE_REQUIRE_SERVICES=1,
-// in which case it fails: CI sets that so that every server is exercised.
+// Package testenv gives tests the outside servers and programs they need. A
+// test that needs one reads its address or path from an environment variable;
+// when the variable is unset the test is skipped with a message, unless
+// LAPSE_REQUIRE_SERVICES=1, in which case it fails: CI sets that so that every
+// server and program is exercised.
 package testenv
 
 import (
@@ -16,11 +17,12 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Environment variables that name test servers.
+// Environment variables that name test servers and programs.
 const (
 	EnvPostgres = "LAPSE_TEST_POSTGRES" // e.g. postgres://postgres@127.0.0.1:5432/test
 	EnvNATS     = "LAPSE_TEST_NATS"     // e.g. nats://127.0.0.1:4222 (JetStream enabled)
 	EnvRabbitMQ = "LAPSE_TEST_RABBITMQ" // e.g. amqp://guest:guest@127.0.0.1:5672/
+	EnvChromium = "LAPSE_TEST_CHROMIUM" // a Chromium (or Chrome) binary for the console's browser tests, e.g. /usr/bin/chromium
 	EnvRequire  = "LAPSE_REQUIRE_SERVICES"
 )
 
