@@ -23,7 +23,8 @@ import (
 
 // stake is what a risky request puts at risk.
 type stake struct {
-	amount   int64 // minor units of currency
+	amount   int64 // minor units of currency: what this request moves
+	atRisk   int64 // what is judged against the threshold: amount and what went before it (a refund's earlier refunds)
 	currency string
 	count    int64 // orders
 	reason   string

@@ -137,7 +137,7 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 		}
 		entry.SecondFactor = used
 		if rt.stake != nil {
-			if st, err := rt.stake(s, r, body); err == nil && s.access.NeedsApproval(p, st.amount, st.count) {
+			if st, err := rt.stake(s, r, body); err == nil && s.access.NeedsApproval(p, max(st.amount, st.atRisk), st.count) {
 				s.requestApproval(w, r, rt, entry, body, st)
 				return
 			}

@@ -1102,7 +1102,7 @@ func TestAccessFourEyesAddsUpRefunds(t *testing.T) {
 	g.call("POST", "/v1/orders/S-1/refunds", `{"amount":300}`, alice, header("Idempotency-Key", "k1")).want(t, http.StatusOK)
 	// 300 + 250 is past 500: it waits.
 	a := g.call("POST", "/v1/orders/S-1/refunds", `{"amount":250}`, alice).want(t, http.StatusAccepted).approval(t)
-	if a.Status != lapse.ApprovalPending || a.Amount != 550 {
+	if a.Status != lapse.ApprovalPending || a.Amount != 250 {
 		t.Fatalf("a refund that adds up past the threshold: %+v", a)
 	}
 	if rs := g.refunds("S-1"); len(rs) != 1 {

@@ -54,7 +54,7 @@ func refundStake(s *Server, r *http.Request, body []byte) (stake, error) {
 			}
 		}
 	}
-	return stake{amount: total, currency: o.Currency, reason: req.Reason}, nil
+	return stake{amount: *req.Amount, atRisk: total, currency: o.Currency, reason: req.Reason}, nil
 }
 
 // orderStake is the amount of the order a retry (a compensation, or a
