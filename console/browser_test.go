@@ -455,8 +455,9 @@ func TestBrowserDesk(t *testing.T) {
 	if refunds, _ := d.engine.OrderRefunds(d.ctx, "C-7"); len(refunds) != 1 || refunds[0].Amount != 2000 {
 		t.Fatalf("refunds of C-7: %+v", refunds)
 	}
-	// The stake is the order's refunds with this one: 20.00 + 250.00.
-	if a := d.pendingApproval(); a.Action != "refund.create" || a.Amount != 27000 || a.Target != "order:C-7" {
+	// The request shows what it refunds, 250.00 (its stake, with the 20.00
+	// refunded before, is 270.00).
+	if a := d.pendingApproval(); a.Action != "refund.create" || a.Amount != 25000 || a.Target != "order:C-7" {
 		t.Fatalf("the refund's approval request: %+v", a)
 	}
 	alice.shot("refund.png")
