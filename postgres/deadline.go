@@ -11,15 +11,15 @@ import (
 )
 
 // orderDeadlineSetSQL moves a deadline under the same guard as a transition,
-// with its outbox rows and their deliveries. It writes no log row: the state
-// does not change.
+// with its deadline row, its outbox rows and their deliveries. It writes no
+// log row: the state does not change.
 var orderDeadlineSetSQL = `WITH o AS (
 	UPDATE orders SET deadline_at = $4, updated_at = $5, version = version + 1,
 		intent_at = coalesce($13, intent_at), intent_provider = CASE WHEN $13::timestamptz IS NULL THEN intent_provider ELSE $14 END,
 		pay_by = coalesce($15, pay_by)
 	WHERE id = $1 AND state = $2 AND version = $3
 	RETURNING ` + orderColumns + `
-), x AS (
+), ` + deadlineRowsCTE("o") + `, x AS (
 	INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
 	SELECT e.id, o.id, e.order_no, e.type, e.payload, e.created_at
 	FROM o, unnest($6::uuid[], $7::text[], $8::text[], $9::json[], $10::timestamptz[])
@@ -49,14 +49,41 @@ func (s *Store) OrderDeadlineSet(ctx context.Context, p *lapse.OrderDeadlineSetP
 	return o, nil
 }
 
-// The claim reads the due index in deadline order and stops at the limit.
-// Inside a transaction it locks what it returns and skips rows that other
-// claimers hold, so claimers on many nodes take disjoint batches. FOR NO KEY
-// UPDATE is the lock the closing UPDATE takes anyway (it changes no key); the
-// stronger FOR UPDATE would also block inserts that reference the order.
-const (
-	orderClaimDueSQL       = "SELECT " + orderColumns + " FROM orders WHERE deadline_at <= $1 AND flow = ANY($2) ORDER BY deadline_at LIMIT $3"
-	orderClaimDueLockedSQL = orderClaimDueSQL + " FOR NO KEY UPDATE SKIP LOCKED"
+// deadlineRowsCTE returns the CTEs that bring order_deadlines in line with
+// the orders that the CTE o (an UPDATE … RETURNING id, flow, deadline_at)
+// wrote: an order left without a deadline loses its row, one with a
+// deadline gets it, or its new time. They read o, so the orders row is
+// updated, and locked, before its deadline row: every writer takes the two
+// in that order. A deadline that did not change writes nothing.
+func deadlineRowsCTE(o string) string {
+	return `dl AS (
+	DELETE FROM order_deadlines od USING ` + o + ` WHERE od.order_id = ` + o + `.id AND ` + o + `.deadline_at IS NULL
+), du AS (
+	INSERT INTO order_deadlines (order_id, deadline_at, flow)
+	SELECT id, deadline_at, flow FROM ` + o + ` WHERE deadline_at IS NOT NULL
+	ON CONFLICT (order_id) DO UPDATE SET deadline_at = EXCLUDED.deadline_at
+	WHERE order_deadlines.deadline_at <> EXCLUDED.deadline_at
+)`
+}
+
+// The claim reads the due index of order_deadlines in deadline order and
+// stops at the limit. Inside a transaction it locks the orders it returns,
+// and their deadline rows, and skips those that other claimers hold, so
+// claimers on many nodes take disjoint batches. Locking the deadline row too
+// is what keeps out an order that another transaction closed, or whose
+// deadline it moved, while the scan ran: PostgreSQL then tests the rows it
+// locks again as they are now, and a deadline row deleted or moved past
+// the due time drops the order from the claim. The claim never waits for a
+// lock, so although it may take the deadline row before the order (the
+// other writers take the order first) it cannot deadlock; it can make such
+// a writer wait for the claim's commit. FOR NO KEY UPDATE is the lock the closing UPDATE takes on
+// the order anyway (it changes no key); the stronger FOR UPDATE would also
+// block inserts that reference the order. The deadline row is deleted or
+// updated, which FOR UPDATE covers.
+var (
+	orderClaimDueSQL = "SELECT " + orderColumnsOf("o") + ` FROM order_deadlines d JOIN orders o ON o.id = d.order_id
+		WHERE d.deadline_at <= $1 AND d.flow = ANY($2) ORDER BY d.deadline_at LIMIT $3`
+	orderClaimDueLockedSQL = orderClaimDueSQL + " FOR NO KEY UPDATE OF o SKIP LOCKED FOR UPDATE OF d SKIP LOCKED"
 )
 
 // OrderClaimDue returns up to p.Limit orders of p.Flows whose deadline is at
@@ -81,7 +108,7 @@ func (s *Store) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams)
 
 // orderNextDeadlineSQL is an index-only scan of the due index, which carries
 // flow for this query; its cost does not grow with the number of orders.
-const orderNextDeadlineSQL = "SELECT deadline_at FROM orders WHERE deadline_at IS NOT NULL AND flow = ANY($1) ORDER BY deadline_at LIMIT 1"
+const orderNextDeadlineSQL = "SELECT deadline_at FROM order_deadlines WHERE flow = ANY($1) ORDER BY deadline_at LIMIT 1"
 
 // OrderNextDeadline returns the earliest deadline among orders of flows, and
 // false when none has one.
@@ -98,7 +125,7 @@ func (s *Store) OrderNextDeadline(ctx context.Context, flows []string) (time.Tim
 }
 
 // orderCountDueSQL counts within the due index.
-const orderCountDueSQL = "SELECT count(*) FROM orders WHERE deadline_at <= $1"
+const orderCountDueSQL = "SELECT count(*) FROM order_deadlines WHERE deadline_at <= $1"
 
 // OrderCountDue counts orders whose deadline is at or before now.
 func (s *Store) OrderCountDue(ctx context.Context, now time.Time) (int64, error) {

@@ -8,18 +8,17 @@ import (
 	"github.com/lapsehq/lapse"
 )
 
-// The deadline list walks orders_due_idx from p.After on. The index is
-// ordered by deadline_at alone, so the row comparison bounds the scan by its
-// leading column (deadline_at >= $1) and an incremental sort orders each run
-// of equal deadlines by id: no sort of the whole index, and the scan stops
-// at the limit.
+// The deadline list walks order_deadlines_due_idx, ordered by (deadline_at,
+// order_id), from p.After on, and reads each order's number by primary key:
+// no sort, and the scan stops at the limit.
 const (
-	orderDeadlineListSQL = `SELECT id, order_no, deadline_at FROM orders
-		WHERE deadline_at IS NOT NULL
-		ORDER BY deadline_at, id LIMIT $1`
-	orderDeadlineListAfterSQL = `SELECT id, order_no, deadline_at FROM orders
-		WHERE deadline_at IS NOT NULL AND (deadline_at, id) > ($2, $3)
-		ORDER BY deadline_at, id LIMIT $1`
+	orderDeadlineListSQL = `SELECT d.order_id, o.order_no, d.deadline_at FROM order_deadlines d
+		JOIN orders o ON o.id = d.order_id
+		ORDER BY d.deadline_at, d.order_id LIMIT $1`
+	orderDeadlineListAfterSQL = `SELECT d.order_id, o.order_no, d.deadline_at FROM order_deadlines d
+		JOIN orders o ON o.id = d.order_id
+		WHERE (d.deadline_at, d.order_id) > ($2, $3)
+		ORDER BY d.deadline_at, d.order_id LIMIT $1`
 )
 
 // OrderDeadlineList returns up to p.Limit orders that have a deadline, in

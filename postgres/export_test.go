@@ -7,11 +7,16 @@ import (
 
 // Queries whose plans the tests check.
 const (
+	OrderNextDeadlineSQL = orderNextDeadlineSQL
+	OrderCountDueSQL     = orderCountDueSQL
+	DeliveryCountSQL     = deliveryCountSQL
+)
+
+// The claim, whose plan the tests check.
+var (
 	OrderClaimDueSQL       = orderClaimDueSQL
 	OrderClaimDueLockedSQL = orderClaimDueLockedSQL
-	OrderNextDeadlineSQL   = orderNextDeadlineSQL
-	OrderCountDueSQL       = orderCountDueSQL
-	DeliveryCountSQL       = deliveryCountSQL
+	OrderDeadlineListSQL   = orderDeadlineListAfterSQL
 )
 
 // Claims whose plans the tests check.
@@ -43,3 +48,7 @@ func (s *Store) Sleep(ctx context.Context, d time.Duration) error {
 
 // Unavailable is the store's translation of driver errors.
 var Unavailable = unavailable
+
+// MigrateTo applies the migrations up to version v, the schema an older
+// release left, for tests of an upgrade.
+func (s *Store) MigrateTo(ctx context.Context, v int64) error { return s.migrate(ctx, v) }

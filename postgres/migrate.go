@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/lapsehq/lapse/internal/migration"
@@ -24,6 +25,12 @@ const migrateLockClass = 0x6c617073 // "laps"
 // created in the first schema of the search_path. Versions recorded by a
 // newer binary are left alone, so that an older one can still start.
 func (s *Store) Migrate(ctx context.Context) error {
+	return s.migrate(ctx, math.MaxInt64)
+}
+
+// migrate applies the migrations up to version upTo; tests of an upgrade
+// start from an older schema with it.
+func (s *Store) migrate(ctx context.Context, upTo int64) error {
 	ms, err := migration.List(migrationFS, "migrations")
 	if err != nil {
 		return fmt.Errorf("postgres: migrate: %w", err)
@@ -70,7 +77,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("postgres: migrate: %w", err)
 	}
 	for _, m := range ms {
-		if applied[m.Version] {
+		if applied[m.Version] || m.Version > upTo {
 			continue
 		}
 		// Without arguments pgx uses the simple protocol, which runs a file

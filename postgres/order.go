@@ -19,6 +19,16 @@ import (
 const orderColumns = `id, order_no, flow, state, deadline_at, amount, currency, user_id, items, coupon,
 	metadata, version, created_at, updated_at, closed_at, close_reason, fired_by, request_hash, intent_at, intent_provider, pay_by`
 
+// orderColumnsOf returns orderColumns qualified by the table alias t, for
+// queries that join orders to a table with columns of the same names.
+func orderColumnsOf(t string) string {
+	cols := strings.Split(orderColumns, ",")
+	for i, c := range cols {
+		cols[i] = t + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}
+
 // scanOrder reads one row of orderColumns.
 func scanOrder(row pgx.Row) (*lapse.Order, error) {
 	var o lapse.Order
@@ -72,15 +82,18 @@ func metadataArg(m json.RawMessage) []byte {
 }
 
 // orderCreateSQL inserts the order unless its order_no exists, and with it
-// its creation log row, outbox rows and deliveries, which read the id from
-// the insert. When the order exists, the insert returns nothing, so nothing
-// else is written.
+// its deadline row, creation log row, outbox rows and deliveries, which read
+// the id from the insert. When the order exists, the insert returns nothing,
+// so nothing else is written.
 var orderCreateSQL = `WITH o AS (
 	INSERT INTO orders (order_no, flow, state, deadline_at, amount, currency, user_id, items, coupon,
 		metadata, version, created_at, updated_at, closed_at, close_reason, fired_by, request_hash)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 1, $11, $12, $13, $14, $15, $16)
 	ON CONFLICT (order_no) DO NOTHING
 	RETURNING ` + orderColumns + `
+), od AS (
+	INSERT INTO order_deadlines (order_id, deadline_at, flow)
+	SELECT id, deadline_at, flow FROM o WHERE deadline_at IS NOT NULL
 ), t AS (
 	INSERT INTO transitions (order_id, from_state, to_state, event, version, fired_by, actor, reason, created_at)
 	SELECT o.id, $17, $18, $19, o.version, $20, $21, $22, $23 FROM o
@@ -260,6 +273,20 @@ func (s *Store) orderCreateMany(ctx context.Context, ps []*lapse.OrderCreatePara
 			o := ps[i].Order
 			return []any{ids[i], o.OrderNo, o.Flow, o.State, o.DeadlineAt, o.Amount, o.Currency, o.UserID, column.Items(o.Items), o.Coupon,
 				metadataArg(o.Metadata), int64(1), o.CreatedAt, o.UpdatedAt, o.ClosedAt, o.CloseReason, o.FiredBy, o.RequestHash}, nil
+		}))
+	if err != nil {
+		return err
+	}
+	var timed []int
+	for i, p := range ps {
+		if p.Order.DeadlineAt != nil {
+			timed = append(timed, i)
+		}
+	}
+	_, err = s.db.CopyFrom(ctx, pgx.Identifier{"order_deadlines"}, []string{"order_id", "deadline_at", "flow"},
+		pgx.CopyFromSlice(len(timed), func(j int) ([]any, error) {
+			o := ps[timed[j]].Order
+			return []any{ids[timed[j]], o.DeadlineAt, o.Flow}, nil
 		}))
 	if err != nil {
 		return err

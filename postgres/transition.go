@@ -11,16 +11,16 @@ import (
 	"github.com/lapsehq/lapse"
 )
 
-// orderTransitionSQL is the guarded compare-and-swap with its log row,
-// outbox rows and their deliveries. The inserts read the UPDATE's RETURNING
-// (the deliveries through the outbox insert's), so when the guard fails
-// nothing at all is written.
+// orderTransitionSQL is the guarded compare-and-swap with its deadline row,
+// log row, outbox rows and their deliveries. The other writes read the
+// UPDATE's RETURNING (the deliveries through the outbox insert's), so when
+// the guard fails nothing at all is written.
 var orderTransitionSQL = `WITH o AS (
 	UPDATE orders SET state = $4, deadline_at = $5, closed_at = $6, close_reason = $7, fired_by = $8,
 		updated_at = $9, version = version + 1
 	WHERE id = $1 AND state = $2 AND version = $3
 	RETURNING ` + orderColumns + `
-), t AS (
+), ` + deadlineRowsCTE("o") + `, t AS (
 	INSERT INTO transitions (order_id, from_state, to_state, event, version, fired_by, actor, reason, created_at)
 	SELECT o.id, $2, $4, $10, o.version, $8, $11, $12, $9 FROM o
 ), x AS (
@@ -56,9 +56,11 @@ func (s *Store) OrderTransition(ctx context.Context, p *lapse.OrderTransitionPar
 }
 
 // orderTransitionManySQL is orderTransitionSQL for a batch: the planned
-// transitions arrive as parallel arrays, the UPDATE joins them, and the log
-// and outbox inserts keep only the orders the UPDATE returned, the
-// deliveries only the events the outbox insert returned. One statement per
+// transitions arrive as parallel arrays, the UPDATE joins them, and the
+// deadline rows, the log and outbox inserts keep only the orders the UPDATE
+// returned, the deliveries only the events the outbox insert returned. A
+// close changes no indexed column of orders, so its update is HOT, and its
+// deadline row is deleted. One statement per
 // batch is what makes the deadline engine's close path fast: one round trip,
 // one plan, one pass over the index of orders.
 var orderTransitionManySQL = `WITH p AS (
@@ -70,8 +72,8 @@ var orderTransitionManySQL = `WITH p AS (
 		close_reason = p.close_reason, fired_by = p.fired_by, updated_at = p.at, version = orders.version + 1
 	FROM p
 	WHERE orders.id = p.id AND orders.state = p.from_state AND orders.version = p.from_version
-	RETURNING orders.id, orders.version
-), t AS (
+	RETURNING orders.id, orders.version, orders.deadline_at, orders.flow
+), ` + deadlineRowsCTE("o") + `, t AS (
 	INSERT INTO transitions (order_id, from_state, to_state, event, version, fired_by, actor, reason, created_at)
 	SELECT p.id, p.from_state, p.to_state, p.event, o.version, p.fired_by, p.actor, p.reason, p.at
 	FROM o JOIN p ON p.id = o.id
