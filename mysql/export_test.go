@@ -43,3 +43,19 @@ func (s *Store) Sleep(ctx context.Context, d time.Duration) error {
 
 // Unavailable is the store's translation of driver errors.
 var Unavailable = unavailable
+
+// MigrateTo applies the migrations up to version v, the schema an older
+// release left, for tests of an upgrade.
+func (s *Store) MigrateTo(ctx context.Context, v int64) error {
+	ms, err := changes()
+	if err != nil {
+		return err
+	}
+	var upTo []change
+	for _, m := range ms {
+		if m.Version <= v {
+			upTo = append(upTo, m)
+		}
+	}
+	return s.migrate(ctx, upTo)
+}
