@@ -129,6 +129,7 @@ func (s *Scratch) mysqlExec(ctx context.Context, stmt string) error {
 		cfg.User = u.User.Username()
 		cfg.Passwd, _ = u.User.Password()
 	}
+	cfg.TLSConfig = u.Query().Get("tls") // as the store would connect
 	cfg.Logger = &mysql.NopLogger{}
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
