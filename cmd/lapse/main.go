@@ -9,6 +9,7 @@
 //	lapse operator add|list|disable            the people who log in, with their TOTP enrolment
 //	lapse audit   verify|list                  check the audit log's chain; exit 1 if it is broken
 //	lapse close   --order NO… | --user ID | --from T --to T   close orders by hand, as one batch
+//	lapse bench   [--db DSN] [--orders N] …     how fast the engine closes a backlog, in a scratch schema
 //
 // DSN is a path to an SQLite file (the default, ./lapse.db), a postgres://
 // URL or a mysql://user:password@host:3306/database URL. Every flag can also
@@ -22,7 +23,10 @@
 // running them (access.CLI) with the admin scope: whoever can reach the
 // database can change anything in it, so the command line needs no key,
 // and four eyes and the second factor do not apply to it. They apply no
-// migrations, and refuse an SQLite file that is not there.
+// migrations, and refuse an SQLite file that is not there. lapse bench
+// leaves the database alone: it makes a scratch schema (a database on
+// MySQL, a directory beside the file on SQLite), migrates and loads it, and
+// drops it.
 package main
 
 import (
@@ -57,6 +61,8 @@ Usage:
                           check the audit log's chain (exit 1 naming the first bad row), or show it
   lapse close (--order NO,… | --user ID | --from T --to T) [--flow F] [--dry-run] [--reason R]
                           preview, then close orders by hand as one resumable batch
+  lapse bench [--db DSN] [--orders N] [--not-due F] [--subscribers 0|2] [--batch 500] [--workers 2] [--keep]
+                          how fast the engine closes a backlog of due orders, in a scratch schema it drops
 
 Every command takes --config FILE: a YAML file of flag values (sweep-interval: 5s).
 apikey, operator, audit and close act on the database (--db) with its own
@@ -105,6 +111,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return audit(ctx, args[1:], stdout, stderr)
 	case "close":
 		return closeOrders(ctx, args[1:], stdout, stderr)
+	case "bench":
+		return bench(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

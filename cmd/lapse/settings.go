@@ -26,6 +26,7 @@ type options struct {
 	tf                                      triggerFlags
 	ac                                      accessFlags
 	args                                    toolArgs
+	bench                                   benchArgs
 }
 
 // toolArgs are the arguments of the commands that act on the database

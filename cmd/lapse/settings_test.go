@@ -29,7 +29,7 @@ import (
 func allSettings() []*setting {
 	var out []*setting
 	for _, list := range [][]*setting{serveSettings, migrateSettings, reconcileSettings, flowsSettings, {configSetting},
-		apikeyCreateSettings, operatorAddSettings, auditListSettings, dbSettings, closeSettings} {
+		apikeyCreateSettings, operatorAddSettings, auditListSettings, dbSettings, closeSettings, benchSettings} {
 		for _, s := range list {
 			if !slices.Contains(out, s) {
 				out = append(out, s)

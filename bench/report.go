@@ -1,0 +1,115 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/lapsehq/lapse/internal/burndown"
+)
+
+// report is the three runs side by side.
+type report struct {
+	n     int
+	db    string
+	order []string // the runs that ran, in the order they ran
+
+	river    *riverResult
+	riverErr error
+
+	lapse    *burndown.Result
+	lapseErr error
+
+	pgbench     *pgbenchResult
+	pgbenchSkip string
+	pgbenchErr  error
+}
+
+func (r *report) err() error {
+	return errors.Join(r.riverErr, r.lapseErr, r.pgbenchErr)
+}
+
+func (r *report) print(w io.Writer) {
+	fmt.Fprintf(w, "\nburn-down of N = %d, against %s, one after the other: %s\n\n", r.n, hidePassword(r.db), strings.Join(r.order, ", "))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "run\twhat\trate\tWAL\t")
+	switch {
+	case r.river != nil:
+		fmt.Fprintf(tw, "river\tRiver %s: %d no-op jobs, riverbench's burn-down through River's API\t%.0f jobs/s\t%s/job\t\n",
+			riverVersion, r.river.jobs, r.river.perSecond(), bytesPer(r.river.walBytes, r.river.jobs))
+	default:
+		fmt.Fprintf(tw, "river\tfailed: %v\t\t\t\n", r.riverErr)
+	}
+	switch l := r.lapse; {
+	case l != nil:
+		fmt.Fprintf(tw, "lapse\tLapse: %d due of %d orders, Claimer.RunOnce, batch %d, %d workers, %d subscribers\t%.0f closes/s\t%s/close\t\n",
+			l.Closed, l.Loaded, l.Batch, l.Workers, l.Subscribers, l.PerSecond(), bytesPer(l.WALBytes, l.Closed))
+	default:
+		fmt.Fprintf(tw, "lapse\tfailed: %v\t\t\t\n", r.lapseErr)
+	}
+	switch p := r.pgbench; {
+	case p != nil:
+		fmt.Fprintf(tw, "pgbench\t%s: %d orders, %d×%d transactions of %d, %d closed\t%.0f closes/s\t%s/close\t\n",
+			filepath.Base(p.script), r.n, p.clients, p.txns, p.batch, p.closed, p.perSecond(), bytesPer(p.walBytes, p.closed))
+	case r.pgbenchSkip != "":
+		fmt.Fprintf(tw, "pgbench\tnot run: %s\t\t\t\n", r.pgbenchSkip)
+	default:
+		fmt.Fprintf(tw, "pgbench\tfailed: %v\t\t\t\n", r.pgbenchErr)
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w)
+	if r.lapse != nil && r.river != nil {
+		fmt.Fprintf(w, "Lapse ÷ River    %.2f\n", r.lapse.PerSecond()/r.river.perSecond())
+	}
+	if r.lapse != nil && r.pgbench != nil {
+		fmt.Fprintf(w, "Lapse ÷ pgbench  %.2f\n", r.lapse.PerSecond()/r.pgbench.perSecond())
+	}
+	if l := r.lapse; l != nil {
+		fmt.Fprintf(w, "\nLapse close lag (closed_at - deadline_at, all due at the start): p50 %s, p99 %s, p99.9 %s, max %s\n",
+			round(l.Lag.P50), round(l.Lag.P99), round(l.Lag.P999), round(l.Lag.Max))
+		var s []string
+		for _, st := range l.Settings {
+			s = append(s, st.Name+" "+st.Value)
+		}
+		fmt.Fprintf(w, "server: %s\n", strings.Join(s, ", "))
+	}
+	fmt.Fprintln(w, "WAL is the whole server's while each ran: other sessions' writes count too.")
+}
+
+// bytesPer is bytes over n as "1234 B", or "-" when unknown.
+func bytesPer(bytes int64, n int) string {
+	if bytes < 0 || n == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f B", float64(bytes)/float64(n))
+}
+
+// round rounds d to three or four significant digits.
+func round(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	default:
+		return d.Round(time.Microsecond)
+	}
+}
+
+// hidePassword returns dsn without its password.
+func hidePassword(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "the --db database"
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.Redacted()
+}
