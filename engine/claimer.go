@@ -413,7 +413,7 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 		c.e.metrics.closed(f.flow, now, f.deadline)
 		c.e.metrics.transition(f.flow, f.p)
 		if f.p.DeadlineAt != nil {
-			c.e.deadlineSet(f.orderNo, *f.p.DeadlineAt)
+			c.e.deadlineSet(id, *f.p.DeadlineAt)
 		}
 	}
 	c.e.metrics.firings.WithLabelValues(string(path)).Add(float64(len(applied)))

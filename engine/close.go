@@ -46,7 +46,7 @@ func (e *Engine) CloseOrder(ctx context.Context, orderNo, reason string, by Acto
 		}
 		e.committed(moved.Flow, p)
 		if moved.DeadlineAt != nil {
-			e.deadlineSet(moved.OrderNo, *moved.DeadlineAt)
+			e.deadlineSet(moved.ID, *moved.DeadlineAt)
 		}
 		return moved, nil
 	})

@@ -95,7 +95,7 @@ func (ps *payments) start(ctx context.Context, orderNo, provider string, by Acto
 		return nil, err
 	}
 	if len(evs) > 0 {
-		e.deadlineSet(moved.OrderNo, *moved.DeadlineAt)
+		e.deadlineSet(moved.ID, *moved.DeadlineAt)
 		e.delivered(evs)
 	}
 	return moved, nil
@@ -198,6 +198,6 @@ func (ps *payments) askAgain(ctx context.Context, o *lapse.Order, why error) {
 		e.log.Error("closer: cannot postpone the order", "order_no", o.OrderNo, "err", err)
 		return
 	}
-	e.deadlineSet(o.OrderNo, next)
+	e.deadlineSet(o.ID, next)
 	e.delivered(evs)
 }

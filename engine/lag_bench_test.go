@@ -73,23 +73,38 @@ func closeLag(b *testing.B, rate, seconds int, withRedis bool) {
 	start := time.Now().Add(3 * time.Second).Truncate(time.Millisecond)
 	deadline := func(i int) time.Time { return start.Add(time.Duration(i) * time.Second / time.Duration(rate)) }
 	var ps []*lapse.OrderCreateParams
-	var due []engine.TriggerDue
 	for i := range n {
 		at := deadline(i)
 		o := &lapse.Order{OrderNo: fmt.Sprintf("L-%06d", i), Flow: "checkout", State: flows.Unpaid, DeadlineAt: &at, Amount: 100,
 			Currency: "CNY", UserID: "u", Version: 1, CreatedAt: time.Now(), UpdatedAt: time.Now(), FiredBy: lapse.FiredByApp}
 		ps = append(ps, &lapse.OrderCreateParams{Order: o, Log: lapse.TransitionRecord{ToState: flows.Unpaid, Event: lapse.EventCreate,
 			Version: 1, FiredBy: lapse.FiredByApp, CreatedAt: time.Now()}})
-		due = append(due, engine.TriggerDue{OrderNo: o.OrderNo, At: at})
 	}
 	for i := 0; i < n; i += 2000 {
 		if err := s.OrderCreateMany(ctx, ps[i:min(i+2000, n)]); err != nil {
 			b.Fatal(err)
 		}
-		if tr != nil {
-			if err := tr.Add(ctx, due[i:min(i+2000, n)]); err != nil {
+	}
+	if tr != nil {
+		// The trigger names orders by id, which the store assigned: read
+		// them back from the deadline index.
+		var after *lapse.OrderDeadline
+		for {
+			page, err := s.OrderDeadlineList(ctx, &lapse.OrderDeadlineListParams{After: after, Limit: 2000})
+			if err != nil {
 				b.Fatal(err)
 			}
+			if len(page) == 0 {
+				break
+			}
+			due := make([]engine.TriggerDue, len(page))
+			for i, d := range page {
+				due[i] = engine.TriggerDue{OrderID: d.ID, At: d.DeadlineAt}
+			}
+			if err := tr.Add(ctx, due); err != nil {
+				b.Fatal(err)
+			}
+			after = &page[len(page)-1]
 		}
 	}
 	if time.Now().After(start) {

@@ -122,7 +122,7 @@ func (e *Engine) CreateOrder(ctx context.Context, req *lapse.OrderCreate, by Act
 		return got, false, nil
 	}
 	if got.DeadlineAt != nil {
-		e.deadlineSet(got.OrderNo, *got.DeadlineAt)
+		e.deadlineSet(got.ID, *got.DeadlineAt)
 	}
 	return got, true, nil
 }
@@ -211,7 +211,7 @@ func (e *Engine) fire(ctx context.Context, orderNo string, f Fire, with func(tx 
 		}
 		e.committed(moved.Flow, p)
 		if moved.DeadlineAt != nil {
-			e.deadlineSet(moved.OrderNo, *moved.DeadlineAt)
+			e.deadlineSet(moved.ID, *moved.DeadlineAt)
 		}
 		return moved, nil
 	})
@@ -310,7 +310,7 @@ func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChan
 	if err != nil {
 		return nil, err
 	}
-	e.deadlineSet(orderNo, *moved.DeadlineAt)
+	e.deadlineSet(moved.ID, *moved.DeadlineAt)
 	e.delivered(evs)
 	return moved, nil
 }

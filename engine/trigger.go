@@ -16,6 +16,14 @@ import (
 // and has the claimer look at the database at once. It is only ever a hint:
 // the database stays the truth, and the guarded transition decides whether
 // an order fires.
+//
+// A member is the trigger's own name for an order, derived from its
+// database id; the engine never reads one, it only hands claimed members
+// back to Done and Retry. A claimed member says that an order may be due,
+// and the claimer then fires whatever the database has due. So a member
+// that names no order the engine knows, such as an order number written by
+// an earlier version of Lapse, is a hint like any other and goes once it
+// is done.
 type SharedTrigger interface {
 	// Add records that each order is due at its time, replacing a time
 	// recorded before.
@@ -43,9 +51,11 @@ type SharedTrigger interface {
 	Ping(ctx context.Context) error
 }
 
-// TriggerDue is one order's due time for a SharedTrigger.
+// TriggerDue is one order's due time for a SharedTrigger. The order is
+// named by its database id, not its order number, so that what a trigger
+// holds per order is small and the same for every order.
 type TriggerDue struct {
-	OrderNo string
+	OrderID int64
 	At      time.Time
 }
 
@@ -159,16 +169,17 @@ func (tr *trigger) signal() {
 	}
 }
 
-// deadlineSet tells the precise path that orderNo is due at at: the shared
-// trigger when it is in charge, else the in-process timer.
-func (e *Engine) deadlineSet(orderNo string, at time.Time) {
+// deadlineSet tells the precise path that the order with database id
+// orderID is due at at: the shared trigger when it is in charge, else the
+// in-process timer.
+func (e *Engine) deadlineSet(orderID int64, at time.Time) {
 	tr := e.trig
 	if tr == nil || !tr.using() {
 		e.wake.notify(at)
 		return
 	}
 	select {
-	case tr.pending <- TriggerDue{OrderNo: orderNo, At: at}:
+	case tr.pending <- TriggerDue{OrderID: orderID, At: at}:
 		tr.signal()
 	default:
 		// The queue is full: the trigger misses this deadline, so it is

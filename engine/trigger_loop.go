@@ -186,8 +186,10 @@ func (c *Claimer) retryMembers(ctx context.Context, members []string) {
 			return // the lease expires and the member is claimed again
 		}
 		if notified {
+			// The member names the order in the trigger's own encoding,
+			// which may not be text: quoted, it reads in any log.
 			c.e.log.Error("shared trigger gave up on an order after its retries; it is on the to-notify list and the sweep fires it",
-				"order_no", m, "attempts", attempt)
+				"member", fmt.Sprintf("%q", m), "attempts", attempt)
 		}
 	}
 }
@@ -246,7 +248,7 @@ func (c *Claimer) seed(loopCtx, workCtx context.Context) error {
 		}
 		due := make([]TriggerDue, len(page))
 		for i, d := range page {
-			due[i] = TriggerDue{OrderNo: d.OrderNo, At: d.DeadlineAt}
+			due[i] = TriggerDue{OrderID: d.ID, At: d.DeadlineAt}
 		}
 		if err := c.callTrigger(workCtx, func(ctx context.Context) error { return tr.t.Add(ctx, due) }); err != nil {
 			tr.stale.Store(true)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -17,7 +18,8 @@ import (
 )
 
 // memTrigger is a SharedTrigger held in memory, with seed 000's semantics,
-// that can be made to fail or to lose its data.
+// that can be made to fail or to lose its data. Its member of an order is
+// the order's id in decimal.
 type memTrigger struct {
 	mu         sync.Mutex
 	due        map[string]time.Time
@@ -49,8 +51,9 @@ func (m *memTrigger) Add(_ context.Context, due []engine.TriggerDue) error {
 		return m.failing
 	}
 	for _, d := range due {
-		m.due[d.OrderNo] = d.At
-		delete(m.processing, d.OrderNo)
+		k := strconv.FormatInt(d.OrderID, 10)
+		m.due[k] = d.At
+		delete(m.processing, k)
 		m.adds++
 	}
 	return nil
@@ -154,11 +157,24 @@ func (m *memTrigger) Ping(context.Context) error {
 	return m.failing
 }
 
-func (m *memTrigger) has(orderNo string) bool {
+// has reports whether the order with id id is due.
+func (m *memTrigger) has(id int64) bool { return m.hasMember(strconv.FormatInt(id, 10)) }
+
+func (m *memTrigger) hasMember(k string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	_, ok := m.due[orderNo]
+	_, ok := m.due[k]
 	return ok
+}
+
+// idOf is the database id of the order orderNo.
+func idOf(t *testing.T, s lapse.Store, orderNo string) int64 {
+	t.Helper()
+	o, err := s.OrderGet(context.Background(), orderNo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o.ID
 }
 
 // insertDue writes orders straight into the store, due at at, as another
@@ -232,7 +248,7 @@ func TestSharedTrigger(t *testing.T) {
 	nos := insertDue(t, s, "SH", 50, at)
 	due := make([]engine.TriggerDue, len(nos))
 	for i, no := range nos {
-		due[i] = engine.TriggerDue{OrderNo: no, At: at}
+		due[i] = engine.TriggerDue{OrderID: idOf(t, s, no), At: at}
 	}
 	if err := tr.Add(context.Background(), due); err != nil {
 		t.Fatal(err)
@@ -245,8 +261,8 @@ func TestSharedTrigger(t *testing.T) {
 		}
 	}
 	// A deadline set here is handed to the trigger.
-	create(t, e, checkout("SH-local", time.Hour))
-	waitUntil(t, 2*time.Second, func() bool { return tr.has("SH-local") })
+	local := create(t, e, checkout("SH-local", time.Hour))
+	waitUntil(t, 2*time.Second, func() bool { return tr.has(local.ID) })
 	if st := e.TriggerStatus(); !st.Configured || st.Using != "shared" || st.Degraded {
 		t.Errorf("status %+v", st)
 	}
@@ -282,11 +298,12 @@ func TestSharedTriggerDegrades(t *testing.T) {
 	later := insertDue(t, s, "LT", 5, time.Now().Add(time.Hour))
 	tr.fail(nil)
 	waitUntil(t, 5*time.Second, func() bool { return !e.TriggerStatus().Degraded })
-	waitUntil(t, 2*time.Second, func() bool { return tr.has(later[0]) && tr.has(later[4]) })
+	first, last := idOf(t, s, later[0]), idOf(t, s, later[4])
+	waitUntil(t, 2*time.Second, func() bool { return tr.has(first) && tr.has(last) })
 
 	// Flushed: its data is gone; the next claim finds it unseeded.
 	tr.flush()
-	waitUntil(t, 5*time.Second, func() bool { return tr.has(later[0]) })
+	waitUntil(t, 5*time.Second, func() bool { return tr.has(first) })
 	tr.mu.Lock()
 	seeds := tr.seeds
 	tr.mu.Unlock()
@@ -322,6 +339,30 @@ func TestSharedTriggerDegrades(t *testing.T) {
 		}
 		into[no] = true
 	}
+}
+
+// TestSharedTriggerEarlierMembers: an earlier version left a member that
+// is an order number, due; the order it names is due in the database and
+// this process's timer knows nothing of it. The member wakes the claimer,
+// which fires the order (path redis) and is done with the member.
+func TestSharedTriggerEarlierMembers(t *testing.T) {
+	t.Parallel()
+	tr := newMemTrigger()
+	tr.seeded = true
+	e, s := triggerEngine(t, tr)
+	c := engine.NewClaimer(e, engine.ClaimerConfig{MaxSleep: time.Minute, SweepInterval: time.Hour})
+	c.Start(context.Background())
+	t.Cleanup(c.Stop)
+	nos := insertDue(t, s, "EM", 1, time.Now().Add(100*time.Millisecond))
+	tr.mu.Lock()
+	tr.due[nos[0]] = time.Now().Add(100 * time.Millisecond)
+	tr.mu.Unlock()
+	waitUntil(t, 5*time.Second, func() bool { return firedBy(t, e, nos)[lapse.FiredByRedis] == 1 })
+	waitUntil(t, 2*time.Second, func() bool {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		return len(tr.due)+len(tr.processing) == 0
+	})
 }
 
 func waitUntil(t *testing.T, d time.Duration, cond func() bool) {

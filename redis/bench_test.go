@@ -1,7 +1,6 @@
 package redis_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -16,7 +15,7 @@ func BenchmarkClaim(b *testing.B) {
 	const batch = 500
 	due := make([]engine.TriggerDue, batch)
 	for i := range due {
-		due[i] = engine.TriggerDue{OrderNo: fmt.Sprintf("ORD-%012d", i), At: base.Add(time.Duration(i) * time.Microsecond)}
+		due[i] = engine.TriggerDue{OrderID: 10_000_000 + int64(i), At: base.Add(time.Duration(i) * time.Microsecond)}
 	}
 	now := base.Add(time.Second)
 	for b.Loop() {

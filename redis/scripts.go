@@ -11,9 +11,11 @@ import goredis "github.com/redis/go-redis/v9"
 // the scripts hand to Redis as they are: no time passes through a Lua
 // number, so none is reformatted.
 //
-// Keys, by role: due (ZSET order_no -> due ms), processing (ZSET order_no ->
-// lease expiry ms), attempts (HASH order_no -> failed attempts), notify
-// (ZSET order_no -> when it gave up), seeded (string marker).
+// Keys, by role: due (ZSET member -> due ms), processing (ZSET member ->
+// lease expiry ms), attempts (HASH member -> failed attempts), notify (ZSET
+// member -> when it gave up), seeded (string marker). A member is an
+// order's id in a few bytes (member.go), or, written by an earlier version,
+// its order number; the scripts treat both alike.
 
 // luaBatch is prepended to the scripts that pass a list to one command:
 // Lua's unpack fails past a few thousand values, so it goes in slices of

@@ -128,7 +128,8 @@ func (t *Trigger) call(ctx context.Context) (context.Context, context.CancelFunc
 
 // Add records that each order is due at its time, rounded up to the
 // millisecond so that it is never claimed before its deadline, replacing a
-// time recorded before. A member in processing, whose deadline moved while
+// time recorded before. The order's member is its id, encoded in a few
+// bytes (member.go). A member in processing, whose deadline moved while
 // it was claimed, leaves processing; its attempts are kept. One call is one
 // script that must finish within the timeout: seed in batches of a few
 // thousand.
@@ -138,7 +139,7 @@ func (t *Trigger) Add(ctx context.Context, due []engine.TriggerDue) error {
 	}
 	args := make([]any, 0, 2*len(due))
 	for _, d := range due {
-		args = append(args, ms(ceilMilli(d.At)), d.OrderNo)
+		args = append(args, ms(ceilMilli(d.At)), member(d.OrderID))
 	}
 	ctx, cancel := t.call(ctx)
 	defer cancel()
@@ -151,8 +152,10 @@ func (t *Trigger) Add(ctx context.Context, due []engine.TriggerDue) error {
 // Claim moves up to limit members into processing, leased until now+lease,
 // and returns them: first those whose lease expired (their attempts kept),
 // then those due by now, earliest first. Expired members past the limit
-// are due again from their lease expiry. seeded reports the marker of
-// MarkSeeded, which a flush or a restart without persistence removes.
+// are due again from their lease expiry. A member is an order's id as Add
+// wrote it, or an order number that an earlier version wrote; the engine
+// only hands it back. seeded reports the marker of MarkSeeded, which a
+// flush or a restart without persistence removes.
 func (t *Trigger) Claim(ctx context.Context, now time.Time, lease time.Duration, limit int) (members []string, seeded bool, err error) {
 	ctx, cancel := t.call(ctx)
 	defer cancel()
@@ -213,10 +216,10 @@ func (t *Trigger) Retry(ctx context.Context, member string, now time.Time, delay
 	defer cancel()
 	res, err := retryScript.Run(ctx, t.client, []string{t.due, t.processing, t.attempts, t.notify}, args...).Int64Slice()
 	if err != nil {
-		return 0, false, fmt.Errorf("redis: retry %s: %w", member, err)
+		return 0, false, fmt.Errorf("redis: retry %q: %w", member, err)
 	}
 	if len(res) != 2 {
-		return 0, false, fmt.Errorf("redis: retry %s: unexpected reply %v", member, res)
+		return 0, false, fmt.Errorf("redis: retry %q: unexpected reply %v", member, res)
 	}
 	return int(res[0]), res[1] == 1, nil
 }

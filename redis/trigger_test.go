@@ -74,8 +74,26 @@ func (s *shared) trigger(t testing.TB) *redis.Trigger {
 	return tr
 }
 
-// score is member's score in the set name, or -1 when it is not there.
-func (s *shared) score(t *testing.T, name, member string) time.Time {
+// mem is the member of the order with id id, and mems those of ids.
+func mem(id int64) string { return redis.Member(id) }
+
+func mems(ids ...int64) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = mem(id)
+	}
+	return out
+}
+
+// score is the score of id's member in the set name, or the zero time when
+// it is not there.
+func (s *shared) score(t *testing.T, name string, id int64) time.Time {
+	t.Helper()
+	return s.rawScore(t, name, mem(id))
+}
+
+// rawScore is member's score in the set name, or the zero time.
+func (s *shared) rawScore(t *testing.T, name, member string) time.Time {
 	t.Helper()
 	v, err := s.rdb.ZScore(t.Context(), s.key(name), member).Result()
 	if err == goredis.Nil {
@@ -87,23 +105,23 @@ func (s *shared) score(t *testing.T, name, member string) time.Time {
 	return time.UnixMilli(int64(v)).UTC()
 }
 
-func (s *shared) attempts(t *testing.T, member string) int {
+func (s *shared) attempts(t *testing.T, id int64) int {
 	t.Helper()
-	n, err := s.rdb.HGet(t.Context(), s.key("attempts"), member).Int()
+	n, err := s.rdb.HGet(t.Context(), s.key("attempts"), mem(id)).Int()
 	if err != nil && err != goredis.Nil {
 		t.Fatal(err)
 	}
 	return n
 }
 
-func add(t testing.TB, tr *redis.Trigger, at time.Time, members ...string) {
+func add(t testing.TB, tr *redis.Trigger, at time.Time, ids ...int64) {
 	t.Helper()
-	due := make([]engine.TriggerDue, len(members))
-	for i, m := range members {
-		due[i] = engine.TriggerDue{OrderNo: m, At: at}
+	due := make([]engine.TriggerDue, len(ids))
+	for i, id := range ids {
+		due[i] = engine.TriggerDue{OrderID: id, At: at}
 	}
 	if err := tr.Add(context.Background(), due); err != nil {
-		t.Fatalf("Add(%v at %v): %v", members, at, err)
+		t.Fatalf("Add(%v at %v): %v", ids, at, err)
 	}
 }
 
@@ -116,7 +134,13 @@ func claim(t testing.TB, tr *redis.Trigger, now time.Time, lease time.Duration, 
 	return got
 }
 
-func wantClaim(t *testing.T, tr *redis.Trigger, now time.Time, lease time.Duration, limit int, want ...string) {
+// wantClaim claims and wants the members of ids.
+func wantClaim(t *testing.T, tr *redis.Trigger, now time.Time, lease time.Duration, limit int, ids ...int64) {
+	t.Helper()
+	wantClaimRaw(t, tr, now, lease, limit, mems(ids...)...)
+}
+
+func wantClaimRaw(t *testing.T, tr *redis.Trigger, now time.Time, lease time.Duration, limit int, want ...string) {
 	t.Helper()
 	if got := claim(t, tr, now, lease, limit); !slices.Equal(got, want) {
 		t.Errorf("Claim(+%v, limit %d) = %q, want %q", now.Sub(base), limit, got, want)
@@ -135,23 +159,24 @@ func TestClaimDueTimes(t *testing.T) {
 	t.Parallel()
 	s := newShared(t)
 	tr := s.trigger(t)
+	const a, b, c = 1, 200, 1 << 40
 	wantNext(t, tr, time.Time{})
 	wantClaim(t, tr, base.Add(time.Hour), time.Minute, 10)
 
-	add(t, tr, base.Add(20*time.Millisecond), "c")
-	add(t, tr, base.Add(10*time.Millisecond+400*time.Microsecond), "a") // stored as +11ms
-	add(t, tr, base.Add(5*time.Millisecond), "b")
+	add(t, tr, base.Add(20*time.Millisecond), c)
+	add(t, tr, base.Add(10*time.Millisecond+400*time.Microsecond), a) // stored as +11ms
+	add(t, tr, base.Add(5*time.Millisecond), b)
 	wantNext(t, tr, base.Add(5*time.Millisecond))
 
 	wantClaim(t, tr, base.Add(5*time.Millisecond-time.Nanosecond), time.Minute, 10)
-	wantClaim(t, tr, base.Add(10*time.Millisecond+400*time.Microsecond), time.Minute, 10, "b")
+	wantClaim(t, tr, base.Add(10*time.Millisecond+400*time.Microsecond), time.Minute, 10, b)
 	wantClaim(t, tr, base.Add(10*time.Millisecond+999*time.Microsecond), time.Minute, 10)
-	wantClaim(t, tr, base.Add(30*time.Millisecond), time.Minute, 1, "a")
+	wantClaim(t, tr, base.Add(30*time.Millisecond), time.Minute, 1, a)
 	wantClaim(t, tr, base.Add(30*time.Millisecond), time.Minute, 0)
-	wantClaim(t, tr, base.Add(30*time.Millisecond), time.Minute, 10, "c")
+	wantClaim(t, tr, base.Add(30*time.Millisecond), time.Minute, 10, c)
 	wantClaim(t, tr, base.Add(time.Minute), time.Minute, 10)
 	wantNext(t, tr, base.Add(time.Minute+11*time.Millisecond)) // b's lease, from +10.4ms rounded up
-	if at := s.score(t, "processing", "a"); !at.Equal(base.Add(30*time.Millisecond + time.Minute)) {
+	if at := s.score(t, "processing", a); !at.Equal(base.Add(30*time.Millisecond + time.Minute)) {
 		t.Errorf("a leased until %v, want +30ms+1m", at)
 	}
 }
@@ -168,9 +193,12 @@ func TestClaimNeverEarly(t *testing.T) {
 	var due []engine.TriggerDue
 	for i := range 500 {
 		at := base.Add(time.Duration(rng.Int64N(int64(time.Second))))
-		m := fmt.Sprintf("o-%03d", i)
-		deadline[m] = at
-		due = append(due, engine.TriggerDue{OrderNo: m, At: at})
+		id := int64(i + 1) // small ids, and large ones of seven and eight bytes
+		if i%2 == 1 {
+			id *= 0x9e3779b97f4a
+		}
+		deadline[mem(id)] = at
+		due = append(due, engine.TriggerDue{OrderID: id, At: at})
 	}
 	if err := tr.Add(t.Context(), due); err != nil {
 		t.Fatal(err)
@@ -183,14 +211,14 @@ func TestClaimNeverEarly(t *testing.T) {
 		got := claim(t, tr, now, time.Hour, 7)
 		for i, m := range got {
 			if deadline[m].After(now) {
-				t.Errorf("%s claimed at +%v, due at +%v", m, now.Sub(base), deadline[m].Sub(base))
+				t.Errorf("%q claimed at +%v, due at +%v", m, now.Sub(base), deadline[m].Sub(base))
 			}
 			if seen[m] {
-				t.Errorf("%s claimed twice", m)
+				t.Errorf("%q claimed twice", m)
 			}
 			seen[m] = true
 			if i > 0 && deadline[m].Truncate(time.Millisecond).Before(deadline[got[i-1]].Truncate(time.Millisecond)) {
-				t.Errorf("%s (+%v) claimed after %s (+%v)", m, deadline[m].Sub(base), got[i-1], deadline[got[i-1]].Sub(base))
+				t.Errorf("%q (+%v) claimed after %q (+%v)", m, deadline[m].Sub(base), got[i-1], deadline[got[i-1]].Sub(base))
 			}
 		}
 	}
@@ -205,39 +233,40 @@ func TestLeaseExpiry(t *testing.T) {
 	p1, p2 := s.trigger(t), s.trigger(t)
 	ctx := t.Context()
 	delays := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}
+	const x, y, m1, m2, m3 = 7, 1 << 33, 100, 101, 102
 
-	add(t, p1, base, "x")
-	wantClaim(t, p1, base, 10*time.Second, 10, "x")
-	if n, _, err := p1.Retry(ctx, "x", base, delays); n != 1 || err != nil {
+	add(t, p1, base, x)
+	wantClaim(t, p1, base, 10*time.Second, 10, x)
+	if n, _, err := p1.Retry(ctx, mem(x), base, delays); n != 1 || err != nil {
 		t.Fatalf("Retry = %d, %v; want attempt 1", n, err)
 	}
-	wantClaim(t, p1, base.Add(time.Second), 10*time.Second, 10, "x")
+	wantClaim(t, p1, base.Add(time.Second), 10*time.Second, 10, x)
 	// p1 dies holding x until +11s. y is due meanwhile.
-	add(t, p2, base.Add(2*time.Second), "y")
+	add(t, p2, base.Add(2*time.Second), y)
 	wantClaim(t, p2, base.Add(10*time.Second), 10*time.Second, 0)
 	wantNext(t, p2, base.Add(2*time.Second))
-	wantClaim(t, p2, base.Add(11*time.Second), 10*time.Second, 1, "x")
-	wantClaim(t, p2, base.Add(11*time.Second), 10*time.Second, 1, "y")
-	if err := p2.Done(ctx, []string{"y"}); err != nil {
+	wantClaim(t, p2, base.Add(11*time.Second), 10*time.Second, 1, x)
+	wantClaim(t, p2, base.Add(11*time.Second), 10*time.Second, 1, y)
+	if err := p2.Done(ctx, mems(y)); err != nil {
 		t.Fatal(err)
 	}
-	if n, notified, err := p2.Retry(ctx, "x", base.Add(11*time.Second), delays); n != 2 || notified || err != nil {
+	if n, notified, err := p2.Retry(ctx, mem(x), base.Add(11*time.Second), delays); n != 2 || notified || err != nil {
 		t.Errorf("Retry in the second process = %d, %v, %v; want attempt 2", n, notified, err)
 	}
-	wantClaim(t, p2, base.Add(13*time.Second), time.Minute, 10, "x")
+	wantClaim(t, p2, base.Add(13*time.Second), time.Minute, 10, x)
 
 	// Expired leases past the limit are due again from when they expired.
-	add(t, p1, base.Add(20*time.Second), "m1", "m2", "m3")
-	wantClaim(t, p1, base.Add(20*time.Second), time.Second, 10, "m1", "m2", "m3")
+	add(t, p1, base.Add(20*time.Second), m1, m2, m3)
+	wantClaim(t, p1, base.Add(20*time.Second), time.Second, 10, m1, m2, m3)
 	wantNext(t, p2, base.Add(21*time.Second))
-	wantClaim(t, p2, base.Add(22*time.Second), time.Minute, 1, "m1")
-	for _, m := range []string{"m2", "m3"} {
-		if at := s.score(t, "due", m); !at.Equal(base.Add(21 * time.Second)) {
-			t.Errorf("%s due at %v, want +21s", m, at)
+	wantClaim(t, p2, base.Add(22*time.Second), time.Minute, 1, m1)
+	for _, id := range []int64{m2, m3} {
+		if at := s.score(t, "due", id); !at.Equal(base.Add(21 * time.Second)) {
+			t.Errorf("%d due at %v, want +21s", id, at)
 		}
 	}
-	wantClaim(t, p1, base.Add(22*time.Second), time.Minute, 10, "m2", "m3")
-	if n := s.attempts(t, "x"); n != 2 {
+	wantClaim(t, p1, base.Add(22*time.Second), time.Minute, 10, m2, m3)
+	if n := s.attempts(t, x); n != 2 {
 		t.Errorf("attempts of x = %d, want 2", n)
 	}
 }
@@ -248,41 +277,42 @@ func TestRetrySchedule(t *testing.T) {
 	tr := s.trigger(t)
 	ctx := t.Context()
 	delays := []time.Duration{time.Second, 2 * time.Second}
+	const x = 12345678
 
-	add(t, tr, base, "x")
+	add(t, tr, base, x)
 	now := base
 	for attempt, wait := range delays {
-		wantClaim(t, tr, now, time.Minute, 10, "x")
-		n, notified, err := tr.Retry(ctx, "x", now, delays)
+		wantClaim(t, tr, now, time.Minute, 10, x)
+		n, notified, err := tr.Retry(ctx, mem(x), now, delays)
 		if n != attempt+1 || notified || err != nil {
 			t.Fatalf("Retry = %d, %v, %v; want attempt %d", n, notified, err, attempt+1)
 		}
-		if at := s.score(t, "processing", "x"); !at.IsZero() {
+		if at := s.score(t, "processing", x); !at.IsZero() {
 			t.Errorf("attempt %d: x still in processing", n)
 		}
 		wantNext(t, tr, now.Add(wait))
 		wantClaim(t, tr, now.Add(wait-time.Millisecond), time.Minute, 10)
 		now = now.Add(wait)
 	}
-	wantClaim(t, tr, now, time.Minute, 10, "x")
-	n, notified, err := tr.Retry(ctx, "x", now, delays)
+	wantClaim(t, tr, now, time.Minute, 10, x)
+	n, notified, err := tr.Retry(ctx, mem(x), now, delays)
 	if n != 3 || !notified || err != nil {
 		t.Fatalf("last Retry = %d, %v, %v; want attempt 3, notified", n, notified, err)
 	}
 	if c, err := tr.ToNotify(ctx); c != 1 || err != nil {
 		t.Errorf("ToNotify = %d, %v; want 1", c, err)
 	}
-	if at := s.score(t, "notify", "x"); !at.Equal(now) {
+	if at := s.score(t, "notify", x); !at.Equal(now) {
 		t.Errorf("x to notify since %v, want %v", at, now)
 	}
-	if n := s.attempts(t, "x"); n != 0 {
+	if n := s.attempts(t, x); n != 0 {
 		t.Errorf("attempts of x = %d after giving up", n)
 	}
 	wantNext(t, tr, time.Time{})
 	wantClaim(t, tr, now.Add(time.Hour), time.Minute, 10)
 
 	// A member that is not in processing is left alone.
-	if n, notified, err := tr.Retry(ctx, "x", now, delays); n != 0 || notified || err != nil {
+	if n, notified, err := tr.Retry(ctx, mem(x), now, delays); n != 0 || notified || err != nil {
 		t.Errorf("Retry of a member not claimed = %d, %v, %v; want 0", n, notified, err)
 	}
 	if n, _ := tr.ToNotify(ctx); n != 1 {
@@ -296,30 +326,31 @@ func TestDoneForgetsAttempts(t *testing.T) {
 	tr := s.trigger(t)
 	ctx := t.Context()
 	delays := []time.Duration{time.Second, time.Second, time.Second}
+	const x, y = 1, 2
 
-	add(t, tr, base, "x", "y")
-	wantClaim(t, tr, base, time.Minute, 10, "x", "y")
-	for _, m := range []string{"x", "y"} {
-		if n, _, err := tr.Retry(ctx, m, base, delays); n != 1 || err != nil {
-			t.Fatalf("Retry(%s) = %d, %v", m, n, err)
+	add(t, tr, base, x, y)
+	wantClaim(t, tr, base, time.Minute, 10, x, y)
+	for _, id := range []int64{x, y} {
+		if n, _, err := tr.Retry(ctx, mem(id), base, delays); n != 1 || err != nil {
+			t.Fatalf("Retry(%d) = %d, %v", id, n, err)
 		}
 	}
-	wantClaim(t, tr, base.Add(time.Second), time.Minute, 10, "x", "y")
-	if err := tr.Done(ctx, []string{"x", "y"}); err != nil {
+	wantClaim(t, tr, base.Add(time.Second), time.Minute, 10, x, y)
+	if err := tr.Done(ctx, mems(x, y)); err != nil {
 		t.Fatal(err)
 	}
 	if err := tr.Done(ctx, nil); err != nil {
 		t.Errorf("Done(nil): %v", err)
 	}
 	wantNext(t, tr, time.Time{})
-	for _, m := range []string{"x", "y"} {
-		if n := s.attempts(t, m); n != 0 {
-			t.Errorf("attempts of %s = %d after Done", m, n)
+	for _, id := range []int64{x, y} {
+		if n := s.attempts(t, id); n != 0 {
+			t.Errorf("attempts of %d = %d after Done", id, n)
 		}
 	}
-	add(t, tr, base.Add(time.Minute), "x")
-	wantClaim(t, tr, base.Add(time.Minute), time.Minute, 10, "x")
-	if n, _, err := tr.Retry(ctx, "x", base.Add(time.Minute), delays); n != 1 || err != nil {
+	add(t, tr, base.Add(time.Minute), x)
+	wantClaim(t, tr, base.Add(time.Minute), time.Minute, 10, x)
+	if n, _, err := tr.Retry(ctx, mem(x), base.Add(time.Minute), delays); n != 1 || err != nil {
 		t.Errorf("Retry after Done and Add = %d, %v; want attempt 1", n, err)
 	}
 }
@@ -333,29 +364,83 @@ func TestAddMovesOutOfProcessing(t *testing.T) {
 	tr := s.trigger(t)
 	ctx := t.Context()
 	delays := []time.Duration{time.Second, time.Second, time.Second}
+	const x = 99
 
-	add(t, tr, base, "x")
-	wantClaim(t, tr, base, time.Second, 10, "x")
-	if n, _, err := tr.Retry(ctx, "x", base, delays); n != 1 || err != nil {
+	add(t, tr, base, x)
+	wantClaim(t, tr, base, time.Second, 10, x)
+	if n, _, err := tr.Retry(ctx, mem(x), base, delays); n != 1 || err != nil {
 		t.Fatalf("Retry = %d, %v", n, err)
 	}
-	wantClaim(t, tr, base.Add(time.Second), time.Second, 10, "x")
-	add(t, tr, base.Add(time.Minute), "x")
-	if at := s.score(t, "processing", "x"); !at.IsZero() {
+	wantClaim(t, tr, base.Add(time.Second), time.Second, 10, x)
+	add(t, tr, base.Add(time.Minute), x)
+	if at := s.score(t, "processing", x); !at.IsZero() {
 		t.Fatalf("x still in processing, leased until %v", at)
 	}
-	if n := s.attempts(t, "x"); n != 1 {
+	if n := s.attempts(t, x); n != 1 {
 		t.Errorf("attempts of x = %d after Add, want 1 kept", n)
 	}
 	wantNext(t, tr, base.Add(time.Minute))
 	wantClaim(t, tr, base.Add(30*time.Second), time.Second, 10)
-	if n, _, err := tr.Retry(ctx, "x", base.Add(30*time.Second), delays); n != 0 || err != nil {
+	if n, _, err := tr.Retry(ctx, mem(x), base.Add(30*time.Second), delays); n != 0 || err != nil {
 		t.Errorf("late Retry = %d, %v; want 0", n, err)
 	}
 	wantNext(t, tr, base.Add(time.Minute))
-	wantClaim(t, tr, base.Add(time.Minute), time.Second, 10, "x")
-	if n, _, err := tr.Retry(ctx, "x", base.Add(time.Minute), delays); n != 2 || err != nil {
+	wantClaim(t, tr, base.Add(time.Minute), time.Second, 10, x)
+	if n, _, err := tr.Retry(ctx, mem(x), base.Add(time.Minute), delays); n != 2 || err != nil {
 		t.Errorf("Retry after the move = %d, %v; want attempt 2", n, err)
+	}
+}
+
+// TestEarlierMembers: an earlier version named orders by their order
+// numbers. During an upgrade its members share the sets with the new ones:
+// both are claimed in due order, leased, retried and done alike, a lease it
+// left runs out as any other, and adding an order's new member leaves its
+// old one as it is.
+func TestEarlierMembers(t *testing.T) {
+	t.Parallel()
+	s := newShared(t)
+	tr := s.trigger(t)
+	ctx := t.Context()
+	delays := []time.Duration{time.Second}
+	const id = 42
+	// What the earlier version left: ORD-1 due, ORD-2 leased until +1s
+	// after a failed attempt, and ORD-3 also due, which is order 42.
+	for _, z := range []struct {
+		key, member string
+		at          time.Time
+	}{{"due", "ORD-1", base}, {"processing", "ORD-2", base.Add(time.Second)}, {"due", "ORD-3", base.Add(2 * time.Second)}} {
+		if err := s.rdb.ZAdd(ctx, s.key(z.key), goredis.Z{Score: float64(z.at.UnixMilli()), Member: z.member}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.rdb.HSet(ctx, s.key("attempts"), "ORD-2", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	add(t, tr, base.Add(3*time.Second), id)
+	if at := s.rawScore(t, "due", "ORD-3"); !at.Equal(base.Add(2 * time.Second)) {
+		t.Errorf("ORD-3 due at %v after order 42 was added, want +2s", at)
+	}
+	wantNext(t, tr, base)
+	wantClaimRaw(t, tr, base, time.Minute, 10, "ORD-1")
+	if n, _, err := tr.Retry(ctx, "ORD-1", base, delays); n != 1 || err != nil {
+		t.Errorf("Retry(ORD-1) = %d, %v; want attempt 1", n, err)
+	}
+	wantClaimRaw(t, tr, base.Add(time.Second), time.Minute, 1, "ORD-2")
+	if n, notified, err := tr.Retry(ctx, "ORD-2", base.Add(time.Second), delays); n != 2 || !notified || err != nil {
+		t.Errorf("Retry(ORD-2) = %d, %v, %v; want attempt 2, notified", n, notified, err)
+	}
+	wantClaimRaw(t, tr, base.Add(3*time.Second), time.Minute, 10, "ORD-1", "ORD-3", mem(id))
+	if err := tr.Done(ctx, []string{"ORD-1", "ORD-3", mem(id)}); err != nil {
+		t.Fatal(err)
+	}
+	wantNext(t, tr, time.Time{})
+	for _, k := range []string{"due", "processing", "attempts"} {
+		if n, err := s.rdb.Exists(ctx, s.key(k)).Result(); n != 0 || err != nil {
+			t.Errorf("%s left after every member is done: %d, %v", k, n, err)
+		}
+	}
+	if n, err := tr.ToNotify(ctx); n != 1 || err != nil {
+		t.Errorf("ToNotify = %d, %v; want ORD-2", n, err)
 	}
 }
 
@@ -368,7 +453,7 @@ func TestConcurrentClaimers(t *testing.T) {
 	const n = 3000
 	var due []engine.TriggerDue
 	for i := range n {
-		due = append(due, engine.TriggerDue{OrderNo: fmt.Sprintf("o-%05d", i), At: base.Add(time.Duration(i) * time.Millisecond)})
+		due = append(due, engine.TriggerDue{OrderID: int64(i) + 1, At: base.Add(time.Duration(i) * time.Millisecond)})
 	}
 	if err := procs[0].Add(t.Context(), due); err != nil {
 		t.Fatal(err)
@@ -413,7 +498,7 @@ func TestConcurrentClaimers(t *testing.T) {
 	}
 	for m, c := range got {
 		if c != 1 {
-			t.Errorf("%s claimed %d times", m, c)
+			t.Errorf("%q claimed %d times", m, c)
 		}
 	}
 }
@@ -432,7 +517,7 @@ func TestSeeded(t *testing.T) {
 		}
 		return ok
 	}
-	add(t, tr, base.Add(time.Hour), "x")
+	add(t, tr, base.Add(time.Hour), 1)
 	if seeded() {
 		t.Error("seeded before MarkSeeded")
 	}
@@ -501,41 +586,72 @@ func TestConfig(t *testing.T) {
 	}
 }
 
-// TestMemoryPerMember reports what a pending order costs in the due set,
-// for order numbers of a few lengths. The SPEC's target is at most 110
-// bytes; the figure depends on the length and on the Redis version, so it is
-// logged, not asserted.
+// TestMemoryPerMember measures what a pending order costs in the due set
+// (MEMORY USAGE over every member, which a given Redis answers the same way
+// each time) and holds it to the SPEC's 110 bytes. A member is made from the
+// order's id, so the order number's length does not enter; the ids are those
+// of a young installation, of one with ten million orders and of one with a
+// hundred trillion. The cost per order is highest just after the set's hash
+// table doubled, while Redis still holds the old table beside the new (65,600
+// members); it is measured there too. For comparison it logs what members
+// cost as an earlier version wrote them, as order numbers of 12, 24 and 32
+// bytes. The engine's TestTriggerRedisSeedMemory seeds the set from orders
+// with such order numbers.
 func TestMemoryPerMember(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
-		t.Skip("adds 100,000 members")
+		t.Skip("adds 100,000 members seven times")
 	}
 	s := newShared(t)
 	tr := s.trigger(t)
 	ctx := t.Context()
-	const n, batch = 100_000, 5_000
-	for _, width := range []int{12, 16, 24} {
-		if err := s.rdb.Del(ctx, s.key("due")).Err(); err != nil {
-			t.Fatal(err)
-		}
-		for i := 0; i < n; i += batch {
-			due := make([]engine.TriggerDue, batch)
-			for j := range due {
-				// ORD-00012345, ORD-000000012345, ...
-				due[j] = engine.TriggerDue{OrderNo: fmt.Sprintf("ORD-%0*d", width-4, i+j), At: base.Add(time.Duration(i+j) * time.Millisecond)}
-			}
-			if err := tr.Add(ctx, due); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if c, err := s.rdb.ZCard(ctx, s.key("due")).Result(); c != n || err != nil {
+	const batch, target = 5_000, 110.0
+	perOrder := func(n int) float64 {
+		t.Helper()
+		if c, err := s.rdb.ZCard(ctx, s.key("due")).Result(); c != int64(n) || err != nil {
 			t.Fatalf("ZCARD due = %d, %v; want %d", c, err, n)
 		}
 		used, err := s.rdb.MemoryUsage(ctx, s.key("due"), 0).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("order numbers of %d bytes: MEMORY USAGE due = %d for %d members: %.1f bytes per pending order (target ≤ 110)",
-			width, used, n, float64(used)/n)
+		if err := s.rdb.Del(ctx, s.key("due")).Err(); err != nil {
+			t.Fatal(err)
+		}
+		return float64(used) / float64(n)
+	}
+	for _, c := range []struct {
+		first int64
+		n     int
+	}{{1, 100_000}, {10_000_000, 100_000}, {100_000_000_000_000, 100_000}, {10_000_000, 65_600}} {
+		for i := 0; i < c.n; i += batch {
+			due := make([]engine.TriggerDue, min(batch, c.n-i))
+			for j := range due {
+				due[j] = engine.TriggerDue{OrderID: c.first + int64(i+j), At: base.Add(time.Duration(i+j) * time.Millisecond)}
+			}
+			if err := tr.Add(ctx, due); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := perOrder(c.n)
+		t.Logf("%d ids from %d (members of %d bytes): %.1f bytes per pending order (target ≤ %v)",
+			c.n, c.first, len(mem(c.first+int64(c.n)-1)), got, target)
+		if got > target {
+			t.Errorf("%d ids from %d: %.1f bytes per pending order, want ≤ %v", c.n, c.first, got, target)
+		}
+	}
+	const n = 100_000
+	for _, width := range []int{12, 24, 32} {
+		for i := 0; i < n; i += batch {
+			zs := make([]goredis.Z, batch)
+			for j := range zs {
+				// ORD-00012345, ORD-0000000000000000012345, ...
+				zs[j] = goredis.Z{Member: fmt.Sprintf("ORD-%0*d", width-4, i+j), Score: float64(base.Add(time.Duration(i+j) * time.Millisecond).UnixMilli())}
+			}
+			if err := s.rdb.ZAdd(ctx, s.key("due"), zs...).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Logf("%d earlier members, order numbers of %d bytes: %.1f bytes per pending order", n, width, perOrder(n))
 	}
 }

@@ -1,0 +1,126 @@
+package engine_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/internal/testenv"
+	"github.com/lapsehq/lapse/redis"
+)
+
+// redisTrigger is the Redis trigger on keys of the test's own, unseeded,
+// with a client to look at the keys; they are deleted when the test ends.
+func redisTrigger(t *testing.T) (tr *redis.Trigger, rdb *goredis.Client, prefix string) {
+	t.Helper()
+	url := testenv.Redis(t)
+	opt, err := goredis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb = goredis.NewClient(opt)
+	prefix = "lapse-engine-test-" + rand.Text()[:8] + ":"
+	tr, err = redis.New(redis.Config{URL: url, Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		for _, k := range []string{"due", "processing", "attempts", "notify", "seeded"} {
+			rdb.Del(ctx, prefix+k)
+		}
+		tr.Close()
+		rdb.Close()
+	})
+	return tr, rdb, prefix
+}
+
+// insertOrders writes n orders due at at straight into the store, with
+// order numbers of width bytes.
+func insertOrders(t *testing.T, s lapse.Store, width, n int, at time.Time) {
+	t.Helper()
+	now := time.Now()
+	for i := 0; i < n; i += 1000 {
+		var ps []*lapse.OrderCreateParams
+		for j := i; j < min(i+1000, n); j++ {
+			o := &lapse.Order{OrderNo: fmt.Sprintf("ORD-%0*d", width-4, j), Flow: "checkout", State: flows.Unpaid, DeadlineAt: &at,
+				Amount: 100, Currency: "CNY", UserID: "u", Version: 1, CreatedAt: now, UpdatedAt: now, FiredBy: lapse.FiredByApp}
+			ps = append(ps, &lapse.OrderCreateParams{Order: o, Log: lapse.TransitionRecord{ToState: flows.Unpaid,
+				Event: lapse.EventCreate, Version: 1, FiredBy: lapse.FiredByApp, CreatedAt: now}})
+		}
+		if err := s.OrderCreateMany(context.Background(), ps); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestTriggerRedisSeedMemory: the claimer seeds an empty Redis trigger from
+// a database of pending orders whose order numbers are 12, 24 and 32 bytes
+// long; each costs the due set at most the SPEC's 110 bytes, and the same
+// whatever its order number's length.
+func TestTriggerRedisSeedMemory(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("writes 30,000 orders")
+	}
+	const n, target = 10_000, 110.0
+	for _, width := range []int{12, 24, 32} {
+		t.Run(fmt.Sprintf("order-numbers-of-%d-bytes", width), func(t *testing.T) {
+			t.Parallel()
+			tr, rdb, prefix := redisTrigger(t)
+			e, s := triggerEngine(t, tr)
+			insertOrders(t, s, width, n, time.Now().Add(time.Hour))
+			c := engine.NewClaimer(e, engine.ClaimerConfig{MaxSleep: time.Minute, SweepInterval: time.Hour})
+			c.Start(context.Background())
+			t.Cleanup(c.Stop)
+			waitUntil(t, time.Minute, func() bool { return rdb.Exists(context.Background(), prefix+"seeded").Val() == 1 })
+			ctx := t.Context()
+			if got, err := rdb.ZCard(ctx, prefix+"due").Result(); got != n || err != nil {
+				t.Fatalf("ZCARD due = %d, %v; want %d", got, err, n)
+			}
+			used, err := rdb.MemoryUsage(ctx, prefix+"due", 0).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			per := float64(used) / n
+			t.Logf("%d orders, order numbers of %d bytes: %.1f bytes per pending order in the due set (target ≤ %v)", n, width, per, target)
+			if per > target {
+				t.Errorf("%.1f bytes per pending order, want ≤ %v", per, target)
+			}
+		})
+	}
+}
+
+// TestTriggerRedisEarlierMembers: during an upgrade, Redis holds a member
+// that an earlier version wrote, the order number of an order due in the
+// database that this process's timer knows nothing of. The member wakes
+// the claimer, which fires the order (path redis) and is done with it.
+func TestTriggerRedisEarlierMembers(t *testing.T) {
+	t.Parallel()
+	tr, rdb, prefix := redisTrigger(t)
+	ctx := t.Context()
+	if err := tr.MarkSeeded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e, s := triggerEngine(t, tr)
+	c := engine.NewClaimer(e, engine.ClaimerConfig{MaxSleep: time.Minute, SweepInterval: time.Hour})
+	c.Start(context.Background())
+	t.Cleanup(c.Stop)
+	at := time.Now().Add(200 * time.Millisecond)
+	nos := insertDue(t, s, "EARLY", 1, at)
+	if err := rdb.ZAdd(ctx, prefix+"due", goredis.Z{Score: float64(at.UnixMilli() + 1), Member: nos[0]}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, func() bool { return firedBy(t, e, nos)[lapse.FiredByRedis] == 1 })
+	waitUntil(t, 2*time.Second, func() bool {
+		n := rdb.ZCard(ctx, prefix+"due").Val() + rdb.ZCard(ctx, prefix+"processing").Val()
+		return n == 0
+	})
+}
