@@ -355,7 +355,6 @@ func cmpOr(a, b error) error {
 // moved.
 func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.Duration, limit int) (claimed, fired int, err error) {
 	type firing struct {
-		orderNo  string
 		flow     string
 		deadline time.Time
 		p        *lapse.OrderTransitionParams
@@ -397,7 +396,7 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 				c.e.log.Error("deadline claimer: cannot fire a due order", "order_no", o.OrderNo, "flow", o.Flow, "state", o.State, "err", err)
 				continue
 			}
-			planned[o.ID] = firing{o.OrderNo, o.Flow, *o.DeadlineAt, p}
+			planned[o.ID] = firing{o.Flow, *o.DeadlineAt, p}
 			ps = append(ps, p)
 		}
 		applied, err = tx.OrderTransitionMany(ctx, ps)
