@@ -3,44 +3,68 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/lapsehq/lapse"
-	"github.com/lapsehq/lapse/engine"
-	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/internal/burndown"
 	"github.com/lapsehq/lapse/internal/testenv"
+	"github.com/lapsehq/lapse/mysql"
 	"github.com/lapsehq/lapse/postgres"
 	"github.com/lapsehq/lapse/sqlite"
 )
 
-// BenchmarkBurnDown measures the close path end to end: N orders are due at
-// once and Claimer.RunOnce closes them all, each with its transition log row
-// and its order.closed outbox row, in batches. It reports orders closed per
-// second. Loading the orders is not timed.
+// BenchmarkBurnDown measures the close path end to end on each store: N
+// orders are due at once among 4N that are not, all with their history
+// (creation log row and event), and Claimer.RunOnce closes the due ones,
+// each with its transition-log row, its order.closed outbox row and a
+// delivery per subscriber, in batches of 500 with 2 workers
+// (internal/burndown, the workload of lapse bench). It reports orders
+// closed per second and the close lag's p99 with the whole backlog due at
+// once. Loading is not timed. LAPSE_BENCH_ORDERS sets N (default 20,000).
 //
-//	go test -run x -bench BurnDown -benchtime 3x ./engine/
+//	LAPSE_TEST_POSTGRES=… LAPSE_TEST_MYSQL=… go test -run x -bench BurnDown -benchtime 3x ./engine/
 func BenchmarkBurnDown(b *testing.B) {
-	for _, n := range []int{20000} {
-		b.Run(fmt.Sprintf("sqlite/%d", n), func(b *testing.B) {
-			burnDown(b, n, func(b *testing.B) lapse.Store {
-				s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), sqlite.Config{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				return s
+	n := 20000
+	if v, err := strconv.Atoi(os.Getenv("LAPSE_BENCH_ORDERS")); err == nil && v > 0 {
+		n = v
+	}
+	stores := []struct {
+		name string
+		open func(b *testing.B) (lapse.Store, string)
+	}{
+		{"sqlite", func(b *testing.B) (lapse.Store, string) {
+			s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), sqlite.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s, ""
+		}},
+		{"postgres", func(b *testing.B) (lapse.Store, string) {
+			dsn := testenv.PostgresSchema(b)
+			s, err := postgres.Open(context.Background(), dsn, postgres.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s, dsn
+		}},
+		{"mysql", func(b *testing.B) (lapse.Store, string) {
+			s, err := mysql.Open(context.Background(), testenv.MySQLDatabase(b), mysql.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s, ""
+		}},
+	}
+	for _, st := range stores {
+		for _, subs := range []int{0, 2} {
+			b.Run(fmt.Sprintf("%s/subscribers=%d/%d", st.name, subs, n), func(b *testing.B) {
+				burnDown(b, burndown.Config{Orders: n, Subscribers: subs}, st.open)
 			})
-		})
-		b.Run(fmt.Sprintf("postgres/%d", n), func(b *testing.B) {
-			burnDown(b, n, func(b *testing.B) lapse.Store {
-				s, err := postgres.Open(context.Background(), testenv.PostgresSchema(b), postgres.Config{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				return s
-			})
-		})
+		}
 	}
 }
 
@@ -48,57 +72,27 @@ type migrator interface {
 	Migrate(ctx context.Context) error
 }
 
-func burnDown(b *testing.B, n int, open func(b *testing.B) lapse.Store) {
+func burnDown(b *testing.B, cfg burndown.Config, open func(b *testing.B) (lapse.Store, string)) {
 	ctx := context.Background()
 	var total time.Duration
-	for i := range b.N {
+	var closed int
+	var p99 time.Duration
+	for range b.N {
 		b.StopTimer()
-		s := open(b)
+		s, dsn := open(b)
 		if err := s.(migrator).Migrate(ctx); err != nil {
 			b.Fatal(err)
 		}
-		// The wall clock, as in production: event ids (UUIDv7) then grow with
-		// time, which is what the outbox id index is built for.
-		e, err := engine.New(s, flows.Builtin(), engine.Config{})
+		cfg.Postgres = dsn
+		res, err := burndown.Run(ctx, s, cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
-		load(b, s, fmt.Sprintf("run%d", i), n, lapse.SystemClock{}.Now().Add(-time.Hour))
-		c := engine.NewClaimer(e, engine.ClaimerConfig{Batch: 500, Workers: 2})
-		b.StartTimer()
-		start := time.Now()
-		fired, err := c.RunOnce(ctx)
-		total += time.Since(start)
-		b.StopTimer()
-		if err != nil || fired != n {
-			b.Fatalf("RunOnce fired %d of %d: %v", fired, n, err)
-		}
+		total += res.Elapsed
+		closed += res.Closed
+		p99 = max(p99, res.Lag.P99)
 		s.Close()
 	}
-	b.ReportMetric(float64(n*b.N)/total.Seconds(), "orders/s")
-}
-
-// load bulk-inserts n UNPAID checkout orders created at t0 and due within
-// the minute after it.
-func load(b *testing.B, s lapse.Store, prefix string, n int, t0 time.Time) {
-	const chunk = 5000
-	for start := 0; start < n; start += chunk {
-		var ps []*lapse.OrderCreateParams
-		for i := start; i < min(start+chunk, n); i++ {
-			req := &lapse.OrderCreate{OrderNo: fmt.Sprintf("%s-%07d", prefix, i), Flow: "checkout", UserID: fmt.Sprintf("u%d", i%1000),
-				Amount: 1999, Currency: "CNY", Items: []lapse.Item{{SKU: "sku-1", Qty: 1}}}
-			at := t0.Add(time.Duration(i%60000) * time.Millisecond)
-			o := &lapse.Order{OrderNo: req.OrderNo, Flow: req.Flow, State: flows.Unpaid, DeadlineAt: &at, Amount: req.Amount,
-				Currency: req.Currency, UserID: req.UserID, Items: req.Items, Version: 1, CreatedAt: t0, UpdatedAt: t0,
-				FiredBy: lapse.FiredByApp, RequestHash: req.Fingerprint()}
-			ps = append(ps, &lapse.OrderCreateParams{
-				Order:  o,
-				Log:    lapse.TransitionRecord{ToState: flows.Unpaid, Event: lapse.EventCreate, Version: 1, FiredBy: lapse.FiredByApp, Actor: "bench", CreatedAt: t0},
-				Outbox: []lapse.OutboxEvent{lapse.NewOutboxEvent(lapse.EventOrderCreated, o, nil)},
-			})
-		}
-		if err := s.OrderCreateMany(context.Background(), ps); err != nil {
-			b.Fatal(err)
-		}
-	}
+	b.ReportMetric(float64(closed)/total.Seconds(), "orders/s")
+	b.ReportMetric(float64(p99.Milliseconds()), "lag-p99-ms")
 }
