@@ -12,6 +12,8 @@ const (
 	OrderNextDeadlineSQL   = orderNextDeadlineSQL
 	OrderCountDueSQL       = orderCountDueSQL
 	DeliveryCountSQL       = deliveryCountSQL
+	AuditUnsealedSQL       = auditUnsealedSQL
+	AuditChainSQL          = auditChainSQL
 )
 
 // Claims whose plans the tests check.
