@@ -19,6 +19,7 @@ type options struct {
 	db, addr, logLevel, logFormat, flowsDir string
 	dbConns, workConns, inFlight, reserve   int
 	bodyTimeout                             time.Duration
+	auditSealInterval                       time.Duration
 	cc                                      engine.ClaimerConfig
 	dc                                      engine.DelivererConfig
 	sf                                      subscriberFlags
@@ -116,6 +117,9 @@ var serveSettings = []*setting{
 	{Name: "console-http", Kind: kindString,
 		Doc:   "address of a listener of its own for the operators' console (it is served under /console/ on --http too)",
 		field: func(o *options) any { return &o.ac.consoleAddr }},
+	{Name: "audit-seal-interval", Kind: kindDuration, Default: engine.DefaultAuditSealInterval.String(),
+		Doc:   "pause between passes of the audit log's sealer, which numbers and hash-chains the rows that audited writes append unsealed (so that they do not wait for one another); a row's edit is found only once it is sealed, so keep it short. Every serve runs one; they take turns",
+		field: func(o *options) any { return &o.auditSealInterval }},
 	{Name: "trusted-origins", Kind: kindList,
 		Doc:   "comma-separated origins (https://console.example) besides the API's own whose browsers may send requests with an operator's session cookie",
 		field: func(o *options) any { return &o.ac.trustedOrigins }},
