@@ -56,7 +56,7 @@ func BenchmarkCreateAudited(b *testing.B) {
 				}
 				var sealer *engine.AuditSealer
 				if audited {
-					if sealer, err = engine.NewAuditSealer(s, engine.AuditSealerConfig{}); err != nil {
+					if sealer, err = engine.NewAuditSealer(e, engine.AuditSealerConfig{}); err != nil {
 						b.Fatal(err)
 					}
 					sealer.Start(context.Background())

@@ -12,23 +12,34 @@ import (
 	"github.com/lapsehq/lapse"
 )
 
-// DefaultAuditSealInterval is AuditSealerConfig.Interval's default.
-const DefaultAuditSealInterval = 250 * time.Millisecond
+// Defaults of AuditSealerConfig.
+const (
+	DefaultAuditSealInterval     = 250 * time.Millisecond
+	DefaultAuditSealIdleInterval = 5 * time.Second
+)
 
 // AuditSealerConfig configures an AuditSealer. Zero values take the
 // defaults noted.
 type AuditSealerConfig struct {
-	// Interval is the pause between passes. A row waits up to about this
-	// long (more under a backlog) for its seal, and until then the chain
-	// does not cover it: an edit of it is not found. Default 250ms.
+	// Interval is how soon a row the engine commits is sealed: the pause
+	// between passes while rows keep coming, and the least time between
+	// two passes (rows that come meanwhile are sealed together). Until its
+	// seal the chain does not cover a row: an edit of it is not found.
+	// Default 250ms.
 	Interval time.Duration
+	// IdleInterval is the pause after a pass that found nothing to seal,
+	// which costs one query. Rows the engine commits wake the sealer
+	// meanwhile, and are sealed within Interval; others (those package
+	// access appends, or another process without a sealer, as the command
+	// line) wait up to this long while nothing else comes. Default 5s.
+	IdleInterval time.Duration
 	// Batch is how many rows one transaction seals. Default
 	// lapse.DefaultAuditSealBatch.
 	Batch int
 	// StopTimeout is how long Stop lets a pass under way finish before it
 	// cancels it. Default 5s.
 	StopTimeout time.Duration
-	// Logger receives the sealer's errors. Default: slog.Default().
+	// Logger receives the sealer's errors. Default: the engine's.
 	Logger *slog.Logger
 	// Registerer receives the sealer's metrics. Default: none.
 	Registerer prometheus.Registerer
@@ -36,15 +47,16 @@ type AuditSealerConfig struct {
 
 // AuditSealer seals the audit log behind the writes (lapse.AuditSeal): an
 // audited write appends its row unsealed, with its effect, and the sealer
-// numbers and chains the rows that have committed, every Interval. Any
-// number of sealers, in any number of processes, may run on one database:
-// they take turns at the log's head, and one that finds it taken skips its
-// pass. A row is sealed once, in the order rows were sealed, which is the
-// chain's order.
+// numbers and chains the rows that have committed, within Interval of the
+// engine's commit of one. Any number of sealers, in any number of
+// processes, may run on one database: they take turns at the log's head,
+// and one that finds it taken skips its pass. A row is sealed once, in the
+// order rows were sealed, which is the chain's order.
 type AuditSealer struct {
 	store lapse.Store
 	cfg   AuditSealerConfig
 	log   *slog.Logger
+	wake  *broadcast // the engine's: a row committed
 
 	sealed prometheus.Counter
 	errors prometheus.Counter
@@ -56,14 +68,27 @@ type AuditSealer struct {
 	done       chan struct{}
 }
 
-// NewAuditSealer returns a sealer of store's audit log; store must also be
-// a lapse.AccessStore (all built-in stores are).
-func NewAuditSealer(store lapse.Store, cfg AuditSealerConfig) (*AuditSealer, error) {
+// NewAuditSealer returns a sealer of the audit log of the engine's store,
+// which it seals through the engine's WorkStore; that store must be a
+// lapse.AccessStore (all built-in stores are), or it is an EINVALID error.
+// The Logger of cfg defaults to the engine's.
+func NewAuditSealer(e *Engine, cfg AuditSealerConfig) (*AuditSealer, error) {
+	store := e.work
+	if c, ok := store.(checked); ok {
+		store = c.Store // AuditSeal's transactions must be AccessStores
+	}
 	if _, ok := store.(lapse.AccessStore); !ok {
 		return nil, lapse.Errorf(lapse.EINVALID, "engine: the store %T keeps no audit log", store)
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultAuditSealInterval
+	}
+	if cfg.IdleInterval <= 0 {
+		cfg.IdleInterval = DefaultAuditSealIdleInterval
+	}
+	cfg.IdleInterval = max(cfg.IdleInterval, cfg.Interval)
+	if cfg.Logger == nil {
+		cfg.Logger = e.log
 	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = lapse.DefaultAuditSealBatch
@@ -71,7 +96,7 @@ func NewAuditSealer(store lapse.Store, cfg AuditSealerConfig) (*AuditSealer, err
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = 5 * time.Second
 	}
-	s := &AuditSealer{store: store, cfg: cfg, log: cfg.Logger,
+	s := &AuditSealer{store: store, cfg: cfg, log: cfg.Logger, wake: &e.sealed,
 		sealed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "lapse_audit_sealed_rows_total",
 			Help: "Audit log rows this process sealed (numbered and chained by hash).",
@@ -80,9 +105,6 @@ func NewAuditSealer(store lapse.Store, cfg AuditSealerConfig) (*AuditSealer, err
 			Name: "lapse_audit_seal_errors_total",
 			Help: "Failed passes of the audit log's sealer.",
 		}),
-	}
-	if s.log == nil {
-		s.log = slog.Default()
 	}
 	if reg := cfg.Registerer; reg != nil {
 		as := store.(lapse.AccessStore)
@@ -165,11 +187,13 @@ func (s *AuditSealer) RunOnce(ctx context.Context) (int, error) {
 
 func (s *AuditSealer) loop(loopCtx, workCtx context.Context, done chan struct{}) {
 	defer close(done)
-	t := time.NewTicker(s.cfg.Interval)
-	defer t.Stop()
+	timer := time.NewTimer(s.cfg.Interval)
+	defer timer.Stop()
 	failing := false // logged once per run of failures, not every pass
 	for loopCtx.Err() == nil {
-		_, err := s.RunOnce(workCtx)
+		woken := s.wake.wait() // before the pass: a row committed during it wakes the next
+		last := time.Now()
+		n, err := s.RunOnce(workCtx)
 		switch {
 		case errors.Is(err, lapse.ErrAuditBusy), workCtx.Err() != nil:
 		case err != nil && !failing:
@@ -179,9 +203,26 @@ func (s *AuditSealer) loop(loopCtx, workCtx context.Context, done chan struct{})
 			failing = false
 			s.log.Info("audit: sealing works again")
 		}
+		pause := s.cfg.IdleInterval
+		if n > 0 || err != nil {
+			pause = s.cfg.Interval
+		}
+		timer.Reset(pause)
 		select {
 		case <-loopCtx.Done():
-		case <-t.C:
+			return
+		case <-timer.C:
+			continue
+		case <-woken:
+		}
+		// A row committed: seal it, and those that come with it, once
+		// Interval has passed since the last pass.
+		timer.Stop()
+		timer.Reset(max(0, s.cfg.Interval-time.Since(last)))
+		select {
+		case <-loopCtx.Done():
+			return
+		case <-timer.C:
 		}
 	}
 }

@@ -1,7 +1,9 @@
 package engine_test
 
 import (
+	"context"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +12,8 @@ import (
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/sqlite"
 )
 
 // TestAuditSealer: audited creations on two processes' stores commit their
@@ -21,24 +25,28 @@ func TestAuditSealer(t *testing.T) {
 		ctx := ctxT(t)
 		stores := []lapse.Store{open(), open()}
 		reg := prometheus.NewRegistry()
-		var sealers []*engine.AuditSealer
+		var (
+			engines []*engine.Engine
+			sealers []*engine.AuditSealer
+		)
 		for i, s := range stores {
+			e := newEngine(t, s, lapse.SystemClock{})
 			cfg := engine.AuditSealerConfig{Interval: 5 * time.Millisecond, Batch: 4}
 			if i == 0 {
 				cfg.Registerer = reg
 			}
-			sealer, err := engine.NewAuditSealer(s, cfg)
+			sealer, err := engine.NewAuditSealer(e, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			sealer.Start(ctx)
 			sealer.Start(ctx) // does nothing
-			sealers = append(sealers, sealer)
+			engines, sealers = append(engines, e), append(sealers, sealer)
 		}
 		const workers, each = 4, 15
 		var wg sync.WaitGroup
 		for w := range workers {
-			e := newEngine(t, stores[w%2], lapse.SystemClock{})
+			e := engines[w%2]
 			wg.Go(func() {
 				for i := range each {
 					no := fmt.Sprintf("AS-%d-%02d", w, i)
@@ -87,9 +95,60 @@ func TestAuditSealer(t *testing.T) {
 	})
 }
 
+// TestAuditSealerWakes: a sealer with nothing to seal backs off towards its
+// IdleInterval (an hour here), and the engine's commit of an audited row
+// wakes it, so that the row is sealed within moments all the same.
+func TestAuditSealerWakes(t *testing.T) {
+	t.Parallel()
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lapse.db"), sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, s, lapse.SystemClock{})
+	sealer, err := engine.NewAuditSealer(e, engine.AuditSealerConfig{Interval: time.Millisecond, IdleInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	sealer.Start(ctx)
+	defer sealer.Stop()
+	as := lapse.AccessStore(s)
+	for i := range 3 {
+		no := fmt.Sprintf("AW-%d", i)
+		actx := engine.WithAudit(ctx, &lapse.AuditEntry{ActorKind: "key", ActorID: "lk_1", ActorName: "shop",
+			Action: "order.create", Target: "order:" + no})
+		if _, _, err := e.CreateOrder(actx, checkout(no, 0), app); err != nil {
+			t.Fatal(err)
+		}
+		// Wait for the seal, which only the wake can bring before an hour.
+		for {
+			c, err := lapse.AuditVerify(ctx, as, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Rows == int64(i+1) && c.Unsealed == 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("row %d not sealed: %+v", i+1, c)
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}
+}
+
 // TestAuditSealerStore: a store that keeps no audit log has no sealer.
 func TestAuditSealerStore(t *testing.T) {
-	if _, err := engine.NewAuditSealer(noAudit{}, engine.AuditSealerConfig{}); lapse.ErrorCode(err) != lapse.EINVALID {
+	e, err := engine.New(noAudit{}, flows.Builtin(), engine.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.NewAuditSealer(e, engine.AuditSealerConfig{}); lapse.ErrorCode(err) != lapse.EINVALID {
 		t.Errorf("NewAuditSealer of a store without an audit log = %v, want EINVALID", err)
 	}
 }

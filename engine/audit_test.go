@@ -78,7 +78,7 @@ func TestAuditWithEffect(t *testing.T) {
 		if c, err := lapse.AuditVerify(ctx, as, 10); err != nil || c.Rows != 0 || c.Unsealed != 2 || !c.OldestUnsealed.Equal(t0) {
 			t.Fatalf("AuditVerify before sealing = %+v, %v; want 2 rows unsealed from %v", c, err, t0)
 		}
-		sealer, err := engine.NewAuditSealer(s, engine.AuditSealerConfig{})
+		sealer, err := engine.NewAuditSealer(e, engine.AuditSealerConfig{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -152,7 +152,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if o.auditSealInterval <= 0 {
 		return fmt.Errorf("--audit-seal-interval must be positive")
 	}
-	sealer, err := engine.NewAuditSealer(work, engine.AuditSealerConfig{Interval: o.auditSealInterval, Logger: log, Registerer: reg})
+	sealer, err := engine.NewAuditSealer(eng, engine.AuditSealerConfig{Interval: o.auditSealInterval, Registerer: reg})
 	if err != nil {
 		return err
 	}
