@@ -63,7 +63,8 @@ func (s *Store) AuditList(ctx context.Context, p *lapse.AuditListParams) ([]*lap
 		}
 	}
 	if p.Batch != 0 {
-		where, args = append(where, "batch = ?"), append(args, p.Batch)
+		// The first term is the condition of the partial index.
+		where, args = append(where, "batch <> 0 AND batch = ?"), append(args, p.Batch)
 	}
 	order := "id"
 	if p.Cursor != 0 {
