@@ -10,9 +10,9 @@ import (
 // operator's approval, the audit log and the batches of manual closes. A
 // store only reads and writes these records; the rules (hashing, scopes,
 // second factor, lockout, four eyes, the audit chain) live above it, in
-// package access and in AuditAppend, AuditSeal and AuditVerify. All three built-in stores implement it,
-// on their transactions too (a Store given to a Tx function is also an
-// AccessStore), and pass storetest.RunAccess.
+// package access and in AuditAppend, AuditSeal and AuditVerify. All three
+// built-in stores implement it, on their transactions too (a Store given
+// to a Tx function is also an AccessStore), and pass storetest.RunAccess.
 //
 // Lookups that find nothing, and updates, revokes and decisions of a record
 // that is not there, return an error wrapping ErrAccessNotFound; deletes of

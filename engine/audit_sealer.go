@@ -107,20 +107,33 @@ func NewAuditSealer(e *Engine, cfg AuditSealerConfig) (*AuditSealer, error) {
 		}),
 	}
 	if reg := cfg.Registerer; reg != nil {
-		as := store.(lapse.AccessStore)
+		as, clock := store.(lapse.AccessStore), e.clock
+		count := func() (int64, time.Time, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			return as.AuditUnsealedCount(ctx)
+		}
 		unsealed := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "lapse_audit_unsealed_rows",
 			Help: "Audit log rows committed but not sealed yet, which the chain does not cover (-1 when the database did not answer).",
 		}, func() float64 {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			n, _, err := as.AuditUnsealedCount(ctx)
+			n, _, err := count()
 			if err != nil {
 				return -1
 			}
 			return float64(n)
 		})
-		for _, c := range []prometheus.Collector{s.sealed, s.errors, unsealed} {
+		oldest := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "lapse_audit_unsealed_oldest_seconds",
+			Help: "How long the oldest audit log row not sealed yet has waited for its seal; 0 when none waits (-1 when the database did not answer). A sealer that stopped shows here.",
+		}, func() float64 {
+			n, at, err := count()
+			if err != nil {
+				return -1
+			}
+			return lapse.AuditCheck{Unsealed: n, OldestUnsealed: at}.UnsealedAge(clock.Now()).Seconds()
+		})
+		for _, c := range []prometheus.Collector{s.sealed, s.errors, unsealed, oldest} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -132,8 +145,9 @@ func NewAuditSealer(e *Engine, cfg AuditSealerConfig) (*AuditSealer, error) {
 // Config returns the sealer's settings, with their defaults.
 func (s *AuditSealer) Config() AuditSealerConfig { return s.cfg }
 
-// Start runs a pass every Interval until Stop or until ctx ends. Start on
-// a running sealer does nothing.
+// Start runs passes, within Interval of the engine's commit of a row and
+// at least every IdleInterval, until Stop or until ctx ends. Start on a
+// running sealer does nothing.
 func (s *AuditSealer) Start(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

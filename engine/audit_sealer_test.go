@@ -80,17 +80,18 @@ func TestAuditSealer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		found := false
+		found := 0
 		for _, mf := range mfs {
-			if mf.GetName() == "lapse_audit_unsealed_rows" {
-				found = true
+			switch mf.GetName() {
+			case "lapse_audit_unsealed_rows", "lapse_audit_unsealed_oldest_seconds":
+				found++
 				if v := mf.GetMetric()[0].GetGauge().GetValue(); v != 0 {
-					t.Errorf("lapse_audit_unsealed_rows = %v, want 0", v)
+					t.Errorf("%s = %v, want 0", mf.GetName(), v)
 				}
 			}
 		}
-		if !found {
-			t.Error("no lapse_audit_unsealed_rows among the metrics")
+		if found != 2 {
+			t.Error("the gauges of the unsealed rows are not among the metrics")
 		}
 	})
 }

@@ -75,6 +75,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if o.bodyTimeout <= 0 {
 		return fmt.Errorf("--body-timeout must be positive")
 	}
+	if o.auditSealInterval <= 0 {
+		return fmt.Errorf("--audit-seal-interval must be positive")
+	}
 	accessCfg, err := o.ac.config()
 	if err != nil {
 		return err
@@ -149,9 +152,6 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	claimer := engine.NewClaimer(eng, *cc)
 	deliverer := engine.NewDeliverer(eng, *dc)
-	if o.auditSealInterval <= 0 {
-		return fmt.Errorf("--audit-seal-interval must be positive")
-	}
 	sealer, err := engine.NewAuditSealer(eng, engine.AuditSealerConfig{Interval: o.auditSealInterval, Registerer: reg})
 	if err != nil {
 		return err
