@@ -10,9 +10,9 @@ import (
 // operator's approval, the audit log and the batches of manual closes. A
 // store only reads and writes these records; the rules (hashing, scopes,
 // second factor, lockout, four eyes, the audit chain) live above it, in
-// package access and in AuditAppend. All three built-in stores implement it,
-// on their transactions too (a Store given to a Tx function is also an
-// AccessStore), and pass storetest.RunAccess.
+// package access and in AuditAppend, AuditSeal and AuditVerify. All three
+// built-in stores implement it, on their transactions too (a Store given
+// to a Tx function is also an AccessStore), and pass storetest.RunAccess.
 //
 // Lookups that find nothing, and updates, revokes and decisions of a record
 // that is not there, return an error wrapping ErrAccessNotFound; deletes of
@@ -79,21 +79,46 @@ type AccessStore interface {
 	// the only way a request changes.
 	ApprovalDecide(ctx context.Context, p *ApprovalDecideParams) (*Approval, error)
 
-	// AuditHead returns the sequence number and hash of the last row of the
-	// audit log (0 and nil when it is empty). Inside Tx it locks the head
-	// until the transaction ends, so that appenders take turns and each
-	// chains onto the row before it; outside Tx it only reads.
-	AuditHead(ctx context.Context) (seq int64, hash []byte, err error)
-	// AuditInsert appends e, whose Seq is the head's plus one, and makes it
-	// the head. Only inside Tx, after AuditHead (use AuditAppend): outside
-	// Tx it is an EINVALID error, and an e whose Seq is not the head's plus
-	// one is ErrStale; neither writes anything.
+	// AuditInsert appends e to the audit log unsealed (with no Seq,
+	// PrevHash or Hash, whatever e says) and sets e.ID to the row's ID,
+	// which is higher than that of every row inserted before it. It takes
+	// no lock that another AuditInsert waits for. Use AuditAppend.
 	AuditInsert(ctx context.Context, e *AuditEntry) error
 	// AuditList returns rows matching p (each filter that is set equal to
-	// the row's field) in Seq order (descending when p.Descending), after
-	// (or, descending, before) p.Cursor when it is not zero, at most p.Limit
-	// (no limit when zero or less).
+	// the row's field), sealed or not, in ID order (descending when
+	// p.Descending), after (or, descending, before) the ID p.Cursor when
+	// it is not zero, at most p.Limit (no limit when zero or less).
 	AuditList(ctx context.Context, p *AuditListParams) ([]*AuditEntry, error)
+
+	// AuditHead returns the sequence number and hash of the last row
+	// sealed (0 and nil when none is). Inside Tx it locks the head until
+	// the transaction ends, waiting for a transaction that holds it;
+	// outside Tx it only reads.
+	AuditHead(ctx context.Context) (seq int64, hash []byte, err error)
+	// AuditHeadLock is AuditHead, inside Tx, that does not wait: when
+	// another transaction holds the head it returns locked false (and
+	// locks nothing), otherwise it locks the head until the transaction
+	// ends and returns it with locked true. Outside Tx it is an EINVALID
+	// error.
+	AuditHeadLock(ctx context.Context) (seq int64, hash []byte, locked bool, err error)
+	// AuditUnsealedList returns up to limit (at least one) unsealed rows
+	// that have committed, lowest ID first.
+	AuditUnsealedList(ctx context.Context, limit int) ([]*AuditEntry, error)
+	// AuditUnsealedCount counts the unsealed rows that have committed, and
+	// returns the earliest At among them (zero when there is none).
+	AuditUnsealedCount(ctx context.Context) (n int64, oldest time.Time, err error)
+	// AuditSealUpdate seals rows: it writes the Seq, PrevHash and Hash of
+	// each onto the unsealed row with its ID, and makes the last of them
+	// the head. Only inside Tx, after AuditHeadLock (use AuditSeal), with
+	// rows numbered on from the head one after the other, each chained to
+	// the one before it, as AuditSeal numbers them. Outside Tx it is an
+	// EINVALID error; a first row whose Seq and PrevHash do not follow the
+	// head as it is now, or a row that is sealed already or not there, is
+	// ErrStale; neither writes anything.
+	AuditSealUpdate(ctx context.Context, rows []*AuditEntry) error
+	// AuditChainList returns up to limit sealed rows (every one when zero
+	// or less) with a Seq above after, in Seq order.
+	AuditChainList(ctx context.Context, after int64, limit int) ([]*AuditEntry, error)
 
 	// CloseBatchCreate records b (ID is ignored) and its items, one per
 	// order number (a number given twice is one item), pending, in one
@@ -105,6 +130,13 @@ type AccessStore interface {
 	// newest first (highest ID), at most p.Limit (no limit when zero or
 	// less).
 	CloseBatchList(ctx context.Context, p *CloseBatchListParams) ([]*CloseBatch, error)
+	// CloseBatchLock locks the row of batch id until the transaction ends:
+	// shared when share is set (holders of shared locks do not wait for one
+	// another) and exclusive otherwise, waiting for holders whose lock
+	// conflicts. A batch that is not there locks nothing and is no error.
+	// Outside Tx it does nothing. (On SQLite a transaction holds the whole
+	// database's write lock, which does as well.)
+	CloseBatchLock(ctx context.Context, id int64, share bool) error
 	// CloseBatchUpdate writes b's Status, counts (Total, Closed, Skipped,
 	// Failed) and FinishedAt to the batch with b.ID.
 	CloseBatchUpdate(ctx context.Context, b *CloseBatch) error

@@ -1,21 +1,30 @@
 package lapse
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"fmt"
 	"strconv"
 	"time"
 )
 
 // AuditEntry is one row of the audit log: an action by a service's key, an
-// operator or the command line, what it was about and how it ended, chained
-// to the row before it by hash so that an edited, removed or inserted row is
-// found (AuditVerify).
+// operator or the command line, what it was about and how it ended.
+//
+// A row is appended unsealed, in the transaction of the action's effect
+// (AuditAppend), so that appenders never wait for each other; a sealer
+// (AuditSeal) then numbers it, chains it by hash to the row sealed before
+// it, and moves the log's head, so that an edited, removed or inserted row
+// is found (AuditVerify). The chain's order is the order rows were sealed
+// in, which need not be the order of their IDs: a row whose transaction
+// commits late is sealed by the next pass after it commits.
 type AuditEntry struct {
-	Seq       int64 // 1, 2, 3, … in the order rows were appended
+	// ID numbers rows in the order they were inserted (not the order they
+	// committed in); lists page by it. The hash does not cover it.
+	ID int64
+	// Seq is the row's place in the chain, 1, 2, 3, … in the order rows
+	// were sealed; 0 while the row is unsealed.
+	Seq       int64
 	At        time.Time
 	ActorKind string // key, operator, cli or system
 	ActorID   string // the key's prefix, the operator's id, the OS user
@@ -33,13 +42,17 @@ type AuditEntry struct {
 	ApprovalID   int64
 	Batch        int64 // the manual close batch the action belongs to
 	ClientAddr   string
-	PrevHash     []byte // the previous row's Hash; nil for the first row
-	Hash         []byte // AuditHash of this row
+	PrevHash     []byte // the previous row's Hash; nil for the first row, and while unsealed
+	Hash         []byte // AuditHash of this row; nil while unsealed
 }
 
-// AuditListParams filters AuditList; empty fields match every row.
+// Sealed reports whether e has its place in the chain (Seq and Hash).
+func (e *AuditEntry) Sealed() bool { return e.Seq != 0 }
+
+// AuditListParams filters AuditList; empty fields match every row, sealed
+// or not.
 type AuditListParams struct {
-	Cursor     int64 // rows after this Seq (before it, when Descending)
+	Cursor     int64 // rows after this ID (before it, when Descending)
 	Descending bool
 	Limit      int
 	ActorName  string
@@ -76,17 +89,22 @@ func AuditHash(prev []byte, e *AuditEntry) []byte {
 	return h.Sum(nil)
 }
 
-// AuditAppend appends e to the audit log of s, which must be a transaction
-// (a Store given to Tx): it takes the log's head, numbers and chains e to
-// it, and inserts it, so that e commits or rolls back with whatever else the
-// transaction wrote. e.At is truncated as stored.
+// AuditAppend appends e to the audit log of s, unsealed: it inserts the row
+// and sets e.ID, leaving its Seq, PrevHash and Hash for a sealer
+// (AuditSeal). s is normally a transaction (a Store given to Tx), so that e
+// commits or rolls back with whatever else the transaction wrote; it takes
+// no lock that other appenders wait for, but one: the row of a manual close
+// batch (e.Batch set) first takes a shared lock of the batch's row
+// (CloseBatchLock), so that a batch's rows and an exclusive holder of its
+// lock (package closes, settling an item) take turns. e.At is truncated as
+// stored.
 func AuditAppend(ctx context.Context, s AccessStore, e *AuditEntry) error {
-	seq, prev, err := s.AuditHead(ctx)
-	if err != nil {
-		return err
+	if e.Batch != 0 {
+		if err := s.CloseBatchLock(ctx, e.Batch, true); err != nil {
+			return err
+		}
 	}
-	e.Seq, e.PrevHash, e.At = seq+1, prev, Truncate(e.At)
-	e.Hash = AuditHash(prev, e)
+	e.Seq, e.PrevHash, e.Hash, e.At = 0, nil, nil, Truncate(e.At)
 	return s.AuditInsert(ctx, e)
 }
 
@@ -101,58 +119,4 @@ func AuditRecord(ctx context.Context, s Store, e *AuditEntry) error {
 		}
 		return AuditAppend(ctx, as, e)
 	})
-}
-
-// AuditBreak is where AuditVerify found the chain broken.
-type AuditBreak struct {
-	Seq    int64 // the first row that does not match (or the missing one)
-	Reason string
-}
-
-func (b *AuditBreak) Error() string {
-	return fmt.Sprintf("audit log broken at row %d: %s", b.Seq, b.Reason)
-}
-
-// AuditVerify walks the whole audit log of s, pageSize rows at a time, and
-// checks that rows are numbered 1, 2, 3, … with none missing, that each
-// chains to the one before it, that each row's hash matches its content,
-// and that the last row is the head. It returns the number of rows checked
-// and, when the chain is broken, an *AuditBreak naming the first row that
-// does not match.
-func AuditVerify(ctx context.Context, s AccessStore, pageSize int) (int64, error) {
-	if pageSize <= 0 {
-		pageSize = 1000
-	}
-	var (
-		want int64 = 1
-		prev []byte
-	)
-	for {
-		rows, err := s.AuditList(ctx, &AuditListParams{Cursor: want - 1, Limit: pageSize})
-		if err != nil {
-			return want - 1, err
-		}
-		for _, e := range rows {
-			switch {
-			case e.Seq != want:
-				return want - 1, &AuditBreak{Seq: want, Reason: fmt.Sprintf("row %d is missing: the next row is %d", want, e.Seq)}
-			case !bytes.Equal(e.PrevHash, prev):
-				return want - 1, &AuditBreak{Seq: e.Seq, Reason: "its previous hash is not the hash of the row before it"}
-			case !bytes.Equal(e.Hash, AuditHash(prev, e)):
-				return want - 1, &AuditBreak{Seq: e.Seq, Reason: "its content does not match its hash: the row was changed"}
-			}
-			prev, want = e.Hash, want+1
-		}
-		if len(rows) < pageSize {
-			break
-		}
-	}
-	seq, hash, err := s.AuditHead(ctx)
-	if err != nil {
-		return want - 1, err
-	}
-	if seq != want-1 || !bytes.Equal(hash, prev) {
-		return want - 1, &AuditBreak{Seq: want, Reason: fmt.Sprintf("the log's head is row %d, but the rows end at %d: rows were removed from its end", seq, want-1)}
-	}
-	return want - 1, nil
 }

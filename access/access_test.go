@@ -80,14 +80,18 @@ func (e *env) service(db lapse.Store, cfg access.Config) *access.Service {
 	return svc
 }
 
-// verifyAudit checks the whole audit chain and returns its length.
+// verifyAudit seals the audit log, checks the whole chain and returns its
+// length.
 func (e *env) verifyAudit() int64 {
 	e.t.Helper()
-	n, err := lapse.AuditVerify(e.ctx, e.db, 7) // a small page, to cross pages
-	if err != nil {
-		e.t.Errorf("AuditVerify after %d rows: %v", n, err)
+	if _, err := lapse.AuditSeal(e.ctx, e.db, 5); err != nil {
+		e.t.Fatalf("AuditSeal: %v", err)
 	}
-	return n
+	c, err := lapse.AuditVerify(e.ctx, e.db, 7) // a small page, to cross pages
+	if err != nil || c.Unsealed != 0 {
+		e.t.Errorf("AuditVerify = %+v, %v; want every row sealed and the chain unbroken", c, err)
+	}
+	return c.Rows
 }
 
 // audit returns the audit rows of action, in order.
@@ -182,7 +186,7 @@ func (e *env) noSecret(secrets ...string) {
 		text := strings.Join([]string{r.ActorID, r.ActorName, r.Role, r.Target, string(r.Params), r.Result, r.Reason}, "\x00")
 		for _, s := range secrets {
 			if s != "" && strings.Contains(text, s) {
-				e.t.Errorf("audit row %d (%s) holds a secret", r.Seq, r.Action)
+				e.t.Errorf("audit row id %d (%s) holds a secret", r.ID, r.Action)
 			}
 		}
 	}

@@ -12,6 +12,9 @@ import (
 	"github.com/lapsehq/lapse/closes"
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/internal/testenv"
+	"github.com/lapsehq/lapse/mysql"
+	"github.com/lapsehq/lapse/postgres"
 	"github.com/lapsehq/lapse/sqlite"
 )
 
@@ -30,29 +33,41 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-// env is one process of Lapse over a database file: its store, engine,
-// Closer and Deliverer (which gives back what closed orders held).
+// env is one process of Lapse over a database: its store, engine, Closer
+// and Deliverer (which gives back what closed orders held).
 type env struct {
-	t    *testing.T
-	path string
-	clk  *lapse.ManualClock
-	s    *sqlite.Store
-	e    *engine.Engine
-	c    *closes.Closer
-	d    *engine.Deliverer
+	t      *testing.T
+	path   string // the SQLite file; "" on another store
+	clk    *lapse.ManualClock
+	s      accessStore
+	e      *engine.Engine
+	c      *closes.Closer
+	d      *engine.Deliverer
+	reopen func() *env // another process over the same database and clock
+}
+
+// accessStore is a store with the access records, as every built-in one.
+type accessStore interface {
+	lapse.Store
+	lapse.AccessStore
 }
 
 // newEnv opens a fresh database with a tea SKU and three coupons, and an
 // engine with the payment providers provs ("sandbox", when there is one).
 func newEnv(t *testing.T, provs ...lapse.PaymentProvider) *env {
 	t.Helper()
-	v := openEnv(t, filepath.Join(t.TempDir(), "lapse.db"), lapse.NewManualClock(t0), provs...)
-	if _, err := v.e.SetStock(ctxT(t), "tea", 1000); err != nil {
-		t.Fatal(err)
+	return seed(openEnv(t, filepath.Join(t.TempDir(), "lapse.db"), lapse.NewManualClock(t0), provs...))
+}
+
+// seed gives a fresh database a tea SKU and three coupons.
+func seed(v *env) *env {
+	v.t.Helper()
+	if _, err := v.e.SetStock(ctxT(v.t), "tea", 1000); err != nil {
+		v.t.Fatal(err)
 	}
 	for _, code := range []string{"C-1", "C-2", "C-3"} {
-		if _, err := v.e.CreateCoupon(ctxT(t), code); err != nil {
-			t.Fatal(err)
+		if _, err := v.e.CreateCoupon(ctxT(v.t), code); err != nil {
+			v.t.Fatal(err)
 		}
 	}
 	return v
@@ -66,7 +81,53 @@ func openEnv(t *testing.T, path string, clk *lapse.ManualClock, provs ...lapse.P
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(context.Background()); err != nil {
+	v := envOn(t, s, clk, provs...)
+	v.path, v.reopen = path, func() *env { return openEnv(t, path, clk) }
+	return v
+}
+
+// newServerEnv is newEnv on a fresh PostgreSQL schema or MySQL database,
+// whose transactions, unlike SQLite's, run side by side.
+func newServerEnv(t *testing.T, kind string) *env {
+	t.Helper()
+	clk := lapse.NewManualClock(t0)
+	var open func() *env
+	switch kind {
+	case "postgres":
+		dsn := testenv.PostgresSchema(t)
+		open = func() *env {
+			s, err := postgres.Open(context.Background(), dsn, postgres.Config{MaxConns: 8})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return envOn(t, s, clk)
+		}
+	case "mysql":
+		dsn := testenv.MySQLDatabase(t)
+		open = func() *env {
+			s, err := mysql.Open(context.Background(), dsn, mysql.Config{MaxConns: 8})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return envOn(t, s, clk)
+		}
+	default:
+		t.Fatalf("no store %q", kind)
+	}
+	reopen := func() *env {
+		v := open()
+		v.reopen = open
+		return v
+	}
+	return seed(reopen())
+}
+
+// envOn is a process over s, which it migrates.
+func envOn(t *testing.T, s accessStore, clk *lapse.ManualClock, provs ...lapse.PaymentProvider) *env {
+	t.Helper()
+	if err := s.(interface{ Migrate(context.Context) error }).Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	cfg := engine.Config{Clock: clk, StockLedger: true, CouponLedger: true, Logger: slog.New(slog.DiscardHandler)}
@@ -81,11 +142,8 @@ func openEnv(t *testing.T, path string, clk *lapse.ManualClock, provs ...lapse.P
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, path: path, clk: clk, s: s, e: e, c: c, d: engine.NewDeliverer(e, engine.DelivererConfig{})}
+	return &env{t: t, clk: clk, s: s, e: e, c: c, d: engine.NewDeliverer(e, engine.DelivererConfig{})}
 }
-
-// reopen is another process over the same file and clock.
-func (v *env) reopen() *env { return openEnv(v.t, v.path, v.clk) }
 
 // order creates an unpaid checkout order of user holding one tea (and
 // coupon, when not empty), created at the clock's time.
@@ -171,14 +229,18 @@ func (v *env) closeRows(batch int64) map[string][]*lapse.AuditEntry {
 	return m
 }
 
-// verifyAudit checks the audit log's chain.
+// verifyAudit seals the audit log and checks its chain, and returns the
+// number of its rows.
 func (v *env) verifyAudit() int64 {
 	v.t.Helper()
-	n, err := lapse.AuditVerify(ctxT(v.t), v.s, 7)
-	if err != nil {
-		v.t.Fatalf("AuditVerify after %d rows: %v", n, err)
+	if _, err := lapse.AuditSeal(ctxT(v.t), v.s, 0); err != nil {
+		v.t.Fatalf("AuditSeal: %v", err)
 	}
-	return n
+	c, err := lapse.AuditVerify(ctxT(v.t), v.s, 7)
+	if err != nil || c.Unsealed != 0 {
+		v.t.Fatalf("AuditVerify = %+v, %v; want every row sealed and the chain unbroken", c, err)
+	}
+	return c.Rows
 }
 
 // closedOnce checks that the order was closed once, by hand, by by: CLOSED,

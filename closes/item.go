@@ -55,21 +55,22 @@ func (r *run) closed(ctx context.Context, no string) error {
 
 // settle writes the outcome of an item whose close did not commit its
 // audit row (cause is the close's error, nil when it did close): in one
-// transaction under the audit log's head lock, the lock every close's row
-// takes, it looks for this batch's row of the order once more, and when it
-// is there (another Run closed it meanwhile) marks the item closed;
-// otherwise it appends the row of this attempt, with cause as its Result
-// ("ok" when nil), and writes st and detail. A close that commits after
-// the lock is let go has its Run mark the item closed after this write, so
-// an item never ends skipped or failed when its order was closed by the
-// batch.
+// transaction under the batch's exclusive lock (CloseBatchLock), which
+// every close's row of the batch takes shared until it commits
+// (lapse.AuditAppend), it looks for this batch's row of the order once
+// more, and when it is there (another Run closed it meanwhile) marks the
+// item closed; otherwise it appends the row of this attempt, with cause as
+// its Result ("ok" when nil), and writes st and detail. A close that
+// commits after the lock is let go has its Run mark the item closed after
+// this write, so an item never ends skipped or failed when its order was
+// closed by the batch.
 func (r *run) settle(ctx context.Context, no string, st lapse.CloseItemStatus, detail string, cause error) error {
 	err := r.c.store.Tx(ctx, func(tx lapse.Store) error {
 		as, err := accessOf(tx)
 		if err != nil {
 			return err
 		}
-		if _, _, err := as.AuditHead(ctx); err != nil {
+		if err := as.CloseBatchLock(ctx, r.id, false); err != nil {
 			return err
 		}
 		it := &lapse.CloseItem{BatchID: r.id, OrderNo: no, Status: st, Detail: detail}

@@ -171,7 +171,7 @@ list:
 
 // refresh writes the batch's counts as the store has them, and, when final
 // and no item is pending, its end; then it calls progress. It counts and
-// writes under the audit log's head lock, as items are settled (see
+// writes under the batch's exclusive lock, as items are settled (see
 // settle), so that the last refresh of overlapping Runs counts every item
 // settled before it.
 func (r *run) refresh(ctx context.Context, final bool) (*lapse.CloseBatch, error) {
@@ -183,7 +183,7 @@ func (r *run) refresh(ctx context.Context, final bool) (*lapse.CloseBatch, error
 		if err != nil {
 			return err
 		}
-		if _, _, err := as.AuditHead(ctx); err != nil {
+		if err := as.CloseBatchLock(ctx, b.ID, false); err != nil {
 			return err
 		}
 		n, err := as.CloseItemCount(ctx, b.ID)

@@ -293,17 +293,30 @@ func TestRunResumes(t *testing.T) {
 }
 
 // TestRunAtOnce runs one batch from two goroutines of one process, and
-// from two processes.
+// from two processes: on SQLite, and on PostgreSQL and MySQL, whose
+// transactions run side by side, so that an item's settling and its
+// batch's refreshes take turns under the batch's lock alone.
 func TestRunAtOnce(t *testing.T) {
 	t.Parallel()
-	for _, twoProcesses := range []bool{false, true} {
-		name := "one process"
-		if twoProcesses {
-			name = "two processes"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		store        string
+		twoProcesses bool
+	}{
+		{"one process", "sqlite", false},
+		{"two processes", "sqlite", true},
+		{"two processes on postgres", "postgres", true},
+		{"two processes on mysql", "mysql", true},
+	} {
+		twoProcesses := c.twoProcesses
+		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			v := newEnv(t)
+			var v *env
+			if c.store == "sqlite" {
+				v = newEnv(t)
+			} else {
+				v = newServerEnv(t, c.store)
+			}
 			ctx := ctxT(t)
 			nos := v.orders("T", "u1", 120)
 			b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "provider outage", alice, 0)

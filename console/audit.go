@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
@@ -29,6 +30,8 @@ func init() {
 		"audit.client":        {"Client address", "客户端地址"},
 		"audit.params":        {"Parameters", "参数"},
 		"audit.verified":      {"The chain is intact: %d rows verified.", "哈希链完整：已校验 %d 行。"},
+		"audit.unsealed":      {"%d newer rows are not sealed yet, the oldest from %s; the chain covers them once the sealer has run.", "另有 %d 行尚未封存，最早的一行写于 %s；封存后即纳入哈希链。"},
+		"audit.not_sealed":    {"not sealed yet", "尚未封存"},
 		"audit.broken":        {"The chain is broken at row %d: %s", "哈希链在第 %d 行断裂：%s"},
 		"audit.verify_failed": {"The chain could not be verified: %v", "无法校验哈希链：%v"},
 		"audit.bad_number":    {"%s must be a whole number.", "%s 必须是整数。"},
@@ -46,6 +49,8 @@ type auditData struct {
 	Newer, Older                 string // links to the next pages; "" when there is none
 	First                        bool   // the newest page: no cursor
 	Verified                     int64  // rows verified intact, when Broken and VerifyError are not set
+	Unsealed                     int64  // rows not sealed yet, which the verification does not cover
+	OldestUnsealed               time.Time
 	Broken                       *lapse.AuditBreak
 	VerifyError                  string
 	Error                        string
@@ -86,13 +91,13 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request) {
 	d.First = p.Cursor == 0
 
 	ctx := r.Context()
-	n, err := lapse.AuditVerify(ctx, as, 1000)
+	chk, err := lapse.AuditVerify(ctx, as, 1000)
 	switch {
 	case errors.As(err, &d.Broken):
 	case err != nil:
 		d.VerifyError = t(lang, "audit.verify_failed", err)
 	default:
-		d.Verified = n
+		d.Verified, d.Unsealed, d.OldestUnsealed = chk.Rows, chk.Unsealed, chk.OldestUnsealed
 	}
 
 	if d.Rows, err = as.AuditList(ctx, p); err != nil {
@@ -115,14 +120,14 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request) {
 		return Prefix + "audit?" + v.Encode()
 	}
 	if len(d.Rows) == p.Limit {
-		d.Older = link(d.Rows[len(d.Rows)-1].Seq)
+		d.Older = link(d.Rows[len(d.Rows)-1].ID)
 	}
 	if !d.First && len(d.Rows) > 0 {
 		// The newer page is the rows just after this page's first, read
 		// upwards: its cursor is one past the last of them, or none when
 		// they are the newest.
 		up := *p
-		up.Descending, up.Cursor, up.Limit = false, d.Rows[0].Seq, p.Limit+1
+		up.Descending, up.Cursor, up.Limit = false, d.Rows[0].ID, p.Limit+1
 		newer, err := as.AuditList(ctx, &up)
 		if err != nil {
 			c.failPage(w, r, err)
@@ -133,7 +138,7 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request) {
 		case len(newer) <= p.Limit:
 			d.Newer = link(0)
 		default:
-			d.Newer = link(newer[p.Limit-1].Seq + 1)
+			d.Newer = link(newer[p.Limit-1].ID + 1)
 		}
 	} else if !d.First {
 		d.Newer = link(0)

@@ -119,9 +119,16 @@ func TestAuditPage(t *testing.T) {
 	e.operator("alice", access.RoleOperator)
 	e.operator("vic", access.RoleViewer)
 	alice, vic := e.login("alice"), e.login("vic")
+	if _, err := lapse.AuditSeal(e.ctx, e.store, 0); err != nil { // as the server's sealer does
+		t.Fatal(err)
+	}
 	seq, _, err := e.store.AuditHead(e.ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	rows, err := e.store.AuditList(e.ctx, &lapse.AuditListParams{})
+	if err != nil || len(rows) != int(seq) {
+		t.Fatalf("%d rows, %v; want the %d sealed", len(rows), err, seq)
 	}
 
 	// Viewers read the log too: newest first, the chain verified.
@@ -131,10 +138,10 @@ func TestAuditPage(t *testing.T) {
 	if n := auditRowsShown(body); n != int(seq) {
 		t.Fatalf("%d rows shown, %d in the log", n, seq)
 	}
-	if strings.Index(body, fmt.Sprintf(`id="audit-%d"`, seq)) > strings.Index(body, `id="audit-1"`) {
+	if strings.Index(body, fmt.Sprintf(`id="audit-%d"`, rows[len(rows)-1].ID)) > strings.Index(body, fmt.Sprintf(`id="audit-%d"`, rows[0].ID)) {
 		t.Fatal("the log is not newest first")
 	}
-	bodyLacks(t, "the only page", body, `rel="next"`, `rel="prev"`)
+	bodyLacks(t, "the only page", body, `rel="next"`, `rel="prev"`, "not sealed yet")
 	vic.usePrefs("zh", "Asia/Shanghai")
 	body = vic.load("/console/audit", http.StatusOK)
 	bodyHas(t, "audit page in Chinese", body, "审计日志", "哈希链完整", "操作者", "2026-11-30 16:0", "CST")
@@ -158,7 +165,8 @@ func TestAuditPage(t *testing.T) {
 		}
 	}
 	body = alice.load("/console/audit?action=test.page", http.StatusOK)
-	bodyHas(t, "the first page", body, "thing:59", "192.0.2.9")
+	bodyHas(t, "the first page", body, "thing:59", "192.0.2.9", `title="not sealed yet"`,
+		fmt.Sprintf("The chain is intact: %d rows verified. <span id=\"audit-unsealed\">6", seq), "newer rows are not sealed yet, the oldest from 2026-")
 	older := pagerLink(body, "next")
 	if n := auditRowsShown(body); n != 50 || !strings.Contains(older, "action=test.page") || !strings.Contains(older, "cursor=") || pagerLink(body, "prev") != "" {
 		t.Fatalf("first page: %d rows, older %q", n, older)

@@ -77,19 +77,20 @@ func pending(ctx context.Context) *pendingAudit {
 // transaction's owner appends.
 type auditing struct {
 	lapse.Store
-	clock lapse.Clock
-	eff   *bool // in a transaction: set once a write in it changed something
+	clock    lapse.Clock
+	eff      *bool      // in a transaction: set once a write in it changed something
+	appended *broadcast // signalled when a row committed: wakes the AuditSealers of the engine
 }
 
 func (s auditing) Tx(ctx context.Context, fn func(tx lapse.Store) error) error {
 	if s.eff != nil { // nested: the outer transaction appends
-		return s.Store.Tx(ctx, func(tx lapse.Store) error { return fn(auditing{tx, s.clock, s.eff}) })
+		return s.Store.Tx(ctx, func(tx lapse.Store) error { return fn(auditing{tx, s.clock, s.eff, s.appended}) })
 	}
 	p := pending(ctx)
 	eff := new(bool)
 	appended := false
 	err := s.Store.Tx(ctx, func(tx lapse.Store) error {
-		if err := fn(auditing{tx, s.clock, eff}); err != nil {
+		if err := fn(auditing{tx, s.clock, eff, s.appended}); err != nil {
 			return err
 		}
 		if p == nil || !*eff {
@@ -113,6 +114,7 @@ func (s auditing) Tx(ctx context.Context, fn func(tx lapse.Store) error) error {
 		p.mu.Lock()
 		p.written = true
 		p.mu.Unlock()
+		s.appended.signal()
 	}
 	return err
 }

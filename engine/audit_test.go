@@ -74,8 +74,19 @@ func TestAuditWithEffect(t *testing.T) {
 		if _, err := e.CloseOrder(ctx, "A-1", "again", engine.Actor{FiredBy: lapse.FiredByOperator, Name: "operator:alice"}); !errors.Is(err, engine.ErrNotClosable) {
 			t.Fatalf("CloseOrder of a closed order = %v, want ErrNotClosable", err)
 		}
-		if n, err := lapse.AuditVerify(ctx, as, 10); err != nil || n != 2 {
-			t.Fatalf("AuditVerify = %d, %v", n, err)
+		// Both rows committed unsealed, and a sealer chains them.
+		if c, err := lapse.AuditVerify(ctx, as, 10); err != nil || c.Rows != 0 || c.Unsealed != 2 || !c.OldestUnsealed.Equal(t0) {
+			t.Fatalf("AuditVerify before sealing = %+v, %v; want 2 rows unsealed from %v", c, err, t0)
+		}
+		sealer, err := engine.NewAuditSealer(e, engine.AuditSealerConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := sealer.RunOnce(ctx); n != 2 || err != nil {
+			t.Fatalf("RunOnce = %d, %v; want the 2 rows sealed", n, err)
+		}
+		if c, err := lapse.AuditVerify(ctx, as, 10); err != nil || c.Rows != 2 || c.Unsealed != 0 {
+			t.Fatalf("AuditVerify = %+v, %v", c, err)
 		}
 	})
 }

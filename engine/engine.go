@@ -81,9 +81,10 @@ type Engine struct {
 	subs    []*Subscription
 	metrics *metrics
 
-	wake *waker
-	trig *trigger  // nil without a shared trigger
-	kick broadcast // wakes the delivery loops
+	wake   *waker
+	trig   *trigger  // nil without a shared trigger
+	kick   broadcast // wakes the delivery loops
+	sealed broadcast // wakes the audit log's sealers: a row committed
 
 	feat features
 }
@@ -117,7 +118,7 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 	if e.clock == nil {
 		e.clock = lapse.SystemClock{}
 	}
-	e.store = auditing{Store: checked{store}, clock: e.clock}
+	e.store = auditing{Store: checked{store}, clock: e.clock, appended: &e.sealed}
 	if e.log == nil {
 		e.log = slog.Default()
 	}

@@ -11,9 +11,11 @@ import (
 	"github.com/lapsehq/lapse"
 )
 
-// auditJSON is one row of the audit log as the API shows it.
+// auditJSON is one row of the audit log as the API shows it. A row not
+// sealed yet has no seq and no hash.
 type auditJSON struct {
-	Seq          int64     `json:"seq"`
+	ID           int64     `json:"id"`
+	Seq          int64     `json:"seq,omitempty"`
 	At           time.Time `json:"at"`
 	ActorKind    string    `json:"actor_kind"`
 	ActorID      string    `json:"actor_id"`
@@ -29,7 +31,7 @@ type auditJSON struct {
 	ApprovalID   int64     `json:"approval_id,omitempty"`
 	Batch        int64     `json:"batch,omitempty"`
 	ClientAddr   string    `json:"client_addr,omitempty"`
-	Hash         string    `json:"hash"`
+	Hash         string    `json:"hash,omitempty"`
 }
 
 // rawJSON shows params that are JSON as JSON, and anything else as a string.
@@ -46,13 +48,13 @@ func (r rawJSON) MarshalJSON() ([]byte, error) {
 }
 
 func auditOut(e *lapse.AuditEntry) auditJSON {
-	return auditJSON{Seq: e.Seq, At: e.At, ActorKind: e.ActorKind, ActorID: e.ActorID, Actor: e.ActorName, Role: e.Role,
+	return auditJSON{ID: e.ID, Seq: e.Seq, At: e.At, ActorKind: e.ActorKind, ActorID: e.ActorID, Actor: e.ActorName, Role: e.Role,
 		Action: e.Action, Target: e.Target, Params: e.Params, Result: e.Result, Reason: e.Reason, SecondFactor: e.SecondFactor,
 		Approver: e.Approver, ApprovalID: e.ApprovalID, Batch: e.Batch, ClientAddr: e.ClientAddr, Hash: hex.EncodeToString(e.Hash)}
 }
 
-// listAudit pages the audit log, newest first unless order=asc, with
-// next_cursor for the next page.
+// listAudit pages the audit log by row id, newest first unless order=asc,
+// with next_cursor for the next page; rows not sealed yet are in it too.
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	as, err := s.accessStore()
 	if err != nil {
@@ -98,28 +100,36 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	body := map[string]any{"entries": out}
 	if len(rows) == p.Limit {
-		body["next_cursor"] = rows[len(rows)-1].Seq
+		body["next_cursor"] = rows[len(rows)-1].ID
 	}
 	s.writeJSON(w, r, http.StatusOK, body)
 }
 
-// verifyAudit walks the whole chain, as lapse audit verify does.
+// verifyAudit walks the whole chain, as lapse audit verify does, and
+// counts the rows not sealed yet (it does not seal them: the server's
+// sealer does).
 func (s *Server) verifyAudit(w http.ResponseWriter, r *http.Request) {
 	as, err := s.accessStore()
 	if err != nil {
 		s.error(w, r, err)
 		return
 	}
-	n, err := lapse.AuditVerify(r.Context(), as, 1000)
+	c, err := lapse.AuditVerify(r.Context(), as, 1000)
 	var brk *lapse.AuditBreak
+	body := map[string]any{"ok": err == nil, "rows": c.Rows}
 	switch {
 	case errors.As(err, &brk):
-		s.writeJSON(w, r, http.StatusOK, map[string]any{"ok": false, "rows": n, "broken_at": brk.Seq, "reason": brk.Reason})
+		body["broken_at"], body["reason"] = brk.Seq, brk.Reason
 	case err != nil:
 		s.error(w, r, err)
+		return
 	default:
-		s.writeJSON(w, r, http.StatusOK, map[string]any{"ok": true, "rows": n})
+		body["unsealed"] = c.Unsealed
+		if c.Unsealed > 0 {
+			body["oldest_unsealed_at"] = c.OldestUnsealed
+		}
 	}
+	s.writeJSON(w, r, http.StatusOK, body)
 }
 
 // accessStore is the store's audit log, batches and the rest.

@@ -141,7 +141,7 @@ func (g *guardedEnv) rows() []*lapse.AuditEntry {
 		g.t.Fatalf("AuditList: %v", err)
 	}
 	if len(rows) > 0 {
-		g.seen = rows[len(rows)-1].Seq
+		g.seen = rows[len(rows)-1].ID
 	}
 	return rows
 }
@@ -166,10 +166,19 @@ func (g *guardedEnv) wantRows(want ...string) []*lapse.AuditEntry {
 	return rows
 }
 
+// seal seals the audit log, as the server's sealer does.
+func (g *guardedEnv) seal() {
+	g.t.Helper()
+	if _, err := lapse.AuditSeal(context.Background(), g.db, 5); err != nil {
+		g.t.Fatalf("AuditSeal: %v", err)
+	}
+}
+
 func (g *guardedEnv) verifyAudit() {
 	g.t.Helper()
-	if n, err := lapse.AuditVerify(context.Background(), g.db, 7); err != nil {
-		g.t.Errorf("AuditVerify after %d rows: %v", n, err)
+	g.seal()
+	if c, err := lapse.AuditVerify(context.Background(), g.db, 7); err != nil || c.Unsealed != 0 {
+		g.t.Errorf("AuditVerify = %+v, %v; want every row sealed and the chain unbroken", c, err)
 	}
 }
 
@@ -768,6 +777,7 @@ func TestAccessSecondFactorAndFourEyes(t *testing.T) {
 // auditPage is GET /v1/audit's answer.
 type auditPage struct {
 	Entries []struct {
+		ID           int64
 		Seq          int64
 		Action       string
 		Actor        string
@@ -795,16 +805,16 @@ func TestAccessAuditAPI(t *testing.T) {
 	if len(all) < 8 {
 		t.Fatalf("%d rows", len(all))
 	}
-	seqs := func(p auditPage) []int64 {
+	ids := func(p auditPage) []int64 {
 		var out []int64
 		for _, e := range p.Entries {
-			out = append(out, e.Seq)
+			out = append(out, e.ID)
 		}
 		return out
 	}
 	var want []int64
 	for _, e := range all {
-		want = append(want, e.Seq)
+		want = append(want, e.ID)
 	}
 
 	// Pages of 3, oldest first, then newest first: every row once.
@@ -814,7 +824,7 @@ func TestAccessAuditAPI(t *testing.T) {
 		for range len(all) {
 			var p auditPage
 			g.call("GET", "/v1/audit?limit=3&order="+order+cursor, "", auditor).want(t, http.StatusOK).decode(t, &p)
-			got = append(got, seqs(p)...)
+			got = append(got, ids(p)...)
 			if p.NextCursor == nil {
 				break
 			}
@@ -830,8 +840,11 @@ func TestAccessAuditAPI(t *testing.T) {
 	}
 	var p auditPage
 	g.call("GET", "/v1/audit", "", vic).want(t, http.StatusOK).decode(t, &p)
-	if len(p.Entries) != len(all) || p.Entries[0].Seq != all[len(all)-1].Seq || p.NextCursor != nil {
-		t.Errorf("the default page: %v, next %v", seqs(p), p.NextCursor)
+	if len(p.Entries) != len(all) || p.Entries[0].ID != all[len(all)-1].ID || p.NextCursor != nil {
+		t.Errorf("the default page: %v, next %v", ids(p), p.NextCursor)
+	}
+	if e := p.Entries[0]; e.Seq != 0 || e.Hash != "" {
+		t.Errorf("a row not sealed yet shows seq %d, hash %q; want neither", e.Seq, e.Hash)
 	}
 	for q, n := range map[string]int{"action=order.create": 3, "actor=admin": 4, "target=order:AU-0": 2, "action=order.fire&target=order:AU-0": 1, "action=login&actor=vic": 1, "actor=nobody": 0} {
 		g.call("GET", "/v1/audit?"+q, "", auditor).want(t, http.StatusOK).decode(t, &p)
@@ -847,17 +860,29 @@ func TestAccessAuditAPI(t *testing.T) {
 	type verification struct {
 		OK       bool
 		Rows     int64
-		BrokenAt int64 `json:"broken_at"`
+		Unsealed int64
+		Oldest   *time.Time `json:"oldest_unsealed_at"`
+		BrokenAt int64      `json:"broken_at"`
 		Reason   string
 	}
 	var v verification
+	g.call("GET", "/v1/audit/verify", "", auditor).want(t, http.StatusOK).decode(t, &v)
+	if !v.OK || v.Rows != 0 || v.Unsealed < int64(len(all)) || v.Oldest == nil || !v.Oldest.Equal(all[0].At) {
+		t.Errorf("verify before sealing: %+v, want ok, no row sealed and at least %d not yet, from %v", v, len(all), all[0].At)
+	}
+	g.seal()
+	v = verification{}
 	g.call("GET", "/v1/audit/verify", "", auditor).want(t, http.StatusOK).decode(t, &v)
 	n, _, err := g.db.AuditHead(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !v.OK || v.Rows != n || v.BrokenAt != 0 {
+	if !v.OK || v.Rows != n || v.Rows < int64(len(all)) || v.Unsealed != 0 || v.Oldest != nil || v.BrokenAt != 0 {
 		t.Errorf("verify: %+v, want ok over %d rows", v, n)
+	}
+	g.call("GET", "/v1/audit?limit=1", "", auditor).want(t, http.StatusOK).decode(t, &p)
+	if e := p.Entries[0]; e.Seq != n || len(e.Hash) != 64 {
+		t.Errorf("the newest row sealed shows seq %d, hash %q; want %d and its hash", e.Seq, e.Hash, n)
 	}
 
 	// Edit a row in the file, as someone with the database could.

@@ -101,6 +101,24 @@ func (s *Store) CloseBatchList(ctx context.Context, p *lapse.CloseBatchListParam
 	return bs, nil
 }
 
+// CloseBatchLock locks the batch's row, inside Tx, with a locking read:
+// LOCK IN SHARE MODE (which MySQL and MariaDB both know) or FOR UPDATE.
+func (s *Store) CloseBatchLock(ctx context.Context, id int64, share bool) error {
+	if s.tx == nil {
+		return nil
+	}
+	mode := ` FOR UPDATE`
+	if share {
+		mode = ` LOCK IN SHARE MODE`
+	}
+	var got int64
+	err := s.queryRow(ctx, `SELECT id FROM close_batches WHERE id = ?`+mode, id).Scan(&got)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("mysql: lock close batch %d: %w", id, err)
+	}
+	return nil
+}
+
 // CloseBatchUpdate writes b's status, counts and finish, or returns an
 // error wrapping lapse.ErrAccessNotFound when there is no batch b.ID.
 func (s *Store) CloseBatchUpdate(ctx context.Context, b *lapse.CloseBatch) error {

@@ -14,8 +14,13 @@ var (
 	OrderCountDueSQL          = orderCountDueSQL
 	OrderDeadlineListAfterSQL = orderDeadlineListAfterSQL
 	AuditListSQL              = auditListSQL
+	AuditUnsealedSQL          = auditUnsealedSQL
+	AuditChainSQL             = auditChainSQL
 	CloseItemListSQL          = closeItemListSQL
 )
+
+// Statements splits a migration file into its statements, as Migrate does.
+var Statements = statements
 
 // MariaDB reports whether the server is MariaDB.
 func (s *Store) MariaDB() bool { return s.server.mariadb }

@@ -71,11 +71,13 @@ func TestConformance(t *testing.T) {
 // its stores sharing the slots of TestConformance's.
 func TestAccessConformance(t *testing.T) {
 	t.Parallel()
-	storetest.RunAccess(t, func(t *testing.T) lapse.Store {
+	open := func(t *testing.T) lapse.Store {
 		conformanceSlots <- struct{}{}
 		t.Cleanup(func() { <-conformanceSlots })
 		return openStore(t, testenv.MySQLDatabase(t), mysql.Config{MaxConns: conformanceConns})
-	})
+	}
+	storetest.RunAccess(t, open)
+	storetest.RunAuditLate(t, open)
 }
 
 // TestMigrateConcurrent migrates one database from four stores at once:

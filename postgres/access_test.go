@@ -137,6 +137,12 @@ func TestAccessIndexes(t *testing.T) {
 		{"audit by a busy actor, descending", "", true, func() (string, []any) {
 			return postgres.AuditListQuery(&lapse.AuditListParams{ActorName: "bulk", Descending: true, Cursor: 15000, Limit: 50})
 		}},
+		{"the unsealed rows", "audit_log_unsealed_idx", true, func() (string, []any) {
+			return postgres.AuditUnsealedSQL, []any{1000}
+		}},
+		{"the chain", "audit_log_seq_key", true, func() (string, []any) {
+			return postgres.AuditChainSQL, []any{int64(15000), 1000}
+		}},
 		{"pending items", "close_items_status_idx", true, func() (string, []any) {
 			return postgres.CloseItemListQuery(batchID, lapse.CloseItemPending, "CI-001000", 100)
 		}},

@@ -98,6 +98,22 @@ func (s *Store) CloseBatchList(ctx context.Context, p *lapse.CloseBatchListParam
 	return bs, nil
 }
 
+// CloseBatchLock locks the batch's row, inside Tx, FOR SHARE or FOR
+// UPDATE.
+func (s *Store) CloseBatchLock(ctx context.Context, id int64, share bool) error {
+	if s.tx == nil {
+		return nil
+	}
+	mode := ` FOR UPDATE`
+	if share {
+		mode = ` FOR SHARE`
+	}
+	if _, err := s.db.Exec(ctx, `SELECT id FROM close_batches WHERE id = $1`+mode, id); err != nil {
+		return fmt.Errorf("postgres: lock close batch %d: %w", id, err)
+	}
+	return nil
+}
+
 // CloseBatchUpdate writes b's status, counts and finish time; a missing
 // batch is lapse.ErrAccessNotFound.
 func (s *Store) CloseBatchUpdate(ctx context.Context, b *lapse.CloseBatch) error {

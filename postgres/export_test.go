@@ -17,6 +17,8 @@ var (
 	OrderClaimDueSQL       = orderClaimDueSQL
 	OrderClaimDueLockedSQL = orderClaimDueLockedSQL
 	OrderDeadlineListSQL   = orderDeadlineListAfterSQL
+	AuditUnsealedSQL       = auditUnsealedSQL
+	AuditChainSQL          = auditChainSQL
 )
 
 // Claims whose plans the tests check.

@@ -71,11 +71,13 @@ func TestConformance(t *testing.T) {
 // the bound above whichever of the two runs.
 func TestAccessConformance(t *testing.T) {
 	t.Parallel()
-	storetest.RunAccess(t, func(t *testing.T) lapse.Store {
+	open := func(t *testing.T) lapse.Store {
 		conformanceSlots <- struct{}{}
 		t.Cleanup(func() { <-conformanceSlots })
 		return openStore(t, testenv.PostgresSchema(t), postgres.Config{MaxConns: conformanceConns})
-	})
+	}
+	storetest.RunAccess(t, open)
+	storetest.RunAuditLate(t, open)
 }
 
 func TestMigrateConcurrent(t *testing.T) {

@@ -85,6 +85,10 @@ func (s *Store) CloseBatchList(ctx context.Context, p *lapse.CloseBatchListParam
 	return bs, nil
 }
 
+// CloseBatchLock does nothing: inside Tx the transaction holds the write
+// lock of the whole database from its start, which is every batch's lock.
+func (s *Store) CloseBatchLock(ctx context.Context, id int64, share bool) error { return nil }
+
 // CloseBatchUpdate writes b's status, counts and finish, or returns
 // lapse.ErrAccessNotFound.
 func (s *Store) CloseBatchUpdate(ctx context.Context, b *lapse.CloseBatch) error {

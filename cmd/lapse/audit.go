@@ -13,8 +13,8 @@ import (
 )
 
 const auditUsage = `Usage:
-  lapse audit verify   walk the whole chain; exit 1 naming the first row that does not match
-  lapse audit list [--limit N] [--target T] [--actor A]   rows, newest first
+  lapse audit verify   seal the rows not sealed yet, walk the whole chain; exit 1 naming the first row that does not match
+  lapse audit list [--limit N] [--target T] [--actor A]   rows, newest first (SEQ - : not sealed yet)
 
 Each takes --db DSN and --config FILE.
 `
@@ -39,8 +39,11 @@ func audit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 }
 
-// auditVerify checks every row of the audit log against its hash and the
-// row before it (lapse.AuditVerify).
+// auditVerify seals the rows that are not sealed yet (lapse.AuditSeal), as
+// the sealer of a server that is stopped has not, and checks every sealed
+// row of the audit log against its hash and the row before it
+// (lapse.AuditVerify). When a running server's sealer holds the log's head
+// it leaves the sealing to it, and says how many rows it did not check.
 func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	_, svc, rest, done, err := accessTool(ctx, "audit verify", dbSettings, args, stderr)
 	if err != nil {
@@ -50,16 +53,28 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if len(rest) > 0 {
 		return fmt.Errorf("audit verify: unexpected argument %q", rest[0])
 	}
-	n, err := lapse.AuditVerify(ctx, svc.Store(), 1000)
+	as := svc.Store()
+	store, ok := as.(lapse.Store)
+	if !ok {
+		return fmt.Errorf("audit verify: the store %T cannot be sealed", as)
+	}
+	if _, err := lapse.AuditSeal(ctx, store, 0); err != nil && !errors.Is(err, lapse.ErrAuditBusy) {
+		return err
+	}
+	c, err := lapse.AuditVerify(ctx, as, 1000)
 	var brk *lapse.AuditBreak
 	switch {
 	case errors.As(err, &brk):
-		fmt.Fprintf(stdout, "%d rows verified before row %d\n", n, brk.Seq)
+		fmt.Fprintf(stdout, "%d rows verified before row %d\n", c.Rows, brk.Seq)
 		return brk // lapse exits 1 for it
 	case err != nil:
 		return err
 	}
-	fmt.Fprintf(stdout, "%d rows verified: every row matches its hash and chains to the one before it\n", n)
+	fmt.Fprintf(stdout, "%d rows verified: every row matches its hash and chains to the one before it\n", c.Rows)
+	if c.Unsealed > 0 {
+		fmt.Fprintf(stdout, "%d newer rows are not sealed yet (the oldest from %s), which the chain does not cover yet: a running server's sealer is sealing them\n",
+			c.Unsealed, when(c.OldestUnsealed))
+	}
 	return nil
 }
 
@@ -81,13 +96,16 @@ func auditList(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEQ\tAT\tACTOR\tACTION\tTARGET\tRESULT\tREASON\tAPPROVER\tBATCH")
+	fmt.Fprintln(tw, "ID\tSEQ\tAT\tACTOR\tACTION\tTARGET\tRESULT\tREASON\tAPPROVER\tBATCH")
 	for _, e := range rows {
-		batch := "-"
+		seq, batch := "-", "-"
+		if e.Sealed() {
+			seq = strconv.FormatInt(e.Seq, 10)
+		}
 		if e.Batch != 0 {
 			batch = strconv.FormatInt(e.Batch, 10)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Seq, when(e.At), cell(e.ActorKind+":"+e.ActorName),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, seq, when(e.At), cell(e.ActorKind+":"+e.ActorName),
 			e.Action, cell(e.Target), cell(e.Result), cell(e.Reason), cell(e.Approver), batch)
 	}
 	return tw.Flush()

@@ -75,6 +75,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if o.bodyTimeout <= 0 {
 		return fmt.Errorf("--body-timeout must be positive")
 	}
+	if o.auditSealInterval <= 0 {
+		return fmt.Errorf("--audit-seal-interval must be positive")
+	}
 	accessCfg, err := o.ac.config()
 	if err != nil {
 		return err
@@ -149,6 +152,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	claimer := engine.NewClaimer(eng, *cc)
 	deliverer := engine.NewDeliverer(eng, *dc)
+	sealer, err := engine.NewAuditSealer(eng, engine.AuditSealerConfig{Interval: o.auditSealInterval, Registerer: reg})
+	if err != nil {
+		return err
+	}
 	watcher := newConfigWatcher(cfg, &process{engine: eng, claimer: claimer, timed: sf.timed}, log, reg)
 
 	api := lapsehttp.NewServer(eng, lapsehttp.Config{
@@ -191,6 +198,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	go watcher.Run(ctx)
 	claimer.Start(ctx)
 	deliverer.Start(ctx)
+	sealer.Start(ctx)
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
 	var metricsSrv *http.Server
@@ -246,6 +254,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	case err := <-served:
 		claimer.Stop()
 		deliverer.Stop()
+		sealer.Stop()
 		return fmt.Errorf("http: %w", err)
 	}
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cc.StopTimeout)
@@ -260,6 +269,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	claimer.Stop()
 	deliverer.Stop()
 	<-resumed // ctx is done: a batch under way stops after the orders it is closing
+	// What the sealer leaves unsealed, the next one seals: another serve's,
+	// the next start's, or lapse audit verify.
+	sealer.Stop()
 	if httpErr != nil && !errors.Is(httpErr, http.ErrServerClosed) {
 		return fmt.Errorf("http shutdown: %w", httpErr)
 	}

@@ -19,6 +19,7 @@ type options struct {
 	db, addr, logLevel, logFormat, flowsDir string
 	dbConns, workConns, inFlight, reserve   int
 	bodyTimeout                             time.Duration
+	auditSealInterval                       time.Duration
 	cc                                      engine.ClaimerConfig
 	dc                                      engine.DelivererConfig
 	sf                                      subscriberFlags
@@ -117,6 +118,9 @@ var serveSettings = []*setting{
 	{Name: "console-http", Kind: kindString,
 		Doc:   "address of a listener of its own for the operators' console (it is served under /console/ on --http too)",
 		field: func(o *options) any { return &o.ac.consoleAddr }},
+	{Name: "audit-seal-interval", Kind: kindDuration, Default: engine.DefaultAuditSealInterval.String(),
+		Doc:   "how soon the audit log's sealer seals the rows this process's API commits: audited writes append their rows unsealed, so that they do not wait for one another, and the sealer numbers and hash-chains them behind; an edit of a row is found only once it is sealed. Other rows (logins, keys, the command line's) are sealed within 5s. Every serve runs a sealer; they take turns",
+		field: func(o *options) any { return &o.auditSealInterval }},
 	{Name: "trusted-origins", Kind: kindList,
 		Doc:   "comma-separated origins (https://console.example) besides the API's own whose browsers may send requests with an operator's session cookie",
 		field: func(o *options) any { return &o.ac.trustedOrigins }},

@@ -1,0 +1,117 @@
+package lapse
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+)
+
+// AuditBreak is where AuditVerify found the chain broken.
+type AuditBreak struct {
+	Seq    int64 // the first row that does not match (or the missing one)
+	Reason string
+}
+
+func (b *AuditBreak) Error() string {
+	return fmt.Sprintf("audit log broken at row %d: %s", b.Seq, b.Reason)
+}
+
+// AuditCheck is what AuditVerify found.
+type AuditCheck struct {
+	// Rows is how many sealed rows are verified: rows 1 to Rows of the
+	// chain (those before the break, when there is one).
+	Rows int64
+	// Unsealed counts the rows appended but not sealed yet. They are in
+	// the log (AuditList shows them), but the chain covers them only once
+	// a sealer has run (AuditSeal), so until then an edit of one is not
+	// found.
+	Unsealed int64
+	// OldestUnsealed is the At of the oldest unsealed row; zero when there
+	// is none.
+	OldestUnsealed time.Time
+}
+
+// UnsealedAge is how long the oldest unsealed row has waited for its seal
+// at now; 0 when there is none.
+func (c AuditCheck) UnsealedAge(now time.Time) time.Duration {
+	if c.Unsealed == 0 || c.OldestUnsealed.IsZero() {
+		return 0
+	}
+	return max(0, now.Sub(c.OldestUnsealed))
+}
+
+// AuditVerify walks the sealed chain of the audit log of s, pageSize rows
+// at a time, and checks that rows are numbered 1, 2, 3, … with none
+// missing, that each chains to the one before it, that each row's hash
+// matches its content, and that the last row is the head; then it counts
+// the rows not sealed yet. Rows a sealer seals while it walks are walked
+// too. It returns what it checked and, when the chain is broken, an
+// *AuditBreak naming the first row that does not match.
+func AuditVerify(ctx context.Context, s AccessStore, pageSize int) (AuditCheck, error) {
+	if pageSize <= 0 {
+		pageSize = 1000
+	}
+	var (
+		c    AuditCheck
+		prev []byte
+	)
+	// walk checks the rows after c.Rows up to a short page, and returns how
+	// many it read.
+	walk := func() (int, error) {
+		read := 0
+		for {
+			rows, err := s.AuditChainList(ctx, c.Rows, pageSize)
+			if err != nil {
+				return read, err
+			}
+			for _, e := range rows {
+				want := c.Rows + 1
+				switch {
+				case e.Seq != want:
+					return read, &AuditBreak{Seq: want, Reason: fmt.Sprintf("row %d is missing: the next row is %d", want, e.Seq)}
+				case !bytes.Equal(e.PrevHash, prev):
+					return read, &AuditBreak{Seq: e.Seq, Reason: "its previous hash is not the hash of the row before it"}
+				case !bytes.Equal(e.Hash, AuditHash(prev, e)):
+					return read, &AuditBreak{Seq: e.Seq, Reason: "its content does not match its hash: the row was changed"}
+				}
+				prev, c.Rows = e.Hash, want
+			}
+			read += len(rows)
+			if len(rows) < pageSize {
+				return read, nil
+			}
+		}
+	}
+	if _, err := walk(); err != nil {
+		return c, err
+	}
+	// A sealer moves the head and seals its rows in one transaction, and
+	// the head is read after the rows: a head past the rows walked is rows
+	// sealed meanwhile, which are walked in turn, unless there are none.
+	for {
+		seq, hash, err := s.AuditHead(ctx)
+		if err != nil {
+			return c, err
+		}
+		if seq == c.Rows && bytes.Equal(hash, prev) {
+			break
+		}
+		if seq == c.Rows {
+			return c, &AuditBreak{Seq: max(seq, 1), Reason: "its hash is not the log's head: the row, or the head, was replaced"}
+		}
+		if seq < c.Rows {
+			return c, &AuditBreak{Seq: seq + 1, Reason: fmt.Sprintf("the log's head is row %d, but the rows go on to %d: rows were added after its end", seq, c.Rows)}
+		}
+		n, err := walk()
+		if err != nil {
+			return c, err
+		}
+		if n == 0 {
+			return c, &AuditBreak{Seq: c.Rows + 1, Reason: fmt.Sprintf("the log's head is row %d, but the rows end at %d: rows were removed from its end", seq, c.Rows)}
+		}
+	}
+	var err error
+	c.Unsealed, c.OldestUnsealed, err = s.AuditUnsealedCount(ctx)
+	return c, err
+}
