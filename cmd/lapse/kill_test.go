@@ -40,10 +40,10 @@ func threeProcessesOneKilled(t *testing.T, dsn string) {
 	}
 
 	const n = 12000
-	// A lead of a minute and a half: each creation through the API is
-	// audited, and audited writes take turns at the audit log's head, so
-	// 12,000 of them take about 12 s on the 2-core machine alone, and three
-	// times that while CI runs other packages beside this one.
+	// A lead of a minute and a half: each creation through the API is an
+	// audited write, and 12,000 of them take several seconds on the 2-core
+	// machine alone, and many times that while CI runs other packages
+	// beside this one.
 	deadline := time.Now().Add(90 * time.Second).UTC().Truncate(time.Millisecond)
 	var next atomic.Int64
 	var wg sync.WaitGroup
