@@ -382,7 +382,18 @@ func (a *apiBench) post(path string, body []byte, hdr http.Header, want int) err
 	got, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	if res.StatusCode != want {
-		return fmt.Errorf("POST %s = %d %s, want %d", path, res.StatusCode, got, want)
+		return &statusError{path: path, status: res.StatusCode, body: got, want: want}
 	}
 	return nil
+}
+
+// statusError is an answer other than the one wanted.
+type statusError struct {
+	path         string
+	status, want int
+	body         []byte
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("POST %s = %d %s, want %d", e.path, e.status, e.body, e.want)
 }
