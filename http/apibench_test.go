@@ -12,8 +12,10 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -122,6 +124,61 @@ func (d *benchDB) commits(b *testing.B) int64 {
 		b.Fatal(err)
 	}
 	return c
+}
+
+// backendCPU returns the CPU time that the sessions now connected to the
+// database have used since they started, read from /proc (PostgreSQL on
+// this host), and false when it cannot be read.
+func (d *benchDB) backendCPU(b *testing.B) (time.Duration, bool) {
+	b.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, d.base)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = $1", d.name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ticks int64
+	for _, pid := range pids {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return 0, false
+		}
+		// The fields after the command, which is in parentheses: utime and
+		// stime are the 14th and 15th of the line.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
+		if len(f) < 13 {
+			return 0, false
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		s, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks += u + s
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, len(pids) > 0 // USER_HZ is 100 on Linux
+}
+
+// processCPU is the CPU time this process has used: the server and the
+// clients of a benchmark.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports the CPU time per request of this process (server and
+// clients) and of the database's sessions, over n requests.
+func reportCPU(b *testing.B, n int, proc, db time.Duration, dbOK bool) {
+	b.ReportMetric(float64(proc.Microseconds())/float64(n), "go-cpu-us/req")
+	if dbOK {
+		b.ReportMetric(float64(db.Microseconds())/float64(n), "pg-cpu-us/req")
+	}
 }
 
 // open opens a store on the run's database with conns connections.

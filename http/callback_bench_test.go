@@ -36,7 +36,11 @@ import (
 //
 // Each run reports commits/req: the database's committed transactions
 // (pg_stat_database.xact_commit, reads included) over the callbacks, the
-// claimer's and the delivery loops' own included. After each run it checks
+// claimer's and the delivery loops' own included; go-cpu-us/req, the CPU
+// time of this process (the server and its clients) over the callbacks;
+// and pg-cpu-us/req, that of the database's sessions (read from /proc, so
+// PostgreSQL on this host; its WAL writer and other background processes
+// are not counted). After each run it checks
 // that every callback was applied once and that no order was both PAID and
 // CLOSED.
 //
@@ -155,6 +159,7 @@ func callbackRun(b *testing.B, clients int, deadlines bool, rate float64) float6
 			wg.Wait()
 		})
 	}
+	cpu0 := processCPU()
 	b.StartTimer()
 	var lat *latencies
 	var took time.Duration
@@ -171,9 +176,12 @@ func callbackRun(b *testing.B, clients int, deadlines bool, rate float64) float6
 	if deadlines { // every due order closes, or is paid, before the books are checked
 		waitClosed(b, d, due)
 	}
+	proc := processCPU() - cpu0
+	db, dbOK := d.backendCPU(b)
 	a.stop()
 	commits := d.commits(b) - before
 	sent := len(lat.all)
+	reportCPU(b, sent, proc, db, dbOK)
 	lat.report(b, took, "callbacks/s")
 	b.ReportMetric(float64(commits)/float64(sent+int(raced.Load())), "commits/req")
 	b.ReportMetric(float64(shed.Load()), "shed")

@@ -29,8 +29,8 @@ const benchSKUs = 1000
 //   - stock: each order has two stock lines over benchSKUs SKUs, reserved
 //     in the built-in ledger as it is created.
 //
-// Each run reports creates/s, latency p50/p99/max and commits/req (see
-// BenchmarkCallback), and checks that every creation answered 201 left its
+// Each run reports creates/s, latency p50/p99/max, commits/req and CPU
+// time per request (see BenchmarkCallback), and checks that every creation answered 201 left its
 // order, its order.created event and, with stock, its reservations.
 //
 //	LAPSE_TEST_POSTGRES=… go test -run '^$' -bench Create -benchtime 1x ./http/
@@ -92,11 +92,15 @@ func createRun(b *testing.B, clients int, open, stock bool) {
 			`","amount":2500,"currency":"CNY","ttl":"15m"` + items + `}`
 		return a.post("/v1/orders", []byte(body), hdr(), http.StatusCreated)
 	}
+	cpu0 := processCPU()
 	b.StartTimer()
 	lat, took := closedLoop(b, clients, dur, 1<<30, create)
 	b.StopTimer()
+	proc := processCPU() - cpu0
+	db, dbOK := d.backendCPU(b)
 	a.stop()
 	commits := d.commits(b) - before
+	reportCPU(b, len(lat.all), proc, db, dbOK)
 	lat.report(b, took, "creates/s")
 	b.ReportMetric(float64(commits)/float64(len(lat.all)), "commits/req")
 	checkCreates(b, d, len(lat.all), stock)
