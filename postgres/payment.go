@@ -42,14 +42,13 @@ var paymentCreateSQL = `WITH p AS (
 ), x AS (
 	INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
 	SELECT e.id, p.order_id, e.order_no, e.type, e.payload, e.created_at
-	FROM p, unnest($15::uuid[], $16::text[], $17::text[], $18::json[], $19::timestamptz[])
-		WITH ORDINALITY AS e(id, order_no, type, payload, created_at, n)
+	FROM p, ` + oneOrderEvents(15) + `
 	ORDER BY e.n
 	RETURNING id, order_id, order_no, type, created_at
 ), r AS (
 	INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at)
 	SELECT $25::bigint, $26::text, $23, nullif($27::bigint, 0), $24 FROM p WHERE $22::bool
-), ` + deliveriesCTE("d", 20, 21) + `
+), ` + oneOrderDeliveriesCTE("d", 20, 21) + `
 SELECT ` + paymentColumns + ` FROM p`
 
 // paymentApplySQL is orderTransitionSQL with the payment inserted from the
@@ -203,14 +202,13 @@ var paymentUpdateSQL = `WITH p AS (
 ), x AS (
 	INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
 	SELECT e.id, p.order_id, e.order_no, e.type, e.payload, e.created_at
-	FROM p, unnest($8::uuid[], $9::text[], $10::text[], $11::json[], $12::timestamptz[])
-		WITH ORDINALITY AS e(id, order_no, type, payload, created_at, n)
+	FROM p, ` + oneOrderEvents(8) + `
 	ORDER BY e.n
 	RETURNING id, order_id, order_no, type, created_at
 ), r AS (
 	INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at)
 	SELECT $18::bigint, $19::text, $16, nullif($20::bigint, 0), $17 FROM p WHERE $15::bool
-), ` + deliveriesCTE("d", 13, 14) + `
+), ` + oneOrderDeliveriesCTE("d", 13, 14) + `
 SELECT ` + paymentColumns + ` FROM p`
 
 // PaymentUpdate moves a payment from p.From to p.To with p.Outbox in one
