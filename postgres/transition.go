@@ -33,11 +33,10 @@ var orderTransitionCTEs = `WITH o AS (
 ), x AS (
 	INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
 	SELECT e.id, o.id, e.order_no, e.type, e.payload, e.created_at
-	FROM o, unnest($13::uuid[], $14::text[], $15::text[], $16::json[], $17::timestamptz[])
-		WITH ORDINALITY AS e(id, order_no, type, payload, created_at, n)
+	FROM o, ` + oneOrderEvents(13) + `
 	ORDER BY e.n
 	RETURNING id, order_id, order_no, type, created_at
-), ` + deliveriesCTE("d", 18, 19)
+), ` + oneOrderDeliveriesCTE("d", 18, 19)
 
 // OrderTransition applies one planned transition in one statement: the
 // update guarded by id, state and version, its log row, its outbox rows and
