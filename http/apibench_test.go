@@ -38,6 +38,8 @@ import (
 // control and HMAC callbacks, behind an http.Server on a loopback port, with
 // an Info logger whose lines are formatted and thrown away. Each run has a
 // database of its own, so that pg_stat_database counts its commits alone.
+// LAPSE_BENCH_PARAMS adds parameters to the DSN of the run's stores
+// (k=v&k=v), to try a server setting: plan_cache_mode=force_generic_plan.
 
 // benchSecret signs the benchmarks' HMAC callbacks.
 const benchSecret = "bench-callback-secret"
@@ -90,6 +92,14 @@ func newBenchDB(b *testing.B) *benchDB {
 		b.Fatal(err)
 	}
 	u.Path = "/" + name
+	if v := os.Getenv("LAPSE_BENCH_PARAMS"); v != "" {
+		q := u.Query()
+		for _, kv := range strings.Split(v, "&") {
+			k, val, _ := strings.Cut(kv, "=")
+			q.Set(k, val)
+		}
+		u.RawQuery = q.Encode()
+	}
 	return &benchDB{name: name, base: base, dsn: u.String()}
 }
 
