@@ -39,7 +39,9 @@ import (
 // an Info logger whose lines are formatted and thrown away. Each run has a
 // database of its own, so that pg_stat_database counts its commits alone.
 // LAPSE_BENCH_PARAMS adds parameters to the DSN of the run's stores
-// (k=v&k=v), to try a server setting: plan_cache_mode=force_generic_plan.
+// (k=v&k=v), to try a server setting: plan_cache_mode=force_generic_plan;
+// LAPSE_BENCH_CONNS sets the API pool's size (default
+// postgres.DefaultMaxConns, as lapse serve's --db-conns).
 
 // benchSecret signs the benchmarks' HMAC callbacks.
 const benchSecret = "bench-callback-secret"
@@ -224,6 +226,9 @@ type benchConfig struct {
 func startAPI(b *testing.B, d *benchDB, cfg benchConfig) *apiBench {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
+	if v, _ := strconv.Atoi(os.Getenv("LAPSE_BENCH_CONNS")); cfg.apiConns == 0 && v > 0 {
+		cfg.apiConns = int32(v)
+	}
 	if cfg.apiConns == 0 {
 		cfg.apiConns = postgres.DefaultMaxConns
 	}
