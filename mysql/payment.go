@@ -35,7 +35,7 @@ func scanPayment(r scanner) (*lapse.Payment, error) {
 // writes nothing and returns the payment that exists, with created=false. It
 // locks the payment's order first (see lockOrder). An insert that meets a concurrent one of the same payment waits for it, and
 // the read that follows sees it committed: of concurrent creators exactly
-// one creates.
+// one creates. With p.Transition, see paymentApply.
 func (s *Store) PaymentCreate(ctx context.Context, p *lapse.PaymentCreateParams) (*lapse.Payment, bool, error) {
 	if p.Transition != nil {
 		return s.paymentApply(ctx, p)

@@ -32,7 +32,8 @@ func scanPayment(r scanner) (*lapse.Payment, error) {
 
 // PaymentCreate inserts p.Payment with p.Outbox and its deliveries, unless
 // its provider and txn id exist: then it writes nothing and returns the
-// payment that exists, with created=false.
+// payment that exists, with created=false. With p.Transition, see
+// paymentApply.
 func (s *Store) PaymentCreate(ctx context.Context, p *lapse.PaymentCreateParams) (*lapse.Payment, bool, error) {
 	if p.Transition != nil {
 		return s.paymentApply(ctx, p)
