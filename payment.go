@@ -202,13 +202,20 @@ var ErrProviderNotFound = &Error{Code: ENOTFOUND, Message: "the payment provider
 
 // Validate reports a payment that no store may be given, as an EINVALID
 // error naming the field: no payment, a review of another order than the
-// payment's, and events that ValidateOutbox refuses.
+// payment's, a transition of another order, or with events or a review of
+// its own beside it, and events that ValidateOutbox refuses.
 func (p *PaymentCreateParams) Validate() error {
 	switch {
 	case p.Payment == nil:
 		return FieldError("payment", "is required")
 	case p.Review != nil && (p.Review.OrderID != p.Payment.OrderID || p.Review.OrderNo != p.Payment.OrderNo):
 		return FieldError("review", "is of order %s, not of the payment's %s", p.Review.OrderNo, p.Payment.OrderNo)
+	case p.Transition != nil && p.Transition.OrderID != p.Payment.OrderID:
+		return FieldError("transition", "is of order %d, not of the payment's %d", p.Transition.OrderID, p.Payment.OrderID)
+	case p.Transition != nil && (len(p.Outbox) > 0 || p.Review != nil):
+		return FieldError("transition", "carries the events of a payment that makes one; the payment has no events or review of its own")
+	case p.Transition != nil:
+		return p.Transition.Validate()
 	}
 	return ValidateOutbox(p.Outbox)
 }

@@ -213,6 +213,12 @@ type Store interface {
 	// its provider and txn id exists: then it writes nothing and returns
 	// that one with created=false. Of concurrent creators of one payment
 	// exactly one creates. p is valid (PaymentCreateParams.Validate).
+	//
+	// With p.Transition, the payment and the transition of its order commit
+	// together or not at all, the transition applied as OrderTransition
+	// applies it: a payment that exists is returned with created=false and
+	// the order is not moved; otherwise, when the order has moved on, it
+	// is ErrStale and nothing is written.
 	PaymentCreate(ctx context.Context, p *PaymentCreateParams) (pay *Payment, created bool, err error)
 
 	// PaymentGet returns the payment of a provider's transaction, or
@@ -519,6 +525,10 @@ type PaymentCreateParams struct {
 	Payment *Payment
 	Outbox  []OutboxEvent
 	Review  *Review // created, open, with the payment when set (a payment an operator must look at)
+	// Transition, when set, is the transition of the payment's order that
+	// the payment makes (a payment applied): it carries the events, so
+	// Outbox and Review are empty.
+	Transition *OrderTransitionParams
 }
 
 // PaymentListParams filters payments. Zero fields do not filter; a Limit of

@@ -74,10 +74,10 @@ func (ps *payments) apply(ctx context.Context, n *lapse.PaymentNotice) (*lapse.P
 	if n.Kind == lapse.NoticeRefunded {
 		return ps.refundNoticed(ctx, n)
 	}
-	got, err := e.store.PaymentGet(ctx, n.Provider, n.TxnID)
-	if err == nil || !errors.Is(err, lapse.ErrPaymentNotFound) {
-		return got, err
-	}
+	// The same transaction again is found by the store's unique key on
+	// (provider, txn id), whichever way it is recorded below: it writes
+	// nothing and returns the payment recorded, so that a first callback is
+	// not made to read before it writes.
 	c := orderChange{orderNo: n.OrderNo, stale: "payment " + n.TxnID + " of order " + n.OrderNo,
 		missing: func() error {
 			return lapse.Refine(lapse.ErrOrderNotFound, "payment %s of %s is for order %s, which does not exist", n.TxnID, n.Provider, n.OrderNo)
@@ -101,17 +101,10 @@ func (ps *payments) apply(ctx context.Context, n *lapse.PaymentNotice) (*lapse.P
 		if perr != nil {
 			return nil, perr
 		}
-		var got *lapse.Payment
-		created := false
-		err := s.Tx(ctx, func(tx lapse.Store) error {
-			var err error
-			got, created, err = tx.PaymentCreate(ctx, &lapse.PaymentCreateParams{Payment: pay})
-			if err != nil || !created {
-				return err
-			}
-			_, err = e.transition(ctx, tx, o, p)
-			return err
-		})
+		// The payment and the order's transition commit together (one
+		// statement on PostgreSQL), or neither does.
+		e.fanOut(o, p.Outbox)
+		got, created, err := s.PaymentCreate(ctx, &lapse.PaymentCreateParams{Payment: pay, Transition: p})
 		if err != nil {
 			return nil, err // lapse.ErrStale: the order moved meanwhile, and is decided again
 		}

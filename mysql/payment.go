@@ -35,8 +35,11 @@ func scanPayment(r scanner) (*lapse.Payment, error) {
 // writes nothing and returns the payment that exists, with created=false. It
 // locks the payment's order first (see lockOrder). An insert that meets a concurrent one of the same payment waits for it, and
 // the read that follows sees it committed: of concurrent creators exactly
-// one creates.
+// one creates. With p.Transition, see paymentApply.
 func (s *Store) PaymentCreate(ctx context.Context, p *lapse.PaymentCreateParams) (*lapse.Payment, bool, error) {
+	if p.Transition != nil {
+		return s.paymentApply(ctx, p)
+	}
 	in := p.Payment
 	type result struct {
 		p       *lapse.Payment
@@ -81,6 +84,27 @@ func (s *Store) PaymentCreate(ctx context.Context, p *lapse.PaymentCreateParams)
 		return nil, false, fail(err, "create payment %s/%s", in.Provider, in.TxnID)
 	}
 	return r.p, r.created, nil
+}
+
+// paymentApply records p.Payment and applies p.Transition, its order's, in
+// one transaction: a payment that exists moves nothing, a stale transition
+// is lapse.ErrStale and writes nothing.
+func (s *Store) paymentApply(ctx context.Context, p *lapse.PaymentCreateParams) (*lapse.Payment, bool, error) {
+	var got *lapse.Payment
+	created := false
+	err := s.Tx(ctx, func(tx lapse.Store) error {
+		var err error
+		got, created, err = tx.PaymentCreate(ctx, &lapse.PaymentCreateParams{Payment: p.Payment})
+		if err != nil || !created {
+			return err
+		}
+		_, err = tx.OrderTransition(ctx, p.Transition)
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return got, created, nil
 }
 
 // PaymentGet returns the payment of a provider's transaction, or an error

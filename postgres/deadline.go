@@ -23,11 +23,10 @@ var orderDeadlineSetSQL = `WITH o AS (
 ), ` + deadlineRowsCTE("o") + `, x AS (
 	INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
 	SELECT e.id, o.id, e.order_no, e.type, e.payload, e.created_at
-	FROM o, unnest($6::uuid[], $7::text[], $8::text[], $9::json[], $10::timestamptz[])
-		WITH ORDINALITY AS e(id, order_no, type, payload, created_at, n)
+	FROM o, ` + oneOrderEvents(6) + `
 	ORDER BY e.n
 	RETURNING id, order_id, order_no, type, created_at
-), ` + deliveriesCTE("d", 11, 12) + `
+), ` + oneOrderDeliveriesCTE("d", 11, 12) + `
 SELECT ` + orderColumns + ` FROM o`
 
 // OrderDeadlineSet moves the deadline of an order that is still in

@@ -100,11 +100,10 @@ var orderCreateSQL = `WITH o AS (
 ), x AS (
 	INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
 	SELECT e.id, o.id, e.order_no, e.type, e.payload, e.created_at
-	FROM o, unnest($24::uuid[], $25::text[], $26::text[], $27::json[], $28::timestamptz[])
-		WITH ORDINALITY AS e(id, order_no, type, payload, created_at, n)
+	FROM o, ` + oneOrderEvents(24) + `
 	ORDER BY e.n
 	RETURNING id, order_id, order_no, type, created_at
-), ` + deliveriesCTE("d", 29, 30) + `
+), ` + oneOrderDeliveriesCTE("d", 29, 30) + `
 SELECT ` + orderColumns + ` FROM o`
 
 // OrderCreate inserts the order at version 1 with its creation log row (at

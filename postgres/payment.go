@@ -42,20 +42,38 @@ var paymentCreateSQL = `WITH p AS (
 ), x AS (
 	INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
 	SELECT e.id, p.order_id, e.order_no, e.type, e.payload, e.created_at
-	FROM p, unnest($15::uuid[], $16::text[], $17::text[], $18::json[], $19::timestamptz[])
-		WITH ORDINALITY AS e(id, order_no, type, payload, created_at, n)
+	FROM p, ` + oneOrderEvents(15) + `
 	ORDER BY e.n
 	RETURNING id, order_id, order_no, type, created_at
 ), r AS (
 	INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at)
 	SELECT $25::bigint, $26::text, $23, nullif($27::bigint, 0), $24 FROM p WHERE $22::bool
-), ` + deliveriesCTE("d", 20, 21) + `
+), ` + oneOrderDeliveriesCTE("d", 20, 21) + `
+SELECT ` + paymentColumns + ` FROM p`
+
+// paymentApplySQL is orderTransitionSQL with the payment inserted from the
+// order it moved: when the guard fails nothing is written. The insert has no
+// ON CONFLICT: a payment that exists (or is being inserted by a transaction
+// that then commits) fails the whole statement on the unique key, so that
+// the order never moves without its own payment.
+var paymentApplySQL = orderTransitionCTEs + `, p AS (
+	INSERT INTO payments (provider, txn_id, order_id, order_no, amount, currency, merchant, paid_at, status,
+		reason, refund_id, refunded_at, raw, created_at, updated_at)
+	SELECT $20, $21, o.id, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $32 FROM o
+	RETURNING *
+)
 SELECT ` + paymentColumns + ` FROM p`
 
 // PaymentCreate inserts p.Payment with p.Outbox and its deliveries in one
 // statement, unless its provider and txn id exist: then it writes nothing
-// and returns the payment that exists, with created=false.
+// and returns the payment that exists, with created=false. With
+// p.Transition it is one statement too (paymentApplySQL), run in a
+// savepoint inside Tx, so that its unique violation leaves the caller's
+// transaction usable.
 func (s *Store) PaymentCreate(ctx context.Context, p *lapse.PaymentCreateParams) (*lapse.Payment, bool, error) {
+	if p.Transition != nil {
+		return s.paymentApply(ctx, p)
+	}
 	in := p.Payment
 	var ev outboxArgs
 	if err := ev.add(in.OrderID, p.Outbox); err != nil {
@@ -82,6 +100,51 @@ func (s *Store) PaymentCreate(ctx context.Context, p *lapse.PaymentCreateParams)
 		return nil, false, err
 	}
 	return got, false, nil
+}
+
+// paymentApply records p.Payment with p.Transition, its order's (see
+// paymentApplySQL).
+func (s *Store) paymentApply(ctx context.Context, p *lapse.PaymentCreateParams) (*lapse.Payment, bool, error) {
+	in, tr := p.Payment, p.Transition
+	args, err := orderTransitionArgs(tr)
+	if err != nil {
+		return nil, false, fmt.Errorf("postgres: create payment %s/%s: %w", in.Provider, in.TxnID, err)
+	}
+	raw := in.Raw
+	if raw == nil {
+		raw = []byte{}
+	}
+	args = append(args, in.Provider, in.TxnID, in.OrderNo, in.Amount, in.Currency, in.Merchant, in.PaidAt, in.Status,
+		in.Reason, in.RefundID, in.RefundedAt, raw, in.CreatedAt)
+	var got *lapse.Payment
+	run := func(s *Store) error {
+		got, err = scanPayment(s.db.QueryRow(ctx, paymentApplySQL, args...))
+		return err
+	}
+	if s.tx != nil {
+		err = s.Tx(ctx, func(tx lapse.Store) error { return run(tx.(*Store)) })
+	} else {
+		err = run(s)
+	}
+	_, exists := isUniqueViolation(err, "payments_provider_txn_key")
+	switch stale := errors.Is(err, pgx.ErrNoRows); {
+	case err == nil:
+		return got, true, nil
+	case stale || exists:
+		// A payment that exists is the answer, stale or not. In READ
+		// COMMITTED this read takes a new snapshot, which sees the payment
+		// that the insert met.
+		got, err = s.PaymentGet(ctx, in.Provider, in.TxnID)
+		switch {
+		case err == nil:
+			return got, false, nil
+		case stale && errors.Is(err, lapse.ErrPaymentNotFound):
+			return nil, false, lapse.ErrStale
+		}
+		return nil, false, err
+	}
+	return nil, false, fmt.Errorf("postgres: create payment %s/%s of order %d %s --%s--> %s: %w", in.Provider, in.TxnID,
+		tr.OrderID, tr.FromState, tr.Event, tr.ToState, err)
 }
 
 // PaymentGet returns the payment of a provider's transaction, or
@@ -139,14 +202,13 @@ var paymentUpdateSQL = `WITH p AS (
 ), x AS (
 	INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
 	SELECT e.id, p.order_id, e.order_no, e.type, e.payload, e.created_at
-	FROM p, unnest($8::uuid[], $9::text[], $10::text[], $11::json[], $12::timestamptz[])
-		WITH ORDINALITY AS e(id, order_no, type, payload, created_at, n)
+	FROM p, ` + oneOrderEvents(8) + `
 	ORDER BY e.n
 	RETURNING id, order_id, order_no, type, created_at
 ), r AS (
 	INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at)
 	SELECT $18::bigint, $19::text, $16, nullif($20::bigint, 0), $17 FROM p WHERE $15::bool
-), ` + deliveriesCTE("d", 13, 14) + `
+), ` + oneOrderDeliveriesCTE("d", 13, 14) + `
 SELECT ` + paymentColumns + ` FROM p`
 
 // PaymentUpdate moves a payment from p.From to p.To with p.Outbox in one

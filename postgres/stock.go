@@ -68,8 +68,9 @@ func scanStock(row pgx.Row) (*lapse.Stock, error) {
 // invariant, 0 <= reserved <= on_hand after the move (written so that it
 // cannot overflow); the update and the journal happen only when every line
 // passed. The result says, line by line in the order given, what was found
-// and whether it passed.
-const stockMoveSQL = `WITH k AS MATERIALIZED (
+// and whether it passed. The lines' unnest is bounded (see bounded): a move
+// is about one order.
+var stockMoveSQL = `WITH k AS MATERIALIZED (
 	SELECT s.sku, s.on_hand, s.reserved FROM stock s
 	WHERE s.sku = ANY($1::text[])
 	ORDER BY s.sku COLLATE "C"
@@ -77,7 +78,7 @@ const stockMoveSQL = `WITH k AS MATERIALIZED (
 ), c AS (
 	SELECT l.sku, l.qty, l.n, k.on_hand, k.reserved,
 		coalesce(k.reserved >= -$4::bigint * l.qty AND k.on_hand - k.reserved >= ($4::bigint - $3::bigint) * l.qty, false) AS ok
-	FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS l(sku, qty, n)
+	FROM ` + bounded("unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS l(sku, qty, n)", "l", "$1::text[]") + `
 	LEFT JOIN k ON k.sku = l.sku
 ), g AS (
 	SELECT bool_and(ok) AS ok FROM c

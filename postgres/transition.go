@@ -15,7 +15,14 @@ import (
 // log row, outbox rows and their deliveries. The other writes read the
 // UPDATE's RETURNING (the deliveries through the outbox insert's), so when
 // the guard fails nothing at all is written.
-var orderTransitionSQL = `WITH o AS (
+var orderTransitionSQL = orderTransitionCTEs + `
+SELECT ` + orderColumns + ` FROM o`
+
+// orderTransitionCTEs are orderTransitionSQL's statements, with
+// parameters $1 to $19 (orderTransitionArgs), o the moved order: a
+// statement that moves an order and writes more with it (PaymentCreate
+// with a transition) adds its own after them.
+var orderTransitionCTEs = `WITH o AS (
 	UPDATE orders SET state = $4, deadline_at = $5, closed_at = $6, close_reason = $7, fired_by = $8,
 		updated_at = $9, version = version + 1
 	WHERE id = $1 AND state = $2 AND version = $3
@@ -26,26 +33,21 @@ var orderTransitionSQL = `WITH o AS (
 ), x AS (
 	INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
 	SELECT e.id, o.id, e.order_no, e.type, e.payload, e.created_at
-	FROM o, unnest($13::uuid[], $14::text[], $15::text[], $16::json[], $17::timestamptz[])
-		WITH ORDINALITY AS e(id, order_no, type, payload, created_at, n)
+	FROM o, ` + oneOrderEvents(13) + `
 	ORDER BY e.n
 	RETURNING id, order_id, order_no, type, created_at
-), ` + deliveriesCTE("d", 18, 19) + `
-SELECT ` + orderColumns + ` FROM o`
+), ` + oneOrderDeliveriesCTE("d", 18, 19)
 
 // OrderTransition applies one planned transition in one statement: the
 // update guarded by id, state and version, its log row, its outbox rows and
 // their deliveries. It returns the order as updated, or lapse.ErrStale and
 // writes nothing.
 func (s *Store) OrderTransition(ctx context.Context, p *lapse.OrderTransitionParams) (*lapse.Order, error) {
-	var ev outboxArgs
-	if err := ev.add(p.OrderID, p.Outbox); err != nil {
+	args, err := orderTransitionArgs(p)
+	if err != nil {
 		return nil, fmt.Errorf("postgres: transition order %d: %w", p.OrderID, err)
 	}
-	o, err := scanOrder(s.db.QueryRow(ctx, orderTransitionSQL,
-		p.OrderID, p.FromState, p.FromVersion, p.ToState, p.DeadlineAt, p.ClosedAt, p.CloseReason, p.FiredBy,
-		p.At, p.Event, p.Actor, p.Reason,
-		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt, ev.subEventIDs, ev.subscribers))
+	o, err := scanOrder(s.db.QueryRow(ctx, orderTransitionSQL, args...))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, lapse.ErrStale
 	}
@@ -53,6 +55,17 @@ func (s *Store) OrderTransition(ctx context.Context, p *lapse.OrderTransitionPar
 		return nil, fmt.Errorf("postgres: transition order %d %s --%s--> %s: %w", p.OrderID, p.FromState, p.Event, p.ToState, err)
 	}
 	return o, nil
+}
+
+// orderTransitionArgs are the parameters of orderTransitionCTEs for p.
+func orderTransitionArgs(p *lapse.OrderTransitionParams) ([]any, error) {
+	var ev outboxArgs
+	if err := ev.add(p.OrderID, p.Outbox); err != nil {
+		return nil, err
+	}
+	return []any{p.OrderID, p.FromState, p.FromVersion, p.ToState, p.DeadlineAt, p.ClosedAt, p.CloseReason, p.FiredBy,
+		p.At, p.Event, p.Actor, p.Reason,
+		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt, ev.subEventIDs, ev.subscribers}, nil
 }
 
 // orderTransitionManySQL is orderTransitionSQL for a batch: the planned

@@ -32,8 +32,12 @@ func scanPayment(r scanner) (*lapse.Payment, error) {
 
 // PaymentCreate inserts p.Payment with p.Outbox and its deliveries, unless
 // its provider and txn id exist: then it writes nothing and returns the
-// payment that exists, with created=false.
+// payment that exists, with created=false. With p.Transition, see
+// paymentApply.
 func (s *Store) PaymentCreate(ctx context.Context, p *lapse.PaymentCreateParams) (*lapse.Payment, bool, error) {
+	if p.Transition != nil {
+		return s.paymentApply(ctx, p)
+	}
 	in := p.Payment
 	var got *lapse.Payment
 	created := false
@@ -64,6 +68,27 @@ func (s *Store) PaymentCreate(ctx context.Context, p *lapse.PaymentCreateParams)
 	})
 	if err != nil {
 		return nil, false, fail(err, "payment create %s/%s", in.Provider, in.TxnID)
+	}
+	return got, created, nil
+}
+
+// paymentApply records p.Payment and applies p.Transition, its order's, in
+// one transaction: a payment that exists moves nothing, a stale transition
+// is lapse.ErrStale and writes nothing.
+func (s *Store) paymentApply(ctx context.Context, p *lapse.PaymentCreateParams) (*lapse.Payment, bool, error) {
+	var got *lapse.Payment
+	created := false
+	err := s.Tx(ctx, func(tx lapse.Store) error {
+		var err error
+		got, created, err = tx.PaymentCreate(ctx, &lapse.PaymentCreateParams{Payment: p.Payment})
+		if err != nil || !created {
+			return err
+		}
+		_, err = tx.OrderTransition(ctx, p.Transition)
+		return err
+	})
+	if err != nil {
+		return nil, false, err
 	}
 	return got, created, nil
 }

@@ -3,12 +3,14 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/flows"
 )
 
 // newPayment builds a late payment of o, with its payment.late event fanned
@@ -243,6 +245,149 @@ func testPaymentReview(t *testing.T, s lapse.Store) {
 		if got.ID == 0 || got.OrderID != want.OrderID || got.OrderNo != want.OrderNo || got.Reason != want.Reason ||
 			got.DeliveryID != want.DeliveryID || !got.CreatedAt.Equal(want.CreatedAt) || got.ResolvedAt != nil {
 			t.Errorf("review %d = %+v, want %+v", i, got, want)
+		}
+	}
+}
+
+// appliedPayment builds a payment of o that pays it, with the transition
+// PAY of o planned at at, whose order.paid event fans out to notify.
+func appliedPayment(t *testing.T, o *lapse.Order, txn string, at time.Time) *lapse.PaymentCreateParams {
+	t.Helper()
+	tr := plan(t, o, flows.Pay, at)
+	for i := range tr.Outbox {
+		tr.Outbox[i].Subscribers = []string{"notify"}
+	}
+	p := &lapse.Payment{Provider: "sandbox", TxnID: txn, OrderID: o.ID, OrderNo: o.OrderNo, Amount: o.Amount,
+		Currency: o.Currency, Merchant: "m-1", PaidAt: at.Add(-time.Second), Status: lapse.PaymentApplied,
+		Raw: []byte(`{"txn_id":"` + txn + `"}`), CreatedAt: at, UpdatedAt: at}
+	return &lapse.PaymentCreateParams{Payment: p, Transition: tr}
+}
+
+func testPaymentApply(t *testing.T, s lapse.Store) {
+	at := base.Add(time.Minute)
+	o := mustCreate(t, s, "PA-1", base.Add(time.Hour), base)
+	p := appliedPayment(t, o, "txn-a", at)
+	got, created, err := s.PaymentCreate(ctxT(t), p)
+	if err != nil || !created {
+		t.Fatalf("PaymentCreate with its transition = %v, %v", created, err)
+	}
+	want := *p.Payment
+	want.ID = got.ID
+	if got.ID == 0 || fmt.Sprint(*got) != fmt.Sprint(want) {
+		t.Errorf("PaymentCreate returned\n%+v\nwant\n%+v", *got, want)
+	}
+	paid := mustGet(t, s, "PA-1")
+	trs, _ := s.TransitionList(ctxT(t), o.ID)
+	evs, _ := s.OutboxList(ctxT(t), o.ID)
+	ds, _ := s.DeliveryList(ctxT(t), o.ID)
+	if paid.State != flows.Paid || paid.Version != 2 || len(trs) != 2 || trs[1].ToState != flows.Paid || trs[1].Version != 2 ||
+		len(evs) != 2 || evs[1].ID != p.Transition.Outbox[0].ID || len(ds) != 1 || ds[0].Subscriber != "notify" {
+		t.Errorf("after the payment: %+v, %d log rows, %d events, deliveries %+v; want PAID at 2 with its row, order.paid and its delivery",
+			paid, len(trs), len(evs), ds)
+	}
+
+	// The same transaction again, planned from the order as it was: the
+	// payment recorded, nothing written.
+	dup, created, err := s.PaymentCreate(ctxT(t), appliedPayment(t, o, "txn-a", at.Add(time.Second)))
+	if err != nil || created || dup.ID != got.ID {
+		t.Errorf("PaymentCreate again = %+v, %v, %v; want the first payment, not created", dup, created, err)
+	}
+	if trs, evs := counts(t, s, o); trs != 2 || evs != 2 {
+		t.Errorf("a duplicate wrote: %d log rows, %d events; want 2 and 2", trs, evs)
+	}
+
+	// The order moved on: nothing written.
+	o2 := mustCreate(t, s, "PA-2", base.Add(time.Hour), base)
+	stale := appliedPayment(t, o2, "txn-s", at)
+	if _, err := s.OrderTransition(ctxT(t), plan(t, o2, flows.Cancel, at)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.PaymentCreate(ctxT(t), stale); !errors.Is(err, lapse.ErrStale) {
+		t.Errorf("PaymentCreate with a stale transition = %v, want ErrStale", err)
+	}
+	if _, err := s.PaymentGet(ctxT(t), "sandbox", "txn-s"); !errors.Is(err, lapse.ErrPaymentNotFound) {
+		t.Errorf("a stale payment was recorded: %v", err)
+	}
+	if trs, evs := counts(t, s, o2); trs != 2 || evs != 2 {
+		t.Errorf("a stale payment wrote: %d log rows, %d events; want 2 and 2", trs, evs)
+	}
+
+	// A payment recorded without moving its order (review), paid again by
+	// the same transaction: the one recorded, the order not moved; inside
+	// Tx the transaction stays usable.
+	o3 := mustCreate(t, s, "PA-3", base.Add(time.Hour), base)
+	rv, _, err := s.PaymentCreate(ctxT(t), newPayment(o3, "txn-r", at))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Tx(ctxT(t), func(tx lapse.Store) error {
+		got, created, err := tx.PaymentCreate(ctxT(t), appliedPayment(t, o3, "txn-r", at))
+		if err != nil || created || got.ID != rv.ID {
+			return fmt.Errorf("PaymentCreate of a recorded payment in Tx = %+v, %v, %v; want it, not created", got, created, err)
+		}
+		_, err = tx.OrderTransition(ctxT(t), plan(t, o3, flows.Cancel, at))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustGet(t, s, "PA-3"); got.State != flows.Closed {
+		t.Errorf("PA-3 is %s, want %s: the transaction went on after the recorded payment", got.State, flows.Closed)
+	}
+}
+
+func testPaymentApplyConcurrent(t *testing.T, s lapse.Store) {
+	at := base.Add(time.Minute)
+	// One transaction sent eight times at once for one order, and one sent
+	// for eight orders at once (a provider's mistake): one payment, one
+	// order PAID, each PAID order by its own payment.
+	one := mustCreate(t, s, "PAC-1", base.Add(time.Hour), base)
+	var many []*lapse.Order
+	for i := range 8 {
+		many = append(many, mustCreate(t, s, orderNo("PAC-M", i), base.Add(time.Hour), base))
+	}
+	for _, c := range []struct {
+		txn    string
+		orders []*lapse.Order
+	}{
+		{"txn-one", slices.Repeat([]*lapse.Order{one}, 8)},
+		{"txn-many", many},
+	} {
+		var wg sync.WaitGroup
+		var created atomic.Int32
+		for _, o := range c.orders {
+			wg.Go(func() {
+				_, cr, err := s.PaymentCreate(ctxT(t), appliedPayment(t, o, c.txn, at))
+				if err != nil && !errors.Is(err, lapse.ErrStale) {
+					t.Errorf("PaymentCreate %s of %s: %v", c.txn, o.OrderNo, err)
+				}
+				if cr {
+					created.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if created.Load() != 1 {
+			t.Errorf("%s: %d concurrent creators created, want exactly 1", c.txn, created.Load())
+		}
+		pay, err := s.PaymentGet(ctxT(t), "sandbox", c.txn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paid := 0
+		for _, o := range slices.Compact(slices.Clone(c.orders)) {
+			got := mustGet(t, s, o.OrderNo)
+			switch {
+			case got.State == flows.Paid && got.ID == pay.OrderID && got.Version == 2:
+				paid++
+			case got.State == flows.Paid:
+				t.Errorf("%s: %s is PAID (version %d) without its payment", c.txn, got.OrderNo, got.Version)
+			case got.Version != 1:
+				t.Errorf("%s: %s moved to %s", c.txn, got.OrderNo, got.State)
+			}
+		}
+		if paid != 1 {
+			t.Errorf("%s: %d orders PAID by it, want 1", c.txn, paid)
 		}
 	}
 }

@@ -74,6 +74,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"LedgerInTx", testLedgerInTx},
 		{"PaymentCreate", testPaymentCreate},
 		{"PaymentCreateConcurrent", testPaymentCreateConcurrent},
+		{"PaymentApply", testPaymentApply},
+		{"PaymentApplyConcurrent", testPaymentApplyConcurrent},
 		{"PaymentUpdate", testPaymentUpdate},
 		{"PaymentReview", testPaymentReview},
 		{"PaymentList", testPaymentList},
