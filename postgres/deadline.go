@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -67,24 +66,29 @@ func deadlineRowsCTE(o string) string {
 }
 
 // The claim reads the due index of order_deadlines in deadline order and
-// stops at the limit. Inside a transaction it locks the orders it returns
-// and skips those that other claimers hold, so claimers on many nodes take
-// disjoint batches; the deadline rows are not locked, since every writer of
-// one locks its order first. FOR NO KEY UPDATE is the lock the closing
-// UPDATE takes anyway (it changes no key); the stronger FOR UPDATE would
-// also block inserts that reference the order.
+// stops at the limit. Inside a transaction it locks the orders it returns,
+// and their deadline rows, and skips those that other claimers hold, so
+// claimers on many nodes take disjoint batches.
 //
-// When the lock waits out another transaction that changed the order (one
-// that closed it, or moved its deadline), PostgreSQL returns the order as
-// that transaction left it, joined to the deadline row as the scan saw it
-// before: OrderClaimDue drops such an order when its own deadline is no
-// longer due. Testing o.deadline_at in SQL instead would make the planner
-// count the due orders twice over, think few are due, and sort them all
-// rather than read the index in order.
+// Locking the deadline row too is what keeps out an order that another
+// transaction closed, or whose deadline it moved, after the scan saw it:
+// PostgreSQL then tests the rows it locks again as that transaction left
+// them, and a deadline row deleted, or moved past the due time, drops the
+// order from the claim while the scan goes on to fill the batch. (Locking
+// only the order would return it as it is now, joined to the deadline row
+// as the scan saw it; and testing o.deadline_at in SQL instead would make
+// the planner count the due orders twice over, think few are due, and
+// sort them all rather than read the index in order.) The claim never waits
+// for a lock, so although it may take the deadline row before the order
+// (every other writer takes the order first) it cannot deadlock; it can make
+// such a writer wait for the claim's commit. FOR NO KEY UPDATE is the lock
+// the closing UPDATE takes on the order anyway (it changes no key); the
+// stronger FOR UPDATE would also block inserts that reference the order.
+// The deadline row is deleted or updated, which FOR UPDATE covers.
 var (
 	orderClaimDueSQL = "SELECT " + orderColumnsOf("o") + ` FROM order_deadlines d JOIN orders o ON o.id = d.order_id
 		WHERE d.deadline_at <= $1 AND d.flow = ANY($2) ORDER BY d.deadline_at LIMIT $3`
-	orderClaimDueLockedSQL = orderClaimDueSQL + " FOR NO KEY UPDATE OF o SKIP LOCKED"
+	orderClaimDueLockedSQL = orderClaimDueSQL + " FOR NO KEY UPDATE OF o SKIP LOCKED FOR UPDATE OF d SKIP LOCKED"
 )
 
 // OrderClaimDue returns up to p.Limit orders of p.Flows whose deadline is at
@@ -104,9 +108,7 @@ func (s *Store) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim due orders: %w", err)
 	}
-	return slices.DeleteFunc(out, func(o *lapse.Order) bool {
-		return o.DeadlineAt == nil || o.DeadlineAt.After(p.DueBy)
-	}), nil
+	return out, nil
 }
 
 // orderNextDeadlineSQL is an index-only scan of the due index, which carries

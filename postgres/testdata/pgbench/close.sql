@@ -1,7 +1,7 @@
 -- One batch of the deadline engine's close path as a single statement: claim
--- 500 due orders (locking each order), close them (a HOT update), delete
--- their deadline rows, log them, and write an order.closed event of the
--- size Lapse writes, with a time-ordered id.
+-- 500 due orders (locking each with its deadline row), close them (a HOT
+-- update), delete their deadline rows, log them, and write an order.closed
+-- event of the size Lapse writes, with a time-ordered id.
 -- See setup.sql.
 WITH c AS (
 	SELECT o.id FROM order_deadlines d JOIN orders o ON o.id = d.order_id
