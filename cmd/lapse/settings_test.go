@@ -101,7 +101,7 @@ func defineOne(fs *flag.FlagSet, s *setting) (err error) {
 // can name a flag that was renamed or removed.
 func TestSettingsNamedExist(t *testing.T) {
 	t.Parallel()
-	known := map[string]bool{"help": true}
+	known := map[string]bool{"help": true, "version": true}
 	for _, s := range allSettings() {
 		known[s.Name] = true
 	}
