@@ -85,7 +85,8 @@ func (c *flagConfig) Log(log *slog.Logger) {
 }
 
 // loadFlags defines the flags of settings, and --config, on fs, holding
-// their values in o; parses args into them like parseFlags; and returns
+// their values in o; parses args into them like parseFlags (see
+// parseArgs); and returns
 // where every flag got its value. Every value, from wherever it comes,
 // passes the checks of its setting's kind. A config file that is unreadable
 // or invalid stops the command unless its snapshot is good: then the
@@ -94,7 +95,7 @@ func (c *flagConfig) Log(log *slog.Logger) {
 func loadFlags(fs *flag.FlagSet, settings []*setting, o *options, args []string) (*flagConfig, error) {
 	settings = append(slices.Clip(settings), configSetting)
 	defineFlags(fs, settings, o)
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return nil, err
 	}
 	cfg := &flagConfig{Sources: map[string]string{}, fs: fs, settings: settingsByName(settings)}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -99,5 +100,33 @@ func TestVersionCommand(t *testing.T) {
 	}
 	if _, _, code := lapseExit(t, t.TempDir(), nil, "version", "extra"); code != 2 {
 		t.Errorf("lapse version extra: exit %d, want 2", code)
+	}
+}
+
+// TestFlagsAfterArguments: every command takes its flags after its
+// positional arguments too, and "--" ends them.
+func TestFlagsAfterArguments(t *testing.T) {
+	t.Parallel()
+	dir, examples := t.TempDir(), examplesDir(t)
+	out, errOut, code := lapseExit(t, dir, nil, "flows", "auto_confirm", "--flows", examples)
+	if code != 0 || !strings.Contains(out, "[*] --> PAID") {
+		t.Errorf("lapse flows auto_confirm --flows DIR: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = lapseExit(t, dir, nil, "flows", "--flows="+examples, "auto_refund")
+	if code != 0 || !strings.Contains(out, "AUTO_REFUND") {
+		t.Errorf("lapse flows --flows=DIR auto_refund: exit %d\n%s%s", code, out, errOut)
+	}
+	db := filepath.Join(dir, "lapse.db")
+	if _, errOut, code := lapseExit(t, dir, nil, "migrate", "--db", db); code != 0 {
+		t.Fatalf("lapse migrate: exit %d\n%s", code, errOut)
+	}
+	// A boolean flag between the order numbers takes no value.
+	out, errOut, code = lapseExit(t, dir, nil, "close", "A-1", "--dry-run", "A-2", "--db", db)
+	if code != 0 || !strings.Contains(out, "dry run: nothing was changed") {
+		t.Errorf("lapse close A-1 --dry-run A-2 --db DB: exit %d\n%s%s", code, out, errOut)
+	}
+	_, errOut, code = lapseExit(t, dir, nil, "flows", "--", "--flows")
+	if code != 2 || !strings.Contains(errOut, `no flow "--flows"`) {
+		t.Errorf("lapse flows -- --flows: exit %d, want 2 and no such flow:\n%s", code, errOut)
 	}
 }

@@ -16,7 +16,7 @@ func showVersion(args []string, stdout, stderr io.Writer) error {
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: lapse version\n\nPrints the version of lapse, the commit it was built from and the Go that built it.")
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
