@@ -130,3 +130,21 @@ func TestFlagsAfterArguments(t *testing.T) {
 		t.Errorf("lapse flows -- --flows: exit %d, want 2 and no such flow:\n%s", code, errOut)
 	}
 }
+
+// TestFlowsCommandSettings: lapse flows takes its directory from --flows,
+// LAPSE_FLOWS or the config file, as lapse serve does.
+func TestFlowsCommandSettings(t *testing.T) {
+	t.Parallel()
+	dir, examples := t.TempDir(), examplesDir(t)
+	out, errOut, code := lapseExit(t, dir, []string{"LAPSE_FLOWS=" + examples}, "flows", "auto_confirm")
+	if code != 0 || !strings.Contains(out, "[*] --> PAID") {
+		t.Errorf("LAPSE_FLOWS=DIR lapse flows auto_confirm: exit %d\n%s%s", code, out, errOut)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "lapse.yaml"), []byte("flows: "+examples+"\nsweep-interval: 5s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = lapseExit(t, dir, nil, "flows", "--config", "lapse.yaml")
+	if code != 0 || !strings.Contains(out, "auto_confirm") {
+		t.Errorf("lapse flows --config FILE: exit %d\n%s%s", code, out, errOut)
+	}
+}

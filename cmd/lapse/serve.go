@@ -42,7 +42,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg.Log(log) // loud when running on the last good snapshot
+	cfg.WriteSnapshot() // the fallback of the next start
+	cfg.Log(log)        // loud when running on the last good snapshot
 
 	// A flow or schedule that is wrong stops the start before the database
 	// is touched.

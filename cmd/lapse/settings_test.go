@@ -25,20 +25,6 @@ import (
 	"github.com/lapsehq/lapse/flows"
 )
 
-// allSettings returns every setting of every command, each once.
-func allSettings() []*setting {
-	var out []*setting
-	for _, list := range [][]*setting{serveSettings, migrateSettings, reconcileSettings, flowsSettings, {configSetting},
-		apikeyCreateSettings, operatorAddSettings, auditListSettings, dbSettings, closeSettings, benchSettings} {
-		for _, s := range list {
-			if !slices.Contains(out, s) {
-				out = append(out, s)
-			}
-		}
-	}
-	return out
-}
-
 // TestSettingsTable: every setting has a name of its own, a doc, and a
 // default that its kind takes and its flag prints as written; secrets have
 // no default in code.
@@ -81,6 +67,32 @@ func TestSettingsTable(t *testing.T) {
 			t.Errorf("serve has setting %s twice", s.Name)
 		}
 		names[s.Name] = true
+	}
+}
+
+// TestSettingsSharedNames: settings of several commands with one name are
+// one key of a config file, which every command checks the same way: they
+// agree on their kind and on being an argument, which a file cannot set.
+func TestSettingsSharedNames(t *testing.T) {
+	t.Parallel()
+	byName := map[string]*setting{}
+	for _, list := range [][]*setting{serveSettings, migrateSettings, reconcileSettings, flowsSettings,
+		apikeyCreateSettings, operatorAddSettings, auditListSettings, dbSettings, closeSettings, benchSettings} {
+		for _, s := range list {
+			other, ok := byName[s.Name]
+			if !ok {
+				byName[s.Name] = s
+				continue
+			}
+			if other.Kind != s.Kind || other.Argument != s.Argument {
+				t.Errorf("two settings %s: a %s (argument %v) and a %s (argument %v)", s.Name, other.Kind, other.Argument, s.Kind, s.Argument)
+			}
+		}
+	}
+	for name := range byName {
+		if !slices.ContainsFunc(allSettings(), func(s *setting) bool { return s.Name == name }) {
+			t.Errorf("allSettings leaves out %s", name)
+		}
 	}
 }
 
