@@ -263,7 +263,7 @@ func TestSharedTrigger(t *testing.T) {
 	// A deadline set here is handed to the trigger.
 	local := create(t, e, checkout("SH-local", time.Hour))
 	waitUntil(t, 2*time.Second, func() bool { return tr.has(local.ID) })
-	if st := e.TriggerStatus(); !st.Configured || st.Using != "shared" || st.Degraded {
+	if st := e.TriggerStatus(); !st.Configured || st.Using != "redis" || st.Degraded {
 		t.Errorf("status %+v", st)
 	}
 }
@@ -326,7 +326,7 @@ func TestSharedTriggerDegrades(t *testing.T) {
 	}
 	tr.fail(errors.New("redis: connection refused"))
 	time.Sleep(300 * time.Millisecond)
-	if st := e.TriggerStatus(); st.Using != "shared" {
+	if st := e.TriggerStatus(); st.Using != "redis" {
 		t.Errorf("forced shared, failing: %+v", st)
 	}
 	if err := e.SetTriggerMode("bogus"); lapse.ErrorCode(err) != lapse.EINVALID {

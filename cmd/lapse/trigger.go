@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/redis"
 )
@@ -18,6 +20,10 @@ type triggerFlags struct {
 func (f *triggerFlags) build() (*redis.Trigger, engine.TriggerMode, error) {
 	mode, err := engine.ParseTriggerMode(f.mode)
 	if err != nil {
+		var le *lapse.Error
+		if errors.As(err, &le) {
+			return nil, "", fmt.Errorf("--trigger-mode: %s", le.Message) // not the API's "mode: "
+		}
 		return nil, "", fmt.Errorf("--trigger-mode: %w", err)
 	}
 	if f.redisURL == "" {

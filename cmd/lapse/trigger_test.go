@@ -56,7 +56,7 @@ func TestRedisOutage(t *testing.T) {
 		call(t, "GET", p.URL+"/v1/trigger", nil, &st)
 		return st
 	}
-	waitFor(t, 10*time.Second, func() bool { return status().Using == "shared" })
+	waitFor(t, 10*time.Second, func() bool { return status().Using == "redis" })
 
 	// Traffic: orders due 1.5 s after they are created, for 12 s.
 	var (
@@ -100,7 +100,7 @@ func TestRedisOutage(t *testing.T) {
 	}
 	time.Sleep(3 * time.Second)
 	proxy.Up()
-	waitFor(t, 10*time.Second, func() bool { st := status(); return !st.Degraded && st.Using == "shared" })
+	waitFor(t, 10*time.Second, func() bool { st := status(); return !st.Degraded && st.Using == "redis" })
 	time.Sleep(3 * time.Second)
 	stop()
 	wg.Wait()
