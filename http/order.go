@@ -305,14 +305,14 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 // orderView is o as the API shows it: times in UTC whatever zone the store
-// returned, and items as an array even when there are none.
+// returned. Every answer with an order shows it through orderView; its
+// items show as [] when there are none, as every list of an answer does
+// (writeJSON).
 func orderView(o *lapse.Order) *lapse.Order {
 	v := *o
 	v.CreatedAt, v.UpdatedAt = v.CreatedAt.UTC(), v.UpdatedAt.UTC()
 	v.DeadlineAt, v.ClosedAt = utc(v.DeadlineAt), utc(v.ClosedAt)
-	if v.Items == nil {
-		v.Items = []lapse.Item{}
-	}
+	v.IntentAt, v.PayBy = utc(v.IntentAt), utc(v.PayBy)
 	return &v
 }
 

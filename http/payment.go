@@ -31,7 +31,7 @@ func (s *Server) startPayment(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, o)
+	s.writeJSON(w, r, http.StatusOK, orderView(o))
 }
 
 func (s *Server) listPayments(w http.ResponseWriter, r *http.Request) {
