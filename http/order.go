@@ -3,10 +3,8 @@ package http
 import (
 	"bytes"
 	"encoding/json"
-	"maps"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"time"
 
@@ -152,23 +150,13 @@ func (s *Server) listOrders(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, page)
 }
 
-// listParams parses the query of GET /v1/orders. Unknown and repeated
-// parameters are refused: a misspelt filter would otherwise list everything.
-// Filter values are not checked against the flows: an unknown state or flow
-// simply matches nothing.
+// listParams parses the query of GET /v1/orders (see listQuery). The
+// engine checks the state and the flow against its flows (Engine.Orders):
+// an unknown one is refused rather than matching nothing.
 func listParams(rawQuery string) (*lapse.OrderListParams, error) {
-	q, err := url.ParseQuery(rawQuery)
+	q, err := listQuery(rawQuery, "state", "user_id", "flow", "created_from", "created_to", "limit", "cursor")
 	if err != nil {
-		return nil, lapse.Errorf(lapse.EINVALID, "the query string is malformed: %v", err)
-	}
-	known := []string{"state", "user_id", "flow", "created_from", "created_to", "limit", "cursor"}
-	for _, k := range slices.Sorted(maps.Keys(q)) {
-		if !slices.Contains(known, k) {
-			return nil, lapse.FieldError(k, "is not a parameter of this listing (it takes %v)", known)
-		}
-		if len(q[k]) > 1 {
-			return nil, lapse.FieldError(k, "is given more than once")
-		}
+		return nil, err
 	}
 	p := &lapse.OrderListParams{
 		State:  lapse.State(q.Get("state")),
