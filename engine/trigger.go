@@ -117,7 +117,11 @@ type trigger struct {
 	// stale is set whenever deadlines may have been set without reaching
 	// the shared trigger (degraded, forced to the database, a full queue):
 	// it is seeded from the database before it is used again.
-	stale   atomic.Bool
+	stale atomic.Bool
+	// known is set once this process has seen the trigger seeded: a
+	// trigger without data after that has lost it, while one that has none
+	// at the start may just be new.
+	known   atomic.Bool
 	pending chan TriggerDue
 	kick    chan struct{}
 
