@@ -58,7 +58,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	shared, triggerMode, err := tf.build()
+	shared, triggerMode, err := tf.build(log)
 	if err != nil {
 		return err
 	}

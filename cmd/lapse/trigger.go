@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -17,7 +18,8 @@ type triggerFlags struct {
 }
 
 // build returns the shared trigger and its mode, or nil without --redis.
-func (f *triggerFlags) build() (*redis.Trigger, engine.TriggerMode, error) {
+// With --redis, the Redis client's own log lines go to log.
+func (f *triggerFlags) build(log *slog.Logger) (*redis.Trigger, engine.TriggerMode, error) {
 	mode, err := engine.ParseTriggerMode(f.mode)
 	if err != nil {
 		var le *lapse.Error
@@ -32,6 +34,7 @@ func (f *triggerFlags) build() (*redis.Trigger, engine.TriggerMode, error) {
 		}
 		return nil, mode, nil
 	}
+	redis.SetClientLogger(log)
 	t, err := redis.New(redis.Config{URL: f.redisURL, Prefix: f.prefix, Timeout: f.timeout})
 	if err != nil {
 		return nil, "", fmt.Errorf("--redis: %w", err)
