@@ -42,6 +42,15 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Said last, once the deferred closes below (stores, subscribers,
+	// the shared trigger, listeners) have run: when the process has
+	// really stopped.
+	stopped := false
+	defer func() {
+		if stopped {
+			log.Info("lapse stopped")
+		}
+	}()
 	cfg.WriteSnapshot() // the fallback of the next start
 	cfg.Log(log)        // loud when running on the last good snapshot
 
@@ -264,7 +273,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if httpErr != nil && !errors.Is(httpErr, http.ErrServerClosed) {
 		return fmt.Errorf("http shutdown: %w", httpErr)
 	}
-	log.Info("lapse stopped")
+	stopped = true
 	return nil
 }
 
