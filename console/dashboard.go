@@ -368,7 +368,7 @@ func (c *Console) dashBacklogs(ctx context.Context, lang string, loc *time.Locat
 func dashSums(sums map[string]int64) string {
 	var out []string
 	for _, cur := range slices.Sorted(maps.Keys(sums)) {
-		out = append(out, money(sums[cur], cur))
+		out = append(out, lapse.Money(sums[cur], cur))
 	}
 	return strings.Join(out, ", ")
 }

@@ -106,7 +106,7 @@ func (s settler) charge(ctx context.Context, m *lapse.GroupMember) error {
 		case err == nil && pay.Status == lapse.ProviderPaid:
 			if pay.Amount != m.Amount || pay.Currency != m.Currency {
 				return update(lapse.ChargeCharging, lapse.ChargeFailed, false, pay.TxnID,
-					fmt.Sprintf("the provider charged %d %s, not %d %s: an operator must look", pay.Amount, pay.Currency, m.Amount, m.Currency))
+					fmt.Sprintf("the provider charged %s, not %s: an operator must look", lapse.Money(pay.Amount, pay.Currency), lapse.Money(m.Amount, m.Currency)))
 			}
 			return update(lapse.ChargeCharging, lapse.ChargeCharged, false, pay.TxnID, "")
 		case err != nil && !errors.Is(err, lapse.ErrProviderNotFound):
