@@ -320,10 +320,12 @@ func parseTime(field, s string) (time.Time, error) {
 	return t, nil
 }
 
+// parseDuration reads a duration of the API as flow files write theirs
+// (lapse.ParseDuration): 90s, 15m, 1h30m, 7d, 1d12h.
 func parseDuration(field, s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
+	d, err := lapse.ParseDuration(s)
 	if err != nil {
-		return 0, lapse.FieldError(field, "must be a duration such as \"15m\", \"90s\" or \"1h30m\", not %q", s)
+		return 0, lapse.FieldError(field, "must be a duration such as \"15m\", \"90s\", \"1h30m\" or \"7d\", not %q", s)
 	}
 	return d, nil
 }
