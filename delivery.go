@@ -270,7 +270,8 @@ func NewDeliveryDeadEvent(d *Delivery, lastError string, at time.Time) OutboxEve
 }
 
 // ParseSchedule reads a schedule written as a list of waits, "1m,5m,15m"
-// (stepped), or as "exp:BASE,CAP,ATTEMPTS", "exp:1s,5m,12" (exponential).
+// (stepped), or as "exp:BASE,CAP,ATTEMPTS", "exp:1s,5m,12" (exponential),
+// each duration as ParseDuration reads it ("1h,1d").
 // Jitter is 10%.
 func ParseSchedule(s string) (Schedule, error) {
 	sch := Schedule{Jitter: 0.1}
@@ -279,8 +280,8 @@ func ParseSchedule(s string) (Schedule, error) {
 		if len(parts) != 3 {
 			return Schedule{}, Errorf(EINVALID, "schedule %q: write exp:BASE,CAP,ATTEMPTS such as exp:1s,5m,12", s)
 		}
-		base, err1 := time.ParseDuration(strings.TrimSpace(parts[0]))
-		limit, err2 := time.ParseDuration(strings.TrimSpace(parts[1]))
+		base, err1 := ParseDuration(strings.TrimSpace(parts[0]))
+		limit, err2 := ParseDuration(strings.TrimSpace(parts[1]))
 		n, err3 := strconv.Atoi(strings.TrimSpace(parts[2]))
 		if err := errors.Join(err1, err2, err3); err != nil {
 			return Schedule{}, Errorf(EINVALID, "schedule %q: %v", s, err)
@@ -288,7 +289,7 @@ func ParseSchedule(s string) (Schedule, error) {
 		sch.Base, sch.Cap, sch.MaxAttempts = base, limit, n
 	} else {
 		for _, part := range strings.Split(s, ",") {
-			d, err := time.ParseDuration(strings.TrimSpace(part))
+			d, err := ParseDuration(strings.TrimSpace(part))
 			if err != nil {
 				return Schedule{}, Errorf(EINVALID, "schedule %q: %v", s, err)
 			}

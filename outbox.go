@@ -88,6 +88,12 @@ func NewDeadlineChangedEvent(o *Order, m DeadlineMove) OutboxEvent {
 func newOutboxEvent(p eventPayload, at time.Time) OutboxEvent {
 	o, typ := p.Order, p.Type
 	p.ID, p.OccurredAt = NewEventID(at), at
+	if o.Items == nil {
+		// A list, as the API shows it, also to subscribers: [] for none.
+		shown := *o
+		shown.Items = []Item{}
+		p.Order = &shown
+	}
 	body, err := json.Marshal(p)
 	if err != nil {
 		panic("lapse: order event does not marshal: " + err.Error()) // every field is marshalable

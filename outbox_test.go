@@ -59,3 +59,22 @@ func TestOutboxEventValidate(t *testing.T) {
 		t.Errorf("ValidateOutbox of one id twice = %v, want invalid", err)
 	}
 }
+
+// TestOutboxEventItems: an event shows an order without items with
+// "items": [], as the API does, and leaves the order it was given alone.
+func TestOutboxEventItems(t *testing.T) {
+	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	o := &lapse.Order{OrderNo: "A-1", Flow: "checkout", State: "UNPAID", CreatedAt: at, UpdatedAt: at}
+	for _, ev := range []lapse.OutboxEvent{
+		lapse.NewOutboxEvent(lapse.EventOrderCreated, o, nil),
+		lapse.NewDeadlineChangedEvent(o, lapse.DeadlineMove{}),
+		lapse.NewPaymentEvent("payment.late", o, &lapse.Payment{UpdatedAt: at}),
+	} {
+		if !strings.Contains(string(ev.Payload), `"items":[]`) {
+			t.Errorf("%s payload %s, want items []", ev.Type, ev.Payload)
+		}
+	}
+	if o.Items != nil {
+		t.Errorf("the order was changed: items %v", o.Items)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+
+	"github.com/lapsehq/lapse"
 )
 
 // amountError is an amount an operator typed that is not one, as the key
@@ -18,22 +20,14 @@ func (e *amountError) Error() string { return t(langEN, e.key, e.args...) }
 // text is the error in lang.
 func (e *amountError) text(lang string) string { return t(lang, e.key, e.args...) }
 
-// exponentOf is the number of minor-unit digits of currency.
-func exponentOf(currency string) int {
-	if exp, ok := exponents[strings.ToUpper(currency)]; ok {
-		return exp
-	}
-	return 2
-}
-
 // parseAmount reads s, an amount of currency in major units as an operator
 // types it ("12", "12.5", "12.50"), as minor units, exactly: the digits are
-// placed, never computed in floating point, as money shows them. Signs,
+// placed, never computed in floating point, as lapse.Money shows them. Signs,
 // exponents, separators, more decimals than the currency has (a JPY amount
 // has none) and amounts beyond int64 are *amountError.
 func parseAmount(s, currency string) (int64, error) {
 	s = strings.TrimSpace(s)
-	exp := exponentOf(currency)
+	exp := lapse.CurrencyExponent(currency)
 	whole, frac, _ := strings.Cut(s, ".")
 	if whole+frac == "" || !digitsOnly(whole) || !digitsOnly(frac) {
 		return 0, &amountError{key: "amount.invalid", args: []any{s}}
@@ -71,7 +65,7 @@ func parseMin(s string) (minAmount, *amountError) {
 func (m minAmount) allows(amount int64, currency string) bool {
 	ten := big.NewInt(10)
 	a := new(big.Int).Mul(big.NewInt(amount), new(big.Int).Exp(ten, big.NewInt(int64(m.exp)), nil))
-	b := new(big.Int).Mul(m.digits, new(big.Int).Exp(ten, big.NewInt(int64(exponentOf(currency))), nil))
+	b := new(big.Int).Mul(m.digits, new(big.Int).Exp(ten, big.NewInt(int64(lapse.CurrencyExponent(currency))), nil))
 	return a.Cmp(b) >= 0
 }
 

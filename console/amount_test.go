@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/lapsehq/lapse"
 )
 
 func TestParseAmount(t *testing.T) {
@@ -39,9 +41,9 @@ func TestParseAmount(t *testing.T) {
 		n   int64
 		cur string
 	}{{1999, "CNY"}, {5, "USD"}, {500, "JPY"}, {1234, "KWD"}, {9223372036854775807, "EUR"}} {
-		s := strings.TrimSuffix(money(v.n, v.cur), " "+v.cur)
+		s := strings.TrimSuffix(lapse.Money(v.n, v.cur), " "+v.cur)
 		if got, err := parseAmount(s, v.cur); err != nil || got != v.n {
-			t.Errorf("parseAmount(money(%d)) = %d, %v", v.n, got, err)
+			t.Errorf("parseAmount(lapse.Money(%d)) = %d, %v", v.n, got, err)
 		}
 	}
 }

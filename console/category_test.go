@@ -29,7 +29,7 @@ func deadReason(id int64, event, sub string, unknown bool, attempts int, lastErr
 // payReason is a payment review's reason as the payment path writes it
 // (engine/payment.go, paymentReview).
 func payReason(txn string, amount int64, why string) string {
-	return lapse.CleanReason(fmt.Sprintf("payment %s of sandbox (%d CNY) is in review: %s", txn, amount, why))
+	return lapse.CleanReason(fmt.Sprintf("payment %s of sandbox (%s) is in review: %s", txn, lapse.Money(amount, "CNY"), why))
 }
 
 // portError is the error a real port (or webhook sink) returns for one

@@ -97,7 +97,7 @@ func init() {
 
 		"dash.trigger":                 {"Deadline trigger", "截止时间触发"},
 		"dash.trigger_using":           {"In charge: %s.", "当前负责：%s。"},
-		"dash.path.shared":             {"the shared trigger (Redis)", "共享触发器（Redis）"},
+		"dash.path.redis":              {"the shared trigger (Redis)", "共享触发器（Redis）"},
 		"dash.path.database":           {"the database", "数据库"},
 		"dash.trigger.none":            {"No shared trigger (Redis) is configured: each process's timer fires the deadlines it knows of, and the database sweep fires the rest.", "未配置共享触发器（Redis）：各进程的定时器触发自己知道的截止时间，其余由数据库巡检触发。"},
 		"dash.trigger.auto_shared":     {"Mode auto: the shared trigger answers and holds every pending deadline, so it fires them on time; the database sweep stays the safety net.", "自动模式：共享触发器响应正常且持有全部待触发的截止时间，由它准时触发；数据库巡检作为兜底。"},
@@ -368,7 +368,7 @@ func (c *Console) dashBacklogs(ctx context.Context, lang string, loc *time.Locat
 func dashSums(sums map[string]int64) string {
 	var out []string
 	for _, cur := range slices.Sorted(maps.Keys(sums)) {
-		out = append(out, money(sums[cur], cur))
+		out = append(out, lapse.Money(sums[cur], cur))
 	}
 	return strings.Join(out, ", ")
 }
@@ -383,7 +383,7 @@ func dashTriggerOf(lang string, st engine.TriggerStatus) dashTrigger {
 		why = "dash.trigger.forced_shared"
 	case st.Mode == engine.TriggerDatabase:
 		why = "dash.trigger.forced_database"
-	case st.Using == "shared":
+	case st.Using == string(engine.TriggerShared):
 		why = "dash.trigger.auto_shared"
 	case st.Degraded:
 		why = "dash.trigger.auto_degraded"

@@ -74,8 +74,8 @@ func TestDashReviewHours(t *testing.T) {
 	t.Parallel()
 	rs := []*lapse.Review{ // newest first
 		{ID: 5, CreatedAt: dashT0.Add(3 * time.Hour), Reason: "delivery 3 of order.closed to erp ran out of retries after 8 attempts: HTTP 500"},
-		{ID: 4, CreatedAt: dashT0.Add(2*time.Hour + time.Minute), Reason: "payment T of p (1 CNY) is in review: amount differs"},
-		{ID: 3, CreatedAt: dashT0.Add(2 * time.Hour), Reason: "payment T of p (1 CNY) is in review: refund refused: no"},
+		{ID: 4, CreatedAt: dashT0.Add(2*time.Hour + time.Minute), Reason: "payment T of p (0.01 CNY) is in review: amount differs"},
+		{ID: 3, CreatedAt: dashT0.Add(2 * time.Hour), Reason: "payment T of p (0.01 CNY) is in review: refund refused: no"},
 		{ID: 2, CreatedAt: dashT0.Add(30 * time.Minute), Reason: "why not"},
 		{ID: 1, CreatedAt: dashT0.Add(-time.Minute), Reason: "too old"},
 	}
@@ -156,8 +156,8 @@ func TestDashCategory(t *testing.T) {
 	for reason, want := range map[string]string{
 		"delivery 12 of payment.late to refund ran out of retries after 5 attempts: HTTP 502":  catRefundFailed,
 		"delivery 3 of membership.paid to issue ran out of retries after 6 attempts: HTTP 503": catCardIssueFailed,
-		"payment T1 of alipay (100 CNY) is in review: refund refused: card cancelled":          catProviderRefused,
-		"payment T1 of alipay (100 CNY) is in review: amount differs":                          catCallbackMismatch,
+		"payment T1 of alipay (1.00 CNY) is in review: refund refused: card cancelled":         catProviderRefused,
+		"payment T1 of alipay (1.00 CNY) is in review: amount differs":                         catCallbackMismatch,
 		"issuing failed: card service down":                                                    catOther,
 		"":                                                                                     catOther,
 	} {

@@ -176,11 +176,11 @@ func TestDashboardFull(t *testing.T) {
 		amount int64
 		reason string
 	}{
-		{3 * time.Hour, lapse.PaymentReview, 1000, "payment T0 of alipay (1000 CNY) is in review: refund refused: card cancelled"},
-		{2 * time.Hour, lapse.PaymentReview, 1000, "payment T1 of alipay (1000 CNY) is in review: amount differs"},
-		{110 * time.Minute, lapse.PaymentLate, 2550, "payment T2 of wechat (2550 CNY) is in review: currency not accepted"},
+		{3 * time.Hour, lapse.PaymentReview, 1000, "payment T0 of alipay (10.00 CNY) is in review: refund refused: card cancelled"},
+		{2 * time.Hour, lapse.PaymentReview, 1000, "payment T1 of alipay (10.00 CNY) is in review: amount differs"},
+		{110 * time.Minute, lapse.PaymentLate, 2550, "payment T2 of wechat (25.50 CNY) is in review: currency not accepted"},
 		{time.Hour, lapse.PaymentRefunding, 1000, "customer says <b>never ordered</b> & wants a call"},
-		{25 * time.Hour, lapse.PaymentLate, 1000, "payment T4 of alipay (1000 CNY) is in review: refund refused: closed account"},
+		{25 * time.Hour, lapse.PaymentLate, 1000, "payment T4 of alipay (10.00 CNY) is in review: refund refused: closed account"},
 	} {
 		at := base.Add(-p.ago)
 		o := orders[i+2]

@@ -4,6 +4,8 @@ import (
 	"io/fs"
 	"regexp"
 	"testing"
+
+	"github.com/lapsehq/lapse"
 )
 
 // TestMessagesComplete: every message has both languages, and every key a
@@ -40,8 +42,8 @@ func TestMoney(t *testing.T) {
 		{1999, "CNY", "19.99 CNY"}, {5, "USD", "0.05 USD"}, {0, "EUR", "0.00 EUR"}, {-150, "CNY", "-1.50 CNY"},
 		{500, "JPY", "500 JPY"}, {1234, "KWD", "1.234 KWD"}, {-9223372036854775808, "USD", "-92233720368547758.08 USD"},
 	} {
-		if got := money(c.amount, c.cur); got != c.want {
-			t.Errorf("money(%d, %s) = %q, want %q", c.amount, c.cur, got, c.want)
+		if got := lapse.Money(c.amount, c.cur); got != c.want {
+			t.Errorf("lapse.Money(%d, %s) = %q, want %q", c.amount, c.cur, got, c.want)
 		}
 	}
 }

@@ -156,7 +156,7 @@ func retryEvent(flow *lapse.Flow) lapse.Event {
 // majorUnits is amount as an operator types it back: money's decimal
 // without the currency's code.
 func majorUnits(amount int64, currency string) string {
-	return strings.TrimSuffix(money(amount, currency), " "+currency)
+	return strings.TrimSuffix(lapse.Money(amount, currency), " "+currency)
 }
 
 // newRefundKey is a fresh Idempotency-Key for one refund form: a double

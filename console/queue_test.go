@@ -332,7 +332,7 @@ func TestQueue(t *testing.T) {
 		t.Errorf("the queue lists an unpaid order: %s", got)
 	}
 	for _, want := range []string{"Card issue failed", "Callback mismatch", "Group buy failed", "Notification failed", "199.00 CNY",
-		"MANUAL_REVIEW", "the payment is 4000 CNY; order C-1 is 5000 CNY", "card service under maintenance",
+		"MANUAL_REVIEW", "the payment is 40.00 CNY; order C-1 is 50.00 CNY", "card service under maintenance",
 		`href="/console/?category=card_issue_failed"`, "2026-11-30"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the queue lacks %q:\n%s", want, body)

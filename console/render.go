@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/lapsehq/lapse/access"
+
+	"github.com/lapsehq/lapse"
 )
 
 // view is what every page's template gets: the page's data in Data, and
@@ -29,7 +31,7 @@ type view struct {
 // funcs are the templates' functions.
 var funcs = template.FuncMap{
 	"t":     t,
-	"money": money,
+	"money": lapse.Money,
 	"when":  when,
 	"can":   func(p *access.Principal, scope string) bool { return p.Can(scope) },
 	"zones": func() []string { return commonZones },

@@ -66,7 +66,7 @@ func (c *Console) timeline(ctx context.Context, lang string, zone *time.Location
 	for _, p := range tl.payments {
 		bad := p.Status == lapse.PaymentReview
 		b.add(p.CreatedAt, "payment", t(lang, "tl.payment", p.Status), bad,
-			"amount", money(p.Amount, p.Currency), "provider", p.Provider, "txn", p.TxnID, "merchant", p.Merchant,
+			"amount", lapse.Money(p.Amount, p.Currency), "provider", p.Provider, "txn", p.TxnID, "merchant", p.Merchant,
 			"reason", p.Reason, "paid_at", when(p.PaidAt, zone), "updated", when(p.UpdatedAt, zone))
 		if p.RefundedAt != nil {
 			b.add(*p.RefundedAt, "payment", t(lang, "tl.payment_refunded"), false, "txn", p.TxnID, "refund_id", p.RefundID)
@@ -77,7 +77,7 @@ func (c *Console) timeline(ctx context.Context, lang string, zone *time.Location
 		return nil, err
 	}
 	for _, rf := range tl.refunds {
-		b.add(rf.CreatedAt, "refund", t(lang, "tl.refund", money(rf.Amount, rf.Currency), rf.Status), rf.Status == lapse.OrderRefundFailed,
+		b.add(rf.CreatedAt, "refund", t(lang, "tl.refund", lapse.Money(rf.Amount, rf.Currency), rf.Status), rf.Status == lapse.OrderRefundFailed,
 			"status", string(rf.Status), "reason", rf.Reason, "key", rf.Key, "refund_id", rf.RefundID, "failure", rf.Failure,
 			"provider", rf.Provider, "txn", rf.TxnID, "updated", when(rf.UpdatedAt, zone))
 	}
@@ -128,10 +128,10 @@ func (c *Console) timeline(ctx context.Context, lang string, zone *time.Location
 		}
 		for _, m := range g.Members {
 			b.add(m.JoinedAt, "member", t(lang, "tl.member", m.UserID), m.Status == lapse.ChargeFailed,
-				"amount", money(m.Amount, m.Currency), "provider", m.Provider, "status", string(m.Status),
+				"amount", lapse.Money(m.Amount, m.Currency), "provider", m.Provider, "status", string(m.Status),
 				"attempts", strconv.Itoa(m.Attempts), "txn", m.TxnID, "last_error", m.LastError, "updated", when(m.UpdatedAt, zone))
 			if m.ChargedAt != nil {
-				b.add(*m.ChargedAt, "member", t(lang, "tl.charged", m.UserID, money(m.Amount, m.Currency)), false, "txn", m.TxnID)
+				b.add(*m.ChargedAt, "member", t(lang, "tl.charged", m.UserID, lapse.Money(m.Amount, m.Currency)), false, "txn", m.TxnID)
 			}
 		}
 	}

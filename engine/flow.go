@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/lapsehq/lapse"
 )
@@ -40,6 +41,36 @@ func newFlowSet(flows []*lapse.Flow) (flowSet, error) {
 
 // get returns the flow called name, or nil.
 func (fs *flowSet) get(name string) *lapse.Flow { return fs.byName[name] }
+
+// checkFilter returns an EINVALID error when flow, unless empty, names no
+// flow of fs, or state, unless empty, is a state of no flow (of flow, when
+// it names one). The error names the field, flow or state, and what it may
+// be.
+func (fs *flowSet) checkFilter(flow string, state lapse.State) error {
+	if flow != "" && fs.byName[flow] == nil {
+		return lapse.FieldError("flow", "no flow is called %q (the flows are %s)", flow, strings.Join(fs.names, ", "))
+	}
+	if state == "" {
+		return nil
+	}
+	var states []string
+	for _, f := range fs.all() {
+		if flow != "" && f.Name != flow {
+			continue
+		}
+		if f.State(state) != nil {
+			return nil
+		}
+		for _, st := range f.States {
+			states = append(states, string(st.Name))
+		}
+	}
+	slices.Sort(states)
+	if flow != "" {
+		return lapse.FieldError("state", "flow %s has no state %q (its states are %s)", flow, state, strings.Join(slices.Compact(states), ", "))
+	}
+	return lapse.FieldError("state", "no flow has a state %q (the states are %s)", state, strings.Join(slices.Compact(states), ", "))
+}
 
 // all returns the flows sorted by name.
 func (fs *flowSet) all() []*lapse.Flow {

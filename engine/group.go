@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"slices"
 	"time"
 
@@ -62,12 +63,44 @@ func (gb *groupBuys) subscriptions(flows []*lapse.Flow) []Subscription {
 	}}
 }
 
-// checkCreate refuses a group buy without a price: each member pays it.
+// checkCreate refuses a group buy without a price (each member pays it),
+// or with a minimum size GroupMinMembers refuses.
 func (gb *groupBuys) checkCreate(req *lapse.OrderCreate) error {
 	if req.Amount <= 0 {
 		return lapse.FieldError("amount", "a group buy's price, which each member pays, must be positive")
 	}
-	return nil
+	_, err := GroupMinMembers(&lapse.Order{Metadata: req.Metadata})
+	return err
+}
+
+// DefaultGroupMinMembers is the fewest members a group buy needs when its
+// metadata names no min_members: a group that no one joined fails.
+const DefaultGroupMinMembers = 1
+
+// maxGroupMinMembers bounds a group's min_members.
+const maxGroupMinMembers = 1_000_000
+
+// GroupMinMembers returns the fewest members group o needs to be charged
+// and settled: its metadata's "min_members" ({"min_members": 3}), or else
+// DefaultGroupMinMembers. A group that closes with fewer fails at once,
+// no one charged. An error is EINVALID and names the field.
+func GroupMinMembers(o *lapse.Order) (int, error) {
+	var md struct {
+		MinMembers json.RawMessage `json:"min_members"`
+	}
+	if len(o.Metadata) > 0 {
+		if err := json.Unmarshal(o.Metadata, &md); err != nil {
+			return 0, lapse.FieldError("metadata", "must be a JSON object")
+		}
+	}
+	if len(md.MinMembers) == 0 || string(md.MinMembers) == "null" {
+		return DefaultGroupMinMembers, nil
+	}
+	var n int
+	if err := json.Unmarshal(md.MinMembers, &n); err != nil || n < 1 || n > maxGroupMinMembers {
+		return 0, lapse.FieldError("metadata.min_members", "must be a whole number of members from 1 to %d", maxGroupMinMembers)
+	}
+	return n, nil
 }
 
 // retryEvent is the event with which an operator settles a failed group

@@ -15,7 +15,9 @@ const groupCharges = 8
 
 // settler charges every member of a closed group, then settles it; when
 // charges still fail on the last attempt of its schedule, it fails the
-// group. Each round reads the group and its members again, so a settlement
+// group. A group that closed with fewer members than it needs
+// (GroupMinMembers: none, by default) fails at once, no one charged. Each
+// round reads the group and its members again, so a settlement
 // interrupted anywhere (a crash, a lost lease) resumes where it stopped:
 // members charged are never charged again, and a member whose charge was
 // under way is asked about at the provider before it is charged.
@@ -30,6 +32,20 @@ func (s settler) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	flow := e.flows.get(g.Order.Flow)
 	if flow.Transition(g.Order.State, flow.Group.Settled) == nil {
 		return nil // settled, failed or retried meanwhile: this round has nothing to do
+	}
+	by := Actor{FiredBy: lapse.FiredByEffect, Name: "engine " + e.node}
+	need, err := GroupMinMembers(g.Order)
+	if err != nil {
+		need = DefaultGroupMinMembers // checked at creation; a group with none joined never settles
+	}
+	if len(g.Members) < need {
+		why := fmt.Sprintf("%d members joined, fewer than the %d the group needs: no one was charged", len(g.Members), need)
+		_, err := e.Fire(ctx, g.Order.OrderNo, Fire{Event: flow.Group.Failed, By: by, Reason: why})
+		if err != nil && lapse.ErrorCode(err) != lapse.ECONFLICT {
+			return err
+		}
+		e.log.Warn("group buy failed: too few members", "group", g.Order.OrderNo, "members", len(g.Members), "min_members", need)
+		return nil
 	}
 	var (
 		mu     sync.Mutex
@@ -52,7 +68,6 @@ func (s settler) Deliver(ctx context.Context, d *lapse.Delivery) error {
 		})
 	}
 	wg.Wait()
-	by := Actor{FiredBy: lapse.FiredByEffect, Name: "engine " + e.node}
 	if len(failed) == 0 {
 		_, err := e.Fire(ctx, g.Order.OrderNo, Fire{Event: flow.Group.Settled, By: by,
 			Reason: fmt.Sprintf("all %d members charged", len(g.Members))})
@@ -106,7 +121,7 @@ func (s settler) charge(ctx context.Context, m *lapse.GroupMember) error {
 		case err == nil && pay.Status == lapse.ProviderPaid:
 			if pay.Amount != m.Amount || pay.Currency != m.Currency {
 				return update(lapse.ChargeCharging, lapse.ChargeFailed, false, pay.TxnID,
-					fmt.Sprintf("the provider charged %d %s, not %d %s: an operator must look", pay.Amount, pay.Currency, m.Amount, m.Currency))
+					fmt.Sprintf("the provider charged %s, not %s: an operator must look", lapse.Money(pay.Amount, pay.Currency), lapse.Money(m.Amount, m.Currency)))
 			}
 			return update(lapse.ChargeCharging, lapse.ChargeCharged, false, pay.TxnID, "")
 		case err != nil && !errors.Is(err, lapse.ErrProviderNotFound):

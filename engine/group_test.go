@@ -3,6 +3,7 @@ package engine_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -249,6 +250,72 @@ func TestGroupBuyResumes(t *testing.T) {
 		}
 		if c := sb.Calls(); c.Charge != 5 || len(sb.Payments()) != 5 {
 			t.Errorf("provider saw %d charges and holds %d payments, want 5 and 5", c.Charge, len(sb.Payments()))
+		}
+	})
+}
+
+// TestGroupTooFewMembers: a group that closes with fewer members than it
+// needs (its metadata's min_members, one by default) fails at once through
+// its flow (CLOSED --FAIL--> FAILED, fired by the settle subscriber), no one
+// charged; one that has them settles. A min_members that is not a count of
+// members is refused at creation.
+func TestGroupTooFewMembers(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		sb := payment.NewSandbox(payment.SandboxConfig{Secret: []byte("group-secret"), Clock: clk})
+		e := groupEngine(t, open(), clk, sb)
+		ctx := ctxT(t)
+		withMin := func(id, md string) *lapse.OrderCreate {
+			req := groupReq(id, time.Hour)
+			req.Metadata = []byte(md)
+			return req
+		}
+		create(t, e, groupReq("G-none", time.Hour))
+		create(t, e, withMin("G-short", `{"min_members": 2}`))
+		create(t, e, withMin("G-full", `{"min_members": 2, "title": "tea"}`))
+		for _, bad := range []string{`{"min_members": 0}`, `{"min_members": 1.5}`, `{"min_members": "2"}`, `{"min_members": 2000000}`} {
+			if _, _, err := e.CreateOrder(ctx, withMin("G-bad", bad), app); lapse.ErrorCode(err) != lapse.EINVALID || !strings.Contains(err.Error(), "metadata.min_members") {
+				t.Errorf("min_members %s = %v, want invalid naming metadata.min_members", bad, err)
+			}
+		}
+		join := func(group, user string) {
+			t.Helper()
+			if _, _, err := e.JoinGroup(ctx, group, engine.JoinRequest{UserID: user, Method: "tok-" + user, By: app}); err != nil {
+				t.Fatalf("join %s %s: %v", group, user, err)
+			}
+		}
+		join("G-short", "u1")
+		join("G-full", "u1")
+		join("G-full", "u2")
+
+		clk.Set(t0.Add(time.Hour))
+		if n, err := engine.NewClaimer(e, engine.ClaimerConfig{}).RunOnce(ctx); n != 3 || err != nil {
+			t.Fatalf("claimer = %d, %v", n, err)
+		}
+		drain(t, engine.NewDeliverer(e, engine.DelivererConfig{}))
+		for id, want := range map[string]lapse.State{"G-none": flows.GroupFailed, "G-short": flows.GroupFailed, "G-full": flows.GroupSettled} {
+			g, err := e.Group(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g.Order.State != want {
+				t.Errorf("%s is %s, want %s", id, g.Order.State, want)
+			}
+			_, events, trs := history(t, e, id)
+			last := trs[len(trs)-1]
+			if want == flows.GroupFailed {
+				if last.Event != flows.Fail || last.FiredBy != lapse.FiredByEffect || !strings.Contains(last.Reason, "fewer than the") || events[flows.EventGroupFailed] != 1 {
+					t.Errorf("%s: last transition %+v, events %v", id, last, events)
+				}
+				for _, m := range g.Members {
+					if m.Status != lapse.ChargePending || m.Attempts != 0 {
+						t.Errorf("%s: member %s of a group too small was charged: %+v", id, m.UserID, m)
+					}
+				}
+			}
+		}
+		if len(sb.Payments()) != 2 {
+			t.Errorf("the provider made %d charges, want the 2 of G-full", len(sb.Payments()))
 		}
 	})
 }

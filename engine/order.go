@@ -154,8 +154,14 @@ func (e *Engine) Order(ctx context.Context, orderNo string) (*lapse.Order, error
 	return e.store.OrderGet(ctx, orderNo)
 }
 
-// Orders lists orders, newest first.
+// Orders lists orders, newest first. A filter that no order can match is a
+// mistake, not an empty page: EINVALID naming flow when p.Flow is no flow
+// of the engine, naming state when p.State is a state of no flow (of
+// p.Flow, when it is given).
 func (e *Engine) Orders(ctx context.Context, p *lapse.OrderListParams) ([]*lapse.Order, error) {
+	if err := e.flows.checkFilter(p.Flow, p.State); err != nil {
+		return nil, err
+	}
 	return e.store.OrderList(ctx, p)
 }
 

@@ -68,7 +68,7 @@ func (ps *payments) refundOrder(ctx context.Context, orderNo string, req RefundR
 					continue
 				}
 				if r.Amount != req.Amount {
-					return nil, lapse.Refine(lapse.ErrOrderRefundExists, "refund %s of order %s is for %d, not %d", r.Key, o.OrderNo, r.Amount, req.Amount)
+					return nil, lapse.Refine(lapse.ErrOrderRefundExists, "refund %s of order %s is for %s, not %s", r.Key, o.OrderNo, lapse.Money(r.Amount, o.Currency), lapse.Money(req.Amount, o.Currency))
 				}
 				return r, nil
 			}
@@ -96,8 +96,8 @@ func (ps *payments) refundOrder(ctx context.Context, orderNo string, req RefundR
 			}
 		}
 		if req.Amount > left {
-			return nil, lapse.Errorf(lapse.ECONFLICT, "a refund of %d %s exceeds the %d left of the %d order %s captured",
-				req.Amount, pay.Currency, left, pay.Amount, o.OrderNo)
+			return nil, lapse.Errorf(lapse.ECONFLICT, "a refund of %s exceeds the %s left of the %s order %s captured",
+				lapse.Money(req.Amount, pay.Currency), lapse.Money(left, pay.Currency), lapse.Money(pay.Amount, pay.Currency), o.OrderNo)
 		}
 		key := req.Key
 		if key == "" {
@@ -207,9 +207,9 @@ func (ps *payments) settleOrderRefund(ctx context.Context, orderNo string) (bool
 		for _, p := range pays {
 			captured += p.Amount
 		}
-		ev, why := flow.Refunds.Partial, fmt.Sprintf("refunded %d of %d", refunded, captured)
+		ev, why := flow.Refunds.Partial, fmt.Sprintf("refunded %s of %s", lapse.Money(refunded, o.Currency), lapse.Money(captured, o.Currency))
 		if refunded >= captured {
-			ev, why = flow.Refunds.Done, fmt.Sprintf("refunded all %d", captured)
+			ev, why = flow.Refunds.Done, fmt.Sprintf("refunded all %s", lapse.Money(captured, o.Currency))
 		}
 		p, err := flow.Plan(o, lapse.Firing{Event: ev, Now: e.clock.Now(), FiredBy: lapse.FiredByPayment, Actor: "engine " + e.node, Reason: why})
 		if err != nil {

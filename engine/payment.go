@@ -121,7 +121,7 @@ func (ps *payments) apply(ctx context.Context, n *lapse.PaymentNotice) (*lapse.P
 // its callback asked for review, or "".
 func (ps *payments) payMismatch(o *lapse.Order, n *lapse.PaymentNotice) string {
 	if n.Amount != o.Amount || n.Currency != o.Currency {
-		return fmt.Sprintf("the payment is %d %s; order %s is %d %s", n.Amount, n.Currency, o.OrderNo, o.Amount, o.Currency)
+		return fmt.Sprintf("the payment is %s; order %s is %s", lapse.Money(n.Amount, n.Currency), o.OrderNo, lapse.Money(o.Amount, o.Currency))
 	}
 	if m := ps.merchants[n.Provider]; m != "" && n.Merchant != m {
 		return fmt.Sprintf("the payment was made to merchant %q, not %q", n.Merchant, m)
@@ -164,7 +164,7 @@ func (ps *payments) recordPayment(ctx context.Context, o *lapse.Order, pay *laps
 // stands on the operators' desk with the payment's reason.
 func paymentReview(o *lapse.Order, pay *lapse.Payment, at time.Time) *lapse.Review {
 	return &lapse.Review{OrderID: o.ID, OrderNo: o.OrderNo, CreatedAt: at,
-		Reason: lapse.CleanReason(fmt.Sprintf("payment %s of %s (%d %s) is in review: %s", pay.TxnID, pay.Provider, pay.Amount, pay.Currency, pay.Reason))}
+		Reason: lapse.CleanReason(fmt.Sprintf("payment %s of %s (%s) is in review: %s", pay.TxnID, pay.Provider, lapse.Money(pay.Amount, pay.Currency), pay.Reason))}
 }
 
 // refundNoticed completes the refund of a late payment that the provider

@@ -135,7 +135,7 @@ func (ps *payments) reconcilePayment(ctx context.Context, rec *Reconciliation, a
 			}
 		}
 		if back > p.Amount {
-			issue("merchant refunds of %d exceed the %d it captured", back, p.Amount)
+			issue("merchant refunds of %s exceed the %s it captured", lapse.Money(back, p.Currency), lapse.Money(p.Amount, p.Currency))
 		}
 		t.add(&t.Applied, p.Amount-back)
 		t.add(&t.Refunded, back)

@@ -72,15 +72,17 @@ const (
 	// from the database, and returns.
 	TriggerAuto TriggerMode = "auto"
 	// TriggerShared uses the shared trigger whatever it answers; errors are
-	// logged and counted, the sweep keeps its usual beat.
-	TriggerShared TriggerMode = "shared"
+	// logged and counted, the sweep keeps its usual beat. It is written
+	// "redis", as the flags, the API and fired_by name the shared trigger.
+	TriggerShared TriggerMode = "redis"
 	// TriggerDatabase leaves the shared trigger alone: the database sweep
 	// fires on the faster beat.
 	TriggerDatabase TriggerMode = "database"
 )
 
-// ParseTriggerMode reads a mode as operators write it ("redis" is
-// TriggerShared).
+// ParseTriggerMode reads a mode as operators write it: auto (or empty),
+// redis (or shared, its former name), database (or db, sweep). Its error is
+// about the field "mode", as PUT /v1/trigger names it.
 func ParseTriggerMode(s string) (TriggerMode, error) {
 	switch s {
 	case "auto", "":
@@ -90,14 +92,15 @@ func ParseTriggerMode(s string) (TriggerMode, error) {
 	case "database", "db", "sweep":
 		return TriggerDatabase, nil
 	}
-	return "", lapse.FieldError("trigger_mode", "%q is not a trigger mode: auto, redis or database", s)
+	return "", lapse.FieldError("mode", "%q is not a trigger mode: auto, redis or database", s)
 }
 
 // TriggerStatus is how deadlines are being triggered.
 type TriggerStatus struct {
 	Configured bool        `json:"configured"` // a shared trigger exists
 	Mode       TriggerMode `json:"mode"`
-	// Using is the path in charge: "shared" or "database".
+	// Using is the path in charge: "redis" (the shared trigger) or
+	// "database".
 	Using    string `json:"using"`
 	Degraded bool   `json:"degraded"`
 	Reason   string `json:"reason,omitempty"` // why it is degraded
@@ -114,7 +117,11 @@ type trigger struct {
 	// stale is set whenever deadlines may have been set without reaching
 	// the shared trigger (degraded, forced to the database, a full queue):
 	// it is seeded from the database before it is used again.
-	stale   atomic.Bool
+	stale atomic.Bool
+	// known is set once this process has seen the trigger seeded: a
+	// trigger without data after that has lost it, while one that has none
+	// at the start may just be new.
+	known   atomic.Bool
 	pending chan TriggerDue
 	kick    chan struct{}
 
@@ -199,7 +206,8 @@ func (e *Engine) SetTriggerMode(m TriggerMode) error {
 	if e.trig == nil {
 		return lapse.Errorf(lapse.EINVALID, "no shared trigger (Redis) is configured: deadlines are triggered by the database")
 	}
-	if _, err := ParseTriggerMode(string(m)); err != nil {
+	m, err := ParseTriggerMode(string(m))
+	if err != nil {
 		return err
 	}
 	prev := *e.trig.mode.Swap(&m)
@@ -222,7 +230,7 @@ func (e *Engine) TriggerStatus() TriggerStatus {
 	tr := e.trig
 	st := TriggerStatus{Configured: true, Mode: *tr.mode.Load(), Using: "database", Degraded: tr.degraded.Load()}
 	if tr.using() {
-		st.Using = "shared"
+		st.Using = string(TriggerShared)
 	}
 	if st.Degraded {
 		if r := tr.reason.Load(); r != nil {

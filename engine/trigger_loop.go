@@ -101,12 +101,20 @@ func (c *Claimer) sharedStep(loopCtx, workCtx context.Context) time.Duration {
 		return triggerProbe
 	}
 	if !seeded {
-		// Its data is gone (a flush, a restart without persistence): seed
-		// it again before trusting it. Claimed members are harmless.
-		c.e.log.Warn("shared trigger lost its data: seeding it again from the database")
+		// Its data is gone, or it never had any: seed it before trusting
+		// it. Claimed members are harmless. Data gone while this process
+		// used the trigger (a flush, a restart without persistence) is
+		// worth a warning; a trigger that has none at this process's start
+		// is most likely new (a first start, a new prefix).
+		if tr.known.Load() {
+			c.e.log.Warn("shared trigger lost its data (a flush, or a restart without persistence): seeding it again from the database")
+		} else {
+			c.e.log.Info("shared trigger holds no deadlines yet (a first start, or it lost them before this process started): seeding it from the database")
+		}
 		tr.stale.Store(true)
 		return 0
 	}
+	tr.known.Store(true)
 	if len(members) > 0 {
 		_, err := c.burn(loopCtx, workCtx, lapse.FiredByRedis, 0, cfg.Batch, 0)
 		if err != nil {
@@ -270,6 +278,7 @@ func (c *Claimer) seed(loopCtx, workCtx context.Context) error {
 		return err
 	}
 	tr.stale.Store(false) // in charge again: deadlines set from now on are queued
+	tr.known.Store(true)
 	c.e.log.Info("shared trigger seeded from the database", "deadlines", total, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }

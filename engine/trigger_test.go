@@ -3,10 +3,12 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -201,6 +203,12 @@ func insertDue(t *testing.T, s lapse.Store, prefix string, n int, at time.Time) 
 
 func triggerEngine(t *testing.T, tr engine.SharedTrigger) (*engine.Engine, lapse.Store) {
 	t.Helper()
+	return triggerEngineLog(t, tr, nil)
+}
+
+// triggerEngineLog is triggerEngine logging to log, unless it is nil.
+func triggerEngineLog(t *testing.T, tr engine.SharedTrigger, log *slog.Logger) (*engine.Engine, lapse.Store) {
+	t.Helper()
 	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lapse.db"), sqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -209,11 +217,40 @@ func triggerEngine(t *testing.T, tr engine.SharedTrigger) (*engine.Engine, lapse
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(s, flows.Builtin(), engine.Config{Trigger: tr})
+	e, err := engine.New(s, flows.Builtin(), engine.Config{Trigger: tr, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return e, s
+}
+
+// TestSharedTriggerFirstSeed: a trigger that holds nothing at the start is
+// seeded from the database, said at info level (it is most likely new); one
+// that loses its data while the process uses it is seeded again with a
+// warning.
+func TestSharedTriggerFirstSeed(t *testing.T) {
+	t.Parallel()
+	tr := newMemTrigger() // not seeded: a fresh Redis
+	logs := &lockedBuffer{}
+	e, s := triggerEngineLog(t, tr, slog.New(slog.NewTextHandler(logs, nil)))
+	later := insertDue(t, s, "FS", 3, time.Now().Add(time.Hour))
+	c := engine.NewClaimer(e, engine.ClaimerConfig{MaxSleep: time.Minute, SweepInterval: time.Hour})
+	c.Start(context.Background())
+	t.Cleanup(c.Stop)
+	seeds := func() int {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		return tr.seeds
+	}
+	waitUntil(t, 5*time.Second, func() bool { return seeds() == 1 && tr.has(idOf(t, s, later[2])) })
+	if got := logs.String(); strings.Contains(got, "level=WARN") || !strings.Contains(got, "level=INFO msg=\"shared trigger holds no deadlines yet") {
+		t.Errorf("the first seed logged:\n%s", got)
+	}
+	tr.flush()
+	waitUntil(t, 5*time.Second, func() bool { return seeds() == 2 })
+	if got := logs.String(); !strings.Contains(got, "level=WARN msg=\"shared trigger lost its data") {
+		t.Errorf("a trigger that lost its data logged:\n%s", got)
+	}
 }
 
 func firedBy(t *testing.T, e *engine.Engine, nos []string) map[lapse.FiredBy]int {
@@ -263,7 +300,7 @@ func TestSharedTrigger(t *testing.T) {
 	// A deadline set here is handed to the trigger.
 	local := create(t, e, checkout("SH-local", time.Hour))
 	waitUntil(t, 2*time.Second, func() bool { return tr.has(local.ID) })
-	if st := e.TriggerStatus(); !st.Configured || st.Using != "shared" || st.Degraded {
+	if st := e.TriggerStatus(); !st.Configured || st.Using != "redis" || st.Degraded {
 		t.Errorf("status %+v", st)
 	}
 }
@@ -326,7 +363,7 @@ func TestSharedTriggerDegrades(t *testing.T) {
 	}
 	tr.fail(errors.New("redis: connection refused"))
 	time.Sleep(300 * time.Millisecond)
-	if st := e.TriggerStatus(); st.Using != "shared" {
+	if st := e.TriggerStatus(); st.Using != "redis" {
 		t.Errorf("forced shared, failing: %+v", st)
 	}
 	if err := e.SetTriggerMode("bogus"); lapse.ErrorCode(err) != lapse.EINVALID {

@@ -279,7 +279,7 @@ func (p *parser) duration(n *yaml.Node, what string) time.Duration {
 	if !ok {
 		return 0
 	}
-	d, err := parseDuration(s)
+	d, err := lapse.ParseDuration(s)
 	switch {
 	case err != nil:
 		p.failf(n.Line, "%s: bad duration %q (want a positive duration such as 15m, 48h, 7d or 1d12h)", what, s)

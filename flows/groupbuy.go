@@ -17,8 +17,10 @@ const (
 	GroupClosed lapse.State = "CLOSED"
 	// GroupSettled: terminal. Every member was charged.
 	GroupSettled lapse.State = "SETTLED"
-	// GroupFailed: charges kept failing through the retry schedule; the
-	// organiser and the admins were told. Only an operator's RETRY moves it.
+	// GroupFailed: charges kept failing through the retry schedule, or the
+	// group closed with fewer members than it needs (its min_members, at
+	// least one) and no one was charged; the organiser and the admins were
+	// told. Only an operator's RETRY moves it.
 	GroupFailed lapse.State = "FAILED"
 	// GroupCancelled: terminal. The organiser cancelled the open group; no
 	// one was charged.
@@ -30,7 +32,7 @@ const (
 	Join   lapse.Event = "JOIN"   // a member joined (the join API only)
 	Close  lapse.Event = "CLOSE"  // the group's deadline passed (deadline engine only)
 	Settle lapse.Event = "SETTLE" // every member was charged (settle subscriber only)
-	Fail   lapse.Event = "FAIL"   // charges failed after the last retry (settle subscriber only)
+	Fail   lapse.Event = "FAIL"   // charges failed after the last retry, or too few members (settle subscriber only)
 	Retry  lapse.Event = "RETRY"  // an operator retries a failed group (the retry API only)
 )
 
@@ -62,7 +64,7 @@ func Groupbuy() *lapse.Flow {
 				Doc: "open: members JOIN until the deadline CLOSEs it; the organiser may CANCEL"},
 			{Name: GroupClosed, Doc: "closed: every member is being charged; SETTLE or FAIL moves it on"},
 			{Name: GroupSettled, Terminal: true, Doc: "every member charged"},
-			{Name: GroupFailed, Doc: "charges failed after the last retry; organiser and admins told; an operator may RETRY"},
+			{Name: GroupFailed, Doc: "charges failed after the last retry, or too few members joined; organiser and admins told; an operator may RETRY"},
 			{Name: GroupCancelled, Terminal: true, Doc: "cancelled while open; no one charged"},
 		},
 		Events: []lapse.EventSpec{
@@ -70,7 +72,7 @@ func Groupbuy() *lapse.Flow {
 			{Name: Close, Internal: true, Doc: "the group's deadline passed, fired by the deadline engine"},
 			{Name: Cancel, Doc: "the organiser cancels an open group"},
 			{Name: Settle, Internal: true, Doc: "every member was charged"},
-			{Name: Fail, Internal: true, Doc: "charges still failed after the last retry"},
+			{Name: Fail, Internal: true, Doc: "charges still failed after the last retry, or the group closed with fewer members than it needs"},
 			{Name: Retry, Internal: true, Doc: "an operator retries a failed group, through the retry API"},
 		},
 		Transitions: []lapse.Transition{

@@ -88,7 +88,11 @@ func approvalOut(a *lapse.Approval) approvalJSON {
 }
 
 func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	q, err := listQuery(r.URL.RawQuery, "status")
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
 	p := &lapse.ApprovalListParams{Status: lapse.ApprovalStatus(q.Get("status")), Limit: 100}
 	switch p.Status {
 	case "", lapse.ApprovalPending, lapse.ApprovalApproved, lapse.ApprovalExecuted, lapse.ApprovalFailed, lapse.ApprovalRejected, lapse.ApprovalExpired:

@@ -61,7 +61,11 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	q := r.URL.Query()
+	q, err := listQuery(r.URL.RawQuery, "actor", "action", "target", "order", "cursor", "batch", "limit")
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
 	p := &lapse.AuditListParams{Descending: true, Limit: 100, ActorName: q.Get("actor"), Action: q.Get("action"), Target: q.Get("target")}
 	switch q.Get("order") {
 	case "", "desc":

@@ -117,7 +117,12 @@ func (s *Server) listCloses(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, errNoCloser)
 		return
 	}
-	p := &lapse.CloseBatchListParams{Status: lapse.CloseBatchStatus(r.URL.Query().Get("status")), Limit: 100}
+	q, err := listQuery(r.URL.RawQuery, "status")
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	p := &lapse.CloseBatchListParams{Status: lapse.CloseBatchStatus(q.Get("status")), Limit: 100}
 	switch p.Status {
 	case "", lapse.CloseBatchRunning, lapse.CloseBatchDone:
 	default:

@@ -2,7 +2,6 @@ package http
 
 import (
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -80,9 +79,9 @@ func (s *Server) retryDelivery(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listReviews(w http.ResponseWriter, r *http.Request) {
-	q, err := url.ParseQuery(r.URL.RawQuery)
+	q, err := listQuery(r.URL.RawQuery, "open", "limit")
 	if err != nil {
-		s.error(w, r, lapse.Errorf(lapse.EINVALID, "the query string is malformed: %v", err))
+		s.error(w, r, err)
 		return
 	}
 	p := &lapse.ReviewListParams{Limit: DefaultListLimit}
@@ -103,9 +102,6 @@ func (s *Server) listReviews(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			p.Limit = n
-		default:
-			s.error(w, r, lapse.FieldError(k, "is not a parameter of this listing (it takes open and limit)"))
-			return
 		}
 	}
 	rs, err := s.engine.Reviews(r.Context(), p)

@@ -1,9 +1,11 @@
 package http
 
 import (
+	"encoding"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 
 	"github.com/lapsehq/lapse/internal/jsonbody"
 )
@@ -19,10 +21,11 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 	return jsonbody.Read(w, r, s.maxBody, dst)
 }
 
-// writeJSON answers with v as JSON. The body is encoded before the header is
-// written so that a value that does not encode is still a clean 500.
+// writeJSON answers with v as JSON, a list that is empty as [] wherever it
+// is (see emptyLists). The body is encoded before the header is written so
+// that a value that does not encode is still a clean 500.
 func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
-	body, err := json.Marshal(v)
+	body, err := json.Marshal(emptyLists(v))
 	if err != nil {
 		s.error(w, r, fmt.Errorf("encode %T: %w", v, err))
 		return
@@ -31,4 +34,78 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(body, '\n'))
+}
+
+var (
+	jsonMarshaler = reflect.TypeFor[json.Marshaler]()
+	textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
+)
+
+// emptyLists returns a copy of v in which every nil slice, at any depth
+// (a struct's field, a map's value, an element), is an empty one, so that
+// an answer shows a list as [] and never as null, whatever the engine or
+// the store returned for "none" (the OpenAPI document types them as
+// arrays). v itself is not changed. Byte slices (json.RawMessage among
+// them) and values that encode themselves (time.Time) are left as they are,
+// and so are nil pointers, maps and interfaces: they mean absent.
+func emptyLists(v any) any {
+	if v == nil {
+		return nil
+	}
+	return emptyListsOf(reflect.ValueOf(v)).Interface()
+}
+
+func emptyListsOf(v reflect.Value) reflect.Value {
+	if !v.IsValid() {
+		return v
+	}
+	t := v.Type()
+	if t.Implements(jsonMarshaler) || t.Implements(textMarshaler) ||
+		reflect.PointerTo(t).Implements(jsonMarshaler) || reflect.PointerTo(t).Implements(textMarshaler) {
+		return v
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return v
+		}
+		p := reflect.New(t.Elem())
+		p.Elem().Set(emptyListsOf(v.Elem()))
+		return p
+	case reflect.Interface:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.New(t).Elem()
+		out.Set(emptyListsOf(v.Elem()))
+		return out
+	case reflect.Struct:
+		out := reflect.New(t).Elem()
+		out.Set(v)
+		for i := range t.NumField() {
+			if f := out.Field(i); f.CanSet() {
+				f.Set(emptyListsOf(v.Field(i)))
+			}
+		}
+		return out
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return v
+		}
+		out := reflect.MakeSlice(t, v.Len(), v.Len())
+		for i := range v.Len() {
+			out.Index(i).Set(emptyListsOf(v.Index(i)))
+		}
+		return out
+	case reflect.Map:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.MakeMapWithSize(t, v.Len())
+		for it := v.MapRange(); it.Next(); {
+			out.SetMapIndex(it.Key(), emptyListsOf(it.Value()))
+		}
+		return out
+	}
+	return v
 }

@@ -104,7 +104,7 @@ func badCreates() []badCreate {
 		{name: "ttl zero", body: createBody("BAD-1", `"ttl":"0s"`), field: "ttl", detail: "positive"},
 		{name: "ttl negative", body: createBody("BAD-1", `"ttl":"-5m"`), field: "ttl", detail: "positive"},
 		{name: "ttl unparsable", body: createBody("BAD-1", `"ttl":"soon"`), field: "ttl", detail: "duration"},
-		{name: "ttl in days", body: createBody("BAD-1", `"ttl":"1d"`), field: "ttl", detail: "duration"},
+		{name: "ttl in weeks", body: createBody("BAD-1", `"ttl":"1w"`), field: "ttl", detail: "duration"},
 		{name: "ttl as a number", body: createBody("BAD-1", `"ttl":900`), field: "ttl", detail: "string"},
 		{name: "ttl too far", body: createBody("BAD-1", `"ttl":"9000h"`), field: "ttl", detail: "ahead"},
 		{name: "ttl and deadline_at", body: createBody("BAD-1", `"ttl":"5m","deadline_at":"`+future+`"`), field: "ttl", detail: "deadline_at"},

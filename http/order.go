@@ -3,10 +3,8 @@ package http
 import (
 	"bytes"
 	"encoding/json"
-	"maps"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"time"
 
@@ -152,23 +150,13 @@ func (s *Server) listOrders(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, page)
 }
 
-// listParams parses the query of GET /v1/orders. Unknown and repeated
-// parameters are refused: a misspelt filter would otherwise list everything.
-// Filter values are not checked against the flows: an unknown state or flow
-// simply matches nothing.
+// listParams parses the query of GET /v1/orders (see listQuery). The
+// engine checks the state and the flow against its flows (Engine.Orders):
+// an unknown one is refused rather than matching nothing.
 func listParams(rawQuery string) (*lapse.OrderListParams, error) {
-	q, err := url.ParseQuery(rawQuery)
+	q, err := listQuery(rawQuery, "state", "user_id", "flow", "created_from", "created_to", "limit", "cursor")
 	if err != nil {
-		return nil, lapse.Errorf(lapse.EINVALID, "the query string is malformed: %v", err)
-	}
-	known := []string{"state", "user_id", "flow", "created_from", "created_to", "limit", "cursor"}
-	for _, k := range slices.Sorted(maps.Keys(q)) {
-		if !slices.Contains(known, k) {
-			return nil, lapse.FieldError(k, "is not a parameter of this listing (it takes %v)", known)
-		}
-		if len(q[k]) > 1 {
-			return nil, lapse.FieldError(k, "is given more than once")
-		}
+		return nil, err
 	}
 	p := &lapse.OrderListParams{
 		State:  lapse.State(q.Get("state")),
@@ -305,14 +293,14 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 // orderView is o as the API shows it: times in UTC whatever zone the store
-// returned, and items as an array even when there are none.
+// returned. Every answer with an order shows it through orderView; its
+// items show as [] when there are none, as every list of an answer does
+// (writeJSON).
 func orderView(o *lapse.Order) *lapse.Order {
 	v := *o
 	v.CreatedAt, v.UpdatedAt = v.CreatedAt.UTC(), v.UpdatedAt.UTC()
 	v.DeadlineAt, v.ClosedAt = utc(v.DeadlineAt), utc(v.ClosedAt)
-	if v.Items == nil {
-		v.Items = []lapse.Item{}
-	}
+	v.IntentAt, v.PayBy = utc(v.IntentAt), utc(v.PayBy)
 	return &v
 }
 
@@ -332,10 +320,12 @@ func parseTime(field, s string) (time.Time, error) {
 	return t, nil
 }
 
+// parseDuration reads a duration of the API as flow files write theirs
+// (lapse.ParseDuration): 90s, 15m, 1h30m, 7d, 1d12h.
 func parseDuration(field, s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
+	d, err := lapse.ParseDuration(s)
 	if err != nil {
-		return 0, lapse.FieldError(field, "must be a duration such as \"15m\", \"90s\" or \"1h30m\", not %q", s)
+		return 0, lapse.FieldError(field, "must be a duration such as \"15m\", \"90s\", \"1h30m\" or \"7d\", not %q", s)
 	}
 	return d, nil
 }

@@ -215,8 +215,7 @@ func TestListOrders(t *testing.T) {
 			{"created_from=" + at(4) + "&created_to=" + at(8), []string{"L-07", "L-06", "L-05", "L-04"}},
 			{"created_from=" + at(9), []string{"L-10", "L-09"}},
 			{"created_to=" + at(1), []string{"L-00"}},
-			{"state=NO_SUCH_STATE", []string{}},
-			{"flow=nosuchflow", []string{}},
+			{"state=OPEN", []string{}},                                               // a state of groupbuy
 			{"user_id=u-1&state=", []string{"L-09", "L-07", "L-05", "L-03", "L-01"}}, // empty means no filter
 		} {
 			p := e.list(t, tt.query)
@@ -468,4 +467,26 @@ func TestTransitionsAndEvents(t *testing.T) {
 
 	e.do("GET", "/v1/orders/H-3/transitions", "").want(t, http.StatusNotFound).problem(t)
 	e.do("GET", "/v1/orders/H-3/events", "").want(t, http.StatusNotFound).problem(t)
+}
+
+// TestDurationsTakeDays: the API reads durations as flow files do, days
+// included (lapse.ParseDuration): a ttl of 1d, an extension of 1d12h.
+func TestDurationsTakeDays(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	o := e.do("POST", "/v1/orders", `{"order_no":"DD-1","flow":"checkout","user_id":"u","amount":100,"currency":"CNY","ttl":"1d"}`).
+		want(t, http.StatusCreated).order(t)
+	if want := start.Add(24 * time.Hour); o.DeadlineAt == nil || !o.DeadlineAt.Equal(want) {
+		t.Fatalf("ttl 1d: deadline %v, want %v", o.DeadlineAt, want)
+	}
+	o = e.do("PATCH", "/v1/orders/DD-1/deadline", `{"extend_by":"1d12h"}`).want(t, http.StatusOK).order(t)
+	if want := start.Add(60 * time.Hour); o.DeadlineAt == nil || !o.DeadlineAt.Equal(want) {
+		t.Fatalf("extend_by 1d12h: deadline %v, want %v", o.DeadlineAt, want)
+	}
+	for ttl, says := range map[string]string{"1 day": "7d", "-1d": "positive"} {
+		body := `{"order_no":"DD-2","flow":"checkout","user_id":"u","amount":100,"currency":"CNY","ttl":"` + ttl + `"}`
+		if p := e.do("POST", "/v1/orders", body).want(t, http.StatusBadRequest).problem(t); p.Field != "ttl" || !strings.Contains(p.Detail, says) {
+			t.Errorf("ttl %q: %+v, want the field ttl saying %q", ttl, p, says)
+		}
+	}
 }

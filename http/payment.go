@@ -31,7 +31,7 @@ func (s *Server) startPayment(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, o)
+	s.writeJSON(w, r, http.StatusOK, orderView(o))
 }
 
 func (s *Server) listPayments(w http.ResponseWriter, r *http.Request) {
@@ -86,16 +86,23 @@ func (s *Server) paymentCallback(w http.ResponseWriter, r *http.Request) {
 		cb.Ack(w, nil)
 		return
 	}
+	// Each line says what the notice reports: a payment, or a refund.
+	what := noticeNoun(n.Kind)
+	attrs := []any{"provider", provider, "kind", n.Kind, "txn_id", n.TxnID, "order_no", n.OrderNo}
+	if n.RefundID != "" {
+		attrs = append(attrs, "refund_id", n.RefundID)
+	}
 	p, err := s.engine.ApplyPayment(r.Context(), n)
 	if err != nil {
+		attrs = append(attrs, "err", err)
 		switch lapse.ErrorCode(err) {
 		case lapse.EUNAVAILABLE: // the provider sends it again; one line per outage
 			w.Header().Set("Retry-After", unavailableRetryAfter)
-			s.unavailable.add("method", r.Method, "path", r.URL.Path, "provider", provider, "txn_id", n.TxnID, "order_no", n.OrderNo, "err", err)
+			s.unavailable.add(append([]any{"method", r.Method, "path", r.URL.Path}, attrs...)...)
 		case lapse.EINTERNAL:
-			s.log.Error("payment callback not applied", "provider", provider, "txn_id", n.TxnID, "order_no", n.OrderNo, "err", err)
+			s.log.Error(what+" callback not applied", attrs...)
 		default:
-			s.log.Warn("payment callback not applied", "provider", provider, "txn_id", n.TxnID, "order_no", n.OrderNo, "err", err)
+			s.log.Warn(what+" callback not applied", attrs...)
 		}
 		cb.Ack(w, err)
 		return
@@ -103,8 +110,17 @@ func (s *Server) paymentCallback(w http.ResponseWriter, r *http.Request) {
 	// At Debug, as every request's line: the payment's row is its record,
 	// and the engine logs those not applied; a line per callback at Info would
 	// be a write to stderr per callback.
-	s.log.Debug("payment callback applied", "provider", provider, "txn_id", p.TxnID, "order_no", p.OrderNo, "status", p.Status)
+	s.log.Debug(what+" callback applied", append(attrs, "status", p.Status)...)
 	cb.Ack(w, nil)
+}
+
+// noticeNoun is what a provider's notice of kind k is about, as its log
+// lines name it: a payment, or a refund.
+func noticeNoun(k lapse.PaymentNoticeKind) string {
+	if k == lapse.NoticeRefunded {
+		return "refund"
+	}
+	return "payment"
 }
 
 // refundRequest is the body of POST /v1/orders/{order_no}/refunds; the

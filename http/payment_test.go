@@ -382,3 +382,41 @@ func TestAlipayCallbackSeller(t *testing.T) {
 		t.Errorf("no seller: order %s, payments %+v", o.State, pays)
 	}
 }
+
+// TestCallbackLogs: the log lines of a provider's callback say what it
+// reports: a refund notice is a refund callback, never a payment one.
+func TestCallbackLogs(t *testing.T) {
+	t.Parallel()
+	e := paymentEnv(t)
+	e.do("POST", "/v1/orders", `{"order_no":"CL-1","flow":"checkout","user_id":"u","amount":1999,"currency":"CNY","ttl":"15m"}`).want(t, http.StatusCreated)
+	e.do("POST", "/v1/orders/CL-1/events", `{"event":"CANCEL"}`).want(t, http.StatusOK)
+	now := e.clock.Now()
+	// A payment for the closed order: late, to be refunded.
+	e.callback(noticeBody("CL-1", "txn-cl", 1999, now), now).want(t, http.StatusOK)
+	refund := func(txn string) string {
+		return fmt.Sprintf(`{"kind":"refunded","txn_id":%q,"refund_id":"rf-cl","order_no":"CL-1","amount":1999,"currency":"CNY","merchant":"m-1","paid_at":%q}`,
+			txn, now.Format(time.RFC3339Nano))
+	}
+	e.callback(refund("txn-cl"), now).want(t, http.StatusOK)
+	e.callback(refund("txn-none"), now)
+	var lines []string
+	for line := range strings.Lines(e.logs.String()) {
+		if strings.Contains(line, "callback") {
+			lines = append(lines, line)
+		}
+	}
+	for _, want := range []string{
+		`msg="payment callback applied" provider=hmac kind=paid txn_id=txn-cl`,
+		`msg="refund callback applied" provider=hmac kind=refunded txn_id=txn-cl order_no=CL-1 refund_id=rf-cl status=refunded`,
+		`msg="refund callback not applied" provider=hmac kind=refunded txn_id=txn-none`,
+	} {
+		if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, want) }) {
+			t.Errorf("no log line with %s in\n%s", want, strings.Join(lines, ""))
+		}
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "kind=refunded") && strings.Contains(l, "payment callback") {
+			t.Errorf("a refund logged as a payment: %s", l)
+		}
+	}
+}

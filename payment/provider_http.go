@@ -340,7 +340,7 @@ func (p *HTTPProvider) payment(op string, w *httpPayment, orderNo string, effect
 	case !slices.Contains([]lapse.ProviderPaymentStatus{lapse.ProviderPending, lapse.ProviderPaid, lapse.ProviderClosed, lapse.ProviderRefunded}, w.Status):
 		err = fmt.Errorf("unknown payment status %q", w.Status)
 	case w.Amount < 0:
-		err = fmt.Errorf("negative amount %d", w.Amount)
+		err = fmt.Errorf("negative amount: %d minor units", w.Amount)
 	case (w.Status == lapse.ProviderPaid || w.Status == lapse.ProviderRefunded) && (w.Amount == 0 || !lapse.ValidCurrency(w.Currency) || w.PaidAt.IsZero()):
 		err = errors.New("a paid payment needs a positive amount, a currency and paid_at")
 	}
@@ -362,7 +362,7 @@ func (p *HTTPProvider) refund(op string, w *httpRefund, txnID string, effect boo
 	case !slices.Contains([]lapse.ProviderRefundStatus{lapse.RefundProcessing, lapse.RefundSucceeded, lapse.RefundFailed}, w.Status):
 		err = fmt.Errorf("unknown refund status %q", w.Status)
 	case w.Amount <= 0:
-		err = fmt.Errorf("amount %d is not positive", w.Amount)
+		err = fmt.Errorf("amount %d (minor units) is not positive", w.Amount)
 	}
 	if err != nil {
 		return nil, p.unreadable(op, effect, err)

@@ -93,7 +93,8 @@ func (s *Sandbox) refund(ctx context.Context, tx lapse.SandboxStore, r *lapse.Re
 	case p.Status != lapse.ProviderPaid:
 		return nil, nil, sandboxRefuse(http.StatusConflict, "payment %s is %s: only a paid payment can be refunded", p.TxnID, p.Status)
 	case r.Amount > p.Amount-p.Refunded:
-		return nil, nil, sandboxRefuse(http.StatusConflict, "refunding %d would exceed payment %s: %d of %d is left", r.Amount, p.TxnID, p.Amount-p.Refunded, p.Amount)
+		return nil, nil, sandboxRefuse(http.StatusConflict, "refunding %s would exceed payment %s: %s of %s is left",
+			lapse.Money(r.Amount, p.Currency), p.TxnID, lapse.Money(p.Amount-p.Refunded, p.Currency), lapse.Money(p.Amount, p.Currency))
 	}
 	p.Refunded += r.Amount
 	if p.Refunded == p.Amount {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -27,7 +26,7 @@ func apikey(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	help := func(w io.Writer) { fmt.Fprintf(w, apikeyUsage, strings.Join(access.AllScopes(), ", ")) }
 	if len(args) == 0 {
 		help(stderr)
-		return flag.ErrHelp
+		return errUsage
 	}
 	switch args[0] {
 	case "create":

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -23,7 +22,7 @@ Each takes --db DSN and --config FILE.
 func audit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, auditUsage)
-		return flag.ErrHelp
+		return errUsage
 	}
 	switch args[0] {
 	case "verify":

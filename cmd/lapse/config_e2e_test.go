@@ -3,6 +3,8 @@ package main_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,8 +116,12 @@ func TestConfigCommandSnapshot(t *testing.T) {
 	if _, errOut, ok := lapseEnv(t, dir, nil, "config", "--config", "lapse.yaml"); !ok {
 		t.Fatalf("lapse config failed:\n%s", errOut)
 	}
-	if b, err := os.ReadFile(path + ".lastgood"); err != nil || string(b) != "sweep-interval: 5s\n" {
-		t.Fatalf("snapshot %q, %v", b, err)
+	// lapse config shows; only serve writes the snapshot.
+	if _, err := os.Stat(path + ".lastgood"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("lapse config wrote a snapshot (%v)", err)
+	}
+	if err := os.WriteFile(path+".lastgood", []byte("sweep-interval: 5s\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
 
 	write("sweep-interval: 5s\nsweep-intervall: 6s\n")
@@ -124,7 +130,7 @@ func TestConfigCommandSnapshot(t *testing.T) {
 		t.Fatalf("lapse config on the snapshot failed:\n%s", errOut)
 	}
 	want := regexp.MustCompile(`lapse: warning: config lapse.yaml is unreadable or invalid: lapse.yaml:2: unknown key "sweep-intervall": ` +
-		`lapse serve has no flag --sweep-intervall; running on the last good snapshot lapse.yaml.lastgood written at \d{4}-`)
+		`no command of lapse has a flag --sweep-intervall; running on the last good snapshot lapse.yaml.lastgood written at \d{4}-`)
 	if !want.MatchString(errOut) {
 		t.Errorf("stderr %q does not match %s", errOut, want)
 	}
@@ -163,29 +169,74 @@ func TestConfigFlagsMatchServe(t *testing.T) {
 	}
 }
 
+// TestConfigOtherCommands: one config file serves every command. Each
+// takes the keys of its own flags; the keys of the other commands' flags
+// are checked and otherwise ignored; an unknown key or a refused value
+// stops every command.
 func TestConfigOtherCommands(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "migrate.yaml"), []byte("db: from-file.db\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "serve.yaml"), []byte("db: from-file.db\nsweep-interval: 5s\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "serve.yaml"), []byte("db: from-file.db\nsweep-interval: 5x\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "bad.yaml"), []byte("db: from-file.db\nsweep-interval: 5x\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, errOut, ok := lapseEnv(t, dir, nil, "migrate", "--config", "migrate.yaml"); !ok || !strings.Contains(out, "migrated from-file.db") {
+	if err := os.WriteFile(filepath.Join(dir, "bogus.yaml"), []byte("db: from-file.db\nbogus: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, ok := lapseEnv(t, dir, nil, "migrate", "--config", "serve.yaml"); !ok || !strings.Contains(out, "migrated from-file.db") {
 		t.Fatalf("migrate: ok %v, %s%s", ok, out, errOut)
 	}
-	// A key of a flag the command does not have is an error.
-	_, errOut, ok := lapseEnv(t, dir, nil, "migrate", "--config", "serve.yaml")
-	if ok || !strings.Contains(errOut, `serve.yaml:2: unknown key "sweep-interval": lapse migrate has no flag --sweep-interval`) {
-		t.Errorf("migrate: ok %v, stderr %q", ok, errOut)
+	for _, cmd := range [][]string{{"migrate"}, {"flows"}, {"reconcile"}, {"serve", "--db", "serve.db"}} {
+		_, errOut, ok := lapseEnv(t, dir, nil, append(cmd, "--config", "bad.yaml")...)
+		if ok || !strings.Contains(errOut, `bad.yaml:2: sweep-interval: invalid duration "5x"`) {
+			t.Errorf("%s: ok %v, stderr %q", cmd, ok, errOut)
+		}
+		_, errOut, ok = lapseEnv(t, dir, nil, append(cmd, "--config", "bogus.yaml")...)
+		if ok || !strings.Contains(errOut, `bogus.yaml:2: unknown key "bogus": no command of lapse has a flag --bogus`) {
+			t.Errorf("%s: ok %v, stderr %q", cmd, ok, errOut)
+		}
 	}
 	// serve refuses a bad value before it touches the database.
-	_, errOut, ok = lapseEnv(t, dir, nil, "serve", "--config", "serve.yaml", "--db", "serve.db")
-	if ok || !strings.Contains(errOut, `serve.yaml:2: sweep-interval: invalid duration "5x"`) {
-		t.Errorf("serve: ok %v, stderr %q", ok, errOut)
-	}
 	if _, err := os.Stat(filepath.Join(dir, "serve.db")); err == nil {
 		t.Errorf("serve made its database despite the bad config")
+	}
+}
+
+// TestConfigOfTheREADME: every command runs on the README's own lapse.yaml
+// (its database overridden on the command line), and none of them writes
+// a snapshot beside it.
+func TestConfigOfTheREADME(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```yaml\n(# lapse\\.yaml\n.*?)```").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README.md has no ```yaml block that starts # lapse.yaml")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "lapse.yaml")
+	if err := os.WriteFile(path, m[1], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "lapse.db")
+	for _, cmd := range [][]string{
+		{"migrate"}, {"reconcile"}, {"flows"}, {"flows", "checkout"}, {"config"},
+		{"apikey", "list"}, {"operator", "list"}, {"audit", "verify"}, {"audit", "list"},
+		{"close", "--order", "A-1", "--dry-run"},
+	} {
+		args := append(cmd, "--config", path)
+		if cmd[0] != "flows" {
+			args = append(args, "--db", db)
+		}
+		if out, errOut, ok := lapseEnv(t, dir, nil, args...); !ok {
+			t.Errorf("lapse %s --config README's lapse.yaml: %s%s", strings.Join(cmd, " "), out, errOut)
+		}
+	}
+	if _, err := os.Stat(path + ".lastgood"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a command that only reads the config wrote its snapshot (%v)", err)
 	}
 }

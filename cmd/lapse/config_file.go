@@ -3,9 +3,13 @@ package main
 // A config file (--config FILE, or LAPSE_CONFIG) gives values to the flags of
 // a command: its top-level keys are flag names. A flag takes its value from
 // the first of the command line, the environment (LAPSE_<FLAG>), the file,
-// and its default in code. A file that validates is copied to FILE.lastgood;
-// a command that starts on an unusable file runs on that copy instead, and
-// says so loudly. While serve runs, a configWatcher reloads the file.
+// and its default in code. One file serves every command: each checks every
+// key against the settings of all the commands (allSettings) and takes the
+// keys of its own flags, so that lapse migrate and lapse flows run on the
+// file of lapse serve. lapse serve copies a file that validates to
+// FILE.lastgood; a command that starts on an unusable file runs on that copy
+// instead, and says so loudly. While serve runs, a configWatcher reloads the
+// file.
 
 import (
 	"bytes"
@@ -51,7 +55,29 @@ type flagConfig struct {
 
 	fs       *flag.FlagSet       // the command's flags, holding their values
 	settings map[string]*setting // the settings of those flags, by name
+	known    map[string]*setting // the keys a file may have: settings, and those of the other commands
+	good     *configFile         // Path as read, when it was good: what WriteSnapshot writes
 	stamp    fileStamp           // of Path when it was read: the watcher starts from it
+}
+
+// WriteSnapshot copies the config file, which was read and found good, to
+// FILE.lastgood for a later start to fall back on, unless it holds that
+// already; SnapshotErr says why it could not. Only lapse serve, which keeps
+// running on the file, calls it: the other commands read the file and
+// write nothing beside it.
+func (c *flagConfig) WriteSnapshot() {
+	if c.good != nil {
+		c.SnapshotErr = writeSnapshot(c.Path+snapshotSuffix, c.good)
+	}
+}
+
+// knownSettings returns, by name, the settings whose keys a config file may
+// have: those of every command, with the command's own taking the place of
+// another's of the same name.
+func knownSettings(own map[string]*setting) map[string]*setting {
+	out := settingsByName(allSettings())
+	maps.Copy(out, own)
+	return out
 }
 
 // snapshotWarning is what to say when the command runs on the snapshot.
@@ -85,19 +111,21 @@ func (c *flagConfig) Log(log *slog.Logger) {
 }
 
 // loadFlags defines the flags of settings, and --config, on fs, holding
-// their values in o; parses args into them like parseFlags; and returns
-// where every flag got its value. Every value, from wherever it comes,
-// passes the checks of its setting's kind. A config file that is unreadable
-// or invalid stops the command unless its snapshot is good: then the
-// snapshot's values are used and the result's FileErr says why; the caller
-// must pass the warning on (see Log).
+// their values in o; parses args into them like parseFlags (see parseArgs);
+// and returns where every flag got its value. Every value, from wherever it
+// comes, passes the checks of its setting's kind; a config file's keys of
+// the other commands' flags are checked too, and otherwise left alone. A
+// config file that is unreadable or invalid stops the command unless its
+// snapshot is good: then the snapshot's values are used and the result's
+// FileErr says why; the caller must pass the warning on (see Log).
 func loadFlags(fs *flag.FlagSet, settings []*setting, o *options, args []string) (*flagConfig, error) {
 	settings = append(slices.Clip(settings), configSetting)
 	defineFlags(fs, settings, o)
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return nil, err
 	}
 	cfg := &flagConfig{Sources: map[string]string{}, fs: fs, settings: settingsByName(settings)}
+	cfg.known = knownSettings(cfg.settings)
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) { cfg.Sources[f.Name] = sourceDefault })
 	fs.Visit(func(f *flag.Flag) {
@@ -146,8 +174,8 @@ func loadFlags(fs *flag.FlagSet, settings []*setting, o *options, args []string)
 			return nil, fmt.Errorf("--config: %w", err)
 		}
 		for _, e := range file.entries {
-			if cfg.Sources[e.key] == sourceFlag {
-				continue
+			if cfg.settings[e.key] == nil || cfg.Sources[e.key] == sourceFlag {
+				continue // another command's, checked by read
 			}
 			if err := file.set(fs, cfg.settings, e); err != nil {
 				return nil, fmt.Errorf("--config: %w", err)
@@ -178,17 +206,17 @@ func scratchFlags(name string, settings map[string]*setting) *flag.FlagSet {
 	return fs
 }
 
-// read reads and checks the config file against the command's settings,
-// and writes its snapshot. When the file is no good and its snapshot is,
-// it returns the snapshot and records why.
+// read reads the config file and checks it against the settings of every
+// command. When the file is no good and its snapshot is, it returns the
+// snapshot and records why.
 func (c *flagConfig) read() (*configFile, error) {
 	c.stamp = stampOf(c.Path)
 	file, err := readConfig(c.Path)
 	if err == nil {
-		err = file.check(scratchFlags(c.fs.Name(), c.settings), c.settings)
+		err = file.check(scratchFlags(c.fs.Name(), c.known), c.known)
 	}
 	if err == nil {
-		c.SnapshotErr = writeSnapshot(c.Path+snapshotSuffix, file)
+		c.good = file
 		return file, nil
 	}
 	snap := c.Path + snapshotSuffix
@@ -198,7 +226,7 @@ func (c *flagConfig) read() (*configFile, error) {
 	}
 	good, serr := readConfig(snap)
 	if serr == nil {
-		serr = good.check(scratchFlags(c.fs.Name(), c.settings), c.settings)
+		serr = good.check(scratchFlags(c.fs.Name(), c.known), c.known)
 	}
 	if serr != nil {
 		return nil, fmt.Errorf("%w\n(the last good snapshot is no good either: %v)", err, serr)
@@ -333,8 +361,9 @@ func flagText(n *yaml.Node) (string, error) {
 	}
 }
 
-// check sets every entry on fs, a scratch flag set of settings, and returns
-// every unknown key and refused value.
+// check sets every entry on fs, a scratch flag set of settings (the known
+// settings of a flagConfig), and returns every unknown key and refused
+// value.
 func (c *configFile) check(fs *flag.FlagSet, settings map[string]*setting) error {
 	var errs []error
 	for _, e := range c.entries {
@@ -361,7 +390,7 @@ func (c *configFile) set(fs *flag.FlagSet, settings map[string]*setting, e confi
 		if settings[guess] != nil && guess != configSetting.Name {
 			hint = fmt.Sprintf(" (did you mean %s?)", guess)
 		}
-		return fmt.Errorf("%s: unknown key %q: %s has no flag --%s%s", c.where(e), e.key, fs.Name(), e.key, hint)
+		return fmt.Errorf("%s: unknown key %q: no command of lapse has a flag --%s%s", c.where(e), e.key, e.key, hint)
 	}
 	if err := s.set(fs, e.value); err != nil {
 		return fmt.Errorf("%s: %s: invalid %s %q: %v", c.where(e), e.key, s.Kind, e.value, err)

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -149,7 +151,7 @@ func TestConfigErrors(t *testing.T) {
 		name, text string
 		want       []string // in the error, besides the file's path
 	}{
-		{"unknown key", "batch: 1\n\nbogus: 2\n", []string{":3:", `unknown key "bogus"`, "lapse test has no flag --bogus"}},
+		{"unknown key", "batch: 1\n\nbogus: 2\n", []string{":3:", `unknown key "bogus"`, "no command of lapse has a flag --bogus"}},
 		{"misspelt key", "sweep_interval: 5s\n", []string{":1:", "did you mean sweep-interval?"}},
 		{"bad duration", "batch: 1\nsweep-interval: 5x\n", []string{":2:", "sweep-interval", `invalid duration "5x"`}},
 		{"bad int", "batch: lots\n", []string{":1:", "batch", `invalid int "lots"`}},
@@ -214,11 +216,18 @@ func TestConfigSnapshot(t *testing.T) {
 	good := "sweep-interval: 5s\nbatch: 100\n"
 	path := writeConfig(t, dir, "lapse.yaml", good)
 	snap := path + snapshotSuffix
-	if _, _, err := load(testSettings(t, nil), "--config", path); err != nil {
+	// Loading writes nothing: only serve keeps a snapshot, through
+	// WriteSnapshot.
+	_, cfg, err := load(testSettings(t, nil), "--config", path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if b, err := os.ReadFile(snap); err != nil || string(b) != good {
-		t.Fatalf("snapshot %q, %v; want the file's contents", b, err)
+	if _, err := os.Stat(snap); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("loading the file wrote a snapshot (%v)", err)
+	}
+	cfg.WriteSnapshot()
+	if b, err := os.ReadFile(snap); err != nil || string(b) != good || cfg.SnapshotErr != nil {
+		t.Fatalf("snapshot %q, %v, %v; want the file's contents", b, err, cfg.SnapshotErr)
 	}
 
 	// An unchanged file leaves its snapshot alone.
@@ -226,8 +235,10 @@ func TestConfigSnapshot(t *testing.T) {
 	if err := os.Chtimes(snap, written, written); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := load(testSettings(t, nil), "--config", path); err != nil {
+	if _, cfg, err := load(testSettings(t, nil), "--config", path); err != nil {
 		t.Fatal(err)
+	} else {
+		cfg.WriteSnapshot()
 	}
 	if info, err := os.Stat(snap); err != nil || !info.ModTime().Equal(written) {
 		t.Fatalf("the snapshot of an unchanged file was rewritten")
@@ -235,12 +246,13 @@ func TestConfigSnapshot(t *testing.T) {
 
 	// A broken file starts on the snapshot, and says so.
 	writeConfig(t, dir, "lapse.yaml", "sweep-interval: 5x\nbatch: 9\nbogus: 1\n")
-	fs, cfg, err := load(testSettings(t, nil), "--config", path)
+	flags, cfg, err := load(testSettings(t, nil), "--config", path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if value(fs, "sweep-interval") != "5s" || value(fs, "batch") != "100" || cfg.Sources["batch"] != "file "+snap+":2" {
-		t.Errorf("on the snapshot: sweep-interval %s, batch %s from %s", value(fs, "sweep-interval"), value(fs, "batch"), cfg.Sources["batch"])
+	cfg.WriteSnapshot() // on the snapshot, a no-op
+	if value(flags, "sweep-interval") != "5s" || value(flags, "batch") != "100" || cfg.Sources["batch"] != "file "+snap+":2" {
+		t.Errorf("on the snapshot: sweep-interval %s, batch %s from %s", value(flags, "sweep-interval"), value(flags, "batch"), cfg.Sources["batch"])
 	}
 	w := cfg.warnings()
 	if len(w) != 1 {
@@ -476,8 +488,10 @@ func TestConfigWatcherStartsOnSnapshot(t *testing.T) {
 	a := &applied{}
 	settings := testSettings(t, a)
 	path := writeConfig(t, t.TempDir(), "lapse.yaml", "sweep-interval: 5s\n")
-	if _, _, err := load(settings, "--config", path); err != nil {
+	if _, cfg, err := load(settings, "--config", path); err != nil {
 		t.Fatal(err)
+	} else {
+		cfg.WriteSnapshot() // as serve does
 	}
 	writeConfig(t, filepath.Dir(path), "lapse.yaml", "sweep-interval: 5x\n")
 	_, cfg, err := load(settings, "--config", path)

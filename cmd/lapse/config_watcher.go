@@ -19,8 +19,8 @@ import (
 // configWatcher reloads a command's config file while the command runs: on
 // SIGHUP, and when the file's modification time or size changes (and then
 // holds still for one poll, so that a file being written is not read half
-// done). A reload checks the whole file against the command's settings
-// first; an invalid file changes nothing and is counted. Of a valid file,
+// done). A reload checks the whole file against the settings of every
+// command first, as loadFlags does; an invalid file changes nothing and is counted. Of a valid file,
 // the new value of every changed setting that has a Reload is handed to it,
 // unless the environment or the command line set that setting (they
 // outrank the file); every other changed setting is logged as needing a
@@ -32,6 +32,7 @@ type configWatcher struct {
 	path     string
 	defs     *flag.FlagSet       // definitions and defaults; never set here
 	settings map[string]*setting // of the flags of defs
+	known    map[string]*setting // the keys a file may have (flagConfig.known)
 	proc     *process            // what the settings' Reload change
 	pinned   map[string]string   // flags set by env or command line → source
 	log      *slog.Logger
@@ -60,6 +61,7 @@ func newConfigWatcher(cfg *flagConfig, p *process, log *slog.Logger, reg prometh
 		path:     cfg.Path,
 		defs:     cfg.fs,
 		settings: cfg.settings,
+		known:    cfg.known,
 		proc:     p,
 		pinned:   map[string]string{},
 		log:      log,
@@ -147,10 +149,10 @@ func (w *configWatcher) Reload() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.stamp = stampOf(w.path)
-	next := scratchFlags(w.defs.Name(), w.settings)
+	next := scratchFlags(w.defs.Name(), w.known)
 	file, err := readConfig(w.path)
 	if err == nil {
-		err = file.check(next, w.settings)
+		err = file.check(next, w.known)
 	}
 	if err != nil {
 		w.fail(err)

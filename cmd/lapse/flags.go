@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 )
 
 // newFlagSet returns a flag set for command name that writes its usage to w.
@@ -12,6 +13,44 @@ func newFlagSet(name string, w io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("lapse "+name, flag.ContinueOnError)
 	fs.SetOutput(w)
 	return fs
+}
+
+// parseArgs parses args into the flags of fs. Flags may come before, after
+// or between the positional arguments (lapse flows auto_confirm --flows
+// DIR), as every command of lapse takes them; "--" ends the flags. After
+// it, fs.Args returns the positional arguments in their order.
+func parseArgs(fs *flag.FlagSet, args []string) error {
+	var flags, positional []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			positional = append(positional, args[i+1:]...)
+			i = len(args)
+		case len(a) < 2 || a[0] != '-':
+			positional = append(positional, a)
+		default:
+			flags = append(flags, a)
+			name, _, inline := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			if !inline && i+1 < len(args) && takesValue(fs, name) {
+				i++
+				flags = append(flags, args[i])
+			}
+		}
+	}
+	return fs.Parse(append(append(flags, "--"), positional...))
+}
+
+// takesValue tells whether flag name of fs reads the next argument as its
+// value: every flag but a boolean one (--dry-run) does. An unknown flag
+// takes none; fs.Parse refuses it.
+func takesValue(fs *flag.FlagSet, name string) bool {
+	f := fs.Lookup(name)
+	if f == nil {
+		return false
+	}
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return !ok || !b.IsBoolFlag()
 }
 
 // parseFlags defines the flags of settings on fs, holding their values in

@@ -10,14 +10,22 @@
 //	lapse audit   verify|list                  check the audit log's chain; exit 1 if it is broken
 //	lapse close   --order NO… | --user ID | --from T --to T   close orders by hand, as one batch
 //	lapse bench   [--db DSN] [--orders N] …     how fast the engine closes a backlog, in a scratch schema
+//	lapse version                              the version, the commit it was built from, the Go that built it
 //
 // DSN is a path to an SQLite file (the default, ./lapse.db), a postgres://
 // URL or a mysql://user:password@host:3306/database URL. Every flag can also
 // be set in the environment as LAPSE_<FLAG>, e.g. LAPSE_DB, LAPSE_HTTP, and
 // in a YAML file named by --config FILE (LAPSE_CONFIG), keyed by flag name;
-// the command line wins over the environment, which wins over the file. The
-// arguments of a tool (lapse close --reason, lapse apikey create --name)
-// come from the command line only.
+// the command line wins over the environment, which wins over the file. One
+// file serves every command: each takes the keys of its own flags and checks
+// the others. The arguments of a tool (lapse close --reason, lapse apikey
+// create --name) come from the command line only. Flags may follow the
+// positional arguments (lapse flows auto_confirm --flows DIR).
+//
+// lapse exits 0 when the command did its work (or printed the help that -h
+// asked for), 1 when it ran and found something wrong (reconcile, audit
+// verify, close), and 2 when it could not run: a bad flag, a missing
+// argument, an error.
 //
 // The tools act on the database with its own credentials, as the OS user
 // running them (access.CLI) with the admin scope: whoever can reach the
@@ -63,8 +71,10 @@ Usage:
                           preview, then close orders by hand as one resumable batch
   lapse bench [--db DSN] [--orders N] [--not-due F] [--subscribers 0|2] [--batch 500] [--workers 2] [--keep]
                           how fast the engine closes a backlog of due orders, in a scratch schema it drops
+  lapse version           the version, the commit it was built from and the Go that built it
 
-Every command takes --config FILE: a YAML file of flag values (sweep-interval: 5s).
+Every command takes --config FILE: a YAML file of flag values (sweep-interval: 5s),
+the same file for all of them: each takes the keys of its own flags.
 apikey, operator, audit and close act on the database (--db) with its own
 credentials, as the admin "cli:<OS user>": whoever can reach the database is admin.
 Run "lapse <command> -h" for the flags of a command.
@@ -73,24 +83,37 @@ Run "lapse <command> -h" for the flags of a command.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			// A lapse.Error names the package itself: once is enough.
-			fmt.Fprintln(os.Stderr, "lapse:", strings.TrimPrefix(err.Error(), "lapse: "))
-		}
-		// 1: the command ran and found something wrong; 2: it could not.
-		var broken *lapse.AuditBreak
-		if errors.Is(err, errUnreconciled) || errors.As(err, &broken) || errors.Is(err, errCloseFailed) {
-			os.Exit(1)
-		}
-		os.Exit(2)
+	os.Exit(exitCode(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr), os.Stderr))
+}
+
+// errUsage is the error of a command line that names no command (lapse, or
+// lapse apikey alone): the usage is printed already, and lapse exits 2.
+var errUsage = errors.New("no command given")
+
+// exitCode prints err, unless the help asked for or the usage says it
+// already, and returns the exit status of lapse for it: 0 when the command
+// did its work or printed the help that -h asked for; 1 when it ran and
+// found something wrong; 2 when it could not run.
+func exitCode(err error, stderr io.Writer) int {
+	var broken *lapse.AuditBreak
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
 	}
+	// A lapse.Error names the package itself: once is enough.
+	fmt.Fprintln(stderr, "lapse:", strings.TrimPrefix(err.Error(), "lapse: "))
+	if errors.Is(err, errUnreconciled) || errors.As(err, &broken) || errors.Is(err, errCloseFailed) {
+		return 1
+	}
+	return 2
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return flag.ErrHelp
+		return errUsage
 	}
 	switch args[0] {
 	case "serve":
@@ -113,6 +136,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return closeOrders(ctx, args[1:], stdout, stderr)
 	case "bench":
 		return bench(ctx, args[1:], stdout, stderr)
+	case "version", "-version", "--version":
+		return showVersion(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

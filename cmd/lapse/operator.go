@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -30,7 +29,7 @@ credentials, as the admin "cli:<OS user>": whoever can reach the database is adm
 func operator(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		io.WriteString(stderr, operatorUsage)
-		return flag.ErrHelp
+		return errUsage
 	}
 	switch args[0] {
 	case "add":

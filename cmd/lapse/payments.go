@@ -12,7 +12,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
@@ -51,7 +50,7 @@ func (p *paymentFlags) applyGrace(fs []*lapse.Flow) error {
 		if i < 0 {
 			return fmt.Errorf("--payment-grace: no flow %q", name)
 		}
-		d, err := time.ParseDuration(v)
+		d, err := lapse.ParseDuration(v) // as a flow file's grace
 		if err != nil || d <= 0 {
 			return fmt.Errorf("--payment-grace: %s=%s is not a positive duration", name, v)
 		}

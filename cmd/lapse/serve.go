@@ -42,7 +42,17 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg.Log(log) // loud when running on the last good snapshot
+	// Said last, once the deferred closes below (stores, subscribers,
+	// the shared trigger, listeners) have run: when the process has
+	// really stopped.
+	stopped := false
+	defer func() {
+		if stopped {
+			log.Info("lapse stopped")
+		}
+	}()
+	cfg.WriteSnapshot() // the fallback of the next start
+	cfg.Log(log)        // loud when running on the last good snapshot
 
 	// A flow or schedule that is wrong stops the start before the database
 	// is touched.
@@ -57,7 +67,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	shared, triggerMode, err := tf.build()
+	shared, triggerMode, err := tf.build(log)
 	if err != nil {
 		return err
 	}
@@ -275,7 +285,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if httpErr != nil && !errors.Is(httpErr, http.ErrServerClosed) {
 		return fmt.Errorf("http shutdown: %w", httpErr)
 	}
-	log.Info("lapse stopped")
+	stopped = true
 	return nil
 }
 

@@ -396,3 +396,19 @@ var (
 	// from the same file, variables and flags, and its arguments.
 	closeSettings = append(slices.Clip(serveSettings), closeArgs...)
 )
+
+// allSettings returns every setting of every command, each once: the keys
+// that a config file may have. Settings of two commands that share a name
+// are one setting or agree on its kind and on being an argument.
+func allSettings() []*setting {
+	var out []*setting
+	for _, list := range [][]*setting{serveSettings, migrateSettings, reconcileSettings, flowsSettings, {configSetting},
+		apikeyCreateSettings, operatorAddSettings, auditListSettings, dbSettings, closeSettings, benchSettings} {
+		for _, s := range list {
+			if !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}

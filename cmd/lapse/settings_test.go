@@ -25,20 +25,6 @@ import (
 	"github.com/lapsehq/lapse/flows"
 )
 
-// allSettings returns every setting of every command, each once.
-func allSettings() []*setting {
-	var out []*setting
-	for _, list := range [][]*setting{serveSettings, migrateSettings, reconcileSettings, flowsSettings, {configSetting},
-		apikeyCreateSettings, operatorAddSettings, auditListSettings, dbSettings, closeSettings, benchSettings} {
-		for _, s := range list {
-			if !slices.Contains(out, s) {
-				out = append(out, s)
-			}
-		}
-	}
-	return out
-}
-
 // TestSettingsTable: every setting has a name of its own, a doc, and a
 // default that its kind takes and its flag prints as written; secrets have
 // no default in code.
@@ -84,6 +70,32 @@ func TestSettingsTable(t *testing.T) {
 	}
 }
 
+// TestSettingsSharedNames: settings of several commands with one name are
+// one key of a config file, which every command checks the same way: they
+// agree on their kind and on being an argument, which a file cannot set.
+func TestSettingsSharedNames(t *testing.T) {
+	t.Parallel()
+	byName := map[string]*setting{}
+	for _, list := range [][]*setting{serveSettings, migrateSettings, reconcileSettings, flowsSettings,
+		apikeyCreateSettings, operatorAddSettings, auditListSettings, dbSettings, closeSettings, benchSettings} {
+		for _, s := range list {
+			other, ok := byName[s.Name]
+			if !ok {
+				byName[s.Name] = s
+				continue
+			}
+			if other.Kind != s.Kind || other.Argument != s.Argument {
+				t.Errorf("two settings %s: a %s (argument %v) and a %s (argument %v)", s.Name, other.Kind, other.Argument, s.Kind, s.Argument)
+			}
+		}
+	}
+	for name := range byName {
+		if !slices.ContainsFunc(allSettings(), func(s *setting) bool { return s.Name == name }) {
+			t.Errorf("allSettings leaves out %s", name)
+		}
+	}
+}
+
 // defineOne defines the flag of s on fs, turning the panic of a mistake in
 // the table into an error.
 func defineOne(fs *flag.FlagSet, s *setting) (err error) {
@@ -101,7 +113,7 @@ func defineOne(fs *flag.FlagSet, s *setting) (err error) {
 // can name a flag that was renamed or removed.
 func TestSettingsNamedExist(t *testing.T) {
 	t.Parallel()
-	known := map[string]bool{"help": true}
+	known := map[string]bool{"help": true, "version": true}
 	for _, s := range allSettings() {
 		known[s.Name] = true
 	}

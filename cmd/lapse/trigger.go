@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
+	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/redis"
 )
@@ -15,9 +18,14 @@ type triggerFlags struct {
 }
 
 // build returns the shared trigger and its mode, or nil without --redis.
-func (f *triggerFlags) build() (*redis.Trigger, engine.TriggerMode, error) {
+// With --redis, the Redis client's own log lines go to log.
+func (f *triggerFlags) build(log *slog.Logger) (*redis.Trigger, engine.TriggerMode, error) {
 	mode, err := engine.ParseTriggerMode(f.mode)
 	if err != nil {
+		var le *lapse.Error
+		if errors.As(err, &le) {
+			return nil, "", fmt.Errorf("--trigger-mode: %s", le.Message) // not the API's "mode: "
+		}
 		return nil, "", fmt.Errorf("--trigger-mode: %w", err)
 	}
 	if f.redisURL == "" {
@@ -26,6 +34,7 @@ func (f *triggerFlags) build() (*redis.Trigger, engine.TriggerMode, error) {
 		}
 		return nil, mode, nil
 	}
+	redis.SetClientLogger(log)
 	t, err := redis.New(redis.Config{URL: f.redisURL, Prefix: f.prefix, Timeout: f.timeout})
 	if err != nil {
 		return nil, "", fmt.Errorf("--redis: %w", err)

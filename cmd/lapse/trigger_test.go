@@ -3,7 +3,9 @@ package main_test
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,7 +58,7 @@ func TestRedisOutage(t *testing.T) {
 		call(t, "GET", p.URL+"/v1/trigger", nil, &st)
 		return st
 	}
-	waitFor(t, 10*time.Second, func() bool { return status().Using == "shared" })
+	waitFor(t, 10*time.Second, func() bool { return status().Using == "redis" })
 
 	// Traffic: orders due 1.5 s after they are created, for 12 s.
 	var (
@@ -100,7 +102,7 @@ func TestRedisOutage(t *testing.T) {
 	}
 	time.Sleep(3 * time.Second)
 	proxy.Up()
-	waitFor(t, 10*time.Second, func() bool { st := status(); return !st.Degraded && st.Using == "shared" })
+	waitFor(t, 10*time.Second, func() bool { st := status(); return !st.Degraded && st.Using == "redis" })
 	time.Sleep(3 * time.Second)
 	stop()
 	wg.Wait()
@@ -223,5 +225,31 @@ func TestServeConfigReload(t *testing.T) {
 	}
 	if !strings.Contains(p.Logs(), "lastgood") {
 		t.Errorf("no word of the snapshot in the logs:\n%s", p.Logs())
+	}
+}
+
+// TestRedisClientLogs: what the Redis client library logs by itself (here
+// the dials to a Redis that refuses them) goes through the process's
+// logger, in its format, like every other line of lapse serve.
+func TestRedisClientLogs(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // refused from now on
+	p := startServe(t, t.TempDir(), "--redis", "redis://"+addr+"/0", "--redis-timeout", "100ms")
+	waitFor(t, 20*time.Second, func() bool { return strings.Contains(p.Logs(), "failed to dial") })
+	if err := p.Terminate(15 * time.Second); err != nil {
+		t.Fatalf("lapse serve: %v", err)
+	}
+	for line := range strings.Lines(p.Logs()) {
+		var rec struct{ Level, Msg string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Level == "" {
+			t.Errorf("a line that is not the process's JSON log: %q", line)
+		} else if strings.Contains(rec.Msg, "failed to dial") && rec.Level != "WARN" {
+			t.Errorf("the client's dial failure at %s: %q", rec.Level, line)
+		}
 	}
 }

@@ -1,0 +1,150 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// lapseExit runs the lapse binary in dir with args and the variables env,
+// and returns its stdout, its stderr and its exit status.
+func lapseExit(t *testing.T, dir string, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, lapseBin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "LAPSE_DB=", "LAPSE_HTTP=", "LAPSE_FLOWS=", "LAPSE_CONFIG=")
+	cmd.Env = append(cmd.Env, env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("lapse %v did not exit within a minute:\n%s", args, errOut.String())
+	}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("lapse %v: %v", args, err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+// commands are the command lines of every command of lapse, without flags.
+var commands = [][]string{
+	{"serve"}, {"migrate"}, {"reconcile"}, {"flows"}, {"config"},
+	{"apikey", "create"}, {"apikey", "list"}, {"apikey", "revoke"},
+	{"operator", "add"}, {"operator", "list"}, {"operator", "disable"},
+	{"audit", "verify"}, {"audit", "list"},
+	{"close"}, {"bench"}, {"version"},
+}
+
+// TestHelpExitCodes: -h prints a command's usage and exits 0, a flag the
+// command does not have exits 2, on every command; so does a command line
+// without its command.
+func TestHelpExitCodes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, c := range commands {
+		name := strings.Join(c, " ")
+		for _, help := range []string{"-h", "--help"} {
+			_, errOut, code := lapseExit(t, dir, nil, append(c, help)...)
+			if code != 0 || !strings.Contains(errOut, "Usage") {
+				t.Errorf("lapse %s %s: exit %d, want 0 and the usage:\n%s", name, help, code, errOut)
+			}
+		}
+		if _, errOut, code := lapseExit(t, dir, nil, append(c, "--no-such-flag")...); code != 2 || !strings.Contains(errOut, "no-such-flag") {
+			t.Errorf("lapse %s --no-such-flag: exit %d, want 2 naming the flag:\n%s", name, code, errOut)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{nil, 2}, {[]string{"nope"}, 2}, {[]string{"help"}, 0}, {[]string{"-h"}, 0},
+		{[]string{"apikey"}, 2}, {[]string{"operator"}, 2}, {[]string{"audit"}, 2},
+		{[]string{"apikey", "help"}, 0}, {[]string{"audit", "nope"}, 2},
+	} {
+		if _, errOut, code := lapseExit(t, dir, nil, tc.args...); code != tc.code || !strings.Contains(errOut+"Usage", "Usage") {
+			t.Errorf("lapse %q: exit %d, want %d:\n%s", tc.args, code, tc.code, errOut)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the help made files: %v", entries)
+	}
+}
+
+// TestVersionCommand: lapse version and lapse --version print the module,
+// its version and the Go that built it.
+func TestVersionCommand(t *testing.T) {
+	t.Parallel()
+	for _, arg := range []string{"version", "--version", "-version"} {
+		out, errOut, code := lapseExit(t, t.TempDir(), nil, arg)
+		if code != 0 || errOut != "" {
+			t.Errorf("lapse %s: exit %d, stderr %q", arg, code, errOut)
+		}
+		for _, want := range []string{"lapse ", "module  github.com/lapsehq/lapse\n", "go      " + runtime.Version() + " "} {
+			if !strings.Contains(out, want) {
+				t.Errorf("lapse %s printed %q, without %q", arg, out, want)
+			}
+		}
+	}
+	if _, _, code := lapseExit(t, t.TempDir(), nil, "version", "extra"); code != 2 {
+		t.Errorf("lapse version extra: exit %d, want 2", code)
+	}
+}
+
+// TestFlagsAfterArguments: every command takes its flags after its
+// positional arguments too, and "--" ends them.
+func TestFlagsAfterArguments(t *testing.T) {
+	t.Parallel()
+	dir, examples := t.TempDir(), examplesDir(t)
+	out, errOut, code := lapseExit(t, dir, nil, "flows", "auto_confirm", "--flows", examples)
+	if code != 0 || !strings.Contains(out, "[*] --> PAID") {
+		t.Errorf("lapse flows auto_confirm --flows DIR: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = lapseExit(t, dir, nil, "flows", "--flows="+examples, "auto_refund")
+	if code != 0 || !strings.Contains(out, "AUTO_REFUND") {
+		t.Errorf("lapse flows --flows=DIR auto_refund: exit %d\n%s%s", code, out, errOut)
+	}
+	db := filepath.Join(dir, "lapse.db")
+	if _, errOut, code := lapseExit(t, dir, nil, "migrate", "--db", db); code != 0 {
+		t.Fatalf("lapse migrate: exit %d\n%s", code, errOut)
+	}
+	// A boolean flag between the order numbers takes no value.
+	out, errOut, code = lapseExit(t, dir, nil, "close", "A-1", "--dry-run", "A-2", "--db", db)
+	if code != 0 || !strings.Contains(out, "dry run: nothing was changed") {
+		t.Errorf("lapse close A-1 --dry-run A-2 --db DB: exit %d\n%s%s", code, out, errOut)
+	}
+	_, errOut, code = lapseExit(t, dir, nil, "flows", "--", "--flows")
+	if code != 2 || !strings.Contains(errOut, `no flow "--flows"`) {
+		t.Errorf("lapse flows -- --flows: exit %d, want 2 and no such flow:\n%s", code, errOut)
+	}
+}
+
+// TestFlowsCommandSettings: lapse flows takes its directory from --flows,
+// LAPSE_FLOWS or the config file, as lapse serve does.
+func TestFlowsCommandSettings(t *testing.T) {
+	t.Parallel()
+	dir, examples := t.TempDir(), examplesDir(t)
+	out, errOut, code := lapseExit(t, dir, []string{"LAPSE_FLOWS=" + examples}, "flows", "auto_confirm")
+	if code != 0 || !strings.Contains(out, "[*] --> PAID") {
+		t.Errorf("LAPSE_FLOWS=DIR lapse flows auto_confirm: exit %d\n%s%s", code, out, errOut)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "lapse.yaml"), []byte("flows: "+examples+"\nsweep-interval: 5s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = lapseExit(t, dir, nil, "flows", "--config", "lapse.yaml")
+	if code != 0 || !strings.Contains(out, "auto_confirm") {
+		t.Errorf("lapse flows --config FILE: exit %d\n%s%s", code, out, errOut)
+	}
+}

@@ -1,0 +1,46 @@
+package http_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/access"
+)
+
+// TestListFilters: every list route refuses a filter that can match
+// nothing or that it does not take, naming it, rather than answering an
+// empty page: a state no flow has, a flow Lapse does not run, a state the
+// flow given does not have, a misspelt or repeated parameter.
+func TestListFilters(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{})
+	admin := bearer(g.admin)
+	for _, c := range []struct{ query, field, says string }{
+		{"/v1/orders?state=BOGUS", "state", "no flow has a state \"BOGUS\""},
+		{"/v1/orders?flow=nosuchflow", "flow", "checkout"},
+		{"/v1/orders?flow=checkout&state=OPEN", "state", "flow checkout has no state \"OPEN\""},
+		{"/v1/orders?State=UNPAID", "State", "is not a parameter"},
+		{"/v1/orders?state=UNPAID&state=PAID", "state", "more than once"},
+		{"/v1/approvals?status=maybe", "status", "pending"},
+		{"/v1/approvals?state=pending", "state", "is not a parameter"},
+		{"/v1/closes?status=maybe", "status", "running"},
+		{"/v1/closes?state=done", "state", "is not a parameter"},
+		{"/v1/audit?order=sideways", "order", "asc"},
+		{"/v1/audit?actr=alice", "actr", "is not a parameter"},
+		{"/v1/audit?actor=alice&actor=bob", "actor", "more than once"},
+		{"/v1/reviews?open=maybe", "open", "true or false"},
+		{"/v1/reviews?open=true&open=false", "open", "more than once"},
+		{"/v1/reviews?status=open", "status", "is not a parameter"},
+	} {
+		p := g.call("GET", c.query, "", admin).refused(t, http.StatusBadRequest, lapse.EINVALID)
+		if p.Field != c.field || !strings.Contains(p.Detail, c.says) {
+			t.Errorf("GET %s: field %q, %q; want the field %s, saying %q", c.query, p.Field, p.Detail, c.field, c.says)
+		}
+	}
+	for _, q := range []string{"/v1/orders?state=OPEN", "/v1/orders?flow=groupbuy&state=OPEN", "/v1/orders?state=UNPAID&flow=checkout",
+		"/v1/approvals?status=pending", "/v1/closes?status=done", "/v1/audit?order=asc&actor=alice", "/v1/reviews?open=true"} {
+		g.call("GET", q, "", admin).want(t, http.StatusOK)
+	}
+}
