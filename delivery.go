@@ -100,6 +100,29 @@ func (p *DeliveryFinishParams) Validate() error {
 	return ValidateOutbox(p.Outbox)
 }
 
+// Validate reports a batch of done attempts that no store may be given, as
+// an EINVALID error naming the field: no owner, an attempt of no delivery or
+// lease, one whose outcome is not a delivery (ok or applied), or a delivery
+// named twice.
+func (p *DeliveryDoneManyParams) Validate() error {
+	if p.Owner == "" {
+		return FieldError("owner", "a finish names the worker whose leases it finishes")
+	}
+	seen := make(map[int64]bool, len(p.Attempts))
+	for _, a := range p.Attempts {
+		switch {
+		case a.DeliveryID <= 0 || a.Attempt < 1:
+			return FieldError("attempts", "each names its delivery and the attempt it finishes")
+		case a.Outcome != OutcomeOK && a.Outcome != OutcomeApplied:
+			return FieldError("attempts", "delivery %d: a done attempt's outcome is %s or %s, not %q", a.DeliveryID, OutcomeOK, OutcomeApplied, a.Outcome)
+		case seen[a.DeliveryID]:
+			return FieldError("attempts", "delivery %d is named twice", a.DeliveryID)
+		}
+		seen[a.DeliveryID] = true
+	}
+	return nil
+}
+
 // Lost returns the ids of p's leases that renewed, the deliveries a renewal
 // extended, does not name, in the order p names them: what DeliveryRenew
 // returns, for a store that learns which leases it extended rather than

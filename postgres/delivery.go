@@ -181,6 +181,59 @@ func (s *Store) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinishParam
 	return d, nil
 }
 
+// deliveryDoneManySQL finishes many attempts done in one statement. The
+// leases still held are locked in id order, the order in which the engine
+// names the leases it renews, so that a renewal running beside it (which
+// joins its list by primary key, in that order) does not deadlock with it;
+// were the server to break a deadlock, the statement fails and records
+// nothing. The attempt rows are written for the leases held alone, and the
+// ids of the others come back in the order given.
+const deliveryDoneManySQL = `WITH l AS (
+	SELECT * FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::timestamptz[], $6::bigint[], $7::text[])
+		WITH ORDINALITY AS l(id, attempt, worker, started_at, duration_us, outcome, n)
+), k AS (
+	SELECT d.id FROM deliveries d JOIN l ON d.id = l.id
+	WHERE d.attempts = l.attempt AND d.status = 'pending' AND d.lease_owner = $1
+	ORDER BY d.id
+	FOR NO KEY UPDATE OF d
+), u AS (
+	UPDATE deliveries d SET status = 'done', unknown = false, last_error = '', lease_owner = '', lease_until = NULL,
+		updated_at = $8, done_at = $8
+	FROM k WHERE d.id = k.id
+	RETURNING d.id
+), a AS (
+	INSERT INTO delivery_attempts (delivery_id, attempt, worker, started_at, duration_us, outcome, error)
+	SELECT l.id, l.attempt, l.worker, l.started_at, l.duration_us, l.outcome, '' FROM l JOIN u ON u.id = l.id
+)
+SELECT l.id FROM l WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.id = l.id) ORDER BY l.n`
+
+// DeliveryDoneMany records, in one statement, every attempt of p.Attempts
+// still pending under p.Owner and its attempt as done at p.At, with its
+// attempt row, and returns the ids of the rest, whose leases are lost, in
+// the order p names them.
+func (s *Store) DeliveryDoneMany(ctx context.Context, p *lapse.DeliveryDoneManyParams) ([]int64, error) {
+	if len(p.Attempts) == 0 {
+		return nil, nil
+	}
+	n := len(p.Attempts)
+	ids, attempts, durations := make([]int64, n), make([]int64, n), make([]int64, n)
+	workers, outcomes := make([]string, n), make([]string, n)
+	started := make([]time.Time, n)
+	for i, a := range p.Attempts {
+		ids[i], attempts[i], durations[i] = a.DeliveryID, int64(a.Attempt), a.Duration.Microseconds()
+		workers[i], outcomes[i], started[i] = a.Worker, a.Outcome, a.StartedAt
+	}
+	rows, err := s.db.Query(ctx, deliveryDoneManySQL, p.Owner, ids, attempts, workers, started, durations, outcomes, p.At)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: finish %d deliveries: %w", n, err)
+	}
+	lost, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: finish %d deliveries: %w", n, err)
+	}
+	return lost, nil
+}
+
 // deliveryRenewSQL extends the leases still held by $1 under the attempts
 // named, and returns the ids of the others, in the order given. The leases
 // are joined by primary key; a lease is never shortened.
