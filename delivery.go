@@ -179,6 +179,18 @@ type QueryHandler interface {
 	Query(ctx context.Context, d *Delivery) (applied bool, err error)
 }
 
+// BatchHandler is a Handler that can also take many deliveries in one call:
+// a broker client that publishes them all before it waits for their
+// acknowledgements, for instance. DeliverMany returns one error per
+// delivery, in the order given, each as Deliver would return it: nil when
+// the subscriber has that event. It must be idempotent on the event ids as
+// Deliver is. The deliveries of one call are of different orders, so it
+// may hand them over in any order.
+type BatchHandler interface {
+	Handler
+	DeliverMany(ctx context.Context, ds []*Delivery) []error
+}
+
 // LocalHandler applies its effect in the database, inside the transaction
 // that records the delivery done, together with its dedup row: exactly once.
 type LocalHandler interface {
