@@ -80,14 +80,15 @@ func (d *Deliverer) attemptMany(ctx context.Context, s *Subscription, h lapse.Ba
 	for i, dl := range sending {
 		if errs[i] != nil {
 			d.failed(actx, s, dl, &recs[i], errs[i], wall, d.finisher(ctx, dl, &recs[i], wall))
+			d.leases.release(dl) // finished: the heartbeat has nothing more to renew
 		}
 	}
 }
 
 // doneMany records the delivered attempts recs of ds in one store call.
-// When that call fails for another reason than a store that cannot be
-// reached, it records each on its own, so that one row the store refuses
-// does not cost the others their record.
+// When that call fails twice for another reason than a store that cannot
+// be reached, it records each on its own, so that one row the store
+// refuses does not cost the others their record.
 func (d *Deliverer) doneMany(ctx context.Context, s *Subscription, ds []*lapse.Delivery, recs []lapse.DeliveryAttempt, wall time.Time) {
 	if len(ds) == 0 {
 		return
@@ -95,7 +96,19 @@ func (d *Deliverer) doneMany(ctx context.Context, s *Subscription, ds []*lapse.D
 	for i := range recs {
 		recs[i].Duration = time.Since(wall)
 	}
-	lost, err := d.e.work.DeliveryDoneMany(context.WithoutCancel(ctx), &lapse.DeliveryDoneManyParams{Owner: d.cfg.Owner, At: d.e.clock.Now(), Attempts: recs})
+	// Their attempts are over: the heartbeat stops renewing their leases
+	// now, so that a renewal does not wait on the rows this finish locks
+	// and then report as lost the leases it finished. A finish that takes
+	// longer than what is left of a lease may find a delivery taken over,
+	// and reports it lost, as it should.
+	for _, dl := range ds {
+		d.leases.release(dl)
+	}
+	p := &lapse.DeliveryDoneManyParams{Owner: d.cfg.Owner, At: d.e.clock.Now(), Attempts: recs}
+	lost, err := d.e.work.DeliveryDoneMany(context.WithoutCancel(ctx), p)
+	if err != nil && !errors.Is(err, lapse.ErrStoreUnavailable) {
+		lost, err = d.e.work.DeliveryDoneMany(context.WithoutCancel(ctx), p) // once more: a server may have picked it to break a deadlock
+	}
 	switch {
 	case errors.Is(err, lapse.ErrStoreUnavailable):
 		d.e.log.Error("deliverer: cannot record delivered attempts; their leases will expire and the deliveries be retried",

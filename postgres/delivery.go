@@ -182,12 +182,10 @@ func (s *Store) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinishParam
 }
 
 // deliveryDoneManySQL finishes many attempts done in one statement. The
-// leases still held are locked in id order, the order in which the engine
-// names the leases it renews, so that a renewal running beside it (which
-// joins its list by primary key, in that order) does not deadlock with it;
-// were the server to break a deadlock, the statement fails and records
-// nothing. The attempt rows are written for the leases held alone, and the
-// ids of the others come back in the order given.
+// leases still held are locked in id order, as a renewal locks them, so
+// that a renewal running beside it cannot deadlock with it. The attempt
+// rows are written for the leases held alone, and the ids of the others
+// come back in the order given.
 const deliveryDoneManySQL = `WITH l AS (
 	SELECT * FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::timestamptz[], $6::bigint[], $7::text[])
 		WITH ORDINALITY AS l(id, attempt, worker, started_at, duration_us, outcome, n)
@@ -236,13 +234,19 @@ func (s *Store) DeliveryDoneMany(ctx context.Context, p *lapse.DeliveryDoneManyP
 
 // deliveryRenewSQL extends the leases still held by $1 under the attempts
 // named, and returns the ids of the others, in the order given. The leases
-// are joined by primary key; a lease is never shortened.
+// are joined by primary key and locked in id order, as DeliveryDoneMany
+// locks them, so that the two never deadlock; a lease is never shortened.
 const deliveryRenewSQL = `WITH l AS (
 	SELECT * FROM unnest($2::bigint[], $3::bigint[]) WITH ORDINALITY AS l(id, attempt, n)
+), k AS (
+	SELECT d.id FROM deliveries d JOIN l ON d.id = l.id
+	WHERE d.attempts = l.attempt AND d.status = 'pending' AND d.lease_owner = $1
+	ORDER BY d.id
+	FOR NO KEY UPDATE OF d
 ), u AS (
 	UPDATE deliveries d SET lease_until = GREATEST(d.lease_until, $4), next_attempt_at = GREATEST(d.lease_until, $4)
-	FROM l
-	WHERE d.id = l.id AND d.attempts = l.attempt AND d.status = 'pending' AND d.lease_owner = $1
+	FROM k
+	WHERE d.id = k.id
 	RETURNING d.id
 )
 SELECT l.id FROM l WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.id = l.id) ORDER BY l.n`
