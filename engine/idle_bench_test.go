@@ -86,7 +86,8 @@ func idle(b *testing.B, n int, run time.Duration) {
 	clk.jumpTo(lapse.Truncate(now), 0)
 
 	// The Claimer alone.
-	e, err := engine.New(api, flows.Builtin(), engine.Config{Clock: clk, WorkStore: work, Logger: benchLogger()})
+	reg := newCounters()
+	e, err := engine.New(api, flows.Builtin(), engine.Config{Clock: clk, Registerer: reg, WorkStore: work, Logger: benchLogger()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -100,6 +101,9 @@ func idle(b *testing.B, n int, run time.Duration) {
 	c.Stop()
 	claimerQPS := float64(wire.trips.Load()-from) / run.Seconds()
 	claimerStmts := wire.statements()
+	if fired := reg.sum("lapse_deadline_firings_total"); fired != 0 {
+		b.Errorf("idle: the Claimer fired %.0f orders; none should have been due", fired)
+	}
 
 	// The Claimer and the Deliverer, as lapse serve runs them by default.
 	e, err = engine.New(api, flows.Builtin(), engine.Config{Clock: clk, WorkStore: work, Logger: benchLogger(), StockLedger: true, CouponLedger: true})
