@@ -100,6 +100,29 @@ func (p *DeliveryFinishParams) Validate() error {
 	return ValidateOutbox(p.Outbox)
 }
 
+// Validate reports a batch of done attempts that no store may be given, as
+// an EINVALID error naming the field: no owner, an attempt of no delivery or
+// lease, one whose outcome is not a delivery (ok or applied), or a delivery
+// named twice.
+func (p *DeliveryDoneManyParams) Validate() error {
+	if p.Owner == "" {
+		return FieldError("owner", "a finish names the worker whose leases it finishes")
+	}
+	seen := make(map[int64]bool, len(p.Attempts))
+	for _, a := range p.Attempts {
+		switch {
+		case a.DeliveryID <= 0 || a.Attempt < 1:
+			return FieldError("attempts", "each names its delivery and the attempt it finishes")
+		case a.Outcome != OutcomeOK && a.Outcome != OutcomeApplied:
+			return FieldError("attempts", "delivery %d: a done attempt's outcome is %s or %s, not %q", a.DeliveryID, OutcomeOK, OutcomeApplied, a.Outcome)
+		case seen[a.DeliveryID]:
+			return FieldError("attempts", "delivery %d is named twice", a.DeliveryID)
+		}
+		seen[a.DeliveryID] = true
+	}
+	return nil
+}
+
 // Lost returns the ids of p's leases that renewed, the deliveries a renewal
 // extended, does not name, in the order p names them: what DeliveryRenew
 // returns, for a store that learns which leases it extended rather than
@@ -154,6 +177,18 @@ type QueryHandler interface {
 	// Query reports whether the subscriber applied d's event. An error means
 	// the question could not be answered; it is asked again later.
 	Query(ctx context.Context, d *Delivery) (applied bool, err error)
+}
+
+// BatchHandler is a Handler that can also take many deliveries in one call:
+// a broker client that publishes them all before it waits for their
+// acknowledgements, for instance. DeliverMany returns one error per
+// delivery, in the order given, each as Deliver would return it: nil when
+// the subscriber has that event. It must be idempotent on the event ids as
+// Deliver is. The deliveries of one call are of different orders, so it
+// may hand them over in any order.
+type BatchHandler interface {
+	Handler
+	DeliverMany(ctx context.Context, ds []*Delivery) []error
 }
 
 // LocalHandler applies its effect in the database, inside the transaction

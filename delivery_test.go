@@ -68,3 +68,28 @@ func TestDeliveryRenewLost(t *testing.T) {
 		t.Errorf("Lost with every lease renewed = %v, want none", got)
 	}
 }
+
+func TestDeliveryDoneManyValidate(t *testing.T) {
+	ok := func(id int64) lapse.DeliveryAttempt {
+		return lapse.DeliveryAttempt{DeliveryID: id, Attempt: 1, Worker: "w", Outcome: lapse.OutcomeOK}
+	}
+	applied := ok(2)
+	applied.Outcome = lapse.OutcomeApplied
+	if err := (&lapse.DeliveryDoneManyParams{Owner: "w", Attempts: []lapse.DeliveryAttempt{ok(1), applied}}).Validate(); err != nil {
+		t.Errorf("valid batch: %v", err)
+	}
+	failed := ok(2)
+	failed.Outcome = lapse.OutcomeError
+	noAttempt := ok(2)
+	noAttempt.Attempt = 0
+	for name, p := range map[string]*lapse.DeliveryDoneManyParams{
+		"no owner":   {Attempts: []lapse.DeliveryAttempt{ok(1)}},
+		"failed":     {Owner: "w", Attempts: []lapse.DeliveryAttempt{ok(1), failed}},
+		"no attempt": {Owner: "w", Attempts: []lapse.DeliveryAttempt{noAttempt}},
+		"twice":      {Owner: "w", Attempts: []lapse.DeliveryAttempt{ok(1), ok(1)}},
+	} {
+		if err := p.Validate(); lapse.ErrorCode(err) != lapse.EINVALID {
+			t.Errorf("%s: Validate = %v, want EINVALID", name, err)
+		}
+	}
+}

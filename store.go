@@ -132,6 +132,17 @@ type Store interface {
 	// (DeliveryFinishParams.Validate).
 	DeliveryFinish(ctx context.Context, p *DeliveryFinishParams) (*Delivery, error)
 
+	// DeliveryDoneMany records many attempts that delivered, each as
+	// DeliveryFinish would with status done and no review or events: every
+	// delivery of p.Attempts still pending under p.Owner and the attempt
+	// named becomes done at p.At, with its lease given up and the attempt
+	// row as given. It returns the ids of the others, whose leases are lost,
+	// in the order p names them, and writes nothing for them. It is one
+	// transaction (one statement where the store can), so that a batch costs
+	// one commit: an error records none of them. p is valid
+	// (DeliveryDoneManyParams.Validate).
+	DeliveryDoneMany(ctx context.Context, p *DeliveryDoneManyParams) (lost []int64, err error)
+
 	// DeliveryRenew extends the leases of attempts in flight, in one
 	// statement: every delivery of p.Leases that is still pending under
 	// p.Owner and that attempt gets LeaseUntil and NextAttemptAt p.LeaseUntil
@@ -457,6 +468,15 @@ type DeliveryFinishParams struct {
 	Record        DeliveryAttempt // the attempt row
 	Review        *Review         // created when the delivery dies
 	Outbox        []OutboxEvent   // events written with it (delivery.dead)
+}
+
+// DeliveryDoneManyParams records attempts of one worker that delivered.
+type DeliveryDoneManyParams struct {
+	Owner string
+	At    time.Time
+	// Attempts are the attempt rows, one per delivery: DeliveryID and
+	// Attempt (the lease token) name the lease each finishes under.
+	Attempts []DeliveryAttempt
 }
 
 // DeliveryRenewParams extends the leases of one worker's attempts in flight.

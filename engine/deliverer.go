@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -161,12 +162,27 @@ func (d *Deliverer) loop(ctx context.Context, s *Subscription) {
 	freed := make(chan struct{}, 1)
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
+	release := func(n int) {
+		for range n {
+			<-slots
+		}
+		select {
+		case freed <- struct{}{}:
+		default:
+		}
+	}
+	batch, _ := s.Handler.(lapse.BatchHandler)
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
 		kicked := d.e.kick.wait()
 		free := s.Concurrency - len(slots)
 		wait := d.cfg.Poll
-		if free > 0 {
+		claimed := false
+		// A batch subscription claims once a quarter of its slots are free
+		// (or all are), so that each claim, call and finish carries many
+		// deliveries.
+		if free > 0 && (batch == nil || free >= max(1, s.Concurrency/4) || free == s.Concurrency) {
+			claimed = true
 			ds, err := d.claim(ctx, s, free)
 			switch {
 			case err != nil && ctx.Err() == nil:
@@ -176,18 +192,22 @@ func (d *Deliverer) loop(ctx context.Context, s *Subscription) {
 			case err == nil:
 				backoff = 0
 			}
-			for _, dl := range ds {
-				slots <- struct{}{}
+			if batch != nil && len(ds) > 0 {
+				for range ds {
+					slots <- struct{}{}
+				}
 				inflight.Go(func() {
-					defer func() {
-						<-slots
-						select {
-						case freed <- struct{}{}:
-						default:
-						}
-					}()
-					d.attempt(ctx, s, dl)
+					defer release(len(ds))
+					d.attemptMany(ctx, s, batch, ds)
 				})
+			} else {
+				for _, dl := range ds {
+					slots <- struct{}{}
+					inflight.Go(func() {
+						defer release(1)
+						d.attempt(ctx, s, dl)
+					})
+				}
 			}
 			if err == nil && len(ds) == free {
 				continue // every slot taken and maybe more due: claim again once one frees
@@ -202,7 +222,7 @@ func (d *Deliverer) loop(ctx context.Context, s *Subscription) {
 			timer.Stop()
 		case <-freed:
 			timer.Stop()
-			if free > 0 {
+			if claimed {
 				// A slot freed while nothing else was due: wait for new work
 				// rather than claim again at once.
 				timer.Reset(wait)
@@ -243,6 +263,12 @@ func (d *Deliverer) pass(ctx context.Context, s *Subscription) (int, error) {
 	if err != nil || len(ds) == 0 {
 		return 0, err
 	}
+	if batch, ok := s.Handler.(lapse.BatchHandler); ok {
+		for part := range slices.Chunk(ds, s.Concurrency) {
+			d.attemptMany(ctx, s, batch, part)
+		}
+		return len(ds), nil
+	}
 	slots := make(chan struct{}, s.Concurrency)
 	var wg sync.WaitGroup
 	for _, dl := range ds {
@@ -275,13 +301,7 @@ func (d *Deliverer) attempt(ctx context.Context, s *Subscription, dl *lapse.Deli
 	rec := lapse.DeliveryAttempt{DeliveryID: dl.ID, Attempt: dl.Attempts, Worker: d.cfg.Owner, StartedAt: start}
 	_, more := s.retries().Next(dl.Failures(), 0)
 	dl.Final = !more
-	finish := func(tx lapse.Store, p *lapse.DeliveryFinishParams) error {
-		p.ID, p.Owner, p.Attempt, p.At = dl.ID, d.cfg.Owner, dl.Attempts, d.e.clock.Now()
-		rec.Duration = time.Since(wall)
-		p.Record = rec
-		_, err := tx.DeliveryFinish(context.WithoutCancel(ctx), p)
-		return err
-	}
+	finish := d.finisher(ctx, dl, &rec, wall)
 
 	var err error
 	switch {
@@ -306,10 +326,28 @@ func (d *Deliverer) attempt(ctx context.Context, s *Subscription, dl *lapse.Deli
 		}
 	}
 
-	// The attempt failed: retry on schedule, or give up. One the heartbeat
-	// cut short failed for want of its lease, not through its subscriber:
-	// it is due again at once, may have applied (so it is asked about
-	// first), and never dies of it.
+	d.failed(actx, s, dl, &rec, err, wall, finish)
+}
+
+// finisher returns the function that records the end of the attempt of dl
+// described by rec, through the store it is given.
+func (d *Deliverer) finisher(ctx context.Context, dl *lapse.Delivery, rec *lapse.DeliveryAttempt, wall time.Time) func(lapse.Store, *lapse.DeliveryFinishParams) error {
+	return func(tx lapse.Store, p *lapse.DeliveryFinishParams) error {
+		p.ID, p.Owner, p.Attempt, p.At = dl.ID, d.cfg.Owner, dl.Attempts, d.e.clock.Now()
+		rec.Duration = time.Since(wall)
+		p.Record = *rec
+		_, err := tx.DeliveryFinish(context.WithoutCancel(ctx), p)
+		return err
+	}
+}
+
+// failed records an attempt of dl that failed with err (its context actx):
+// it is retried on schedule, or dies.
+func (d *Deliverer) failed(actx context.Context, s *Subscription, dl *lapse.Delivery, rec *lapse.DeliveryAttempt, err error, wall time.Time,
+	finish func(lapse.Store, *lapse.DeliveryFinishParams) error) {
+	// One the heartbeat cut short failed for want of its lease, not
+	// through its subscriber: it is due again at once, may have applied
+	// (so it is asked about first), and never dies of it.
 	cause := context.Cause(actx)
 	cutShort := cause != nil && (errors.Is(cause, errLeaseLost) || errors.Is(cause, errLeaseUnsure))
 	if cutShort {
@@ -394,10 +432,15 @@ func (d *Deliverer) die(s *Subscription, dl *lapse.Delivery, p *lapse.DeliveryFi
 	p.Outbox = []lapse.OutboxEvent{ev}
 }
 
-// settled logs and counts the end of an attempt.
-func (d *Deliverer) settled(s *Subscription, dl *lapse.Delivery, finishErr error, outcome string, wall time.Time, attemptErr string) {
+// counted counts the end of an attempt.
+func (d *Deliverer) counted(s *Subscription, outcome string, wall time.Time) {
 	d.e.metrics.deliveries.WithLabelValues(s.Name, outcome).Inc()
 	d.e.metrics.deliverySeconds.WithLabelValues(s.Name).Observe(time.Since(wall).Seconds())
+}
+
+// settled logs and counts the end of an attempt.
+func (d *Deliverer) settled(s *Subscription, dl *lapse.Delivery, finishErr error, outcome string, wall time.Time, attemptErr string) {
+	d.counted(s, outcome, wall)
 	switch {
 	case errors.Is(finishErr, lapse.ErrLeaseLost):
 		d.e.log.Warn("deliverer: lease lost before the attempt finished; another worker has the delivery",

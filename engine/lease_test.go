@@ -115,6 +115,13 @@ func (f *faultyStore) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinis
 	return f.Store.DeliveryFinish(ctx, p)
 }
 
+func (f *faultyStore) DeliveryDoneMany(ctx context.Context, p *lapse.DeliveryDoneManyParams) ([]int64, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	return f.Store.DeliveryDoneMany(ctx, p)
+}
+
 func (f *faultyStore) DeliveryRenew(ctx context.Context, p *lapse.DeliveryRenewParams) ([]int64, error) {
 	if err := f.check(); err != nil {
 		return nil, err

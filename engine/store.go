@@ -104,6 +104,13 @@ func (s checked) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinishPara
 	return s.Store.DeliveryFinish(ctx, p)
 }
 
+func (s checked) DeliveryDoneMany(ctx context.Context, p *lapse.DeliveryDoneManyParams) ([]int64, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return s.Store.DeliveryDoneMany(ctx, p)
+}
+
 func (s checked) CardIssue(ctx context.Context, p *lapse.CardIssueParams) ([]*lapse.Card, bool, error) {
 	if err := p.Validate(); err != nil {
 		return nil, false, err

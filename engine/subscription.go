@@ -23,7 +23,10 @@ type Subscription struct {
 	// Flows limits it to the events of these flows. Default: every flow.
 	Flows []string
 	// Handler delivers to an outside system; Local applies an effect in the
-	// database instead. Exactly one is set.
+	// database instead. Exactly one is set. A Handler that is also a
+	// lapse.BatchHandler is handed the deliveries of each claim in one call,
+	// and those it delivered are recorded in one statement: the Deliverer
+	// then claims once a quarter of its Concurrency is free.
 	Handler lapse.Handler
 	Local   lapse.LocalHandler
 	// Schedule is its retry schedule. Default: lapse.DefaultSchedule().
@@ -31,7 +34,8 @@ type Subscription struct {
 	// Timeout bounds one attempt. Default: 30s. It may exceed the
 	// Deliverer's Lease: the lease is renewed while the attempt runs.
 	Timeout time.Duration
-	// Concurrency bounds its attempts in flight in this process (a bulkhead).
+	// Concurrency bounds its attempts in flight in this process (a bulkhead):
+	// the deliveries handed to its handler and not yet answered.
 	// Default: 8.
 	Concurrency int
 	// Filter, when set, limits it to the orders for which it returns true;

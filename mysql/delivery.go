@@ -174,6 +174,35 @@ func (s *Store) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinishParam
 	return d, nil
 }
 
+// DeliveryDoneMany records every attempt of p.Attempts still pending under
+// p.Owner and its attempt as done at p.At, with its attempt row, each as
+// DeliveryFinish does, all in one transaction, and returns the ids of the
+// rest, whose leases are lost, in the order p names them.
+func (s *Store) DeliveryDoneMany(ctx context.Context, p *lapse.DeliveryDoneManyParams) ([]int64, error) {
+	if len(p.Attempts) == 0 {
+		return nil, nil
+	}
+	var lost []int64
+	err := s.Tx(ctx, func(tx lapse.Store) error {
+		lost = lost[:0]
+		for _, a := range p.Attempts {
+			_, err := tx.DeliveryFinish(ctx, &lapse.DeliveryFinishParams{ID: a.DeliveryID, Owner: p.Owner, Attempt: a.Attempt,
+				Status: lapse.DeliveryDone, At: p.At, Record: a})
+			switch {
+			case errors.Is(err, lapse.ErrLeaseLost):
+				lost = append(lost, a.DeliveryID)
+			case err != nil:
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mysql: finish %d deliveries: %w", len(p.Attempts), err)
+	}
+	return lost, nil
+}
+
 // DeliveryRenew extends the lease of every delivery of p.Leases that is
 // still pending under p.Owner and the attempt named: LeaseUntil and
 // NextAttemptAt become p.LeaseUntil, or stay where they were if that is

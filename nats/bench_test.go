@@ -36,6 +36,38 @@ func BenchmarkDeliver(b *testing.B) {
 	}
 }
 
+// BenchmarkDeliverMany measures DeliverMany throughput with batches of 32
+// (the nats subscription's Concurrency in lapse serve) and 256, from one
+// caller and from 4.
+func BenchmarkDeliverMany(b *testing.B) {
+	for _, size := range []int{32, 256} {
+		for _, callers := range []int{1, 4} {
+			b.Run(fmt.Sprintf("batch=%d/callers=%d", size, callers), func(b *testing.B) {
+				cfg, _ := testConfig(b)
+				s := newSink(b, cfg)
+				var n atomic.Int64
+				b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+				start := time.Now()
+				b.RunParallel(func(pb *testing.PB) {
+					ds := make([]*lapse.Delivery, size)
+					for pb.Next() {
+						for i := range ds {
+							ds[i] = orderEvent(n.Add(1))
+						}
+						for _, err := range s.DeliverMany(context.Background(), ds) {
+							if err != nil {
+								b.Errorf("DeliverMany: %v", err)
+								return
+							}
+						}
+					}
+				})
+				b.ReportMetric(float64(n.Load())/time.Since(start).Seconds(), "events/s")
+			})
+		}
+	}
+}
+
 // benchDeliver runs Deliver from callers goroutines and reports events/s.
 func benchDeliver(b *testing.B, s *nats.Sink, callers int) {
 	var n atomic.Int64

@@ -231,8 +231,14 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	if err := s.Deliver(context.Background(), delivery("order.closed", 1)); err != nil {
 		t.Fatalf("Deliver: %v", err)
 	}
+	for i, err := range s.DeliverMany(context.Background(), []*lapse.Delivery{delivery("order.closed", 3), delivery("order.closed", 4)}) {
+		if err != nil {
+			t.Fatalf("DeliverMany, delivery %d: %v", i, err)
+		}
+	}
 	p.ResetPeers()
 	_ = s.Deliver(context.Background(), delivery("order.closed", 2))
+	_ = s.DeliverMany(context.Background(), []*lapse.Delivery{delivery("order.closed", 5)})
 	_ = s.Close()
 	waitGoroutines(t, before)
 }

@@ -110,7 +110,7 @@ func (c *Config) setDefaults() error {
 }
 
 // Sink publishes outbox events to a JetStream stream. It implements
-// lapse.Handler and is safe for concurrent use.
+// lapse.Handler and lapse.BatchHandler and is safe for concurrent use.
 //
 // It keeps one connection that reconnects by itself, forever, after the
 // server goes away; Deliver fails fast while it is away and succeeds again
@@ -181,7 +181,9 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		return nil, fmt.Errorf("nats: connect: %w", err)
 	}
 	s.nc = nc
-	if s.js, err = jetstream.New(nc); err != nil {
+	// An asynchronous publish (DeliverMany) whose caller stopped waiting is
+	// forgotten after the publish timeout rather than kept pending.
+	if s.js, err = jetstream.New(nc, jetstream.WithPublishAsyncTimeout(cfg.PublishTimeout)); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("nats: %w", err)
 	}
@@ -193,6 +195,8 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	}
 	return s, nil
 }
+
+var _ lapse.BatchHandler = (*Sink)(nil)
 
 // unreachable reports whether a failed first connect found no server at all,
 // as opposed to a server that refused us.
@@ -212,33 +216,107 @@ func unreachable(err error) bool {
 // within its DuplicateWindow. An event that cannot be published at all (no
 // id, or a type that is not a valid subject) wraps lapse.ErrRefused.
 func (s *Sink) Deliver(ctx context.Context, d *lapse.Delivery) error {
-	ev := d.Event
-	if ev == nil || ev.ID == "" {
-		return fmt.Errorf("nats: delivery %d carries no event: %w", d.ID, lapse.ErrRefused)
+	msg, err := s.message(d)
+	if err != nil {
+		return err
 	}
-	if !validSubject(ev.Type) {
-		return fmt.Errorf("nats: event %s: type %q is not a subject: %w", ev.ID, ev.Type, lapse.ErrRefused)
+	ctx, done, err := s.publishing(ctx)
+	defer done()
+	if err != nil {
+		return fmt.Errorf("nats: event %s: %w", d.Event.ID, err)
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.PublishTimeout, errNoAck)
-	defer cancel()
-	if !s.ready.Load() {
-		if err := s.setup(ctx); err != nil {
-			return fmt.Errorf("nats: event %s: %w", ev.ID, err)
+	ack, err := s.js.PublishMsg(ctx, msg, s.publishOpts(d)...)
+	return s.acked(ctx, d, msg, ack, err)
+}
+
+// DeliverMany publishes the events of ds one after another without waiting
+// in between, then waits for their PubAcks, all within one PublishTimeout,
+// and returns one error per delivery, in order, each as Deliver would: nil
+// once the stream has acknowledged storing that event (or a copy it stored
+// earlier). It makes Sink a lapse.BatchHandler, for which a publish costs
+// no round trip of its own.
+func (s *Sink) DeliverMany(ctx context.Context, ds []*lapse.Delivery) []error {
+	errs := make([]error, len(ds))
+	ctx, done, err := s.publishing(ctx)
+	defer done()
+	if err != nil {
+		for i := range errs {
+			errs[i] = fmt.Errorf("nats: %d events: %w", len(ds), err)
+		}
+		return errs
+	}
+	msgs := make([]*natsgo.Msg, len(ds))
+	futures := make([]jetstream.PubAckFuture, len(ds))
+	for i, d := range ds {
+		if msgs[i], errs[i] = s.message(d); errs[i] != nil {
+			continue
+		}
+		if ctx.Err() != nil {
+			errs[i] = s.acked(ctx, d, msgs[i], nil, ctx.Err())
+			continue
+		}
+		if futures[i], err = s.js.PublishMsgAsync(msgs[i], s.publishOpts(d)...); err != nil {
+			errs[i] = s.acked(ctx, d, msgs[i], nil, err)
 		}
 	}
-	// A PubAck can only come back on the connection that carried the
-	// publish; once that connection is gone, waiting longer is pointless.
-	ctx, lost := context.WithCancelCause(ctx)
-	defer lost(nil)
-	stop := context.AfterFunc(s.link(), func() { lost(errDisconnected) })
-	defer stop()
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		select {
+		case ack := <-f.Ok():
+			errs[i] = s.acked(ctx, ds[i], msgs[i], ack, nil)
+		case err := <-f.Err():
+			errs[i] = s.acked(ctx, ds[i], msgs[i], nil, err)
+		case <-ctx.Done():
+			errs[i] = s.acked(ctx, ds[i], msgs[i], nil, ctx.Err())
+		}
+	}
+	return errs
+}
 
-	msg := &natsgo.Msg{
+// message returns the message of d's event, or an error wrapping
+// lapse.ErrRefused for an event that cannot be published.
+func (s *Sink) message(d *lapse.Delivery) (*natsgo.Msg, error) {
+	ev := d.Event
+	if ev == nil || ev.ID == "" {
+		return nil, fmt.Errorf("nats: delivery %d carries no event: %w", d.ID, lapse.ErrRefused)
+	}
+	if !validSubject(ev.Type) {
+		return nil, fmt.Errorf("nats: event %s: type %q is not a subject: %w", ev.ID, ev.Type, lapse.ErrRefused)
+	}
+	return &natsgo.Msg{
 		Subject: s.cfg.Subject + "." + ev.Type,
 		Data:    ev.Payload,
 		Header:  natsgo.Header{HeaderEventID: {ev.ID}, HeaderEventType: {ev.Type}, HeaderOrderNo: {ev.OrderNo}},
+	}, nil
+}
+
+// publishOpts are the options of d's publish: its id, which the stream
+// deduplicates on, and the stream that must store it.
+func (s *Sink) publishOpts(d *lapse.Delivery) []jetstream.PublishOpt {
+	return []jetstream.PublishOpt{jetstream.WithMsgID(d.Event.ID), jetstream.WithExpectStream(s.cfg.Stream)}
+}
+
+// publishing returns the context of a publish: it ends after PublishTimeout,
+// and as soon as the connection is lost, since a PubAck can only come back
+// on the connection that carried the publish. It sets the stream up first
+// when it must. The caller calls done when the publish is over.
+func (s *Sink) publishing(ctx context.Context) (_ context.Context, done func(), err error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.PublishTimeout, errNoAck)
+	if !s.ready.Load() {
+		if err := s.setup(ctx); err != nil {
+			return ctx, cancel, err
+		}
 	}
-	ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(ev.ID), jetstream.WithExpectStream(s.cfg.Stream))
+	ctx, lost := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.link(), func() { lost(errDisconnected) })
+	return ctx, func() { stop(); lost(nil); cancel() }, nil
+}
+
+// acked returns the outcome of the publish of msg, d's event: nil for a
+// PubAck, else the error, with the cause of ctx when ctx ended it.
+func (s *Sink) acked(ctx context.Context, d *lapse.Delivery, msg *natsgo.Msg, ack *jetstream.PubAck, err error) error {
 	if err != nil {
 		if ctx.Err() != nil {
 			err = context.Cause(ctx)
@@ -249,10 +327,10 @@ func (s *Sink) Deliver(ctx context.Context, d *lapse.Delivery) error {
 			// harmless if not.
 			s.ready.Store(false)
 		}
-		return fmt.Errorf("nats: publish event %s to %s: %w", ev.ID, msg.Subject, err)
+		return fmt.Errorf("nats: publish event %s to %s: %w", d.Event.ID, msg.Subject, err)
 	}
 	if ack.Duplicate {
-		s.log.Debug("nats: the stream already had the event", "event_id", ev.ID, "seq", ack.Sequence)
+		s.log.Debug("nats: the stream already had the event", "event_id", d.Event.ID, "seq", ack.Sequence)
 	}
 	return nil
 }

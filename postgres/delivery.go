@@ -10,6 +10,16 @@ import (
 	"github.com/lapsehq/lapse"
 )
 
+// planEachRun makes a statement planned at each run, with its arguments and
+// the table as it is then, rather than prepared once per connection. The
+// deliveries table of a young database starts empty and can grow by a
+// million rows in a minute (a flash sale): a claim whose cached generic plan
+// was made while it was small scans and sorts the whole table (24 s a claim
+// at 200,000 deliveries, measured), until autovacuum's next ANALYZE
+// invalidates the plan. The statements that take it work on many rows, so
+// planning each run costs little beside them.
+const planEachRun = pgx.QueryExecModeExec
+
 // deliveryColumns is the column list every delivery read uses, in
 // deliveryDest's order. Queries name the deliveries table d.
 const deliveryColumns = `d.id, d.event_id, d.order_id, d.order_no, d.event_type, d.subscriber, d.status, d.attempts,
@@ -90,7 +100,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *lapse.DeliveryClaimParams)
 	if len(p.Subscribers) == 1 {
 		subs, query = p.Subscribers[0], deliveryClaimOneSQL
 	}
-	rows, err := s.db.Query(ctx, query, p.Now, subs, p.Limit, p.Owner, p.LeaseUntil)
+	rows, err := s.db.Query(ctx, query, planEachRun, p.Now, subs, p.Limit, p.Owner, p.LeaseUntil)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim deliveries: %w", err)
 	}
@@ -181,15 +191,72 @@ func (s *Store) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinishParam
 	return d, nil
 }
 
+// deliveryDoneManySQL finishes many attempts done in one statement. The
+// leases still held are locked in id order, as a renewal locks them, so
+// that a renewal running beside it cannot deadlock with it. The attempt
+// rows are written for the leases held alone, and the ids of the others
+// come back in the order given.
+const deliveryDoneManySQL = `WITH l AS (
+	SELECT * FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::timestamptz[], $6::bigint[], $7::text[])
+		WITH ORDINALITY AS l(id, attempt, worker, started_at, duration_us, outcome, n)
+), k AS (
+	SELECT d.id FROM deliveries d JOIN l ON d.id = l.id
+	WHERE d.attempts = l.attempt AND d.status = 'pending' AND d.lease_owner = $1
+	ORDER BY d.id
+	FOR NO KEY UPDATE OF d
+), u AS (
+	UPDATE deliveries d SET status = 'done', unknown = false, last_error = '', lease_owner = '', lease_until = NULL,
+		updated_at = $8, done_at = $8
+	FROM k WHERE d.id = k.id
+	RETURNING d.id
+), a AS (
+	INSERT INTO delivery_attempts (delivery_id, attempt, worker, started_at, duration_us, outcome, error)
+	SELECT l.id, l.attempt, l.worker, l.started_at, l.duration_us, l.outcome, '' FROM l JOIN u ON u.id = l.id
+)
+SELECT l.id FROM l WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.id = l.id) ORDER BY l.n`
+
+// DeliveryDoneMany records, in one statement, every attempt of p.Attempts
+// still pending under p.Owner and its attempt as done at p.At, with its
+// attempt row, and returns the ids of the rest, whose leases are lost, in
+// the order p names them.
+func (s *Store) DeliveryDoneMany(ctx context.Context, p *lapse.DeliveryDoneManyParams) ([]int64, error) {
+	if len(p.Attempts) == 0 {
+		return nil, nil
+	}
+	n := len(p.Attempts)
+	ids, attempts, durations := make([]int64, n), make([]int64, n), make([]int64, n)
+	workers, outcomes := make([]string, n), make([]string, n)
+	started := make([]time.Time, n)
+	for i, a := range p.Attempts {
+		ids[i], attempts[i], durations[i] = a.DeliveryID, int64(a.Attempt), a.Duration.Microseconds()
+		workers[i], outcomes[i], started[i] = a.Worker, a.Outcome, a.StartedAt
+	}
+	rows, err := s.db.Query(ctx, deliveryDoneManySQL, planEachRun, p.Owner, ids, attempts, workers, started, durations, outcomes, p.At)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: finish %d deliveries: %w", n, err)
+	}
+	lost, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: finish %d deliveries: %w", n, err)
+	}
+	return lost, nil
+}
+
 // deliveryRenewSQL extends the leases still held by $1 under the attempts
 // named, and returns the ids of the others, in the order given. The leases
-// are joined by primary key; a lease is never shortened.
+// are joined by primary key and locked in id order, as DeliveryDoneMany
+// locks them, so that the two never deadlock; a lease is never shortened.
 const deliveryRenewSQL = `WITH l AS (
 	SELECT * FROM unnest($2::bigint[], $3::bigint[]) WITH ORDINALITY AS l(id, attempt, n)
+), k AS (
+	SELECT d.id FROM deliveries d JOIN l ON d.id = l.id
+	WHERE d.attempts = l.attempt AND d.status = 'pending' AND d.lease_owner = $1
+	ORDER BY d.id
+	FOR NO KEY UPDATE OF d
 ), u AS (
 	UPDATE deliveries d SET lease_until = GREATEST(d.lease_until, $4), next_attempt_at = GREATEST(d.lease_until, $4)
-	FROM l
-	WHERE d.id = l.id AND d.attempts = l.attempt AND d.status = 'pending' AND d.lease_owner = $1
+	FROM k
+	WHERE d.id = k.id
 	RETURNING d.id
 )
 SELECT l.id FROM l WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.id = l.id) ORDER BY l.n`
@@ -208,7 +275,7 @@ func (s *Store) DeliveryRenew(ctx context.Context, p *lapse.DeliveryRenewParams)
 	for i, l := range p.Leases {
 		ids[i], attempts[i] = l.ID, int64(l.Attempt)
 	}
-	rows, err := s.db.Query(ctx, deliveryRenewSQL, p.Owner, ids, attempts, p.LeaseUntil)
+	rows, err := s.db.Query(ctx, deliveryRenewSQL, planEachRun, p.Owner, ids, attempts, p.LeaseUntil)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: renew delivery leases: %w", err)
 	}

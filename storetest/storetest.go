@@ -61,6 +61,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"OutboxOrder", testOutboxOrder},
 		{"DeliveryClaim", testDeliveryClaim},
 		{"DeliveryFinish", testDeliveryFinish},
+		{"DeliveryDoneMany", testDeliveryDoneMany},
 		{"DeliveryRenew", testDeliveryRenew},
 		{"DeliveryClaimConcurrent", testDeliveryClaimConcurrent},
 		{"DeliveryClaimOrder", testDeliveryClaimOrder},
