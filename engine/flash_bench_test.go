@@ -67,7 +67,7 @@ func flashSale(b *testing.B, n, inflight int) {
 	created := clk.Now()
 	deadline := created.Add(15 * time.Minute)
 	took := loadOrders(b, store, "F", n, created, func(int) time.Time { return deadline })
-	vacuum(b, dsn, "orders")
+	vacuum(b, dsn)
 	b.Logf("flash sale: loaded %d orders in %v", n, took.Round(time.Millisecond))
 
 	c := engine.NewClaimer(e, engine.ClaimerConfig{})

@@ -71,7 +71,7 @@ func idle(b *testing.B, n int, run time.Duration) {
 		// whatever the order of creation.
 		return now.Add(5*time.Minute + time.Duration(uint64(i)*2654435761%spread)*time.Second)
 	})
-	vacuum(b, dsn, "orders")
+	vacuum(b, dsn)
 	loader.Close()
 	runtime.GC()
 	debug.FreeOSMemory()

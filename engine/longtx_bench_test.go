@@ -69,7 +69,7 @@ func burnFor(b *testing.B, n int, d time.Duration, hold bool) float64 {
 	}
 	created := lapse.SystemClock{}.Now().Add(-time.Hour)
 	took := loadOrders(b, store, "H", n, created, func(i int) time.Time { return created.Add(time.Duration(i%60000) * time.Millisecond) })
-	vacuum(b, dsn, "orders")
+	vacuum(b, dsn)
 
 	if hold {
 		holder := pgConnect(b, dsn)
