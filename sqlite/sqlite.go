@@ -65,9 +65,12 @@ func (c Config) withDefaults() (Config, error) {
 // concurrent use. The Store that Tx passes to its function is bound to that
 // transaction and must not outlive it.
 type Store struct {
-	writer *sql.DB // one connection: every write runs on it
-	reader *sql.DB // reads outside transactions
-	tx     *sql.Tx // set on a Store bound to a transaction
+	writer   *sql.DB    // one connection: every write runs on it
+	gate     *writeGate // the queue for writer
+	priority bool       // writes go ahead of the others' (Priority)
+	reader   *sql.DB    // reads outside transactions
+	ckpt     *checkpointer
+	tx       *sql.Tx // set on a Store bound to a transaction
 }
 
 // Open opens the database file at path, creating it when missing, and checks
@@ -114,7 +117,12 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 		_ = writer.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	return &Store{writer: writer, reader: reader}, nil
+	ckpt, err := startCheckpointer(ctx, dsn(abs, cfg, "_txlock", "deferred"), checkpointInterval)
+	if err != nil {
+		_ = errors.Join(reader.Close(), writer.Close())
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	return &Store{writer: writer, gate: &writeGate{}, reader: reader, ckpt: ckpt}, nil
 }
 
 // dsn is the driver's name for the file at the absolute path abs. The
@@ -125,6 +133,9 @@ func dsn(abs string, cfg Config, key, value string) string {
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
+	// The checkpointer copies the WAL into the file in the background; a
+	// writer checkpoints itself only when the WAL has grown this far.
+	q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", fallbackCheckpointPages))
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Set(key, value)
 	p := filepath.ToSlash(abs)
@@ -162,13 +173,25 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
+// Priority returns a Store on the same file and connections whose writes
+// wait for the writer ahead of the others': the store of the deadline
+// engine's and the deliverer's work (engine.Config.WorkStore), so that a
+// flood of API writes does not make due orders close late. When both kinds
+// of writer wait they take turns, so neither starves. Close it or s, not
+// both.
+func (s *Store) Priority() *Store {
+	p := *s
+	p.priority = true
+	return &p
+}
+
 // Close closes both pools. On a Store bound to a transaction it does
 // nothing: Tx ends the transaction, and the pools belong to the outer Store.
 func (s *Store) Close() error {
 	if s.tx != nil {
 		return nil
 	}
-	return errors.Join(s.reader.Close(), s.writer.Close())
+	return errors.Join(s.ckpt.close(), s.reader.Close(), s.writer.Close())
 }
 
 // queryer is what reads run on: the reader pool, or the transaction.

@@ -29,7 +29,7 @@ func (s *Store) Tx(ctx context.Context, fn func(tx lapse.Store) error) error {
 		return savepoint(ctx, s.tx, func() error { return fn(s) })
 	}
 	return s.begin(ctx, func(tx *sql.Tx) error {
-		return fn(&Store{writer: s.writer, reader: s.reader, tx: tx})
+		return fn(&Store{writer: s.writer, gate: s.gate, priority: s.priority, reader: s.reader, ckpt: s.ckpt, tx: tx})
 	})
 }
 
@@ -37,6 +37,10 @@ func (s *Store) Tx(ctx context.Context, fn func(tx lapse.Store) error) error {
 // and every Tx begins here: a file locked by another process past the busy
 // timeout is lapse.ErrStoreUnavailable.
 func (s *Store) begin(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if err := s.gate.acquire(ctx, s.priority); err != nil {
+		return fmt.Errorf("sqlite: begin: %w", err)
+	}
+	defer s.gate.release()
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite: begin: %w", unavailable(err))

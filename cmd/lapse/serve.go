@@ -21,6 +21,7 @@ import (
 	"github.com/lapsehq/lapse/console"
 	"github.com/lapsehq/lapse/engine"
 	lapsehttp "github.com/lapsehq/lapse/http"
+	"github.com/lapsehq/lapse/sqlite"
 )
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
@@ -105,9 +106,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	// The background work gets a pool of its own on PostgreSQL and MySQL;
-	// SQLite has one writer for everything anyway.
+	// on SQLite, which has one writer for everything, its writes go first.
 	var work lapse.Store = store
-	if _, isSQLite := sqlitePath(*db); !isSQLite {
+	if s, isSQLite := store.(*sqlite.Store); isSQLite {
+		work = s.Priority()
+	} else {
 		ws, err := openStoreConns(ctx, *db, int32(*workConns))
 		if err != nil {
 			return err
