@@ -1,6 +1,7 @@
 package lapse
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"slices"
@@ -438,10 +439,15 @@ func (f *Flow) Plan(o *Order, fr Firing) (*OrderTransitionParams, error) {
 	if to.Terminal {
 		p.ClosedAt = &fr.Now
 		p.CloseReason = string(fr.Event)
+		// The deadline the order ends with is the cutoff its PAY guard
+		// judged (BeforeDeadline): PayBy once the customer started paying
+		// (DeadlineAt is then when the closer asks the provider again).
+		p.ClosedDeadlineAt = cmp.Or(o.PayBy, o.DeadlineAt)
 	}
 	after := *o
 	after.State, after.DeadlineAt, after.Version = p.ToState, p.DeadlineAt, o.Version+1
 	after.UpdatedAt, after.ClosedAt, after.CloseReason, after.FiredBy = fr.Now, p.ClosedAt, p.CloseReason, fr.FiredBy
+	after.ClosedDeadlineAt = p.ClosedDeadlineAt
 	for _, typ := range t.Emits {
 		p.Outbox = append(p.Outbox, NewOutboxEvent(typ, &after, p))
 	}

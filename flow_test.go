@@ -68,9 +68,25 @@ func TestPlan(t *testing.T) {
 		p.ClosedAt == nil || !p.ClosedAt.Equal(now) || p.CloseReason != "CANCEL" || len(p.Outbox) != 1 || p.Outbox[0].Type != flows.EventOrderClosed {
 		t.Errorf("CANCEL plan = %+v", p)
 	}
+	if p.ClosedDeadlineAt == nil || !p.ClosedDeadlineAt.Equal(deadline) {
+		t.Errorf("CANCEL plan's closed deadline = %v, want the deadline it had, %v", p.ClosedDeadlineAt, deadline)
+	}
 	ev, err := lapse.EventOrder(&p.Outbox[0])
-	if err != nil || ev.State != flows.Closed || ev.Version != 4 || ev.CloseReason != "CANCEL" {
+	if err != nil || ev.State != flows.Closed || ev.Version != 4 || ev.CloseReason != "CANCEL" ||
+		ev.ClosedDeadlineAt == nil || !ev.ClosedDeadlineAt.Equal(deadline) {
 		t.Errorf("the event's order = %+v, %v", ev, err)
+	}
+	// Once the customer started paying, the cutoff is PayBy; DeadlineAt is
+	// when the closer asks the provider again.
+	intent := *o
+	payBy, ask := deadline.Add(5*time.Minute), deadline.Add(6*time.Minute)
+	intent.PayBy, intent.DeadlineAt = &payBy, &ask
+	if p, err := f.Plan(&intent, lapse.Firing{Event: flows.Timeout, Now: ask, Deadline: true}); err != nil ||
+		p.ClosedDeadlineAt == nil || !p.ClosedDeadlineAt.Equal(payBy) {
+		t.Errorf("TIMEOUT of a started payment: closed deadline %v (%v), want its pay_by %v", p, err, payBy)
+	}
+	if p, err := f.Plan(o, lapse.Firing{Event: flows.Pay, Now: now}); err != nil || p.ClosedDeadlineAt != nil {
+		t.Errorf("PAY plan = %+v, %v: no closed deadline while the order is not terminal", p, err)
 	}
 
 	// A deadline firing before the deadline is stale; PAY at the deadline is refused.

@@ -71,6 +71,12 @@ type Order struct {
 	FiredBy     FiredBy         `json:"fired_by"`     // the path of the latest transition
 	RequestHash string          `json:"-"`            // fingerprint of the create request, for idempotency
 
+	// ClosedDeadlineAt is the deadline in force when the order entered a
+	// terminal state (its PayBy if the customer had started paying): for a
+	// TIMEOUT, the deadline that fired. Nil while the order is not terminal,
+	// or when it ended in a state without a deadline.
+	ClosedDeadlineAt *time.Time `json:"closed_deadline_at"`
+
 	// IntentAt is when the customer started paying through IntentProvider,
 	// if that was before the deadline: the order then waits out its flow's
 	// grace, and the closer asks the provider before closing it.

@@ -399,12 +399,15 @@ type OrderTransitionParams struct {
 	Event       Event
 	DeadlineAt  *time.Time // the new state's deadline, or nil
 	ClosedAt    *time.Time // set when ToState is terminal
-	CloseReason string
-	FiredBy     FiredBy
-	Actor       string
-	Reason      string
-	At          time.Time
-	Outbox      []OutboxEvent
+	// ClosedDeadlineAt, set with ClosedAt, is the deadline the order had
+	// (Order.ClosedDeadlineAt).
+	ClosedDeadlineAt *time.Time
+	CloseReason      string
+	FiredBy          FiredBy
+	Actor            string
+	Reason           string
+	At               time.Time
+	Outbox           []OutboxEvent
 }
 
 // OrderDeadlineSetParams moves an order's deadline.

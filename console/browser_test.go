@@ -53,6 +53,13 @@ func chromium(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), browserTimeout)
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
 	bctx, bcancel := chromedp.NewContext(actx)
+	if err := chromedp.Do(bctx); err != nil {
+		// chromedp.Cancel would wait for a browser that never started.
+		bcancel()
+		acancel()
+		cancel()
+		t.Fatalf("start %s: %v", path, err)
+	}
 	// Before the profile's removal, which t registered first: the browser
 	// is gone when its directory goes.
 	t.Cleanup(func() {
@@ -61,9 +68,6 @@ func chromium(t *testing.T) context.Context {
 		acancel()
 		cancel()
 	})
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start %s: %v", path, err)
-	}
 	return bctx
 }
 

@@ -300,7 +300,7 @@ func orderView(o *lapse.Order) *lapse.Order {
 	v := *o
 	v.CreatedAt, v.UpdatedAt = v.CreatedAt.UTC(), v.UpdatedAt.UTC()
 	v.DeadlineAt, v.ClosedAt = utc(v.DeadlineAt), utc(v.ClosedAt)
-	v.IntentAt, v.PayBy = utc(v.IntentAt), utc(v.PayBy)
+	v.IntentAt, v.PayBy, v.ClosedDeadlineAt = utc(v.IntentAt), utc(v.PayBy), utc(v.ClosedDeadlineAt)
 	return &v
 }
 

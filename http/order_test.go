@@ -126,7 +126,7 @@ func TestGetOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"order_no", "flow", "state", "deadline_at", "amount", "currency", "user_id", "items", "coupon",
-		"metadata", "version", "created_at", "updated_at", "closed_at", "close_reason", "fired_by"}
+		"metadata", "version", "created_at", "updated_at", "closed_at", "close_reason", "closed_deadline_at", "fired_by"}
 	got := slices.Sorted(maps.Keys(fields))
 	slices.Sort(want)
 	if !slices.Equal(got, want) {

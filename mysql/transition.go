@@ -17,7 +17,7 @@ const transitionInsert = `INSERT INTO transitions (order_id, from_state, to_stat
 
 // transitionUpdate is the guarded compare-and-swap of one transition.
 const transitionUpdate = `UPDATE orders SET state = ?, version = version + 1, deadline_at = ?, updated_at = ?,
-	closed_at = ?, close_reason = ?, fired_by = ?
+	closed_at = ?, close_reason = ?, fired_by = ?, closed_deadline_at = ?
 	WHERE id = ? AND state = ? AND version = ?`
 
 // OrderTransition applies p in one transaction: the update guarded by id,
@@ -27,7 +27,8 @@ const transitionUpdate = `UPDATE orders SET state = ?, version = version + 1, de
 func (s *Store) OrderTransition(ctx context.Context, p *lapse.OrderTransitionParams) (*lapse.Order, error) {
 	o, err := write(ctx, s, func(w *Store) (*lapse.Order, error) {
 		res, err := w.exec(ctx, transitionUpdate, string(p.ToState), column.NullMicros(p.DeadlineAt), column.Micros(p.At),
-			column.NullMicros(p.ClosedAt), p.CloseReason, string(p.FiredBy), p.OrderID, string(p.FromState), p.FromVersion)
+			column.NullMicros(p.ClosedAt), p.CloseReason, string(p.FiredBy), column.NullMicros(p.ClosedDeadlineAt),
+			p.OrderID, string(p.FromState), p.FromVersion)
 		if err != nil {
 			return nil, err
 		}
@@ -127,21 +128,22 @@ func (w *Store) transitionMany(ctx context.Context, ps []*lapse.OrderTransitionP
 // planned state and version.
 func (w *Store) transitionUpdate(ctx context.Context, ps []*lapse.OrderTransitionParams) error {
 	var q strings.Builder
-	args := make([]any, 0, 9*len(ps))
+	args := make([]any, 0, 10*len(ps))
 	q.WriteString(`UPDATE orders o JOIN (`)
 	for i, p := range ps {
 		if i == 0 {
 			q.WriteString(`SELECT ? AS id, ? AS from_state, ? AS from_version, ? AS to_state, ? AS deadline_at,
-				? AS closed_at, ? AS close_reason, ? AS fired_by, ? AS at`)
+				? AS closed_at, ? AS close_reason, ? AS fired_by, ? AS at, ? AS closed_deadline_at`)
 		} else {
-			q.WriteString(` UNION ALL SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?`)
+			q.WriteString(` UNION ALL SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?`)
 		}
 		args = append(args, p.OrderID, string(p.FromState), p.FromVersion, string(p.ToState), column.NullMicros(p.DeadlineAt),
-			column.NullMicros(p.ClosedAt), p.CloseReason, string(p.FiredBy), column.Micros(p.At))
+			column.NullMicros(p.ClosedAt), p.CloseReason, string(p.FiredBy), column.Micros(p.At), column.NullMicros(p.ClosedDeadlineAt))
 	}
 	q.WriteString(`) p ON o.id = p.id AND o.state = p.from_state AND o.version = p.from_version
 		SET o.state = p.to_state, o.version = o.version + 1, o.deadline_at = p.deadline_at, o.updated_at = p.at,
-			o.closed_at = p.closed_at, o.close_reason = p.close_reason, o.fired_by = p.fired_by`)
+			o.closed_at = p.closed_at, o.close_reason = p.close_reason, o.fired_by = p.fired_by,
+			o.closed_deadline_at = p.closed_deadline_at`)
 	res, err := w.exec(ctx, q.String(), args...)
 	if err != nil {
 		return err

@@ -17,7 +17,7 @@ import (
 
 // orderColumns is the column list every order read uses, in scanOrder's order.
 const orderColumns = `id, order_no, flow, state, deadline_at, amount, currency, user_id, items, coupon,
-	metadata, version, created_at, updated_at, closed_at, close_reason, fired_by, request_hash, intent_at, intent_provider, pay_by`
+	metadata, version, created_at, updated_at, closed_at, close_reason, fired_by, request_hash, intent_at, intent_provider, pay_by, closed_deadline_at`
 
 // orderColumnsOf returns orderColumns qualified by the table alias t, for
 // queries that join orders to a table with columns of the same names.
@@ -35,7 +35,7 @@ func scanOrder(row pgx.Row) (*lapse.Order, error) {
 	var items, meta []byte
 	if err := row.Scan(&o.ID, &o.OrderNo, &o.Flow, &o.State, &o.DeadlineAt, &o.Amount, &o.Currency, &o.UserID,
 		&items, &o.Coupon, &meta, &o.Version, &o.CreatedAt, &o.UpdatedAt, &o.ClosedAt, &o.CloseReason,
-		&o.FiredBy, &o.RequestHash, &o.IntentAt, &o.IntentProvider, &o.PayBy); err != nil {
+		&o.FiredBy, &o.RequestHash, &o.IntentAt, &o.IntentProvider, &o.PayBy, &o.ClosedDeadlineAt); err != nil {
 		return nil, err
 	}
 	var err error
@@ -48,6 +48,7 @@ func scanOrder(row pgx.Row) (*lapse.Order, error) {
 	// pgx returns times in the local zone; Lapse keeps UTC.
 	o.CreatedAt, o.UpdatedAt = o.CreatedAt.UTC(), o.UpdatedAt.UTC()
 	o.DeadlineAt, o.ClosedAt, o.IntentAt, o.PayBy = utcPtr(o.DeadlineAt), utcPtr(o.ClosedAt), utcPtr(o.IntentAt), utcPtr(o.PayBy)
+	o.ClosedDeadlineAt = utcPtr(o.ClosedDeadlineAt)
 	return &o, nil
 }
 

@@ -59,7 +59,7 @@ SELECT ` + paymentColumns + ` FROM p`
 var paymentApplySQL = orderTransitionCTEs + `, p AS (
 	INSERT INTO payments (provider, txn_id, order_id, order_no, amount, currency, merchant, paid_at, status,
 		reason, refund_id, refunded_at, raw, created_at, updated_at)
-	SELECT $20, $21, o.id, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $32 FROM o
+	SELECT $21, $22, o.id, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $33 FROM o
 	RETURNING *
 )
 SELECT ` + paymentColumns + ` FROM p`

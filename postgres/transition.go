@@ -19,12 +19,12 @@ var orderTransitionSQL = orderTransitionCTEs + `
 SELECT ` + orderColumns + ` FROM o`
 
 // orderTransitionCTEs are orderTransitionSQL's statements, with
-// parameters $1 to $19 (orderTransitionArgs), o the moved order: a
+// parameters $1 to $20 (orderTransitionArgs), o the moved order: a
 // statement that moves an order and writes more with it (PaymentCreate
 // with a transition) adds its own after them.
 var orderTransitionCTEs = `WITH o AS (
 	UPDATE orders SET state = $4, deadline_at = $5, closed_at = $6, close_reason = $7, fired_by = $8,
-		updated_at = $9, version = version + 1
+		updated_at = $9, version = version + 1, closed_deadline_at = $20
 	WHERE id = $1 AND state = $2 AND version = $3
 	RETURNING ` + orderColumns + `
 ), ` + deadlineRowsCTE("o") + `, t AS (
@@ -65,7 +65,7 @@ func orderTransitionArgs(p *lapse.OrderTransitionParams) ([]any, error) {
 	}
 	return []any{p.OrderID, p.FromState, p.FromVersion, p.ToState, p.DeadlineAt, p.ClosedAt, p.CloseReason, p.FiredBy,
 		p.At, p.Event, p.Actor, p.Reason,
-		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt, ev.subEventIDs, ev.subscribers}, nil
+		ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt, ev.subEventIDs, ev.subscribers, p.ClosedDeadlineAt}, nil
 }
 
 // orderTransitionManySQL is orderTransitionSQL for a batch: the planned
@@ -78,11 +78,14 @@ func orderTransitionArgs(p *lapse.OrderTransitionParams) ([]any, error) {
 // one plan, one pass over the index of orders.
 var orderTransitionManySQL = `WITH p AS (
 	SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::timestamptz[],
-		$6::timestamptz[], $7::text[], $8::text[], $9::timestamptz[], $10::text[], $11::text[], $12::text[])
-		AS p(id, from_state, from_version, to_state, deadline_at, closed_at, close_reason, fired_by, at, event, actor, reason)
+		$6::timestamptz[], $7::text[], $8::text[], $9::timestamptz[], $10::text[], $11::text[], $12::text[],
+		$21::timestamptz[])
+		AS p(id, from_state, from_version, to_state, deadline_at, closed_at, close_reason, fired_by, at, event, actor, reason,
+			closed_deadline_at)
 ), o AS (
 	UPDATE orders SET state = p.to_state, deadline_at = p.deadline_at, closed_at = p.closed_at,
-		close_reason = p.close_reason, fired_by = p.fired_by, updated_at = p.at, version = orders.version + 1
+		close_reason = p.close_reason, fired_by = p.fired_by, updated_at = p.at, version = orders.version + 1,
+		closed_deadline_at = p.closed_deadline_at
 	FROM p
 	WHERE orders.id = p.id AND orders.state = p.from_state AND orders.version = p.from_version
 	RETURNING orders.id, orders.version, orders.deadline_at, orders.flow
@@ -120,7 +123,7 @@ func (s *Store) OrderTransitionMany(ctx context.Context, ps []*lapse.OrderTransi
 	rows, err := s.db.Query(ctx, orderTransitionManySQL,
 		a.ids, a.from, a.versions, a.to, a.deadlines, a.closedAt, a.closeReasons, a.firedBy, a.at, a.events,
 		a.actors, a.reasons, ev.orderIDs, ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt,
-		ev.subEventIDs, ev.subscribers)
+		ev.subEventIDs, ev.subscribers, a.closedDeadlines)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: transition %d orders: %w", len(a.ids), err)
 	}
@@ -135,7 +138,7 @@ func (s *Store) OrderTransitionMany(ctx context.Context, ps []*lapse.OrderTransi
 type transitionArgs struct {
 	ids, versions                                            []int64
 	from, to, events, closeReasons, firedBy, actors, reasons []string
-	deadlines, closedAt                                      pgtype.FlatArray[*time.Time]
+	deadlines, closedAt, closedDeadlines                     pgtype.FlatArray[*time.Time]
 	at                                                       []time.Time
 	outbox                                                   outboxArgs
 }
@@ -146,7 +149,7 @@ func newTransitionArgs(n int) *transitionArgs {
 		from: make([]string, 0, n), to: make([]string, 0, n), events: make([]string, 0, n),
 		closeReasons: make([]string, 0, n), firedBy: make([]string, 0, n), actors: make([]string, 0, n),
 		reasons: make([]string, 0, n), deadlines: make([]*time.Time, 0, n), closedAt: make([]*time.Time, 0, n),
-		at: make([]time.Time, 0, n), outbox: newOutboxArgs(n),
+		closedDeadlines: make([]*time.Time, 0, n), at: make([]time.Time, 0, n), outbox: newOutboxArgs(n),
 	}
 }
 
@@ -154,6 +157,7 @@ func (a *transitionArgs) add(p *lapse.OrderTransitionParams) error {
 	a.ids, a.versions = append(a.ids, p.OrderID), append(a.versions, p.FromVersion)
 	a.from, a.to, a.events = append(a.from, string(p.FromState)), append(a.to, string(p.ToState)), append(a.events, string(p.Event))
 	a.deadlines, a.closedAt = append(a.deadlines, p.DeadlineAt), append(a.closedAt, p.ClosedAt)
+	a.closedDeadlines = append(a.closedDeadlines, p.ClosedDeadlineAt)
 	a.closeReasons, a.firedBy = append(a.closeReasons, p.CloseReason), append(a.firedBy, string(p.FiredBy))
 	a.actors, a.reasons, a.at = append(a.actors, p.Actor), append(a.reasons, p.Reason), append(a.at, p.At)
 	return a.outbox.add(p.OrderID, p.Outbox)

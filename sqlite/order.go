@@ -13,7 +13,7 @@ import (
 
 // orderCols are the columns scanOrder reads, in its order.
 const orderCols = `id, order_no, flow, state, deadline_at, amount, currency, user_id, items, coupon,
-	metadata, version, created_at, updated_at, closed_at, close_reason, fired_by, request_hash, intent_at, intent_provider, pay_by`
+	metadata, version, created_at, updated_at, closed_at, close_reason, fired_by, request_hash, intent_at, intent_provider, pay_by, closed_deadline_at`
 
 // orderInsert inserts a new order at version 1, or nothing when its order_no
 // is taken; the arguments are orderArgs.
@@ -42,17 +42,18 @@ func scanOrder(r scanner) (*lapse.Order, error) {
 	var (
 		o                               lapse.Order
 		deadline, closed, intent, payBy sql.NullInt64
+		closedDeadline                  sql.NullInt64
 		created, updated                int64
 		items, metadata                 []byte
 	)
 	err := r.Scan(&o.ID, &o.OrderNo, &o.Flow, (*string)(&o.State), &deadline, &o.Amount, &o.Currency, &o.UserID,
 		&items, &o.Coupon, &metadata, &o.Version, &created, &updated, &closed, &o.CloseReason,
-		(*string)(&o.FiredBy), &o.RequestHash, &intent, &o.IntentProvider, &payBy)
+		(*string)(&o.FiredBy), &o.RequestHash, &intent, &o.IntentProvider, &payBy, &closedDeadline)
 	if err != nil {
 		return nil, err
 	}
 	o.DeadlineAt, o.ClosedAt, o.IntentAt = column.NullTime(deadline), column.NullTime(closed), column.NullTime(intent)
-	o.PayBy = column.NullTime(payBy)
+	o.PayBy, o.ClosedDeadlineAt = column.NullTime(payBy), column.NullTime(closedDeadline)
 	o.CreatedAt, o.UpdatedAt = column.Time(created), column.Time(updated)
 	if o.Items, err = column.ParseItems(items); err != nil {
 		return nil, fmt.Errorf("order %s: items: %w", o.OrderNo, err)

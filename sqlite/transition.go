@@ -13,12 +13,12 @@ import (
 // transitionUpdate is the guarded update of a transition; the arguments are
 // transitionArgs.
 const transitionUpdate = `UPDATE orders SET state = ?, version = version + 1, deadline_at = ?, updated_at = ?,
-	closed_at = ?, close_reason = ?, fired_by = ?
+	closed_at = ?, close_reason = ?, fired_by = ?, closed_deadline_at = ?
 	WHERE id = ? AND state = ? AND version = ?`
 
 func transitionArgs(p *lapse.OrderTransitionParams) []any {
 	return []any{string(p.ToState), column.NullMicros(p.DeadlineAt), column.Micros(p.At), column.NullMicros(p.ClosedAt), p.CloseReason,
-		string(p.FiredBy), p.OrderID, string(p.FromState), p.FromVersion}
+		string(p.FiredBy), column.NullMicros(p.ClosedDeadlineAt), p.OrderID, string(p.FromState), p.FromVersion}
 }
 
 // OrderTransition applies p: it moves the order from p.FromState at

@@ -273,7 +273,11 @@ func testOrderTransition(t *testing.T, s lapse.Store) {
 		!got.CreatedAt.Equal(base) || got.Amount != o.Amount {
 		t.Errorf("after TIMEOUT: %+v", got)
 	}
-	if again := mustGet(t, s, "T-1"); again.Version != 2 || again.State != flows.Closed {
+	// The deadline it closed at stays on the order.
+	if dl := base.Add(time.Minute); !timeEq(p.ClosedDeadlineAt, &dl) || !timeEq(got.ClosedDeadlineAt, &dl) {
+		t.Errorf("closed deadline: planned %v, stored %v; want %v", p.ClosedDeadlineAt, got.ClosedDeadlineAt, dl)
+	}
+	if again := mustGet(t, s, "T-1"); again.Version != 2 || again.State != flows.Closed || !timeEq(again.ClosedDeadlineAt, p.ClosedDeadlineAt) {
 		t.Errorf("OrderGet after transition: %+v", again)
 	}
 	trs, _ := s.TransitionList(ctxT(t), o.ID)
@@ -296,7 +300,7 @@ func testOrderTransition(t *testing.T, s lapse.Store) {
 	d := base.Add(time.Hour)
 	p2.DeadlineAt = &d
 	got2, err := s.OrderTransition(ctxT(t), p2)
-	if err != nil || got2.State != flows.Paid || !timeEq(got2.DeadlineAt, &d) || got2.ClosedAt != nil {
+	if err != nil || got2.State != flows.Paid || !timeEq(got2.DeadlineAt, &d) || got2.ClosedAt != nil || got2.ClosedDeadlineAt != nil {
 		t.Errorf("PAY with a deadline: %+v, %v", got2, err)
 	}
 }
@@ -386,6 +390,9 @@ func testOrderTransitionMany(t *testing.T, s lapse.Store) {
 		}
 		if o.State != wantState || tr != 2 || ev != 2 {
 			t.Errorf("%s: %s with %d log rows, %d events; want %s, 2, 2", o.OrderNo, o.State, tr, ev, wantState)
+		}
+		if dl := base.Add(time.Minute); wantState == flows.Closed && !timeEq(o.ClosedDeadlineAt, &dl) {
+			t.Errorf("%s closed at deadline %v, want %v", o.OrderNo, o.ClosedDeadlineAt, dl)
 		}
 	}
 	if ids, err := s.OrderTransitionMany(ctxT(t), nil); err != nil || len(ids) != 0 {

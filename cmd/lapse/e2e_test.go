@@ -28,6 +28,8 @@ type order struct {
 	CloseReason string     `json:"close_reason"`
 	FiredBy     string     `json:"fired_by"`
 	Version     int64      `json:"version"`
+
+	ClosedDeadlineAt *time.Time `json:"closed_deadline_at"`
 }
 
 type page struct {
@@ -163,6 +165,10 @@ func tenThousand(t *testing.T, p *proc, count counter) {
 			}
 			if o.ClosedAt.Before(d) {
 				t.Errorf("%s closed %v before its deadline", o.OrderNo, d.Sub(*o.ClosedAt))
+			}
+			// Which deadline it closed at stays visible.
+			if o.DeadlineAt != nil || o.ClosedDeadlineAt == nil || !o.ClosedDeadlineAt.Equal(d) {
+				t.Fatalf("%s: deadline_at %v, closed_deadline_at %v; want null and its deadline %v", o.OrderNo, o.DeadlineAt, o.ClosedDeadlineAt, d)
 			}
 			lags = append(lags, o.ClosedAt.Sub(d))
 		}
