@@ -99,6 +99,8 @@ type demo struct {
 	svc      *service
 	merchant *demoMerchant
 	traffic  *demoTraffic
+	last     *demoStats // as collect read them last, on the display's goroutine
+	lastFull time.Time  // when collect last read everything
 
 	mu         sync.Mutex
 	state      string        // demoRunning, demoSettling, demoStopped
@@ -235,7 +237,7 @@ func (d *demo) run(ctx context.Context, db, addr string, stdout, stderr io.Write
 		stopped()
 		return fmt.Errorf("demo: the console's operator: %w", err)
 	}
-	d.traffic = newDemoTraffic(d.svc.API, key)
+	d.traffic = newDemoTraffic(d.svc.API, key, d.svc.Sandbox.Redeliver)
 	if err := d.traffic.setUp(svcCtx); err != nil {
 		stopped()
 		return fmt.Errorf("demo: %w", err)
@@ -248,7 +250,10 @@ func (d *demo) run(ctx context.Context, db, addr string, stdout, stderr io.Write
 
 	scr := &screen{w: stdout, terminal: isTerminal(stdout), plainEvery: demoPlainEvery}
 	show := func(force bool) {
-		st, err := d.collect(svcCtx)
+		if !scr.due(force) {
+			return
+		}
+		st, err := d.collect(svcCtx, force)
 		if err != nil {
 			fmt.Fprintf(stderr, "lapse demo: reading the service's figures: %v\n", err)
 			return
@@ -299,7 +304,7 @@ func (d *demo) run(ctx context.Context, db, addr string, stdout, stderr io.Write
 		case <-settle.C:
 			settling = false
 		case <-tick.C:
-			st, err := d.collect(svcCtx)
+			st, err := d.collect(svcCtx, true) // settled is judged on fresh figures
 			if err != nil {
 				fmt.Fprintf(stderr, "lapse demo: reading the service's figures: %v\n", err)
 				continue
@@ -309,7 +314,7 @@ func (d *demo) run(ctx context.Context, db, addr string, stdout, stderr io.Write
 		}
 	}
 	d.setPhase(demoStopped)
-	final, err := d.collect(svcCtx)
+	final, err := d.collect(svcCtx, true)
 	if err == nil {
 		scr.draw(final, d, true)
 	}
@@ -322,7 +327,8 @@ func (d *demo) run(ctx context.Context, db, addr string, stdout, stderr io.Write
 	d.summary(stdout, final, interrupted)
 
 	fmt.Fprintf(stdout, "\nlapse reconcile --db %s\n", db)
-	recErr := reconcile(context.WithoutCancel(ctx), []string{"--db", db}, stdout, stderr)
+	// The flows of the demo's service, built-in only, whatever LAPSE_FLOWS says.
+	recErr := reconcile(context.WithoutCancel(ctx), []string{"--db", db, "--flows="}, stdout, stderr)
 	fmt.Fprintf(stdout, "\nTo look again: lapse serve --db %s --http 127.0.0.1:0 (the console keeps the operator %q)\n", db, demoOperator)
 	return recErr
 }
@@ -357,7 +363,9 @@ func (d *demo) summary(w io.Writer, st *demoStats, interrupted bool) {
 		fmt.Fprintf(w, "  payments     %s captured %s = applied %s + refunded %s + in review %s\n", cur,
 			minor(m.Captured), minor(m.Applied), minor(m.Refunded), minor(m.Review))
 	}
-	fmt.Fprintf(w, "  sandbox      %s\n", st.Sandbox)
+	c := st.Sandbox
+	fmt.Fprintf(w, "  sandbox      %d paid, %d charges, %d refunds, %d closes; %d failed, %d answers lost, %d callbacks unanswered\n",
+		c.Pay, c.Charge, c.Refund, c.Close, c.Failed, c.Lost, c.CallbackFailures)
 	m := st.Merchant
 	fmt.Fprintf(w, "  stock port   %d calls, %d failed, %d answered too late, %d asked back\n", m.Calls, m.Failed, m.Slow, m.Queries)
 	fmt.Fprintf(w, "  card port    %d calls, %d failed\n", m.CardCalls, m.CardFailed)

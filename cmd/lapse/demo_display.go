@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/payment"
 )
 
 // demoStats is what lapse demo shows: the service as its database and
@@ -27,7 +28,7 @@ type demoStats struct {
 	Reviews   int // open
 	Money     map[string]moneyLine
 	Unsettled int // payments neither applied, refunded nor in review
-	Sandbox   string
+	Sandbox   payment.SandboxCalls
 	Merchant  merchantCounts
 	Started   map[string]int
 	APIFails  int
@@ -37,19 +38,56 @@ type demoStats struct {
 // moneyLine is where the payments of one currency stand.
 type moneyLine struct{ Captured, Applied, Refunded, Review int64 }
 
-// demoCountBound bounds the orders counted by state at each refresh.
-const demoCountBound = 50_000
+// demoCountBound bounds the orders counted by state at each refresh, and
+// demoFullEvery is how often they and the payments are read again.
+const (
+	demoCountBound = 50_000
+	demoFullEvery  = 2 * time.Second
+)
 
-// collect reads the stats of the demo's service.
-func (d *demo) collect(ctx context.Context) (*demoStats, error) {
+// collect reads the stats of the demo's service. The counts of orders by
+// state and the payments, which read every order and payment, are read
+// again only when full is set or demoFullEvery has passed since they were
+// last read; in between they are shown as they were then.
+func (d *demo) collect(ctx context.Context, full bool) (*demoStats, error) {
 	phase, traffic := d.phase()
-	st := &demoStats{Elapsed: time.Since(d.began).Truncate(100 * time.Millisecond), Phase: phase, Traffic: traffic.Truncate(100 * time.Millisecond),
-		Orders: map[string]map[string]int64{}}
+	st := &demoStats{Elapsed: time.Since(d.began).Truncate(100 * time.Millisecond), Phase: phase, Traffic: traffic.Truncate(100 * time.Millisecond)}
+	if full || d.last == nil || time.Since(d.lastFull) >= demoFullEvery {
+		if err := d.collectFull(ctx, st); err != nil {
+			return nil, err
+		}
+		d.lastFull = time.Now()
+	} else {
+		st.Orders, st.Cut, st.Money, st.Unsettled = d.last.Orders, d.last.Cut, d.last.Money, d.last.Unsettled
+	}
+	lag := d.svc.Engine.CloseLag(time.Hour)
+	st.Closes, st.P50, st.P99 = lag.Count, lag.P50, lag.P99
+	dc, err := d.svc.Store.DeliveryCount(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st.Pending, st.Dead = dc.Pending, dc.Dead
+	rs, err := d.svc.Engine.Reviews(ctx, &lapse.ReviewListParams{Open: true, Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	st.Reviews = len(rs)
+	st.Sandbox = d.svc.Sandbox.Calls()
+	st.Merchant = d.merchant.Counts()
+	st.Started, st.APIFails, st.LastFail = d.traffic.Started()
+	d.last = st
+	return st, nil
+}
+
+// collectFull reads the orders by state, at most demoCountBound of the
+// newest, and where the payments stand (Engine.Reconcile) into st.
+func (d *demo) collectFull(ctx context.Context, st *demoStats) error {
+	st.Orders = map[string]map[string]int64{}
 	p := &lapse.OrderListParams{Limit: 1000}
 	for n := 0; ; {
 		os, err := d.svc.Engine.Orders(ctx, p)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, o := range os {
 			byState := st.Orders[o.Flow]
@@ -70,33 +108,16 @@ func (d *demo) collect(ctx context.Context) (*demoStats, error) {
 		last := os[len(os)-1]
 		p.Before = &lapse.OrderCursor{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
-	lag := d.svc.Engine.CloseLag(time.Hour)
-	st.Closes, st.P50, st.P99 = lag.Count, lag.P50, lag.P99
-	dc, err := d.svc.Store.DeliveryCount(ctx)
-	if err != nil {
-		return nil, err
-	}
-	st.Pending, st.Dead = dc.Pending, dc.Dead
-	rs, err := d.svc.Engine.Reviews(ctx, &lapse.ReviewListParams{Open: true, Limit: 1000})
-	if err != nil {
-		return nil, err
-	}
-	st.Reviews = len(rs)
 	rec, err := d.svc.Engine.Reconcile(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	st.Money = map[string]moneyLine{}
 	for cur, t := range rec.Totals {
 		st.Money[cur] = moneyLine{Captured: t.Captured, Applied: t.Applied, Refunded: t.Refunded, Review: t.Review}
 	}
 	st.Unsettled = len(rec.Issues)
-	c := d.svc.Sandbox.Calls()
-	st.Sandbox = fmt.Sprintf("%d paid, %d charges, %d refunds, %d closes: %d failed, %d lost",
-		c.Pay, c.Charge, c.Refund, c.Close, c.Failed, c.Lost)
-	st.Merchant = d.merchant.Counts()
-	st.Started, st.APIFails, st.LastFail = d.traffic.Started()
-	return st, nil
+	return nil
 }
 
 // lines renders st as the display's lines, each short enough for an
@@ -146,7 +167,9 @@ func (st *demoStats) lines(d *demo) []string {
 	}
 	add("  not yet settled %d", st.Unsettled)
 	add("Failures")
-	add("  sandbox     %s", st.Sandbox)
+	c := st.Sandbox
+	add("  sandbox     %d paid, %d charges, %d refunds, %d closes", c.Pay, c.Charge, c.Refund, c.Close)
+	add("              %d failed, %d answers lost, %d callbacks unanswered", c.Failed, c.Lost, c.CallbackFailures)
 	m := st.Merchant
 	add("  stock port  %d calls: %d failed, %d too slow, %d asked back", m.Calls, m.Failed, m.Slow, m.Queries)
 	add("  card port   %d calls: %d failed", m.CardCalls, m.CardFailed)
@@ -215,13 +238,20 @@ const (
 	ansiClearDown = "\x1b[J"   // erase from the cursor to the end of the screen
 )
 
-// draw shows st; force prints a plain line even before plainEvery.
+// due reports whether draw would show anything now: a terminal is redrawn
+// every time, a plain line printed every plainEvery, or when forced.
+func (s *screen) due(force bool) bool {
+	return s.terminal || force || time.Since(s.lastPlain) >= s.plainEvery
+}
+
+// draw shows st if due; force prints a plain line even before plainEvery.
 func (s *screen) draw(st *demoStats, d *demo, force bool) {
+	if !s.due(force) {
+		return
+	}
 	if !s.terminal {
-		if force || time.Since(s.lastPlain) >= s.plainEvery {
-			fmt.Fprintln(s.w, st.line())
-			s.lastPlain = time.Now()
-		}
+		fmt.Fprintln(s.w, st.line())
+		s.lastPlain = time.Now()
 		return
 	}
 	var b strings.Builder

@@ -21,7 +21,9 @@ type demoTraffic struct {
 	api, key string
 	client   *http.Client
 	rng      func() float64 // in [0, 1)
-	seq      atomic.Int64
+	// redeliver sends the sandbox's callback about a payment again.
+	redeliver func(ctx context.Context, txnID string) error
+	seq       atomic.Int64
 	// memberships and groups count those started: every fourth of each
 	// is one that fails (see membership, groupBuy), from the first on.
 	memberships, groups atomic.Int64
@@ -61,10 +63,10 @@ var demoScenarios = []demoScenario{
 	{"group buy", 0.08, (*demoTraffic).groupBuy},
 }
 
-func newDemoTraffic(api, key string) *demoTraffic {
+func newDemoTraffic(api, key string, redeliver func(ctx context.Context, txnID string) error) *demoTraffic {
 	r := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	var mu sync.Mutex
-	return &demoTraffic{api: api, key: key, started: map[string]int{},
+	return &demoTraffic{api: api, key: key, redeliver: redeliver, started: map[string]int{},
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}},
 		rng: func() float64 {
 			mu.Lock()
@@ -265,13 +267,28 @@ func (t *demoTraffic) checkout(ctx context.Context, no string, ttl time.Duration
 // callback reaches the API like any provider's. A closed order that the
 // sandbox knows of (its payment was closed) is refused with 409, which is
 // what the customer sees then, not a failure of the demo.
+// When the callback was not acknowledged, the sandbox sends it again, as a
+// gateway retries its callbacks, also while the demo stops.
 func (t *demoTraffic) pay(ctx context.Context, no string, amount int64) bool {
-	code, err := t.call(ctx, "POST", "/sandbox/pay", map[string]any{"order_no": no, "amount": amount, "currency": demoCurrency}, nil)
+	var paid struct {
+		TxnID         string `json:"txn_id"`
+		CallbackError string `json:"callback_error"`
+	}
+	code, err := t.call(ctx, "POST", "/sandbox/pay", map[string]any{"order_no": no, "amount": amount, "currency": demoCurrency}, &paid)
 	if err != nil || (code != 200 && code != 409) {
 		if ctx.Err() == nil {
 			t.failed(fmt.Sprintf("POST /sandbox/pay %s: %d %v", no, code, err))
 		}
 		return false
+	}
+	if code == 200 && paid.CallbackError != "" && t.redeliver != nil {
+		gateway := context.WithoutCancel(ctx)
+		for range 10 {
+			if t.sleep(gateway, 500*time.Millisecond); t.redeliver(gateway, paid.TxnID) == nil {
+				return true
+			}
+		}
+		t.failed(fmt.Sprintf("the sandbox's callback of %s was not acknowledged after 10 tries", no))
 	}
 	return code == 200
 }
