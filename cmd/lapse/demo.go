@@ -162,7 +162,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if cfg.Sources["db"] == sourceFlag {
 		path, isSQLite := sqlitePath(o.db)
 		switch _, err := os.Stat(path); {
-		case !isSQLite || path == ":memory:":
+		case !isSQLite || path == "" || path == ":memory:":
 			return fmt.Errorf("demo: --db %s: the demo runs on the embedded store: give the path of an SQLite file to make", hidePasswords(o.db))
 		case err == nil:
 			return fmt.Errorf("demo: --db %s: the file exists; the demo makes a fresh database, so give a path that does not exist yet", path)
