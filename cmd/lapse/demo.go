@@ -34,8 +34,8 @@ buys that settle or fail; memberships whose cards are issued or that end in
 manual review. The sandbox fails 10% of its charges, refunds and closes and
 loses the answer of 5%; the stock port fails 20% of its calls and answers
 10% too late; the card service fails 20% and never issues one product;
-retry schedules are short, so that retries, dead deliveries
-and reviews happen while you watch. A display of orders by state, close
+retry schedules are short, so that retries, dead deliveries and reviews
+happen while you watch. A display of orders by state, close
 lag, deliveries, reviews and payments is redrawn in place on a terminal (a
 line every 5s otherwise). The console is served all along, with an operator
 "demo" whose password and TOTP secret are printed at the start.
