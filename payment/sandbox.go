@@ -122,6 +122,11 @@ type SandboxCalls struct {
 	// CallbackFailures those that got no 2xx answer.
 	Callbacks        int
 	CallbackFailures int
+	// Failed counts the Charge, Refund and Close calls that FailRate failed
+	// before any effect; Lost those that UnknownRate applied and then
+	// answered with an unknown outcome.
+	Failed int
+	Lost   int
 }
 
 // sandboxRefusal is a call the sandbox refuses for good; status is what its
@@ -485,7 +490,14 @@ func (s *Sandbox) fate(c *int) (fail, lose bool) {
 		return false, false
 	}
 	x := s.rng.Float64()
-	return x < s.failRate, x >= s.failRate && x < s.failRate+s.unknownRate
+	fail, lose = x < s.failRate, x >= s.failRate && x < s.failRate+s.unknownRate
+	if fail {
+		s.calls.Failed++
+	}
+	if lose {
+		s.calls.Lost++
+	}
+	return fail, lose
 }
 
 // sandboxCheck refuses a payment that no gateway would take.

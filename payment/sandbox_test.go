@@ -415,6 +415,13 @@ func TestSandboxFailuresReplayFromTheSeed(t *testing.T) {
 	outcomes := func() string {
 		sb, _ := newSandbox(t, payment.SandboxConfig{FailRate: 0.3, UnknownRate: 0.3, Rand: rand.NewPCG(7, 7)})
 		s := ""
+		defer func() {
+			// Calls counts what was drawn, as the demo shows it.
+			c := sb.Calls()
+			if c.Charge != 40 || c.Failed != strings.Count(s, "x") || c.Lost != strings.Count(s, "?") {
+				t.Errorf("Calls %+v after drawing %s", c, s)
+			}
+		}()
 		for i := range 40 {
 			_, err := sb.Charge(context.Background(), &lapse.ChargeRequest{IdempotencyKey: fmt.Sprint(i), OrderNo: fmt.Sprint("G-", i), Amount: 1, Currency: "CNY", Method: "pm"})
 			switch {

@@ -10,6 +10,7 @@
 //	lapse audit   verify|list                  check the audit log's chain; exit 1 if it is broken
 //	lapse close   --order NO… | --user ID | --from T --to T   close orders by hand, as one batch
 //	lapse bench   [--db DSN] [--orders N] …     how fast the engine closes a backlog, in a scratch schema
+//	lapse demo    [--duration D] [--rate N]    live traffic with failures on a fresh embedded store, with a display
 //	lapse version                              the version, the commit it was built from, the Go that built it
 //
 // DSN is a path to an SQLite file (the default, ./lapse.db), a postgres://
@@ -71,6 +72,9 @@ Usage:
                           preview, then close orders by hand as one resumable batch
   lapse bench [--db DSN] [--orders N] [--not-due F] [--subscribers 0|2] [--batch 500] [--workers 2] [--keep]
                           how fast the engine closes a backlog of due orders, in a scratch schema it drops
+  lapse demo [--duration D] [--rate N] [--db FILE] [--http ADDR]
+                          live traffic with failures on a fresh SQLite file, through the API, with a
+                          display; then a summary and lapse reconcile (exit 1 when it is not clean)
   lapse version           the version, the commit it was built from and the Go that built it
 
 Every command takes --config FILE: a YAML file of flag values (sweep-interval: 5s),
@@ -136,6 +140,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return closeOrders(ctx, args[1:], stdout, stderr)
 	case "bench":
 		return bench(ctx, args[1:], stdout, stderr)
+	case "demo":
+		return runDemo(ctx, args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		return showVersion(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":

@@ -45,7 +45,7 @@ var commands = [][]string{
 	{"apikey", "create"}, {"apikey", "list"}, {"apikey", "revoke"},
 	{"operator", "add"}, {"operator", "list"}, {"operator", "disable"},
 	{"audit", "verify"}, {"audit", "list"},
-	{"close"}, {"bench"}, {"version"},
+	{"close"}, {"bench"}, {"demo"}, {"version"},
 }
 
 // TestHelpExitCodes: -h prints a command's usage and exits 0, a flag the

@@ -21,17 +21,13 @@ import (
 	"github.com/lapsehq/lapse/console"
 	"github.com/lapsehq/lapse/engine"
 	lapsehttp "github.com/lapsehq/lapse/http"
+	"github.com/lapsehq/lapse/payment"
 	"github.com/lapsehq/lapse/sqlite"
 )
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlagSet("serve", stderr)
 	o := &options{}
-	var (
-		db, addr, logLevel, logFormat, flowsDir = &o.db, &o.addr, &o.logLevel, &o.logFormat, &o.flowsDir
-		dbConns, workConns, inFlight, reserve   = &o.dbConns, &o.workConns, &o.inFlight, &o.reserve
-		cc, dc, sf, pf, tf                      = &o.cc, &o.dc, &o.sf, &o.pf, &o.tf
-	)
 	cfg, err := loadFlags(fs, serveSettings, o, args)
 	if err != nil {
 		return err
@@ -39,22 +35,43 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
 	}
-	log, err := newLogger(stderr, *logLevel, *logFormat)
+	log, err := newLogger(stderr, o.logLevel, o.logFormat)
 	if err != nil {
 		return err
 	}
-	// Said last, once the deferred closes below (stores, subscribers,
-	// the shared trigger, listeners) have run: when the process has
-	// really stopped.
-	stopped := false
-	defer func() {
-		if stopped {
-			log.Info("lapse stopped")
-		}
-	}()
 	cfg.WriteSnapshot() // the fallback of the next start
 	cfg.Log(log)        // loud when running on the last good snapshot
+	if err := runService(ctx, o, cfg, log, nil); err != nil {
+		return err
+	}
+	// Said once the deferred closes of runService (stores, subscribers,
+	// the shared trigger, listeners) have run: when the process has
+	// really stopped.
+	log.Info("lapse stopped")
+	return nil
+}
 
+// service is a running lapse serve, as runService hands it to its caller:
+// where it serves, and the parts that a caller in the same process (lapse
+// demo) reads from.
+type service struct {
+	API, Console string // base URL of the API; URL of the console
+	Engine       *engine.Engine
+	Store        lapse.Store
+	Access       *access.Service
+	Sandbox      *payment.Sandbox // nil unless --sandbox
+}
+
+// runService runs lapse serve with the options o (cfg says where they came
+// from) until ctx ends, then shuts down gracefully: the API, the console,
+// the engine's claimer and deliverer and the audit sealer. Once everything
+// serves, it calls started, if not nil, on its own goroutine.
+func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logger, started func(*service)) error {
+	var (
+		db, addr, flowsDir                    = &o.db, &o.addr, &o.flowsDir
+		dbConns, workConns, inFlight, reserve = &o.dbConns, &o.workConns, &o.inFlight, &o.reserve
+		cc, dc, sf, pf, tf                    = &o.cc, &o.dc, &o.sf, &o.pf, &o.tf
+	)
 	// A flow or schedule that is wrong stops the start before the database
 	// is touched.
 	flowSet, err := loadFlows(*flowsDir)
@@ -260,6 +277,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	log.Info("lapse serving", "http", "http://"+ln.Addr().String(), "db", hidePasswords(*db), "flows", len(eng.Flows()), "subscribers", names,
 		"payment_callbacks", providers, "trigger", eng.TriggerStatus().Using, "metrics_http", metricsURL,
 		"console", consoleURL)
+	if started != nil {
+		go started(&service{API: "http://" + ln.Addr().String(), Console: consoleURL, Engine: eng, Store: store,
+			Access: acc, Sandbox: pays.sandbox})
+	}
 
 	select {
 	case <-ctx.Done():
@@ -288,7 +309,6 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if httpErr != nil && !errors.Is(httpErr, http.ErrServerClosed) {
 		return fmt.Errorf("http shutdown: %w", httpErr)
 	}
-	stopped = true
 	return nil
 }
 

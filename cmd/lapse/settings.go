@@ -28,6 +28,7 @@ type options struct {
 	ac                                      accessFlags
 	args                                    toolArgs
 	bench                                   benchArgs
+	demo                                    demoArgs
 }
 
 // toolArgs are the arguments of the commands that act on the database
@@ -403,7 +404,7 @@ var (
 func allSettings() []*setting {
 	var out []*setting
 	for _, list := range [][]*setting{serveSettings, migrateSettings, reconcileSettings, flowsSettings, {configSetting},
-		apikeyCreateSettings, operatorAddSettings, auditListSettings, dbSettings, closeSettings, benchSettings} {
+		apikeyCreateSettings, operatorAddSettings, auditListSettings, dbSettings, closeSettings, benchSettings, demoSettings} {
 		for _, s := range list {
 			if !slices.Contains(out, s) {
 				out = append(out, s)

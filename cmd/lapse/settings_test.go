@@ -77,7 +77,7 @@ func TestSettingsSharedNames(t *testing.T) {
 	t.Parallel()
 	byName := map[string]*setting{}
 	for _, list := range [][]*setting{serveSettings, migrateSettings, reconcileSettings, flowsSettings,
-		apikeyCreateSettings, operatorAddSettings, auditListSettings, dbSettings, closeSettings, benchSettings} {
+		apikeyCreateSettings, operatorAddSettings, auditListSettings, dbSettings, closeSettings, benchSettings, demoSettings} {
 		for _, s := range list {
 			other, ok := byName[s.Name]
 			if !ok {
