@@ -126,6 +126,9 @@ func TestPostgresFailover(t *testing.T) {
 	}
 
 	time.Sleep(5 * time.Second)
+	if st := c.states(); st["node1"] != "primary/primary" || st["node2"] != "secondary/secondary" {
+		t.Fatalf("the formation changed before the kill (a machine too loaded for the monitor's timeouts?): %v", st)
+	}
 	c.kill(primary)
 	killedAt := time.Now()
 	t.Logf("SIGKILLed the primary after %d acknowledged creates and %d payments (%d creates in its last 200 ms)",

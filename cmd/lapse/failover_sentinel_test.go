@@ -31,7 +31,7 @@ type sentinelCluster struct {
 }
 
 // newSentinelCluster starts the servers and waits until the Sentinels know
-// the replica and one another. A Sentinel calls the master down after 1 s
+// the replica and one another. A Sentinel calls the master down after 2 s
 // without an answer.
 func newSentinelCluster(t *testing.T) *sentinelCluster {
 	t.Helper()
@@ -52,7 +52,7 @@ func newSentinelCluster(t *testing.T) *sentinelCluster {
 		port := testenv.FreePort(t)
 		conf := filepath.Join(c.dir, fmt.Sprintf("sentinel-%d.conf", i))
 		body := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor %s 127.0.0.1 %d 2\n"+
-			"sentinel down-after-milliseconds %[3]s 1000\nsentinel failover-timeout %[3]s 10000\nsentinel parallel-syncs %[3]s 1\n",
+			"sentinel down-after-milliseconds %[3]s 2000\nsentinel failover-timeout %[3]s 10000\nsentinel parallel-syncs %[3]s 1\n",
 			port, c.dir, c.masterName, c.master)
 		if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
@@ -206,6 +206,9 @@ func TestSentinelFailover(t *testing.T) {
 	t.Cleanup(func() { stop(); wg.Wait() })
 
 	time.Sleep(3 * time.Second)
+	if port := c.masterPort(); port != c.master {
+		t.Fatalf("the Sentinels moved the master to %d before the kill (a machine too loaded for their 2 s?)", port)
+	}
 	c.kill(c.master)
 	killedAt := time.Now()
 	waitFor(t, 10*time.Second, func() bool { st := status(); return st.Degraded && st.Using == "database" })

@@ -92,16 +92,16 @@ func newPGAFCluster(t *testing.T) *pgafCluster {
 		return err == nil && conn.Ping(context.Background()) == nil
 	})
 	defer conn.Close(context.Background())
-	// Health-check the nodes every second, call one unhealthy after 2 s,
-	// and promote the standby 3 s after the primary stopped answering (the
-	// time the old primary is given to see that it is cut off and demote
-	// itself).
+	// Health-check the nodes every second, call one unhealthy when it has
+	// failed its checks and not reported for 3 s, and promote the standby 3 s
+	// after that (the time the old primary is given to see that it is cut
+	// off and demote itself). The defaults take about half a minute.
 	for _, set := range []string{
 		"pgautofailover.health_check_period = 1000",
 		"pgautofailover.health_check_timeout = 1000",
 		"pgautofailover.health_check_max_retries = 1",
 		"pgautofailover.health_check_retry_delay = 500",
-		"pgautofailover.node_considered_unhealthy_timeout = 2000",
+		"pgautofailover.node_considered_unhealthy_timeout = 3000",
 		"pgautofailover.primary_demote_timeout = 3000",
 	} {
 		if _, err := conn.Exec(context.Background(), "ALTER SYSTEM SET "+set); err != nil {
