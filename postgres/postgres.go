@@ -74,6 +74,16 @@ type Config struct {
 	// kernel's minutes, and a multi-host DSN moves on to the next host.
 	// Zero means 5s, or the DSN's connect_timeout; negative means no limit.
 	ConnectTimeout time.Duration
+
+	// DeadPeerTimeout breaks a connection whose server stopped answering
+	// at the TCP level (a primary whose machine vanished, a partition)
+	// after about this long, so that its statement fails with
+	// lapse.ErrStoreUnavailable and the pool reconnects, instead of
+	// waiting the kernel's fifteen minutes; a server that is merely slow
+	// still answers TCP and is bounded by StatementTimeout. It is TCP
+	// keepalive plus, on Linux, TCP_USER_TIMEOUT. Zero means
+	// DefaultDeadPeerTimeout; negative leaves it to the kernel.
+	DeadPeerTimeout time.Duration
 }
 
 // Defaults of Config.
@@ -149,6 +159,15 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 		pc.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
 	case pc.ConnConfig.ConnectTimeout == 0:
 		pc.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	deadPeer := cfg.DeadPeerTimeout
+	if deadPeer == 0 {
+		deadPeer = DefaultDeadPeerTimeout
+	}
+	pc.ConnConfig.DialFunc = dialer(pc.ConnConfig.ConnectTimeout, deadPeer).DialContext
+	if pc.PingTimeout == 0 {
+		// The check of a connection that sat idle in the pool.
+		pc.PingTimeout = pc.ConnConfig.ConnectTimeout
 	}
 	params := pc.ConnConfig.RuntimeParams
 	setDuration(params, "statement_timeout", cfg.StatementTimeout, DefaultStatementTimeout)
