@@ -73,6 +73,7 @@ func TestPostgresFailover(t *testing.T) {
 		pay      bool
 		at       time.Time
 		ok       bool
+		code     int       // the HTTP status, 0 for no answer
 		deadline time.Time // of an acknowledged create
 	}
 	var (
@@ -95,7 +96,7 @@ func TestPostgresFailover(t *testing.T) {
 				var o order
 				code, _ := post(p.URL+"/v1/orders", map[string]any{"order_no": no, "flow": "checkout", "user_id": "u",
 					"amount": 700, "currency": "EUR", "ttl": "2s"}, &o)
-				created := outcome{no: no, at: time.Now(), ok: code == 201 && o.DeadlineAt != nil}
+				created := outcome{no: no, at: time.Now(), code: code, ok: code == 201 && o.DeadlineAt != nil}
 				if created.ok {
 					created.deadline = *o.DeadlineAt
 				}
@@ -106,7 +107,7 @@ func TestPostgresFailover(t *testing.T) {
 						CallbackError string `json:"callback_error"`
 					}
 					code, _ := post(p.URL+"/sandbox/pay", map[string]any{"order_no": no, "amount": 700, "currency": "EUR"}, &paid)
-					record(outcome{no: no, pay: true, at: time.Now(), ok: code == 200 && paid.TxnID != "" && paid.CallbackError == ""})
+					record(outcome{no: no, pay: true, at: time.Now(), code: code, ok: code == 200 && paid.TxnID != "" && paid.CallbackError == ""})
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
@@ -159,7 +160,8 @@ func TestPostgresFailover(t *testing.T) {
 	defer mu.Unlock()
 	var creates, pays []string
 	deadlines := map[string]time.Time{}
-	var refused, paysAfter int
+	var paysAfter int
+	refused := map[int]int{} // by status
 	// The outage of writes as the clients saw it: the longest stretch
 	// without an acknowledged create.
 	var outage time.Duration
@@ -167,7 +169,12 @@ func TestPostgresFailover(t *testing.T) {
 	for _, o := range outcomes {
 		switch {
 		case !o.ok:
-			refused++
+			refused[o.code]++
+			if !o.pay && o.code != 503 {
+				// The store's contract: a database out of reach is
+				// unavailable, not an internal error or no answer.
+				t.Errorf("create %s answered %d during the failover, want 201 or 503", o.no, o.code)
+			}
 		case o.pay:
 			pays = append(pays, o.no)
 			if o.at.After(promotedAt) {
@@ -238,7 +245,7 @@ func TestPostgresFailover(t *testing.T) {
 	}
 	t.Logf("failover: the monitor promoted the standby %v after the kill; the longest stretch without an acknowledged create was %v (from %v after the kill)",
 		promotedAt.Sub(killedAt).Round(10*time.Millisecond), outage.Round(10*time.Millisecond), outageAt.Sub(killedAt).Round(10*time.Millisecond))
-	t.Logf("%d orders (%d acknowledged, %d closed), %d payments acknowledged, %d requests refused or unanswered; %d orders came due between the kill and the promotion",
+	t.Logf("%d orders (%d acknowledged, %d closed), %d payments acknowledged, requests not acknowledged by status %v; %d orders came due between the kill and the promotion",
 		total, len(creates), closed, len(pays), refused, dueInOutage)
 	t.Logf("closing: longest gap with orders due and none closed %v (from %v after the kill), worst close lag %v",
 		gap.Round(10*time.Millisecond), gapAt.Sub(killedAt).Round(10*time.Millisecond), worstLag.Round(10*time.Millisecond))
