@@ -159,8 +159,9 @@ func TestUnavailableErrors(t *testing.T) {
 
 // TestMultiHost: a multi-host DSN with target_session_attrs=read-write, as
 // for a primary with standbys, skips a host that does not answer (after
-// ConnectTimeout, 5s by default) and one that is not writable, and works on
-// the writable one; a DSN with no host that qualifies is unavailable.
+// ConnectTimeout, 5s by default) and works on the next; a DSN with no host
+// of the kind it asks for is unavailable. (cmd/lapse TestPostgresFailover
+// passes over a real standby.)
 func TestMultiHost(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.PostgresSchema(t)

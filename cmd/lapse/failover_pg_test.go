@@ -64,7 +64,10 @@ func TestPostgresFailover(t *testing.T) {
 	}
 	t.Logf("formation up: primary %d, standby %d, synchronous_standby_names %q (%s)", primary.port, standby.port, syncNames, syncState)
 
-	p := startServe(t, t.TempDir(), "--db", c.DSN(), "--sandbox", "--sandbox-secret", "failover-secret",
+	// The standby first: Lapse must pass it over for the primary now, and
+	// will find it first once it is the primary.
+	dsn := c.DSN(standby, primary)
+	p := startServe(t, t.TempDir(), "--db", dsn, "--sandbox", "--sandbox-secret", "failover-secret",
 		"--delivery-poll", "200ms", "--stock-ledger=false", "--coupon-ledger=false")
 
 	// Traffic, until stopped: every request's outcome is kept with its time.
@@ -149,7 +152,7 @@ func TestPostgresFailover(t *testing.T) {
 	wg.Wait()
 
 	// Every order comes to rest: PAID or CLOSED.
-	db := serverDB(t, c.DSN())
+	db := serverDB(t, dsn)
 	var open int
 	waitFor(t, 60*time.Second, func() bool {
 		return db.QueryRow(`SELECT count(*) FROM orders WHERE state NOT IN ('PAID', 'CLOSED')`).Scan(&open) == nil && open == 0

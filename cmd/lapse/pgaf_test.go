@@ -162,11 +162,11 @@ func (c *pgafCluster) nodeDSN(n *pgafNode) string {
 	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/lapse?sslmode=disable", c.osUser, n.port)
 }
 
-// DSN names every node and asks for the writable one, as Lapse is
-// configured against the formation.
-func (c *pgafCluster) DSN() string {
-	hosts := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
+// DSN names the nodes, in this order, and asks for the writable one, as
+// Lapse is configured against the formation.
+func (c *pgafCluster) DSN(nodes ...*pgafNode) string {
+	hosts := make([]string, len(nodes))
+	for i, n := range nodes {
 		hosts[i] = fmt.Sprintf("127.0.0.1:%d", n.port)
 	}
 	return fmt.Sprintf("postgres://%s@%s/lapse?sslmode=disable&target_session_attrs=read-write", c.osUser, strings.Join(hosts, ","))
