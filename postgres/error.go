@@ -32,6 +32,9 @@ func unavailable(err error) error {
 //   - the server refused or ended the session: 53300 too_many_connections,
 //     57P01 admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now,
 //     class 08 connection exceptions;
+//   - the server is no longer the primary: 25006 read_only_sql_transaction
+//     on a session that was opened on a primary that was demoted since (the
+//     store never asks for a read-only transaction itself);
 //   - no connection could be made (pgconn.ConnectError: refused, unreachable,
 //     the server turned the session down at start);
 //   - the connection broke (closed, reset, cut short);
@@ -54,7 +57,7 @@ func isUnavailable(err error) bool {
 	}
 	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
 		switch pe.Code {
-		case "53300", "57P01", "57P02", "57P03":
+		case "53300", "57P01", "57P02", "57P03", "25006":
 			return true
 		}
 		return strings.HasPrefix(pe.Code, "08")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"syscall"
 	"testing"
 	"time"
@@ -130,6 +131,7 @@ func TestUnavailableErrors(t *testing.T) {
 		{"crash_shutdown", pg("57P02"), true},
 		{"cannot_connect_now", pg("57P03"), true},
 		{"connection_failure", pg("08006"), true},
+		{"read_only_sql_transaction (a demoted primary)", pg("25006"), true},
 		{"connection reset", fmt.Errorf("failed to receive message: %w", reset), true},
 		{"connection cut short", fmt.Errorf("unexpected EOF: %w", io.ErrUnexpectedEOF), true},
 		{"closed connection", fmt.Errorf("wrapped: %w", pgconn.ErrConnClosed), true},
@@ -152,5 +154,46 @@ func TestUnavailableErrors(t *testing.T) {
 		if again := postgres.Unavailable(err); again != err {
 			t.Errorf("%s: translated twice: %v", tt.name, again)
 		}
+	}
+}
+
+// TestMultiHost: a multi-host DSN with target_session_attrs=read-write, as
+// for a primary with standbys, skips a host that does not answer (after
+// ConnectTimeout, 5s by default) and works on the next; a DSN with no host
+// of the kind it asks for is unavailable. (cmd/lapse TestPostgresFailover
+// passes over a real standby.)
+func TestMultiHost(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.PostgresSchema(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := func(host, attrs string) string {
+		v := *u
+		v.Host = host
+		q := v.Query()
+		q.Set("target_session_attrs", attrs)
+		v.RawQuery = q.Encode()
+		return v.String()
+	}
+	dead := testenv.Unanswered(t)
+	ctx := context.Background()
+
+	start := time.Now()
+	s := openStore(t, hosts(dead+","+u.Host, "read-write"), postgres.Config{})
+	if took := time.Since(start); took < postgres.DefaultConnectTimeout || took > 3*postgres.DefaultConnectTimeout {
+		t.Errorf("the unanswered host cost %v, want about DefaultConnectTimeout (%v)", took, postgres.DefaultConnectTimeout)
+	}
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	if _, _, err := s.OrderCreate(ctx, createParams("MH-01", &now, now)); err != nil {
+		t.Fatalf("OrderCreate through the multi-host DSN: %v", err)
+	}
+
+	start = time.Now()
+	_, err = postgres.Open(ctx, hosts(dead+","+u.Host, "standby"), postgres.Config{ConnectTimeout: 300 * time.Millisecond})
+	wantUnavailable(t, "Open with no standby among the hosts", err)
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("ConnectTimeout 300ms: giving up took %v", took)
 	}
 }

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"syscall"
 	"time"
 )
 
@@ -54,3 +55,25 @@ var Unavailable = unavailable
 // MigrateTo applies the migrations up to version v, the schema an older
 // release left, for tests of an upgrade.
 func (s *Store) MigrateTo(ctx context.Context, v int64) error { return s.migrate(ctx, v) }
+
+// SocketOption returns an integer TCP option (level IPPROTO_TCP) of one of
+// the pool's connections.
+func (s *Store) SocketOption(ctx context.Context, opt int) (int, error) {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Release()
+	raw, err := c.Conn().PgConn().Conn().(interface {
+		SyscallConn() (syscall.RawConn, error)
+	}).SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var v int
+	var serr error
+	if err := raw.Control(func(fd uintptr) { v, serr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, opt) }); err != nil {
+		return 0, err
+	}
+	return v, serr
+}

@@ -67,6 +67,23 @@ type Config struct {
 	// ApplicationName shows in pg_stat_activity. Zero means "lapse", or the
 	// DSN's application_name.
 	ApplicationName string
+
+	// ConnectTimeout bounds each attempt to connect to one host, so that a
+	// primary that vanished without closing its sockets (a dead machine, a
+	// partition) costs this long per new connection rather than the
+	// kernel's minutes, and a multi-host DSN moves on to the next host.
+	// Zero means 5s, or the DSN's connect_timeout; negative means no limit.
+	ConnectTimeout time.Duration
+
+	// DeadPeerTimeout breaks a connection whose server stopped answering
+	// at the TCP level (a primary whose machine vanished, a partition)
+	// after about this long, so that its statement fails with
+	// lapse.ErrStoreUnavailable and the pool reconnects, instead of
+	// waiting the kernel's fifteen minutes; a server that is merely slow
+	// still answers TCP and is bounded by StatementTimeout. It is TCP
+	// keepalive plus, on Linux, TCP_USER_TIMEOUT. Zero means
+	// DefaultDeadPeerTimeout; negative leaves it to the kernel.
+	DeadPeerTimeout time.Duration
 }
 
 // Defaults of Config.
@@ -75,6 +92,7 @@ const (
 	DefaultLockTimeout              = 5 * time.Second
 	DefaultIdleInTransactionTimeout = time.Minute
 	DefaultApplicationName          = "lapse"
+	DefaultConnectTimeout           = 5 * time.Second
 )
 
 // Validate reports a Config that cannot work.
@@ -108,6 +126,18 @@ type db interface {
 // as session settings; the store's tables are found through the search_path.
 // Open fails when the database does not answer, with
 // lapse.ErrStoreUnavailable. Call Migrate before use.
+//
+// For a primary with standbys and automatic failover (pg_auto_failover,
+// Patroni), name every node and ask for the writable one:
+//
+//	postgres://lapse@db1:5432,db2:5432/lapse?target_session_attrs=read-write
+//
+// Each new connection goes to whichever node is the primary then. A
+// connection to a primary that died fails its statement with
+// lapse.ErrStoreUnavailable and leaves the pool; an idle one is checked
+// before it is handed out; so the pool moves to the new primary by itself.
+// A statement whose connection broke may or may not have committed: the
+// caller must not report it as done.
 func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -121,6 +151,23 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 		pc.MaxConns = cfg.MaxConns
 	case !strings.Contains(dsn, "pool_max_conns"):
 		pc.MaxConns = DefaultMaxConns
+	}
+	switch {
+	case cfg.ConnectTimeout < 0:
+		pc.ConnConfig.ConnectTimeout = 0
+	case cfg.ConnectTimeout > 0:
+		pc.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
+	case pc.ConnConfig.ConnectTimeout == 0:
+		pc.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	deadPeer := cfg.DeadPeerTimeout
+	if deadPeer == 0 {
+		deadPeer = DefaultDeadPeerTimeout
+	}
+	pc.ConnConfig.DialFunc = dialer(pc.ConnConfig.ConnectTimeout, deadPeer).DialContext
+	if pc.PingTimeout == 0 {
+		// The check of a connection that sat idle in the pool.
+		pc.PingTimeout = pc.ConnConfig.ConnectTimeout
 	}
 	params := pc.ConnConfig.RuntimeParams
 	setDuration(params, "statement_timeout", cfg.StatementTimeout, DefaultStatementTimeout)

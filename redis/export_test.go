@@ -2,3 +2,6 @@ package redis
 
 // Member is member, for the tests of package redis_test.
 var Member = member
+
+// FailoverOptions is failoverOptions, for the tests of Sentinel URLs.
+var FailoverOptions = failoverOptions

@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"strconv"
 	"time"
 
@@ -38,7 +39,16 @@ const (
 // Config configures a Trigger. URL or Client is required.
 type Config struct {
 	// URL is the Redis server, e.g. redis://:password@127.0.0.1:6379/0, as
-	// goredis.ParseURL reads it.
+	// goredis.ParseURL reads it; or, with a master_name parameter, the
+	// Sentinels that watch a master and its replicas, as
+	// goredis.ParseFailoverURL reads it:
+	//
+	//	redis://sentinel1:26379/0?master_name=lapse&addr=sentinel2:26379&addr=sentinel3:26379
+	//
+	// The host and each addr are Sentinels; the path is the database; a
+	// user and password before the host are the Sentinels' own, while the
+	// password parameter is the master's. The client asks the Sentinels
+	// for the master, and after a failover finds the new one by itself.
 	URL string
 	// Prefix starts every key of the trigger. Default DefaultPrefix.
 	Prefix string
@@ -95,19 +105,60 @@ func New(cfg Config) (*Trigger, error) {
 		seeded:     cfg.Prefix + "seeded",
 	}
 	if t.client == nil {
-		opt, err := goredis.ParseURL(cfg.URL)
+		c, err := newClient(cfg.URL, cfg.Timeout)
 		if err != nil {
-			return nil, fmt.Errorf("redis: %w", err)
+			return nil, err
 		}
-		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = cfg.Timeout, cfg.Timeout, cfg.Timeout, cfg.Timeout
-		opt.ContextTimeoutEnabled = true
-		// No retries: a script that timed out may have run, and running
-		// Retry twice would count two attempts. The engine tries again on
-		// its next beat.
-		opt.MaxRetries = -1
-		t.client, t.owned = goredis.NewClient(opt), true
+		t.client, t.owned = c, true
 	}
 	return t, nil
+}
+
+// newClient makes the client of url: a Sentinel failover client when it
+// has a master_name parameter, else a client of one server. Every
+// connect, read, write and wait for the pool is bounded by timeout, and a
+// command is not retried: a script that timed out may have run, and
+// running Retry twice would count two attempts. The engine tries again on
+// its next beat.
+func newClient(url string, timeout time.Duration) (*goredis.Client, error) {
+	if IsSentinelURL(url) {
+		opt, err := failoverOptions(url, timeout)
+		if err != nil {
+			return nil, err
+		}
+		return goredis.NewFailoverClient(opt), nil
+	}
+	opt, err := goredis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = timeout, timeout, timeout, timeout
+	opt.ContextTimeoutEnabled = true
+	opt.MaxRetries = -1
+	return goredis.NewClient(opt), nil
+}
+
+// failoverOptions reads a Sentinel URL (see Config.URL) with the bounds
+// of newClient.
+func failoverOptions(url string, timeout time.Duration) (*goredis.FailoverOptions, error) {
+	opt, err := goredis.ParseFailoverURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redis: sentinel: %w", err)
+	}
+	if opt.MasterName == "" {
+		return nil, errors.New("redis: sentinel: master_name is empty")
+	}
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = timeout, timeout, timeout, timeout
+	opt.ContextTimeoutEnabled = true
+	opt.MaxRetries = -1
+	return opt, nil
+}
+
+// IsSentinelURL reports whether url names Sentinels rather than one
+// server: it has a master_name parameter (see Config.URL).
+func IsSentinelURL(url string) bool {
+	u, err := neturl.Parse(url)
+	return err == nil && u.Query().Has("master_name")
 }
 
 // Close closes the client that New made from Config.URL.

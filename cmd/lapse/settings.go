@@ -157,7 +157,7 @@ var serveSettings = []*setting{
 
 	// The shared precise trigger.
 	{Name: "redis", Kind: kindString,
-		Doc:   "Redis URL (redis://host:6379/0): a precise trigger shared by every lapse process, with the database as the truth and the sweep as the safety net",
+		Doc:   "Redis URL (redis://host:6379/0), or Redis Sentinel (redis://sentinel1:26379/0?master_name=NAME&addr=sentinel2:26379&addr=…): a precise trigger shared by every lapse process, with the database as the truth and the sweep as the safety net",
 		field: func(o *options) any { return &o.tf.redisURL }},
 	{Name: "redis-prefix", Kind: kindString, Default: "lapse:",
 		Doc:   "prefix of Lapse's keys in Redis",
