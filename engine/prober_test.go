@@ -190,22 +190,32 @@ func TestProberFailsWhenNothingCloses(t *testing.T) {
 // TestProberOnePerInterval: of two processes probing one database, one runs
 // each interval's probe; the other is told so and records nothing.
 func TestProberOnePerInterval(t *testing.T) {
-	t.Parallel()
-	s := openSQLite(t)
-	f := newProbeFixture(t, s)
-	other := newProbeFixture(t, s)
-	other.clk.Set(t0.Add(10 * time.Second)) // the same interval, later
-	runs, _ := f.start(t)
-	if run, err := other.prober.RunOnce(t.Context()); !errors.Is(err, engine.ErrProbeTaken) || run != nil {
-		t.Errorf("second prober: %+v, %v; want ErrProbeTaken", run, err)
-	}
-	if got := other.prober.Runs(); len(got) != 0 {
-		t.Errorf("second prober recorded %+v", got)
-	}
-	f.clk.Advance(time.Minute)
-	if run := <-runs; run == nil || run.Result != engine.ProbeFailed {
-		t.Errorf("first run %+v", run)
-	}
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		f := newProbeFixture(t, open())
+		other := newProbeFixture(t, open())     // another process on the database
+		other.clk.Set(t0.Add(10 * time.Second)) // in the same interval, later
+		runs, _ := f.start(t)
+		if run, err := other.prober.RunOnce(t.Context()); !errors.Is(err, engine.ErrProbeTaken) || run != nil {
+			t.Errorf("second prober: %+v, %v; want ErrProbeTaken", run, err)
+		}
+		if got := other.prober.Runs(); len(got) != 0 {
+			t.Errorf("second prober recorded %+v", got)
+		}
+		if n := probeMetric(t, other.reg, "lapse_probe_runs_total", "result", "failed") + probeMetric(t, other.reg, "lapse_probe_runs_total", "result", "ok"); n != 0 {
+			t.Errorf("second prober counted %v runs", n)
+		}
+		f.clk.Advance(time.Minute)
+		if run := <-runs; run == nil || run.Result != engine.ProbeFailed {
+			t.Errorf("first run %+v", run)
+		}
+		// The next interval is the next order's, whichever process asks first.
+		other.clk.Set(t0.Add(time.Minute + time.Second))
+		next, errs := other.start(t)
+		other.clk.Advance(time.Minute)
+		if run, err := <-next, <-errs; err != nil || run.OrderNo == "" || run.Result != engine.ProbeFailed {
+			t.Errorf("second prober, next interval: %+v, %v", run, err)
+		}
+	})
 }
 
 func TestProberRefusesShortIntervals(t *testing.T) {
