@@ -41,8 +41,8 @@ const (
 	ProbeStepDeliver = "deliver"
 )
 
-// ProbeSteps are the steps of a run, in order.
-var ProbeSteps = []string{ProbeStepCreate, ProbeStepClose, ProbeStepRelease, ProbeStepDeliver}
+// probeSteps are the steps of a run, in order.
+var probeSteps = []string{ProbeStepCreate, ProbeStepClose, ProbeStepRelease, ProbeStepDeliver}
 
 // ErrProbeTaken is returned by Prober.RunOnce when another process (or an
 // earlier run of this one) has this interval's probe order: each interval
@@ -177,7 +177,7 @@ func NewProber(e *Engine, cfg ProberConfig) (*Prober, error) {
 	}
 	// Every series exists from the start, at zero, so that alerts on
 	// their increase see the first failure.
-	for _, s := range ProbeSteps {
+	for _, s := range probeSteps {
 		p.failures.WithLabelValues(s)
 	}
 	p.runsTotal.WithLabelValues(ProbeOK)
