@@ -8,6 +8,7 @@ import (
 	"math"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -88,6 +89,21 @@ type Order struct {
 	// again; PayBy does not move.
 	PayBy *time.Time `json:"pay_by,omitempty"`
 }
+
+// ProbeOrderPrefix begins the order numbers of the synthetic probe's orders
+// (engine.Prober), and of no others: the engine refuses it to every other
+// caller, so that an order is a probe's exactly when its number has it.
+// Listings leave probe orders out unless asked (OrderListParams.Probes);
+// everything else treats them as the orders they are, so that a stuck probe
+// counts as a stuck order.
+const ProbeOrderPrefix = "lapse-probe-"
+
+// IsProbeOrderNo reports whether orderNo is reserved for the synthetic
+// probe.
+func IsProbeOrderNo(orderNo string) bool { return strings.HasPrefix(orderNo, ProbeOrderPrefix) }
+
+// IsProbe reports whether o is an order of the synthetic probe.
+func (o *Order) IsProbe() bool { return IsProbeOrderNo(o.OrderNo) }
 
 // OrderCreate is a request to create an order.
 type OrderCreate struct {

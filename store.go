@@ -382,6 +382,9 @@ type OrderListParams struct {
 	// (created_at, id) are returned.
 	Before *OrderCursor
 	Limit  int
+	// Probes includes the synthetic probe's orders (ProbeOrderPrefix),
+	// which are left out otherwise.
+	Probes bool
 }
 
 // OrderCursor is a position in a newest-first listing of orders.

@@ -1,8 +1,9 @@
 // Package engine is the flow engine of Lapse: every change of an order's state
 // goes through it. Engine plans changes with the order's flow and applies them
 // through the store as guarded transactions; Claimer is the background service
-// that fires deadlines, and Deliverer the one that hands events to their
-// subscribers.
+// that fires deadlines, Deliverer the one that hands events to their
+// subscribers, and Prober the synthetic probe that checks, every interval,
+// that an order of its own goes through them all (prober.go, probe_run.go).
 //
 // # Layout
 //

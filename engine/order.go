@@ -22,8 +22,17 @@ type Actor struct {
 // It is idempotent on order_no: the same request again returns the existing
 // order with created=false; a different request with the same order_no
 // returns an error wrapping lapse.ErrOrderExists. Invalid requests return
-// EINVALID errors naming the field, and write nothing.
+// EINVALID errors naming the field, and write nothing; so do order numbers
+// with lapse.ProbeOrderPrefix, which only the engine's Prober creates.
 func (e *Engine) CreateOrder(ctx context.Context, req *lapse.OrderCreate, by Actor) (o *lapse.Order, created bool, err error) {
+	if lapse.IsProbeOrderNo(req.OrderNo) {
+		return nil, false, lapse.FieldError("order_no", "%s… is reserved for the orders of Lapse's synthetic probe", lapse.ProbeOrderPrefix)
+	}
+	return e.createOrder(ctx, req, by)
+}
+
+// createOrder is CreateOrder for any order number.
+func (e *Engine) createOrder(ctx context.Context, req *lapse.OrderCreate, by Actor) (o *lapse.Order, created bool, err error) {
 	if err := req.Validate(); err != nil {
 		return nil, false, err
 	}

@@ -1,5 +1,7 @@
 package http
 
+import "github.com/lapsehq/lapse/engine"
+
 // Routes returns the server's route table as "METHOD /path" strings, for the
 // OpenAPI completeness test.
 func (s *Server) Routes() []string {
@@ -62,4 +64,7 @@ var ResponseBodies = map[string]any{
 	"Approval":        approvalJSON{},
 	"AuditEntry":      auditJSON{},
 	"CloseBatch":      batchJSON{},
+	"Probe":           probeView{},
+	"ProbeRun":        engine.ProbeRun{},
+	"ProbeStep":       engine.ProbeStep{},
 }

@@ -133,6 +133,8 @@ func TestOpenAPIEnums(t *testing.T) {
 		{[]string{"/components/schemas/CloseBatch/properties/status", "/paths/~1v1~1closes/get/parameters/0/schema"}, root, "CloseBatchStatus", nil},
 		{[]string{"/components/schemas/Session/properties/role"}, access, "", regexp.MustCompile(`^Role[A-Z]`)},
 		{[]string{"/components/schemas/TriggerStatus/properties/mode", "/components/schemas/TriggerRequest/properties/mode"}, eng, "TriggerMode", nil},
+		{[]string{"/components/schemas/ProbeRun/properties/failed_step", "/components/schemas/ProbeStep/properties/name"}, eng, "", regexp.MustCompile(`^ProbeStep[A-Z]`)},
+		{[]string{"/components/schemas/ProbeRun/properties/result"}, eng, "", regexp.MustCompile(`^Probe(OK|Failed)$`)},
 	} {
 		want := goConstants(t, tc.dir, tc.typ, tc.name)
 		slices.Sort(want)

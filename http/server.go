@@ -85,6 +85,9 @@ type Config struct {
 	// and before its handler runs; a body that takes longer is refused with
 	// 400 and its connection closed. Zero or negative: DefaultBodyTimeout.
 	BodyTimeout time.Duration
+	// Probe is the synthetic probe that GET /v1/probe shows. Nil: the
+	// probe is off.
+	Probe *engine.Prober
 }
 
 // Server serves the Lapse HTTP API over an engine. It is safe for concurrent
@@ -105,6 +108,7 @@ type Server struct {
 	accessDB    lapse.AccessStore
 	open        bool // Config.Unauthenticated
 	closer      *closes.Closer
+	probe       *engine.Prober // nil: off
 	crossOrigin *http.CrossOriginProtection
 	inFlight    *inFlight // nil: no limit
 	shedCalls   *burst    // logs the payment callbacks shed
@@ -179,6 +183,7 @@ func (s *Server) routes() []route {
 		{method: "POST", path: "/v1/coupons", handler: s.createCoupon, scope: inv, audit: "coupon.create", target: "coupon:body.code"},
 		{method: "GET", path: "/v1/coupons/{code}", handler: s.getCoupon, scope: read},
 		{method: "GET", path: "/v1/trigger", handler: s.getTrigger, scope: read},
+		{method: "GET", path: "/v1/probe", handler: s.getProbe, scope: read},
 		{method: "PUT", path: "/v1/trigger", handler: s.putTrigger, scope: ops, audit: "trigger.set", target: "trigger", risky: true},
 		{method: "POST", path: "/v1/closes/preview", handler: s.previewClose, scope: read},
 		{method: "POST", path: "/v1/closes", handler: s.startClose, scope: ops, audit: "close.batch", selfAudit: true, target: "close", risky: true, stake: closeStake},
@@ -217,6 +222,7 @@ func NewServer(e *engine.Engine, cfg Config) *Server {
 		access:      cfg.Access,
 		open:        cfg.Unauthenticated,
 		closer:      cfg.Closer,
+		probe:       cfg.Probe,
 		crossOrigin: http.NewCrossOriginProtection(),
 	}
 	if s.access != nil {

@@ -42,6 +42,7 @@ type env struct {
 	db     *sqlite.Store   // the store under any wrapper
 	path   string          // its file
 	access *access.Service // nil unless options.access is set
+	prober *engine.Prober  // nil unless options.probe is set
 }
 
 // options adjust newEnv: wrap wraps the store (to inject faults), cfg is the
@@ -56,6 +57,9 @@ type options struct {
 	// otherwise.
 	access *access.Config
 	closer bool // the server has a closes.Closer
+	// probe, when set, gives the server a prober of the engine, which
+	// the env keeps.
+	probe *engine.ProberConfig
 }
 
 func newEnv(t *testing.T) *env { return newEnvWith(t, options{}) }
@@ -107,6 +111,13 @@ func newEnvWith(t *testing.T, opt options) *env {
 			t.Fatalf("closes.New: %v", err)
 		}
 	}
+	var prober *engine.Prober
+	if opt.probe != nil {
+		if prober, err = engine.NewProber(e, *opt.probe); err != nil {
+			t.Fatalf("engine.NewProber: %v", err)
+		}
+		cfg.Probe = prober
+	}
 	if cfg.Access == nil {
 		cfg.Unauthenticated = true // access control has tests of its own (auth_test.go)
 	}
@@ -114,7 +125,7 @@ func newEnvWith(t *testing.T, opt options) *env {
 	s := lapsehttp.NewServer(e, cfg)
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	return &env{t: t, url: srv.URL, clock: clock, engine: e, store: store, server: s, logs: logs, db: db, path: path, access: svc}
+	return &env{t: t, url: srv.URL, clock: clock, engine: e, store: store, server: s, logs: logs, db: db, path: path, access: svc, prober: prober}
 }
 
 // response is an answer read in full.

@@ -197,6 +197,9 @@ func (s *Store) OrderList(ctx context.Context, p *lapse.OrderListParams) ([]*lap
 	if p.CreatedTo != nil {
 		add("created_at < ?", *p.CreatedTo)
 	}
+	if !p.Probes {
+		add("order_no NOT LIKE ?", lapse.ProbeOrderPrefix+"%")
+	}
 	if p.Before != nil {
 		// A row comparison, so that the (…, created_at DESC, id DESC)
 		// indexes serve it as one range.

@@ -255,6 +255,23 @@ func testOrderList(t *testing.T, s lapse.Store) {
 	if len(none) != 0 {
 		t.Errorf("flow=groupbuy: %d orders, want 0", len(none))
 	}
+
+	// The probe's orders are left out unless asked for, with every other
+	// filter as it was; a number that only contains the prefix is no probe's.
+	probe := mustCreate(t, s, lapse.ProbeOrderPrefix+"1", base.Add(time.Hour), base.Add(40*time.Second))
+	mustCreate(t, s, "X-"+lapse.ProbeOrderPrefix+"1", base.Add(time.Hour), base.Add(41*time.Second))
+	plain, _ := s.OrderList(ctxT(t), &lapse.OrderListParams{Limit: 100})
+	if len(plain) != 31 || plain[0].OrderNo != "X-"+lapse.ProbeOrderPrefix+"1" || plain[1].OrderNo != orderNo("L", 29) {
+		t.Errorf("default listing: %d orders, want the 31 that are not the probe's", len(plain))
+	}
+	withProbes, _ := s.OrderList(ctxT(t), &lapse.OrderListParams{Probes: true, Limit: 100})
+	if len(withProbes) != 32 || withProbes[1].OrderNo != probe.OrderNo {
+		t.Errorf("listing with Probes: %d orders, want 32 with the probe's second", len(withProbes))
+	}
+	unpaid, _ := s.OrderList(ctxT(t), &lapse.OrderListParams{State: flows.Unpaid, Probes: true, CreatedFrom: &to, Limit: 100})
+	if len(unpaid) != 7+2 {
+		t.Errorf("state=UNPAID from 20s with Probes: %d orders, want 9", len(unpaid))
+	}
 }
 
 func testOrderTransition(t *testing.T, s lapse.Store) {

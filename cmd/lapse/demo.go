@@ -391,7 +391,10 @@ func demoServeOptions(db, addr, key, merchantURL string) (*options, *flagConfig,
 		"--stock-port", merchantURL + "/stock", "--card-port", merchantURL + "/cards",
 		"--port-retry", demoRetrySchedule, "--port-connect-timeout", "200ms", "--port-read-timeout", "400ms",
 		"--issue-retries", demoRetrySchedule, "--group-retries", "300ms,600ms,1s,2s",
-		"--delivery-poll", "100ms", "--max-sleep", "250ms", "--sweep-interval", "2s"}
+		"--delivery-poll", "100ms", "--max-sleep", "250ms", "--sweep-interval", "2s",
+		// The flaky stock port would fail the probe's deliveries, and its
+		// orders would crowd the demo's figures.
+		"--probe-interval", "0"}
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, fmt.Errorf("demo: the service's settings: %w", err)
 	}

@@ -55,11 +55,19 @@ const testAdminKey = "test-admin-key-0123456789abcdefghijklmnop"
 
 // startServe runs `lapse serve` in dir with args and waits until it listens.
 // It starts with --admin-key testAdminKey unless args give --admin-key
-// (--admin-key= for none).
+// (--admin-key= for none), and without the synthetic probe, whose orders
+// and events would otherwise come into the tests' counts at the turn of a
+// minute, unless args give --probe-interval.
 func startServe(t *testing.T, dir string, args ...string) *proc {
 	t.Helper()
-	if !slices.ContainsFunc(args, func(a string) bool { return a == "--admin-key" || strings.HasPrefix(a, "--admin-key=") }) {
+	given := func(flag string) bool {
+		return slices.ContainsFunc(args, func(a string) bool { return a == flag || strings.HasPrefix(a, flag+"=") })
+	}
+	if !given("--admin-key") {
 		args = append([]string{"--admin-key", testAdminKey}, args...)
+	}
+	if !given("--probe-interval") {
+		args = append([]string{"--probe-interval", "0"}, args...)
 	}
 	args = append([]string{"serve", "--http", "127.0.0.1:0", "--log-format", "json"}, args...)
 	cmd := exec.Command(lapseBin, args...)

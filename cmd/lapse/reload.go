@@ -16,6 +16,22 @@ type process struct {
 	engine  reloadableEngine
 	claimer reloadableClaimer
 	timed   []timeouter // the ports and webhooks
+	probe   reloadableProbe
+}
+
+// reloadableProbe is the part of *engine.Prober that reloads change.
+type reloadableProbe interface {
+	SetInterval(d time.Duration) error
+}
+
+// reloadProbeInterval puts a new interval of the probe into force (0 stops
+// it).
+func reloadProbeInterval(p *process, v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration", v)
+	}
+	return p.probe.SetInterval(d)
 }
 
 // reloadableEngine is the part of *engine.Engine that reloads change.

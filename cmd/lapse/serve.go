@@ -186,7 +186,11 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	if err != nil {
 		return err
 	}
-	watcher := newConfigWatcher(cfg, &process{engine: eng, claimer: claimer, timed: sf.timed}, log, reg)
+	prober, err := engine.NewProber(eng, engine.ProberConfig{Interval: o.probeInterval, Notify: probeNotify(sf.admins), Logger: log, Registerer: reg})
+	if err != nil {
+		return fmt.Errorf("--probe-interval: %w", err)
+	}
+	watcher := newConfigWatcher(cfg, &process{engine: eng, claimer: claimer, timed: sf.timed, probe: prober}, log, reg)
 
 	api := lapsehttp.NewServer(eng, lapsehttp.Config{
 		Logger:          log,
@@ -197,6 +201,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 		BodyTimeout:     o.bodyTimeout,
 		Access:          acc,
 		Closer:          closer,
+		Probe:           prober,
 		TrustedOrigins:  splitList(o.ac.trustedOrigins),
 		Ready: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -226,9 +231,14 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 		WriteTimeout: o.bodyTimeout + 2*time.Minute, IdleTimeout: 2 * time.Minute}
 
 	go watcher.Run(ctx)
-	claimer.Start(ctx)
+	if o.deadlines {
+		claimer.Start(ctx)
+	} else {
+		log.Warn("the deadline engine is off (--deadlines=false): this process fires no deadlines, other processes on the database must")
+	}
 	deliverer.Start(ctx)
 	sealer.Start(ctx)
+	prober.Start(ctx)
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
 	var metricsSrv *http.Server
@@ -276,7 +286,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	}
 	log.Info("lapse serving", "http", "http://"+ln.Addr().String(), "db", hidePasswords(*db), "flows", len(eng.Flows()), "subscribers", names,
 		"payment_callbacks", providers, "trigger", eng.TriggerStatus().Using, "metrics_http", metricsURL,
-		"console", consoleURL)
+		"console", consoleURL, "deadlines", o.deadlines, "probe_interval", o.probeInterval)
 	if started != nil {
 		go started(&service{API: "http://" + ln.Addr().String(), Console: consoleURL, Engine: eng, Store: store,
 			Access: acc, Sandbox: pays.sandbox})
@@ -286,6 +296,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	case <-ctx.Done():
 		log.Info("lapse shutting down")
 	case err := <-served:
+		prober.Stop()
 		claimer.Stop()
 		deliverer.Stop()
 		sealer.Stop()
@@ -300,6 +311,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	if consoleSrv != nil {
 		_ = consoleSrv.Shutdown(shutCtx)
 	}
+	prober.Stop() // a run under way is cut short, and not counted
 	claimer.Stop()
 	deliverer.Stop()
 	<-resumed // ctx is done: a batch under way stops after the orders it is closing

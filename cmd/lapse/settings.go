@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
 	"github.com/lapsehq/lapse/engine"
 	lapsehttp "github.com/lapsehq/lapse/http"
@@ -20,6 +21,8 @@ type options struct {
 	dbConns, workConns, inFlight, reserve   int
 	bodyTimeout                             time.Duration
 	auditSealInterval                       time.Duration
+	probeInterval                           time.Duration
+	deadlines                               bool
 	cc                                      engine.ClaimerConfig
 	dc                                      engine.DelivererConfig
 	sf                                      subscriberFlags
@@ -127,6 +130,13 @@ var serveSettings = []*setting{
 		field: func(o *options) any { return &o.ac.trustedOrigins }},
 
 	// The deadline engine.
+	{Name: "deadlines", Kind: kindBool, Default: "true",
+		Doc:   "run the deadline engine (the claimer and its sweep) in this process; false makes an API-only node, which fires no deadlines: other processes on the database must",
+		field: func(o *options) any { return &o.deadlines }},
+	{Name: "probe-interval", Kind: kindDuration, Default: engine.DefaultProbeInterval.String(),
+		Doc:    "every this long, a synthetic probe order (" + lapse.ProbeOrderPrefix + "…, SKU " + engine.DefaultProbeSKU + ") walks create, deadline, close, stock release and delivery, each step bounded within the interval; its lapse_probe_* metrics and GET /v1/probe say how it went, and a failure is logged and told to --admin-notify. One process of those on a database runs each interval's probe (0: off; at least 1s)",
+		field:  func(o *options) any { return &o.probeInterval },
+		Reload: reloadProbeInterval},
 	{Name: "batch", Kind: kindInt, Default: "500",
 		Doc:    "due orders claimed per transaction",
 		field:  func(o *options) any { return &o.cc.Batch },
@@ -263,7 +273,7 @@ var serveSettings = []*setting{
 		Doc:   "URL told (signed webhook) of every group buy that failed, with its organiser, so that the organiser hears of it: " + groupNotifySub.receives(),
 		field: func(o *options) any { return &o.sf.groupNotify }},
 	{Name: adminNotifySub.Name, Kind: kindString,
-		Doc:   "URL of the admins' channel (signed webhook): " + adminNotifySub.receives(),
+		Doc:   "URL of the admins' channel (signed webhook; the probe posts a failed run to it straight, as " + probeFailedEvent + "): " + adminNotifySub.receives(),
 		field: func(o *options) any { return &o.sf.adminNotify }},
 	{Name: cardPort, Kind: kindString,
 		Doc:   "URL of a merchant card service that issues and revokes membership cards (POST <URL>/issue, <URL>/revoke; see package port); default: the built-in card ledger",

@@ -281,6 +281,7 @@ type reloaded struct {
 	engine   *recordingEngine
 	claimer  engine.ClaimerConfig
 	timeouts *timeouts
+	probe    *engine.Prober
 	// startedOn names, by retry setting, the subscribers whose schedule
 	// came from it at start.
 	startedOn map[string][]string
@@ -343,6 +344,11 @@ func TestSettingsReload(t *testing.T) {
 		"port-connect-timeout": {"3s", func(t *testing.T, _ string, r reloaded) {
 			if r.timeouts.connect != 3*time.Second {
 				t.Errorf("connect timeout %v", r.timeouts.connect)
+			}
+		}},
+		"probe-interval": {"5s", func(t *testing.T, _ string, r reloaded) {
+			if got := r.probe.Interval(); got != 5*time.Second {
+				t.Errorf("probe interval %v", got)
 			}
 		}},
 		"port-read-timeout": {"20s", func(t *testing.T, _ string, r reloaded) {
@@ -445,7 +451,10 @@ func TestSettingsReload(t *testing.T) {
 		}
 	}
 	claim := engine.NewClaimer(eng, o.cc)
-	w := newConfigWatcher(cfg, &process{engine: r.engine, claimer: claim, timed: append(o.sf.timed, r.timeouts)}, slog.New(slog.DiscardHandler), nil)
+	if r.probe, err = engine.NewProber(eng, engine.ProberConfig{Interval: o.probeInterval}); err != nil {
+		t.Fatal(err)
+	}
+	w := newConfigWatcher(cfg, &process{engine: r.engine, claimer: claim, timed: append(o.sf.timed, r.timeouts), probe: r.probe}, slog.New(slog.DiscardHandler), nil)
 
 	for _, name := range reloadable {
 		t.Run(name, func(t *testing.T) {

@@ -117,6 +117,9 @@ type subscriberFlags struct {
 	// timed are the ports and webhooks built from the flags, whose
 	// timeouts a configuration reload changes.
 	timed []timeouter
+	// admins is the admins' channel built from --admin-notify, which the
+	// probe also posts to; nil without one.
+	admins lapse.Handler
 }
 
 // timeouter is a port or webhook whose timeouts a reload changes; zero
@@ -245,6 +248,9 @@ func (f *subscriberFlags) build(ctx context.Context, log *slog.Logger, dial bool
 			return fail(fmt.Errorf("--%s (signed with --webhook-secret): %w", n.sub.Name, err))
 		}
 		f.timed = append(f.timed, sink)
+		if n.sub.Name == adminNotifySub.Name {
+			f.admins = sink
+		}
 		if err := add(n.sub.Name, sink, n.sub.Events, f.webhookRetry, f.portConcurrency); err != nil {
 			return fail(err)
 		}
