@@ -27,18 +27,18 @@ func newCardPort(f *faults, clock lapse.Clock) *cardPort {
 	return &cardPort{f: f, clock: clock, rate: 0.15, byKey: map[string][]*lapse.Card{}, keys: map[string]map[string]bool{}, revoked: map[string]int{}}
 }
 
-func (c *cardPort) fault() string {
+func (c *cardPort) fault(site string) string {
 	switch {
-	case c.f.draw(c.rate/2, FaultPortFail):
+	case c.f.draw(site, c.rate/2, FaultPortFail):
 		return FaultPortFail
-	case c.f.draw(c.rate/2, FaultPortLost):
+	case c.f.draw(site, c.rate/2, FaultPortLost):
 		return FaultPortLost
 	}
 	return ""
 }
 
 func (c *cardPort) Issue(_ context.Context, r *lapse.CardIssueRequest) ([]*lapse.Card, error) {
-	kind := c.fault()
+	kind := c.fault("issue " + r.IdempotencyKey)
 	if kind == FaultPortFail {
 		return nil, fmt.Errorf("%w: card service unavailable", errInjected)
 	}
@@ -65,7 +65,7 @@ func (c *cardPort) Issue(_ context.Context, r *lapse.CardIssueRequest) ([]*lapse
 }
 
 func (c *cardPort) Revoke(_ context.Context, r *lapse.CardRevokeRequest) ([]*lapse.Card, error) {
-	kind := c.fault()
+	kind := c.fault("revoke " + r.OrderNo)
 	if kind == FaultPortFail {
 		return nil, fmt.Errorf("%w: card service unavailable", errInjected)
 	}

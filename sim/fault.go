@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"sync"
 )
@@ -30,26 +31,41 @@ var errInjected = errors.New("sim: injected fault")
 var errCrashed = errors.New("sim: the process crashed")
 
 // faults draws the faults of one run from the seed. Engine goroutines (the
-// claimer's questions to providers, a group's charges, delivery attempts)
-// call it concurrently, so draws take a lock; where they race, which call
-// gets which draw depends on scheduling (see doc.go).
+// claimer's questions to providers, a group's charges) call it
+// concurrently, so a draw does not come from one stream: it is a hash of the
+// seed, the site of the call (a store method, a provider call and its key)
+// and how many draws that site had, so that calls of different sites may
+// interleave in any order and each still gets its own draw. Only concurrent
+// calls of one site (two questions to the provider's Close for different
+// orders are different sites; two concurrent OrderDeadlineSet calls are
+// one) can swap draws (see doc.go).
 type faults struct {
 	mu     sync.Mutex
-	rng    *rand.Rand
+	seed   uint64
 	on     bool
 	rate   float64 // of a store fault per call
 	counts map[string]int
+	draws  map[string]uint64
 }
 
 func newFaults(seed uint64) *faults {
-	return &faults{rng: rand.New(rand.NewPCG(seed, 0xfa17)), on: true, rate: 0.02, counts: map[string]int{}}
+	return &faults{seed: seed, on: true, rate: 0.02, counts: map[string]int{}, draws: map[string]uint64{}}
+}
+
+// roll returns the next draw of site, in [0, 1).
+func (f *faults) roll(site string) float64 {
+	n := f.draws[site]
+	f.draws[site] = n + 1
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%s/%d", f.seed, site, n)
+	return rand.New(rand.NewPCG(h.Sum64(), f.seed)).Float64()
 }
 
 // draw returns true with probability p while faults are on, counting kind.
-func (f *faults) draw(p float64, kind string) bool {
+func (f *faults) draw(site string, p float64, kind string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.on || f.rng.Float64() >= p {
+	if !f.on || f.roll(site) >= p {
 		return false
 	}
 	f.counts[kind]++
@@ -60,13 +76,17 @@ func (f *faults) draw(p float64, kind string) bool {
 // FaultCrash (before or after the call, half each). Inside a transaction a
 // call that ran and then failed is rolled back with it, which is a failed
 // statement: only a call that commits on its own loses its commit.
-func (f *faults) store(inTx bool) (kind string, after bool) {
+func (f *faults) store(call string, inTx bool) (kind string, after bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !f.on || f.rng.Float64() >= f.rate {
+	if !f.on {
 		return "", false
 	}
-	r := f.rng.Float64()
+	r := f.roll(call)
+	if r >= f.rate {
+		return "", false
+	}
+	r /= f.rate
 	switch {
 	case r < 0.45:
 		kind = FaultBefore
@@ -75,7 +95,7 @@ func (f *faults) store(inTx bool) (kind string, after bool) {
 	case r < 0.8:
 		kind, after = FaultAfter, true
 	default:
-		kind, after = FaultCrash, f.rng.IntN(2) == 0
+		kind, after = FaultCrash, r < 0.9
 	}
 	f.counts[kind]++
 	return kind, after

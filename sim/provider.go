@@ -44,15 +44,15 @@ func newProvider(f *faults, clock lapse.Clock) *provider {
 		captured: map[string]int64{}, refunded: map[string]int64{}}
 }
 
-// fault draws the outcome of one call: "", FaultRefuse, FaultDown or
-// FaultLost.
-func (p *provider) fault() string {
+// fault draws the outcome of one call at site: "", FaultRefuse, FaultDown
+// or FaultLost.
+func (p *provider) fault(site string) string {
 	switch {
-	case p.f.draw(p.rate/6, FaultRefuse):
+	case p.f.draw(site, p.rate/6, FaultRefuse):
 		return FaultRefuse
-	case p.f.draw(p.rate/2, FaultDown):
+	case p.f.draw(site, p.rate/2, FaultDown):
 		return FaultDown
-	case p.f.draw(p.rate/2, FaultLost):
+	case p.f.draw(site, p.rate/2, FaultLost):
 		return FaultLost
 	}
 	return ""
@@ -95,7 +95,7 @@ func (p *provider) fail(kind, call string) error {
 }
 
 func (p *provider) Charge(_ context.Context, r *lapse.ChargeRequest) (*lapse.ProviderPayment, error) {
-	kind := p.fault()
+	kind := p.fault("charge " + r.IdempotencyKey)
 	if kind == FaultRefuse || kind == FaultDown {
 		return nil, p.fail(kind, "charge")
 	}
@@ -117,7 +117,7 @@ func (p *provider) Charge(_ context.Context, r *lapse.ChargeRequest) (*lapse.Pro
 }
 
 func (p *provider) Refund(_ context.Context, r *lapse.RefundRequest) (*lapse.ProviderRefund, error) {
-	kind := p.fault()
+	kind := p.fault("refund " + r.IdempotencyKey)
 	if kind == FaultRefuse || kind == FaultDown {
 		return nil, p.fail(kind, "refund")
 	}
@@ -129,7 +129,7 @@ func (p *provider) Refund(_ context.Context, r *lapse.RefundRequest) (*lapse.Pro
 		p.refunds[r.IdempotencyKey] = ref
 		p.refunded[r.TxnID] += r.Amount
 		// Some refunds complete later, with a callback.
-		if p.f.draw(0.25, "refund_processing") {
+		if p.f.draw("processing "+r.IdempotencyKey, 0.25, "refund_processing") {
 			ref.Status = lapse.RefundProcessing
 			p.notices = append(p.notices, &lapse.PaymentNotice{Provider: providerName, Kind: lapse.NoticeRefunded, TxnID: r.TxnID,
 				RefundID: ref.RefundID, OrderNo: r.OrderNo, Amount: r.Amount, Currency: r.Currency, PaidAt: p.clock.Now(), Raw: []byte(`{}`)})
@@ -158,7 +158,7 @@ func (p *provider) refundsDone() []*lapse.PaymentNotice {
 }
 
 func (p *provider) RefundQuery(_ context.Context, key string) (*lapse.ProviderRefund, error) {
-	if kind := p.fault(); kind == FaultDown || kind == FaultLost {
+	if kind := p.fault("refund query " + key); kind == FaultDown || kind == FaultLost {
 		return nil, p.fail(FaultDown, "refund query")
 	}
 	p.mu.Lock()
@@ -172,7 +172,7 @@ func (p *provider) RefundQuery(_ context.Context, key string) (*lapse.ProviderRe
 }
 
 func (p *provider) Query(_ context.Context, orderNo string) (*lapse.ProviderPayment, error) {
-	if kind := p.fault(); kind == FaultDown || kind == FaultLost {
+	if kind := p.fault("query " + orderNo); kind == FaultDown || kind == FaultLost {
 		return nil, p.fail(FaultDown, "query")
 	}
 	p.mu.Lock()
@@ -192,7 +192,7 @@ func (p *provider) Query(_ context.Context, orderNo string) (*lapse.ProviderPaym
 }
 
 func (p *provider) Close(_ context.Context, orderNo string) (*lapse.ProviderPayment, error) {
-	kind := p.fault()
+	kind := p.fault("close " + orderNo)
 	if kind == FaultRefuse || kind == FaultDown {
 		return nil, p.fail(FaultDown, "close")
 	}

@@ -37,7 +37,7 @@ func (s *faultStore) do(call string, fn func() error) error {
 		s.p.crashed.Store(true)
 		return errCrashed
 	}
-	kind, after := s.f.store(s.inTx)
+	kind, after := s.f.store(call, s.inTx)
 	if kind == "" {
 		return fn()
 	}

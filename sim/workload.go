@@ -99,9 +99,10 @@ func (w *world) user() string { return fmt.Sprintf("u%d", w.rng.IntN(users)) }
 func (w *world) create(so *simOrder, req *lapse.OrderCreate) {
 	w.orders = append(w.orders, so)
 	w.byNo[so.no] = so
+	retry := w.rng.IntN(2) == 0 // drawn whatever the answer, so that the draws that follow do not depend on it
 	_, _, err := w.eng.CreateOrder(w.ctx, req, by)
 	w.outcome("create "+so.no, err)
-	if errors.Is(err, errInjected) && w.rng.IntN(2) == 0 && !w.proc.crashed.Load() {
+	if errors.Is(err, errInjected) && retry && !w.proc.crashed.Load() {
 		_, created, err := w.eng.CreateOrder(w.ctx, req, by)
 		w.outcome(fmt.Sprintf("create %s again (created %v)", so.no, created), err)
 	}
@@ -220,6 +221,7 @@ func (w *world) sendCallbacks() {
 	w.rng.Shuffle(len(due), func(i, j int) { due[i], due[j] = due[j], due[i] })
 	w.callbacks = later
 	for _, c := range due {
+		again := now.Add(time.Duration(30+w.rng.IntN(90)) * time.Second)
 		if w.proc.crashed.Load() {
 			w.callbacks = append(w.callbacks, c)
 			continue
@@ -227,7 +229,7 @@ func (w *world) sendCallbacks() {
 		_, err := w.eng.ApplyPayment(w.ctx, c.n)
 		w.outcome(fmt.Sprintf("callback %s %s of %s (paid %s)", c.n.Kind, c.n.TxnID, c.n.OrderNo, c.n.PaidAt.Format("15:04:05")), err)
 		if err != nil && lapse.ErrorCode(err) != lapse.ENOTFOUND && lapse.ErrorCode(err) != lapse.EINVALID {
-			c.at = now.Add(time.Duration(30+w.rng.IntN(90)) * time.Second)
+			c.at = again
 			w.callbacks = append(w.callbacks, c)
 		}
 	}
@@ -291,14 +293,18 @@ func (w *world) advance() {
 }
 
 func (w *world) claim() {
+	var err error
 	if w.rng.IntN(4) == 0 {
-		n, err := w.cl.Sweep(w.ctx)
+		var n int
+		n, err = w.cl.Sweep(w.ctx)
 		w.outcome(fmt.Sprintf("sweep fired %d", n), err)
-		return
 	}
-	n, err := w.cl.RunOnce(w.ctx)
-	w.outcome(fmt.Sprintf("claimer fired %d", n), err)
-	if err == nil && !w.proc.crashed.Load() && w.failed == nil {
+	// The sweep does not wait for the questions to providers it starts (the
+	// running claimer's sweep need not); the precise pass does, so that
+	// nothing runs behind the next step.
+	n, perr := w.cl.RunOnce(w.ctx)
+	w.outcome(fmt.Sprintf("claimer fired %d", n), perr)
+	if err == nil && perr == nil && !w.proc.crashed.Load() && w.failed == nil {
 		w.failed = w.checkFired()
 	}
 }

@@ -186,7 +186,7 @@ func (w *world) boot() error {
 	}
 	w.eng = e
 	w.cl = engine.NewClaimer(e, engine.ClaimerConfig{Batch: 3, Workers: 1, SweepGrace: time.Second, SweepBatch: 3})
-	w.dl = engine.NewDeliverer(e, engine.DelivererConfig{Batch: 2, Lease: 30 * time.Second})
+	w.dl = engine.NewDeliverer(e, engine.DelivererConfig{Batch: 1, Lease: 30 * time.Second})
 	return nil
 }
 
