@@ -46,9 +46,13 @@ func newProvider(f *faults, clock lapse.Clock) *provider {
 
 // fault draws the outcome of one call at site: "", FaultRefuse, FaultDown
 // or FaultLost.
-func (p *provider) fault(site string) string {
+func (p *provider) fault(site string) string { return p.faultOf(site, true) }
+
+// faultOf is fault, refusals only when refusable: a gateway answers a key
+// it has seen as it did the first time.
+func (p *provider) faultOf(site string, refusable bool) string {
 	switch {
-	case p.f.draw(site, p.rate/6, FaultRefuse):
+	case refusable && p.f.draw(site, p.rate/6, FaultRefuse):
 		return FaultRefuse
 	case p.f.draw(site, p.rate/2, FaultDown):
 		return FaultDown
@@ -95,13 +99,13 @@ func (p *provider) fail(kind, call string) error {
 }
 
 func (p *provider) Charge(_ context.Context, r *lapse.ChargeRequest) (*lapse.ProviderPayment, error) {
-	kind := p.fault("charge " + r.IdempotencyKey)
-	if kind == FaultRefuse || kind == FaultDown {
-		return nil, p.fail(kind, "charge")
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pp := p.charges[r.IdempotencyKey]
+	kind := p.faultOf("charge "+r.IdempotencyKey, pp == nil)
+	if kind == FaultDown || kind == FaultRefuse {
+		return nil, p.fail(kind, "charge")
+	}
 	if pp == nil {
 		pp = &lapse.ProviderPayment{TxnID: p.newTxn(), OrderNo: r.OrderNo, Status: lapse.ProviderPaid, Amount: r.Amount,
 			Currency: r.Currency, PaidAt: p.clock.Now()}
@@ -117,13 +121,13 @@ func (p *provider) Charge(_ context.Context, r *lapse.ChargeRequest) (*lapse.Pro
 }
 
 func (p *provider) Refund(_ context.Context, r *lapse.RefundRequest) (*lapse.ProviderRefund, error) {
-	kind := p.fault("refund " + r.IdempotencyKey)
-	if kind == FaultRefuse || kind == FaultDown {
-		return nil, p.fail(kind, "refund")
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ref := p.refunds[r.IdempotencyKey]
+	kind := p.faultOf("refund "+r.IdempotencyKey, ref == nil)
+	if kind == FaultDown || kind == FaultRefuse {
+		return nil, p.fail(kind, "refund")
+	}
 	if ref == nil {
 		ref = &lapse.ProviderRefund{RefundID: fmt.Sprintf("ref-%d", len(p.refunds)+1), TxnID: r.TxnID, Amount: r.Amount, Status: lapse.RefundSucceeded}
 		p.refunds[r.IdempotencyKey] = ref

@@ -86,7 +86,7 @@ func simulate(t *testing.T, suffix string, seeds int, open func(*testing.T, uint
 	begin := time.Now()
 	var (
 		mu     sync.Mutex
-		total  = sim.Result{Faults: map[string]int{}}
+		total  = sim.Result{Faults: map[string]int{}, States: map[string]int{}}
 		failed []uint64
 	)
 	next := make(chan uint64)
@@ -110,6 +110,9 @@ func simulate(t *testing.T, suffix string, seeds int, open func(*testing.T, uint
 					for k, v := range res.Faults {
 						total.Faults[k] += v
 					}
+					for k, v := range res.States {
+						total.States[k] += v
+					}
 				}
 				mu.Unlock()
 			}
@@ -124,8 +127,13 @@ func simulate(t *testing.T, suffix string, seeds int, open func(*testing.T, uint
 	for _, k := range slices.Sorted(maps.Keys(total.Faults)) {
 		fs = append(fs, fmt.Sprintf("%s=%d", k, total.Faults[k]))
 	}
+	var ss []string
+	for _, k := range slices.Sorted(maps.Keys(total.States)) {
+		ss = append(ss, fmt.Sprintf("%s=%d", k, total.States[k]))
+	}
 	t.Logf("sim%s: %d seeds (%d failed), %d steps, %d orders, %d invariant checks, faults: %s; %v",
 		suffix, len(list), len(failed), total.Steps, total.Orders, total.Checks, strings.Join(fs, " "), time.Since(begin).Round(time.Millisecond))
+	t.Logf("sim%s: orders at the end: %s", suffix, strings.Join(ss, " "))
 }
 
 func runSeed(t *testing.T, seed uint64, steps int, open func(*testing.T, uint64) lapse.Store, logf func(string, ...any)) (*sim.Result, error) {

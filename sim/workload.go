@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -82,6 +83,36 @@ func (w *world) pick(flowNames ...string) *simOrder {
 	return cands[w.rng.IntN(len(cands))]
 }
 
+// pickIn is pick that, four times in five, picks among the orders that are
+// in one of states now (as the store has them), so that customers mostly
+// act on orders that can take the action, and sometimes on any.
+func (w *world) pickIn(states []lapse.State, flowNames ...string) *simOrder {
+	if w.rng.IntN(5) == 0 {
+		return w.pick(flowNames...)
+	}
+	var cands []*simOrder
+	for i := len(w.orders) - 1; i >= 0 && len(cands) < 12; i-- {
+		o := w.orders[i]
+		if len(flowNames) > 0 && !contains(flowNames, o.flow) {
+			continue
+		}
+		if cur, err := w.cfg.Store.OrderGet(w.ctx, o.no); err == nil && slices.Contains(states, cur.State) {
+			cands = append(cands, o)
+		}
+	}
+	if len(cands) == 0 {
+		return w.pick(flowNames...)
+	}
+	return cands[w.rng.IntN(len(cands))]
+}
+
+// States in which customers act.
+var (
+	payable    = []lapse.State{flows.Unpaid, flows.WaitPay}
+	refundable = []lapse.State{flows.Paid, flows.Issued, flows.Compensating, flows.ManualReview}
+	open       = []lapse.State{flows.Unpaid, flows.WaitPay, flows.PreOrder, flows.GroupOpen}
+)
+
 func contains(xs []string, x string) bool {
 	for _, y := range xs {
 		if y == x {
@@ -137,14 +168,14 @@ func (w *world) createGroup() {
 }
 
 func (w *world) submit() {
-	if o := w.pick("membership"); o != nil {
+	if o := w.pickIn([]lapse.State{flows.PreOrder}, "membership"); o != nil {
 		_, err := w.eng.Fire(w.ctx, o.no, engine.Fire{Event: flows.Submit, By: by})
 		w.outcome("submit "+o.no, err)
 	}
 }
 
 func (w *world) join() {
-	o := w.pick("groupbuy")
+	o := w.pickIn([]lapse.State{flows.GroupOpen}, "groupbuy")
 	if o == nil {
 		return
 	}
@@ -157,7 +188,7 @@ func (w *world) join() {
 }
 
 func (w *world) startPayment() {
-	if o := w.pick("checkout", "membership"); o != nil {
+	if o := w.pickIn(payable, "checkout", "membership"); o != nil {
 		_, err := w.eng.StartPayment(w.ctx, o.no, providerName, by)
 		w.outcome("start paying "+o.no, err)
 	}
@@ -166,7 +197,7 @@ func (w *world) startPayment() {
 // customerPays: the customer pays at the provider, now, whatever Lapse
 // thinks of the order; the provider's callback goes into the queue.
 func (w *world) customerPays() {
-	o := w.pick("checkout", "membership")
+	o := w.pickIn(payable, "checkout", "membership")
 	if o == nil {
 		return
 	}
@@ -236,14 +267,14 @@ func (w *world) sendCallbacks() {
 }
 
 func (w *world) cancel() {
-	if o := w.pick(); o != nil {
+	if o := w.pickIn(open); o != nil {
 		_, err := w.eng.Fire(w.ctx, o.no, engine.Fire{Event: flows.Cancel, By: by})
 		w.outcome("cancel "+o.no, err)
 	}
 }
 
 func (w *world) extend() {
-	if o := w.pick(); o != nil {
+	if o := w.pickIn(open); o != nil {
 		d := time.Duration(1+w.rng.IntN(600)) * time.Second
 		_, err := w.eng.SetDeadline(w.ctx, o.no, engine.DeadlineChange{ExtendBy: d, By: by, Reason: "sim extends"})
 		w.outcome(fmt.Sprintf("extend %s by %v", o.no, d), err)
@@ -251,7 +282,7 @@ func (w *world) extend() {
 }
 
 func (w *world) shorten() {
-	if o := w.pick(); o != nil {
+	if o := w.pickIn(open); o != nil {
 		at := w.clock.Now().Add(time.Duration(5+w.rng.IntN(300)) * time.Second)
 		_, err := w.eng.SetDeadline(w.ctx, o.no, engine.DeadlineChange{At: &at, By: by, Reason: "sim shortens"})
 		w.outcome(fmt.Sprintf("move %s's deadline to %s", o.no, at.Format("15:04:05")), err)
@@ -259,7 +290,7 @@ func (w *world) shorten() {
 }
 
 func (w *world) refund() {
-	o := w.pick("checkout", "membership")
+	o := w.pickIn(refundable, "checkout", "membership")
 	if o == nil {
 		return
 	}

@@ -28,6 +28,7 @@ type Result struct {
 	Checks int            // invariant checks made
 	Faults map[string]int // injected, by kind
 	Orders int
+	States map[string]int // orders by flow and final state, "checkout/CLOSED"
 }
 
 // Violation is an invariant that did not hold.
@@ -145,7 +146,24 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := w.final(); err != nil {
 		return nil, err
 	}
-	return &Result{Steps: cfg.Steps, Checks: w.checks, Faults: w.f.summary(), Orders: len(w.orders)}, nil
+	states, err := w.states()
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Steps: cfg.Steps, Checks: w.checks, Faults: w.f.summary(), Orders: len(w.orders), States: states}, nil
+}
+
+// states counts the orders by flow and state.
+func (w *world) states() (map[string]int, error) {
+	orders, err := w.cfg.Store.OrderList(w.ctx, &lapse.OrderListParams{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, o := range orders {
+		out[o.Flow+"/"+string(o.State)]++
+	}
+	return out, nil
 }
 
 func (w *world) logf(format string, args ...any) {
