@@ -32,15 +32,13 @@ const (
 // TestSimulate runs the simulator on SQLite: seeds 1…N (LAPSE_SIM_SEEDS,
 // default 200), or the one LAPSE_SIM_SEED names, with its step log.
 func TestSimulate(t *testing.T) {
-	open := func(t *testing.T, seed uint64) lapse.Store {
-		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), fmt.Sprintf("sim-%d.db", seed)), sqlite.Config{})
+	dir := t.TempDir()
+	open := func(t *testing.T, seed uint64) (lapse.Store, error) {
+		s, err := sqlite.Open(context.Background(), filepath.Join(dir, fmt.Sprintf("sim-%d.db", seed)), sqlite.Config{})
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
-		if err := s.Migrate(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return s, s.Migrate(context.Background())
 	}
 	simulate(t, "", envInt(t, "LAPSE_SIM_SEEDS", defaultSeeds), open)
 }
@@ -50,23 +48,21 @@ func TestSimulate(t *testing.T) {
 // step: the same seed makes the same choices, but PostgreSQL's row locks
 // and connection pool order the engine's concurrent calls differently.
 func TestSimulatePostgres(t *testing.T) {
-	if os.Getenv("LAPSE_TEST_POSTGRES") == "" && os.Getenv("LAPSE_REQUIRE_SERVICES") == "" {
-		t.Skip("LAPSE_TEST_POSTGRES is not set: the simulator runs on SQLite only")
-	}
-	open := func(t *testing.T, _ uint64) lapse.Store {
+	testenv.Require(t, testenv.EnvPostgres, "PostgreSQL")
+	open := func(t *testing.T, _ uint64) (lapse.Store, error) {
 		s, err := postgres.Open(context.Background(), testenv.PostgresSchema(t), postgres.Config{})
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
-		if err := s.Migrate(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return s, s.Migrate(context.Background())
 	}
 	simulate(t, "Postgres", envInt(t, "LAPSE_SIM_PG_SEEDS", postgresSeeds), open)
 }
 
-func simulate(t *testing.T, suffix string, seeds int, open func(*testing.T, uint64) lapse.Store) {
+// simulate runs seeds, simParallelism at a time, each on a store open
+// makes (on the test's goroutine, which may skip or fail the test), and logs
+// the summary.
+func simulate(t *testing.T, suffix string, seeds int, open func(*testing.T, uint64) (lapse.Store, error)) {
 	steps := envInt(t, "LAPSE_SIM_STEPS", defaultSteps)
 	replay := func(seed uint64) string {
 		return fmt.Sprintf("LAPSE_SIM_SEED=%d go test ./sim/ -run 'TestSimulate%s$' -v", seed, suffix)
@@ -89,12 +85,17 @@ func simulate(t *testing.T, suffix string, seeds int, open func(*testing.T, uint
 		total  = sim.Result{Faults: map[string]int{}, States: map[string]int{}}
 		failed []uint64
 	)
-	next := make(chan uint64)
+	type job struct {
+		seed  uint64
+		store lapse.Store
+	}
+	next := make(chan job)
 	var wg sync.WaitGroup
 	for range simParallelism {
 		wg.Go(func() {
-			for seed := range next {
-				res, err := runSeed(t, seed, steps, open, logf)
+			for j := range next {
+				seed := j.seed
+				res, err := runSeed(j.store, seed, steps, logf)
 				mu.Lock()
 				if err != nil {
 					failed = append(failed, seed)
@@ -118,8 +119,13 @@ func simulate(t *testing.T, suffix string, seeds int, open func(*testing.T, uint
 			}
 		})
 	}
-	for _, s := range list {
-		next <- s
+	for _, seed := range list {
+		st, err := open(t, seed)
+		if err != nil {
+			t.Errorf("seed %d: open the store: %v", seed, err)
+			break
+		}
+		next <- job{seed, st}
 	}
 	close(next)
 	wg.Wait()
@@ -136,8 +142,7 @@ func simulate(t *testing.T, suffix string, seeds int, open func(*testing.T, uint
 	t.Logf("sim%s: orders at the end: %s", suffix, strings.Join(ss, " "))
 }
 
-func runSeed(t *testing.T, seed uint64, steps int, open func(*testing.T, uint64) lapse.Store, logf func(string, ...any)) (*sim.Result, error) {
-	st := open(t, seed)
+func runSeed(st lapse.Store, seed uint64, steps int, logf func(string, ...any)) (*sim.Result, error) {
 	defer st.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
