@@ -42,6 +42,7 @@ func (w *world) audit(full bool) error {
 	}
 	reserved := map[string]int64{} // sku → what live orders hold
 	for _, o := range orders {
+		w.states[o.OrderNo] = o.State
 		if !full && w.seen[o.OrderNo] == o.Version {
 			continue
 		}

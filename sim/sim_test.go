@@ -24,7 +24,7 @@ import (
 // Defaults of a CI run; LAPSE_SIM_SEEDS and LAPSE_SIM_STEPS change them.
 const (
 	defaultSeeds   = 200
-	defaultSteps   = 150
+	defaultSteps   = 120
 	postgresSeeds  = 8
 	simParallelism = 2
 )

@@ -84,7 +84,7 @@ func (w *world) pick(flowNames ...string) *simOrder {
 }
 
 // pickIn is pick that, four times in five, picks among the orders that are
-// in one of states now (as the store has them), so that customers mostly
+// in one of states (as the last audit found them), so that customers mostly
 // act on orders that can take the action, and sometimes on any.
 func (w *world) pickIn(states []lapse.State, flowNames ...string) *simOrder {
 	if w.rng.IntN(5) == 0 {
@@ -96,7 +96,7 @@ func (w *world) pickIn(states []lapse.State, flowNames ...string) *simOrder {
 		if len(flowNames) > 0 && !contains(flowNames, o.flow) {
 			continue
 		}
-		if cur, err := w.cfg.Store.OrderGet(w.ctx, o.no); err == nil && slices.Contains(states, cur.State) {
+		if st, ok := w.states[o.no]; ok && slices.Contains(states, st) {
 			cands = append(cands, o)
 		}
 	}

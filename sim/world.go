@@ -75,8 +75,9 @@ type world struct {
 	coupons   []string
 	skus      []string
 
-	seen   map[string]int64 // order_no → version last audited
-	failed error            // a violation found during a step, reported by its audit
+	seen   map[string]int64       // order_no → version last audited
+	states map[string]lapse.State // order_no → state last audited
+	failed error                  // a violation found during a step, reported by its audit
 }
 
 // simOrder is what the simulator knows of an order it created.
@@ -103,7 +104,8 @@ const (
 // Run runs one simulation and returns what it did, or a *Violation.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	w := &world{cfg: cfg, ctx: ctx, rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)), clock: lapse.NewManualClock(start),
-		f: newFaults(cfg.Seed), byNo: map[string]*simOrder{}, seen: map[string]int64{}}
+		f: newFaults(cfg.Seed), byNo: map[string]*simOrder{}, seen: map[string]int64{},
+		states: map[string]lapse.State{}}
 	w.prov = newProvider(w.f, w.clock)
 	w.cards = newCardPort(w.f, w.clock)
 	checkout := flows.Checkout()
@@ -146,15 +148,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := w.final(); err != nil {
 		return nil, err
 	}
-	states, err := w.states()
+	states, err := w.finalStates()
 	if err != nil {
 		return nil, err
 	}
 	return &Result{Steps: cfg.Steps, Checks: w.checks, Faults: w.f.summary(), Orders: len(w.orders), States: states}, nil
 }
 
-// states counts the orders by flow and state.
-func (w *world) states() (map[string]int, error) {
+// finalStates counts the orders by flow and state.
+func (w *world) finalStates() (map[string]int, error) {
 	orders, err := w.cfg.Store.OrderList(w.ctx, &lapse.OrderListParams{})
 	if err != nil {
 		return nil, err
