@@ -22,15 +22,18 @@ import (
 )
 
 // Defaults of a CI run; LAPSE_SIM_SEEDS and LAPSE_SIM_STEPS change them.
+// Under the race detector the default is raceSeeds.
 const (
 	defaultSeeds   = 200
+	raceSeeds      = 24
 	defaultSteps   = 120
 	postgresSeeds  = 8
 	simParallelism = 2
 )
 
 // TestSimulate runs the simulator on SQLite: seeds 1…N (LAPSE_SIM_SEEDS,
-// default 200), or the one LAPSE_SIM_SEED names, with its step log.
+// default 200, or 24 under -race), or the one LAPSE_SIM_SEED names, with its
+// step log.
 func TestSimulate(t *testing.T) {
 	dir := t.TempDir()
 	open := func(t *testing.T, seed uint64) (lapse.Store, error) {
@@ -40,7 +43,11 @@ func TestSimulate(t *testing.T) {
 		}
 		return s, s.Migrate(context.Background())
 	}
-	simulate(t, "", envInt(t, "LAPSE_SIM_SEEDS", defaultSeeds), open)
+	seeds := defaultSeeds
+	if raceEnabled {
+		seeds = raceSeeds
+	}
+	simulate(t, "", envInt(t, "LAPSE_SIM_SEEDS", seeds), open)
 }
 
 // TestSimulatePostgres runs a few seeds on PostgreSQL when
