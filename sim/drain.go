@@ -93,8 +93,9 @@ func (w *world) busy() string {
 
 // final checks what must hold once everything settled: the audit of every
 // order, then S3 money by money, S4 nothing held, S5 every delivery done or
-// dead and visible, the cards where the orders say, and the engine's own
-// reconciliation clean.
+// dead and visible, each done one to the outside subscriber received by it,
+// the cards where the orders say, and the engine's own reconciliation
+// clean.
 func (w *world) final() error {
 	if err := w.audit(true); err != nil {
 		return err
@@ -234,6 +235,10 @@ func (w *world) finalOrder(o *lapse.Order) error {
 	for _, d := range ds {
 		if d.Status == lapse.DeliveryDead {
 			dead = append(dead, d.ID)
+		}
+		w.check()
+		if d.Subscriber == notifySubscriber && d.Status == lapse.DeliveryDone && !w.notify.has(d.EventID) {
+			return w.violation("S5", "%s: delivery %d of %s to %s is done, and the subscriber never got it", o.OrderNo, d.ID, d.EventType, d.Subscriber)
 		}
 	}
 	if len(dead) > 0 {

@@ -60,6 +60,7 @@ type world struct {
 	f      *faults
 	prov   *provider
 	cards  *cardPort
+	notify *notifyPort
 	flows  []*lapse.Flow
 	step   int
 	checks int
@@ -108,6 +109,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		states: map[string]lapse.State{}}
 	w.prov = newProvider(w.f, w.clock)
 	w.cards = newCardPort(w.f, w.clock)
+	w.notify = newNotifyPort(w.f)
 	checkout := flows.Checkout()
 	w.flows = []*lapse.Flow{checkout, flows.Groupbuy(), flows.Membership()}
 	w.f.setOn(false)
@@ -188,6 +190,8 @@ func (w *world) boot() error {
 		StockLedger: true, CouponLedger: true,
 		Payments: engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{providerName: w.prov}},
 		Cards:    w.cards,
+		Subscriptions: []engine.Subscription{{Name: notifySubscriber, Events: []string{"order.*", "group.*", "membership.*"},
+			Handler: w.notify, Concurrency: 1}},
 	})
 	if err != nil {
 		return err
