@@ -30,7 +30,7 @@ func newNotifyPort(f *faults) *notifyPort {
 }
 
 func (n *notifyPort) Deliver(_ context.Context, d *lapse.Delivery) error {
-	site := "notify " + d.EventID
+	site := fmt.Sprintf("notify %d", d.ID) // event ids are random; delivery ids follow the run
 	if n.f.draw(site, n.rate/2, FaultPortFail) {
 		return fmt.Errorf("%w: notify: 503", errInjected)
 	}
@@ -46,7 +46,7 @@ func (n *notifyPort) Deliver(_ context.Context, d *lapse.Delivery) error {
 }
 
 func (n *notifyPort) Query(_ context.Context, d *lapse.Delivery) (bool, error) {
-	if n.f.draw("notify query "+d.EventID, n.rate/2, FaultPortFail) {
+	if n.f.draw(fmt.Sprintf("notify query %d", d.ID), n.rate/2, FaultPortFail) {
 		return false, fmt.Errorf("%w: notify: 503", errInjected)
 	}
 	n.mu.Lock()

@@ -124,7 +124,9 @@ func (p *provider) Refund(_ context.Context, r *lapse.RefundRequest) (*lapse.Pro
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ref := p.refunds[r.IdempotencyKey]
-	kind := p.faultOf("refund "+r.IdempotencyKey, ref == nil)
+	// Sites are named by what the refund is of: a merchant refund without
+	// a key of its own gets a random one.
+	kind := p.faultOf(fmt.Sprintf("refund %s %d", r.TxnID, r.Amount), ref == nil)
 	if kind == FaultDown || kind == FaultRefuse {
 		return nil, p.fail(kind, "refund")
 	}
@@ -133,7 +135,7 @@ func (p *provider) Refund(_ context.Context, r *lapse.RefundRequest) (*lapse.Pro
 		p.refunds[r.IdempotencyKey] = ref
 		p.refunded[r.TxnID] += r.Amount
 		// Some refunds complete later, with a callback.
-		if p.f.draw("processing "+r.IdempotencyKey, 0.25, "refund_processing") {
+		if p.f.draw(fmt.Sprintf("processing %s %d", r.TxnID, r.Amount), 0.25, "refund_processing") {
 			ref.Status = lapse.RefundProcessing
 			p.notices = append(p.notices, &lapse.PaymentNotice{Provider: providerName, Kind: lapse.NoticeRefunded, TxnID: r.TxnID,
 				RefundID: ref.RefundID, OrderNo: r.OrderNo, Amount: r.Amount, Currency: r.Currency, PaidAt: p.clock.Now(), Raw: []byte(`{}`)})
@@ -162,12 +164,16 @@ func (p *provider) refundsDone() []*lapse.PaymentNotice {
 }
 
 func (p *provider) RefundQuery(_ context.Context, key string) (*lapse.ProviderRefund, error) {
-	if kind := p.fault("refund query " + key); kind == FaultDown || kind == FaultLost {
-		return nil, p.fail(FaultDown, "refund query")
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ref := p.refunds[key]
+	site := "refund query " + key
+	if ref != nil {
+		site = fmt.Sprintf("refund query %s %d", ref.TxnID, ref.Amount)
+	}
+	if kind := p.fault(site); kind == FaultDown || kind == FaultLost {
+		return nil, p.fail(FaultDown, "refund query")
+	}
 	if ref == nil {
 		return nil, fmt.Errorf("refund %s: %w", key, lapse.ErrProviderNotFound)
 	}
