@@ -26,7 +26,7 @@ import (
 const (
 	defaultSeeds   = 200
 	raceSeeds      = 24
-	defaultSteps   = 120
+	defaultSteps   = 100
 	postgresSeeds  = 8
 	simParallelism = 2
 )
