@@ -25,14 +25,14 @@ import (
 // Under the race detector the default is raceSeeds.
 const (
 	defaultSeeds   = 200
-	raceSeeds      = 24
+	raceSeeds      = 12
 	defaultSteps   = 100
 	postgresSeeds  = 8
 	simParallelism = 2
 )
 
 // TestSimulate runs the simulator on SQLite: seeds 1…N (LAPSE_SIM_SEEDS,
-// default 200, or 24 under -race), or the one LAPSE_SIM_SEED names, with its
+// default 200, or 12 under -race), or the one LAPSE_SIM_SEED names, with its
 // step log.
 func TestSimulate(t *testing.T) {
 	dir := t.TempDir()
