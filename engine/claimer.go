@@ -209,8 +209,12 @@ func (c *Claimer) RunOnce(ctx context.Context) (int, error) {
 
 // Sweep runs one pass of the safety net: it fires orders overdue by more
 // than SweepGrace, for at most SweepMaxRun, and returns how many it fired.
+// Like RunOnce, it waits for the answers of the providers it asked about
+// orders whose customer started paying.
 func (c *Claimer) Sweep(ctx context.Context) (int, error) {
-	return c.burn(ctx, ctx, lapse.FiredBySweep, c.conf().SweepGrace, c.conf().SweepBatch, c.conf().SweepMaxRun)
+	n, err := c.burn(ctx, ctx, lapse.FiredBySweep, c.conf().SweepGrace, c.conf().SweepBatch, c.conf().SweepMaxRun)
+	c.asks.Wait()
+	return n, err
 }
 
 func (c *Claimer) precise(loopCtx, workCtx context.Context) {

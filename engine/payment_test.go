@@ -799,3 +799,37 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestSweepWaitsForProviders: Sweep, like RunOnce, returns once the
+// providers it asked about orders whose customer started paying have
+// answered and those orders are settled. It returned while they were still
+// being asked, so a caller saw the order UNPAID with a pass behind it.
+func TestSweepWaitsForProviders(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		prov := &fakeProvider{hold: make(chan struct{})}
+		f := flows.Checkout()
+		f.Grace = time.Second
+		e, err := engine.New(open(), []*lapse.Flow{f}, engine.Config{Clock: clk, Payments: engine.PaymentConfig{
+			Providers: map[string]lapse.PaymentProvider{"sandbox": prov}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		create(t, e, checkout("SW-1", time.Second))
+		if _, err := e.StartPayment(ctxT(t), "SW-1", "sandbox", app); err != nil {
+			t.Fatal(err)
+		}
+		clk.Set(t0.Add(time.Minute)) // past the deadline, the grace and the sweep's grace
+		c := engine.NewClaimer(e, engine.ClaimerConfig{})
+		go func() {
+			time.Sleep(200 * time.Millisecond) // the provider answers late
+			close(prov.hold)
+		}()
+		if _, err := c.Sweep(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		if o, _ := e.Order(ctxT(t), "SW-1"); o.State != flows.Closed || o.FiredBy != lapse.FiredBySweep {
+			t.Errorf("after Sweep SW-1 is %s, fired by %s; want CLOSED by the sweep once its provider said it was not paid", o.State, o.FiredBy)
+		}
+	})
+}
