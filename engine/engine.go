@@ -155,7 +155,7 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 		}
 		e.subs = append(e.subs, s)
 	}
-	if e.metrics, err = newMetrics(cfg.Registerer, store, e.clock); err != nil {
+	if e.metrics, err = newMetrics(cfg.Registerer, store, cfg.WorkStore, e.clock); err != nil {
 		return nil, err
 	}
 	if cfg.Trigger != nil {

@@ -21,11 +21,12 @@ type metrics struct {
 	deliverySeconds *prometheus.HistogramVec
 
 	payments *prometheus.CounterVec
+	refunds  *prometheus.CounterVec
 
 	lags *lagWindow // the close lags of the last day, for CloseLag
 }
 
-func newMetrics(reg prometheus.Registerer, store lapse.Store, clock lapse.Clock) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, store, work lapse.Store, clock lapse.Clock) (*metrics, error) {
 	m := &metrics{
 		lags: &lagWindow{},
 		closeLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -64,6 +65,10 @@ func newMetrics(reg prometheus.Registerer, store lapse.Store, clock lapse.Clock)
 		Name: "lapse_payments_total",
 		Help: "Payments recorded or moved by this process, by provider and the status they reached (applied, late, refunding, refunded, review).",
 	}, []string{"provider", "status"})
+	m.refunds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "lapse_refunds_total",
+		Help: "Refunds that reached an end in this process, by kind (late_payment: a payment that came after its order closed; order: a merchant's refund of a paid order) and result (succeeded, failed: the provider refused and the order is paid again, review: handed to an operator).",
+	}, []string{"kind", "result"})
 	if reg == nil {
 		return m, nil
 	}
@@ -80,7 +85,11 @@ func newMetrics(reg prometheus.Registerer, store lapse.Store, clock lapse.Clock)
 		return float64(n)
 	})
 	backlog := newBacklogCollector(store)
-	for _, c := range []prometheus.Collector{m.closeLag, m.firings, m.transitions, m.batch, m.errors, due, m.deliveries, m.deliverySeconds, m.payments, backlog} {
+	cs := []prometheus.Collector{m.closeLag, m.firings, m.transitions, m.batch, m.errors, due, m.deliveries, m.deliverySeconds, m.payments, m.refunds, backlog}
+	if pools := newPoolCollector(store, work); pools != nil {
+		cs = append(cs, pools)
+	}
+	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -92,12 +101,23 @@ func (m *metrics) transition(flow string, p *lapse.OrderTransitionParams) {
 	m.transitions.WithLabelValues(flow, string(p.Event), string(p.FiredBy)).Inc()
 }
 
+// Kinds and results of lapse_refunds_total.
+const (
+	refundLatePayment = "late_payment"
+	refundOrder       = "order"
+
+	refundSucceeded = "succeeded"
+	refundFailed    = "failed"
+	refundReview    = "review"
+)
+
 // backlogCollector reports the delivery backlogs at scrape time.
 type backlogCollector struct {
 	store   lapse.Store
 	pending *prometheus.Desc
 	dead    *prometheus.Desc
 	oldest  *prometheus.Desc
+	bySub   *prometheus.Desc
 }
 
 func newBacklogCollector(store lapse.Store) *backlogCollector {
@@ -106,6 +126,8 @@ func newBacklogCollector(store lapse.Store) *backlogCollector {
 		pending: prometheus.NewDesc("lapse_deliveries_pending", "Deliveries waiting for their next attempt.", nil, nil),
 		dead:    prometheus.NewDesc("lapse_deliveries_dead", "Deliveries that ran out of retries and wait for an operator.", nil, nil),
 		oldest:  prometheus.NewDesc("lapse_deliveries_oldest_pending_timestamp_seconds", "Next attempt time of the most overdue pending delivery.", nil, nil),
+		bySub: prometheus.NewDesc("lapse_deliveries_by_subscriber", "Pending and dead deliveries by subscriber and status (a subscriber with none of a status has no series for it).",
+			[]string{"subscriber", "status"}, nil),
 	}
 }
 
@@ -113,6 +135,7 @@ func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.pending
 	ch <- c.dead
 	ch <- c.oldest
+	ch <- c.bySub
 }
 
 func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
@@ -127,5 +150,13 @@ func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.dead, prometheus.GaugeValue, float64(n.Dead))
 	if n.OldestPending != nil {
 		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, float64(n.OldestPending.UnixMicro())/1e6)
+	}
+	counts, err := c.store.DeliveryCountBySubscriber(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.bySub, err)
+		return
+	}
+	for _, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.bySub, prometheus.GaugeValue, float64(n.N), n.Subscriber, string(n.Status))
 	}
 }
