@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -75,7 +76,7 @@ func downEngine(t *testing.T, tr engine.SharedTrigger) (*engine.Engine, lapse.St
 	}
 	work := &downStore{Store: s}
 	reg := prometheus.NewRegistry()
-	cfg := engine.Config{Registerer: reg, WorkStore: work}
+	cfg := engine.Config{Registerer: reg, WorkStore: work, Logger: slog.New(slog.DiscardHandler)}
 	if tr != nil {
 		cfg.Trigger, cfg.TriggerMode = tr, engine.TriggerShared
 	}

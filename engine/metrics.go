@@ -26,7 +26,16 @@ type metrics struct {
 	lags *lagWindow // the close lags of the last day, for CloseLag
 }
 
-func newMetrics(reg prometheus.Registerer, store, work lapse.Store, clock lapse.Clock) (*metrics, error) {
+// knownLabels are the label values known when the engine starts, whose
+// series start at zero: a rate or an alert on them then reads 0 before the
+// first event rather than nothing.
+type knownLabels struct {
+	subscribers []string
+	providers   []string
+	trigger     bool // a shared trigger is configured
+}
+
+func newMetrics(reg prometheus.Registerer, store, work lapse.Store, clock lapse.Clock, known knownLabels) (*metrics, error) {
 	m := &metrics{
 		lags: &lagWindow{},
 		closeLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -69,6 +78,23 @@ func newMetrics(reg prometheus.Registerer, store, work lapse.Store, clock lapse.
 		Name: "lapse_refunds_total",
 		Help: "Refunds that reached an end in this process, by kind (late_payment: a payment that came after its order closed; order: a merchant's refund of a paid order) and result (succeeded, failed: the provider refused and the order is paid again, review: handed to an operator).",
 	}, []string{"kind", "result"})
+	paths := []lapse.FiredBy{lapse.FiredByTimer, lapse.FiredBySweep}
+	if known.trigger {
+		paths = append(paths, lapse.FiredByRedis)
+	}
+	for _, p := range paths {
+		m.errors.WithLabelValues(string(p))
+		m.firings.WithLabelValues(string(p))
+	}
+	for _, kr := range [][2]string{{refundLatePayment, refundSucceeded}, {refundLatePayment, refundReview},
+		{refundOrder, refundSucceeded}, {refundOrder, refundFailed}} {
+		m.refunds.WithLabelValues(kr[0], kr[1])
+	}
+	for _, p := range known.providers {
+		for _, st := range []lapse.PaymentStatus{lapse.PaymentApplied, lapse.PaymentLate, lapse.PaymentRefunded, lapse.PaymentReview} {
+			m.payments.WithLabelValues(p, string(st))
+		}
+	}
 	if reg == nil {
 		return m, nil
 	}
@@ -84,7 +110,7 @@ func newMetrics(reg prometheus.Registerer, store, work lapse.Store, clock lapse.
 		}
 		return float64(n)
 	})
-	backlog := newBacklogCollector(store)
+	backlog := newBacklogCollector(store, known.subscribers)
 	cs := []prometheus.Collector{m.closeLag, m.firings, m.transitions, m.batch, m.errors, due, m.deliveries, m.deliverySeconds, m.payments, m.refunds, backlog}
 	if pools := newPoolCollector(store, work); pools != nil {
 		cs = append(cs, pools)
@@ -114,19 +140,21 @@ const (
 // backlogCollector reports the delivery backlogs at scrape time.
 type backlogCollector struct {
 	store   lapse.Store
+	subs    []string // reported at zero when they have nothing pending or dead
 	pending *prometheus.Desc
 	dead    *prometheus.Desc
 	oldest  *prometheus.Desc
 	bySub   *prometheus.Desc
 }
 
-func newBacklogCollector(store lapse.Store) *backlogCollector {
+func newBacklogCollector(store lapse.Store, subs []string) *backlogCollector {
 	return &backlogCollector{
 		store:   store,
+		subs:    subs,
 		pending: prometheus.NewDesc("lapse_deliveries_pending", "Deliveries waiting for their next attempt.", nil, nil),
 		dead:    prometheus.NewDesc("lapse_deliveries_dead", "Deliveries that ran out of retries and wait for an operator.", nil, nil),
 		oldest:  prometheus.NewDesc("lapse_deliveries_oldest_pending_timestamp_seconds", "Next attempt time of the most overdue pending delivery.", nil, nil),
-		bySub: prometheus.NewDesc("lapse_deliveries_by_subscriber", "Pending and dead deliveries by subscriber and status (a subscriber with none of a status has no series for it).",
+		bySub: prometheus.NewDesc("lapse_deliveries_by_subscriber", "Pending and dead deliveries by subscriber and status.",
 			[]string{"subscriber", "status"}, nil),
 	}
 }
@@ -156,7 +184,17 @@ func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(c.bySub, err)
 		return
 	}
+	type key struct{ sub, status string }
+	byKey := map[key]int64{}
+	for _, sub := range c.subs {
+		byKey[key{sub, string(lapse.DeliveryPending)}] = 0
+		byKey[key{sub, string(lapse.DeliveryDead)}] = 0
+	}
+	// Deliveries of a subscriber no longer configured are counted too.
 	for _, n := range counts {
-		ch <- prometheus.MustNewConstMetric(c.bySub, prometheus.GaugeValue, float64(n.N), n.Subscriber, string(n.Status))
+		byKey[key{n.Subscriber, string(n.Status)}] = n.N
+	}
+	for k, n := range byKey {
+		ch <- prometheus.MustNewConstMetric(c.bySub, prometheus.GaugeValue, float64(n), k.sub, k.status)
 	}
 }
