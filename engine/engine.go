@@ -168,9 +168,7 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 		if err != nil {
 			return nil, err
 		}
-		if e.trig, err = newTrigger(cfg.Trigger, mode, cfg.Registerer); err != nil {
-			return nil, err
-		}
+		e.trig = newTrigger(cfg.Trigger, mode, e.metrics)
 		e.trig.update()
 	}
 	return e, nil

@@ -23,6 +23,12 @@ type metrics struct {
 	payments *prometheus.CounterVec
 	refunds  *prometheus.CounterVec
 
+	// The shared trigger's (trigger.go), registered with or without one,
+	// so that an alert on them reads 0 rather than nothing.
+	triggerDegraded prometheus.Gauge
+	triggerErrors   prometheus.Counter
+	triggerDropped  prometheus.Counter
+
 	lags *lagWindow // the close lags of the last day, for CloseLag
 }
 
@@ -78,6 +84,12 @@ func newMetrics(reg prometheus.Registerer, store, work lapse.Store, clock lapse.
 		Name: "lapse_refunds_total",
 		Help: "Refunds that reached an end in this process, by kind (late_payment: a payment that came after its order closed; order: a merchant's refund of a paid order) and result (succeeded, failed: the provider refused and the order is paid again, review: handed to an operator).",
 	}, []string{"kind", "result"})
+	m.triggerDegraded = prometheus.NewGauge(prometheus.GaugeOpts{Name: "lapse_trigger_degraded",
+		Help: "1 while a configured shared trigger (Redis) is not in charge and the database sweep fires on its faster beat; 0 without one."})
+	m.triggerErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "lapse_trigger_errors_total",
+		Help: "Errors and timeouts of the shared trigger (Redis)."})
+	m.triggerDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "lapse_trigger_dropped_total",
+		Help: "Deadlines not handed to the shared trigger because its queue was full (it is seeded again from the database)."})
 	paths := []lapse.FiredBy{lapse.FiredByTimer, lapse.FiredBySweep}
 	if known.trigger {
 		paths = append(paths, lapse.FiredByRedis)
@@ -111,7 +123,8 @@ func newMetrics(reg prometheus.Registerer, store, work lapse.Store, clock lapse.
 		return float64(n)
 	})
 	backlog := newBacklogCollector(store, known.subscribers)
-	cs := []prometheus.Collector{m.closeLag, m.firings, m.transitions, m.batch, m.errors, due, m.deliveries, m.deliverySeconds, m.payments, m.refunds, backlog}
+	cs := []prometheus.Collector{m.closeLag, m.firings, m.transitions, m.batch, m.errors, due, m.deliveries, m.deliverySeconds, m.payments, m.refunds, backlog,
+		m.triggerDegraded, m.triggerErrors, m.triggerDropped}
 	if pools := newPoolCollector(store, work); pools != nil {
 		cs = append(cs, pools)
 	}
