@@ -171,6 +171,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	api := lapsehttp.NewServer(eng, lapsehttp.Config{
 		Logger:          log,
 		Gatherer:        reg,
+		Registerer:      reg,
 		Callbacks:       pays.callbacks,
 		MaxInFlight:     *inFlight,
 		CallbackReserve: *reserve,
@@ -186,7 +187,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	})
 	// The operators' console, whose actions are requests to the API's own
 	// handler with the operator's session.
-	con, err := console.New(console.Config{Engine: eng, Access: acc, Closer: closer, API: api.Handler(), Store: store, Logger: log})
+	con, err := console.New(console.Config{Engine: eng, Access: acc, Closer: closer, API: api.Handler(), Store: store, Logger: log,
+		Registerer: reg})
 	if err != nil {
 		return err
 	}
