@@ -38,7 +38,7 @@ func newPoolCollector(main, work lapse.Store) *poolCollector {
 	if r, ok := main.(lapse.PoolReporter); ok {
 		c.stores = append(c.stores, rolePools{"main", r})
 	}
-	if r, ok := work.(lapse.PoolReporter); ok && work != nil && work != main {
+	if r, ok := work.(lapse.PoolReporter); ok && work != main {
 		c.stores = append(c.stores, rolePools{"work", r})
 	}
 	if len(c.stores) == 0 {
