@@ -111,7 +111,7 @@ type Server struct {
 	crossOrigin *http.CrossOriginProtection
 	inFlight    *inFlight       // nil: no limit
 	shedCalls   *burst          // logs the payment callbacks shed
-	metricsOf   *requestMetrics // nil: no Config.Registerer
+	requests    *requestMetrics // nil: no Config.Registerer
 	unavailable *burst          // logs the 503s of a dependency that is down
 }
 
@@ -263,7 +263,7 @@ func NewServer(e *engine.Engine, cfg Config) *Server {
 		if err != nil {
 			s.log.Error("http: the API's metrics are not registered", "err", err)
 		}
-		s.metricsOf = m
+		s.requests = m
 	}
 	for _, rt := range routes {
 		h := rt.handler
@@ -304,8 +304,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		took, status := time.Since(start), cmp.Or(rec.status, http.StatusOK)
-		if s.metricsOf != nil {
-			s.metricsOf.observe(s.routeOf(r), status, took)
+		if s.requests != nil {
+			s.requests.observe(s.routeOf(r), status, took)
 		}
 		s.log.LogAttrs(r.Context(), slog.LevelDebug, "http request",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", r.Pattern),
@@ -321,8 +321,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		_, pattern := s.mux.Handler(r)
 		callback := pattern == "POST "+callbackPath
 		if !s.inFlight.acquire(callback) {
-			if s.metricsOf != nil {
-				s.metricsOf.shed.WithLabelValues(cmp.Or(pattern, unmatched)).Inc()
+			if s.requests != nil {
+				s.requests.shed.WithLabelValues(cmp.Or(pattern, unmatched)).Inc()
 			}
 			s.shed(rec, r, callback)
 			return
