@@ -205,7 +205,7 @@ func (c *Claimer) Stop() {
 func (c *Claimer) RunOnce(ctx context.Context) (int, error) {
 	n, err := c.burn(ctx, ctx, lapse.FiredByTimer, 0, c.conf().Batch, 0)
 	c.asks.Wait()
-	c.failed(ctx, lapse.FiredByTimer, err)
+	c.counted(ctx, lapse.FiredByTimer, err)
 	return n, err
 }
 
@@ -214,18 +214,27 @@ func (c *Claimer) RunOnce(ctx context.Context) (int, error) {
 // A failed pass is counted in lapse_claimer_errors_total.
 func (c *Claimer) Sweep(ctx context.Context) (int, error) {
 	n, err := c.burn(ctx, ctx, lapse.FiredBySweep, c.conf().SweepGrace, c.conf().SweepBatch, c.conf().SweepMaxRun)
-	c.failed(ctx, lapse.FiredBySweep, err)
+	c.counted(ctx, lapse.FiredBySweep, err)
 	return n, err
 }
 
-// failed counts and logs a pass of path that failed with err, unless err is
-// nil or ctx ended (a stop is not a failure).
-func (c *Claimer) failed(ctx context.Context, path lapse.FiredBy, err error) {
+// counted counts a pass of path that failed with err in
+// lapse_claimer_errors_total, unless err is nil or ctx ended (a stop is not
+// a failure), and reports whether it did. RunOnce and Sweep return the error
+// to their caller, who logs it.
+func (c *Claimer) counted(ctx context.Context, path lapse.FiredBy, err error) bool {
 	if err == nil || ctx.Err() != nil {
-		return
+		return false
 	}
 	c.e.metrics.errors.WithLabelValues(string(path)).Inc()
-	c.e.log.Error("deadline claimer: pass failed", "path", path, "err", err)
+	return true
+}
+
+// failed counts and logs a failed pass of the loop of path.
+func (c *Claimer) failed(ctx context.Context, path lapse.FiredBy, err error) {
+	if c.counted(ctx, path, err) {
+		c.e.log.Error("deadline claimer: pass failed", "path", path, "err", err)
+	}
 }
 
 func (c *Claimer) precise(loopCtx, workCtx context.Context) {
