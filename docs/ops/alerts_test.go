@@ -8,6 +8,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -244,9 +245,14 @@ func TestAlertsFire(t *testing.T) {
 				}
 			}
 			for _, a := range rule.ActiveAlerts() {
-				if a.State == rules.StateFiring {
-					fired = append(fired, a.Labels.String()+" "+a.Annotations.Get("summary"))
+				if a.State != rules.StateFiring {
+					continue
 				}
+				summary := a.Annotations.Get("summary")
+				if strings.Contains(summary, "error expanding template") || strings.Contains(summary, "<no value>") {
+					t.Errorf("summary of %s: %s", a.Labels, summary)
+				}
+				fired = append(fired, a.Labels.String()+" "+summary)
 			}
 			if got := len(fired) > 0; got != c.fires {
 				t.Errorf("at %v: firing %q; want firing %v", c.at, fired, c.fires)
