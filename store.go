@@ -171,6 +171,11 @@ type Store interface {
 	// DeliveryCount counts pending and dead deliveries.
 	DeliveryCount(ctx context.Context) (*DeliveryCounts, error)
 
+	// DeliveryCountBySubscriber counts pending and dead deliveries per
+	// subscriber and status, by subscriber then status; a subscriber with
+	// none of a status has no row for it. It reads only the backlogs.
+	DeliveryCountBySubscriber(ctx context.Context) ([]*DeliveryStatusCount, error)
+
 	// EffectClaim records that consumer handled the event eventID and
 	// reports whether this is the first time. Used inside Tx with the
 	// effect, it makes the effect happen once.
@@ -510,6 +515,14 @@ type DeliveryCounts struct {
 	Pending       int64
 	Dead          int64
 	OldestPending *time.Time // the earliest next attempt of a pending delivery
+}
+
+// DeliveryStatusCount is how many deliveries of one subscriber have one
+// status.
+type DeliveryStatusCount struct {
+	Subscriber string
+	Status     DeliveryStatus
+	N          int64
 }
 
 // StockSetParams sets a SKU's on-hand quantity.

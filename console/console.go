@@ -21,6 +21,8 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
 	"github.com/lapsehq/lapse/closes"
@@ -45,6 +47,9 @@ type Config struct {
 	Store  lapse.Store     // the raw store (an AccessStore too), for what the engine does not list; required
 	Logger *slog.Logger    // default slog.Default()
 	Clock  lapse.Clock     // default the engine's
+	// Registerer receives lapse_reviews_open by category
+	// (review_metrics.go). Default: none is registered.
+	Registerer prometheus.Registerer
 }
 
 // Console serves the console's pages under Prefix.
@@ -99,6 +104,11 @@ func New(cfg Config) (*Console, error) {
 	var err error
 	if c.pages, err = parsePages(); err != nil {
 		return nil, err
+	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(newReviewCollector(cfg.Store)); err != nil {
+			return nil, fmt.Errorf("console: %w", err)
+		}
 	}
 	assets, _ := fs.Sub(assetFS, "assets")
 	c.mux.Handle("GET /console/assets/", http.StripPrefix("/console/assets/", http.FileServerFS(assets)))

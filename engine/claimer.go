@@ -201,20 +201,43 @@ func (c *Claimer) Stop() {
 // batch after batch, and returns how many it fired.
 // Orders whose customer started paying are settled by asking their provider
 // first; RunOnce waits for those answers too.
+// A failed pass is counted in lapse_claimer_errors_total.
 func (c *Claimer) RunOnce(ctx context.Context) (int, error) {
 	n, err := c.burn(ctx, ctx, lapse.FiredByTimer, 0, c.conf().Batch, 0)
 	c.asks.Wait()
+	c.counted(ctx, lapse.FiredByTimer, err)
 	return n, err
 }
 
 // Sweep runs one pass of the safety net: it fires orders overdue by more
 // than SweepGrace, for at most SweepMaxRun, and returns how many it fired.
 // Like RunOnce, it waits for the answers of the providers it asked about
-// orders whose customer started paying.
+// orders whose customer started paying. A failed pass is counted in
+// lapse_claimer_errors_total.
 func (c *Claimer) Sweep(ctx context.Context) (int, error) {
 	n, err := c.burn(ctx, ctx, lapse.FiredBySweep, c.conf().SweepGrace, c.conf().SweepBatch, c.conf().SweepMaxRun)
 	c.asks.Wait()
+	c.counted(ctx, lapse.FiredBySweep, err)
 	return n, err
+}
+
+// counted counts a pass of path that failed with err in
+// lapse_claimer_errors_total, unless err is nil or ctx ended (a stop is not
+// a failure), and reports whether it did. RunOnce and Sweep return the error
+// to their caller, who logs it.
+func (c *Claimer) counted(ctx context.Context, path lapse.FiredBy, err error) bool {
+	if err == nil || ctx.Err() != nil {
+		return false
+	}
+	c.e.metrics.errors.WithLabelValues(string(path)).Inc()
+	return true
+}
+
+// failed counts and logs a failed pass of the loop of path.
+func (c *Claimer) failed(ctx context.Context, path lapse.FiredBy, err error) {
+	if c.counted(ctx, path, err) {
+		c.e.log.Error("deadline claimer: pass failed", "path", path, "err", err)
+	}
 }
 
 func (c *Claimer) precise(loopCtx, workCtx context.Context) {
@@ -257,8 +280,7 @@ func (c *Claimer) precise(loopCtx, workCtx context.Context) {
 			ok, wait = false, min(wait, askPause)
 		}
 		if err != nil {
-			c.e.metrics.errors.WithLabelValues(string(lapse.FiredByTimer)).Inc()
-			c.e.log.Error("deadline claimer: pass failed", "path", lapse.FiredByTimer, "err", err)
+			c.failed(loopCtx, lapse.FiredByTimer, err)
 			backoff = min(max(backoff*2, c.conf().ErrorBackoff), c.maxSleep())
 			wait = backoff
 		} else {
@@ -286,9 +308,8 @@ func (c *Claimer) sweeper(loopCtx, workCtx context.Context) {
 		cfg := c.conf()
 		n, err := c.burn(loopCtx, workCtx, lapse.FiredBySweep, cfg.SweepGrace, cfg.SweepBatch, cfg.SweepMaxRun)
 		switch {
-		case err != nil && loopCtx.Err() == nil:
-			c.e.metrics.errors.WithLabelValues(string(lapse.FiredBySweep)).Inc()
-			c.e.log.Error("deadline claimer: sweep failed", "err", err)
+		case err != nil:
+			c.failed(loopCtx, lapse.FiredBySweep, err)
 		case n > 0:
 			c.e.log.Warn("deadline claimer: sweep fired overdue orders the precise path had not", "orders", n)
 		}

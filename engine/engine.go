@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"time"
@@ -155,7 +156,11 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 		}
 		e.subs = append(e.subs, s)
 	}
-	if e.metrics, err = newMetrics(cfg.Registerer, store, e.clock); err != nil {
+	known := knownLabels{providers: slices.Sorted(maps.Keys(cfg.Payments.Providers)), trigger: cfg.Trigger != nil}
+	for _, s := range e.subs {
+		known.subscribers = append(known.subscribers, s.Name)
+	}
+	if e.metrics, err = newMetrics(cfg.Registerer, store, cfg.WorkStore, e.clock, known); err != nil {
 		return nil, err
 	}
 	if cfg.Trigger != nil {
@@ -163,9 +168,7 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 		if err != nil {
 			return nil, err
 		}
-		if e.trig, err = newTrigger(cfg.Trigger, mode, cfg.Registerer); err != nil {
-			return nil, err
-		}
+		e.trig = newTrigger(cfg.Trigger, mode, e.metrics)
 		e.trig.update()
 	}
 	return e, nil

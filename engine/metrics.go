@@ -21,11 +21,27 @@ type metrics struct {
 	deliverySeconds *prometheus.HistogramVec
 
 	payments *prometheus.CounterVec
+	refunds  *prometheus.CounterVec
+
+	// The shared trigger's (trigger.go), registered with or without one,
+	// so that an alert on them reads 0 rather than nothing.
+	triggerDegraded prometheus.Gauge
+	triggerErrors   prometheus.Counter
+	triggerDropped  prometheus.Counter
 
 	lags *lagWindow // the close lags of the last day, for CloseLag
 }
 
-func newMetrics(reg prometheus.Registerer, store lapse.Store, clock lapse.Clock) (*metrics, error) {
+// knownLabels are the label values known when the engine starts, whose
+// series start at zero: a rate or an alert on them then reads 0 before the
+// first event rather than nothing.
+type knownLabels struct {
+	subscribers []string
+	providers   []string
+	trigger     bool // a shared trigger is configured
+}
+
+func newMetrics(reg prometheus.Registerer, store, work lapse.Store, clock lapse.Clock, known knownLabels) (*metrics, error) {
 	m := &metrics{
 		lags: &lagWindow{},
 		closeLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -64,6 +80,33 @@ func newMetrics(reg prometheus.Registerer, store lapse.Store, clock lapse.Clock)
 		Name: "lapse_payments_total",
 		Help: "Payments recorded or moved by this process, by provider and the status they reached (applied, late, refunding, refunded, review).",
 	}, []string{"provider", "status"})
+	m.refunds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "lapse_refunds_total",
+		Help: "Refunds that reached an end in this process, by kind (late_payment: a payment that came after its order closed; order: a merchant's refund of a paid order) and result (succeeded, failed: the provider refused and the order is paid again, review: handed to an operator).",
+	}, []string{"kind", "result"})
+	m.triggerDegraded = prometheus.NewGauge(prometheus.GaugeOpts{Name: "lapse_trigger_degraded",
+		Help: "1 while a configured shared trigger (Redis) is not in charge and the database sweep fires on its faster beat; 0 without one."})
+	m.triggerErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "lapse_trigger_errors_total",
+		Help: "Errors and timeouts of the shared trigger (Redis)."})
+	m.triggerDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "lapse_trigger_dropped_total",
+		Help: "Deadlines not handed to the shared trigger because its queue was full (it is seeded again from the database)."})
+	paths := []lapse.FiredBy{lapse.FiredByTimer, lapse.FiredBySweep}
+	if known.trigger {
+		paths = append(paths, lapse.FiredByRedis)
+	}
+	for _, p := range paths {
+		m.errors.WithLabelValues(string(p))
+		m.firings.WithLabelValues(string(p))
+	}
+	for _, kr := range [][2]string{{refundLatePayment, refundSucceeded}, {refundLatePayment, refundReview},
+		{refundOrder, refundSucceeded}, {refundOrder, refundFailed}} {
+		m.refunds.WithLabelValues(kr[0], kr[1])
+	}
+	for _, p := range known.providers {
+		for _, st := range []lapse.PaymentStatus{lapse.PaymentApplied, lapse.PaymentLate, lapse.PaymentRefunded, lapse.PaymentReview} {
+			m.payments.WithLabelValues(p, string(st))
+		}
+	}
 	if reg == nil {
 		return m, nil
 	}
@@ -79,8 +122,13 @@ func newMetrics(reg prometheus.Registerer, store lapse.Store, clock lapse.Clock)
 		}
 		return float64(n)
 	})
-	backlog := newBacklogCollector(store)
-	for _, c := range []prometheus.Collector{m.closeLag, m.firings, m.transitions, m.batch, m.errors, due, m.deliveries, m.deliverySeconds, m.payments, backlog} {
+	backlog := newBacklogCollector(store, known.subscribers)
+	cs := []prometheus.Collector{m.closeLag, m.firings, m.transitions, m.batch, m.errors, due, m.deliveries, m.deliverySeconds, m.payments, m.refunds, backlog,
+		m.triggerDegraded, m.triggerErrors, m.triggerDropped}
+	if pools := newPoolCollector(store, work); pools != nil {
+		cs = append(cs, pools)
+	}
+	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -92,20 +140,35 @@ func (m *metrics) transition(flow string, p *lapse.OrderTransitionParams) {
 	m.transitions.WithLabelValues(flow, string(p.Event), string(p.FiredBy)).Inc()
 }
 
+// Kinds and results of lapse_refunds_total.
+const (
+	refundLatePayment = "late_payment"
+	refundOrder       = "order"
+
+	refundSucceeded = "succeeded"
+	refundFailed    = "failed"
+	refundReview    = "review"
+)
+
 // backlogCollector reports the delivery backlogs at scrape time.
 type backlogCollector struct {
 	store   lapse.Store
+	subs    []string // reported at zero when they have nothing pending or dead
 	pending *prometheus.Desc
 	dead    *prometheus.Desc
 	oldest  *prometheus.Desc
+	bySub   *prometheus.Desc
 }
 
-func newBacklogCollector(store lapse.Store) *backlogCollector {
+func newBacklogCollector(store lapse.Store, subs []string) *backlogCollector {
 	return &backlogCollector{
 		store:   store,
+		subs:    subs,
 		pending: prometheus.NewDesc("lapse_deliveries_pending", "Deliveries waiting for their next attempt.", nil, nil),
 		dead:    prometheus.NewDesc("lapse_deliveries_dead", "Deliveries that ran out of retries and wait for an operator.", nil, nil),
 		oldest:  prometheus.NewDesc("lapse_deliveries_oldest_pending_timestamp_seconds", "Next attempt time of the most overdue pending delivery.", nil, nil),
+		bySub: prometheus.NewDesc("lapse_deliveries_by_subscriber", "Pending and dead deliveries by subscriber and status.",
+			[]string{"subscriber", "status"}, nil),
 	}
 }
 
@@ -113,6 +176,7 @@ func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.pending
 	ch <- c.dead
 	ch <- c.oldest
+	ch <- c.bySub
 }
 
 func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
@@ -127,5 +191,23 @@ func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.dead, prometheus.GaugeValue, float64(n.Dead))
 	if n.OldestPending != nil {
 		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, float64(n.OldestPending.UnixMicro())/1e6)
+	}
+	counts, err := c.store.DeliveryCountBySubscriber(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.bySub, err)
+		return
+	}
+	type key struct{ sub, status string }
+	byKey := map[key]int64{}
+	for _, sub := range c.subs {
+		byKey[key{sub, string(lapse.DeliveryPending)}] = 0
+		byKey[key{sub, string(lapse.DeliveryDead)}] = 0
+	}
+	// Deliveries of a subscriber no longer configured are counted too.
+	for _, n := range counts {
+		byKey[key{n.Subscriber, string(n.Status)}] = n.N
+	}
+	for k, n := range byKey {
+		ch <- prometheus.MustNewConstMetric(c.bySub, prometheus.GaugeValue, float64(n), k.sub, k.status)
 	}
 }

@@ -175,6 +175,13 @@ func (ps *payments) recordOrderRefund(ctx context.Context, r *lapse.OrderRefund,
 	if errors.Is(err, lapse.ErrStale) {
 		return nil // the refund's callback recorded it first
 	}
+	if err == nil {
+		result := refundSucceeded
+		if to == lapse.OrderRefundFailed {
+			result = refundFailed
+		}
+		e.metrics.refunds.WithLabelValues(refundOrder, result).Inc()
+	}
 	return err
 }
 

@@ -215,6 +215,7 @@ func (ps *payments) paymentRefunded(ctx context.Context, pay *lapse.Payment, ref
 		return nil, err
 	}
 	e.metrics.payments.WithLabelValues(pay.Provider, string(lapse.PaymentRefunded)).Inc()
+	e.metrics.refunds.WithLabelValues(refundLatePayment, refundSucceeded).Inc()
 	e.delivered(evs)
 	return got, nil
 }

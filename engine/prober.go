@@ -179,6 +179,7 @@ func NewProber(e *Engine, cfg ProberConfig) (*Prober, error) {
 	// their increase see the first failure.
 	for _, s := range probeSteps {
 		p.failures.WithLabelValues(s)
+		p.stepSeconds.WithLabelValues(s)
 	}
 	p.runsTotal.WithLabelValues(ProbeOK)
 	p.runsTotal.WithLabelValues(ProbeFailed)

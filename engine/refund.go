@@ -126,6 +126,7 @@ func (r refunder) review(ctx context.Context, pay *lapse.Payment, why error) err
 	if err == nil {
 		e.log.Warn("payment handed to an operator: its refund was refused", "order_no", pay.OrderNo, "txn_id", pay.TxnID, "err", why)
 		e.metrics.payments.WithLabelValues(pay.Provider, string(lapse.PaymentReview)).Inc()
+		e.metrics.refunds.WithLabelValues(refundLatePayment, refundReview).Inc()
 		e.delivered(evs)
 	}
 	return err

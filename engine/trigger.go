@@ -135,25 +135,13 @@ type trigger struct {
 // the to-notify set (the sweep still fires the orders).
 var DefaultTriggerRetries = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second}
 
-func newTrigger(t SharedTrigger, mode TriggerMode, reg prometheus.Registerer) (*trigger, error) {
-	tr := &trigger{t: t, delays: DefaultTriggerRetries, pending: make(chan TriggerDue, 1<<16), kick: make(chan struct{}, 1)}
-	tr.mode.Store(&mode)
+func newTrigger(t SharedTrigger, mode TriggerMode, m *metrics) *trigger {
+	tr := &trigger{t: t, delays: DefaultTriggerRetries, pending: make(chan TriggerDue, 1<<16), kick: make(chan struct{}, 1),
+		degradedGauge: m.triggerDegraded, errors: m.triggerErrors, dropped: m.triggerDropped}
 	// Not stale at start: the other processes kept the trigger current, and
 	// a trigger that lost its data says so on its first Claim.
-	tr.degradedGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "lapse_trigger_degraded",
-		Help: "1 while the shared trigger (Redis) is not in charge and the database sweep fires on its faster beat."})
-	tr.errors = prometheus.NewCounter(prometheus.CounterOpts{Name: "lapse_trigger_errors_total",
-		Help: "Errors and timeouts of the shared trigger (Redis)."})
-	tr.dropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "lapse_trigger_dropped_total",
-		Help: "Deadlines not handed to the shared trigger because its queue was full (it is seeded again from the database)."})
-	if reg != nil {
-		for _, c := range []prometheus.Collector{tr.degradedGauge, tr.errors, tr.dropped} {
-			if err := reg.Register(c); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return tr, nil
+	tr.mode.Store(&mode)
+	return tr
 }
 
 // using reports whether the shared trigger is in charge.

@@ -118,8 +118,7 @@ func (c *Claimer) sharedStep(loopCtx, workCtx context.Context) time.Duration {
 	if len(members) > 0 {
 		_, err := c.burn(loopCtx, workCtx, lapse.FiredByRedis, 0, cfg.Batch, 0)
 		if err != nil {
-			c.e.metrics.errors.WithLabelValues(string(lapse.FiredByRedis)).Inc()
-			c.e.log.Error("deadline claimer: pass failed", "path", lapse.FiredByRedis, "err", err)
+			c.failed(loopCtx, lapse.FiredByRedis, err)
 			c.retryMembers(workCtx, members)
 			return c.conf().ErrorBackoff
 		}

@@ -38,6 +38,9 @@ type Config struct {
 	// rest of the process register on. Default: an empty registry, so that
 	// library code never reaches for the global one.
 	Gatherer prometheus.Gatherer
+	// Registerer receives the API's own metrics (requests, latency and
+	// sheds by route; request_metrics.go). Default: none are registered.
+	Registerer prometheus.Registerer
 	// Ready reports whether the process should receive traffic: /readyz
 	// answers 200 when it returns nil and 503 with its error otherwise.
 	// Default: the engine's store answers a ping.
@@ -110,9 +113,10 @@ type Server struct {
 	closer      *closes.Closer
 	probe       *engine.Prober // nil: off
 	crossOrigin *http.CrossOriginProtection
-	inFlight    *inFlight // nil: no limit
-	shedCalls   *burst    // logs the payment callbacks shed
-	unavailable *burst    // logs the 503s of a dependency that is down
+	inFlight    *inFlight       // nil: no limit
+	shedCalls   *burst          // logs the payment callbacks shed
+	requests    *requestMetrics // nil: no Config.Registerer
+	unavailable *burst          // logs the 503s of a dependency that is down
 }
 
 // callbackPath is the route of payment providers' callbacks, which have
@@ -255,7 +259,19 @@ func NewServer(e *engine.Engine, cfg Config) *Server {
 		s.maxBody = DefaultMaxBodyBytes
 	}
 	s.byPattern = map[string]*route{}
-	for _, rt := range s.routes() {
+	routes := s.routes()
+	if cfg.Registerer != nil {
+		patterns := make([]string, len(routes))
+		for i, rt := range routes {
+			patterns[i] = rt.method + " " + rt.path
+		}
+		m, err := newRequestMetrics(cfg.Registerer, patterns)
+		if err != nil {
+			s.log.Error("http: the API's metrics are not registered", "err", err)
+		}
+		s.requests = m
+	}
+	for _, rt := range routes {
 		h := rt.handler
 		if rt.scope != "" && !s.open {
 			// Guarded inside the mux, once it has matched the route, so
@@ -293,9 +309,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 				writeProblem(rec, problemFor(http.StatusInternalServerError, lapse.EINTERNAL, "", "internal error"))
 			}
 		}
+		took, status := time.Since(start), cmp.Or(rec.status, http.StatusOK)
+		if s.requests != nil {
+			s.requests.observe(s.routeOf(r), status, took)
+		}
 		s.log.LogAttrs(r.Context(), slog.LevelDebug, "http request",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", r.Pattern),
-			slog.Int("status", cmp.Or(rec.status, http.StatusOK)), slog.Int64("bytes", rec.bytes), slog.Duration("took", time.Since(start)))
+			slog.Int("status", status), slog.Int64("bytes", rec.bytes), slog.Duration("took", took))
 		if partial {
 			// Part of an answer is out: dropping the connection is the only
 			// way left to tell the client it is incomplete.
@@ -307,6 +327,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		_, pattern := s.mux.Handler(r)
 		callback := pattern == "POST "+callbackPath
 		if !s.inFlight.acquire(callback) {
+			if s.requests != nil {
+				s.requests.shed.WithLabelValues(cmp.Or(pattern, unmatched)).Inc()
+			}
 			s.shed(rec, r, callback)
 			return
 		}

@@ -339,3 +339,26 @@ func (s *Store) DeliveryCount(ctx context.Context) (*lapse.DeliveryCounts, error
 	c.OldestPending = column.NullTime(oldest)
 	return &c, nil
 }
+
+// DeliveryCountBySubscriber counts pending and dead deliveries per
+// subscriber and status, reading the ranges of the indexes that lead with
+// status.
+func (s *Store) DeliveryCountBySubscriber(ctx context.Context) ([]*lapse.DeliveryStatusCount, error) {
+	cs, err := queryAll(ctx, s, scanDeliveryStatusCount, `SELECT subscriber, status, n FROM (
+		SELECT subscriber, status, count(*) AS n FROM deliveries WHERE status = 'pending' GROUP BY subscriber, status
+		UNION ALL
+		SELECT subscriber, status, count(*) AS n FROM deliveries WHERE status = 'dead' GROUP BY subscriber, status
+	) AS c ORDER BY subscriber, status`)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: count deliveries by subscriber: %w", err)
+	}
+	return cs, nil
+}
+
+func scanDeliveryStatusCount(sc scanner) (*lapse.DeliveryStatusCount, error) {
+	var c lapse.DeliveryStatusCount
+	if err := sc.Scan(&c.Subscriber, &c.Status, &c.N); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}

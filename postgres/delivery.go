@@ -380,3 +380,28 @@ func (s *Store) DeliveryCount(ctx context.Context) (*lapse.DeliveryCounts, error
 	c.OldestPending = utcPtr(c.OldestPending)
 	return &c, nil
 }
+
+// deliveryCountBySubscriberSQL, like deliveryCountSQL, reads only the
+// partial indexes of pending and dead deliveries.
+const deliveryCountBySubscriberSQL = `SELECT subscriber, status, n FROM (
+		SELECT subscriber, status, count(*) AS n FROM deliveries WHERE status = 'pending' GROUP BY subscriber, status
+		UNION ALL
+		SELECT subscriber, status, count(*) AS n FROM deliveries WHERE status = 'dead' GROUP BY subscriber, status
+	) c ORDER BY subscriber, status`
+
+// DeliveryCountBySubscriber counts pending and dead deliveries per
+// subscriber and status.
+func (s *Store) DeliveryCountBySubscriber(ctx context.Context) ([]*lapse.DeliveryStatusCount, error) {
+	rows, err := s.db.Query(ctx, deliveryCountBySubscriberSQL)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: count deliveries by subscriber: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*lapse.DeliveryStatusCount, error) {
+		var c lapse.DeliveryStatusCount
+		return &c, row.Scan(&c.Subscriber, &c.Status, &c.N)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: count deliveries by subscriber: %w", err)
+	}
+	return out, nil
+}

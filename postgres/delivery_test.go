@@ -18,8 +18,8 @@ import (
 // partial due index in due order and probes each candidate's predecessor by
 // primary key, both on a table never analyzed (a burst into a new table,
 // with autovacuum late or off) and on one shaped like production: most
-// deliveries done, few pending. It checks too that DeliveryCount reads only
-// the partial indexes.
+// deliveries done, few pending. It checks too that DeliveryCount and
+// DeliveryCountBySubscriber read only the partial indexes.
 func TestDeliveryDueIndex(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.PostgresSchema(t)
@@ -83,6 +83,9 @@ func TestDeliveryDueIndex(t *testing.T) {
 		}
 		if plan := explain(t, conn, postgres.DeliveryCountSQL); strings.Contains(plan, "Seq Scan on deliveries") {
 			t.Errorf("%s: count reads every delivery:\n%s", when, plan)
+		}
+		if plan := explain(t, conn, postgres.DeliveryCountBySubscriberSQL); strings.Contains(plan, "Seq Scan on deliveries") {
+			t.Errorf("%s: count by subscriber reads every delivery:\n%s", when, plan)
 		}
 	}
 	check("never analyzed")

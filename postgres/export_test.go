@@ -11,6 +11,8 @@ const (
 	OrderNextDeadlineSQL = orderNextDeadlineSQL
 	OrderCountDueSQL     = orderCountDueSQL
 	DeliveryCountSQL     = deliveryCountSQL
+
+	DeliveryCountBySubscriberSQL = deliveryCountBySubscriberSQL
 )
 
 // The claim, whose plan the tests check.

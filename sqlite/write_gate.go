@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // writeGate is the queue for the single writer connection. database/sql
@@ -20,6 +21,16 @@ type writeGate struct {
 	turn     bool // the last grant went to a priority writer
 	priority []chan struct{}
 	normal   []chan struct{}
+
+	waits  int64         // writers that found the gate held and queued
+	waited time.Duration // their time in the queue, once it ended
+}
+
+// stats returns how many writers waited and how long, in all.
+func (g *writeGate) stats() (int64, time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waits, g.waited
 }
 
 // acquire waits for the writer connection's turn, or for ctx to end.
@@ -36,14 +47,20 @@ func (g *writeGate) acquire(ctx context.Context, priority bool) error {
 	} else {
 		g.normal = append(g.normal, ch)
 	}
+	g.waits++
 	g.mu.Unlock()
+	start := time.Now()
 
 	select {
 	case <-ch:
+		g.mu.Lock()
+		g.waited += time.Since(start)
+		g.mu.Unlock()
 		return nil
 	case <-ctx.Done():
 		g.mu.Lock()
 		defer g.mu.Unlock()
+		g.waited += time.Since(start)
 		select {
 		case <-ch: // granted meanwhile: pass the turn on
 			g.handOff()

@@ -209,6 +209,14 @@ func testDeliveryFinish(t *testing.T, s lapse.Store) {
 	if died.Status != lapse.DeliveryDead || died.LastError != "HTTP 400" || died.DoneAt != nil {
 		t.Errorf("dead delivery = %+v", died)
 	}
+	bySubStatus, err := s.DeliveryCountBySubscriber(ctxT(t))
+	var counted []string
+	for _, c := range bySubStatus {
+		counted = append(counted, fmt.Sprintf("%s %s %d", c.Subscriber, c.Status, c.N))
+	}
+	if want := []string{"b pending 1", "c dead 1", "notify pending 1"}; err != nil || !slices.Equal(counted, want) {
+		t.Errorf("DeliveryCountBySubscriber = %q, %v; want %q (a is done)", counted, err, want)
+	}
 	reviews, err := s.ReviewList(ctxT(t), &lapse.ReviewListParams{Open: true, Limit: 10})
 	if err != nil || len(reviews) != 1 || reviews[0].OrderNo != "FN-1" || reviews[0].DeliveryID != bySub["c"].ID || reviews[0].ResolvedAt != nil || reviews[0].ID == 0 {
 		t.Errorf("reviews = %+v, %v", reviews, err)

@@ -43,10 +43,10 @@ func probeRuns(t *testing.T, p *proc) (interval string, runs []probeRun) {
 	return got.Interval, got.Runs
 }
 
-// scrape returns the value of the series of /metrics that is exactly
+// seriesValue returns the value of the series of /metrics that is exactly
 // series (name and labels as Prometheus writes them), and whether it is
 // there.
-func scrape(t *testing.T, p *proc, series string) (float64, bool) {
+func seriesValue(t *testing.T, p *proc, series string) (float64, bool) {
 	t.Helper()
 	req, _ := http.NewRequest("GET", p.URL+"/metrics", nil)
 	resp, err := client.Do(req)
@@ -156,20 +156,20 @@ func TestProbeWithoutDeadlineEngine(t *testing.T) {
 		t.Errorf("GET /v1/probe interval %q", interval)
 	}
 
-	if n, ok := scrape(t, p, `lapse_probe_failures_total{step="close"}`); !ok || n < 1 {
+	if n, ok := seriesValue(t, p, `lapse_probe_failures_total{step="close"}`); !ok || n < 1 {
 		t.Errorf(`lapse_probe_failures_total{step="close"} = %v (present %v), want > 0`, n, ok)
 	}
-	if n, ok := scrape(t, p, `lapse_probe_runs_total{result="failed"}`); !ok || n < 1 {
+	if n, ok := seriesValue(t, p, `lapse_probe_runs_total{result="failed"}`); !ok || n < 1 {
 		t.Errorf(`lapse_probe_runs_total{result="failed"} = %v (present %v), want > 0`, n, ok)
 	}
-	if n, ok := scrape(t, p, `lapse_probe_runs_total{result="ok"}`); !ok || n != 0 {
+	if n, ok := seriesValue(t, p, `lapse_probe_runs_total{result="ok"}`); !ok || n != 0 {
 		t.Errorf(`lapse_probe_runs_total{result="ok"} = %v (present %v), want 0`, n, ok)
 	}
-	if at, ok := scrape(t, p, "lapse_probe_last_success_timestamp_seconds"); !ok || at != 0 {
+	if at, ok := seriesValue(t, p, "lapse_probe_last_success_timestamp_seconds"); !ok || at != 0 {
 		t.Errorf("lapse_probe_last_success_timestamp_seconds = %v (present %v), want 0: never", at, ok)
 	}
 	// A stuck probe is a due order like any other.
-	if n, ok := scrape(t, p, "lapse_due_open_orders"); !ok || n < 1 {
+	if n, ok := seriesValue(t, p, "lapse_due_open_orders"); !ok || n < 1 {
 		t.Errorf("lapse_due_open_orders = %v (present %v), want the stuck probes", n, ok)
 	}
 
@@ -228,16 +228,16 @@ func TestProbeHealthy(t *testing.T) {
 	if strings.Join(names, ",") != "create,close,release,deliver" || ok.FailedStep != "" || ok.Error != "" {
 		t.Errorf("run %+v", ok)
 	}
-	last, present := scrape(t, p, "lapse_probe_last_success_timestamp_seconds")
+	last, present := seriesValue(t, p, "lapse_probe_last_success_timestamp_seconds")
 	if at := time.UnixMicro(int64(last * 1e6)); !present || at.Before(ok.StartedAt) || time.Since(at) > time.Minute {
 		t.Errorf("lapse_probe_last_success_timestamp_seconds = %v, want the run's end %v", last, ok.FinishedAt)
 	}
 	for _, step := range []string{"create", "close", "release", "deliver"} {
-		if n, present := scrape(t, p, `lapse_probe_step_seconds_count{step="`+step+`"}`); !present || n < 1 {
+		if n, present := seriesValue(t, p, `lapse_probe_step_seconds_count{step="`+step+`"}`); !present || n < 1 {
 			t.Errorf("lapse_probe_step_seconds_count{step=%q} = %v (present %v)", step, n, present)
 		}
 	}
-	if n, _ := scrape(t, p, `lapse_probe_failures_total{step="close"}`); n != 0 {
+	if n, _ := seriesValue(t, p, `lapse_probe_failures_total{step="close"}`); n != 0 {
 		t.Errorf(`lapse_probe_failures_total{step="close"} = %v`, n)
 	}
 

@@ -195,6 +195,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	api := lapsehttp.NewServer(eng, lapsehttp.Config{
 		Logger:          log,
 		Gatherer:        reg,
+		Registerer:      reg,
 		Callbacks:       pays.callbacks,
 		MaxInFlight:     *inFlight,
 		CallbackReserve: *reserve,
@@ -211,7 +212,8 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	})
 	// The operators' console, whose actions are requests to the API's own
 	// handler with the operator's session.
-	con, err := console.New(console.Config{Engine: eng, Access: acc, Closer: closer, API: api.Handler(), Store: store, Logger: log})
+	con, err := console.New(console.Config{Engine: eng, Access: acc, Closer: closer, API: api.Handler(), Store: store, Logger: log,
+		Registerer: reg})
 	if err != nil {
 		return err
 	}
