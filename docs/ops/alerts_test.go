@@ -136,15 +136,32 @@ load 1m
 	{"LapseProbeStale", "last success 15 minutes ago", `
 load 1m
 	lapse_probe_last_success_timestamp_seconds{job="lapse",instance="a"} 0+60x5 300+0x25
+	lapse_probe_runs_total{job="lapse",instance="a",result="ok"} 1+1x5 6+0x25
+	lapse_probe_runs_total{job="lapse",instance="a",result="failed"} 0+0x5 1+1x25
+`, 20 * time.Minute, true},
+	{"LapseProbeStale", "never succeeded, failing every minute", `
+load 1m
+	lapse_probe_last_success_timestamp_seconds{job="lapse",instance="a"} 0+0x30
+	lapse_probe_runs_total{job="lapse",instance="a",result="ok"} 0+0x30
+	lapse_probe_runs_total{job="lapse",instance="a",result="failed"} 1+1x30
 `, 20 * time.Minute, true},
 	{"LapseProbeStale", "succeeding every minute", `
 load 1m
 	lapse_probe_last_success_timestamp_seconds{job="lapse",instance="a"} 0+60x30
+	lapse_probe_runs_total{job="lapse",instance="a",result="ok"} 1+1x30
 `, 20 * time.Minute, false},
 	{"LapseProbeStale", "one node stale, the other succeeding", `
 load 1m
 	lapse_probe_last_success_timestamp_seconds{job="lapse",instance="a"} 0+60x5 300+0x25
 	lapse_probe_last_success_timestamp_seconds{job="lapse",instance="b"} 0+60x30
+	lapse_probe_runs_total{job="lapse",instance="a",result="ok"} 1+1x5 6+0x25
+	lapse_probe_runs_total{job="lapse",instance="b",result="ok"} 1+1x30
+`, 20 * time.Minute, false},
+	{"LapseProbeStale", "the probe turned off (--probe-interval 0)", `
+load 1m
+	lapse_probe_last_success_timestamp_seconds{job="lapse",instance="a"} 0+0x30
+	lapse_probe_runs_total{job="lapse",instance="a",result="ok"} 0+0x30
+	lapse_probe_runs_total{job="lapse",instance="a",result="failed"} 0+0x30
 `, 20 * time.Minute, false},
 
 	{"LapseDeadDeliveriesRising", "dead deliveries of the webhook growing", `
