@@ -21,13 +21,13 @@ import (
 
 // TestModel runs random sequences of commands (create, pay with a provider
 // time before or after the deadline, start paying, cancel, submit, set,
-// extend or shorten a deadline, join a group, refund, move the clock, run
-// the claimer, run the deliveries) against the engine on a real SQLite
+// extend or shorten a deadline, join a group, refund, close by hand, move
+// the clock, run the claimer, run the deliveries) against the engine on a real SQLite
 // store with a manual clock, and against the model of the same flows
 // (model_flows_test.go, written from SPEC §3). After every command the two
 // must agree on the command's outcome (refused or not, and by which error
 // code) and on every order's state, version, deadline, pay-by, outbox
-// events and payments, on the stock ledger, the group members' charges,
+// events and payments, on the stock and coupon ledgers, the group members' charges,
 // and what the provider was asked to charge and refund. rapid shrinks a
 // failing sequence to a short one.
 func TestModel(t *testing.T) {
@@ -47,6 +47,8 @@ const (
 	modelProvider = "sandbox"
 )
 
+var modelCoupons = []string{"C1", "C2"}
+
 // modelOrder is an order as the model sees it.
 type modelOrder struct {
 	No       string
@@ -58,9 +60,10 @@ type modelOrder struct {
 	Intent   bool
 	Events   []string
 
-	Qty              int64 // checkout: reserved at creation
-	Held             bool  // the reservation stands
-	Release, Consume bool  // an order.closed or order.paid waits for the stock subscriber
+	Qty              int64  // checkout: reserved at creation
+	Coupon           string // checkout: locked at creation
+	Held             bool   // the reservation stands
+	Release, Consume bool   // an order.closed or order.paid waits for the stock subscriber
 
 	MinMembers int
 	Members    map[string]string // user → method
@@ -78,15 +81,23 @@ type modelPayment struct {
 	Amount int64
 }
 
-// model is the in-memory implementation: one flow's orders and the stock
-// of one SKU.
+// model is the in-memory implementation: one flow's orders, the stock of
+// one SKU and the coupons.
 type model struct {
 	flow     *modelFlow
 	now      time.Time
 	orders   []*modelOrder
 	onHand   int64
 	reserved int64
+	coupons  map[string]*modelCoupon
 	seq      int
+}
+
+// modelCoupon is a coupon of the ledger: available, locked by OrderNo, or
+// used by it.
+type modelCoupon struct {
+	Status  lapse.CouponStatus
+	OrderNo string
 }
 
 func (m *model) cutoff(o *modelOrder) *time.Time {
@@ -141,7 +152,13 @@ func (m *model) create(req lapse.OrderCreate) string {
 		if req.Items[0].Qty > m.onHand-m.reserved {
 			return lapse.ECONFLICT
 		}
+		if c := m.coupons[req.Coupon]; req.Coupon != "" && c.Status != lapse.CouponAvailable {
+			return lapse.ECONFLICT // held by another live order, or used
+		}
 		m.reserved += req.Items[0].Qty
+		if req.Coupon != "" {
+			*m.coupons[req.Coupon] = modelCoupon{lapse.CouponLocked, req.OrderNo}
+		}
 	}
 	o := &modelOrder{No: req.OrderNo, Req: req, State: m.flow.Initial, Version: 1, Events: []string{"order.created"},
 		Members: map[string]string{}}
@@ -152,7 +169,7 @@ func (m *model) create(req lapse.OrderCreate) string {
 	d := m.now.Add(after)
 	o.Deadline = &d
 	if m.flow.Holds {
-		o.Qty, o.Held = req.Items[0].Qty, true
+		o.Qty, o.Coupon, o.Held = req.Items[0].Qty, req.Coupon, true
 	}
 	if m.flow.Group {
 		o.MinMembers = 1
@@ -269,6 +286,18 @@ func (m *model) refund(o *modelOrder, amount int64) string {
 	return ""
 }
 
+// closeByHand is an operator's close: the deadline event of the order's
+// state fires now, whether or not the deadline has passed.
+func (m *model) closeByHand(o *modelOrder) string {
+	tm, ok := m.flow.Timers[o.State]
+	if !ok {
+		return lapse.ECONFLICT
+	}
+	mv, _ := m.flow.move(o.State, tm.Event)
+	m.apply(o, mv)
+	return ""
+}
+
 // claim fires every due deadline, as one run of the claimer does. An order
 // whose customer started paying is leased first (a version) while the
 // provider is asked; the provider says it was not paid.
@@ -294,11 +323,17 @@ func (m *model) deliver() {
 	for _, o := range m.orders {
 		if o.Release {
 			m.reserved -= o.Qty
+			if o.Coupon != "" {
+				*m.coupons[o.Coupon] = modelCoupon{lapse.CouponAvailable, ""}
+			}
 			o.Release, o.Held = false, false
 		}
 		if o.Consume {
 			m.reserved -= o.Qty
 			m.onHand -= o.Qty
+			if o.Coupon != "" {
+				m.coupons[o.Coupon].Status = lapse.CouponUsed
+			}
 			o.Consume, o.Held = false, false
 		}
 		for _, p := range o.Payments {
@@ -425,8 +460,8 @@ func runModel(t *rapid.T, f *modelFlow) {
 		t.Fatal(err)
 	}
 	r := &modelRun{ctx: ctx, clk: lapse.NewManualClock(t0), gw: newModelGateway(),
-		m: &model{flow: f, now: t0, onHand: modelOnHand}}
-	r.e, err = engine.New(s, flows.Builtin(), engine.Config{Clock: r.clk, Node: "model", StockLedger: true,
+		m: &model{flow: f, now: t0, onHand: modelOnHand, coupons: map[string]*modelCoupon{}}}
+	r.e, err = engine.New(s, flows.Builtin(), engine.Config{Clock: r.clk, Node: "model", StockLedger: true, CouponLedger: true,
 		Logger:   slog.New(slog.DiscardHandler),
 		Payments: engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{modelProvider: r.gw}}})
 	if err != nil {
@@ -434,6 +469,12 @@ func runModel(t *rapid.T, f *modelFlow) {
 	}
 	if _, err := r.e.SetStock(ctx, modelSKU, modelOnHand); err != nil {
 		t.Fatal(err)
+	}
+	for _, c := range modelCoupons {
+		if _, err := r.e.CreateCoupon(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		r.m.coupons[c] = &modelCoupon{Status: lapse.CouponAvailable}
 	}
 	r.cl = engine.NewClaimer(r.e, engine.ClaimerConfig{})
 	r.dl = engine.NewDeliverer(r.e, engine.DelivererConfig{})
@@ -451,6 +492,7 @@ func runModel(t *rapid.T, f *modelFlow) {
 		"refund":      r.refund,
 		"advance":     func(t *rapid.T) { r.advance(t, rapid.IntRange(1, 1200).Draw(t, "seconds")) },
 		"advanceFar":  func(t *rapid.T) { r.advance(t, 3600*rapid.IntRange(1, 30).Draw(t, "hours")) },
+		"closeByHand": r.closeByHand,
 		"claim":       r.claim,
 		"deliver":     r.deliver,
 	})
@@ -481,6 +523,7 @@ func (r *modelRun) create(t *rapid.T) {
 	}
 	if f.Holds {
 		req.Items = []lapse.Item{{SKU: modelSKU, Qty: int64(rapid.IntRange(1, 3).Draw(t, "qty"))}}
+		req.Coupon = rapid.SampledFrom(append([]string{""}, modelCoupons...)).Draw(t, "coupon")
 	}
 	if f.Group {
 		req.Metadata = fmt.Appendf(nil, `{"min_members":%d}`, rapid.IntRange(1, 2).Draw(t, "min_members"))
@@ -562,6 +605,12 @@ func (r *modelRun) refund(t *rapid.T) {
 	amount := int64(rapid.IntRange(1, modelAmount+100).Draw(t, "amount"))
 	_, _, err := r.e.RefundOrder(r.ctx, o.No, engine.RefundRequest{Amount: amount, Reason: "model", By: app})
 	same(t, fmt.Sprintf("refund %d of %s", amount, o.No), r.m.refund(o, amount), err)
+}
+
+func (r *modelRun) closeByHand(t *rapid.T) {
+	o := r.pick(t)
+	_, err := r.e.CloseOrder(r.ctx, o.No, "model", engine.Actor{FiredBy: lapse.FiredByOperator, Name: "operator"})
+	same(t, "close "+o.No+" by hand", r.m.closeByHand(o), err)
 }
 
 func (r *modelRun) advance(_ *rapid.T, seconds int) {
@@ -648,6 +697,15 @@ func (r *modelRun) check(t *rapid.T) {
 		}
 		if st.OnHand != r.m.onHand || st.Reserved != r.m.reserved {
 			t.Fatalf("stock %s: engine %d on hand, %d reserved; model %d, %d", modelSKU, st.OnHand, st.Reserved, r.m.onHand, r.m.reserved)
+		}
+		for _, code := range modelCoupons {
+			c, _, err := r.e.Coupon(r.ctx, code)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := r.m.coupons[code]; c.Status != want.Status || c.OrderNo != want.OrderNo {
+				t.Fatalf("coupon %s: engine %s by %q, model %s by %q", code, c.Status, c.OrderNo, want.Status, want.OrderNo)
+			}
 		}
 	}
 	r.gw.mu.Lock()
