@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -30,7 +31,16 @@ import (
 // events and payments, on the stock and coupon ledgers, the group members' charges,
 // and what the provider was asked to charge and refund. rapid shrinks a
 // failing sequence to a short one.
+//
+// Under the race detector it runs 20 sequences a flow instead of rapid's
+// 100, unless -rapid.checks says otherwise: the race detector makes each
+// about ten times slower, and the full run is the plain `go test`'s.
 func TestModel(t *testing.T) {
+	if raceEnabled && !flagSet("rapid.checks") {
+		if err := flag.Set("rapid.checks", "20"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, f := range []*modelFlow{modelCheckout, modelGroupbuy, modelMembership} {
 		t.Run(f.Name, func(t *testing.T) {
 			t.Parallel()
@@ -771,4 +781,11 @@ func (r *modelRun) checkMembers(t *rapid.T, mo *modelOrder) {
 			t.Fatalf("group %s member %s: charged %d times at the provider, the model %d (S7)", mo.No, m.UserID, n, wantN)
 		}
 	}
+}
+
+// flagSet reports whether the flag name was set on the command line.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
