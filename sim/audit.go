@@ -248,10 +248,12 @@ func (w *world) auditPayments() error {
 	for _, p := range pays {
 		captured, ok := w.prov.captured[p.TxnID]
 		if !ok || captured != p.Amount {
-			return w.violation("S3", "payment %s of %s (%d) is not what the provider captured (%d)", p.TxnID, p.OrderNo, p.Amount, captured)
+			return w.violation("S3", "payment %s of %s (%s) is not what the provider captured (%s)", p.TxnID, p.OrderNo,
+				lapse.Money(p.Amount, p.Currency), lapse.Money(captured, p.Currency))
 		}
 		if p.Status == lapse.PaymentRefunded && w.prov.refunded[p.TxnID] < p.Amount {
-			return w.violation("S3", "payment %s of %s is refunded; the provider refunded %d of %d", p.TxnID, p.OrderNo, w.prov.refunded[p.TxnID], p.Amount)
+			return w.violation("S3", "payment %s of %s is refunded; the provider refunded %s of %s", p.TxnID, p.OrderNo,
+				lapse.Money(w.prov.refunded[p.TxnID], p.Currency), lapse.Money(p.Amount, p.Currency))
 		}
 	}
 	for txn, r := range w.prov.refunded {

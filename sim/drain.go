@@ -152,7 +152,8 @@ func (w *world) final() error {
 			}
 		case lapse.PaymentRefunded:
 			if refunded[p.TxnID] != p.Amount {
-				return w.violation("S3", "late payment %s of %s: refunded, and the provider refunded %d of %d", p.TxnID, p.OrderNo, refunded[p.TxnID], p.Amount)
+				return w.violation("S3", "late payment %s of %s: refunded, and the provider refunded %s of %s", p.TxnID, p.OrderNo,
+					lapse.Money(refunded[p.TxnID], p.Currency), lapse.Money(p.Amount, p.Currency))
 			}
 		case lapse.PaymentReview:
 			if refunded[p.TxnID] != 0 {

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 
 	"github.com/lapsehq/lapse"
@@ -126,7 +127,7 @@ func (p *provider) Refund(_ context.Context, r *lapse.RefundRequest) (*lapse.Pro
 	ref := p.refunds[r.IdempotencyKey]
 	// Sites are named by what the refund is of: a merchant refund without
 	// a key of its own gets a random one.
-	kind := p.faultOf(fmt.Sprintf("refund %s %d", r.TxnID, r.Amount), ref == nil)
+	kind := p.faultOf(refundSite("refund", r.TxnID, r.Amount), ref == nil)
 	if kind == FaultDown || kind == FaultRefuse {
 		return nil, p.fail(kind, "refund")
 	}
@@ -135,7 +136,7 @@ func (p *provider) Refund(_ context.Context, r *lapse.RefundRequest) (*lapse.Pro
 		p.refunds[r.IdempotencyKey] = ref
 		p.refunded[r.TxnID] += r.Amount
 		// Some refunds complete later, with a callback.
-		if p.f.draw(fmt.Sprintf("processing %s %d", r.TxnID, r.Amount), 0.25, "refund_processing") {
+		if p.f.draw(refundSite("processing", r.TxnID, r.Amount), 0.25, "refund_processing") {
 			ref.Status = lapse.RefundProcessing
 			p.notices = append(p.notices, &lapse.PaymentNotice{Provider: providerName, Kind: lapse.NoticeRefunded, TxnID: r.TxnID,
 				RefundID: ref.RefundID, OrderNo: r.OrderNo, Amount: r.Amount, Currency: r.Currency, PaidAt: p.clock.Now(), Raw: []byte(`{}`)})
@@ -169,7 +170,7 @@ func (p *provider) RefundQuery(_ context.Context, key string) (*lapse.ProviderRe
 	ref := p.refunds[key]
 	site := "refund query " + key
 	if ref != nil {
-		site = fmt.Sprintf("refund query %s %d", ref.TxnID, ref.Amount)
+		site = refundSite("refund query", ref.TxnID, ref.Amount)
 	}
 	if kind := p.fault(site); kind == FaultDown || kind == FaultLost {
 		return nil, p.fail(FaultDown, "refund query")
@@ -220,4 +221,10 @@ func (p *provider) Close(_ context.Context, orderNo string) (*lapse.ProviderPaym
 		return nil, p.fail(kind, "close")
 	}
 	return out, nil
+}
+
+// refundSite names a fault site of a refund: what, the payment and the amount in
+// minor units. Sites are keys of the seed's draws, never shown as money.
+func refundSite(what, txnID string, amount int64) string {
+	return what + " " + txnID + " " + strconv.FormatInt(amount, 10)
 }

@@ -213,7 +213,7 @@ func (w *world) customerPays() {
 		w.logf("  the provider refuses to take a payment for %s (closed or paid already)", o.no)
 		return
 	}
-	w.logf("  %s paid %d at the provider (%s)", o.no, amount, n.TxnID)
+	w.logf("  %s paid %s at the provider (%s)", o.no, lapse.Money(amount, currency), n.TxnID)
 	w.enqueue(n)
 }
 
@@ -306,7 +306,7 @@ func (w *world) refund() {
 		req.Key = fmt.Sprintf("rf-%s-%d", o.no, w.rng.IntN(2))
 	}
 	_, _, err := w.eng.RefundOrder(w.ctx, o.no, req)
-	w.outcome(fmt.Sprintf("refund %d of %s", amount, o.no), err)
+	w.outcome(fmt.Sprintf("refund %s of %s", lapse.Money(amount, currency), o.no), err)
 }
 
 func (w *world) advance() {

@@ -1,0 +1,76 @@
+package engine_test
+
+import (
+	"testing"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/engine"
+)
+
+// holdFlow gives an order's stock back on two events: when its hold lapses
+// and when it is archived afterwards. Flows may release on more than one
+// event; what the second gives back is what the order still holds, nothing.
+func holdFlow() *lapse.Flow {
+	return &lapse.Flow{
+		Name:    "hold",
+		Initial: "HELD",
+		States:  []lapse.StateSpec{{Name: "HELD"}, {Name: "LAPSED"}, {Name: "GONE", Terminal: true}},
+		Events:  []lapse.EventSpec{{Name: "LAPSE"}, {Name: "ARCHIVE"}},
+		Transitions: []lapse.Transition{
+			{From: "HELD", Event: "LAPSE", To: "LAPSED", Emits: []string{"hold.lapsed"}},
+			{From: "LAPSED", Event: "ARCHIVE", To: "GONE", Emits: []string{"hold.archived"}},
+		},
+		Holds:     true,
+		ReleaseOn: []string{"hold.lapsed", "hold.archived"},
+	}
+}
+
+// TestStockGivenBackOnce: an order released by two events gives its stock
+// back once (S4: reserved − released − consumed = 0 per order), and the
+// second release takes nothing from what another order holds.
+func TestStockGivenBackOnce(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		ctx := ctxT(t)
+		e, err := engine.New(open(), []*lapse.Flow{holdFlow()}, engine.Config{Clock: lapse.NewManualClock(t0), StockLedger: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		if _, err := e.SetStock(ctx, "tea", 10); err != nil {
+			t.Fatal(err)
+		}
+		for no, qty := range map[string]int64{"A": 3, "B": 4} {
+			req := &lapse.OrderCreate{OrderNo: no, Flow: "hold", UserID: "u1", Currency: "CNY", Items: []lapse.Item{{SKU: "tea", Qty: qty}}}
+			create(t, e, req)
+		}
+		stock := func(when string, reserved int64) {
+			t.Helper()
+			st, err := e.Stock(ctx, "tea")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.OnHand != 10 || st.Reserved != reserved {
+				t.Fatalf("%s: tea %d on hand, %d reserved; want 10, %d", when, st.OnHand, st.Reserved, reserved)
+			}
+		}
+		stock("created", 7)
+		for i, ev := range []lapse.Event{"LAPSE", "ARCHIVE"} {
+			if _, err := e.Fire(ctx, "A", engine.Fire{Event: ev, By: app}); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := d.RunOnce(ctx); err != nil || n != 1 {
+				t.Fatalf("RunOnce after %s = %d, %v; want the stock delivery", ev, n, err)
+			}
+			stock([]string{"A lapsed", "A archived"}[i], 4)
+		}
+		hs, err := e.Deliveries(ctx, "A")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hs {
+			if h.Status != lapse.DeliveryDone || len(h.History) != 1 || h.History[0].Outcome != lapse.OutcomeOK {
+				t.Errorf("delivery %s of %s: %+v, %d attempts", h.Subscriber, h.EventType, h.Delivery, len(h.History))
+			}
+		}
+	})
+}
