@@ -294,6 +294,10 @@ func (tr *trigger) drain() {
 func (c *Claimer) seed(loopCtx, workCtx context.Context) error {
 	tr := c.e.trig
 	start := time.Now()
+	// Set before the first read and cleared once the trigger is in charge,
+	// so that every deadline set in between is queued (deadlineSet).
+	tr.seeding.Store(true)
+	defer tr.seeding.Store(false)
 	var after *lapse.OrderDeadline
 	total := 0
 	for loopCtx.Err() == nil {

@@ -147,3 +147,40 @@ func TestRunTriggerOnceDegrades(t *testing.T) {
 		t.Errorf("fired by %v, want one by timer (degraded), one by redis", got)
 	}
 }
+
+// addHook is a SharedTrigger that runs hook once, before the first Add it
+// is asked for.
+type addHook struct {
+	*memTrigger
+	hook func()
+}
+
+func (h *addHook) Add(ctx context.Context, due []engine.TriggerDue) error {
+	if f := h.hook; f != nil {
+		h.hook = nil
+		f()
+	}
+	return h.memTrigger.Add(ctx, due)
+}
+
+// TestRunTriggerOnceDeadlineSetWhileSeeding: an order created while the
+// trigger is being seeded, after the seed read the database, still reaches
+// the trigger, which fires it on time (path redis); the precise path stands
+// back once the trigger is in charge, so without it only the sweep would.
+func TestRunTriggerOnceDeadlineSetWhileSeeding(t *testing.T) {
+	t.Parallel()
+	tr := &addHook{memTrigger: newMemTrigger()} // unseeded: a fresh Redis
+	e, s, clock, c := manualTriggerEngine(t, tr)
+	insertDue(t, s, "SW", 3, clock.Now().Add(time.Hour))
+	var during *lapse.Order
+	tr.hook = func() { during = create(t, e, checkout("SW-during", time.Minute)) }
+	runTrigger(t, c, 0)
+	if during == nil || !tr.has(during.ID) {
+		t.Fatal("the deadline set while the trigger was being seeded did not reach it")
+	}
+	clock.Advance(2 * time.Minute)
+	runTrigger(t, c, 1)
+	if got := firedBy(t, e, []string{during.OrderNo}); got[lapse.FiredByRedis] != 1 {
+		t.Errorf("fired by %v, want redis", got)
+	}
+}
