@@ -33,8 +33,8 @@ type Config struct {
 	// Trigger is a precise trigger shared by every process (Redis); nil: the
 	// in-process timer and the database. TriggerMode is its starting mode
 	// (default TriggerAuto). The deadlines this engine sets reach the
-	// trigger through its Claimer's loop, so a process with a Trigger must
-	// run a Claimer (lapse serve always does).
+	// trigger through its Claimer's loop (or its RunTriggerOnce), so a
+	// process with a Trigger must run a Claimer (lapse serve always does).
 	Trigger     SharedTrigger
 	TriggerMode TriggerMode
 	// WorkStore is the store the Claimer and the Deliverer claim and finish

@@ -121,7 +121,11 @@ type trigger struct {
 	// known is set once this process has seen the trigger seeded: a
 	// trigger without data after that has lost it, while one that has none
 	// at the start may just be new.
-	known   atomic.Bool
+	known atomic.Bool
+	// seeding is set while the trigger is seeded from the database: a
+	// deadline set meanwhile may come after the seed read its page, so it
+	// is queued too, and added once the seed is done.
+	seeding atomic.Bool
 	pending chan TriggerDue
 	kick    chan struct{}
 
@@ -169,9 +173,20 @@ func (tr *trigger) signal() {
 // in-process timer.
 func (e *Engine) deadlineSet(orderID int64, at time.Time) {
 	tr := e.trig
-	if tr == nil || !tr.using() {
+	if tr == nil {
 		e.wake.notify(at)
 		return
+	}
+	// seeding is loaded before using: read false, either the seed has not
+	// set it yet, and so reads this deadline's commit, or it is done and
+	// the trigger is in charge.
+	seeding := tr.seeding.Load()
+	if !seeding && !tr.using() {
+		e.wake.notify(at)
+		return
+	}
+	if seeding {
+		e.wake.notify(at) // the precise path is in charge until the seed is done
 	}
 	select {
 	case tr.pending <- TriggerDue{OrderID: orderID, At: at}:

@@ -43,40 +43,92 @@ func (c *Claimer) shared(loopCtx, workCtx context.Context) {
 		if loopCtx.Err() != nil {
 			return
 		}
-		wait = c.sharedStep(loopCtx, workCtx)
-		if now := tr.using(); now != using {
-			using = now
-			tr.update()
-			for _, ch := range []chan struct{}{c.beat, c.poke} {
-				select {
-				case ch <- struct{}{}:
-				default:
-				}
-			}
-		}
+		_, wait, _ = c.sharedStep(loopCtx, workCtx)
+		using = c.handOver(using)
 	}
 }
 
-// sharedStep does one round of the shared path and says how long to wait
-// before the next.
-func (c *Claimer) sharedStep(loopCtx, workCtx context.Context) time.Duration {
+// triggerRounds bounds the rounds of one RunTriggerOnce.
+const triggerRounds = 100
+
+// RunTriggerOnce runs the shared trigger's path (path redis) synchronously,
+// the way RunOnce runs the precise path: round after round of what the
+// background loop does, without sleeping, until a round finds nothing more
+// to do now (at most 100 rounds). A round seeds the trigger from the
+// database when it reports that it lost its data (or probes it first while
+// it is degraded), adds the deadlines this engine set, claims the members
+// that are due, fires what the database has due through the claimer's
+// batches, and is done with the members, or retries them on the trigger's
+// schedule if the pass failed. It returns how many orders it fired, and
+// waits, like RunOnce, for the answers of the providers it asked.
+//
+// The error is the first that ended a round: a failure of the trigger,
+// which has then degraded it in auto mode (the sweep's faster beat takes
+// over until the trigger answers again), or of a pass, whose members are
+// then retried. Without a shared trigger, or forced to the database, it
+// fires nothing and returns nil. Tests and the simulator call it; a running
+// Claimer (Start) runs the same rounds in its background loop.
+func (c *Claimer) RunTriggerOnce(ctx context.Context) (int, error) {
+	tr := c.e.trig
+	if tr == nil {
+		return 0, nil
+	}
+	defer c.asks.Wait()
+	using := tr.using()
+	total := 0
+	for range triggerRounds {
+		n, wait, err := c.sharedStep(ctx, ctx)
+		total += n
+		using = c.handOver(using)
+		if err != nil || wait > 0 || ctx.Err() != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// handOver publishes a change of who is in charge, from using (whether the
+// shared trigger was) to now: the gauge, the sweep's beat and the precise
+// path, which stands back while the trigger is in charge. It returns whether
+// the trigger is in charge now.
+func (c *Claimer) handOver(using bool) bool {
+	tr := c.e.trig
+	now := tr.using()
+	if now == using {
+		return now
+	}
+	tr.update()
+	for _, ch := range []chan struct{}{c.beat, c.poke} {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	return now
+}
+
+// sharedStep does one round of the shared path. It returns how many orders
+// it fired, how long to wait before the next round (0: at once), and the
+// error that ended the round, which it has acted on already (the trigger
+// degraded, the members retried).
+func (c *Claimer) sharedStep(loopCtx, workCtx context.Context) (fired int, wait time.Duration, err error) {
 	tr := c.e.trig
 	mode := *tr.mode.Load()
 	if mode == TriggerDatabase {
 		tr.drain()
-		return time.Hour // until the mode changes (SetTriggerMode kicks)
+		return 0, time.Hour, nil // until the mode changes (SetTriggerMode kicks)
 	}
 	if tr.degraded.Load() && mode == TriggerAuto {
 		if err := c.callTrigger(workCtx, tr.t.Ping); err != nil {
 			tr.drain()
-			return triggerProbe
+			return 0, triggerProbe, err
 		}
 		tr.stale.Store(true)
 	}
 	if tr.stale.Load() {
 		if err := c.seed(loopCtx, workCtx); err != nil {
 			c.degrade(err)
-			return triggerProbe
+			return 0, triggerProbe, err
 		}
 		if tr.degraded.Swap(false) {
 			c.e.log.Warn("shared trigger is back: it fires deadlines again; the sweep returns to its usual beat")
@@ -84,21 +136,21 @@ func (c *Claimer) sharedStep(loopCtx, workCtx context.Context) time.Duration {
 	}
 	if err := c.flushPending(workCtx); err != nil {
 		c.degrade(err)
-		return triggerProbe
+		return 0, triggerProbe, err
 	}
 	cfg := c.conf()
 	var (
 		members []string
 		seeded  bool
 	)
-	err := c.callTrigger(workCtx, func(ctx context.Context) error {
+	err = c.callTrigger(workCtx, func(ctx context.Context) error {
 		var err error
 		members, seeded, err = tr.t.Claim(ctx, c.e.clock.Now(), cfg.TriggerLease, cfg.Batch)
 		return err
 	})
 	if err != nil {
 		c.degrade(err)
-		return triggerProbe
+		return 0, triggerProbe, err
 	}
 	if !seeded {
 		// Its data is gone, or it never had any: seed it before trusting
@@ -112,21 +164,21 @@ func (c *Claimer) sharedStep(loopCtx, workCtx context.Context) time.Duration {
 			c.e.log.Info("shared trigger holds no deadlines yet (a first start, or it lost them before this process started): seeding it from the database")
 		}
 		tr.stale.Store(true)
-		return 0
+		return 0, 0, nil
 	}
 	tr.known.Store(true)
 	if len(members) > 0 {
-		_, err := c.burn(loopCtx, workCtx, lapse.FiredByRedis, 0, cfg.Batch, 0)
+		fired, err := c.burn(loopCtx, workCtx, lapse.FiredByRedis, 0, cfg.Batch, 0)
 		if err != nil {
 			c.failed(loopCtx, lapse.FiredByRedis, err)
 			c.retryMembers(workCtx, members)
-			return c.conf().ErrorBackoff
+			return fired, c.conf().ErrorBackoff, err
 		}
 		if err := c.callTrigger(workCtx, func(ctx context.Context) error { return tr.t.Done(ctx, members) }); err != nil {
 			c.degrade(err)
-			return triggerProbe
+			return fired, triggerProbe, err
 		}
-		return 0
+		return fired, 0, nil
 	}
 	var (
 		next time.Time
@@ -138,13 +190,13 @@ func (c *Claimer) sharedStep(loopCtx, workCtx context.Context) time.Duration {
 		return err
 	}); err != nil {
 		c.degrade(err)
-		return triggerProbe
+		return 0, triggerProbe, err
 	}
-	wait := triggerPoll
+	wait = triggerPoll
 	if ok {
 		wait = min(max(next.Sub(c.e.clock.Now()), 0), triggerPoll)
 	}
-	return wait
+	return 0, wait, nil
 }
 
 // callTrigger runs one call of the shared trigger under a bound, so that a
@@ -242,6 +294,10 @@ func (tr *trigger) drain() {
 func (c *Claimer) seed(loopCtx, workCtx context.Context) error {
 	tr := c.e.trig
 	start := time.Now()
+	// Set before the first read and cleared once the trigger is in charge,
+	// so that every deadline set in between is queued (deadlineSet).
+	tr.seeding.Store(true)
+	defer tr.seeding.Store(false)
 	var after *lapse.OrderDeadline
 	total := 0
 	for loopCtx.Err() == nil {

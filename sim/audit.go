@@ -350,3 +350,29 @@ func (w *world) checkFired() error {
 	}
 	return nil
 }
+
+// checkTriggered checks S8 on the shared trigger after a pass of it that
+// reported no error, in charge: no order is left due that the trigger owes
+// a claim (it was told the order is due at its deadline, no process holds
+// it under a lease, and it does not wait for a retry). Orders it was never told of (a deadline set by a
+// process that crashed before handing it on, a commit whose answer was
+// lost) are the sweep's, checked after the claimer runs.
+func (w *world) checkTriggered() error {
+	w.check()
+	names := make([]string, len(w.flows))
+	for i, f := range w.flows {
+		names[i] = f.Name
+	}
+	now := w.clock.Now()
+	due, err := w.cfg.Store.OrderClaimDue(w.ctx, &lapse.OrderClaimDueParams{DueBy: now, Flows: names, Limit: 1000})
+	if err != nil {
+		return err
+	}
+	for _, o := range due {
+		if w.trig.owes(o.ID, *o.DeadlineAt, now) {
+			return w.violation("S8", "%s (%s, due %s) is still due after a pass of the shared trigger that reported no error, which was told of it",
+				o.OrderNo, o.State, stamp(*o.DeadlineAt))
+		}
+	}
+	return nil
+}

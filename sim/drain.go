@@ -20,7 +20,8 @@ const (
 // finished.
 func (w *world) drain() error {
 	w.f.setOn(false)
-	w.logf("drain: a new process, faults off")
+	w.trig.up()
+	w.logf("drain: a new process, faults off, redis up")
 	if err := w.boot(); err != nil {
 		return err
 	}
@@ -32,6 +33,9 @@ func (w *world) drain() error {
 			c.at = w.clock.Now()
 		}
 		w.sendCallbacks()
+		if _, err := w.cl.RunTriggerOnce(w.ctx); err != nil {
+			return err
+		}
 		if _, err := w.cl.RunOnce(w.ctx); err != nil {
 			return err
 		}

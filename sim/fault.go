@@ -10,16 +10,18 @@ import (
 
 // Fault kinds, as counted in a run's summary.
 const (
-	FaultBefore   = "db_fail"         // a statement failed; nothing was written
-	FaultAfter    = "db_lost_commit"  // it ran (and committed), then the caller saw an error
-	FaultCrash    = "crash"           // the process died at a store call: engine dropped, a new one started
-	FaultRefuse   = "provider_refuse" // the provider refused for good
-	FaultLost     = "provider_lost"   // the provider did the work, the answer was lost
-	FaultDown     = "provider_down"   // the provider did not answer; nothing done
-	FaultPortFail = "port_fail"       // the card issuer failed; nothing done
-	FaultPortLost = "port_timeout"    // the card issuer did the work and timed out
-	FaultDup      = "callback_dup"    // a provider callback was sent again
-	FaultLate     = "callback_late"   // a provider callback waited before it was sent
+	FaultBefore    = "db_fail"         // a statement failed; nothing was written
+	FaultAfter     = "db_lost_commit"  // it ran (and committed), then the caller saw an error
+	FaultCrash     = "crash"           // the process died at a store call: engine dropped, a new one started
+	FaultRefuse    = "provider_refuse" // the provider refused for good
+	FaultLost      = "provider_lost"   // the provider did the work, the answer was lost
+	FaultDown      = "provider_down"   // the provider did not answer; nothing done
+	FaultPortFail  = "port_fail"       // the card issuer failed; nothing done
+	FaultPortLost  = "port_timeout"    // the card issuer did the work and timed out
+	FaultDup       = "callback_dup"    // a provider callback was sent again
+	FaultLate      = "callback_late"   // a provider callback waited before it was sent
+	FaultRedisLost = "redis_lost"      // the shared trigger lost all its data
+	FaultRedisDown = "redis_down"      // the shared trigger's calls failed for a while
 )
 
 // errInjected is the error of every injected fault, so that a step log can

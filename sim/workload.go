@@ -32,6 +32,8 @@ var actions = []action{
 	{"refund", 4, (*world).refund},
 	{"advance clock", 14, (*world).advance},
 	{"run claimer", 8, (*world).claim},
+	{"run shared trigger", 8, (*world).runTrigger},
+	{"redis fault", 2, (*world).redisFault},
 	{"run deliverer", 10, (*world).deliver},
 	{"send callbacks", 10, (*world).sendCallbacks},
 	{"crash mid-pass", 2, (*world).crashMidPass},
@@ -350,14 +352,44 @@ func (w *world) deliver() {
 	}
 }
 
-// crashMidPass runs the claimer or the deliverer with the process set to
+// runTrigger runs the shared trigger's path, as the running claimer's loop
+// does between two sleeps; after a pass that reported no error, with the
+// trigger in charge, S8 is checked on what the trigger was told.
+func (w *world) runTrigger() {
+	n, err := w.cl.RunTriggerOnce(w.ctx)
+	w.outcome(fmt.Sprintf("shared trigger fired %d (using %s)", n, w.eng.TriggerStatus().Using), err)
+	if err == nil && !w.proc.crashed.Load() && w.failed == nil && w.eng.TriggerStatus().Using == string(engine.TriggerShared) {
+		w.failed = w.checkTriggered()
+	}
+}
+
+// redisFault makes the shared trigger lose its data, or go down for 10 s to
+// 10 minutes of simulated time.
+func (w *world) redisFault() {
+	if w.rng.IntN(2) == 0 {
+		w.f.count(FaultRedisLost)
+		w.trig.lost()
+		w.logf("  redis lost its data")
+		return
+	}
+	d := time.Duration(10+w.rng.IntN(590)) * time.Second
+	w.f.count(FaultRedisDown)
+	w.trig.downFor(d)
+	w.logf("  redis is down for %v", d)
+}
+
+// crashMidPass runs the claimer, the shared trigger or the deliverer with the process set to
 // die at one of its next store calls.
 func (w *world) crashMidPass() {
 	w.proc.crashAt.Store(int64(1 + w.rng.IntN(8)))
-	if w.rng.IntN(2) == 0 {
+	switch w.rng.IntN(3) {
+	case 0:
 		n, err := w.cl.RunOnce(w.ctx)
 		w.outcome(fmt.Sprintf("claimer fired %d", n), err)
-	} else {
+	case 1:
+		n, err := w.cl.RunTriggerOnce(w.ctx)
+		w.outcome(fmt.Sprintf("shared trigger fired %d", n), err)
+	default:
 		n, err := w.dl.RunOnce(w.ctx)
 		w.outcome(fmt.Sprintf("deliverer claimed %d", n), err)
 	}

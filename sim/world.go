@@ -61,6 +61,7 @@ type world struct {
 	prov   *provider
 	cards  *cardPort
 	notify *notifyPort
+	trig   *trigger
 	flows  []*lapse.Flow
 	step   int
 	checks int
@@ -110,6 +111,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	w.prov = newProvider(w.f, w.clock)
 	w.cards = newCardPort(w.f, w.clock)
 	w.notify = newNotifyPort(w.f)
+	w.trig = newTrigger(w.clock)
 	checkout := flows.Checkout()
 	w.flows = []*lapse.Flow{checkout, flows.Groupbuy(), flows.Membership()}
 	w.f.setOn(false)
@@ -184,12 +186,14 @@ func (w *world) boot() error {
 		n = w.proc.n + 1
 	}
 	w.proc = &process{n: n}
+	w.trig.boot(n)
 	st := &faultStore{Store: w.cfg.Store, f: w.f, p: w.proc}
 	e, err := engine.New(st, w.flows, engine.Config{
 		Clock: w.clock, Logger: slog.New(slog.DiscardHandler), Node: fmt.Sprintf("p%d", n),
 		StockLedger: true, CouponLedger: true,
 		Payments: engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{providerName: w.prov}},
 		Cards:    w.cards,
+		Trigger:  w.trig, TriggerMode: engine.TriggerAuto,
 		Subscriptions: []engine.Subscription{{Name: notifySubscriber, Events: []string{"order.*", "group.*", "membership.*"},
 			Handler: w.notify, Concurrency: 1}},
 	})
