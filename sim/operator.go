@@ -34,7 +34,10 @@ type opCall struct {
 	entry   lapse.AuditEntry // the row it must have: actor, action, target, the engine's clock at the action, second factor
 	err     error            // what the engine answered
 	written bool             // engine.AuditWritten
-	lost    bool             // succeeded without its row committing with it, and the caller's own row did not commit either
+	// committed: failed, and yet its change and row committed (a lost
+	// answer, a crash after the commit)
+	committed bool
+	lost      bool // succeeded without its row committing with it, and the caller's own row did not commit either
 }
 
 // entry is the row of op doing action on target, as access.Principal.Entry
@@ -146,10 +149,19 @@ func (w *world) opReview(op operator, retry bool, k int) {
 func (w *world) opDo(e *lapse.AuditEntry, closer bool, call func(context.Context) error) {
 	at := w.clock.Now()
 	ctx := engine.WithAudit(w.ctx, e)
+	w.f.operate(true)
 	err := call(ctx)
+	w.f.operate(false)
 	c := &opCall{step: w.step, entry: *e, err: err, written: engine.AuditWritten(ctx)}
 	c.entry.At = lapse.Truncate(at)
 	w.opCalls = append(w.opCalls, c)
+	if err != nil && !c.written {
+		// A commit whose answer was lost, or a crash after it: the row
+		// committed with the change, and the engine could not tell.
+		if rows, rerr := w.auditRows(); rerr == nil {
+			c.committed = hasRow(rows, c.entry.ActorName, c.entry.Target, c.entry, c.entry.Action)
+		}
+	}
 	w.outcome(fmt.Sprintf("%s: %s %s (row written %v)", e.ActorName, e.Action, e.Target, c.written), err)
 	var result string
 	switch {

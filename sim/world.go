@@ -24,13 +24,14 @@ type Config struct {
 
 // Result is what a run did.
 type Result struct {
-	Steps     int
-	Checks    int            // invariant checks made
-	Faults    map[string]int // injected, by kind
-	Orders    int
-	Operators int            // operator actions made
-	OpLost    int            // of them, acknowledged without a row: no change to commit it with, and the caller's own did not commit
-	States    map[string]int // orders by flow and final state, "checkout/CLOSED"
+	Steps          int
+	Checks         int            // invariant checks made
+	Faults         map[string]int // injected, by kind
+	Orders         int
+	Operators      int            // operator actions made
+	OpErrCommitted int            // of them, failed and yet committed with their row
+	OpLost         int            // of them, acknowledged without a row: no change to commit it with, and the caller's own did not commit
+	States         map[string]int // orders by flow and final state, "checkout/CLOSED"
 }
 
 // Violation is an invariant that did not hold.
@@ -163,7 +164,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Result{Steps: cfg.Steps, Checks: w.checks, Faults: w.f.summary(), Orders: len(w.orders), Operators: len(w.opCalls), OpLost: w.opLost(), States: states}, nil
+	return &Result{Steps: cfg.Steps, Checks: w.checks, Faults: w.f.summary(), Orders: len(w.orders), Operators: len(w.opCalls), OpErrCommitted: w.opCount(func(c *opCall) bool { return c.committed }),
+		OpLost: w.opCount(func(c *opCall) bool { return c.lost }), States: states}, nil
 }
 
 // finalStates counts the orders by flow and state.
@@ -229,11 +231,11 @@ func (w *world) boot() error {
 // by is the simulated caller.
 var by = engine.Actor{FiredBy: lapse.FiredByApp, Name: "sim"}
 
-// opLost counts the operator actions acknowledged without a row.
-func (w *world) opLost() int {
+// opCount counts the operator actions that are.
+func (w *world) opCount(are func(*opCall) bool) int {
 	n := 0
 	for _, c := range w.opCalls {
-		if c.lost {
+		if are(c) {
 			n++
 		}
 	}
