@@ -104,6 +104,9 @@ func (w *world) final() error {
 	if err := w.audit(true); err != nil {
 		return err
 	}
+	if err := w.finalAudit(); err != nil {
+		return err
+	}
 	st := w.cfg.Store
 	orders, err := st.OrderList(w.ctx, &lapse.OrderListParams{})
 	if err != nil {

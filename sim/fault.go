@@ -42,16 +42,20 @@ var errCrashed = errors.New("sim: the process crashed")
 // orders are different sites; two concurrent OrderDeadlineSet calls are
 // one) can swap draws (see doc.go).
 type faults struct {
-	mu     sync.Mutex
-	seed   uint64
-	on     bool
-	rate   float64 // of a store fault per call
-	counts map[string]int
-	draws  map[string]uint64
+	mu   sync.Mutex
+	seed uint64
+	on   bool
+	rate float64 // of a store fault per call
+	// opRate replaces rate while an operator's call runs (operating), so
+	// that its audited writes meet failures, lost commits and crashes.
+	opRate    float64
+	operating bool
+	counts    map[string]int
+	draws     map[string]uint64
 }
 
 func newFaults(seed uint64) *faults {
-	return &faults{seed: seed, on: true, rate: 0.02, counts: map[string]int{}, draws: map[string]uint64{}}
+	return &faults{seed: seed, on: true, rate: 0.02, opRate: 0.1, counts: map[string]int{}, draws: map[string]uint64{}}
 }
 
 // roll returns the next draw of site, in [0, 1).
@@ -84,11 +88,15 @@ func (f *faults) store(call string, inTx bool) (kind string, after bool) {
 	if !f.on {
 		return "", false
 	}
+	rate := f.rate
+	if f.operating {
+		rate = f.opRate
+	}
 	r := f.roll(call)
-	if r >= f.rate {
+	if r >= rate {
 		return "", false
 	}
-	r /= f.rate
+	r /= rate
 	switch {
 	case r < 0.45:
 		kind = FaultBefore
@@ -108,6 +116,14 @@ func (f *faults) count(kind string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.counts[kind]++
+}
+
+// operate raises the store's fault rate, or sets it back, around an
+// operator's call.
+func (f *faults) operate(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.operating = on
 }
 
 func (f *faults) setOn(on bool) {

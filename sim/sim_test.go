@@ -115,6 +115,9 @@ func simulate(t *testing.T, suffix string, seeds int, open func(*testing.T, uint
 					total.Steps += res.Steps
 					total.Checks += res.Checks
 					total.Orders += res.Orders
+					total.Operators += res.Operators
+					total.OpLost += res.OpLost
+					total.OpErrCommitted += res.OpErrCommitted
 					for k, v := range res.Faults {
 						total.Faults[k] += v
 					}
@@ -144,8 +147,8 @@ func simulate(t *testing.T, suffix string, seeds int, open func(*testing.T, uint
 	for _, k := range slices.Sorted(maps.Keys(total.States)) {
 		ss = append(ss, fmt.Sprintf("%s=%d", k, total.States[k]))
 	}
-	t.Logf("sim%s: %d seeds (%d failed), %d steps, %d orders, %d invariant checks, faults: %s; %v",
-		suffix, len(list), len(failed), total.Steps, total.Orders, total.Checks, strings.Join(fs, " "), time.Since(begin).Round(time.Millisecond))
+	t.Logf("sim%s: %d seeds (%d failed), %d steps, %d orders, %d operator actions (%d failed and committed, %d acknowledged without a row), %d invariant checks, faults: %s; %v",
+		suffix, len(list), len(failed), total.Steps, total.Orders, total.Operators, total.OpErrCommitted, total.OpLost, total.Checks, strings.Join(fs, " "), time.Since(begin).Round(time.Millisecond))
 	t.Logf("sim%s: orders at the end: %s", suffix, strings.Join(ss, " "))
 }
 

@@ -23,6 +23,10 @@ type process struct {
 // pass through unfaulted.
 type faultStore struct {
 	lapse.Store
+	// The store's audit log and the other access records, so that the
+	// engine's audited writes (engine.WithAudit) and its sealer find them
+	// through this store; only AuditInsert is faulted.
+	lapse.AccessStore
 	f    *faults
 	p    *process
 	inTx bool
@@ -64,13 +68,26 @@ func (s *faultStore) do(call string, fn func() error) error {
 func (s *faultStore) Tx(ctx context.Context, fn func(tx lapse.Store) error) error {
 	return s.do("Tx", func() error {
 		return s.Store.Tx(ctx, func(tx lapse.Store) error {
-			err := fn(&faultStore{Store: tx, f: s.f, p: s.p, inTx: true})
+			err := fn(newFaultStore(tx, s.f, s.p, true))
 			if err == nil && s.p.crashed.Load() {
 				return errCrashed
 			}
 			return err
 		})
 	})
+}
+
+// newFaultStore wraps st, whose access records it passes on when st keeps
+// them.
+func newFaultStore(st lapse.Store, f *faults, p *process, inTx bool) *faultStore {
+	as, _ := st.(lapse.AccessStore)
+	return &faultStore{Store: st, AccessStore: as, f: f, p: p, inTx: inTx}
+}
+
+// AuditInsert appends an audit row: the engine's, in the transaction of an
+// audited change, or the simulated operator's own (lapse.AuditRecord).
+func (s *faultStore) AuditInsert(ctx context.Context, e *lapse.AuditEntry) error {
+	return s.do("AuditInsert", func() error { return s.AccessStore.AuditInsert(ctx, e) })
 }
 
 func call1[T any](s *faultStore, name string, fn func() (T, error)) (T, error) {

@@ -37,6 +37,8 @@ var actions = []action{
 	{"run deliverer", 10, (*world).deliver},
 	{"send callbacks", 10, (*world).sendCallbacks},
 	{"crash mid-pass", 2, (*world).crashMidPass},
+	{"operator acts", 8, (*world).operate},
+	{"run audit sealer", 2, (*world).sealAudit},
 }
 
 var totalWeight = func() int {

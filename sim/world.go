@@ -24,11 +24,14 @@ type Config struct {
 
 // Result is what a run did.
 type Result struct {
-	Steps  int
-	Checks int            // invariant checks made
-	Faults map[string]int // injected, by kind
-	Orders int
-	States map[string]int // orders by flow and final state, "checkout/CLOSED"
+	Steps          int
+	Checks         int            // invariant checks made
+	Faults         map[string]int // injected, by kind
+	Orders         int
+	Operators      int            // operator actions made
+	OpErrCommitted int            // of them, failed and yet committed with their row
+	OpLost         int            // of them, acknowledged without a row: no change to commit it with, and the caller's own did not commit
+	States         map[string]int // orders by flow and final state, "checkout/CLOSED"
 }
 
 // Violation is an invariant that did not hold.
@@ -67,6 +70,7 @@ type world struct {
 	checks int
 
 	proc *process
+	st   *faultStore // the process's store, as its callers (the HTTP layer's audit rows) see it
 	eng  *engine.Engine
 	cl   *engine.Claimer
 	dl   *engine.Deliverer
@@ -80,6 +84,10 @@ type world struct {
 	seen   map[string]int64       // order_no → version last audited
 	states map[string]lapse.State // order_no → state last audited
 	failed error                  // a violation found during a step, reported by its audit
+
+	opCalls   []*opCall           // the operators' actions, in the order they were made
+	opChecked int                 // how many of them the auditor has checked
+	rows      []*lapse.AuditEntry // the audit log, as the audit under way read it
 }
 
 // simOrder is what the simulator knows of an order it created.
@@ -156,7 +164,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Result{Steps: cfg.Steps, Checks: w.checks, Faults: w.f.summary(), Orders: len(w.orders), States: states}, nil
+	return &Result{Steps: cfg.Steps, Checks: w.checks, Faults: w.f.summary(), Orders: len(w.orders), Operators: len(w.opCalls), OpErrCommitted: w.opCount(func(c *opCall) bool { return c.committed }),
+		OpLost: w.opCount(func(c *opCall) bool { return c.lost }), States: states}, nil
 }
 
 // finalStates counts the orders by flow and state.
@@ -187,7 +196,8 @@ func (w *world) boot() error {
 	}
 	w.proc = &process{n: n}
 	w.trig.boot(n)
-	st := &faultStore{Store: w.cfg.Store, f: w.f, p: w.proc}
+	st := newFaultStore(w.cfg.Store, w.f, w.proc, false)
+	w.st = st
 	e, err := engine.New(st, w.flows, engine.Config{
 		Clock: w.clock, Logger: slog.New(slog.DiscardHandler), Node: fmt.Sprintf("p%d", n),
 		StockLedger: true, CouponLedger: true,
@@ -220,3 +230,14 @@ func (w *world) boot() error {
 
 // by is the simulated caller.
 var by = engine.Actor{FiredBy: lapse.FiredByApp, Name: "sim"}
+
+// opCount counts the operator actions that are.
+func (w *world) opCount(are func(*opCall) bool) int {
+	n := 0
+	for _, c := range w.opCalls {
+		if are(c) {
+			n++
+		}
+	}
+	return n
+}
