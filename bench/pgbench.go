@@ -9,9 +9,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lapsehq/lapse/internal/burndown"
 )
 
 // pgbenchResult is what pgbench measured running the store's close SQL.
@@ -21,6 +24,7 @@ type pgbenchResult struct {
 	closed                 int // orders CLOSED in the table afterwards
 	tps                    float64
 	walBytes               int64
+	cpu                    burndown.CPU
 	setupSchema, setupPath string
 }
 
@@ -115,10 +119,50 @@ func runPgbench(ctx context.Context, dsn, dir string, n, subscribers, clients in
 	}
 	c := strconv.Itoa(clients)
 	say(fmt.Sprintf("pgbench: -f %s -c %s -j %s -t %d", res.script, c, c, res.txns))
-	env := []string{"PGOPTIONS=" + os.Getenv("PGOPTIONS") + " -csearch_path=" + res.setupSchema}
+	// pgbench's sessions by name, for the CPU meter, which samples them
+	// while they run, since they end with pgbench.
+	appName := fmt.Sprintf("lapse_bench_pgbench_%d", os.Getpid())
+	mcfg := pool.Config().ConnConfig.Copy()
+	mcfg.RuntimeParams["application_name"] = appName
+	meterConn, err := pgx.ConnectConfig(ctx, mcfg)
+	if err != nil {
+		return nil, "", err
+	}
+	defer meterConn.Close(context.WithoutCancel(ctx))
+	meter := burndown.NewCPUMeter(meterConn)
+	meter.Children = true
+	if err := meter.Start(ctx); err != nil {
+		return nil, "", err
+	}
+	env := []string{"PGOPTIONS=" + os.Getenv("PGOPTIONS") + " -csearch_path=" + res.setupSchema, "PGAPPNAME=" + appName}
+	sampled := make(chan error, 1)
+	quit := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				sampled <- nil
+				return
+			case <-tick.C:
+				if err := meter.Sample(ctx); err != nil {
+					sampled <- err
+					return
+				}
+			}
+		}
+	}()
 	out, err := command(ctx, env, "pgbench", "-n", "-f", res.script, "-c", c, "-j", c, "-t", strconv.Itoa(res.txns), dsn)
+	close(quit)
+	if serr := <-sampled; err == nil && serr != nil {
+		err = serr
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("pgbench: %w\n%s", err, out)
+	}
+	if res.cpu, err = meter.Stop(ctx); err != nil {
+		return nil, "", err
 	}
 	if res.walBytes, err = walSince(ctx, pool, lsn); err != nil {
 		return nil, "", err

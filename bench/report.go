@@ -37,25 +37,25 @@ func (r *report) err() error {
 func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "\nburn-down of N = %d, against %s, one after the other: %s\n\n", r.n, hidePassword(r.db), strings.Join(r.order, ", "))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "run\twhat\trate\tWAL\t")
+	fmt.Fprintln(tw, "run\twhat\trate\tWAL\tCPU (process + server)\t")
 	switch {
 	case r.river != nil:
-		fmt.Fprintf(tw, "river\tRiver %s: %d no-op jobs, riverbench's burn-down through River's API\t%.0f jobs/s\t%s/job\t\n",
-			riverVersion, r.river.jobs, r.river.perSecond(), bytesPer(r.river.walBytes, r.river.jobs))
+		fmt.Fprintf(tw, "river\tRiver %s: %d no-op jobs, riverbench's burn-down through River's API\t%.0f jobs/s\t%s/job\t%s/job\t\n",
+			riverVersion, r.river.jobs, r.river.perSecond(), bytesPer(r.river.walBytes, r.river.jobs), cpuPer(r.river.cpu, r.river.jobs))
 	default:
 		fmt.Fprintf(tw, "river\tfailed: %v\t\t\t\n", r.riverErr)
 	}
 	switch l := r.lapse; {
 	case l != nil:
-		fmt.Fprintf(tw, "lapse\tLapse: %d due of %d orders, Claimer.RunOnce, batch %d, %d workers, %d subscribers\t%.0f closes/s\t%s/close\t\n",
-			l.Closed, l.Loaded, l.Batch, l.Workers, l.Subscribers, l.PerSecond(), bytesPer(l.WALBytes, l.Closed))
+		fmt.Fprintf(tw, "lapse\tLapse: %d due of %d orders, Claimer.RunOnce, batch %d, %d workers, %d subscribers\t%.0f closes/s\t%s/close\t%s/close\t\n",
+			l.Closed, l.Loaded, l.Batch, l.Workers, l.Subscribers, l.PerSecond(), bytesPer(l.WALBytes, l.Closed), cpuPer(l.CPU, l.Closed))
 	default:
 		fmt.Fprintf(tw, "lapse\tfailed: %v\t\t\t\n", r.lapseErr)
 	}
 	switch p := r.pgbench; {
 	case p != nil:
-		fmt.Fprintf(tw, "pgbench\t%s: %d orders, %d×%d transactions of %d, %d closed\t%.0f closes/s\t%s/close\t\n",
-			filepath.Base(p.script), r.n, p.clients, p.txns, p.batch, p.closed, p.perSecond(), bytesPer(p.walBytes, p.closed))
+		fmt.Fprintf(tw, "pgbench\t%s: %d orders, %d×%d transactions of %d, %d closed\t%.0f closes/s\t%s/close\t%s/close\t\n",
+			filepath.Base(p.script), r.n, p.clients, p.txns, p.batch, p.closed, p.perSecond(), bytesPer(p.walBytes, p.closed), cpuPer(p.cpu, p.closed))
 	case r.pgbenchSkip != "":
 		fmt.Fprintf(tw, "pgbench\tnot run: %s\t\t\t\n", r.pgbenchSkip)
 	default:
@@ -80,6 +80,7 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "server: %s\n", strings.Join(s, ", "))
 	}
 	fmt.Fprintln(w, "WAL is the whole server's while each ran: other sessions' writes count too.")
+	fmt.Fprintln(w, "CPU is the client's (River's, Lapse's engine: this process; pgbench) + the run's own database sessions' (from /proc, a server on this host; pgbench's sampled every 20 ms, so up to 20 ms a session short); it counts no other work on the machine.")
 }
 
 // bytesPer is bytes over n as "1234 B", or "-" when unknown.
@@ -112,4 +113,13 @@ func hidePassword(dsn string) string {
 		u.User = url.UserPassword(u.User.Username(), "xxxxx")
 	}
 	return u.Redacted()
+}
+
+// cpuPer is c over n as "12 + 35 µs", or "-" when unknown.
+func cpuPer(c burndown.CPU, n int) string {
+	process, server := c.Per(n)
+	if n == 0 || server < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f + %.1f µs", process, server)
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -24,6 +25,7 @@ type riverResult struct {
 	jobs     int
 	elapsed  time.Duration
 	walBytes int64
+	cpu      burndown.CPU
 }
 
 func (r *riverResult) perSecond() float64 { return float64(r.jobs) / r.elapsed.Seconds() }
@@ -66,7 +68,7 @@ func runRiver(ctx context.Context, dsn string, n int, log *slog.Logger, progress
 	}
 	// As River's CLI sets them (rivercli.openPgxV5DBPool).
 	params := pcfg.ConnConfig.RuntimeParams
-	params["application_name"] = "lapse bench: river"
+	params["application_name"] = sc.Name // the scratch's own, which the CPU meter finds the sessions by
 	params["idle_in_transaction_session_timeout"] = strconv.Itoa(11_000)
 	params["statement_timeout"] = strconv.Itoa(10_000)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
@@ -124,6 +126,15 @@ func runRiver(ctx context.Context, dsn string, n int, log *slog.Logger, progress
 	if err != nil {
 		return nil, err
 	}
+	meterConn, err := pgx.ConnectConfig(ctx, pcfg.ConnConfig.Copy())
+	if err != nil {
+		return nil, err
+	}
+	defer meterConn.Close(context.WithoutCancel(ctx))
+	meter := burndown.NewCPUMeter(meterConn)
+	if err := meter.Start(ctx); err != nil {
+		return nil, err
+	}
 	if err := client.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -151,6 +162,9 @@ func runRiver(ctx context.Context, dsn string, n int, log *slog.Logger, progress
 		}
 	}
 	res = &riverResult{jobs: worked, elapsed: last.Sub(start)}
+	if err == nil {
+		res.cpu, err = meter.Stop(ctx)
+	}
 	if err == nil {
 		res.walBytes, err = walSince(ctx, pool, lsn)
 	}

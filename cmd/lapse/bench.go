@@ -171,6 +171,11 @@ func printBench(w io.Writer, sc *burndown.Scratch, r *burndown.Result) {
 		fmt.Fprintf(w, "  WAL          %.0f bytes/close (%.1f MB in all, written by the whole server while the engine ran)\n",
 			r.WALPerClose(), float64(r.WALBytes)/1e6)
 	}
+	if process, server := r.CPU.Per(r.Closed); server >= 0 {
+		fmt.Fprintf(w, "  CPU          %.1f µs/close in this process (the engine), %.1f µs/close in the database's sessions that served it\n", process, server)
+	} else if r.Closed > 0 {
+		fmt.Fprintf(w, "  CPU          %.1f µs/close in this process (the engine); the database's not known (not on this host)\n", process)
+	}
 	if len(r.Settings) > 0 {
 		var s []string
 		for _, st := range r.Settings {

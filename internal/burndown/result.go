@@ -20,6 +20,8 @@ type Result struct {
 	// Lag is the distribution of closed_at − deadline_at over the closed
 	// orders, as read back from the store.
 	Lag Lag
+	// CPU is what the close used (see CPUMeter).
+	CPU CPU
 	// WALBytes is the WAL the server wrote during the run (PostgreSQL with
 	// Config.Postgres); -1 when not measured.
 	WALBytes int64

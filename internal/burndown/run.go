@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
@@ -23,7 +25,7 @@ func Run(ctx context.Context, s lapse.Store, cfg Config) (*Result, error) {
 	cfg = cfg.withDefaults()
 	w := &workload{due: cfg.Orders, ratio: cfg.NotDue, at: lapse.SystemClock{}.Now()}
 	res := &Result{Orders: cfg.Orders, NotDue: cfg.NotDue, Subscribers: cfg.Subscribers, Batch: cfg.Batch,
-		Workers: cfg.Workers, WALBytes: -1}
+		Workers: cfg.Workers, WALBytes: -1, CPU: CPU{Server: -1}}
 
 	var pg *pgServer
 	if cfg.Postgres != "" {
@@ -60,12 +62,25 @@ func Run(ctx context.Context, s lapse.Store, cfg Config) (*Result, error) {
 			return nil, err
 		}
 	}
+	var meterConn *pgx.Conn
+	if pg != nil {
+		meterConn = pg.conn
+	}
+	meter := NewCPUMeter(meterConn)
+	if err := meter.Start(ctx); err != nil {
+		return nil, err
+	}
 	stop := watch(e, cfg.Orders, cfg.Progress)
 	clock.startAt(w.at)
 	start = time.Now()
 	fired, err := claimer.RunOnce(ctx)
 	res.Elapsed = time.Since(start)
 	stop()
+	if cpu, merr := meter.Stop(ctx); merr == nil {
+		res.CPU = cpu
+	} else if err == nil {
+		return nil, merr
+	}
 	if err != nil {
 		return nil, fmt.Errorf("burndown: closed %d of %d orders, then: %w", fired, cfg.Orders, err)
 	}

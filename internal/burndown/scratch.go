@@ -32,7 +32,7 @@ type Scratch struct {
 	// Name is the schema's, the database's or the directory's.
 	Name string
 	// DSN opens the scratch database as the DSN it was made from does: a
-	// postgres:// URL whose search_path is the schema, a mysql:// URL
+	// postgres:// URL whose search_path and application_name are the schema, a mysql:// URL
 	// naming the database, or the path of an SQLite file.
 	DSN string
 
@@ -59,6 +59,8 @@ func NewScratch(ctx context.Context, dsn string) (*Scratch, error) {
 		}
 		q := u.Query()
 		q.Set("search_path", name)
+		// The run's sessions by name, so that CPUMeter finds them.
+		q.Set("application_name", name)
 		u.RawQuery = q.Encode()
 		s.DSN = u.String()
 	case strings.HasPrefix(dsn, "mysql://"):
