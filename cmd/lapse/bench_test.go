@@ -70,7 +70,7 @@ func TestBenchPostgres(t *testing.T) {
 		t.Fatalf("lapse bench = %d:\n%s%s", code, out, errOut)
 	}
 	t.Logf("lapse bench:\n%s", out)
-	checkFigures(t, out, "2 subscribers", "bytes/close", "server_version", "shared_buffers", "synchronous_commit",
+	checkFigures(t, out, "2 subscribers", "bytes/close", "µs/close in the database's sessions", "server_version", "shared_buffers", "synchronous_commit",
 		"wal_compression", "full_page_writes", "checkpoint_timeout")
 	m := benchScratch.FindStringSubmatch(errOut)
 	if m == nil || !strings.HasPrefix(m[1], "lapse_bench_") {

@@ -125,6 +125,9 @@ func TestRunSQLite(t *testing.T) {
 	if res.WALBytes != -1 || res.WALPerClose() != -1 || res.Settings != nil {
 		t.Errorf("SQLite has WAL %d and settings %v", res.WALBytes, res.Settings)
 	}
+	if process, server := res.CPU.Per(res.Closed); process <= 0 || server != -1 {
+		t.Errorf("SQLite's CPU per close: process %.1f µs, server %.1f µs; want some, and none known", process, server)
+	}
 	if _, err := os.Stat(sc.Name); !os.IsNotExist(err) {
 		t.Errorf("scratch directory %s is still there: %v", sc.Name, err)
 	}
@@ -139,6 +142,12 @@ func TestRunPostgres(t *testing.T) {
 	}
 	if res.WALBytes <= 0 {
 		t.Errorf("WAL %d bytes", res.WALBytes)
+	}
+	// The server here is on this host: its sessions' CPU is read. A close
+	// takes tens of µs of each; a meter that read nothing, or everything
+	// the machine did, would be far off.
+	if process, server := res.CPU.Per(res.Closed); process <= 0 || process > 5000 || server <= 0 || server > 5000 {
+		t.Errorf("CPU per close: process %.1f µs, server %.1f µs", process, server)
 	}
 	if len(res.Settings) != 10 || res.Settings[0].Name != "server_version" || res.Settings[0].Value == "" {
 		t.Errorf("settings %v", res.Settings)
