@@ -2,9 +2,13 @@ package column_test
 
 import (
 	"database/sql"
+	"encoding/json"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/internal/column"
@@ -72,4 +76,38 @@ func TestScopes(t *testing.T) {
 	if _, err := column.ParseScopes("{"); err == nil {
 		t.Error("ParseScopes of broken JSON succeeded")
 	}
+}
+
+// TestParseItemsAsJSON: ParseItems reads what json.Unmarshal reads, the
+// same items or an error, whether its fast path takes the input or not:
+// every list of items Items writes (any SKU, any quantity), and those
+// bytes mangled.
+func TestParseItemsAsJSON(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		items := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) lapse.Item {
+			return lapse.Item{SKU: rapid.OneOf(rapid.String(), rapid.StringMatching(`[a-z0-9-]{1,12}`)).Draw(t, "sku"),
+				Qty: rapid.Int64().Draw(t, "qty")}
+		}), 0, 4).Draw(t, "items")
+		b := column.Items(items)
+		if len(b) > 0 && rapid.Bool().Draw(t, "mangle") {
+			i := rapid.IntRange(0, len(b)-1).Draw(t, "at")
+			b = append(b[:i:i], append([]byte(rapid.SampledFrom([]string{"", " ", "0", "+", "-", "\\", "\"", ",", "}", "\x01", "\xff", "1.5", "e3", `"SKU"`}).Draw(t, "with")), b[i+1:]...)...)
+		}
+		var want []lapse.Item
+		wantErr := json.Unmarshal(b, &want)
+		if len(want) == 0 {
+			want = nil
+		}
+		got, err := column.ParseItems(b)
+		switch {
+		case len(b) == 0:
+			if got != nil || err != nil {
+				t.Fatalf("ParseItems(empty) = %v, %v", got, err)
+			}
+		case (err != nil) != (wantErr != nil):
+			t.Fatalf("ParseItems(%q): error %v, json.Unmarshal's %v", b, err, wantErr)
+		case err == nil && !reflect.DeepEqual(got, want):
+			t.Fatalf("ParseItems(%q) = %#v, json.Unmarshal reads %#v", b, got, want)
+		}
+	})
 }
