@@ -226,7 +226,9 @@ func bounded(unnest, alias, first string) string {
 const deliveryBlock = 1024
 
 // deliveriesFrom is deliveriesCTE with the subscriber rows from src, a FROM
-// item s(event_id, subscriber, n).
+// item s(event_id, subscriber, n). The rows go in in the order the chain's
+// window sorts them: their ids are drawn already, and nothing reads the
+// order in which they were inserted.
 func deliveriesFrom(name, src string) string {
 	return fmt.Sprintf(`ds AS MATERIALIZED (
 	SELECT x.id AS event_id, x.order_id, x.order_no, x.type, x.created_at, s.subscriber, s.n
@@ -247,6 +249,5 @@ func deliveriesFrom(name, src string) string {
 		coalesce(lag(dn.id) OVER (PARTITION BY dn.order_id, dn.subscriber ORDER BY dn.n),
 			(SELECT max(p.id) FROM deliveries p WHERE p.order_id = dn.order_id AND p.subscriber = dn.subscriber))
 	FROM dn
-	ORDER BY dn.n
 )`, src, name, deliveryBlock)
 }

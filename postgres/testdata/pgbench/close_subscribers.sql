@@ -49,5 +49,4 @@ SELECT dn.id, dn.event_id, dn.order_id, dn.order_no, dn.type, dn.subscriber, 'pe
 	dn.created_at, dn.created_at, dn.created_at,
 	coalesce(lag(dn.id) OVER (PARTITION BY dn.order_id, dn.subscriber ORDER BY dn.n),
 		(SELECT max(p.id) FROM deliveries p WHERE p.order_id = dn.order_id AND p.subscriber = dn.subscriber))
-FROM dn
-ORDER BY dn.n;
+FROM dn;
