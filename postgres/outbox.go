@@ -75,7 +75,7 @@ func (a *outboxArgs) copyDeliveries(ctx context.Context, db db) error {
 	if n == 0 {
 		return nil
 	}
-	ids, err := drawIDs(ctx, db, "deliveries", n)
+	ids, err := drawDeliveryIDs(ctx, db, n)
 	if err != nil {
 		return err
 	}
@@ -100,6 +100,20 @@ func (a *outboxArgs) copyDeliveries(ctx context.Context, db db) error {
 			return []any{ids[i], a.ids[e], a.orderIDs[e], a.orderNos[e], a.types[e], a.subscribers[i], string(lapse.DeliveryPending), at, at, at, after[i]}, nil
 		}))
 	return err
+}
+
+// drawDeliveryIDs draws n delivery ids, in increasing order, in blocks of
+// deliveryBlock (see deliveriesCTE).
+func drawDeliveryIDs(ctx context.Context, db db, n int) ([]int64, error) {
+	blocks, err := drawIDs(ctx, db, "deliveries", (n+deliveryBlock-1)/deliveryBlock)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = blocks[i/deliveryBlock] + int64(i%deliveryBlock)
+	}
+	return ids, nil
 }
 
 // drawIDs draws n ids from the identity of table, in increasing order, for
@@ -146,24 +160,29 @@ func (s *Store) OutboxList(ctx context.Context, orderID int64) ([]*lapse.OutboxE
 	return out, nil
 }
 
-// deliveriesCTE returns the CTEs, dn and then the insert named name, that
-// fan a statement's events out: they read the outbox insert x, which returns
-// id, order_id, order_no, type and created_at, joined on event id to the
-// subscriber columns of outboxArgs, passed as parameters $events and $subs.
-// Joining the rows x inserted, not the arguments, means that an event not
-// written (its order did not move) has no deliveries either.
+// deliveriesCTE returns the CTEs, ds, dk, dn and then the insert named
+// name, that fan a statement's events out: they read the outbox insert x,
+// which returns id, order_id, order_no, type and created_at, joined on
+// event id to the subscriber columns of outboxArgs, passed as parameters
+// $events and $subs. Joining the rows x inserted, not the arguments, means
+// that an event not written (its order did not move) has no deliveries
+// either.
 //
 // Each delivery is chained after the one of its order and subscriber
 // written just before it (after_id): an earlier one in this statement, or
 // else the newest already in the table. For the statement to name its own
-// rows, dn draws their ids in event order (PostgreSQL evaluates a volatile
-// output column after the ORDER BY), so that ids grow along every chain
-// and the newest in the table is its tail: the writes that change an order
-// are serialized by its row lock. The writers that do not take it (a finish
-// that reports a dead delivery, a payment's record or status change) may
-// race a transition and leave two deliveries after one predecessor; the two
-// are unordered, as their writes were, and nothing waits forever, for
-// after_id always names an older row.
+// rows it numbers them itself: dk draws a block of deliveryBlock ids per
+// nextval (the identity's increment, migration 0022), as many blocks as the
+// subscriber rows need, and a delivery's id is its place among those rows
+// (n) within them, so that ids grow along every chain and the newest in the
+// table is its tail. dk reads every row of ds, so it draws only once x is
+// written, that is once every order whose events have deliveries is
+// updated and locked: the writes that change an order are serialized by
+// its row lock, and the later one draws the greater ids. The writers that
+// do not take it (a finish that reports a dead delivery, a payment's record
+// or status change) may race a transition and leave two deliveries after
+// one predecessor; the two are unordered, as their writes were, and nothing
+// waits forever, for after_id always names an older row.
 func deliveriesCTE(name string, events, subs int) string {
 	return deliveriesFrom(name, fmt.Sprintf("unnest($%d::uuid[], $%d::text[]) WITH ORDINALITY AS s(event_id, subscriber, n)", events, subs))
 }
@@ -202,16 +221,26 @@ func bounded(unnest, alias, first string) string {
 	return "(SELECT * FROM " + unnest + " LIMIT cardinality(" + first + ")) " + alias
 }
 
+// deliveryBlock is how many delivery ids one nextval draws: the increment
+// of the identity of deliveries (migration 0022).
+const deliveryBlock = 1024
+
 // deliveriesFrom is deliveriesCTE with the subscriber rows from src, a FROM
-// item s(event_id, subscriber, n).
+// item s(event_id, subscriber, n). The rows go in in the order the chain's
+// window sorts them: their ids are drawn already, and nothing reads the
+// order in which they were inserted.
 func deliveriesFrom(name, src string) string {
-	return fmt.Sprintf(`dn AS MATERIALIZED (
-	SELECT nextval(pg_get_serial_sequence('deliveries', 'id')) AS id, x.id AS event_id, x.order_id, x.order_no,
-		x.type, x.created_at, s.subscriber, s.n
-	FROM %s
+	return fmt.Sprintf(`ds AS MATERIALIZED (
+	SELECT x.id AS event_id, x.order_id, x.order_no, x.type, x.created_at, s.subscriber, s.n
+	FROM %[1]s
 	JOIN x ON x.id = s.event_id
-	ORDER BY s.n
-), %s AS (
+), dk AS (
+	SELECT array_agg(nextval(pg_get_serial_sequence('deliveries', 'id')) ORDER BY g) AS ids
+	FROM generate_series(1, (SELECT (max(ds.n) + %[3]d - 1) / %[3]d FROM ds)) g
+), dn AS (
+	SELECT dk.ids[((ds.n - 1) / %[3]d + 1)::int] + (ds.n - 1) %% %[3]d AS id, ds.*
+	FROM ds, dk
+), %[2]s AS (
 	INSERT INTO deliveries (id, event_id, order_id, order_no, event_type, subscriber, status,
 		next_attempt_at, created_at, updated_at, after_id)
 	OVERRIDING SYSTEM VALUE
@@ -220,6 +249,5 @@ func deliveriesFrom(name, src string) string {
 		coalesce(lag(dn.id) OVER (PARTITION BY dn.order_id, dn.subscriber ORDER BY dn.n),
 			(SELECT max(p.id) FROM deliveries p WHERE p.order_id = dn.order_id AND p.subscriber = dn.subscriber))
 	FROM dn
-	ORDER BY dn.n
-)`, src, name)
+)`, src, name, deliveryBlock)
 }

@@ -3,10 +3,13 @@ package postgres_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/flows"
 	"github.com/lapsehq/lapse/internal/testenv"
 	"github.com/lapsehq/lapse/postgres"
 )
@@ -121,5 +124,136 @@ func TestUpgradeToDeadlineTable(t *testing.T) {
 	evs, err := s.OutboxList(ctx, o.ID)
 	if err != nil || len(evs) != 2 || evs[1].Type != "order.closed" {
 		t.Fatalf("events of UP-3 = %d, %v; want order.created then order.closed", len(evs), err)
+	}
+}
+
+// TestUpgradeDeliveryWrites starts from the schema before delivery ids were
+// drawn in blocks (migrations up to 0021), with chains of deliveries in it:
+// each of 200 due orders has a done and then a pending delivery for each of
+// two subscribers. It migrates, checks that every delivery is as it was,
+// closes the orders with their event fanned out to the two subscribers, and
+// checks that each new delivery got an id above every old one and joined
+// the end of its order's chain, so that it waits for the pending one
+// before it.
+func TestUpgradeDeliveryWrites(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.PostgresSchema(t)
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, dsn, postgres.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.MigrateTo(ctx, 21); err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, dsn)
+	for _, q := range []string{
+		`INSERT INTO orders (order_no, flow, state, deadline_at, amount, currency, user_id, items, metadata, version,
+			created_at, updated_at, fired_by, request_hash)
+		SELECT 'UD-' || g, 'checkout', 'UNPAID', timestamptz '2026-11-29 11:00:00+00' + g * interval '1 s',
+			1999, 'CNY', 'u-' || (g % 10), '[{"sku":"sku-1","qty":1}]', '{"channel":"old"}', 1,
+			'2026-11-29 10:00:00+00', '2026-11-29 10:00:00+00', 'app', md5(g::text)
+		FROM generate_series(1, 200) g`,
+		`INSERT INTO order_deadlines (order_id, deadline_at, flow) SELECT id, deadline_at, flow FROM orders`,
+		`INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
+		SELECT gen_random_uuid(), o.id, o.order_no, t, '{}', o.created_at + k * interval '1 s'
+		FROM orders o, unnest('{order.created,order.noted}'::text[]) WITH ORDINALITY AS e(t, k)`,
+		// The first event's deliveries are done, the second's pending, each
+		// chained after the first's, as the store wrote them.
+		`INSERT INTO deliveries (event_id, order_id, order_no, event_type, subscriber, status, next_attempt_at,
+			created_at, updated_at, done_at)
+		SELECT x.id, x.order_id, x.order_no, x.type, s, 'done', x.created_at, x.created_at, x.created_at, x.created_at
+		FROM outbox x, unnest('{webhook,stock}'::text[]) s WHERE x.type = 'order.created' ORDER BY x.seq, s`,
+		`INSERT INTO deliveries (event_id, order_id, order_no, event_type, subscriber, status, next_attempt_at,
+			created_at, updated_at, after_id)
+		SELECT x.id, x.order_id, x.order_no, x.type, s, 'pending', x.created_at, x.created_at, x.created_at,
+			(SELECT max(p.id) FROM deliveries p WHERE p.order_id = x.order_id AND p.subscriber = s)
+		FROM outbox x, unnest('{webhook,stock}'::text[]) s WHERE x.type = 'order.noted' ORDER BY x.seq, s`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snapshot := func() string {
+		t.Helper()
+		var sum string
+		if err := conn.QueryRow(ctx, `SELECT count(*) || ':' || md5(string_agg(d::text, '|' ORDER BY id))
+			FROM deliveries d`).Scan(&sum); err != nil {
+			t.Fatal(err)
+		}
+		return sum
+	}
+	before := snapshot()
+	var oldMax int64
+	if err := conn.QueryRow(ctx, "SELECT max(id) FROM deliveries").Scan(&oldMax); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := snapshot(); after != before || !strings.HasPrefix(after, "800:") {
+		t.Fatalf("deliveries after the upgrade = %s, before %s; want the 800 unchanged", after, before)
+	}
+	var def string
+	if err := conn.QueryRow(ctx, "SELECT pg_get_indexdef('deliveries_order_idx'::regclass)").Scan(&def); err != nil ||
+		!strings.HasSuffix(def, "(order_id, subscriber, id)") {
+		t.Errorf("deliveries_order_idx = %q, %v; want it on (order_id, subscriber, id)", def, err)
+	}
+	// The store numbers a statement's deliveries within the blocks it draws:
+	// an identity that drew smaller steps would hand the next statement ids
+	// that this one took.
+	var step int64
+	if err := conn.QueryRow(ctx, `SELECT increment_by FROM pg_sequences
+		WHERE format('%I.%I', schemaname, sequencename)::regclass = pg_get_serial_sequence('deliveries', 'id')::regclass`).Scan(&step); err != nil || step != 1024 {
+		t.Errorf("the identity of deliveries increments by %d, %v; want 1024", step, err)
+	}
+
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	var moved []int64
+	err = s.Tx(ctx, func(tx lapse.Store) error {
+		due, err := tx.OrderClaimDue(ctx, &lapse.OrderClaimDueParams{DueBy: now, Flows: []string{"checkout"}, Limit: 1000})
+		if err != nil {
+			return err
+		}
+		var ps []*lapse.OrderTransitionParams
+		for _, o := range due {
+			closed := *o
+			closed.State, closed.DeadlineAt, closed.ClosedAt, closed.Version = flows.Closed, nil, &now, o.Version+1
+			ev := lapse.NewOutboxEvent(flows.EventOrderClosed, &closed, nil)
+			ev.Subscribers = []string{"webhook", "stock"}
+			ps = append(ps, &lapse.OrderTransitionParams{OrderID: o.ID, FromState: o.State, FromVersion: o.Version,
+				ToState: flows.Closed, Event: flows.Timeout, ClosedAt: &now, CloseReason: "TIMEOUT", FiredBy: lapse.FiredByTimer,
+				At: now, ClosedDeadlineAt: o.DeadlineAt, Outbox: []lapse.OutboxEvent{ev}})
+		}
+		moved, err = tx.OrderTransitionMany(ctx, ps)
+		return err
+	})
+	if err != nil || len(moved) != 200 {
+		t.Fatalf("closed %d orders after the upgrade, %v; want 200", len(moved), err)
+	}
+	// Each new delivery: above every old id, after the old pending one of
+	// its order and subscriber.
+	var n, wrong int
+	if err := conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE d.id <= $1 OR d.after_id IS DISTINCT FROM (
+			SELECT p.id FROM deliveries p
+			WHERE p.order_id = d.order_id AND p.subscriber = d.subscriber AND p.status = 'pending' AND p.id <= $1))
+		FROM deliveries d WHERE d.event_type = 'order.closed'`, oldMax).Scan(&n, &wrong); err != nil {
+		t.Fatal(err)
+	}
+	if n != 400 || wrong != 0 {
+		t.Fatalf("%d new deliveries, %d of them not chained after their old pending one; want 400, none", n, wrong)
+	}
+	// The claim hands out the old pending deliveries and holds the new.
+	got, err := s.DeliveryClaim(ctx, &lapse.DeliveryClaimParams{Now: now, Subscribers: []string{"webhook"}, Limit: 1000,
+		Owner: "w", LeaseUntil: now.Add(time.Minute)})
+	if err != nil || len(got) != 200 {
+		t.Fatalf("claimed %d deliveries, %v; want the 200 old pending ones", len(got), err)
+	}
+	for _, d := range got {
+		if d.EventType != "order.noted" {
+			t.Fatalf("claimed %s delivery %d before the pending one before it", d.EventType, d.ID)
+		}
 	}
 }

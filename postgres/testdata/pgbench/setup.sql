@@ -20,7 +20,11 @@ SET search_path = pgbench_close;
 \ir ../../migrations/0002_transitions.sql
 \ir ../../migrations/0003_outbox.sql
 \ir ../../migrations/0004_deliveries.sql
+\ir ../../migrations/0007_delivery_order.sql
+\ir ../../migrations/0008_delivery_chain.sql
 \ir ../../migrations/0019_close_path.sql
+\ir ../../migrations/0021_closed_deadline.sql
+\ir ../../migrations/0022_delivery_writes.sql
 
 INSERT INTO orders (order_no, flow, state, deadline_at, amount, currency, user_id, items, metadata, version,
 	created_at, updated_at, fired_by, request_hash)
