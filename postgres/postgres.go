@@ -109,6 +109,8 @@ type Store struct {
 	pool *pgxpool.Pool
 	db   db     // pool, or tx inside Tx
 	tx   pgx.Tx // nil outside Tx
+
+	payments *paymentBatcher // the group commit of applied payments (payment_batch.go); nil inside Tx
 }
 
 // db is what both *pgxpool.Pool and pgx.Tx offer, so that every method has
@@ -188,7 +190,9 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open: %w", unavailable(err))
 	}
-	return &Store{pool: pool, db: conn{pool}}, nil
+	s := &Store{pool: pool, db: conn{pool}}
+	s.payments = newPaymentBatcher(s)
+	return s, nil
 }
 
 // setDuration sets a millisecond server setting: d when set, else what the

@@ -1,0 +1,239 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/internal/testenv"
+	"github.com/lapsehq/lapse/postgres"
+)
+
+var batchBase = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// batchOrders creates n UNPAID checkout orders B-0… due in an hour.
+func batchOrders(t *testing.T, s *postgres.Store, n int) []*lapse.Order {
+	t.Helper()
+	var out []*lapse.Order
+	for i := range n {
+		deadline := batchBase.Add(time.Hour)
+		o := &lapse.Order{OrderNo: fmt.Sprintf("B-%d", i), Flow: "checkout", State: flows.Unpaid, DeadlineAt: &deadline,
+			Amount: 2500, Currency: "CNY", UserID: "u", Version: 1, CreatedAt: batchBase, UpdatedAt: batchBase, FiredBy: lapse.FiredByApp}
+		got, created, err := s.OrderCreate(context.Background(), &lapse.OrderCreateParams{Order: o,
+			Log:    lapse.TransitionRecord{ToState: flows.Unpaid, Event: lapse.EventCreate, Version: 1, FiredBy: lapse.FiredByApp, CreatedAt: batchBase},
+			Outbox: []lapse.OutboxEvent{lapse.NewOutboxEvent(lapse.EventOrderCreated, o, nil)}})
+		if err != nil || !created {
+			t.Fatalf("OrderCreate(%s) = %v, %v", o.OrderNo, created, err)
+		}
+		out = append(out, got)
+	}
+	return out
+}
+
+// applied is the payment txn of o applied, as the engine plans it.
+func applied(t *testing.T, o *lapse.Order, txn string) *lapse.PaymentCreateParams {
+	t.Helper()
+	at := batchBase.Add(time.Minute)
+	tr, err := flows.Checkout().Plan(o, lapse.Firing{Event: flows.Pay, Now: at, At: at, FiredBy: lapse.FiredByPayment,
+		Actor: "hmac", Reason: "payment " + txn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range tr.Outbox {
+		tr.Outbox[i].Subscribers = []string{"notify"}
+	}
+	return &lapse.PaymentCreateParams{Transition: tr, Payment: &lapse.Payment{Provider: "hmac", TxnID: txn, OrderID: o.ID,
+		OrderNo: o.OrderNo, Amount: o.Amount, Currency: o.Currency, Merchant: "m-1", PaidAt: at, Status: lapse.PaymentApplied,
+		Raw: []byte(`{"txn":"` + txn + `"}`), CreatedAt: at, UpdatedAt: at}}
+}
+
+// answer is what one PaymentCreate returned.
+type answer struct {
+	pay     *lapse.Payment
+	created bool
+	err     error
+}
+
+// queueAll sends every call of ps at once while s's batches are held, and
+// lets them go once all are queued: they go in one batch, but for those a
+// batch cannot hold together.
+func queueAll(t *testing.T, s *postgres.Store, ps []*lapse.PaymentCreateParams, ctxs ...context.Context) []answer {
+	t.Helper()
+	queued, release := postgres.HoldPaymentBatches(s)
+	out := make([]answer, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		ctx := context.Background()
+		if i < len(ctxs) && ctxs[i] != nil {
+			ctx = ctxs[i]
+		}
+		wg.Go(func() {
+			pay, created, err := s.PaymentCreate(ctx, p)
+			out[i] = answer{pay, created, err}
+		})
+	}
+	for deadline := time.Now().Add(10 * time.Second); queued() < len(ps); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d calls queued", queued(), len(ps))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	release()
+	wg.Wait()
+	return out
+}
+
+// xmins counts the transactions that wrote the payments of provider hmac.
+func xmins(t *testing.T, s *postgres.Store) int {
+	t.Helper()
+	var n int
+	if err := s.QueryRowForTest(context.Background(), `SELECT count(DISTINCT xmin::text) FROM payments WHERE provider = 'hmac'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// checkPaid checks that o is PAID by txn alone, with its one transition,
+// event and delivery.
+func checkPaid(t *testing.T, s *postgres.Store, o *lapse.Order, txn string) {
+	t.Helper()
+	ctx := context.Background()
+	got, err := s.OrderGet(ctx, o.OrderNo)
+	if err != nil || got.State != flows.Paid || got.Version != 2 || got.DeadlineAt != nil {
+		t.Errorf("order %s after its payment: %+v, %v; want PAID at version 2 without a deadline", o.OrderNo, got, err)
+	}
+	trs, _ := s.TransitionList(ctx, o.ID)
+	evs, _ := s.OutboxList(ctx, o.ID)
+	ds, _ := s.DeliveryList(ctx, o.ID)
+	ps, _ := s.PaymentList(ctx, &lapse.PaymentListParams{OrderID: o.ID})
+	if len(trs) != 2 || trs[1].ToState != flows.Paid || len(evs) != 2 || len(ds) != 1 || len(ps) != 1 || ps[0].TxnID != txn {
+		t.Errorf("order %s: %d transitions, %d events, %d deliveries, payments %+v; want 2, 2, 1 and %s", o.OrderNo,
+			len(trs), len(evs), len(ds), ps, txn)
+	}
+}
+
+// checkUnpaid checks that o is as created: UNPAID, no payment.
+func checkUnpaid(t *testing.T, s *postgres.Store, o *lapse.Order) {
+	t.Helper()
+	ctx := context.Background()
+	got, err := s.OrderGet(ctx, o.OrderNo)
+	trs, _ := s.TransitionList(ctx, o.ID)
+	ps, _ := s.PaymentList(ctx, &lapse.PaymentListParams{OrderID: o.ID})
+	if err != nil || got.State != flows.Unpaid || got.Version != 1 || len(trs) != 1 || len(ps) != 0 {
+		t.Errorf("order %s: %+v, %v, %d transitions, payments %+v; want it UNPAID as created", o.OrderNo, got, err, len(trs), ps)
+	}
+}
+
+// Concurrent applied payments share one statement and one commit, each
+// answered about its own payment: created, or stale when its order moved
+// on (by a stale plan, or by the other payment of the same order, which
+// waits for the next batch).
+func TestPaymentBatch(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, testenv.PostgresSchema(t), postgres.Config{MaxConns: 4})
+	os := batchOrders(t, s, 10)
+	var ps []*lapse.PaymentCreateParams
+	for i := range 8 {
+		ps = append(ps, applied(t, os[i], fmt.Sprintf("T-%d", i)))
+	}
+	stale := applied(t, os[8], "T-8")
+	stale.Transition.FromVersion = 7
+	ps = append(ps, stale, applied(t, os[9], "T-9a"), applied(t, os[9], "T-9b"))
+
+	got := queueAll(t, s, ps)
+	for i := range 8 {
+		a := got[i]
+		if a.err != nil || !a.created || a.pay.ID == 0 || a.pay.TxnID != ps[i].Payment.TxnID || a.pay.OrderID != os[i].ID ||
+			a.pay.Status != lapse.PaymentApplied || string(a.pay.Raw) != string(ps[i].Payment.Raw) || !a.pay.PaidAt.Equal(ps[i].Payment.PaidAt) {
+			t.Errorf("payment %d: %+v; want it created as given", i, a)
+		}
+		checkPaid(t, s, os[i], ps[i].Payment.TxnID)
+	}
+	if a := got[8]; !errors.Is(a.err, lapse.ErrStale) {
+		t.Errorf("payment of a stale plan: %+v; want ErrStale", a)
+	}
+	checkUnpaid(t, s, os[8])
+	a, b := got[9], got[10]
+	if a.created == b.created || (!a.created && !errors.Is(a.err, lapse.ErrStale)) || (!b.created && !errors.Is(b.err, lapse.ErrStale)) {
+		t.Errorf("two payments of one order: %+v and %+v; want one created, the other ErrStale", a, b)
+	}
+	winner := "T-9a"
+	if b.created {
+		winner = "T-9b"
+	}
+	checkPaid(t, s, os[9], winner)
+	if n := xmins(t, s); n != 1 {
+		t.Errorf("the batch's 9 payments were written by %d transactions; want 1", n)
+	}
+}
+
+// A batch whose statement fails (a payment that exists meets the unique
+// key) fails no one else: each call is decided alone, and the one whose
+// payment exists is answered with it, its order unmoved.
+func TestPaymentBatchStatementFails(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, testenv.PostgresSchema(t), postgres.Config{MaxConns: 4})
+	os := batchOrders(t, s, 6)
+	first := applied(t, os[5], "T-X")
+	first.Payment.OrderID, first.Payment.OrderNo = os[0].ID, os[0].OrderNo
+	first.Payment.Status, first.Payment.Reason, first.Transition = lapse.PaymentLate, "order closed", nil
+	exists, created, err := s.PaymentCreate(context.Background(), first)
+	if err != nil || !created {
+		t.Fatalf("PaymentCreate(T-X) = %v, %v", created, err)
+	}
+	var ps []*lapse.PaymentCreateParams
+	for i := 1; i < 5; i++ {
+		ps = append(ps, applied(t, os[i], fmt.Sprintf("T-%d", i)))
+	}
+	ps = append(ps, applied(t, os[5], "T-X"))
+	got := queueAll(t, s, ps)
+	for i := range 4 {
+		if a := got[i]; a.err != nil || !a.created || a.pay.TxnID != ps[i].Payment.TxnID {
+			t.Errorf("payment %d beside a payment that exists: %+v; want it created", i, a)
+		}
+		checkPaid(t, s, os[i+1], ps[i].Payment.TxnID)
+	}
+	if a := got[4]; a.err != nil || a.created || a.pay.ID != exists.ID || a.pay.OrderID != os[0].ID {
+		t.Errorf("payment that exists: %+v; want the one recorded (id %d), not created", a, exists.ID)
+	}
+	checkUnpaid(t, s, os[5])
+}
+
+// A call whose context ends while it waits for its batch leaves, writing
+// nothing, and the batch goes on without it.
+func TestPaymentBatchCancel(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, testenv.PostgresSchema(t), postgres.Config{MaxConns: 4})
+	os := batchOrders(t, s, 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	ps := []*lapse.PaymentCreateParams{applied(t, os[0], "T-0"), applied(t, os[1], "T-1"), applied(t, os[2], "T-2")}
+	queued, release := postgres.HoldPaymentBatches(s)
+	var wg sync.WaitGroup
+	var left error
+	wg.Go(func() { _, _, left = s.PaymentCreate(ctx, ps[0]) })
+	for queued() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	if !errors.Is(left, context.Canceled) {
+		t.Errorf("PaymentCreate with its context ended while queued = %v; want context.Canceled", left)
+	}
+	if n := queued(); n != 0 {
+		t.Errorf("%d calls queued after the only one left", n)
+	}
+	release()
+	got := queueAll(t, s, ps[1:])
+	for i, a := range got {
+		if a.err != nil || !a.created {
+			t.Errorf("payment %d after another left: %+v; want it created", i+1, a)
+		}
+		checkPaid(t, s, os[i+1], ps[i+1].Payment.TxnID)
+	}
+	checkUnpaid(t, s, os[0])
+}
