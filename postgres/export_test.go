@@ -86,10 +86,17 @@ func (s *Store) SocketOption(ctx context.Context, opt int) (int, error) {
 // (payment_batch.go), so that a test's calls queue up. queued counts the
 // calls waiting; release lets one statement take them, up to a batch
 // (and starts none when none waits).
-func HoldPaymentBatches(s *Store) (queued func() int, release func()) {
-	b := s.payments
+func HoldPaymentBatches(s *Store) (queued func() int, release func()) { return hold(s.payments) }
+
+// HoldOrderReads is HoldPaymentBatches for OrderGet's batches.
+func HoldOrderReads(s *Store) (queued func() int, release func()) { return hold(s.orderReads) }
+
+// HoldKeyReads is HoldPaymentBatches for APIKeyGet's batches.
+func HoldKeyReads(s *Store) (queued func() int, release func()) { return hold(s.keyReads) }
+
+func hold[P, R any](b *batcher[P, R]) (queued func() int, release func()) {
 	b.mu.Lock()
-	b.running += maxPaymentBatches
+	b.running += b.max
 	b.mu.Unlock()
 	queued = func() int {
 		b.mu.Lock()
@@ -98,7 +105,7 @@ func HoldPaymentBatches(s *Store) (queued func() int, release func()) {
 	}
 	release = func() {
 		b.mu.Lock()
-		b.running -= maxPaymentBatches
+		b.running -= b.max
 		start := len(b.queue) > 0
 		if start {
 			b.running++

@@ -142,14 +142,10 @@ func (s *Store) OrderCreate(ctx context.Context, p *lapse.OrderCreateParams) (*l
 
 // OrderGet returns the order with order_no, or lapse.ErrOrderNotFound.
 func (s *Store) OrderGet(ctx context.Context, orderNo string) (*lapse.Order, error) {
-	o, err := scanOrder(s.db.QueryRow(ctx, "SELECT "+orderColumns+" FROM orders WHERE order_no = $1", orderNo))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, lapse.ErrOrderNotFound
+	if s.orderReads != nil && s.tx == nil {
+		return s.orderGetBatched(ctx, orderNo)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("postgres: get order %s: %w", orderNo, err)
-	}
-	return o, nil
+	return s.orderGet(ctx, orderNo)
 }
 
 // OrderLock returns the order with order_no and, inside Tx, holds the lock

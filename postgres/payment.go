@@ -74,7 +74,7 @@ SELECT ` + paymentColumns + ` FROM p`
 func (s *Store) PaymentCreate(ctx context.Context, p *lapse.PaymentCreateParams) (*lapse.Payment, bool, error) {
 	if p.Transition != nil {
 		if s.payments != nil && s.tx == nil && batches(p) {
-			return s.payments.apply(ctx, p)
+			return s.paymentApplyBatched(ctx, p)
 		}
 		return s.paymentApply(ctx, p)
 	}

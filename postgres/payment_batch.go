@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -77,28 +76,21 @@ var paymentApplyManySQL = func() string {
 SELECT ` + paymentColumns + ` FROM pay p`
 }()
 
-// paymentBatcher queues a Store's applied payments for paymentApplyManySQL.
-type paymentBatcher struct {
-	s *Store
+// paymentBatcher is the Store's batcher of applied payments.
+type paymentBatcher = batcher[*lapse.PaymentCreateParams, paymentAnswer]
 
-	mu      sync.Mutex
-	queue   []*paymentCall
-	running int // statements in flight, at most maxPaymentBatches
-}
-
-// paymentCall is one PaymentCreate waiting for its batch.
-type paymentCall struct {
-	p    *lapse.PaymentCreateParams
-	done chan struct{} // closed when the batch is over
-
-	// Set before done is closed: the call's answer, when decided.
-	decided bool
-	got     *lapse.Payment
+// paymentAnswer is what PaymentCreate returns besides its error.
+type paymentAnswer struct {
+	pay     *lapse.Payment
 	created bool
-	err     error
 }
 
-func newPaymentBatcher(s *Store) *paymentBatcher { return &paymentBatcher{s: s} }
+func newPaymentBatcher(s *Store) *paymentBatcher {
+	return &paymentBatcher{max: maxPaymentBatches, take: takePayments,
+		write: func(ctx context.Context, batch []*batchCall[*lapse.PaymentCreateParams, paymentAnswer]) {
+			s.paymentApplyMany(ctx, batch)
+		}}
+}
 
 // batches reports whether p can go in a batch: a payment applied, with
 // nothing else to write.
@@ -106,84 +98,29 @@ func batches(p *lapse.PaymentCreateParams) bool {
 	return p.Transition != nil && len(p.Outbox) == 0 && p.Review == nil
 }
 
-// apply is PaymentCreate of p, which batches. A caller whose ctx ends while
-// it waits gets ctx's error: its payment may or may not be written, as when
-// a statement's connection breaks, and the provider's next callback finds
-// it.
-func (b *paymentBatcher) apply(ctx context.Context, p *lapse.PaymentCreateParams) (*lapse.Payment, bool, error) {
-	c := &paymentCall{p: p, done: make(chan struct{})}
-	b.mu.Lock()
-	b.queue = append(b.queue, c)
-	start := b.running < maxPaymentBatches
-	if start {
-		b.running++
-	}
-	b.mu.Unlock()
-	if start {
-		go b.run(context.WithoutCancel(ctx))
-	}
-	select {
-	case <-c.done:
-	case <-ctx.Done():
-		if b.withdraw(c) {
-			return nil, false, fmt.Errorf("postgres: create payment %s/%s: %w", p.Payment.Provider, p.Payment.TxnID, ctx.Err())
-		}
-		select {
-		case <-c.done:
-		case <-ctx.Done():
-			return nil, false, fmt.Errorf("postgres: create payment %s/%s: %w", p.Payment.Provider, p.Payment.TxnID, ctx.Err())
-		}
+// paymentApplyBatched is PaymentCreate of p, which batches. A caller whose
+// ctx ends while its batch runs gets ctx's error (batcher.do): its payment
+// may or may not be written, as when a statement's connection breaks, and
+// the provider's next callback finds it.
+func (s *Store) paymentApplyBatched(ctx context.Context, p *lapse.PaymentCreateParams) (*lapse.Payment, bool, error) {
+	c, err := s.payments.do(ctx, p)
+	if err != nil {
+		return nil, false, fmt.Errorf("postgres: create payment %s/%s: %w", p.Payment.Provider, p.Payment.TxnID, err)
 	}
 	if c.decided {
-		return c.got, c.created, c.err
+		return c.r.pay, c.r.created, c.err
 	}
-	return b.s.paymentApply(ctx, p)
+	return s.paymentApply(ctx, p)
 }
 
-// withdraw takes c out of the queue unless a batch has taken it, and
-// reports whether it did.
-func (b *paymentBatcher) withdraw(c *paymentCall) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if i := slices.Index(b.queue, c); i >= 0 {
-		b.queue = slices.Delete(b.queue, i, i+1)
-		return true
-	}
-	return false
-}
-
-// run writes batches until the queue is empty. Its ctx carries no
-// caller's cancellation: a batch is everyone's.
-func (b *paymentBatcher) run(ctx context.Context) {
-	for {
-		b.mu.Lock()
-		batch := b.take()
-		if len(batch) == 0 {
-			b.running--
-			b.mu.Unlock()
-			return
-		}
-		b.mu.Unlock()
-		b.write(ctx, batch)
-		for _, c := range batch {
-			close(c.done)
-		}
-	}
-}
-
-// take removes the next batch from the queue (b.mu held): the calls in
-// queue order, skipping those whose order or transaction is in it already,
-// which wait for the next.
-func (b *paymentBatcher) take() []*paymentCall {
-	if len(b.queue) == 0 {
-		return nil
-	}
+// takePayments takes the next batch of payments: at most one per order and
+// per provider transaction, the others left for the next, in order id
+// order.
+func takePayments(queue []*batchCall[*lapse.PaymentCreateParams, paymentAnswer]) (batch, rest []*batchCall[*lapse.PaymentCreateParams, paymentAnswer]) {
 	type txn struct{ provider, id string }
-	var batch []*paymentCall
-	orders := make(map[int64]bool, min(len(b.queue), maxPaymentBatch))
-	txns := make(map[txn]bool, min(len(b.queue), maxPaymentBatch))
-	rest := b.queue[:0]
-	for _, c := range b.queue {
+	orders := make(map[int64]bool, min(len(queue), maxPaymentBatch))
+	txns := make(map[txn]bool, min(len(queue), maxPaymentBatch))
+	for _, c := range queue {
 		id, t := c.p.Transition.OrderID, txn{c.p.Payment.Provider, c.p.Payment.TxnID}
 		if len(batch) == maxPaymentBatch || orders[id] || txns[t] {
 			rest = append(rest, c)
@@ -192,23 +129,23 @@ func (b *paymentBatcher) take() []*paymentCall {
 		orders[id], txns[t] = true, true
 		batch = append(batch, c)
 	}
-	clear(b.queue[len(rest):])
-	b.queue = rest
-	slices.SortFunc(batch, func(x, y *paymentCall) int { return cmp.Compare(x.p.Transition.OrderID, y.p.Transition.OrderID) })
-	return batch
+	slices.SortFunc(batch, func(x, y *batchCall[*lapse.PaymentCreateParams, paymentAnswer]) int {
+		return cmp.Compare(x.p.Transition.OrderID, y.p.Transition.OrderID)
+	})
+	return batch, rest
 }
 
-// write applies a batch, deciding the calls whose payments it wrote. A
-// call alone is decided by the statement of one payment.
-func (b *paymentBatcher) write(ctx context.Context, batch []*paymentCall) {
-	ctx, cancel := context.WithTimeout(ctx, DefaultStatementTimeout)
-	defer cancel()
+// paymentApplyMany applies a batch, deciding the calls whose payments it
+// wrote. A call alone is decided by the statement of one payment.
+func (s *Store) paymentApplyMany(ctx context.Context, batch []*batchCall[*lapse.PaymentCreateParams, paymentAnswer]) {
 	if len(batch) == 1 {
 		c := batch[0]
-		c.got, c.created, c.err = b.s.paymentApply(ctx, c.p)
+		c.r.pay, c.r.created, c.err = s.paymentApply(c.ctx, c.p)
 		c.decided = true
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, DefaultStatementTimeout)
+	defer cancel()
 	a := newTransitionArgs(len(batch))
 	var q paymentArgs
 	for _, c := range batch {
@@ -218,7 +155,7 @@ func (b *paymentBatcher) write(ctx context.Context, batch []*paymentCall) {
 		q.add(c.p.Transition.OrderID, c.p.Payment)
 	}
 	ev := &a.outbox
-	rows, err := b.s.db.Query(ctx, paymentApplyManySQL,
+	rows, err := s.db.Query(ctx, paymentApplyManySQL,
 		a.ids, a.from, a.versions, a.to, a.deadlines, a.closedAt, a.closeReasons, a.firedBy, a.at, a.events,
 		a.actors, a.reasons, ev.orderIDs, ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt,
 		ev.subEventIDs, ev.subscribers, a.closedDeadlines,
@@ -237,7 +174,7 @@ func (b *paymentBatcher) write(ctx context.Context, batch []*paymentCall) {
 	}
 	for _, c := range batch {
 		if p := byOrder[c.p.Transition.OrderID]; p != nil {
-			c.got, c.created, c.decided = p, true, true
+			c.r, c.decided = paymentAnswer{p, true}, true
 		}
 	}
 }

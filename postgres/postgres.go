@@ -110,7 +110,10 @@ type Store struct {
 	db   db     // pool, or tx inside Tx
 	tx   pgx.Tx // nil outside Tx
 
-	payments *paymentBatcher // the group commit of applied payments (payment_batch.go); nil inside Tx
+	// Batches of concurrent calls outside Tx (batch.go); nil inside Tx.
+	payments   *paymentBatcher // applied payments (payment_batch.go)
+	orderReads *orderReader    // OrderGet (order_batch.go)
+	keyReads   *keyReader      // APIKeyGet (apikey.go)
 }
 
 // db is what both *pgxpool.Pool and pgx.Tx offer, so that every method has
@@ -191,7 +194,7 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("postgres: open: %w", unavailable(err))
 	}
 	s := &Store{pool: pool, db: conn{pool}}
-	s.payments = newPaymentBatcher(s)
+	s.payments, s.orderReads, s.keyReads = newPaymentBatcher(s), newOrderReader(s), newKeyReader(s)
 	return s, nil
 }
 

@@ -205,7 +205,8 @@ func TestPaymentBatchStatementFails(t *testing.T) {
 }
 
 // A call whose context ends while it waits for its batch leaves, writing
-// nothing, and the batch goes on without it.
+// nothing, unavailable as a call that waited for a pool connection past its
+// deadline is, and the batch goes on without it.
 func TestPaymentBatchCancel(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, testenv.PostgresSchema(t), postgres.Config{MaxConns: 4})
@@ -221,8 +222,8 @@ func TestPaymentBatchCancel(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
-	if !errors.Is(left, context.Canceled) {
-		t.Errorf("PaymentCreate with its context ended while queued = %v; want context.Canceled", left)
+	if !errors.Is(left, context.Canceled) || !errors.Is(left, lapse.ErrStoreUnavailable) {
+		t.Errorf("PaymentCreate with its context ended while queued = %v; want context.Canceled, as ErrStoreUnavailable (it waited for capacity)", left)
 	}
 	if n := queued(); n != 0 {
 		t.Errorf("%d calls queued after the only one left", n)
@@ -236,4 +237,88 @@ func TestPaymentBatchCancel(t *testing.T) {
 		checkPaid(t, s, os[i+1], ps[i+1].Payment.TxnID)
 	}
 	checkUnpaid(t, s, os[0])
+}
+
+// Concurrent reads of orders share a statement, each answered with an
+// order of its own: the same order twice is two orders, and one that does
+// not exist is ErrOrderNotFound beside those that do.
+func TestOrderGetBatch(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, testenv.PostgresSchema(t), postgres.Config{MaxConns: 4})
+	os := batchOrders(t, s, 4)
+	nos := []string{"B-0", "B-1", "B-2", "B-3", "B-0", "B-9"}
+	queued, release := postgres.HoldOrderReads(s)
+	got := make([]*lapse.Order, len(nos))
+	errs := make([]error, len(nos))
+	var wg sync.WaitGroup
+	for i, no := range nos {
+		wg.Go(func() { got[i], errs[i] = s.OrderGet(context.Background(), no) })
+	}
+	for deadline := time.Now().Add(10 * time.Second); queued() < len(nos); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d reads queued", queued(), len(nos))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	release()
+	wg.Wait()
+	for i, no := range nos[:5] {
+		if errs[i] != nil || got[i].OrderNo != no || got[i].ID != os[i%4].ID || got[i].Version != 1 || got[i].State != flows.Unpaid {
+			t.Errorf("OrderGet(%s) = %+v, %v; want it as created", no, got[i], errs[i])
+		}
+	}
+	if got[0] == got[4] {
+		t.Errorf("two reads of B-0 were answered with one *Order")
+	}
+	if !errors.Is(errs[5], lapse.ErrOrderNotFound) {
+		t.Errorf("OrderGet(B-9) = %+v, %v; want ErrOrderNotFound", got[5], errs[5])
+	}
+}
+
+// Concurrent reads of API keys share a statement, the same key many times
+// over, each answered with a key of its own; a revoked key reads revoked,
+// and one that does not exist is ErrAccessNotFound beside those that do.
+func TestAPIKeyGetBatch(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, testenv.PostgresSchema(t), postgres.Config{MaxConns: 4})
+	ctx := context.Background()
+	for _, p := range []string{"k1", "k2"} {
+		if _, err := s.APIKeyCreate(ctx, &lapse.APIKey{Prefix: p, Name: "key " + p, Scopes: []string{"orders:write", "orders:read"},
+			Hash: []byte("hash-" + p), CreatedAt: batchBase, CreatedBy: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.APIKeyRevoke(ctx, "k2", batchBase.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	prefixes := []string{"k1", "k1", "k2", "k1", "nope"}
+	queued, release := postgres.HoldKeyReads(s)
+	got := make([]*lapse.APIKey, len(prefixes))
+	errs := make([]error, len(prefixes))
+	var wg sync.WaitGroup
+	for i, p := range prefixes {
+		wg.Go(func() { got[i], errs[i] = s.APIKeyGet(ctx, p) })
+	}
+	for deadline := time.Now().Add(10 * time.Second); queued() < len(prefixes); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d reads queued", queued(), len(prefixes))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	release()
+	wg.Wait()
+	for _, i := range []int{0, 1, 3} {
+		if k := got[i]; errs[i] != nil || k.Prefix != "k1" || string(k.Hash) != "hash-k1" || len(k.Scopes) != 2 || !k.RevokedAt.IsZero() {
+			t.Errorf("APIKeyGet(k1) = %+v, %v; want it as created", k, errs[i])
+		}
+	}
+	if got[0] == got[1] || &got[0].Scopes[0] == &got[1].Scopes[0] || &got[0].Hash[0] == &got[1].Hash[0] {
+		t.Errorf("two reads of k1 share their key, its scopes or its hash")
+	}
+	if k := got[2]; errs[2] != nil || k.Prefix != "k2" || !k.RevokedAt.Equal(batchBase.Add(time.Minute)) {
+		t.Errorf("APIKeyGet(k2) = %+v, %v; want it revoked", k, errs[2])
+	}
+	if !errors.Is(errs[4], lapse.ErrAccessNotFound) {
+		t.Errorf("APIKeyGet(nope) = %+v, %v; want ErrAccessNotFound", got[4], errs[4])
+	}
 }
