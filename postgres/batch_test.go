@@ -322,3 +322,110 @@ func TestAPIKeyGetBatch(t *testing.T) {
 		t.Errorf("APIKeyGet(nope) = %+v, %v; want ErrAccessNotFound", got[4], errs[4])
 	}
 }
+
+// creation is the creation of order no, as the engine plans it, with an
+// event for the notify subscriber.
+func creation(no string, deadline *time.Time, meta string, items []lapse.Item) *lapse.OrderCreateParams {
+	o := &lapse.Order{OrderNo: no, Flow: "checkout", State: flows.Unpaid, DeadlineAt: deadline, Amount: 2500, Currency: "CNY",
+		UserID: "u-" + no, Items: items, Version: 1, CreatedAt: batchBase, UpdatedAt: batchBase, FiredBy: lapse.FiredByAPI,
+		RequestHash: "hash-" + no + meta}
+	if meta != "" {
+		o.Metadata = []byte(meta)
+	}
+	ev := lapse.NewOutboxEvent(lapse.EventOrderCreated, o, nil)
+	ev.Subscribers = []string{"notify"}
+	return &lapse.OrderCreateParams{Order: o, Outbox: []lapse.OutboxEvent{ev},
+		Log: lapse.TransitionRecord{ToState: flows.Unpaid, Event: lapse.EventCreate, Version: 1, FiredBy: lapse.FiredByAPI,
+			Actor: "key:" + no, Reason: "created", CreatedAt: batchBase}}
+}
+
+// Concurrent creations share one statement and one commit, each with its
+// own rows: an order_no that exists is answered with the order there, not
+// created, and a second creation of one order_no in the queue waits for the
+// next batch and finds the first's.
+func TestOrderCreateBatch(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, testenv.PostgresSchema(t), postgres.Config{MaxConns: 4})
+	ctx := context.Background()
+	old := batchOrders(t, s, 1)[0]
+	deadline := batchBase.Add(time.Hour)
+	cs := []*lapse.OrderCreateParams{
+		creation("N-0", &deadline, `{"b": 1,  "a": [true, null]}`, []lapse.Item{{SKU: "s-1", Qty: 2}}),
+		creation("N-1", nil, "", nil),
+		creation("N-2", &deadline, "", []lapse.Item{{SKU: "s-2", Qty: 1}, {SKU: "s-3", Qty: 3}}),
+		creation("N-3", &deadline, `"x"`, nil),
+		creation("N-0", &deadline, `{"other": true}`, nil),
+		creation(old.OrderNo, &deadline, "", nil),
+	}
+	queued, release := postgres.HoldOrderCreates(s)
+	type answer struct {
+		o       *lapse.Order
+		created bool
+		err     error
+	}
+	got := make([]answer, len(cs))
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Go(func() {
+			o, created, err := s.OrderCreate(ctx, c)
+			got[i] = answer{o, created, err}
+		})
+	}
+	for deadline := time.Now().Add(10 * time.Second); queued() < len(cs); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d creations queued", queued(), len(cs))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	release()
+	wg.Wait()
+	firstN0 := 0
+	if !got[0].created {
+		firstN0 = 4
+	}
+	for i := range 5 {
+		a, want := got[i], cs[i].Order
+		if i == 0 || i == 4 {
+			if a.err != nil || a.o.RequestHash != cs[firstN0].Order.RequestHash {
+				t.Errorf("creation %d of N-0: %+v; want the order of creation %d", i, a, firstN0)
+			}
+			if i != firstN0 {
+				if a.created {
+					t.Errorf("two creations of N-0 both created")
+				}
+				continue
+			}
+			want = cs[firstN0].Order
+		}
+		if a.err != nil || !a.created || a.o.ID == 0 || a.o.OrderNo != want.OrderNo || string(a.o.Metadata) != string(want.Metadata) ||
+			fmt.Sprint(a.o.Items) != fmt.Sprint(want.Items) || fmt.Sprint(a.o.DeadlineAt) != fmt.Sprint(want.DeadlineAt) ||
+			a.o.UserID != want.UserID || a.o.RequestHash != want.RequestHash || a.o.Version != 1 {
+			t.Errorf("creation %d: %+v; want %s created as given", i, a, want.OrderNo)
+			continue
+		}
+		read, err := s.OrderGet(ctx, want.OrderNo)
+		trs, _ := s.TransitionList(ctx, a.o.ID)
+		evs, _ := s.OutboxList(ctx, a.o.ID)
+		ds, _ := s.DeliveryList(ctx, a.o.ID)
+		if err != nil || fmt.Sprint(*read) != fmt.Sprint(*a.o) || len(trs) != 1 || trs[0].Actor != "key:"+want.OrderNo ||
+			len(evs) != 1 || evs[0].ID != cs[i].Outbox[0].ID || len(ds) != 1 || ds[0].Subscriber != "notify" {
+			t.Errorf("order %s: read %+v, %v; %d transitions, %d events, %d deliveries; want it as returned with 1 of each",
+				want.OrderNo, read, err, len(trs), len(evs), len(ds))
+		}
+	}
+	if a := got[5]; a.err != nil || a.created || a.o.ID != old.ID {
+		t.Errorf("creation of an order_no that exists: %+v; want order %d, not created", a, old.ID)
+	}
+	var n int
+	if err := s.QueryRowForTest(ctx, `SELECT count(DISTINCT xmin::text) FROM orders WHERE order_no IN ('N-1', 'N-2', 'N-3')`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("the batch's orders were written by %d transactions; want 1", n)
+	}
+	var dl int
+	if err := s.QueryRowForTest(ctx, `SELECT count(*) FROM order_deadlines d JOIN orders o ON o.id = d.order_id
+		WHERE o.order_no LIKE 'N-%'`).Scan(&dl); err != nil || dl != 3 {
+		t.Errorf("%d deadline rows of the new orders, %v; want 3 (N-1 has no deadline)", dl, err)
+	}
+}

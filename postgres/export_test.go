@@ -94,6 +94,9 @@ func HoldOrderReads(s *Store) (queued func() int, release func()) { return hold(
 // HoldKeyReads is HoldPaymentBatches for APIKeyGet's batches.
 func HoldKeyReads(s *Store) (queued func() int, release func()) { return hold(s.keyReads) }
 
+// HoldOrderCreates is HoldPaymentBatches for OrderCreate's batches.
+func HoldOrderCreates(s *Store) (queued func() int, release func()) { return hold(s.orderCreates) }
+
 func hold[P, R any](b *batcher[P, R]) (queued func() int, release func()) {
 	b.mu.Lock()
 	b.running += b.max

@@ -111,9 +111,10 @@ type Store struct {
 	tx   pgx.Tx // nil outside Tx
 
 	// Batches of concurrent calls outside Tx (batch.go); nil inside Tx.
-	payments   *paymentBatcher // applied payments (payment_batch.go)
-	orderReads *orderReader    // OrderGet (order_batch.go)
-	keyReads   *keyReader      // APIKeyGet (apikey.go)
+	payments     *paymentBatcher // applied payments (payment_batch.go)
+	orderReads   *orderReader    // OrderGet (order_batch.go)
+	keyReads     *keyReader      // APIKeyGet (apikey.go)
+	orderCreates *orderCreator   // OrderCreate (order_batch.go)
 }
 
 // db is what both *pgxpool.Pool and pgx.Tx offer, so that every method has
@@ -195,6 +196,7 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 	}
 	s := &Store{pool: pool, db: conn{pool}}
 	s.payments, s.orderReads, s.keyReads = newPaymentBatcher(s), newOrderReader(s), newKeyReader(s)
+	s.orderCreates = newOrderCreator(s)
 	return s, nil
 }
 
