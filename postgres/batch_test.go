@@ -429,3 +429,72 @@ func TestOrderCreateBatch(t *testing.T) {
 		t.Errorf("%d deadline rows of the new orders, %v; want 3 (N-1 has no deadline)", dl, err)
 	}
 }
+
+// An order that another transaction holds does not hold up its batch: the
+// batch writes the others' payments, and the held order's payment is
+// decided alone once the lock is let go.
+func TestPaymentBatchSkipsLockedOrder(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, testenv.PostgresSchema(t), postgres.Config{MaxConns: 4})
+	os := batchOrders(t, s, 4)
+	locked, unlock, held := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	var once sync.Once
+	letGo := func() { once.Do(func() { close(unlock) }) }
+	t.Cleanup(letGo) // before the store closes, which waits for the transaction's connection
+	go func() {
+		held <- s.Tx(context.Background(), func(tx lapse.Store) error {
+			if _, err := tx.OrderLock(context.Background(), os[3].OrderNo); err != nil {
+				return err
+			}
+			close(locked)
+			<-unlock
+			return nil
+		})
+	}()
+	<-locked
+	var ps []*lapse.PaymentCreateParams
+	for i := range 4 {
+		ps = append(ps, applied(t, os[i], fmt.Sprintf("T-%d", i)))
+	}
+	queued, release := postgres.HoldPaymentBatches(s)
+	done := make([]chan answer, len(ps))
+	for i, p := range ps {
+		done[i] = make(chan answer, 1)
+		go func() {
+			pay, created, err := s.PaymentCreate(context.Background(), p)
+			done[i] <- answer{pay, created, err}
+		}()
+	}
+	for deadline := time.Now().Add(10 * time.Second); queued() < len(ps); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d calls queued", queued(), len(ps))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	release()
+	for i := range 3 {
+		select {
+		case a := <-done[i]:
+			if a.err != nil || !a.created {
+				t.Errorf("payment %d beside a held order: %+v; want it created", i, a)
+			}
+		case <-time.After(3 * time.Second): // within the store's 5 s lock timeout, which a wait would reach
+			t.Fatalf("payment %d waited for another order's lock", i)
+		}
+	}
+	select {
+	case a := <-done[3]:
+		t.Fatalf("the held order's payment was answered while its order was held: %+v", a)
+	default:
+	}
+	letGo()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if a := <-done[3]; a.err != nil || !a.created {
+		t.Errorf("the held order's payment after the lock was let go: %+v; want it created", a)
+	}
+	for i := range 4 {
+		checkPaid(t, s, os[i], ps[i].Payment.TxnID)
+	}
+}

@@ -56,12 +56,24 @@ const (
 // (the insert has no ON CONFLICT: a payment that exists fails the whole
 // statement, as in paymentApplySQL). Parameters $22 to $35 are the
 // payments' columns, by order id.
+//
+// The batch moves only the orders it can lock at once (l, SKIP LOCKED): an
+// order that another transaction holds (a claim, an operator's
+// transaction) is left out, and its call is decided alone, waiting for the
+// lock as it would have without batches, so that one order held does not
+// hold up every payment of its batch.
 var paymentApplyManySQL = func() string {
-	head, ok := strings.CutSuffix(orderTransitionManySQL, "\nSELECT id FROM o")
-	if !ok {
-		panic("postgres: orderTransitionManySQL no longer ends with its SELECT; paymentApplyManySQL must be rewritten")
+	q, ok := strings.CutSuffix(orderTransitionManySQL, "\nSELECT id FROM o")
+	const from = "\n\tFROM p\n\tWHERE orders.id = p.id AND"
+	const head = "\n), o AS (\n\tUPDATE orders SET"
+	if !ok || strings.Count(q, from) != 1 || strings.Count(q, head) != 1 {
+		panic("postgres: orderTransitionManySQL changed its shape; paymentApplyManySQL must be rewritten")
 	}
-	return head + `, pay AS (
+	q = strings.Replace(q, from, "\n\tFROM p JOIN l ON l.id = p.id\n\tWHERE orders.id = p.id AND", 1)
+	q = strings.Replace(q, head, `
+), l AS (
+	SELECT orders.id FROM orders JOIN p ON p.id = orders.id FOR NO KEY UPDATE OF orders SKIP LOCKED`+head, 1)
+	return q + `, pay AS (
 	INSERT INTO payments (provider, txn_id, order_id, order_no, amount, currency, merchant, paid_at, status,
 		reason, refund_id, refunded_at, raw, created_at, updated_at)
 	SELECT q.provider, q.txn_id, o.id, q.order_no, q.amount, q.currency, q.merchant, q.paid_at, q.status,
