@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -54,8 +55,28 @@ func (s *Store) APIKeyCreate(ctx context.Context, k *lapse.APIKey) (*lapse.APIKe
 }
 
 // APIKeyGet returns the key with prefix, or an error wrapping
-// lapse.ErrAccessNotFound.
+// lapse.ErrAccessNotFound. Outside Tx, concurrent calls share a statement
+// (batch.go): every request with a key reads its key, so that a key
+// revoked is refused from the next request on, and at thousands of
+// requests a second those reads were a statement and a commit each. A
+// batch reads at a snapshot taken after each of its calls was made, as a
+// statement of its own would; each caller gets a key of its own.
 func (s *Store) APIKeyGet(ctx context.Context, prefix string) (*lapse.APIKey, error) {
+	if s.keyReads == nil || s.tx != nil {
+		return s.apiKeyGet(ctx, prefix)
+	}
+	c, err := s.keyReads.do(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get api key %s: %w", prefix, err)
+	}
+	if c.decided {
+		return c.r, c.err
+	}
+	return s.apiKeyGet(ctx, prefix)
+}
+
+// apiKeyGet is APIKeyGet's own statement.
+func (s *Store) apiKeyGet(ctx context.Context, prefix string) (*lapse.APIKey, error) {
 	k, err := scanAPIKey(s.db.QueryRow(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE prefix = $1`, prefix))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, lapse.Refine(lapse.ErrAccessNotFound, "no API key with prefix %q", prefix)
@@ -64,6 +85,63 @@ func (s *Store) APIKeyGet(ctx context.Context, prefix string) (*lapse.APIKey, er
 		return nil, fmt.Errorf("postgres: get api key %s: %w", prefix, err)
 	}
 	return k, nil
+}
+
+// Batches of APIKeyGet: many calls of one key are the common case (a
+// service's key on every request), so a batch takes them all, reads each
+// prefix once and answers each call with a copy.
+const (
+	maxKeyReads     = 2
+	maxKeyReadBatch = 128
+)
+
+// keyReader is the Store's batcher of APIKeyGet.
+type keyReader = batcher[string, *lapse.APIKey]
+
+func newKeyReader(s *Store) *keyReader {
+	return &keyReader{max: maxKeyReads, write: s.apiKeyGetMany,
+		take: func(queue []*batchCall[string, *lapse.APIKey]) (batch, rest []*batchCall[string, *lapse.APIKey]) {
+			n := min(len(queue), maxKeyReadBatch)
+			return slices.Clone(queue[:n]), queue[n:]
+		}}
+}
+
+// apiKeyGetMany reads the keys of a batch, deciding every call when its
+// statement succeeds. A call alone is read by APIKeyGet's own statement.
+func (s *Store) apiKeyGetMany(ctx context.Context, batch []*batchCall[string, *lapse.APIKey]) {
+	if len(batch) == 1 {
+		c := batch[0]
+		c.r, c.err = s.apiKeyGet(c.ctx, c.p)
+		c.decided = true
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, DefaultStatementTimeout)
+	defer cancel()
+	var prefixes []string
+	for _, c := range batch {
+		if !slices.Contains(prefixes, c.p) {
+			prefixes = append(prefixes, c.p)
+		}
+	}
+	rows, err := s.db.Query(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE prefix = ANY($1)`, prefixes)
+	if err != nil {
+		return // each call is read alone, and reports its own error
+	}
+	ks, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*lapse.APIKey, error) { return scanAPIKey(row) })
+	if err != nil {
+		return
+	}
+	for _, c := range batch {
+		c.decided = true
+		i := slices.IndexFunc(ks, func(k *lapse.APIKey) bool { return k.Prefix == c.p })
+		if i < 0 {
+			c.err = lapse.Refine(lapse.ErrAccessNotFound, "no API key with prefix %q", c.p)
+			continue
+		}
+		k := *ks[i]
+		k.Scopes, k.Hash = slices.Clone(k.Scopes), slices.Clone(k.Hash)
+		c.r = &k
+	}
 }
 
 // APIKeyList returns every key by id.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Queries whose plans the tests check.
@@ -78,4 +80,48 @@ func (s *Store) SocketOption(ctx context.Context, opt int) (int, error) {
 		return 0, err
 	}
 	return v, serr
+}
+
+// HoldPaymentBatches keeps s from writing its batches of applied payments
+// (payment_batch.go), so that a test's calls queue up. queued counts the
+// calls waiting; release lets one statement take them, up to a batch
+// (and starts none when none waits).
+func HoldPaymentBatches(s *Store) (queued func() int, release func()) { return hold(s.payments) }
+
+// HoldOrderReads is HoldPaymentBatches for OrderGet's batches.
+func HoldOrderReads(s *Store) (queued func() int, release func()) { return hold(s.orderReads) }
+
+// HoldKeyReads is HoldPaymentBatches for APIKeyGet's batches.
+func HoldKeyReads(s *Store) (queued func() int, release func()) { return hold(s.keyReads) }
+
+// HoldOrderCreates is HoldPaymentBatches for OrderCreate's batches.
+func HoldOrderCreates(s *Store) (queued func() int, release func()) { return hold(s.orderCreates) }
+
+func hold[P, R any](b *batcher[P, R]) (queued func() int, release func()) {
+	b.mu.Lock()
+	b.running += b.max
+	b.mu.Unlock()
+	queued = func() int {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.queue)
+	}
+	release = func() {
+		b.mu.Lock()
+		b.running -= b.max
+		start := len(b.queue) > 0
+		if start {
+			b.running++
+		}
+		b.mu.Unlock()
+		if start {
+			go b.run(context.Background())
+		}
+	}
+	return queued, release
+}
+
+// QueryRowForTest runs a query of a test's own on s's pool.
+func (s *Store) QueryRowForTest(ctx context.Context, sql string, args ...any) pgx.Row {
+	return s.db.QueryRow(ctx, sql, args...)
 }

@@ -112,8 +112,17 @@ SELECT ` + orderColumns + ` FROM o`
 // returns it with created=true. If an
 // order with the same order_no exists it writes nothing and returns that
 // order with created=false; of concurrent creators of one order_no exactly
-// one creates.
+// one creates. Outside Tx, concurrent calls share statements and commits
+// (order_batch.go).
 func (s *Store) OrderCreate(ctx context.Context, p *lapse.OrderCreateParams) (*lapse.Order, bool, error) {
+	if s.orderCreates != nil && s.tx == nil {
+		return s.orderCreateBatched(ctx, p)
+	}
+	return s.orderCreate(ctx, p)
+}
+
+// orderCreate is OrderCreate's own statement.
+func (s *Store) orderCreate(ctx context.Context, p *lapse.OrderCreateParams) (*lapse.Order, bool, error) {
 	o, l := p.Order, &p.Log
 	items := column.Items(o.Items)
 	var ev outboxArgs
@@ -142,14 +151,10 @@ func (s *Store) OrderCreate(ctx context.Context, p *lapse.OrderCreateParams) (*l
 
 // OrderGet returns the order with order_no, or lapse.ErrOrderNotFound.
 func (s *Store) OrderGet(ctx context.Context, orderNo string) (*lapse.Order, error) {
-	o, err := scanOrder(s.db.QueryRow(ctx, "SELECT "+orderColumns+" FROM orders WHERE order_no = $1", orderNo))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, lapse.ErrOrderNotFound
+	if s.orderReads != nil && s.tx == nil {
+		return s.orderGetBatched(ctx, orderNo)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("postgres: get order %s: %w", orderNo, err)
-	}
-	return o, nil
+	return s.orderGet(ctx, orderNo)
 }
 
 // OrderLock returns the order with order_no and, inside Tx, holds the lock

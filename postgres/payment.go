@@ -69,9 +69,13 @@ SELECT ` + paymentColumns + ` FROM p`
 // and returns the payment that exists, with created=false. With
 // p.Transition it is one statement too (paymentApplySQL), run in a
 // savepoint inside Tx, so that its unique violation leaves the caller's
-// transaction usable.
+// transaction usable; outside Tx, concurrent calls share statements and
+// commits (payment_batch.go).
 func (s *Store) PaymentCreate(ctx context.Context, p *lapse.PaymentCreateParams) (*lapse.Payment, bool, error) {
 	if p.Transition != nil {
+		if s.payments != nil && s.tx == nil && batches(p) {
+			return s.paymentApplyBatched(ctx, p)
+		}
 		return s.paymentApply(ctx, p)
 	}
 	in := p.Payment

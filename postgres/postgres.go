@@ -109,6 +109,12 @@ type Store struct {
 	pool *pgxpool.Pool
 	db   db     // pool, or tx inside Tx
 	tx   pgx.Tx // nil outside Tx
+
+	// Batches of concurrent calls outside Tx (batch.go); nil inside Tx.
+	payments     *paymentBatcher // applied payments (payment_batch.go)
+	orderReads   *orderReader    // OrderGet (order_batch.go)
+	keyReads     *keyReader      // APIKeyGet (apikey.go)
+	orderCreates *orderCreator   // OrderCreate (order_batch.go)
 }
 
 // db is what both *pgxpool.Pool and pgx.Tx offer, so that every method has
@@ -188,7 +194,10 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open: %w", unavailable(err))
 	}
-	return &Store{pool: pool, db: conn{pool}}, nil
+	s := &Store{pool: pool, db: conn{pool}}
+	s.payments, s.orderReads, s.keyReads = newPaymentBatcher(s), newOrderReader(s), newKeyReader(s)
+	s.orderCreates = newOrderCreator(s)
+	return s, nil
 }
 
 // setDuration sets a millisecond server setting: d when set, else what the
