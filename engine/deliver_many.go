@@ -17,8 +17,10 @@ import (
 // heartbeat cuts short cuts the whole call short, as if each attempt had
 // been; what was delivered before that stays delivered. A delivery whose
 // last outcome is unknown, when the handler can be asked about it, goes
-// through attempt instead, which asks before it sends.
-func (d *Deliverer) attemptMany(ctx context.Context, s *Subscription, h lapse.BatchHandler, ds []*lapse.Delivery) {
+// through attempt instead, which asks before it sends. It calls answered
+// once the handler has answered for all of ds, before it records their
+// outcomes, unless it returns before then.
+func (d *Deliverer) attemptMany(ctx context.Context, s *Subscription, h lapse.BatchHandler, ds []*lapse.Delivery, answered func()) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if _, asks := h.(lapse.QueryHandler); asks {
@@ -58,6 +60,8 @@ func (d *Deliverer) attemptMany(ctx context.Context, s *Subscription, h lapse.Ba
 	}
 
 	errs := h.DeliverMany(actx, sending)
+	wg.Wait()
+	answered()
 	if len(errs) != len(sending) {
 		err := fmt.Errorf("engine: subscriber %s answered %d deliveries with %d results", s.Name, len(sending), len(errs))
 		errs = make([]error, len(sending))

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -311,6 +312,83 @@ func TestDeliverManyRunning(t *testing.T) {
 		defer rec.mu.Unlock()
 		if rec.single != 0 || slices.Max(rec.sizes) > 16 {
 			t.Errorf("calls of %v and %d single deliveries; want batches of at most 16", rec.sizes, rec.single)
+		}
+	})
+}
+
+// doneManyGate is a work store whose DeliveryDoneMany waits for open to
+// close, counting the calls that entered.
+type doneManyGate struct {
+	lapse.Store
+	open    chan struct{}
+	entered chan struct{}
+}
+
+func (g doneManyGate) DeliveryDoneMany(ctx context.Context, p *lapse.DeliveryDoneManyParams) ([]int64, error) {
+	g.entered <- struct{}{}
+	<-g.open
+	return g.Store.DeliveryDoneMany(ctx, p)
+}
+
+// TestDeliverManyFinishOverlaps checks that the running loop frees a
+// batch's slots once its handler has answered: the next batches are
+// claimed and handed over while the finishes before them still run, two
+// finishes at most, and the batch behind those keeps its slots until one
+// ends. Every delivery is recorded done once the finishes go through.
+func TestDeliverManyFinishOverlaps(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		s := open()
+		var calls atomic.Int32
+		rec := &batchRecorder{during: func([]*lapse.Delivery) { calls.Add(1) }}
+		gate := doneManyGate{Store: s, open: make(chan struct{}), entered: make(chan struct{}, 100)}
+		e, err := engine.New(s, flows.Builtin(), engine.Config{WorkStore: gate,
+			Subscriptions: []engine.Subscription{{Name: "sink", Events: []string{"order.created"}, Handler: rec, Concurrency: 4}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const orders = 20
+		for i := range orders {
+			create(t, e, checkout(fmt.Sprintf("FO-%02d", i), time.Hour))
+		}
+		ctx := ctxT(t)
+		d := engine.NewDeliverer(e, engine.DelivererConfig{Poll: 50 * time.Millisecond})
+		d.Start(ctx)
+		defer d.Stop()
+		opened := false
+		defer func() {
+			if !opened {
+				close(gate.open)
+			}
+		}()
+		for range 2 {
+			select {
+			case <-gate.entered:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("%d batches handed over, and fewer than 2 finishes started", calls.Load())
+			}
+		}
+		for deadline := time.Now().Add(30 * time.Second); calls.Load() < 3; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d batches handed over while 2 finishes wait; want 3", calls.Load())
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+		if n := calls.Load(); n != 3 {
+			t.Errorf("%d batches handed over while 2 finishes wait; want 3 (the third waits with its slots taken)", n)
+		}
+		opened = true
+		close(gate.open)
+		for deadline := time.Now().Add(time.Minute); len(rec.received()) < orders; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("received %d of %d events", len(rec.received()), orders)
+			}
+		}
+		d.Stop()
+		for i := range orders {
+			no := fmt.Sprintf("FO-%02d", i)
+			if h := sinkOf(t, e, no, "sink", lapse.EventOrderCreated); h.Status != lapse.DeliveryDone || len(h.History) != 1 {
+				t.Errorf("%s: %+v %+v", no, h.Delivery, h.History)
+			}
 		}
 	})
 }

@@ -151,6 +151,10 @@ func (d *Deliverer) RunOnce(ctx context.Context) (int, error) {
 	return total, errors.Join(errs...)
 }
 
+// batchFinishes bounds the batches of one subscriber whose outcomes are
+// being recorded at once, beside the batches in its handler.
+const batchFinishes = 2
+
 // loop keeps up to s.Concurrency attempts of s in flight: whenever a slot is
 // free it claims as many due deliveries as there are free slots, so that no
 // lease waits behind a slow attempt and one slow call does not hold the
@@ -172,6 +176,12 @@ func (d *Deliverer) loop(ctx context.Context, s *Subscription) {
 		}
 	}
 	batch, _ := s.Handler.(lapse.BatchHandler)
+	// A batch's slots are freed once its handler has answered, while its
+	// outcomes are still being recorded, so that the next claim and call
+	// run beside that finish rather than after it. finishing bounds the
+	// batches being recorded: a store slower than the handler keeps the
+	// slots of the batches behind them taken.
+	finishing := make(chan struct{}, batchFinishes)
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
 		kicked := d.e.kick.wait()
@@ -197,8 +207,15 @@ func (d *Deliverer) loop(ctx context.Context, s *Subscription) {
 					slots <- struct{}{}
 				}
 				inflight.Go(func() {
-					defer release(len(ds))
-					d.attemptMany(ctx, s, batch, ds)
+					answered := sync.OnceFunc(func() {
+						finishing <- struct{}{}
+						release(len(ds))
+					})
+					defer func() {
+						answered()
+						<-finishing
+					}()
+					d.attemptMany(ctx, s, batch, ds, answered)
 				})
 			} else {
 				for _, dl := range ds {
@@ -265,7 +282,7 @@ func (d *Deliverer) pass(ctx context.Context, s *Subscription) (int, error) {
 	}
 	if batch, ok := s.Handler.(lapse.BatchHandler); ok {
 		for part := range slices.Chunk(ds, s.Concurrency) {
-			d.attemptMany(ctx, s, batch, part)
+			d.attemptMany(ctx, s, batch, part, func() {})
 		}
 		return len(ds), nil
 	}

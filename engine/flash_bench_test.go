@@ -24,7 +24,7 @@ import (
 // within 40 s of it and their order.closed events in NATS JetStream within
 // 45 s. The process is wired as lapse serve wires it: an API pool and a
 // work pool of 8 connections, the Claimer and the Deliverer with their
-// defaults, and the nats subscription (order.*, 32 in flight). Nothing else
+// defaults, and the nats subscription (order.*, 1,024 in flight). Nothing else
 // subscribes (no stock or coupon ledger), so what is measured is the close
 // and the publish.
 //
@@ -40,10 +40,10 @@ import (
 //	  LAPSE_BENCH_FLASH=1000000 go test -run '^$' -bench FlashSale -benchtime 1x -timeout 60m ./engine/
 //
 // LAPSE_BENCH_FLASH is N (default 50,000); LAPSE_BENCH_FLASH_INFLIGHT the
-// nats subscription's Concurrency (default 32, lapse serve's).
+// nats subscription's Concurrency (default 1,024, lapse serve's).
 func BenchmarkFlashSale(b *testing.B) {
 	n := benchInt(b, "LAPSE_BENCH_FLASH", 50000)
-	inflight := benchInt(b, "LAPSE_BENCH_FLASH_INFLIGHT", 32)
+	inflight := benchInt(b, "LAPSE_BENCH_FLASH_INFLIGHT", 1024)
 	for range b.N {
 		flashSale(b, n, inflight)
 	}

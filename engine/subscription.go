@@ -26,7 +26,9 @@ type Subscription struct {
 	// database instead. Exactly one is set. A Handler that is also a
 	// lapse.BatchHandler is handed the deliveries of each claim in one call,
 	// and those it delivered are recorded in one statement: the Deliverer
-	// then claims once a quarter of its Concurrency is free.
+	// then claims once a quarter of its Concurrency is free, and a batch's
+	// slots are free once the handler has answered, while its outcomes are
+	// recorded (two batches at most being recorded at once).
 	Handler lapse.Handler
 	Local   lapse.LocalHandler
 	// Schedule is its retry schedule. Default: lapse.DefaultSchedule().

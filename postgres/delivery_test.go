@@ -102,6 +102,52 @@ func TestDeliveryDueIndex(t *testing.T) {
 	check("analyzed")
 }
 
+// TestDeliveryLeasesProbed checks that DeliveryDoneMany and DeliveryRenew
+// find each lease they name by its primary key, on a deliveries table whose
+// statistics say it is empty while it holds a flash sale's backlog (it was
+// analyzed before the burst): planned from the statistics as a join, they
+// scanned the pending index or the whole table instead, for every batch.
+func TestDeliveryLeasesProbed(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.PostgresSchema(t)
+	s := openStore(t, dsn, postgres.Config{MaxConns: 2})
+	ctx := context.Background()
+	conn := connect(t, dsn)
+	if _, err := conn.Exec(ctx, "VACUUM ANALYZE deliveries"); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	var ps []*lapse.OrderCreateParams
+	for i := range 20000 {
+		p := createParams(fmt.Sprintf("DP-%06d", i), nil, now)
+		p.Outbox[0].Subscribers = []string{"nats"}
+		ps = append(ps, p)
+	}
+	if err := s.OrderCreateMany(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	until := now.Add(time.Minute)
+	ds, err := s.DeliveryClaim(ctx, &lapse.DeliveryClaimParams{Now: now, Owner: "w", LeaseUntil: until, Subscribers: []string{"nats"}, Limit: 500})
+	if err != nil || len(ds) != 500 {
+		t.Fatalf("claim: %d deliveries, %v", len(ds), err)
+	}
+	ids, attempts, durations := make([]int64, len(ds)), make([]int64, len(ds)), make([]int64, len(ds))
+	workers, outcomes, started := make([]string, len(ds)), make([]string, len(ds)), make([]time.Time, len(ds))
+	for i, d := range ds {
+		ids[i], attempts[i], workers[i], outcomes[i], started[i] = d.ID, int64(d.Attempts), "w", lapse.OutcomeOK, now
+	}
+	plans := map[string]string{
+		"done many": explain(t, conn, postgres.DeliveryDoneManySQL, "w", ids, attempts, workers, started, durations, outcomes, until),
+		"renew":     explain(t, conn, postgres.DeliveryRenewSQL, "w", ids, attempts, until.Add(time.Minute)),
+	}
+	for name, plan := range plans {
+		if strings.Contains(plan, "Seq Scan on deliveries") || strings.Contains(plan, "deliveries_due_idx") ||
+			!strings.Contains(plan, "Index Scan using deliveries_pkey on deliveries d") {
+			t.Errorf("%s does not probe each lease by primary key:\n%s", name, plan)
+		}
+	}
+}
+
 // TestDeliveryFinishLeaseLost checks that a finish whose lease is lost
 // writes none of its rows: no attempt, no review, no event, no delivery.
 func TestDeliveryFinishLeaseLost(t *testing.T) {

@@ -32,6 +32,12 @@ var (
 	DeliveryClaimManySQL = deliveryClaimManySQL
 )
 
+// The statements on many leases, whose plans the tests check.
+const (
+	DeliveryDoneManySQL = deliveryDoneManySQL
+	DeliveryRenewSQL    = deliveryRenewSQL
+)
+
 // AuditListQuery and CloseItemListQuery are the statements of AuditList
 // and CloseItemList, whose plans the tests check, with their arguments.
 var (

@@ -158,6 +158,14 @@ func (n notDelivered) Deliver(context.Context, *lapse.Delivery) error {
 	return fmt.Errorf("%s: this process delivers no events; lapse serve does", n.name)
 }
 
+// natsInFlight is the NATS subscription's Concurrency: the events
+// published and waiting for their PubAcks. A publish is asynchronous and
+// costs the broker little, and each batch claimed, published and finished
+// costs a few round trips whatever its size, so a wide window is what keeps
+// up with a flash sale (engine BenchmarkFlashSale). The JetStream client's
+// own bound on pending publishes (4,000) is above it.
+const natsInFlight = 1024
+
 // build builds the subscriptions; without dial, the brokers' subscriptions
 // are notDelivered.
 func (f *subscriberFlags) build(ctx context.Context, log *slog.Logger, dial bool) ([]engine.Subscription, closer, error) {
@@ -193,7 +201,7 @@ func (f *subscriberFlags) build(ctx context.Context, log *slog.Logger, dial bool
 		}
 	}
 	if f.natsURL != "" && !dial {
-		if err := add(natsSub.Name, notDelivered{natsSub.Name}, splitList(f.natsEvents), f.natsRetry, 32); err != nil {
+		if err := add(natsSub.Name, notDelivered{natsSub.Name}, splitList(f.natsEvents), f.natsRetry, natsInFlight); err != nil {
 			return fail(err)
 		}
 	} else if f.natsURL != "" {
@@ -202,7 +210,7 @@ func (f *subscriberFlags) build(ctx context.Context, log *slog.Logger, dial bool
 			return fail(fmt.Errorf("--%s: %w", natsSub.Name, err))
 		}
 		closers = append(closers, func() { sink.Close() })
-		if err := add(natsSub.Name, sink, splitList(f.natsEvents), f.natsRetry, 32); err != nil {
+		if err := add(natsSub.Name, sink, splitList(f.natsEvents), f.natsRetry, natsInFlight); err != nil {
 			return fail(err)
 		}
 	}
