@@ -137,6 +137,13 @@ func dsn(abs string, cfg Config, key, value string) string {
 	// writer checkpoints itself only when the WAL has grown this far.
 	q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", fallbackCheckpointPages))
 	q.Add("_pragma", "foreign_keys(1)")
+	// A statement that writes many rows, and a store method inside a
+	// caller's Tx (a savepoint), copy each page to a journal of their own
+	// before they first change it, so that a failure undoes them alone. In
+	// memory, not a temporary file: a page costs a copy, not a write. It
+	// holds pages the transaction changed, and the database's durability
+	// does not depend on it.
+	q.Add("_pragma", "temp_store(MEMORY)")
 	q.Set(key, value)
 	p := filepath.ToSlash(abs)
 	if !strings.HasPrefix(p, "/") {
