@@ -11,3 +11,6 @@ var (
 
 // ReaderDB is the store's reader pool.
 func (s *Store) ReaderDB() *sql.DB { return s.reader }
+
+// BatchRows is how many rows one statement of a batch writes.
+const BatchRows = batchRows

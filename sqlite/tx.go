@@ -110,18 +110,35 @@ type writeTx struct {
 }
 
 func (w *writeTx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	st, ok := w.stmts[query]
-	if !ok {
-		var err error
-		if st, err = w.tx.PrepareContext(ctx, query); err != nil {
-			return nil, err
-		}
-		if w.stmts == nil {
-			w.stmts = map[string]*sql.Stmt{}
-		}
-		w.stmts[query] = st
+	st, err := w.stmt(ctx, query)
+	if err != nil {
+		return nil, err
 	}
 	return st.ExecContext(ctx, args...)
+}
+
+func (w *writeTx) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := w.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+// stmt is query prepared in the transaction, once.
+func (w *writeTx) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := w.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := w.tx.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if w.stmts == nil {
+		w.stmts = map[string]*sql.Stmt{}
+	}
+	w.stmts[query] = st
+	return st, nil
 }
 
 func (w *writeTx) close() {
