@@ -35,6 +35,8 @@ type outboxDelivery struct {
 
 const (
 	outboxInsert = `INSERT INTO outbox (id, order_id, order_no, type, payload, created_at) VALUES `
+	// outboxRow casts the payload, bound as bytes (payloadArg), to TEXT.
+	outboxRow = `(?, ?, ?, ?, CAST(? AS TEXT), ?)`
 	// A delivery chains after the order's last delivery to its subscriber:
 	// one correlated subquery for the statement, not one a row, since each
 	// holds a cursor open on deliveries that every row written must save.
@@ -79,14 +81,14 @@ func (w *writeTx) outboxMany(ctx context.Context, batch []orderEvents) error {
 	for chunk := range slices.Chunk(events, batchRows) {
 		args = args[:0]
 		for _, e := range chunk {
-			args = append(args, e.ev.ID, e.orderID, e.ev.OrderNo, e.ev.Type, string(e.ev.Payload), column.Micros(e.ev.CreatedAt))
+			args = append(args, e.ev.ID, e.orderID, e.ev.OrderNo, e.ev.Type, payloadArg(e.ev.Payload), column.Micros(e.ev.CreatedAt))
 		}
-		_, err := w.exec(ctx, outboxInsert+values(len(chunk), 6), args...)
+		_, err := w.exec(ctx, outboxInsert+rowList(len(chunk), outboxRow), args...)
 		if isUnique(err) {
 			// Which event: one row a statement, the one that fails names it.
 			for _, e := range chunk {
-				if _, err := w.exec(ctx, outboxInsert+values(1, 6), e.ev.ID, e.orderID, e.ev.OrderNo, e.ev.Type,
-					string(e.ev.Payload), column.Micros(e.ev.CreatedAt)); isUnique(err) {
+				if _, err := w.exec(ctx, outboxInsert+outboxRow, e.ev.ID, e.orderID, e.ev.OrderNo, e.ev.Type,
+					payloadArg(e.ev.Payload), column.Micros(e.ev.CreatedAt)); isUnique(err) {
 					return fmt.Errorf("%w: %w", lapse.Refine(lapse.ErrEventExists, "outbox event %s exists", e.ev.ID), err)
 				} else if err != nil {
 					return fmt.Errorf("outbox event %s: %w", e.ev.ID, err)
@@ -105,6 +107,16 @@ func (w *writeTx) outboxMany(ctx context.Context, batch []orderEvents) error {
 		}
 	}
 	return nil
+}
+
+// payloadArg is an event's payload as outboxRow binds it: its bytes, not a
+// string copy of them (the driver copies what it binds anyway); no payload
+// is the empty text, as a string would be.
+func payloadArg(p []byte) any {
+	if p == nil {
+		return ""
+	}
+	return p
 }
 
 // deliveries writes ds, pending, in one statement.

@@ -18,8 +18,13 @@ const transitionUpdate = `UPDATE orders SET state = ?, version = version + 1, de
 	WHERE id = ? AND state = ? AND version = ?`
 
 func transitionArgs(p *lapse.OrderTransitionParams) []any {
-	return []any{string(p.ToState), column.NullMicros(p.DeadlineAt), column.Micros(p.At), column.NullMicros(p.ClosedAt), p.CloseReason,
-		string(p.FiredBy), column.NullMicros(p.ClosedDeadlineAt), p.OrderID, string(p.FromState), p.FromVersion}
+	return appendTransitionArgs(make([]any, 0, 10), p)
+}
+
+// appendTransitionArgs appends transitionArgs(p) to args.
+func appendTransitionArgs(args []any, p *lapse.OrderTransitionParams) []any {
+	return append(args, string(p.ToState), column.NullMicros(p.DeadlineAt), column.Micros(p.At), column.NullMicros(p.ClosedAt),
+		p.CloseReason, string(p.FiredBy), column.NullMicros(p.ClosedDeadlineAt), p.OrderID, string(p.FromState), p.FromVersion)
 }
 
 // OrderTransition applies p: it moves the order from p.FromState at
@@ -98,7 +103,7 @@ func (w *writeTx) transitionMany(ctx context.Context, ps []*lapse.OrderTransitio
 	for chunk := range slices.Chunk(ps, batchRows) {
 		args = args[:0]
 		for _, p := range chunk {
-			args = append(args, transitionArgs(p)...)
+			args = appendTransitionArgs(args, p)
 		}
 		rows, err := w.query(ctx, transitionManyUpdate(len(chunk)), args...)
 		if err != nil {

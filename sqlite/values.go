@@ -11,13 +11,17 @@ import "strings"
 // 32,766.
 const batchRows = 100
 
-// values is the VALUES list of rows rows of cols placeholders each:
+// values is the VALUES list of n rows of cols placeholders each:
 // "(?, ?), (?, ?)".
-func values(rows, cols int) string {
-	row := "(" + marks(cols) + ")"
+func values(n, cols int) string {
+	return rowList(n, "("+marks(cols)+")")
+}
+
+// rowList is n copies of row, comma-separated.
+func rowList(n int, row string) string {
 	var b strings.Builder
-	b.Grow(rows * (len(row) + 2))
-	for i := range rows {
+	b.Grow(n * (len(row) + 2))
+	for i := range n {
 		if i > 0 {
 			b.WriteString(", ")
 		}
