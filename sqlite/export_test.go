@@ -1,6 +1,9 @@
 package sqlite
 
-import "database/sql"
+import (
+	"database/sql"
+	"fmt"
+)
 
 // Hooks for the tests of package sqlite_test.
 var (
@@ -14,3 +17,6 @@ func (s *Store) ReaderDB() *sql.DB { return s.reader }
 
 // BatchRows is how many rows one statement of a batch writes.
 const BatchRows = batchRows
+
+// DeliveryInsert is the statement that writes n deliveries.
+func DeliveryInsert(n int) string { return fmt.Sprintf(deliveryInsert, values(n, 6)) }
