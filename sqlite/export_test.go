@@ -20,3 +20,13 @@ const BatchRows = batchRows
 
 // DeliveryInsert is the statement that writes n deliveries.
 func DeliveryInsert(n int) string { return fmt.Sprintf(deliveryInsert, values(n, 6)) }
+
+// CachedStmts is how many statements the writer connection keeps prepared.
+func (s *Store) CachedStmts() int {
+	s.stmts.mu.Lock()
+	defer s.stmts.mu.Unlock()
+	return len(s.stmts.stmts)
+}
+
+// MaxCachedStmts bounds CachedStmts.
+const MaxCachedStmts = maxCachedStmts

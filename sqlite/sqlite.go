@@ -70,7 +70,8 @@ type Store struct {
 	priority bool       // writes go ahead of the others' (Priority)
 	reader   *sql.DB    // reads outside transactions
 	ckpt     *checkpointer
-	tx       *sql.Tx // set on a Store bound to a transaction
+	stmts    *stmtCache // statements the writer connection keeps prepared
+	tx       *sql.Tx    // set on a Store bound to a transaction
 }
 
 // Open opens the database file at path, creating it when missing, and checks
@@ -122,7 +123,7 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 		_ = errors.Join(reader.Close(), writer.Close())
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	return &Store{writer: writer, gate: &writeGate{}, reader: reader, ckpt: ckpt}, nil
+	return &Store{writer: writer, gate: &writeGate{}, reader: reader, ckpt: ckpt, stmts: newStmtCache()}, nil
 }
 
 // dsn is the driver's name for the file at the absolute path abs. The
@@ -198,7 +199,7 @@ func (s *Store) Close() error {
 	if s.tx != nil {
 		return nil
 	}
-	return errors.Join(s.ckpt.close(), s.reader.Close(), s.writer.Close())
+	return errors.Join(s.ckpt.close(), s.reader.Close(), s.stmts.close(), s.writer.Close())
 }
 
 // queryer is what reads run on: the reader pool, or the transaction.
