@@ -70,7 +70,8 @@ type Store struct {
 	priority bool       // writes go ahead of the others' (Priority)
 	reader   *sql.DB    // reads outside transactions
 	ckpt     *checkpointer
-	tx       *sql.Tx // set on a Store bound to a transaction
+	stmts    *stmtCache // statements the writer connection keeps prepared
+	tx       *sql.Tx    // set on a Store bound to a transaction
 }
 
 // Open opens the database file at path, creating it when missing, and checks
@@ -122,7 +123,7 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 		_ = errors.Join(reader.Close(), writer.Close())
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	return &Store{writer: writer, gate: &writeGate{}, reader: reader, ckpt: ckpt}, nil
+	return &Store{writer: writer, gate: &writeGate{}, reader: reader, ckpt: ckpt, stmts: newStmtCache()}, nil
 }
 
 // dsn is the driver's name for the file at the absolute path abs. The
@@ -137,6 +138,13 @@ func dsn(abs string, cfg Config, key, value string) string {
 	// writer checkpoints itself only when the WAL has grown this far.
 	q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", fallbackCheckpointPages))
 	q.Add("_pragma", "foreign_keys(1)")
+	// A statement that writes many rows, and a store method inside a
+	// caller's Tx (a savepoint), copy each page to a journal of their own
+	// before they first change it, so that a failure undoes them alone. In
+	// memory, not a temporary file: a page costs a copy, not a write. It
+	// holds pages the transaction changed, and the database's durability
+	// does not depend on it.
+	q.Add("_pragma", "temp_store(MEMORY)")
 	q.Set(key, value)
 	p := filepath.ToSlash(abs)
 	if !strings.HasPrefix(p, "/") {
@@ -191,7 +199,7 @@ func (s *Store) Close() error {
 	if s.tx != nil {
 		return nil
 	}
-	return errors.Join(s.ckpt.close(), s.reader.Close(), s.writer.Close())
+	return errors.Join(s.ckpt.close(), s.reader.Close(), s.stmts.close(), s.writer.Close())
 }
 
 // queryer is what reads run on: the reader pool, or the transaction.

@@ -29,7 +29,7 @@ func (s *Store) Tx(ctx context.Context, fn func(tx lapse.Store) error) error {
 		return savepoint(ctx, s.tx, func() error { return fn(s) })
 	}
 	return s.begin(ctx, func(tx *sql.Tx) error {
-		return fn(&Store{writer: s.writer, gate: s.gate, priority: s.priority, reader: s.reader, ckpt: s.ckpt, tx: tx})
+		return fn(&Store{writer: s.writer, gate: s.gate, priority: s.priority, reader: s.reader, ckpt: s.ckpt, stmts: s.stmts, tx: tx})
 	})
 }
 
@@ -41,6 +41,9 @@ func (s *Store) begin(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return fmt.Errorf("sqlite: begin: %w", err)
 	}
 	defer s.gate.release()
+	// After the transaction ends, before the gate opens: the connection is
+	// idle and no other writer can take it.
+	defer s.stmts.prepare(ctx, s.writer)
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite: begin: %w", unavailable(err))
@@ -92,7 +95,7 @@ func savepoint(ctx context.Context, tx *sql.Tx, fn func() error) error {
 // that a method that fails inside a caller's Tx leaves nothing behind either.
 func (s *Store) write(ctx context.Context, fn func(w *writeTx) error) error {
 	run := func(tx *sql.Tx) error {
-		w := &writeTx{tx: tx}
+		w := &writeTx{tx: tx, cache: s.stmts}
 		defer w.close()
 		return fn(w)
 	}
@@ -103,25 +106,50 @@ func (s *Store) write(ctx context.Context, fn func(w *writeTx) error) error {
 }
 
 // writeTx is a transaction with the statements prepared in it, so that a
-// batch compiles each statement once rather than once a row.
+// batch compiles each statement once rather than once a row, and the
+// writer connection's statements from the cache.
 type writeTx struct {
 	tx    *sql.Tx
+	cache *stmtCache
 	stmts map[string]*sql.Stmt
 }
 
 func (w *writeTx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	st, ok := w.stmts[query]
-	if !ok {
+	st, err := w.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+func (w *writeTx) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := w.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+// stmt is query for the transaction: the writer connection's, or prepared
+// in the transaction, once.
+func (w *writeTx) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := w.stmts[query]; ok {
+		return st, nil
+	}
+	var st *sql.Stmt
+	if cached := w.cache.get(query); cached != nil {
+		st = w.tx.StmtContext(ctx, cached)
+	} else {
 		var err error
 		if st, err = w.tx.PrepareContext(ctx, query); err != nil {
 			return nil, err
 		}
-		if w.stmts == nil {
-			w.stmts = map[string]*sql.Stmt{}
-		}
-		w.stmts[query] = st
 	}
-	return st.ExecContext(ctx, args...)
+	if w.stmts == nil {
+		w.stmts = map[string]*sql.Stmt{}
+	}
+	w.stmts[query] = st
+	return st, nil
 }
 
 func (w *writeTx) close() {
