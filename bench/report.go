@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/url"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -78,6 +80,9 @@ func (r *report) print(w io.Writer) {
 			s = append(s, st.Name+" "+st.Value)
 		}
 		fmt.Fprintf(w, "server: %s\n", strings.Join(s, ", "))
+		p := debug.SetGCPercent(-1)
+		debug.SetGCPercent(p)
+		fmt.Fprintf(w, "go: %s, GOGC %d (this process: River and Lapse)\n", runtime.Version(), p)
 	}
 	fmt.Fprintln(w, "WAL is the whole server's while each ran: other sessions' writes count too.")
 	fmt.Fprintln(w, "CPU is the client's (River's, Lapse's engine: this process; pgbench) + the run's own database sessions' (from /proc, a server on this host; pgbench's sampled every 20 ms, so up to 20 ms a session short); it counts no other work on the machine.")

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"time"
 
@@ -173,9 +174,12 @@ func printBench(w io.Writer, sc *burndown.Scratch, r *burndown.Result) {
 	}
 	if process, server := r.CPU.Per(r.Closed); server >= 0 {
 		fmt.Fprintf(w, "  CPU          %.1f µs/close in this process (the engine), %.1f µs/close in the database's sessions that served it\n", process, server)
+	} else if r.Closed > 0 && sc.Kind == burndown.KindSQLite {
+		fmt.Fprintf(w, "  CPU          %.1f µs/close in this process (the engine and SQLite)\n", process)
 	} else if r.Closed > 0 {
 		fmt.Fprintf(w, "  CPU          %.1f µs/close in this process (the engine); the database's not known (not on this host)\n", process)
 	}
+	fmt.Fprintf(w, "  go           %s, GOGC %d\n", runtime.Version(), gcPercent())
 	if len(r.Settings) > 0 {
 		var s []string
 		for _, st := range r.Settings {

@@ -85,6 +85,7 @@ Run "lapse <command> -h" for the flags of a command.
 `
 
 func main() {
+	setGC()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(exitCode(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr), os.Stderr))
