@@ -26,8 +26,8 @@ import (
 //
 // The databases are created and dropped by the benchmark, so that the held
 // snapshot holds back vacuum for nothing but itself (PostgreSQL keeps the
-// horizon of ordinary tables per database). Loading is untimed (COPY
-// through OrderCreateMany, then VACUUM ANALYZE); a backlog that runs out
+// horizon of ordinary tables per database). Loading is untimed
+// (loadPending, then VACUUM ANALYZE); a backlog that runs out
 // before the hold ends is reported, and its phase measured up to then.
 //
 //	LAPSE_TEST_POSTGRES=… LAPSE_BENCH_HOLD=10m LAPSE_BENCH_HOLD_ORDERS=12000000 \
@@ -68,7 +68,7 @@ func burnFor(b *testing.B, n int, d time.Duration, hold bool) float64 {
 		b.Fatal(err)
 	}
 	created := lapse.SystemClock{}.Now().Add(-time.Hour)
-	took := loadOrders(b, store, "H", n, created, func(i int) time.Time { return created.Add(time.Duration(i%60000) * time.Millisecond) })
+	took := loadPending(b, store, dsn, "H", n, created, func(i int) time.Time { return created.Add(time.Duration(i%60000) * time.Millisecond) })
 	vacuum(b, dsn)
 
 	if hold {
