@@ -17,9 +17,10 @@ type ClaimerConfig struct {
 	// Workers is how many transactions burn down a backlog in parallel once a
 	// batch comes back full. Default 2.
 	Workers int
-	// MaxSleep bounds how long the precise path sleeps without asking the
-	// database for the next deadline; deadlines created by other processes are
-	// seen within it. Default 1s.
+	// MaxSleep bounds how long the precise path goes without a look at the
+	// database's next deadline, its own or the sweep's (a look the sweep
+	// took since counts as one of its own); deadlines created by other
+	// processes are seen within it. Default 1s.
 	MaxSleep time.Duration
 	// SweepInterval is the beat of the safety-net sweep. Default 10s.
 	SweepInterval time.Duration
@@ -99,6 +100,12 @@ type Claimer struct {
 	asking sync.Map
 	asks   sync.WaitGroup
 	askSem chan struct{}
+
+	// The background sweep's last look at the next deadline, which the
+	// precise path takes instead of looking again when it is as good as a
+	// new look (sweepLook).
+	lookMu sync.Mutex
+	look   dueLook
 
 	mu         sync.Mutex
 	running    bool
@@ -244,6 +251,7 @@ func (c *Claimer) precise(loopCtx, workCtx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	backoff := time.Duration(0)
+	var asked time.Time // when this path's last look at the deadline index began
 	for loopCtx.Err() == nil {
 		if c.e.trig != nil && c.e.trig.using() {
 			// The shared trigger is in charge of punctual firing (the sweep
@@ -263,11 +271,19 @@ func (c *Claimer) precise(loopCtx, workCtx context.Context) {
 		var next time.Time
 		var ok bool
 		var err error
-		if len(c.e.flows.timed) > 0 { // no flow has deadlines: nothing is ever due
+		wait := c.maxSleep()
+		look, fresh := c.sweepLook(asked, wait)
+		switch {
+		case fresh:
+			next, ok, asked = look.next, look.ok, look.at
+		case len(c.e.flows.timed) > 0: // no flow has deadlines: nothing is ever due
+			asked = c.e.clock.Now()
 			next, ok, err = c.e.work.OrderNextDeadline(workCtx, c.e.flows.timed)
 		}
 		now := c.e.clock.Now()
-		wait := c.maxSleep()
+		if fresh {
+			wait -= now.Sub(look.at) // the next look is due MaxSleep after the sweep's
+		}
 		if err == nil && ok && !next.After(now) {
 			var fired int
 			fired, err = c.burn(loopCtx, workCtx, lapse.FiredByTimer, 0, c.conf().Batch, 0)
@@ -301,12 +317,65 @@ func (c *Claimer) precise(loopCtx, workCtx context.Context) {
 	}
 }
 
+// dueLook is what one look at the deadline index found.
+type dueLook struct {
+	at   time.Time // the engine's clock when the look began
+	told uint64    // the deadlines this process had set by then (waker.told)
+	next time.Time // the earliest deadline, if ok
+	ok   bool
+}
+
+// sweepLook returns the background sweep's last look at the deadline index,
+// and whether the precise path may take it instead of a look of its own: if
+// it began after the precise path's own last look (asked), less than
+// maxSleep ago, and this process has set no deadline since it began, it
+// knows every deadline a new look would, but for those other processes
+// committed since it began, which the precise path is bound to see within
+// MaxSleep of that look, not of its own. With a shared trigger the precise
+// path always looks for itself: deadlines this process hands to the
+// trigger do not wake it, and it may take over from the trigger at any
+// time.
+func (c *Claimer) sweepLook(asked time.Time, maxSleep time.Duration) (dueLook, bool) {
+	if c.e.trig != nil {
+		return dueLook{}, false
+	}
+	c.lookMu.Lock()
+	look := c.look
+	c.lookMu.Unlock()
+	fresh := look.at.After(asked) && c.e.clock.Now().Sub(look.at) < maxSleep && look.told == c.e.wake.told()
+	return look, fresh
+}
+
+// sweepPass is one pass of the background sweep. It looks at the deadline
+// index first, and claims only when the earliest deadline is overdue by
+// SweepGrace or more: a claim finds nothing otherwise, and is a
+// transaction where the look is one statement. A look that fails leaves the
+// pass to the claim. The look is kept for the precise path (sweepLook).
+func (c *Claimer) sweepPass(loopCtx, workCtx context.Context, cfg *ClaimerConfig) (int, error) {
+	if timed := c.e.flows.timed; len(timed) > 0 {
+		// Both read before the look, so that it knows at least what they
+		// say: a deadline is told after its commit.
+		look := dueLook{at: c.e.clock.Now(), told: c.e.wake.told()}
+		var err error
+		look.next, look.ok, err = c.e.work.OrderNextDeadline(workCtx, timed)
+		if err == nil {
+			c.lookMu.Lock()
+			c.look = look
+			c.lookMu.Unlock()
+			if !look.ok || look.next.After(c.e.clock.Now().Add(-cfg.SweepGrace)) {
+				return 0, nil
+			}
+		}
+	}
+	return c.burn(loopCtx, workCtx, lapse.FiredBySweep, cfg.SweepGrace, cfg.SweepBatch, cfg.SweepMaxRun)
+}
+
 func (c *Claimer) sweeper(loopCtx, workCtx context.Context) {
 	timer := time.NewTimer(c.sweepEvery())
 	defer timer.Stop()
 	for {
 		cfg := c.conf()
-		n, err := c.burn(loopCtx, workCtx, lapse.FiredBySweep, cfg.SweepGrace, cfg.SweepBatch, cfg.SweepMaxRun)
+		n, err := c.sweepPass(loopCtx, workCtx, cfg)
 		switch {
 		case err != nil:
 			c.failed(loopCtx, lapse.FiredBySweep, err)

@@ -38,9 +38,9 @@ import (
 //     The process is the test binary, with the testing package and every
 //     store linked in: an upper bound of the engine's own.
 //
-// Loading is untimed (COPY through OrderCreateMany, then VACUUM ANALYZE) and
-// logged; the schema is dropped at the end. Each size is a sub-benchmark, so
-// that sizes are compared side by side in one run.
+// Loading is untimed (loadPending, then VACUUM ANALYZE) and logged; the
+// schema is dropped at the end. Each size is a sub-benchmark, so that sizes
+// are compared side by side in one run.
 //
 //	LAPSE_TEST_POSTGRES=… LAPSE_BENCH_PENDING=100000,1000000,10000000 LAPSE_BENCH_IDLE_RUN=30s \
 //	  go test -run '^$' -bench 'Idle$' -benchtime 1x -timeout 180m ./engine/
@@ -66,7 +66,7 @@ func idle(b *testing.B, n int, run time.Duration) {
 	loader := openBench(b, dsn, 0)
 	now := time.Now()
 	spread := uint64((7*24*time.Hour - 5*time.Minute) / time.Second)
-	took := loadOrders(b, loader, "I", n, now, func(i int) time.Time {
+	took := loadPending(b, loader, dsn, "I", n, now, func(i int) time.Time {
 		// A multiplicative hash spreads the deadlines over the week
 		// whatever the order of creation.
 		return now.Add(5*time.Minute + time.Duration(uint64(i)*2654435761%spread)*time.Second)

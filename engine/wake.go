@@ -12,6 +12,7 @@ import (
 type waker struct {
 	mu     sync.Mutex
 	target time.Time // when the claimer will wake on its own; zero while it works
+	gen    uint64    // deadlines told so far, whether they woke the claimer or not
 	ch     chan struct{}
 }
 
@@ -21,6 +22,7 @@ func newWaker() *waker { return &waker{ch: make(chan struct{}, 1)} }
 func (w *waker) notify(t time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.gen++
 	if w.target.IsZero() || t.Before(w.target) {
 		w.target = t
 		select {
@@ -28,6 +30,15 @@ func (w *waker) notify(t time.Time) {
 		default:
 		}
 	}
+}
+
+// told returns how many deadlines the waker has been told of: a look at the
+// database that began at generation g knows every deadline of this process
+// as long as told still returns g.
+func (w *waker) told() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gen
 }
 
 // sleeping records that the claimer sleeps until t.
