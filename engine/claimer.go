@@ -277,8 +277,13 @@ func (c *Claimer) precise(loopCtx, workCtx context.Context) {
 		case fresh:
 			next, ok, asked = look.next, look.ok, look.at
 		case len(c.e.flows.timed) > 0: // no flow has deadlines: nothing is ever due
-			asked = c.e.clock.Now()
+			own := dueLook{at: c.e.clock.Now(), told: c.e.wake.told()}
+			asked = own.at
 			next, ok, err = c.e.work.OrderNextDeadline(workCtx, c.e.flows.timed)
+			if err == nil {
+				own.next, own.ok = next, ok
+				c.keepLook(own)
+			}
 		}
 		now := c.e.clock.Now()
 		if fresh {
@@ -346,25 +351,44 @@ func (c *Claimer) sweepLook(asked time.Time, maxSleep time.Duration) (dueLook, b
 	return look, fresh
 }
 
+// keepLook keeps look as the last look at the deadline index, for the other
+// path (sweepLook, sweepPass).
+func (c *Claimer) keepLook(look dueLook) {
+	c.lookMu.Lock()
+	if look.at.After(c.look.at) {
+		c.look = look
+	}
+	c.lookMu.Unlock()
+}
+
 // sweepPass is one pass of the background sweep. It looks at the deadline
 // index first, and claims only when the earliest deadline is overdue by
 // SweepGrace or more: a claim finds nothing otherwise, and is a
 // transaction where the look is one statement. A look that fails leaves the
 // pass to the claim. The look is kept for the precise path (sweepLook).
+//
+// A look the precise path began less than MaxSleep ago, with no deadline
+// set in this process since, serves the pass instead of a look of its own:
+// it is as good as a new one but for deadlines other processes committed
+// since, which the next pass sees. So an idle Claimer sends one statement
+// every MaxSleep, not one more every SweepInterval.
 func (c *Claimer) sweepPass(loopCtx, workCtx context.Context, cfg *ClaimerConfig) (int, error) {
 	if timed := c.e.flows.timed; len(timed) > 0 {
-		// Both read before the look, so that it knows at least what they
-		// say: a deadline is told after its commit.
-		look := dueLook{at: c.e.clock.Now(), told: c.e.wake.told()}
+		c.lookMu.Lock()
+		look := c.look
+		c.lookMu.Unlock()
 		var err error
-		look.next, look.ok, err = c.e.work.OrderNextDeadline(workCtx, timed)
-		if err == nil {
-			c.lookMu.Lock()
-			c.look = look
-			c.lookMu.Unlock()
-			if !look.ok || look.next.After(c.e.clock.Now().Add(-cfg.SweepGrace)) {
-				return 0, nil
+		if c.e.clock.Now().Sub(look.at) >= c.maxSleep() || look.told != c.e.wake.told() {
+			// Both read before the look, so that it knows at least what
+			// they say: a deadline is told after its commit.
+			look = dueLook{at: c.e.clock.Now(), told: c.e.wake.told()}
+			look.next, look.ok, err = c.e.work.OrderNextDeadline(workCtx, timed)
+			if err == nil {
+				c.keepLook(look)
 			}
+		}
+		if err == nil && (!look.ok || look.next.After(c.e.clock.Now().Add(-cfg.SweepGrace))) {
+			return 0, nil
 		}
 	}
 	return c.burn(loopCtx, workCtx, lapse.FiredBySweep, cfg.SweepGrace, cfg.SweepBatch, cfg.SweepMaxRun)

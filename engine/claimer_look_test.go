@@ -146,3 +146,64 @@ func TestSweepLookFresh(t *testing.T) {
 		t.Errorf("the new look = %+v, fresh %v; want the deadline at +3s", look, fresh)
 	}
 }
+
+// lookCounting counts the looks at the next deadline made through its store.
+type lookCounting struct {
+	lapse.Store
+	looks atomic.Int64
+}
+
+func (s *lookCounting) OrderNextDeadline(ctx context.Context, flows []string) (time.Time, bool, error) {
+	s.looks.Add(1)
+	return s.Store.OrderNextDeadline(ctx, flows)
+}
+
+// TestSweepTakesPreciseLook pins the other half of sharing looks: a pass of
+// the sweep takes the precise path's look when it began less than MaxSleep
+// ago and this process set no deadline since, so that an idle Claimer sends
+// one statement every MaxSleep and no more; an older look, or one this
+// process's deadline came after, is looked at again.
+func TestSweepTakesPreciseLook(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+	clk := lapse.NewManualClock(t0)
+	e, other, _ := lookEngines(t, clk)
+	counting := &lookCounting{Store: e.work}
+	e.work = counting
+	c := NewClaimer(e, ClaimerConfig{})
+	ctx, cancel := context.WithCancel(context.Background())
+	o := lookCreate(t, other, "PL-1", time.Minute)
+
+	done := make(chan struct{})
+	go func() { defer close(done); c.precise(ctx, ctx) }()
+	// The precise path looks, then sleeps for MaxSleep of real time; the
+	// manual clock stands still, so its look stays fresh.
+	for wait := time.Now().Add(5 * time.Second); time.Now().Before(wait); time.Sleep(time.Millisecond) {
+		c.lookMu.Lock()
+		kept := c.look.ok
+		c.lookMu.Unlock()
+		if kept {
+			break
+		}
+	}
+	cancel()
+	<-done
+	c.lookMu.Lock()
+	look := c.look
+	c.lookMu.Unlock()
+	if !look.ok || !look.next.Equal(*o.DeadlineAt) {
+		t.Fatalf("the precise path kept the look %+v; want the deadline %v", look, o.DeadlineAt)
+	}
+	before := counting.looks.Load()
+	clk.Set(t0.Add(500 * time.Millisecond))
+	if n, err := c.sweepPass(context.Background(), context.Background(), c.conf()); n != 0 || err != nil || counting.looks.Load() != before {
+		t.Fatalf("sweep beside a fresh look: fired %d, %v, %d looks of its own; want none", n, err, counting.looks.Load()-before)
+	}
+	clk.Set(t0.Add(c.maxSleep()))
+	if _, err := c.sweepPass(context.Background(), context.Background(), c.conf()); err != nil || counting.looks.Load() != before+1 {
+		t.Fatalf("sweep beside a look MaxSleep old: %v, %d looks of its own; want 1", err, counting.looks.Load()-before)
+	}
+	lookCreate(t, e, "PL-2", time.Minute)
+	if _, err := c.sweepPass(context.Background(), context.Background(), c.conf()); err != nil || counting.looks.Load() != before+2 {
+		t.Fatalf("sweep after this process set a deadline: %v, %d looks of its own; want 2", err, counting.looks.Load()-before)
+	}
+}

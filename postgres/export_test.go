@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Queries whose plans the tests check.
@@ -130,4 +131,10 @@ func hold[P, R any](b *batcher[P, R]) (queued func() int, release func()) {
 // QueryRowForTest runs a query of a test's own on s's pool.
 func (s *Store) QueryRowForTest(ctx context.Context, sql string, args ...any) pgx.Row {
 	return s.db.QueryRow(ctx, sql, args...)
+}
+
+// WouldPing reports whether the pool pings a connection idle for d before
+// handing it out.
+func (s *Store) WouldPing(d time.Duration) bool {
+	return s.pool.Config().ShouldPing(context.Background(), pgxpool.ShouldPingParams{IdleDuration: d})
 }

@@ -93,6 +93,15 @@ const (
 	DefaultIdleInTransactionTimeout = time.Minute
 	DefaultApplicationName          = "lapse"
 	DefaultConnectTimeout           = 5 * time.Second
+
+	// PingAfterIdle is how long a connection may sit idle in the pool
+	// before it is pinged when handed out. pgxpool's own default, one
+	// second, equals the Claimer's --max-sleep, so an idle Claimer paid a
+	// ping for every look at the next deadline: two round trips where one
+	// does. A connection that broke within this time fails its statement
+	// with lapse.ErrStoreUnavailable and leaves the pool, as a busy one
+	// does.
+	PingAfterIdle = 10 * time.Second
 )
 
 // Validate reports a Config that cannot work.
@@ -140,8 +149,9 @@ type db interface {
 //
 // Each new connection goes to whichever node is the primary then. A
 // connection to a primary that died fails its statement with
-// lapse.ErrStoreUnavailable and leaves the pool; an idle one is checked
-// before it is handed out; so the pool moves to the new primary by itself.
+// lapse.ErrStoreUnavailable and leaves the pool; one idle for longer than
+// PingAfterIdle is checked before it is handed out; so the pool moves to the
+// new primary by itself.
 // A statement whose connection broke may or may not have committed: the
 // caller must not report it as done.
 func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
@@ -174,6 +184,9 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 	if pc.PingTimeout == 0 {
 		// The check of a connection that sat idle in the pool.
 		pc.PingTimeout = pc.ConnConfig.ConnectTimeout
+	}
+	pc.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool {
+		return p.IdleDuration > PingAfterIdle
 	}
 	params := pc.ConnConfig.RuntimeParams
 	setDuration(params, "statement_timeout", cfg.StatementTimeout, DefaultStatementTimeout)

@@ -157,6 +157,13 @@ func TestConfig(t *testing.T) {
 	if _, err := postgres.Open(ctx, dsn, postgres.Config{MaxConns: -1}); err == nil {
 		t.Error("Open with a negative MaxConns succeeded")
 	}
+	// An idle Claimer looks at the next deadline every --max-sleep (1s):
+	// its connection, idle that long, must not cost a ping each time.
+	for d, want := range map[time.Duration]bool{time.Second: false, 2 * time.Second: false, postgres.PingAfterIdle + time.Millisecond: true} {
+		if got := s.WouldPing(d); got != want {
+			t.Errorf("a connection idle for %v is pinged: %v; want %v", d, got, want)
+		}
+	}
 }
 
 // TestDueIndex checks that the deadline engine's queries read the due index
