@@ -439,6 +439,14 @@ type OrderClaimDueParams struct {
 	DueBy time.Time
 	Flows []string
 	Limit int
+
+	// From, when set, skips orders whose deadline is before it: the claim
+	// reads the due index from From. A claimer that burns a backlog passes
+	// the deadline of its last claim, so that each claim starts where the
+	// last one stopped instead of stepping again over the index entries of
+	// orders it closed, which a long-running transaction elsewhere keeps
+	// from being cleaned up. Zero reads from the start.
+	From time.Time
 }
 
 // TransitionRecord is one row of an order's transition log: who moved it,

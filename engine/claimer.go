@@ -425,7 +425,8 @@ func (c *Claimer) sweeper(loopCtx, workCtx context.Context) {
 // positive) passes. Once a batch comes back full it runs Workers batches in
 // parallel.
 func (c *Claimer) burn(loopCtx, workCtx context.Context, path lapse.FiredBy, grace time.Duration, batch int, maxRun time.Duration) (int, error) {
-	claimed, fired, err := c.fireBatch(workCtx, path, grace, batch)
+	floor := &claimFloor{every: c.maxSleep()}
+	claimed, fired, err := c.fireBatch(workCtx, path, grace, batch, floor)
 	if err != nil || claimed < batch {
 		return fired, err
 	}
@@ -443,7 +444,7 @@ func (c *Claimer) burn(loopCtx, workCtx context.Context, path lapse.FiredBy, gra
 	for range c.conf().Workers {
 		wg.Go(func() {
 			for loopCtx.Err() == nil && (stop.IsZero() || c.e.clock.Now().Before(stop)) {
-				claimed, fired, err := c.fireBatch(workCtx, path, grace, batch)
+				claimed, fired, err := c.fireBatch(workCtx, path, grace, batch, floor)
 				total.Add(int64(fired))
 				if err != nil {
 					errMu.Lock()
@@ -468,10 +469,10 @@ func cmpOr(a, b error) error {
 	return b
 }
 
-// fireBatch claims up to limit orders due by now-grace in one transaction and
-// fires their deadline events. It returns how many it claimed and how many
-// moved.
-func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.Duration, limit int) (claimed, fired int, err error) {
+// fireBatch claims up to limit orders due by now-grace in one transaction,
+// reading the due index from where floor says, and fires their deadline
+// events. It returns how many it claimed and how many moved.
+func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.Duration, limit int, floor *claimFloor) (claimed, fired int, err error) {
 	type firing struct {
 		flow     string
 		deadline time.Time
@@ -487,13 +488,18 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 		return 0, 0, nil // no flow has deadlines: nothing is ever due
 	}
 	start := time.Now()
+	from, began := floor.next()
+	var last time.Time // the deadline of the latest order claimed
 	err = c.e.work.Tx(ctx, func(tx lapse.Store) error {
 		now = c.e.clock.Now() // read once the transaction holds its claim
-		due, err := tx.OrderClaimDue(ctx, &lapse.OrderClaimDueParams{DueBy: now.Add(-grace), Flows: c.e.flows.timed, Limit: limit})
+		due, err := tx.OrderClaimDue(ctx, &lapse.OrderClaimDueParams{DueBy: now.Add(-grace), Flows: c.e.flows.timed, Limit: limit, From: from})
 		if err != nil {
 			return err
 		}
 		claimed = len(due)
+		if claimed > 0 && due[claimed-1].DeadlineAt != nil {
+			last = *due[claimed-1].DeadlineAt
+		}
 		planned = make(map[int64]firing, len(due))
 		ps := make([]*lapse.OrderTransitionParams, 0, len(due))
 		asks = asks[:0]
@@ -522,6 +528,9 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 	})
 	if err != nil {
 		return 0, 0, err
+	}
+	if !last.IsZero() {
+		floor.claimed(began, last)
 	}
 	c.e.metrics.batch.Observe(time.Since(start).Seconds())
 	for _, id := range applied {

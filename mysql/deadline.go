@@ -58,7 +58,7 @@ func (s *Store) OrderDeadlineSet(ctx context.Context, p *lapse.OrderDeadlineSetP
 // claimers on many nodes take disjoint batches; at READ COMMITTED it locks
 // no gaps, so new orders are not held up. Outside Tx it is a plain read.
 func (s *Store) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams) ([]*lapse.Order, error) {
-	args := append(append([]any{column.Micros(p.DueBy)}, stringArgs(p.Flows)...), p.Limit)
+	args := append(append([]any{column.Micros(p.DueBy), column.Micros(p.From)}, stringArgs(p.Flows)...), p.Limit)
 	q := orderClaimDueSQL(len(p.Flows))
 	if s.tx != nil {
 		q += " FOR UPDATE SKIP LOCKED"
@@ -71,10 +71,10 @@ func (s *Store) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams)
 }
 
 // orderClaimDueSQL selects the due orders of nflows flows; its arguments
-// are the due time, the flows and the limit.
+// are the due time, the earliest deadline, the flows and the limit.
 func orderClaimDueSQL(nflows int) string {
 	return `SELECT ` + orderCols + ` FROM orders
-		WHERE deadline_at <= ? AND flow IN (` + marks(nflows) + `)
+		WHERE deadline_at <= ? AND deadline_at >= ? AND flow IN (` + marks(nflows) + `)
 		ORDER BY deadline_at LIMIT ?`
 }
 

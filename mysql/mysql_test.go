@@ -293,7 +293,7 @@ func TestDueIndex(t *testing.T) {
 		sql       string
 		args      []any
 	}{
-		{"claim", "orders_due_idx", mysql.OrderClaimDueSQL(1) + " FOR UPDATE SKIP LOCKED", []any{at, "checkout", 500}},
+		{"claim", "orders_due_idx", mysql.OrderClaimDueSQL(1) + " FOR UPDATE SKIP LOCKED", []any{at, now.UnixMicro(), "checkout", 500}},
 		{"next deadline", "orders_due_idx", mysql.OrderNextDeadlineSQL(2), []any{"checkout", "groupbuy"}},
 		{"count due", "orders_due_idx", mysql.OrderCountDueSQL, []any{at}},
 		{"deadline list", "orders_due_idx", mysql.OrderDeadlineListAfterSQL, []any{at, at, 10, 500}},

@@ -87,7 +87,7 @@ func deadlineRowsCTE(o string) string {
 // The deadline row is deleted or updated, which FOR UPDATE covers.
 var (
 	orderClaimDueSQL = "SELECT " + orderColumnsOf("o") + ` FROM order_deadlines d JOIN orders o ON o.id = d.order_id
-		WHERE d.deadline_at <= $1 AND d.flow = ANY($2) ORDER BY d.deadline_at LIMIT $3`
+		WHERE d.deadline_at <= $1 AND d.deadline_at >= $4 AND d.flow = ANY($2) ORDER BY d.deadline_at LIMIT $3`
 	orderClaimDueLockedSQL = orderClaimDueSQL + " FOR NO KEY UPDATE OF o SKIP LOCKED FOR UPDATE OF d SKIP LOCKED"
 )
 
@@ -100,7 +100,7 @@ func (s *Store) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams)
 	if s.tx != nil {
 		q = orderClaimDueLockedSQL
 	}
-	rows, err := s.db.Query(ctx, q, p.DueBy, p.Flows, p.Limit)
+	rows, err := s.db.Query(ctx, q, p.DueBy, p.Flows, p.Limit, p.From)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim due orders: %w", err)
 	}

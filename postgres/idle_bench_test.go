@@ -82,7 +82,7 @@ func BenchmarkIdleDueCheck(b *testing.B) {
 		args      []any
 	}{
 		{"next-deadline", postgres.OrderNextDeadlineSQL, []any{timed}},
-		{"claim", postgres.OrderClaimDueLockedSQL, []any{now, timed, 500}},
+		{"claim", postgres.OrderClaimDueLockedSQL, []any{now, timed, 500, time.Time{}}},
 	} {
 		b.Run(fmt.Sprintf("%s/%d", q.name, n), func(b *testing.B) {
 			dueCheck(b, conn, loaded, q.name, q.sql, q.args)

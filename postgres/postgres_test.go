@@ -200,8 +200,9 @@ func TestDueIndex(t *testing.T) {
 		args      []any
 		indexOnly bool
 	}{
-		{"claim", postgres.OrderClaimDueSQL, []any{now.Add(time.Hour), flowsArg, 500}, false},
-		{"claim locked", postgres.OrderClaimDueLockedSQL, []any{now.Add(time.Hour), flowsArg, 500}, false},
+		{"claim", postgres.OrderClaimDueSQL, []any{now.Add(time.Hour), flowsArg, 500, time.Time{}}, false},
+		{"claim locked", postgres.OrderClaimDueLockedSQL, []any{now.Add(time.Hour), flowsArg, 500, time.Time{}}, false},
+		{"claim from", postgres.OrderClaimDueLockedSQL, []any{now.Add(time.Hour), flowsArg, 500, now}, false},
 		{"next deadline", postgres.OrderNextDeadlineSQL, []any{flowsArg}, true},
 		{"count due", postgres.OrderCountDueSQL, []any{now.Add(time.Hour)}, false},
 		{"deadline list", postgres.OrderDeadlineListSQL, []any{500, now, int64(0)}, false},

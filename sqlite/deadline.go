@@ -17,10 +17,10 @@ import (
 // deadline_at alone lets it read the index in order and stop at the limit.
 
 // claimDueQuery selects the due orders of nflows flows. Its arguments are the
-// due time, the flows and the limit.
+// due time, the earliest deadline, the flows and the limit.
 func claimDueQuery(nflows int) string {
 	return `SELECT ` + orderCols + ` FROM orders
-		WHERE deadline_at IS NOT NULL AND deadline_at <= ? AND flow IN (` + marks(nflows) + `)
+		WHERE deadline_at IS NOT NULL AND deadline_at <= ? AND deadline_at >= ? AND flow IN (` + marks(nflows) + `)
 		ORDER BY deadline_at LIMIT ?`
 }
 
@@ -77,8 +77,8 @@ func (s *Store) OrderDeadlineSet(ctx context.Context, p *lapse.OrderDeadlineSetP
 // reads or moves these orders until the transaction ends. Outside Tx it is a
 // plain read.
 func (s *Store) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams) ([]*lapse.Order, error) {
-	args := make([]any, 0, len(p.Flows)+2)
-	args = append(args, column.Micros(p.DueBy))
+	args := make([]any, 0, len(p.Flows)+3)
+	args = append(args, column.Micros(p.DueBy), column.Micros(p.From))
 	for _, f := range p.Flows {
 		args = append(args, f)
 	}

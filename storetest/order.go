@@ -487,6 +487,23 @@ func testOrderClaimDue(t *testing.T, s lapse.Store) {
 	if len(other) != 0 {
 		t.Errorf("OrderClaimDue for another flow = %d orders", len(other))
 	}
+	// From: deadlines at or after it only, earliest first.
+	from, err := s.OrderClaimDue(ctxT(t), &lapse.OrderClaimDueParams{DueBy: base.Add(5 * time.Minute), Flows: []string{"checkout"}, Limit: 100,
+		From: base.Add(3 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = got[:0]
+	for _, o := range from {
+		got = append(got, o.OrderNo)
+	}
+	if want := []string{orderNo("C", 3), orderNo("C", 4), orderNo("C", 5)}; !slices.Equal(got, want) {
+		t.Errorf("OrderClaimDue from +3m = %v, want %v (a deadline equal to From is claimed)", got, want)
+	}
+	if late, err := s.OrderClaimDue(ctxT(t), &lapse.OrderClaimDueParams{DueBy: base.Add(5 * time.Minute), Flows: []string{"checkout"}, Limit: 100,
+		From: base.Add(6 * time.Minute)}); err != nil || len(late) != 0 {
+		t.Errorf("OrderClaimDue from after DueBy = %d orders, %v; want none", len(late), err)
+	}
 }
 
 // testOrderClaimDueConcurrent runs several claimers the way the deadline
