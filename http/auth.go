@@ -150,17 +150,32 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 	} else {
 		ctx = engine.WithAudit(ctx, entry)
 	}
-	rec := &auditRecorder{ResponseWriter: w}
+	if rt.selfAudit { // a handler that audits itself records its failures too
+		rt.handler(w, r.WithContext(ctx))
+		return
+	}
+	rec := &auditRecorder{ResponseWriter: w, header: w.Header().Clone()}
 	rt.handler(rec, r.WithContext(ctx))
-	// A handler that audits itself records its failures too.
-	if rt.selfAudit || (rec.status < 400 && engine.AuditWritten(ctx)) {
+	if rec.status < 400 && engine.AuditWritten(ctx) {
+		rec.release()
 		return
 	}
 	e := *entry
 	e.Result = rec.result()
-	if err := s.access.Record(context.WithoutCancel(ctx), &e); err != nil {
-		s.log.Error("http: the audit row of an action could not be written", "action", e.Action, "target", e.Target,
-			"actor", e.ActorName, "result", e.Result, "err", err)
+	err := s.access.Record(context.WithoutCancel(ctx), &e)
+	if err == nil {
+		rec.release()
+		return
+	}
+	s.log.Error("http: the audit row of an action could not be written", "action", e.Action, "target", e.Target,
+		"actor", e.ActorName, "result", e.Result, "err", err)
+	if rec.status < 400 {
+		// A success that committed no row changed nothing (one that
+		// changed something committed its row with the change): it is
+		// not answered as done without its row (S9), and may be asked
+		// again.
+		rec.discard()
+		s.error(w, r, lapse.Errorf(lapse.EUNAVAILABLE, "the audit log cannot be written now; nothing was changed; try again later"))
 	}
 }
 
@@ -215,27 +230,59 @@ func clientAddr(r *http.Request) string {
 
 // auditRecorder keeps the status and, for an error, the start of the
 // problem's detail, for the audit row of a change that did not commit one.
+// It holds a success back (status, headers and body) until release, so that
+// a success whose row cannot be written is not sent; an error goes out as
+// it is written.
 type auditRecorder struct {
 	http.ResponseWriter
+	header http.Header // the headers set before the handler ran
 	status int
-	body   []byte
+	body   []byte // a success's whole body, or an error's first 2 kB
 }
 
 func (w *auditRecorder) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
+	if w.status != 0 {
+		return
 	}
-	w.ResponseWriter.WriteHeader(code)
+	w.status = code
+	if code >= 400 {
+		w.ResponseWriter.WriteHeader(code)
+	}
 }
 
 func (w *auditRecorder) Write(b []byte) (int, error) {
 	if w.status == 0 {
-		w.status = http.StatusOK
+		w.WriteHeader(http.StatusOK)
 	}
-	if w.status >= 400 && len(w.body) < 2048 {
+	if w.status < 400 {
+		w.body = append(w.body, b...)
+		return len(b), nil
+	}
+	if len(w.body) < 2048 {
 		w.body = append(w.body, b[:min(len(b), 2048-len(w.body))]...)
 	}
 	return w.ResponseWriter.Write(b)
+}
+
+// release sends a success held back.
+func (w *auditRecorder) release() {
+	if w.status == 0 || w.status >= 400 {
+		return // nothing written (net/http sends 200), or sent already
+	}
+	w.ResponseWriter.WriteHeader(w.status)
+	if _, err := w.ResponseWriter.Write(w.body); err != nil {
+		return // the client went away
+	}
+}
+
+// discard drops a success held back and the headers its handler set.
+func (w *auditRecorder) discard() {
+	h := w.ResponseWriter.Header()
+	clear(h)
+	for k, v := range w.header {
+		h[k] = v
+	}
+	w.status, w.body = 0, nil
 }
 
 // Unwrap lets http.ResponseController reach the connection's writer.

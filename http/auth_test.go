@@ -1161,3 +1161,35 @@ func TestAccessServiceRowsHaveTheClientAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestAccessNoOpNeedsItsAuditRow: a call that succeeds without changing
+// anything (the same create again) commits no row with a change, so its row
+// is written after it; when that row cannot be written, the call is not
+// answered as done (S9) but with 503, and nothing else is sent of it.
+func TestAccessNoOpNeedsItsAuditRow(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{})
+	writer := bearer(g.key("shop", access.ScopeOrdersWrite))
+	body := `{"order_no":"NOOP-1","flow":"checkout","user_id":"u","amount":100,"currency":"CNY","ttl":"2h"}`
+	g.call("POST", "/v1/orders", body, writer).want(t, http.StatusCreated)
+	g.rows()
+
+	db, err := sql.Open("sqlite", g.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TRIGGER audit_full BEFORE INSERT ON audit_log BEGIN SELECT RAISE(ABORT, 'the audit log is full'); END`); err != nil {
+		t.Fatal(err)
+	}
+	r := g.call("POST", "/v1/orders", body, writer)
+	r.refused(t, http.StatusServiceUnavailable, lapse.EUNAVAILABLE)
+	if loc := r.header.Get("Location"); loc != "" {
+		t.Errorf("the refused answer carries the create's Location %q", loc)
+	}
+	if _, err := db.Exec(`DROP TRIGGER audit_full`); err != nil {
+		t.Fatal(err)
+	}
+	g.call("POST", "/v1/orders", body, writer).want(t, http.StatusOK)
+	g.wantRows("order.create shop ok")
+}
