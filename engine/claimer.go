@@ -544,6 +544,10 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 	}
 	c.e.metrics.firings.WithLabelValues(string(path)).Add(float64(len(applied)))
 	for _, o := range asks {
+		// The lease is a deadline like any other: should the answer not
+		// settle the order, it fires when the lease ends, told to the
+		// trigger as every deadline is.
+		c.e.deadlineSet(o.ID, *o.DeadlineAt)
 		c.ask(ctx, o, path)
 	}
 	return claimed, len(applied), nil

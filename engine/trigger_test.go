@@ -162,6 +162,14 @@ func (m *memTrigger) Ping(context.Context) error {
 // has reports whether the order with id id is due.
 func (m *memTrigger) has(id int64) bool { return m.hasMember(strconv.FormatInt(id, 10)) }
 
+// dueAt is the deadline the trigger holds for the order id.
+func (m *memTrigger) dueAt(id int64) (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	at, ok := m.due[strconv.FormatInt(id, 10)]
+	return at, ok
+}
+
 func (m *memTrigger) hasMember(k string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -410,5 +418,51 @@ func waitUntil(t *testing.T, d time.Duration, cond func() bool) {
 			t.Fatalf("condition not met within %v", d)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSharedTriggerToldOfAskLease: when the deadline of an order whose
+// customer started paying passes, the claim leases the order (moves its
+// deadline by the time its provider has to answer) rather than closing it.
+// The lease's end is a deadline like any other: the trigger is told of it,
+// so that an order the answer leaves unsettled fires when the lease ends,
+// not when the sweep comes by.
+func TestSharedTriggerToldOfAskLease(t *testing.T) {
+	t.Parallel()
+	tr := newMemTrigger()
+	tr.seeded = true
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lapse.db"), sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	prov := &fakeProvider{hold: make(chan struct{})}
+	f := flows.Checkout()
+	f.Grace = 300 * time.Millisecond
+	e, err := engine.New(s, []*lapse.Flow{f}, engine.Config{Trigger: tr,
+		Payments: engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{"sandbox": prov}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := engine.NewClaimer(e, engine.ClaimerConfig{MaxSleep: time.Minute, SweepInterval: time.Hour})
+	c.Start(context.Background())
+	t.Cleanup(c.Stop)
+	t.Cleanup(func() { close(prov.hold) }) // before Stop: the ask in flight ends
+	o := create(t, e, checkout("AL-1", 500*time.Millisecond))
+	started, err := e.StartPayment(context.Background(), o.OrderNo, "sandbox", app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leased *lapse.Order
+	waitUntil(t, 10*time.Second, func() bool {
+		leased, _ = e.Order(context.Background(), o.OrderNo)
+		return leased.DeadlineAt != nil && leased.DeadlineAt.After(*started.DeadlineAt)
+	})
+	waitUntil(t, 5*time.Second, func() bool { at, ok := tr.dueAt(o.ID); return ok && at.Equal(*leased.DeadlineAt) })
+	if leased.State != flows.Unpaid {
+		t.Errorf("the leased order is %s; want UNPAID while its provider is asked", leased.State)
 	}
 }
