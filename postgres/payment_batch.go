@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,9 +48,9 @@ const (
 	maxPaymentBatch   = 64
 )
 
-// paymentApplyManySQL is orderTransitionManySQL (the transitions of the
-// batch's orders, with their log, deadline, outbox and delivery rows) with
-// the payments inserted from the orders it moved: a payment whose order's
+// paymentApplyManySQL is orderTransitionManySQL's CTEs (the transitions of
+// the batch's orders, with their log, deadline, outbox and delivery rows)
+// with the payments inserted from the orders it moved: a payment whose order's
 // guard failed is not written, and an order moves only with its payment
 // (the insert has no ON CONFLICT: a payment that exists fails the whole
 // statement, as in paymentApplySQL). Parameters $22 to $35 are the
@@ -62,18 +61,7 @@ const (
 // transaction) is left out, and its call is decided alone, waiting for the
 // lock as it would have without batches, so that one order held does not
 // hold up every payment of its batch.
-var paymentApplyManySQL = func() string {
-	q, ok := strings.CutSuffix(orderTransitionManySQL, "\nSELECT id FROM o")
-	const from = "\n\tFROM p\n\tWHERE orders.id = p.id AND"
-	const head = "\n), o AS (\n\tUPDATE orders SET"
-	if !ok || strings.Count(q, from) != 1 || strings.Count(q, head) != 1 {
-		panic("postgres: orderTransitionManySQL changed its shape; paymentApplyManySQL must be rewritten")
-	}
-	q = strings.Replace(q, from, "\n\tFROM p JOIN l ON l.id = p.id\n\tWHERE orders.id = p.id AND", 1)
-	q = strings.Replace(q, head, `
-), l AS (
-	SELECT orders.id FROM orders JOIN p ON p.id = orders.id FOR NO KEY UPDATE OF orders SKIP LOCKED`+head, 1)
-	return q + `, pay AS (
+var paymentApplyManySQL = transitionManyCTEs(true) + `, pay AS (
 	INSERT INTO payments (provider, txn_id, order_id, order_no, amount, currency, merchant, paid_at, status,
 		reason, refund_id, refunded_at, raw, created_at, updated_at)
 	SELECT q.provider, q.txn_id, o.id, q.order_no, q.amount, q.currency, q.merchant, q.paid_at, q.status,
@@ -86,7 +74,6 @@ var paymentApplyManySQL = func() string {
 	RETURNING *
 )
 SELECT ` + paymentColumns + ` FROM pay p`
-}()
 
 // paymentBatcher is the Store's batcher of applied payments.
 type paymentBatcher = batcher[*lapse.PaymentCreateParams, paymentAnswer]

@@ -76,17 +76,33 @@ func orderTransitionArgs(p *lapse.OrderTransitionParams) ([]any, error) {
 // deadline row is deleted. One statement per
 // batch is what makes the deadline engine's close path fast: one round trip,
 // one plan, one pass over the index of orders.
-var orderTransitionManySQL = `WITH p AS (
+var orderTransitionManySQL = transitionManyCTEs(false) + `
+SELECT id FROM o`
+
+// transitionManyCTEs returns the CTEs that apply a batch of planned
+// transitions (p, parameters $1 to $21): the orders moved (o, guarded by
+// state and version), their deadline rows, log rows, outbox rows (x) and
+// deliveries (d). With skipLocked, only the orders the statement can lock
+// at once (l) move; the others are left for their callers to decide alone.
+func transitionManyCTEs(skipLocked bool) string {
+	lock, from := "", "FROM p"
+	if skipLocked {
+		lock = `
+), l AS (
+	SELECT orders.id FROM orders JOIN p ON p.id = orders.id FOR NO KEY UPDATE OF orders SKIP LOCKED`
+		from = "FROM p JOIN l ON l.id = p.id"
+	}
+	return `WITH p AS (
 	SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::timestamptz[],
 		$6::timestamptz[], $7::text[], $8::text[], $9::timestamptz[], $10::text[], $11::text[], $12::text[],
 		$21::timestamptz[])
 		AS p(id, from_state, from_version, to_state, deadline_at, closed_at, close_reason, fired_by, at, event, actor, reason,
-			closed_deadline_at)
+			closed_deadline_at)` + lock + `
 ), o AS (
 	UPDATE orders SET state = p.to_state, deadline_at = p.deadline_at, closed_at = p.closed_at,
 		close_reason = p.close_reason, fired_by = p.fired_by, updated_at = p.at, version = orders.version + 1,
 		closed_deadline_at = p.closed_deadline_at
-	FROM p
+	` + from + `
 	WHERE orders.id = p.id AND orders.state = p.from_state AND orders.version = p.from_version
 	RETURNING orders.id, orders.version, orders.deadline_at, orders.flow
 ), ` + deadlineRowsCTE("o") + `, t AS (
@@ -101,8 +117,8 @@ var orderTransitionManySQL = `WITH p AS (
 	JOIN o ON o.id = e.order_id
 	ORDER BY e.n
 	RETURNING id, order_id, order_no, type, created_at
-), ` + deliveriesCTE("d", 19, 20) + `
-SELECT id FROM o`
+), ` + deliveriesCTE("d", 19, 20)
+}
 
 // OrderTransitionMany applies many planned transitions in one statement and
 // returns the ids of the orders that moved; a stale one is skipped and
