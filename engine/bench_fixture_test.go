@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/internal/benchload"
 	"github.com/lapsehq/lapse/postgres"
 )
 
@@ -133,106 +133,19 @@ func loadOrders(b *testing.B, s lapse.Store, prefix string, n int, created time.
 // loadPending inserts n UNPAID checkout orders created at created, the i-th
 // due at deadline(i), each with its creation log row and its deadline row,
 // as loadOrders does, into the PostgreSQL store s on dsn, and returns how
-// long it took. The first templates orders go through OrderCreateMany
-// (COPY); the rest are made by the server from them, chunk by chunk, in one
-// statement each: every column of the orders row and of its log row is the
-// template's of the same user (pendingOrder's request hash depends on
-// nothing else), but for the order number and the deadline, which the
-// client sends; the identity column numbers them in order, as
-// OrderCreateMany's ids do. The rows are those loadOrders would have
-// written (the first and the last are read back and compared); the server
-// only spares the client building and sending them.
+// long it took. The server makes most of them from templates
+// (benchload.Pending); the rows are those loadOrders would have written.
 func loadPending(b *testing.B, s *postgres.Store, dsn, prefix string, n int, created time.Time, deadline func(i int) time.Time) time.Duration {
 	b.Helper()
-	const templates, chunk, loaders = 1000, 100000, 2
-	ctx := context.Background()
 	start := time.Now()
-	order := func(i int) *lapse.OrderCreateParams {
+	err := benchload.Pending(context.Background(), s, dsn, prefix+"-", n, func(i int) *lapse.OrderCreateParams {
 		return pendingOrder(fmt.Sprintf("%s-%08d", prefix, i), created, deadline(i))
-	}
-	var first []*lapse.OrderCreateParams
-	for i := range min(n, templates) {
-		first = append(first, order(i))
-	}
-	if err := s.OrderCreateMany(ctx, first); err != nil {
+	})
+	if err != nil {
 		b.Fatal(err)
 	}
-	var next atomic.Int64
-	next.Store(templates)
-	var wg sync.WaitGroup
-	errs := make(chan error, loaders)
-	for range loaders {
-		wg.Go(func() {
-			conn, err := pgx.Connect(ctx, dsn)
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer conn.Close(ctx)
-			for {
-				from := int(next.Add(chunk)) - chunk
-				if from >= n {
-					return
-				}
-				ats := make([]time.Time, 0, chunk)
-				for i := from; i < min(from+chunk, n); i++ {
-					ats = append(ats, deadline(i))
-				}
-				if _, err := conn.Exec(ctx, fromTemplates, prefix+"-", from, ats, templates); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		b.Fatal(err)
-	}
-	took := time.Since(start)
-	for _, i := range []int{0, n - 1} {
-		want := order(i)
-		got, err := s.OrderGet(ctx, want.Order.OrderNo)
-		if err != nil {
-			b.Fatal(err)
-		}
-		log, err := s.TransitionList(ctx, got.ID)
-		if err != nil {
-			b.Fatal(err)
-		}
-		// As stored: to the microsecond, in UTC.
-		at, made := lapse.Truncate(*want.Order.DeadlineAt), lapse.Truncate(created)
-		want.Order.ID, want.Order.DeadlineAt, want.Order.CreatedAt, want.Order.UpdatedAt, want.Log.CreatedAt = got.ID, &at, made, made, made
-		if len(log) == 1 {
-			want.Log.ID, want.Log.OrderID = log[0].ID, got.ID
-		}
-		if !reflect.DeepEqual(got, want.Order) || len(log) != 1 || !reflect.DeepEqual(*log[0], want.Log) {
-			b.Fatalf("order %d reads back as %+v with log %+v, want %+v with %+v", i, got, log, want.Order, want.Log)
-		}
-	}
-	return took
+	return time.Since(start)
 }
-
-// fromTemplates inserts the orders numbered $2 onwards, prefixed $1, due at
-// $3, each a copy of template $2 % $4 (which has the same user) with its
-// creation log row and its deadline row.
-const fromTemplates = `WITH g AS (
-	SELECT $2::bigint + k - 1 AS i, at FROM unnest($3::timestamptz[]) WITH ORDINALITY AS u(at, k)
-), o AS (
-	INSERT INTO orders (order_no, flow, state, deadline_at, amount, currency, user_id, items, coupon, metadata,
-		version, created_at, updated_at, closed_at, close_reason, fired_by, request_hash)
-	SELECT $1 || lpad(g.i::text, 8, '0'), t.flow, t.state, g.at, t.amount, t.currency, t.user_id, t.items, t.coupon, t.metadata,
-		t.version, t.created_at, t.updated_at, t.closed_at, t.close_reason, t.fired_by, t.request_hash
-	FROM g JOIN orders t ON t.order_no = $1 || lpad((g.i % $4)::text, 8, '0')
-	ORDER BY g.i
-	RETURNING id, deadline_at, flow
-), d AS (
-	INSERT INTO order_deadlines (order_id, deadline_at, flow) SELECT id, deadline_at, flow FROM o
-)
-INSERT INTO transitions (order_id, from_state, to_state, event, version, fired_by, actor, reason, created_at)
-SELECT o.id, l.from_state, l.to_state, l.event, l.version, l.fired_by, l.actor, l.reason, l.created_at
-FROM o, (SELECT * FROM transitions WHERE order_id = (SELECT id FROM orders WHERE order_no = $1 || lpad('0', 8, '0'))) l`
 
 // pendingOrder is a new UNPAID checkout order as the engine creates one.
 func pendingOrder(orderNo string, created, deadline time.Time) *lapse.OrderCreateParams {
@@ -245,24 +158,10 @@ func pendingOrder(orderNo string, created, deadline time.Time) *lapse.OrderCreat
 		Log: lapse.TransitionRecord{ToState: flows.Unpaid, Event: lapse.EventCreate, Version: 1, FiredBy: lapse.FiredByApp, Actor: "bench", CreatedAt: created}}
 }
 
-// vacuum runs VACUUM ANALYZE on the tables that hold the orders just
-// loaded (orders, and order_deadlines where the schema has it), as
-// autovacuum would have done for orders created long before their
-// deadline.
+// vacuum settles the orders just loaded (benchload.Vacuum).
 func vacuum(b *testing.B, dsn string) {
 	b.Helper()
-	ctx := context.Background()
-	conn := pgConnect(b, dsn)
-	defer conn.Close(ctx)
-	tables := "orders"
-	var deadlines *string
-	if err := conn.QueryRow(ctx, "SELECT to_regclass('order_deadlines')::text").Scan(&deadlines); err != nil {
-		b.Fatal(err)
-	}
-	if deadlines != nil {
-		tables += ", order_deadlines"
-	}
-	if _, err := conn.Exec(ctx, "VACUUM ANALYZE "+tables); err != nil {
+	if err := benchload.Vacuum(context.Background(), dsn); err != nil {
 		b.Fatal(err)
 	}
 }

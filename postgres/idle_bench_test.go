@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/internal/benchload"
 	"github.com/lapsehq/lapse/internal/testenv"
 	"github.com/lapsehq/lapse/postgres"
 )
@@ -194,114 +192,21 @@ func literals(args []any) string {
 // loadPending inserts n UNPAID checkout orders created at now, due from 5
 // minutes to 7 days later in no particular order, each with its creation
 // log row and its deadline row, and returns how long it took. They carry
-// no outbox rows: their order.created events are taken as delivered.
-//
-// The first templates orders go through OrderCreateMany (COPY), as the
-// engine writes them; the rest are made by the server from those, chunk by
-// chunk, in one statement each: every column of the orders row and of its
-// log row is the template's (the one of the same user), but for the order
-// number, the deadline, and the request hash, which the client computes as
-// createParams does; the identity column numbers them in order, as
-// OrderCreateMany's ids do. The rows are those OrderCreateMany would have
-// written; the server only spares the client building and sending them.
+// no outbox rows: their order.created events are taken as delivered. The
+// server makes most of them from templates (benchload.Pending); the rows
+// are those OrderCreateMany would have written.
 func loadPending(b *testing.B, s *postgres.Store, dsn string, n int, now time.Time) time.Duration {
 	b.Helper()
-	const templates, chunk, loaders = 1000, 100000, 2
 	start := time.Now()
 	spread := int64(7*24*time.Hour - 5*time.Minute)
 	// A multiplicative hash spreads the deadlines over the week whatever
 	// the order of creation.
-	deadline := func(i int) time.Time {
-		return now.Add(5*time.Minute + time.Duration(uint64(i)*2654435761%uint64(spread/int64(time.Second)))*time.Second)
-	}
-	params := func(i int) *lapse.OrderCreateParams {
-		at := deadline(i)
-		p := createParams(fmt.Sprintf("IDLE-%08d", i), &at, now)
-		p.Outbox = nil
-		return p
-	}
-	var first []*lapse.OrderCreateParams
-	for i := range min(n, templates) {
-		first = append(first, params(i))
-	}
-	if err := s.OrderCreateMany(context.Background(), first); err != nil {
+	err := benchload.Pending(context.Background(), s, dsn, "IDLE-", n, func(i int) *lapse.OrderCreateParams {
+		at := now.Add(5*time.Minute + time.Duration(uint64(i)*2654435761%uint64(spread/int64(time.Second)))*time.Second)
+		return createParams(fmt.Sprintf("IDLE-%08d", i), &at, now)
+	})
+	if err != nil {
 		b.Fatal(err)
 	}
-	next := atomic.Int64{}
-	next.Store(templates)
-	var wg sync.WaitGroup
-	errs := make(chan error, loaders)
-	for range loaders {
-		wg.Go(func() {
-			conn, err := pgx.Connect(context.Background(), dsn)
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer conn.Close(context.Background())
-			for {
-				from := int(next.Add(chunk)) - chunk
-				if from >= n {
-					return
-				}
-				var ats []time.Time
-				var hashes []string
-				for i := from; i < min(from+chunk, n); i++ {
-					p := params(i)
-					ats, hashes = append(ats, *p.Order.DeadlineAt), append(hashes, p.Order.RequestHash)
-				}
-				if _, err := conn.Exec(context.Background(), fromTemplates, "IDLE-", from, ats, hashes, templates); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		b.Fatal(err)
-	}
-	took := time.Since(start)
-	// The first order went through OrderCreateMany, the last was made by
-	// the server: both read back as createParams built them.
-	for _, i := range []int{0, n - 1} {
-		want := params(i)
-		got, err := s.OrderGet(context.Background(), want.Order.OrderNo)
-		if err != nil {
-			b.Fatal(err)
-		}
-		log, err := s.TransitionList(context.Background(), got.ID)
-		if err != nil {
-			b.Fatal(err)
-		}
-		want.Order.ID = got.ID
-		if len(log) == 1 {
-			want.Log.ID, want.Log.OrderID = log[0].ID, got.ID
-		}
-		if !reflect.DeepEqual(got, want.Order) || len(log) != 1 || !reflect.DeepEqual(*log[0], want.Log) {
-			b.Fatalf("order %d reads back as %+v with log %+v, want %+v with %+v", i, got, log, want.Order, want.Log)
-		}
-	}
-	return took
+	return time.Since(start)
 }
-
-// fromTemplates inserts the orders numbered $2 onwards, prefixed $1, due at
-// $3 with request hashes $4, each a copy of template $2 % $5 (which has the
-// same user) with its creation log row and its deadline row.
-const fromTemplates = `WITH g AS (
-	SELECT $2::bigint + k - 1 AS i, at, hash FROM unnest($3::timestamptz[], $4::text[]) WITH ORDINALITY AS u(at, hash, k)
-), o AS (
-	INSERT INTO orders (order_no, flow, state, deadline_at, amount, currency, user_id, items, coupon, metadata,
-		version, created_at, updated_at, closed_at, close_reason, fired_by, request_hash)
-	SELECT $1 || lpad(g.i::text, 8, '0'), t.flow, t.state, g.at, t.amount, t.currency, t.user_id, t.items, t.coupon, t.metadata,
-		t.version, t.created_at, t.updated_at, t.closed_at, t.close_reason, t.fired_by, g.hash
-	FROM g JOIN orders t ON t.order_no = $1 || lpad((g.i % $5)::text, 8, '0')
-	ORDER BY g.i
-	RETURNING id, deadline_at, flow
-), d AS (
-	INSERT INTO order_deadlines (order_id, deadline_at, flow) SELECT id, deadline_at, flow FROM o
-)
-INSERT INTO transitions (order_id, from_state, to_state, event, version, fired_by, actor, reason, created_at)
-SELECT o.id, l.from_state, l.to_state, l.event, l.version, l.fired_by, l.actor, l.reason, l.created_at
-FROM o, (SELECT * FROM transitions WHERE order_id = (SELECT id FROM orders WHERE order_no = $1 || lpad('0', 8, '0'))) l`

@@ -7,18 +7,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/internal/benchload"
 	"github.com/lapsehq/lapse/internal/testenv"
 	"github.com/lapsehq/lapse/postgres"
 )
@@ -165,14 +162,9 @@ func procStatus(b *testing.B, pid int) map[string]int64 {
 
 // loadIdle inserts n UNPAID checkout orders due from 2 hours to 7 days from
 // now, each with its creation log row and its deadline row, into the store
-// at dsn, runs VACUUM ANALYZE, and returns how long it took. The first
-// templates orders go through OrderCreateMany (COPY); the rest are made by
-// the server from them, chunk by chunk, in one statement each: every
-// column of the orders row and of its log row is the template's of the
-// same user (the request hash depends on nothing else), but for the order
-// number and the deadline, which the client sends. The rows are those
-// OrderCreateMany would have written (the first and the last are read back
-// and compared).
+// at dsn, runs VACUUM ANALYZE, and returns how long it took. The server
+// makes most of them from templates (benchload.Pending); the rows are those
+// OrderCreateMany would have written.
 func loadIdle(b *testing.B, dsn string, n int) time.Duration {
 	b.Helper()
 	ctx := context.Background()
@@ -184,15 +176,11 @@ func loadIdle(b *testing.B, dsn string, n int) time.Duration {
 	if err := s.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}
-	const templates, chunk, loaders = 1000, 100000, 2
 	start := time.Now()
 	now := lapse.SystemClock{}.Now()
 	spread := uint64((7*24*time.Hour - 2*time.Hour) / time.Second)
-	deadline := func(i int) time.Time {
-		return now.Add(2*time.Hour + time.Duration(uint64(i)*2654435761%spread)*time.Second)
-	}
 	order := func(i int) *lapse.OrderCreateParams {
-		at := deadline(i)
+		at := now.Add(2*time.Hour + time.Duration(uint64(i)*2654435761%spread)*time.Second)
 		req := &lapse.OrderCreate{OrderNo: fmt.Sprintf("M-%08d", i), Flow: "checkout", UserID: fmt.Sprintf("u-%d", i%1000),
 			Amount: 1999, Currency: "CNY", Items: []lapse.Item{{SKU: "sku-1", Qty: 1}}}
 		o := &lapse.Order{OrderNo: req.OrderNo, Flow: req.Flow, State: flows.Unpaid, DeadlineAt: &at, Amount: req.Amount,
@@ -201,101 +189,11 @@ func loadIdle(b *testing.B, dsn string, n int) time.Duration {
 		return &lapse.OrderCreateParams{Order: o, Log: lapse.TransitionRecord{ToState: flows.Unpaid,
 			Event: lapse.EventCreate, Version: 1, FiredBy: lapse.FiredByApp, Actor: "bench", CreatedAt: now}}
 	}
-	var first []*lapse.OrderCreateParams
-	for i := range min(n, templates) {
-		first = append(first, order(i))
-	}
-	if err := s.OrderCreateMany(ctx, first); err != nil {
+	if err := benchload.Pending(ctx, s, dsn, "M-", n, order); err != nil {
 		b.Fatal(err)
 	}
-	var next atomic.Int64
-	next.Store(templates)
-	var wg sync.WaitGroup
-	errs := make(chan error, loaders)
-	for range loaders {
-		wg.Go(func() {
-			conn, err := pgx.Connect(ctx, dsn)
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer conn.Close(ctx)
-			for {
-				from := int(next.Add(chunk)) - chunk
-				if from >= n {
-					return
-				}
-				ats := make([]time.Time, 0, chunk)
-				for i := from; i < min(from+chunk, n); i++ {
-					ats = append(ats, deadline(i))
-				}
-				if _, err := conn.Exec(ctx, fromTemplates, "M-", from, ats, templates); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		b.Fatal(err)
-	}
-	for _, i := range []int{0, n - 1} {
-		want := order(i)
-		got, err := s.OrderGet(ctx, want.Order.OrderNo)
-		if err != nil {
-			b.Fatal(err)
-		}
-		log, err := s.TransitionList(ctx, got.ID)
-		if err != nil {
-			b.Fatal(err)
-		}
-		want.Order.ID = got.ID
-		if len(log) == 1 {
-			want.Log.ID, want.Log.OrderID = log[0].ID, got.ID
-		}
-		if !reflect.DeepEqual(got, want.Order) || len(log) != 1 || !reflect.DeepEqual(*log[0], want.Log) {
-			b.Fatalf("order %d reads back as %+v with log %+v, want %+v with %+v", i, got, log, want.Order, want.Log)
-		}
-	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	// The orders, and their deadline rows where the schema keeps them
-	// apart, settled as autovacuum would have settled them.
-	tables := "orders"
-	var deadlines *string
-	if err := conn.QueryRow(ctx, "SELECT to_regclass('order_deadlines')::text").Scan(&deadlines); err != nil {
-		b.Fatal(err)
-	}
-	if deadlines != nil {
-		tables += ", order_deadlines"
-	}
-	if _, err := conn.Exec(ctx, "VACUUM ANALYZE "+tables); err != nil {
+	if err := benchload.Vacuum(ctx, dsn); err != nil {
 		b.Fatal(err)
 	}
 	return time.Since(start)
 }
-
-// fromTemplates inserts the orders numbered $2 onwards, prefixed $1, due at
-// $3, each a copy of template $2 % $4 (which has the same user) with its
-// creation log row and its deadline row.
-const fromTemplates = `WITH g AS (
-	SELECT $2::bigint + k - 1 AS i, at FROM unnest($3::timestamptz[]) WITH ORDINALITY AS u(at, k)
-), o AS (
-	INSERT INTO orders (order_no, flow, state, deadline_at, amount, currency, user_id, items, coupon, metadata,
-		version, created_at, updated_at, closed_at, close_reason, fired_by, request_hash)
-	SELECT $1 || lpad(g.i::text, 8, '0'), t.flow, t.state, g.at, t.amount, t.currency, t.user_id, t.items, t.coupon, t.metadata,
-		t.version, t.created_at, t.updated_at, t.closed_at, t.close_reason, t.fired_by, t.request_hash
-	FROM g JOIN orders t ON t.order_no = $1 || lpad((g.i % $4)::text, 8, '0')
-	ORDER BY g.i
-	RETURNING id, deadline_at, flow
-), d AS (
-	INSERT INTO order_deadlines (order_id, deadline_at, flow) SELECT id, deadline_at, flow FROM o
-)
-INSERT INTO transitions (order_id, from_state, to_state, event, version, fired_by, actor, reason, created_at)
-SELECT o.id, l.from_state, l.to_state, l.event, l.version, l.fired_by, l.actor, l.reason, l.created_at
-FROM o, (SELECT * FROM transitions WHERE order_id = (SELECT id FROM orders WHERE order_no = $1 || lpad('0', 8, '0'))) l`
