@@ -116,7 +116,7 @@ SELECT ` + orderColumns + ` FROM o`
 // (order_batch.go).
 func (s *Store) OrderCreate(ctx context.Context, p *lapse.OrderCreateParams) (*lapse.Order, bool, error) {
 	if s.orderCreates != nil && s.tx == nil {
-		return s.orderCreateBatched(ctx, p)
+		return s.orderCreateBatched(ctx, createCall{p: p})
 	}
 	return s.orderCreate(ctx, p)
 }
