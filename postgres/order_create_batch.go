@@ -2,7 +2,9 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,10 +33,11 @@ import (
 // is a transaction: the statement above, then one that reserves the lines
 // of every order it inserted (stockReserveBatchSQL), then the commit. The
 // reservation moves every line or none: when any SKU has too little for
-// all of them, or none is there, it writes nothing, the transaction rolls
-// back, and every call of the batch is decided alone, where a creation
-// that is short fails with StockMove's error and changes nothing, as
-// ever. Locks are taken in one order by every creation, batched or not:
+// all of them, or none is there, it writes nothing and the transaction
+// rolls back. The calls whose lines name such a SKU are then decided
+// alone, where a creation that is short fails with StockMove's error and
+// changes nothing, as ever, and the batch's other calls are written again
+// without them, once (then, if stock is short again, alone too). Locks are taken in one order by every creation, batched or not:
 // the new orders' order_nos (a batch inserts them in order_no order), then
 // the ledger rows in SKU order, so that creations wait for each other and
 // never deadlock.
@@ -119,8 +122,8 @@ SELECT ` + orderColumns + ` FROM o`
 // order's: k locks the ledger rows in SKU order and reads them as they
 // are once locked; c decides each SKU for what all the lines need of it
 // (numeric sums, which cannot overflow); the update and the journal, in
-// the order given, happen only when every SKU passed, which the result
-// says.
+// the order given, happen only when every SKU passed. The result is the
+// SKUs that did not: none when the lines were reserved.
 const stockReserveBatchSQL = `WITH l AS (
 	SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::timestamptz[]) WITH ORDINALITY AS l(order_id, sku, qty, at, n)
 ), k AS MATERIALIZED (
@@ -142,7 +145,7 @@ const stockReserveBatchSQL = `WITH l AS (
 	INSERT INTO stock_moves (order_id, sku, qty, kind, created_at)
 	SELECT l.order_id, l.sku, l.qty, $5::text, l.at FROM l, g WHERE g.ok ORDER BY l.n
 )
-SELECT ok FROM g`
+SELECT sku FROM c WHERE NOT ok ORDER BY sku COLLATE "C"`
 
 // OrderCreateWith is OrderCreate with the stock the creation holds and
 // its audit row (lapse.OrderCreateWither). Outside Tx, concurrent calls
@@ -200,7 +203,11 @@ func (s *Store) orderCreateBatched(ctx context.Context, cc createCall) (*lapse.O
 // orders it inserted, and only once they committed. A call alone that
 // neither holds stock nor is audited is written by orderCreateSQL; one
 // that does goes as a batch of one, on its own context, which is one
-// commit where its own transaction is several statements.
+// commit where its own transaction is several statements. When the
+// batch's stock is short, the calls whose lines name a SKU that was short
+// are left to be decided alone, and the others are written again without
+// them, once: a SKU that sells out fails its own creations, not the
+// batch's others.
 func (s *Store) orderCreateBatch(ctx context.Context, batch []*batchCall[createCall, createAnswer]) {
 	if len(batch) == 1 {
 		c := batch[0]
@@ -213,17 +220,48 @@ func (s *Store) orderCreateBatch(ctx context.Context, batch []*batchCall[createC
 	}
 	ctx, cancel := context.WithTimeout(ctx, DefaultStatementTimeout)
 	defer cancel()
+	for range 2 {
+		orders, short, err := s.orderCreateShared(ctx, batch)
+		if err == nil {
+			byNo := make(map[string]*lapse.Order, len(orders))
+			for _, o := range orders {
+				byNo[o.OrderNo] = o
+			}
+			for _, c := range batch {
+				if o := byNo[c.p.p.Order.OrderNo]; o != nil {
+					c.r, c.decided = createAnswer{o, true}, true
+				}
+			}
+			return
+		}
+		if len(short) == 0 {
+			return // nothing was written, or (an answer lost after the commit) everything: each call finds out alone
+		}
+		batch = slices.DeleteFunc(slices.Clone(batch), func(c *batchCall[createCall, createAnswer]) bool {
+			return slices.ContainsFunc(c.p.w.Reserve, func(l lapse.Item) bool { return short[l.SKU] })
+		})
+		if len(batch) == 0 {
+			return
+		}
+	}
+}
+
+// orderCreateShared writes the creations of calls together: in one
+// statement, or, when one holds stock, in a transaction with their
+// reservations. It returns the orders it inserted, once committed. A
+// reservation that is short writes nothing and returns the SKUs it was
+// short of.
+func (s *Store) orderCreateShared(ctx context.Context, calls []*batchCall[createCall, createAnswer]) (orders []*lapse.Order, short map[string]bool, err error) {
 	var (
-		a      orderCreateArgs
-		au     auditArgs
-		stock  bool
-		orders []*lapse.Order
+		a     orderCreateArgs
+		au    auditArgs
+		stock bool
 	)
-	ev := newOutboxArgs(len(batch))
-	for _, c := range batch {
+	ev := newOutboxArgs(len(calls))
+	for _, c := range calls {
 		a.add(c.p.p)
 		if err := ev.add(0, c.p.p.Outbox); err != nil {
-			return // the call alone reports it
+			return nil, nil, err // the call alone reports it
 		}
 		if c.p.w.Audit != nil {
 			au.add(c.p.p.Order.OrderNo, c.p.w.Audit)
@@ -239,43 +277,39 @@ func (s *Store) orderCreateBatch(ctx context.Context, batch []*batchCall[createC
 	if !stock {
 		rows, err := s.db.Query(ctx, orderCreateBatchSQL, args...)
 		if err != nil {
-			return // each call is written alone, and reports its own error
+			return nil, nil, err
+		}
+		orders, err = scanOrders(rows)
+		return orders, nil, err
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, orderCreateBatchSQL, args...)
+		if err != nil {
+			return err
 		}
 		if orders, err = scanOrders(rows); err != nil {
-			return // nothing, or (a connection broken after the commit) everything, was written: each call finds out alone
+			return err
 		}
-	} else {
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			rows, err := tx.Query(ctx, orderCreateBatchSQL, args...)
-			if err != nil {
-				return err
-			}
-			if orders, err = scanOrders(rows); err != nil {
-				return err
-			}
-			return reserveBatch(ctx, tx, batch, orders)
-		})
-		if err != nil {
-			return // nothing was written, or (a commit whose answer was lost) everything: each call finds out alone
+		if short, err = reserveBatch(ctx, tx, calls, orders); err != nil {
+			return err
 		}
-	}
-	byNo := make(map[string]*lapse.Order, len(orders))
-	for _, o := range orders {
-		byNo[o.OrderNo] = o
-	}
-	for _, c := range batch {
-		if o := byNo[c.p.p.Order.OrderNo]; o != nil {
-			c.r, c.decided = createAnswer{o, true}, true
+		if len(short) > 0 {
+			return errBatchShort // rolls back
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, short, err
 	}
+	return orders, nil, nil
 }
 
 // errBatchShort rolls back a batch whose stock is short for some SKU.
-var errBatchShort = fmt.Errorf("postgres: a batch's stock is short")
+var errBatchShort = errors.New("postgres: a batch's stock is short")
 
-// reserveBatch reserves, in tx, the lines of the batch's calls whose
-// orders were inserted, or returns errBatchShort.
-func reserveBatch(ctx context.Context, tx pgx.Tx, batch []*batchCall[createCall, createAnswer], orders []*lapse.Order) error {
+// reserveBatch reserves, in tx, the lines of the calls whose orders were
+// inserted, every line or none, and returns the SKUs it was short of.
+func reserveBatch(ctx context.Context, tx pgx.Tx, calls []*batchCall[createCall, createAnswer], orders []*lapse.Order) (map[string]bool, error) {
 	byNo := make(map[string]*lapse.Order, len(orders))
 	for _, o := range orders {
 		byNo[o.OrderNo] = o
@@ -285,7 +319,7 @@ func reserveBatch(ctx context.Context, tx pgx.Tx, batch []*batchCall[createCall,
 		skus      []string
 		at        []time.Time
 	)
-	for _, c := range batch {
+	for _, c := range calls {
 		o := byNo[c.p.p.Order.OrderNo]
 		if o == nil {
 			continue
@@ -295,16 +329,21 @@ func reserveBatch(ctx context.Context, tx pgx.Tx, batch []*batchCall[createCall,
 		}
 	}
 	if len(ids) == 0 {
-		return nil
+		return nil, nil
 	}
-	var ok bool
-	if err := tx.QueryRow(ctx, stockReserveBatchSQL, ids, skus, qtys, at, lapse.StockReserve).Scan(&ok); err != nil {
-		return err
+	rows, err := tx.Query(ctx, stockReserveBatchSQL, ids, skus, qtys, at, lapse.StockReserve)
+	if err != nil {
+		return nil, err
 	}
-	if !ok {
-		return errBatchShort
+	shortSKUs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	short := make(map[string]bool, len(shortSKUs))
+	for _, sku := range shortSKUs {
+		short[sku] = true
+	}
+	return short, nil
 }
 
 // orderCreateArgs holds new orders and their creation log rows column by

@@ -320,11 +320,13 @@ func TestOrderCreateBatchStock(t *testing.T) {
 }
 
 // A batch whose stock is short for one SKU (each creation fits, the two
-// together do not) or that names a SKU the ledger lacks is decided alone,
-// call by call: the creations that fit are created with their rows and
-// reservations, and the others fail as they would alone, ErrStockShort and
-// ErrStockNotFound, writing nothing: no order, no audit row, no move. The
-// ledger never goes past its on-hand.
+// together do not) or that names a SKU the ledger lacks leaves the
+// creations that name those SKUs to be decided alone: the one that fits is
+// created with its row and reservation, and the others fail as they would
+// alone, ErrStockShort and ErrStockNotFound, writing nothing: no order, no
+// audit row, no move. The batch's other creations, with stock or without,
+// are written together without them. The ledger never goes past its
+// on-hand.
 func TestOrderCreateBatchStockShort(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, testenv.PostgresSchema(t), postgres.Config{MaxConns: 4})
@@ -338,7 +340,9 @@ func TestOrderCreateBatchStockShort(t *testing.T) {
 		no := fmt.Sprintf("T-%d", i)
 		calls = append(calls, createCall{p: creation(no, &deadline, "", ls), w: lapse.OrderCreateWith{Reserve: ls, Audit: auditRow(no)}})
 	}
-	calls = append(calls, createCall{p: creation("P-0", &deadline, "", nil), w: lapse.OrderCreateWith{Audit: auditRow("P-0")}})
+	one := []lapse.Item{{SKU: "s-b", Qty: 1}}
+	calls = append(calls, createCall{p: creation("P-0", &deadline, "", nil), w: lapse.OrderCreateWith{Audit: auditRow("P-0")}},
+		createCall{p: creation("T-4", &deadline, "", one), w: lapse.OrderCreateWith{Reserve: one, Audit: auditRow("T-4")}})
 	got := queueCreates(t, s, calls)
 	won := slices.IndexFunc(got[:2], func(a created) bool { return a.created })
 	if won < 0 {
@@ -348,7 +352,7 @@ func TestOrderCreateBatchStockShort(t *testing.T) {
 	for i, a := range got {
 		no := calls[i].p.Order.OrderNo
 		switch i {
-		case won, 3:
+		case won, 3, 4:
 			if a.err != nil || !a.created {
 				t.Errorf("creation %s: %+v; want it created", no, a)
 			}
@@ -371,11 +375,14 @@ func TestOrderCreateBatchStockShort(t *testing.T) {
 	if a, _ := stockOf(t, s, "s-a", 0); a != 2 {
 		t.Errorf("s-a: %d reserved; want 2, of the creation that fit", a)
 	}
-	if b, _ := stockOf(t, s, "s-b", 0); b != 1 {
-		t.Errorf("s-b: %d reserved; want 1, of the creation that fit", b)
+	if b, _ := stockOf(t, s, "s-b", 0); b != 2 {
+		t.Errorf("s-b: %d reserved; want 2, of the creation that fit and T-4", b)
 	}
 	var moves int
-	if err := s.QueryRowForTest(ctx, `SELECT count(*) FROM stock_moves`).Scan(&moves); err != nil || moves != 2 {
-		t.Errorf("%d stock moves, %v; want the 2 of the creation that fit", moves, err)
+	if err := s.QueryRowForTest(ctx, `SELECT count(*) FROM stock_moves`).Scan(&moves); err != nil || moves != 3 {
+		t.Errorf("%d stock moves, %v; want the 2 of the creation that fit and T-4's", moves, err)
+	}
+	if n := writers(t, s, "P-0", "T-4"); n != 1 {
+		t.Errorf("the creations beside those that were short were written by %d transactions; want 1", n)
 	}
 }
