@@ -15,7 +15,10 @@ import (
 // write the engine makes for the call then runs in a transaction that
 // appends the row at its end. What the call writes after that (a refund's
 // answer from its provider, say) is the consequence of the action, not a
-// second one.
+// second one. A creation is the exception: on a store with a
+// lapse.OrderCreateWither the engine hands it the row with the order
+// (orderCreateWith), and the store commits them together, with other
+// creations if it can.
 
 type auditKey struct{}
 
