@@ -386,3 +386,100 @@ func TestOrderCreateBatchStockShort(t *testing.T) {
 		t.Errorf("the creations beside those that were short were written by %d transactions; want 1", n)
 	}
 }
+
+// Many creations at once over a few SKUs that sell out, some audited, some
+// of one order_no twice: every one is created or refused for its stock
+// (none deadlocks or fails otherwise), the ledger reserves exactly the
+// lines of the orders created and never more than it has, and every
+// audited order created has its one row, a refused one none.
+func TestOrderCreateBatchStockRace(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, testenv.PostgresSchema(t), postgres.Config{MaxConns: 8})
+	ctx := context.Background()
+	const skus, onHand, n = 5, 40, 240
+	stock := map[string]int64{}
+	for i := range skus {
+		stock[fmt.Sprintf("s-%d", i)] = onHand
+	}
+	setStock(t, s, stock)
+	deadline := batchBase.Add(time.Hour)
+	calls := make([]createCall, n)
+	for i := range n {
+		no := fmt.Sprintf("R-%d", i%(n-20)) // the last 20 repeat an order_no of the first
+		a, b := i%skus, (i*3+1)%skus
+		if a == b {
+			b = (b + 1) % skus
+		}
+		ls, err := lapse.StockLines([]lapse.Item{{SKU: fmt.Sprintf("s-%d", a), Qty: int64(1 + i%3)}, {SKU: fmt.Sprintf("s-%d", b), Qty: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := lapse.OrderCreateWith{Reserve: ls}
+		if i%2 == 0 {
+			w.Audit = auditRow(no)
+		}
+		calls[i] = createCall{p: creation(no, &deadline, "", ls), w: w}
+	}
+	got := make([]created, n)
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		wg.Go(func() {
+			var a created
+			a.o, a.created, a.err = s.OrderCreateWith(ctx, c.p, c.w)
+			got[i] = a
+		})
+	}
+	wg.Wait()
+	want := map[string]int64{}
+	for i, a := range got {
+		no := calls[i].p.Order.OrderNo
+		switch {
+		case a.err != nil && !errors.Is(a.err, lapse.ErrStockShort):
+			t.Errorf("creation %d (%s): %v; want it created or short", i, no, a.err)
+		case a.created:
+			if a.o.RequestHash != calls[i].p.Order.RequestHash {
+				t.Errorf("creation %d (%s) created an order of another request", i, no)
+			}
+			for _, l := range calls[i].w.Reserve {
+				want[l.SKU] += l.Qty
+			}
+			_, ms := stockOf(t, s, "s-0", a.o.ID)
+			if journal(ms) != journal(movesOf(calls[i].w.Reserve)) {
+				t.Errorf("order %s: journal %s; want %s", no, journal(ms), journal(movesOf(calls[i].w.Reserve)))
+			}
+		}
+	}
+	for sku := range stock {
+		if r, _ := stockOf(t, s, sku, 0); r != want[sku] || r > onHand {
+			t.Errorf("%s: %d reserved; want %d, of the orders created, at most %d", sku, r, want[sku], onHand)
+		}
+	}
+	for i := range n - 20 {
+		no := fmt.Sprintf("R-%d", i)
+		o, err := s.OrderGet(ctx, no)
+		var row *lapse.AuditEntry
+		switch {
+		case errors.Is(err, lapse.ErrOrderNotFound):
+		case err != nil:
+			t.Fatal(err)
+		default:
+			// The order of whichever call created it: audited when that
+			// call was (the even ones).
+			for j, a := range got {
+				if a.created && a.o.ID == o.ID && j%2 == 0 {
+					row = calls[j].w.Audit
+				}
+			}
+		}
+		checkAudited(t, s, no, row)
+	}
+}
+
+// movesOf is the journal a reservation of lines writes.
+func movesOf(lines []lapse.Item) []*lapse.StockMove {
+	var out []*lapse.StockMove
+	for _, l := range lines {
+		out = append(out, &lapse.StockMove{SKU: l.SKU, Qty: l.Qty, Kind: lapse.StockReserve})
+	}
+	return out
+}
