@@ -109,13 +109,33 @@ func (p *StockMoveParams) Validate() error {
 	if len(p.Lines) == 0 {
 		return FieldError("lines", "a stock move has at least one line")
 	}
-	for i, l := range p.Lines {
+	return validStockLines(p.Lines)
+}
+
+// Validate reports what no store may be given to create with: lines that
+// StockMoveParams.Validate refuses, or a row of a close batch, which
+// AuditAppend locks first (and a store writing creations together would
+// not).
+func (w *OrderCreateWith) Validate() error {
+	if w.Audit != nil && w.Audit.Batch != 0 {
+		return FieldError("audit", "the row of a creation belongs to no close batch")
+	}
+	if len(w.Reserve) == 0 {
+		return nil
+	}
+	return validStockLines(w.Reserve)
+}
+
+// validStockLines reports lines that are not one per SKU, in SKU order,
+// each with a valid SKU and a positive quantity.
+func validStockLines(lines []Item) error {
+	for i, l := range lines {
 		switch {
 		case !ValidSKU(l.SKU):
 			return FieldError("lines", "line %d: sku must be UTF-8 text of at most %d bytes without control characters", i, MaxSKULen)
 		case l.Qty <= 0:
 			return FieldError("lines", "sku %q: the quantity of a stock move must be positive, not %d", l.SKU, l.Qty)
-		case i > 0 && l.SKU <= p.Lines[i-1].SKU:
+		case i > 0 && l.SKU <= lines[i-1].SKU:
 			return FieldError("lines", "sku %q: the lines of a stock move are in SKU order, one per SKU (see StockLines)", l.SKU)
 		}
 	}

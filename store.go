@@ -376,6 +376,35 @@ type OrderCreateParams struct {
 	Outbox []OutboxEvent
 }
 
+// OrderCreateWith is what a creation holds and records besides its order,
+// for an OrderCreateWither.
+type OrderCreateWith struct {
+	// Reserve, when set, is reserved for the new order in the stock
+	// ledger, as StockMove of kind StockReserve at the order's CreatedAt:
+	// one line per SKU, in SKU order (StockLines).
+	Reserve []Item
+	// Audit, when set, is the creation's row of the audit log, appended as
+	// AuditAppend appends it (At truncated, unsealed); its Batch is 0.
+	Audit *AuditEntry
+}
+
+// OrderCreateWither is a store whose creations can hold stock and append
+// their audit row without a transaction of the caller's, so that the store
+// may write concurrent creations together, sharing statements and commits.
+// The engine uses it when the store has it (PostgreSQL does; the other
+// stores take a transaction per creation, Tx with OrderCreate, StockMove
+// and AuditAppend in it).
+//
+// OrderCreateWith is OrderCreate, and, only when it creates the order, in
+// the same transaction: the reservation of w.Reserve and the row w.Audit.
+// A reservation that is refused is StockMove's error (ErrStockNotFound,
+// ErrStockShort, as StockRefusal says) and writes nothing at all: no order,
+// no row. When the order_no exists it returns that order, created=false,
+// and writes nothing. Outside Tx only; params are valid (Validate).
+type OrderCreateWither interface {
+	OrderCreateWith(ctx context.Context, p *OrderCreateParams, w OrderCreateWith) (*Order, bool, error)
+}
+
 // OrderListParams filters OrderList. Zero values do not filter.
 type OrderListParams struct {
 	State       State

@@ -15,7 +15,10 @@ import (
 // write the engine makes for the call then runs in a transaction that
 // appends the row at its end. What the call writes after that (a refund's
 // answer from its provider, say) is the consequence of the action, not a
-// second one.
+// second one. A creation is the exception: on a store with a
+// lapse.OrderCreateWither the engine hands it the row with the order
+// (orderCreateWith), and the store commits them together, with other
+// creations if it can.
 
 type auditKey struct{}
 
@@ -177,6 +180,44 @@ func (s auditing) OrderCreate(ctx context.Context, p *lapse.OrderCreateParams) (
 		return two[*lapse.Order]{o, created}, err
 	}, created)
 	return r.a, r.created, err
+}
+
+// orderCreateWith creates p, reserving reserve (none when nil), with the
+// row ctx carries (WithAudit), in one call of the store's
+// lapse.OrderCreateWither, which may write it together with concurrent
+// creations rather than in a transaction of its own. ok is false when it
+// cannot, and nothing was written: the store has none, the row is of a
+// close batch, or s is a transaction's. The row is the one Tx would
+// append, at the clock's time (Tx's is taken at its end, this one before
+// the write: both are within the call).
+func (s auditing) orderCreateWith(ctx context.Context, p *lapse.OrderCreateParams, reserve []lapse.Item) (got *lapse.Order, created, ok bool, err error) {
+	c, isChecked := s.Store.(checked)
+	if s.eff != nil || !isChecked {
+		return nil, false, false, nil
+	}
+	w := lapse.OrderCreateWith{Reserve: reserve}
+	pa := pending(ctx)
+	if pa != nil {
+		pa.mu.Lock()
+		e := *pa.entry
+		pa.mu.Unlock()
+		if e.Batch != 0 {
+			return nil, false, false, nil
+		}
+		e.At = s.clock.Now()
+		if e.Result == "" {
+			e.Result = "ok"
+		}
+		w.Audit = &e
+	}
+	got, created, ok, err = c.orderCreateWith(ctx, p, w)
+	if ok && err == nil && created && pa != nil {
+		pa.mu.Lock()
+		pa.written = true
+		pa.mu.Unlock()
+		s.appended.signal()
+	}
+	return got, created, ok, err
 }
 
 func (s auditing) OrderCreateMany(ctx context.Context, ps []*lapse.OrderCreateParams) error {

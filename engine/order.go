@@ -102,8 +102,11 @@ func (e *Engine) createOrder(ctx context.Context, req *lapse.OrderCreate, by Act
 		Outbox: []lapse.OutboxEvent{lapse.NewOutboxEvent(lapse.EventOrderCreated, o, nil)},
 	}
 	e.fanOut(o, p.Outbox)
-	var got *lapse.Order
-	if holds := e.holdsFor(flow, o); len(holds) > 0 {
+	holds := e.holdsFor(flow, o)
+	got, created, with, err := e.createWith(ctx, p, holds)
+	switch {
+	case with:
+	case len(holds) > 0:
 		// The order and what it holds commit together, or neither does.
 		err = e.store.Tx(ctx, func(tx lapse.Store) error {
 			got, created, err = tx.OrderCreate(ctx, p)
@@ -117,7 +120,7 @@ func (e *Engine) createOrder(ctx context.Context, req *lapse.OrderCreate, by Act
 			}
 			return nil
 		})
-	} else {
+	default:
 		got, created, err = e.store.OrderCreate(ctx, p)
 	}
 	if err != nil {
@@ -134,6 +137,36 @@ func (e *Engine) createOrder(ctx context.Context, req *lapse.OrderCreate, by Act
 		e.deadlineSet(got.ID, *got.DeadlineAt)
 	}
 	return got, true, nil
+}
+
+// createWith creates p, which holds holds, in one call of the store's
+// lapse.OrderCreateWither (auditing.orderCreateWith) when that is all it
+// takes: what it holds is its stock at most, which the store reserves with
+// it, and it holds stock or is audited (a creation that does neither is
+// one OrderCreate, which the store may write together with others
+// already). with is false, and nothing was written, when it cannot: then
+// the caller writes the creation in a transaction of its own.
+func (e *Engine) createWith(ctx context.Context, p *lapse.OrderCreateParams, holds []creationHold) (got *lapse.Order, created, with bool, err error) {
+	var reserve []lapse.Item
+	switch {
+	case len(holds) == 0 && pending(ctx) == nil:
+		return nil, false, false, nil
+	case len(holds) == 0:
+	case len(holds) == 1 && holds[0] == creationHold(e.feat.stock):
+		// Lines the ledger refuses are the transaction's to refuse, after
+		// it found whether the order exists.
+		if reserve, err = lapse.StockLines(p.Order.Items); err != nil {
+			return nil, false, false, nil
+		}
+	default:
+		return nil, false, false, nil
+	}
+	as, ok := e.store.(auditing)
+	if !ok {
+		return nil, false, false, nil
+	}
+	got, created, with, err = as.orderCreateWith(ctx, p, reserve)
+	return got, created, with, reserveRefusal(err)
 }
 
 // holdsFor returns the features that hold something for o, a new order of

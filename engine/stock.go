@@ -37,7 +37,12 @@ func (l *stockLedger) hold(ctx context.Context, tx lapse.Store, o *lapse.Order, 
 	if err != nil {
 		return err
 	}
-	err = tx.StockMove(ctx, &lapse.StockMoveParams{OrderID: o.ID, Kind: lapse.StockReserve, Lines: lines, At: now})
+	return reserveRefusal(tx.StockMove(ctx, &lapse.StockMoveParams{OrderID: o.ID, Kind: lapse.StockReserve, Lines: lines, At: now}))
+}
+
+// reserveRefusal is the error of a creation whose reservation returned
+// err.
+func reserveRefusal(err error) error {
 	if errors.Is(err, lapse.ErrStockNotFound) {
 		// At creation a missing SKU is the caller's conflict with the
 		// ledger, not a missing resource of this request.

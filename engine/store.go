@@ -53,6 +53,23 @@ func (s checked) OrderCreate(ctx context.Context, p *lapse.OrderCreateParams) (*
 	return s.Store.OrderCreate(ctx, p)
 }
 
+// orderCreateWith is the store's lapse.OrderCreateWither, params checked;
+// ok is false when the store has none.
+func (s checked) orderCreateWith(ctx context.Context, p *lapse.OrderCreateParams, w lapse.OrderCreateWith) (o *lapse.Order, created, ok bool, err error) {
+	cw, ok := s.Store.(lapse.OrderCreateWither)
+	if !ok {
+		return nil, false, false, nil
+	}
+	if err := p.Validate(); err != nil {
+		return nil, false, true, err
+	}
+	if err := w.Validate(); err != nil {
+		return nil, false, true, err
+	}
+	o, created, err = cw.OrderCreateWith(ctx, p, w)
+	return o, created, true, err
+}
+
 func (s checked) OrderCreateMany(ctx context.Context, ps []*lapse.OrderCreateParams) error {
 	for _, p := range ps {
 		if err := p.Validate(); err != nil {

@@ -103,14 +103,15 @@ func createRun(b *testing.B, clients int, open, stock bool) {
 	reportCPU(b, len(lat.all), proc, db, dbOK)
 	lat.report(b, took, "creates/s")
 	b.ReportMetric(float64(commits)/float64(len(lat.all)), "commits/req")
-	checkCreates(b, d, len(lat.all), stock)
+	checkCreates(b, d, len(lat.all), stock, !open)
 }
 
 func benchSKU(i int) string { return fmt.Sprintf("SKU-%04d", i) }
 
 // checkCreates checks that n orders were created, each with its
-// order.created event and, with stock, its three units reserved.
-func checkCreates(b *testing.B, d *benchDB, n int, stock bool) {
+// order.created event, with stock its three units reserved and, audited,
+// its one audit row.
+func checkCreates(b *testing.B, d *benchDB, n int, stock, audited bool) {
 	b.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, d.dsn)
@@ -130,6 +131,13 @@ func checkCreates(b *testing.B, d *benchDB, n int, stock bool) {
 	}
 	if c := count("SELECT count(*) FROM outbox WHERE type = 'order.created'"); c != int64(n) {
 		b.Errorf("%d creations answered 201, %d order.created events", n, c)
+	}
+	if audited {
+		q := `SELECT count(*) FROM orders o JOIN audit_log a ON a.target = 'order:' || o.order_no
+			WHERE a.action = 'order.create' AND a.result = 'ok'`
+		if c, all := count(q), count("SELECT count(*) FROM audit_log WHERE action = 'order.create'"); c != int64(n) || all != int64(n) {
+			b.Errorf("%d creations answered 201, %d of their orders with their audit row, %d rows in all", n, c, all)
+		}
 	}
 	if stock {
 		if c := count("SELECT coalesce(sum(reserved), 0) FROM stock"); c != 3*int64(n) {

@@ -16,7 +16,8 @@ import (
 // waits for a timer, so a batch only forms under load, of the calls that
 // came while the statements before it ran. The API's hot reads and the
 // payment callbacks' write are batched: OrderGet (order_batch.go),
-// APIKeyGet (apikey.go) and the applied payments (payment_batch.go). Each
+// APIKeyGet (apikey.go), the applied payments (payment_batch.go) and the
+// creations, audited or holding stock too (order_create_batch.go). Each
 // was one small statement of its own per request, and at thousands of
 // requests a second the server spent most of its time starting, planning
 // and committing statements rather than on their rows.

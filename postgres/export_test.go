@@ -105,9 +105,18 @@ func HoldKeyReads(s *Store) (queued func() int, release func()) { return hold(s.
 func HoldOrderCreates(s *Store) (queued func() int, release func()) { return hold(s.orderCreates) }
 
 func hold[P, R any](b *batcher[P, R]) (queued func() int, release func()) {
-	b.mu.Lock()
-	b.running += b.max
-	b.mu.Unlock()
+	// A statement that answered its last call may still be in its loop,
+	// which would take the calls queued next: the hold starts once it left.
+	for {
+		b.mu.Lock()
+		if b.running == 0 {
+			b.running += b.max
+			b.mu.Unlock()
+			break
+		}
+		b.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
 	queued = func() int {
 		b.mu.Lock()
 		defer b.mu.Unlock()

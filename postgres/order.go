@@ -113,10 +113,10 @@ SELECT ` + orderColumns + ` FROM o`
 // order with the same order_no exists it writes nothing and returns that
 // order with created=false; of concurrent creators of one order_no exactly
 // one creates. Outside Tx, concurrent calls share statements and commits
-// (order_batch.go).
+// (order_create_batch.go).
 func (s *Store) OrderCreate(ctx context.Context, p *lapse.OrderCreateParams) (*lapse.Order, bool, error) {
 	if s.orderCreates != nil && s.tx == nil {
-		return s.orderCreateBatched(ctx, p)
+		return s.orderCreateBatched(ctx, createCall{p: p})
 	}
 	return s.orderCreate(ctx, p)
 }

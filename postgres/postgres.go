@@ -123,7 +123,7 @@ type Store struct {
 	payments     *paymentBatcher // applied payments (payment_batch.go)
 	orderReads   *orderReader    // OrderGet (order_batch.go)
 	keyReads     *keyReader      // APIKeyGet (apikey.go)
-	orderCreates *orderCreator   // OrderCreate (order_batch.go)
+	orderCreates *orderCreator   // OrderCreate, OrderCreateWith (order_create_batch.go)
 }
 
 // db is what both *pgxpool.Pool and pgx.Tx offer, so that every method has
