@@ -221,31 +221,39 @@ func (c *counters) Unregister(col prometheus.Collector) bool { return c.reg.Unre
 
 // sum adds up the counter called name over the series that carry every
 // label=value pair of match (label, value, label, value, …).
-func (c *counters) sum(name string, match ...string) float64 {
+func (c *counters) sum(name string, match ...string) float64 { return c.snapshot()(name, match...) }
+
+// snapshot gathers the metrics once and returns sum on what it gathered,
+// for a poll that reads several: a gather reads every series of every
+// metric, histograms too, which a poll every few milliseconds makes a
+// cost of its own.
+func (c *counters) snapshot() func(name string, match ...string) float64 {
 	mfs, err := c.reg.Gather()
-	if err != nil {
-		return 0
-	}
-	total := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
+	return func(name string, match ...string) float64 {
+		if err != nil {
+			return 0
 		}
-	series:
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
+		total := 0.0
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
 			}
-			for i := 0; i+1 < len(match); i += 2 {
-				if labels[match[i]] != match[i+1] {
-					continue series
+		series:
+			for _, m := range mf.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
 				}
+				for i := 0; i+1 < len(match); i += 2 {
+					if labels[match[i]] != match[i+1] {
+						continue series
+					}
+				}
+				total += m.GetCounter().GetValue()
 			}
-			total += m.GetCounter().GetValue()
 		}
+		return total
 	}
-	return total
 }
 
 // pgConnect opens a plain connection on dsn.

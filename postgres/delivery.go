@@ -22,8 +22,14 @@ const planEachRun = pgx.QueryExecModeExec
 
 // deliveryColumns is the column list every delivery read uses, in
 // deliveryDest's order. Queries name the deliveries table d.
+//
+// A delivery's next attempt is the later of next_attempt_at and the end of
+// its lease: a claim leaves next_attempt_at as it was (see
+// deliveryClaimQuery), and a finish and a retry clear the lease. Rows
+// leased before migration 0023 have next_attempt_at at the end of their
+// lease already.
 const deliveryColumns = `d.id, d.event_id, d.order_id, d.order_no, d.event_type, d.subscriber, d.status, d.attempts,
-	d.retry_base, d.next_attempt_at, d.lease_owner, d.lease_until, d.unknown, d.last_error, d.created_at,
+	d.retry_base, GREATEST(d.next_attempt_at, d.lease_until), d.lease_owner, d.lease_until, d.unknown, d.last_error, d.created_at,
 	d.updated_at, d.done_at`
 
 // deliveryDest returns the scan destinations of deliveryColumns in d.
@@ -60,16 +66,24 @@ func scanDelivery(row pgx.Row) (*lapse.Delivery, error) {
 // the UPDATE leases exactly the rows it locked. The lease is committed with
 // the statement (or the caller's transaction); it, not a row lock, is what
 // keeps other workers off the delivery while it runs.
+//
+// A delivery is due when both next_attempt_at and the end of its lease, if
+// it has one, have passed: a lease whose worker died makes it due again.
+// The lease changes no column that an index names (migration 0023), so
+// that it is a HOT update that writes no index entry: the due index keeps
+// a leased delivery where it was, and the claim reads past the leases in
+// flight, a few per delivery it claims, since the running loops claim once
+// a quarter of their slots are free.
 func deliveryClaimQuery(subscriber string) string {
 	return `WITH c AS MATERIALIZED (
 	SELECT id, next_attempt_at FROM deliveries d
 	WHERE status = 'pending' AND next_attempt_at <= $1 AND ` + subscriber + `
+		AND (lease_until IS NULL OR lease_until <= $1)
 		AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.id = d.after_id AND e.status = 'pending')
 	ORDER BY next_attempt_at LIMIT $3
 	FOR UPDATE SKIP LOCKED
 ), u AS (
-	UPDATE deliveries d SET attempts = d.attempts + 1, lease_owner = $4, lease_until = $5, next_attempt_at = $5,
-		updated_at = $1
+	UPDATE deliveries d SET attempts = d.attempts + 1, lease_owner = $4, lease_until = $5, updated_at = $1
 	FROM c, outbox x
 	WHERE d.id = c.id AND x.id = d.event_id
 	RETURNING ` + deliveryColumns + `, x.seq, x.order_id AS event_order_id, x.order_no AS event_order_no,
@@ -129,10 +143,14 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *lapse.DeliveryClaimParams)
 // deliveryFinishSQL is the guarded finish of one attempt. Every insert reads
 // the UPDATE's RETURNING, so when the lease is lost nothing is written. A
 // finished delivery gives its lease up whatever its new status; done_at is
-// set only when it is done, next_attempt_at only when it stays pending.
+// set only when it is done, next_attempt_at to $5 only when it stays
+// pending. A delivery that is done or dead keeps the next attempt it had,
+// the end of its lease, as it kept it before claims left next_attempt_at
+// alone; the finish leaves the due index, so it writes index entries
+// anyway.
 var deliveryFinishSQL = `WITH u AS (
 	UPDATE deliveries d SET status = $4::text,
-		next_attempt_at = CASE WHEN $4::text = 'pending' THEN $5::timestamptz ELSE d.next_attempt_at END,
+		next_attempt_at = CASE WHEN $4::text = 'pending' THEN $5::timestamptz ELSE GREATEST(d.next_attempt_at, d.lease_until) END,
 		unknown = $6, last_error = $7, lease_owner = '', lease_until = NULL, updated_at = $8::timestamptz,
 		done_at = CASE WHEN $4::text = 'done' THEN $8::timestamptz END
 	WHERE d.id = $1 AND d.status = 'pending' AND d.attempts = $2 AND d.lease_owner = $3
@@ -212,13 +230,14 @@ const heldLeasesCTE = `k AS (
 // deliveryDoneManySQL finishes many attempts done in one statement. The
 // leases still held are locked as heldLeasesCTE locks them. The attempt
 // rows are written for the leases held alone, and the ids of the others
-// come back in the order given.
+// come back in the order given. A delivery done keeps the next attempt it
+// had, as DeliveryFinish's do.
 const deliveryDoneManySQL = `WITH l AS (
 	SELECT * FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::timestamptz[], $6::bigint[], $7::text[])
 		WITH ORDINALITY AS l(id, attempt, worker, started_at, duration_us, outcome, n)
 ), ` + heldLeasesCTE + `, u AS (
 	UPDATE deliveries d SET status = 'done', unknown = false, last_error = '', lease_owner = '', lease_until = NULL,
-		updated_at = $8, done_at = $8
+		next_attempt_at = GREATEST(d.next_attempt_at, d.lease_until), updated_at = $8, done_at = $8
 	WHERE d.id = ANY (ARRAY(SELECT id FROM k))
 	RETURNING d.id
 ), a AS (
@@ -257,11 +276,12 @@ func (s *Store) DeliveryDoneMany(ctx context.Context, p *lapse.DeliveryDoneManyP
 // deliveryRenewSQL extends the leases still held by $1 under the attempts
 // named, and returns the ids of the others, in the order given. The leases
 // are locked as heldLeasesCTE locks them, as DeliveryDoneMany does, so
-// that the two never deadlock; a lease is never shortened.
+// that the two never deadlock; a lease is never shortened. Like the claim,
+// it leaves next_attempt_at alone: a HOT update.
 const deliveryRenewSQL = `WITH l AS (
 	SELECT * FROM unnest($2::bigint[], $3::bigint[]) WITH ORDINALITY AS l(id, attempt, n)
 ), ` + heldLeasesCTE + `, u AS (
-	UPDATE deliveries d SET lease_until = GREATEST(d.lease_until, $4), next_attempt_at = GREATEST(d.lease_until, $4)
+	UPDATE deliveries d SET lease_until = GREATEST(d.lease_until, $4)
 	WHERE d.id = ANY (ARRAY(SELECT id FROM k))
 	RETURNING d.id
 )
@@ -371,11 +391,13 @@ func (s *Store) DeliveryAttemptList(ctx context.Context, orderID int64) ([]*laps
 }
 
 // deliveryCountSQL reads only the partial indexes of pending and dead
-// deliveries, so it costs the size of the backlogs, not of the history.
+// deliveries, and the pending rows, so it costs the size of the backlogs,
+// not of the history. A pending delivery's next attempt is that of
+// deliveryColumns.
 const deliveryCountSQL = `SELECT
 	(SELECT count(*) FROM deliveries WHERE status = 'pending'),
 	(SELECT count(*) FROM deliveries WHERE status = 'dead'),
-	(SELECT min(next_attempt_at) FROM deliveries WHERE status = 'pending')`
+	(SELECT min(GREATEST(next_attempt_at, lease_until)) FROM deliveries WHERE status = 'pending')`
 
 // DeliveryCount counts pending and dead deliveries.
 func (s *Store) DeliveryCount(ctx context.Context) (*lapse.DeliveryCounts, error) {

@@ -257,3 +257,126 @@ func TestUpgradeDeliveryWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestUpgradeDeliveryHOT starts from the schema before leases were HOT
+// updates (migrations up to 0022), with deliveries of every kind in it:
+// done and dead ones with their attempt rows, pending ones due, and
+// pending ones leased as claims then leased them, with next_attempt_at
+// moved to the end of the lease. It migrates, checks that no row changed,
+// that the schema is 0023's, and that the store reads and claims the old
+// rows as it did: a lease taken before the upgrade still keeps its
+// delivery from other workers until it ends.
+func TestUpgradeDeliveryHOT(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.PostgresSchema(t)
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, dsn, postgres.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.MigrateTo(ctx, 22); err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, dsn)
+	// 400 events, one delivery each: g % 4 = 0 done, 1 dead, 2 pending and
+	// due at 11:00, 3 pending and leased by "old" until 12:05.
+	for _, q := range []string{
+		`INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
+		SELECT gen_random_uuid(), g, 'UH-' || g, 'order.closed', '{}', timestamptz '2026-11-29 10:00:00+00' + g * interval '1 s'
+		FROM generate_series(1, 400) g`,
+		`INSERT INTO deliveries (event_id, order_id, order_no, event_type, subscriber, status, attempts, next_attempt_at,
+			lease_owner, lease_until, last_error, created_at, updated_at, done_at)
+		SELECT x.id, x.order_id, x.order_no, x.type, 'nats',
+			(ARRAY['done', 'dead', 'pending', 'pending'])[x.order_id % 4 + 1],
+			CASE x.order_id % 4 WHEN 0 THEN 1 WHEN 1 THEN 5 WHEN 2 THEN 0 ELSE 1 END,
+			CASE x.order_id % 4 WHEN 3 THEN timestamptz '2026-11-29 12:05:00+00' ELSE timestamptz '2026-11-29 11:00:00+00' END,
+			CASE x.order_id % 4 WHEN 3 THEN 'old' ELSE '' END,
+			CASE x.order_id % 4 WHEN 3 THEN timestamptz '2026-11-29 12:05:00+00' END,
+			CASE x.order_id % 4 WHEN 1 THEN 'HTTP 500' ELSE '' END,
+			x.created_at, x.created_at, CASE x.order_id % 4 WHEN 0 THEN x.created_at END
+		FROM outbox x ORDER BY x.seq`,
+		`INSERT INTO delivery_attempts (delivery_id, attempt, worker, started_at, duration_us, outcome, error)
+		SELECT d.id, a, 'old', d.created_at, 1000, CASE d.status WHEN 'done' THEN 'ok' ELSE 'error' END,
+			CASE d.status WHEN 'done' THEN '' ELSE 'HTTP 500' END
+		FROM deliveries d, generate_series(1, d.attempts) a WHERE d.status IN ('done', 'dead')`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snapshot := func() string {
+		t.Helper()
+		var sum string
+		if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) || ':' || md5(string_agg(d::text, '|' ORDER BY id)) FROM deliveries d)
+			|| ' ' || (SELECT count(*) || ':' || md5(string_agg(a::text, '|' ORDER BY delivery_id, attempt)) FROM delivery_attempts a)`).Scan(&sum); err != nil {
+			t.Fatal(err)
+		}
+		return sum
+	}
+	before := snapshot()
+	countsBefore, err := s.DeliveryCount(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := snapshot(); after != before || !strings.HasPrefix(after, "400:") || !strings.Contains(after, " 600:") {
+		t.Fatalf("deliveries and attempts after the upgrade = %s, before %s; want the 400 and 600 unchanged", after, before)
+	}
+	var def, opts string
+	var keys int
+	if err := conn.QueryRow(ctx, `SELECT pg_get_indexdef('deliveries_dead_idx'::regclass),
+		array_to_string((SELECT reloptions FROM pg_class WHERE oid = 'deliveries'::regclass), ','),
+		(SELECT count(*) FROM pg_constraint WHERE conrelid = 'delivery_attempts'::regclass AND contype = 'f')`).Scan(&def, &opts, &keys); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(def, "(subscriber) WHERE (status = 'dead'::text)") || opts != "fillfactor=50" || keys != 0 {
+		t.Errorf("after the upgrade: deliveries_dead_idx %q, deliveries options %q, %d foreign keys on delivery_attempts; want it on (subscriber) of the dead, fillfactor=50, none",
+			def, opts, keys)
+	}
+	countsAfter, err := s.DeliveryCount(ctx)
+	if err != nil || countsAfter.Pending != 200 || countsAfter.Dead != 100 || !countsAfter.OldestPending.Equal(*countsBefore.OldestPending) {
+		t.Errorf("DeliveryCount = %+v, %v after the upgrade, %+v before; want 200 pending, 100 dead, the same oldest", countsAfter, err, countsBefore)
+	}
+	leaseEnd := time.Date(2026, 11, 29, 12, 5, 0, 0, time.UTC)
+	old, err := s.DeliveryList(ctx, 3)
+	if err != nil || len(old) != 1 || !old[0].NextAttemptAt.Equal(leaseEnd) || old[0].LeaseOwner != "old" {
+		t.Fatalf("a delivery leased before the upgrade reads %+v, %v; want it leased by old, next attempt at %v", old, err, leaseEnd)
+	}
+
+	// Before the old leases end, a claim takes the 100 due ones alone; at
+	// their end, it takes the old leases over.
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	due, err := s.DeliveryClaim(ctx, &lapse.DeliveryClaimParams{Now: now, Subscribers: []string{"nats"}, Limit: 1000, Owner: "new", LeaseUntil: now.Add(time.Minute)})
+	if err != nil || len(due) != 100 {
+		t.Fatalf("claimed %d deliveries, %v; want the 100 due and not leased", len(due), err)
+	}
+	for _, d := range due {
+		if d.OrderID%4 != 2 || d.Attempts != 1 || !d.NextAttemptAt.Equal(now.Add(time.Minute)) {
+			t.Fatalf("claimed %+v; want the deliveries due, at their first attempt, next due at the lease's end", d)
+		}
+	}
+	taken, err := s.DeliveryClaim(ctx, &lapse.DeliveryClaimParams{Now: leaseEnd, Subscribers: []string{"nats"}, Limit: 1000, Owner: "new",
+		LeaseUntil: leaseEnd.Add(time.Minute)})
+	if err != nil || len(taken) != 200 {
+		t.Fatalf("claimed %d deliveries at the old leases' end, %v; want those 100 and the 100 new leases, ended too", len(taken), err)
+	}
+	// An attempt row is still written with its finish, without the key.
+	d := taken[0]
+	lost, err := s.DeliveryDoneMany(ctx, &lapse.DeliveryDoneManyParams{Owner: "new", At: leaseEnd,
+		Attempts: []lapse.DeliveryAttempt{{DeliveryID: d.ID, Attempt: d.Attempts, Worker: "new", StartedAt: leaseEnd, Outcome: lapse.OutcomeOK}}})
+	if err != nil || len(lost) != 0 {
+		t.Fatalf("DeliveryDoneMany = %v, %v", lost, err)
+	}
+	atts, err := s.DeliveryAttemptList(ctx, d.OrderID)
+	if err != nil || len(atts) != 1 || atts[0].Attempt != d.Attempts || atts[0].Outcome != lapse.OutcomeOK {
+		t.Errorf("attempts of order %d = %+v, %v; want its one attempt, ok", d.OrderID, atts, err)
+	}
+	done, err := s.DeliveryGet(ctx, d.ID)
+	if err != nil || done.Status != lapse.DeliveryDone || !done.NextAttemptAt.Equal(leaseEnd.Add(time.Minute)) || done.LeaseUntil != nil {
+		t.Errorf("the delivery done reads %+v, %v; want done, its next attempt kept at its lease's end", done, err)
+	}
+}

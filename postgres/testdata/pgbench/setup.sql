@@ -25,6 +25,7 @@ SET search_path = pgbench_close;
 \ir ../../migrations/0019_close_path.sql
 \ir ../../migrations/0021_closed_deadline.sql
 \ir ../../migrations/0022_delivery_writes.sql
+\ir ../../migrations/0023_delivery_hot.sql
 
 INSERT INTO orders (order_no, flow, state, deadline_at, amount, currency, user_id, items, metadata, version,
 	created_at, updated_at, fired_by, request_hash)
