@@ -21,6 +21,7 @@ import (
 // minute, on a manual clock at the start of a minute.
 type probeFixture struct {
 	store   lapse.Store
+	watch   *probeWatch // the engine's store
 	clk     *lapse.ManualClock
 	eng     *engine.Engine
 	prober  *engine.Prober
@@ -33,9 +34,9 @@ type probeFixture struct {
 
 func newProbeFixture(t *testing.T, s lapse.Store) *probeFixture {
 	t.Helper()
-	f := &probeFixture{store: s, clk: lapse.NewManualClock(t0), reg: prometheus.NewRegistry()}
+	f := &probeFixture{store: s, watch: &probeWatch{Store: s}, clk: lapse.NewManualClock(t0), reg: prometheus.NewRegistry()}
 	var err error
-	f.eng, err = engine.New(s, flows.Builtin(), engine.Config{Clock: f.clk, StockLedger: true, CouponLedger: true})
+	f.eng, err = engine.New(f.watch, flows.Builtin(), engine.Config{Clock: f.clk, StockLedger: true, CouponLedger: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,8 +55,38 @@ func newProbeFixture(t *testing.T, s lapse.Store) *probeFixture {
 	return f
 }
 
+// probeWatch is a store that tells when a probe's order was first read by
+// number, as the prober reads it, to see whether it closed, once its create
+// step is over (it reads the clock for that step after the create
+// returned, a moment after the order is there to be seen: a test that
+// moved the clock as soon as it saw the order would make that step late).
+type probeWatch struct {
+	lapse.Store
+	mu   sync.Mutex
+	read map[string]bool
+}
+
+func (w *probeWatch) OrderGet(ctx context.Context, orderNo string) (*lapse.Order, error) {
+	if lapse.IsProbeOrderNo(orderNo) {
+		w.mu.Lock()
+		if w.read == nil {
+			w.read = map[string]bool{}
+		}
+		w.read[orderNo] = true
+		w.mu.Unlock()
+	}
+	return w.Store.OrderGet(ctx, orderNo)
+}
+
+// awaited reports whether the probe's order orderNo was read by number.
+func (w *probeWatch) awaited(orderNo string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.read[orderNo]
+}
+
 // start runs the probe beside the test, and returns its outcome once the
-// probe's order exists.
+// probe's order exists and its create step is over.
 func (f *probeFixture) start(t *testing.T) (<-chan *engine.ProbeRun, <-chan error) {
 	t.Helper()
 	runs, errs := make(chan *engine.ProbeRun, 1), make(chan error, 1)
@@ -67,7 +98,7 @@ func (f *probeFixture) start(t *testing.T) (<-chan *engine.ProbeRun, <-chan erro
 	no := lapse.ProbeOrderPrefix + strconv.FormatInt(f.clk.Now().Truncate(time.Minute).UnixMilli(), 10)
 	until := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := f.store.OrderGet(t.Context(), no); err == nil {
+		if f.watch.awaited(no) {
 			return runs, errs
 		}
 		select {

@@ -1,8 +1,10 @@
 package http_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,12 +38,30 @@ func TestProbeOff(t *testing.T) {
 	}
 }
 
+// probeReads is a store that tells when a probe's order was read by number.
+type probeReads struct {
+	lapse.Store
+	read *atomic.Bool
+}
+
+func (s *probeReads) OrderGet(ctx context.Context, orderNo string) (*lapse.Order, error) {
+	if lapse.IsProbeOrderNo(orderNo) {
+		s.read.Store(true)
+	}
+	return s.Store.OrderGet(ctx, orderNo)
+}
+
 // TestProbeRuns: the answer shows the probe's runs, a failed one with its
 // step and reason; the probe's order is not in the listing of orders.
 func TestProbeRuns(t *testing.T) {
 	t.Parallel()
+	// The prober reads its order back by number once its create step is
+	// over (it reads the clock for that step a moment after the order is
+	// there to be seen): the clock moves only then.
+	var awaited atomic.Bool
 	e := newEnvWith(t, options{engine: func(c *engine.Config) { c.StockLedger = true },
-		probe: &engine.ProberConfig{Interval: time.Minute, Poll: time.Millisecond}})
+		probe: &engine.ProberConfig{Interval: time.Minute, Poll: time.Millisecond},
+		wrap:  func(s lapse.Store) lapse.Store { return &probeReads{Store: s, read: &awaited} }})
 	prober := e.prober
 	if got := getProbe(t, e); got.Interval != "1m0s" || len(got.Runs) != 0 {
 		t.Errorf("before a run: %+v", got)
@@ -53,7 +73,7 @@ func TestProbeRuns(t *testing.T) {
 	}()
 	until := time.Now().Add(10 * time.Second)
 	for {
-		if os, _ := e.store.OrderList(t.Context(), &lapse.OrderListParams{Probes: true}); len(os) == 1 {
+		if awaited.Load() {
 			break
 		}
 		if time.Now().After(until) {
