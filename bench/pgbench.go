@@ -45,7 +45,8 @@ var (
 // kept in dir (postgres/testdata/pgbench), as its setup.sql says: psql
 // loads n due orders with setup.sql, which makes its own schema, then
 // pgbench runs close.sql (close_subscribers.sql with two subscribers) from
-// clients connections, as many transactions as leave every one a full
+// clients connections (each reading on from the deadlines it claimed,
+// from floor=0), as many transactions as leave every one a full
 // batch; the schema is dropped at the end. The schema's name and the batch
 // are read from the files, which are used as they are. skip says why it
 // did not run, when it could not.
@@ -118,7 +119,7 @@ func runPgbench(ctx context.Context, dsn, dir string, n, subscribers, clients in
 		return nil, "", err
 	}
 	c := strconv.Itoa(clients)
-	say(fmt.Sprintf("pgbench: -f %s -c %s -j %s -t %d", res.script, c, c, res.txns))
+	say(fmt.Sprintf("pgbench: -D floor=0 -f %s -c %s -j %s -t %d", res.script, c, c, res.txns))
 	// pgbench's sessions by name, for the CPU meter, which samples them
 	// while they run, since they end with pgbench.
 	appName := fmt.Sprintf("lapse_bench_pgbench_%d", os.Getpid())
@@ -153,7 +154,7 @@ func runPgbench(ctx context.Context, dsn, dir string, n, subscribers, clients in
 			}
 		}
 	}()
-	out, err := command(ctx, env, "pgbench", "-n", "-f", res.script, "-c", c, "-j", c, "-t", strconv.Itoa(res.txns), dsn)
+	out, err := command(ctx, env, "pgbench", "-n", "-D", "floor=0", "-f", res.script, "-c", c, "-j", c, "-t", strconv.Itoa(res.txns), dsn)
 	close(quit)
 	if serr := <-sampled; err == nil && serr != nil {
 		err = serr

@@ -4,10 +4,12 @@
 -- outbox rows written, ids drawn in blocks once those are written and
 -- numbered within them in event order, each delivery chained (after_id)
 -- after the newest of its order and subscriber. The deadline of each order
--- is kept as closed_deadline_at, as the store keeps it. See setup.sql.
+-- is kept as closed_deadline_at, as the store keeps it. Each client reads
+-- on from the latest deadline it claimed, as close.sql does. See setup.sql.
 WITH c AS (
 	SELECT o.id, d.deadline_at FROM order_deadlines d JOIN orders o ON o.id = d.order_id
-	WHERE d.deadline_at <= '2026-11-29 13:00:00+00' AND d.flow = ANY('{checkout}')
+	WHERE d.deadline_at <= '2026-11-29 13:00:00+00'
+		AND d.deadline_at >= 'epoch'::timestamptz + :floor * interval '1 ms' AND d.flow = ANY('{checkout}')
 	ORDER BY d.deadline_at LIMIT 500
 	FOR NO KEY UPDATE OF o SKIP LOCKED FOR UPDATE OF d SKIP LOCKED
 ), u AS (
@@ -41,12 +43,15 @@ WITH c AS (
 ), dn AS (
 	SELECT dk.ids[((ds.n - 1) / 1024 + 1)::int] + (ds.n - 1) % 1024 AS id, ds.*
 	FROM ds, dk
+), y AS (
+	INSERT INTO deliveries (id, event_id, order_id, order_no, event_type, subscriber, status,
+		next_attempt_at, created_at, updated_at, after_id)
+	OVERRIDING SYSTEM VALUE
+	SELECT dn.id, dn.event_id, dn.order_id, dn.order_no, dn.type, dn.subscriber, 'pending',
+		dn.created_at, dn.created_at, dn.created_at,
+		coalesce(lag(dn.id) OVER (PARTITION BY dn.order_id, dn.subscriber ORDER BY dn.n),
+			(SELECT max(p.id) FROM deliveries p WHERE p.order_id = dn.order_id AND p.subscriber = dn.subscriber))
+	FROM dn
 )
-INSERT INTO deliveries (id, event_id, order_id, order_no, event_type, subscriber, status,
-	next_attempt_at, created_at, updated_at, after_id)
-OVERRIDING SYSTEM VALUE
-SELECT dn.id, dn.event_id, dn.order_id, dn.order_no, dn.type, dn.subscriber, 'pending',
-	dn.created_at, dn.created_at, dn.created_at,
-	coalesce(lag(dn.id) OVER (PARTITION BY dn.order_id, dn.subscriber ORDER BY dn.n),
-		(SELECT max(p.id) FROM deliveries p WHERE p.order_id = dn.order_id AND p.subscriber = dn.subscriber))
-FROM dn;
+SELECT coalesce(floor(extract(epoch FROM max(c.deadline_at)) * 1000)::bigint, :floor) AS floor FROM c
+\gset
