@@ -10,7 +10,10 @@
 // and that is closed when the test ends. A store that keeps the sandbox
 // gateway's state (lapse.SandboxStore) runs RunSandbox too, whose factory
 // returns two handles on one database, and one that keeps access records
-// (lapse.AccessStore) runs RunAccess with the same factory as Run.
+// (lapse.AccessStore) runs RunAccess with the same factory as Run. The
+// cases of an optional interface that a store may lack
+// (lapse.OrderCreateWither) skip on a store without it, naming what it
+// lacks.
 package storetest
 
 import (
@@ -38,6 +41,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"OrderCreateDuplicate", testOrderCreateDuplicate},
 		{"OrderCreateRollsBackOnOutboxClash", testOrderCreateAtomic},
 		{"OrderCreateMany", testOrderCreateMany},
+		{"OrderCreateWith", testOrderCreateWith},
+		{"OrderCreateWithConcurrent", testOrderCreateWithConcurrent},
 		{"OrderGetNotFound", testOrderGetNotFound},
 		{"OrderList", testOrderList},
 		{"OrderTransition", testOrderTransition},
