@@ -200,13 +200,23 @@ func checkNone(t *testing.T, s lapse.Store, as lapse.AccessStore, no string) {
 	checkAudit(t, as, no, nil)
 }
 
-// checkTotals checks what the whole store holds: orders (their events'
-// deliveries, one each) and audit rows.
+// checkTotals checks what the whole store holds: orders (their deadlines
+// in the index, their events' deliveries, one each) and audit rows.
 func checkTotals(t *testing.T, s lapse.Store, as lapse.AccessStore, orders, audited int) {
 	t.Helper()
 	ctx := ctxT(t)
-	if os, err := s.OrderList(ctx, &lapse.OrderListParams{Probes: true}); err != nil || len(os) != orders {
+	os, err := s.OrderList(ctx, &lapse.OrderListParams{Probes: true})
+	if err != nil || len(os) != orders {
 		t.Errorf("OrderList = %d orders, %v; want %d", len(os), err, orders)
+	}
+	ds, err := s.OrderDeadlineList(ctx, &lapse.OrderDeadlineListParams{Limit: 1000})
+	if err != nil || len(ds) != len(os) {
+		t.Errorf("OrderDeadlineList = %d deadlines, %v; want the %d orders'", len(ds), err, len(os))
+	}
+	for _, d := range ds {
+		if i := slices.IndexFunc(os, func(o *lapse.Order) bool { return o.ID == d.ID }); i < 0 || !timeEq(&d.DeadlineAt, os[i].DeadlineAt) {
+			t.Errorf("deadline %+v is no order's", d)
+		}
 	}
 	if c, err := s.DeliveryCount(ctx); err != nil || c.Pending != int64(orders) || c.Dead != 0 {
 		t.Errorf("DeliveryCount = %+v, %v; want the %d of the orders' events pending", c, err, orders)
