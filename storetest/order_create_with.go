@@ -80,7 +80,7 @@ func creationEntry(no string, n int) *lapse.AuditEntry {
 		ApprovalID: int64(100 + n), ClientAddr: fmt.Sprintf("10.0.%d.%d", n/250, n%250)}
 }
 
-func lines(t *testing.T, items ...lapse.Item) []lapse.Item {
+func stockLines(t *testing.T, items ...lapse.Item) []lapse.Item {
 	t.Helper()
 	ls, err := lapse.StockLines(items)
 	if err != nil {
@@ -205,17 +205,17 @@ func checkNone(t *testing.T, s lapse.Store, as lapse.AccessStore, no string) {
 func checkTotals(t *testing.T, s lapse.Store, as lapse.AccessStore, orders, audited int) {
 	t.Helper()
 	ctx := ctxT(t)
-	os, err := s.OrderList(ctx, &lapse.OrderListParams{Probes: true})
-	if err != nil || len(os) != orders {
-		t.Errorf("OrderList = %d orders, %v; want %d", len(os), err, orders)
+	all, err := s.OrderList(ctx, &lapse.OrderListParams{Probes: true})
+	if err != nil || len(all) != orders {
+		t.Errorf("OrderList = %d orders, %v; want %d", len(all), err, orders)
 	}
 	ds, err := s.OrderDeadlineList(ctx, &lapse.OrderDeadlineListParams{Limit: 1000})
-	if err != nil || len(ds) != len(os) {
-		t.Errorf("OrderDeadlineList = %d deadlines, %v; want the %d orders'", len(ds), err, len(os))
+	if err != nil || len(ds) != len(all) {
+		t.Errorf("OrderDeadlineList = %d deadlines, %v; want the %d orders'", len(ds), err, len(all))
 	}
 	for _, d := range ds {
-		if i := slices.IndexFunc(os, func(o *lapse.Order) bool { return o.ID == d.ID }); i < 0 || !timeEq(&d.DeadlineAt, os[i].DeadlineAt) {
-			t.Errorf("deadline %+v is no order's", d)
+		if i := slices.IndexFunc(all, func(o *lapse.Order) bool { return o.ID == d.ID }); i < 0 || !timeEq(&d.DeadlineAt, all[i].DeadlineAt) {
+			t.Errorf("deadline %+v is not that of an order listed", d)
 		}
 	}
 	if c, err := s.DeliveryCount(ctx); err != nil || c.Pending != int64(orders) || c.Dead != 0 {
@@ -257,7 +257,7 @@ func testOrderCreateWith(t *testing.T, s lapse.Store) {
 
 	// Holding stock and audited: the lines reserved as StockMove reserves
 	// them, at the order's creation, and the row appended.
-	p2, w2 := withCreation(t, "CW-2", 200, base.Add(time.Second), lines(t, lapse.Item{SKU: "cw-tea", Qty: 4}, lapse.Item{SKU: "cw-cup", Qty: 2}), creationEntry("CW-2", 2))
+	p2, w2 := withCreation(t, "CW-2", 200, base.Add(time.Second), stockLines(t, lapse.Item{SKU: "cw-tea", Qty: 4}, lapse.Item{SKU: "cw-cup", Qty: 2}), creationEntry("CW-2", 2))
 	o2 := create(p2, w2)
 	checkCreatedWith(t, s, as, p2, w2, o2, creationEntry("CW-2", 2))
 	checkStock(t, s, "cw-cup", 3, 2)
@@ -289,7 +289,7 @@ func testOrderCreateWith(t *testing.T, s lapse.Store) {
 		checkTotals(t, s, as, 2, 1)
 	}
 	// The order_no of a refused creation is left free.
-	p3, w3 := withCreation(t, "CW-3", 300, base.Add(2*time.Second), lines(t, lapse.Item{SKU: "cw-cup", Qty: 1}), creationEntry("CW-3", 3))
+	p3, w3 := withCreation(t, "CW-3", 300, base.Add(2*time.Second), stockLines(t, lapse.Item{SKU: "cw-cup", Qty: 1}), creationEntry("CW-3", 3))
 	o3 := create(p3, w3)
 	checkCreatedWith(t, s, as, p3, w3, o3, creationEntry("CW-3", 3))
 	checkStock(t, s, "cw-cup", 3, 3)
@@ -379,32 +379,32 @@ func testOrderCreateWithConcurrent(t *testing.T, s lapse.Store) {
 		add(orderNo("CWC-A", i), nil, true, false, nil, "")
 	}
 	for i := range 8 {
-		add(orderNo("CWC-R", i), lines(t, item("cwc-a", int64(1+i%3))), i%2 == 0, false, nil, "")
+		add(orderNo("CWC-R", i), stockLines(t, item("cwc-a", int64(1+i%3))), i%2 == 0, false, nil, "")
 	}
 	// 12 units of cwc-b asked for one at a time, of 6 (and CWC-D1's):
 	// exactly 6 hold one, the others are short of cwc-b, not of cwc-a.
 	for i := range 12 {
-		add(orderNo("CWC-B", i), lines(t, item("cwc-a", 1), item("cwc-b", 1)), i%2 == 0, false, lapse.ErrStockShort, "cwc-b")
+		add(orderNo("CWC-B", i), stockLines(t, item("cwc-a", 1), item("cwc-b", 1)), i%2 == 0, false, lapse.ErrStockShort, "cwc-b")
 	}
 	for i := range 8 {
-		add(orderNo("CWC-C", i), lines(t, item("cwc-c", int64(2+i%2))), i%2 == 1, false, lapse.ErrStockShort, "cwc-c")
+		add(orderNo("CWC-C", i), stockLines(t, item("cwc-c", int64(2+i%2))), i%2 == 1, false, lapse.ErrStockShort, "cwc-c")
 	}
 	for i := range 3 {
-		add(orderNo("CWC-N", i), lines(t, item("cwc-a", 1), item("cwc-none", 1)), true, false, lapse.ErrStockNotFound, "cwc-none")
+		add(orderNo("CWC-N", i), stockLines(t, item("cwc-a", 1), item("cwc-none", 1)), true, false, lapse.ErrStockNotFound, "cwc-none")
 	}
 	// Callers racing for one order_no, each with its own amount, events
 	// and audit row: one creates and the others get its order.
 	for range 4 {
-		add("CWC-D0", lines(t, item("cwc-a", 2)), true, false, nil, "")
+		add("CWC-D0", stockLines(t, item("cwc-a", 2)), true, false, nil, "")
 	}
 	for range 3 {
-		add("CWC-D1", lines(t, item("cwc-b", 1)), true, false, lapse.ErrStockShort, "cwc-b")
+		add("CWC-D1", stockLines(t, item("cwc-b", 1)), true, false, lapse.ErrStockShort, "cwc-b")
 	}
 	for range 4 {
-		add("CWC-D2", lines(t, item("cwc-b", 1), item("cwc-c", 1)), true, false, nil, "")
+		add("CWC-D2", stockLines(t, item("cwc-b", 1), item("cwc-c", 1)), true, false, nil, "")
 	}
 	for range 3 {
-		add("CWC-D3", lines(t, item("cwc-none", 1)), true, false, lapse.ErrStockNotFound, "cwc-none")
+		add("CWC-D3", stockLines(t, item("cwc-none", 1)), true, false, lapse.ErrStockNotFound, "cwc-none")
 	}
 	if len(calls) != 64 {
 		t.Fatalf("%d calls, want 64", len(calls))
@@ -458,7 +458,7 @@ func testOrderCreateWithConcurrent(t *testing.T, s lapse.Store) {
 	for no, cs := range byNo {
 		var winner *withCall
 		for _, c := range cs {
-			if c.err == nil && c.created {
+			if c.err == nil && c.created && c.o != nil {
 				if winner != nil {
 					t.Errorf("order %s created by callers %d and %d", no, winner.n, c.n)
 				}
@@ -486,7 +486,7 @@ func testOrderCreateWithConcurrent(t *testing.T, s lapse.Store) {
 			continue
 		}
 		for _, c := range cs {
-			if c != winner && (c.err != nil || c.created || c.o.ID != first.ID || c.o.Amount != firstP.Order.Amount || c.o.RequestHash != firstP.Order.RequestHash) {
+			if c != winner && (c.err != nil || c.created || c.o == nil || c.o.ID != first.ID || c.o.Amount != firstP.Order.Amount || c.o.RequestHash != firstP.Order.RequestHash) {
 				t.Errorf("caller %d of %s: %+v, created %v, %v; want the order there, %d of amount %d, not created",
 					c.n, no, c.o, c.created, c.err, first.ID, firstP.Order.Amount)
 			}
@@ -511,7 +511,13 @@ func testOrderCreateWithConcurrent(t *testing.T, s lapse.Store) {
 	// little left for it, which, since nothing gives stock back here, it
 	// still has.
 	for sku, n := range onHand {
+		if want[sku] > n {
+			t.Errorf("the creations hold %d of %s, which has %d: oversold", want[sku], sku, n)
+		}
 		checkStock(t, s, sku, n, want[sku])
+	}
+	if want["cwc-b"] != onHand["cwc-b"] {
+		t.Errorf("the creations hold %d of cwc-b, want all %d: each asked for one, and more asked than there are", want["cwc-b"], onHand["cwc-b"])
 	}
 	for _, c := range calls {
 		if !errors.Is(c.err, lapse.ErrStockShort) {
