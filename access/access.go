@@ -17,10 +17,13 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
 	"runtime"
 	"time"
 
 	"github.com/alexedwards/argon2id"
+	"golang.org/x/crypto/argon2"
 
 	"github.com/lapsehq/lapse"
 )
@@ -156,11 +159,23 @@ func New(store lapse.Store, cfg Config) (*Service, error) {
 		s.adminHash = h[:]
 		s.cfg.AdminKey = ""
 	}
-	s.dummyHash, err = argon2id.CreateHash(rand.Text(), cfg.HashParams)
-	if err != nil {
-		return nil, lapse.Errorf(lapse.EINTERNAL, "access: hash: %v", err)
-	}
+	s.dummyHash = dummyHash(cfg.HashParams)
 	return s, nil
+}
+
+// dummyHash returns an argon2id hash with params, a random salt and a
+// random key: a password compared against it costs what one compared
+// against a real hash of params costs (the comparison derives a key with
+// the hash's own parameters), and matches none. It is made rather than
+// computed because computing it took HashParams.Memory (64 MiB by default)
+// and tens of milliseconds at every start, which the runtime then spent
+// giving back to the system while the server was already serving.
+func dummyHash(params *argon2id.Params) string {
+	salt, key := make([]byte, params.SaltLength), make([]byte, params.KeyLength)
+	rand.Read(salt) // crypto/rand.Read never fails; it crashes the program first
+	rand.Read(key)
+	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, params.Memory, params.Iterations,
+		params.Parallelism, base64.RawStdEncoding.EncodeToString(salt), base64.RawStdEncoding.EncodeToString(key))
 }
 
 // Config returns the Service's configuration with its defaults filled in,

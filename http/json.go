@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"sync"
 
 	"github.com/lapsehq/lapse/internal/jsonbody"
 )
@@ -60,8 +61,7 @@ func emptyListsOf(v reflect.Value) reflect.Value {
 		return v
 	}
 	t := v.Type()
-	if t.Implements(jsonMarshaler) || t.Implements(textMarshaler) ||
-		reflect.PointerTo(t).Implements(jsonMarshaler) || reflect.PointerTo(t).Implements(textMarshaler) {
+	if listless(t) {
 		return v
 	}
 	switch v.Kind() {
@@ -108,4 +108,54 @@ func emptyListsOf(v reflect.Value) reflect.Value {
 		return out
 	}
 	return v
+}
+
+// listlessTypes caches listless by type: every answer is walked through
+// emptyListsOf, and asking a type of many fields whether it encodes itself,
+// field by field, cost more than encoding the answer.
+var listlessTypes sync.Map // reflect.Type → bool
+
+// listless reports whether emptyListsOf leaves every value of t as it is:
+// t encodes itself, or holds no slice but byte slices and no interface, at
+// any depth that emptyListsOf walks (exported fields, pointers, map values).
+func listless(t reflect.Type) bool {
+	if l, ok := listlessTypes.Load(t); ok {
+		return l.(bool)
+	}
+	l := listlessOf(t, map[reflect.Type]bool{})
+	listlessTypes.Store(t, l)
+	return l
+}
+
+// listlessOf is listless without the cache; visiting holds the types whose
+// answer is being found, which a recursive type meets again: such a
+// meeting adds nothing to the answer that its other fields do not give.
+func listlessOf(t reflect.Type, visiting map[reflect.Type]bool) bool {
+	if selfEncoding(t) || visiting[t] {
+		return true
+	}
+	visiting[t] = true
+	defer delete(visiting, t)
+	switch t.Kind() {
+	case reflect.Interface:
+		return false // what it holds is known only from a value
+	case reflect.Slice:
+		return t.Elem().Kind() == reflect.Uint8
+	case reflect.Pointer, reflect.Map:
+		return listlessOf(t.Elem(), visiting)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if f := t.Field(i); f.IsExported() && !listlessOf(f.Type, visiting) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// selfEncoding reports whether values of t encode themselves (time.Time):
+// emptyListsOf leaves them as they are.
+func selfEncoding(t reflect.Type) bool {
+	return t.Implements(jsonMarshaler) || t.Implements(textMarshaler) ||
+		reflect.PointerTo(t).Implements(jsonMarshaler) || reflect.PointerTo(t).Implements(textMarshaler)
 }
