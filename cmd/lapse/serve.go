@@ -287,10 +287,10 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	if metricsLn != nil {
 		metricsURL = "http://" + metricsLn.Addr().String() + "/metrics"
 	}
-	// Starting (the admin key's argon2id hash above all, 64 MB) leaves
-	// garbage that an idle server, at GOGC 400, would not collect until
-	// the runtime's forced collection minutes later, nor give back to the
-	// system for a while after: give it back now.
+	// Starting (migrations, flows, pools) leaves garbage that an idle
+	// server, at GOGC 400, would not collect until the runtime's forced
+	// collection minutes later, nor give back to the system for a while
+	// after: give it back now.
 	debug.FreeOSMemory()
 	log.Info("lapse serving", "http", "http://"+ln.Addr().String(), "db", hidePasswords(*db), "flows", len(eng.Flows()), "subscribers", names,
 		"payment_callbacks", providers, "trigger", eng.TriggerStatus().Using, "metrics_http", metricsURL,
