@@ -29,11 +29,12 @@ import (
 // while sampled, per size; target flat in N and ≤ 64 MB at 10 million. It
 // logs the anonymous and file-backed parts at the end.
 //
-// The first minutes are not the steady state: at start the access service
-// hashes a dummy password with argon2id, whose 64 MiB stay in the heap
-// until the runtime's forced GC (every 2 minutes) and in RSS until the
-// scavenger returns them (about 4 minutes after start on this machine).
-// LAPSE_BENCH_SETTLE=5m samples after that.
+// The first minutes need not be the steady state: what starting leaves
+// behind stays in the heap until a collection and in RSS until the
+// scavenger returns it (lapse serve collects and returns it before it
+// serves; the access service's argon2id dummy hash, 64 MiB, was computed at
+// start until 2026-12-02 and is made without hashing now).
+// LAPSE_BENCH_SETTLE=5m samples well after that.
 //
 // Loading is untimed (loadIdle, then VACUUM ANALYZE) and logged; each
 // size's schema is dropped at its end.
