@@ -176,6 +176,19 @@ type Store interface {
 	// none of a status has no row for it. It reads only the backlogs.
 	DeliveryCountBySubscriber(ctx context.Context) ([]*DeliveryStatusCount, error)
 
+	// OutboxPrune deletes outbox events that nothing needs any more, with
+	// what hangs from them, reading on from p.From: each event created
+	// before p.Before whose deliveries are all done (or that has none), of
+	// an order that never went to review, goes with its deliveries, their
+	// attempt rows and the effect rows (EffectClaim) of its deliveries. It
+	// reads about p.Limit events and returns how many it deleted and where
+	// the next call reads on (0 once it has read to the end). The positions
+	// are the store's own, such that calls from 0 until Next is 0 read every
+	// event that was there at the start. Events that another transaction
+	// holds are left for a later call. One transaction. p is valid
+	// (OutboxPruneParams.Validate).
+	OutboxPrune(ctx context.Context, p *OutboxPruneParams) (*OutboxPruned, error)
+
 	// EffectClaim records that consumer handled the event eventID and
 	// reports whether this is the first time. Used inside Tx with the
 	// effect, it makes the effect happen once.

@@ -64,6 +64,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"OutboxSubscriberTwice", testOutboxSubscriberTwice},
 		{"OutboxEventIDs", testOutboxEventIDs},
 		{"OutboxOrder", testOutboxOrder},
+		{"OutboxPrune", testOutboxPrune},
+		{"OutboxPruneConcurrent", testOutboxPruneConcurrent},
 		{"DeliveryClaim", testDeliveryClaim},
 		{"DeliveryFinish", testDeliveryFinish},
 		{"DeliveryDoneMany", testDeliveryDoneMany},
