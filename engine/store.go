@@ -128,6 +128,13 @@ func (s checked) DeliveryDoneMany(ctx context.Context, p *lapse.DeliveryDoneMany
 	return s.Store.DeliveryDoneMany(ctx, p)
 }
 
+func (s checked) OutboxPrune(ctx context.Context, p *lapse.OutboxPruneParams) (*lapse.OutboxPruned, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return s.Store.OutboxPrune(ctx, p)
+}
+
 func (s checked) CardIssue(ctx context.Context, p *lapse.CardIssueParams) ([]*lapse.Card, bool, error) {
 	if err := p.Validate(); err != nil {
 		return nil, false, err

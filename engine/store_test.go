@@ -76,6 +76,10 @@ func TestStoreValidates(t *testing.T) {
 			_, _, err := s.CardIssue(ctx, &lapse.CardIssueParams{OrderID: o.ID, Cards: []*lapse.Card{{OrderID: o.ID}, {OrderID: o.ID + 1}}})
 			return err
 		},
+		"prune without a cut-off": func(s lapse.Store) error {
+			_, err := s.OutboxPrune(ctx, &lapse.OutboxPruneParams{Limit: 10})
+			return err
+		},
 		"claim of no flows": func(s lapse.Store) error {
 			_, err := s.OrderClaimDue(ctx, &lapse.OrderClaimDueParams{DueBy: t0, Limit: 10})
 			return err

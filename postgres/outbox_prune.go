@@ -29,7 +29,7 @@ WITH span AS (
 		greatest(1, ($3 / CASE WHEN c.relpages > 0 AND c.reltuples > 0 THEN c.reltuples / c.relpages ELSE 8 END)::bigint) AS step
 	FROM pg_class c WHERE c.oid = 'outbox'::regclass
 ), ev AS (
-	SELECT o.order_id, o.seq, o.id FROM outbox o
+	SELECT o.ctid, o.id FROM outbox o
 	WHERE o.ctid >= format('(%s,0)', $1::bigint)::tid
 		AND o.ctid < format('(%s,0)', least($1::bigint + (SELECT step FROM span), 4294967295))::tid
 		AND o.created_at < $2
@@ -44,7 +44,7 @@ WITH span AS (
 ), gone_effects AS (
 	DELETE FROM effects f USING gone_deliveries g WHERE f.consumer = g.subscriber AND f.event_id = g.event_id::text
 ), gone AS (
-	DELETE FROM outbox o USING ev WHERE o.order_id = ev.order_id AND o.seq = ev.seq
+	DELETE FROM outbox o USING ev WHERE o.ctid = ev.ctid
 	RETURNING 1
 )
 SELECT (SELECT count(*) FROM gone), CASE WHEN $1::bigint + step < pages THEN $1::bigint + step ELSE 0 END FROM span`

@@ -1,0 +1,190 @@
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lapsehq/lapse"
+)
+
+// Defaults of OutboxPrunerConfig.
+const (
+	DefaultOutboxRetention     = 7 * 24 * time.Hour
+	DefaultOutboxPruneInterval = time.Hour
+	DefaultOutboxPruneBatch    = 5000
+)
+
+// OutboxPrunerConfig configures an OutboxPruner. Zero values take the
+// defaults noted.
+type OutboxPrunerConfig struct {
+	// Retention is how long an event stays in the outbox after it was
+	// written, with its deliveries and their attempts, once every delivery
+	// is done. Default 7 days.
+	Retention time.Duration
+	// Interval is the pause between the end of a pass over the outbox and
+	// the start of the next. Default 1h.
+	Interval time.Duration
+	// Batch is about how many events one step (one transaction) reads.
+	// Default 5000.
+	Batch int
+	// Logger receives the pruner's errors. Default: the engine's.
+	Logger *slog.Logger
+	// Registerer receives the pruner's metrics. Default: none.
+	Registerer prometheus.Registerer
+}
+
+// OutboxPruner keeps the outbox from growing without end: every Interval
+// it reads the whole outbox, a step at a time, and deletes each event older
+// than Retention that nothing needs any more (lapse.Store.OutboxPrune): its
+// deliveries are all done, and its order never went to review, whose
+// operators see its whole history. An event with a delivery pending or
+// dead stays, however old. The transition log is never pruned.
+//
+// A step runs for as long as it takes and the pruner then rests as long
+// again, so that it takes at most half of one connection, and of the
+// database's time, from the work. Pruners in several processes on one
+// database skip each other's events.
+type OutboxPruner struct {
+	store lapse.Store
+	clock lapse.Clock
+	cfg   OutboxPrunerConfig
+	log   *slog.Logger
+
+	pruned prometheus.Counter
+	errors prometheus.Counter
+	passes prometheus.Counter
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewOutboxPruner returns a pruner of the outbox of the engine's store,
+// which it prunes through the engine's WorkStore.
+func NewOutboxPruner(e *Engine, cfg OutboxPrunerConfig) (*OutboxPruner, error) {
+	if cfg.Retention < 0 || cfg.Interval < 0 || cfg.Batch < 0 {
+		return nil, lapse.Errorf(lapse.EINVALID, "engine: outbox pruner: retention %s, interval %s and batch %d must not be negative",
+			cfg.Retention, cfg.Interval, cfg.Batch)
+	}
+	if cfg.Retention == 0 {
+		cfg.Retention = DefaultOutboxRetention
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultOutboxPruneInterval
+	}
+	if cfg.Batch == 0 {
+		cfg.Batch = DefaultOutboxPruneBatch
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = e.log
+	}
+	p := &OutboxPruner{store: e.work, clock: e.clock, cfg: cfg, log: cfg.Logger,
+		pruned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lapse_outbox_pruned_events_total",
+			Help: "Outbox events this process deleted past their retention, each with its deliveries and their attempts.",
+		}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lapse_outbox_prune_errors_total",
+			Help: "Steps of the outbox's pruner that failed; the pass goes on at the next interval.",
+		}),
+		passes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lapse_outbox_prune_passes_total",
+			Help: "Passes of the outbox's pruner that read the whole outbox.",
+		}),
+	}
+	if reg := cfg.Registerer; reg != nil {
+		for _, c := range []prometheus.Collector{p.pruned, p.errors, p.passes} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return p, nil
+}
+
+// Config returns the pruner's settings, with their defaults.
+func (p *OutboxPruner) Config() OutboxPrunerConfig { return p.cfg }
+
+// RunOnce makes one pass over the whole outbox and returns how many events
+// it deleted. It stops at the first error, and when ctx ends.
+func (p *OutboxPruner) RunOnce(ctx context.Context) (int, error) {
+	before := p.clock.Now().Add(-p.cfg.Retention)
+	deleted, from := 0, int64(0)
+	for {
+		start := time.Now()
+		got, err := p.store.OutboxPrune(ctx, &lapse.OutboxPruneParams{Before: before, From: from, Limit: p.cfg.Batch})
+		if err != nil {
+			p.errors.Inc()
+			return deleted, err
+		}
+		deleted += got.Deleted
+		p.pruned.Add(float64(got.Deleted))
+		if from = got.Next; from == 0 {
+			p.passes.Inc()
+			return deleted, nil
+		}
+		rest := time.NewTimer(time.Since(start))
+		select {
+		case <-ctx.Done():
+			rest.Stop()
+			return deleted, ctx.Err()
+		case <-rest.C:
+		}
+	}
+}
+
+// Start runs a pass at once and then one every Interval after the last
+// ended, until Stop or until ctx ends. Start on a running pruner does
+// nothing.
+func (p *OutboxPruner) Start(ctx context.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cancel != nil {
+		return
+	}
+	ctx, p.cancel = context.WithCancel(ctx)
+	p.done = make(chan struct{})
+	go p.loop(ctx, p.done)
+}
+
+// Stop stops the loop and waits for it. A step under way is cancelled and
+// rolls back; its events stay for the next pass.
+func (p *OutboxPruner) Stop() {
+	p.mu.Lock()
+	cancel, done := p.cancel, p.done
+	p.cancel = nil
+	p.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+func (p *OutboxPruner) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		n, err := p.RunOnce(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			p.log.Error("outbox: pruning failed; the events stay, and the pruner tries again at the next interval", "err", err, "deleted", n,
+				"interval", p.cfg.Interval)
+		case n > 0:
+			p.log.Info("outbox: pruned events past their retention", "deleted", n, "retention", p.cfg.Retention)
+		}
+		timer.Reset(p.cfg.Interval)
+	}
+}
