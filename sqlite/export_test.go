@@ -30,3 +30,9 @@ func (s *Store) CachedStmts() int {
 
 // MaxCachedStmts bounds CachedStmts.
 const MaxCachedStmts = maxCachedStmts
+
+// The statements of OutboxPrune.
+var PruneStatements = map[string]string{
+	"read": pruneRead, "attempts": pruneAttempts, "effects": pruneEffects,
+	"deliveries": pruneDeliveries, "events": pruneEvents,
+}
