@@ -181,9 +181,9 @@ func (p *OutboxPruner) loop(ctx context.Context, done chan struct{}) {
 			return
 		case err != nil:
 			p.log.Error("outbox: pruning failed; the events stay, and the pruner tries again at the next interval", "err", err, "deleted", n,
-				"interval", p.cfg.Interval)
+				"interval", p.cfg.Interval.String())
 		case n > 0:
-			p.log.Info("outbox: pruned events past their retention", "deleted", n, "retention", p.cfg.Retention)
+			p.log.Info("outbox: pruned events past their retention", "deleted", n, "retention", p.cfg.Retention.String())
 		}
 		timer.Reset(p.cfg.Interval)
 	}

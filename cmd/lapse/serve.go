@@ -65,8 +65,9 @@ type service struct {
 
 // runService runs lapse serve with the options o (cfg says where they came
 // from) until ctx ends, then shuts down gracefully: the API, the console,
-// the engine's claimer and deliverer and the audit sealer. Once everything
-// serves, it calls started, if not nil, on its own goroutine.
+// the engine's claimer and deliverer, the audit sealer and the outbox's
+// pruner. Once everything serves, it calls started, if not nil, on its own
+// goroutine.
 func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logger, started func(*service)) error {
 	var (
 		db, addr, flowsDir                    = &o.db, &o.addr, &o.flowsDir
@@ -106,6 +107,9 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	}
 	if o.auditSealInterval <= 0 {
 		return fmt.Errorf("--audit-seal-interval must be positive")
+	}
+	if o.outboxRetention < 0 || o.outboxPruneInterval < time.Second {
+		return fmt.Errorf("--outbox-retention must not be negative (0 keeps every event), and --outbox-prune-interval must be at least 1s")
 	}
 	accessCfg, err := o.ac.config()
 	if err != nil {
@@ -187,6 +191,13 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	if err != nil {
 		return err
 	}
+	var pruner *engine.OutboxPruner // nil when every event is kept
+	if o.outboxRetention > 0 {
+		if pruner, err = engine.NewOutboxPruner(eng, engine.OutboxPrunerConfig{Retention: o.outboxRetention, Interval: o.outboxPruneInterval,
+			Registerer: reg}); err != nil {
+			return err
+		}
+	}
 	prober, err := engine.NewProber(eng, engine.ProberConfig{Interval: o.probeInterval, Notify: probeNotify(sf.admins), Logger: log, Registerer: reg})
 	if err != nil {
 		return fmt.Errorf("--probe-interval: %w", err)
@@ -242,6 +253,9 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	deliverer.Start(ctx)
 	sealer.Start(ctx)
 	prober.Start(ctx)
+	if pruner != nil {
+		pruner.Start(ctx)
+	}
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
 	var metricsSrv *http.Server
@@ -294,7 +308,8 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	debug.FreeOSMemory()
 	log.Info("lapse serving", "http", "http://"+ln.Addr().String(), "db", hidePasswords(*db), "flows", len(eng.Flows()), "subscribers", names,
 		"payment_callbacks", providers, "trigger", eng.TriggerStatus().Using, "metrics_http", metricsURL,
-		"console", consoleURL, "deadlines", o.deadlines, "probe_interval", o.probeInterval)
+		"console", consoleURL, "deadlines", o.deadlines, "probe_interval", o.probeInterval,
+		"outbox_retention", o.outboxRetention.String())
 	if started != nil {
 		go started(&service{API: "http://" + ln.Addr().String(), Console: consoleURL, Engine: eng, Store: store,
 			Access: acc, Sandbox: pays.sandbox})
@@ -308,6 +323,9 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 		claimer.Stop()
 		deliverer.Stop()
 		sealer.Stop()
+		if pruner != nil {
+			pruner.Stop()
+		}
 		return fmt.Errorf("http: %w", err)
 	}
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cc.StopTimeout)
@@ -320,6 +338,9 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 		_ = consoleSrv.Shutdown(shutCtx)
 	}
 	prober.Stop() // a run under way is cut short, and not counted
+	if pruner != nil {
+		pruner.Stop() // a step under way rolls back; its events stay for the next pass
+	}
 	claimer.Stop()
 	deliverer.Stop()
 	<-resumed // ctx is done: a batch under way stops after the orders it is closing

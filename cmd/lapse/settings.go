@@ -22,6 +22,7 @@ type options struct {
 	bodyTimeout                             time.Duration
 	auditSealInterval                       time.Duration
 	probeInterval                           time.Duration
+	outboxRetention, outboxPruneInterval    time.Duration
 	deadlines                               bool
 	cc                                      engine.ClaimerConfig
 	dc                                      engine.DelivererConfig
@@ -125,6 +126,12 @@ var serveSettings = []*setting{
 	{Name: "audit-seal-interval", Kind: kindDuration, Default: engine.DefaultAuditSealInterval.String(),
 		Doc:   "how soon the audit log's sealer seals the rows this process's API commits: audited writes append their rows unsealed, so that they do not wait for one another, and the sealer numbers and hash-chains them behind; an edit of a row is found only once it is sealed. Other rows (logins, keys, the command line's) are sealed within 5s. Every serve runs a sealer; they take turns",
 		field: func(o *options) any { return &o.auditSealInterval }},
+	{Name: "outbox-retention", Kind: kindDuration, Default: engine.DefaultOutboxRetention.String(),
+		Doc:   "how long an event stays in the outbox, with its deliveries and their attempts, once every delivery of it is done; then it is deleted. Events with a delivery pending or dead, and every event of an order that went to review, stay however old; the transition log is never deleted (0: keep every event)",
+		field: func(o *options) any { return &o.outboxRetention }},
+	{Name: "outbox-prune-interval", Kind: kindDuration, Default: engine.DefaultOutboxPruneInterval.String(),
+		Doc:   "the pause between two passes of the outbox's pruner over the whole outbox (at least 1s); a pass rests between its steps as long as each took",
+		field: func(o *options) any { return &o.outboxPruneInterval }},
 	{Name: "trusted-origins", Kind: kindList,
 		Doc:   "comma-separated origins (https://console.example) besides the API's own whose browsers may send requests with an operator's session cookie",
 		field: func(o *options) any { return &o.ac.trustedOrigins }},
