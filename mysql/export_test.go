@@ -17,6 +17,11 @@ var (
 	AuditUnsealedSQL          = auditUnsealedSQL
 	AuditChainSQL             = auditChainSQL
 	CloseItemListSQL          = closeItemListSQL
+	OutboxPruneSQL            = outboxPruneSQL
+	OutboxPruneAttemptsSQL    = outboxPruneAttemptsSQL
+	OutboxPruneEffectsSQL     = outboxPruneEffectsSQL
+	OutboxPruneDeliveriesSQL  = outboxPruneDeliveriesSQL
+	OutboxPruneEventsSQL      = outboxPruneEventsSQL
 )
 
 // Statements splits a migration file into its statements, as Migrate does.
