@@ -28,6 +28,31 @@ func createWithSubs(tb testing.TB, s *sqlite.Store, prefix string, n int, subs .
 	}
 }
 
+// deliverAll claims the due deliveries of sub, limit at a time, and
+// finishes each as done at now, calling each (when not nil) on it.
+func deliverAll(t *testing.T, s *sqlite.Store, now time.Time, limit int, sub string, each func(d *lapse.Delivery)) {
+	t.Helper()
+	ctx := context.Background()
+	for {
+		ds, err := s.DeliveryClaim(ctx, &lapse.DeliveryClaimParams{Now: now, Owner: "w", LeaseUntil: now.Add(time.Minute), Subscribers: []string{sub}, Limit: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) == 0 {
+			return
+		}
+		for _, d := range ds {
+			if _, err := s.DeliveryFinish(ctx, &lapse.DeliveryFinishParams{ID: d.ID, Owner: "w", Attempt: d.Attempts,
+				Status: lapse.DeliveryDone, At: now, Record: lapse.DeliveryAttempt{StartedAt: now, Outcome: lapse.OutcomeOK}}); err != nil {
+				t.Fatal(err)
+			}
+			if each != nil {
+				each(d)
+			}
+		}
+	}
+}
+
 // The claim reads the partial due index in due order, without a sort for one
 // subscriber, checks order with the pending-order index, and
 // the counts read only partial indexes, both on an empty database and on an
@@ -62,22 +87,7 @@ func TestDeliveryQueriesUseIndexes(t *testing.T) {
 	check("empty")
 
 	createWithSubs(t, s, "Q", 2000, "sink")
-	now := base
-	for {
-		ds, err := s.DeliveryClaim(ctx, &lapse.DeliveryClaimParams{Now: now, Owner: "w", LeaseUntil: now.Add(time.Minute), Subscribers: []string{"sink"}, Limit: 1900})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(ds) == 0 {
-			break
-		}
-		for _, d := range ds {
-			if _, err := s.DeliveryFinish(ctx, &lapse.DeliveryFinishParams{ID: d.ID, Owner: "w", Attempt: d.Attempts,
-				Status: lapse.DeliveryDone, At: now, Record: lapse.DeliveryAttempt{StartedAt: now, Outcome: lapse.OutcomeOK}}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	deliverAll(t, s, base, 1900, "sink", nil)
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)

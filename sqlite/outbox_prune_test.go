@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/sqlite"
@@ -52,25 +51,11 @@ func TestOutboxPruneUsesIndexes(t *testing.T) {
 	check("empty")
 
 	createWithSubs(t, s, "PI", 500, "sink")
-	now := base
-	for {
-		ds, err := s.DeliveryClaim(ctx, &lapse.DeliveryClaimParams{Now: now, Owner: "w", LeaseUntil: now.Add(time.Minute), Subscribers: []string{"sink"}, Limit: 500})
-		if err != nil {
+	deliverAll(t, s, base, 500, "sink", func(d *lapse.Delivery) {
+		if _, err := s.EffectClaim(ctx, "sink", d.EventID, base); err != nil {
 			t.Fatal(err)
 		}
-		if len(ds) == 0 {
-			break
-		}
-		for _, d := range ds {
-			if _, err := s.DeliveryFinish(ctx, &lapse.DeliveryFinishParams{ID: d.ID, Owner: "w", Attempt: d.Attempts,
-				Status: lapse.DeliveryDone, At: now, Record: lapse.DeliveryAttempt{StartedAt: now, Outcome: lapse.OutcomeOK}}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.EffectClaim(ctx, "sink", d.EventID, now); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	})
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
