@@ -84,19 +84,17 @@ func TestOutboxPrunerKeepsWhatIsNeeded(t *testing.T) {
 		clk.Advance(25 * time.Hour)
 		p.Start(ctx)
 		defer p.Stop()
+		// The pass counts once it has read to the end, after its last step.
 		for until := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			if n, _ := events(waiting); n == 0 {
+			if n, _ := events(waiting); n == 0 && counterValue(t, reg, "lapse_outbox_prune_passes_total") >= 3 {
 				break
 			}
 			if time.Now().After(until) {
-				t.Fatalf("a started pruner left %s's delivered event for 30s", waiting.OrderNo)
+				t.Fatalf("a started pruner has not pruned %s's delivered event in a pass within 30s", waiting.OrderNo)
 			}
 		}
 		p.Stop()
 		p.Stop()
-		if got := counterValue(t, reg, "lapse_outbox_prune_passes_total"); got < 3 {
-			t.Errorf("lapse_outbox_prune_passes_total = %v, want at least 3", got)
-		}
 	})
 }
 
