@@ -22,6 +22,17 @@ type ClaimerConfig struct {
 	// took since counts as one of its own); deadlines created by other
 	// processes are seen within it. Default 1s.
 	MaxSleep time.Duration
+	// Gather is the least time from the start of a claim of the precise
+	// path that fired orders to the start of its next, so that deadlines
+	// coming due close together are fired in one transaction rather than
+	// one each: at 2,000 deadlines a second, a claim every 5 ms fires about
+	// 10, for half the CPU a close. It adds at most Gather to the close lag
+	// of a deadline that comes due within it of the last claim; a lone
+	// deadline is fired at its time, a claim that took longer than Gather
+	// is followed at once, and a backlog (a claim that comes back full) is
+	// burned down without a pause. Default 5ms; a negative value turns it
+	// off.
+	Gather time.Duration
 	// SweepInterval is the beat of the safety-net sweep. Default 10s.
 	SweepInterval time.Duration
 	// SweepGrace is how overdue an order must be before the sweep fires it:
@@ -71,6 +82,9 @@ func (c *ClaimerConfig) withDefaults() ClaimerConfig {
 	dur(&out.ErrorBackoff, 50*time.Millisecond)
 	dur(&out.DegradedSweep, time.Second)
 	dur(&out.TriggerLease, 10*time.Second)
+	if out.Gather == 0 {
+		out.Gather = 5 * time.Millisecond
+	}
 	return out
 }
 
@@ -291,9 +305,11 @@ func (c *Claimer) precise(loopCtx, workCtx context.Context) {
 		}
 		if err == nil && ok && !next.After(now) {
 			var fired int
+			began := time.Now()
 			fired, err = c.burn(loopCtx, workCtx, lapse.FiredByTimer, 0, c.conf().Batch, 0)
 			if err == nil && fired > 0 {
 				backoff = 0
+				c.gather(loopCtx, began)
 				continue
 			}
 			// Due, yet nothing moved: the due orders wait on a provider's
@@ -319,6 +335,24 @@ func (c *Claimer) precise(loopCtx, workCtx context.Context) {
 		case <-c.e.wake.ch:
 			timer.Stop() // since Go 1.23 a stopped timer delivers nothing stale
 		}
+	}
+}
+
+// gather waits until Gather has passed since began, when a claim that
+// fired orders began, so that the deadlines coming due meanwhile are
+// claimed together (ClaimerConfig.Gather); a claim that took longer waits
+// for nothing. Nothing cuts it short but loopCtx: a deadline this process
+// sets meanwhile is at most Gather late, as any other.
+func (c *Claimer) gather(loopCtx context.Context, began time.Time) {
+	d := c.conf().Gather - time.Since(began)
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-loopCtx.Done():
+	case <-t.C:
 	}
 }
 

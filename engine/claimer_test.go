@@ -330,3 +330,46 @@ func TestWorkStoreNotStarved(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestClaimerGathers checks ClaimerConfig.Gather: deadlines that come due
+// within it of a claim that fired are fired together by the next claim, at
+// most Gather late and never early; without it, each is claimed near its
+// own time. Orders closed by one claim share their ClosedAt, the claim's
+// time.
+func TestClaimerGathers(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		gather time.Duration
+	}{{"gather", time.Second}, {"off", -1}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEngine(t, openSQLite(t), lapse.SystemClock{})
+			cl := engine.NewClaimer(e, engine.ClaimerConfig{MaxSleep: time.Hour, SweepInterval: time.Hour, Gather: c.gather})
+			cl.Start(context.Background())
+			defer cl.Stop()
+			const n = 20 // 20 ms apart: 380 ms from the first to the last
+			deadlines := make([]time.Time, n)
+			for i := range n {
+				deadlines[i] = *create(t, e, checkout(orderNo("G", i), time.Duration(300+i*20)*time.Millisecond)).DeadlineAt
+			}
+			waitNoneUnpaid(t, e, 20*time.Second)
+			claims := map[time.Time]bool{}
+			for i := range n {
+				o, _ := e.Order(ctxT(t), orderNo("G", i))
+				if o.State != flows.Closed || o.ClosedAt == nil {
+					t.Fatalf("%s is %s", o.OrderNo, o.State)
+				}
+				if lag := o.ClosedAt.Sub(deadlines[i]); lag < 0 || c.gather > 0 && lag > c.gather+2*time.Second {
+					t.Errorf("%s closed %v after its deadline", o.OrderNo, lag)
+				}
+				claims[*o.ClosedAt] = true
+			}
+			switch {
+			case c.gather > 0 && len(claims) > 2:
+				t.Errorf("%d claims fired the %d deadlines; within a gather of %v, want the first and one more", len(claims), n, c.gather)
+			case c.gather < 0 && len(claims) < 3:
+				t.Errorf("%d claims fired the %d deadlines without gathering: the test proves nothing", len(claims), n)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/internal/burndown"
 	"github.com/lapsehq/lapse/internal/testenv"
 	"github.com/lapsehq/lapse/postgres"
 	"github.com/lapsehq/lapse/redis"
@@ -22,7 +24,10 @@ import (
 // this process's in-process timer knows nothing of them; the claimer fires
 // them as they come due. It reports the close lag (close time - deadline)
 // at p50, p99, p99.9 and max, with the Redis trigger and with the database
-// alone (whose precise path asks the deadline index every MaxSleep, 1 s).
+// alone (whose precise path asks the deadline index every MaxSleep, 1 s),
+// and what a close cost: this process's CPU time and that of its database
+// sessions, and the database's commits, each over the orders closed.
+// LAPSE_BENCH_GATHER sets the claimer's Gather (-1ns turns it off).
 //
 //	LAPSE_TEST_POSTGRES=… LAPSE_TEST_REDIS=redis://127.0.0.1:6379/0 \
 //	  go test -run x -bench CloseLag -benchtime 1x ./engine/
@@ -44,7 +49,10 @@ func BenchmarkCloseLag(b *testing.B) {
 func closeLag(b *testing.B, rate, seconds int, withRedis bool) {
 	ctx := context.Background()
 	b.StopTimer()
-	s, err := postgres.Open(ctx, testenv.PostgresSchema(b), postgres.Config{})
+	// The application_name is the run's own, so that the CPU meter counts
+	// this run's database sessions alone.
+	dsn := testenv.PostgresSchema(b) + fmt.Sprintf("&application_name=lapse-bench-lag-%d", os.Getpid())
+	s, err := postgres.Open(ctx, dsn, postgres.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -110,12 +118,42 @@ func closeLag(b *testing.B, rate, seconds int, withRedis bool) {
 	if time.Now().After(start) {
 		b.Fatalf("loading took past the first deadline")
 	}
-	c := engine.NewClaimer(e, engine.ClaimerConfig{})
+	ccfg := engine.ClaimerConfig{}
+	if g := os.Getenv("LAPSE_BENCH_GATHER"); g != "" {
+		if ccfg.Gather, err = time.ParseDuration(g); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c := engine.NewClaimer(e, ccfg)
+	meterConn := pgConnect(b, dsn)
+	defer meterConn.Close(ctx)
+	meter := burndown.NewCPUMeter(meterConn)
+	commits := func() int64 {
+		var n int64
+		if err := meterConn.QueryRow(ctx, "SELECT pg_stat_force_next_flush()").Scan(new(any)); err != nil {
+			b.Fatal(err)
+		}
+		if err := meterConn.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&n); err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	time.Sleep(time.Until(start.Add(-time.Second)))
+	commits0 := commits()
+	if err := meter.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
 	b.StartTimer()
 	c.Start(ctx)
 	time.Sleep(time.Until(deadline(n - 1).Add(3 * time.Second)))
 	c.Stop()
 	b.StopTimer()
+	cpu, err := meter.Stop(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(time.Second) // the sessions' counts reach pg_stat_database within one
+	commitsPer := float64(commits()-commits0) / float64(n)
 
 	lags := make([]time.Duration, 0, n)
 	for i := range n {
@@ -137,4 +175,8 @@ func closeLag(b *testing.B, rate, seconds int, withRedis bool) {
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(pct(0.999), "p99.9-ms")
 	b.ReportMetric(pct(1), "max-ms")
+	proc, server := cpu.Per(n)
+	b.ReportMetric(proc, "go-cpu-us/close")
+	b.ReportMetric(server, "pg-cpu-us/close")
+	b.ReportMetric(commitsPer, "commits/close")
 }

@@ -43,7 +43,12 @@ func (c *Claimer) shared(loopCtx, workCtx context.Context) {
 		if loopCtx.Err() != nil {
 			return
 		}
-		_, wait, _ = c.sharedStep(loopCtx, workCtx)
+		began := time.Now()
+		var fired int
+		fired, wait, _ = c.sharedStep(loopCtx, workCtx)
+		if fired > 0 && wait == 0 {
+			c.gather(loopCtx, began)
+		}
 		using = c.handOver(using)
 	}
 }

@@ -281,3 +281,23 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestServeRefusesBadDurations checks that lapse serve refuses a negative
+// retention, a prune interval under a second and a claim gather outside 0
+// to 1s before it opens anything.
+func TestServeRefusesBadDurations(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--outbox-retention", "-1h"}, {"--outbox-prune-interval", "0"}, {"--outbox-prune-interval", "10ms"},
+		{"--claim-gather", "-1ms"}, {"--claim-gather", "2s"}} {
+		dir := t.TempDir()
+		cmd := exec.Command(lapseBin, append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), args[0]) {
+			t.Errorf("lapse serve %v = %v, want an error naming %s:\n%s", args, err, args[0], out)
+		}
+		if entries, _ := filepath.Glob(filepath.Join(dir, "*")); len(entries) != 0 {
+			t.Errorf("lapse serve %v left %v behind", args, entries)
+		}
+	}
+}

@@ -72,6 +72,28 @@ func reloadClaimerDuration(field func(c *engine.ClaimerConfig) *time.Duration) f
 	}
 }
 
+// reloadClaimGather sets the claimer's Gather: a duration of 0 (off) to
+// 1s.
+func reloadClaimGather(p *process, v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 || d > time.Second {
+		return fmt.Errorf("%q is not a duration from 0 to 1s", v)
+	}
+	c := p.claimer.Config()
+	c.Gather = claimGather(d)
+	p.claimer.SetConfig(c)
+	return nil
+}
+
+// claimGather is the engine's Gather for the --claim-gather d: the engine
+// takes 0 for its default and a negative value for off.
+func claimGather(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
 // reloadClaimerCount returns the reload of the claimer's count that field
 // picks, which takes positive numbers only.
 func reloadClaimerCount(field func(c *engine.ClaimerConfig) *int) func(*process, string) error {

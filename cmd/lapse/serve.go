@@ -108,6 +108,9 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	if o.auditSealInterval <= 0 {
 		return fmt.Errorf("--audit-seal-interval must be positive")
 	}
+	if cc.Gather < 0 || cc.Gather > time.Second {
+		return fmt.Errorf("--claim-gather must be from 0 (off) to 1s, not %s", cc.Gather)
+	}
 	if o.outboxRetention < 0 || o.outboxPruneInterval < time.Second {
 		return fmt.Errorf("--outbox-retention must not be negative (0 keeps every event), and --outbox-prune-interval must be at least 1s")
 	}
@@ -185,7 +188,9 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	if err != nil {
 		return err
 	}
-	claimer := engine.NewClaimer(eng, *cc)
+	claimCfg := *cc
+	claimCfg.Gather = claimGather(cc.Gather)
+	claimer := engine.NewClaimer(eng, claimCfg)
 	deliverer := engine.NewDeliverer(eng, *dc)
 	sealer, err := engine.NewAuditSealer(eng, engine.AuditSealerConfig{Interval: o.auditSealInterval, Registerer: reg})
 	if err != nil {

@@ -360,6 +360,7 @@ func TestSettingsReload(t *testing.T) {
 		"workers":        {"3", claimer(func(c engine.ClaimerConfig) bool { return c.Workers == 3 })},
 		"sweep-batch":    {"9", claimer(func(c engine.ClaimerConfig) bool { return c.SweepBatch == 9 })},
 		"max-sleep":      {"3s", claimer(func(c engine.ClaimerConfig) bool { return c.MaxSleep == 3*time.Second })},
+		"claim-gather":   {"0", claimer(func(c engine.ClaimerConfig) bool { return c.Gather < 0 })}, // 0 is off, the engine's negative
 		"sweep-interval": {"5s", claimer(func(c engine.ClaimerConfig) bool { return c.SweepInterval == 5*time.Second })},
 		"sweep-grace":    {"2s", claimer(func(c engine.ClaimerConfig) bool { return c.SweepGrace == 2*time.Second })},
 		"degraded-sweep": {"4s", claimer(func(c engine.ClaimerConfig) bool { return c.DegradedSweep == 4*time.Second })},
@@ -502,5 +503,18 @@ func TestSettingsReload(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestClaimGatherRefused checks that a reload of --claim-gather outside 0 to
+// 1s is refused before it reaches the claimer (nil here).
+func TestClaimGatherRefused(t *testing.T) {
+	for _, v := range []string{"-1ms", "2s", "soon", ""} {
+		if err := reloadClaimGather(&process{}, v); err == nil {
+			t.Errorf("reload of --claim-gather %q accepted", v)
+		}
+	}
+	if got := claimGather(20 * time.Millisecond); got != 20*time.Millisecond {
+		t.Errorf("claimGather(20ms) = %v", got)
 	}
 }
