@@ -15,8 +15,12 @@ import (
 const (
 	DefaultOutboxRetention     = 7 * 24 * time.Hour
 	DefaultOutboxPruneInterval = time.Hour
-	DefaultOutboxPruneBatch    = 5000
+	DefaultOutboxPruneBatch    = 500
 )
+
+// pruneStep is about how long a step of the pruner should take: Batch is
+// doubled and halved towards it (OutboxPrunerConfig.Batch).
+const pruneStep = 20 * time.Millisecond
 
 // OutboxPrunerConfig configures an OutboxPruner. Zero values take the
 // defaults noted.
@@ -28,8 +32,14 @@ type OutboxPrunerConfig struct {
 	// Interval is the pause between the end of a pass over the outbox and
 	// the start of the next. Default 1h.
 	Interval time.Duration
-	// Batch is about how many events one step (one transaction) reads.
-	// Default 5000.
+	// Batch is about how many events the first step of a pass (one
+	// transaction) reads; each later step reads twice as many as the one
+	// before while they take under 10 ms, and half as many while they take
+	// over 40 ms, from an eighth of Batch to 8 times it. Default 500: on
+	// SQLite, whose writes wait for one another, a step of 500 events that
+	// all go holds the writer about 30 ms (5,000: 190 ms); on PostgreSQL a
+	// step of 500 events that stay takes about 1.5 ms, most of it the
+	// statement's own cost, and one of 4,000 about 5 ms.
 	Batch int
 	// Logger receives the pruner's errors. Default: the engine's.
 	Logger *slog.Logger
@@ -113,10 +123,10 @@ func (p *OutboxPruner) Config() OutboxPrunerConfig { return p.cfg }
 // it deleted. It stops at the first error, and when ctx ends.
 func (p *OutboxPruner) RunOnce(ctx context.Context) (int, error) {
 	before := p.clock.Now().Add(-p.cfg.Retention)
-	deleted, from := 0, int64(0)
+	deleted, from, limit := 0, int64(0), p.cfg.Batch
 	for {
 		start := time.Now()
-		got, err := p.store.OutboxPrune(ctx, &lapse.OutboxPruneParams{Before: before, From: from, Limit: p.cfg.Batch})
+		got, err := p.store.OutboxPrune(ctx, &lapse.OutboxPruneParams{Before: before, From: from, Limit: limit})
 		if err != nil {
 			p.errors.Inc()
 			return deleted, err
@@ -127,7 +137,14 @@ func (p *OutboxPruner) RunOnce(ctx context.Context) (int, error) {
 			p.passes.Inc()
 			return deleted, nil
 		}
-		rest := time.NewTimer(time.Since(start))
+		took := time.Since(start)
+		switch {
+		case took < pruneStep/2 && limit < 8*p.cfg.Batch:
+			limit *= 2
+		case took > 2*pruneStep && limit > max(1, p.cfg.Batch/8):
+			limit /= 2
+		}
+		rest := time.NewTimer(took)
 		select {
 		case <-ctx.Done():
 			rest.Stop()
