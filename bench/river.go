@@ -52,8 +52,8 @@ func (*noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return ni
 // (FetchCooldown 2ms, FetchPollInterval 20ms, 2,000 workers) and a pool as
 // River's CLI opens it, timed from its start to the last completion its
 // subscription reports. Unlike riverbench it inserts with InsertManyFast
-// (COPY) and vacuums the jobs table after loading, as the Lapse burn-down
-// does its tables.
+// (COPY), and vacuums the jobs table and checkpoints after loading, as the
+// Lapse burn-down does its tables.
 func runRiver(ctx context.Context, dsn string, n int, log *slog.Logger, progress func(string)) (res *riverResult, err error) {
 	sc, err := burndown.NewScratch(ctx, dsn)
 	if err != nil {
@@ -114,6 +114,11 @@ func runRiver(ctx context.Context, dsn string, n int, log *slog.Logger, progress
 	}
 	if _, err := pool.Exec(ctx, "VACUUM (ANALYZE) river_job"); err != nil {
 		return nil, fmt.Errorf("river: vacuum: %w", err)
+	}
+	// A checkpoint after the load, as Lapse's run and pgbench's setup
+	// take: no run meets one that another's load set off.
+	if _, err := pool.Exec(ctx, "CHECKPOINT"); err != nil {
+		return nil, fmt.Errorf("river: checkpoint: %w", err)
 	}
 
 	// As riverbench: completions are counted from a subscription, which
