@@ -48,8 +48,10 @@ func (f *claimFloor) next() (from, began time.Time) {
 }
 
 // claimed records a claim that began at began (zero: not from the start)
-// and whose latest order's deadline is last: a claim from the start walks
-// on from its own latest order, any other from the latest of all.
+// and whose latest order's deadline is last, as soon as the claim returned
+// and before its transaction ends, so that claims beside it do not step over
+// the orders it holds: a claim from the start walks on from its own latest
+// order, any other from the latest of all.
 func (f *claimFloor) claimed(began, last time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -61,4 +63,13 @@ func (f *claimFloor) claimed(began, last time.Time) {
 	if last.After(f.at) {
 		f.at = last
 	}
+}
+
+// restart makes the next claim read from the start: a claim recorded by
+// claimed has rolled back, and the orders it held are due again behind the
+// floor.
+func (f *claimFloor) restart() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.at = time.Time{}
 }

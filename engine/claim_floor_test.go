@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -146,5 +147,79 @@ func TestBurnWalksOn(t *testing.T) {
 	}
 	if !rec.froms[len(rec.froms)-1].IsZero() {
 		t.Errorf("the next pass claimed from %v; want from the start", rec.froms[len(rec.froms)-1])
+	}
+}
+
+// transitionHook runs hook in each transaction when it writes its
+// transitions, after its claim, and fails the transaction if hook returns an
+// error.
+type transitionHook struct {
+	lapse.Store
+	hook func() error
+}
+
+func (s *transitionHook) Tx(ctx context.Context, fn func(tx lapse.Store) error) error {
+	return s.Store.Tx(ctx, func(tx lapse.Store) error { return fn(&transitionHookTx{Store: tx, hook: s.hook}) })
+}
+
+type transitionHookTx struct {
+	lapse.Store
+	hook func() error
+}
+
+func (s *transitionHookTx) OrderTransitionMany(ctx context.Context, ps []*lapse.OrderTransitionParams) ([]int64, error) {
+	if err := s.hook(); err != nil {
+		return nil, err
+	}
+	return s.Store.OrderTransitionMany(ctx, ps)
+}
+
+// TestClaimFloorMovesBeforeCommit pins that a claim moves the floor as soon
+// as it returns, while its transaction still holds what it claimed, so that
+// the claims of other workers read on past those orders instead of stepping
+// over each of them locked; and that a batch that rolls back sends the next
+// claim to the start, where the orders it held are due again.
+func TestClaimFloorMovesBeforeCommit(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	clk := lapse.NewManualClock(t0)
+	e, _, _ := lookEngines(t, clk)
+	ctx := context.Background()
+	var deadlines []time.Time
+	for i := range 6 {
+		o := lookCreate(t, e, fmt.Sprintf("F-%02d", i), time.Duration(10+i)*time.Second)
+		deadlines = append(deadlines, *o.DeadlineAt)
+	}
+	clk.Set(t0.Add(time.Minute))
+	c := NewClaimer(e, ClaimerConfig{Batch: 3, Workers: 1})
+	floor := &claimFloor{every: time.Hour}
+	var during time.Time
+	hook := &transitionHook{Store: e.work, hook: func() error {
+		during, _ = floor.next()
+		return nil
+	}}
+	e.work = hook
+	if claimed, fired, err := c.fireBatch(ctx, lapse.FiredBySweep, 0, 3, floor); err != nil || claimed != 3 || fired != 3 {
+		t.Fatalf("first batch: claimed %d, fired %d, %v; want 3 and 3", claimed, fired, err)
+	}
+	if !during.Equal(deadlines[2]) {
+		t.Fatalf("inside the first batch's transaction the floor was %v; want %v, its latest deadline", during, deadlines[2])
+	}
+
+	failed := errors.New("the database went away")
+	hook.hook = func() error { return failed }
+	if _, _, err := c.fireBatch(ctx, lapse.FiredBySweep, 0, 3, floor); !errors.Is(err, failed) {
+		t.Fatalf("second batch: %v; want it to fail", err)
+	}
+	if from, _ := floor.next(); !from.IsZero() {
+		t.Fatalf("after a batch rolled back the next claim starts at %v; want the start", from)
+	}
+	hook.hook = func() error { return nil }
+	if claimed, fired, err := c.fireBatch(ctx, lapse.FiredBySweep, 0, 3, floor); err != nil || claimed != 3 || fired != 3 {
+		t.Fatalf("after the rollback: claimed %d, fired %d, %v; want the 3 it held", claimed, fired, err)
+	}
+	for i := range 6 {
+		if o, err := e.Order(ctx, fmt.Sprintf("F-%02d", i)); err != nil || o.State != flows.Closed {
+			t.Fatalf("F-%02d: %+v, %v; want CLOSED", i, o, err)
+		}
 	}
 }

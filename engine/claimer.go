@@ -532,7 +532,10 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 		}
 		claimed = len(due)
 		if claimed > 0 && due[claimed-1].DeadlineAt != nil {
+			// Claims beside this one read on from here at once, not once
+			// this one commits: the orders it holds would only be skipped.
 			last = *due[claimed-1].DeadlineAt
+			floor.claimed(began, last)
 		}
 		planned = make(map[int64]firing, len(due))
 		ps := make([]*lapse.OrderTransitionParams, 0, len(due))
@@ -561,10 +564,10 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 		return err
 	})
 	if err != nil {
+		if !last.IsZero() {
+			floor.restart() // what this claim held is due again, behind the floor
+		}
 		return 0, 0, err
-	}
-	if !last.IsZero() {
-		floor.claimed(began, last)
 	}
 	c.e.metrics.batch.Observe(time.Since(start).Seconds())
 	for _, id := range applied {
