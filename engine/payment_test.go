@@ -583,6 +583,79 @@ func TestReconcile(t *testing.T) {
 	})
 }
 
+// TestReconcileRefundDied: a late payment whose refund's delivery ran out of
+// retries waits in manual review, as one the provider refused does: it is in
+// the review total and no issue while its review is open, and open again
+// once the review is resolved without a refund. Only that payment's refund
+// counts: another late payment of the same order still in flight is open.
+func TestReconcileRefundDied(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		prov := &fakeProvider{fail: errors.New("provider down")}
+		e := paymentEngine(t, open(), clk, prov)
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		ctx := ctxT(t)
+		a := create(t, e, checkout("RD-1", time.Minute))
+		for _, txn := range []string{"txn-1", "txn-2"} { // the second is late
+			if _, err := e.ApplyPayment(ctx, paid(a, txn, clk.Now())); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 12 { // past the whole refund schedule, about a day
+			drain(t, d)
+			clk.Advance(9 * time.Hour)
+		}
+		var dead *lapse.Delivery
+		ds, _ := e.Store().DeliveryList(ctx, a.ID)
+		for _, dl := range ds {
+			if dl.Subscriber == engine.RefundSubscriber && dl.Status == lapse.DeliveryDead {
+				dead = dl
+			}
+		}
+		if dead == nil {
+			t.Fatalf("no dead refund delivery: %+v", ds)
+		}
+		if p, _ := e.Store().PaymentGet(ctx, "sandbox", "txn-2"); p.Status != lapse.PaymentLate {
+			t.Fatalf("txn-2 is %s, want late", p.Status)
+		}
+		issues := func(rec *engine.Reconciliation) []string {
+			var got []string
+			for _, is := range rec.Issues {
+				got = append(got, is.TxnID)
+			}
+			return got
+		}
+		rec, err := e.Reconcile(ctx)
+		if err != nil || len(rec.Issues) != 0 {
+			t.Fatalf("with the refund in review: issues %v, %v", issues(rec), err)
+		}
+		if tot := rec.Totals["CNY"]; tot.Captured != 2000 || tot.Applied != 1000 || tot.Review != 1000 || tot.Open != 0 {
+			t.Errorf("with the refund in review: totals %+v", tot)
+		}
+
+		if _, err := e.ApplyPayment(ctx, paid(a, "txn-3", clk.Now())); err != nil { // late too; its refund is pending
+			t.Fatal(err)
+		}
+		drain(t, d)
+		rec, _ = e.Reconcile(ctx)
+		if got := issues(rec); fmt.Sprint(got) != "[txn-3]" || rec.Totals["CNY"].Review != 1000 || rec.Totals["CNY"].Open != 1000 {
+			t.Errorf("with a second late payment pending: issues %v, totals %+v", got, rec.Totals["CNY"])
+		}
+
+		rs, err := e.Store().ReviewList(ctx, &lapse.ReviewListParams{OrderID: a.ID, Open: true})
+		if err != nil || len(rs) != 1 || rs[0].DeliveryID != dead.ID {
+			t.Fatalf("open reviews %+v, %v", rs, err)
+		}
+		if _, err := e.ResolveReview(ctx, rs[0].ID, "looked at it", app); err != nil {
+			t.Fatal(err)
+		}
+		rec, _ = e.Reconcile(ctx)
+		if got := issues(rec); fmt.Sprint(got) != "[txn-2 txn-3]" || rec.Totals["CNY"].Open != 2000 {
+			t.Errorf("after the review was resolved: issues %v, totals %+v", got, rec.Totals["CNY"])
+		}
+	})
+}
+
 // TestReconcileOverflow: totals that do not fit in an int64 are an issue,
 // never a wrapped number that happens to add up.
 func TestReconcileOverflow(t *testing.T) {

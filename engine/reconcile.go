@@ -19,9 +19,11 @@ type Reconciliation struct {
 }
 
 // MoneyTotals sum payments of one currency by where they stand, in minor
-// units. Captured = Applied + Refunded + Review + Open; Open is money not
-// yet settled either way (late or refunding). What merchant refunds gave
-// back of an applied payment counts as refunded.
+// units. Captured = Applied + Refunded + Review + Open. Review is payments
+// an operator has: in review, or late (or refunding) with their refund's
+// delivery dead and its review open. Open is money not yet settled either
+// way (late or refunding otherwise). What merchant refunds gave back of an
+// applied payment counts as refunded.
 type MoneyTotals struct {
 	Captured, Applied, Refunded, Review, Open int64
 	// Overflow is set when a sum did not fit in an int64: the totals are
@@ -53,7 +55,8 @@ const reconcilePage = 1000
 // Reconcile checks payments against orders (S3): every captured payment is
 // applied to exactly one paid order, refunded, or in review; every paid
 // order has exactly one applied payment. Payments still late or refunding
-// are reported too: their money is not settled yet.
+// are reported too, their money not settled yet, unless their refund died
+// into a review that is still open.
 func (e *Engine) Reconcile(ctx context.Context) (*Reconciliation, error) {
 	return e.feat.payments.reconcile(ctx)
 }
@@ -148,10 +151,72 @@ func (ps *payments) reconcilePayment(ctx context.Context, rec *Reconciliation, a
 	case lapse.PaymentReview:
 		t.add(&t.Review, p.Amount)
 	default:
+		// A late payment whose refund's delivery died is waiting in manual
+		// review as much as one the provider refused: an operator has it
+		// (retrying the delivery refunds it). Once the review is resolved
+		// without a refund, it is open again.
+		held, err := ps.refundInReview(ctx, p)
+		if err != nil {
+			return err
+		}
+		if held {
+			t.add(&t.Review, p.Amount)
+			return nil
+		}
 		t.add(&t.Open, p.Amount)
 		issue("%s since %s: neither applied, refunded nor in review (%s)", p.Status, p.UpdatedAt.Format("2006-01-02 15:04:05Z07:00"), p.Reason)
 	}
 	return nil
+}
+
+// refundInReview reports whether the refund of p, a payment late or
+// refunding, died into an open review: a delivery of its payment.late event
+// to the refund subscriber is dead, and a review of that delivery is open.
+// An order that went to review keeps its events and deliveries (OutboxPrune).
+func (ps *payments) refundInReview(ctx context.Context, p *lapse.Payment) (bool, error) {
+	st := ps.e.store
+	if p.Status != lapse.PaymentLate && p.Status != lapse.PaymentRefunding {
+		return false, nil
+	}
+	o, err := st.OrderGet(ctx, p.OrderNo)
+	if err != nil {
+		return false, err
+	}
+	rs, err := st.ReviewList(ctx, &lapse.ReviewListParams{OrderID: o.ID, Open: true})
+	if err != nil || len(rs) == 0 {
+		return false, err
+	}
+	ds, err := st.DeliveryList(ctx, o.ID)
+	if err != nil {
+		return false, err
+	}
+	dead := map[string][]int64{} // event id → dead refund deliveries
+	for _, d := range ds {
+		if d.Subscriber == RefundSubscriber && d.EventType == lapse.EventPaymentLate && d.Status == lapse.DeliveryDead {
+			dead[d.EventID] = append(dead[d.EventID], d.ID)
+		}
+	}
+	if len(dead) == 0 {
+		return false, nil
+	}
+	evs, err := st.OutboxList(ctx, o.ID)
+	if err != nil {
+		return false, err
+	}
+	for _, ev := range evs {
+		if ev.Type != lapse.EventPaymentLate || dead[ev.ID] == nil {
+			continue
+		}
+		if late, err := lapse.EventPayment(ev); err != nil || late.Provider != p.Provider || late.TxnID != p.TxnID {
+			continue
+		}
+		for _, r := range rs {
+			if slices.Contains(dead[ev.ID], r.DeliveryID) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 // reconcileOrders checks that every order of flow in state has exactly one

@@ -361,8 +361,8 @@ func (d *demo) summary(w io.Writer, st *demoStats, interrupted bool) {
 	fmt.Fprintf(w, "  reviews      %d open\n", st.Reviews)
 	for _, cur := range slices.Sorted(maps.Keys(st.Money)) {
 		m := st.Money[cur]
-		fmt.Fprintf(w, "  payments     %s captured %s = applied %s + refunded %s + in review %s\n", cur,
-			minor(m.Captured), minor(m.Applied), minor(m.Refunded), minor(m.Review))
+		fmt.Fprintf(w, "  payments     %s captured %s = applied %s + refunded %s + in review %s + not settled %s\n", cur,
+			minor(m.Captured), minor(m.Applied), minor(m.Refunded), minor(m.Review), minor(m.Open))
 	}
 	c := st.Sandbox
 	fmt.Fprintf(w, "  sandbox      %d paid, %d charges, %d refunds, %d closes; %d failed, %d answers lost, %d callbacks unanswered\n",

@@ -36,7 +36,7 @@ type demoStats struct {
 }
 
 // moneyLine is where the payments of one currency stand.
-type moneyLine struct{ Captured, Applied, Refunded, Review int64 }
+type moneyLine struct{ Captured, Applied, Refunded, Review, Open int64 }
 
 // demoCountBound bounds the orders counted by state at each refresh, and
 // demoFullEvery is how often they and the payments are read again.
@@ -114,7 +114,7 @@ func (d *demo) collectFull(ctx context.Context, st *demoStats) error {
 	}
 	st.Money = map[string]moneyLine{}
 	for cur, t := range rec.Totals {
-		st.Money[cur] = moneyLine{Captured: t.Captured, Applied: t.Applied, Refunded: t.Refunded, Review: t.Review}
+		st.Money[cur] = moneyLine{Captured: t.Captured, Applied: t.Applied, Refunded: t.Refunded, Review: t.Review, Open: t.Open}
 	}
 	st.Unsettled = len(rec.Issues)
 	return nil
