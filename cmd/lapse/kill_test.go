@@ -27,8 +27,10 @@ import (
 // TestThreeProcessesOneKilled runs three `lapse serve` on one PostgreSQL,
 // and on one MySQL, makes 12,000 orders due at the same instant, and
 // SIGKILLs one process while they close them: every order must close
-// exactly once, with one event.
+// exactly once, with one event. It runs beside the package's other
+// parallel tests: most of its time is the lead before the deadline.
 func TestThreeProcessesOneKilled(t *testing.T) {
+	t.Parallel()
 	t.Run("postgres", func(t *testing.T) { threeProcessesOneKilled(t, testenv.PostgresSchema(t)) })
 	t.Run("mysql", func(t *testing.T) { threeProcessesOneKilled(t, testenv.MySQLDatabase(t)) })
 }
