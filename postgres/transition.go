@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -135,15 +136,17 @@ func (s *Store) OrderTransitionMany(ctx context.Context, ps []*lapse.OrderTransi
 			return nil, fmt.Errorf("postgres: transition orders: %w", err)
 		}
 	}
-	ev := &a.outbox
-	rows, err := s.db.Query(ctx, orderTransitionManySQL,
-		a.ids, a.from, a.versions, a.to, a.deadlines, a.closedAt, a.closeReasons, a.firedBy, a.at, a.events,
-		a.actors, a.reasons, ev.orderIDs, ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt,
-		ev.subEventIDs, ev.subscribers, a.closedDeadlines)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: transition %d orders: %w", len(a.ids), err)
-	}
-	moved, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	params := newArrayParams()
+	defer params.release()
+	a.encode(params)
+	moved := make([]int64, 0, len(ps))
+	err := s.queryArrays(ctx, "lapse_order_transition_many", orderTransitionManySQL, params, func(row [][]byte) error {
+		if len(row) != 1 || len(row[0]) != 8 {
+			return fmt.Errorf("want one bigint per row, got %d columns", len(row))
+		}
+		moved = append(moved, int64(binary.BigEndian.Uint64(row[0])))
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: transition %d orders: %w", len(a.ids), err)
 	}
@@ -177,6 +180,33 @@ func (a *transitionArgs) add(p *lapse.OrderTransitionParams) error {
 	a.closeReasons, a.firedBy = append(a.closeReasons, p.CloseReason), append(a.firedBy, string(p.FiredBy))
 	a.actors, a.reasons, a.at = append(a.actors, p.Actor), append(a.reasons, p.Reason), append(a.at, p.At)
 	return a.outbox.add(p.OrderID, p.Outbox)
+}
+
+// encode appends a's columns to p as the parameters of transitionManyCTEs,
+// $1 to $21.
+func (a *transitionArgs) encode(p *arrayParams) {
+	ev := &a.outbox
+	p.int8s(a.ids)
+	p.texts(a.from)
+	p.int8s(a.versions)
+	p.texts(a.to)
+	p.nullTimes(a.deadlines)
+	p.nullTimes(a.closedAt)
+	p.texts(a.closeReasons)
+	p.texts(a.firedBy)
+	p.times(a.at)
+	p.texts(a.events)
+	p.texts(a.actors)
+	p.texts(a.reasons)
+	p.int8s(ev.orderIDs)
+	p.uuids(ev.ids)
+	p.texts(ev.orderNos)
+	p.texts(ev.types)
+	p.jsons(ev.payloads)
+	p.times(ev.createdAt)
+	p.uuids(ev.subEventIDs)
+	p.texts(ev.subscribers)
+	p.nullTimes(a.closedDeadlines)
 }
 
 // TransitionList returns the transition log of an order, oldest first.
