@@ -83,7 +83,10 @@ SELECT id FROM o`
 // transitionManyCTEs returns the CTEs that apply a batch of planned
 // transitions (p, parameters $1 to $21): the orders moved (o, guarded by
 // state and version), their deadline rows, log rows, outbox rows (x) and
-// deliveries (d). With skipLocked, only the orders the statement can lock
+// deliveries (d). The payloads, by far the largest parameter, come last
+// ($21), so that OrderTransitionMany's message, in a buffer of pgx's that
+// starts small for every statement, grows once to hold them rather than
+// once more for what would follow them. With skipLocked, only the orders the statement can lock
 // at once (l) move; the others are left for their callers to decide alone.
 func transitionManyCTEs(skipLocked bool) string {
 	lock, from := "", "FROM p"
@@ -96,7 +99,7 @@ func transitionManyCTEs(skipLocked bool) string {
 	return `WITH p AS (
 	SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::timestamptz[],
 		$6::timestamptz[], $7::text[], $8::text[], $9::timestamptz[], $10::text[], $11::text[], $12::text[],
-		$21::timestamptz[])
+		$17::timestamptz[])
 		AS p(id, from_state, from_version, to_state, deadline_at, closed_at, close_reason, fired_by, at, event, actor, reason,
 			closed_deadline_at)` + lock + `
 ), o AS (
@@ -113,7 +116,7 @@ func transitionManyCTEs(skipLocked bool) string {
 ), x AS (
 	INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
 	SELECT e.id, e.order_id, e.order_no, e.type, e.payload, e.created_at
-	FROM unnest($13::bigint[], $14::uuid[], $15::text[], $16::text[], $17::json[], $18::timestamptz[])
+	FROM unnest($13::bigint[], $14::uuid[], $15::text[], $16::text[], $21::json[], $18::timestamptz[])
 		WITH ORDINALITY AS e(order_id, id, order_no, type, payload, created_at, n)
 	JOIN o ON o.id = e.order_id
 	ORDER BY e.n
@@ -202,11 +205,11 @@ func (a *transitionArgs) encode(p *arrayParams) {
 	p.uuids(ev.ids)
 	p.texts(ev.orderNos)
 	p.texts(ev.types)
-	p.jsons(ev.payloads)
+	p.nullTimes(a.closedDeadlines)
 	p.times(ev.createdAt)
 	p.uuids(ev.subEventIDs)
 	p.texts(ev.subscribers)
-	p.nullTimes(a.closedDeadlines)
+	p.jsons(ev.payloads)
 }
 
 // TransitionList returns the transition log of an order, oldest first.
