@@ -15,9 +15,9 @@ import (
 // format, encoded here rather than by pgx. pgx encodes an array element by
 // element through interfaces, boxing each value, into a buffer that it
 // grows from 256 bytes by doubling for every statement: for the deadline
-// engine's batch of closes that was about a fifth of its CPU time per
-// close. Encoded here, the parameters of a batch are one reused buffer and
-// one pass over the rows.
+// engine's batch of 500 closes, 21 arrays of 500, that was about 4.5 µs of
+// its 16 µs of CPU per close. Encoded here, the parameters of a batch are
+// one reused buffer and one pass over each column.
 type arrayParams struct {
 	buf  []byte
 	ends []int // where each parameter ends in buf

@@ -83,11 +83,13 @@ SELECT id FROM o`
 // transitionManyCTEs returns the CTEs that apply a batch of planned
 // transitions (p, parameters $1 to $21): the orders moved (o, guarded by
 // state and version), their deadline rows, log rows, outbox rows (x) and
-// deliveries (d). The payloads, by far the largest parameter, come last
-// ($21), so that OrderTransitionMany's message, in a buffer of pgx's that
-// starts small for every statement, grows once to hold them rather than
-// once more for what would follow them. With skipLocked, only the orders the statement can lock
+// deliveries (d). With skipLocked, only the orders the statement can lock
 // at once (l) move; the others are left for their callers to decide alone.
+//
+// The payloads, by far the largest parameter, come last ($21), so that
+// OrderTransitionMany's message, in a buffer of pgx's that starts small
+// for every statement, grows once to hold them rather than once more for
+// what would follow them.
 func transitionManyCTEs(skipLocked bool) string {
 	lock, from := "", "FROM p"
 	if skipLocked {
@@ -145,7 +147,7 @@ func (s *Store) OrderTransitionMany(ctx context.Context, ps []*lapse.OrderTransi
 	moved := make([]int64, 0, len(ps))
 	err := s.queryArrays(ctx, "lapse_order_transition_many", orderTransitionManySQL, params, func(row [][]byte) error {
 		if len(row) != 1 || len(row[0]) != 8 {
-			return fmt.Errorf("want one bigint per row, got %d columns", len(row))
+			return fmt.Errorf("want the moved order's id, a bigint, in each row")
 		}
 		moved = append(moved, int64(binary.BigEndian.Uint64(row[0])))
 		return nil
