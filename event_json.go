@@ -73,6 +73,18 @@ func appendEventJSON(dst []byte, p *eventPayload) ([]byte, bool) {
 type eventWriter struct {
 	b  []byte
 	ok bool
+
+	// The times written so far, each once (a close's event has three:
+	// now, as it occurred, updated and closed, the deadline twice, and
+	// the order's creation), and where in b: another of them is copied
+	// from there rather than formatted again.
+	times [4]writtenTime
+	nt    int
+}
+
+type writtenTime struct {
+	t          time.Time
+	start, end int
 }
 
 // str appends key (the JSON before the value) and s as a JSON string:
@@ -99,12 +111,26 @@ func (w *eventWriter) int(key string, n int64) {
 // time appends t as time.Time's MarshalJSON does, which refuses years
 // outside 0 to 9999.
 func (w *eventWriter) time(key string, t time.Time) {
+	w.b = append(w.b, key...)
+	for _, wt := range w.times[:w.nt] {
+		// The same instant in the same location (==, not Equal) writes
+		// the same bytes.
+		if wt.t == t {
+			w.b = append(w.b, w.b[wt.start:wt.end]...)
+			return
+		}
+	}
 	if y := t.Year(); y < 0 || y > 9999 {
 		w.ok = false
 		return
 	}
-	w.b = append(append(w.b, key...), '"')
+	start := len(w.b)
+	w.b = append(w.b, '"')
 	w.b = append(t.AppendFormat(w.b, time.RFC3339Nano), '"')
+	if w.nt < len(w.times) {
+		w.times[w.nt] = writtenTime{t, start, len(w.b)}
+		w.nt++
+	}
 }
 
 func (w *eventWriter) timePtr(key string, t *time.Time) {

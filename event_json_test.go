@@ -52,6 +52,16 @@ func TestEventJSONIsMarshals(t *testing.T) {
 				t.Fatalf("Order.%s is a %s: teach this test (and appendEventJSON) to fill it", name, f.Type())
 			}
 		}
+		if rapid.Bool().Draw(t, "repeat") {
+			// A close's times repeat (now, the deadline): the same time
+			// again, or the same instant in another zone, which reads
+			// differently.
+			at := o.UpdatedAt
+			if rapid.Bool().Draw(t, "other zone") {
+				at = at.In(time.FixedZone("", 3600))
+			}
+			o.ClosedAt, o.ClosedDeadlineAt, o.CreatedAt = &at, o.DeadlineAt, at
+		}
 		p := eventPayload{ID: NewEventID(o.UpdatedAt), Type: rapid.SampledFrom([]string{"order.closed", "order.<&>"}).Draw(t, "type"),
 			OccurredAt: o.UpdatedAt, Order: &o}
 		if rapid.Bool().Draw(t, "transition") {

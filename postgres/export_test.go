@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"syscall"
 	"time"
 
@@ -146,4 +148,48 @@ func (s *Store) QueryRowForTest(ctx context.Context, sql string, args ...any) pg
 // handing it out.
 func (s *Store) WouldPing(d time.Duration) bool {
 	return s.pool.Config().ShouldPing(context.Background(), pgxpool.ShouldPingParams{IdleDuration: d})
+}
+
+// ArrayParamsEcho sends each of vs ([]int64, []string, [][16]byte,
+// []time.Time, []*time.Time, or [][]byte as JSON) as an array parameter
+// encoded by arrayParams, and returns each as the server reads it, in
+// text, with the statement that read them.
+func (s *Store) ArrayParamsEcho(ctx context.Context, vs ...any) (sql string, got []string, err error) {
+	p := newArrayParams()
+	defer p.release()
+	var cols []string
+	for i, v := range vs {
+		typ := ""
+		switch v := v.(type) {
+		case []int64:
+			p.int8s(v)
+			typ = "bigint[]"
+		case []string:
+			p.texts(v)
+			typ = "text[]"
+		case [][16]byte:
+			p.uuids(v)
+			typ = "uuid[]"
+		case []time.Time:
+			p.times(v)
+			typ = "timestamptz[]"
+		case []*time.Time:
+			p.nullTimes(v)
+			typ = "timestamptz[]"
+		case [][]byte:
+			p.jsons(v)
+			typ = "json[]"
+		default:
+			return "", nil, fmt.Errorf("no array of %T", v)
+		}
+		cols = append(cols, fmt.Sprintf("$%d::%s::text", i+1, typ))
+	}
+	sql = "SELECT " + strings.Join(cols, ", ")
+	err = s.queryArrays(ctx, sql, sql, p, func(row [][]byte) error {
+		for _, c := range row {
+			got = append(got, string(c))
+		}
+		return nil
+	})
+	return sql, got, err
 }

@@ -47,8 +47,11 @@ func scanOrder(row pgx.Row) (*lapse.Order, error) {
 	}
 	// pgx returns times in the local zone; Lapse keeps UTC.
 	o.CreatedAt, o.UpdatedAt = o.CreatedAt.UTC(), o.UpdatedAt.UTC()
-	o.DeadlineAt, o.ClosedAt, o.IntentAt, o.PayBy = utcPtr(o.DeadlineAt), utcPtr(o.ClosedAt), utcPtr(o.IntentAt), utcPtr(o.PayBy)
-	o.ClosedDeadlineAt = utcPtr(o.ClosedDeadlineAt)
+	for _, t := range [...]*time.Time{o.DeadlineAt, o.ClosedAt, o.IntentAt, o.PayBy, o.ClosedDeadlineAt} {
+		if t != nil {
+			*t = t.UTC() // in place: Scan made each of them for this row
+		}
+	}
 	return &o, nil
 }
 

@@ -156,8 +156,8 @@ func (s *Store) paymentApplyMany(ctx context.Context, batch []*batchCall[*lapse.
 	ev := &a.outbox
 	rows, err := s.db.Query(ctx, paymentApplyManySQL,
 		a.ids, a.from, a.versions, a.to, a.deadlines, a.closedAt, a.closeReasons, a.firedBy, a.at, a.events,
-		a.actors, a.reasons, ev.orderIDs, ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt,
-		ev.subEventIDs, ev.subscribers, a.closedDeadlines,
+		a.actors, a.reasons, ev.orderIDs, ev.ids, ev.orderNos, ev.types, a.closedDeadlines, ev.createdAt,
+		ev.subEventIDs, ev.subscribers, ev.payloads,
 		q.orderIDs, q.providers, q.txnIDs, q.orderNos, q.amounts, q.currencies, q.merchants, q.paidAt, q.statuses,
 		q.reasons, q.refundIDs, q.refundedAt, q.raws, q.createdAt)
 	if err != nil {

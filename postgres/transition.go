@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -84,6 +85,11 @@ SELECT id FROM o`
 // state and version), their deadline rows, log rows, outbox rows (x) and
 // deliveries (d). With skipLocked, only the orders the statement can lock
 // at once (l) move; the others are left for their callers to decide alone.
+//
+// The payloads, by far the largest parameter, come last ($21), so that
+// OrderTransitionMany's message, in a buffer of pgx's that starts small
+// for every statement, grows once to hold them rather than once more for
+// what would follow them.
 func transitionManyCTEs(skipLocked bool) string {
 	lock, from := "", "FROM p"
 	if skipLocked {
@@ -95,7 +101,7 @@ func transitionManyCTEs(skipLocked bool) string {
 	return `WITH p AS (
 	SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::timestamptz[],
 		$6::timestamptz[], $7::text[], $8::text[], $9::timestamptz[], $10::text[], $11::text[], $12::text[],
-		$21::timestamptz[])
+		$17::timestamptz[])
 		AS p(id, from_state, from_version, to_state, deadline_at, closed_at, close_reason, fired_by, at, event, actor, reason,
 			closed_deadline_at)` + lock + `
 ), o AS (
@@ -112,7 +118,7 @@ func transitionManyCTEs(skipLocked bool) string {
 ), x AS (
 	INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
 	SELECT e.id, e.order_id, e.order_no, e.type, e.payload, e.created_at
-	FROM unnest($13::bigint[], $14::uuid[], $15::text[], $16::text[], $17::json[], $18::timestamptz[])
+	FROM unnest($13::bigint[], $14::uuid[], $15::text[], $16::text[], $21::json[], $18::timestamptz[])
 		WITH ORDINALITY AS e(order_id, id, order_no, type, payload, created_at, n)
 	JOIN o ON o.id = e.order_id
 	ORDER BY e.n
@@ -135,15 +141,17 @@ func (s *Store) OrderTransitionMany(ctx context.Context, ps []*lapse.OrderTransi
 			return nil, fmt.Errorf("postgres: transition orders: %w", err)
 		}
 	}
-	ev := &a.outbox
-	rows, err := s.db.Query(ctx, orderTransitionManySQL,
-		a.ids, a.from, a.versions, a.to, a.deadlines, a.closedAt, a.closeReasons, a.firedBy, a.at, a.events,
-		a.actors, a.reasons, ev.orderIDs, ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt,
-		ev.subEventIDs, ev.subscribers, a.closedDeadlines)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: transition %d orders: %w", len(a.ids), err)
-	}
-	moved, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	params := newArrayParams()
+	defer params.release()
+	a.encode(params)
+	moved := make([]int64, 0, len(ps))
+	err := s.queryArrays(ctx, "lapse_order_transition_many", orderTransitionManySQL, params, func(row [][]byte) error {
+		if len(row) != 1 || len(row[0]) != 8 {
+			return fmt.Errorf("want the moved order's id, a bigint, in each row")
+		}
+		moved = append(moved, int64(binary.BigEndian.Uint64(row[0])))
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: transition %d orders: %w", len(a.ids), err)
 	}
@@ -177,6 +185,33 @@ func (a *transitionArgs) add(p *lapse.OrderTransitionParams) error {
 	a.closeReasons, a.firedBy = append(a.closeReasons, p.CloseReason), append(a.firedBy, string(p.FiredBy))
 	a.actors, a.reasons, a.at = append(a.actors, p.Actor), append(a.reasons, p.Reason), append(a.at, p.At)
 	return a.outbox.add(p.OrderID, p.Outbox)
+}
+
+// encode appends a's columns to p as the parameters of transitionManyCTEs,
+// $1 to $21.
+func (a *transitionArgs) encode(p *arrayParams) {
+	ev := &a.outbox
+	p.int8s(a.ids)
+	p.texts(a.from)
+	p.int8s(a.versions)
+	p.texts(a.to)
+	p.nullTimes(a.deadlines)
+	p.nullTimes(a.closedAt)
+	p.texts(a.closeReasons)
+	p.texts(a.firedBy)
+	p.times(a.at)
+	p.texts(a.events)
+	p.texts(a.actors)
+	p.texts(a.reasons)
+	p.int8s(ev.orderIDs)
+	p.uuids(ev.ids)
+	p.texts(ev.orderNos)
+	p.texts(ev.types)
+	p.nullTimes(a.closedDeadlines)
+	p.times(ev.createdAt)
+	p.uuids(ev.subEventIDs)
+	p.texts(ev.subscribers)
+	p.jsons(ev.payloads)
 }
 
 // TransitionList returns the transition log of an order, oldest first.

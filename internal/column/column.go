@@ -57,51 +57,107 @@ func plainString(s []byte) bool {
 	return utf8.Valid(s)
 }
 
-// parseItemsAsWritten reads items in the one form that Items writes them,
-// [{"sku":"…","qty":n},…] with no space and no escape in a SKU, without
+// The two exact spellings of a list of items that ParseItems reads without
 // json.Unmarshal's reflection (the deadline engine reads an order's items
-// with every close); false for anything else, which json.Unmarshal reads.
+// with every close): Items' own, [{"sku":"…","qty":n},…], and jsonb's
+// output of it (PostgreSQL keeps items as jsonb, and writes its keys
+// shortest first, with a space after each colon and comma),
+// [{"qty": n, "sku": "…"}, …]; in both with no escape in a SKU.
+var (
+	itemsAsWritten = itemForm{sep: ",", sku: `{"sku":"`, qty: `","qty":`, end: "}"}
+	itemsAsJSONB   = itemForm{sep: ", ", qty: `{"qty": `, sku: `, "sku": "`, end: `"}`, qtyFirst: true}
+)
+
+// itemForm is one spelling of a list of items: each item is sku, the SKU,
+// qty, the quantity and end (or qty, the quantity, sku, the SKU and end,
+// when qtyFirst); sep goes between items.
+type itemForm struct {
+	sep, sku, qty, end string
+	qtyFirst           bool
+}
+
+// parseItemsAsWritten reads items in either form that itemsAsWritten and
+// itemsAsJSONB spell; false for anything else, which json.Unmarshal reads.
 func parseItemsAsWritten(b []byte) ([]lapse.Item, bool) {
-	const sku, qty = `{"sku":"`, `","qty":`
+	if items, ok := itemsAsWritten.parse(b); ok {
+		return items, true
+	}
+	return itemsAsJSONB.parse(b)
+}
+
+func (f *itemForm) parse(b []byte) ([]lapse.Item, bool) {
 	if len(b) < 2 || b[0] != '[' || b[len(b)-1] != ']' {
 		return nil, false
 	}
 	rest := b[1 : len(b)-1]
-	items := make([]lapse.Item, 0, bytes.Count(rest, []byte(sku)))
+	first := f.sku
+	if f.qtyFirst {
+		first = f.qty
+	}
+	items := make([]lapse.Item, 0, bytes.Count(rest, []byte(first)))
 	for len(rest) > 0 {
 		if len(items) > 0 {
-			if rest[0] != ',' {
+			if !bytes.HasPrefix(rest, []byte(f.sep)) {
 				return nil, false
 			}
-			rest = rest[1:]
+			rest = rest[len(f.sep):]
 		}
-		if !bytes.HasPrefix(rest, []byte(sku)) {
-			return nil, false
+		var it lapse.Item
+		var ok bool
+		if f.qtyFirst {
+			// {"qty": n, "sku": "…"}
+			if it.Qty, rest, ok = cutQty(rest, f.qty, f.sku[0]); !ok {
+				return nil, false
+			}
+			if it.SKU, rest, ok = cutSKU(rest, f.sku); !ok || !bytes.HasPrefix(rest, []byte(f.end)) {
+				return nil, false
+			}
+			rest = rest[len(f.end):]
+		} else {
+			// {"sku":"…","qty":n}
+			if it.SKU, rest, ok = cutSKU(rest, f.sku); !ok {
+				return nil, false
+			}
+			if it.Qty, rest, ok = cutQty(rest, f.qty, f.end[0]); !ok {
+				return nil, false
+			}
+			rest = rest[len(f.end):]
 		}
-		rest = rest[len(sku):]
-		end := bytes.IndexByte(rest, '"')
-		if end < 0 || !plainString(rest[:end]) {
-			return nil, false
-		}
-		it := lapse.Item{SKU: string(rest[:end])}
-		rest = rest[end:]
-		if !bytes.HasPrefix(rest, []byte(qty)) {
-			return nil, false
-		}
-		rest = rest[len(qty):]
-		end = bytes.IndexByte(rest, '}')
-		if end < 0 {
-			return nil, false
-		}
-		n, err := strconv.ParseInt(string(rest[:end]), 10, 64)
-		if err != nil || (end > 1 && rest[0] == '0') || (end > 2 && rest[0] == '-' && rest[1] == '0') || rest[0] == '+' {
-			return nil, false
-		}
-		it.Qty = n
 		items = append(items, it)
-		rest = rest[end+1:]
 	}
 	return items, true
+}
+
+// cutSKU reads key and then a SKU up to its closing quote, which stays in
+// rest (and begins what follows in either form).
+func cutSKU(b []byte, key string) (sku string, rest []byte, ok bool) {
+	if !bytes.HasPrefix(b, []byte(key)) {
+		return "", nil, false
+	}
+	b = b[len(key):]
+	end := bytes.IndexByte(b, '"')
+	if end < 0 || !plainString(b[:end]) {
+		return "", nil, false
+	}
+	return string(b[:end]), b[end:], true
+}
+
+// cutQty reads key and then a quantity up to the byte until, which stays in
+// rest: an integer as JSON spells it, which fits an int64.
+func cutQty(b []byte, key string, until byte) (qty int64, rest []byte, ok bool) {
+	if !bytes.HasPrefix(b, []byte(key)) {
+		return 0, nil, false
+	}
+	b = b[len(key):]
+	end := bytes.IndexByte(b, until)
+	if end < 1 {
+		return 0, nil, false
+	}
+	n, err := strconv.ParseInt(string(b[:end]), 10, 64)
+	if err != nil || (end > 1 && b[0] == '0') || (end > 2 && b[0] == '-' && b[1] == '0') || b[0] == '+' {
+		return 0, nil, false
+	}
+	return n, b[end:], true
 }
 
 // Scopes is the JSON array that an API key's scopes are kept as, in their

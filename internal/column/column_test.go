@@ -3,6 +3,7 @@ package column_test
 import (
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -80,8 +81,8 @@ func TestScopes(t *testing.T) {
 
 // TestParseItemsAsJSON: ParseItems reads what json.Unmarshal reads, the
 // same items or an error, whether its fast path takes the input or not:
-// every list of items Items writes (any SKU, any quantity), and those
-// bytes mangled.
+// every list of items Items writes (any SKU, any quantity), as written or
+// as PostgreSQL's jsonb spells it, and those bytes mangled.
 func TestParseItemsAsJSON(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		items := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) lapse.Item {
@@ -89,6 +90,9 @@ func TestParseItemsAsJSON(t *testing.T) {
 				Qty: rapid.Int64().Draw(t, "qty")}
 		}), 0, 4).Draw(t, "items")
 		b := column.Items(items)
+		if len(items) > 0 && rapid.Bool().Draw(t, "jsonb") {
+			b = jsonbItems(items)
+		}
 		if len(b) > 0 && rapid.Bool().Draw(t, "mangle") {
 			i := rapid.IntRange(0, len(b)-1).Draw(t, "at")
 			b = append(b[:i:i], append([]byte(rapid.SampledFrom([]string{"", " ", "0", "+", "-", "\\", "\"", ",", "}", "\x01", "\xff", "1.5", "e3", `"SKU"`}).Draw(t, "with")), b[i+1:]...)...)
@@ -110,4 +114,27 @@ func TestParseItemsAsJSON(t *testing.T) {
 			t.Fatalf("ParseItems(%q) = %#v, json.Unmarshal reads %#v", b, got, want)
 		}
 	})
+}
+
+// jsonbItems spells items as PostgreSQL's jsonb writes them out.
+func jsonbItems(items []lapse.Item) []byte {
+	b := []byte{'['}
+	for i, it := range items {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		sku, _ := json.Marshal(it.SKU)
+		b = fmt.Appendf(b, `{"qty": %d, "sku": %s}`, it.Qty, sku)
+	}
+	return append(b, ']')
+}
+
+// TestParseItemsJSONB: the items of a jsonb column as PostgreSQL writes
+// them read back as they were.
+func TestParseItemsJSONB(t *testing.T) {
+	got, err := column.ParseItems([]byte(`[{"qty": 2, "sku": "A-1"}, {"qty": -3, "sku": "B"}]`))
+	want := []lapse.Item{{SKU: "A-1", Qty: 2}, {SKU: "B", Qty: -3}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("ParseItems = %#v, %v; want %#v", got, err, want)
+	}
 }
