@@ -67,8 +67,17 @@ func decode(body []byte, v any, strict bool) error {
 }
 
 // check refuses what Decode refuses in body, before encoding/json reads it.
+// Almost every body is valid JSON, and for those walker, which reads the
+// bytes themselves, does the work several times faster than reading
+// json.Decoder's tokens. A body that is not is left to tokenWalker, which
+// gives the error Decode has always given for it: the first of a syntax
+// error and a refused key or value before it (in {"amount":1,"amount":2,}
+// the repeated key), and where the syntax breaks.
 func check(body []byte, root reflect.Type, strict bool) error {
-	return walkTokens(body, root, strict)
+	if !json.Valid(body) {
+		return walkTokens(body, root, strict)
+	}
+	return walk(body, root, strict)
 }
 
 // maxDepth is encoding/json's own nesting limit; checking it here names the

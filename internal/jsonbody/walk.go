@@ -1,0 +1,329 @@
+package jsonbody
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/lapsehq/lapse"
+)
+
+// walk checks body, which json.Valid accepted, for a value of type root.
+//
+// It refuses exactly what tokenWalker refuses, in the same order and naming
+// the same field: the tests run both on the same bodies. Being sure of the
+// syntax, it reads the bytes directly: it needs no token values, and it
+// spells out a key only when the key holds an escape or invalid UTF-8.
+func walk(body []byte, root reflect.Type, strict bool) error {
+	w := walker{body: body, strict: strict, stack: make([]frame, 0, 8), keys: make([][]byte, 0, 16)}
+	return w.walk(root)
+}
+
+// frame is one open object or array of the walk.
+type frame struct {
+	object  bool
+	typ     reflect.Type // the Go type it decodes into, pointers followed; nil: unchecked
+	wantKey bool         // in an object: a key (or the end) comes next
+	key     []byte       // in an object: the key whose value comes next
+	valType reflect.Type // in an object: the type of that value; nil: unchecked
+	index   int          // in an array: the index of the next element
+
+	// The keys an object has had so far are walker.keys[keysAt:] while
+	// they are few (most objects have a handful: a scan beats a map), and
+	// in seen once they are many.
+	keysAt int
+	seen   map[string]struct{}
+}
+
+// manyKeys is the number of keys beyond which an object's are kept in a map.
+const manyKeys = 16
+
+type walker struct {
+	body   []byte
+	strict bool
+	pos    int // the offset of the next byte to read
+	stack  []frame
+	// keys holds the keys of every open object, the innermost's last: an
+	// object closes before its parent reads another key, so the keys of
+	// all open objects form a stack, like the objects.
+	keys [][]byte
+}
+
+func (w *walker) walk(root reflect.Type) error {
+	w.skip()
+	if w.body[w.pos] != '{' {
+		return lapse.Errorf(lapse.EINVALID, "the body must be a JSON object")
+	}
+	w.pos++
+	w.open(true, checked(root))
+	for len(w.stack) > 0 {
+		w.skip()
+		c := w.body[w.pos]
+		top := &w.stack[len(w.stack)-1]
+		if top.object && top.wantKey {
+			if c == '}' {
+				w.pos++
+				w.close()
+				continue
+			}
+			if err := w.readKey(top); err != nil {
+				return err
+			}
+			continue
+		}
+		if !top.object && c == ']' {
+			w.pos++
+			w.close()
+			continue
+		}
+		var typ reflect.Type
+		switch {
+		case top.object:
+			typ = top.valType
+		case top.typ != nil:
+			typ = top.typ.Elem()
+		}
+		if err := w.value(typ); err != nil {
+			return err
+		}
+	}
+	// json.Valid has made sure that only space follows the object.
+	return nil
+}
+
+// skip moves past space and, the syntax being valid, the commas and colons
+// between tokens.
+func (w *walker) skip() {
+	for w.pos < len(w.body) {
+		switch w.body[w.pos] {
+		case ' ', '\t', '\n', '\r', ',', ':':
+			w.pos++
+		default:
+			return
+		}
+	}
+}
+
+// str reads the string at w.pos, returning its raw text with its quotes and
+// whether it holds an escape.
+func (w *walker) str() (raw []byte, escaped bool) {
+	start := w.pos
+	i := start + 1
+	for {
+		switch w.body[i] {
+		case '"':
+			w.pos = i + 1
+			return w.body[start:w.pos], escaped
+		case '\\':
+			escaped = true
+			i += 2 // the escaped byte cannot end the string
+		default:
+			i++
+		}
+	}
+}
+
+// readKey reads the key at w.pos in the object top and the type of its value.
+func (w *walker) readKey(top *frame) error {
+	raw, escaped := w.str()
+	valid := utf8.Valid(raw)
+	k := raw[1 : len(raw)-1]
+	if escaped || !valid {
+		// The key as encoding/json reads it, invalid UTF-8 and lone
+		// surrogates as U+FFFD: the name the error gives it.
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			panic(fmt.Sprintf("jsonbody: %q, a string of valid JSON, does not decode: %v", raw, err))
+		}
+		k = []byte(s)
+	}
+	if !valid {
+		return lapse.FieldError(w.path(k), "is not valid UTF-8")
+	}
+	if escaped {
+		if err := checkEscapes(raw); err != nil {
+			return lapse.FieldError(w.path(k), "%s", err)
+		}
+	}
+	if w.repeated(top, k) {
+		return lapse.FieldError(w.path(k), "appears more than once in its object")
+	}
+	ft, err := w.fieldType(top, k)
+	if err != nil {
+		return err
+	}
+	top.key, top.valType, top.wantKey = k, ft, false
+	return nil
+}
+
+// repeated reports whether the object top has had key k, and notes that it
+// has.
+func (w *walker) repeated(top *frame, k []byte) bool {
+	if top.seen != nil {
+		if _, ok := top.seen[string(k)]; ok {
+			return true
+		}
+		top.seen[string(k)] = struct{}{}
+		return false
+	}
+	keys := w.keys[top.keysAt:]
+	for _, seen := range keys {
+		if bytes.Equal(seen, k) {
+			return true
+		}
+	}
+	if len(keys) < manyKeys {
+		w.keys = append(w.keys, k)
+		return false
+	}
+	top.seen = make(map[string]struct{}, 2*manyKeys)
+	for _, seen := range keys {
+		top.seen[string(seen)] = struct{}{}
+	}
+	top.seen[string(k)] = struct{}{}
+	w.keys = w.keys[:top.keysAt]
+	return false
+}
+
+// value checks the value at w.pos against typ (nil: unchecked), opening a
+// container when it starts one.
+func (w *walker) value(typ reflect.Type) error {
+	// The path is spelt out only for an error: building it for every value
+	// would cost time quadratic in the nesting depth.
+	declared, typ := typ, checked(typ)
+	switch c := w.body[w.pos]; c {
+	case '{', '[':
+		object := c == '{'
+		if typ != nil {
+			k := typ.Kind()
+			if object && k != reflect.Struct && k != reflect.Map || !object && (k != reflect.Slice && k != reflect.Array || isBytes(typ)) {
+				got := "an array"
+				if object {
+					got = "an object"
+				}
+				return lapse.FieldError(w.path(nil), "must be %s, not %s", kindOf(typ), got)
+			}
+		}
+		if len(w.stack) >= maxDepth {
+			return lapse.FieldError(string(w.stack[0].key), "nests deeper than %d levels", maxDepth)
+		}
+		w.pos++
+		w.open(object, typ)
+		return nil
+	case '"':
+		raw, escaped := w.str()
+		if !utf8.Valid(raw) {
+			return lapse.FieldError(w.path(nil), "is not valid UTF-8")
+		}
+		if escaped {
+			if err := checkEscapes(raw); err != nil {
+				return lapse.FieldError(w.path(nil), "%s", err)
+			}
+		}
+		if typ != nil && typ.Kind() != reflect.String && !isBytes(typ) {
+			return lapse.FieldError(w.path(nil), "must be %s, not a string", kindOf(typ))
+		}
+	case 't', 'f':
+		lit := "true"
+		if c == 'f' {
+			lit = "false"
+		}
+		w.pos += len(lit)
+		if typ != nil && typ.Kind() != reflect.Bool {
+			return lapse.FieldError(w.path(nil), "must be %s, not %s", kindOf(typ), lit)
+		}
+	case 'n':
+		w.pos += len("null")
+		if typ != nil && w.strict && !nullable(declared) {
+			return lapse.FieldError(w.path(nil), "must be %s, not null; leave it out instead", kindOf(typ))
+		}
+	default: // a number
+		n := w.number()
+		if typ != nil {
+			if err := checkNumber(json.Number(n), typ); err != nil {
+				return lapse.FieldError(w.path(nil), "%s", err)
+			}
+		}
+	}
+	w.done()
+	return nil
+}
+
+// number reads the number at w.pos and returns its text.
+func (w *walker) number() []byte {
+	start := w.pos
+	for w.pos < len(w.body) && inNumber(w.body[w.pos]) {
+		w.pos++
+	}
+	return w.body[start:w.pos]
+}
+
+func inNumber(c byte) bool {
+	return '0' <= c && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
+}
+
+func (w *walker) open(object bool, typ reflect.Type) {
+	w.stack = append(w.stack, frame{object: object, typ: typ, wantKey: object, keysAt: len(w.keys)})
+}
+
+func (w *walker) close() {
+	w.keys = w.keys[:w.stack[len(w.stack)-1].keysAt]
+	w.stack = w.stack[:len(w.stack)-1]
+	w.done()
+}
+
+// done moves the innermost container past the value just read.
+func (w *walker) done() {
+	if len(w.stack) == 0 {
+		return
+	}
+	if top := &w.stack[len(w.stack)-1]; top.object {
+		top.wantKey = true
+	} else {
+		top.index++
+	}
+}
+
+// fieldType returns the type of the value of key k in the object top, nil
+// when it is unchecked, or an error for a key the object's struct lacks.
+func (w *walker) fieldType(top *frame, k []byte) (reflect.Type, error) {
+	t := top.typ
+	if t == nil {
+		return nil, nil
+	}
+	if t.Kind() == reflect.Map {
+		return t.Elem(), nil
+	}
+	fs := fieldsOf(t)
+	if f, ok := fs.exact[string(k)]; ok {
+		return f, nil
+	}
+	if name, ok := fs.folded[fold(string(k))]; ok {
+		return nil, lapse.FieldError(w.path(k), "is not a field of this request; keys are matched exactly: did you mean %q?", name)
+	}
+	if w.strict {
+		return nil, lapse.FieldError(w.path(k), "is not a field of this request")
+	}
+	return nil, nil
+}
+
+// path is the path of key in the innermost object (key empty: of the value
+// being read), such as items[1].sku.
+func (w *walker) path(key []byte) string {
+	var b strings.Builder
+	for i, f := range w.stack {
+		last := i == len(w.stack)-1
+		switch {
+		case f.object && last && len(key) > 0:
+			b.WriteString("." + string(key))
+		case f.object:
+			b.WriteString("." + string(f.key))
+		default:
+			fmt.Fprintf(&b, "[%d]", f.index)
+		}
+	}
+	return strings.TrimPrefix(b.String(), ".")
+}
