@@ -91,6 +91,21 @@ func checked(t reflect.Type) reflect.Type {
 	if t == nil {
 		return nil
 	}
+	// Asking a type whether it implements an interface costs more than the
+	// rest of checking its value.
+	if c, ok := checkedCache.Load(t); ok {
+		ct, _ := c.(reflect.Type) // nil is stored as a nil interface
+		return ct
+	}
+	ct := checkedOf(t)
+	checkedCache.Store(t, ct)
+	return ct
+}
+
+var checkedCache sync.Map // reflect.Type → reflect.Type
+
+// checkedOf is checked without the cache.
+func checkedOf(t reflect.Type) reflect.Type {
 	for t.Kind() == reflect.Pointer {
 		if decodesItself(t) {
 			return nil
