@@ -229,6 +229,7 @@ func kindOf(t reflect.Type) string {
 // fields are a struct's JSON keys, as encoding/json names them.
 type fields struct {
 	exact  map[string]reflect.Type
+	typed  map[string]field  // name → its type and the type its value is checked against
 	folded map[string]string // fold(name) → name
 }
 
@@ -238,7 +239,7 @@ func fieldsOf(t reflect.Type) *fields {
 	if f, ok := fieldCache.Load(t); ok {
 		return f.(*fields)
 	}
-	fs := &fields{exact: map[string]reflect.Type{}, folded: map[string]string{}}
+	fs := &fields{exact: map[string]reflect.Type{}, typed: map[string]field{}, folded: map[string]string{}}
 	collectFields(t, fs)
 	fieldCache.Store(t, fs)
 	return fs
@@ -274,6 +275,7 @@ func collectFields(t reflect.Type, fs *fields) {
 		}
 		if _, ok := fs.exact[name]; !ok {
 			fs.exact[name] = sf.Type
+			fs.typed[name] = field{sf.Type, checked(sf.Type)}
 			fs.folded[fold(name)] = name
 		}
 	}

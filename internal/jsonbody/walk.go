@@ -18,7 +18,7 @@ import (
 // syntax, it reads the bytes directly: it needs no token values, and it
 // spells out a key only when the key holds an escape or invalid UTF-8.
 func walk(body []byte, root reflect.Type, strict bool) error {
-	w := walker{body: body, strict: strict, stack: make([]frame, 0, 8), keys: make([][]byte, 0, 16)}
+	w := walker{body: body, strict: strict, stack: make([]frame, 0, 4), keys: make([][]byte, 0, 16)}
 	return w.walk(root)
 }
 
@@ -28,8 +28,14 @@ type frame struct {
 	typ     reflect.Type // the Go type it decodes into, pointers followed; nil: unchecked
 	wantKey bool         // in an object: a key (or the end) comes next
 	key     []byte       // in an object: the key whose value comes next
-	valType reflect.Type // in an object: the type of that value; nil: unchecked
+	val     field        // in an object: the type of that value
 	index   int          // in an array: the index of the next element
+
+	// What the values in it decode into, found when it opens rather than
+	// for each value: typ's fields when it is a struct, its element type
+	// when it is a map, a slice or an array.
+	fields *fields
+	elem   field
 
 	// The keys an object has had so far are walker.keys[keysAt:] while
 	// they are few (most objects have a handful: a scan beats a map), and
@@ -37,6 +43,10 @@ type frame struct {
 	keysAt int
 	seen   map[string]struct{}
 }
+
+// field is the type a value decodes into, as declared and as checked (see
+// checked); checked is nil for a value that is not checked.
+type field struct{ declared, checked reflect.Type }
 
 // manyKeys is the number of keys beyond which an object's are kept in a map.
 const manyKeys = 16
@@ -79,14 +89,11 @@ func (w *walker) walk(root reflect.Type) error {
 			w.close()
 			continue
 		}
-		var typ reflect.Type
-		switch {
-		case top.object:
-			typ = top.valType
-		case top.typ != nil:
-			typ = top.typ.Elem()
+		f := top.elem
+		if top.object {
+			f = top.val
 		}
-		if err := w.value(typ); err != nil {
+		if err := w.value(f); err != nil {
 			return err
 		}
 	}
@@ -151,11 +158,11 @@ func (w *walker) readKey(top *frame) error {
 	if w.repeated(top, k) {
 		return lapse.FieldError(w.path(k), "appears more than once in its object")
 	}
-	ft, err := w.fieldType(top, k)
+	f, err := w.field(top, k)
 	if err != nil {
 		return err
 	}
-	top.key, top.valType, top.wantKey = k, ft, false
+	top.key, top.val, top.wantKey = k, f, false
 	return nil
 }
 
@@ -188,12 +195,12 @@ func (w *walker) repeated(top *frame, k []byte) bool {
 	return false
 }
 
-// value checks the value at w.pos against typ (nil: unchecked), opening a
-// container when it starts one.
-func (w *walker) value(typ reflect.Type) error {
+// value checks the value at w.pos against f (unchecked when f.checked is
+// nil), opening a container when it starts one.
+func (w *walker) value(f field) error {
 	// The path is spelt out only for an error: building it for every value
 	// would cost time quadratic in the nesting depth.
-	declared, typ := typ, checked(typ)
+	declared, typ := f.declared, f.checked
 	switch c := w.body[w.pos]; c {
 	case '{', '[':
 		object := c == '{'
@@ -266,7 +273,15 @@ func inNumber(c byte) bool {
 }
 
 func (w *walker) open(object bool, typ reflect.Type) {
-	w.stack = append(w.stack, frame{object: object, typ: typ, wantKey: object, keysAt: len(w.keys)})
+	f := frame{object: object, typ: typ, wantKey: object, keysAt: len(w.keys)}
+	if typ != nil {
+		if typ.Kind() == reflect.Struct {
+			f.fields = fieldsOf(typ)
+		} else { // a map, a slice or an array
+			f.elem = field{typ.Elem(), checked(typ.Elem())}
+		}
+	}
+	w.stack = append(w.stack, f)
 }
 
 func (w *walker) close() {
@@ -287,27 +302,23 @@ func (w *walker) done() {
 	}
 }
 
-// fieldType returns the type of the value of key k in the object top, nil
-// when it is unchecked, or an error for a key the object's struct lacks.
-func (w *walker) fieldType(top *frame, k []byte) (reflect.Type, error) {
-	t := top.typ
-	if t == nil {
-		return nil, nil
+// field returns the type of the value of key k in the object top (none
+// when it is unchecked), or an error for a key the object's struct lacks.
+func (w *walker) field(top *frame, k []byte) (field, error) {
+	fs := top.fields
+	if fs == nil { // a map, or unchecked
+		return top.elem, nil
 	}
-	if t.Kind() == reflect.Map {
-		return t.Elem(), nil
-	}
-	fs := fieldsOf(t)
-	if f, ok := fs.exact[string(k)]; ok {
+	if f, ok := fs.typed[string(k)]; ok {
 		return f, nil
 	}
 	if name, ok := fs.folded[fold(string(k))]; ok {
-		return nil, lapse.FieldError(w.path(k), "is not a field of this request; keys are matched exactly: did you mean %q?", name)
+		return field{}, lapse.FieldError(w.path(k), "is not a field of this request; keys are matched exactly: did you mean %q?", name)
 	}
 	if w.strict {
-		return nil, lapse.FieldError(w.path(k), "is not a field of this request")
+		return field{}, lapse.FieldError(w.path(k), "is not a field of this request")
 	}
-	return nil, nil
+	return field{}, nil
 }
 
 // path is the path of key in the innermost object (key empty: of the value
