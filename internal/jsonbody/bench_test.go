@@ -2,6 +2,7 @@ package jsonbody
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
@@ -66,4 +67,36 @@ func BenchmarkDecode(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkCheck is the part of Decode before encoding/json's: check, which
+// walks a valid body byte by byte, beside the token walk it replaced.
+func BenchmarkCheck(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		body string
+		typ  reflect.Type
+	}{
+		{"callback", callbackBody, reflect.TypeFor[notice]()},
+		{"order", orderBody, reflect.TypeFor[orderCreate]()},
+	} {
+		for _, w := range []struct {
+			name string
+			walk func([]byte, reflect.Type, bool) error
+		}{
+			{"bytes", check},
+			{"tokens", walkTokens},
+		} {
+			b.Run(c.name+"/"+w.name, func(b *testing.B) {
+				body := []byte(c.body)
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := w.walk(body, c.typ, true); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
 }
