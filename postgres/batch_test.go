@@ -1,9 +1,11 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -496,5 +498,51 @@ func TestPaymentBatchSkipsLockedOrder(t *testing.T) {
 	}
 	for i := range 4 {
 		checkPaid(t, s, os[i], ps[i].Payment.TxnID)
+	}
+}
+
+// A batch's payments are answered and written as given, every column: text
+// beyond ASCII, an empty merchant, a refund time and none, raw bytes that
+// are not text, empty, or nil (kept empty, as raw is never NULL); the
+// answer is what PaymentGet reads.
+func TestPaymentBatchColumns(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, testenv.PostgresSchema(t), postgres.Config{MaxConns: 4})
+	os := batchOrders(t, s, 4)
+	refunded := time.Date(1999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("", -5*3600))
+	var ps []*lapse.PaymentCreateParams
+	for i, o := range os {
+		p := applied(t, o, fmt.Sprintf("T-ü%d-\"{,}\\", i))
+		p.Payment.PaidAt = p.Payment.PaidAt.Add(123456789 * time.Nanosecond)
+		ps = append(ps, p)
+	}
+	ps[0].Payment.Merchant, ps[0].Payment.Reason, ps[0].Payment.RefundID = "", "raison ünï", "R-é"
+	ps[0].Payment.RefundedAt, ps[0].Payment.Raw = &refunded, []byte{0, 0xff, '\\', '"', ','}
+	ps[1].Payment.Raw = nil
+	ps[2].Payment.Raw, ps[2].Payment.Currency = []byte{}, "€UR"
+	got := queueAll(t, s, ps)
+	if n := xmins(t, s); n != 1 {
+		t.Fatalf("the batch's %d payments were written by %d transactions; want 1", len(ps), n)
+	}
+	for i, a := range got {
+		in := ps[i].Payment
+		if a.err != nil || !a.created {
+			t.Errorf("payment %d: %+v; want it created", i, a)
+			continue
+		}
+		stored, err := s.PaymentGet(context.Background(), in.Provider, in.TxnID)
+		if err != nil || !reflect.DeepEqual(a.pay, stored) {
+			t.Errorf("payment %d answered %+v, PaymentGet reads %+v, %v", i, a.pay, stored, err)
+		}
+		p := a.pay
+		wantRefunded := in.RefundedAt != nil && p.RefundedAt != nil && p.RefundedAt.Equal(in.RefundedAt.Truncate(time.Microsecond)) &&
+			p.RefundedAt.Location() == time.UTC
+		if p.Provider != in.Provider || p.TxnID != in.TxnID || p.OrderID != in.OrderID || p.OrderNo != in.OrderNo ||
+			p.Amount != in.Amount || p.Currency != in.Currency || p.Merchant != in.Merchant ||
+			!p.PaidAt.Equal(in.PaidAt.Truncate(time.Microsecond)) || p.Status != in.Status || p.Reason != in.Reason ||
+			p.RefundID != in.RefundID || (in.RefundedAt == nil) != (p.RefundedAt == nil) || (in.RefundedAt != nil && !wantRefunded) ||
+			!bytes.Equal(p.Raw, in.Raw) || p.Raw == nil || !p.CreatedAt.Equal(in.CreatedAt) || !p.UpdatedAt.Equal(in.CreatedAt) {
+			t.Errorf("payment %d: %+v; want it as given, %+v", i, p, in)
+		}
 	}
 }
