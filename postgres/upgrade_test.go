@@ -205,8 +205,10 @@ func TestUpgradeDeliveryWrites(t *testing.T) {
 	// an identity that drew smaller steps would hand the next statement ids
 	// that this one took.
 	var step int64
-	if err := conn.QueryRow(ctx, `SELECT increment_by FROM pg_sequences
-		WHERE format('%I.%I', schemaname, sequencename)::regclass = pg_get_serial_sequence('deliveries', 'id')::regclass`).Scan(&step); err != nil || step != 1024 {
+	// Read by the sequence's oid: a cast of every sequence's name in
+	// pg_sequences would fail on another test's schema dropped meanwhile.
+	if err := conn.QueryRow(ctx, `SELECT seqincrement FROM pg_sequence
+		WHERE seqrelid = pg_get_serial_sequence('deliveries', 'id')::regclass`).Scan(&step); err != nil || step != 1024 {
 		t.Errorf("the identity of deliveries increments by %d, %v; want 1024", step, err)
 	}
 
