@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lapsehq/lapse"
 )
 
 // Queries whose plans the tests check.
@@ -192,4 +194,31 @@ func (s *Store) ArrayParamsEcho(ctx context.Context, vs ...any) (sql string, got
 		return nil
 	})
 	return sql, got, err
+}
+
+// OrderColumns is the column list of every order read.
+const OrderColumns = orderColumns
+
+// ScanOrdersBy reads rows of OrderColumns through pgx's scan (decoded
+// false) or decodeOrderRow (true), which scanOrders picks between.
+func ScanOrdersBy(rows pgx.Rows, decoded bool) ([]*lapse.Order, error) {
+	defer rows.Close()
+	var out []*lapse.Order
+	for rows.Next() {
+		var o *lapse.Order
+		var err error
+		if decoded {
+			if !orderRowDecodable(rows.FieldDescriptions()) {
+				return nil, fmt.Errorf("rows of %v cannot be decoded", rows.FieldDescriptions())
+			}
+			o, err = decodeOrderRow(rows.FieldDescriptions(), rows.RawValues())
+		} else {
+			o, err = scanOrder(rows)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
 }

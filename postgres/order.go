@@ -55,12 +55,23 @@ func scanOrder(row pgx.Row) (*lapse.Order, error) {
 	return &o, nil
 }
 
-// scanOrders reads every row of orderColumns.
+// scanOrders reads every row of orderColumns, through decodeOrderRow when
+// the rows come as it reads them.
 func scanOrders(rows pgx.Rows) ([]*lapse.Order, error) {
 	defer rows.Close()
 	var out []*lapse.Order
+	fast, known := false, false
 	for rows.Next() {
-		o, err := scanOrder(rows)
+		if !known { // the descriptions are there once a row is
+			fast, known = orderRowDecodable(rows.FieldDescriptions()), true
+		}
+		var o *lapse.Order
+		var err error
+		if fast {
+			o, err = decodeOrderRow(rows.FieldDescriptions(), rows.RawValues())
+		} else {
+			o, err = scanOrder(rows)
+		}
 		if err != nil {
 			return nil, err
 		}
