@@ -202,23 +202,8 @@ const OrderColumns = orderColumns
 // ScanOrdersBy reads rows of OrderColumns through pgx's scan (decoded
 // false) or decodeOrderRow (true), which scanOrders picks between.
 func ScanOrdersBy(rows pgx.Rows, decoded bool) ([]*lapse.Order, error) {
-	defer rows.Close()
-	var out []*lapse.Order
-	for rows.Next() {
-		var o *lapse.Order
-		var err error
-		if decoded {
-			if !orderRowDecodable(rows.FieldDescriptions()) {
-				return nil, fmt.Errorf("rows of %v cannot be decoded", rows.FieldDescriptions())
-			}
-			o, err = decodeOrderRow(rows.FieldDescriptions(), rows.RawValues())
-		} else {
-			o, err = scanOrder(rows)
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
+	if decoded {
+		return scanOrdersAs(rows, readDecoded)
 	}
-	return out, rows.Err()
+	return scanOrdersAs(rows, readScanned)
 }

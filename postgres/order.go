@@ -58,16 +58,36 @@ func scanOrder(row pgx.Row) (*lapse.Order, error) {
 // scanOrders reads every row of orderColumns, through decodeOrderRow when
 // the rows come as it reads them.
 func scanOrders(rows pgx.Rows) ([]*lapse.Order, error) {
+	return scanOrdersAs(rows, readPicked)
+}
+
+// orderRead is how scanOrdersAs reads rows of orderColumns.
+type orderRead int
+
+const (
+	readPicked  orderRead = iota // decoded when the rows allow it, else scanned
+	readScanned                  // through pgx's scan
+	readDecoded                  // through decodeOrderRow; rows it cannot read are an error
+)
+
+// scanOrdersAs reads every row of orderColumns as how says: the store
+// always picks, and the tests that compare the two ways name one.
+func scanOrdersAs(rows pgx.Rows, how orderRead) ([]*lapse.Order, error) {
 	defer rows.Close()
 	var out []*lapse.Order
-	fast, known := false, false
+	decode, known := false, false
 	for rows.Next() {
 		if !known { // the descriptions are there once a row is
-			fast, known = orderRowDecodable(rows.FieldDescriptions()), true
+			known = true
+			ok := orderRowDecodable(rows.FieldDescriptions())
+			if how == readDecoded && !ok {
+				return nil, fmt.Errorf("postgres: rows of %v cannot be decoded as orders", rows.FieldDescriptions())
+			}
+			decode = ok && how != readScanned
 		}
 		var o *lapse.Order
 		var err error
-		if fast {
+		if decode {
 			o, err = decodeOrderRow(rows.FieldDescriptions(), rows.RawValues())
 		} else {
 			o, err = scanOrder(rows)
