@@ -122,11 +122,12 @@ func (p *OutboxPruner) Config() OutboxPrunerConfig { return p.cfg }
 // RunOnce makes one pass over the whole outbox and returns how many events
 // it deleted. It stops at the first error, and when ctx ends.
 func (p *OutboxPruner) RunOnce(ctx context.Context) (int, error) {
-	before := p.clock.Now().Add(-p.cfg.Retention)
+	now := p.clock.Now()
+	before := now.Add(-p.cfg.Retention)
 	deleted, from, limit := 0, int64(0), p.cfg.Batch
 	for {
 		start := time.Now()
-		got, err := p.store.OutboxPrune(ctx, &lapse.OutboxPruneParams{Before: before, From: from, Limit: limit})
+		got, err := p.store.OutboxPrune(ctx, &lapse.OutboxPruneParams{Before: before, Now: now, From: from, Limit: limit})
 		if err != nil {
 			p.errors.Inc()
 			return deleted, err

@@ -80,7 +80,7 @@ func TestOutboxPruneSmallOutbox(t *testing.T) {
 	held, release, done := make(chan *lapse.OutboxPruned), make(chan struct{}), make(chan error)
 	go func() {
 		done <- s.Tx(ctx, func(tx lapse.Store) error {
-			got, err := tx.OutboxPrune(ctx, &lapse.OutboxPruneParams{Before: before, Limit: 2})
+			got, err := tx.OutboxPrune(ctx, &lapse.OutboxPruneParams{Before: before, Now: before, Limit: 2})
 			if err != nil {
 				close(held)
 				return err
@@ -94,7 +94,7 @@ func TestOutboxPruneSmallOutbox(t *testing.T) {
 	if !ok {
 		t.Fatalf("the first step: %v", <-done)
 	}
-	second, err := s.OutboxPrune(ctx, &lapse.OutboxPruneParams{Before: before, Limit: 100})
+	second, err := s.OutboxPrune(ctx, &lapse.OutboxPruneParams{Before: before, Now: before, Limit: 100})
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatalf("the first step: %v", err)

@@ -29,7 +29,7 @@ func pass(ctx context.Context, s lapse.Store, before time.Time, limit int) (int,
 		if step > 10_000 {
 			return deleted, fmt.Errorf("OutboxPrune has not reached the end after %d steps (at %d)", step, from)
 		}
-		got, err := s.OutboxPrune(ctx, &lapse.OutboxPruneParams{Before: before, From: from, Limit: limit})
+		got, err := s.OutboxPrune(ctx, &lapse.OutboxPruneParams{Before: before, Now: before, From: from, Limit: limit})
 		if err != nil {
 			return deleted, fmt.Errorf("OutboxPrune(from %d) = %w", from, err)
 		}
@@ -127,7 +127,7 @@ func testOutboxPrune(t *testing.T, s lapse.Store) {
 	}
 	boom := errors.New("boom")
 	err := s.Tx(ctxT(t), func(tx lapse.Store) error {
-		got, err := tx.OutboxPrune(ctxT(t), &lapse.OutboxPruneParams{Before: cut, Limit: 1000})
+		got, err := tx.OutboxPrune(ctxT(t), &lapse.OutboxPruneParams{Before: cut, Now: cut, Limit: 1000})
 		if err != nil {
 			return err
 		}
