@@ -68,16 +68,22 @@ func isUnavailable(err error) bool {
 	return errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
 
-// outboxKeys are the unique keys that refuse an outbox event whose id exists
-// or that names a subscriber twice.
-var outboxKeys = map[string]bool{"outbox_id_key": true, "deliveries_event_subscriber_key": true}
+// isOutboxKey reports whether the unique key named is one that refuses an
+// outbox event whose id exists, or a delivery that names a subscriber
+// twice. The outbox is partitioned (migration 0025), and a violation names
+// the key of the partition that holds the id: outbox_before_id_key,
+// outbox_default_id_key, outbox_d20261203_id_key, made from outbox_id_key.
+func isOutboxKey(name string) bool {
+	return name == "deliveries_event_subscriber_key" ||
+		strings.HasPrefix(name, "outbox_") && strings.HasSuffix(name, "_id_key")
+}
 
 // translate returns err as the store reports it: through unavailable, and,
 // when outbox or deliveries refused a row that their unique key holds,
 // wrapped with lapse.ErrEventExists. Every statement that writes events goes
 // through it, in whichever method it runs.
 func translate(err error) error {
-	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "23505" && outboxKeys[pe.ConstraintName] {
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "23505" && isOutboxKey(pe.ConstraintName) {
 		return fmt.Errorf("%w: %w", lapse.Refine(lapse.ErrEventExists, "outbox: %s", pe.Detail), err)
 	}
 	return unavailable(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/lapsehq/lapse/internal/migration"
 )
@@ -88,6 +89,16 @@ func (s *Store) migrate(ctx context.Context, upTo int64) error {
 		if _, err := tx.Exec(ctx, "INSERT INTO lapse_migrations (version) VALUES ($1)", m.Version); err != nil {
 			return fmt.Errorf("postgres: migrate %s: %w", m.Name, err)
 		}
+	}
+	// The outbox's partitions of the days ahead (outbox_partition.go), by
+	// the database's clock: they are where events are kept, and decide
+	// nothing about them. The pruner makes them too, by the engine's.
+	var now time.Time
+	if err := tx.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
+		return fmt.Errorf("postgres: migrate: %w", err)
+	}
+	if err := (&Store{pool: s.pool, db: conn{tx}, tx: tx}).ensureOutboxDays(ctx, now); err != nil {
+		return fmt.Errorf("postgres: migrate: the outbox's partitions: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("postgres: migrate: commit: %w", err)

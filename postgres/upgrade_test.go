@@ -2,6 +2,8 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -380,5 +382,129 @@ func TestUpgradeDeliveryHOT(t *testing.T) {
 	done, err := s.DeliveryGet(ctx, d.ID)
 	if err != nil || done.Status != lapse.DeliveryDone || !done.NextAttemptAt.Equal(leaseEnd.Add(time.Minute)) || done.LeaseUntil != nil {
 		t.Errorf("the delivery done reads %+v, %v; want done, its next attempt kept at its lease's end", done, err)
+	}
+}
+
+// TestUpgradeOutboxPartitions starts from the schema before the outbox was
+// partitioned (migrations up to 0024), with events in it: UUIDv7 ids of the
+// past, one an hour ahead (a clock that runs fast), and version 4 ids, each
+// with a delivery, most of them done. It migrates and checks that every
+// event is there as it was, the old ones in outbox_before and the rest in
+// outbox_default; that the day partitions begin after the event ahead;
+// that new events take the next sequence numbers and their day's
+// partition; that an old id still exists (lapse.ErrEventExists); that a
+// pending delivery of an old event is claimed with it; and that a pass of
+// the pruner deletes the old events whose deliveries are done.
+func TestUpgradeOutboxPartitions(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.PostgresSchema(t)
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, dsn, postgres.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.MigrateTo(ctx, 24); err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, dsn)
+	// 300 past events (two days ago, a second apart), one an hour ahead,
+	// 40 of version 4, of orders that are not there; a delivery each, every
+	// tenth pending.
+	v7 := `(lpad(to_hex(floor(extract(epoch FROM at) * 1000)::bigint), 12, '0') || '7' || substr(md5(g::text), 1, 3) || '8' || substr(md5(g::text), 4, 15))::uuid`
+	for _, q := range []string{
+		`INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
+		SELECT ` + v7 + `, 1000000 + g, 'UO-' || g, 'order.created', json_build_object('n', g), at
+		FROM generate_series(1, 300) g, LATERAL (SELECT now() - interval '2 days' + g * interval '1 s' AS at) t`,
+		`INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
+		SELECT ` + v7 + `, 1000000 + g, 'UO-' || g, 'order.created', json_build_object('n', g), at
+		FROM generate_series(301, 301) g, LATERAL (SELECT now() + interval '1 hour' AS at) t`,
+		`INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
+		SELECT gen_random_uuid(), 1000000 + g, 'UO-' || g, 'order.created', json_build_object('n', g), now() - interval '2 days'
+		FROM generate_series(302, 341) g`,
+		`INSERT INTO deliveries (event_id, order_id, order_no, event_type, subscriber, status, next_attempt_at, created_at, updated_at)
+		SELECT id, order_id, order_no, type, 'webhook', CASE WHEN g % 10 = 0 THEN 'pending' ELSE 'done' END,
+			created_at, created_at, created_at FROM outbox, LATERAL (SELECT order_id - 1000000 AS g) n`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snapshot := func() string {
+		t.Helper()
+		var sum string
+		if err := conn.QueryRow(ctx, `SELECT count(*) || ':' || md5(string_agg(format('%s %s %s %s %s %s %s', seq, id, order_id, order_no, type, payload, created_at), '|' ORDER BY seq))
+			FROM outbox`).Scan(&sum); err != nil {
+			t.Fatal(err)
+		}
+		return sum
+	}
+	was := snapshot()
+	var maxSeq int64
+	var ahead, oldID, v4 string
+	if err := conn.QueryRow(ctx, `SELECT (SELECT max(seq) FROM outbox), (SELECT id::text FROM outbox WHERE order_id = 1000301),
+		(SELECT id::text FROM outbox WHERE order_id = 1000007), (SELECT id::text FROM outbox WHERE order_id = 1000302)`).Scan(&maxSeq, &ahead, &oldID, &v4); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if now := snapshot(); now != was || !strings.HasPrefix(now, "341:") {
+		t.Fatalf("events after the upgrade = %s, before %s", now, was)
+	}
+	var homes string
+	if err := conn.QueryRow(ctx, `SELECT string_agg(h || ' ' || n, ', ' ORDER BY h) FROM (
+		SELECT tableoid::regclass::text AS h, count(*) AS n FROM outbox WHERE order_id <= 1000301 GROUP BY 1) x`).Scan(&homes); err != nil {
+		t.Fatal(err)
+	}
+	if homes != "outbox_before 300, outbox_default 1" {
+		t.Errorf("the v7 events after the upgrade: %s, want the 300 past ones in outbox_before and the one ahead in outbox_default", homes)
+	}
+	var strays int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE order_id > 1000301 AND tableoid NOT IN ('outbox_before'::regclass, 'outbox_default'::regclass)`).Scan(&strays); err != nil || strays != 0 {
+		t.Errorf("version 4 events outside outbox_before and outbox_default: %d, %v", strays, err)
+	}
+	var first string
+	if err := conn.QueryRow(ctx, `SELECT min(substring(pg_get_expr(c.relpartbound, c.oid) FROM 'FROM \(''([0-9a-f-]+)''\)'))
+		FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'outbox'::regclass AND c.relname LIKE 'outbox_d2%'`).Scan(&first); err != nil {
+		t.Fatal(err)
+	}
+	if first <= ahead {
+		t.Errorf("the first day partition begins at %s, not after the event ahead (%s) in the default", first, ahead)
+	}
+
+	later := time.Now().Add(3 * time.Hour)
+	p := createParams("UO-new", nil, later)
+	o, _, err := s.OrderCreate(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.OutboxList(ctx, o.ID)
+	if err != nil || len(evs) != 1 || evs[0].Seq <= maxSeq {
+		t.Fatalf("the new event: %+v, %v; want its seq after %d", evs, err, maxSeq)
+	}
+	if home := eventHome(t, conn, evs[0].ID); home != dayPartition(later) {
+		t.Errorf("the new event is in %s, want %s", home, dayPartition(later))
+	}
+	for _, id := range []string{oldID, v4, ahead} {
+		again := createParams("UO-again", nil, later)
+		again.Outbox[0].ID = id
+		if _, _, err := s.OrderCreate(ctx, again); !errors.Is(err, lapse.ErrEventExists) {
+			t.Errorf("an event id from before the upgrade, %s: %v, want ErrEventExists", id, err)
+		}
+	}
+	now := time.Now()
+	ds, err := s.DeliveryClaim(ctx, &lapse.DeliveryClaimParams{Now: now, Owner: "w", LeaseUntil: now.Add(time.Minute), Subscribers: []string{"webhook"}, Limit: 100})
+	if err != nil || len(ds) != 34 {
+		t.Fatalf("claimed %d deliveries after the upgrade, %v; want the 34 pending", len(ds), err)
+	}
+	for _, d := range ds {
+		if d.Event == nil || string(d.Event.Payload) != fmt.Sprintf(`{"n" : %d}`, d.OrderID-1000000) {
+			t.Fatalf("a delivery claimed after the upgrade: %+v", d)
+		}
+	}
+	if n := prunePass(t, s, now.Add(-time.Hour), now); n != 300+40-30-4 {
+		t.Errorf("a pass after the upgrade deleted %d events, want the %d past ones whose deliveries are done", n, 300+40-30-4)
 	}
 }
