@@ -26,6 +26,17 @@ SET search_path = pgbench_close;
 \ir ../../migrations/0021_closed_deadline.sql
 \ir ../../migrations/0022_delivery_writes.sql
 \ir ../../migrations/0023_delivery_hot.sql
+\ir ../../migrations/0025_outbox_partitions.sql
+-- The partition the closes' events go to, which the store makes ahead of
+-- time (outbox_partition.go): from now to two days on.
+DO $$
+BEGIN
+	CREATE TABLE outbox_dbench (LIKE outbox INCLUDING DEFAULTS INCLUDING STORAGE);
+	EXECUTE format('ALTER TABLE outbox ATTACH PARTITION outbox_dbench FOR VALUES FROM (%L) TO (%L)',
+		(lpad(to_hex(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0') || '00000000000000000000')::uuid,
+		(lpad(to_hex(floor(extract(epoch FROM clock_timestamp() + interval '2 days') * 1000)::bigint), 12, '0') || '00000000000000000000')::uuid);
+END
+$$;
 
 INSERT INTO orders (order_no, flow, state, deadline_at, amount, currency, user_id, items, metadata, version,
 	created_at, updated_at, fired_by, request_hash)
