@@ -92,10 +92,11 @@ type Store interface {
 	// least one flow.
 	OrderClaimDue(ctx context.Context, p *OrderClaimDueParams) ([]*Order, error)
 
-	// OrderNextDeadline returns the earliest deadline among orders of flows,
-	// and false when none has one. It reads only the deadline index. flows
-	// is valid (ValidateFlows): it names at least one.
-	OrderNextDeadline(ctx context.Context, flows []string) (time.Time, bool, error)
+	// OrderNextDeadline returns the earliest deadline at or after from
+	// among orders of flows (the zero from: of all), and false when none
+	// has one. It reads only the deadline index, from from on. flows is
+	// valid (ValidateFlows): it names at least one.
+	OrderNextDeadline(ctx context.Context, flows []string, from time.Time) (time.Time, bool, error)
 
 	// OrderDeadlineList returns up to p.Limit orders that have a deadline,
 	// in (deadline, id) order after p.After, reading only the deadline

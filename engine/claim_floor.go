@@ -5,71 +5,153 @@ import (
 	"time"
 )
 
-// claimFloor is where the claims of one burn start in the due index.
+// claimFloor is where the claims of a burn, and the precise path's looks
+// at the next deadline, start in the due index.
 //
-// A claim reads the due index in deadline order. The orders a burn closes
-// leave their index entries behind until vacuum removes them, and a
-// transaction held open anywhere on the database (a report, a backup, a
-// forgotten psql session) keeps vacuum, and the scans themselves, from
-// removing any: each claim of a backlog would step again over the entry of
-// every order the burn has closed so far, and the burn would slow as it
-// went (PostgreSQL; InnoDB's purge waits the same way). So each claim of a
-// burn reads from the deadline of the latest order claimed before it, and
-// only now and then from the start again, for the due orders that reading
-// from there would pass over: those another claimer held when a scan went by
-// (its transaction may roll back), those a claim returned but did not close,
-// and those given an earlier deadline since the burn began. Nothing is lost
-// either way: the next burn, and every sweep pass, begins at the start.
+// A claim or a look reads the due index in deadline order. The orders
+// closed leave their index entries behind until vacuum removes them, and
+// vacuum waits: for a fifth of the table by default (2,000,000 entries at
+// 10,000,000 pending), and for any transaction held open anywhere on the
+// database (a report, a backup, a forgotten psql session), which also
+// keeps the scans from marking the entries dead as they pass. A claim or a
+// look that read from the start would step again over the entry of every
+// order closed since the last vacuum: a backlog's burn would slow as it
+// went, and deadlines coming due at a steady rate would cost their claimer
+// more with every order it closed (PostgreSQL; InnoDB's purge waits the
+// same way). So each reads from the deadline of the latest order claimed,
+// and only now and then from the start again, for the due orders that
+// reading from there would pass over: those another claimer held when a
+// scan went by (its transaction may roll back), those a claim returned but
+// did not close, and those given a deadline before the floor by another
+// process. This process's own deadlines move the floor back at once
+// (lower): the waker tells it of each, as it tells the precise path.
+// Nothing is lost either way: every sweep pass begins at the start.
 //
-// A claim reads from the start once every MaxSleep, the bound the precise
-// path keeps for deadlines other processes set, or, when such a claim takes
-// more than a twentieth of that (the index full of entries nothing may
-// remove yet), once every twenty times as long as it took, so that those
-// claims cost the burn about 5 % at most.
+// A burn of RunOnce or of the sweep has a floor of its own, which begins at
+// the start; the precise path keeps one for as long as it runs, so that its
+// looks and burns at a steady rate read on from the latest order closed.
+//
+// A claim or look reads from the start once every MaxSleep, the bound the
+// precise path keeps for deadlines other processes set, or, when such a
+// read takes more than a twentieth of that (the index full of entries
+// nothing may remove yet), once every twenty times as long as it took, so
+// that those reads cost about 5 % at most.
 type claimFloor struct {
 	every time.Duration // MaxSleep
 
 	mu   sync.Mutex
-	at   time.Time     // the deadline of the latest order claimed; zero: no claim yet
-	full time.Time     // when the latest claim from the start began (the machine's clock)
+	at   time.Time     // the floor; zero: none, read from the start
+	full time.Time     // when the latest read from the start began (the machine's clock)
 	cost time.Duration // how long it took
+	// gen counts the times the floor was moved back (lower, restart): a
+	// claim or look that began before such a move may not move it on,
+	// since it did not read the deadlines the move was for.
+	gen uint64
+	// low is the earliest deadline lowered to while there was no floor
+	// (zero: none): the floor, once set, is no later.
+	low time.Time
 }
 
-// next returns where the next claim starts (zero: at the start) and, for a
-// claim from the start, when it began.
-func (f *claimFloor) next() (from, began time.Time) {
+// floorTurn is where one claim or look starts: from (zero: at the start),
+// and for a read from the start, when it began.
+type floorTurn struct {
+	from, began time.Time
+	gen         uint64
+}
+
+// next returns where the next claim or look starts.
+func (f *claimFloor) next() floorTurn {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.at.IsZero() || time.Since(f.full) >= max(f.every, 20*f.cost) {
-		f.full = time.Now() // one claim from the start at a time
-		return time.Time{}, f.full
+		f.full = time.Now() // one read from the start at a time
+		return floorTurn{began: f.full, gen: f.gen}
 	}
-	return f.at, time.Time{}
+	return floorTurn{from: f.at, gen: f.gen}
 }
 
-// claimed records a claim that began at began (zero: not from the start)
-// and whose latest order's deadline is last, as soon as the claim returned
-// and before its transaction ends, so that claims beside it do not step over
-// the orders it holds: a claim from the start walks on from its own latest
-// order, any other from the latest of all.
-func (f *claimFloor) claimed(began, last time.Time) {
+// setEvery sets the interval of reads from the start (MaxSleep, which a
+// reload may change).
+func (f *claimFloor) setEvery(every time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if !began.IsZero() {
-		f.cost = time.Since(began)
-		f.at = last
-		return
+	f.every = every
+}
+
+// claimed records a claim that started at t and whose latest order's
+// deadline is last, as soon as the claim returned and before its
+// transaction ends, so that claims beside it do not step over the orders it
+// holds: a claim from the start walks on from its own latest order, any
+// other from the latest of all. A claim that began before the floor was
+// moved back may only move it back further.
+func (f *claimFloor) claimed(t floorTurn, last time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !t.began.IsZero() {
+		f.cost = time.Since(t.began)
 	}
-	if last.After(f.at) {
-		f.at = last
+	switch {
+	case t.gen != f.gen:
+		if !f.at.IsZero() && last.Before(f.at) {
+			f.at = last
+		}
+	case !t.began.IsZero(), last.After(f.at):
+		f.set(last)
 	}
 }
 
-// restart makes the next claim read from the start: a claim recorded by
-// claimed has rolled back, and the orders it held are due again behind the
-// floor.
+// set sets the floor at v, or at low if that is earlier.
+func (f *claimFloor) set(v time.Time) {
+	if !f.low.IsZero() && f.low.Before(v) {
+		v = f.low
+	}
+	f.at, f.low = v, time.Time{}
+}
+
+// looked records a look that started at t, began at the engine's time now
+// and found next (if ok). A look from the start knows that nothing waited
+// before next, nor before now: the floor moves back to the earlier of the
+// two, or is set there if it had none. It is never moved on by a look; the
+// claims do that.
+func (f *claimFloor) looked(t floorTurn, now, next time.Time, ok bool) {
+	if t.began.IsZero() {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cost = time.Since(t.began)
+	v := now
+	if ok && next.Before(v) {
+		v = next
+	}
+	if f.at.IsZero() && t.gen == f.gen || !f.at.IsZero() && v.Before(f.at) {
+		f.set(v)
+	}
+}
+
+// lower moves the floor back to t, a deadline this process set or a look of
+// the sweep found, if it is before it; with no floor, it keeps the floor
+// that a read from the start will set from being past t.
+func (f *claimFloor) lower(t time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case f.at.IsZero():
+		if f.low.IsZero() || t.Before(f.low) {
+			f.low = t
+		}
+	case t.Before(f.at):
+		f.at = t
+		f.gen++
+	}
+}
+
+// restart makes the next claim or look read from the start: a claim
+// recorded by claimed has rolled back, and the orders it held are due again
+// behind the floor, or the precise path was not in charge for a while.
 func (f *claimFloor) restart() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.at = time.Time{}
+	f.at, f.low = time.Time{}, time.Time{}
+	f.gen++
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -12,54 +13,119 @@ import (
 	"github.com/lapsehq/lapse/flows"
 )
 
-// TestClaimFloor pins where a burn's claims start: from the start first,
-// then from the latest deadline claimed, from the start again once every
-// MaxSleep or twenty times what such a claim cost, whichever is longer, and
-// then on from where that claim stopped.
+// TestClaimFloor pins where claims start: from the start first, then from
+// the latest deadline claimed, from the start again once every MaxSleep or
+// twenty times what such a claim cost, whichever is longer, and then on
+// from where that claim stopped.
 func TestClaimFloor(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	f := &claimFloor{every: time.Hour}
 
-	from, began := f.next()
-	if !from.IsZero() || began.IsZero() {
-		t.Fatalf("first claim from %v (began %v); want from the start", from, began)
+	first := f.next()
+	if !first.from.IsZero() || first.began.IsZero() {
+		t.Fatalf("first claim %+v; want from the start", first)
 	}
-	f.claimed(began, at(5))
-	if from, began := f.next(); !from.Equal(at(5)) || !began.IsZero() {
-		t.Fatalf("after a claim up to +5s: from %v (began %v); want +5s", from, began)
+	f.claimed(first, at(5))
+	if turn := f.next(); !turn.from.Equal(at(5)) || !turn.began.IsZero() {
+		t.Fatalf("after a claim up to +5s: %+v; want from +5s", turn)
 	}
-	f.claimed(time.Time{}, at(3)) // a parallel claim that began earlier
-	f.claimed(time.Time{}, at(7))
-	if from, _ := f.next(); !from.Equal(at(7)) {
-		t.Fatalf("after claims up to +3s and +7s: from %v; want +7s, the latest", from)
+	f.claimed(f.next(), at(3)) // a parallel claim that began earlier
+	f.claimed(f.next(), at(7))
+	if turn := f.next(); !turn.from.Equal(at(7)) {
+		t.Fatalf("after claims up to +3s and +7s: from %v; want +7s, the latest", turn.from)
 	}
 
 	f.mu.Lock()
 	f.full = time.Now().Add(-2 * time.Hour) // MaxSleep has passed
 	f.mu.Unlock()
-	from, began = f.next()
-	if !from.IsZero() || began.IsZero() {
-		t.Fatalf("MaxSleep after the last claim from the start: from %v; want from the start", from)
+	full := f.next()
+	if !full.from.IsZero() || full.began.IsZero() {
+		t.Fatalf("MaxSleep after the last claim from the start: %+v; want from the start", full)
 	}
-	if from, began := f.next(); !from.Equal(at(7)) || !began.IsZero() {
-		t.Fatalf("beside a claim from the start still running: from %v (began %v); want +7s", from, began)
+	if turn := f.next(); !turn.from.Equal(at(7)) || !turn.began.IsZero() {
+		t.Fatalf("beside a claim from the start still running: %+v; want from +7s", turn)
 	}
-	f.claimed(began, at(2)) // it found orders the floor had passed over
-	if from, _ := f.next(); !from.Equal(at(2)) {
-		t.Fatalf("after a claim from the start up to +2s: from %v; want +2s, to walk on from there", from)
+	f.claimed(full, at(2)) // it found orders the floor had passed over
+	if turn := f.next(); !turn.from.Equal(at(2)) {
+		t.Fatalf("after a claim from the start up to +2s: from %v; want +2s, to walk on from there", turn.from)
 	}
 
 	// A claim from the start that costs more than a twentieth of MaxSleep
 	// spaces those claims out to twenty times its cost.
 	f = &claimFloor{every: time.Second, at: at(9), cost: time.Minute}
 	f.full = time.Now().Add(-10 * time.Minute)
-	if from, _ := f.next(); !from.Equal(at(9)) {
-		t.Fatalf("10 minutes after a claim from the start that took a minute: from %v; want +9s", from)
+	if turn := f.next(); !turn.from.Equal(at(9)) {
+		t.Fatalf("10 minutes after a claim from the start that took a minute: from %v; want +9s", turn.from)
 	}
 	f.full = time.Now().Add(-21 * time.Minute)
-	if from, _ := f.next(); !from.IsZero() {
-		t.Fatalf("21 minutes after a claim from the start that took a minute: from %v; want from the start", from)
+	if turn := f.next(); !turn.from.IsZero() {
+		t.Fatalf("21 minutes after a claim from the start that took a minute: from %v; want from the start", turn.from)
+	}
+}
+
+// TestClaimFloorLooksAndLowers pins the floor the precise path keeps: a
+// look from the start sets it at what it found, or at the look's time when
+// that is earlier, and never moves it on; a deadline this process sets
+// before the floor moves it back, and a claim or look that began before
+// that may not move it on again; a deadline set while there is no floor
+// holds back the floor that the next read from the start sets.
+func TestClaimFloorLooksAndLowers(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	f := &claimFloor{every: time.Hour}
+
+	look := f.next()
+	f.looked(look, at(0), at(30), true) // nothing due before +30s
+	if turn := f.next(); !turn.from.Equal(at(0)) {
+		t.Fatalf("after a look at +0s from the start that found +30s: from %v; want +0s, the look's time", turn.from)
+	}
+	f.claimed(f.next(), at(31))
+	f.looked(f.next(), at(40), at(50), true) // a look from the floor
+	if turn := f.next(); !turn.from.Equal(at(31)) {
+		t.Fatalf("a look from the floor moved it to %v; want it left at +31s", turn.from)
+	}
+	f.mu.Lock()
+	f.full = time.Now().Add(-2 * time.Hour)
+	f.mu.Unlock()
+	f.looked(f.next(), at(40), at(20), true) // from the start: a deadline at +20s waits
+	if turn := f.next(); !turn.from.Equal(at(20)) {
+		t.Fatalf("after a look from the start that found +20s: from %v; want +20s", turn.from)
+	}
+
+	// A deadline set before the floor moves it back; a claim that began
+	// before that does not move it on.
+	before := f.next()
+	f.lower(at(10))
+	f.claimed(before, at(25))
+	if turn := f.next(); !turn.from.Equal(at(10)) {
+		t.Fatalf("after a deadline at +10s and a claim that began before it: from %v; want +10s", turn.from)
+	}
+	f.lower(at(15)) // after the floor: nothing to do
+	f.claimed(f.next(), at(25))
+	if turn := f.next(); !turn.from.Equal(at(25)) {
+		t.Fatalf("after a claim that began after the deadline: from %v; want +25s", turn.from)
+	}
+
+	// No floor: a deadline set while the read from the start runs holds
+	// back the floor it sets.
+	f.restart()
+	full := f.next()
+	if !full.from.IsZero() {
+		t.Fatalf("after a restart: from %v; want the start", full.from)
+	}
+	f.lower(at(12))
+	f.looked(full, at(40), at(45), true)
+	if turn := f.next(); !turn.from.Equal(at(12)) {
+		t.Fatalf("a look from the start with a deadline at +12s set meanwhile: from %v; want +12s", turn.from)
+	}
+	// A claim that began before a restart does not set a floor past the
+	// orders the rolled-back claim held.
+	old := f.next()
+	f.restart()
+	f.claimed(old, at(60))
+	if turn := f.next(); !turn.from.IsZero() {
+		t.Fatalf("a claim that began before the restart set the floor at %v; want none", turn.from)
 	}
 }
 
@@ -194,7 +260,7 @@ func TestClaimFloorMovesBeforeCommit(t *testing.T) {
 	floor := &claimFloor{every: time.Hour}
 	var during time.Time
 	hook := &transitionHook{Store: e.work, hook: func() error {
-		during, _ = floor.next()
+		during = floor.next().from
 		return nil
 	}}
 	e.work = hook
@@ -210,7 +276,7 @@ func TestClaimFloorMovesBeforeCommit(t *testing.T) {
 	if _, _, err := c.fireBatch(ctx, lapse.FiredBySweep, 0, 3, floor); !errors.Is(err, failed) {
 		t.Fatalf("second batch: %v; want it to fail", err)
 	}
-	if from, _ := floor.next(); !from.IsZero() {
+	if from := floor.next().from; !from.IsZero() {
 		t.Fatalf("after a batch rolled back the next claim starts at %v; want the start", from)
 	}
 	hook.hook = func() error { return nil }
@@ -222,4 +288,120 @@ func TestClaimFloorMovesBeforeCommit(t *testing.T) {
 			t.Fatalf("F-%02d: %+v, %v; want CLOSED", i, o, err)
 		}
 	}
+}
+
+// floorRecording records where every look at the next deadline, and every
+// claim made in its transactions, started.
+type floorRecording struct {
+	fromRecording
+	looks []time.Time
+}
+
+func (s *floorRecording) OrderNextDeadline(ctx context.Context, flows []string, from time.Time) (time.Time, bool, error) {
+	s.mu.Lock()
+	s.looks = append(s.looks, from)
+	s.mu.Unlock()
+	return s.Store.OrderNextDeadline(ctx, flows, from)
+}
+
+// starts returns the looks' and the claims' starts so far.
+func (s *floorRecording) starts() (looks, claims []time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.looks), slices.Clone(s.froms)
+}
+
+// pastOrder writes an unpaid checkout order due at deadline, an hour ago,
+// straight to s, as another process would: no engine is told of it.
+func pastOrder(t *testing.T, s lapse.Store, orderNo string, deadline time.Time) *lapse.Order {
+	t.Helper()
+	now := time.Now().UTC()
+	o, _, err := s.OrderCreate(context.Background(), &lapse.OrderCreateParams{
+		Order: &lapse.Order{OrderNo: orderNo, Flow: "checkout", State: flows.Unpaid, DeadlineAt: &deadline, Amount: 100,
+			Currency: "CNY", UserID: "u", Version: 1, CreatedAt: now, UpdatedAt: now, FiredBy: lapse.FiredByApp},
+		Log: lapse.TransitionRecord{ToState: flows.Unpaid, Event: lapse.EventCreate, Version: 1, FiredBy: lapse.FiredByApp, CreatedAt: now}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// waitClosed waits up to 10 s for each order to close, by the timer path.
+func waitClosed(t *testing.T, e *Engine, orderNos ...string) {
+	t.Helper()
+	for _, no := range orderNos {
+		for give := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			o, err := e.Order(context.Background(), no)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.State == flows.Closed {
+				if o.FiredBy != lapse.FiredByTimer {
+					t.Fatalf("%s closed by %s; want the precise path", no, o.FiredBy)
+				}
+				break
+			}
+			if time.Now().After(give) {
+				t.Fatalf("%s still %s after 10 s", no, o.State)
+			}
+		}
+	}
+}
+
+// TestPreciseReadsOnFromFloor pins the floor the precise path keeps across
+// its passes: once its first look has read the due index from the start,
+// its looks and claims read from the latest order closed, not over the
+// index entries of every order closed since the last vacuum, whatever the
+// pace of deadlines; a deadline this process sets before that floor moves
+// it back, so the order is closed at once; and one another process sets
+// there is found by the look from the start made every MaxSleep.
+func TestPreciseReadsOnFromFloor(t *testing.T) {
+	e, _, _ := lookEngines(t, lapse.SystemClock{})
+	rec := &floorRecording{fromRecording: fromRecording{Store: e.work}}
+	e.work = rec
+	ctx := context.Background()
+	// MaxSleep an hour: no look from the start but the first.
+	c := NewClaimer(e, ClaimerConfig{MaxSleep: time.Hour, SweepInterval: time.Hour})
+	for i, ttl := range []time.Duration{300, 450, 600} {
+		lookCreate(t, e, fmt.Sprintf("PF-%d", i), ttl*time.Millisecond)
+	}
+	c.Start(ctx)
+	waitClosed(t, e, "PF-0", "PF-1", "PF-2")
+	// The sweep's first pass looks from the start, and so does the precise
+	// path's first look, if it did not take the sweep's; no other.
+	looks, claims := rec.starts()
+	first := 0
+	for first < len(looks) && looks[first].IsZero() {
+		first++
+	}
+	if first == 0 || first > 2 || len(looks) < first+2 || len(claims) < 2 {
+		t.Fatalf("looks from %v, claims from %v; want one or two looks from the start, then more looks and claims", looks, claims)
+	}
+	for i, from := range looks[first:] {
+		if from.IsZero() {
+			t.Errorf("look %d read from the start: %v", first+i, looks)
+		}
+	}
+	for i, from := range claims {
+		if from.IsZero() {
+			t.Errorf("claim %d read from the start: %v", i, claims)
+		}
+	}
+
+	// Due an hour ago, before the floor, and told as this process tells
+	// the deadlines it sets: closed at once.
+	early := pastOrder(t, e.store, "PF-TOLD", time.Now().UTC().Add(-time.Hour))
+	e.deadlineSet(early.ID, *early.DeadlineAt)
+	waitClosed(t, e, "PF-TOLD")
+	c.Stop()
+
+	// Another process's deadline before the floor: a look from the start,
+	// once every MaxSleep, finds it.
+	c = NewClaimer(e, ClaimerConfig{MaxSleep: 200 * time.Millisecond, SweepInterval: time.Hour})
+	c.Start(ctx)
+	defer c.Stop()
+	lookCreate(t, e, "PF-3", 300*time.Millisecond)
+	waitClosed(t, e, "PF-3")
+	pastOrder(t, e.store, "PF-OTHER", time.Now().UTC().Add(-time.Hour))
+	waitClosed(t, e, "PF-OTHER")
 }

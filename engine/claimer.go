@@ -224,7 +224,7 @@ func (c *Claimer) Stop() {
 // first; RunOnce waits for those answers too.
 // A failed pass is counted in lapse_claimer_errors_total.
 func (c *Claimer) RunOnce(ctx context.Context) (int, error) {
-	n, err := c.burn(ctx, ctx, lapse.FiredByTimer, 0, c.conf().Batch, 0)
+	n, err := c.burn(ctx, ctx, lapse.FiredByTimer, 0, c.conf().Batch, 0, nil)
 	c.asks.Wait()
 	c.counted(ctx, lapse.FiredByTimer, err)
 	return n, err
@@ -236,7 +236,7 @@ func (c *Claimer) RunOnce(ctx context.Context) (int, error) {
 // orders whose customer started paying. A failed pass is counted in
 // lapse_claimer_errors_total.
 func (c *Claimer) Sweep(ctx context.Context) (int, error) {
-	n, err := c.burn(ctx, ctx, lapse.FiredBySweep, c.conf().SweepGrace, c.conf().SweepBatch, c.conf().SweepMaxRun)
+	n, err := c.burn(ctx, ctx, lapse.FiredBySweep, c.conf().SweepGrace, c.conf().SweepBatch, c.conf().SweepMaxRun, nil)
 	c.asks.Wait()
 	c.counted(ctx, lapse.FiredBySweep, err)
 	return n, err
@@ -266,11 +266,20 @@ func (c *Claimer) precise(loopCtx, workCtx context.Context) {
 	defer timer.Stop()
 	backoff := time.Duration(0)
 	var asked time.Time // when this path's last look at the deadline index began
+	// The looks and burns of this path read the due index on from the
+	// latest order closed (claimFloor); this process's deadlines move that
+	// floor back as they are set.
+	floor := &claimFloor{}
+	defer c.e.wake.watch(floor)()
 	for loopCtx.Err() == nil {
+		floor.setEvery(c.maxSleep())
 		if c.e.trig != nil && c.e.trig.using() {
 			// The shared trigger is in charge of punctual firing (the sweep
 			// stays the safety net): stand back until it is not, looking
-			// again every MaxSleep without asking the database.
+			// again every MaxSleep without asking the database. The
+			// deadlines told to the trigger meanwhile did not move the
+			// floor: the first look after it starts at the start.
+			floor.restart()
 			timer.Reset(c.maxSleep())
 			select {
 			case <-loopCtx.Done():
@@ -290,13 +299,22 @@ func (c *Claimer) precise(loopCtx, workCtx context.Context) {
 		switch {
 		case fresh:
 			next, ok, asked = look.next, look.ok, look.at
+			if ok {
+				floor.lower(next) // the sweep's look read from the start
+			}
 		case len(c.e.flows.timed) > 0: // no flow has deadlines: nothing is ever due
 			own := dueLook{at: c.e.clock.Now(), told: c.e.wake.told()}
 			asked = own.at
-			next, ok, err = c.e.work.OrderNextDeadline(workCtx, c.e.flows.timed)
+			turn := floor.next()
+			next, ok, err = c.e.work.OrderNextDeadline(workCtx, c.e.flows.timed, turn.from)
 			if err == nil {
-				own.next, own.ok = next, ok
-				c.keepLook(own)
+				floor.looked(turn, own.at, next, ok)
+				if turn.from.IsZero() {
+					// Only a look from the start is one the sweep may take:
+					// it is what tells the sweep whether anything is overdue.
+					own.next, own.ok = next, ok
+					c.keepLook(own)
+				}
 			}
 		}
 		now := c.e.clock.Now()
@@ -306,7 +324,7 @@ func (c *Claimer) precise(loopCtx, workCtx context.Context) {
 		if err == nil && ok && !next.After(now) {
 			var fired int
 			began := time.Now()
-			fired, err = c.burn(loopCtx, workCtx, lapse.FiredByTimer, 0, c.conf().Batch, 0)
+			fired, err = c.burn(loopCtx, workCtx, lapse.FiredByTimer, 0, c.conf().Batch, 0, floor)
 			if err == nil && fired > 0 {
 				backoff = 0
 				c.gather(loopCtx, began)
@@ -416,7 +434,7 @@ func (c *Claimer) sweepPass(loopCtx, workCtx context.Context, cfg *ClaimerConfig
 			// Both read before the look, so that it knows at least what
 			// they say: a deadline is told after its commit.
 			look = dueLook{at: c.e.clock.Now(), told: c.e.wake.told()}
-			look.next, look.ok, err = c.e.work.OrderNextDeadline(workCtx, timed)
+			look.next, look.ok, err = c.e.work.OrderNextDeadline(workCtx, timed, time.Time{})
 			if err == nil {
 				c.keepLook(look)
 			}
@@ -425,7 +443,7 @@ func (c *Claimer) sweepPass(loopCtx, workCtx context.Context, cfg *ClaimerConfig
 			return 0, nil
 		}
 	}
-	return c.burn(loopCtx, workCtx, lapse.FiredBySweep, cfg.SweepGrace, cfg.SweepBatch, cfg.SweepMaxRun)
+	return c.burn(loopCtx, workCtx, lapse.FiredBySweep, cfg.SweepGrace, cfg.SweepBatch, cfg.SweepMaxRun, nil)
 }
 
 func (c *Claimer) sweeper(loopCtx, workCtx context.Context) {
@@ -457,9 +475,12 @@ func (c *Claimer) sweeper(loopCtx, workCtx context.Context) {
 
 // burn fires batches until one comes back short, loopCtx ends, or maxRun (if
 // positive) passes. Once a batch comes back full it runs Workers batches in
-// parallel.
-func (c *Claimer) burn(loopCtx, workCtx context.Context, path lapse.FiredBy, grace time.Duration, batch int, maxRun time.Duration) (int, error) {
-	floor := &claimFloor{every: c.maxSleep()}
+// parallel. Its claims read the due index from floor (claimFloor), or, when
+// floor is nil, from a floor of its own that begins at the start.
+func (c *Claimer) burn(loopCtx, workCtx context.Context, path lapse.FiredBy, grace time.Duration, batch int, maxRun time.Duration, floor *claimFloor) (int, error) {
+	if floor == nil {
+		floor = &claimFloor{every: c.maxSleep()}
+	}
 	claimed, fired, err := c.fireBatch(workCtx, path, grace, batch, floor)
 	if err != nil || claimed < batch {
 		return fired, err
@@ -522,11 +543,11 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 		return 0, 0, nil // no flow has deadlines: nothing is ever due
 	}
 	start := time.Now()
-	from, began := floor.next()
+	turn := floor.next()
 	var last time.Time // the deadline of the latest order claimed
 	err = c.e.work.Tx(ctx, func(tx lapse.Store) error {
 		now = c.e.clock.Now() // read once the transaction holds its claim
-		due, err := tx.OrderClaimDue(ctx, &lapse.OrderClaimDueParams{DueBy: now.Add(-grace), Flows: c.e.flows.timed, Limit: limit, From: from})
+		due, err := tx.OrderClaimDue(ctx, &lapse.OrderClaimDueParams{DueBy: now.Add(-grace), Flows: c.e.flows.timed, Limit: limit, From: turn.from})
 		if err != nil {
 			return err
 		}
@@ -535,7 +556,7 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 			// Claims beside this one read on from here at once, not once
 			// this one commits: the orders it holds would only be skipped.
 			last = *due[claimed-1].DeadlineAt
-			floor.claimed(began, last)
+			floor.claimed(turn, last)
 		}
 		planned = make(map[int64]firing, len(due))
 		ps := make([]*lapse.OrderTransitionParams, 0, len(due))

@@ -33,11 +33,11 @@ func (s *downStore) Tx(ctx context.Context, fn func(tx lapse.Store) error) error
 	return s.Store.Tx(ctx, fn)
 }
 
-func (s *downStore) OrderNextDeadline(ctx context.Context, flows []string) (time.Time, bool, error) {
+func (s *downStore) OrderNextDeadline(ctx context.Context, flows []string, from time.Time) (time.Time, bool, error) {
 	if s.down.Load() {
 		return time.Time{}, false, errDown
 	}
-	return s.Store.OrderNextDeadline(ctx, flows)
+	return s.Store.OrderNextDeadline(ctx, flows, from)
 }
 
 // claimerErrors returns lapse_claimer_errors_total of path in reg.

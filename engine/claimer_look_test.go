@@ -153,9 +153,9 @@ type lookCounting struct {
 	looks atomic.Int64
 }
 
-func (s *lookCounting) OrderNextDeadline(ctx context.Context, flows []string) (time.Time, bool, error) {
+func (s *lookCounting) OrderNextDeadline(ctx context.Context, flows []string, from time.Time) (time.Time, bool, error) {
 	s.looks.Add(1)
-	return s.Store.OrderNextDeadline(ctx, flows)
+	return s.Store.OrderNextDeadline(ctx, flows, from)
 }
 
 // TestSweepTakesPreciseLook pins the other half of sharing looks: a pass of

@@ -78,6 +78,9 @@ func closeLag(b *testing.B, rate, seconds int, withRedis bool) {
 		b.Fatal(err)
 	}
 	n := rate * seconds
+	if dead := benchInt(b, "LAPSE_BENCH_LAG_DEAD", 0); dead > 0 {
+		lagDeadEntries(b, dsn, dead)
+	}
 	start := time.Now().Add(3 * time.Second).Truncate(time.Millisecond)
 	deadline := func(i int) time.Time { return start.Add(time.Duration(i) * time.Second / time.Duration(rate)) }
 	var ps []*lapse.OrderCreateParams
@@ -179,4 +182,27 @@ func closeLag(b *testing.B, rate, seconds int, withRedis bool) {
 	b.ReportMetric(proc, "go-cpu-us/close")
 	b.ReportMetric(server, "pg-cpu-us/close")
 	b.ReportMetric(commitsPer, "commits/close")
+}
+
+// lagDeadEntries leaves the entries of n closed orders at the head of the
+// due index, as a table between two vacuums has them: n deadline rows due
+// an hour ago, deleted, with autovacuum off for the table (at its default
+// scale factor it would wait for a fifth of the table: 2,000,000 dead rows
+// at 10,000,000 pending). A scan reads past them, and marks them dead in
+// the index as it goes; vacuum alone removes them.
+func lagDeadEntries(b *testing.B, dsn string, n int) {
+	ctx := context.Background()
+	conn := pgConnect(b, dsn)
+	defer conn.Close(ctx)
+	for _, q := range []string{
+		"ALTER TABLE order_deadlines SET (autovacuum_enabled = false)",
+		fmt.Sprintf(`INSERT INTO order_deadlines (order_id, deadline_at, flow)
+			SELECT -g, now() - interval '1 hour' + g * interval '1 microsecond', 'checkout' FROM generate_series(1, %d) g`, n),
+		"VACUUM ANALYZE order_deadlines",
+		"DELETE FROM order_deadlines WHERE order_id < 0",
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

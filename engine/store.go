@@ -156,11 +156,11 @@ func (s checked) OrderDeadlineList(ctx context.Context, p *lapse.OrderDeadlineLi
 	return s.Store.OrderDeadlineList(ctx, p)
 }
 
-func (s checked) OrderNextDeadline(ctx context.Context, flows []string) (time.Time, bool, error) {
+func (s checked) OrderNextDeadline(ctx context.Context, flows []string, from time.Time) (time.Time, bool, error) {
 	if err := lapse.ValidateFlows(flows); err != nil {
 		return time.Time{}, false, err
 	}
-	return s.Store.OrderNextDeadline(ctx, flows)
+	return s.Store.OrderNextDeadline(ctx, flows, from)
 }
 
 func (s checked) DeliveryClaim(ctx context.Context, p *lapse.DeliveryClaimParams) ([]*lapse.Delivery, error) {

@@ -173,7 +173,7 @@ func (c *Claimer) sharedStep(loopCtx, workCtx context.Context) (fired int, wait 
 	}
 	tr.known.Store(true)
 	if len(members) > 0 {
-		fired, err := c.burn(loopCtx, workCtx, lapse.FiredByRedis, 0, cfg.Batch, 0)
+		fired, err := c.burn(loopCtx, workCtx, lapse.FiredByRedis, 0, cfg.Batch, 0, nil)
 		if err != nil {
 			c.failed(loopCtx, lapse.FiredByRedis, err)
 			c.retryMembers(workCtx, members)

@@ -14,6 +14,7 @@ type waker struct {
 	target time.Time // when the claimer will wake on its own; zero while it works
 	gen    uint64    // deadlines told so far, whether they woke the claimer or not
 	ch     chan struct{}
+	floors map[*claimFloor]struct{} // moved back to each deadline told (watch)
 }
 
 func newWaker() *waker { return &waker{ch: make(chan struct{}, 1)} }
@@ -23,12 +24,31 @@ func (w *waker) notify(t time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.gen++
+	for f := range w.floors {
+		f.lower(t)
+	}
 	if w.target.IsZero() || t.Before(w.target) {
 		w.target = t
 		select {
 		case w.ch <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// watch has every deadline told from now on move f back (claimFloor.lower)
+// until the returned function is called.
+func (w *waker) watch(f *claimFloor) (stop func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.floors == nil {
+		w.floors = map[*claimFloor]struct{}{}
+	}
+	w.floors[f] = struct{}{}
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.floors, f)
 	}
 }
 

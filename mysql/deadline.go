@@ -78,18 +78,20 @@ func orderClaimDueSQL(nflows int) string {
 		ORDER BY deadline_at LIMIT ?`
 }
 
-// orderNextDeadlineSQL reads the due index alone, which carries flow for it.
+// orderNextDeadlineSQL reads the due index alone, which carries flow for
+// it, from a time on; its arguments are that time and the flows.
 func orderNextDeadlineSQL(nflows int) string {
 	return `SELECT deadline_at FROM orders
-		WHERE deadline_at IS NOT NULL AND flow IN (` + marks(nflows) + `)
+		WHERE deadline_at IS NOT NULL AND deadline_at >= ? AND flow IN (` + marks(nflows) + `)
 		ORDER BY deadline_at LIMIT 1`
 }
 
-// OrderNextDeadline returns the earliest deadline among orders of flows, and
-// false when none has one. It reads only the due index.
-func (s *Store) OrderNextDeadline(ctx context.Context, flows []string) (time.Time, bool, error) {
+// OrderNextDeadline returns the earliest deadline at or after from among
+// orders of flows, and false when none has one. It reads only the due index.
+func (s *Store) OrderNextDeadline(ctx context.Context, flows []string, from time.Time) (time.Time, bool, error) {
 	var us int64
-	err := s.queryRow(ctx, orderNextDeadlineSQL(len(flows)), stringArgs(flows)...).Scan(&us)
+	args := append([]any{column.Micros(from)}, stringArgs(flows)...)
+	err := s.queryRow(ctx, orderNextDeadlineSQL(len(flows)), args...).Scan(&us)
 	if errors.Is(err, sql.ErrNoRows) {
 		return time.Time{}, false, nil
 	}

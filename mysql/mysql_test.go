@@ -294,7 +294,8 @@ func TestDueIndex(t *testing.T) {
 		args      []any
 	}{
 		{"claim", "orders_due_idx", mysql.OrderClaimDueSQL(1) + " FOR UPDATE SKIP LOCKED", []any{at, now.UnixMicro(), "checkout", 500}},
-		{"next deadline", "orders_due_idx", mysql.OrderNextDeadlineSQL(2), []any{"checkout", "groupbuy"}},
+		{"next deadline", "orders_due_idx", mysql.OrderNextDeadlineSQL(2), []any{int64(-62135596800000000), "checkout", "groupbuy"}},
+		{"next deadline from", "orders_due_idx", mysql.OrderNextDeadlineSQL(2), []any{now.UnixMicro(), "checkout", "groupbuy"}},
 		{"count due", "orders_due_idx", mysql.OrderCountDueSQL, []any{at}},
 		{"deadline list", "orders_due_idx", mysql.OrderDeadlineListAfterSQL, []any{at, at, 10, 500}},
 		{"delivery claim", "deliveries_due_idx", mysql.DeliveryClaimSQL(1), []any{"sink", at, 100}},

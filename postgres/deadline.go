@@ -112,14 +112,16 @@ func (s *Store) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams)
 }
 
 // orderNextDeadlineSQL is an index-only scan of the due index, which carries
-// flow for this query; its cost does not grow with the number of orders.
-const orderNextDeadlineSQL = "SELECT deadline_at FROM order_deadlines WHERE flow = ANY($1) ORDER BY deadline_at LIMIT 1"
+// flow for this query, from $2 on; its cost does not grow with the number
+// of orders, only with the entries before the first live one from $2 (the
+// closed orders' entries that vacuum has not yet removed).
+const orderNextDeadlineSQL = "SELECT deadline_at FROM order_deadlines WHERE deadline_at >= $2 AND flow = ANY($1) ORDER BY deadline_at LIMIT 1"
 
-// OrderNextDeadline returns the earliest deadline among orders of flows, and
-// false when none has one.
-func (s *Store) OrderNextDeadline(ctx context.Context, flows []string) (time.Time, bool, error) {
+// OrderNextDeadline returns the earliest deadline at or after from among
+// orders of flows, and false when none has one.
+func (s *Store) OrderNextDeadline(ctx context.Context, flows []string, from time.Time) (time.Time, bool, error) {
 	var t time.Time
-	err := s.db.QueryRow(ctx, orderNextDeadlineSQL, flows).Scan(&t)
+	err := s.db.QueryRow(ctx, orderNextDeadlineSQL, flows, from).Scan(&t)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, false, nil
 	}

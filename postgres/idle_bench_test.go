@@ -79,7 +79,7 @@ func BenchmarkIdleDueCheck(b *testing.B) {
 		name, sql string
 		args      []any
 	}{
-		{"next-deadline", postgres.OrderNextDeadlineSQL, []any{timed}},
+		{"next-deadline", postgres.OrderNextDeadlineSQL, []any{timed, time.Time{}}},
 		{"claim", postgres.OrderClaimDueLockedSQL, []any{now, timed, 500, time.Time{}}},
 	} {
 		b.Run(fmt.Sprintf("%s/%d", q.name, n), func(b *testing.B) {

@@ -203,7 +203,8 @@ func TestDueIndex(t *testing.T) {
 		{"claim", postgres.OrderClaimDueSQL, []any{now.Add(time.Hour), flowsArg, 500, time.Time{}}, false},
 		{"claim locked", postgres.OrderClaimDueLockedSQL, []any{now.Add(time.Hour), flowsArg, 500, time.Time{}}, false},
 		{"claim from", postgres.OrderClaimDueLockedSQL, []any{now.Add(time.Hour), flowsArg, 500, now}, false},
-		{"next deadline", postgres.OrderNextDeadlineSQL, []any{flowsArg}, true},
+		{"next deadline", postgres.OrderNextDeadlineSQL, []any{flowsArg, time.Time{}}, true},
+		{"next deadline from", postgres.OrderNextDeadlineSQL, []any{flowsArg, now}, true},
 		{"count due", postgres.OrderCountDueSQL, []any{now.Add(time.Hour)}, false},
 		{"deadline list", postgres.OrderDeadlineListSQL, []any{500, now, int64(0)}, false},
 	}

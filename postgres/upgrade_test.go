@@ -109,7 +109,7 @@ func TestUpgradeToDeadlineTable(t *testing.T) {
 	if n := closeDue(t, s, now); n != 333 {
 		t.Fatalf("closed %d orders after the upgrade, want 333", n)
 	}
-	if next, ok, err := s.OrderNextDeadline(ctx, []string{"checkout"}); err != nil || !ok || !next.After(now) {
+	if next, ok, err := s.OrderNextDeadline(ctx, []string{"checkout"}, time.Time{}); err != nil || !ok || !next.After(now) {
 		t.Fatalf("OrderNextDeadline = %v, %v, %v; want one after %v", next, ok, err, now)
 	}
 	if n := deadlinesDisagree(t, conn); n != 0 {

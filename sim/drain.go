@@ -72,7 +72,7 @@ func (w *world) idle() (bool, error) {
 	for i, f := range w.flows {
 		names[i] = f.Name
 	}
-	if _, ok, err := st.OrderNextDeadline(w.ctx, names); err != nil || ok {
+	if _, ok, err := st.OrderNextDeadline(w.ctx, names, time.Time{}); err != nil || ok {
 		return false, err
 	}
 	dc, err := st.DeliveryCount(w.ctx)
@@ -90,7 +90,7 @@ func (w *world) busy() string {
 	for i, f := range w.flows {
 		names[i] = f.Name
 	}
-	next, ok, _ := st.OrderNextDeadline(w.ctx, names)
+	next, ok, _ := st.OrderNextDeadline(w.ctx, names, time.Time{})
 	dc, _ := st.DeliveryCount(w.ctx)
 	return fmt.Sprintf("%d callbacks queued; next deadline %v (%v); %d deliveries pending", len(w.callbacks), next, ok, dc.Pending)
 }

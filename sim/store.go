@@ -139,8 +139,8 @@ func (s *faultStore) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDuePa
 	return call1(s, "OrderClaimDue", func() ([]*lapse.Order, error) { return s.Store.OrderClaimDue(ctx, p) })
 }
 
-func (s *faultStore) OrderNextDeadline(ctx context.Context, flows []string) (time.Time, bool, error) {
-	return call2(s, "OrderNextDeadline", func() (time.Time, bool, error) { return s.Store.OrderNextDeadline(ctx, flows) })
+func (s *faultStore) OrderNextDeadline(ctx context.Context, flows []string, from time.Time) (time.Time, bool, error) {
+	return call2(s, "OrderNextDeadline", func() (time.Time, bool, error) { return s.Store.OrderNextDeadline(ctx, flows, from) })
 }
 
 func (s *faultStore) PaymentCreate(ctx context.Context, p *lapse.PaymentCreateParams) (*lapse.Payment, bool, error) {

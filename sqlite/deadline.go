@@ -24,10 +24,11 @@ func claimDueQuery(nflows int) string {
 		ORDER BY deadline_at LIMIT ?`
 }
 
-// nextDeadlineQuery selects the earliest deadline of nflows flows.
+// nextDeadlineQuery selects the earliest deadline of nflows flows at or
+// after a time; its arguments are that time and the flows.
 func nextDeadlineQuery(nflows int) string {
 	return `SELECT deadline_at FROM orders
-		WHERE deadline_at IS NOT NULL AND flow IN (` + marks(nflows) + `)
+		WHERE deadline_at IS NOT NULL AND deadline_at >= ? AND flow IN (` + marks(nflows) + `)
 		ORDER BY deadline_at LIMIT 1`
 }
 
@@ -90,12 +91,13 @@ func (s *Store) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams)
 	return due, nil
 }
 
-// OrderNextDeadline returns the earliest deadline among orders of flows, and
-// false when none has one. It reads only the due index.
-func (s *Store) OrderNextDeadline(ctx context.Context, flows []string) (time.Time, bool, error) {
-	args := make([]any, len(flows))
-	for i, f := range flows {
-		args[i] = f
+// OrderNextDeadline returns the earliest deadline at or after from among
+// orders of flows, and false when none has one. It reads only the due index.
+func (s *Store) OrderNextDeadline(ctx context.Context, flows []string, from time.Time) (time.Time, bool, error) {
+	args := make([]any, 0, len(flows)+1)
+	args = append(args, column.Micros(from))
+	for _, f := range flows {
+		args = append(args, f)
 	}
 	var us int64
 	err := s.db().QueryRowContext(ctx, nextDeadlineQuery(len(flows)), args...).Scan(&us)

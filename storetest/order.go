@@ -577,22 +577,33 @@ func testOrderClaimDueConcurrent(t *testing.T, s lapse.Store) {
 }
 
 func testOrderNextDeadline(t *testing.T, s lapse.Store) {
-	if _, ok, err := s.OrderNextDeadline(ctxT(t), []string{"checkout"}); ok || err != nil {
+	if _, ok, err := s.OrderNextDeadline(ctxT(t), []string{"checkout"}, time.Time{}); ok || err != nil {
 		t.Errorf("OrderNextDeadline on an empty store = %v, %v", ok, err)
 	}
 	o := mustCreate(t, s, "N-1", base.Add(3*time.Minute), base)
 	mustCreate(t, s, "N-2", base.Add(7*time.Minute), base)
-	next, ok, err := s.OrderNextDeadline(ctxT(t), []string{"checkout"})
+	next, ok, err := s.OrderNextDeadline(ctxT(t), []string{"checkout"}, time.Time{})
 	if err != nil || !ok || !next.Equal(base.Add(3*time.Minute)) {
 		t.Errorf("OrderNextDeadline = %v, %v, %v; want +3m", next, ok, err)
 	}
-	if _, ok, _ := s.OrderNextDeadline(ctxT(t), []string{"groupbuy"}); ok {
+	if _, ok, _ := s.OrderNextDeadline(ctxT(t), []string{"groupbuy"}, time.Time{}); ok {
 		t.Error("OrderNextDeadline of another flow found one")
+	}
+	// From a time on: the deadline at it counts, those before do not.
+	for _, c := range []struct {
+		from time.Duration
+		want time.Duration // 0: none
+	}{{3 * time.Minute, 3 * time.Minute}, {3*time.Minute + time.Microsecond, 7 * time.Minute}, {7 * time.Minute, 7 * time.Minute},
+		{7*time.Minute + time.Microsecond, 0}} {
+		next, ok, err := s.OrderNextDeadline(ctxT(t), []string{"checkout"}, base.Add(c.from))
+		if err != nil || ok != (c.want != 0) || ok && !next.Equal(base.Add(c.want)) {
+			t.Errorf("OrderNextDeadline from +%v = %v, %v, %v; want +%v", c.from, next, ok, err, c.want)
+		}
 	}
 	if _, err := s.OrderTransition(ctxT(t), plan(t, o, flows.Cancel, base)); err != nil {
 		t.Fatal(err)
 	}
-	next, _, _ = s.OrderNextDeadline(ctxT(t), []string{"checkout"})
+	next, _, _ = s.OrderNextDeadline(ctxT(t), []string{"checkout"}, time.Time{})
 	if !next.Equal(base.Add(7 * time.Minute)) {
 		t.Errorf("OrderNextDeadline after closing N-1 = %v, want +7m", next)
 	}
