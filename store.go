@@ -107,6 +107,11 @@ type Store interface {
 	// OrderCountDue counts orders whose deadline is at or before now.
 	OrderCountDue(ctx context.Context, now time.Time) (int64, error)
 
+	// OrderDeadlineMin returns the earliest deadline among the orders ids
+	// (those of them that have one), and false when none has. It reads
+	// each by its key.
+	OrderDeadlineMin(ctx context.Context, ids []int64) (time.Time, bool, error)
+
 	// TransitionList returns the transition log of an order, oldest first.
 	TransitionList(ctx context.Context, orderID int64) ([]*TransitionRecord, error)
 

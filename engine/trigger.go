@@ -18,12 +18,12 @@ import (
 // an order fires.
 //
 // A member is the trigger's own name for an order, derived from its
-// database id; the engine never reads one, it only hands claimed members
-// back to Done and Retry. A claimed member says that an order may be due,
-// and the claimer then fires whatever the database has due. So a member
-// that names no order the engine knows, such as an order number written by
-// an earlier version of Lapse, is a hint like any other and goes once it
-// is done.
+// database id; the engine only hands claimed members back to Done and
+// Retry, and asks for their ids (OrderID) to know where in the deadline
+// index to start. A claimed member says that an order may be due, and the
+// claimer then fires whatever the database has due. So a member that names
+// no order the engine knows, such as an order number written by an earlier
+// version of Lapse, is a hint like any other and goes once it is done.
 type SharedTrigger interface {
 	// Add records that each order is due at its time, replacing a time
 	// recorded before.
@@ -49,6 +49,9 @@ type SharedTrigger interface {
 	ToNotify(ctx context.Context) (int64, error)
 	// Ping checks that the trigger answers.
 	Ping(ctx context.Context) error
+	// OrderID returns the database id of the order member names, and false
+	// for a member it did not derive from one.
+	OrderID(member string) (int64, bool)
 }
 
 // TriggerDue is one order's due time for a SharedTrigger. The order is

@@ -28,6 +28,7 @@ func (c *Claimer) shared(loopCtx, workCtx context.Context) {
 	tr := c.e.trig
 	wait := time.Duration(0)
 	using := tr.using()
+	floor := &claimFloor{} // kept across steps, as the precise path keeps its own
 	for {
 		if wait > 0 {
 			timer := time.NewTimer(wait)
@@ -45,7 +46,7 @@ func (c *Claimer) shared(loopCtx, workCtx context.Context) {
 		}
 		began := time.Now()
 		var fired int
-		fired, wait, _ = c.sharedStep(loopCtx, workCtx)
+		fired, wait, _ = c.sharedStep(loopCtx, workCtx, floor)
 		if fired > 0 && wait == 0 {
 			c.gather(loopCtx, began)
 		}
@@ -81,8 +82,9 @@ func (c *Claimer) RunTriggerOnce(ctx context.Context) (int, error) {
 	defer c.asks.Wait()
 	using := tr.using()
 	total := 0
+	floor := &claimFloor{}
 	for range triggerRounds {
-		n, wait, err := c.sharedStep(ctx, ctx)
+		n, wait, err := c.sharedStep(ctx, ctx, floor)
 		total += n
 		using = c.handOver(using)
 		if err != nil || wait > 0 || ctx.Err() != nil {
@@ -115,9 +117,12 @@ func (c *Claimer) handOver(using bool) bool {
 // sharedStep does one round of the shared path. It returns how many orders
 // it fired, how long to wait before the next round (0: at once), and the
 // error that ended the round, which it has acted on already (the trigger
-// degraded, the members retried).
-func (c *Claimer) sharedStep(loopCtx, workCtx context.Context) (fired int, wait time.Duration, err error) {
+// degraded, the members retried). Its burns read the due index from floor,
+// moved back first to the earliest deadline of the members claimed
+// (membersFloor).
+func (c *Claimer) sharedStep(loopCtx, workCtx context.Context, floor *claimFloor) (fired int, wait time.Duration, err error) {
 	tr := c.e.trig
+	floor.setEvery(c.maxSleep())
 	mode := *tr.mode.Load()
 	if mode == TriggerDatabase {
 		tr.drain()
@@ -131,6 +136,7 @@ func (c *Claimer) sharedStep(loopCtx, workCtx context.Context) (fired int, wait 
 		tr.stale.Store(true)
 	}
 	if tr.stale.Load() {
+		floor.restart() // the trigger may have missed deadlines: read from the start
 		if err := c.seed(loopCtx, workCtx); err != nil {
 			c.degrade(err)
 			return 0, triggerProbe, err
@@ -173,7 +179,8 @@ func (c *Claimer) sharedStep(loopCtx, workCtx context.Context) (fired int, wait 
 	}
 	tr.known.Store(true)
 	if len(members) > 0 {
-		fired, err := c.burn(loopCtx, workCtx, lapse.FiredByRedis, 0, cfg.Batch, 0, nil)
+		c.membersFloor(workCtx, floor, members)
+		fired, err := c.burn(loopCtx, workCtx, lapse.FiredByRedis, 0, cfg.Batch, 0, floor)
 		if err != nil {
 			c.failed(loopCtx, lapse.FiredByRedis, err)
 			c.retryMembers(workCtx, members)
@@ -341,4 +348,27 @@ func (c *Claimer) seed(loopCtx, workCtx context.Context) error {
 	tr.known.Store(true)
 	c.e.log.Info("shared trigger seeded from the database", "deadlines", total, "took", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// membersFloor moves floor back to the earliest deadline of the orders the
+// trigger handed over, so that a burn from it reaches each of them, however
+// far on the floor had moved. When those cannot be read, or a member names
+// no order id, the burn reads from the start.
+func (c *Claimer) membersFloor(ctx context.Context, floor *claimFloor, members []string) {
+	ids := make([]int64, 0, len(members))
+	for _, m := range members {
+		id, ok := c.e.trig.t.OrderID(m)
+		if !ok {
+			floor.restart()
+			return
+		}
+		ids = append(ids, id)
+	}
+	at, ok, err := c.e.work.OrderDeadlineMin(ctx, ids)
+	switch {
+	case err != nil:
+		floor.restart()
+	case ok:
+		floor.lower(at)
+	}
 }

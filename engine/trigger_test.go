@@ -160,6 +160,11 @@ func (m *memTrigger) Ping(context.Context) error {
 }
 
 // has reports whether the order with id id is due.
+func (m *memTrigger) OrderID(member string) (int64, bool) {
+	id, err := strconv.ParseInt(member, 10, 64)
+	return id, err == nil
+}
+
 func (m *memTrigger) has(id int64) bool { return m.hasMember(strconv.FormatInt(id, 10)) }
 
 // dueAt is the deadline the trigger holds for the order id.

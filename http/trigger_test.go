@@ -28,6 +28,7 @@ func (quietTrigger) Next(context.Context) (time.Time, bool, error) { return time
 func (quietTrigger) MarkSeeded(context.Context) error              { return nil }
 func (quietTrigger) ToNotify(context.Context) (int64, error)       { return 0, nil }
 func (quietTrigger) Ping(context.Context) error                    { return nil }
+func (quietTrigger) OrderID(string) (int64, bool)                  { return 0, false }
 
 // TestTriggerRoute: PUT /v1/trigger names the shared trigger redis, as the
 // docs, the flags and fired_by do, and takes its former name shared; every

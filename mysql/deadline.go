@@ -104,6 +104,26 @@ func (s *Store) OrderNextDeadline(ctx context.Context, flows []string, from time
 // orderCountDueSQL counts within the due index.
 const orderCountDueSQL = `SELECT count(*) FROM orders WHERE deadline_at <= ?`
 
+// OrderDeadlineMin returns the earliest deadline among the orders ids that
+// have one, and false when none has.
+func (s *Store) OrderDeadlineMin(ctx context.Context, ids []int64) (time.Time, bool, error) {
+	if len(ids) == 0 {
+		return time.Time{}, false, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	var us sql.NullInt64
+	if err := s.queryRow(ctx, `SELECT min(deadline_at) FROM orders WHERE id IN (`+marks(len(ids))+`)`, args...).Scan(&us); err != nil {
+		return time.Time{}, false, fmt.Errorf("mysql: earliest deadline of %d orders: %w", len(ids), err)
+	}
+	if !us.Valid {
+		return time.Time{}, false, nil
+	}
+	return column.Time(us.Int64), true, nil
+}
+
 // OrderCountDue counts the orders, of every flow, whose deadline is at or
 // before now.
 func (s *Store) OrderCountDue(ctx context.Context, now time.Time) (int64, error) {

@@ -131,6 +131,26 @@ func (s *Store) OrderNextDeadline(ctx context.Context, flows []string, from time
 	return t.UTC(), true, nil
 }
 
+// orderDeadlineMinSQL reads the deadline rows of the orders named by their
+// key.
+const orderDeadlineMinSQL = "SELECT min(deadline_at) FROM order_deadlines WHERE order_id = ANY($1)"
+
+// OrderDeadlineMin returns the earliest deadline among the orders ids that
+// have one, and false when none has.
+func (s *Store) OrderDeadlineMin(ctx context.Context, ids []int64) (time.Time, bool, error) {
+	if len(ids) == 0 {
+		return time.Time{}, false, nil
+	}
+	var t *time.Time
+	if err := s.db.QueryRow(ctx, orderDeadlineMinSQL, ids).Scan(&t); err != nil {
+		return time.Time{}, false, fmt.Errorf("postgres: earliest deadline of %d orders: %w", len(ids), err)
+	}
+	if t == nil {
+		return time.Time{}, false, nil
+	}
+	return t.UTC(), true, nil
+}
+
 // orderCountDueSQL counts within the due index.
 const orderCountDueSQL = "SELECT count(*) FROM order_deadlines WHERE deadline_at <= $1"
 

@@ -23,6 +23,26 @@ package redis
 // upgrade both kinds share the sets without one overwriting the other. The
 // engine treats every member alike, as a sign that something may be due.
 
+// OrderID returns the database id of the order that m names, and false for
+// a member that is no id's (an order number of an earlier version).
+func (t *Trigger) OrderID(m string) (int64, bool) { return memberID(m) }
+
+// memberID decodes member: the id of m, and false for a string that member
+// never returns.
+func memberID(m string) (int64, bool) {
+	if len(m) == 0 || len(m) > 9 || m[0]&0x80 == 0 {
+		return 0, false
+	}
+	v := uint64(m[0] &^ 0x80)
+	for i := 1; i < len(m); i++ {
+		v = v<<8 | uint64(m[i])
+	}
+	if member(int64(v)) != m {
+		return 0, false // not the shortest form: no id's member
+	}
+	return int64(v), true
+}
+
 // member is the trigger's name for the order with database id id.
 func member(id int64) string {
 	v := uint64(id)

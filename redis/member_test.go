@@ -5,22 +5,10 @@ import (
 	"testing"
 )
 
-// decode is the id that m names, and false when member would not have
-// written m.
-func decode(m string) (int64, bool) {
-	if m == "" || m[0] < 0x80 || len(m) > 9 {
-		return 0, false
-	}
-	v := uint64(m[0] & 0x7f)
-	for i := 1; i < len(m); i++ {
-		v = v<<8 | uint64(m[i])
-	}
-	return int64(v), member(int64(v)) == m
-}
-
-// TestMember: a member tells its id back, is as short as the id allows (six
-// bytes below 2^47, which keeps it in Redis's smallest string class), and
-// never starts as an order number does, with a letter or a digit.
+// TestMember: a member tells its id back (memberID), is as short as the id
+// allows (six bytes below 2^47, which keeps it in Redis's smallest string
+// class), and never starts as an order number does, with a letter or a
+// digit; memberID names no id for a string member never writes.
 func TestMember(t *testing.T) {
 	t.Parallel()
 	var ids []int64
@@ -32,7 +20,7 @@ func TestMember(t *testing.T) {
 	seen := map[string]int64{}
 	for _, id := range ids {
 		m := member(id)
-		if got, ok := decode(m); !ok || got != id {
+		if got, ok := memberID(m); !ok || got != id {
 			t.Errorf("member(%d) = %q, which reads back as %d, %v", id, m, got, ok)
 		}
 		if c := m[0]; c < 0x80 {
@@ -62,5 +50,10 @@ func TestMember(t *testing.T) {
 			t.Errorf("member(%d) = member(%d) = %q", id, prev, m)
 		}
 		seen[m] = id
+	}
+	for _, m := range []string{"", "A-1", "12345678", "\x80\x01", "\x00", "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"} {
+		if id, ok := memberID(m); ok {
+			t.Errorf("memberID(%q) = %d; want no id", m, id)
+		}
 	}
 }

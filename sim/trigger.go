@@ -222,6 +222,12 @@ func (t *trigger) MarkSeeded(context.Context) error {
 	return nil
 }
 
+// OrderID returns the id of the order member names.
+func (t *trigger) OrderID(member string) (int64, bool) {
+	id, err := strconv.ParseInt(member, 10, 64)
+	return id, err == nil
+}
+
 func (t *trigger) ToNotify(context.Context) (int64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

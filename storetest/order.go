@@ -581,7 +581,18 @@ func testOrderNextDeadline(t *testing.T, s lapse.Store) {
 		t.Errorf("OrderNextDeadline on an empty store = %v, %v", ok, err)
 	}
 	o := mustCreate(t, s, "N-1", base.Add(3*time.Minute), base)
-	mustCreate(t, s, "N-2", base.Add(7*time.Minute), base)
+	o2 := mustCreate(t, s, "N-2", base.Add(7*time.Minute), base)
+	deadlineMin := func(when string, ids []int64, want time.Duration) { // want 0: none
+		t.Helper()
+		got, ok, err := s.OrderDeadlineMin(ctxT(t), ids)
+		if err != nil || ok != (want != 0) || ok && !got.Equal(base.Add(want)) {
+			t.Errorf("%s: OrderDeadlineMin(%v) = %v, %v, %v; want +%v", when, ids, got, ok, err, want)
+		}
+	}
+	deadlineMin("both", []int64{o2.ID, o.ID}, 3*time.Minute)
+	deadlineMin("N-2", []int64{o2.ID}, 7*time.Minute)
+	deadlineMin("none named", nil, 0)
+	deadlineMin("no such order", []int64{o2.ID + 1000}, 0)
 	next, ok, err := s.OrderNextDeadline(ctxT(t), []string{"checkout"}, time.Time{})
 	if err != nil || !ok || !next.Equal(base.Add(3*time.Minute)) {
 		t.Errorf("OrderNextDeadline = %v, %v, %v; want +3m", next, ok, err)
@@ -607,6 +618,8 @@ func testOrderNextDeadline(t *testing.T, s lapse.Store) {
 	if !next.Equal(base.Add(7 * time.Minute)) {
 		t.Errorf("OrderNextDeadline after closing N-1 = %v, want +7m", next)
 	}
+	deadlineMin("N-1 closed", []int64{o.ID}, 0)
+	deadlineMin("N-1 closed, N-2", []int64{o.ID, o2.ID}, 7*time.Minute)
 	for _, c := range []struct {
 		at   time.Duration
 		want int64
