@@ -85,7 +85,8 @@ type Store interface {
 	OrderDeadlineSet(ctx context.Context, p *OrderDeadlineSetParams) (*Order, error)
 
 	// OrderClaimDue returns up to p.Limit orders of p.Flows whose deadline is
-	// at or before p.DueBy, earliest first. Inside Tx, the rows stay locked
+	// at or before p.DueBy, from p.From and p.FromID on, in (deadline, id)
+	// order. Inside Tx, the rows stay locked
 	// until the transaction ends and rows locked by others are skipped (FOR
 	// UPDATE SKIP LOCKED, or the single writer of SQLite). p is valid
 	// (OrderClaimDueParams.Validate): it asks for at least one order of at
@@ -488,13 +489,17 @@ type OrderClaimDueParams struct {
 	Flows []string
 	Limit int
 
-	// From, when set, skips orders whose deadline is before it: the claim
-	// reads the due index from From. A claimer that burns a backlog passes
-	// the deadline of its last claim, so that each claim starts where the
-	// last one stopped instead of stepping again over the index entries of
-	// orders it closed, which a long-running transaction elsewhere keeps
-	// from being cleaned up. Zero reads from the start.
-	From time.Time
+	// From and FromID, when set, skip orders before them in (deadline, id)
+	// order: those whose deadline is before From, and, due at From itself,
+	// those whose id is at or below FromID. The claim reads the due index
+	// from there. A claimer that burns a backlog passes the deadline and id
+	// of the last order of its last claim, so that each claim starts where
+	// the last one stopped instead of stepping again over the index entries
+	// of orders it closed, which vacuum removes only later (and a
+	// long-running transaction elsewhere keeps it from removing), even when
+	// they all share one deadline. Zero reads from the start.
+	From   time.Time
+	FromID int64
 }
 
 // TransitionRecord is one row of an order's transition log: who moved it,

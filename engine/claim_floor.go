@@ -8,7 +8,7 @@ import (
 // claimFloor is where the claims of a burn, and the precise path's looks
 // at the next deadline, start in the due index.
 //
-// A claim or a look reads the due index in deadline order. The orders
+// A claim or a look reads the due index in (deadline, id) order. The orders
 // closed leave their index entries behind until vacuum removes them, and
 // vacuum waits: for a fifth of the table by default (2,000,000 entries at
 // 10,000,000 pending), and for any transaction held open anywhere on the
@@ -18,8 +18,9 @@ import (
 // order closed since the last vacuum: a backlog's burn would slow as it
 // went, and deadlines coming due at a steady rate would cost their claimer
 // more with every order it closed (PostgreSQL; InnoDB's purge waits the
-// same way). So each reads from the deadline of the latest order claimed,
-// and only now and then from the start again, for the due orders that
+// same way). So each reads from the deadline and id of the latest order
+// claimed (a look, from its deadline), and only now and then from the start
+// again, for the due orders that
 // reading from there would pass over: those another claimer held when a
 // scan went by (its transaction may roll back), those a claim returned but
 // did not close, and those given a deadline before the floor by another
@@ -40,7 +41,7 @@ type claimFloor struct {
 	every time.Duration // MaxSleep
 
 	mu   sync.Mutex
-	at   time.Time     // the floor; zero: none, read from the start
+	at   floorKey      // the floor; zero: none, read from the start
 	full time.Time     // when the latest read from the start began (the machine's clock)
 	cost time.Duration // how long it took
 	// gen counts the times the floor was moved back (lower, restart): a
@@ -52,18 +53,34 @@ type claimFloor struct {
 	low time.Time
 }
 
+// floorKey is a place in the due index: a deadline and, among the orders
+// due then, an id; the orders at or before it are passed over. id 0 passes
+// over none of those due at the deadline.
+type floorKey struct {
+	at time.Time
+	id int64
+}
+
+func (k floorKey) isZero() bool { return k.at.IsZero() && k.id == 0 }
+
+// before reports whether k comes before o in (deadline, id) order.
+func (k floorKey) before(o floorKey) bool {
+	return k.at.Before(o.at) || k.at.Equal(o.at) && k.id < o.id
+}
+
 // floorTurn is where one claim or look starts: from (zero: at the start),
 // and for a read from the start, when it began.
 type floorTurn struct {
-	from, began time.Time
-	gen         uint64
+	from  floorKey
+	began time.Time
+	gen   uint64
 }
 
 // next returns where the next claim or look starts.
 func (f *claimFloor) next() floorTurn {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.at.IsZero() || time.Since(f.full) >= max(f.every, 20*f.cost) {
+	if f.at.isZero() || time.Since(f.full) >= max(f.every, 20*f.cost) {
 		f.full = time.Now() // one read from the start at a time
 		return floorTurn{began: f.full, gen: f.gen}
 	}
@@ -78,13 +95,13 @@ func (f *claimFloor) setEvery(every time.Duration) {
 	f.every = every
 }
 
-// claimed records a claim that started at t and whose latest order's
-// deadline is last, as soon as the claim returned and before its
+// claimed records a claim that started at t and whose latest order is last
+// (its deadline and id), as soon as the claim returned and before its
 // transaction ends, so that claims beside it do not step over the orders it
 // holds: a claim from the start walks on from its own latest order, any
 // other from the latest of all. A claim that began before the floor was
 // moved back may only move it back further.
-func (f *claimFloor) claimed(t floorTurn, last time.Time) {
+func (f *claimFloor) claimed(t floorTurn, last floorKey) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !t.began.IsZero() {
@@ -92,20 +109,20 @@ func (f *claimFloor) claimed(t floorTurn, last time.Time) {
 	}
 	switch {
 	case t.gen != f.gen:
-		if !f.at.IsZero() && last.Before(f.at) {
+		if !f.at.isZero() && last.before(f.at) {
 			f.at = last
 		}
-	case !t.began.IsZero(), last.After(f.at):
+	case !t.began.IsZero(), f.at.before(last):
 		f.set(last)
 	}
 }
 
-// set sets the floor at v, or at low if that is earlier.
-func (f *claimFloor) set(v time.Time) {
-	if !f.low.IsZero() && f.low.Before(v) {
-		v = f.low
+// set sets the floor at k, or at low if that is earlier.
+func (f *claimFloor) set(k floorKey) {
+	if !f.low.IsZero() && f.low.Before(k.at) {
+		k = floorKey{at: f.low}
 	}
-	f.at, f.low = v, time.Time{}
+	f.at, f.low = k, time.Time{}
 }
 
 // looked records a look that started at t, began at the engine's time now
@@ -120,11 +137,11 @@ func (f *claimFloor) looked(t floorTurn, now, next time.Time, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cost = time.Since(t.began)
-	v := now
-	if ok && next.Before(v) {
-		v = next
+	v := floorKey{at: now}
+	if ok && next.Before(now) {
+		v.at = next
 	}
-	if f.at.IsZero() && t.gen == f.gen || !f.at.IsZero() && v.Before(f.at) {
+	if f.at.isZero() && t.gen == f.gen || !f.at.isZero() && v.before(f.at) {
 		f.set(v)
 	}
 }
@@ -135,13 +152,13 @@ func (f *claimFloor) looked(t floorTurn, now, next time.Time, ok bool) {
 func (f *claimFloor) lower(t time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	switch {
-	case f.at.IsZero():
+	switch k := (floorKey{at: t}); {
+	case f.at.isZero():
 		if f.low.IsZero() || t.Before(f.low) {
 			f.low = t
 		}
-	case t.Before(f.at):
-		f.at = t
+	case k.before(f.at):
+		f.at = k
 		f.gen++
 	}
 }
@@ -152,6 +169,6 @@ func (f *claimFloor) lower(t time.Time) {
 func (f *claimFloor) restart() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.at, f.low = time.Time{}, time.Time{}
+	f.at, f.low = floorKey{}, time.Time{}
 	f.gen++
 }

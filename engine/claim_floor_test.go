@@ -20,19 +20,20 @@ import (
 func TestClaimFloor(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	key := func(s int) floorKey { return floorKey{at: at(s)} }
 	f := &claimFloor{every: time.Hour}
 
 	first := f.next()
-	if !first.from.IsZero() || first.began.IsZero() {
+	if !first.from.isZero() || first.began.IsZero() {
 		t.Fatalf("first claim %+v; want from the start", first)
 	}
-	f.claimed(first, at(5))
-	if turn := f.next(); !turn.from.Equal(at(5)) || !turn.began.IsZero() {
+	f.claimed(first, key(5))
+	if turn := f.next(); turn.from != key(5) || !turn.began.IsZero() {
 		t.Fatalf("after a claim up to +5s: %+v; want from +5s", turn)
 	}
-	f.claimed(f.next(), at(3)) // a parallel claim that began earlier
-	f.claimed(f.next(), at(7))
-	if turn := f.next(); !turn.from.Equal(at(7)) {
+	f.claimed(f.next(), key(3)) // a parallel claim that began earlier
+	f.claimed(f.next(), key(7))
+	if turn := f.next(); turn.from != key(7) {
 		t.Fatalf("after claims up to +3s and +7s: from %v; want +7s, the latest", turn.from)
 	}
 
@@ -40,26 +41,26 @@ func TestClaimFloor(t *testing.T) {
 	f.full = time.Now().Add(-2 * time.Hour) // MaxSleep has passed
 	f.mu.Unlock()
 	full := f.next()
-	if !full.from.IsZero() || full.began.IsZero() {
+	if !full.from.isZero() || full.began.IsZero() {
 		t.Fatalf("MaxSleep after the last claim from the start: %+v; want from the start", full)
 	}
-	if turn := f.next(); !turn.from.Equal(at(7)) || !turn.began.IsZero() {
+	if turn := f.next(); turn.from != key(7) || !turn.began.IsZero() {
 		t.Fatalf("beside a claim from the start still running: %+v; want from +7s", turn)
 	}
-	f.claimed(full, at(2)) // it found orders the floor had passed over
-	if turn := f.next(); !turn.from.Equal(at(2)) {
+	f.claimed(full, key(2)) // it found orders the floor had passed over
+	if turn := f.next(); turn.from != key(2) {
 		t.Fatalf("after a claim from the start up to +2s: from %v; want +2s, to walk on from there", turn.from)
 	}
 
 	// A claim from the start that costs more than a twentieth of MaxSleep
 	// spaces those claims out to twenty times its cost.
-	f = &claimFloor{every: time.Second, at: at(9), cost: time.Minute}
+	f = &claimFloor{every: time.Second, at: key(9), cost: time.Minute}
 	f.full = time.Now().Add(-10 * time.Minute)
-	if turn := f.next(); !turn.from.Equal(at(9)) {
+	if turn := f.next(); turn.from != key(9) {
 		t.Fatalf("10 minutes after a claim from the start that took a minute: from %v; want +9s", turn.from)
 	}
 	f.full = time.Now().Add(-21 * time.Minute)
-	if turn := f.next(); !turn.from.IsZero() {
+	if turn := f.next(); !turn.from.isZero() {
 		t.Fatalf("21 minutes after a claim from the start that took a minute: from %v; want from the start", turn.from)
 	}
 }
@@ -73,23 +74,24 @@ func TestClaimFloor(t *testing.T) {
 func TestClaimFloorLooksAndLowers(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	key := func(s int) floorKey { return floorKey{at: at(s)} }
 	f := &claimFloor{every: time.Hour}
 
 	look := f.next()
 	f.looked(look, at(0), at(30), true) // nothing due before +30s
-	if turn := f.next(); !turn.from.Equal(at(0)) {
+	if turn := f.next(); turn.from != key(0) {
 		t.Fatalf("after a look at +0s from the start that found +30s: from %v; want +0s, the look's time", turn.from)
 	}
-	f.claimed(f.next(), at(31))
+	f.claimed(f.next(), key(31))
 	f.looked(f.next(), at(40), at(50), true) // a look from the floor
-	if turn := f.next(); !turn.from.Equal(at(31)) {
+	if turn := f.next(); turn.from != key(31) {
 		t.Fatalf("a look from the floor moved it to %v; want it left at +31s", turn.from)
 	}
 	f.mu.Lock()
 	f.full = time.Now().Add(-2 * time.Hour)
 	f.mu.Unlock()
 	f.looked(f.next(), at(40), at(20), true) // from the start: a deadline at +20s waits
-	if turn := f.next(); !turn.from.Equal(at(20)) {
+	if turn := f.next(); turn.from != key(20) {
 		t.Fatalf("after a look from the start that found +20s: from %v; want +20s", turn.from)
 	}
 
@@ -97,13 +99,13 @@ func TestClaimFloorLooksAndLowers(t *testing.T) {
 	// before that does not move it on.
 	before := f.next()
 	f.lower(at(10))
-	f.claimed(before, at(25))
-	if turn := f.next(); !turn.from.Equal(at(10)) {
+	f.claimed(before, key(25))
+	if turn := f.next(); turn.from != key(10) {
 		t.Fatalf("after a deadline at +10s and a claim that began before it: from %v; want +10s", turn.from)
 	}
 	f.lower(at(15)) // after the floor: nothing to do
-	f.claimed(f.next(), at(25))
-	if turn := f.next(); !turn.from.Equal(at(25)) {
+	f.claimed(f.next(), key(25))
+	if turn := f.next(); turn.from != key(25) {
 		t.Fatalf("after a claim that began after the deadline: from %v; want +25s", turn.from)
 	}
 
@@ -111,20 +113,20 @@ func TestClaimFloorLooksAndLowers(t *testing.T) {
 	// back the floor it sets.
 	f.restart()
 	full := f.next()
-	if !full.from.IsZero() {
+	if !full.from.isZero() {
 		t.Fatalf("after a restart: from %v; want the start", full.from)
 	}
 	f.lower(at(12))
 	f.looked(full, at(40), at(45), true)
-	if turn := f.next(); !turn.from.Equal(at(12)) {
+	if turn := f.next(); turn.from != key(12) {
 		t.Fatalf("a look from the start with a deadline at +12s set meanwhile: from %v; want +12s", turn.from)
 	}
 	// A claim that began before a restart does not set a floor past the
 	// orders the rolled-back claim held.
 	old := f.next()
 	f.restart()
-	f.claimed(old, at(60))
-	if turn := f.next(); !turn.from.IsZero() {
+	f.claimed(old, key(60))
+	if turn := f.next(); !turn.from.isZero() {
 		t.Fatalf("a claim that began before the restart set the floor at %v; want none", turn.from)
 	}
 }
@@ -133,9 +135,10 @@ func TestClaimFloorLooksAndLowers(t *testing.T) {
 // and runs after, if set, once the first transaction ended.
 type fromRecording struct {
 	lapse.Store
-	mu    sync.Mutex
-	froms []time.Time
-	after func()
+	mu      sync.Mutex
+	froms   []time.Time
+	fromIDs []int64
+	after   func()
 }
 
 func (s *fromRecording) Tx(ctx context.Context, fn func(tx lapse.Store) error) error {
@@ -155,6 +158,7 @@ type fromRecordingTx struct {
 func (s *fromRecordingTx) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams) ([]*lapse.Order, error) {
 	s.rec.mu.Lock()
 	s.rec.froms = append(s.rec.froms, p.From)
+	s.rec.fromIDs = append(s.rec.fromIDs, p.FromID)
 	s.rec.mu.Unlock()
 	return s.Store.OrderClaimDue(ctx, p)
 }
@@ -216,6 +220,60 @@ func TestBurnWalksOn(t *testing.T) {
 	}
 }
 
+// TestBurnWalksOnAmongTies pins a burn of orders that share one deadline
+// (a flash sale): each claim after the first reads on from the id of the
+// last order claimed, at that deadline, and every order closes.
+func TestBurnWalksOnAmongTies(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	clk := lapse.NewManualClock(t0)
+	e, _, _ := lookEngines(t, clk)
+	rec := &fromRecording{Store: e.work}
+	e.work = rec
+	ctx := context.Background()
+	var orders []*lapse.Order
+	for i := range 25 {
+		orders = append(orders, lookCreate(t, e, fmt.Sprintf("T-%02d", i), 10*time.Second))
+	}
+	deadline := *orders[0].DeadlineAt
+	clk.Set(t0.Add(time.Minute))
+	c := NewClaimer(e, ClaimerConfig{Batch: 10, Workers: 1})
+	if n, err := c.RunOnce(ctx); err != nil || n != 25 {
+		t.Fatalf("RunOnce = %d, %v; want 25 closed", n, err)
+	}
+	// Claims of 10 by id: from the start; after the 10th; after the 20th.
+	wantIDs := []int64{0, orders[9].ID, orders[19].ID}
+	if !slices.Equal(rec.fromIDs, wantIDs) {
+		t.Fatalf("claims from ids %v; want %v", rec.fromIDs, wantIDs)
+	}
+	for i, from := range rec.froms[1:] {
+		if !from.Equal(deadline) {
+			t.Fatalf("claim %d from %v; want the shared deadline %v", i+1, from, deadline)
+		}
+	}
+}
+
+// TestClaimFloorTies pins the floor among orders that share a deadline: it
+// moves on by id, and a deadline lowered to that time passes over none of
+// them again.
+func TestClaimFloorTies(t *testing.T) {
+	d := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	f := &claimFloor{every: time.Hour}
+	f.claimed(f.next(), floorKey{d, 500})
+	f.claimed(f.next(), floorKey{d, 1000})
+	f.claimed(f.next(), floorKey{d, 700}) // a parallel claim that began earlier
+	if turn := f.next(); turn.from != (floorKey{d, 1000}) {
+		t.Fatalf("after claims up to ids 500, 1000 and 700 at one deadline: from %+v; want id 1000", turn.from)
+	}
+	f.claimed(f.next(), floorKey{d.Add(time.Second), 3})
+	if turn := f.next(); turn.from != (floorKey{d.Add(time.Second), 3}) {
+		t.Fatalf("after a claim up to a later deadline and a lower id: from %+v; want it", turn.from)
+	}
+	f.lower(d)
+	if turn := f.next(); turn.from != (floorKey{at: d}) {
+		t.Fatalf("after a deadline set at the shared one: from %+v; want every order due then", turn.from)
+	}
+}
+
 // transitionHook runs hook in each transaction when it writes its
 // transitions, after its claim, and fails the transaction if hook returns an
 // error.
@@ -260,7 +318,7 @@ func TestClaimFloorMovesBeforeCommit(t *testing.T) {
 	floor := &claimFloor{every: time.Hour}
 	var during time.Time
 	hook := &transitionHook{Store: e.work, hook: func() error {
-		during = floor.next().from
+		during = floor.next().from.at
 		return nil
 	}}
 	e.work = hook
@@ -276,7 +334,7 @@ func TestClaimFloorMovesBeforeCommit(t *testing.T) {
 	if _, _, err := c.fireBatch(ctx, lapse.FiredBySweep, 0, 3, floor); !errors.Is(err, failed) {
 		t.Fatalf("second batch: %v; want it to fail", err)
 	}
-	if from := floor.next().from; !from.IsZero() {
+	if from := floor.next().from; !from.isZero() {
 		t.Fatalf("after a batch rolled back the next claim starts at %v; want the start", from)
 	}
 	hook.hook = func() error { return nil }

@@ -306,10 +306,10 @@ func (c *Claimer) precise(loopCtx, workCtx context.Context) {
 			own := dueLook{at: c.e.clock.Now(), told: c.e.wake.told()}
 			asked = own.at
 			turn := floor.next()
-			next, ok, err = c.e.work.OrderNextDeadline(workCtx, c.e.flows.timed, turn.from)
+			next, ok, err = c.e.work.OrderNextDeadline(workCtx, c.e.flows.timed, turn.from.at)
 			if err == nil {
 				floor.looked(turn, own.at, next, ok)
-				if turn.from.IsZero() {
+				if turn.from.isZero() {
 					// Only a look from the start is one the sweep may take:
 					// it is what tells the sweep whether anything is overdue.
 					own.next, own.ok = next, ok
@@ -544,10 +544,11 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 	}
 	start := time.Now()
 	turn := floor.next()
-	var last time.Time // the deadline of the latest order claimed
+	var last floorKey // the deadline and id of the latest order claimed
 	err = c.e.work.Tx(ctx, func(tx lapse.Store) error {
 		now = c.e.clock.Now() // read once the transaction holds its claim
-		due, err := tx.OrderClaimDue(ctx, &lapse.OrderClaimDueParams{DueBy: now.Add(-grace), Flows: c.e.flows.timed, Limit: limit, From: turn.from})
+		due, err := tx.OrderClaimDue(ctx, &lapse.OrderClaimDueParams{DueBy: now.Add(-grace), Flows: c.e.flows.timed, Limit: limit,
+			From: turn.from.at, FromID: turn.from.id})
 		if err != nil {
 			return err
 		}
@@ -555,7 +556,7 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 		if claimed > 0 && due[claimed-1].DeadlineAt != nil {
 			// Claims beside this one read on from here at once, not once
 			// this one commits: the orders it holds would only be skipped.
-			last = *due[claimed-1].DeadlineAt
+			last = floorKey{at: *due[claimed-1].DeadlineAt, id: due[claimed-1].ID}
 			floor.claimed(turn, last)
 		}
 		planned = make(map[int64]firing, len(due))
@@ -585,7 +586,7 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 		return err
 	})
 	if err != nil {
-		if !last.IsZero() {
+		if !last.isZero() {
 			floor.restart() // what this claim held is due again, behind the floor
 		}
 		return 0, 0, err

@@ -58,7 +58,8 @@ func (s *Store) OrderDeadlineSet(ctx context.Context, p *lapse.OrderDeadlineSetP
 // claimers on many nodes take disjoint batches; at READ COMMITTED it locks
 // no gaps, so new orders are not held up. Outside Tx it is a plain read.
 func (s *Store) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams) ([]*lapse.Order, error) {
-	args := append(append([]any{column.Micros(p.DueBy), column.Micros(p.From)}, stringArgs(p.Flows)...), p.Limit)
+	from := column.Micros(p.From)
+	args := append(append([]any{column.Micros(p.DueBy), from, from, p.FromID}, stringArgs(p.Flows)...), p.Limit)
 	q := orderClaimDueSQL(len(p.Flows))
 	if s.tx != nil {
 		q += " FOR UPDATE SKIP LOCKED"
@@ -70,12 +71,16 @@ func (s *Store) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams)
 	return due, nil
 }
 
-// orderClaimDueSQL selects the due orders of nflows flows; its arguments
-// are the due time, the earliest deadline, the flows and the limit.
+// orderClaimDueSQL selects the due orders of nflows flows, in (deadline, id)
+// order, the due index's; its arguments are the due time, the deadline to
+// read on from (twice) and the id, at that deadline, to read on after, the
+// flows and the limit. The range is on deadline_at alone, which MySQL and
+// MariaDB scan from the deadline on; the id is a filter of the entries at
+// that deadline, which purge removes soon after their orders close.
 func orderClaimDueSQL(nflows int) string {
 	return `SELECT ` + orderCols + ` FROM orders
-		WHERE deadline_at <= ? AND deadline_at >= ? AND flow IN (` + marks(nflows) + `)
-		ORDER BY deadline_at LIMIT ?`
+		WHERE deadline_at <= ? AND deadline_at >= ? AND (deadline_at > ? OR id > ?) AND flow IN (` + marks(nflows) + `)
+		ORDER BY deadline_at, id LIMIT ?`
 }
 
 // orderNextDeadlineSQL reads the due index alone, which carries flow for

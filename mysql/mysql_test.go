@@ -293,7 +293,7 @@ func TestDueIndex(t *testing.T) {
 		sql       string
 		args      []any
 	}{
-		{"claim", "orders_due_idx", mysql.OrderClaimDueSQL(1) + " FOR UPDATE SKIP LOCKED", []any{at, now.UnixMicro(), "checkout", 500}},
+		{"claim", "orders_due_idx", mysql.OrderClaimDueSQL(1) + " FOR UPDATE SKIP LOCKED", []any{at, now.UnixMicro(), now.UnixMicro(), int64(1000), "checkout", 500}},
 		{"next deadline", "orders_due_idx", mysql.OrderNextDeadlineSQL(2), []any{int64(-62135596800000000), "checkout", "groupbuy"}},
 		{"next deadline from", "orders_due_idx", mysql.OrderNextDeadlineSQL(2), []any{now.UnixMicro(), "checkout", "groupbuy"}},
 		{"count due", "orders_due_idx", mysql.OrderCountDueSQL, []any{at}},

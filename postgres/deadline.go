@@ -85,9 +85,15 @@ func deadlineRowsCTE(o string) string {
 // the closing UPDATE takes on the order anyway (it changes no key); the
 // stronger FOR UPDATE would also block inserts that reference the order.
 // The deadline row is deleted or updated, which FOR UPDATE covers.
+//
+// The claim reads on from ($4, $5) in the index's (deadline_at, order_id)
+// order, a row comparison that the index scan starts at, so that a claim
+// after another that stopped among many orders sharing one deadline (a
+// flash sale) does not step over the entries of those closed before it.
 var (
 	orderClaimDueSQL = "SELECT " + orderColumnsOf("o") + ` FROM order_deadlines d JOIN orders o ON o.id = d.order_id
-		WHERE d.deadline_at <= $1 AND d.deadline_at >= $4 AND d.flow = ANY($2) ORDER BY d.deadline_at LIMIT $3`
+		WHERE d.deadline_at <= $1 AND (d.deadline_at, d.order_id) > ($4, $5) AND d.flow = ANY($2)
+		ORDER BY d.deadline_at, d.order_id LIMIT $3`
 	orderClaimDueLockedSQL = orderClaimDueSQL + " FOR NO KEY UPDATE OF o SKIP LOCKED FOR UPDATE OF d SKIP LOCKED"
 )
 
@@ -100,7 +106,7 @@ func (s *Store) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams)
 	if s.tx != nil {
 		q = orderClaimDueLockedSQL
 	}
-	rows, err := s.db.Query(ctx, q, p.DueBy, p.Flows, p.Limit, p.From)
+	rows, err := s.db.Query(ctx, q, p.DueBy, p.Flows, p.Limit, p.From, p.FromID)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim due orders: %w", err)
 	}

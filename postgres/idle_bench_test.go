@@ -80,7 +80,7 @@ func BenchmarkIdleDueCheck(b *testing.B) {
 		args      []any
 	}{
 		{"next-deadline", postgres.OrderNextDeadlineSQL, []any{timed, time.Time{}}},
-		{"claim", postgres.OrderClaimDueLockedSQL, []any{now, timed, 500, time.Time{}}},
+		{"claim", postgres.OrderClaimDueLockedSQL, []any{now, timed, 500, time.Time{}, int64(0)}},
 	} {
 		b.Run(fmt.Sprintf("%s/%d", q.name, n), func(b *testing.B) {
 			dueCheck(b, conn, loaded, q.name, q.sql, q.args)

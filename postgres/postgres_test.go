@@ -200,9 +200,9 @@ func TestDueIndex(t *testing.T) {
 		args      []any
 		indexOnly bool
 	}{
-		{"claim", postgres.OrderClaimDueSQL, []any{now.Add(time.Hour), flowsArg, 500, time.Time{}}, false},
-		{"claim locked", postgres.OrderClaimDueLockedSQL, []any{now.Add(time.Hour), flowsArg, 500, time.Time{}}, false},
-		{"claim from", postgres.OrderClaimDueLockedSQL, []any{now.Add(time.Hour), flowsArg, 500, now}, false},
+		{"claim", postgres.OrderClaimDueSQL, []any{now.Add(time.Hour), flowsArg, 500, time.Time{}, int64(0)}, false},
+		{"claim locked", postgres.OrderClaimDueLockedSQL, []any{now.Add(time.Hour), flowsArg, 500, time.Time{}, int64(0)}, false},
+		{"claim from", postgres.OrderClaimDueLockedSQL, []any{now.Add(time.Hour), flowsArg, 500, now, int64(1000)}, false},
 		{"next deadline", postgres.OrderNextDeadlineSQL, []any{flowsArg, time.Time{}}, true},
 		{"next deadline from", postgres.OrderNextDeadlineSQL, []any{flowsArg, now}, true},
 		{"count due", postgres.OrderCountDueSQL, []any{now.Add(time.Hour)}, false},

@@ -14,14 +14,16 @@ import (
 
 // The deadline queries name deadline_at IS NOT NULL, the condition of the
 // partial index orders_due_idx, so that the planner may use it; ordering by
-// deadline_at alone lets it read the index in order and stop at the limit.
+// deadline_at, or by deadline_at and id, the index's order (migration 0025),
+// lets it read the index in order and stop at the limit.
 
-// claimDueQuery selects the due orders of nflows flows. Its arguments are the
-// due time, the earliest deadline, the flows and the limit.
+// claimDueQuery selects the due orders of nflows flows, in (deadline, id)
+// order, the due index's. Its arguments are the due time, the deadline and
+// id to read on from, the flows and the limit.
 func claimDueQuery(nflows int) string {
 	return `SELECT ` + orderCols + ` FROM orders
-		WHERE deadline_at IS NOT NULL AND deadline_at <= ? AND deadline_at >= ? AND flow IN (` + marks(nflows) + `)
-		ORDER BY deadline_at LIMIT ?`
+		WHERE deadline_at IS NOT NULL AND deadline_at <= ? AND (deadline_at, id) > (?, ?) AND flow IN (` + marks(nflows) + `)
+		ORDER BY deadline_at, id LIMIT ?`
 }
 
 // nextDeadlineQuery selects the earliest deadline of nflows flows at or
@@ -79,7 +81,7 @@ func (s *Store) OrderDeadlineSet(ctx context.Context, p *lapse.OrderDeadlineSetP
 // plain read.
 func (s *Store) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams) ([]*lapse.Order, error) {
 	args := make([]any, 0, len(p.Flows)+3)
-	args = append(args, column.Micros(p.DueBy), column.Micros(p.From))
+	args = append(args, column.Micros(p.DueBy), column.Micros(p.From), p.FromID)
 	for _, f := range p.Flows {
 		args = append(args, f)
 	}

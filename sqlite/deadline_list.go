@@ -7,10 +7,8 @@ import (
 	"github.com/lapsehq/lapse/internal/column"
 )
 
-// The deadline list walks orders_due_idx from p.After on. The index holds
-// (deadline_at, flow) and, as every SQLite index does, the rowid (id); since
-// flow sits between them, ordering ties by id takes a small sort of each run
-// of equal deadlines, not of the whole index.
+// The deadline list walks orders_due_idx, on (deadline_at, id, flow), from
+// p.After on, in its order.
 const (
 	orderDeadlineListSQL = `SELECT id, order_no, deadline_at FROM orders
 		WHERE deadline_at IS NOT NULL

@@ -29,7 +29,7 @@ func TestDueQueriesUseDueIndex(t *testing.T) {
 			for i := range nflows {
 				args = append(args, fmt.Sprintf("flow%d", i))
 			}
-			claim := queryPlan(t, s, sqlite.ClaimDueQuery(nflows), append([]any{int64(0), int64(-1)}, append(args[1:], 500)...)...)
+			claim := queryPlan(t, s, sqlite.ClaimDueQuery(nflows), append([]any{int64(0), int64(-1), int64(0)}, append(args[1:], 500)...)...)
 			next := queryPlan(t, s, sqlite.NextDeadlineQuery(nflows), args...) // from 0, then the flows
 			for name, plan := range map[string]string{"claim": claim, "next deadline": next} {
 				if !strings.Contains(plan, "orders_due_idx") || strings.Contains(plan, "TEMP B-TREE") {

@@ -504,6 +504,41 @@ func testOrderClaimDue(t *testing.T, s lapse.Store) {
 		From: base.Add(6 * time.Minute)}); err != nil || len(late) != 0 {
 		t.Errorf("OrderClaimDue from after DueBy = %d orders, %v; want none", len(late), err)
 	}
+
+	// FromID: many orders share one deadline (a flash sale); a claim comes
+	// back in id order, and one from (that deadline, an id) reads on after
+	// that id, then on to the later deadlines.
+	flash := base.Add(20 * time.Minute)
+	var ids []int64
+	for i := range 7 {
+		ids = append(ids, mustCreate(t, s, orderNo("CF", i), flash, base).ID)
+	}
+	later := mustCreate(t, s, orderNo("CF", 7), flash.Add(time.Second), base)
+	claim := func(from time.Time, fromID int64, limit int) []int64 {
+		t.Helper()
+		due, err := s.OrderClaimDue(ctxT(t), &lapse.OrderClaimDueParams{DueBy: flash.Add(time.Minute), Flows: []string{"checkout"},
+			Limit: limit, From: from, FromID: fromID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for _, o := range due {
+			got = append(got, o.ID)
+		}
+		return got
+	}
+	if got, want := claim(flash, 0, 3), ids[:3]; !slices.Equal(got, want) {
+		t.Errorf("OrderClaimDue from the flash deadline = %v, want %v (by id)", got, want)
+	}
+	if got, want := claim(flash, ids[2], 3), ids[3:6]; !slices.Equal(got, want) {
+		t.Errorf("OrderClaimDue from the flash deadline after id %d = %v, want %v", ids[2], got, want)
+	}
+	if got, want := claim(flash, ids[5], 3), []int64{ids[6], later.ID}; !slices.Equal(got, want) {
+		t.Errorf("OrderClaimDue from the flash deadline after id %d = %v, want %v, then the later deadline", ids[5], got, want)
+	}
+	if got := claim(flash.Add(time.Second), later.ID, 3); len(got) != 0 {
+		t.Errorf("OrderClaimDue after the last = %v, want none", got)
+	}
 }
 
 // testOrderClaimDueConcurrent runs several claimers the way the deadline
