@@ -65,7 +65,7 @@ func deadlineRowsCTE(o string) string {
 )`
 }
 
-// The claim reads the due index of order_deadlines in deadline order and
+// The claim reads the due index of order_deadlines in (deadline, id) order and
 // stops at the limit. Inside a transaction it locks the orders it returns,
 // and their deadline rows, and skips those that other claimers hold, so
 // claimers on many nodes take disjoint batches.
