@@ -21,7 +21,10 @@ package redis
 // digit, so that no member is ever the order number that a member written
 // by an earlier version of Lapse (which named orders so) may be: during an
 // upgrade both kinds share the sets without one overwriting the other. The
-// engine treats every member alike, as a sign that something may be due.
+// engine treats every member alike, as a sign that something may be due,
+// and asks the trigger for the ids of those it claimed (OrderID) to know
+// where in the deadline index to read from; a member that names none sends
+// it to the start.
 
 // OrderID returns the database id of the order that m names, and false for
 // a member that is no id's (an order number of an earlier version).
