@@ -115,12 +115,8 @@ func (s *Store) OrderDeadlineMin(ctx context.Context, ids []int64) (time.Time, b
 	if len(ids) == 0 {
 		return time.Time{}, false, nil
 	}
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
-	}
 	var us sql.NullInt64
-	if err := s.queryRow(ctx, `SELECT min(deadline_at) FROM orders WHERE id IN (`+marks(len(ids))+`)`, args...).Scan(&us); err != nil {
+	if err := s.queryRow(ctx, `SELECT min(deadline_at) FROM orders WHERE id IN (`+marks(len(ids))+`)`, int64Args(ids)...).Scan(&us); err != nil {
 		return time.Time{}, false, fmt.Errorf("mysql: earliest deadline of %d orders: %w", len(ids), err)
 	}
 	if !us.Valid {
