@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -470,4 +471,92 @@ func TestSharedTriggerToldOfAskLease(t *testing.T) {
 	if leased.State != flows.Unpaid {
 		t.Errorf("the leased order is %s; want UNPAID while its provider is asked", leased.State)
 	}
+}
+
+// claimStarts records where the claims made in its transactions started.
+type claimStarts struct {
+	lapse.Store
+	mu    sync.Mutex
+	froms []time.Time
+}
+
+func (s *claimStarts) Tx(ctx context.Context, fn func(tx lapse.Store) error) error {
+	return s.Store.Tx(ctx, func(tx lapse.Store) error { return fn(&claimStartsTx{Store: tx, rec: s}) })
+}
+
+func (s *claimStarts) starts() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.froms)
+}
+
+type claimStartsTx struct {
+	lapse.Store
+	rec *claimStarts
+}
+
+func (s *claimStartsTx) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams) ([]*lapse.Order, error) {
+	s.rec.mu.Lock()
+	s.rec.froms = append(s.rec.froms, p.From)
+	s.rec.mu.Unlock()
+	return s.Store.OrderClaimDue(ctx, p)
+}
+
+// TestSharedTriggerReadsOnFromFloor: the shared trigger's path keeps its
+// place in the due index from one step to the next, as the precise path
+// does, so that its burns do not read over the entries of the orders closed
+// before; and a member due before that place (a deadline another process
+// set in the past) moves the place back, so that the member's burn still
+// closes it at once.
+func TestSharedTriggerReadsOnFromFloor(t *testing.T) {
+	t.Parallel()
+	tr := newMemTrigger()
+	tr.seeded = true
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lapse.db"), sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rec := &claimStarts{Store: s}
+	e, err := engine.New(rec, flows.Builtin(), engine.Config{Trigger: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// MaxSleep and the sweep an hour away: no claim from the start but
+	// where the floor says so.
+	c := engine.NewClaimer(e, engine.ClaimerConfig{MaxSleep: time.Hour, SweepInterval: time.Hour})
+	c.Start(context.Background())
+	t.Cleanup(c.Stop)
+	// As another process: orders written straight to the database, and
+	// their deadlines to the trigger.
+	due := func(prefix string, at time.Time) []string {
+		nos := insertDue(t, s, prefix, 3, at)
+		var ds []engine.TriggerDue
+		for _, no := range nos {
+			ds = append(ds, engine.TriggerDue{OrderID: idOf(t, s, no), At: at})
+		}
+		if err := tr.Add(context.Background(), ds); err != nil {
+			t.Fatal(err)
+		}
+		return nos
+	}
+	closedByTrigger := func(nos []string) bool { return firedBy(t, e, nos)[lapse.FiredByRedis] == len(nos) }
+	for i, in := range []time.Duration{300 * time.Millisecond, 200 * time.Millisecond} {
+		nos := due(fmt.Sprintf("RF%d", i), time.Now().Add(in))
+		waitUntil(t, 5*time.Second, func() bool { return closedByTrigger(nos) })
+	}
+	froms := rec.starts()
+	if len(froms) < 2 {
+		t.Fatalf("claims from %v; want at least two", froms)
+	}
+	for i, from := range froms[1:] {
+		if from.IsZero() {
+			t.Errorf("claim %d read from the start: %v", i+1, froms)
+		}
+	}
+	past := due("RP", time.Now().Add(-time.Hour))
+	waitUntil(t, 5*time.Second, func() bool { return closedByTrigger(past) })
 }
