@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
-	"github.com/lapsehq/lapse/sqlite"
 )
 
 // downStore is a store whose claim transactions and next-deadline queries
@@ -66,14 +64,7 @@ func claimerErrors(t *testing.T, reg prometheus.Gatherer, path lapse.FiredBy) fl
 // taken down, with its metrics in reg.
 func downEngine(t *testing.T, tr engine.SharedTrigger) (*engine.Engine, lapse.Store, *downStore, *prometheus.Registry) {
 	t.Helper()
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lapse.db"), sqlite.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := openSQLite(t)
 	work := &downStore{Store: s}
 	reg := prometheus.NewRegistry()
 	cfg := engine.Config{Registerer: reg, WorkStore: work, Logger: slog.New(slog.DiscardHandler)}

@@ -1,15 +1,12 @@
 package engine_test
 
 import (
-	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lapsehq/lapse"
-	"github.com/lapsehq/lapse/sqlite"
 )
 
 // TestStoreValidates checks that the engine's store, the one its services
@@ -18,14 +15,7 @@ import (
 // inside Tx as well, and what they accept reaches the store.
 func TestStoreValidates(t *testing.T) {
 	t.Parallel()
-	raw, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lapse.db"), sqlite.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { raw.Close() })
-	if err := raw.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	raw := openSQLite(t)
 	e := newEngine(t, raw, lapse.NewManualClock(t0))
 	s := e.Store()
 	ctx := ctxT(t)

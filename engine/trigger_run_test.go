@@ -4,28 +4,19 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
-	"github.com/lapsehq/lapse/sqlite"
 )
 
 // manualTriggerEngine is an engine on a fresh SQLite store with the shared
 // trigger tr and a manual clock, and a Claimer that is never started.
 func manualTriggerEngine(t *testing.T, tr engine.SharedTrigger) (*engine.Engine, lapse.Store, *lapse.ManualClock, *engine.Claimer) {
 	t.Helper()
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lapse.db"), sqlite.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := openSQLite(t)
 	clock := lapse.NewManualClock(time.Now())
 	e, err := engine.New(s, flows.Builtin(), engine.Config{Trigger: tr, Clock: clock, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

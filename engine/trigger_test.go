@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -17,7 +16,6 @@ import (
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
-	"github.com/lapsehq/lapse/sqlite"
 )
 
 // memTrigger is a SharedTrigger held in memory, with seed 000's semantics,
@@ -223,14 +221,7 @@ func triggerEngine(t *testing.T, tr engine.SharedTrigger) (*engine.Engine, lapse
 // triggerEngineLog is triggerEngine logging to log, unless it is nil.
 func triggerEngineLog(t *testing.T, tr engine.SharedTrigger, log *slog.Logger) (*engine.Engine, lapse.Store) {
 	t.Helper()
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lapse.db"), sqlite.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := openSQLite(t)
 	e, err := engine.New(s, flows.Builtin(), engine.Config{Trigger: tr, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -437,14 +428,7 @@ func TestSharedTriggerToldOfAskLease(t *testing.T) {
 	t.Parallel()
 	tr := newMemTrigger()
 	tr.seeded = true
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lapse.db"), sqlite.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := openSQLite(t)
 	prov := &fakeProvider{hold: make(chan struct{})}
 	f := flows.Checkout()
 	f.Grace = 300 * time.Millisecond
@@ -512,14 +496,7 @@ func TestSharedTriggerReadsOnFromFloor(t *testing.T) {
 	t.Parallel()
 	tr := newMemTrigger()
 	tr.seeded = true
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lapse.db"), sqlite.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := openSQLite(t)
 	rec := &claimStarts{Store: s}
 	e, err := engine.New(rec, flows.Builtin(), engine.Config{Trigger: tr})
 	if err != nil {
