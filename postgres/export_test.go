@@ -43,6 +43,13 @@ const (
 	DeliveryRenewSQL    = deliveryRenewSQL
 )
 
+// DeliveryFinishSQL and DeliveryFinishArgs are DeliveryFinish's statement
+// and its arguments, whose plan the tests check.
+var (
+	DeliveryFinishSQL  = deliveryFinishSQL
+	DeliveryFinishArgs = deliveryFinishArgs
+)
+
 // AuditListQuery and CloseItemListQuery are the statements of AuditList
 // and CloseItemList, whose plans the tests check, with their arguments.
 var (
