@@ -55,15 +55,18 @@ func scanDelivery(row pgx.Row) (*lapse.Delivery, error) {
 	return &d, nil
 }
 
-// pendingByKey is the test that a delivery d, found by its id, is pending,
-// spelled so that the planner cannot match it to the predicate of
-// deliveries_due_idx (status = 'pending') or deliveries_dead_idx: with
-// statistics taken while few deliveries were pending, such a partial index
-// looks empty, and a probe by id that matched its predicate could be
-// planned as a read of the whole index, the backlog, for each row (see
-// deliveryClaimQuery). A delivery is pending, done or dead: DeliveryFinish
-// refuses any other status, and the rest write pending.
-const pendingByKey = `d.status NOT IN ('done', 'dead')`
+// pendingByKey and deadByKey are the tests that a delivery d, found by its
+// id, is pending or dead, spelled with IS TRUE (the same for a status that
+// is never NULL) so that the planner cannot match them to the predicates of
+// deliveries_due_idx (status = 'pending') and deliveries_dead_idx (status =
+// 'dead'). With statistics taken while few deliveries were pending or dead,
+// such a partial index looks empty, and a probe by id that matched its
+// predicate could be planned as a read of the whole index, the backlog, for
+// each row (see deliveryClaimQuery and TestDeliveryClaimPredecessorProbe).
+const (
+	pendingByKey = `(d.status = 'pending') IS TRUE`
+	deadByKey    = `(d.status = 'dead') IS TRUE`
+)
 
 // deliveryClaimQuery returns the claim of the subscribers matched by
 // subscriber, a condition on $2. It picks due deliveries in due order from
@@ -341,7 +344,7 @@ func (s *Store) DeliveryRenew(ctx context.Context, p *lapse.DeliveryRenewParams)
 // last outcome was unknown, the next attempt must still ask first.
 const deliveryRetrySQL = `UPDATE deliveries d SET status = 'pending', retry_base = d.attempts, next_attempt_at = $2,
 	updated_at = $2
-WHERE d.id = $1 AND d.status = 'dead'
+WHERE d.id = $1 AND ` + deadByKey + `
 RETURNING ` + deliveryColumns
 
 // DeliveryRetry makes a dead delivery pending again, due at p.At, with

@@ -145,6 +145,25 @@ func TestDeliveryClaimPredecessorProbe(t *testing.T) {
 		}
 	}
 
+	// A retry finds its dead delivery by id, with statistics from before
+	// any died.
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "UPDATE deliveries SET status = 'dead', lease_owner = '', lease_until = NULL WHERE status = 'pending'"); err != nil {
+		t.Fatal(err)
+	}
+	read, plan := explainBuffers(t, tx, postgres.DeliveryRetrySQL, ds[0].ID, now)
+	var status string
+	if err := tx.QueryRow(ctx, "SELECT status FROM deliveries WHERE id = $1", ds[0].ID).Scan(&status); err != nil || status != "pending" {
+		t.Errorf("retry: delivery %d is %q, %v; want pending", ds[0].ID, status, err)
+	}
+	_ = tx.Rollback(ctx)
+	if read > 40 {
+		t.Errorf("retry: read %d buffers for one delivery; want at most 40:\n%s", read, plan)
+	}
+
 	if _, err := conn.Exec(ctx, "ANALYZE deliveries"); err != nil {
 		t.Fatal(err)
 	}

@@ -50,11 +50,16 @@ var (
 	DeliveryFinishArgs = deliveryFinishArgs
 )
 
-// AuditListQuery and CloseItemListQuery are the statements of AuditList
-// and CloseItemList, whose plans the tests check, with their arguments.
+// DeliveryRetrySQL is DeliveryRetry's statement, whose plan the tests check.
+const DeliveryRetrySQL = deliveryRetrySQL
+
+// The statements of AuditList, CloseItemList and ReviewList, with their
+// arguments, and of ReviewResolve, whose plans the tests check.
 var (
 	AuditListQuery     = auditListQuery
 	CloseItemListQuery = closeItemListQuery
+	ReviewListQuery    = reviewListQuery
+	ReviewResolveSQL   = reviewResolveSQL
 )
 
 // Setting returns the value of a server setting on one of the store's
