@@ -25,10 +25,11 @@ import (
 // sale, a young table never analyzed, every claim of 500 read the whole
 // backlog 500 times (26,014 buffers, 170 ms of a claim, measured).
 //
-// The deliveries are written by OrderCreateMany, a quarter of the orders
-// with a second event chained after the first, and the claim runs, in
-// transactions rolled back, before and after ANALYZE. It checks the buffers
-// the claim read per delivery it claimed, and that no chained delivery was
+// The history (20,000 deliveries done, then analyzed) and the backlog
+// (5,000 pending, a quarter of the orders with a second event chained after
+// the first) are written by OrderCreateMany; the statements run, in
+// transactions rolled back, before and after a second ANALYZE. It checks
+// the buffers each read per delivery, and that no chained delivery was
 // claimed while its predecessor was pending.
 func TestDeliveryClaimPredecessorProbe(t *testing.T) {
 	t.Parallel()
@@ -38,9 +39,13 @@ func TestDeliveryClaimPredecessorProbe(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	conn := connect(t, dsn)
 	// Statistics taken while no delivery was pending, as in a database
-	// whose sale has not begun.
-	early := []*lapse.OrderCreateParams{createParams("DP-early", nil, now)}
-	early[0].Outbox[0].Subscribers = []string{"nats"}
+	// whose sale has not begun: 20,000 deliveries done, then analyzed.
+	var early []*lapse.OrderCreateParams
+	for i := range 20000 {
+		p := createParams(fmt.Sprintf("DP-early-%05d", i), nil, now)
+		p.Outbox[0].Subscribers = []string{"nats"}
+		early = append(early, p)
+	}
 	if err := s.OrderCreateMany(ctx, early); err != nil {
 		t.Fatal(err)
 	}
