@@ -81,7 +81,7 @@ func TestDeliveryClaimPredecessorProbe(t *testing.T) {
 		read, plan := explainBuffers(t, tx, postgres.DeliveryClaimOneSQL, now, "nats", 500, "w", now.Add(time.Minute))
 		var claimed, early int
 		err = tx.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE EXISTS (
-				SELECT 1 FROM deliveries p WHERE p.id = d.after_id AND p.status = 'pending' AND p.lease_owner = ''))
+				SELECT 1 FROM deliveries p WHERE p.id = d.after_id AND p.status = 'pending'))
 			FROM deliveries d WHERE d.lease_owner = 'w'`).Scan(&claimed, &early)
 		if err != nil {
 			t.Fatal(err)
@@ -90,7 +90,7 @@ func TestDeliveryClaimPredecessorProbe(t *testing.T) {
 			t.Fatalf("%s: claimed %d deliveries; want 500", when, claimed)
 		}
 		if early != 0 {
-			t.Errorf("%s: claimed %d deliveries whose predecessor is pending and not claimed", when, early)
+			t.Errorf("%s: claimed %d deliveries whose predecessor is pending", when, early)
 		}
 		// About ten buffers a delivery: the due index, the row, its
 		// predecessor's, its event's and the lease's new version. Reading
