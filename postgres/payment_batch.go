@@ -43,8 +43,19 @@ import (
 // payment twice; the others wait for the next batch. The calls of a batch
 // go in order id order, so that two batches lock their orders in one
 // order.
+//
+// One batch is written at a time, as one creation batch is
+// (order_create_batch.go): most of what a batch costs the database is the
+// same whatever it holds (starting a statement of many CTEs, its commit),
+// and with two in flight each took about half the calls waiting. Measured
+// with the reads of orders (order_batch.go) also one at a time, on 2 cores
+// (http BenchmarkCallback, 2026-12-03 18:10, the binaries before and after
+// interleaved, two runs each): 32 clients, 4,209 and 4,457 → 5,187 and
+// 5,002 callbacks/s, 0.47–0.48 → 0.26–0.28 commits and 172–199 → 119–130
+// µs of the database's CPU a callback; while deadlines fire at 2,000/s,
+// 0.59 → 0.39–0.42 commits and 311–336 → 234–269 µs.
 const (
-	maxPaymentBatches = 2
+	maxPaymentBatches = 1
 	maxPaymentBatch   = 64
 )
 
