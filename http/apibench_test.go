@@ -58,6 +58,20 @@ func benchSeconds(b *testing.B) time.Duration {
 	return 10 * time.Second
 }
 
+// benchWarmup is how long a run sends before it measures:
+// LAPSE_BENCH_WARMUP (a duration; 0 for none), or 2s.
+func benchWarmup(b *testing.B) time.Duration {
+	v := os.Getenv("LAPSE_BENCH_WARMUP")
+	if v == "" {
+		return 2 * time.Second
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		b.Fatalf("LAPSE_BENCH_WARMUP=%q: want a duration, 0 for none", v)
+	}
+	return d
+}
+
 // benchDB is a PostgreSQL database made for one run and dropped after it.
 type benchDB struct {
 	name string
@@ -343,15 +357,23 @@ func (l *latencies) add(d []time.Duration) {
 // report reports the rate of n requests over took, and p50, p99 and max.
 func (l *latencies) report(b *testing.B, took time.Duration, unit string) {
 	b.Helper()
-	slices.Sort(l.all)
 	if len(l.all) == 0 {
 		b.Fatal("no request completed")
 	}
-	pct := func(p float64) float64 { return float64(l.all[int(p*float64(len(l.all)-1))].Microseconds()) / 1000 }
 	b.ReportMetric(float64(len(l.all))/took.Seconds(), unit)
-	b.ReportMetric(pct(0.5), "p50-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
-	b.ReportMetric(pct(1), "max-ms")
+	b.ReportMetric(l.percentile(0.5), "p50-ms")
+	b.ReportMetric(l.percentile(0.99), "p99-ms")
+	b.ReportMetric(l.percentile(1), "max-ms")
+}
+
+// percentile is the latency below which a fraction p of l's fall, in
+// milliseconds (0 when l is empty).
+func (l *latencies) percentile(p float64) float64 {
+	if len(l.all) == 0 {
+		return 0
+	}
+	slices.Sort(l.all)
+	return float64(l.all[int(p*float64(len(l.all)-1))].Microseconds()) / 1000
 }
 
 // closedLoop runs clients goroutines for dur, each sending one request after
