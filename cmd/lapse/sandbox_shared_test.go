@@ -109,12 +109,16 @@ func TestSandboxSharedByTwoProcesses(t *testing.T) {
 			History    []struct{ Worker string }
 		}
 	}
-	call(t, "GET", b.URL+"/v1/orders/SH-1/deliveries", nil, &deliveries)
+	// The deliverer records the refund, which makes the order REFUNDED,
+	// before it marks its delivery done: wait for that too (up to 15 s).
 	bWorker := fmt.Sprintf("/%d", b.cmd.Process.Pid)
-	refunded := false
-	for _, d := range deliveries.Deliveries {
-		if d.Subscriber == "refund" && d.Status == "done" && len(d.History) > 0 {
-			refunded = strings.HasSuffix(d.History[len(d.History)-1].Worker, bWorker)
+	done, refunded := false, false
+	for stop := time.Now().Add(15 * time.Second); !done && time.Now().Before(stop); time.Sleep(50 * time.Millisecond) {
+		call(t, "GET", b.URL+"/v1/orders/SH-1/deliveries", nil, &deliveries)
+		for _, d := range deliveries.Deliveries {
+			if d.Subscriber == "refund" && d.Status == "done" && len(d.History) > 0 {
+				done, refunded = true, strings.HasSuffix(d.History[len(d.History)-1].Worker, bWorker)
+			}
 		}
 	}
 	if !refunded {
