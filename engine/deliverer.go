@@ -396,11 +396,46 @@ func (d *Deliverer) failed(actx context.Context, s *Subscription, dl *lapse.Deli
 	default:
 		p.NextAttemptAt = d.e.clock.Now().Add(wait)
 	}
-	d.settled(s, dl, finish(d.e.work, p), rec.Outcome, wall, rec.Error)
+	var od *onDeath
+	if p.Status == lapse.DeliveryDead && errors.As(err, &od) {
+		d.settled(s, dl, d.fireOnDeath(actx, dl, od, p, finish), rec.Outcome, wall, rec.Error)
+	} else {
+		d.settled(s, dl, finish(d.e.work, p), rec.Outcome, wall, rec.Error)
+	}
 	if p.Status == lapse.DeliveryDead {
 		d.e.log.Error("deliverer: delivery died; its order is in manual review", "delivery", dl.ID,
 			"subscriber", s.Name, "order_no", dl.OrderNo, "event", dl.EventType, "attempts", dl.Attempts, "err", p.Error)
 	}
+}
+
+// onDeath is the error of a handler whose delivery, should it die of err,
+// fires an event on its order (a flow's give-up into manual review): the
+// deliverer fires it in the transaction that records the death and its
+// review, so that the order never waits for an operator without its review,
+// nor the other way round, whatever fails between the two.
+type onDeath struct {
+	err  error
+	fire Fire
+}
+
+func (o *onDeath) Error() string { return o.err.Error() }
+func (o *onDeath) Unwrap() error { return o.err }
+
+// fireOnDeath records the death p of dl through finish in the transaction
+// that fires od's event on its order. When the order has moved where that
+// event does not apply (a refund overtook it), the death is recorded alone.
+func (d *Deliverer) fireOnDeath(ctx context.Context, dl *lapse.Delivery, od *onDeath, p *lapse.DeliveryFinishParams,
+	finish func(lapse.Store, *lapse.DeliveryFinishParams) error) error {
+	_, err := d.e.fire(context.WithoutCancel(ctx), dl.OrderNo, od.fire, func(tx lapse.Store, tp *lapse.OrderTransitionParams) error {
+		if p.Review != nil {
+			p.Review.CreatedAt = tp.At // opened with the hand-over, not before it
+		}
+		return finish(tx, p)
+	})
+	if err != nil && !errors.Is(err, lapse.ErrLeaseLost) && lapse.ErrorCode(err) == lapse.ECONFLICT {
+		return finish(d.e.work, p)
+	}
+	return err
 }
 
 // send delivers dl to an outside subscriber. When the last attempt's outcome

@@ -177,10 +177,9 @@ func (h issuer) Deliver(ctx context.Context, d *lapse.Delivery) error {
 			return errors.Join(err, ferr)
 		}
 		if d.Final || errors.Is(err, lapse.ErrRefused) {
-			why := fmt.Sprintf("issuing failed %d times: %v", d.Failures(), err)
-			if _, ferr := e.Fire(ctx, o.OrderNo, Fire{Event: is.GiveUp, By: by, Reason: why}); ferr != nil && lapse.ErrorCode(ferr) != lapse.ECONFLICT {
-				return errors.Join(err, ferr)
-			}
+			// The order is handed to an operator in the commit that records
+			// the delivery dead, with its review: never one without the other.
+			return &onDeath{err: err, fire: Fire{Event: is.GiveUp, By: by, Reason: fmt.Sprintf("issuing failed %d times: %v", d.Failures(), err)}}
 		}
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -153,6 +154,77 @@ func TestMembershipCompensation(t *testing.T) {
 		into, _, _ := history(t, e, "M-1")
 		if into[flows.Compensating] != 2 || into[flows.ManualReview] != 1 || into[flows.Issued] != 1 {
 			t.Errorf("transitions into: %v", into)
+		}
+	})
+}
+
+// deathFails is a store whose next recording of a delivery's death fails,
+// in a transaction or not, as when the database goes away at that moment.
+type deathFails struct {
+	lapse.Store
+	next *atomic.Bool
+}
+
+func (f deathFails) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinishParams) (*lapse.Delivery, error) {
+	if p.Status == lapse.DeliveryDead && f.next.CompareAndSwap(true, false) {
+		return nil, errors.New("connection reset by peer")
+	}
+	return f.Store.DeliveryFinish(ctx, p)
+}
+
+func (f deathFails) Tx(ctx context.Context, fn func(tx lapse.Store) error) error {
+	return f.Store.Tx(ctx, func(tx lapse.Store) error { return fn(deathFails{tx, f.next}) })
+}
+
+// TestMembershipEscalationCommitsWithItsDeath: the last failed attempt to
+// issue hands the order to an operator in the commit that records its
+// delivery dead with a review. When recording the death fails, the order
+// stays compensating; the attempt after the lease hands it over with its
+// review, so no order waits in manual review without one.
+func TestMembershipEscalationCommitsWithItsDeath(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		fails := &atomic.Bool{}
+		e := memberEngine(t, deathFails{open(), fails}, clk, &fakeProvider{}, &flakyCards{fails: 100})
+		ctx := ctxT(t)
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		paidMembership(t, e, clk, "M-1")
+		drain(t, d)
+		for _, wait := range engine.DefaultIssueRetries {
+			clk.Advance(wait + wait/5)
+			fails.Store(true) // only the last attempt records a death
+			drain(t, d)
+		}
+		if fails.Load() {
+			t.Fatal("no attempt recorded a death")
+		}
+		if st := orderState(t, e, "M-1"); st != flows.Compensating {
+			t.Errorf("after the death failed to be recorded the order is %s, want COMPENSATING", st)
+		}
+		if rs, err := e.Reviews(ctx, &lapse.ReviewListParams{}); err != nil || len(rs) != 0 {
+			t.Errorf("reviews = %+v, %v; want none", rs, err)
+		}
+
+		clk.Advance(time.Minute) // the lease ends: the delivery is taken up again
+		drain(t, d)
+		if st := orderState(t, e, "M-1"); st != flows.ManualReview {
+			t.Fatalf("after the next attempt the order is %s, want MANUAL_REVIEW", st)
+		}
+		rs, err := e.Reviews(ctx, &lapse.ReviewListParams{Open: true})
+		if err != nil || len(rs) != 1 || rs[0].OrderNo != "M-1" {
+			t.Errorf("open reviews = %+v, %v; want one of M-1", rs, err)
+		}
+		hs, err := e.Deliveries(ctx, "M-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hs {
+			if h.Subscriber == engine.IssueSubscriber && h.Status != lapse.DeliveryDead {
+				t.Errorf("issue delivery is %s after %d attempts, want dead", h.Status, h.Attempts)
+			}
+		}
+		if into, events, _ := history(t, e, "M-1"); into[flows.ManualReview] != 1 || events[lapse.EventDeliveryDead] != 1 {
+			t.Errorf("transitions into MANUAL_REVIEW: %d, delivery.dead events: %d; want 1 and 1", into[flows.ManualReview], events[lapse.EventDeliveryDead])
 		}
 	})
 }
