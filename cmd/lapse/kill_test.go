@@ -299,18 +299,22 @@ func TestDeliveriesTakenOverAfterKill(t *testing.T) {
 		return refunds, stock
 	}
 	// A refund seen under way is looked at again with the gateway frozen,
-	// so that it cannot end between that look and the kill.
+	// so that it cannot end between that look and the kill. The second look
+	// waits a second: a refund whose request passed the gateway before the
+	// freeze still ends, in milliseconds, and only one that stays is stuck
+	// at the frozen gateway until the kill.
 	isFrozen := false
 	for stopAt := time.Now().Add(5 * time.Second); !t.Failed(); time.Sleep(2 * time.Millisecond) {
 		if refunds, stock := holding(); refunds > 0 && (stock > 0 || time.Now().After(stopAt)) {
 			frozen.Lock()
+			time.Sleep(time.Second)
 			if refunds, _ = holding(); refunds > 0 {
 				isFrozen = true
 				break
 			}
 			frozen.Unlock()
 		}
-		if time.Now().After(stopAt.Add(10 * time.Second)) {
+		if time.Now().After(stopAt.Add(20 * time.Second)) {
 			break
 		}
 	}
