@@ -70,8 +70,9 @@ type GroupEvents struct {
 // outbox event On (the order was paid), the issue subscriber issues the
 // order's cards through the card issuer and fires Issued. The first failure
 // fires Failed (the order compensates), and the subscriber retries on its
-// schedule; when the schedule runs out it fires GiveUp (manual review). An
-// operator's Retry fires the compensation again. The outbox events in
+// schedule; when the schedule runs out it fires GiveUp (manual review), in
+// the transaction that records its delivery dead with the operator's
+// review. An operator's Retry fires the compensation again. The outbox events in
 // Revoke (a refund started) revoke every card of the order.
 type IssueEvents struct {
 	On     string
