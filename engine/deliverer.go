@@ -422,8 +422,10 @@ func (o *onDeath) Error() string { return o.err.Error() }
 func (o *onDeath) Unwrap() error { return o.err }
 
 // fireOnDeath records the death p of dl through finish in the transaction
-// that fires od's event on its order. When the order has moved where that
-// event does not apply (a refund overtook it), the death is recorded alone.
+// that fires od's event on its order: one of the engine's store, as every
+// transition's, not of the work store (the same database). When the order
+// has moved where that event does not apply (a refund overtook it), the
+// death is recorded alone, through the work store.
 func (d *Deliverer) fireOnDeath(ctx context.Context, dl *lapse.Delivery, od *onDeath, p *lapse.DeliveryFinishParams,
 	finish func(lapse.Store, *lapse.DeliveryFinishParams) error) error {
 	_, err := d.e.fire(context.WithoutCancel(ctx), dl.OrderNo, od.fire, func(tx lapse.Store, tp *lapse.OrderTransitionParams) error {
