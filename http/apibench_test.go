@@ -219,9 +219,8 @@ func (d *benchDB) open(b *testing.B, conns int32) *postgres.Store {
 
 // apiBench is a running Lapse over a benchDB.
 type apiBench struct {
-	url    string
 	store  *postgres.Store
-	client *http.Client
+	client *benchClient
 	stop   func() // stops the server, the engine's loops and closes the stores
 }
 
@@ -280,16 +279,14 @@ func startAPI(b *testing.B, d *benchDB, cfg benchConfig) *apiBench {
 	claimer.Start(ctx)
 	deliverer.Start(ctx)
 	go func() { _ = srv.Serve(ln) }()
-	a.url = "http://" + ln.Addr().String()
-	tr := &http.Transport{MaxIdleConnsPerHost: cfg.clients + 8, DisableCompression: true}
-	a.client = &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	a.client = newBenchClient(ln.Addr().String(), cfg.clients+8)
 	var once sync.Once
 	a.stop = func() {
 		once.Do(func() {
 			sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer scancel()
 			_ = srv.Shutdown(sctx)
-			tr.CloseIdleConnections()
+			a.client.close()
 			claimer.Stop()
 			deliverer.Stop()
 			cancel()
@@ -464,19 +461,12 @@ func openLoop(b *testing.B, rate float64, workers int, dur time.Duration, limit 
 
 // post sends body to path and fails unless the answer is want.
 func (a *apiBench) post(path string, body []byte, hdr http.Header, want int) error {
-	req, err := http.NewRequest("POST", a.url+path, bytes.NewReader(body))
+	status, got, err := a.client.post(path, body, hdr)
 	if err != nil {
 		return err
 	}
-	req.Header = hdr
-	res, err := a.client.Do(req)
-	if err != nil {
-		return err
-	}
-	got, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != want {
-		return &statusError{path: path, status: res.StatusCode, body: got, want: want}
+	if status != want {
+		return &statusError{path: path, status: status, body: got, want: want}
 	}
 	return nil
 }
