@@ -485,6 +485,7 @@ func (c *Claimer) burn(loopCtx, workCtx context.Context, path lapse.FiredBy, gra
 	if err != nil || claimed < batch {
 		return fired, err
 	}
+	defer c.e.burns.begin(c.e.clock.Now())() // a backlog: closes first
 	var stop time.Time
 	if maxRun > 0 {
 		stop = c.e.clock.Now().Add(maxRun)

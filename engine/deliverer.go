@@ -40,6 +40,11 @@ type DelivererConfig struct {
 	// Owner names this worker on its leases and attempt rows. Default: the
 	// engine's node.
 	Owner string
+	// CloseHold bounds how long the subscriptions that yield to closes
+	// (Subscription.YieldsToCloses) claim nothing while this process's
+	// Claimer burns down a backlog, counted from the start of the burn
+	// (close_hold.go). Default 1m; negative: they never wait.
+	CloseHold time.Duration
 }
 
 // Deliverer hands every pending delivery to its subscriber, retrying on the
@@ -87,6 +92,9 @@ func NewDeliverer(e *Engine, cfg DelivererConfig) *Deliverer {
 	}
 	if d.cfg.Owner == "" {
 		d.cfg.Owner = e.node
+	}
+	if d.cfg.CloseHold == 0 {
+		d.cfg.CloseHold = defaultCloseHold
 	}
 	return d
 }
@@ -184,6 +192,13 @@ func (d *Deliverer) loop(ctx context.Context, s *Subscription) {
 	finishing := make(chan struct{}, batchFinishes)
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
+		if s.YieldsToCloses && d.e.burns.holds(d.e.clock.Now(), d.cfg.CloseHold) {
+			select {
+			case <-ctx.Done():
+			case <-time.After(closeHoldPoll):
+			}
+			continue
+		}
 		kicked := d.e.kick.wait()
 		free := s.Concurrency - len(slots)
 		wait := d.cfg.Poll

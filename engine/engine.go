@@ -85,6 +85,7 @@ type Engine struct {
 	wake   *waker
 	trig   *trigger  // nil without a shared trigger
 	kick   broadcast // wakes the delivery loops
+	burns  burns     // the Claimer's, which hold some deliveries back (close_hold.go)
 	sealed broadcast // wakes the audit log's sealers: a row committed
 
 	feat features

@@ -40,6 +40,12 @@ type Subscription struct {
 	// the deliveries handed to its handler and not yet answered.
 	// Default: 8.
 	Concurrency int
+	// YieldsToCloses holds its deliveries back while this process's
+	// Claimer burns down a backlog of due orders, for at most the
+	// Deliverer's CloseHold (close_hold.go): for a stream of events
+	// (lapse serve's webhook, NATS and RabbitMQ subscriptions), not for an
+	// effect that others wait for.
+	YieldsToCloses bool
 	// Filter, when set, limits it to the orders for which it returns true;
 	// other orders' events get no delivery for it at all.
 	Filter func(*lapse.Order) bool
