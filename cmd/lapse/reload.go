@@ -85,6 +85,15 @@ func reloadClaimGather(p *process, v string) error {
 	return nil
 }
 
+// closeHold is the Deliverer's CloseHold for the --delivery-close-hold d:
+// the engine takes 0 for its default and a negative value for never.
+func closeHold(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
 // claimGather is the engine's Gather for the --claim-gather d: the engine
 // takes 0 for its default and a negative value for off.
 func claimGather(d time.Duration) time.Duration {

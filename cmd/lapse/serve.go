@@ -108,6 +108,9 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	if o.auditSealInterval <= 0 {
 		return fmt.Errorf("--audit-seal-interval must be positive")
 	}
+	if dc.CloseHold < 0 {
+		return fmt.Errorf("--delivery-close-hold must not be negative (0: the event streams never wait for closes), not %s", dc.CloseHold)
+	}
 	if cc.Gather < 0 || cc.Gather > time.Second {
 		return fmt.Errorf("--claim-gather must be from 0 (off) to 1s, not %s", cc.Gather)
 	}
@@ -191,7 +194,9 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	claimCfg := *cc
 	claimCfg.Gather = claimGather(cc.Gather)
 	claimer := engine.NewClaimer(eng, claimCfg)
-	deliverer := engine.NewDeliverer(eng, *dc)
+	delivCfg := *dc
+	delivCfg.CloseHold = closeHold(dc.CloseHold)
+	deliverer := engine.NewDeliverer(eng, delivCfg)
 	sealer, err := engine.NewAuditSealer(eng, engine.AuditSealerConfig{Interval: o.auditSealInterval, Registerer: reg})
 	if err != nil {
 		return err

@@ -185,6 +185,15 @@ func (f *subscriberFlags) build(ctx context.Context, log *slog.Logger, dial bool
 			Timeout: f.portConnect + f.portRead + time.Second, Concurrency: concurrency})
 		return nil
 	}
+	// stream adds an event stream: its deliveries yield to closes
+	// (--delivery-close-hold), which an effect's do not.
+	stream := func(name string, h lapse.Handler, events []string, retry string, concurrency int) error {
+		if err := add(name, h, events, retry, concurrency); err != nil {
+			return err
+		}
+		subs[len(subs)-1].YieldsToCloses = true
+		return nil
+	}
 	fail := func(err error) ([]engine.Subscription, closer, error) {
 		done()
 		return nil, nil, err
@@ -196,12 +205,12 @@ func (f *subscriberFlags) build(ctx context.Context, log *slog.Logger, dial bool
 			return fail(fmt.Errorf("--%s: %w", webhookSub.Name, err))
 		}
 		f.timed = append(f.timed, sink)
-		if err := add(webhookSub.Name, sink, splitList(f.webhookEvents), f.webhookRetry, f.portConcurrency); err != nil {
+		if err := stream(webhookSub.Name, sink, splitList(f.webhookEvents), f.webhookRetry, f.portConcurrency); err != nil {
 			return fail(err)
 		}
 	}
 	if f.natsURL != "" && !dial {
-		if err := add(natsSub.Name, notDelivered{natsSub.Name}, splitList(f.natsEvents), f.natsRetry, natsInFlight); err != nil {
+		if err := stream(natsSub.Name, notDelivered{natsSub.Name}, splitList(f.natsEvents), f.natsRetry, natsInFlight); err != nil {
 			return fail(err)
 		}
 	} else if f.natsURL != "" {
@@ -210,12 +219,12 @@ func (f *subscriberFlags) build(ctx context.Context, log *slog.Logger, dial bool
 			return fail(fmt.Errorf("--%s: %w", natsSub.Name, err))
 		}
 		closers = append(closers, func() { sink.Close() })
-		if err := add(natsSub.Name, sink, splitList(f.natsEvents), f.natsRetry, natsInFlight); err != nil {
+		if err := stream(natsSub.Name, sink, splitList(f.natsEvents), f.natsRetry, natsInFlight); err != nil {
 			return fail(err)
 		}
 	}
 	if f.rabbitURL != "" && !dial {
-		if err := add(rabbitmqSub.Name, notDelivered{rabbitmqSub.Name}, splitList(f.rabbitEvents), f.rabbitRetry, 32); err != nil {
+		if err := stream(rabbitmqSub.Name, notDelivered{rabbitmqSub.Name}, splitList(f.rabbitEvents), f.rabbitRetry, 32); err != nil {
 			return fail(err)
 		}
 	} else if f.rabbitURL != "" {
@@ -224,7 +233,7 @@ func (f *subscriberFlags) build(ctx context.Context, log *slog.Logger, dial bool
 			return fail(fmt.Errorf("--%s: %w", rabbitmqSub.Name, err))
 		}
 		closers = append(closers, func() { sink.Close() })
-		if err := add(rabbitmqSub.Name, sink, splitList(f.rabbitEvents), f.rabbitRetry, 32); err != nil {
+		if err := stream(rabbitmqSub.Name, sink, splitList(f.rabbitEvents), f.rabbitRetry, 32); err != nil {
 			return fail(err)
 		}
 	}
