@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,7 +28,8 @@ import (
 // within 40 s of it and their order.closed events in NATS JetStream within
 // 45 s. The process is wired as lapse serve wires it: an API pool and a
 // work pool of 8 connections, the Claimer and the Deliverer with their
-// defaults, and the nats subscription (order.*, 1,024 in flight). Nothing else
+// defaults, and the nats subscription (order.*, 1,024 in flight, yielding
+// to closes for at most CloseHold while the backlog burns). Nothing else
 // subscribes (no stock or coupon ledger), so what is measured is the close
 // and the publish.
 //
@@ -44,6 +46,8 @@ import (
 //
 // LAPSE_BENCH_FLASH is N (default 50,000); LAPSE_BENCH_FLASH_INFLIGHT the
 // nats subscription's Concurrency (default 1,024, lapse serve's).
+// LAPSE_BENCH_FLASH_HOLD is the Deliverer's CloseHold (default 1m; 0: the
+// subscription does not yield to the closes).
 // LAPSE_BENCH_FLASH_CLOSE_ONLY=1 leaves the subscription out: the orders
 // are closed with no deliveries, so that the CPU and WAL a delivery costs
 // are the difference between the two runs.
@@ -57,12 +61,20 @@ func BenchmarkFlashSale(b *testing.B) {
 	n := benchInt(b, "LAPSE_BENCH_FLASH", 50000)
 	inflight := benchInt(b, "LAPSE_BENCH_FLASH_INFLIGHT", 1024)
 	closeOnly := os.Getenv("LAPSE_BENCH_FLASH_CLOSE_ONLY") == "1"
+	hold := time.Duration(0) // the Deliverer's default
+	if v := os.Getenv("LAPSE_BENCH_FLASH_HOLD"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			b.Fatalf("LAPSE_BENCH_FLASH_HOLD=%q: want a duration, 0 for no hold", v)
+		}
+		hold = cmp.Or(d, -1)
+	}
 	for range b.N {
-		flashSale(b, n, inflight, closeOnly)
+		flashSale(b, n, inflight, closeOnly, hold)
 	}
 }
 
-func flashSale(b *testing.B, n, inflight int, closeOnly bool) {
+func flashSale(b *testing.B, n, inflight int, closeOnly bool, hold time.Duration) {
 	ctx := context.Background()
 	b.StopTimer()
 	// The application_name is the run's own, so that the CPU meter counts
@@ -76,7 +88,7 @@ func flashSale(b *testing.B, n, inflight int, closeOnly bool) {
 	reg := newCounters()
 	var subs []engine.Subscription
 	if !closeOnly {
-		subs = []engine.Subscription{{Name: "nats", Handler: sink, Events: []string{"order.*"}, Concurrency: inflight}}
+		subs = []engine.Subscription{{Name: "nats", Handler: sink, Events: []string{"order.*"}, Concurrency: inflight, YieldsToCloses: true}}
 	}
 	e, err := engine.New(store, flows.Builtin(), engine.Config{Clock: clk, Logger: benchLogger(), Registerer: reg, WorkStore: work,
 		Subscriptions: subs})
@@ -90,7 +102,7 @@ func flashSale(b *testing.B, n, inflight int, closeOnly bool) {
 	b.Logf("flash sale: loaded %d orders in %v", n, took.Round(time.Millisecond))
 
 	c := engine.NewClaimer(e, engine.ClaimerConfig{})
-	d := engine.NewDeliverer(e, engine.DelivererConfig{})
+	d := engine.NewDeliverer(e, engine.DelivererConfig{CloseHold: hold})
 	// The claimer starts 2 s before the deadline, as a running one would
 	// be: sleeping with the next deadline known.
 	meterConn := pgConnect(b, dsn)
