@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/flows"
 	"github.com/lapsehq/lapse/sqlite"
@@ -117,7 +119,8 @@ func (s seenOrders) Deliver(_ context.Context, d *lapse.Delivery) error {
 // TestStreamsYieldToCloses pins the Deliverer's side: while a burn runs, a
 // subscription that yields to closes claims nothing and one that does not
 // delivers; the stream follows once the burn ends, or once the burn has
-// run for CloseHold.
+// run for CloseHold; lapse_delivery_held_seconds_total counts the time the
+// stream was held, by the engine's clock, and none for the effect.
 func TestStreamsYieldToCloses(t *testing.T) {
 	t0 := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
 	clk := lapse.NewManualClock(t0)
@@ -131,7 +134,8 @@ func TestStreamsYieldToCloses(t *testing.T) {
 		t.Fatal(err)
 	}
 	stream, effect := make(seenOrders, 10), make(seenOrders, 10)
-	e, err := New(s, flows.Builtin(), Config{Clock: clk, Subscriptions: []Subscription{
+	reg := prometheus.NewRegistry()
+	e, err := New(s, flows.Builtin(), Config{Clock: clk, Registerer: reg, Subscriptions: []Subscription{
 		{Name: "stream", Handler: stream, Events: []string{flows.EventOrderClosed}, YieldsToCloses: true},
 		{Name: "effect", Handler: effect, Events: []string{flows.EventOrderClosed}},
 	}})
@@ -167,10 +171,36 @@ func TestStreamsYieldToCloses(t *testing.T) {
 	end()
 	got(t, stream, "Y-1")
 
+	heldSeconds := func(sub string) float64 {
+		t.Helper()
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fams {
+			for _, m := range f.GetMetric() {
+				if f.GetName() == "lapse_delivery_held_seconds_total" && m.GetLabel()[0].GetValue() == sub {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+		t.Fatalf("no lapse_delivery_held_seconds_total{subscriber=%s}", sub)
+		return 0
+	}
+	if h := heldSeconds("stream"); h != 0 {
+		t.Fatalf("held for a burn that took no time on the engine's clock: %v s counted; want 0", h)
+	}
+
 	end = closeHeld("Y-2")
 	defer end()
 	clk.Advance(defaultCloseHold) // the burn has run for CloseHold
 	got(t, stream, "Y-2")
+	if h, want := heldSeconds("stream"), defaultCloseHold.Seconds(); h != want {
+		t.Fatalf("lapse_delivery_held_seconds_total{subscriber=stream} = %v; want %v, the hold's length", h, want)
+	}
+	if h := heldSeconds("effect"); h != 0 {
+		t.Fatalf("lapse_delivery_held_seconds_total{subscriber=effect} = %v; want 0, it does not yield", h)
+	}
 }
 
 // got waits for the delivery of orderNo's event to sub.

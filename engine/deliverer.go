@@ -191,13 +191,24 @@ func (d *Deliverer) loop(ctx context.Context, s *Subscription) {
 	// slots of the batches behind them taken.
 	finishing := make(chan struct{}, batchFinishes)
 	backoff := time.Duration(0)
+	var heldAt time.Time // when the loop last looked while held for closes
+	held := d.e.metrics.deliveryHeld.WithLabelValues(s.Name)
 	for ctx.Err() == nil {
-		if s.YieldsToCloses && d.e.burns.holds(d.e.clock.Now(), d.cfg.CloseHold) {
-			select {
-			case <-ctx.Done():
-			case <-time.After(closeHoldPoll):
+		if s.YieldsToCloses {
+			now := d.e.clock.Now()
+			holds := d.e.burns.holds(now, d.cfg.CloseHold)
+			if !heldAt.IsZero() {
+				held.Add(max(0, now.Sub(heldAt).Seconds()))
+				heldAt = time.Time{}
 			}
-			continue
+			if holds {
+				heldAt = now
+				select {
+				case <-ctx.Done():
+				case <-time.After(closeHoldPoll):
+				}
+				continue
+			}
 		}
 		kicked := d.e.kick.wait()
 		free := s.Concurrency - len(slots)

@@ -19,6 +19,7 @@ type metrics struct {
 
 	deliveries      *prometheus.CounterVec
 	deliverySeconds *prometheus.HistogramVec
+	deliveryHeld    *prometheus.CounterVec // closes first (close_hold.go)
 
 	payments *prometheus.CounterVec
 	refunds  *prometheus.CounterVec
@@ -76,6 +77,13 @@ func newMetrics(reg prometheus.Registerer, store, work lapse.Store, clock lapse.
 		Help:    "Duration of delivery attempts by subscriber.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 	}, []string{"subscriber"})
+	m.deliveryHeld = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "lapse_delivery_held_seconds_total",
+		Help: "Time a subscriber's delivery loop claimed nothing because this process's claimer was burning down a backlog of due orders (closes first), by subscriber.",
+	}, []string{"subscriber"})
+	for _, sub := range known.subscribers {
+		m.deliveryHeld.WithLabelValues(sub)
+	}
 	m.payments = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "lapse_payments_total",
 		Help: "Payments recorded or moved by this process, by provider and the status they reached (applied, late, refunding, refunded, review).",
@@ -123,7 +131,7 @@ func newMetrics(reg prometheus.Registerer, store, work lapse.Store, clock lapse.
 		return float64(n)
 	})
 	backlog := newBacklogCollector(store, known.subscribers)
-	cs := []prometheus.Collector{m.closeLag, m.firings, m.transitions, m.batch, m.errors, due, m.deliveries, m.deliverySeconds, m.payments, m.refunds, backlog,
+	cs := []prometheus.Collector{m.closeLag, m.firings, m.transitions, m.batch, m.errors, due, m.deliveries, m.deliverySeconds, m.deliveryHeld, m.payments, m.refunds, backlog,
 		m.triggerDegraded, m.triggerErrors, m.triggerDropped}
 	if pools := newPoolCollector(store, work); pools != nil {
 		cs = append(cs, pools)
