@@ -343,11 +343,18 @@ func benchOrderNo(prefix string, i int) string { return fmt.Sprintf("%s-%07d", p
 type latencies struct {
 	mu  sync.Mutex
 	all []time.Duration
+	// late is, in an open loop, how long after its scheduled time each
+	// request was sent (waiting for a free worker, or for the sender's
+	// goroutine to run): the part of its latency that is the client's.
+	late []time.Duration
 }
 
-func (l *latencies) add(d []time.Duration) {
+func (l *latencies) add(d []time.Duration) { l.addLate(d, nil) }
+
+func (l *latencies) addLate(d, late []time.Duration) {
 	l.mu.Lock()
 	l.all = append(l.all, d...)
+	l.late = append(l.late, late...)
 	l.mu.Unlock()
 }
 
@@ -365,12 +372,16 @@ func (l *latencies) report(b *testing.B, took time.Duration, unit string) {
 
 // percentile is the latency below which a fraction p of l's fall, in
 // milliseconds (0 when l is empty).
-func (l *latencies) percentile(p float64) float64 {
-	if len(l.all) == 0 {
+func (l *latencies) percentile(p float64) float64 { return percentileMS(l.all, p) }
+
+// percentileMS is the duration below which a fraction p of ds fall, in
+// milliseconds (0 when ds is empty); it sorts ds.
+func percentileMS(ds []time.Duration, p float64) float64 {
+	if len(ds) == 0 {
 		return 0
 	}
-	slices.Sort(l.all)
-	return float64(l.all[int(p*float64(len(l.all)-1))].Microseconds()) / 1000
+	slices.Sort(ds)
+	return float64(ds[int(p*float64(len(ds)-1))].Microseconds()) / 1000
 }
 
 // closedLoop runs clients goroutines for dur, each sending one request after
@@ -417,7 +428,7 @@ func closedLoop(b *testing.B, clients int, dur time.Duration, limit int, do func
 // openLoop sends rate requests a second for dur, each at its time whether
 // or not the ones before it were answered, through up to workers requests
 // in flight; a request's latency counts from its scheduled time, so that
-// waiting for a free worker counts too.
+// waiting for a free worker counts too (and is also kept apart, in late).
 func openLoop(b *testing.B, rate float64, workers int, dur time.Duration, limit int, do func(i int) error) (*latencies, time.Duration) {
 	b.Helper()
 	type job struct {
@@ -430,14 +441,16 @@ func openLoop(b *testing.B, rate float64, workers int, dur time.Duration, limit 
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			mine := make([]time.Duration, 0, 1024)
-			defer func() { lat.add(mine) }()
+			mine, late := make([]time.Duration, 0, 1024), make([]time.Duration, 0, 1024)
+			defer func() { lat.addLate(mine, late) }()
 			for j := range jobs {
+				sent := time.Now()
 				if err := do(j.i); err != nil {
 					failed.CompareAndSwap(nil, err)
 					continue
 				}
 				mine = append(mine, time.Since(j.at))
+				late = append(late, sent.Sub(j.at))
 			}
 		})
 	}

@@ -33,7 +33,9 @@ import (
 //   - paced: callbacks sent at 70 % of the deadlines run's rate (or
 //     LAPSE_BENCH_RATE a second), beside the deadlines, each at its time
 //     whether or not earlier ones were answered: latency from each
-//     callback's scheduled time.
+//     callback's scheduled time; sent-late-p99-ms is the p99 of how late
+//     each was sent after that time, the part of its latency that is the
+//     sender's (all its workers busy, or its goroutine not yet run).
 //
 // Each run first sends callbacks for LAPSE_BENCH_WARMUP (2s; 0: none) as
 // it then measures (the same clients, or the same pace, beside the
@@ -201,6 +203,9 @@ func callbackRun(b *testing.B, clients int, deadlines bool, rate float64) float6
 	b.StartTimer()
 	lat, took := loop(dur, limit, callback)
 	b.StopTimer()
+	if rate > 0 {
+		b.ReportMetric(percentileMS(lat.late, 0.99), "sent-late-p99-ms")
+	}
 	racers.Wait()
 	if err, _ := racerErr.Load().(error); err != nil {
 		b.Fatal(err)
