@@ -186,6 +186,7 @@ func TestMetricsExported(t *testing.T) {
 		{"lapse_deliveries_by_subscriber", map[string]string{"subscriber": "webhook", "status": "pending"}, 1, 10},
 		{"lapse_delivery_attempts_total", map[string]string{"subscriber": "webhook", "outcome": "ok"}, 1, 1e6},
 		{"lapse_delivery_attempts_total", map[string]string{"subscriber": "webhook", "outcome": "refused"}, 1, 10},
+		{"lapse_delivery_held_seconds_total", map[string]string{"subscriber": "webhook"}, 0, 1e6}, // no backlog burned here
 		{"lapse_reviews_open", map[string]string{"category": "notification_failed"}, 1, 10},
 		{"lapse_reviews_open", map[string]string{"category": "callback_mismatch"}, 0, 0},
 		{"lapse_deadline_firings_total", nil, 3, 3},
