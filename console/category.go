@@ -66,7 +66,7 @@ type failure struct {
 // The texts the engine writes into a review's reason (engine/deliverer.go,
 // die; engine/payment.go, paymentReview; engine/refund.go, review).
 var (
-	deliveryReason = regexp.MustCompile(`^delivery \d+ of (\S+) to (\S+) ran out of retries( with its last outcome unknown)? after \d+ attempts: (.*)$`)
+	deliveryReason = regexp.MustCompile(`^delivery \d+ of (\S+) to (\S+) (?:ran out of retries( with its last outcome unknown)? after \d+ attempts|was refused at attempt \d+): (.*)$`)
 	paymentReason  = regexp.MustCompile(`^payment .* is in review: (.*)$`)
 )
 

@@ -26,6 +26,12 @@ func deadReason(id int64, event, sub string, unknown bool, attempts int, lastErr
 	return lapse.CleanReason(fmt.Sprintf("delivery %d of %s to %s %s after %d attempts: %s", id, event, sub, why, attempts, lastError))
 }
 
+// refusedReason is the review reason of a delivery its subscriber refused
+// (engine/deliverer.go, die): it dies at that attempt.
+func refusedReason(id int64, event, sub string, attempt int, lastError string) string {
+	return lapse.CleanReason(fmt.Sprintf("delivery %d of %s to %s was refused at attempt %d: %s", id, event, sub, attempt, lastError))
+}
+
 // payReason is a payment review's reason as the payment path writes it
 // (engine/payment.go, paymentReview).
 func payReason(txn string, amount int64, why string) string {
@@ -98,7 +104,7 @@ func TestCategorize(t *testing.T) {
 	}{
 		{"card service down through the schedule", failure{Reason: deadReason(3, flows.EventMembershipPaid, engine.IssueSubscriber, false, 6, cardPort),
 			Flow: membership, State: flows.ManualReview}, catCardIssueFailed},
-		{"card issuer refused", failure{Reason: deadReason(3, flows.EventMembershipPaid, engine.IssueSubscriber, false, 1,
+		{"card issuer refused", failure{Reason: refusedReason(3, flows.EventMembershipPaid, engine.IssueSubscriber, 1,
 			"refused for good: metadata.cards[0].product: must be 1 to 64 bytes"), Flow: membership, State: flows.ManualReview}, catCardIssueFailed},
 		{"revoke failed", failure{Reason: deadReason(9, flows.EventMembershipRefunding, engine.RevokeSubscriber, false, 30, cardPort),
 			Flow: membership, State: flows.MembershipRefunding}, catCardIssueFailed},
@@ -111,14 +117,16 @@ func TestCategorize(t *testing.T) {
 			catProviderRefused},
 		{"refund with no port to make it", failure{Reason: payReason("txn-5", 1000,
 			"refund refused: refused for good: no payment provider port is configured for alipay")}, catProviderRefused},
-		{"outside service refused for good", failure{Reason: deadReason(11, "order.paid", "coupon-port", false, 1, gone), Outcome: lapse.OutcomeRefused},
+		{"outside service refused for good", failure{Reason: refusedReason(11, "order.paid", "coupon-port", 1, gone), Outcome: lapse.OutcomeRefused},
 			catProviderRefused},
+		{"refused, written before refusals said so", failure{Reason: deadReason(11, "order.paid", "coupon-port", false, 1, gone),
+			Outcome: lapse.OutcomeRefused}, catProviderRefused},
 		{"amount mismatch", failure{Reason: payReason("txn-1", 900, "the payment is 900 CNY; order A-1 is 1000 CNY"), Flow: checkout, State: flows.Unpaid},
 			catCallbackMismatch},
 		{"merchant mismatch", failure{Reason: payReason("txn-2", 1000, `the payment was made to merchant "m-2", not "m-1"`)}, catCallbackMismatch},
 		{"payment status given", failure{Reason: "payment under review", PaymentStatus: lapse.PaymentReview,
 			PaymentReason: "the callback names no seller"}, catCallbackMismatch},
-		{"stock service out of stock", failure{Reason: deadReason(12, "order.paid", "stock-port", false, 1, noStock)}, catStockShort},
+		{"stock service out of stock", failure{Reason: refusedReason(12, "order.paid", "stock-port", 1, noStock)}, catStockShort},
 		{"stock ledger short", failure{Reason: deadReason(13, flows.EventOrderPaid, engine.StockSubscriber, false, 20,
 			`not enough stock for sku "A": 0 reserved and 0 on hand, 1 to consume`)}, catStockShort},
 		{"service answered 503", failure{Reason: deadReason(14, "order.paid", "stock-port", false, 6, unavailable)}, catPortUnreachable},

@@ -138,7 +138,10 @@ func TestDeliverManyOutcomes(t *testing.T) {
 		}
 		reviews, _ := e.Reviews(ctx, &lapse.ReviewListParams{Open: true, Limit: 10})
 		if len(reviews) != 1 || reviews[0].OrderNo != "DM-07" {
-			t.Errorf("reviews: %+v", reviews)
+			t.Fatalf("reviews: %+v", reviews)
+		}
+		if r := reviews[0].Reason; !strings.Contains(r, " to sink was refused at attempt 1: bad subject") || strings.Contains(r, "retries") {
+			t.Errorf("the refused delivery's review says %q; want it refused at its first attempt, not out of retries", r)
 		}
 
 		clk.Advance(time.Minute)

@@ -414,11 +414,11 @@ func (d *Deliverer) failed(actx context.Context, s *Subscription, dl *lapse.Deli
 	wait, more := s.retries().Next(dl.Failures(), rand.Float64())
 	switch {
 	case errors.Is(err, lapse.ErrRefused):
-		d.die(s, dl, p)
+		d.die(s, dl, p, true)
 	case cutShort:
 		p.NextAttemptAt = d.e.clock.Now()
 	case !more:
-		d.die(s, dl, p)
+		d.die(s, dl, p, false)
 	default:
 		p.NextAttemptAt = d.e.clock.Now().Add(wait)
 	}
@@ -488,18 +488,23 @@ func (d *Deliverer) send(ctx context.Context, s *Subscription, dl *lapse.Deliver
 	return nil
 }
 
-// die turns a failed attempt's finish into a death: the order goes to manual
-// review and a delivery.dead event is written, except for the death of a
-// delivery.dead event itself, which would otherwise chain.
-func (d *Deliverer) die(s *Subscription, dl *lapse.Delivery, p *lapse.DeliveryFinishParams) {
+// die turns a failed attempt's finish into a death, of a refusal (the
+// subscriber will never take it) or of the last retry: the order goes to
+// manual review and a delivery.dead event is written, except for the death
+// of a delivery.dead event itself, which would otherwise chain. The review's
+// reason says which (the console reads it back: console/category.go).
+func (d *Deliverer) die(s *Subscription, dl *lapse.Delivery, p *lapse.DeliveryFinishParams, refused bool) {
 	now := d.e.clock.Now()
 	p.Status = lapse.DeliveryDead
-	why := "ran out of retries"
-	if p.Unknown {
-		why = "ran out of retries with its last outcome unknown"
+	why := fmt.Sprintf("ran out of retries after %d attempts", dl.Attempts)
+	switch {
+	case refused:
+		why = fmt.Sprintf("was refused at attempt %d", dl.Attempts)
+	case p.Unknown:
+		why = fmt.Sprintf("ran out of retries with its last outcome unknown after %d attempts", dl.Attempts)
 	}
 	p.Review = &lapse.Review{OrderID: dl.OrderID, OrderNo: dl.OrderNo, DeliveryID: dl.ID, CreatedAt: now,
-		Reason: lapse.CleanReason(fmt.Sprintf("delivery %d of %s to %s %s after %d attempts: %s", dl.ID, dl.EventType, s.Name, why, dl.Attempts, p.Error))}
+		Reason: lapse.CleanReason(fmt.Sprintf("delivery %d of %s to %s %s: %s", dl.ID, dl.EventType, s.Name, why, p.Error))}
 	if dl.EventType == lapse.EventDeliveryDead {
 		return
 	}

@@ -235,7 +235,7 @@ func TestDeliveryScheduleAndDeath(t *testing.T) {
 			}
 		}
 		reviews, _ := e.Reviews(ctx, &lapse.ReviewListParams{Open: true, Limit: 10})
-		if len(reviews) != 1 || reviews[0].OrderNo != "S-1" || !strings.Contains(reviews[0].Reason, "sink") {
+		if len(reviews) != 1 || reviews[0].OrderNo != "S-1" || !strings.Contains(reviews[0].Reason, " to sink ran out of retries after 3 attempts: HTTP 503") {
 			t.Errorf("reviews: %+v", reviews)
 		}
 		if got := notify.calls(); len(got) != 1 {
