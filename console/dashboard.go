@@ -83,7 +83,7 @@ func init() {
 		"dash.oldest_pending":          {"The most overdue was due at %s, %s ago.", "最早一条应于 %s 投递，已过 %s。"},
 		"dash.oldest_pending_future":   {"The next is due at %s.", "下一条将于 %s 投递。"},
 		"dash.deliveries_dead":         {"Deliveries dead", "投递已放弃"},
-		"dash.dead_help":               {"Ran out of retries; they wait for an operator.", "重试耗尽，等待操作员处理。"},
+		"dash.dead_help":               {"Refused, or out of retries; they wait for an operator.", "被拒绝或重试耗尽，等待操作员处理。"},
 		"dash.reviews_open":            {"Open reviews", "待处理复核"},
 		"dash.reviews_open_help":       {"Orders automation handed over, not yet resolved.", "自动化转交、尚未处理的订单。"},
 		"dash.payments_late":           {"Late payments", "迟到的支付"},
