@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/lapsehq/lapse"
-	"github.com/lapsehq/lapse/internal/testenv"
-	"github.com/lapsehq/lapse/postgres"
 )
 
 // TestUpgradePaymentWrites starts from the schema before 0026 with paid
@@ -17,16 +15,8 @@ import (
 // nothing.
 func TestUpgradePaymentWrites(t *testing.T) {
 	t.Parallel()
-	dsn := testenv.PostgresSchema(t)
+	s, dsn := storeAt(t, 25)
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, dsn, postgres.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.MigrateTo(ctx, 25); err != nil {
-		t.Fatal(err)
-	}
 	os := batchOrders(t, s, 6)
 	for i, txn := range []string{"old-0", "old-1"} {
 		if _, created, err := s.PaymentCreate(ctx, applied(t, os[i], txn)); err != nil || !created {

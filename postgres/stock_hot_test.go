@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/lapsehq/lapse"
-	"github.com/lapsehq/lapse/internal/testenv"
-	"github.com/lapsehq/lapse/postgres"
 )
 
 // TestUpgradeStockHOT starts from the schema before 0024 with a loaded
@@ -18,16 +16,8 @@ import (
 // reserves the SKUs loaded before it.
 func TestUpgradeStockHOT(t *testing.T) {
 	t.Parallel()
-	dsn := testenv.PostgresSchema(t)
+	s, dsn := storeAt(t, 23)
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, dsn, postgres.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.MigrateTo(ctx, 23); err != nil {
-		t.Fatal(err)
-	}
 	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	load := func(prefix string) {
 		t.Helper()

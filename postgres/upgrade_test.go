@@ -23,16 +23,9 @@ import (
 // that the store then claims and closes exactly the due orders.
 func TestUpgradeToDeadlineTable(t *testing.T) {
 	t.Parallel()
-	dsn := testenv.PostgresSchema(t)
+	s, dsn := storeAt(t, 18)
+	var err error
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, dsn, postgres.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.MigrateTo(ctx, 18); err != nil {
-		t.Fatal(err)
-	}
 	conn := connect(t, dsn)
 	// 1,000 orders: every third due an hour ago, every third due in a day,
 	// the rest closed or paid (no deadline); each with its creation log
@@ -139,16 +132,9 @@ func TestUpgradeToDeadlineTable(t *testing.T) {
 // before it.
 func TestUpgradeDeliveryWrites(t *testing.T) {
 	t.Parallel()
-	dsn := testenv.PostgresSchema(t)
+	s, dsn := storeAt(t, 21)
+	var err error
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, dsn, postgres.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.MigrateTo(ctx, 21); err != nil {
-		t.Fatal(err)
-	}
 	conn := connect(t, dsn)
 	for _, q := range []string{
 		`INSERT INTO orders (order_no, flow, state, deadline_at, amount, currency, user_id, items, metadata, version,
@@ -272,16 +258,8 @@ func TestUpgradeDeliveryWrites(t *testing.T) {
 // delivery from other workers until it ends.
 func TestUpgradeDeliveryHOT(t *testing.T) {
 	t.Parallel()
-	dsn := testenv.PostgresSchema(t)
+	s, dsn := storeAt(t, 22)
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, dsn, postgres.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.MigrateTo(ctx, 22); err != nil {
-		t.Fatal(err)
-	}
 	conn := connect(t, dsn)
 	// 400 events, one delivery each: g % 4 = 0 done, 1 dead, 2 pending and
 	// due at 11:00, 3 pending and leased by "old" until 12:05.
@@ -397,16 +375,8 @@ func TestUpgradeDeliveryHOT(t *testing.T) {
 // the pruner deletes the old events whose deliveries are done.
 func TestUpgradeOutboxPartitions(t *testing.T) {
 	t.Parallel()
-	dsn := testenv.PostgresSchema(t)
+	s, dsn := storeAt(t, 24)
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, dsn, postgres.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.MigrateTo(ctx, 24); err != nil {
-		t.Fatal(err)
-	}
 	conn := connect(t, dsn)
 	// 300 past events (two days ago, a second apart), one an hour ahead,
 	// 40 of version 4, of orders that are not there; a delivery each, every
@@ -507,4 +477,21 @@ func TestUpgradeOutboxPartitions(t *testing.T) {
 	if n := prunePass(t, s, now.Add(-time.Hour), now); n != 300+40-30-4 {
 		t.Errorf("a pass after the upgrade deleted %d events, want the %d past ones whose deliveries are done", n, 300+40-30-4)
 	}
+}
+
+// storeAt opens a store on a schema of its own, migrated up to version only,
+// as a database that release left, and returns it with the schema's DSN.
+func storeAt(t *testing.T, version int64) (*postgres.Store, string) {
+	t.Helper()
+	dsn := testenv.PostgresSchema(t)
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, dsn, postgres.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.MigrateTo(ctx, version); err != nil {
+		t.Fatal(err)
+	}
+	return s, dsn
 }
