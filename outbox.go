@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -25,6 +26,11 @@ type OutboxEvent struct {
 	// to, each once: the store creates one pending delivery per name, due at
 	// CreatedAt, in the same transaction as the event. Not read back.
 	Subscribers []string `json:"-"`
+	// Relays, when writing an event, name the subscribers it is relayed to
+	// without a delivery row (a Relayer's): the store records them on the
+	// event, and each reads it from the outbox in commit order. Not read
+	// back. A name is in Subscribers or in Relays, not both.
+	Relays []string `json:"-"`
 
 	// made is the payload as newOutboxEvent marshalled it: JSON, which
 	// Validate does not parse again while Payload is that same slice.
@@ -188,7 +194,17 @@ func (ev *OutboxEvent) Validate() error {
 		switch {
 		case sub == "":
 			return FieldError("outbox", "event %s names an empty subscriber", ev.ID)
+		case strings.HasPrefix(sub, ">"):
+			return FieldError("outbox", "event %s names subscriber %q: a name does not start with >", ev.ID, sub)
 		case slices.Contains(ev.Subscribers[:i], sub):
+			return FieldError("outbox", "event %s names subscriber %s twice", ev.ID, sub)
+		}
+	}
+	for i, sub := range ev.Relays {
+		switch {
+		case sub == "" || strings.Trim(sub, "abcdefghijklmnopqrstuvwxyz0123456789-_") != "":
+			return FieldError("outbox", "event %s names relayed subscriber %q: lower case letters, digits, - and _", ev.ID, sub)
+		case slices.Contains(ev.Relays[:i], sub) || slices.Contains(ev.Subscribers, sub):
 			return FieldError("outbox", "event %s names subscriber %s twice", ev.ID, sub)
 		}
 	}

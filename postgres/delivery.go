@@ -424,11 +424,22 @@ func (s *Store) DeliveryAttemptList(ctx context.Context, orderID int64) ([]*laps
 // not of the history. A pending delivery's next attempt is that of
 // deliveryColumns.
 const deliveryCountSQL = `SELECT
-	(SELECT count(*) FROM deliveries WHERE status = 'pending'),
+	(SELECT count(*) FROM deliveries WHERE status = 'pending') + (SELECT coalesce(sum(n), 0) FROM (` + relayPendingSQL + `) r),
 	(SELECT count(*) FROM deliveries WHERE status = 'dead'),
 	(SELECT min(GREATEST(next_attempt_at, lease_until)) FROM deliveries WHERE status = 'pending')`
 
-// DeliveryCount counts pending and dead deliveries.
+// relayPendingSQL counts, for each relay's cursor, the events relayed to
+// its subscriber that it has not passed: pending deliveries without rows.
+// Those of transactions that ended before the oldest one running when lo
+// was taken are behind it, so each count reads outbox_relay's key from
+// there on, what the relay has yet to read and little more.
+const relayPendingSQL = `SELECT c.subscriber, (SELECT count(*) FROM outbox_relay q
+		WHERE q.subscriber = c.subscriber AND q.xid >= pg_snapshot_xmin(c.lo) AND NOT pg_visible_in_snapshot(q.xid, c.lo)
+			AND NOT (pg_visible_in_snapshot(q.xid, c.hi) AND (q.xid, q.seq) <= (c.after_xid, c.after_seq))) AS n
+	FROM relay_cursors c`
+
+// DeliveryCount counts pending and dead deliveries; events relayed without
+// a row and not yet relayed count as pending.
 func (s *Store) DeliveryCount(ctx context.Context) (*lapse.DeliveryCounts, error) {
 	var c lapse.DeliveryCounts
 	if err := s.db.QueryRow(ctx, deliveryCountSQL).Scan(&c.Pending, &c.Dead, &c.OldestPending); err != nil {
@@ -440,14 +451,16 @@ func (s *Store) DeliveryCount(ctx context.Context) (*lapse.DeliveryCounts, error
 
 // deliveryCountBySubscriberSQL, like deliveryCountSQL, reads only the
 // partial indexes of pending and dead deliveries.
-const deliveryCountBySubscriberSQL = `SELECT subscriber, status, n FROM (
+const deliveryCountBySubscriberSQL = `SELECT subscriber, status, sum(n)::bigint FROM (
 		SELECT subscriber, status, count(*) AS n FROM deliveries WHERE status = 'pending' GROUP BY subscriber, status
 		UNION ALL
 		SELECT subscriber, status, count(*) AS n FROM deliveries WHERE status = 'dead' GROUP BY subscriber, status
-	) c ORDER BY subscriber, status`
+		UNION ALL
+		SELECT subscriber, 'pending', n FROM (` + relayPendingSQL + `) r WHERE n > 0
+	) c GROUP BY subscriber, status ORDER BY subscriber, status`
 
 // DeliveryCountBySubscriber counts pending and dead deliveries per
-// subscriber and status.
+// subscriber and status, events not yet relayed among the pending.
 func (s *Store) DeliveryCountBySubscriber(ctx context.Context) ([]*lapse.DeliveryStatusCount, error) {
 	rows, err := s.db.Query(ctx, deliveryCountBySubscriberSQL)
 	if err != nil {

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -61,9 +62,20 @@ func (a *outboxArgs) add(orderID int64, evs []lapse.OutboxEvent) error {
 			a.subEvents = append(a.subEvents, len(a.ids)-1)
 			a.subscribers = append(a.subscribers, sub)
 		}
+		for _, sub := range ev.Relays {
+			a.subEventIDs = append(a.subEventIDs, id)
+			a.subEvents = append(a.subEvents, len(a.ids)-1)
+			a.subscribers = append(a.subscribers, relayMark+sub)
+		}
 	}
 	return nil
 }
+
+// relayMark marks, among the subscriber names of outboxArgs, those the event
+// is relayed to (OutboxEvent.Relays): they get a row in outbox_relay
+// instead of a delivery. Subscriber names never start with it
+// (OutboxEvent.Validate).
+const relayMark = ">"
 
 // copyDeliveries writes the deliveries of a's events by COPY; the events
 // must be written first, for the deliveries reference them. It is for new
@@ -71,7 +83,16 @@ func (a *outboxArgs) add(orderID int64, evs []lapse.OutboxEvent) error {
 // same order and subscriber, and knows of none in the table. The ids are
 // drawn beforehand so that a chain can name them.
 func (a *outboxArgs) copyDeliveries(ctx context.Context, db db) error {
-	n := len(a.subscribers)
+	if err := a.copyRelays(ctx, db); err != nil {
+		return err
+	}
+	var rows []int // the subscriber rows that are deliveries
+	for i, sub := range a.subscribers {
+		if !strings.HasPrefix(sub, relayMark) {
+			rows = append(rows, i)
+		}
+	}
+	n := len(rows)
 	if n == 0 {
 		return nil
 	}
@@ -85,8 +106,8 @@ func (a *outboxArgs) copyDeliveries(ctx context.Context, db db) error {
 	}
 	tails := make(map[chain]int64)
 	after := make([]*int64, n)
-	for i := range n {
-		k := chain{a.orderIDs[a.subEvents[i]], a.subscribers[i]}
+	for i, r := range rows {
+		k := chain{a.orderIDs[a.subEvents[r]], a.subscribers[r]}
 		if prev, ok := tails[k]; ok {
 			after[i] = &prev
 		}
@@ -95,9 +116,30 @@ func (a *outboxArgs) copyDeliveries(ctx context.Context, db db) error {
 	_, err = db.CopyFrom(ctx, pgx.Identifier{"deliveries"},
 		[]string{"id", "event_id", "order_id", "order_no", "event_type", "subscriber", "status", "next_attempt_at", "created_at", "updated_at", "after_id"},
 		pgx.CopyFromSlice(n, func(i int) ([]any, error) {
-			e := a.subEvents[i]
+			r := rows[i]
+			e := a.subEvents[r]
 			at := a.createdAt[e]
-			return []any{ids[i], a.ids[e], a.orderIDs[e], a.orderNos[e], a.types[e], a.subscribers[i], string(lapse.DeliveryPending), at, at, at, after[i]}, nil
+			return []any{ids[i], a.ids[e], a.orderIDs[e], a.orderNos[e], a.types[e], a.subscribers[r], string(lapse.DeliveryPending), at, at, at, after[i]}, nil
+		}))
+	return err
+}
+
+// copyRelays writes by COPY the outbox_relay rows of a's events relayed to
+// a subscriber, in the order of a, after the events themselves.
+func (a *outboxArgs) copyRelays(ctx context.Context, db db) error {
+	var rows []int
+	for i, sub := range a.subscribers {
+		if strings.HasPrefix(sub, relayMark) {
+			rows = append(rows, i)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	_, err := db.CopyFrom(ctx, pgx.Identifier{"outbox_relay"}, []string{"subscriber", "event_id"},
+		pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
+			r := rows[i]
+			return []any{strings.TrimPrefix(a.subscribers[r], relayMark), a.subEventIDs[r]}, nil
 		}))
 	return err
 }
@@ -230,17 +272,9 @@ const deliveryBlock = 1024
 // window sorts them: their ids are drawn already, and nothing reads the
 // order in which they were inserted.
 func deliveriesFrom(name, src string) string {
-	return fmt.Sprintf(`ds AS MATERIALIZED (
-	SELECT x.id AS event_id, x.order_id, x.order_no, x.type, x.created_at, s.subscriber, s.n
-	FROM %[1]s
-	JOIN x ON x.id = s.event_id
-), dk AS (
-	SELECT array_agg(nextval(pg_get_serial_sequence('deliveries', 'id')) ORDER BY g) AS ids
-	FROM generate_series(1, (SELECT (max(ds.n) + %[3]d - 1) / %[3]d FROM ds)) g
-), dn AS (
-	SELECT dk.ids[((ds.n - 1) / %[3]d + 1)::int] + (ds.n - 1) %% %[3]d AS id, ds.*
-	FROM ds, dk
-), %[2]s AS (
+	return numberedDeliveries(`SELECT x.id AS event_id, x.order_id, x.order_no, x.type, x.created_at, s.subscriber, s.n
+	FROM `+src+`
+	JOIN x ON x.id = s.event_id`) + fmt.Sprintf(`, %[1]s AS (
 	INSERT INTO deliveries (id, event_id, order_id, order_no, event_type, subscriber, status,
 		next_attempt_at, created_at, updated_at, after_id)
 	OVERRIDING SYSTEM VALUE
@@ -248,6 +282,25 @@ func deliveriesFrom(name, src string) string {
 		dn.created_at, dn.created_at, dn.created_at,
 		coalesce(lag(dn.id) OVER (PARTITION BY dn.order_id, dn.subscriber ORDER BY dn.n),
 			(SELECT max(p.id) FROM deliveries p WHERE p.order_id = dn.order_id AND p.subscriber = dn.subscriber))
-	FROM dn
-)`, src, name, deliveryBlock)
+	FROM dn WHERE left(dn.subscriber, 1) <> '%[2]s'
+), %[1]s_relay AS (
+	INSERT INTO outbox_relay (subscriber, event_id)
+	SELECT substr(ds.subscriber, 2), ds.event_id FROM ds WHERE left(ds.subscriber, 1) = '%[2]s' ORDER BY ds.n
+)`, name, relayMark)
+}
+
+// numberedDeliveries returns the CTEs ds, the rows of deliveries to write
+// (the query rows, with an event_id, order_id and an ordinal n from 1),
+// dk and dn, ds with an id for each: dk draws a block of deliveryBlock ids
+// per nextval, and a row's id is its place n within them.
+func numberedDeliveries(rows string) string {
+	return fmt.Sprintf(`ds AS MATERIALIZED (
+	%[1]s
+), dk AS (
+	SELECT array_agg(nextval(pg_get_serial_sequence('deliveries', 'id')) ORDER BY g) AS ids
+	FROM generate_series(1, (SELECT (max(ds.n) + %[2]d - 1) / %[2]d FROM ds)) g
+), dn AS (
+	SELECT dk.ids[((ds.n - 1) / %[2]d + 1)::int] + (ds.n - 1) %% %[2]d AS id, ds.*
+	FROM ds, dk
+)`, rows, deliveryBlock)
 }

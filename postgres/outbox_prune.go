@@ -23,10 +23,16 @@ import (
 // found through its key, and the events last. It returns how many went and
 // the page the next step reads on from, 0 past the last page.
 //
+// An event relayed to a subscriber (outbox_relay) stays until the
+// subscriber's relay has passed it, and its relay rows go with it.
+//
 // The statement reads one snapshot: a delivery that another transaction
 // finishes meanwhile is seen pending, and its event is left for the next
-// pass. A delivery that is done never changes again, and no delivery is
-// added to an event that exists, so the check cannot be outrun.
+// pass. A delivery that is done never changes again, and the only delivery
+// added to an event that exists is a relay's, written in the transaction
+// that moves the relay past it (lapse.Relayer): the snapshot sees both or
+// neither, and keeps the event either way, so the check cannot be
+// outrun.
 func outboxPruneSQL(table string) string {
 	return strings.ReplaceAll(`
 WITH span AS (
@@ -40,7 +46,11 @@ WITH span AS (
 		AND o.created_at < $2
 		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = o.id AND d.status <> 'done')
 		AND NOT EXISTS (SELECT 1 FROM reviews r WHERE r.order_id = o.order_id)
+		AND NOT EXISTS (SELECT 1 FROM outbox_relay q LEFT JOIN relay_cursors c ON c.subscriber = q.subscriber
+			WHERE q.event_id = o.id AND (c.lo IS NULL OR NOT pg_visible_in_snapshot(q.xid, c.lo)))
 	FOR UPDATE OF o SKIP LOCKED
+), gone_relays AS (
+	DELETE FROM outbox_relay q USING ev WHERE q.event_id = ev.id
 ), gone_deliveries AS (
 	DELETE FROM deliveries d USING ev WHERE d.event_id = ev.id
 	RETURNING d.id, d.subscriber, d.event_id
