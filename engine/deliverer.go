@@ -114,8 +114,12 @@ func (d *Deliverer) Start(ctx context.Context) {
 	d.running, d.cancel, d.done = true, cancel, make(chan struct{})
 	var loops, heart sync.WaitGroup
 	heart.Go(func() { d.heartbeat(beat) })
+	relaying := d.relaying(ctx)
 	for _, s := range d.e.subs {
 		loops.Go(func() { d.loop(ctx, s) })
+		if relaying[s] {
+			loops.Go(func() { d.relayLoop(ctx, s) })
+		}
 	}
 	go func() {
 		loops.Wait()
@@ -144,14 +148,21 @@ func (d *Deliverer) Stop() {
 	<-done
 }
 
-// RunOnce runs one pass for every subscriber: it claims the deliveries due
-// now and attempts each once. It returns how many it claimed. It does not
+// RunOnce runs one pass for every subscriber: it relays the events of a
+// relayed one that are there to be read, and claims the deliveries due
+// now and attempts each once. It returns how many it relayed and claimed. It does not
 // renew their leases: a caller whose attempts may outlast Lease calls Renew
 // beside it, as the running Deliverer does.
 func (d *Deliverer) RunOnce(ctx context.Context) (int, error) {
 	total := 0
 	var errs []error
+	relaying := d.relaying(ctx)
 	for _, s := range d.e.subs {
+		if relaying[s] {
+			n, err := d.relayAll(ctx, s)
+			total += n
+			errs = append(errs, err)
+		}
 		n, err := d.pass(ctx, s)
 		total += n
 		errs = append(errs, err)
@@ -191,24 +202,13 @@ func (d *Deliverer) loop(ctx context.Context, s *Subscription) {
 	// slots of the batches behind them taken.
 	finishing := make(chan struct{}, batchFinishes)
 	backoff := time.Duration(0)
-	var heldAt time.Time // when the loop last looked while held for closes
-	held := d.e.metrics.deliveryHeld.WithLabelValues(s.Name)
+	heldAt := new(time.Time) // when the loop last looked while held for closes
+	if s.relayed {
+		heldAt = nil // the relay's loop counts the time held
+	}
 	for ctx.Err() == nil {
-		if s.YieldsToCloses {
-			now := d.e.clock.Now()
-			holds := d.e.burns.holds(now, d.cfg.CloseHold)
-			if !heldAt.IsZero() {
-				held.Add(max(0, now.Sub(heldAt).Seconds()))
-				heldAt = time.Time{}
-			}
-			if holds {
-				heldAt = now
-				select {
-				case <-ctx.Done():
-				case <-time.After(closeHoldPoll):
-				}
-				continue
-			}
+		if d.yieldToCloses(ctx, s, heldAt) {
+			continue
 		}
 		kicked := d.e.kick.wait()
 		free := s.Concurrency - len(slots)
@@ -279,6 +279,36 @@ func (d *Deliverer) loop(ctx context.Context, s *Subscription) {
 			}
 		}
 	}
+}
+
+// yieldToCloses waits a moment and reports true while s yields to closes
+// (Subscription.YieldsToCloses) and this process's Claimer burns down a
+// backlog. When heldAt is not nil it counts the time held in
+// lapse_delivery_held_seconds_total, from *heldAt, the time it last
+// looked while held (zero: it was not).
+func (d *Deliverer) yieldToCloses(ctx context.Context, s *Subscription, heldAt *time.Time) bool {
+	if !s.YieldsToCloses {
+		return false
+	}
+	now := d.e.clock.Now()
+	holds := d.e.burns.holds(now, d.cfg.CloseHold)
+	if heldAt != nil {
+		if !heldAt.IsZero() {
+			d.e.metrics.deliveryHeld.WithLabelValues(s.Name).Add(max(0, now.Sub(*heldAt).Seconds()))
+			*heldAt = time.Time{}
+		}
+		if holds {
+			*heldAt = now
+		}
+	}
+	if !holds {
+		return false
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(closeHoldPoll):
+	}
+	return true
 }
 
 // claim leases up to limit due deliveries of s, for the heartbeat to renew
@@ -513,7 +543,7 @@ func (d *Deliverer) die(s *Subscription, dl *lapse.Delivery, p *lapse.DeliveryFi
 	if err != nil {
 		o = &lapse.Order{OrderNo: dl.OrderNo} // not an order event: no flow to match on
 	}
-	ev.Subscribers = d.e.subscribersOf(o, ev.Type, s.Name)
+	d.e.route(o, &ev, s.Name)
 	p.Outbox = []lapse.OutboxEvent{ev}
 }
 

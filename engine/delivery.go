@@ -10,6 +10,10 @@ import (
 type DeliveryHistory struct {
 	*lapse.Delivery
 	History []*lapse.DeliveryAttempt
+	// Relayed marks an event relayed to its subscriber without a delivery
+	// row (Subscription.Relay): its ID is 0, its status done once the relay
+	// handed it over and pending until then, and it has no history.
+	Relayed bool `json:"relayed,omitempty"`
 }
 
 // Deliveries returns the deliveries of the order with orderNo, oldest first,
@@ -35,6 +39,29 @@ func (e *Engine) Deliveries(ctx context.Context, orderNo string) ([]DeliveryHist
 				out[i].History = append(out[i].History, a)
 			}
 		}
+	}
+	return e.relayedDeliveries(ctx, o.ID, out)
+}
+
+// relayedDeliveries appends to out the events of order orderID relayed
+// without a delivery row, as deliveries (DeliveryHistory.Relayed).
+func (e *Engine) relayedDeliveries(ctx context.Context, orderID int64, out []DeliveryHistory) ([]DeliveryHistory, error) {
+	r := relayerOf(e.store)
+	if r == nil {
+		return out, nil
+	}
+	evs, err := r.RelayedEvents(ctx, orderID)
+	if err != nil {
+		return nil, err
+	}
+	for _, re := range evs {
+		ev := re.Event
+		dl := &lapse.Delivery{EventID: ev.ID, EventType: ev.Type, OrderID: ev.OrderID, OrderNo: ev.OrderNo, Subscriber: re.Subscriber,
+			Status: lapse.DeliveryPending, NextAttemptAt: ev.CreatedAt, CreatedAt: ev.CreatedAt, UpdatedAt: ev.CreatedAt}
+		if re.Passed {
+			dl.Status, dl.Attempts = lapse.DeliveryDone, 1
+		}
+		out = append(out, DeliveryHistory{Delivery: dl, Relayed: true})
 	}
 	return out, nil
 }

@@ -157,6 +157,13 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 		}
 		e.subs = append(e.subs, s)
 	}
+	// Events are written through both stores (a death's delivery.dead
+	// event through the work store): a subscription is relayed only when
+	// both can relay.
+	canRelay := relayerOf(store) != nil && relayerOf(e.work) != nil
+	for _, s := range e.subs {
+		s.relayed = s.Relay && canRelay
+	}
 	known := knownLabels{providers: slices.Sorted(maps.Keys(cfg.Payments.Providers)), trigger: cfg.Trigger != nil}
 	for _, s := range e.subs {
 		known.subscribers = append(known.subscribers, s.Name)
@@ -192,7 +199,7 @@ func (e *Engine) Clock() lapse.Clock { return e.clock }
 // delivered wakes the delivery loops when evs fan out to anyone.
 func (e *Engine) delivered(evs []lapse.OutboxEvent) {
 	for _, ev := range evs {
-		if len(ev.Subscribers) > 0 {
+		if len(ev.Subscribers) > 0 || len(ev.Relays) > 0 {
 			e.kick.signal()
 			return
 		}

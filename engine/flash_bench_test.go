@@ -48,6 +48,8 @@ import (
 // nats subscription's Concurrency (default 1,024, lapse serve's).
 // LAPSE_BENCH_FLASH_HOLD is the Deliverer's CloseHold (default 1m; 0: the
 // subscription does not yield to the closes).
+// LAPSE_BENCH_FLASH_RELAY=1 relays the subscription's events
+// (Subscription.Relay) instead of writing a delivery per event.
 // LAPSE_BENCH_FLASH_CLOSE_ONLY=1 leaves the subscription out: the orders
 // are closed with no deliveries, so that the CPU and WAL a delivery costs
 // are the difference between the two runs.
@@ -69,12 +71,13 @@ func BenchmarkFlashSale(b *testing.B) {
 		}
 		hold = cmp.Or(d, -1)
 	}
+	relay := os.Getenv("LAPSE_BENCH_FLASH_RELAY") == "1"
 	for range b.N {
-		flashSale(b, n, inflight, closeOnly, hold)
+		flashSale(b, n, inflight, closeOnly, relay, hold)
 	}
 }
 
-func flashSale(b *testing.B, n, inflight int, closeOnly bool, hold time.Duration) {
+func flashSale(b *testing.B, n, inflight int, closeOnly, relay bool, hold time.Duration) {
 	ctx := context.Background()
 	b.StopTimer()
 	// The application_name is the run's own, so that the CPU meter counts
@@ -88,7 +91,8 @@ func flashSale(b *testing.B, n, inflight int, closeOnly bool, hold time.Duration
 	reg := newCounters()
 	var subs []engine.Subscription
 	if !closeOnly {
-		subs = []engine.Subscription{{Name: "nats", Handler: sink, Events: []string{"order.*"}, Concurrency: inflight, YieldsToCloses: true}}
+		subs = []engine.Subscription{{Name: "nats", Handler: sink, Events: []string{"order.*"}, Concurrency: inflight, YieldsToCloses: true,
+			Relay: relay}}
 	}
 	e, err := engine.New(store, flows.Builtin(), engine.Config{Clock: clk, Logger: benchLogger(), Registerer: reg, WorkStore: work,
 		Subscriptions: subs})

@@ -176,3 +176,36 @@ func (s checked) ReviewResolve(ctx context.Context, p *lapse.ReviewResolveParams
 	}
 	return s.Store.ReviewResolve(ctx, p)
 }
+
+// relayerOf returns s's lapse.Relayer, params checked, or nil when the store
+// below has none.
+func relayerOf(s lapse.Store) lapse.Relayer {
+	if a, ok := s.(auditing); ok {
+		s = a.Store
+	}
+	if c, ok := s.(checked); ok {
+		s = c.Store
+	}
+	r, ok := s.(lapse.Relayer)
+	if !ok {
+		return nil
+	}
+	return checkedRelayer{r}
+}
+
+// checkedRelayer is a lapse.Relayer whose params are validated first.
+type checkedRelayer struct{ lapse.Relayer }
+
+func (r checkedRelayer) RelayRead(ctx context.Context, p *lapse.RelayReadParams) (*lapse.RelayBatch, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return r.Relayer.RelayRead(ctx, p)
+}
+
+func (r checkedRelayer) RelayDefer(ctx context.Context, p *lapse.RelayDeferParams) ([]*lapse.Delivery, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return r.Relayer.RelayDefer(ctx, p)
+}

@@ -49,6 +49,16 @@ type Subscription struct {
 	// Filter, when set, limits it to the orders for which it returns true;
 	// other orders' events get no delivery for it at all.
 	Filter func(*lapse.Order) bool
+	// Relay, for a Handler that is a lapse.BatchHandler, relays its events
+	// (relay.go) when the store can (lapse.Relayer: PostgreSQL): they get
+	// no delivery row when written; a relay reads them from the outbox in
+	// commit order and hands them over in batches of up to Concurrency,
+	// and only those its handler did not take get a delivery row, retried
+	// from there. On a store that cannot relay it has no effect.
+	Relay bool
+
+	// relayed is set by New when Relay applies: the store can relay.
+	relayed bool
 
 	// schedule is Schedule as the deliverer reads it; SetSchedule replaces
 	// it at run time.
@@ -88,6 +98,9 @@ func (s *Subscription) validate() error {
 	}
 	if (s.Handler == nil) == (s.Local == nil) {
 		return bad("set exactly one of Handler and Local")
+	}
+	if _, batch := s.Handler.(lapse.BatchHandler); s.Relay && !batch {
+		return bad("only a lapse.BatchHandler can be relayed")
 	}
 	if len(s.Events) == 0 {
 		s.Events = []string{"order.*"}
@@ -134,20 +147,24 @@ func (s *Subscription) matches(o *lapse.Order, typ string) bool {
 // fanOut names, on each event about order o, the subscribers it goes to.
 func (e *Engine) fanOut(o *lapse.Order, evs []lapse.OutboxEvent) {
 	for i := range evs {
-		evs[i].Subscribers = e.subscribersOf(o, evs[i].Type, "")
+		e.route(o, &evs[i], "")
 	}
 }
 
-// subscribersOf returns the names of the subscriptions that receive events of
-// type typ about order o, leaving out except.
-func (e *Engine) subscribersOf(o *lapse.Order, typ, except string) []string {
-	var out []string
+// route names on ev, an event about order o, the subscriptions that receive
+// it, leaving out except: those relayed in its Relays, the others in its
+// Subscribers.
+func (e *Engine) route(o *lapse.Order, ev *lapse.OutboxEvent, except string) {
+	ev.Subscribers, ev.Relays = nil, nil
 	for _, s := range e.subs {
-		if s.Name != except && s.matches(o, typ) {
-			out = append(out, s.Name)
+		switch {
+		case s.Name == except || !s.matches(o, ev.Type):
+		case s.relayed:
+			ev.Relays = append(ev.Relays, s.Name)
+		default:
+			ev.Subscribers = append(ev.Subscribers, s.Name)
 		}
 	}
-	return out
 }
 
 // Subscriptions returns the engine's subscriptions.

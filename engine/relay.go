@@ -1,0 +1,278 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+// The relay hands a subscription's events to its handler without a
+// delivery row per event (Subscription.Relay, lapse.Relayer): the events
+// name it when they are written, and its relay reads them from the outbox
+// in the order their transactions committed, a batch per transaction that
+// holds the subscriber's cursor, so that relays on many processes never
+// read the same events at once. In that transaction it hands the batch to
+// the handler, writes a delivery row for each event the handler did not
+// take, and moves the cursor past the batch. The rows are delivered from
+// then on as any delivery is, by the subscription's loop: retried on its
+// schedule, or dead and reviewed.
+//
+// Guarantees, as a delivery row's: every event is handed over at least
+// once (a relay that dies, or whose transaction fails, leaves the cursor
+// where it was, and the batch is handed over again, with the same event
+// ids), or gets a delivery row; and an order's events reach the subscriber
+// in order: an event is handed over only once the order's events before it
+// were, and one whose order has a delivery to the subscriber still pending
+// waits behind it as a row of its own.
+
+// relayPoll bounds how long a relay sleeps when it finds nothing; events
+// written by this process wake it at once.
+const relayPoll = time.Second
+
+// relaying returns the subscriptions whose events this process relays:
+// those relayed, and those it does not relay itself whose subscriber has
+// a cursor (another process relays them, or this one did before it was
+// told not to), so that the events written for a relay are relayed
+// whichever processes still relay: none waits for a process that no
+// longer runs one.
+func (d *Deliverer) relaying(ctx context.Context) map[*Subscription]bool {
+	out := map[*Subscription]bool{}
+	var cursors []*lapse.RelayCursor
+	looked := false
+	for _, s := range d.e.subs {
+		if s.relayed {
+			out[s] = true
+			continue
+		}
+		r := relayerOf(d.e.work)
+		if _, batch := s.Handler.(lapse.BatchHandler); r == nil || !batch {
+			continue
+		}
+		if !looked {
+			var err error
+			if cursors, err = r.RelayList(ctx); err != nil {
+				d.e.log.Error("deliverer: cannot list relays; events relayed by other processes are left to them", "err", err)
+			}
+			looked = true
+		}
+		out[s] = slices.ContainsFunc(cursors, func(c *lapse.RelayCursor) bool { return c.Subscriber == s.Name })
+	}
+	return out
+}
+
+// relayLoop relays s's events until ctx ends.
+func (d *Deliverer) relayLoop(ctx context.Context, s *Subscription) {
+	var heldAt time.Time
+	made := false
+	for ctx.Err() == nil {
+		if !made {
+			// The cursor is made in a transaction of its own, so that a
+			// relay that finds it being made waits for no batch.
+			made = d.relayMake(ctx, s) == nil
+		}
+		if d.yieldToCloses(ctx, s, &heldAt) {
+			continue
+		}
+		kicked := d.e.kick.wait()
+		n, err := d.relayOnce(ctx, s)
+		wait := relayPoll
+		switch {
+		case err != nil && ctx.Err() == nil:
+			d.e.log.Error("deliverer: relay failed; its batch will be handed over again", "subscriber", s.Name, "err", err)
+			wait = d.cfg.Poll
+		case err == nil && n == s.Concurrency:
+			continue // a full batch: there may be more
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		case <-kicked:
+		}
+		t.Stop()
+	}
+}
+
+// relayMake makes s's cursor unless it exists.
+func (d *Deliverer) relayMake(ctx context.Context, s *Subscription) error {
+	return d.e.work.Tx(ctx, func(tx lapse.Store) error {
+		rt := relayerOf(tx)
+		if rt == nil {
+			return fmt.Errorf("engine: subscription %s is relayed, and the store cannot relay", s.Name)
+		}
+		_, err := rt.RelayLock(ctx, s.Name, d.e.clock.Now())
+		return err
+	})
+}
+
+// relayAll relays s's batches until one is not full, and returns how many
+// events it read.
+func (d *Deliverer) relayAll(ctx context.Context, s *Subscription) (int, error) {
+	if err := d.relayMake(ctx, s); err != nil {
+		return 0, err
+	}
+	total := 0
+	for {
+		n, err := d.relayOnce(ctx, s)
+		total += n
+		if err != nil || n < s.Concurrency {
+			return total, err
+		}
+	}
+}
+
+// errRelayBusy is relayOnce's error when another relay holds the cursor.
+var errRelayBusy = errors.New("engine: another relay holds the cursor")
+
+// relayOnce relays one batch of up to s.Concurrency events of s and returns
+// how many events it read (0 when another relay holds the cursor).
+func (d *Deliverer) relayOnce(ctx context.Context, s *Subscription) (int, error) {
+	var (
+		read, handed int
+		failed       []relayFailure
+	)
+	err := d.e.work.Tx(ctx, func(tx lapse.Store) error {
+		rt := relayerOf(tx)
+		if rt == nil {
+			return fmt.Errorf("engine: subscription %s is relayed, and the store cannot relay", s.Name)
+		}
+		now := d.e.clock.Now()
+		c, err := rt.RelayLock(ctx, s.Name, now)
+		if err != nil {
+			return err
+		}
+		if c == nil {
+			return errRelayBusy
+		}
+		b, err := rt.RelayRead(ctx, &lapse.RelayReadParams{Subscriber: s.Name, Cursor: c, Limit: s.Concurrency})
+		if err != nil {
+			return err
+		}
+		read = len(b.Events)
+		if read == 0 {
+			return nil // nothing read: the cursor may stay where it is
+		}
+		start, wall := d.e.clock.Now(), time.Now()
+		errs := d.relaySend(ctx, s, b)
+		var p lapse.RelayDeferParams
+		var deferredErrs []error
+		for i, dl := range b.Events {
+			if errs[i] == nil {
+				continue
+			}
+			p.Events = append(p.Events, dl)
+			p.Attempted = append(p.Attempted, !errors.Is(errs[i], errRelayWaits))
+			deferredErrs = append(deferredErrs, errs[i])
+		}
+		if len(p.Events) > 0 {
+			p.Subscriber, p.Owner, p.At = s.Name, d.cfg.Owner, d.e.clock.Now()
+			p.LeaseUntil = p.At.Add(d.cfg.Lease)
+			rows, err := rt.RelayDefer(ctx, &p)
+			if err != nil {
+				return err
+			}
+			for i, row := range rows {
+				if p.Attempted[i] {
+					failed = append(failed, relayFailure{dl: row, err: deferredErrs[i], start: start, wall: wall})
+				}
+			}
+		}
+		handed = read - len(p.Events)
+		b.Next.UpdatedAt = d.e.clock.Now()
+		return rt.RelayAdvance(ctx, b.Next, int64(handed))
+	})
+	switch {
+	case errors.Is(err, errRelayBusy):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+	d.e.metrics.deliveries.WithLabelValues(s.Name, lapse.OutcomeOK).Add(float64(handed))
+	// The failed attempts were written leased to this worker: record each
+	// as any failed attempt, retried on schedule or dead and reviewed.
+	for _, f := range failed {
+		rec := lapse.DeliveryAttempt{DeliveryID: f.dl.ID, Attempt: f.dl.Attempts, Worker: d.cfg.Owner, StartedAt: f.start}
+		_, more := s.retries().Next(f.dl.Failures(), 0)
+		f.dl.Final = !more
+		d.failed(ctx, s, f.dl, &rec, f.err, f.wall, d.finisher(ctx, f.dl, &rec, f.wall))
+	}
+	return read, nil
+}
+
+// relayFailure is an event the handler failed, written as a delivery leased
+// to this worker, whose attempt is recorded once the relay committed.
+type relayFailure struct {
+	dl    *lapse.Delivery
+	err   error
+	start time.Time
+	wall  time.Time
+}
+
+// errRelayWaits marks an event not handed over because an earlier event of
+// its order did not go through (or is still pending as a delivery).
+var errRelayWaits = errors.New("engine: waits behind an earlier event of its order")
+
+// relaySend hands b's events to s's handler in rounds: each round takes
+// the next event of every order whose events before it went through, so
+// that an order's events reach the subscriber in order. It returns one
+// error per event: nil when the handler took it, errRelayWaits when it was
+// not handed over.
+func (d *Deliverer) relaySend(ctx context.Context, s *Subscription, b *lapse.RelayBatch) []error {
+	errs := make([]error, len(b.Events))
+	stopped := map[int64]bool{} // orders whose next event must wait
+	queue := make([]int, 0, len(b.Events))
+	for i, dl := range b.Events {
+		if b.Blocked[i] {
+			stopped[dl.OrderID] = true
+		}
+		queue = append(queue, i)
+	}
+	h := s.Handler.(lapse.BatchHandler)
+	_, more := s.retries().Next(0, 0)
+	for len(queue) > 0 {
+		var round, rest []int
+		in := map[int64]bool{}
+		for _, i := range queue {
+			o := b.Events[i].OrderID
+			switch {
+			case stopped[o]:
+				errs[i] = errRelayWaits
+			case in[o]:
+				rest = append(rest, i)
+			default:
+				in[o] = true
+				round = append(round, i)
+			}
+		}
+		if len(round) == 0 {
+			break
+		}
+		ds := make([]*lapse.Delivery, len(round))
+		for j, i := range round {
+			dl := b.Events[i]
+			dl.Attempts, dl.Final = 1, !more
+			ds[j] = dl
+		}
+		tctx, cancel := context.WithTimeout(ctx, s.Timeout)
+		got := h.DeliverMany(tctx, ds)
+		cancel()
+		if len(got) != len(ds) {
+			err := fmt.Errorf("engine: subscriber %s answered %d deliveries with %d results", s.Name, len(ds), len(got))
+			got = make([]error, len(ds))
+			for j := range got {
+				got[j] = err
+			}
+		}
+		for j, i := range round {
+			if errs[i] = got[j]; errs[i] != nil {
+				stopped[b.Events[i].OrderID] = true
+			}
+		}
+		queue = rest
+	}
+	return errs
+}

@@ -1,0 +1,276 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/flows"
+)
+
+// relays reports whether s relays events without delivery rows.
+func relays(s lapse.Store) bool {
+	_, ok := s.(lapse.Relayer)
+	return ok
+}
+
+// TestRelayOutcomes checks a relayed subscription (Subscription.Relay):
+// on a store that relays, the events it takes get no delivery row at all,
+// one it fails gets a delivery with that failed attempt, retried on
+// schedule, and one it refuses dies at once with its review; on a store
+// that cannot relay the same subscription gets a delivery per event, with
+// the same outcomes. Either way the handler sees every event, in batches
+// of at most Concurrency.
+func TestRelayOutcomes(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		s := open()
+		sink := &batchRecorder{fail: map[string]error{"RO-03": errors.New("HTTP 503"), "RO-07": fmt.Errorf("bad subject: %w", lapse.ErrRefused)}}
+		e := subsEngine(t, s, clk, engine.Subscription{Name: "sink", Events: []string{"order.created"}, Handler: sink, Concurrency: 4,
+			Relay: true, Schedule: lapse.Schedule{Steps: []time.Duration{time.Minute}}})
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		ctx := ctxT(t)
+		for i := range 10 {
+			create(t, e, checkout(fmt.Sprintf("RO-%02d", i), time.Hour))
+		}
+		if hs, err := e.Deliveries(ctx, "RO-00"); err != nil || len(hs) != 1 || hs[0].Status != lapse.DeliveryPending || hs[0].Relayed != relays(s) {
+			t.Fatalf("RO-00 before the relay ran: %+v, %v; want its one delivery pending (relayed: %v)", hs, err, relays(s))
+		}
+		if _, err := d.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(sink.sizes, func(n int) bool { return n > 4 }) || sink.single != 0 {
+			t.Errorf("calls of %v and %d single deliveries; want batches of at most 4", sink.sizes, sink.single)
+		}
+		for i := range 10 {
+			no := fmt.Sprintf("RO-%02d", i)
+			hs, err := e.Deliveries(ctx, no)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case no == "RO-03":
+				h := sinkOf(t, e, no, "sink", lapse.EventOrderCreated)
+				if h.Status != lapse.DeliveryPending || !h.NextAttemptAt.Equal(t0.Add(time.Minute)) || h.LastError != "HTTP 503" ||
+					h.LeaseOwner != "" || len(h.History) != 1 || h.History[0].Outcome != lapse.OutcomeError || h.History[0].Attempt != 1 {
+					t.Errorf("%s after a failure: %+v %+v", no, h.Delivery, h.History)
+				}
+			case no == "RO-07":
+				h := sinkOf(t, e, no, "sink", lapse.EventOrderCreated)
+				if h.Status != lapse.DeliveryDead || len(h.History) != 1 || h.History[0].Outcome != lapse.OutcomeRefused {
+					t.Errorf("%s after a refusal: %+v %+v", no, h.Delivery, h.History)
+				}
+			case relays(s):
+				if len(hs) != 1 || !hs[0].Relayed || hs[0].ID != 0 || hs[0].Status != lapse.DeliveryDone || hs[0].Subscriber != "sink" || len(hs[0].History) != 0 {
+					t.Errorf("%s was relayed: its deliveries are %+v, want one relayed and done, with no row", no, hs)
+				}
+			default:
+				if h := sinkOf(t, e, no, "sink", lapse.EventOrderCreated); h.Status != lapse.DeliveryDone {
+					t.Errorf("%s delivered: %+v", no, h.Delivery)
+				}
+			}
+		}
+		reviews, _ := e.Reviews(ctx, &lapse.ReviewListParams{Open: true, Limit: 10})
+		if len(reviews) != 1 || reviews[0].OrderNo != "RO-07" || !strings.Contains(reviews[0].Reason, " to sink was refused at attempt 1: bad subject") {
+			t.Fatalf("reviews: %+v", reviews)
+		}
+
+		clk.Advance(time.Minute)
+		if _, err := d.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if h := sinkOf(t, e, "RO-03", "sink", lapse.EventOrderCreated); h.Status != lapse.DeliveryDone || len(h.History) != 2 {
+			t.Errorf("RO-03 after its retry: %+v %+v", h.Delivery, h.History)
+		}
+		got := sink.received()
+		var nos []string
+		for _, dl := range got {
+			nos = append(nos, dl.OrderNo)
+		}
+		slices.Sort(nos)
+		if len(nos) != 9 || slices.Contains(nos, "RO-07") || len(slices.Compact(nos)) != 9 {
+			t.Errorf("the sink got %v, want each order but RO-07 once", nos)
+		}
+		if _, err := d.RunOnce(ctx); err != nil || len(sink.received()) != 9 {
+			t.Errorf("a pass with nothing new handed over %d events (%v)", len(sink.received())-9, err)
+		}
+	})
+}
+
+// TestRelayOrderOfEvents checks that an order's events reach a relayed
+// subscriber in order: when one fails, the events of its order after it
+// wait behind its delivery (in the same batch and in later ones) and go
+// out after it, while other orders' events go on.
+func TestRelayOrderOfEvents(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		sink := &batchRecorder{fail: map[string]error{"RE-1": errors.New("HTTP 503")}}
+		e := subsEngine(t, open(), clk, engine.Subscription{Name: "sink", Handler: sink, Concurrency: 8, Relay: true,
+			Schedule: lapse.Schedule{Steps: []time.Duration{time.Minute}}})
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		ctx := ctxT(t)
+		create(t, e, checkout("RE-1", time.Hour))
+		create(t, e, checkout("RE-2", time.Hour))
+		if _, err := e.Fire(ctx, "RE-1", engine.Fire{Event: flows.Cancel, By: app}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Another event of RE-1, written after its first went to a row.
+		if _, err := e.Fire(ctx, "RE-2", engine.Fire{Event: flows.Cancel, By: app}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, dl := range sink.received() {
+			if dl.OrderNo == "RE-1" {
+				t.Fatalf("RE-1's %s went out while its order.created waits for a retry", dl.EventType)
+			}
+		}
+		clk.Advance(time.Minute)
+		for range 3 {
+			if _, err := d.RunOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var re1, re2 []string
+		for _, dl := range sink.received() {
+			switch dl.OrderNo {
+			case "RE-1":
+				re1 = append(re1, dl.EventType)
+			case "RE-2":
+				re2 = append(re2, dl.EventType)
+			}
+		}
+		want := []string{lapse.EventOrderCreated, "order.closed"}
+		if !slices.Equal(re1, want) || !slices.Equal(re2, want) {
+			t.Fatalf("RE-1 got %v and RE-2 %v, want each %v", re1, re2, want)
+		}
+	})
+}
+
+// TestRelayTwoProcesses checks relays of one subscription on two engines
+// of one database, as on two processes: each event is handed over once,
+// by one or the other, while both run. A relay whose transaction fails
+// after its handler took the batch hands the batch over again.
+func TestRelayTwoProcesses(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		s := open()
+		if !relays(s) {
+			t.Skip("the store does not relay: TestRelayOutcomes covers its deliveries")
+		}
+		var mu sync.Mutex
+		seen := map[string]int{}
+		sink := &batchRecorder{during: func(ds []*lapse.Delivery) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, dl := range ds {
+				seen[dl.EventID]++
+			}
+		}}
+		sub := func() engine.Subscription {
+			return engine.Subscription{Name: "sink", Events: []string{"order.created"}, Handler: sink, Concurrency: 16, Relay: true}
+		}
+		clk := lapse.SystemClock{}
+		e1 := subsEngine(t, s, clk, sub())
+		e2 := subsEngine(t, s, clk, sub())
+		const n = 400
+		ctx := ctxT(t)
+		for i := range n {
+			create(t, []*engine.Engine{e1, e2}[i%2], checkout(fmt.Sprintf("R2-%03d", i), time.Hour))
+		}
+		d1 := engine.NewDeliverer(e1, engine.DelivererConfig{Owner: "one"})
+		d2 := engine.NewDeliverer(e2, engine.DelivererConfig{Owner: "two"})
+		d1.Start(ctx)
+		d2.Start(ctx)
+		deadline := time.Now().Add(time.Minute)
+		for {
+			mu.Lock()
+			got := len(seen)
+			mu.Unlock()
+			if got == n {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d events handed over in a minute", got, n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		d1.Stop()
+		d2.Stop()
+		for id, k := range seen {
+			if k != 1 {
+				t.Fatalf("event %s handed over %d times by two relays that never failed", id, k)
+			}
+		}
+
+		// A relay whose transaction fails hands its batch over again.
+		for i := range 3 {
+			create(t, e1, checkout(fmt.Sprintf("R2-X%d", i), time.Hour))
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		sink.during = func(ds []*lapse.Delivery) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, dl := range ds {
+				seen[dl.EventID]++
+			}
+			cancel() // the handler took them; the transaction that would record it is cut
+		}
+		if _, err := d1.RunOnce(cctx); err == nil {
+			t.Fatal("a relay whose transaction was cut reported no error")
+		}
+		sink.during = nil
+		if _, err := d2.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var again int
+		for _, dl := range sink.received() {
+			if strings.HasPrefix(dl.OrderNo, "R2-X") {
+				again++
+			}
+		}
+		if again != 6 {
+			t.Fatalf("the cut batch of 3 was handed over %d times in all, want twice each (6)", again)
+		}
+
+		// A process told not to relay writes deliveries, and still relays
+		// what the relaying ones wrote, so that none waits for them.
+		off := sub()
+		off.Relay = false
+		e3 := subsEngine(t, s, clk, off)
+		create(t, e1, checkout("R2-ON", time.Hour))
+		create(t, e3, checkout("R2-OFF", time.Hour))
+		d3 := engine.NewDeliverer(e3, engine.DelivererConfig{Owner: "three"})
+		if _, err := d3.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var on, offs int
+		for _, dl := range sink.received() {
+			switch dl.OrderNo {
+			case "R2-ON":
+				on++
+				if dl.ID != 0 {
+					t.Errorf("R2-ON went out as delivery %d, want relayed", dl.ID)
+				}
+			case "R2-OFF":
+				offs++
+				if dl.ID == 0 {
+					t.Error("R2-OFF, written by a process that does not relay, went out relayed")
+				}
+			}
+		}
+		if on != 1 || offs != 1 {
+			t.Fatalf("a process that does not relay handed over R2-ON %d times and R2-OFF %d times, want once each", on, offs)
+		}
+	})
+}
