@@ -93,6 +93,11 @@ func (c *Console) timeline(ctx context.Context, lang string, zone *time.Location
 		if d.Status == lapse.DeliveryPending {
 			next = when(d.NextAttemptAt, zone)
 		}
+		if d.Relayed {
+			b.add(d.CreatedAt, "delivery", t(lang, "tl.relayed", d.EventType, d.Subscriber), false,
+				"subscriber", d.Subscriber, "status", string(d.Status))
+			continue
+		}
 		b.add(d.CreatedAt, "delivery", t(lang, "tl.delivery", d.ID, d.EventType, d.Subscriber), d.Status == lapse.DeliveryDead,
 			"subscriber", d.Subscriber, "status", string(d.Status), "attempts", strconv.Itoa(d.Attempts), "next_attempt", next,
 			"last_error", d.LastError, "unknown", yes(lang, d.Unknown))
@@ -262,6 +267,7 @@ func init() {
 		"tl.payment_refunded": {"Payment refunded", "支付已退款"},
 		"tl.refund":           {"Refund of %v: %v", "退款 %v：%v"},
 		"tl.delivery":         {"Delivery #%v of %v to %v", "投递 #%v（%v → %v）"},
+		"tl.relayed":          {"%v relayed to %v", "%v 经中继投递至 %v"},
 		"tl.attempt":          {"Attempt %v to %v (delivery #%v)", "第 %v 次尝试 → %v（投递 #%v）"},
 		"tl.running":          {"running", "进行中"},
 		"tl.card":             {"Card #%v issued: %v", "已发卡 #%v：%v"},

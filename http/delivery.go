@@ -19,9 +19,12 @@ type attemptView struct {
 	Error      string    `json:"error"`
 }
 
-// deliveryView is a delivery with every attempt made of it.
+// deliveryView is a delivery with every attempt made of it. A relayed
+// event (relayed true) has no delivery row: its id is 0 and it has no
+// history; it is done once its subscriber's relay handed it over.
 type deliveryView struct {
 	ID            int64                `json:"id"`
+	Relayed       bool                 `json:"relayed,omitempty"`
 	EventID       string               `json:"event_id"`
 	EventType     string               `json:"event_type"`
 	OrderNo       string               `json:"order_no"`
@@ -60,6 +63,7 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) {
 	out := make([]deliveryView, len(hs))
 	for i, h := range hs {
 		out[i] = newDeliveryView(h.Delivery, h.History)
+		out[i].Relayed = h.Relayed
 	}
 	s.writeJSON(w, r, http.StatusOK, map[string]any{"deliveries": out})
 }
