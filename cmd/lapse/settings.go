@@ -239,6 +239,9 @@ var serveSettings = []*setting{
 		Doc:    "retry schedule of NATS publishes",
 		field:  func(o *options) any { return &o.sf.natsRetry },
 		Reload: reloadSchedule(natsSub.Name)},
+	{Name: "nats-relay", Kind: kindBool,
+		Doc:   "relay NATS publishes on PostgreSQL: events get no delivery row unless a publish fails; a relay reads them from the outbox in commit order (ignored on SQLite and MySQL)",
+		field: func(o *options) any { return &o.sf.natsRelay }},
 
 	{Name: rabbitmqSub.Name, Kind: kindString,
 		Doc:   "RabbitMQ URL: publishes with confirms to a quorum queue, message id = event id; receives the event types of --rabbitmq-events",

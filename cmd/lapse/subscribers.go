@@ -104,6 +104,7 @@ type subscriberFlags struct {
 	webhookURL, webhookSecret, webhookEvents, webhookRetry string
 
 	natsURL, natsStream, natsSubject, natsEvents, natsRetry string
+	natsRelay                                               bool
 
 	rabbitURL, rabbitExchange, rabbitQueue, rabbitEvents, rabbitRetry string
 
@@ -222,6 +223,10 @@ func (f *subscriberFlags) build(ctx context.Context, log *slog.Logger, dial bool
 		if err := stream(natsSub.Name, sink, splitList(f.natsEvents), f.natsRetry, natsInFlight); err != nil {
 			return fail(err)
 		}
+		// Relayed where the store can (engine.Subscription.Relay). A
+		// process that delivers nothing (lapse close) writes delivery rows
+		// for it instead, which lapse serve delivers as any.
+		subs[len(subs)-1].Relay = f.natsRelay
 	}
 	if f.rabbitURL != "" && !dial {
 		if err := stream(rabbitmqSub.Name, notDelivered{rabbitmqSub.Name}, splitList(f.rabbitEvents), f.rabbitRetry, 32); err != nil {
