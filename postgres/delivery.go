@@ -434,7 +434,7 @@ const deliveryCountSQL = `SELECT
 // was taken are behind it, so each count reads outbox_relay's key from
 // there on, what the relay has yet to read and little more.
 const relayPendingSQL = `SELECT c.subscriber, (SELECT count(*) FROM outbox_relay q
-		WHERE q.subscriber = c.subscriber AND q.xid >= pg_snapshot_xmin(c.lo) AND NOT pg_visible_in_snapshot(q.xid, c.lo)
+		WHERE q.subscriber = c.subscriber AND q.xid >= pg_snapshot_xmin(c.lo) AND NOT q.ahead AND NOT pg_visible_in_snapshot(q.xid, c.lo)
 			AND NOT (pg_visible_in_snapshot(q.xid, c.hi) AND (q.xid, q.seq) <= (c.after_xid, c.after_seq))) AS n
 	FROM relay_cursors c`
 

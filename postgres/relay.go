@@ -95,34 +95,59 @@ func (s *Store) RelayLock(ctx context.Context, subscriber string, at time.Time) 
 
 // relayReadSQL reads, for subscriber $1, up to $6 rows of transactions
 // visible in snapshot $3 and not in $2, after ($4, $5), in (xid, seq)
-// order, with their events: the rows of each xid of $2's xip, a probe of
-// outbox_relay's key each, then the range from $2's xmax to $3's, an index
-// scan that stops at the limit. blocked says whether a delivery of the
+// order (r): the rows of each xid of $2's xip, a probe of outbox_relay's
+// key each, then the range from $2's xmax to $3's, an index scan that
+// stops at the limit.
+//
+// An order's events must reach the subscriber in the order they were
+// written, which is seq's: seq is drawn once the statement that writes the
+// event has locked its order, from a sequence without a cache, so that of
+// two transactions that write events of one order, the later one draws the
+// greater seq. Their xids may be the other way round (a transaction whose
+// id was given by an earlier write, before it waited for the order), and
+// both may lie in one range. So for every order of r the read also takes
+// (ahead) the rows of that order further on in the range, past r's last,
+// with a seq below one of r's, and marks them ahead, which the reads skip
+// from then on: the caller hands them over with r, in seq order. The
+// statement returns r's rows and those, is_ahead telling which, in seq
+// order, with their events; blocked says whether a delivery of the
 // event's order to the subscriber is still pending: a probe by order each,
 // as a scalar subquery, so that it is never planned as a read of every
 // pending delivery. An event that is not there (it cannot be pruned
 // before its relay passes it) comes back as NULLs, so that the cursor
 // still moves past its row.
-const relayReadSQL = `WITH r AS (
+const relayReadSQL = `WITH r AS MATERIALIZED (
 	(SELECT q.xid, q.seq, q.event_id
 	FROM pg_snapshot_xip($2::pg_snapshot) x(xid)
 	CROSS JOIN LATERAL (SELECT q.xid, q.seq, q.event_id FROM outbox_relay q
-		WHERE q.subscriber = $1 AND q.xid = x.xid AND (q.xid, q.seq) > ($4::xid8, $5::bigint)
+		WHERE q.subscriber = $1 AND q.xid = x.xid AND (q.xid, q.seq) > ($4::xid8, $5::bigint) AND NOT q.ahead
 		ORDER BY q.seq LIMIT $6) q
 	WHERE pg_visible_in_snapshot(x.xid, $3::pg_snapshot)
 	ORDER BY q.xid, q.seq LIMIT $6)
 	UNION ALL
 	(SELECT q.xid, q.seq, q.event_id FROM outbox_relay q
 	WHERE q.subscriber = $1 AND q.xid >= pg_snapshot_xmax($2::pg_snapshot) AND q.xid < pg_snapshot_xmax($3::pg_snapshot)
-		AND pg_visible_in_snapshot(q.xid, $3::pg_snapshot) AND (q.xid, q.seq) > ($4::xid8, $5::bigint)
+		AND pg_visible_in_snapshot(q.xid, $3::pg_snapshot) AND (q.xid, q.seq) > ($4::xid8, $5::bigint) AND NOT q.ahead
 	ORDER BY q.xid, q.seq LIMIT $6)
 	ORDER BY 1, 2 LIMIT $6
+), k AS (
+	SELECT xid, seq FROM r ORDER BY xid DESC, seq DESC LIMIT 1
+), b AS (
+	SELECT o.order_id, max(r.seq) AS seq FROM r JOIN outbox o ON o.id = r.event_id GROUP BY o.order_id
+), ahead AS (
+	UPDATE outbox_relay q SET ahead = true
+	FROM b, k, outbox o
+	WHERE o.order_id = b.order_id AND q.event_id = o.id AND q.subscriber = $1 AND q.seq < b.seq AND NOT q.ahead
+		AND pg_visible_in_snapshot(q.xid, $3::pg_snapshot) AND NOT pg_visible_in_snapshot(q.xid, $2::pg_snapshot)
+		AND (q.xid, q.seq) > (k.xid, k.seq)
+	RETURNING q.xid, q.seq, q.event_id
 )
-SELECT r.xid::text, r.seq, o.id::text, o.order_id, o.order_no, o.type, o.payload, o.created_at,
+SELECT a.xid::text, a.seq, a.is_ahead, o.id::text, o.order_id, o.order_no, o.type, o.payload, o.created_at,
 	coalesce((SELECT true FROM deliveries d
 		WHERE d.order_id = o.order_id AND d.subscriber = $1 AND ` + pendingByKey + ` LIMIT 1), false)
-FROM r LEFT JOIN outbox o ON o.id = r.event_id
-ORDER BY r.xid, r.seq`
+FROM (SELECT xid, seq, event_id, false AS is_ahead FROM r UNION ALL SELECT xid, seq, event_id, true FROM ahead) a
+LEFT JOIN outbox o ON o.id = a.event_id
+ORDER BY a.seq`
 
 // RelayRead returns the events after p.Cursor that name p.Subscriber, up to
 // p.Limit: the rest of the range being read, then, if it has room, of the
@@ -177,8 +202,10 @@ func (s *Store) relayRead(ctx context.Context, p *lapse.RelayReadParams) (*lapse
 }
 
 // relayRange appends to b up to limit events of the range of pos after its
-// after, and returns the position of the last row read and how many rows
-// it read (an event that is not there is a row read and not appended).
+// after, with the events of their orders read ahead (relayReadSQL), in
+// seq order, and returns the position of the last row read in (xid, seq)
+// order and how many rows it read, not counting those read ahead (an event
+// that is not there is a row read and not appended).
 func (s *Store) relayRange(ctx context.Context, b *lapse.RelayBatch, subscriber string, pos relayPos, limit int) (relayPos, int, error) {
 	rows, err := s.db.Query(ctx, relayReadSQL, subscriber, pos.lo, pos.hi, pos.afterXid, pos.afterSeq, limit)
 	if err != nil {
@@ -186,18 +213,30 @@ func (s *Store) relayRange(ctx context.Context, b *lapse.RelayBatch, subscriber 
 	}
 	defer rows.Close()
 	n := 0
+	var lastXid uint64
 	for rows.Next() {
 		var (
-			id, orderNo, typ *string
-			orderID          *int64
-			payload          []byte
-			at               *time.Time
-			blocked          bool
+			xid, id, orderNo, typ *string
+			seq                   int64
+			ahead                 bool
+			orderID               *int64
+			payload               []byte
+			at                    *time.Time
+			blocked               bool
 		)
-		if err := rows.Scan(&pos.afterXid, &pos.afterSeq, &id, &orderID, &orderNo, &typ, &payload, &at, &blocked); err != nil {
+		if err := rows.Scan(&xid, &seq, &ahead, &id, &orderID, &orderNo, &typ, &payload, &at, &blocked); err != nil {
 			return pos, n, err
 		}
-		n++
+		if !ahead {
+			n++
+			x, err := strconv.ParseUint(*xid, 10, 64)
+			if err != nil {
+				return pos, n, fmt.Errorf("xid %q: %w", *xid, err)
+			}
+			if n == 1 || x > lastXid || x == lastXid && seq > pos.afterSeq {
+				lastXid, pos.afterXid, pos.afterSeq = x, *xid, seq
+			}
+		}
 		if id == nil {
 			continue
 		}
@@ -295,7 +334,7 @@ func (s *Store) RelayList(ctx context.Context) ([]*lapse.RelayCursor, error) {
 // without a delivery for it, and whether the subscriber's cursor has
 // passed each: visible in lo, or in the range being read up to after.
 const relayedEventsSQL = `SELECT q.subscriber, o.id, o.order_id, o.order_no, o.type, o.payload, o.created_at,
-	c.lo IS NOT NULL AND (pg_visible_in_snapshot(q.xid, c.lo)
+	q.ahead OR c.lo IS NOT NULL AND (pg_visible_in_snapshot(q.xid, c.lo)
 		OR pg_visible_in_snapshot(q.xid, c.hi) AND (q.xid, q.seq) <= (c.after_xid, c.after_seq))
 FROM outbox o
 JOIN outbox_relay q ON q.event_id = o.id

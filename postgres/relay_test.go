@@ -363,3 +363,86 @@ func TestUpgradeRelay(t *testing.T) {
 		t.Fatalf("claimed %v after the upgrade, want the three old deliveries", nos)
 	}
 }
+
+// TestRelayOrderAcrossInvertedIDs checks that an order's events come out of
+// the relay in the order they were written even when the transaction that
+// wrote the later one had its id first (it wrote something else before it
+// waited for the order) and both lie in one range: the relay, reading one
+// event a batch, reads the earlier one ahead with the later one, and never
+// again after.
+func TestRelayOrderAcrossInvertedIDs(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.PostgresSchema(t)
+	s := openStore(t, dsn, postgres.Config{MaxConns: 4})
+	ctx := context.Background()
+	now := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
+	if _, _, err := s.OrderCreate(ctx, createParams("INV-1", nil, now)); err != nil {
+		t.Fatal(err)
+	}
+	move := func(st lapse.Store, h time.Duration) string {
+		t.Helper()
+		o := mustOrder(t, st, "INV-1")
+		ev := lapse.NewOutboxEvent(lapse.EventOrderDeadlineChanged, o, nil)
+		ev.Relays = []string{"nats"}
+		if _, err := st.OrderDeadlineSet(ctx, &lapse.OrderDeadlineSetParams{OrderID: o.ID, FromState: o.State, FromVersion: o.Version,
+			DeadlineAt: now.Add(h), At: now, Outbox: []lapse.OutboxEvent{ev}}); err != nil {
+			t.Fatal(err)
+		}
+		return ev.ID
+	}
+	relayPass(t, s, "nats", 10, now) // the cursor, before both
+
+	// The later writer takes its id first, then waits for the first.
+	var second string
+	early, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- s.Tx(ctx, func(tx lapse.Store) error {
+			if _, err := tx.StockSet(ctx, &lapse.StockSetParams{SKU: "inv", OnHand: 1, At: now}); err != nil {
+				return err
+			}
+			close(early)
+			<-release
+			second = move(tx, 2*time.Hour)
+			return nil
+		})
+	}()
+	<-early
+	first := move(s, time.Hour)
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	var got []string
+	for range 3 {
+		err := s.Tx(ctx, func(tx lapse.Store) error {
+			r := tx.(lapse.Relayer)
+			c, err := r.RelayLock(ctx, "nats", now)
+			if err != nil {
+				return err
+			}
+			b, err := r.RelayRead(ctx, &lapse.RelayReadParams{Subscriber: "nats", Cursor: c, Limit: 1})
+			if err != nil {
+				return err
+			}
+			for _, d := range b.Events {
+				got = append(got, d.EventID)
+			}
+			b.Next.UpdatedAt = now
+			return r.RelayAdvance(ctx, b.Next, int64(len(b.Events)))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(got, []string{first, second}) {
+		t.Fatalf("the relay read %v, want %s then %s, each once", got, first, second)
+	}
+	if c, err := s.DeliveryCount(ctx); err != nil || c.Pending != 0 {
+		t.Fatalf("DeliveryCount = %+v, %v; want nothing pending", c, err)
+	}
+	rs, err := s.RelayedEvents(ctx, mustOrder(t, s, "INV-1").ID)
+	if err != nil || len(rs) != 2 || !rs[0].Passed || !rs[1].Passed {
+		t.Fatalf("RelayedEvents = %+v, %v; want both passed", rs, err)
+	}
+}
