@@ -66,7 +66,10 @@ func (d *Deliverer) relaying(ctx context.Context) map[*Subscription]bool {
 
 // relayLoop relays s's events until ctx ends.
 func (d *Deliverer) relayLoop(ctx context.Context, s *Subscription) {
-	var heldAt time.Time
+	var heldAt *time.Time // the subscription's loop counts the time held, unless it is relayed
+	if s.relayed {
+		heldAt = new(time.Time)
+	}
 	made := false
 	for ctx.Err() == nil {
 		if !made {
@@ -74,7 +77,7 @@ func (d *Deliverer) relayLoop(ctx context.Context, s *Subscription) {
 			// relay that finds it being made waits for no batch.
 			made = d.relayMake(ctx, s) == nil
 		}
-		if d.yieldToCloses(ctx, s, &heldAt) {
+		if d.yieldToCloses(ctx, s, heldAt) {
 			continue
 		}
 		kicked := d.e.kick.wait()

@@ -177,12 +177,12 @@ func TestRelayTwoProcesses(t *testing.T) {
 				seen[dl.EventID]++
 			}
 		}}
-		sub := func() engine.Subscription {
-			return engine.Subscription{Name: "sink", Events: []string{"order.created"}, Handler: sink, Concurrency: 16, Relay: true}
+		sub := func(relay bool) engine.Subscription {
+			return engine.Subscription{Name: "sink", Events: []string{"order.created"}, Handler: sink, Concurrency: 16, Relay: relay}
 		}
 		clk := lapse.SystemClock{}
-		e1 := subsEngine(t, s, clk, sub())
-		e2 := subsEngine(t, s, clk, sub())
+		e1 := subsEngine(t, s, clk, sub(true))
+		e2 := subsEngine(t, s, clk, sub(true))
 		const n = 400
 		ctx := ctxT(t)
 		for i := range n {
@@ -245,9 +245,7 @@ func TestRelayTwoProcesses(t *testing.T) {
 
 		// A process told not to relay writes deliveries, and still relays
 		// what the relaying ones wrote, so that none waits for them.
-		off := sub()
-		off.Relay = false
-		e3 := subsEngine(t, s, clk, off)
+		e3 := subsEngine(t, s, clk, sub(false))
 		create(t, e1, checkout("R2-ON", time.Hour))
 		create(t, e3, checkout("R2-OFF", time.Hour))
 		d3 := engine.NewDeliverer(e3, engine.DelivererConfig{Owner: "three"})
