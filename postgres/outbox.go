@@ -136,10 +136,10 @@ func (a *outboxArgs) copyRelays(ctx context.Context, db db) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	_, err := db.CopyFrom(ctx, pgx.Identifier{"outbox_relay"}, []string{"subscriber", "event_id"},
+	_, err := db.CopyFrom(ctx, pgx.Identifier{"outbox_relay"}, []string{"subscriber", "order_id", "event_id"},
 		pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
 			r := rows[i]
-			return []any{strings.TrimPrefix(a.subscribers[r], relayMark), a.subEventIDs[r]}, nil
+			return []any{strings.TrimPrefix(a.subscribers[r], relayMark), a.orderIDs[a.subEvents[r]], a.subEventIDs[r]}, nil
 		}))
 	return err
 }
@@ -284,8 +284,8 @@ func deliveriesFrom(name, src string) string {
 			(SELECT max(p.id) FROM deliveries p WHERE p.order_id = dn.order_id AND p.subscriber = dn.subscriber))
 	FROM dn WHERE left(dn.subscriber, 1) <> '%[2]s'
 ), %[1]s_relay AS (
-	INSERT INTO outbox_relay (subscriber, event_id)
-	SELECT substr(ds.subscriber, 2), ds.event_id FROM ds WHERE left(ds.subscriber, 1) = '%[2]s' ORDER BY ds.n
+	INSERT INTO outbox_relay (subscriber, order_id, event_id)
+	SELECT substr(ds.subscriber, 2), ds.order_id, ds.event_id FROM ds WHERE left(ds.subscriber, 1) = '%[2]s' ORDER BY ds.n
 )`, name, relayMark)
 }
 

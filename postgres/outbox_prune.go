@@ -40,17 +40,17 @@ WITH span AS (
 		greatest(1, ($3 / CASE WHEN c.relpages > 0 AND c.reltuples > 0 THEN c.reltuples / c.relpages ELSE 8 END)::bigint) AS step
 	FROM pg_class c WHERE c.oid = 'TABLE'::regclass
 ), ev AS (
-	SELECT o.ctid, o.id FROM TABLE o
+	SELECT o.ctid, o.id, o.order_id FROM TABLE o
 	WHERE o.ctid >= format('(%s,0)', $1::bigint)::tid
 		AND o.ctid < format('(%s,0)', least($1::bigint + (SELECT step FROM span), 4294967295))::tid
 		AND o.created_at < $2
 		AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = o.id AND d.status <> 'done')
 		AND NOT EXISTS (SELECT 1 FROM reviews r WHERE r.order_id = o.order_id)
 		AND NOT EXISTS (SELECT 1 FROM outbox_relay q LEFT JOIN relay_cursors c ON c.subscriber = q.subscriber
-			WHERE q.event_id = o.id AND (c.lo IS NULL OR NOT pg_visible_in_snapshot(q.xid, c.lo)))
+			WHERE q.order_id = o.order_id AND q.event_id = o.id AND (c.lo IS NULL OR NOT pg_visible_in_snapshot(q.xid, c.lo)))
 	FOR UPDATE OF o SKIP LOCKED
 ), gone_relays AS (
-	DELETE FROM outbox_relay q USING ev WHERE q.event_id = ev.id
+	DELETE FROM outbox_relay q USING ev WHERE q.order_id = ev.order_id AND q.event_id = ev.id
 ), gone_deliveries AS (
 	DELETE FROM deliveries d USING ev WHERE d.event_id = ev.id
 	RETURNING d.id, d.subscriber, d.event_id

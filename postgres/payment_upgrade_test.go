@@ -21,7 +21,7 @@ func TestUpgradePaymentWrites(t *testing.T) {
 	// Today's statements name outbox_relay (migration 0027), which this
 	// schema lacks: an empty stand-in lets them write the old data, and
 	// goes before the upgrade.
-	if _, err := conn.Exec(ctx, `CREATE TABLE outbox_relay (subscriber text, xid xid8 DEFAULT pg_current_xact_id(), seq bigint, event_id uuid)`); err != nil {
+	if _, err := conn.Exec(ctx, `CREATE TABLE outbox_relay (subscriber text, xid xid8 DEFAULT pg_current_xact_id(), seq bigint, order_id bigint, event_id uuid)`); err != nil {
 		t.Fatal(err)
 	}
 	os := batchOrders(t, s, 6)

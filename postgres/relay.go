@@ -108,7 +108,12 @@ func (s *Store) RelayLock(ctx context.Context, subscriber string, at time.Time) 
 // both may lie in one range. So for every order of r the read also takes
 // (ahead) the rows of that order further on in the range, past r's last,
 // with a seq below one of r's, and marks them ahead, which the reads skip
-// from then on: the caller hands them over with r, in seq order. The
+// from then on. It finds them by the order: a probe of outbox_relay's
+// rows of each order, and of each row marked by its ctid, each a subquery
+// planned alone (OFFSET 0) whose one indexable test is that key, so that no statistics (outbox_relay's grow
+// by a million rows in a flash sale, between two ANALYZEs) can turn it
+// into a read of outbox_relay from r's last on, which took 3 s a batch.
+// Then the caller hands them over with r, in seq order: the caller hands them over with r, in seq order. The
 // statement returns r's rows and those, is_ahead telling which, in seq
 // order, with their events; blocked says whether a delivery of the
 // event's order to the subscriber is still pending: a probe by order each,
@@ -117,15 +122,15 @@ func (s *Store) RelayLock(ctx context.Context, subscriber string, at time.Time) 
 // before its relay passes it) comes back as NULLs, so that the cursor
 // still moves past its row.
 const relayReadSQL = `WITH r AS MATERIALIZED (
-	(SELECT q.xid, q.seq, q.event_id
+	(SELECT q.xid, q.seq, q.event_id, q.order_id
 	FROM pg_snapshot_xip($2::pg_snapshot) x(xid)
-	CROSS JOIN LATERAL (SELECT q.xid, q.seq, q.event_id FROM outbox_relay q
+	CROSS JOIN LATERAL (SELECT q.xid, q.seq, q.event_id, q.order_id FROM outbox_relay q
 		WHERE q.subscriber = $1 AND q.xid = x.xid AND (q.xid, q.seq) > ($4::xid8, $5::bigint) AND NOT q.ahead
 		ORDER BY q.seq LIMIT $6) q
 	WHERE pg_visible_in_snapshot(x.xid, $3::pg_snapshot)
 	ORDER BY q.xid, q.seq LIMIT $6)
 	UNION ALL
-	(SELECT q.xid, q.seq, q.event_id FROM outbox_relay q
+	(SELECT q.xid, q.seq, q.event_id, q.order_id FROM outbox_relay q
 	WHERE q.subscriber = $1 AND q.xid >= pg_snapshot_xmax($2::pg_snapshot) AND q.xid < pg_snapshot_xmax($3::pg_snapshot)
 		AND pg_visible_in_snapshot(q.xid, $3::pg_snapshot) AND (q.xid, q.seq) > ($4::xid8, $5::bigint) AND NOT q.ahead
 	ORDER BY q.xid, q.seq LIMIT $6)
@@ -133,13 +138,20 @@ const relayReadSQL = `WITH r AS MATERIALIZED (
 ), k AS (
 	SELECT xid, seq FROM r ORDER BY xid DESC, seq DESC LIMIT 1
 ), b AS (
-	SELECT o.order_id, max(r.seq) AS seq FROM r JOIN outbox o ON o.id = r.event_id GROUP BY o.order_id
+	SELECT order_id, max(seq) AS seq FROM r GROUP BY order_id
 ), ahead AS (
 	UPDATE outbox_relay q SET ahead = true
-	FROM b, k, outbox o
-	WHERE o.order_id = b.order_id AND q.event_id = o.id AND q.subscriber = $1 AND q.seq < b.seq AND NOT q.ahead
-		AND pg_visible_in_snapshot(q.xid, $3::pg_snapshot) AND NOT pg_visible_in_snapshot(q.xid, $2::pg_snapshot)
-		AND (q.xid, q.seq) > (k.xid, k.seq)
+	FROM (
+		SELECT q2.ctid
+		FROM b CROSS JOIN k
+		CROSS JOIN LATERAL (SELECT q3.ctid, q3.subscriber, q3.xid, q3.seq, q3.ahead FROM outbox_relay q3
+			WHERE q3.order_id = b.order_id OFFSET 0) q2
+		WHERE q2.subscriber = $1 AND q2.seq < b.seq AND NOT q2.ahead
+			AND pg_visible_in_snapshot(q2.xid, $3::pg_snapshot) AND NOT pg_visible_in_snapshot(q2.xid, $2::pg_snapshot)
+			AND NOT (q2.xid, q2.seq) <= (k.xid, k.seq)
+		OFFSET 0
+	) a
+	WHERE q.ctid = a.ctid
 	RETURNING q.xid, q.seq, q.event_id
 )
 SELECT a.xid::text, a.seq, a.is_ahead, o.id::text, o.order_id, o.order_no, o.type, o.payload, o.created_at,
@@ -337,7 +349,7 @@ const relayedEventsSQL = `SELECT q.subscriber, o.id, o.order_id, o.order_no, o.t
 	q.ahead OR c.lo IS NOT NULL AND (pg_visible_in_snapshot(q.xid, c.lo)
 		OR pg_visible_in_snapshot(q.xid, c.hi) AND (q.xid, q.seq) <= (c.after_xid, c.after_seq))
 FROM outbox o
-JOIN outbox_relay q ON q.event_id = o.id
+JOIN outbox_relay q ON q.order_id = o.order_id AND q.event_id = o.id
 LEFT JOIN relay_cursors c ON c.subscriber = q.subscriber
 WHERE o.order_id = $1 AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = o.id AND d.subscriber = q.subscriber)
 ORDER BY o.seq, q.subscriber`
