@@ -108,13 +108,15 @@ func (s *Store) RelayLock(ctx context.Context, subscriber string, at time.Time) 
 // both may lie in one range. So for every order of r the read also takes
 // (ahead) the rows of that order further on in the range, past r's last,
 // with a seq below one of r's, and marks them ahead, which the reads skip
-// from then on. It finds them by the order: a probe of outbox_relay's
-// rows of each order, and of each row marked by its ctid, each a subquery
-// planned alone (OFFSET 0) whose one indexable test is that key, so that no statistics (outbox_relay's grow
-// by a million rows in a flash sale, between two ANALYZEs) can turn it
-// into a read of outbox_relay from r's last on, which took 3 s a batch.
-// Then the caller hands them over with r, in seq order: the caller hands them over with r, in seq order. The
-// statement returns r's rows and those, is_ahead telling which, in seq
+// from then on; the caller hands them over with r, in seq order. It finds
+// them by the order: a probe of outbox_relay's rows of each order, and of
+// each row marked by its ctid, each a subquery planned alone (OFFSET 0)
+// whose one indexable test is that key, so that no statistics
+// (outbox_relay's grow by a million rows in a flash sale, between two
+// ANALYZEs) can turn it into a read of outbox_relay from r's last on,
+// which took 3 s a batch.
+//
+// The statement returns r's rows and those, is_ahead telling which, in seq
 // order, with their events; blocked says whether a delivery of the
 // event's order to the subscriber is still pending: a probe by order each,
 // as a scalar subquery, so that it is never planned as a read of every
@@ -187,6 +189,7 @@ func (s *Store) relayRead(ctx context.Context, p *lapse.RelayReadParams) (*lapse
 		return nil, err
 	}
 	b := &lapse.RelayBatch{}
+	room := p.Limit // rows left to read, not counting those read ahead
 	if pos.lo != pos.hi {
 		last, n, err := s.relayRange(ctx, b, p.Subscriber, pos, p.Limit)
 		if err != nil {
@@ -197,9 +200,9 @@ func (s *Store) relayRead(ctx context.Context, p *lapse.RelayReadParams) (*lapse
 			b.Next = &lapse.RelayCursor{Subscriber: p.Subscriber, Position: pos.String(), Relayed: p.Cursor.Relayed}
 			return b, nil
 		}
+		room -= n
 	}
 	next := relayPos{lo: pos.hi, hi: now, afterXid: "0"}
-	room := p.Limit - len(b.Events)
 	last, n, err := s.relayRange(ctx, b, p.Subscriber, next, room)
 	if err != nil {
 		return nil, err
