@@ -24,6 +24,16 @@ func relayed(orderNo, sub string, now time.Time) *lapse.OrderCreateParams {
 // whether the cursor was there to be had.
 func relayPass(t *testing.T, s *postgres.Store, sub string, limit int, now time.Time) (got []string, blocked []bool, locked bool) {
 	t.Helper()
+	ds, blocked, locked := relayEvents(t, s, sub, limit, now)
+	for _, d := range ds {
+		got = append(got, d.OrderNo)
+	}
+	return got, blocked, locked
+}
+
+// relayEvents is relayPass returning the events read.
+func relayEvents(t *testing.T, s *postgres.Store, sub string, limit int, now time.Time) (got []*lapse.Delivery, blocked []bool, locked bool) {
+	t.Helper()
 	err := s.Tx(context.Background(), func(tx lapse.Store) error {
 		r := tx.(lapse.Relayer)
 		c, err := r.RelayLock(context.Background(), sub, now)
@@ -39,8 +49,8 @@ func relayPass(t *testing.T, s *postgres.Store, sub string, limit int, now time.
 			if d.Subscriber != sub || d.Event == nil || d.Event.OrderNo != d.OrderNo || len(d.Event.Payload) == 0 {
 				return fmt.Errorf("event %d read as %+v", i, d)
 			}
-			got = append(got, d.OrderNo)
 		}
+		got = b.Events
 		blocked = b.Blocked
 		b.Next.UpdatedAt = now
 		return r.RelayAdvance(context.Background(), b.Next, int64(len(b.Events)))
@@ -415,24 +425,9 @@ func TestRelayOrderAcrossInvertedIDs(t *testing.T) {
 
 	var got []string
 	for range 3 {
-		err := s.Tx(ctx, func(tx lapse.Store) error {
-			r := tx.(lapse.Relayer)
-			c, err := r.RelayLock(ctx, "nats", now)
-			if err != nil {
-				return err
-			}
-			b, err := r.RelayRead(ctx, &lapse.RelayReadParams{Subscriber: "nats", Cursor: c, Limit: 1})
-			if err != nil {
-				return err
-			}
-			for _, d := range b.Events {
-				got = append(got, d.EventID)
-			}
-			b.Next.UpdatedAt = now
-			return r.RelayAdvance(ctx, b.Next, int64(len(b.Events)))
-		})
-		if err != nil {
-			t.Fatal(err)
+		ds, _, _ := relayEvents(t, s, "nats", 1, now)
+		for _, d := range ds {
+			got = append(got, d.EventID)
 		}
 	}
 	if !slices.Equal(got, []string{first, second}) {

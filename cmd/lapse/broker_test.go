@@ -30,27 +30,15 @@ func TestBrokerOutage(t *testing.T) {
 	t.Parallel()
 	natsURL := testenv.Require(t, testenv.EnvNATS, "NATS")
 	rabbitURL := testenv.Require(t, testenv.EnvRabbitMQ, "RabbitMQ")
+	js, stream, subject := natsTestStream(t, natsURL, "e2e")
 	suffix := randomSuffix()
-	stream, subject := "LAPSE_E2E_"+strings.ToUpper(suffix), "lapse_e2e_"+suffix
 	exchange, queue := "lapse.e2e."+suffix, "lapse.e2e."+suffix
 
-	nc, err := natsgo.Connect(natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	conn, err := amqp.Dial(rabbitURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = js.DeleteStream(ctx, stream)
-		nc.Close()
 		if ch, err := conn.Channel(); err == nil {
 			_, _ = ch.QueueDelete(queue, false, false, false)
 			_ = ch.ExchangeDelete(exchange, false, false)
@@ -185,6 +173,29 @@ func viaProxy(t *testing.T, rawURL, addr string) string {
 	}
 	u.Host = addr
 	return u.String()
+}
+
+// natsTestStream connects to the NATS server at url and names a stream and
+// subject of the test's own (prefix and a random suffix), which it deletes
+// when t ends; it returns a JetStream handle to read it.
+func natsTestStream(t *testing.T, url, prefix string) (js jetstream.JetStream, stream, subject string) {
+	t.Helper()
+	suffix := randomSuffix()
+	stream, subject = "LAPSE_"+strings.ToUpper(prefix+"_"+suffix), "lapse_"+prefix+"_"+suffix
+	nc, err := natsgo.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if js, err = jetstream.New(nc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = js.DeleteStream(ctx, stream)
+		nc.Close()
+	})
+	return js, stream, subject
 }
 
 func randomSuffix() string {

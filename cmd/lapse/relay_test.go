@@ -1,14 +1,9 @@
 package main_test
 
 import (
-	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
-
-	natsgo "github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/lapsehq/lapse/internal/testenv"
 )
@@ -23,22 +18,7 @@ func TestNATSRelay(t *testing.T) {
 	t.Parallel()
 	natsURL := testenv.Require(t, testenv.EnvNATS, "NATS")
 	dsn := testenv.PostgresSchema(t)
-	suffix := randomSuffix()
-	stream, subject := "LAPSE_RELAY_"+strings.ToUpper(suffix), "lapse_relay_"+suffix
-	nc, err := natsgo.Connect(natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = js.DeleteStream(ctx, stream)
-		nc.Close()
-	})
+	js, stream, subject := natsTestStream(t, natsURL, "relay")
 	proxy := proxyFor(t, natsURL)
 	p := startServe(t, t.TempDir(), "--db", dsn, "--delivery-poll", "100ms",
 		"--nats", viaProxy(t, natsURL, proxy.Addr()), "--nats-stream", stream, "--nats-subject", subject,
