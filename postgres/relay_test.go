@@ -61,6 +61,23 @@ func relayEvents(t *testing.T, s *postgres.Store, sub string, limit int, now tim
 	return got, blocked, locked
 }
 
+// claimNats claims up to 10 due deliveries to nats and returns them with
+// their order numbers, sorted.
+func claimNats(t *testing.T, s *postgres.Store, now, lease time.Time) ([]*lapse.Delivery, []string) {
+	t.Helper()
+	claimed, err := s.DeliveryClaim(context.Background(), &lapse.DeliveryClaimParams{Now: now, Owner: "w", LeaseUntil: lease,
+		Subscribers: []string{"nats"}, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nos []string
+	for _, d := range claimed {
+		nos = append(nos, d.OrderNo)
+	}
+	slices.Sort(nos)
+	return claimed, nos
+}
+
 // TestRelayCommitOrder checks that a relay reads every event it is owed
 // once, in the order the transactions committed, whatever order they
 // began in: a transaction that began first and commits after the relay has
@@ -259,15 +276,7 @@ func TestRelayLockAndDefer(t *testing.T) {
 		Record: lapse.DeliveryAttempt{DeliveryID: q.ID, Attempt: 1, Worker: "w1", StartedAt: now, Outcome: lapse.OutcomeError, Error: "boom"}}); err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := s.DeliveryClaim(ctx, &lapse.DeliveryClaimParams{Now: now, Owner: "w2", LeaseUntil: lease, Subscribers: []string{"nats"}, Limit: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var nos []string
-	for _, d := range claimed {
-		nos = append(nos, d.OrderNo)
-	}
-	slices.Sort(nos)
+	claimed, nos := claimNats(t, s, now, lease)
 	if !slices.Equal(nos, []string{"RL-P", "RL-Q"}) {
 		t.Fatalf("claimed %v, want RL-P's first delivery and RL-Q's (RL-P's second waits behind its first)", nos)
 	}
@@ -360,16 +369,7 @@ func TestUpgradeRelay(t *testing.T) {
 	if got, _, _ := relayPass(t, s, "nats", 10, now); !slices.Equal(got, []string{"UR-NEW"}) {
 		t.Fatalf("the relay read %v after the upgrade, want UR-NEW alone", got)
 	}
-	claimed, err := s.DeliveryClaim(ctx, &lapse.DeliveryClaimParams{Now: now, Owner: "w", LeaseUntil: now.Add(time.Minute), Subscribers: []string{"nats"}, Limit: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var nos []string
-	for _, d := range claimed {
-		nos = append(nos, d.OrderNo)
-	}
-	slices.Sort(nos)
-	if !slices.Equal(nos, []string{"UR-OLD-0", "UR-OLD-1", "UR-OLD-2"}) {
+	if _, nos := claimNats(t, s, now, now.Add(time.Minute)); !slices.Equal(nos, []string{"UR-OLD-0", "UR-OLD-1", "UR-OLD-2"}) {
 		t.Fatalf("claimed %v after the upgrade, want the three old deliveries", nos)
 	}
 }
