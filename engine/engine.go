@@ -163,6 +163,9 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 	canRelay := relayerOf(store) != nil && relayerOf(e.work) != nil
 	for _, s := range e.subs {
 		s.relayed = s.Relay && canRelay
+		if s.Relay && !canRelay {
+			e.log.Info("engine: the store cannot relay; the subscription's events get a delivery row each", "subscription", s.Name)
+		}
 	}
 	known := knownLabels{providers: slices.Sorted(maps.Keys(cfg.Payments.Providers)), trigger: cfg.Trigger != nil}
 	for _, s := range e.subs {
