@@ -348,9 +348,17 @@ func TestClaimerGathers(t *testing.T) {
 			cl.Start(context.Background())
 			defer cl.Stop()
 			const n = 20 // 20 ms apart: 380 ms from the first to the last
+			// From a time fixed before the orders are made, however long
+			// making them takes on a busy machine: deadlines made from each
+			// creation's own time (a TTL) drifted apart as creations slowed,
+			// and outgrew the gather.
+			first := time.Now().Add(2 * time.Second)
 			deadlines := make([]time.Time, n)
 			for i := range n {
-				deadlines[i] = *create(t, e, checkout(orderNo("G", i), time.Duration(300+i*20)*time.Millisecond)).DeadlineAt
+				req := checkout(orderNo("G", i), 0)
+				at := first.Add(time.Duration(i*20) * time.Millisecond)
+				req.DeadlineAt = &at
+				deadlines[i] = *create(t, e, req).DeadlineAt
 			}
 			waitNoneUnpaid(t, e, 20*time.Second)
 			claims := map[time.Time]bool{}
