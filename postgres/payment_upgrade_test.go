@@ -18,21 +18,14 @@ func TestUpgradePaymentWrites(t *testing.T) {
 	s, dsn := storeAt(t, 25)
 	ctx := context.Background()
 	conn := connect(t, dsn)
-	// Today's statements name outbox_relay (migration 0027), which this
-	// schema lacks: an empty stand-in lets them write the old data, and
-	// goes before the upgrade.
-	if _, err := conn.Exec(ctx, `CREATE TABLE outbox_relay (subscriber text, xid xid8 DEFAULT pg_current_xact_id(), seq bigint, order_id bigint, event_id uuid)`); err != nil {
-		t.Fatal(err)
-	}
+	dropStandIn := relayStandIn(t, conn)
 	os := batchOrders(t, s, 6)
 	for i, txn := range []string{"old-0", "old-1"} {
 		if _, created, err := s.PaymentCreate(ctx, applied(t, os[i], txn)); err != nil || !created {
 			t.Fatalf("PaymentCreate(%s) before the upgrade = %v, %v", txn, created, err)
 		}
 	}
-	if _, err := conn.Exec(ctx, `DROP TABLE outbox_relay`); err != nil {
-		t.Fatal(err)
-	}
+	dropStandIn()
 	snapshot := func() string {
 		t.Helper()
 		var sum string

@@ -342,12 +342,7 @@ func TestUpgradeRelay(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
 	conn := connect(t, dsn)
-	// Today's statements name outbox_relay, which this schema lacks: an
-	// empty stand-in lets them write the old data, and goes before the
-	// upgrade.
-	if _, err := conn.Exec(ctx, `CREATE TABLE outbox_relay (subscriber text, xid xid8 DEFAULT pg_current_xact_id(), seq bigint, order_id bigint, event_id uuid)`); err != nil {
-		t.Fatal(err)
-	}
+	dropStandIn := relayStandIn(t, conn)
 	var old []*lapse.OrderCreateParams
 	for i := range 3 {
 		p := createParams(fmt.Sprintf("UR-OLD-%d", i), nil, now)
@@ -357,9 +352,7 @@ func TestUpgradeRelay(t *testing.T) {
 	if err := s.OrderCreateMany(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, `DROP TABLE outbox_relay`); err != nil {
-		t.Fatal(err)
-	}
+	dropStandIn()
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}

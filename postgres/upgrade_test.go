@@ -261,6 +261,7 @@ func TestUpgradeDeliveryHOT(t *testing.T) {
 	s, dsn := storeAt(t, 22)
 	ctx := context.Background()
 	conn := connect(t, dsn)
+	dropStandIn := relayStandIn(t, conn)
 	// 400 events, one delivery each: g % 4 = 0 done, 1 dead, 2 pending and
 	// due at 11:00, 3 pending and leased by "old" until 12:05.
 	for _, q := range []string{
@@ -302,6 +303,7 @@ func TestUpgradeDeliveryHOT(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	dropStandIn()
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -481,6 +483,27 @@ func TestUpgradeOutboxPartitions(t *testing.T) {
 
 // storeAt opens a store on a schema of its own, migrated up to version only,
 // as a database that release left, and returns it with the schema's DSN.
+// relayStandIn makes, in a schema before migration 0027, empty stand-ins
+// of the tables today's statements name (every write of events names
+// outbox_relay, DeliveryCount relay_cursors), so that a test can write and
+// count its old data through the store; the returned function drops them,
+// before the upgrade makes the real ones.
+func relayStandIn(t *testing.T, conn *pgx.Conn) (drop func()) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := conn.Exec(ctx, `CREATE TABLE outbox_relay (subscriber text, xid xid8 DEFAULT pg_current_xact_id(), seq bigint,
+		order_id bigint, event_id uuid, ahead bool DEFAULT false);
+		CREATE TABLE relay_cursors (subscriber text, lo pg_snapshot, hi pg_snapshot, after_xid xid8, after_seq bigint)`); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		t.Helper()
+		if _, err := conn.Exec(ctx, `DROP TABLE outbox_relay, relay_cursors`); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func storeAt(t *testing.T, version int64) (*postgres.Store, string) {
 	t.Helper()
 	dsn := testenv.PostgresSchema(t)
