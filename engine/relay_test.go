@@ -13,6 +13,8 @@ import (
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/internal/testenv"
+	"github.com/lapsehq/lapse/postgres"
 )
 
 // relays reports whether s relays events without delivery rows.
@@ -159,123 +161,127 @@ func TestRelayOrderOfEvents(t *testing.T) {
 }
 
 // TestRelayTwoProcesses checks relays of one subscription on two engines
-// of one database, as on two processes: each event is handed over once,
-// by one or the other, while both run. A relay whose transaction fails
-// after its handler took the batch hands the batch over again.
+// of one PostgreSQL database (the store that relays), as on two
+// processes: each event is handed over once, by one or the other, while
+// both run. A relay whose transaction fails after its handler took the
+// batch hands the batch over again.
 func TestRelayTwoProcesses(t *testing.T) {
-	eachStore(t, func(t *testing.T, open func() lapse.Store) {
-		s := open()
-		if !relays(s) {
-			t.Skip("the store does not relay: TestRelayOutcomes covers its deliveries")
+	t.Parallel()
+	s, err := postgres.Open(context.Background(), testenv.PostgresSchema(t), postgres.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	sink := &batchRecorder{during: func(ds []*lapse.Delivery) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, dl := range ds {
+			seen[dl.EventID]++
 		}
-		var mu sync.Mutex
-		seen := map[string]int{}
-		sink := &batchRecorder{during: func(ds []*lapse.Delivery) {
-			mu.Lock()
-			defer mu.Unlock()
-			for _, dl := range ds {
-				seen[dl.EventID]++
-			}
-		}}
-		sub := func(relay bool) engine.Subscription {
-			return engine.Subscription{Name: "sink", Events: []string{"order.created"}, Handler: sink, Concurrency: 16, Relay: relay}
+	}}
+	sub := func(relay bool) engine.Subscription {
+		return engine.Subscription{Name: "sink", Events: []string{"order.created"}, Handler: sink, Concurrency: 16, Relay: relay}
+	}
+	clk := lapse.SystemClock{}
+	e1 := subsEngine(t, s, clk, sub(true))
+	e2 := subsEngine(t, s, clk, sub(true))
+	const n = 400
+	ctx := ctxT(t)
+	for i := range n {
+		create(t, []*engine.Engine{e1, e2}[i%2], checkout(fmt.Sprintf("R2-%03d", i), time.Hour))
+	}
+	d1 := engine.NewDeliverer(e1, engine.DelivererConfig{Owner: "one"})
+	d2 := engine.NewDeliverer(e2, engine.DelivererConfig{Owner: "two"})
+	d1.Start(ctx)
+	d2.Start(ctx)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		mu.Lock()
+		got := len(seen)
+		mu.Unlock()
+		if got == n {
+			break
 		}
-		clk := lapse.SystemClock{}
-		e1 := subsEngine(t, s, clk, sub(true))
-		e2 := subsEngine(t, s, clk, sub(true))
-		const n = 400
-		ctx := ctxT(t)
-		for i := range n {
-			create(t, []*engine.Engine{e1, e2}[i%2], checkout(fmt.Sprintf("R2-%03d", i), time.Hour))
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events handed over in a minute", got, n)
 		}
-		d1 := engine.NewDeliverer(e1, engine.DelivererConfig{Owner: "one"})
-		d2 := engine.NewDeliverer(e2, engine.DelivererConfig{Owner: "two"})
-		d1.Start(ctx)
-		d2.Start(ctx)
-		deadline := time.Now().Add(time.Minute)
-		for {
-			mu.Lock()
-			got := len(seen)
-			mu.Unlock()
-			if got == n {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d events handed over in a minute", got, n)
-			}
-			time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
+	}
+	d1.Stop()
+	d2.Stop()
+	for id, k := range seen {
+		if k != 1 {
+			t.Fatalf("event %s handed over %d times by two relays that never failed", id, k)
 		}
-		d1.Stop()
-		d2.Stop()
-		for id, k := range seen {
-			if k != 1 {
-				t.Fatalf("event %s handed over %d times by two relays that never failed", id, k)
-			}
-		}
+	}
 
-		// A relay whose transaction fails hands its batch over again.
-		for i := range 3 {
-			create(t, e1, checkout(fmt.Sprintf("R2-X%d", i), time.Hour))
+	// A relay whose transaction fails hands its batch over again.
+	for i := range 3 {
+		create(t, e1, checkout(fmt.Sprintf("R2-X%d", i), time.Hour))
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	sink.during = func(ds []*lapse.Delivery) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, dl := range ds {
+			seen[dl.EventID]++
 		}
-		cctx, cancel := context.WithCancel(ctx)
-		sink.during = func(ds []*lapse.Delivery) {
-			mu.Lock()
-			defer mu.Unlock()
-			for _, dl := range ds {
-				seen[dl.EventID]++
-			}
-			cancel() // the handler took them; the transaction that would record it is cut
-		}
-		if _, err := d1.RunOnce(cctx); err == nil {
-			t.Fatal("a relay whose transaction was cut reported no error")
-		}
-		sink.during = nil
-		// The cut transaction's lock on the cursor may outlive its client
-		// by a moment (the server notices the cut on its own time): until
-		// it goes, the other relay finds the cursor held and waits, as a
-		// running relay does, for its next look.
-		again := 0
-		for deadline := time.Now().Add(10 * time.Second); again < 6 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			if _, err := d2.RunOnce(ctx); err != nil {
-				t.Fatal(err)
-			}
-			again = 0
-			for _, dl := range sink.received() {
-				if strings.HasPrefix(dl.OrderNo, "R2-X") {
-					again++
-				}
-			}
-		}
-		if again != 6 {
-			t.Fatalf("the cut batch of 3 was handed over %d times in all, want twice each (6)", again)
-		}
-
-		// A process told not to relay writes deliveries, and still relays
-		// what the relaying ones wrote, so that none waits for them.
-		e3 := subsEngine(t, s, clk, sub(false))
-		create(t, e1, checkout("R2-ON", time.Hour))
-		create(t, e3, checkout("R2-OFF", time.Hour))
-		d3 := engine.NewDeliverer(e3, engine.DelivererConfig{Owner: "three"})
-		if _, err := d3.RunOnce(ctx); err != nil {
+		cancel() // the handler took them; the transaction that would record it is cut
+	}
+	if _, err := d1.RunOnce(cctx); err == nil {
+		t.Fatal("a relay whose transaction was cut reported no error")
+	}
+	sink.during = nil
+	// The cut transaction's lock on the cursor may outlive its client
+	// by a moment (the server notices the cut on its own time): until
+	// it goes, the other relay finds the cursor held and waits, as a
+	// running relay does, for its next look.
+	again := 0
+	for deadline := time.Now().Add(10 * time.Second); again < 6 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if _, err := d2.RunOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
-		var on, offs int
+		again = 0
 		for _, dl := range sink.received() {
-			switch dl.OrderNo {
-			case "R2-ON":
-				on++
-				if dl.ID != 0 {
-					t.Errorf("R2-ON went out as delivery %d, want relayed", dl.ID)
-				}
-			case "R2-OFF":
-				offs++
-				if dl.ID == 0 {
-					t.Error("R2-OFF, written by a process that does not relay, went out relayed")
-				}
+			if strings.HasPrefix(dl.OrderNo, "R2-X") {
+				again++
 			}
 		}
-		if on != 1 || offs != 1 {
-			t.Fatalf("a process that does not relay handed over R2-ON %d times and R2-OFF %d times, want once each", on, offs)
+	}
+	if again != 6 {
+		t.Fatalf("the cut batch of 3 was handed over %d times in all, want twice each (6)", again)
+	}
+
+	// A process told not to relay writes deliveries, and still relays
+	// what the relaying ones wrote, so that none waits for them.
+	e3 := subsEngine(t, s, clk, sub(false))
+	create(t, e1, checkout("R2-ON", time.Hour))
+	create(t, e3, checkout("R2-OFF", time.Hour))
+	d3 := engine.NewDeliverer(e3, engine.DelivererConfig{Owner: "three"})
+	if _, err := d3.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var on, offs int
+	for _, dl := range sink.received() {
+		switch dl.OrderNo {
+		case "R2-ON":
+			on++
+			if dl.ID != 0 {
+				t.Errorf("R2-ON went out as delivery %d, want relayed", dl.ID)
+			}
+		case "R2-OFF":
+			offs++
+			if dl.ID == 0 {
+				t.Error("R2-OFF, written by a process that does not relay, went out relayed")
+			}
 		}
-	})
+	}
+	if on != 1 || offs != 1 {
+		t.Fatalf("a process that does not relay handed over R2-ON %d times and R2-OFF %d times, want once each", on, offs)
+	}
 }
