@@ -172,7 +172,7 @@ func newBacklogCollector(store lapse.Store, subs []string) *backlogCollector {
 	return &backlogCollector{
 		store:   store,
 		subs:    subs,
-		pending: prometheus.NewDesc("lapse_deliveries_pending", "Deliveries waiting for their next attempt.", nil, nil),
+		pending: prometheus.NewDesc("lapse_deliveries_pending", "Deliveries waiting for their next attempt, and relayed events their relay has yet to hand over.", nil, nil),
 		dead:    prometheus.NewDesc("lapse_deliveries_dead", "Deliveries that were refused or ran out of retries, and wait for an operator.", nil, nil),
 		oldest:  prometheus.NewDesc("lapse_deliveries_oldest_pending_timestamp_seconds", "Next attempt time of the most overdue pending delivery.", nil, nil),
 		bySub: prometheus.NewDesc("lapse_deliveries_by_subscriber", "Pending and dead deliveries by subscriber and status.",
