@@ -2,6 +2,7 @@ package http_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -41,7 +42,10 @@ import (
 // LAPSE_BENCH_PARAMS adds parameters to the DSN of the run's stores
 // (k=v&k=v), to try a server setting: plan_cache_mode=force_generic_plan;
 // LAPSE_BENCH_CONNS sets the API pool's size (default
-// postgres.DefaultMaxConns, as lapse serve's --db-conns).
+// postgres.DefaultMaxConns, as lapse serve's --db-conns);
+// LAPSE_BENCH_BATCH_GATHER the stores' postgres.Config.BatchGather (a
+// duration, 0 for off; default postgres.DefaultBatchGather, as lapse
+// serve's --batch-gather).
 
 // benchSecret signs the benchmarks' HMAC callbacks.
 const benchSecret = "bench-callback-secret"
@@ -210,7 +214,15 @@ func reportCPU(b *testing.B, n int, proc, db time.Duration, dbOK bool) {
 // open opens a store on the run's database with conns connections.
 func (d *benchDB) open(b *testing.B, conns int32) *postgres.Store {
 	b.Helper()
-	s, err := postgres.Open(context.Background(), d.dsn, postgres.Config{MaxConns: conns})
+	cfg := postgres.Config{MaxConns: conns}
+	if v := os.Getenv("LAPSE_BENCH_BATCH_GATHER"); v != "" {
+		g, err := time.ParseDuration(v)
+		if err != nil || g < 0 {
+			b.Fatalf("LAPSE_BENCH_BATCH_GATHER=%q: want a duration, 0 for off", v)
+		}
+		cfg.BatchGather = cmp.Or(g, -1)
+	}
+	s, err := postgres.Open(context.Background(), d.dsn, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -102,8 +102,8 @@ const (
 // keyReader is the Store's batcher of APIKeyGet.
 type keyReader = batcher[string, *lapse.APIKey]
 
-func newKeyReader(s *Store) *keyReader {
-	return &keyReader{max: maxKeyReads, write: s.apiKeyGetMany,
+func newKeyReader(s *Store, gather time.Duration) *keyReader {
+	return &keyReader{max: maxKeyReads, gather: gather, write: s.apiKeyGetMany,
 		take: func(queue []*batchCall[string, *lapse.APIKey]) (batch, rest []*batchCall[string, *lapse.APIKey]) {
 			n := min(len(queue), maxKeyReadBatch)
 			return slices.Clone(queue[:n]), queue[n:]

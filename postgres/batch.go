@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/lapsehq/lapse"
 )
@@ -12,9 +13,11 @@ import (
 // batcher coalesces the concurrent calls of one of the Store's methods into
 // shared statements: a call waits in a queue while max statements are in
 // flight, and the next statement to go takes what take picks of every call
-// waiting. A call alone goes at once, as a statement of its own: nothing
-// waits for a timer, so a batch only forms under load, of the calls that
-// came while the statements before it ran. The API's hot reads and the
+// waiting. A call alone goes at once, as a statement of its own, unless
+// calls come thousands a second: then a batch of fewer than gatherBatch
+// waits up to Config.BatchGather for more (gatherFor). So a batch forms
+// under load, of the calls that came while the statements before it ran,
+// or while it gathered. The API's hot reads and the
 // payment callbacks' write are batched: OrderGet (order_batch.go),
 // APIKeyGet (apikey.go), the applied payments (payment_batch.go) and the
 // creations, audited or holding stock too (order_create_batch.go). Each
@@ -34,17 +37,31 @@ type batcher[P, R any] struct {
 	take  func(queue []*batchCall[P, R]) (batch, rest []*batchCall[P, R]) // the next batch, in the order it is written
 	write func(ctx context.Context, batch []*batchCall[P, R])
 
+	gather time.Duration // Config.BatchGather; see gatherFor
+
 	mu      sync.Mutex
 	queue   []*batchCall[P, R]
-	running int
+	running int // statements in flight
+	writing int // the calls of those statements
+
+	// What gatherFor goes by.
+	last time.Time     // the latest call's arrival
+	gap  time.Duration // a moving average of the time between arrivals
+	peak int           // the most calls in flight at once since the last batch was taken
+	want int           // the queue a gathering batch waits for
+	wake chan struct{} // closed when the queue reaches want
 }
+
+// gatherBatch is the most calls a gathering batch waits for (gatherFor).
+const gatherBatch = 4
 
 // batchCall is one call waiting for its batch.
 type batchCall[P, R any] struct {
-	p     P
-	ctx   context.Context // the caller's
-	done  chan struct{}   // closed when its batch is over
-	alone bool            // alone in its batch (b.mu)
+	p       P
+	ctx     context.Context // the caller's
+	done    chan struct{}   // closed when its batch is over
+	alone   bool            // alone in its batch (b.mu)
+	arrived time.Time
 
 	// Set by write before done is closed: the call's answer, when decided.
 	decided bool
@@ -59,9 +76,19 @@ type batchCall[P, R any] struct {
 // call in a batch gets ctx's error, and its write may or may not commit,
 // as when a statement's connection breaks.
 func (b *batcher[P, R]) do(ctx context.Context, p P) (*batchCall[P, R], error) {
-	c := &batchCall[P, R]{p: p, ctx: ctx, done: make(chan struct{})}
+	now := time.Now()
+	c := &batchCall[P, R]{p: p, ctx: ctx, done: make(chan struct{}), arrived: now}
 	b.mu.Lock()
+	if !b.last.IsZero() {
+		b.gap += (min(now.Sub(b.last), time.Second) - b.gap) / 8
+	}
+	b.last = now
 	b.queue = append(b.queue, c)
+	b.peak = max(b.peak, len(b.queue)+b.writing)
+	if b.wake != nil && len(b.queue) >= b.want {
+		close(b.wake)
+		b.wake = nil
+	}
 	start := b.running < b.max
 	if start {
 		b.running++
@@ -96,6 +123,19 @@ func (b *batcher[P, R]) do(ctx context.Context, p P) (*batchCall[P, R], error) {
 func (b *batcher[P, R]) run(ctx context.Context) {
 	for {
 		b.mu.Lock()
+		if wait := b.gatherFor(); wait > 0 {
+			wake := make(chan struct{})
+			b.wake, b.want = wake, min(gatherBatch, b.peak)
+			b.mu.Unlock()
+			t := time.NewTimer(wait)
+			select {
+			case <-wake:
+			case <-t.C:
+			}
+			t.Stop()
+			b.mu.Lock()
+			b.wake = nil
+		}
 		var batch []*batchCall[P, R]
 		if len(b.queue) > 0 {
 			var rest []*batchCall[P, R]
@@ -108,12 +148,40 @@ func (b *batcher[P, R]) run(ctx context.Context) {
 			return
 		}
 		batch[0].alone = len(batch) == 1
+		b.writing += len(batch)
+		b.peak = len(b.queue) + b.writing
 		b.mu.Unlock()
 		b.write(ctx, batch)
+		b.mu.Lock()
+		b.writing -= len(batch)
+		b.mu.Unlock()
 		for _, c := range batch {
 			close(c.done)
 		}
 	}
+}
+
+// gatherFor is how long the next batch waits for more calls (b.mu held).
+//
+// Without a wait, at thousands of calls a second but short of what fills
+// the queue while a statement runs, each statement took one or two calls:
+// the server spent its time starting and committing statements, and at
+// 70 % of the rate a full queue reaches, its cores were as busy as at full
+// speed, so that the latencies' tail grew (http BenchmarkCallback). So a
+// batch smaller than the most calls that were in flight at once while the
+// batch before it ran (b.peak, at most gatherBatch) waits until its first
+// call is b.gather old or the queue is that large, but only while calls
+// come at least two a b.gather (b.gap). Below that rate nothing waits;
+// far above it the queue fills while the statement before runs, and the
+// batch goes at once; a caller that calls again only once answered, or a
+// few such callers, never waits for more calls than there are of them.
+// One batch gathers at a time.
+func (b *batcher[P, R]) gatherFor() time.Duration {
+	if b.gather <= 0 || b.wake != nil || len(b.queue) == 0 || len(b.queue) >= min(gatherBatch, b.peak) ||
+		b.gap <= 0 || b.gap > b.gather/2 {
+		return 0
+	}
+	return b.gather - time.Since(b.queue[0].arrived)
 }
 
 // takeDistinct is a take: the calls in queue order, at most n, none with

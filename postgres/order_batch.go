@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/lapsehq/lapse"
@@ -28,8 +29,8 @@ const (
 // orderReader is the Store's batcher of OrderGet.
 type orderReader = batcher[string, *lapse.Order]
 
-func newOrderReader(s *Store) *orderReader {
-	return &orderReader{max: maxOrderReads, write: s.orderGetMany,
+func newOrderReader(s *Store, gather time.Duration) *orderReader {
+	return &orderReader{max: maxOrderReads, gather: gather, write: s.orderGetMany,
 		take: func(queue []*batchCall[string, *lapse.Order]) (batch, rest []*batchCall[string, *lapse.Order]) {
 			return takeDistinct(queue, maxOrderReadBatch, func(orderNo string) string { return orderNo })
 		}}

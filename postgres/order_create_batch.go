@@ -69,8 +69,8 @@ type createAnswer struct {
 	created bool
 }
 
-func newOrderCreator(s *Store) *orderCreator {
-	return &orderCreator{max: maxOrderCreates, write: s.orderCreateBatch,
+func newOrderCreator(s *Store, gather time.Duration) *orderCreator {
+	return &orderCreator{max: maxOrderCreates, gather: gather, write: s.orderCreateBatch,
 		take: func(queue []*batchCall[createCall, createAnswer]) (batch, rest []*batchCall[createCall, createAnswer]) {
 			return takeDistinct(queue, maxOrderCreateBatch, func(c createCall) string { return c.p.Order.OrderNo })
 		}}

@@ -22,7 +22,9 @@ import (
 // maxPaymentBatches statements are in flight, and the next statement to go
 // takes every call waiting (up to maxPaymentBatch), applying all their
 // transitions and payments in one statement, one commit. A call alone goes
-// at once, as one statement of its own: nothing waits for a timer.
+// at once, as one statement of its own, unless callbacks come thousands a
+// second: then a batch of fewer than four waits up to Config.BatchGather
+// for more (batch.go).
 //
 // Each call is answered only after its own write committed, and only about
 // its own payment:
@@ -95,8 +97,8 @@ type paymentAnswer struct {
 	created bool
 }
 
-func newPaymentBatcher(s *Store) *paymentBatcher {
-	return &paymentBatcher{max: maxPaymentBatches, take: takePayments,
+func newPaymentBatcher(s *Store, gather time.Duration) *paymentBatcher {
+	return &paymentBatcher{max: maxPaymentBatches, gather: gather, take: takePayments,
 		write: func(ctx context.Context, batch []*batchCall[*lapse.PaymentCreateParams, paymentAnswer]) {
 			s.paymentApplyMany(ctx, batch)
 		}}

@@ -84,6 +84,15 @@ type Config struct {
 	// keepalive plus, on Linux, TCP_USER_TIMEOUT. Zero means
 	// DefaultDeadPeerTimeout; negative leaves it to the kernel.
 	DeadPeerTimeout time.Duration
+
+	// BatchGather is how long a batch of the API's reads and writes (the
+	// orders and API keys it reads, the orders it creates, the payments it
+	// applies; see batch.go) waits for more calls when it holds fewer than
+	// four and calls come at least two per BatchGather: at thousands of
+	// requests a second, each request's statement and commit are then
+	// shared, at the price of up to this much latency. Quieter or busier,
+	// nothing waits. Zero means DefaultBatchGather; negative turns it off.
+	BatchGather time.Duration
 }
 
 // Defaults of Config.
@@ -93,6 +102,7 @@ const (
 	DefaultIdleInTransactionTimeout = time.Minute
 	DefaultApplicationName          = "lapse"
 	DefaultConnectTimeout           = 5 * time.Second
+	DefaultBatchGather              = time.Millisecond
 
 	// PingAfterIdle is how long a connection may sit idle in the pool
 	// before it is pinged when handed out. pgxpool's own default, one
@@ -208,8 +218,12 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("postgres: open: %w", unavailable(err))
 	}
 	s := &Store{pool: pool, db: conn{pool}}
-	s.payments, s.orderReads, s.keyReads = newPaymentBatcher(s), newOrderReader(s), newKeyReader(s)
-	s.orderCreates = newOrderCreator(s)
+	gather := cfg.BatchGather
+	if gather == 0 {
+		gather = DefaultBatchGather
+	}
+	s.payments, s.orderReads, s.keyReads = newPaymentBatcher(s, gather), newOrderReader(s, gather), newKeyReader(s, gather)
+	s.orderCreates = newOrderCreator(s, gather)
 	return s, nil
 }
 

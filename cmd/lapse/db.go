@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/mysql"
@@ -28,15 +30,17 @@ type migratingStore interface {
 // selects PostgreSQL, a mysql:// URL MySQL or MariaDB; anything else is an
 // SQLite file path (an optional sqlite: prefix is dropped).
 func openStore(ctx context.Context, dsn string) (migratingStore, error) {
-	return openStoreConns(ctx, dsn, 0)
+	return openStoreConns(ctx, dsn, 0, postgres.DefaultBatchGather)
 }
 
 // openStoreConns is openStore with a PostgreSQL or MySQL pool of conns
-// connections (zero: the store's default); SQLite has its own connections.
-func openStoreConns(ctx context.Context, dsn string, conns int32) (migratingStore, error) {
+// connections (zero: the store's default), and on PostgreSQL batches that
+// gather for up to gather (zero: off; --batch-gather); SQLite has its own
+// connections.
+func openStoreConns(ctx context.Context, dsn string, conns int32, gather time.Duration) (migratingStore, error) {
 	switch {
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		return postgres.Open(ctx, dsn, postgres.Config{MaxConns: conns})
+		return postgres.Open(ctx, dsn, postgres.Config{MaxConns: conns, BatchGather: cmp.Or(gather, -1)})
 	case strings.HasPrefix(dsn, "mysql://"):
 		return mysql.Open(ctx, dsn, mysql.Config{MaxConns: int(conns)})
 	case dsn == "":

@@ -284,11 +284,13 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
 
 // TestServeRefusesBadDurations checks that lapse serve refuses a negative
 // retention, a prune interval under a second, a claim gather outside 0
-// to 1s and a negative close hold before it opens anything.
+// to 1s, a batch gather outside 0 to 100ms and a negative close hold before
+// it opens anything.
 func TestServeRefusesBadDurations(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"--outbox-retention", "-1h"}, {"--outbox-prune-interval", "0"}, {"--outbox-prune-interval", "10ms"},
-		{"--claim-gather", "-1ms"}, {"--claim-gather", "2s"}, {"--delivery-close-hold", "-1s"}} {
+		{"--claim-gather", "-1ms"}, {"--claim-gather", "2s"}, {"--delivery-close-hold", "-1s"},
+		{"--batch-gather", "-1ms"}, {"--batch-gather", "101ms"}} {
 		dir := t.TempDir()
 		cmd := exec.Command(lapseBin, append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...)
 		cmd.Dir = dir

@@ -111,6 +111,9 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	if dc.CloseHold < 0 {
 		return fmt.Errorf("--delivery-close-hold must not be negative (0: the event streams never wait for closes), not %s", dc.CloseHold)
 	}
+	if o.batchGather < 0 || o.batchGather > 100*time.Millisecond {
+		return fmt.Errorf("--batch-gather must be from 0 (off) to 100ms, not %s", o.batchGather)
+	}
 	if cc.Gather < 0 || cc.Gather > time.Second {
 		return fmt.Errorf("--claim-gather must be from 0 (off) to 1s, not %s", cc.Gather)
 	}
@@ -121,7 +124,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	if err != nil {
 		return err
 	}
-	store, err := openStoreConns(ctx, *db, int32(*dbConns))
+	store, err := openStoreConns(ctx, *db, int32(*dbConns), o.batchGather)
 	if err != nil {
 		return err
 	}
@@ -139,7 +142,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	if s, isSQLite := store.(*sqlite.Store); isSQLite {
 		work = s.Priority()
 	} else {
-		ws, err := openStoreConns(ctx, *db, int32(*workConns))
+		ws, err := openStoreConns(ctx, *db, int32(*workConns), o.batchGather)
 		if err != nil {
 			return err
 		}

@@ -19,7 +19,7 @@ type options struct {
 	config                                  string
 	db, addr, logLevel, logFormat, flowsDir string
 	dbConns, workConns, inFlight, reserve   int
-	bodyTimeout                             time.Duration
+	bodyTimeout, batchGather                time.Duration
 	auditSealInterval                       time.Duration
 	probeInterval                           time.Duration
 	outboxRetention, outboxPruneInterval    time.Duration
@@ -78,6 +78,9 @@ var serveSettings = []*setting{
 	{Name: "db-work-conns", Kind: kindInt, Default: "8",
 		Doc:   "PostgreSQL, MySQL: connections of their own for the deadline engine and the delivery workers, so that API load cannot starve them",
 		field: func(o *options) any { return &o.workConns }},
+	{Name: "batch-gather", Kind: kindDuration, Default: postgres.DefaultBatchGather.String(),
+		Doc:   "PostgreSQL: how long a batch of the API's order and key reads, creations and payment callbacks waits for more when it holds fewer than four and requests come at least two in this time, so that at thousands of requests a second they share statements and commits; it adds up to this much latency. Quieter or busier, nothing waits (0: off; at most 100ms)",
+		field: func(o *options) any { return &o.batchGather }},
 	{Name: "max-in-flight", Kind: kindInt, Default: strconv.Itoa(4 * int(postgres.DefaultMaxConns)),
 		Doc:   "API requests in flight beyond which a request is answered 429 with Retry-After (0: no limit); a request counts once its body is in",
 		field: func(o *options) any { return &o.inFlight }},
