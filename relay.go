@@ -20,6 +20,10 @@ import (
 // keeps the relays of one subscriber on many processes from reading the
 // same events, and the transaction makes the deferred rows and the new
 // place one.
+//
+// A store that is not a Relayer refuses an event that names relayed
+// subscribers (NotRelayed), so that no event is written that nothing would
+// ever read.
 type Relayer interface {
 	// RelayLock locks the cursor of subscriber for this transaction,
 	// making it at the start of the outbox (at time at) if it has none,
@@ -132,4 +136,14 @@ func (p *RelayDeferParams) Validate() error {
 		}
 	}
 	return validateNames("subscriber", []string{p.Subscriber})
+}
+
+// NotRelayed is the error with which a store that is not a Relayer refuses
+// ev when it names relayed subscribers, and nil when it names none: the
+// change it belongs to fails whole and writes nothing.
+func NotRelayed(ev *OutboxEvent) error {
+	if len(ev.Relays) == 0 {
+		return nil
+	}
+	return FieldError("outbox", "event %s names relayed subscribers %v: this store does not relay events (PostgreSQL does); name them in Subscribers", ev.ID, ev.Relays)
 }

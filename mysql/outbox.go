@@ -35,6 +35,11 @@ func (w *Store) outbox(ctx context.Context, evs []event) error {
 	if len(evs) == 0 {
 		return nil
 	}
+	for _, e := range evs {
+		if err := lapse.NotRelayed(e.OutboxEvent); err != nil {
+			return err
+		}
+	}
 	rows := w.inserts(`INSERT INTO outbox (id, order_id, order_no, type, payload, created_at) VALUES `, values(6))
 	for _, e := range evs {
 		if err := rows.add(ctx, e.ID, e.orderID, e.OrderNo, e.Type, string(e.Payload), column.Micros(e.CreatedAt)); err != nil {

@@ -65,6 +65,9 @@ func (w *writeTx) outboxMany(ctx context.Context, batch []orderEvents) error {
 	for _, o := range batch {
 		for k := range o.evs {
 			ev := &o.evs[k]
+			if err := lapse.NotRelayed(ev); err != nil {
+				return err
+			}
 			events = append(events, event{o.orderID, ev})
 			if len(ev.Subscribers) == 0 {
 				continue

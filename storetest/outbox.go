@@ -41,6 +41,55 @@ func testOutboxSubscriberTwice(t *testing.T, s lapse.Store) {
 	}
 }
 
+// testOutboxRelays checks that a store that is not a lapse.Relayer refuses
+// an event that names relayed subscribers, as lapse.NotRelayed, in a
+// create, a bulk create and a transition, and that the refused change
+// writes nothing: no relay would ever read such an event. A
+// Relayer writes it (its own tests check what it relays).
+func testOutboxRelays(t *testing.T, s lapse.Store) {
+	_, relays := s.(lapse.Relayer)
+	refused := func(what string, err error) bool {
+		t.Helper()
+		if relays {
+			if err != nil {
+				t.Errorf("%s naming a relayed subscriber on a Relayer: %v", what, err)
+			}
+			return false
+		}
+		if lapse.ErrorCode(err) != lapse.EINVALID {
+			t.Errorf("%s naming a relayed subscriber on a store that does not relay = %v, want it refused", what, err)
+		}
+		return true
+	}
+	p := newOrder("OR-1", base.Add(time.Hour), base)
+	p.Outbox[0].Relays = []string{"nats"}
+	_, _, err := s.OrderCreate(ctxT(t), p)
+	if refused("OrderCreate", err) {
+		if _, err := s.OrderGet(ctxT(t), "OR-1"); !errors.Is(err, lapse.ErrOrderNotFound) {
+			t.Errorf("the order of a refused create exists: %v", err)
+		}
+	}
+	bulk := []*lapse.OrderCreateParams{newOrder("OR-2", base.Add(time.Hour), base), newOrder("OR-3", base.Add(time.Hour), base)}
+	bulk[1].Outbox[0].Relays = []string{"nats"}
+	if refused("OrderCreateMany", s.OrderCreateMany(ctxT(t), bulk)) {
+		if _, err := s.OrderGet(ctxT(t), "OR-2"); !errors.Is(err, lapse.ErrOrderNotFound) {
+			t.Errorf("an order of a refused bulk create exists: %v", err)
+		}
+	}
+	o := mustCreate(t, s, "OR-4", base.Add(time.Hour), base)
+	tr := plan(t, o, flows.Cancel, base.Add(time.Second))
+	tr.Outbox[0].Relays = []string{"nats"}
+	_, err = s.OrderTransition(ctxT(t), tr)
+	if refused("OrderTransition", err) {
+		if got := mustGet(t, s, "OR-4"); got.State != o.State || got.Version != o.Version {
+			t.Errorf("a refused transition moved the order to %s v%d", got.State, got.Version)
+		}
+		if trs, evs := counts(t, s, o); trs != 1 || evs != 1 {
+			t.Errorf("a refused transition wrote log rows or events: %d and %d, want 1 and 1", trs, evs)
+		}
+	}
+}
+
 // testOutboxEventIDs checks that an event id, a UUID in the form
 // lapse.ParseEventID takes, of any version, comes back as it was written,
 // on the event and on its deliveries, and that an id that exists is

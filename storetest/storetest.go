@@ -63,6 +63,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"DeliveryFanOut", testDeliveryFanOut},
 		{"OutboxSubscriberTwice", testOutboxSubscriberTwice},
 		{"OutboxEventIDs", testOutboxEventIDs},
+		{"OutboxRelays", testOutboxRelays},
 		{"OutboxOrder", testOutboxOrder},
 		{"OutboxPrune", testOutboxPrune},
 		{"OutboxPruneConcurrent", testOutboxPruneConcurrent},
