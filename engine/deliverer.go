@@ -45,6 +45,12 @@ type DelivererConfig struct {
 	// Claimer burns down a backlog, counted from the start of the burn
 	// (close_hold.go). Default 1m; negative: they never wait.
 	CloseHold time.Duration
+	// RelayWatch is how often a process looks for the relay cursors of the
+	// subscriptions it does not relay and found no cursor of when it
+	// started: another process that relays one may start later, write
+	// events for its relay and stop for good, and its events must not wait
+	// for a restart here (relay.go). Default 1m.
+	RelayWatch time.Duration
 }
 
 // Deliverer hands every pending delivery to its subscriber, retrying on the
@@ -96,6 +102,9 @@ func NewDeliverer(e *Engine, cfg DelivererConfig) *Deliverer {
 	if d.cfg.CloseHold == 0 {
 		d.cfg.CloseHold = defaultCloseHold
 	}
+	if d.cfg.RelayWatch <= 0 {
+		d.cfg.RelayWatch = time.Minute
+	}
 	return d
 }
 
@@ -115,11 +124,18 @@ func (d *Deliverer) Start(ctx context.Context) {
 	var loops, heart sync.WaitGroup
 	heart.Go(func() { d.heartbeat(beat) })
 	relaying := d.relaying(ctx)
+	watched := map[*Subscription]bool{}
 	for _, s := range d.e.subs {
 		loops.Go(func() { d.loop(ctx, s) })
-		if relaying[s] {
+		switch relayed, could := relaying[s]; {
+		case relayed:
 			loops.Go(func() { d.relayLoop(ctx, s) })
+		case could:
+			watched[s] = true
 		}
+	}
+	if len(watched) > 0 {
+		loops.Go(func() { d.relayWatch(ctx, &loops, watched) })
 	}
 	go func() {
 		loops.Wait()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -38,7 +39,8 @@ const relayPoll = time.Second
 // a cursor (another process relays them, or this one did before it was
 // told not to), so that the events written for a relay are relayed
 // whichever processes still relay: none waits for a process that no
-// longer runs one.
+// longer runs one. The subscriptions it could relay but found no cursor of
+// are looked at again every RelayWatch (relayWatch).
 func (d *Deliverer) relaying(ctx context.Context) map[*Subscription]bool {
 	out := map[*Subscription]bool{}
 	var cursors []*lapse.RelayCursor
@@ -62,6 +64,26 @@ func (d *Deliverer) relaying(ctx context.Context) map[*Subscription]bool {
 		out[s] = slices.ContainsFunc(cursors, func(c *lapse.RelayCursor) bool { return c.Subscriber == s.Name })
 	}
 	return out
+}
+
+// relayWatch looks for the cursors of the subscriptions in watched every
+// RelayWatch, and starts the relay of each, in loops, once it has one.
+func (d *Deliverer) relayWatch(ctx context.Context, loops *sync.WaitGroup, watched map[*Subscription]bool) {
+	t := time.NewTicker(d.cfg.RelayWatch)
+	defer t.Stop()
+	for len(watched) > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for s, found := range d.relaying(ctx) {
+			if found && watched[s] {
+				delete(watched, s)
+				loops.Go(func() { d.relayLoop(ctx, s) })
+			}
+		}
+	}
 }
 
 // relayLoop relays s's events until ctx ends.

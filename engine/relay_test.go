@@ -285,3 +285,55 @@ func TestRelayTwoProcesses(t *testing.T) {
 		t.Fatalf("a process that does not relay handed over R2-ON %d times and R2-OFF %d times, want once each", on, offs)
 	}
 }
+
+// TestRelayFoundLater checks that a process that does not relay a
+// subscription, and found no cursor of it when it started, relays the
+// events of a relay made after it started: the process that relays them
+// may stop for good, and its events must not wait for a restart here.
+func TestRelayFoundLater(t *testing.T) {
+	t.Parallel()
+	s, err := postgres.Open(context.Background(), testenv.PostgresSchema(t), postgres.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sink := &batchRecorder{}
+	sub := func(relay bool) engine.Subscription {
+		return engine.Subscription{Name: "sink", Events: []string{"order.created"}, Handler: sink, Concurrency: 16, Relay: relay}
+	}
+	clk := lapse.SystemClock{}
+	ctx := ctxT(t)
+	off := engine.NewDeliverer(subsEngine(t, s, clk, sub(false)), engine.DelivererConfig{Owner: "off", RelayWatch: 50 * time.Millisecond})
+	off.Start(ctx)
+	t.Cleanup(off.Stop)
+
+	// A process that relays starts: its relay makes the cursor, it writes
+	// events for the relay, and it stops before relaying them.
+	if err := s.Tx(ctx, func(tx lapse.Store) error {
+		_, err := tx.(lapse.Relayer).RelayLock(ctx, "sink", clk.Now())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	on := subsEngine(t, s, clk, sub(true))
+	for i := range 3 {
+		create(t, on, checkout(fmt.Sprintf("RL-%d", i), time.Hour))
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got := sink.received()
+		if len(got) == 3 {
+			for _, dl := range got {
+				if dl.ID != 0 {
+					t.Errorf("%s went out as delivery %d, want relayed", dl.OrderNo, dl.ID)
+				}
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the 3 events of a relay made after this process started handed over in 30s", len(got))
+		}
+	}
+}
