@@ -109,7 +109,9 @@ func NewDeliverer(e *Engine, cfg DelivererConfig) *Deliverer {
 }
 
 // Start runs one loop per subscriber, and the heartbeat that renews the
-// leases of their attempts, until Stop or until ctx ends.
+// leases of their attempts, until Stop or until ctx ends. It makes the
+// cursors of the relayed subscriptions before it returns (relayMakeAll):
+// start it before anything in this process writes events.
 func (d *Deliverer) Start(ctx context.Context) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -123,6 +125,7 @@ func (d *Deliverer) Start(ctx context.Context) {
 	d.running, d.cancel, d.done = true, cancel, make(chan struct{})
 	var loops, heart sync.WaitGroup
 	heart.Go(func() { d.heartbeat(beat) })
+	d.relayMakeAll(ctx)
 	relaying := d.relaying(ctx)
 	watched := map[*Subscription]bool{}
 	for _, s := range d.e.subs {

@@ -122,6 +122,28 @@ func (d *Deliverer) relayLoop(ctx context.Context, s *Subscription) {
 	}
 }
 
+// relayMakeAll makes the cursors of the relayed subscriptions, each
+// within relayMakeTimeout; a relay whose cursor could not be made makes it
+// when its loop starts. A relayed event is found by the processes that
+// look for relays through its subscriber's cursor (relaying, relayWatch):
+// made before this process writes any, its events are relayed even if this
+// process stops for good before it reads them.
+func (d *Deliverer) relayMakeAll(ctx context.Context) {
+	for _, s := range d.e.subs {
+		if !s.relayed {
+			continue
+		}
+		mctx, cancel := context.WithTimeout(ctx, relayMakeTimeout)
+		if err := d.relayMake(mctx, s); err != nil && ctx.Err() == nil {
+			d.e.log.Warn("deliverer: cannot make the relay's cursor yet; its relay will try again", "subscriber", s.Name, "err", err)
+		}
+		cancel()
+	}
+}
+
+// relayMakeTimeout bounds relayMakeAll's wait for each cursor.
+const relayMakeTimeout = 5 * time.Second
+
 // relayMake makes s's cursor unless it exists.
 func (d *Deliverer) relayMake(ctx context.Context, s *Subscription) error {
 	return d.e.work.Tx(ctx, func(tx lapse.Store) error {

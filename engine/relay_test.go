@@ -337,3 +337,29 @@ func TestRelayFoundLater(t *testing.T) {
 		}
 	}
 }
+
+// TestRelayStartMakesCursor checks that a Deliverer's Start returns with
+// the cursors of its relayed subscriptions made, so that the events the
+// process writes for them from then on are found by the processes that
+// look for relays, even if it stops for good before it reads them.
+func TestRelayStartMakesCursor(t *testing.T) {
+	t.Parallel()
+	s, err := postgres.Open(context.Background(), testenv.PostgresSchema(t), postgres.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	e := subsEngine(t, s, lapse.SystemClock{},
+		engine.Subscription{Name: "sink", Events: []string{"order.created"}, Handler: &batchRecorder{}, Concurrency: 16, Relay: true})
+	d := engine.NewDeliverer(e, engine.DelivererConfig{Owner: "on"})
+	d.Start(ctx)
+	cursors, err := s.RelayList(ctx)
+	d.Stop()
+	if err != nil || len(cursors) != 1 || cursors[0].Subscriber != "sink" {
+		t.Fatalf("cursors when Start returned: %+v, %v; want sink's", cursors, err)
+	}
+}

@@ -258,12 +258,14 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 		WriteTimeout: o.bodyTimeout + 2*time.Minute, IdleTimeout: 2 * time.Minute}
 
 	go watcher.Run(ctx)
+	// The deliverer first: it makes its relays' cursors before the claimer
+	// writes any event for them.
+	deliverer.Start(ctx)
 	if o.deadlines {
 		claimer.Start(ctx)
 	} else {
 		log.Warn("the deadline engine is off (--deadlines=false): this process fires no deadlines, other processes on the database must")
 	}
-	deliverer.Start(ctx)
 	sealer.Start(ctx)
 	prober.Start(ctx)
 	if pruner != nil {
