@@ -167,14 +167,7 @@ func TestRelayOrderOfEvents(t *testing.T) {
 // batch hands the batch over again.
 func TestRelayTwoProcesses(t *testing.T) {
 	t.Parallel()
-	s, err := postgres.Open(context.Background(), testenv.PostgresSchema(t), postgres.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := relayStore(t)
 	var mu sync.Mutex
 	seen := map[string]int{}
 	sink := &batchRecorder{during: func(ds []*lapse.Delivery) {
@@ -292,14 +285,7 @@ func TestRelayTwoProcesses(t *testing.T) {
 // may stop for good, and its events must not wait for a restart here.
 func TestRelayFoundLater(t *testing.T) {
 	t.Parallel()
-	s, err := postgres.Open(context.Background(), testenv.PostgresSchema(t), postgres.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := relayStore(t)
 	sink := &batchRecorder{}
 	sub := func(relay bool) engine.Subscription {
 		return engine.Subscription{Name: "sink", Events: []string{"order.created"}, Handler: sink, Concurrency: 16, Relay: relay}
@@ -344,14 +330,7 @@ func TestRelayFoundLater(t *testing.T) {
 // look for relays, even if it stops for good before it reads them.
 func TestRelayStartMakesCursor(t *testing.T) {
 	t.Parallel()
-	s, err := postgres.Open(context.Background(), testenv.PostgresSchema(t), postgres.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := relayStore(t)
 	ctx := ctxT(t)
 	e := subsEngine(t, s, lapse.SystemClock{},
 		engine.Subscription{Name: "sink", Events: []string{"order.created"}, Handler: &batchRecorder{}, Concurrency: 16, Relay: true})
@@ -362,4 +341,19 @@ func TestRelayStartMakesCursor(t *testing.T) {
 	if err != nil || len(cursors) != 1 || cursors[0].Subscriber != "sink" {
 		t.Fatalf("cursors when Start returned: %+v, %v; want sink's", cursors, err)
 	}
+}
+
+// relayStore opens a migrated PostgreSQL store in a schema of its own: the
+// store that relays.
+func relayStore(t *testing.T) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(context.Background(), testenv.PostgresSchema(t), postgres.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
