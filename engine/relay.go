@@ -144,9 +144,10 @@ func (d *Deliverer) relayMakeAll(ctx context.Context) {
 // relayMakeTimeout bounds relayMakeAll's wait for each cursor.
 const relayMakeTimeout = 5 * time.Second
 
-// relayMake makes s's cursor unless it exists.
+// relayMake makes s's cursor unless it exists; from then on this process
+// relays s's events (Subscription.cursor).
 func (d *Deliverer) relayMake(ctx context.Context, s *Subscription) error {
-	return d.e.work.Tx(ctx, func(tx lapse.Store) error {
+	err := d.e.work.Tx(ctx, func(tx lapse.Store) error {
 		rt := relayerOf(tx)
 		if rt == nil {
 			return fmt.Errorf("engine: subscription %s is relayed, and the store cannot relay", s.Name)
@@ -154,6 +155,10 @@ func (d *Deliverer) relayMake(ctx context.Context, s *Subscription) error {
 		_, err := rt.RelayLock(ctx, s.Name, d.e.clock.Now())
 		return err
 	})
+	if err == nil {
+		s.cursor.Store(true)
+	}
+	return err
 }
 
 // relayAll relays s's batches until one is not full, and returns how many

@@ -38,6 +38,7 @@ func TestRelayOutcomes(t *testing.T) {
 		e := subsEngine(t, s, clk, engine.Subscription{Name: "sink", Events: []string{"order.created"}, Handler: sink, Concurrency: 4,
 			Relay: true, Schedule: lapse.Schedule{Steps: []time.Duration{time.Minute}}})
 		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		relayReady(t, d)
 		ctx := ctxT(t)
 		for i := range 10 {
 			create(t, e, checkout(fmt.Sprintf("RO-%02d", i), time.Hour))
@@ -117,6 +118,7 @@ func TestRelayOrderOfEvents(t *testing.T) {
 		e := subsEngine(t, open(), clk, engine.Subscription{Name: "sink", Handler: sink, Concurrency: 8, Relay: true,
 			Schedule: lapse.Schedule{Steps: []time.Duration{time.Minute}}})
 		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		relayReady(t, d)
 		ctx := ctxT(t)
 		create(t, e, checkout("RE-1", time.Hour))
 		create(t, e, checkout("RE-2", time.Hour))
@@ -185,11 +187,13 @@ func TestRelayTwoProcesses(t *testing.T) {
 	e2 := subsEngine(t, s, clk, sub(true))
 	const n = 400
 	ctx := ctxT(t)
+	d1 := engine.NewDeliverer(e1, engine.DelivererConfig{Owner: "one"})
+	d2 := engine.NewDeliverer(e2, engine.DelivererConfig{Owner: "two"})
+	relayReady(t, d1)
+	relayReady(t, d2)
 	for i := range n {
 		create(t, []*engine.Engine{e1, e2}[i%2], checkout(fmt.Sprintf("R2-%03d", i), time.Hour))
 	}
-	d1 := engine.NewDeliverer(e1, engine.DelivererConfig{Owner: "one"})
-	d2 := engine.NewDeliverer(e2, engine.DelivererConfig{Owner: "two"})
 	d1.Start(ctx)
 	d2.Start(ctx)
 	deadline := time.Now().Add(time.Minute)
@@ -207,6 +211,11 @@ func TestRelayTwoProcesses(t *testing.T) {
 	}
 	d1.Stop()
 	d2.Stop()
+	for _, dl := range sink.received() {
+		if dl.ID != 0 {
+			t.Fatalf("%s went out as delivery %d, want relayed", dl.OrderNo, dl.ID)
+		}
+	}
 	for id, k := range seen {
 		if k != 1 {
 			t.Fatalf("event %s handed over %d times by two relays that never failed", id, k)
@@ -298,13 +307,10 @@ func TestRelayFoundLater(t *testing.T) {
 
 	// A process that relays starts: its relay makes the cursor, it writes
 	// events for the relay, and it stops before relaying them.
-	if err := s.Tx(ctx, func(tx lapse.Store) error {
-		_, err := tx.(lapse.Relayer).RelayLock(ctx, "sink", clk.Now())
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
 	on := subsEngine(t, s, clk, sub(true))
+	onD := engine.NewDeliverer(on, engine.DelivererConfig{Owner: "on"})
+	onD.Start(ctx)
+	onD.Stop()
 	for i := range 3 {
 		create(t, on, checkout(fmt.Sprintf("RL-%d", i), time.Hour))
 	}
@@ -356,4 +362,13 @@ func relayStore(t *testing.T) *postgres.Store {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// relayReady runs d once, which makes the cursors of its relays, as Start
+// does: a process relays its events only once it has its relay's cursor.
+func relayReady(t *testing.T, d *engine.Deliverer) {
+	t.Helper()
+	if _, err := d.RunOnce(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
 }

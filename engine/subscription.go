@@ -59,6 +59,12 @@ type Subscription struct {
 
 	// relayed is set by New when Relay applies: the store can relay.
 	relayed bool
+	// cursor is set once this process has made or found the relay's
+	// cursor (Deliverer.relayMake): until then its events get delivery
+	// rows, since other processes find a relay's events through its
+	// cursor, and a process that stopped for good before it made one
+	// would leave them to nobody.
+	cursor atomic.Bool
 
 	// schedule is Schedule as the deliverer reads it; SetSchedule replaces
 	// it at run time.
@@ -152,14 +158,14 @@ func (e *Engine) fanOut(o *lapse.Order, evs []lapse.OutboxEvent) {
 }
 
 // route names on ev, an event about order o, the subscriptions that receive
-// it, leaving out except: those relayed in its Relays, the others in its
-// Subscribers.
+// it, leaving out except: those relayed in its Relays (once their cursor is
+// made), the others in its Subscribers.
 func (e *Engine) route(o *lapse.Order, ev *lapse.OutboxEvent, except string) {
 	ev.Subscribers, ev.Relays = nil, nil
 	for _, s := range e.subs {
 		switch {
 		case s.Name == except || !s.matches(o, ev.Type):
-		case s.relayed:
+		case s.relayed && s.cursor.Load():
 			ev.Relays = append(ev.Relays, s.Name)
 		default:
 			ev.Subscribers = append(ev.Subscribers, s.Name)
