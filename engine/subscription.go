@@ -54,7 +54,10 @@ type Subscription struct {
 	// no delivery row when written; a relay reads them from the outbox in
 	// commit order and hands them over in batches of up to Concurrency,
 	// and only those its handler did not take get a delivery row, retried
-	// from there. On a store that cannot relay it has no effect.
+	// from there. Events are relayed once this process's Deliverer has
+	// made the relay's cursor (its Start does, before it returns); until
+	// then they get delivery rows. On a store that cannot relay it has no
+	// effect.
 	Relay bool
 
 	// relayed is set by New when Relay applies: the store can relay.
