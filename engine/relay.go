@@ -92,7 +92,7 @@ func (d *Deliverer) relayLoop(ctx context.Context, s *Subscription) {
 	if s.relayed {
 		heldAt = new(time.Time)
 	}
-	made := false
+	made := s.cursor.Load() // Start made it
 	for ctx.Err() == nil {
 		if !made {
 			// The cursor is made in a transaction of its own, so that a
