@@ -37,17 +37,7 @@ func eachStore(t *testing.T, fn func(t *testing.T, open func() lapse.Store)) {
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
 		dsn := testenv.PostgresSchema(t)
-		fn(t, func() lapse.Store {
-			s, err := postgres.Open(context.Background(), dsn, postgres.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Migrate(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		})
+		fn(t, func() lapse.Store { return openPostgres(t, dsn) })
 	})
 	t.Run("mysql", func(t *testing.T) {
 		t.Parallel()
@@ -125,3 +115,17 @@ func history(t *testing.T, e *engine.Engine, orderNo string) (into map[lapse.Sta
 }
 
 func orderNo(prefix string, i int) string { return fmt.Sprintf("%s-%05d", prefix, i) }
+
+// openPostgres opens a migrated PostgreSQL store on dsn, closed when t ends.
+func openPostgres(t *testing.T, dsn string) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(context.Background(), dsn, postgres.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

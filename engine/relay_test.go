@@ -353,15 +353,7 @@ func TestRelayStartMakesCursor(t *testing.T) {
 // store that relays.
 func relayStore(t *testing.T) *postgres.Store {
 	t.Helper()
-	s, err := postgres.Open(context.Background(), testenv.PostgresSchema(t), postgres.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return openPostgres(t, testenv.PostgresSchema(t))
 }
 
 // relayReady runs d once, which makes the cursors of its relays, as Start
