@@ -35,12 +35,6 @@ func (f *accessFlags) config() (access.Config, error) {
 	switch {
 	case f.adminKey != "" && len(f.adminKey) < access.MinAdminKeyLen:
 		return access.Config{}, fmt.Errorf("--admin-key must be at least %d characters (it is %d); leave it out to have one made", access.MinAdminKeyLen, len(f.adminKey))
-	case f.approvalAmount < 0:
-		return access.Config{}, errors.New("--approval-amount must not be negative (0: never)")
-	case f.approvalCount < 0:
-		return access.Config{}, errors.New("--approval-count must not be negative (0: never)")
-	case f.approvalTTL < 0, f.secondFactorWindow < 0, f.sessionTTL < 0:
-		return access.Config{}, errors.New("--approval-ttl, --second-factor-window and --session-ttl must not be negative")
 	}
 	check := http.NewCrossOriginProtection()
 	for _, o := range splitList(f.trustedOrigins) {

@@ -86,9 +86,6 @@ func auditList(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if len(rest) > 0 {
 		return fmt.Errorf("audit list: unexpected argument %q", rest[0])
 	}
-	if o.args.limit < 1 {
-		return fmt.Errorf("--limit must be at least 1")
-	}
 	rows, err := svc.Store().AuditList(ctx, &lapse.AuditListParams{Descending: true, Limit: o.args.limit,
 		Target: o.args.target, ActorName: o.args.actor})
 	if err != nil {

@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/lapsehq/lapse/internal/burndown"
 )
 
-const benchUsage = `Usage: lapse bench [--db DSN] [--orders N] [--not-due F] [--subscribers 0|2] [--batch 500] [--workers 2] [--keep]
+const benchUsage = `Usage: lapse bench [--db DSN] [--orders N] [--not-due F] [--subscribers 0-8] [--batch 500] [--workers 2] [--keep]
 
 Measures how fast the deadline engine closes a backlog on your database: it
 loads N due unpaid checkout orders and F×N that are not due, each with its
@@ -33,6 +34,10 @@ and prints its DSN.
 
 `
 
+// maxBenchOrders bounds the orders lapse bench loads, due and not: 100
+// million orders with their log rows and events take some 100 GB.
+const maxBenchOrders = 100_000_000
+
 // benchArgs are the arguments of lapse bench.
 type benchArgs struct {
 	orders, notDue, subscribers int
@@ -43,14 +48,14 @@ type benchArgs struct {
 // workload, and serve's claimer batch and workers, so that it measures the
 // engine as serve would run it.
 var benchSettings = []*setting{dbSetting,
-	{Name: "orders", Kind: kindInt, Argument: true, Default: "100000",
+	{Name: "orders", Kind: kindInt, Argument: true, Default: "100000", Range: between("1", strconv.Itoa(maxBenchOrders)),
 		Doc:   "due orders the engine closes",
 		field: func(o *options) any { return &o.bench.orders }},
-	{Name: "not-due", Kind: kindInt, Argument: true, Default: "4",
+	{Name: "not-due", Kind: kindInt, Argument: true, Default: "4", Range: between("0", "100"),
 		Doc:   "orders not due (their deadline a day away) loaded per due order",
 		field: func(o *options) any { return &o.bench.notDue }},
-	{Name: "subscribers", Kind: kindInt, Argument: true,
-		Doc:   "subscribers of order.closed: each close writes a pending delivery for each (0 to 8; no deliverer runs)",
+	{Name: "subscribers", Kind: kindInt, Argument: true, Range: between("0", strconv.Itoa(burndown.MaxSubscribers)),
+		Doc:   "subscribers of order.closed: each close writes a pending delivery for each (no deliverer runs)",
 		field: func(o *options) any { return &o.bench.subscribers }},
 	serveSetting("batch"), serveSetting("workers"),
 	{Name: "keep", Kind: kindBool, Argument: true,
@@ -86,14 +91,11 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch {
 	case fs.NArg() > 0:
 		return fmt.Errorf("bench: unexpected argument %q", fs.Arg(0))
-	case a.orders <= 0:
-		return fmt.Errorf("bench: --orders %d: want at least one order", a.orders)
-	case a.notDue < 0:
-		return fmt.Errorf("bench: --not-due %d: want 0 or more per due order", a.notDue)
-	case a.subscribers < 0 || a.subscribers > burndown.MaxSubscribers:
-		return fmt.Errorf("bench: --subscribers %d: want 0 to %d", a.subscribers, burndown.MaxSubscribers)
-	case o.cc.Batch <= 0 || o.cc.Workers <= 0:
-		return fmt.Errorf("bench: --batch and --workers must be positive")
+	case a.orders*(1+a.notDue) > maxBenchOrders:
+		// Each value is in its setting's range; together they load at
+		// most maxBenchOrders.
+		return fmt.Errorf("bench: --orders %d with --not-due %d would load %d orders: at most %d", a.orders, a.notDue,
+			a.orders*(1+a.notDue), maxBenchOrders)
 	}
 
 	sc, err := burndown.NewScratch(ctx, o.db)

@@ -131,9 +131,10 @@ func TestBenchArguments(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "Usage: lapse bench") || !strings.Contains(errOut, "-not-due") {
 		t.Errorf("lapse bench -h = %d:\n%s%s", code, out, errOut)
 	}
-	for _, args := range [][]string{{"--subscribers", "9"}, {"--orders", "0"}, {"--not-due", "-1"}, {"--batch", "0"}, {"extra"}} {
+	for _, args := range [][]string{{"--subscribers", "9"}, {"--orders", "0"}, {"--orders", "100000001"}, {"--not-due", "-1"},
+		{"--orders", "50000000", "--not-due", "4"}, {"--batch", "0"}, {"--workers", "65"}, {"extra"}} {
 		out, errOut, code := tool(t, dir, "", append([]string{"bench", "--db", filepath.Join(dir, "lapse.db")}, args...)...)
-		if code != 2 || !strings.Contains(errOut, "lapse: bench:") {
+		if code != 2 || !strings.Contains(errOut, "lapse: ") || !strings.Contains(errOut, strings.TrimLeft(args[0], "-")) {
 			t.Errorf("lapse bench %v = %d:\n%s%s", args, code, out, errOut)
 		}
 	}

@@ -130,7 +130,7 @@ func loadFlags(fs *flag.FlagSet, settings []*setting, o *options, args []string)
 	fs.VisitAll(func(f *flag.Flag) { cfg.Sources[f.Name] = sourceDefault })
 	fs.Visit(func(f *flag.Flag) {
 		cfg.Sources[f.Name] = sourceFlag
-		if err := cfg.settings[f.Name].Kind.check(f.Value.String()); err != nil {
+		if err := cfg.settings[f.Name].check(f.Value.String()); err != nil {
 			errs = append(errs, fmt.Errorf("invalid value %q for flag -%s: %v", f.Value, f.Name, err))
 		}
 	})

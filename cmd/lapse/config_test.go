@@ -23,17 +23,18 @@ import (
 
 // testSettings returns the settings of a test command, with none of them
 // set in the environment. A reload of sweep-interval, max-sleep, batch or
-// workers is recorded in a; the others need a restart.
+// workers is recorded in a; the others need a restart. Those four have
+// serve's ranges.
 func testSettings(t *testing.T, a *applied) []*setting {
 	t.Helper()
 	settings := []*setting{
-		{Name: "sweep-interval", Kind: kindDuration, Default: "10s", Doc: "beat of the sweep",
+		{Name: "sweep-interval", Kind: kindDuration, Default: "10s", Range: serveSetting("sweep-interval").Range, Doc: "beat of the sweep",
 			field: func(o *options) any { return &o.cc.SweepInterval }, Reload: a.reload("sweep-interval")},
-		{Name: "max-sleep", Kind: kindDuration, Default: "1s", Doc: "longest sleep",
+		{Name: "max-sleep", Kind: kindDuration, Default: "1s", Range: serveSetting("max-sleep").Range, Doc: "longest sleep",
 			field: func(o *options) any { return &o.cc.MaxSleep }, Reload: a.reload("max-sleep")},
-		{Name: "batch", Kind: kindInt, Default: "500", Doc: "batch size",
+		{Name: "batch", Kind: kindInt, Default: "500", Range: serveSetting("batch").Range, Doc: "batch size",
 			field: func(o *options) any { return &o.cc.Batch }, Reload: a.reload("batch")},
-		{Name: "workers", Kind: kindInt, Default: "2", Doc: "workers",
+		{Name: "workers", Kind: kindInt, Default: "2", Range: serveSetting("workers").Range, Doc: "workers",
 			field: func(o *options) any { return &o.cc.Workers }, Reload: a.reload("workers")},
 		{Name: "db", Kind: kindString, Default: "lapse.db", Doc: "database",
 			field: func(o *options) any { return &o.db }},

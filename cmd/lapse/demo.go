@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -67,10 +68,10 @@ type demoArgs struct {
 // demoSettings are the settings of lapse demo. --db and --http are serve's,
 // but the demo takes them from its command line only (see demoUsage).
 var demoSettings = []*setting{dbSetting, serveSetting("http"),
-	{Name: "duration", Kind: kindDuration,
+	{Name: "duration", Kind: kindDuration, Range: atLeast("0s"),
 		Doc:   "lapse demo: how long the traffic runs (0: until Ctrl-C)",
 		field: func(o *options) any { return &o.demo.duration }},
-	{Name: "rate", Kind: kindFloat, Default: "10",
+	{Name: "rate", Kind: kindFloat, Default: "10", Range: &valueRange{min: "0", above: true, max: strconv.Itoa(demoMaxRate)},
 		Doc:   "lapse demo: arrivals of orders and group buys a second",
 		field: func(o *options) any { return &o.demo.rate }},
 }
@@ -151,10 +152,6 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	switch {
 	case fs.NArg() > 0:
 		return fmt.Errorf("demo: unexpected argument %q", fs.Arg(0))
-	case a.duration < 0:
-		return fmt.Errorf("demo: --duration %s: want a positive duration, or 0 to run until Ctrl-C", a.duration)
-	case !(a.rate > 0 && a.rate <= demoMaxRate):
-		return fmt.Errorf("demo: --rate %v: want more than 0 and at most %d arrivals a second", a.rate, demoMaxRate)
 	}
 	db, addr := "", "127.0.0.1:0"
 	if cfg.Sources["http"] == sourceFlag {

@@ -1,7 +1,9 @@
 package main_test
 
 import (
+	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -282,21 +284,33 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
 	}
 }
 
-// TestServeRefusesBadDurations checks that lapse serve refuses a negative
-// retention, a prune interval under a second, a claim gather outside 0
-// to 1s, a batch gather outside 0 to 100ms and a negative close hold before
-// it opens anything.
-func TestServeRefusesBadDurations(t *testing.T) {
+// TestServeRefusesOutOfRange checks that lapse serve refuses, before it
+// opens anything, a value outside its setting's range (settings.go): each
+// of these used to be taken, as the engine's default (a batch of 0 or -3
+// claimed 500, a sweep grace of 0s waited 1s) or as given (a batch of
+// 100,000,000 orders, 1,000,000 workers, a failure rate of 2).
+func TestServeRefusesOutOfRange(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"--outbox-retention", "-1h"}, {"--outbox-prune-interval", "0"}, {"--outbox-prune-interval", "10ms"},
 		{"--claim-gather", "-1ms"}, {"--claim-gather", "2s"}, {"--delivery-close-hold", "-1s"},
-		{"--batch-gather", "-1ms"}, {"--batch-gather", "101ms"}} {
+		{"--batch-gather", "-1ms"}, {"--batch-gather", "101ms"},
+		{"--batch", "0"}, {"--batch", "-3"}, {"--batch", "100000000"}, {"--workers", "0"}, {"--workers", "1000000"},
+		{"--sweep-batch", "0"}, {"--max-sleep", "0s"}, {"--sweep-interval", "-1s"}, {"--sweep-grace", "0s"},
+		{"--degraded-sweep", "0s"}, {"--stop-timeout", "-1s"}, {"--redis-timeout", "0s"}, {"--delivery-poll", "0s"},
+		{"--port-connect-timeout", "0s"}, {"--port-read-timeout", "-1s"}, {"--port-concurrency", "0"},
+		{"--sandbox-fail-rate", "2"}, {"--sandbox-unknown-rate", "-0.1"}, {"--probe-interval", "500ms"},
+		{"--session-ttl", "0s"}, {"--approval-ttl", "0s"}, {"--second-factor-window", "-1m"},
+		{"--db-work-conns", "0"}, {"--body-timeout", "0s"}, {"--audit-seal-interval", "0s"}} {
 		dir := t.TempDir()
-		cmd := exec.Command(lapseBin, append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...)
+		// A serve that takes the value runs until the timeout stops it.
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		cmd := exec.CommandContext(ctx, lapseBin, append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...)
 		cmd.Dir = dir
 		out, err := cmd.CombinedOutput()
-		if err == nil || !strings.Contains(string(out), args[0]) {
-			t.Errorf("lapse serve %v = %v, want an error naming %s:\n%s", args, err, args[0], out)
+		cancel()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), args[0]+" must be") {
+			t.Errorf("lapse serve %v = %v, want exit status 2 and an error naming %s and its range:\n%s", args, err, args[0], out)
 		}
 		if entries, _ := filepath.Glob(filepath.Join(dir, "*")); len(entries) != 0 {
 			t.Errorf("lapse serve %v left %v behind", args, entries)

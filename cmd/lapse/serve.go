@@ -96,29 +96,10 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 		defer shared.Close()
 		sharedTrigger = shared
 	}
-	if *dbConns < 0 || *workConns < 1 || *inFlight < 0 {
-		return fmt.Errorf("--db-conns must not be negative, --db-work-conns at least 1, --max-in-flight not negative")
-	}
-	if *reserve < 0 || (*inFlight > 0 && *reserve >= *inFlight) {
-		return fmt.Errorf("--callback-reserve must not be negative and must leave other requests a slot: less than --max-in-flight (%d)", *inFlight)
-	}
-	if o.bodyTimeout <= 0 {
-		return fmt.Errorf("--body-timeout must be positive")
-	}
-	if o.auditSealInterval <= 0 {
-		return fmt.Errorf("--audit-seal-interval must be positive")
-	}
-	if dc.CloseHold < 0 {
-		return fmt.Errorf("--delivery-close-hold must not be negative (0: the event streams never wait for closes), not %s", dc.CloseHold)
-	}
-	if o.batchGather < 0 || o.batchGather > 100*time.Millisecond {
-		return fmt.Errorf("--batch-gather must be from 0 (off) to 100ms, not %s", o.batchGather)
-	}
-	if cc.Gather < 0 || cc.Gather > time.Second {
-		return fmt.Errorf("--claim-gather must be from 0 (off) to 1s, not %s", cc.Gather)
-	}
-	if o.outboxRetention < 0 || o.outboxPruneInterval < time.Second {
-		return fmt.Errorf("--outbox-retention must not be negative (0 keeps every event), and --outbox-prune-interval must be at least 1s")
+	// Each value is in its setting's range (settings.go); what is left to
+	// check here is how they go together.
+	if *inFlight > 0 && *reserve >= *inFlight {
+		return fmt.Errorf("--callback-reserve must leave other requests a slot: less than --max-in-flight (%d)", *inFlight)
 	}
 	accessCfg, err := o.ac.config()
 	if err != nil {

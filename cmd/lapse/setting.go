@@ -9,6 +9,7 @@ package main
 // lapse config shows are all made from those rows.
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -42,10 +43,13 @@ type setting struct {
 	// environment cannot choose what a command changes. A list argument may
 	// be given more than once (--order A-1 --order ).
 	Argument bool
+	// Range, when set, bounds the values of an int, float or duration
+	// setting (setting_range.go).
+	Range *valueRange
 	// Reload puts a new value into force in a running lapse serve; nil when
 	// a change needs a restart. The value is written as the flag prints it
-	// ("5s" for a duration) and has passed the checks of Kind. An error
-	// leaves the running value in place.
+	// ("5s" for a duration) and has passed the checks of Kind and Range. An
+	// error leaves the running value in place.
 	Reload func(p *process, value string) error
 
 	// field returns the option of o that holds the value: a *string for
@@ -99,6 +103,14 @@ func (s *setting) define(fs *flag.FlagSet, o *options) {
 	}
 	if err := s.Kind.check(s.Default); s.Default != "" && err != nil {
 		bad(fmt.Errorf("default %q: %v", s.Default, err))
+	}
+	if s.Range != nil {
+		if _, err := rangeNumber(s.Kind, "0"); err != nil {
+			bad(err)
+		}
+		if err := s.Range.check(s.Kind, s.Name, cmp.Or(s.Default, "0")); err != nil {
+			bad(fmt.Errorf("default: %v", err))
+		}
 	}
 	switch p := s.field(o).(type) {
 	case *string:
@@ -172,9 +184,18 @@ func parseDefault[T any](s *setting, want kind, parse func(string) (T, error)) (
 	return v, nil
 }
 
-// set sets the flag of s on fs to text, unless the kind of s refuses it.
-func (s *setting) set(fs *flag.FlagSet, text string) error {
+// check returns why text is not a value of s, beyond what its flag
+// refuses: its kind's checks and its range.
+func (s *setting) check(text string) error {
 	if err := s.Kind.check(text); err != nil {
+		return err
+	}
+	return s.Range.check(s.Kind, s.Name, text)
+}
+
+// set sets the flag of s on fs to text, unless s refuses it.
+func (s *setting) set(fs *flag.FlagSet, text string) error {
+	if err := s.check(text); err != nil {
 		return err
 	}
 	return fs.Set(s.Name, text)
