@@ -112,6 +112,10 @@ func (s *setting) define(fs *flag.FlagSet, o *options) {
 			bad(fmt.Errorf("default: %v", err))
 		}
 	}
+	usage := s.Doc
+	if s.Range != nil {
+		usage += " (" + s.Range.String() + ")"
+	}
 	switch p := s.field(o).(type) {
 	case *string:
 		if s.Kind != kindString && s.Kind != kindList && s.Kind != kindPairs && s.Kind != kindSchedule && s.Kind != kindWaits {
@@ -121,34 +125,34 @@ func (s *setting) define(fs *flag.FlagSet, o *options) {
 			if s.Default != "" {
 				bad(fmt.Errorf("a list argument has no default"))
 			}
-			fs.Var((*repeatedList)(p), s.Name, s.Doc)
+			fs.Var((*repeatedList)(p), s.Name, usage)
 			break
 		}
-		fs.StringVar(p, s.Name, s.Default, s.Doc)
+		fs.StringVar(p, s.Name, s.Default, usage)
 	case *bool:
 		v, err := parseDefault(s, kindBool, strconv.ParseBool)
 		if err != nil {
 			bad(err)
 		}
-		fs.BoolVar(p, s.Name, v, s.Doc)
+		fs.BoolVar(p, s.Name, v, usage)
 	case *int:
 		v, err := parseDefault(s, kindInt, strconv.Atoi)
 		if err != nil {
 			bad(err)
 		}
-		fs.IntVar(p, s.Name, v, s.Doc)
+		fs.IntVar(p, s.Name, v, usage)
 	case *float64:
 		v, err := parseDefault(s, kindFloat, func(t string) (float64, error) { return strconv.ParseFloat(t, 64) })
 		if err != nil {
 			bad(err)
 		}
-		fs.Float64Var(p, s.Name, v, s.Doc)
+		fs.Float64Var(p, s.Name, v, usage)
 	case *time.Duration:
 		v, err := parseDefault(s, kindDuration, time.ParseDuration)
 		if err != nil {
 			bad(err)
 		}
-		fs.DurationVar(p, s.Name, v, s.Doc)
+		fs.DurationVar(p, s.Name, v, usage)
 	default:
 		bad(fmt.Errorf("its field is a %T", p))
 	}
