@@ -59,6 +59,9 @@ const (
 
 var modelCoupons = []string{"C1", "C2"}
 
+// modelEventTypes are the events the engine says it writes.
+var modelEventTypes = engine.EventTypes(flows.Builtin())
+
 // modelOrder is an order as the model sees it.
 type modelOrder struct {
 	No       string
@@ -689,6 +692,11 @@ func (r *modelRun) check(t *rapid.T) {
 		var types []string
 		for _, ev := range evs {
 			types = append(types, ev.Type)
+			if !slices.Contains(modelEventTypes, ev.Type) {
+				// A subscriber's pattern for it would be refused (lapse serve's
+				// --webhook-events): engine.EventTypes must list it.
+				t.Fatalf("order %s: event %s is not among engine.EventTypes %v", mo.No, ev.Type, modelEventTypes)
+			}
 		}
 		if got, want := sorted(types), sorted(mo.Events); !slices.Equal(got, want) {
 			t.Fatalf("order %s: engine events %v, model %v", mo.No, got, want)

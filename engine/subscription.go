@@ -145,12 +145,7 @@ func (s *Subscription) matches(o *lapse.Order, typ string) bool {
 	if s.Filter != nil && !s.Filter(o) {
 		return false
 	}
-	for _, ev := range s.Events {
-		if ev == typ || (strings.HasSuffix(ev, ".*") && strings.HasPrefix(typ, strings.TrimSuffix(ev, "*"))) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(s.Events, func(ev string) bool { return EventMatches(ev, typ) })
 }
 
 // fanOut names, on each event about order o, the subscribers it goes to.

@@ -301,19 +301,36 @@ func TestServeRefusesOutOfRange(t *testing.T) {
 		{"--sandbox-fail-rate", "2"}, {"--sandbox-unknown-rate", "-0.1"}, {"--probe-interval", "500ms"},
 		{"--session-ttl", "0s"}, {"--approval-ttl", "0s"}, {"--second-factor-window", "-1m"},
 		{"--db-work-conns", "0"}, {"--body-timeout", "0s"}, {"--audit-seal-interval", "0s"}} {
-		dir := t.TempDir()
-		// A serve that takes the value runs until the timeout stops it.
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-		cmd := exec.CommandContext(ctx, lapseBin, append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...)
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		cancel()
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), args[0]+" must be") {
-			t.Errorf("lapse serve %v = %v, want exit status 2 and an error naming %s and its range:\n%s", args, err, args[0], out)
-		}
-		if entries, _ := filepath.Glob(filepath.Join(dir, "*")); len(entries) != 0 {
-			t.Errorf("lapse serve %v left %v behind", args, entries)
-		}
+		serveRefuses(t, args, args[0]+" must be")
+	}
+}
+
+// TestServeRefusesUnknownEvents: an event pattern of the webhook or a
+// broker that matches no event Lapse writes (a typo) stops lapse serve
+// before it opens anything, rather than subscribing to nothing.
+func TestServeRefusesUnknownEvents(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--webhook-events", "order.clsed"}, {"--nats-events", "order.*,ordr.*"}, {"--rabbitmq-events", ","}} {
+		serveRefuses(t, args, args[0]+": ")
+	}
+}
+
+// serveRefuses checks that lapse serve with args exits with status 2 and
+// an error that says want, having made nothing.
+func serveRefuses(t *testing.T, args []string, want string) {
+	t.Helper()
+	dir := t.TempDir()
+	// A serve that takes the value runs until the timeout stops it.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, lapseBin, append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), want) {
+		t.Errorf("lapse serve %v = %v, want exit status 2 and an error saying %q:\n%s", args, err, want, out)
+	}
+	if entries, _ := filepath.Glob(filepath.Join(dir, "*")); len(entries) != 0 {
+		t.Errorf("lapse serve %v left %v behind", args, entries)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -166,6 +167,31 @@ func (n notDelivered) Deliver(context.Context, *lapse.Delivery) error {
 // up with a flash sale (engine BenchmarkFlashSale). The JetStream client's
 // own bound on pending publishes (4,000) is above it.
 const natsInFlight = 1024
+
+// checkEvents returns what is wrong with the event patterns of the
+// webhook and the brokers: each must match one of types, the events that
+// Lapse writes (engine.EventTypes), or it would receive nothing. A pattern
+// that engine.Subscription refuses is left to it; an empty list, which it
+// would take as order.*, is refused.
+func (f *subscriberFlags) checkEvents(types []string) error {
+	for _, s := range []struct{ flag, list string }{
+		{webhookSub.Name + "-events", f.webhookEvents},
+		{natsSub.Name + "-events", f.natsEvents},
+		{rabbitmqSub.Name + "-events", f.rabbitEvents},
+	} {
+		patterns := splitList(s.list)
+		if len(patterns) == 0 {
+			return fmt.Errorf("--%s: give the event types it receives, such as order.closed, or prefixes, such as order.*", s.flag)
+		}
+		for _, p := range patterns {
+			if !slices.ContainsFunc(types, func(typ string) bool { return engine.EventMatches(p, typ) }) {
+				return fmt.Errorf("--%s: %q matches none of the events Lapse writes with these flows (%s)", s.flag, p,
+					strings.Join(types, ", "))
+			}
+		}
+	}
+	return nil
+}
 
 // build builds the subscriptions; without dial, the brokers' subscriptions
 // are notDelivered.
