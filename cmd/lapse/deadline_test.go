@@ -11,6 +11,9 @@ import (
 	"github.com/lapsehq/lapse/payment"
 )
 
+// deadlineSecret signs the callbacks of TestPassedPayByCannotMove.
+const deadlineSecret = "deadline-secret-0123456789"
+
 // TestPassedPayByCannotMove is the hostile tester's S2 case, through the
 // binary: a customer starts paying, the provider cannot close the payment
 // (so the order stays UNPAID past its pay_by, to be asked again), and then
@@ -19,7 +22,7 @@ import (
 func TestPassedPayByCannotMove(t *testing.T) {
 	t.Parallel()
 	p := startServe(t, t.TempDir(), "--sandbox", "--sandbox-fail-rate", "1", "--payment-grace", "checkout=1s",
-		"--hmac-secrets", "S", "--delivery-poll", "100ms")
+		"--hmac-secrets", deadlineSecret, "--delivery-poll", "100ms")
 	body := map[string]any{"order_no": "PB-1", "flow": "checkout", "user_id": "u1", "amount": 1999, "currency": "CNY", "ttl": "2s"}
 	if code := call(t, "POST", p.URL+"/v1/orders", body, nil); code != 201 {
 		t.Fatalf("create = %d", code)
@@ -51,7 +54,7 @@ func TestPassedPayByCannotMove(t *testing.T) {
 		payBy.Add(500*time.Millisecond).Format(time.RFC3339Nano))
 	req, _ := http.NewRequest("POST", p.URL+"/v1/payments/hmac/callback", bytes.NewReader(cb))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(payment.SignatureHeader, (&payment.HMAC{Secrets: [][]byte{[]byte("S")}}).Sign(cb, time.Now()))
+	req.Header.Set(payment.SignatureHeader, (&payment.HMAC{Secrets: [][]byte{[]byte(deadlineSecret)}}).Sign(cb, time.Now()))
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -315,6 +315,28 @@ func TestServeRefusesUnknownEvents(t *testing.T) {
 	}
 }
 
+// TestServeRefusesWeakSecrets: a secret that signs payment callbacks or a
+// provider's requests, and so can mark an order paid, is refused under 16
+// bytes (--hmac-secrets x used to be taken), as is a provider without one,
+// before lapse serve opens anything.
+func TestServeRefusesWeakSecrets(t *testing.T) {
+	t.Parallel()
+	gw := "gw=http://127.0.0.1:9"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--hmac-secrets", "x"}, "--hmac-secrets: secret 1 is 1 bytes; at least 16"},
+		{[]string{"--hmac-secrets", "0123456789abcdef,short"}, "--hmac-secrets: secret 2 is 5 bytes"},
+		{[]string{"--hmac-secrets", ","}, "--hmac-secrets: give at least one secret"},
+		{[]string{"--stripe-secrets", "whsec_x"}, "--stripe-secrets: secret 1 is 7 bytes"},
+		{[]string{"--payment-providers", gw, "--payment-provider-secrets", "gw=short"}, "--payment-provider-secrets: secret 1 is 5 bytes"},
+		{[]string{"--payment-providers", gw}, "--payment-providers: gw has no secret"},
+	} {
+		serveRefuses(t, tc.args, tc.want)
+	}
+}
+
 // serveRefuses checks that lapse serve with args exits with status 2 and
 // an error that says want, having made nothing.
 func serveRefuses(t *testing.T, args []string, want string) {

@@ -23,7 +23,7 @@ import (
 )
 
 // loadSecret signs the hmac callbacks of these tests.
-const loadSecret = "load-secret"
+const loadSecret = "load-secret-0123456789"
 
 // TestSlowBodies opens 100 connections that send their headers and part of a
 // body, then nothing: to the API, to payment callbacks and to the sandbox.

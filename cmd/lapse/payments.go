@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"github.com/lapsehq/lapse/internal/jsonbody"
 	"github.com/lapsehq/lapse/internal/problem"
 	"github.com/lapsehq/lapse/payment"
+	"github.com/lapsehq/lapse/webhook"
 )
 
 // paymentFlags configure the payment providers: whose callbacks are
@@ -173,6 +175,56 @@ func (p *paymentFlags) wechatPay() (*payment.WeChatPay, error) {
 		keys[serial] = key
 	}
 	return &payment.WeChatPay{Provider: "wechatpay", MchID: p.wechatMchID, AppID: p.wechatAppID, APIv3Key: []byte(p.wechatKey), Platform: keys}, nil
+}
+
+// checkSecrets returns what is wrong with the secrets that sign payment
+// callbacks (--hmac-secrets, --stripe-secrets) and the requests to the
+// providers (--payment-provider-secrets), before anything is opened: anyone
+// who has one can mark an order paid, so each must be at least as long as
+// a webhook's (webhook.MinSecretLen bytes), and a list given holds one at
+// least.
+func (p *paymentFlags) checkSecrets() error {
+	check := func(name, list string) error {
+		secrets := splitSecrets(list)
+		if len(secrets) == 0 {
+			return fmt.Errorf("--%s: give at least one secret", name)
+		}
+		for i, s := range secrets {
+			if len(s) < webhook.MinSecretLen {
+				return fmt.Errorf("--%s: secret %d is %d bytes; at least %d are required", name, i+1, len(s), webhook.MinSecretLen)
+			}
+		}
+		return nil
+	}
+	if p.hmacSecrets != "" {
+		if err := check("hmac-secrets", p.hmacSecrets); err != nil {
+			return err
+		}
+	}
+	if p.stripeSecrets != "" {
+		if err := check("stripe-secrets", p.stripeSecrets); err != nil {
+			return err
+		}
+	}
+	secrets, err := parsePairs(p.providerSecrets)
+	if err != nil {
+		return fmt.Errorf("--payment-provider-secrets: %w", err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(secrets)) {
+		if err := check("payment-provider-secrets", secrets[name]); err != nil {
+			return fmt.Errorf("%w (the secret of %s)", err, name)
+		}
+	}
+	urls, err := parsePairs(p.providers)
+	if err != nil {
+		return fmt.Errorf("--payment-providers: %w", err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(urls)) {
+		if secrets[name] == "" {
+			return fmt.Errorf("--payment-providers: %s has no secret in --payment-provider-secrets", name)
+		}
+	}
+	return nil
 }
 
 // splitSecrets splits a comma-separated list of secrets.

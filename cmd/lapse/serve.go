@@ -86,6 +86,9 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	if err := sf.checkEvents(engine.EventTypes(flowSet)); err != nil {
 		return err
 	}
+	if err := pf.checkSecrets(); err != nil {
+		return err
+	}
 	groupRetries, issueRetries, cards, err := sf.lifecycle()
 	if err != nil {
 		return err
