@@ -70,7 +70,7 @@ Usage:
                           check the audit log's chain (exit 1 naming the first bad row), or show it
   lapse close (--order NO,… | --user ID | --from T --to T) [--flow F] [--dry-run] [--reason R]
                           preview, then close orders by hand as one resumable batch
-  lapse bench [--db DSN] [--orders N] [--not-due F] [--subscribers 0|2] [--batch 500] [--workers 2] [--keep]
+  lapse bench [--db DSN] [--orders N] [--not-due F] [--subscribers 0-8] [--batch 500] [--workers 2] [--keep]
                           how fast the engine closes a backlog of due orders, in a scratch schema it drops
   lapse demo [--duration D] [--rate N] [--db FILE] [--http ADDR]
                           live traffic with failures on a fresh SQLite file, through the API, with a

@@ -30,6 +30,6 @@
 // lapse_bench_<hex> on PostgreSQL, a database of that name on MySQL, a
 // directory beside the given file on SQLite.
 //
-//	lapse bench --db postgres://user@host/db [--orders 100000] [--not-due 4] [--subscribers 0|2] [--batch 500] [--workers 2] [--keep]
+//	lapse bench --db postgres://user@host/db [--orders 100000] [--not-due 4] [--subscribers 0-8] [--batch 500] [--workers 2] [--keep]
 //	go -C bench run . --orders 300000   # River, Lapse and pgbench, one after the other
 package burndown
