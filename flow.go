@@ -103,6 +103,10 @@ type Deadline struct {
 	Event Event
 }
 
+// DefaultMaxDeadline is how far ahead a deadline may be, unless the
+// engine is told otherwise (engine.Config.MaxDeadline): a year and a day.
+const DefaultMaxDeadline = 366 * 24 * time.Hour
+
 // EventSpec describes one event of a flow.
 type EventSpec struct {
 	Name Event
@@ -254,6 +258,9 @@ func (f *Flow) Validate() error {
 		for _, eff := range t.Emits {
 			if !effectNamePatten.MatchString(eff) {
 				return bad("%s: emitted event %q must look like order.closed", where, eff)
+			}
+			if slices.Contains(EngineEvents(), eff) {
+				return bad("%s: emits %s, which only the engine writes (%s)", where, eff, strings.Join(EngineEvents(), ", "))
 			}
 		}
 	}

@@ -43,6 +43,10 @@ func TestFlowValidateRefuses(t *testing.T) {
 		{"no transition emits", func(f *lapse.Flow) { f.ReleaseOn = append(f.ReleaseOn, "order.vanished") }},
 		{"both releases and consumes", func(f *lapse.Flow) { f.ConsumeOn = append(f.ConsumeOn, flows.EventOrderClosed) }},
 		{"must look like", func(f *lapse.Flow) { f.Transitions[0].Emits = []string{"Paid"} }},
+		// A merchant's stock port takes order.created as a new order's
+		// hold; an administrator's notifier, delivery.dead as a lost delivery.
+		{"only the engine writes", func(f *lapse.Flow) { f.Transitions[0].Emits = []string{lapse.EventOrderCreated} }},
+		{"only the engine writes", func(f *lapse.Flow) { f.Transitions[0].Emits = []string{lapse.EventDeliveryDead} }},
 	}
 	for _, c := range cases {
 		f := flows.Checkout()

@@ -43,6 +43,17 @@ const (
 	EventOrderDeadlineChanged = "order.deadline_changed"
 )
 
+// EngineEvents returns the event types the engine writes itself, whatever
+// its flows: an order created, a deadline moved, a payment its order could
+// not take, the refund of one, one given to an operator, and a delivery
+// given up. No flow emits them (Flow.Validate): a subscriber of one, such
+// as a merchant's stock port of order.created, would take a transition's
+// event for the engine's.
+func EngineEvents() []string {
+	return []string{EventOrderCreated, EventOrderDeadlineChanged, EventPaymentLate, EventPaymentRefunded,
+		EventPaymentReview, EventDeliveryDead}
+}
+
 // eventPayload is the JSON body of every order event: what happened and the
 // order as it stands after it.
 type eventPayload struct {

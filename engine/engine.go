@@ -28,7 +28,8 @@ type Config struct {
 	Node string
 	// Subscriptions route outbox events to subscribers; see Subscription.
 	Subscriptions []Subscription
-	// MaxDeadline bounds how far ahead a deadline may be set. Default: 366 days.
+	// MaxDeadline bounds how far ahead a deadline may be set, and so a
+	// flow's deadlines. Default: lapse.DefaultMaxDeadline, 366 days.
 	MaxDeadline time.Duration
 	// Trigger is a precise trigger shared by every process (Redis); nil: the
 	// in-process timer and the database. TriggerMode is its starting mode
@@ -129,10 +130,10 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 		e.node = fmt.Sprintf("%s/%d", host, os.Getpid())
 	}
 	if e.maxAt <= 0 {
-		e.maxAt = 366 * 24 * time.Hour
+		e.maxAt = lapse.DefaultMaxDeadline
 	}
 	var err error
-	if e.flows, err = newFlowSet(flows); err != nil {
+	if e.flows, err = newFlowSet(flows, e.maxAt); err != nil {
 		return nil, err
 	}
 	e.feat.stock = newStockLedger(e, cfg)

@@ -7,18 +7,12 @@ import (
 	"github.com/lapsehq/lapse"
 )
 
-// ownEvents are the event types the engine writes whatever its flows: an
-// order created, a deadline moved, a payment its order could not take, a
-// refund of one, and a delivery given up.
-var ownEvents = []string{lapse.EventOrderCreated, lapse.EventOrderDeadlineChanged, lapse.EventPaymentLate,
-	lapse.EventPaymentRefunded, lapse.EventPaymentReview, lapse.EventDeliveryDead}
-
 // EventTypes returns, sorted, the types of the events an engine running
 // flows writes: its own and those its flows' transitions emit. A
 // subscription's pattern that matches none of them receives nothing
 // (EventMatches).
 func EventTypes(flows []*lapse.Flow) []string {
-	out := slices.Clone(ownEvents)
+	out := lapse.EngineEvents()
 	for _, f := range flows {
 		for _, t := range f.Transitions {
 			out = append(out, t.Emits...)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/lapsehq/lapse"
 )
@@ -16,11 +17,18 @@ type flowSet struct {
 }
 
 // newFlowSet validates flows, whose names must be unique, and indexes them.
-func newFlowSet(flows []*lapse.Flow) (flowSet, error) {
+func newFlowSet(flows []*lapse.Flow, maxAt time.Duration) (flowSet, error) {
 	fs := flowSet{byName: map[string]*lapse.Flow{}}
 	for _, f := range flows {
 		if err := f.Validate(); err != nil {
 			return flowSet{}, err
+		}
+		for _, s := range f.States {
+			// No deadline goes further than the API lets an order's.
+			if s.Deadline != nil && s.Deadline.After > maxAt {
+				return flowSet{}, fmt.Errorf("engine: flow %q: state %s: its deadline, %s after it is entered, is further ahead than a deadline may be (Config.MaxDeadline, %s)",
+					f.Name, s.Name, s.Deadline.After, maxAt)
+			}
 		}
 		if fs.byName[f.Name] != nil {
 			return flowSet{}, fmt.Errorf("engine: flow %q is defined twice", f.Name)

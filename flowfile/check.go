@@ -64,7 +64,11 @@ func (p *parser) check(f *lapse.Flow, at *lines) {
 			}
 		}
 		for _, typ := range t.Emits {
-			if !validEmit(typ) {
+			switch {
+			case slices.Contains(lapse.EngineEvents(), typ):
+				p.failf(tl.emits, "transition %s emits %q, which only the engine writes (%s)", where, typ,
+					strings.Join(lapse.EngineEvents(), ", "))
+			case !validEmit(typ):
 				p.failf(tl.emits, "transition %s emits %q: emitted events look like order.closed", where, typ)
 			}
 		}

@@ -343,6 +343,10 @@ func (p *parser) flow(doc *yaml.Node) (*lapse.Flow, *lines) {
 			s.Deadline = &lapse.Deadline{Event: lapse.Event(p.str(dm.get("event"), "deadline event"))}
 			if after := dm.get("after"); after != nil {
 				s.Deadline.After = p.duration(after, "deadline after")
+				if s.Deadline.After > lapse.DefaultMaxDeadline {
+					p.failf(after.Line, "deadline after: %s is further ahead than a deadline may be: at most 366d, as an order's ttl",
+						after.Value)
+				}
 			}
 			sl.deadline, sl.deadlineEvent = dn.Line, lineOf(dm.get("event"), dn.Line)
 		}

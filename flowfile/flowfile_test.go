@@ -185,6 +185,22 @@ states: [{name: SHIPPED}, {name: CONFIRMED, terminal: true}]
 transitions:
   - {from: SHIPPED, event: CONFIRM, to: CONFIRMED} # <-
 `},
+		{"deadline beyond the horizon", "deadline after: 367d is further ahead than a deadline may be: at most 366d", `name: x
+initial: SHIPPED
+states:
+  - name: SHIPPED
+    deadline: {after: 367d, event: CONFIRM} # <-
+  - {name: CONFIRMED, terminal: true}
+events: [{name: CONFIRM}]
+transitions: [{from: SHIPPED, event: CONFIRM, to: CONFIRMED}]
+`},
+		{"emits an event of the engine's", `emits "order.created", which only the engine writes`, `name: x
+initial: SHIPPED
+states: [{name: SHIPPED}, {name: CONFIRMED, terminal: true}]
+events: [{name: CONFIRM}]
+transitions:
+  - {from: SHIPPED, event: CONFIRM, to: CONFIRMED, emits: [order.created]} # <-
+`},
 		{"bad duration", `bad duration "7 days"`, `name: x
 initial: SHIPPED
 states:
