@@ -318,7 +318,8 @@ func TestServeRefusesUnknownEvents(t *testing.T) {
 // TestServeRefusesWeakSecrets: a secret that signs payment callbacks or a
 // provider's requests, and so can mark an order paid, is refused under 16
 // bytes (--hmac-secrets x used to be taken), as is a provider without one,
-// before lapse serve opens anything.
+// before lapse serve opens anything; so are sandbox rates that add up past
+// 1, which used to be refused only once the database was open.
 func TestServeRefusesWeakSecrets(t *testing.T) {
 	t.Parallel()
 	gw := "gw=http://127.0.0.1:9"
@@ -332,6 +333,7 @@ func TestServeRefusesWeakSecrets(t *testing.T) {
 		{[]string{"--stripe-secrets", "whsec_x"}, "--stripe-secrets: secret 1 is 7 bytes"},
 		{[]string{"--payment-providers", gw, "--payment-provider-secrets", "gw=short"}, "--payment-provider-secrets: secret 1 is 5 bytes"},
 		{[]string{"--payment-providers", gw}, "--payment-providers: gw has no secret"},
+		{[]string{"--sandbox", "--sandbox-fail-rate", "0.8", "--sandbox-unknown-rate", "0.8"}, "add up to more than 1"},
 	} {
 		serveRefuses(t, tc.args, tc.want)
 	}

@@ -177,13 +177,17 @@ func (p *paymentFlags) wechatPay() (*payment.WeChatPay, error) {
 	return &payment.WeChatPay{Provider: "wechatpay", MchID: p.wechatMchID, AppID: p.wechatAppID, APIv3Key: []byte(p.wechatKey), Platform: keys}, nil
 }
 
-// checkSecrets returns what is wrong with the secrets that sign payment
-// callbacks (--hmac-secrets, --stripe-secrets) and the requests to the
-// providers (--payment-provider-secrets), before anything is opened: anyone
-// who has one can mark an order paid, so each must be at least as long as
-// a webhook's (webhook.MinSecretLen bytes), and a list given holds one at
-// least.
-func (p *paymentFlags) checkSecrets() error {
+// check returns what is wrong with the flags that build can tell without
+// the database, so that lapse serve refuses them before it opens it: the
+// sandbox's rates, which together are at most 1, and the secrets that sign
+// payment callbacks (--hmac-secrets, --stripe-secrets) and the requests to
+// the providers (--payment-provider-secrets): anyone who has one can mark
+// an order paid, so each must be at least as long as a webhook's
+// (webhook.MinSecretLen bytes), and a list given holds one at least.
+func (p *paymentFlags) check() error {
+	if p.sandboxFail+p.sandboxLost > 1 {
+		return fmt.Errorf("--sandbox-fail-rate %v and --sandbox-unknown-rate %v add up to more than 1", p.sandboxFail, p.sandboxLost)
+	}
 	check := func(name, list string) error {
 		secrets := splitSecrets(list)
 		if len(secrets) == 0 {

@@ -86,7 +86,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	if err := sf.checkEvents(engine.EventTypes(flowSet)); err != nil {
 		return err
 	}
-	if err := pf.checkSecrets(); err != nil {
+	if err := pf.check(); err != nil {
 		return err
 	}
 	groupRetries, issueRetries, cards, err := sf.lifecycle()
