@@ -300,7 +300,8 @@ func TestServeRefusesOutOfRange(t *testing.T) {
 		{"--port-connect-timeout", "0s"}, {"--port-read-timeout", "-1s"}, {"--port-concurrency", "0"},
 		{"--sandbox-fail-rate", "2"}, {"--sandbox-unknown-rate", "-0.1"}, {"--probe-interval", "500ms"},
 		{"--session-ttl", "0s"}, {"--approval-ttl", "0s"}, {"--second-factor-window", "-1m"},
-		{"--db-work-conns", "0"}, {"--body-timeout", "0s"}, {"--audit-seal-interval", "0s"}} {
+		{"--db-work-conns", "0"}, {"--body-timeout", "0s"}, {"--audit-seal-interval", "0s"},
+		{"--db-conns", "100000000"}, {"--max-in-flight", "-1"}, {"--port-concurrency", "100000000"}} {
 		serveRefuses(t, args, args[0]+" must be")
 	}
 }
