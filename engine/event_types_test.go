@@ -1,8 +1,6 @@
 package engine_test
 
 import (
-	"context"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -11,7 +9,6 @@ import (
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
-	"github.com/lapsehq/lapse/sqlite"
 )
 
 func TestEventTypes(t *testing.T) {
@@ -44,11 +41,7 @@ func TestEventTypes(t *testing.T) {
 // order's may be (Config.MaxDeadline) is refused when the engine starts;
 // one at the bound is taken.
 func TestFlowDeadlineHorizon(t *testing.T) {
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lapse.db"), sqlite.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openSQLite(t)
 	far := func(after time.Duration) *lapse.Flow {
 		return &lapse.Flow{Name: "far", Initial: "A",
 			States: []lapse.StateSpec{{Name: "A", Deadline: &lapse.Deadline{After: after, Event: "TIME"}}, {Name: "B", Terminal: true}},
@@ -57,7 +50,7 @@ func TestFlowDeadlineHorizon(t *testing.T) {
 	if _, err := engine.New(s, []*lapse.Flow{far(lapse.DefaultMaxDeadline)}, engine.Config{}); err != nil {
 		t.Errorf("a deadline of %s: %v", lapse.DefaultMaxDeadline, err)
 	}
-	_, err = engine.New(s, []*lapse.Flow{far(lapse.DefaultMaxDeadline + time.Hour)}, engine.Config{})
+	_, err := engine.New(s, []*lapse.Flow{far(lapse.DefaultMaxDeadline + time.Hour)}, engine.Config{})
 	if err == nil || !strings.Contains(err.Error(), "further ahead than a deadline may be") {
 		t.Errorf("a deadline past the horizon: %v", err)
 	}
