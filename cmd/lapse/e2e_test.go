@@ -316,12 +316,16 @@ func TestServeRefusesUnknownEvents(t *testing.T) {
 	}
 }
 
-// TestServeRefusesWeakSecrets: a secret that signs payment callbacks or a
+// TestServeRefusesPaymentFlags: a secret that signs payment callbacks or a
 // provider's requests, and so can mark an order paid, is refused under 16
 // bytes (--hmac-secrets x used to be taken), as is a provider without one,
 // before lapse serve opens anything; so are sandbox rates that add up past
-// 1, which used to be refused only once the database was open.
-func TestServeRefusesWeakSecrets(t *testing.T) {
+// 1, which used to be refused only once the database was open, and
+// payment settings that used to be ignored without a word: WeChat Pay's
+// and Alipay's without the id that turns them on, a secret for a provider
+// port not configured, and a merchant account for a provider not
+// configured (misspelt, it left the provider meant unchecked).
+func TestServeRefusesPaymentFlags(t *testing.T) {
 	t.Parallel()
 	gw := "gw=http://127.0.0.1:9"
 	for _, tc := range []struct {
@@ -335,6 +339,14 @@ func TestServeRefusesWeakSecrets(t *testing.T) {
 		{[]string{"--payment-providers", gw, "--payment-provider-secrets", "gw=short"}, "--payment-provider-secrets: secret 1 is 5 bytes"},
 		{[]string{"--payment-providers", gw}, "--payment-providers: gw has no secret"},
 		{[]string{"--sandbox", "--sandbox-fail-rate", "0.8", "--sandbox-unknown-rate", "0.8"}, "add up to more than 1"},
+		{[]string{"--wechatpay-apiv3-key", "0123456789abcdef0123456789abcdef"}, "need --wechatpay-mchid, which turns WeChat Pay on"},
+		{[]string{"--wechatpay-appid", "wx8888888888888888"}, "need --wechatpay-mchid"},
+		{[]string{"--alipay-seller-id", "2088102147948060"}, "need --alipay-app-id, which turns Alipay on"},
+		{[]string{"--payment-provider-secrets", "gw=0123456789abcdef"}, "--payment-provider-secrets: gw is not in --payment-providers"},
+		{[]string{"--hmac-secrets", "0123456789abcdef", "--payment-merchants", "wechat=1900000109"},
+			"--payment-merchants: wechat is not a configured payment provider (hmac)"},
+		{[]string{"--payment-merchants", "sandbox=m-1"}, "--payment-merchants: sandbox: no payment provider is configured"},
+		{[]string{"--payment-merchants", "sandbox"}, `"sandbox" is not NAME=VALUE`},
 	} {
 		serveRefuses(t, tc.args, tc.want)
 	}

@@ -178,15 +178,28 @@ func (p *paymentFlags) wechatPay() (*payment.WeChatPay, error) {
 }
 
 // check returns what is wrong with the flags that build can tell without
-// the database, so that lapse serve refuses them before it opens it: the
-// sandbox's rates, which together are at most 1, and the secrets that sign
-// payment callbacks (--hmac-secrets, --stripe-secrets) and the requests to
-// the providers (--payment-provider-secrets): anyone who has one can mark
-// an order paid, so each must be at least as long as a webhook's
-// (webhook.MinSecretLen bytes), and a list given holds one at least.
+// the database, so that lapse serve refuses them before it opens it:
+//
+//   - the sandbox's rates, which together are at most 1;
+//   - the secrets that sign payment callbacks (--hmac-secrets,
+//     --stripe-secrets) and the requests to the providers
+//     (--payment-provider-secrets): anyone who has one can mark an order
+//     paid, so each must be at least as long as a webhook's
+//     (webhook.MinSecretLen bytes), and a list given holds one at least;
+//   - a setting that would be ignored: a WeChat Pay or Alipay setting
+//     without the merchant id or app id that turns the provider on, a
+//     provider secret or a merchant account for a provider that is not
+//     configured. A merchant account misspelt would leave the provider it
+//     was meant for unchecked.
 func (p *paymentFlags) check() error {
 	if p.sandboxFail+p.sandboxLost > 1 {
 		return fmt.Errorf("--sandbox-fail-rate %v and --sandbox-unknown-rate %v add up to more than 1", p.sandboxFail, p.sandboxLost)
+	}
+	if p.wechatMchID == "" && (p.wechatAppID != "" || p.wechatKey != "" || p.wechatCerts != "") {
+		return errors.New("--wechatpay-appid, --wechatpay-apiv3-key and --wechatpay-platform-keys need --wechatpay-mchid, which turns WeChat Pay on")
+	}
+	if p.alipayAppID == "" && (p.alipaySeller != "" || p.alipayEmail != "" || p.alipayKey != "") {
+		return errors.New("--alipay-seller-id, --alipay-seller-email and --alipay-public-key need --alipay-app-id, which turns Alipay on")
 	}
 	check := func(name, list string) error {
 		secrets := splitSecrets(list)
@@ -228,7 +241,44 @@ func (p *paymentFlags) check() error {
 			return fmt.Errorf("--payment-providers: %s has no secret in --payment-provider-secrets", name)
 		}
 	}
+	for _, name := range slices.Sorted(maps.Keys(secrets)) {
+		if _, ok := urls[name]; !ok {
+			return fmt.Errorf("--payment-provider-secrets: %s is not in --payment-providers", name)
+		}
+	}
+	merchants, err := parsePairs(p.merchants)
+	if err != nil {
+		return fmt.Errorf("--payment-merchants: %w", err)
+	}
+	known := p.providerNames(urls)
+	for _, name := range slices.Sorted(maps.Keys(merchants)) {
+		if !slices.Contains(known, name) {
+			if len(known) == 0 {
+				return fmt.Errorf("--payment-merchants: %s: no payment provider is configured", name)
+			}
+			return fmt.Errorf("--payment-merchants: %s is not a configured payment provider (%s)", name, strings.Join(known, ", "))
+		}
+	}
 	return nil
+}
+
+// providerNames are the payments' providers the flags configure, sorted:
+// the callbacks build verifies and the provider ports in urls.
+func (p *paymentFlags) providerNames(urls map[string]string) []string {
+	var names []string
+	for name, on := range map[string]bool{
+		"sandbox": p.sandbox, "hmac": p.hmacSecrets != "", "stripe": p.stripeSecrets != "",
+		"wechatpay": p.wechatMchID != "", "alipay": p.alipayAppID != "",
+	} {
+		if on {
+			names = append(names, name)
+		}
+	}
+	for name := range urls {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // splitSecrets splits a comma-separated list of secrets.
