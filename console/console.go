@@ -130,6 +130,10 @@ func (c *Console) Handler() http.Handler {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Referrer-Policy", "same-origin")
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'")
+		if !lapse.StorableURL(r.URL) {
+			http.Error(w, "the URL's path and query must be UTF-8 text without NUL", http.StatusBadRequest)
+			return
+		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			if err := c.csrf.Check(r); err != nil {
 				http.Error(w, "cross-origin request refused", http.StatusForbidden)

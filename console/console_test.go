@@ -220,3 +220,20 @@ func TestLoginAndLanguage(t *testing.T) {
 		t.Fatalf("cross-site POST = %d, want 403", resp.StatusCode)
 	}
 }
+
+// TestURLTextRefused: a NUL or invalid UTF-8 in a console URL's path or
+// query names nothing a store keeps; it is a 400 before any page reads it
+// (on PostgreSQL the lookup was an error).
+func TestURLTextRefused(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	e.operator("alice", "operator")
+	b := e.login("alice")
+	for _, path := range []string{"/console/orders/a%00b", "/console/orders/%ff", "/console/audit?actor=a%00b", "/console/close?user_id=%ff"} {
+		if status, body := b.get(path); status != http.StatusBadRequest || !strings.Contains(body, "without NUL") {
+			t.Errorf("GET %s = %d:\n%s", path, status, body)
+		}
+	}
+	if status, _ := b.get("/console/audit?actor=alice"); status != http.StatusOK {
+		t.Errorf("GET /console/audit?actor=alice = %d", status)
+	}
+}

@@ -138,12 +138,14 @@ func (gb *groupBuys) join(ctx context.Context, groupID string, req JoinRequest) 
 	switch {
 	case req.UserID == "":
 		return nil, false, lapse.FieldError("user_id", "is required")
-	case len(req.UserID) > 128:
-		return nil, false, lapse.FieldError("user_id", "must be at most 128 bytes")
 	case req.Method == "":
 		return nil, false, lapse.FieldError("method", "is required: the payment method the provider charges")
-	case len(req.Method) > 256:
-		return nil, false, lapse.FieldError("method", "must be at most 256 bytes")
+	}
+	if err := lapse.CheckText("user_id", req.UserID, lapse.MaxUserIDLen); err != nil {
+		return nil, false, err
+	}
+	if err := lapse.CheckText("method", req.Method, 256); err != nil {
+		return nil, false, err
 	}
 	provider, err := gb.chargeProvider(req.Provider)
 	if err != nil {

@@ -234,6 +234,13 @@ func (e *Engine) fire(ctx context.Context, orderNo string, f Fire, with func(tx 
 	if f.Event == "" {
 		return nil, lapse.FieldError("event", "is required")
 	}
+	if f.External {
+		// Lapse's own reasons are made fit to keep (lapse.Reason); a
+		// caller's is refused unless it already is.
+		if err := lapse.CheckReason("reason", f.Reason); err != nil {
+			return nil, err
+		}
+	}
 	return changeOrder(ctx, e, orderChange{orderNo: orderNo}, func(s lapse.Store, o *lapse.Order, flow *lapse.Flow) (*lapse.Order, error) {
 		if spec := flow.Event(f.Event); spec != nil && spec.Internal && f.External {
 			return nil, lapse.FieldError("event", "%s is fired by Lapse itself in flow %s and cannot be sent through this API", f.Event, flow.Name)
@@ -305,6 +312,9 @@ func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChan
 		return nil, lapse.FieldError("deadline_at", "and extend_by exclude each other; send one")
 	case c.ExtendBy < 0:
 		return nil, lapse.FieldError("extend_by", "must be positive; send deadline_at to shorten a deadline")
+	}
+	if err := lapse.CheckReason("reason", c.Reason); err != nil {
+		return nil, err
 	}
 	var moved *lapse.Order
 	var evs []lapse.OutboxEvent

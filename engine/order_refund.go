@@ -41,11 +41,12 @@ func (e *Engine) RefundOrder(ctx context.Context, orderNo string, req RefundRequ
 
 func (ps *payments) refundOrder(ctx context.Context, orderNo string, req RefundRequest) (ref *lapse.OrderRefund, created bool, err error) {
 	e := ps.e
+	if err := lapse.CheckReason("reason", req.Reason); err != nil {
+		return nil, false, err
+	}
 	switch {
 	case req.Amount <= 0:
 		return nil, false, lapse.FieldError("amount", "must be a positive number of minor units")
-	case len(req.Reason) > 500:
-		return nil, false, lapse.FieldError("reason", "must be at most 500 bytes")
 	case req.Key != "" && !refundKeyPattern.MatchString(req.Key):
 		return nil, false, lapse.FieldError("Idempotency-Key", "must be 1 to 100 letters, digits, '.', '_', ':' or '-'")
 	case strings.HasPrefix(req.Key, "lapse-"):

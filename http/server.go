@@ -322,6 +322,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			panic(http.ErrAbortHandler)
 		}
 	}()
+	if !lapse.StorableURL(r.URL) {
+		// Nothing a store keeps can be named so; PostgreSQL would refuse the
+		// value in a lookup with an error, SQLite would look it up.
+		writeProblem(rec, problemFor(http.StatusBadRequest, lapse.EINVALID, "",
+			"the URL's path and query must be UTF-8 text without NUL"))
+		return
+	}
 	r, whole := s.readBody(rec, r)
 	if s.inFlight != nil && whole && strings.HasPrefix(r.URL.Path, "/v1/") {
 		_, pattern := s.mux.Handler(r)

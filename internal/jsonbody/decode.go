@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"encoding"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -30,6 +31,9 @@ import (
 //   - a key repeated in one object, at any depth;
 //   - a key that is not exactly the name of a field: unknown, or in another case;
 //   - invalid UTF-8, or an escape of half a surrogate pair (\ud800), in any string;
+//   - \u0000 (NUL) in any string, which no store can keep as text (PostgreSQL
+//     refuses it in text and in jsonb); DecodeLenient refuses it only in
+//     the keys and values it reads;
 //   - a value of the wrong type for its field, a number that is not an
 //     integer (or does not fit) for an integer field, and null for a field
 //     that cannot be absent (a string, a number or a bool; pointers, slices,
@@ -139,8 +143,12 @@ func isBytes(t reflect.Type) bool {
 	return t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8
 }
 
-// checkEscapes finds a \u escape of half a surrogate pair in raw JSON text.
-func checkEscapes(raw []byte) error {
+// nulRefused is the error of a string holding \u0000.
+const nulRefused = "holds \\u0000 (NUL), which no text can keep"
+
+// checkEscapes finds a \u escape of half a surrogate pair in raw JSON text,
+// and, when nul is set, an escape of NUL.
+func checkEscapes(raw []byte, nul bool) error {
 	for i := 0; i < len(raw); i++ {
 		if raw[i] != '\\' || i+1 >= len(raw) {
 			continue
@@ -165,6 +173,8 @@ func checkEscapes(raw []byte) error {
 			i += 11
 		case r >= 0xDC00 && r < 0xE000:
 			return fmt.Errorf("holds \\u%04x, half of a surrogate pair without its other half: not valid Unicode", r)
+		case r == 0 && nul:
+			return errors.New(nulRefused)
 		default:
 			i += 5
 		}

@@ -70,6 +70,11 @@ func TestDecodeRefuses(t *testing.T) {
 		{"lone low surrogate", `{"coupon":"x\udc00y"}`, "coupon", "surrogate"},
 		{"high surrogate then a letter", `{"coupon":"\ud83dx"}`, "coupon", "surrogate"},
 		{"high surrogate twice", `{"metadata":{"a":"\ud83d\ud83d"}}`, "metadata.a", "surrogate"},
+		{"NUL in a value", `{"coupon":"a\u0000b"}`, "coupon", "NUL"},
+		{"NUL in an element", `{"items":[{"sku":"\u0000","qty":1}]}`, "items[0].sku", "NUL"},
+		{"NUL in raw metadata", `{"metadata":{"k":["x\u0000"]}}`, "metadata.k[0]", "NUL"},
+		{"NUL in a metadata key", `{"metadata":{"k\u0000":1}}`, "metadata.k\x00", "NUL"},
+		{"NUL before a syntax error", `{"coupon":"\u0000",}`, "coupon", "NUL"},
 		{"trailing garbage", `{"amount":1} x`, "", "after its JSON object"},
 		{"second object", `{"amount":1}{"amount":2}`, "", "after its JSON object"},
 		{"not an object", `[1]`, "", "must be a JSON object"},
@@ -108,10 +113,15 @@ func TestDecodeLenient(t *testing.T) {
 	if err := DecodeLenient([]byte(`{"amount":5,"extra":{"deep":[1,2]},"coupon":null}`), &r); err != nil || *r.Amount != 5 {
 		t.Fatalf("DecodeLenient: %v, %+v", err, r)
 	}
-	for _, body := range []string{`{"amount":5,"Amount":6}`, `{"Amount":6}`, `{"extra":1,"extra":2}`, "{\"extra\":\"\xff\"}", `{"amount":5} 1`} {
+	for _, body := range []string{`{"amount":5,"Amount":6}`, `{"Amount":6}`, `{"extra":1,"extra":2}`, "{\"extra\":\"\xff\"}", `{"amount":5} 1`,
+		`{"coupon":"\u0000"}`, `{"items":[{"sku":"a\u0000","qty":1}]}`, `{"coupon":"\u0000",}`} {
 		if err := DecodeLenient([]byte(body), &r); lapse.ErrorCode(err) != lapse.EINVALID {
 			t.Errorf("DecodeLenient(%q) = %v, want invalid", body, err)
 		}
+	}
+	// What it skips may hold NUL: it is never kept.
+	if err := DecodeLenient([]byte(`{"amount":5,"extra":{"note":"a\u0000b","k\u0000":1}}`), &r); err != nil {
+		t.Errorf("DecodeLenient with NUL in a skipped field: %v", err)
 	}
 }
 

@@ -67,7 +67,7 @@ func (w *tokenWalker) walk(root reflect.Type) error {
 				continue
 			}
 			k := tok.(string) // Token allows nothing else here
-			if err := w.checkString(k, true); err != nil {
+			if err := w.checkString(k, true, false); err != nil {
 				return err
 			}
 			if _, dup := top.keys[k]; dup {
@@ -126,7 +126,7 @@ func (w *tokenWalker) value(tok json.Token, typ reflect.Type) error {
 		w.open(object, typ)
 		return nil
 	case string:
-		if err := w.checkString(t, false); err != nil {
+		if err := w.checkString(t, false, typ != nil); err != nil {
 			return err
 		}
 		if typ != nil && typ.Kind() != reflect.String && !isBytes(typ) {
@@ -219,20 +219,26 @@ func (w *tokenWalker) path(key string) string {
 
 // checkString refuses a string that encoding/json decoded from invalid
 // UTF-8 or from an unpaired surrogate escape: both come out as U+FFFD,
-// which is also a legitimate character, so the raw text is looked at.
-func (w *tokenWalker) checkString(s string, key bool) error {
-	if !strings.ContainsRune(s, utf8.RuneError) {
+// which is also a legitimate character, so the raw text is looked at. It
+// refuses NUL too, in every string of a strict walk and, of a lenient one,
+// in the values read (read).
+func (w *tokenWalker) checkString(s string, key bool, read bool) error {
+	nul := strings.ContainsRune(s, 0) && (w.strict || read)
+	if !nul && !strings.ContainsRune(s, utf8.RuneError) {
 		return nil
 	}
-	raw := w.body[w.at:w.dec.InputOffset()]
 	field := w.path("")
 	if key {
 		field = w.path(s)
 	}
+	if nul {
+		return lapse.FieldError(field, nulRefused)
+	}
+	raw := w.body[w.at:w.dec.InputOffset()]
 	if !utf8.Valid(raw) {
 		return lapse.FieldError(field, "is not valid UTF-8")
 	}
-	if err := checkEscapes(raw); err != nil {
+	if err := checkEscapes(raw, false); err != nil {
 		return lapse.FieldError(field, "%s", err)
 	}
 	return nil

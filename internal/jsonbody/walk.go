@@ -173,7 +173,7 @@ func (w *walker) readKey(top *frame) error {
 		return lapse.FieldError(w.path(k), "is not valid UTF-8")
 	}
 	if escaped {
-		if err := checkEscapes(raw); err != nil {
+		if err := checkEscapes(raw, w.strict); err != nil {
 			return lapse.FieldError(w.path(k), "%s", err)
 		}
 	}
@@ -248,7 +248,7 @@ func (w *walker) value(f field) error {
 			return lapse.FieldError(w.path(nil), "is not valid UTF-8")
 		}
 		if escaped {
-			if err := checkEscapes(raw); err != nil {
+			if err := checkEscapes(raw, w.strict || typ != nil); err != nil {
 				return lapse.FieldError(w.path(nil), "%s", err)
 			}
 		}
