@@ -40,6 +40,16 @@ func (e *Engine) createOrder(ctx context.Context, req *lapse.OrderCreate, by Act
 	if flow == nil {
 		return nil, false, lapse.FieldError("flow", "unknown flow %q (this service runs %s)", req.Flow, strings.Join(e.flows.names, ", "))
 	}
+	if !flow.Holds {
+		// Nothing would reserve the lines or lock the coupon (S4): a
+		// coupon named on any number of orders, stock never held.
+		switch {
+		case len(req.Items) > 0:
+			return nil, false, lapse.FieldError("items", "flow %s holds no stock: its orders take no items (lines kept for show go in metadata)", flow.Name)
+		case req.Coupon != "":
+			return nil, false, lapse.FieldError("coupon", "flow %s holds no coupons: its orders take none", flow.Name)
+		}
+	}
 	for _, ft := range e.feat.all {
 		if c, ok := ft.(creationCheck); ok && ft.serves(flow) {
 			if err := c.checkCreate(req); err != nil {

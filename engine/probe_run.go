@@ -156,7 +156,10 @@ func (p *Prober) create(ctx context.Context, orderNo string, ttl time.Duration) 
 		}
 	}
 	req := &lapse.OrderCreate{OrderNo: orderNo, Flow: p.flow.Name, UserID: "lapse-probe", Currency: "XXX", TTL: ttl,
-		Items: []lapse.Item{{SKU: p.cfg.SKU, Qty: 1}}, Metadata: json.RawMessage(`{"lapse_probe":true}`)}
+		Metadata: json.RawMessage(`{"lapse_probe":true}`)}
+	if p.flow.Holds {
+		req.Items = []lapse.Item{{SKU: p.cfg.SKU, Qty: 1}}
+	}
 	o, created, err := e.createOrder(ctx, req, Actor{FiredBy: lapse.FiredByApp, Name: "probe"})
 	switch {
 	case errors.Is(err, lapse.ErrOrderExists), err == nil && !created:
