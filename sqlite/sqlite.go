@@ -18,7 +18,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -90,6 +92,9 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	if err := createPrivate(abs); err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 
@@ -250,4 +255,21 @@ func queryAll[T any](ctx context.Context, q queryer, scan func(scanner) (T, erro
 		out = append(out, v)
 	}
 	return out, rows.Err()
+}
+
+// createPrivate creates the database file at path, empty (which SQLite
+// takes for a new database), readable and writable by its owner only, when
+// there is none: it holds every operator's second-factor secret and every
+// order. SQLite would create it under the umask, usually readable by
+// everyone, and makes its -wal and -shm files with the mode of the
+// database's. An existing file keeps its mode.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
