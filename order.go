@@ -126,6 +126,12 @@ const (
 	MaxItems       = 100
 	MaxSKULen      = 64
 	MaxMetadataLen = 16 << 10
+	// MaxAmount bounds an order's amount, in minor units: 10^14, a
+	// trillion dollars or a hundred billion dinars, beyond any real order,
+	// and far enough below 2^63 that the totals of many such orders still
+	// add up (lapse reconcile), and below 2^53, so that every JSON reader
+	// reads it exactly.
+	MaxAmount = 100_000_000_000_000
 )
 
 var (
@@ -156,6 +162,8 @@ func (c *OrderCreate) Validate() error {
 		return FieldError("user_id", "must be UTF-8 text without control characters")
 	case c.Amount < 0:
 		return FieldError("amount", "must not be negative (integer minor units)")
+	case c.Amount > MaxAmount:
+		return FieldError("amount", "must be at most %d minor units", int64(MaxAmount))
 	case !ValidCurrency(c.Currency):
 		return FieldError("currency", "must be an ISO 4217 code of three capital letters, such as CNY")
 	case len(c.Items) > MaxItems:

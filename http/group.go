@@ -61,8 +61,8 @@ func (s *Server) createGroup(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if *req.Price <= 0 {
-		s.error(w, r, lapse.FieldError("price", "must be a positive number of minor units"))
+	if *req.Price <= 0 || *req.Price > lapse.MaxAmount {
+		s.error(w, r, lapse.FieldError("price", "must be a positive number of minor units, at most %d", int64(lapse.MaxAmount)))
 		return
 	}
 	flow := "groupbuy"
