@@ -45,10 +45,13 @@ func codeStep(secret, code string, now time.Time, last int64) (step int64, reaso
 	case found:
 		return step, ""
 	case used:
-		return 0, "code already used"
+		return 0, codeUsed
 	}
 	return 0, "wrong code"
 }
+
+// codeUsed is codeStep's reason for a code accepted before.
+const codeUsed = "code already used"
 
 // VerifySecondFactor checks a TOTP code of the operator p and, when p acts
 // through a session, records in it that a second factor was given now
@@ -56,7 +59,10 @@ func codeStep(secret, code string, now time.Time, last int64) (step int64, reaso
 // command line it is EINVALID. An empty code is EINVALID. A wrong code, or
 // one accepted before (a code is good once), is EFORBIDDEN and counts
 // toward the operator's lockout as a failed login does; while locked out it
-// is EFORBIDDEN without a look at the code. A session that ended is
+// is EFORBIDDEN without a look at the code. A code accepted before, sent
+// while the session's second factor is fresh (a form sent twice), is
+// admitted without moving that second factor's time: the session needs no
+// code then. A session that ended is
 // EUNAUTHORIZED. Every attempt leaves an audit row "second_factor".
 func (s *Service) VerifySecondFactor(ctx context.Context, p *Principal, code string) error {
 	if p == nil || p.Kind != KindOperator {
@@ -97,7 +103,17 @@ func (s *Service) VerifySecondFactor(ctx context.Context, p *Principal, code str
 		default:
 			var step int64
 			if step, reason = codeStep(o.TOTPSecret, code, now, o.LastTOTPStep); reason != "" {
+				if reason == codeUsed && sess != nil && s.fresh(sess, now) {
+					// The operator's own code again (a form sent twice) while
+					// the second factor given with it still counts: nothing
+					// more to prove, nothing to count against them.
+					at, e.Result, e.SecondFactor = sess.SecondFactorAt, "ok: "+codeUsed+", the second factor still fresh", "totp"
+					return lapse.AuditAppend(ctx, as, e)
+				}
 				counts, outcome = true, lapse.Errorf(lapse.EFORBIDDEN, "the code is wrong")
+				if reason == codeUsed {
+					outcome = lapse.Errorf(lapse.EFORBIDDEN, "the code was used already: give the next one")
+				}
 				break
 			}
 			o.LastTOTPStep = step
@@ -137,12 +153,20 @@ func (s *Service) VerifySecondFactor(ctx context.Context, p *Principal, code str
 // SecondFactorFresh reports whether p is an operator whose session, still
 // in force, had a second factor given less than SecondFactorWindow ago.
 func (s *Service) SecondFactorFresh(p *Principal) bool {
-	if p == nil || p.Kind != KindOperator || p.Session == nil || p.Session.SecondFactorAt.IsZero() {
+	if p == nil || p.Kind != KindOperator || p.Session == nil {
 		return false
 	}
-	now := s.clock.Now()
-	age := now.Sub(p.Session.SecondFactorAt)
-	return age >= 0 && age < s.cfg.SecondFactorWindow && now.Before(p.Session.ExpiresAt)
+	return s.fresh(p.Session, s.clock.Now())
+}
+
+// fresh reports whether sess, in force at now, had a second factor given
+// less than SecondFactorWindow before.
+func (s *Service) fresh(sess *lapse.Session, now time.Time) bool {
+	if sess.SecondFactorAt.IsZero() {
+		return false
+	}
+	age := now.Sub(sess.SecondFactorAt)
+	return age >= 0 && age < s.cfg.SecondFactorWindow && now.Before(sess.ExpiresAt)
 }
 
 // RequireSecondFactor admits p to a risky action and returns the second

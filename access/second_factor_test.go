@@ -43,14 +43,42 @@ func TestSecondFactor(t *testing.T) {
 	if e.svc.SecondFactorFresh(p2) {
 		t.Fatal("fresh at the window's end")
 	}
-	// Once only, within the code's time too.
+	// The same code again while the second factor it gave is fresh (a form
+	// sent twice): admitted, the second factor's time unchanged.
 	e.clock.Set(at.Add(10 * time.Second))
-	err = e.svc.VerifySecondFactor(e.ctx, p, code)
-	wantErr(t, err, lapse.EFORBIDDEN, "the code is wrong")
-	if row := e.lastAudit("second_factor"); row.Result != "code already used" {
+	if err := e.svc.VerifySecondFactor(e.ctx, p, code); err != nil {
+		t.Fatalf("the code again while fresh: %v", err)
+	}
+	if !p.Session.SecondFactorAt.Equal(at) {
+		t.Fatalf("the code again moved the second factor's time: %+v", p.Session)
+	}
+	if row := e.lastAudit("second_factor"); row.Result != "ok: code already used, the second factor still fresh" || row.SecondFactor != "totp" {
 		t.Fatalf("audit row: %+v", row)
 	}
 	e.noSecret(code, secret, token)
+}
+
+// TestSecondFactorOnce: a code is good once. Used again once the second
+// factor it gave is no longer fresh, it is refused, says so (it used to
+// say the code was wrong), and counts toward the lockout.
+func TestSecondFactorOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, access.Config{SecondFactorWindow: 20 * time.Second})
+	_, secret := e.addOperator("alice", access.RoleOperator)
+	_, p := e.login("alice", secret)
+	code := e.next(secret)
+	if err := e.svc.VerifySecondFactor(e.ctx, p, code); err != nil {
+		t.Fatal(err)
+	}
+	at := e.clock.Now()
+	e.clock.Set(at.Add(25 * time.Second)) // within the code's time, past the window
+	wantErr(t, e.svc.VerifySecondFactor(e.ctx, p, code), lapse.EFORBIDDEN, "the code was used already: give the next one")
+	if row := e.lastAudit("second_factor"); row.Result != "code already used" {
+		t.Fatalf("audit row: %+v", row)
+	}
+	if o := e.operator("alice"); o.FailedLogins != 1 {
+		t.Fatalf("failed attempts %d, want 1", o.FailedLogins)
+	}
 }
 
 func TestSecondFactorOnlyOperators(t *testing.T) {
