@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -82,7 +83,17 @@ func (s *Service) AddOperator(ctx context.Context, by *Principal, name, role, pa
 	var o *lapse.Operator
 	err = s.tx(ctx, func(as lapse.AccessStore) error {
 		now := s.clock.Now()
-		var err error
+		// Names that differ only in case read as one operator in the audit
+		// log and on the approvals page.
+		ops, err := as.OperatorList(ctx)
+		if err != nil {
+			return err
+		}
+		for _, other := range ops {
+			if strings.EqualFold(other.Name, name) && other.Name != name {
+				return lapse.Refine(lapse.ErrAccessExists, "an operator named %q exists; names may not differ only in case", other.Name)
+			}
+		}
 		o, err = as.OperatorCreate(ctx, &lapse.Operator{
 			Name: name, Role: role, PasswordHash: hash, TOTPSecret: enr.Secret,
 			Lang: "en", TimeZone: "UTC", CreatedAt: now,
