@@ -68,8 +68,13 @@ func (ps *payments) refundOrder(ctx context.Context, orderNo string, req RefundR
 				if r.Key != req.Key {
 					continue
 				}
-				if r.Amount != req.Amount {
+				switch {
+				case r.Amount != req.Amount:
 					return nil, lapse.Refine(lapse.ErrOrderRefundExists, "refund %s of order %s is for %s, not %s", r.Key, o.OrderNo, lapse.Money(r.Amount, o.Currency), lapse.Money(req.Amount, o.Currency))
+				case r.Reason != req.Reason:
+					// Another request under the same key: the reason kept
+					// would not be the one the caller thinks it gave.
+					return nil, lapse.Refine(lapse.ErrOrderRefundExists, "refund %s of order %s was asked with another reason", r.Key, o.OrderNo)
 				}
 				return r, nil
 			}

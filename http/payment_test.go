@@ -233,6 +233,8 @@ func TestRefundAPI(t *testing.T) {
 		t.Errorf("refund %+v, replayed %+v", first, again)
 	}
 	post(`{"amount":300}`, "rk-1").want(t, http.StatusConflict)
+	post(`{"amount":400,"reason":"changed mind"}`, "rk-1").want(t, http.StatusConflict) // was 200, the first refund
+	post(`{"amount":400}`, "rk-1").want(t, http.StatusConflict)
 	var o lapse.Order
 	e.do("GET", "/v1/orders/RA-1", "").want(t, http.StatusOK).decode(t, &o)
 	var list struct{ Refunds []lapse.OrderRefund }
