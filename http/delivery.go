@@ -74,6 +74,10 @@ func (s *Server) retryDelivery(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, lapse.FieldError("id", "must be a delivery id, a positive integer"))
 		return
 	}
+	if err := s.decodeOptional(w, r, &struct{}{}); err != nil {
+		s.error(w, r, err)
+		return
+	}
 	d, err := s.engine.RetryDelivery(r.Context(), id, actor(r))
 	if err != nil {
 		s.error(w, r, err)

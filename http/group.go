@@ -178,6 +178,10 @@ func (s *Server) useCard(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, lapse.FieldError("id", "must be a card id"))
 		return
 	}
+	if err := s.decodeOptional(w, r, &struct{}{}); err != nil {
+		s.error(w, r, err)
+		return
+	}
 	c, err := s.engine.UseCard(r.Context(), id)
 	if err != nil {
 		s.error(w, r, err)

@@ -22,6 +22,17 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 	return jsonbody.Read(w, r, s.maxBody, dst)
 }
 
+// decodeOptional is decode for a route whose body may be left out: an
+// empty body decodes to nothing, and one that is sent is read as strictly
+// as any other, so that a field the route does not take ({"count":5} on a
+// card's visit) is refused rather than ignored.
+func (s *Server) decodeOptional(w http.ResponseWriter, r *http.Request, dst any) error {
+	if r.ContentLength == 0 {
+		return nil
+	}
+	return s.decode(w, r, dst)
+}
+
 // writeJSON answers with v as JSON, a list that is empty as [] wherever it
 // is (see emptyLists). The body is encoded before the header is written so
 // that a value that does not encode is still a clean 500.
