@@ -1,0 +1,165 @@
+package http_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/access"
+	"github.com/lapsehq/lapse/engine"
+	lapsehttp "github.com/lapsehq/lapse/http"
+)
+
+// unpaid creates the checkout orders nos of user with the admin key.
+func (g *guardedEnv) unpaid(user string, nos ...string) {
+	g.t.Helper()
+	for _, no := range nos {
+		g.call("POST", "/v1/orders", fmt.Sprintf(`{"order_no":%q,"flow":"checkout","user_id":%q,"amount":100,"currency":"CNY","ttl":"2h"}`, no, user),
+			bearer(g.admin)).want(g.t, http.StatusCreated)
+	}
+}
+
+// states returns the state of each order of nos, from the engine.
+func (g *guardedEnv) states(nos ...string) []lapse.State {
+	g.t.Helper()
+	out := make([]lapse.State, len(nos))
+	for i, no := range nos {
+		o, err := g.engine.Order(context.Background(), no)
+		if err != nil {
+			g.t.Fatalf("Order(%s): %v", no, err)
+		}
+		out[i] = o.State
+	}
+	return out
+}
+
+// batches returns the close batches, newest first.
+func (g *guardedEnv) batches(as cred) []batchView {
+	g.t.Helper()
+	var list struct{ Batches []batchView }
+	g.call("GET", "/v1/closes", "", as).want(g.t, http.StatusOK).decode(g.t, &list)
+	return list.Batches
+}
+
+// refundingProvider refunds whatever it is asked to, at once.
+type refundingProvider struct{ closedProvider }
+
+func (refundingProvider) Refund(_ context.Context, r *lapse.RefundRequest) (*lapse.ProviderRefund, error) {
+	return &lapse.ProviderRefund{RefundID: "re-" + r.IdempotencyKey, TxnID: r.TxnID, Amount: r.Amount, Status: lapse.RefundSucceeded}, nil
+}
+
+// deliver runs the deliveries due, as the server's deliverer does.
+func (g *guardedEnv) deliver() {
+	g.t.Helper()
+	if _, err := engine.NewDeliverer(g.engine, engine.DelivererConfig{}).RunOnce(context.Background()); err != nil {
+		g.t.Fatalf("deliver: %v", err)
+	}
+}
+
+// TestAccessApprovedCloseClosesNoMore: a close by selector is approved for
+// the orders it matched when it was requested. When the selector matches
+// more by the time a second operator approves it, carrying it out is
+// refused: nothing is closed, the request ends failed saying why, and the
+// refusal is in the audit log, with the approver; the maker asks again, and
+// a second operator approves what it is now.
+func TestAccessApprovedCloseClosesNoMore(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{ApprovalCount: 2})
+	g.operator("alice", access.RoleOperator)
+	g.operator("bob", access.RoleOperator)
+	g.unpaid("u-bulk", "B-1", "B-2", "B-3")
+	alice, bob := session(g.login("alice")), session(g.login("bob"))
+	reader := bearer(g.key("reader", access.ScopeOrdersRead))
+	g.rows()
+
+	body := `{"selector":{"user_id":"u-bulk"},"reason":"outage"}`
+	a := g.call("POST", "/v1/closes", body, alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).want(t, http.StatusAccepted).approval(t)
+	if a.Status != lapse.ApprovalPending || a.Count != 3 {
+		t.Fatalf("the close waits as %+v, want pending for 3 orders", a)
+	}
+	g.wantRows("second_factor alice ok", "approval.request alice ok")
+
+	// Meanwhile the user makes more orders: the selector matches 5.
+	g.clock.Advance(time.Minute)
+	g.unpaid("u-bulk", "B-4", "B-5")
+	g.rows()
+	approve := fmt.Sprintf("/v1/approvals/%d/approve", a.ID)
+	p := g.call("POST", approve, `{"code":"`+g.code("bob")+`"}`, bob).refused(t, http.StatusConflict, lapse.ECONFLICT)
+	if !strings.Contains(p.Detail, "5 orders") || !strings.Contains(p.Detail, "was for 3 orders") {
+		t.Errorf("the refusal %q does not say what grew", p.Detail)
+	}
+	if got := g.call("GET", fmt.Sprintf("/v1/approvals/%d", a.ID), "", reader).want(t, http.StatusOK).approval(t); got.Status != lapse.ApprovalFailed ||
+		got.Approver != "bob" || !strings.Contains(got.Result, "5 orders") {
+		t.Errorf("after the refusal the request is %+v, want failed, saying why", got)
+	}
+	if bs := g.batches(reader); len(bs) != 0 {
+		t.Errorf("a refused approval started %+v", bs)
+	}
+	for i, st := range g.states("B-1", "B-2", "B-3", "B-4", "B-5") {
+		if st != "UNPAID" {
+			t.Errorf("B-%d is %s after a refused approval", i+1, st)
+		}
+	}
+	rows := g.wantRows("second_factor bob ok", "approval.approve bob ok", "close.batch alice 409 conflict: ")
+	if len(rows) == 3 {
+		if e := rows[2]; e.Approver != "bob" || e.ApprovalID != a.ID || e.SecondFactor != "totp" || !strings.Contains(e.Result, "5 orders") {
+			t.Errorf("the refused close's row %+v", e)
+		}
+	}
+
+	// Asked again, it is approved for what it is now.
+	a = g.call("POST", "/v1/closes", body, alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).want(t, http.StatusAccepted).approval(t)
+	if a.Count != 5 {
+		t.Fatalf("asked again: %+v, want 5 orders", a)
+	}
+	done := g.call("POST", fmt.Sprintf("/v1/approvals/%d/approve", a.ID), `{"code":"`+g.code("bob")+`"}`, bob).want(t, http.StatusOK).approval(t)
+	if done.Status != lapse.ApprovalExecuted {
+		t.Fatalf("approved again: %+v", done)
+	}
+	bs := g.batches(reader)
+	if len(bs) != 1 || bs[0].ApprovalID != a.ID {
+		t.Fatalf("batches: %+v", bs)
+	}
+	if b := g.waitBatch(bs[0].ID, reader); b.Total != 5 || b.Closed != 5 {
+		t.Errorf("the close approved again ended %+v", b)
+	}
+}
+
+// TestAccessApprovedRefundIsNotMoreAtRisk: a refund is judged with the
+// order's other refunds; when more was refunded between its request and
+// its approval, carrying it out is refused, and it is asked again.
+func TestAccessApprovedRefundIsNotMoreAtRisk(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnvPaying(t, access.Config{ApprovalAmount: 500}, refundingProvider{})
+	g.operator("alice", access.RoleOperator)
+	g.operator("bob", access.RoleOperator)
+	g.paidOrder("RR-1", 1000)
+	alice, bob := session(g.login("alice")), session(g.login("bob"))
+	code := header(lapsehttp.SecondFactorHeader, g.code("alice"))
+	a := g.call("POST", "/v1/orders/RR-1/refunds", `{"amount":600,"reason":"lid"}`, alice, code).want(t, http.StatusAccepted).approval(t)
+	// 300 alone is below the threshold, and no refund was made yet.
+	g.call("POST", "/v1/orders/RR-1/refunds", `{"amount":300}`, alice).want(t, http.StatusCreated)
+	g.deliver()
+	if rs := g.refunds("RR-1"); len(rs) != 1 || rs[0].Status != lapse.OrderRefundSucceeded {
+		t.Fatalf("the refund below the threshold: %+v", rs)
+	}
+	g.rows()
+	p := g.call("POST", fmt.Sprintf("/v1/approvals/%d/approve", a.ID), `{"code":"`+g.code("bob")+`"}`, bob).refused(t, http.StatusConflict, lapse.ECONFLICT)
+	if !strings.Contains(p.Detail, "9.00 CNY") {
+		t.Errorf("the refusal %q does not say what is at risk now", p.Detail)
+	}
+	if rs := g.refunds("RR-1"); len(rs) != 1 || rs[0].Amount != 300 {
+		t.Fatalf("refunds after a refused approval: %+v", rs)
+	}
+	g.wantRows("second_factor bob ok", "approval.approve bob ok", "refund.create alice 409 conflict: ")
+
+	a = g.call("POST", "/v1/orders/RR-1/refunds", `{"amount":600,"reason":"lid"}`, alice).want(t, http.StatusAccepted).approval(t)
+	g.call("POST", fmt.Sprintf("/v1/approvals/%d/approve", a.ID), `{"code":"`+g.code("bob")+`"}`, bob).want(t, http.StatusOK)
+	if rs := g.refunds("RR-1"); len(rs) != 2 {
+		t.Fatalf("refunds after the approval: %+v", rs)
+	}
+}
