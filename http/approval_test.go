@@ -129,6 +129,36 @@ func TestAccessApprovedCloseClosesNoMore(t *testing.T) {
 	}
 }
 
+// TestAccessApprovedCloseLeavesNewerOrders: an order made after a close was
+// requested is not closed on its approval, even when another order left the
+// selection meanwhile, so that the count is what was approved.
+func TestAccessApprovedCloseLeavesNewerOrders(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{ApprovalCount: 2})
+	g.operator("alice", access.RoleOperator)
+	g.operator("bob", access.RoleOperator)
+	g.unpaid("u-bulk", "N-1", "N-2", "N-3")
+	alice, bob := session(g.login("alice")), session(g.login("bob"))
+	reader := bearer(g.key("reader", access.ScopeOrdersRead))
+
+	a := g.call("POST", "/v1/closes", `{"selector":{"user_id":"u-bulk"},"reason":"outage"}`, alice,
+		header(lapsehttp.SecondFactorHeader, g.code("alice"))).want(t, http.StatusAccepted).approval(t)
+	g.clock.Advance(time.Minute)
+	g.call("POST", "/v1/orders/N-1/events", `{"event":"CANCEL"}`, bearer(g.admin)).want(t, http.StatusOK)
+	g.unpaid("u-bulk", "N-4")
+	g.call("POST", fmt.Sprintf("/v1/approvals/%d/approve", a.ID), `{"code":"`+g.code("bob")+`"}`, bob).want(t, http.StatusOK)
+	bs := g.batches(reader)
+	if len(bs) != 1 {
+		t.Fatalf("batches: %+v", bs)
+	}
+	if b := g.waitBatch(bs[0].ID, reader); b.Total != 2 || b.Closed != 2 {
+		t.Errorf("the approved close ended %+v, want the 2 orders left of the 3 approved", b)
+	}
+	if got := g.states("N-2", "N-3", "N-4"); got[0] != "CLOSED" || got[1] != "CLOSED" || got[2] != "UNPAID" {
+		t.Errorf("N-2, N-3, N-4: %v, want CLOSED, CLOSED, UNPAID", got)
+	}
+}
+
 // TestAccessApprovedRefundIsNotMoreAtRisk: a refund is judged with the
 // order's other refunds; when more was refunded between its request and
 // its approval, carrying it out is refused, and it is asked again.
