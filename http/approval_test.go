@@ -193,3 +193,37 @@ func TestAccessApprovedRefundIsNotMoreAtRisk(t *testing.T) {
 		t.Fatalf("refunds after the approval: %+v", rs)
 	}
 }
+
+// TestAccessGroupRetryStakeIsItsCharges: retrying a failed group charges
+// every member not charged yet, so that is its stake, not one member's
+// price.
+func TestAccessGroupRetryStakeIsItsCharges(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{ApprovalAmount: 500})
+	g.operator("alice", access.RoleOperator)
+	g.operator("bob", access.RoleOperator)
+	g.call("POST", "/v1/groups", `{"group_id":"GR-1","organiser":"org","price":300,"currency":"CNY","ttl":"1h"}`, bearer(g.admin)).want(t, http.StatusCreated)
+	for _, m := range []string{"m1", "m2", "m3"} {
+		g.call("POST", "/v1/groups/GR-1/members", `{"user_id":"`+m+`","method":"tok-`+m+`"}`, bearer(g.admin)).want(t, http.StatusCreated)
+	}
+	ctx := context.Background()
+	for _, ev := range []lapse.Event{"CLOSE", "FAIL"} {
+		if _, err := g.engine.Fire(ctx, "GR-1", engine.Fire{Event: ev, Reason: "test"}); err != nil {
+			t.Fatalf("fire %s: %v", ev, err)
+		}
+	}
+	alice := session(g.login("alice"))
+	a := g.call("POST", "/v1/groups/GR-1/retry", `{"reason":"gateway is back"}`, alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).
+		want(t, http.StatusAccepted).approval(t)
+	if a.Action != "group.retry" || a.Amount != 900 || a.Currency != "CNY" || a.Target != "group:GR-1" {
+		t.Errorf("the group's retry waits as %+v, want 900 CNY at stake", a)
+	}
+	if st := g.states("GR-1"); st[0] != "FAILED" {
+		t.Errorf("a retry waiting for approval moved the group to %s", st[0])
+	}
+	bob := session(g.login("bob"))
+	g.call("POST", fmt.Sprintf("/v1/approvals/%d/approve", a.ID), `{"code":"`+g.code("bob")+`"}`, bob).want(t, http.StatusOK)
+	if st := g.states("GR-1"); st[0] != "CLOSED" {
+		t.Errorf("the approved retry left the group %s, want CLOSED (charging again)", st[0])
+	}
+}
