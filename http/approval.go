@@ -48,11 +48,15 @@ func (s *Server) requestApproval(w http.ResponseWriter, r *http.Request, rt *rou
 	if len(body) > 0 {
 		sr.Body = body
 	}
-	raw, err := json.Marshal(sr)
-	if err != nil {
+	// Kept as the maker wrote it, < and > too, for the approver to read.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(sr); err != nil {
 		s.error(w, r, err)
 		return
 	}
+	raw := bytes.TrimSpace(buf.Bytes())
 	a, err := s.access.RequestApproval(r.Context(), principalOf(r.Context()), &lapse.Approval{
 		Action: rt.audit, Target: entry.Target, Amount: st.amount, Currency: st.currency, Count: st.count,
 		Request: raw, Reason: st.reason,
@@ -64,6 +68,35 @@ func (s *Server) requestApproval(w http.ResponseWriter, r *http.Request, rt *rou
 	s.writeJSON(w, r, http.StatusAccepted, approvalOut(a))
 }
 
+// ApprovalRequest is the request an approval request carries out when it
+// is approved, as its maker made it: what the approver approves (a close's
+// selector, a refund's amount, in Body), shown to them.
+type ApprovalRequest struct {
+	Method string          `json:"method"`
+	Path   string          `json:"path"`
+	Body   json.RawMessage `json:"body,omitempty"`
+	// AtRisk is the money the request was judged on, when more than its
+	// Amount: a refund counting the order's earlier refunds.
+	AtRisk int64 `json:"-"`
+}
+
+// RequestOf returns the request a carries out, nil when a keeps none that
+// this server reads.
+func RequestOf(a *lapse.Approval) *ApprovalRequest {
+	var sr storedRequest
+	if json.Unmarshal(a.Request, &sr) != nil || sr.Method == "" {
+		return nil
+	}
+	out := &ApprovalRequest{Method: sr.Method, Path: sr.Path}
+	if json.Valid(sr.Body) {
+		out.Body = sr.Body
+	}
+	if sr.AtRisk > a.Amount {
+		out.AtRisk = sr.AtRisk
+	}
+	return out
+}
+
 // approvalJSON is an approval request as the API shows it.
 type approvalJSON struct {
 	ID        int64                `json:"id"`
@@ -71,9 +104,11 @@ type approvalJSON struct {
 	Action    string               `json:"action"`
 	Target    string               `json:"target"`
 	Amount    int64                `json:"amount,omitempty"`
+	AtRisk    int64                `json:"at_risk,omitempty"`
 	Currency  string               `json:"currency,omitempty"`
 	Count     int64                `json:"count,omitempty"`
 	Reason    string               `json:"reason,omitempty"`
+	Request   *ApprovalRequest     `json:"request,omitempty"`
 	Maker     string               `json:"maker"`
 	CreatedAt time.Time            `json:"created_at"`
 	ExpiresAt time.Time            `json:"expires_at"`
@@ -84,8 +119,11 @@ type approvalJSON struct {
 
 func approvalOut(a *lapse.Approval) approvalJSON {
 	out := approvalJSON{ID: a.ID, Status: a.Status, Action: a.Action, Target: a.Target, Amount: a.Amount, Currency: a.Currency,
-		Count: a.Count, Reason: a.Reason, Maker: a.MakerName, CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt,
+		Count: a.Count, Reason: a.Reason, Request: RequestOf(a), Maker: a.MakerName, CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt,
 		Approver: a.ApproverName, Result: a.Result}
+	if out.Request != nil {
+		out.AtRisk = out.Request.AtRisk
+	}
 	if !a.DecidedAt.IsZero() {
 		out.DecidedAt = &a.DecidedAt
 	}

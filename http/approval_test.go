@@ -2,6 +2,7 @@ package http_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -161,7 +162,8 @@ func TestAccessApprovedCloseLeavesNewerOrders(t *testing.T) {
 
 // TestAccessApprovedRefundIsNotMoreAtRisk: a refund is judged with the
 // order's other refunds; when more was refunded between its request and
-// its approval, carrying it out is refused, and it is asked again.
+// its approval, carrying it out is refused, and asked again it shows the
+// approver the total.
 func TestAccessApprovedRefundIsNotMoreAtRisk(t *testing.T) {
 	t.Parallel()
 	g := newGuardedEnvPaying(t, access.Config{ApprovalAmount: 500}, refundingProvider{})
@@ -171,6 +173,9 @@ func TestAccessApprovedRefundIsNotMoreAtRisk(t *testing.T) {
 	alice, bob := session(g.login("alice")), session(g.login("bob"))
 	code := header(lapsehttp.SecondFactorHeader, g.code("alice"))
 	a := g.call("POST", "/v1/orders/RR-1/refunds", `{"amount":600,"reason":"lid"}`, alice, code).want(t, http.StatusAccepted).approval(t)
+	if a.Amount != 600 || a.AtRisk != 0 {
+		t.Errorf("the first request %+v, want 600 and nothing more at risk", a)
+	}
 	// 300 alone is below the threshold, and no refund was made yet.
 	g.call("POST", "/v1/orders/RR-1/refunds", `{"amount":300}`, alice).want(t, http.StatusCreated)
 	g.deliver()
@@ -188,6 +193,9 @@ func TestAccessApprovedRefundIsNotMoreAtRisk(t *testing.T) {
 	g.wantRows("second_factor bob ok", "approval.approve bob ok", "refund.create alice 409 conflict: ")
 
 	a = g.call("POST", "/v1/orders/RR-1/refunds", `{"amount":600,"reason":"lid"}`, alice).want(t, http.StatusAccepted).approval(t)
+	if a.Amount != 600 || a.AtRisk != 900 {
+		t.Errorf("asked again: %+v, want 600 with 900 at risk", a)
+	}
 	g.call("POST", fmt.Sprintf("/v1/approvals/%d/approve", a.ID), `{"code":"`+g.code("bob")+`"}`, bob).want(t, http.StatusOK)
 	if rs := g.refunds("RR-1"); len(rs) != 2 {
 		t.Fatalf("refunds after the approval: %+v", rs)
@@ -225,5 +233,44 @@ func TestAccessGroupRetryStakeIsItsCharges(t *testing.T) {
 	g.call("POST", fmt.Sprintf("/v1/approvals/%d/approve", a.ID), `{"code":"`+g.code("bob")+`"}`, bob).want(t, http.StatusOK)
 	if st := g.states("GR-1"); st[0] != "CLOSED" {
 		t.Errorf("the approved retry left the group %s, want CLOSED (charging again)", st[0])
+	}
+}
+
+// TestAccessApprovalShowsItsRequest: the approver sees what they approve:
+// the request carried out when it is approved, with its body.
+func TestAccessApprovalShowsItsRequest(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{ApprovalCount: 1, ApprovalAmount: 500})
+	g.operator("alice", access.RoleOperator)
+	g.operator("vic", access.RoleViewer)
+	g.unpaid("u-bulk", "Q-1", "Q-2")
+	g.paidOrder("Q-3", 1000)
+	alice, vic := session(g.login("alice")), session(g.login("vic"))
+	code := header(lapsehttp.SecondFactorHeader, g.code("alice"))
+	c := g.call("POST", "/v1/closes", `{"selector":{"user_id":"u-bulk"},"reason":"outage"}`, alice, code).want(t, http.StatusAccepted).approval(t)
+	r := g.call("POST", "/v1/orders/Q-3/refunds", `{"amount":600}`, alice).want(t, http.StatusAccepted).approval(t)
+
+	type selection struct {
+		Selector struct {
+			UserID string `json:"user_id"`
+		}
+		Amount int64
+	}
+	for _, w := range []struct {
+		id         int64
+		path, user string
+		amount     int64
+	}{{c.ID, "/v1/closes", "u-bulk", 0}, {r.ID, "/v1/orders/Q-3/refunds", "", 600}} {
+		got := g.call("GET", fmt.Sprintf("/v1/approvals/%d", w.id), "", vic).want(t, http.StatusOK).approval(t)
+		var body selection
+		if err := json.Unmarshal(got.Request.Body, &body); err != nil || got.Request.Method != "POST" || got.Request.Path != w.path ||
+			body.Selector.UserID != w.user || body.Amount != w.amount {
+			t.Errorf("approval %d shows the request %s %s %s (%v)", w.id, got.Request.Method, got.Request.Path, got.Request.Body, err)
+		}
+	}
+	var list struct{ Approvals []approvalView }
+	g.call("GET", "/v1/approvals?status=pending", "", vic).want(t, http.StatusOK).decode(t, &list)
+	if len(list.Approvals) != 2 || !strings.Contains(string(list.Approvals[1].Request.Body), `"user_id":"u-bulk"`) {
+		t.Errorf("the list shows %+v", list.Approvals)
 	}
 }
