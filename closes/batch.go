@@ -79,10 +79,11 @@ func (c *Closer) Start(ctx context.Context, sel *Selector, reason string, by *la
 
 func (c *Closer) start(ctx context.Context, sel *Selector, raw []byte, reason string, by *lapse.AuditEntry, approved *lapse.Approval, entry *lapse.AuditEntry) (*lapse.CloseBatch, error) {
 	var nos []string
-	var skipped int64
+	var skipped, newer int64
 	err := c.each(ctx, sel, func(o *lapse.Order, closable bool) error {
 		if closable && approved != nil && o.CreatedAt.After(approved.CreatedAt) {
 			closable = false
+			newer++
 		}
 		if !closable {
 			skipped++
@@ -102,6 +103,8 @@ func (c *Closer) start(ctx context.Context, sel *Selector, raw []byte, reason st
 		return nil, err
 	case len(nos) == 0 && skipped == 0:
 		return nil, lapse.Errorf(lapse.ECONFLICT, "nothing to close: no order matches")
+	case len(nos) == 0 && newer > 0:
+		return nil, lapse.Errorf(lapse.ECONFLICT, "nothing to close: the %d orders closable now were made after approval %d was requested", newer, approved.ID)
 	case len(nos) == 0:
 		return nil, lapse.Errorf(lapse.ECONFLICT, "nothing to close: none of the %d orders chosen is in a state with a deadline (or found)", skipped)
 	}

@@ -137,6 +137,12 @@ func TestStartApproved(t *testing.T) {
 	if err != nil || len(rows) != 2 || !strings.Contains(rows[0].Result, "approval 7 was for 2 orders") || rows[0].ApprovalID != 7 || rows[1].Result != "ok" {
 		t.Errorf("close.batch rows = %+v, %v; want the refusal, then the batch", rows, err)
 	}
+
+	// Only orders made since are left: nothing is closed.
+	if _, err := v.c.Start(ctx, &closes.Selector{OrderNos: []string{"A-new"}}, "outage", alice, approved); lapse.ErrorCode(err) != lapse.ECONFLICT ||
+		!strings.Contains(lapse.ErrorMessage(err), "made after approval 7 was requested") {
+		t.Errorf("Start of an order made after the request = %v, want a conflict saying so", err)
+	}
 }
 
 // TestRun closes a batch of orders chosen by user: each once, by hand, with
