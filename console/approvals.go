@@ -21,7 +21,7 @@ func init() {
 		"approvals.amount":          {"Amount", "金额"},
 		"approvals.count":           {"Orders", "订单数"},
 		"approvals.request":         {"Request", "申请内容"},
-		"approvals.at_risk":         {"%s with earlier ones", "连同此前共 %s"},
+		"approvals.at_risk":         {"%s with the order's earlier refunds", "连同该订单此前的退款共 %s"},
 		"approvals.maker":           {"Requested by", "申请人"},
 		"approvals.reason":          {"Reason", "原因"},
 		"approvals.created":         {"Requested at", "申请时间"},
