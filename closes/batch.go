@@ -29,16 +29,23 @@ const (
 // The audit row has by's actor fields (kind, id, name, role, second factor,
 // approver, address), Action "close.batch", Target "batch:<id>" and Batch
 // the batch's id (the batch is inserted first, in the same transaction, so
-// that its id is known), the selector as Params, reason and approvalID.
-// The batch's CreatedBy is by's kind and name ("operator:alice"; the id when
-// there is no name). The selector is kept as JSON as given.
+// that its id is known), the selector as Params, reason and the approval's
+// id. The batch's CreatedBy is by's kind and name ("operator:alice"; the id
+// when there is no name). The selector is kept as JSON as given.
+//
+// approved is the approval request the close carries out, nil when it
+// needs none. The batch and its row name it, and it closes no more than
+// was approved: orders made after the request are left out (no one saw
+// them), and more than approved.Count closable orders left is ECONFLICT,
+// with nothing started, however the selection grew since it was counted.
 //
 // Errors: EINVALID for an invalid sel, an empty reason (field "reason") or
 // a by without an actor (field "by"); ECONFLICT "nothing to close: …" when
-// no order matched is closable, and ECONFLICT when more than MaxItems are. A Start
-// that fails after its input was valid is itself recorded in the audit log
-// (best effort), with the error as the row's Result.
-func (c *Closer) Start(ctx context.Context, sel *Selector, reason string, by *lapse.AuditEntry, approvalID int64) (*lapse.CloseBatch, error) {
+// no order matched is closable, and ECONFLICT when more than MaxItems, or
+// than approved, are. A Start that fails after its input was valid is
+// itself recorded in the audit log (best effort), with the error as the
+// row's Result.
+func (c *Closer) Start(ctx context.Context, sel *Selector, reason string, by *lapse.AuditEntry, approved *lapse.Approval) (*lapse.CloseBatch, error) {
 	switch {
 	case strings.TrimSpace(reason) == "":
 		return nil, lapse.FieldError("reason", "is required: say why these orders are closed by hand")
@@ -55,9 +62,13 @@ func (c *Closer) Start(ctx context.Context, sel *Selector, reason string, by *la
 	if err != nil {
 		return nil, err
 	}
+	var approvalID int64
+	if approved != nil {
+		approvalID = approved.ID
+	}
 	entry := actorOf(by)
 	entry.Action, entry.Target, entry.Params, entry.Reason, entry.ApprovalID = ActionBatch, "close", raw, reason, approvalID
-	b, err := c.start(ctx, sel, raw, reason, by, approvalID, entry)
+	b, err := c.start(ctx, sel, raw, reason, by, approved, entry)
 	if err != nil {
 		entry.At, entry.Result = c.e.Clock().Now(), lapse.Reason(err)
 		_ = lapse.AuditRecord(context.WithoutCancel(ctx), c.store, entry)
@@ -66,13 +77,20 @@ func (c *Closer) Start(ctx context.Context, sel *Selector, reason string, by *la
 	return b, nil
 }
 
-func (c *Closer) start(ctx context.Context, sel *Selector, raw []byte, reason string, by *lapse.AuditEntry, approvalID int64, entry *lapse.AuditEntry) (*lapse.CloseBatch, error) {
+func (c *Closer) start(ctx context.Context, sel *Selector, raw []byte, reason string, by *lapse.AuditEntry, approved *lapse.Approval, entry *lapse.AuditEntry) (*lapse.CloseBatch, error) {
 	var nos []string
-	var skipped int64
+	var skipped, newer int64
 	err := c.each(ctx, sel, func(o *lapse.Order, closable bool) error {
+		if closable && approved != nil && o.CreatedAt.After(approved.CreatedAt) {
+			closable = false
+			newer++
+		}
 		if !closable {
 			skipped++
 			return nil
+		}
+		if approved != nil && int64(len(nos)) == approved.Count {
+			return lapse.Errorf(lapse.ECONFLICT, "approval %d was for %d orders; the selection now has more; nothing was closed: request the close again", approved.ID, approved.Count)
 		}
 		if len(nos) == MaxItems {
 			return lapse.Errorf(lapse.ECONFLICT, "too much to close at once: the selection has more than %d closable orders; narrow it", MaxItems)
@@ -85,11 +103,13 @@ func (c *Closer) start(ctx context.Context, sel *Selector, raw []byte, reason st
 		return nil, err
 	case len(nos) == 0 && skipped == 0:
 		return nil, lapse.Errorf(lapse.ECONFLICT, "nothing to close: no order matches")
+	case len(nos) == 0 && newer > 0:
+		return nil, lapse.Errorf(lapse.ECONFLICT, "nothing to close: the %d orders closable now were made after approval %d was requested", newer, approved.ID)
 	case len(nos) == 0:
 		return nil, lapse.Errorf(lapse.ECONFLICT, "nothing to close: none of the %d orders chosen is in a state with a deadline (or found)", skipped)
 	}
 	now := c.e.Clock().Now()
-	in := &lapse.CloseBatch{Selector: raw, Reason: reason, CreatedBy: createdBy(by), ApprovalID: approvalID,
+	in := &lapse.CloseBatch{Selector: raw, Reason: reason, CreatedBy: createdBy(by), ApprovalID: entry.ApprovalID,
 		CreatedAt: now, Status: lapse.CloseBatchRunning, Total: int64(len(nos))}
 	var b *lapse.CloseBatch
 	err = c.store.Tx(ctx, func(tx lapse.Store) error {

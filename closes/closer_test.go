@@ -15,13 +15,13 @@ func TestFindRunning(t *testing.T) {
 	v.orders("F", "u1", 3)
 	v.clk.Advance(time.Hour)
 	v.order("G-1", "u2", "")
-	byNos, err := v.c.Start(ctx, &closes.Selector{OrderNos: []string{"F-002", "F-001"}}, "provider outage", alice, 0)
+	byNos, err := v.c.Start(ctx, &closes.Selector{OrderNos: []string{"F-002", "F-001"}}, "provider outage", alice, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	shanghai := time.FixedZone("CST", 8*3600)
 	from, to := t0.In(shanghai), t0.Add(30*time.Minute).In(shanghai)
-	byRange, err := v.c.Start(ctx, &closes.Selector{From: &from, To: &to}, "provider outage", alice, 0)
+	byRange, err := v.c.Start(ctx, &closes.Selector{From: &from, To: &to}, "provider outage", alice, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

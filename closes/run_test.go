@@ -43,12 +43,12 @@ func TestStart(t *testing.T) {
 		{"an invalid selector", &closes.Selector{}, "outage", alice, "order_nos"},
 		{"an unknown flow", &closes.Selector{UserID: "u1", Flow: "nope"}, "outage", alice, "flow"},
 	} {
-		if _, err := v.c.Start(ctx, c.sel, c.reason, c.by, 0); !errors.As(err, &le) || le.Code != lapse.EINVALID || le.Field != c.field {
+		if _, err := v.c.Start(ctx, c.sel, c.reason, c.by, nil); !errors.As(err, &le) || le.Code != lapse.EINVALID || le.Field != c.field {
 			t.Errorf("%s: Start = %v, want EINVALID about %s", c.name, err, c.field)
 		}
 	}
 	for _, s := range []*closes.Selector{{OrderNos: []string{"S-3", "NOPE"}}, {UserID: "nobody"}} {
-		_, err := v.c.Start(ctx, s, "outage", alice, 0)
+		_, err := v.c.Start(ctx, s, "outage", alice, nil)
 		if lapse.ErrorCode(err) != lapse.ECONFLICT || !strings.HasPrefix(lapse.ErrorMessage(err), "nothing to close: ") {
 			t.Errorf("Start(%+v) = %v, want a conflict: nothing to close", s, err)
 		}
@@ -57,7 +57,7 @@ func TestStart(t *testing.T) {
 		t.Errorf("refused Starts made %d batches", len(bs))
 	}
 
-	b, err := v.c.Start(ctx, sel, "provider outage", alice, 42)
+	b, err := v.c.Start(ctx, sel, "provider outage", alice, &lapse.Approval{ID: 42, Count: 2, CreatedAt: v.clk.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +102,49 @@ func TestStart(t *testing.T) {
 	v.verifyAudit()
 }
 
+// TestStartApproved: a close carried out for an approval closes no more
+// than was approved: not an order made after the request, and nothing at
+// all when more orders than approved are left to close.
+func TestStartApproved(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t)
+	ctx := ctxT(t)
+	v.orders("A", "u1", 3)
+	approved := &lapse.Approval{ID: 7, Count: 3, CreatedAt: v.clk.Now()}
+	v.clk.Advance(time.Second)
+	v.order("A-new", "u1", "")
+	sel := &closes.Selector{UserID: "u1"}
+	alice := &lapse.AuditEntry{ActorKind: "operator", ActorName: "alice"}
+
+	fewer := *approved
+	fewer.Count = 2
+	_, err := v.c.Start(ctx, sel, "outage", alice, &fewer)
+	if lapse.ErrorCode(err) != lapse.ECONFLICT || !strings.Contains(lapse.ErrorMessage(err), "approval 7 was for 2 orders") {
+		t.Errorf("Start of 3 orders approved for 2 = %v, want a conflict", err)
+	}
+	if bs, _ := v.c.Batches(ctx, nil); len(bs) != 0 {
+		t.Fatalf("a refused Start made %+v", bs)
+	}
+
+	b, err := v.c.Start(ctx, sel, "outage", alice, approved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if items := v.items(b.ID); b.Total != 3 || b.ApprovalID != 7 || items["A-new"] != nil {
+		t.Errorf("Start approved for 3 = %+v with items %v, want the 3 orders made before the request", b, items)
+	}
+	rows, err := v.s.AuditList(ctx, &lapse.AuditListParams{Action: closes.ActionBatch})
+	if err != nil || len(rows) != 2 || !strings.Contains(rows[0].Result, "approval 7 was for 2 orders") || rows[0].ApprovalID != 7 || rows[1].Result != "ok" {
+		t.Errorf("close.batch rows = %+v, %v; want the refusal, then the batch", rows, err)
+	}
+
+	// Only orders made since are left: nothing is closed.
+	if _, err := v.c.Start(ctx, &closes.Selector{OrderNos: []string{"A-new"}}, "outage", alice, approved); lapse.ErrorCode(err) != lapse.ECONFLICT ||
+		!strings.Contains(lapse.ErrorMessage(err), "made after approval 7 was requested") {
+		t.Errorf("Start of an order made after the request = %v, want a conflict saying so", err)
+	}
+}
+
 // TestRun closes a batch of orders chosen by user: each once, by hand, with
 // its stock and coupon given back once and an audit row each.
 func TestRun(t *testing.T) {
@@ -120,7 +163,7 @@ func TestRun(t *testing.T) {
 		t.Fatalf("reserved %d, want 234", got)
 	}
 
-	b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "provider outage", alice, 0)
+	b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "provider outage", alice, nil)
 	if err != nil || b.Total != int64(len(nos)) {
 		t.Fatalf("Start = %+v, %v; want %d items", b, err, len(nos))
 	}
@@ -194,7 +237,7 @@ func TestRunPaidMeanwhile(t *testing.T) {
 	ctx := ctxT(t)
 	v.order("M-1", "u1", "C-1")
 	v.order("M-2", "u1", "C-2")
-	b, err := v.c.Start(ctx, &closes.Selector{OrderNos: []string{"M-1", "M-2"}}, "stuck orders", alice, 0)
+	b, err := v.c.Start(ctx, &closes.Selector{OrderNos: []string{"M-1", "M-2"}}, "stuck orders", alice, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +274,7 @@ func TestRunResumes(t *testing.T) {
 	v := newEnv(t)
 	ctx := ctxT(t)
 	nos := v.orders("K", "u1", 250)
-	b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "provider outage", alice, 0)
+	b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "provider outage", alice, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +362,7 @@ func TestRunAtOnce(t *testing.T) {
 			}
 			ctx := ctxT(t)
 			nos := v.orders("T", "u1", 120)
-			b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "provider outage", alice, 0)
+			b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "provider outage", alice, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -369,7 +412,7 @@ func TestRunRetriesFailed(t *testing.T) {
 	v := newEnv(t)
 	ctx := ctxT(t)
 	v.orders("F", "u1", 3)
-	b, err := v.c.Start(ctx, &closes.Selector{OrderNos: []string{"F-001", "F-002", "F-003"}}, "provider outage", alice, 0)
+	b, err := v.c.Start(ctx, &closes.Selector{OrderNos: []string{"F-001", "F-002", "F-003"}}, "provider outage", alice, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +445,7 @@ func TestRunSkipsAClosedOne(t *testing.T) {
 	v := newEnv(t)
 	ctx := ctxT(t)
 	v.orders("C", "u1", 2)
-	b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "stuck", alice, 0)
+	b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "stuck", alice, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +474,7 @@ func TestRunFinishes(t *testing.T) {
 	v := newEnv(t)
 	ctx := ctxT(t)
 	v.orders("E", "u1", 2)
-	b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "stuck", alice, 0)
+	b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "stuck", alice, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
+	lapsehttp "github.com/lapsehq/lapse/http"
 )
 
 func init() {
@@ -19,6 +20,8 @@ func init() {
 		"approvals.target":          {"Target", "对象"},
 		"approvals.amount":          {"Amount", "金额"},
 		"approvals.count":           {"Orders", "订单数"},
+		"approvals.request":         {"Request", "申请内容"},
+		"approvals.at_risk":         {"%s with the order's earlier refunds", "连同该订单此前的退款共 %s"},
 		"approvals.maker":           {"Requested by", "申请人"},
 		"approvals.reason":          {"Reason", "原因"},
 		"approvals.created":         {"Requested at", "申请时间"},
@@ -60,8 +63,12 @@ type approvalsData struct {
 // approvalRow is one request as the page shows it.
 type approvalRow struct {
 	*lapse.Approval
-	Mine  bool  // made by the operator looking
-	Batch int64 // the close batch an executed close.batch started; 0 when none
+	// Request is what approving it carries out (a close's selector, a
+	// refund's amount), so that the approver sees what they approve; nil
+	// when it cannot be read.
+	Request *lapsehttp.ApprovalRequest
+	Mine    bool  // made by the operator looking
+	Batch   int64 // the close batch an executed close.batch started; 0 when none
 }
 
 // recentApprovals is how many requests the page lists.
@@ -99,7 +106,7 @@ func (c *Console) approvalsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	d := approvalsData{CanDecide: op.Kind == access.KindOperator && (op.Role == access.RoleOperator || op.Role == access.RoleAdmin)}
 	row := func(a *lapse.Approval) approvalRow {
-		return approvalRow{Approval: a, Mine: op.Kind == access.KindOperator && a.MakerID == op.OperatorID, Batch: batches[a.ID]}
+		return approvalRow{Approval: a, Request: lapsehttp.RequestOf(a), Mine: op.Kind == access.KindOperator && a.MakerID == op.OperatorID, Batch: batches[a.ID]}
 	}
 	for _, a := range pending {
 		d.Pending = append(d.Pending, row(a))

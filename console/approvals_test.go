@@ -9,6 +9,7 @@ import (
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
+	lapsehttp "github.com/lapsehq/lapse/http"
 )
 
 // pendingApproval is the one pending approval request, failing the test
@@ -46,6 +47,48 @@ func (b *browser) requestClose(name string, nos []string, reason string) string 
 	}
 	resp := b.post("/console/close", url.Values{"selection": {sel}, "reason": {reason}, "code": {b.e.code(name)}})
 	return redirectedTo(b.e.t, resp, "/console/")
+}
+
+// api posts body to the API's path with b's session and a second factor
+// code, as a script in the operator's browser would, and returns the
+// status.
+func (b *browser) api(path, body, code string) int {
+	b.e.t.Helper()
+	req, err := http.NewRequest("POST", b.e.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		b.e.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Origin", b.e.srv.URL)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	req.Header.Set(lapsehttp.SecondFactorHeader, code)
+	resp, err := b.c.Do(req)
+	if err != nil {
+		b.e.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestApprovalsPageShowsTheRequest: the approver sees what approving
+// carries out, the request and its body (here a close's selector), as
+// text, however it is spelt.
+func TestApprovalsPageShowsTheRequest(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{access: func(c *access.Config) { c.ApprovalCount = 2 }})
+	e.operator("alice", access.RoleOperator)
+	e.operator("bob", access.RoleOperator)
+	e.closableOrders("U", "u-<i>bulk</i>", 3)
+	alice, bob := e.login("alice"), e.login("bob")
+	if status := alice.api("/v1/closes", `{"selector":{"user_id":"u-<i>bulk</i>"},"reason":"outage"}`, e.code("alice")); status != http.StatusAccepted {
+		t.Fatalf("the close by selector = %d, want 202", status)
+	}
+	body := bob.load("/console/approvals", http.StatusOK)
+	bodyHas(t, "the approver's inbox", body, "<th>Request</th>", "POST /v1/closes",
+		`{&#34;selector&#34;:{&#34;user_id&#34;:&#34;u-&lt;i&gt;bulk&lt;/i&gt;&#34;},&#34;reason&#34;:&#34;outage&#34;}`)
+	bodyLacks(t, "the approver's inbox", body, "<i>bulk")
+	bob.usePrefs("zh", "UTC")
+	bodyHas(t, "the approver's inbox in Chinese", bob.load("/console/approvals", http.StatusOK), "<th>申请内容</th>", "POST /v1/closes")
 }
 
 func TestApprovalsPageEmpty(t *testing.T) {
@@ -88,7 +131,7 @@ func TestFourEyesCloseInTheConsole(t *testing.T) {
 	// The maker: the request, no forms.
 	body = alice.load("/console/approvals", http.StatusOK)
 	bodyHas(t, "the maker's inbox", body, fmt.Sprintf("(request %d)", a.ID), "Waiting for a second operator", "close.batch", "warehouse fire",
-		"You made this request", "2026-11-30 08:0")
+		"You made this request", "2026-11-30 08:0", "POST /v1/closes", fmt.Sprintf("&#34;order_nos&#34;:[&#34;%s&#34;,&#34;%s&#34;,&#34;%s&#34;]", nos[0], nos[1], nos[2]))
 	bodyLacks(t, "the maker's inbox", body, approve, reject)
 	// A viewer: no forms either.
 	body = vic.load("/console/approvals", http.StatusOK)

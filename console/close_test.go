@@ -206,7 +206,7 @@ func TestCloseBatchRunningPage(t *testing.T) {
 	e.operator("vic", access.RoleViewer)
 	nos := e.closableOrders("R", "u-1", 2)
 	// Started, not run: as a batch is while it runs.
-	b, err := e.closer.Start(e.ctx, &closes.Selector{OrderNos: nos}, "stuck", &lapse.AuditEntry{ActorKind: "cli", ActorName: "root"}, 0)
+	b, err := e.closer.Start(e.ctx, &closes.Selector{OrderNos: nos}, "stuck", &lapse.AuditEntry{ActorKind: "cli", ActorName: "root"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

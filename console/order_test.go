@@ -198,6 +198,9 @@ func TestOrderRefund(t *testing.T) {
 	if refunds, _ := d.engine.OrderRefunds(d.ctx, "M-1"); len(refunds) != 1 {
 		t.Errorf("a refund waiting for approval was made: %+v", refunds)
 	}
+	// The approver sees it with the order's earlier refund.
+	bodyHas(t, "the approvals page", b.page("/console/approvals", http.StatusOK), "POST /v1/orders/M-1/refunds", "120.00 CNY",
+		"170.50 CNY with the order&#39;s earlier refunds")
 	// The pending queue row reads in Chinese too.
 	b.zh()
 	if kind, text := b.act("M-1", "refund", url.Values{"amount": {"1.234"}, "reason": {"x"}, "idempotency_key": {m2[1]}}); kind != "error" ||

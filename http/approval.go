@@ -19,7 +19,10 @@ import (
 // is kept as an approval request, with the request as the API got it, and
 // answered 202. A second operator, never its maker, approves it with their
 // own second factor; the request is then carried out as its maker made it,
-// through the same route, with the approver in its audit row.
+// through the same route, with the approver in its audit row, and only
+// within what was approved: when it would put more at stake by then (a
+// selector matching orders made since, a refund judged with refunds made
+// since), it is refused, nothing is done, and the maker asks again.
 
 // stake is what a risky request puts at risk.
 type stake struct {
@@ -36,18 +39,24 @@ type storedRequest struct {
 	Path           string          `json:"path"`
 	Body           json.RawMessage `json:"body,omitempty"`
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	// AtRisk is stake.atRisk, which the approval keeps no column of.
+	AtRisk int64 `json:"at_risk,omitempty"`
 }
 
 func (s *Server) requestApproval(w http.ResponseWriter, r *http.Request, rt *route, entry *lapse.AuditEntry, body []byte, st stake) {
-	sr := storedRequest{Method: r.Method, Path: r.URL.Path, IdempotencyKey: r.Header.Get("Idempotency-Key")}
+	sr := storedRequest{Method: r.Method, Path: r.URL.Path, IdempotencyKey: r.Header.Get("Idempotency-Key"), AtRisk: st.atRisk}
 	if len(body) > 0 {
 		sr.Body = body
 	}
-	raw, err := json.Marshal(sr)
-	if err != nil {
+	// Kept as the maker wrote it, < and > too, for the approver to read.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(sr); err != nil {
 		s.error(w, r, err)
 		return
 	}
+	raw := bytes.TrimSpace(buf.Bytes())
 	a, err := s.access.RequestApproval(r.Context(), principalOf(r.Context()), &lapse.Approval{
 		Action: rt.audit, Target: entry.Target, Amount: st.amount, Currency: st.currency, Count: st.count,
 		Request: raw, Reason: st.reason,
@@ -59,6 +68,35 @@ func (s *Server) requestApproval(w http.ResponseWriter, r *http.Request, rt *rou
 	s.writeJSON(w, r, http.StatusAccepted, approvalOut(a))
 }
 
+// ApprovalRequest is the request an approval request carries out when it
+// is approved, as its maker made it: what the approver approves (a close's
+// selector, a refund's amount, in Body), shown to them.
+type ApprovalRequest struct {
+	Method string          `json:"method"`
+	Path   string          `json:"path"`
+	Body   json.RawMessage `json:"body,omitempty"`
+	// AtRisk is the money the request was judged on, when more than its
+	// Amount: a refund counting the order's earlier refunds.
+	AtRisk int64 `json:"-"`
+}
+
+// RequestOf returns the request a carries out, nil when a keeps none that
+// this server reads.
+func RequestOf(a *lapse.Approval) *ApprovalRequest {
+	var sr storedRequest
+	if json.Unmarshal(a.Request, &sr) != nil || sr.Method == "" {
+		return nil
+	}
+	out := &ApprovalRequest{Method: sr.Method, Path: sr.Path}
+	if json.Valid(sr.Body) {
+		out.Body = sr.Body
+	}
+	if sr.AtRisk > a.Amount {
+		out.AtRisk = sr.AtRisk
+	}
+	return out
+}
+
 // approvalJSON is an approval request as the API shows it.
 type approvalJSON struct {
 	ID        int64                `json:"id"`
@@ -66,9 +104,11 @@ type approvalJSON struct {
 	Action    string               `json:"action"`
 	Target    string               `json:"target"`
 	Amount    int64                `json:"amount,omitempty"`
+	AtRisk    int64                `json:"at_risk,omitempty"`
 	Currency  string               `json:"currency,omitempty"`
 	Count     int64                `json:"count,omitempty"`
 	Reason    string               `json:"reason,omitempty"`
+	Request   *ApprovalRequest     `json:"request,omitempty"`
 	Maker     string               `json:"maker"`
 	CreatedAt time.Time            `json:"created_at"`
 	ExpiresAt time.Time            `json:"expires_at"`
@@ -79,8 +119,11 @@ type approvalJSON struct {
 
 func approvalOut(a *lapse.Approval) approvalJSON {
 	out := approvalJSON{ID: a.ID, Status: a.Status, Action: a.Action, Target: a.Target, Amount: a.Amount, Currency: a.Currency,
-		Count: a.Count, Reason: a.Reason, Maker: a.MakerName, CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt,
+		Count: a.Count, Reason: a.Reason, Request: RequestOf(a), Maker: a.MakerName, CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt,
 		Approver: a.ApproverName, Result: a.Result}
+	if out.Request != nil {
+		out.AtRisk = out.Request.AtRisk
+	}
 	if !a.DecidedAt.IsZero() {
 		out.DecidedAt = &a.DecidedAt
 	}
@@ -227,7 +270,8 @@ func (s *Server) carryOut(ctx context.Context, orig *http.Request, a *lapse.Appr
 		return "", fmt.Errorf("approval %d: its maker %q cannot act now: %w", a.ID, a.MakerName, err)
 	}
 	ctx = context.WithValue(ctx, principalKey{}, maker)
-	ctx = context.WithValue(ctx, approvedKey{}, &approval{id: a.ID, approver: approver.Name})
+	ctx = context.WithValue(ctx, approvedKey{}, &approval{Approval: a, approver: approver.Name,
+		stake: stake{amount: a.Amount, atRisk: sr.AtRisk, currency: a.Currency, count: a.Count}})
 	ctx = context.WithValue(ctx, entryKey{}, (*lapse.AuditEntry)(nil)) // the approval's row is not the action's
 	req, err := http.NewRequestWithContext(ctx, sr.Method, sr.Path, nil)
 	if err != nil {
@@ -252,9 +296,38 @@ func (s *Server) carryOut(ctx context.Context, orig *http.Request, a *lapse.Appr
 		answer = answer[:1024] + "…"
 	}
 	if c.status >= 400 {
+		var p Problem
+		if json.Unmarshal(c.body, &p) == nil && p.Detail != "" {
+			answer = p.Code + ": " + p.Detail
+		}
 		return "", lapse.Errorf(lapse.ECONFLICT, "the approved request was refused: %d %s", c.status, answer)
 	}
 	return fmt.Sprintf("%d %s", c.status, answer), nil
+}
+
+// within refuses, with ECONFLICT, a request carried out for ap that now
+// puts more at stake than ap was approved for: more orders, more money
+// (its own, or with what went before it, as a refund's earlier refunds),
+// or money in another currency. Less is within it: orders closed or paid
+// since take from what was approved, not add to it.
+func (ap *approval) within(now stake) error {
+	was := ap.stake
+	var approved, asked string
+	switch {
+	case now.count > was.count:
+		approved, asked = fmt.Sprintf("%d orders", was.count), fmt.Sprintf("%d orders", now.count)
+	case (now.amount != 0 || was.amount != 0) && now.currency != was.currency:
+		approved, asked = fmt.Sprintf("money in %q", was.currency), fmt.Sprintf("money in %q", now.currency)
+	case now.amount > was.amount:
+		approved, asked = lapse.Money(was.amount, was.currency), lapse.Money(now.amount, now.currency)
+	case max(now.amount, now.atRisk) > max(was.amount, was.atRisk):
+		approved = lapse.Money(max(was.amount, was.atRisk), was.currency) + " counting what went before it"
+		asked = lapse.Money(max(now.amount, now.atRisk), now.currency) + " counting what went before it"
+	default:
+		return nil
+	}
+	return lapse.Errorf(lapse.ECONFLICT, "approval %d was for %s; the request is now for %s; nothing was done: make the request again, for a second operator to approve what it is now",
+		ap.ID, approved, asked)
 }
 
 // scopeOf is the scope of the route the request of a goes to, "" when it

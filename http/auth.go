@@ -42,12 +42,13 @@ func principalOf(ctx context.Context) *access.Principal {
 
 // approvedKey marks a request carried out for an approval request: its
 // maker gave the second factor when making it, and a second operator
-// approved it with theirs.
+// approved it with theirs, for what it put at stake then (approval.stake).
 type approvedKey struct{}
 
 type approval struct {
-	id       int64
-	approver string
+	*lapse.Approval        // as it was approved
+	approver        string // who approved it
+	stake           stake  // what it was approved for
 }
 
 // actor is who a change made by r is recorded as in the order's log.
@@ -127,7 +128,22 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 		return
 	}
 	if ap, _ := ctx.Value(approvedKey{}).(*approval); ap != nil {
-		entry.Approver, entry.ApprovalID, entry.SecondFactor = ap.approver, ap.id, "totp"
+		entry.Approver, entry.ApprovalID, entry.SecondFactor = ap.approver, ap.ID, "totp"
+		if rt.stake != nil {
+			// What the request puts at stake is told again: a selector
+			// matches the orders made since, a refund is judged with the
+			// refunds made since. It is carried out only within what the
+			// approver approved.
+			st, err := rt.stake(s, r, body)
+			if err == nil {
+				err = ap.within(st)
+			}
+			if err != nil {
+				s.record(ctx, entry, err)
+				s.error(w, r, err)
+				return
+			}
+		}
 	} else if rt.risky {
 		used, err := s.access.RequireSecondFactor(ctx, p, r.Header.Get(SecondFactorHeader))
 		if err != nil {
@@ -197,18 +213,24 @@ func (s *Server) refused(ctx context.Context, entry *lapse.AuditEntry, err error
 // call it for the failures their callees do not record themselves.
 func (s *Server) failed(w http.ResponseWriter, r *http.Request, err error) {
 	if entry, _ := r.Context().Value(entryKey{}).(*lapse.AuditEntry); entry != nil {
-		e := *entry
-		if lapse.ErrorCode(err) == lapse.EFORBIDDEN {
-			e.Result = "refused: " + lapse.Reason(err)
-		} else {
-			p, _ := problem.Of(err)
-			e.Result = fmt.Sprintf("%d %s: %s", p.Status, p.Code, p.Detail)
-		}
-		if aerr := s.access.Record(context.WithoutCancel(r.Context()), &e); aerr != nil {
-			s.log.Error("http: the audit row of a failed action could not be written", "action", e.Action, "err", aerr)
-		}
+		s.record(r.Context(), entry, err)
 	}
 	s.error(w, r, err)
+}
+
+// record writes the row of entry for an action that failed with err, as
+// failed does.
+func (s *Server) record(ctx context.Context, entry *lapse.AuditEntry, err error) {
+	e := *entry
+	if lapse.ErrorCode(err) == lapse.EFORBIDDEN {
+		e.Result = "refused: " + lapse.Reason(err)
+	} else {
+		p, _ := problem.Of(err)
+		e.Result = fmt.Sprintf("%d %s: %s", p.Status, p.Code, p.Detail)
+	}
+	if aerr := s.access.Record(context.WithoutCancel(ctx), &e); aerr != nil {
+		s.log.Error("http: the audit row of a failed action could not be written", "action", e.Action, "err", aerr)
+	}
 }
 
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, err error) {

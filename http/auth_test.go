@@ -3,6 +3,7 @@ package http_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -43,12 +44,19 @@ type guardedEnv struct {
 
 func newGuardedEnv(t *testing.T, cfg access.Config) *guardedEnv {
 	t.Helper()
+	return newGuardedEnvPaying(t, cfg, closedProvider{})
+}
+
+// newGuardedEnvPaying is newGuardedEnv with provider behind the hmac
+// callback.
+func newGuardedEnvPaying(t *testing.T, cfg access.Config, provider lapse.PaymentProvider) *guardedEnv {
+	t.Helper()
 	e := newEnvWith(t, options{
 		access: &cfg,
 		closer: true,
 		cfg:    lapsehttp.Config{Callbacks: map[string]lapse.PaymentCallback{"hmac": callbackScheme}},
 		engine: func(c *engine.Config) {
-			c.Payments = engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{"hmac": closedProvider{}}}
+			c.Payments = engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{"hmac": provider}}
 		},
 	})
 	g := &guardedEnv{env: e, root: access.CLI("root"), secrets: map[string]string{}}
@@ -260,6 +268,12 @@ type approvalView struct {
 	Maker    string
 	Approver string
 	Result   string
+	AtRisk   int64 `json:"at_risk"`
+	Request  struct {
+		Method string
+		Path   string
+		Body   json.RawMessage
+	}
 }
 
 func (r *response) approval(t *testing.T) *approvalView {

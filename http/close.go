@@ -67,7 +67,11 @@ func (s *Server) startClose(w http.ResponseWriter, r *http.Request) {
 	if by == nil {
 		by = &lapse.AuditEntry{ActorKind: "api", ActorName: "api", Action: "close.batch", ClientAddr: clientAddr(r)}
 	}
-	b, err := s.closer.Start(r.Context(), &req.Selector, req.Reason, by, by.ApprovalID)
+	var approved *lapse.Approval // the one carried out (carryOut), which bounds what is closed
+	if ap, _ := r.Context().Value(approvedKey{}).(*approval); ap != nil {
+		approved = ap.Approval
+	}
+	b, err := s.closer.Start(r.Context(), &req.Selector, req.Reason, by, approved)
 	switch {
 	case lapse.ErrorCode(err) == lapse.EINVALID: // input Start refused before its own row
 		s.failed(w, r, err)

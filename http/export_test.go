@@ -62,6 +62,7 @@ var ResponseBodies = map[string]any{
 	"Group":           groupView{},
 	"Session":         sessionJSON{},
 	"Approval":        approvalJSON{},
+	"ApprovalRequest": ApprovalRequest{},
 	"AuditEntry":      auditJSON{},
 	"CloseBatch":      batchJSON{},
 	"Probe":           probeView{},

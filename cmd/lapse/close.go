@@ -121,7 +121,7 @@ func closeOrders(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintln(stdout, "nothing to close")
 		return nil
 	default:
-		if b, err = closer.Start(ctx, sel, o.args.reason, by, 0); err != nil {
+		if b, err = closer.Start(ctx, sel, o.args.reason, by, nil); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "batch %d: closing %d orders\n", b.ID, b.Total)
