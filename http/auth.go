@@ -94,12 +94,6 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 			return
 		}
 	}
-	if cookie {
-		if err := s.crossOrigin.Check(r); err != nil {
-			s.error(w, r, lapse.Errorf(lapse.EFORBIDDEN, "cross-origin request refused: %v", err))
-			return
-		}
-	}
 	// The rows the access service writes for p (a second factor, an
 	// approval) say where the request came from, as the route's rows do.
 	from := *p
@@ -116,6 +110,16 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 		}
 		entry = p.Entry(rt.audit, rt.targetOf(r, body), params)
 		entry.ClientAddr = clientAddr(r)
+	}
+	if cookie {
+		// Checked once the row is made, so that a write refused here is
+		// in the audit log as any other refusal is (S9).
+		if err := s.crossOrigin.Check(r); err != nil {
+			err := lapse.Errorf(lapse.EFORBIDDEN, "cross-origin request refused: %v", err)
+			s.refused(ctx, entry, err)
+			s.error(w, r, err)
+			return
+		}
 	}
 	if !p.Can(rt.scope) {
 		err := lapse.Errorf(lapse.EFORBIDDEN, "%s needs the scope %s, which %s %q does not have", rt.method+" "+rt.path, rt.scope, p.Kind, p.Name)
