@@ -60,6 +60,11 @@ func (ps *payments) serves(f *lapse.Flow) bool { return f.Pays != "" }
 // captured, so it must be on the books, and only an operator can tell what
 // it was for.
 //
+// A payment for an order whose flow takes no payments (a group buy, whose
+// members are charged instead) is recorded for review too: it was captured,
+// and Lapse cannot tell what it was for (a member's charge reported under
+// the group's number must not be refunded blindly).
+//
 // A notice that contradicts the payment recorded under its provider
 // transaction (another order, amount or currency) is not a replay: nothing
 // moves, and it is put in review for an operator (a review row on the
@@ -75,8 +80,7 @@ func (ps *payments) serves(f *lapse.Flow) bool { return f.Pays != "" }
 // transaction is recorded for another order: then it is a contradiction, in
 // review) or (refund notices) payment, so that the provider sends it again:
 // the callback may have overtaken its order's creation, and a payment with
-// no order to stand on cannot be recorded; EINVALID when the order's flow
-// takes no payments.
+// no order to stand on cannot be recorded.
 func (e *Engine) ApplyPayment(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
 	return e.feat.payments.apply(ctx, n)
 }
@@ -98,13 +102,14 @@ func (ps *payments) apply(ctx context.Context, n *lapse.PaymentNotice) (*lapse.P
 			return lapse.Refine(lapse.ErrOrderNotFound, "payment %s of %s is for order %s, which does not exist", n.TxnID, n.Provider, n.OrderNo)
 		}}
 	got, err := changeOrder(ctx, e, c, func(s lapse.Store, o *lapse.Order, flow *lapse.Flow) (*lapse.Payment, error) {
-		if !ps.serves(flow) {
-			return nil, lapse.Errorf(lapse.EINVALID, "order %s follows flow %s, which takes no payments", o.OrderNo, flow.Name)
-		}
 		now := e.clock.Now()
 		pay := &lapse.Payment{Provider: n.Provider, TxnID: n.TxnID, OrderID: o.ID, OrderNo: o.OrderNo, Amount: n.Amount,
 			Currency: n.Currency, Merchant: n.Merchant, PaidAt: n.PaidAt, Status: lapse.PaymentApplied, Raw: n.Raw,
 			CreatedAt: now, UpdatedAt: now}
+		if !ps.serves(flow) {
+			why := fmt.Sprintf("order %s follows flow %s, which takes no payments", o.OrderNo, flow.Name)
+			return ps.recordPayment(ctx, o, n, pay, lapse.PaymentReview, lapse.EventPaymentReview, why)
+		}
 		if why := ps.payMismatch(o, n); why != "" {
 			return ps.recordPayment(ctx, o, n, pay, lapse.PaymentReview, lapse.EventPaymentReview, why)
 		}
@@ -166,8 +171,9 @@ func (ps *payments) payMismatch(o *lapse.Order, n *lapse.PaymentNotice) string {
 // recordPayment records a payment its order cannot take, with the event
 // that acts on it, in one transaction: late (payment.late: the refund
 // subscriber refunds it) or review (payment.review: it does not match its
-// order, and an operator decides; refunding it blindly could refund the
-// wrong amount). The order does not change. A payment recorded already under its transaction is not written
+// order, or its order's flow takes no payments, and an operator decides;
+// refunding it blindly could refund the wrong amount). The order does not
+// change. A payment recorded already under its transaction is not written
 // again: recorded answers n with it.
 func (ps *payments) recordPayment(ctx context.Context, o *lapse.Order, n *lapse.PaymentNotice, pay *lapse.Payment, st lapse.PaymentStatus, typ, why string) (*lapse.Payment, error) {
 	e := ps.e

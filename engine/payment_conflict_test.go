@@ -184,3 +184,34 @@ func TestPaymentConflictsRace(t *testing.T) {
 		}
 	})
 }
+
+// TestPaymentForFlowWithoutPayments: a verified payment for an order whose
+// flow takes no payments (a group buy, whose members are charged) is on the
+// books, in review, not refused; the group does not move.
+func TestPaymentForFlowWithoutPayments(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		e := paymentEngine(t, open(), clk, &fakeProvider{})
+		ctx := ctxT(t)
+		g := create(t, e, groupReq("PG-1", time.Hour))
+		for range 2 {
+			pay, err := e.ApplyPayment(ctx, paid(g, "tg-1", clk.Now()))
+			if err != nil || pay.Status != lapse.PaymentReview || !strings.Contains(pay.Reason, "takes no payments") {
+				t.Fatalf("payment for a group buy = %+v, %v; want it in review", pay, err)
+			}
+		}
+		if rs := orderReviews(t, e, "PG-1"); len(rs) != 1 || !strings.Contains(rs[0].Reason, "tg-1") {
+			t.Errorf("reviews of PG-1 = %+v", rs)
+		}
+		if o, _ := e.Order(ctx, "PG-1"); o.State != g.State || o.Version != g.Version {
+			t.Errorf("PG-1 moved to %s (version %d)", o.State, o.Version)
+		}
+		rec, err := e.Reconcile(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tot := rec.Totals[g.Currency]; tot == nil || tot.Captured != g.Amount || tot.Review != g.Amount {
+			t.Errorf("reconciliation totals = %+v; want %d captured, in review", tot, g.Amount)
+		}
+	})
+}

@@ -184,7 +184,9 @@ func TestPaymentCallback(t *testing.T) {
 
 // TestPaymentCallbackConflicts: a signed callback that reuses a provider
 // transaction id with another order or amount is acknowledged only once it
-// is on an operator's desk, and pays nothing; a replay is a plain ok.
+// is on an operator's desk, and pays nothing; a replay is a plain ok. A
+// payment for a group buy, which takes no payments itself, is on the books
+// in review, not refused for the provider to send for ever.
 func TestPaymentCallbackConflicts(t *testing.T) {
 	t.Parallel()
 	e := paymentEnv(t)
@@ -226,6 +228,15 @@ func TestPaymentCallbackConflicts(t *testing.T) {
 		t.Errorf("reviews after the conflicting callbacks: %+v", rs)
 	}
 
+	// A payment for a group buy.
+	e.do("POST", "/v1/groups", `{"group_id":"G-1","organiser":"org","price":990,"currency":"CNY","ttl":"1h"}`).want(t, http.StatusCreated)
+	if r := e.callback(noticeBody("G-1", "tg-1", 990, now), now); r.status != http.StatusOK {
+		t.Errorf("callback for a group buy: %d %s", r.status, r.body)
+	}
+	e.do("GET", "/v1/orders/G-1/payments", "").want(t, http.StatusOK).decode(t, &pays)
+	if len(pays.Payments) != 1 || pays.Payments[0].Status != lapse.PaymentReview || pays.Payments[0].Amount != 990 {
+		t.Errorf("payments of G-1: %+v", pays.Payments)
+	}
 }
 
 func TestPaymentIntentAPI(t *testing.T) {
