@@ -60,11 +60,27 @@ func (ps *payments) serves(f *lapse.Flow) bool { return f.Pays != "" }
 // captured, so it must be on the books, and only an operator can tell what
 // it was for.
 //
-// A refunded notice completes the refund of a late payment, or a merchant
-// refund of the order an applied payment paid.
+// A payment for an order whose flow takes no payments (a group buy, whose
+// members are charged instead) is recorded for review too: it was captured,
+// and Lapse cannot tell what it was for (a member's charge reported under
+// the group's number must not be refunded blindly).
 //
-// Errors, with nothing written: ENOTFOUND for an unknown order or (refund
-// notices) payment; EINVALID when the order's flow takes no payments.
+// A notice that contradicts the payment recorded under its provider
+// transaction (another order, amount or currency) is not a replay: nothing
+// moves, and it is put in review for an operator (a review row on the
+// order it names, or on the payment's when that order does not exist),
+// once however often it is sent; the payment as recorded is returned.
+//
+// A refunded notice completes the refund of a late payment, or a merchant
+// refund of the order an applied payment paid. One that names another
+// order or currency than the payment's, or (for a late payment, refunded
+// only in full) another amount, completes nothing and is put in review.
+//
+// Errors, with nothing written: ENOTFOUND for an unknown order (unless its
+// transaction is recorded for another order: then it is a contradiction, in
+// review) or (refund notices) payment, so that the provider sends it again:
+// the callback may have overtaken its order's creation, and a payment with
+// no order to stand on cannot be recorded.
 func (e *Engine) ApplyPayment(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
 	return e.feat.payments.apply(ctx, n)
 }
@@ -77,26 +93,30 @@ func (ps *payments) apply(ctx context.Context, n *lapse.PaymentNotice) (*lapse.P
 	// The same transaction again is found by the store's unique key on
 	// (provider, txn id), whichever way it is recorded below: it writes
 	// nothing and returns the payment recorded, so that a first callback is
-	// not made to read before it writes.
+	// not made to read before it writes; recorded then tells a replay from
+	// a contradiction.
+	unknown := false
 	c := orderChange{orderNo: n.OrderNo, stale: "payment " + n.TxnID + " of order " + n.OrderNo,
 		missing: func() error {
+			unknown = true
 			return lapse.Refine(lapse.ErrOrderNotFound, "payment %s of %s is for order %s, which does not exist", n.TxnID, n.Provider, n.OrderNo)
 		}}
-	return changeOrder(ctx, e, c, func(s lapse.Store, o *lapse.Order, flow *lapse.Flow) (*lapse.Payment, error) {
-		if !ps.serves(flow) {
-			return nil, lapse.Errorf(lapse.EINVALID, "order %s follows flow %s, which takes no payments", o.OrderNo, flow.Name)
-		}
+	got, err := changeOrder(ctx, e, c, func(s lapse.Store, o *lapse.Order, flow *lapse.Flow) (*lapse.Payment, error) {
 		now := e.clock.Now()
 		pay := &lapse.Payment{Provider: n.Provider, TxnID: n.TxnID, OrderID: o.ID, OrderNo: o.OrderNo, Amount: n.Amount,
 			Currency: n.Currency, Merchant: n.Merchant, PaidAt: n.PaidAt, Status: lapse.PaymentApplied, Raw: n.Raw,
 			CreatedAt: now, UpdatedAt: now}
+		if !ps.serves(flow) {
+			why := fmt.Sprintf("order %s follows flow %s, which takes no payments", o.OrderNo, flow.Name)
+			return ps.recordPayment(ctx, o, n, pay, lapse.PaymentReview, lapse.EventPaymentReview, why)
+		}
 		if why := ps.payMismatch(o, n); why != "" {
-			return ps.recordPayment(ctx, o, pay, lapse.PaymentReview, lapse.EventPaymentReview, why)
+			return ps.recordPayment(ctx, o, n, pay, lapse.PaymentReview, lapse.EventPaymentReview, why)
 		}
 		p, perr := flow.Plan(o, lapse.Firing{Event: flow.Pays, Now: now, At: n.PaidAt, FiredBy: lapse.FiredByPayment,
 			Actor: n.Provider, Reason: "payment " + n.TxnID})
 		if lapse.ErrorCode(perr) == lapse.ECONFLICT {
-			return ps.recordPayment(ctx, o, pay, lapse.PaymentLate, lapse.EventPaymentLate, lapse.ErrorMessage(perr))
+			return ps.recordPayment(ctx, o, n, pay, lapse.PaymentLate, lapse.EventPaymentLate, lapse.ErrorMessage(perr))
 		}
 		if perr != nil {
 			return nil, perr
@@ -108,12 +128,31 @@ func (ps *payments) apply(ctx context.Context, n *lapse.PaymentNotice) (*lapse.P
 		if err != nil {
 			return nil, err // lapse.ErrStale: the order moved meanwhile, and is decided again
 		}
-		if created {
-			e.committed(flow.Name, p)
-			e.metrics.payments.WithLabelValues(n.Provider, string(lapse.PaymentApplied)).Inc()
+		if !created {
+			return ps.recorded(ctx, got, n, o)
 		}
+		e.committed(flow.Name, p)
+		e.metrics.payments.WithLabelValues(n.Provider, string(lapse.PaymentApplied)).Inc()
 		return got, nil
 	})
+	if unknown {
+		return ps.unknownOrder(ctx, n, err)
+	}
+	return got, err
+}
+
+// unknownOrder answers a paid notice for an order that does not exist: a
+// contradiction when its transaction is recorded (for another order, then),
+// and otherwise err, which the provider answers by sending it again.
+func (ps *payments) unknownOrder(ctx context.Context, n *lapse.PaymentNotice, err error) (*lapse.Payment, error) {
+	rec, gerr := ps.e.store.PaymentGet(ctx, n.Provider, n.TxnID)
+	switch {
+	case errors.Is(gerr, lapse.ErrPaymentNotFound):
+		return nil, err
+	case gerr != nil:
+		return nil, gerr
+	}
+	return ps.recorded(ctx, rec, n, nil)
 }
 
 // payMismatch says how a payment differs from what its order asked for
@@ -132,9 +171,11 @@ func (ps *payments) payMismatch(o *lapse.Order, n *lapse.PaymentNotice) string {
 // recordPayment records a payment its order cannot take, with the event
 // that acts on it, in one transaction: late (payment.late: the refund
 // subscriber refunds it) or review (payment.review: it does not match its
-// order, and an operator decides; refunding it blindly could refund the
-// wrong amount). The order does not change.
-func (ps *payments) recordPayment(ctx context.Context, o *lapse.Order, pay *lapse.Payment, st lapse.PaymentStatus, typ, why string) (*lapse.Payment, error) {
+// order, or its order's flow takes no payments, and an operator decides;
+// refunding it blindly could refund the wrong amount). The order does not
+// change. A payment recorded already under its transaction is not written
+// again: recorded answers n with it.
+func (ps *payments) recordPayment(ctx context.Context, o *lapse.Order, n *lapse.PaymentNotice, pay *lapse.Payment, st lapse.PaymentStatus, typ, why string) (*lapse.Payment, error) {
 	e := ps.e
 	pay.Status, pay.Reason = st, lapse.CleanReason(why)
 	evs := []lapse.OutboxEvent{lapse.NewPaymentEvent(typ, o, pay)}
@@ -147,16 +188,17 @@ func (ps *payments) recordPayment(ctx context.Context, o *lapse.Order, pay *laps
 	if err != nil {
 		return nil, err
 	}
-	if created {
-		log := e.log.Warn
-		if st == lapse.PaymentReview {
-			log = e.log.Error
-		}
-		log("payment recorded but not applied", "order_no", o.OrderNo, "provider", pay.Provider, "txn_id", pay.TxnID,
-			"status", st, "reason", why)
-		e.metrics.payments.WithLabelValues(pay.Provider, string(st)).Inc()
-		e.delivered(evs)
+	if !created {
+		return ps.recorded(ctx, got, n, o)
 	}
+	log := e.log.Warn
+	if st == lapse.PaymentReview {
+		log = e.log.Error
+	}
+	log("payment recorded but not applied", "order_no", o.OrderNo, "provider", pay.Provider, "txn_id", pay.TxnID,
+		"status", st, "reason", why)
+	e.metrics.payments.WithLabelValues(pay.Provider, string(st)).Inc()
+	e.delivered(evs)
 	return got, nil
 }
 
@@ -168,13 +210,20 @@ func paymentReview(o *lapse.Order, pay *lapse.Payment, at time.Time) *lapse.Revi
 }
 
 // refundNoticed completes the refund of a late payment that the provider
-// reports done. A payment already refunded is left as it is.
+// reports done. A payment already refunded is left as it is. A notice that
+// contradicts the payment (another order or currency, or another amount
+// than a late payment's, which is refunded in full) completes nothing: the
+// books would say the money went back when it did not, or not all of it.
 func (ps *payments) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
 	e := ps.e
 	for range maxStaleRetries {
 		pay, err := e.store.PaymentGet(ctx, n.Provider, n.TxnID)
 		if err != nil {
 			return nil, err
+		}
+		whole := pay.Status == lapse.PaymentLate || pay.Status == lapse.PaymentRefunding || pay.Status == lapse.PaymentRefunded
+		if why := noticeConflict(pay, n, whole); why != "" {
+			return ps.conflicting(ctx, pay, n, nil, why)
 		}
 		switch pay.Status {
 		case lapse.PaymentLate, lapse.PaymentRefunding:

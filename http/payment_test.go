@@ -182,6 +182,63 @@ func TestPaymentCallback(t *testing.T) {
 	}
 }
 
+// TestPaymentCallbackConflicts: a signed callback that reuses a provider
+// transaction id with another order or amount is acknowledged only once it
+// is on an operator's desk, and pays nothing; a replay is a plain ok. A
+// payment for a group buy, which takes no payments itself, is on the books
+// in review, not refused for the provider to send for ever.
+func TestPaymentCallbackConflicts(t *testing.T) {
+	t.Parallel()
+	e := paymentEnv(t)
+	for _, no := range []string{"P-1", "P-2"} {
+		e.do("POST", "/v1/orders", `{"order_no":"`+no+`","flow":"checkout","user_id":"u","amount":500,"currency":"CNY","ttl":"15m"}`).want(t, http.StatusCreated)
+	}
+	now := e.clock.Now()
+	reviews := func() []lapse.Review {
+		t.Helper()
+		var rs struct{ Reviews []lapse.Review }
+		e.do("GET", "/v1/reviews?open=true", "").want(t, http.StatusOK).decode(t, &rs)
+		return rs.Reviews
+	}
+	for _, body := range []string{noticeBody("P-1", "tp-1", 500, now), noticeBody("P-1", "tp-1", 500, now)} {
+		if r := e.callback(body, now); r.status != http.StatusOK || string(r.body) != `{"status":"ok"}`+"\n" {
+			t.Fatalf("callback: %d %s", r.status, r.body)
+		}
+	}
+	if rs := reviews(); len(rs) != 0 {
+		t.Fatalf("a replay was put in review: %+v", rs)
+	}
+
+	// tp-1 again, for P-2, then for P-1 with another amount.
+	e.callback(noticeBody("P-2", "tp-1", 500, now), now).want(t, http.StatusOK)
+	e.callback(noticeBody("P-1", "tp-1", 999, now), now).want(t, http.StatusOK)
+	var pays struct{ Payments []lapse.Payment }
+	e.do("GET", "/v1/orders/P-2/payments", "").want(t, http.StatusOK).decode(t, &pays)
+	var o lapse.Order
+	e.do("GET", "/v1/orders/P-2", "").want(t, http.StatusOK).decode(t, &o)
+	if len(pays.Payments) != 0 || o.State != "UNPAID" {
+		t.Errorf("P-2 after a callback reusing tp-1: %s, payments %+v", o.State, pays.Payments)
+	}
+	rs := reviews()
+	byOrder := map[string]string{}
+	for _, r := range rs {
+		byOrder[r.OrderNo] = r.Reason
+	}
+	if len(rs) != 2 || !strings.Contains(byOrder["P-2"], "tp-1") || !strings.Contains(byOrder["P-1"], "9.99 CNY") {
+		t.Errorf("reviews after the conflicting callbacks: %+v", rs)
+	}
+
+	// A payment for a group buy.
+	e.do("POST", "/v1/groups", `{"group_id":"G-1","organiser":"org","price":990,"currency":"CNY","ttl":"1h"}`).want(t, http.StatusCreated)
+	if r := e.callback(noticeBody("G-1", "tg-1", 990, now), now); r.status != http.StatusOK {
+		t.Errorf("callback for a group buy: %d %s", r.status, r.body)
+	}
+	e.do("GET", "/v1/orders/G-1/payments", "").want(t, http.StatusOK).decode(t, &pays)
+	if len(pays.Payments) != 1 || pays.Payments[0].Status != lapse.PaymentReview || pays.Payments[0].Amount != 990 {
+		t.Errorf("payments of G-1: %+v", pays.Payments)
+	}
+}
+
 func TestPaymentIntentAPI(t *testing.T) {
 	t.Parallel()
 	e := paymentEnv(t)

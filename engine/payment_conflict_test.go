@@ -1,0 +1,217 @@
+package engine_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/flows"
+)
+
+// orderReviews returns the open reviews of order no.
+func orderReviews(t *testing.T, e *engine.Engine, no string) []*lapse.Review {
+	t.Helper()
+	o, err := e.Order(ctxT(t), no)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := e.Store().ReviewList(ctxT(t), &lapse.ReviewListParams{OrderID: o.ID, Open: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+// TestPaymentConflicts: a notice that reuses a provider transaction id with
+// another order, amount or currency than the payment recorded under it is
+// not taken for a replay: nothing moves, and it waits for an operator in a
+// review. A true replay changes nothing and asks no one.
+func TestPaymentConflicts(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		prov := &fakeProvider{}
+		e := paymentEngine(t, open(), clk, prov)
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		ctx := ctxT(t)
+		a := create(t, e, checkout("PC-1", 15*time.Minute))
+		b := create(t, e, checkout("PC-2", 15*time.Minute))
+		pay, err := e.ApplyPayment(ctx, paid(a, "tp-1", clk.Now()))
+		if err != nil || pay.Status != lapse.PaymentApplied {
+			t.Fatalf("ApplyPayment = %+v, %v", pay, err)
+		}
+		// A true replay: the payment as recorded, and no review.
+		if again, err := e.ApplyPayment(ctx, paid(a, "tp-1", clk.Now().Add(time.Second))); err != nil || again.ID != pay.ID {
+			t.Errorf("replay = %+v, %v", again, err)
+		}
+		if rs := orderReviews(t, e, "PC-1"); len(rs) != 0 {
+			t.Errorf("a replay was put in review: %+v", rs)
+		}
+
+		// The same transaction for another order: PC-2 is not paid, and an
+		// operator is told on PC-2, the order it claims to pay. Sent again,
+		// it is the same review.
+		for range 2 {
+			if _, err := e.ApplyPayment(ctx, paid(b, "tp-1", clk.Now())); err != nil {
+				t.Errorf("conflicting notice for another order = %v", err)
+			}
+		}
+		if o, _ := e.Order(ctx, "PC-2"); o.State != flows.Unpaid {
+			t.Errorf("PC-2 is %s after a conflicting notice", o.State)
+		}
+		if ps, _ := e.Payments(ctx, "PC-2"); len(ps) != 0 {
+			t.Errorf("payments of PC-2: %+v", ps)
+		}
+		if rs := orderReviews(t, e, "PC-2"); len(rs) != 1 || !strings.Contains(rs[0].Reason, "tp-1") || !strings.Contains(rs[0].Reason, "PC-1") {
+			t.Errorf("reviews of PC-2 = %+v; want one naming tp-1 and PC-1", rs)
+		}
+
+		// The same transaction and order with another amount, or currency:
+		// on PC-1's desk, PC-1 paid once.
+		n := paid(a, "tp-1", clk.Now())
+		n.Amount = 999
+		if _, err := e.ApplyPayment(ctx, n); err != nil {
+			t.Errorf("conflicting amount = %v", err)
+		}
+		n = paid(a, "tp-1", clk.Now())
+		n.Currency = "USD"
+		if _, err := e.ApplyPayment(ctx, n); err != nil {
+			t.Errorf("conflicting currency = %v", err)
+		}
+		// For an order that does not exist: on the desk of the order the
+		// transaction paid.
+		n = paid(a, "tp-1", clk.Now())
+		n.OrderNo = "PC-NOPE"
+		if _, err := e.ApplyPayment(ctx, n); err != nil {
+			t.Errorf("conflicting notice for an unknown order = %v", err)
+		}
+		rs := orderReviews(t, e, "PC-1")
+		if len(rs) != 3 {
+			t.Errorf("reviews of PC-1 = %+v; want 3", rs)
+		}
+		for _, want := range []string{"9.99 CNY", "10.00 USD", "PC-NOPE"} {
+			if !slices.ContainsFunc(rs, func(r *lapse.Review) bool { return strings.Contains(r.Reason, want) }) {
+				t.Errorf("no review of PC-1 names %s: %+v", want, rs)
+			}
+		}
+		if into, _, _ := history(t, e, "PC-1"); into[flows.Paid] != 1 {
+			t.Errorf("PC-1 moved: %v", into)
+		}
+		if got, err := e.Store().PaymentGet(ctx, "sandbox", "tp-1"); err != nil || got.OrderNo != "PC-1" || got.Amount != a.Amount ||
+			got.Currency != a.Currency || got.Status != lapse.PaymentApplied {
+			t.Errorf("tp-1 after the conflicts = %+v, %v", got, err)
+		}
+
+		// Refund notices: one for another order or amount than the late
+		// payment's completes nothing and is on the desk; the refund
+		// subscriber still refunds it, once, and its own notice is taken.
+		c := create(t, e, checkout("PC-3", time.Minute))
+		if _, err := e.Fire(ctx, "PC-3", engine.Fire{Event: flows.Cancel, By: app}); err != nil {
+			t.Fatal(err)
+		}
+		if late, err := e.ApplyPayment(ctx, paid(c, "tp-3", clk.Now())); err != nil || late.Status != lapse.PaymentLate {
+			t.Fatalf("late payment = %+v, %v", late, err)
+		}
+		refund := func(o *lapse.Order, amount int64) *lapse.PaymentNotice {
+			n := paid(o, "tp-3", clk.Now())
+			n.Kind, n.RefundID, n.Amount = lapse.NoticeRefunded, "rf-3", amount
+			return n
+		}
+		for _, n := range []*lapse.PaymentNotice{refund(b, c.Amount), refund(c, c.Amount/2)} {
+			got, err := e.ApplyPayment(ctx, n)
+			if err != nil || got.Status != lapse.PaymentLate {
+				t.Errorf("conflicting refund notice (%s, %d) = %+v, %v; want the payment still late", n.OrderNo, n.Amount, got, err)
+			}
+		}
+		if rs := orderReviews(t, e, "PC-3"); len(rs) != 2 {
+			t.Errorf("reviews of PC-3 = %+v; want 2", rs)
+		}
+		drain(t, d)
+		if got, err := e.ApplyPayment(ctx, refund(c, c.Amount)); err != nil || got.Status != lapse.PaymentRefunded {
+			t.Errorf("the refund's own notice = %+v, %v", got, err)
+		}
+		if n, total := prov.refunded(); n != 1 || total != c.Amount {
+			t.Errorf("provider refunded %d payments, %d in all; want 1, %d", n, total, c.Amount)
+		}
+		if rs := orderReviews(t, e, "PC-3"); len(rs) != 2 {
+			t.Errorf("reviews of PC-3 after its refund = %+v; want 2", rs)
+		}
+	})
+}
+
+// TestPaymentConflictsRace sends, for each of several transactions, a
+// notice for one order and a notice for another at once: one pays its
+// order, and the other is in review on its own, whichever wins.
+func TestPaymentConflictsRace(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		e := paymentEngine(t, open(), clk, &fakeProvider{})
+		ctx := ctxT(t)
+		const n = 20
+		var wg sync.WaitGroup
+		for i := range n {
+			txn := fmt.Sprintf("tr-%d", i)
+			for _, no := range []string{txn + "-a", txn + "-b"} {
+				o := create(t, e, checkout(no, 15*time.Minute))
+				wg.Go(func() {
+					if _, err := e.ApplyPayment(ctx, paid(o, txn, clk.Now())); err != nil {
+						t.Errorf("ApplyPayment(%s, %s) = %v", txn, no, err)
+					}
+				})
+			}
+		}
+		wg.Wait()
+		for i := range n {
+			txn := fmt.Sprintf("tr-%d", i)
+			pay, err := e.Store().PaymentGet(ctx, "sandbox", txn)
+			if err != nil || pay.Status != lapse.PaymentApplied {
+				t.Fatalf("%s = %+v, %v", txn, pay, err)
+			}
+			for _, no := range []string{txn + "-a", txn + "-b"} {
+				o, _ := e.Order(ctx, no)
+				rs := orderReviews(t, e, no)
+				switch {
+				case no == pay.OrderNo && (o.State != flows.Paid || len(rs) != 0):
+					t.Errorf("%s, paid by %s: %s with reviews %+v", no, txn, o.State, rs)
+				case no != pay.OrderNo && (o.State != flows.Unpaid || len(rs) != 1):
+					t.Errorf("%s, not paid by %s: %s with reviews %+v", no, txn, o.State, rs)
+				}
+			}
+		}
+	})
+}
+
+// TestPaymentForFlowWithoutPayments: a verified payment for an order whose
+// flow takes no payments (a group buy, whose members are charged) is on the
+// books, in review, not refused; the group does not move.
+func TestPaymentForFlowWithoutPayments(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		e := paymentEngine(t, open(), clk, &fakeProvider{})
+		ctx := ctxT(t)
+		g := create(t, e, groupReq("PG-1", time.Hour))
+		for range 2 {
+			pay, err := e.ApplyPayment(ctx, paid(g, "tg-1", clk.Now()))
+			if err != nil || pay.Status != lapse.PaymentReview || !strings.Contains(pay.Reason, "takes no payments") {
+				t.Fatalf("payment for a group buy = %+v, %v; want it in review", pay, err)
+			}
+		}
+		if rs := orderReviews(t, e, "PG-1"); len(rs) != 1 || !strings.Contains(rs[0].Reason, "tg-1") {
+			t.Errorf("reviews of PG-1 = %+v", rs)
+		}
+		if o, _ := e.Order(ctx, "PG-1"); o.State != g.State || o.Version != g.Version {
+			t.Errorf("PG-1 moved to %s (version %d)", o.State, o.Version)
+		}
+		rec, err := e.Reconcile(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tot := rec.Totals[g.Currency]; tot == nil || tot.Captured != g.Amount || tot.Review != g.Amount {
+			t.Errorf("reconciliation totals = %+v; want %d captured, in review", tot, g.Amount)
+		}
+	})
+}
