@@ -136,8 +136,13 @@ func CardSpecs(o *lapse.Order) ([]lapse.CardSpec, error) {
 // is read again before every attempt: one that was refunded or cancelled
 // meanwhile gets no card, and a card issued while a refund overtook the
 // attempt is revoked at once, so a late compensation never leaves a card on
-// a refunded order. The first failure moves the order to compensating; the
-// last one of the schedule hands it to an operator.
+// a refunded order. The order is moved to issued only with cards that can
+// be used: issuing is idempotent per order, so for an order whose cards
+// were revoked (a refund started, or they are voided) the issuer answers
+// with those cards, voided, or a merchant's service with none, and the
+// attempt is refused instead. The first failure moves the order to
+// compensating; the last one of the schedule, or a refusal, hands it to an
+// operator.
 type issuer struct{ ci *cardIssuing }
 
 func (h issuer) Deliver(ctx context.Context, d *lapse.Delivery) error {
@@ -160,16 +165,7 @@ func (h issuer) Deliver(ctx context.Context, d *lapse.Delivery) error {
 		}
 		return nil // issued, cancelled or with an operator: nothing to do
 	}
-	specs, err := CardSpecs(o)
-	if err == nil {
-		_, err = cards.Issue(ctx, &lapse.CardIssueRequest{IdempotencyKey: "lapse-cards-" + o.OrderNo, OrderNo: o.OrderNo,
-			UserID: o.UserID, Cards: specs})
-		if err != nil && !errors.Is(err, lapse.ErrRefused) && lapse.ErrorCode(err) == lapse.EINVALID {
-			err = fmt.Errorf("%w: %v", lapse.ErrRefused, err)
-		}
-	} else {
-		err = fmt.Errorf("%w: %v", lapse.ErrRefused, err)
-	}
+	specs, err := h.issue(ctx, flow, o)
 	by := Actor{FiredBy: lapse.FiredByEffect, Name: "engine " + e.node}
 	if err != nil {
 		if _, ferr := e.Fire(ctx, o.OrderNo, Fire{Event: is.Failed, By: by, Reason: "issuing failed: " + lapse.Reason(err)}); ferr != nil &&
@@ -202,6 +198,42 @@ func (h issuer) Deliver(ctx context.Context, d *lapse.Delivery) error {
 		e.log.Warn("cards issued while the order moved on were revoked", "order_no", o.OrderNo, "state", now.State, "cards", len(revoked))
 	}
 	return rerr
+}
+
+// issue issues the cards of o, an order where the flow's Issued event
+// applies, and returns those it asked for, once the issuer answered with
+// none that is voided. An error wrapping lapse.ErrRefused is one that a
+// retry would meet again: cards its metadata names wrongly, a request the
+// issuer refuses, or cards that were revoked (lapse.ErrCardsRevoked), by a
+// refund or otherwise, which issuing again, idempotent per order, could
+// only bring back voided.
+func (h issuer) issue(ctx context.Context, f *lapse.Flow, o *lapse.Order) ([]lapse.CardSpec, error) {
+	revoked := func(why string) error {
+		return fmt.Errorf("%w: %w", lapse.ErrRefused, lapse.Refine(lapse.ErrCardsRevoked, "order %s is not issued: %s", o.OrderNo, why))
+	}
+	why, err := refundRevoked(ctx, h.ci.e.store, f, o)
+	if err != nil {
+		return nil, err
+	}
+	if why != "" {
+		return nil, revoked(why)
+	}
+	specs, err := CardSpecs(o)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", lapse.ErrRefused, err)
+	}
+	got, err := h.ci.issuer.Issue(ctx, &lapse.CardIssueRequest{IdempotencyKey: "lapse-cards-" + o.OrderNo, OrderNo: o.OrderNo,
+		UserID: o.UserID, Cards: specs})
+	if err != nil && !errors.Is(err, lapse.ErrRefused) && lapse.ErrorCode(err) == lapse.EINVALID {
+		err = fmt.Errorf("%w: %v", lapse.ErrRefused, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if why := voided(got); why != "" {
+		return nil, revoked(why)
+	}
+	return specs, nil
 }
 
 // revokeKey is the idempotency key of revoking an order's cards: the revoke
@@ -240,6 +272,46 @@ func revokedState(f *lapse.Flow, s lapse.State) bool {
 		}
 	}
 	return slices.Contains(reached, s)
+}
+
+// refundRevoked says when the cards of order o were revoked by a refund:
+// its transition log holds a transition of f that emits one of f's Revoke
+// events. It returns "" when none does. The log, not the state, decides:
+// manual review is reached both when issuing gave up (nothing revoked) and
+// when a partial refund ended (everything revoked).
+func refundRevoked(ctx context.Context, s lapse.Store, f *lapse.Flow, o *lapse.Order) (string, error) {
+	trs, err := s.TransitionList(ctx, o.ID)
+	if err != nil {
+		return "", err
+	}
+	for _, tr := range trs {
+		for _, t := range f.Transitions {
+			if t.From != tr.FromState || t.Event != tr.Event || t.To != tr.ToState {
+				continue
+			}
+			for _, ev := range f.Issues.Revoke {
+				if slices.Contains(t.Emits, ev) {
+					return fmt.Sprintf("its cards were revoked when a refund started (%s at %s)", tr.Event, tr.CreatedAt.UTC().Format(time.RFC3339)), nil
+				}
+			}
+		}
+	}
+	return "", nil
+}
+
+// voided says how many of an order's cards cs are not active, or "" when
+// all are (or there are none: a merchant's service answers with none).
+func voided(cs []*lapse.Card) string {
+	n := 0
+	for _, c := range cs {
+		if c.Status != lapse.CardActive {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d of its %d cards are voided", n, len(cs))
 }
 
 // revoker revokes every card of an order whose refund started.
