@@ -146,7 +146,7 @@ func CardSpecs(o *lapse.Order) ([]lapse.CardSpec, error) {
 type issuer struct{ ci *cardIssuing }
 
 func (h issuer) Deliver(ctx context.Context, d *lapse.Delivery) error {
-	e, cards := h.ci.e, h.ci.issuer
+	e := h.ci.e
 	o, err := e.store.OrderGet(ctx, d.OrderNo)
 	if err != nil {
 		return err
@@ -157,13 +157,10 @@ func (h issuer) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	}
 	is := flow.Issues
 	if flow.Transition(o.State, is.Issued) == nil {
-		if revokedState(flow, o.State) {
-			// A refund overtook this delivery: make sure nothing an earlier
-			// attempt issued, whose answer was lost, outlives it.
-			_, err := cards.Revoke(ctx, &lapse.CardRevokeRequest{IdempotencyKey: revokeKey(o.OrderNo), OrderNo: o.OrderNo})
-			return err
-		}
-		return nil // issued, cancelled or with an operator: nothing to do
+		// Issued, cancelled, with an operator or refunded: take back what
+		// an earlier attempt whose answer was lost may have issued, unless
+		// the order may keep it.
+		return h.ci.revokeLeft(ctx, flow, o)
 	}
 	specs, err := h.issue(ctx, flow, o)
 	by := Actor{FiredBy: lapse.FiredByEffect, Name: "engine " + e.node}
@@ -184,20 +181,13 @@ func (h issuer) Deliver(ctx context.Context, d *lapse.Delivery) error {
 		return err
 	}
 	// The order moved while the cards were being issued. Issued by another
-	// attempt: fine. Anything else (a refund, an operator): take back what
-	// this attempt issued.
+	// attempt: fine. Refunded: take back what this attempt issued. Handed
+	// to an operator: keep it for the operator's retry.
 	now, gerr := e.store.OrderGet(ctx, o.OrderNo)
 	if gerr != nil {
 		return gerr
 	}
-	if issuedState(flow, now.State) {
-		return nil
-	}
-	revoked, rerr := cards.Revoke(ctx, &lapse.CardRevokeRequest{IdempotencyKey: revokeKey(o.OrderNo), OrderNo: o.OrderNo})
-	if rerr == nil {
-		e.log.Warn("cards issued while the order moved on were revoked", "order_no", o.OrderNo, "state", now.State, "cards", len(revoked))
-	}
-	return rerr
+	return h.ci.revokeLeft(ctx, flow, now)
 }
 
 // issue issues the cards of o, an order where the flow's Issued event
@@ -241,6 +231,28 @@ func (h issuer) issue(ctx context.Context, f *lapse.Flow, o *lapse.Order) ([]lap
 // so the cards are revoked once.
 func revokeKey(orderNo string) string { return "lapse-revoke-" + orderNo }
 
+// revokeLeft revokes the cards of order o, which the issuer does not move
+// to issued (it is not where the flow's Issued event applies), unless o
+// may keep them: it is issued, or it may still be, through the issuer or an
+// operator's retry, and no refund of it started. The cards an order in
+// manual review holds (an attempt took effect and lost its answer) are
+// thus kept for the operator's retry, which records them as issued, or for
+// the refund, which revokes them.
+func (ci *cardIssuing) revokeLeft(ctx context.Context, f *lapse.Flow, o *lapse.Order) error {
+	why, err := refundRevoked(ctx, ci.e.store, f, o)
+	if err != nil {
+		return err
+	}
+	if why == "" && (issuedState(f, o.State) || f.Transition(o.State, f.Issues.Issued) != nil || f.Transition(o.State, f.Issues.Retry) != nil) {
+		return nil
+	}
+	revoked, err := ci.issuer.Revoke(ctx, &lapse.CardRevokeRequest{IdempotencyKey: revokeKey(o.OrderNo), OrderNo: o.OrderNo})
+	if err == nil && len(revoked) > 0 {
+		ci.e.log.Warn("cards issued for an order that may not keep them were revoked", "order_no", o.OrderNo, "state", o.State, "cards", len(revoked))
+	}
+	return err
+}
+
 // issuedState reports whether s is where the flow's Issued event leads.
 func issuedState(f *lapse.Flow, s lapse.State) bool {
 	for _, t := range f.Transitions {
@@ -249,29 +261,6 @@ func issuedState(f *lapse.Flow, s lapse.State) bool {
 		}
 	}
 	return false
-}
-
-// revokedState reports whether an order in s has had its cards revoked: s
-// is reached by a transition that emits a Revoke event, or follows one.
-func revokedState(f *lapse.Flow, s lapse.State) bool {
-	var reached []lapse.State
-	for _, t := range f.Transitions {
-		for _, ev := range f.Issues.Revoke {
-			if slices.Contains(t.Emits, ev) && !slices.Contains(reached, t.To) {
-				reached = append(reached, t.To)
-			}
-		}
-	}
-	for i := 0; i < len(reached); i++ {
-		for _, t := range f.Transitions {
-			// Leaving through the compensation's own path (a partial refund
-			// handed to an operator) does not re-grant anything.
-			if t.From == reached[i] && !slices.Contains(reached, t.To) && t.Event != f.Issues.Retry {
-				reached = append(reached, t.To)
-			}
-		}
-	}
-	return slices.Contains(reached, s)
 }
 
 // refundRevoked says when the cards of order o were revoked by a refund:

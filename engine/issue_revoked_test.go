@@ -28,6 +28,62 @@ func wantCards(t *testing.T, e *engine.Engine, no string, n int, st lapse.CardSt
 	}
 }
 
+// TestMembershipStaleIssueKeepsCards: every attempt to issue takes effect
+// and loses its answer, so the order lands in manual review while its cards
+// exist. An operator's retry of the dead issue delivery finds the order
+// with an operator and never refunded: it revokes nothing. The retry of
+// the order then records those cards, active, as issued.
+func TestMembershipStaleIssueKeepsCards(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		cards := &flakyCards{lose: 6}
+		e := memberEngine(t, open(), clk, &fakeProvider{}, cards)
+		ctx := ctxT(t)
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		paidMembership(t, e, clk, "M-1")
+		drain(t, d)
+		for _, wait := range engine.DefaultIssueRetries {
+			clk.Advance(wait + wait/5)
+			drain(t, d)
+		}
+		if st := orderState(t, e, "M-1"); st != flows.ManualReview {
+			t.Fatalf("after every answer was lost: %s", st)
+		}
+		wantCards(t, e, "M-1", 2, lapse.CardActive)
+
+		hs, err := e.Deliveries(ctx, "M-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dead int64
+		for _, h := range hs {
+			if h.Subscriber == engine.IssueSubscriber && h.Status == lapse.DeliveryDead {
+				dead = h.ID
+			}
+		}
+		if dead == 0 {
+			t.Fatalf("no dead issue delivery: %+v", hs)
+		}
+		if _, err := e.RetryDelivery(ctx, dead, operator); err != nil {
+			t.Fatal(err)
+		}
+		drain(t, d)
+		if st := orderState(t, e, "M-1"); st != flows.ManualReview {
+			t.Fatalf("after retrying the delivery: %s", st)
+		}
+		wantCards(t, e, "M-1", 2, lapse.CardActive)
+
+		if _, err := e.Retry(ctx, "M-1", "card service answers again", operator); err != nil {
+			t.Fatal(err)
+		}
+		drain(t, d)
+		if st := orderState(t, e, "M-1"); st != flows.Issued {
+			t.Errorf("after the operator's retry: %s", st)
+		}
+		wantCards(t, e, "M-1", 2, lapse.CardActive)
+	})
+}
+
 // TestMembershipIssueRefusesVoidedCards: the first attempt to issue takes
 // effect and loses its answer; the cards are then voided outside the
 // order's flow. The compensation gets them back from the ledger, voided:
