@@ -96,6 +96,33 @@ func (ci *cardIssuing) checkCreate(req *lapse.OrderCreate) error {
 // an order in manual review again.
 func (ci *cardIssuing) retryEvent(f *lapse.Flow) lapse.Event { return f.Issues.Retry }
 
+// checkRetry refuses to retry the compensation of an order whose cards
+// were revoked: a refund started (a partial one hands the order to an
+// operator with its cards voided), or the built-in ledger holds them
+// voided. Issuing is idempotent per order, so a retry could only bring
+// back the voided cards, and must not record them as issued. What is true
+// of such an order is that the customer paid for benefits they no longer
+// hold: the operator refunds what is left; granting new benefits is the
+// merchant's decision, outside the order's flow.
+func (ci *cardIssuing) checkRetry(ctx context.Context, tx lapse.Store, f *lapse.Flow, o *lapse.Order) error {
+	why, err := refundRevoked(ctx, tx, f, o)
+	if err != nil {
+		return err
+	}
+	if why == "" {
+		cs, err := tx.CardList(ctx, o.ID)
+		if err != nil {
+			return err
+		}
+		why = voided(cs)
+	}
+	if why == "" {
+		return nil
+	}
+	return lapse.Refine(lapse.ErrCardsRevoked, "order %s cannot be retried: %s, and its cards are issued once, so a retry would "+
+		"bring back the same cards, voided; refund what is left of the order instead", o.OrderNo, why)
+}
+
 // CardSpecs returns the cards a paid order issues: those its metadata names
 // under "cards" ([{"product": "swim-10", "visits": 10}, …]; a bundle names
 // several), or else one card of product DefaultCardProduct. An error is

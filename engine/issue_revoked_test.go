@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,58 @@ func wantCards(t *testing.T, e *engine.Engine, no string, n int, st lapse.CardSt
 			t.Errorf("card %d of %s is %s, want %s", c.ID, no, c.Status, st)
 		}
 	}
+}
+
+// TestMembershipRetryAfterPartialRefund: a partial refund revokes the
+// cards and hands the order to an operator. Retrying the compensation then
+// could only bring back the voided cards (issuing is idempotent per order),
+// so the retry is refused and changes nothing: the order stays in manual
+// review, claiming no benefits. Refunding the rest ends it.
+func TestMembershipRetryAfterPartialRefund(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		e := memberEngine(t, open(), clk, &fakeProvider{}, &flakyCards{})
+		ctx := ctxT(t)
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		paidMembership(t, e, clk, "M-1")
+		drain(t, d)
+		if st := orderState(t, e, "M-1"); st != flows.Issued {
+			t.Fatalf("after payment: %s", st)
+		}
+		if _, _, err := e.RefundOrder(ctx, "M-1", engine.RefundRequest{Amount: 400, Reason: "one month back", By: app}); err != nil {
+			t.Fatal(err)
+		}
+		drain(t, d)
+		if st := orderState(t, e, "M-1"); st != flows.ManualReview {
+			t.Fatalf("after the partial refund: %s", st)
+		}
+		wantCards(t, e, "M-1", 2, lapse.CardVoided)
+		_, evBefore, before := history(t, e, "M-1")
+
+		clk.Advance(time.Minute)
+		_, err := e.Retry(ctx, "M-1", "the customer asks for the cards", operator)
+		if lapse.ErrorCode(err) != lapse.ECONFLICT || !strings.Contains(err.Error(), "revoked") {
+			t.Errorf("retrying a partly refunded membership = %v, want a conflict saying its cards were revoked", err)
+		}
+		drain(t, d)
+		if st := orderState(t, e, "M-1"); st != flows.ManualReview {
+			t.Errorf("after the refused retry: %s, want %s", st, flows.ManualReview)
+		}
+		into, evAfter, after := history(t, e, "M-1")
+		if len(after) != len(before) || into[flows.Issued] != 1 || !maps.Equal(evBefore, evAfter) {
+			t.Errorf("the refused retry moved the order: %d transitions, then %d; into %v; events %v, then %v",
+				len(before), len(after), into, evBefore, evAfter)
+		}
+		wantCards(t, e, "M-1", 2, lapse.CardVoided)
+
+		if _, _, err := e.RefundOrder(ctx, "M-1", engine.RefundRequest{Amount: 600, Reason: "the rest", By: operator}); err != nil {
+			t.Fatal(err)
+		}
+		drain(t, d)
+		if st := orderState(t, e, "M-1"); st != flows.MembershipRefunded {
+			t.Errorf("after refunding the rest: %s", st)
+		}
+	})
 }
 
 // TestMembershipStaleIssueKeepsCards: every attempt to issue takes effect
@@ -87,7 +140,8 @@ func TestMembershipStaleIssueKeepsCards(t *testing.T) {
 // TestMembershipIssueRefusesVoidedCards: the first attempt to issue takes
 // effect and loses its answer; the cards are then voided outside the
 // order's flow. The compensation gets them back from the ledger, voided:
-// it does not record them as issued but hands the order to an operator.
+// it does not record them as issued but hands the order to an operator,
+// whose retry is refused, since it could only bring back the same cards.
 func TestMembershipIssueRefusesVoidedCards(t *testing.T) {
 	eachStore(t, func(t *testing.T, open func() lapse.Store) {
 		clk := lapse.NewManualClock(t0)
@@ -118,6 +172,12 @@ func TestMembershipIssueRefusesVoidedCards(t *testing.T) {
 		}
 		if review == nil || !strings.Contains(review.Reason, "voided") {
 			t.Errorf("review of M-1 = %+v; want one saying its cards are voided", review)
+		}
+		if _, err := e.Retry(ctx, "M-1", "try again", operator); lapse.ErrorCode(err) != lapse.ECONFLICT {
+			t.Errorf("retrying an order whose cards are voided = %v, want conflict", err)
+		}
+		if st := orderState(t, e, "M-1"); st != flows.ManualReview {
+			t.Errorf("after the refused retry: %s", st)
 		}
 		wantCards(t, e, "M-1", 2, lapse.CardVoided)
 	})
