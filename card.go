@@ -65,6 +65,12 @@ func (p *CardIssueParams) Validate() error {
 // ErrCardNotFound: no card with that id.
 var ErrCardNotFound = &Error{Code: ENOTFOUND, Message: "card not found"}
 
+// ErrCardsRevoked: the order's cards were revoked (a refund started, or
+// they are voided), and issuing is idempotent per order, so issuing again
+// could only bring them back voided. Nothing records such an order as
+// issued, and an operator's retry of its issuing is refused.
+var ErrCardsRevoked = &Error{Code: ECONFLICT, Message: "the order's cards were revoked"}
+
 // CardIssuer is the port that issues and revokes the benefits of paid
 // orders: the built-in card ledger, or a merchant's own service over HTTP.
 type CardIssuer interface {

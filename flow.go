@@ -72,8 +72,10 @@ type GroupEvents struct {
 // fires Failed (the order compensates), and the subscriber retries on its
 // schedule; when the schedule runs out it fires GiveUp (manual review), in
 // the transaction that records its delivery dead with the operator's
-// review. An operator's Retry fires the compensation again. The outbox events in
-// Revoke (a refund started) revoke every card of the order.
+// review. An operator's Retry fires the compensation again, unless the
+// order's cards were revoked (lapse.ErrCardsRevoked). The outbox events in
+// Revoke (a refund started) revoke every card of the order, for good: the
+// issue subscriber never records such an order as issued.
 type IssueEvents struct {
 	On     string
 	Issued Event

@@ -52,6 +52,14 @@ type operatorRetry interface {
 	retryEvent(f *lapse.Flow) lapse.Event
 }
 
+// retryCheck is an operatorRetry that refuses to retry an order its retry
+// could not help. checkRetry runs in the transaction of the retry's
+// transition, through tx, with o as it was read (its ID and OrderNo), and
+// returns the error that refuses the retry and rolls the transition back.
+type retryCheck interface {
+	checkRetry(ctx context.Context, tx lapse.Store, f *lapse.Flow, o *lapse.Order) error
+}
+
 // reconciler is a feature other than payments that takes money for the
 // orders of the flows it serves (charging group members), and says in a
 // reconciliation (Engine.Reconcile) where the money of flow f's orders went.

@@ -96,6 +96,33 @@ func (ci *cardIssuing) checkCreate(req *lapse.OrderCreate) error {
 // an order in manual review again.
 func (ci *cardIssuing) retryEvent(f *lapse.Flow) lapse.Event { return f.Issues.Retry }
 
+// checkRetry refuses to retry the compensation of an order whose cards
+// were revoked: a refund started (a partial one hands the order to an
+// operator with its cards voided), or the built-in ledger holds them
+// voided. Issuing is idempotent per order, so a retry could only bring
+// back the voided cards, and must not record them as issued. What is true
+// of such an order is that the customer paid for benefits they no longer
+// hold: the operator refunds what is left; granting new benefits is the
+// merchant's decision, outside the order's flow.
+func (ci *cardIssuing) checkRetry(ctx context.Context, tx lapse.Store, f *lapse.Flow, o *lapse.Order) error {
+	why, err := refundRevoked(ctx, tx, f, o)
+	if err != nil {
+		return err
+	}
+	if why == "" {
+		cs, err := tx.CardList(ctx, o.ID)
+		if err != nil {
+			return err
+		}
+		why = voided(cs)
+	}
+	if why == "" {
+		return nil
+	}
+	return lapse.Refine(lapse.ErrCardsRevoked, "order %s cannot be retried: %s, and its cards are issued once, so a retry would "+
+		"bring back the same cards, voided; refund what is left of the order instead", o.OrderNo, why)
+}
+
 // CardSpecs returns the cards a paid order issues: those its metadata names
 // under "cards" ([{"product": "swim-10", "visits": 10}, …]; a bundle names
 // several), or else one card of product DefaultCardProduct. An error is
@@ -136,12 +163,17 @@ func CardSpecs(o *lapse.Order) ([]lapse.CardSpec, error) {
 // is read again before every attempt: one that was refunded or cancelled
 // meanwhile gets no card, and a card issued while a refund overtook the
 // attempt is revoked at once, so a late compensation never leaves a card on
-// a refunded order. The first failure moves the order to compensating; the
-// last one of the schedule hands it to an operator.
+// a refunded order. The order is moved to issued only with cards that can
+// be used: issuing is idempotent per order, so for an order whose cards
+// were revoked (a refund started, or they are voided) the issuer answers
+// with those cards, voided, or a merchant's service with none, and the
+// attempt is refused instead. The first failure moves the order to
+// compensating; the last one of the schedule, or a refusal, hands it to an
+// operator.
 type issuer struct{ ci *cardIssuing }
 
 func (h issuer) Deliver(ctx context.Context, d *lapse.Delivery) error {
-	e, cards := h.ci.e, h.ci.issuer
+	e := h.ci.e
 	o, err := e.store.OrderGet(ctx, d.OrderNo)
 	if err != nil {
 		return err
@@ -152,24 +184,12 @@ func (h issuer) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	}
 	is := flow.Issues
 	if flow.Transition(o.State, is.Issued) == nil {
-		if revokedState(flow, o.State) {
-			// A refund overtook this delivery: make sure nothing an earlier
-			// attempt issued, whose answer was lost, outlives it.
-			_, err := cards.Revoke(ctx, &lapse.CardRevokeRequest{IdempotencyKey: revokeKey(o.OrderNo), OrderNo: o.OrderNo})
-			return err
-		}
-		return nil // issued, cancelled or with an operator: nothing to do
+		// Issued, cancelled, with an operator or refunded: take back what
+		// an earlier attempt whose answer was lost may have issued, unless
+		// the order may keep it.
+		return h.ci.revokeLeft(ctx, flow, o)
 	}
-	specs, err := CardSpecs(o)
-	if err == nil {
-		_, err = cards.Issue(ctx, &lapse.CardIssueRequest{IdempotencyKey: "lapse-cards-" + o.OrderNo, OrderNo: o.OrderNo,
-			UserID: o.UserID, Cards: specs})
-		if err != nil && !errors.Is(err, lapse.ErrRefused) && lapse.ErrorCode(err) == lapse.EINVALID {
-			err = fmt.Errorf("%w: %v", lapse.ErrRefused, err)
-		}
-	} else {
-		err = fmt.Errorf("%w: %v", lapse.ErrRefused, err)
-	}
+	specs, err := h.issue(ctx, flow, o)
 	by := Actor{FiredBy: lapse.FiredByEffect, Name: "engine " + e.node}
 	if err != nil {
 		if _, ferr := e.Fire(ctx, o.OrderNo, Fire{Event: is.Failed, By: by, Reason: "issuing failed: " + lapse.Reason(err)}); ferr != nil &&
@@ -188,26 +208,77 @@ func (h issuer) Deliver(ctx context.Context, d *lapse.Delivery) error {
 		return err
 	}
 	// The order moved while the cards were being issued. Issued by another
-	// attempt: fine. Anything else (a refund, an operator): take back what
-	// this attempt issued.
+	// attempt: fine. Refunded: take back what this attempt issued. Handed
+	// to an operator: keep it for the operator's retry.
 	now, gerr := e.store.OrderGet(ctx, o.OrderNo)
 	if gerr != nil {
 		return gerr
 	}
-	if issuedState(flow, now.State) {
-		return nil
+	return h.ci.revokeLeft(ctx, flow, now)
+}
+
+// issue issues the cards of o, an order where the flow's Issued event
+// applies, and returns those it asked for, once the issuer answered with
+// none that is voided. An error wrapping lapse.ErrRefused is one that a
+// retry would meet again: cards its metadata names wrongly, a request the
+// issuer refuses, or cards that were revoked (lapse.ErrCardsRevoked), by a
+// refund or otherwise, which issuing again, idempotent per order, could
+// only bring back voided.
+func (h issuer) issue(ctx context.Context, f *lapse.Flow, o *lapse.Order) ([]lapse.CardSpec, error) {
+	revoked := func(why string) error {
+		return fmt.Errorf("%w: %w", lapse.ErrRefused, lapse.Refine(lapse.ErrCardsRevoked, "order %s is not issued: %s", o.OrderNo, why))
 	}
-	revoked, rerr := cards.Revoke(ctx, &lapse.CardRevokeRequest{IdempotencyKey: revokeKey(o.OrderNo), OrderNo: o.OrderNo})
-	if rerr == nil {
-		e.log.Warn("cards issued while the order moved on were revoked", "order_no", o.OrderNo, "state", now.State, "cards", len(revoked))
+	why, err := refundRevoked(ctx, h.ci.e.store, f, o)
+	if err != nil {
+		return nil, err
 	}
-	return rerr
+	if why != "" {
+		return nil, revoked(why)
+	}
+	specs, err := CardSpecs(o)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", lapse.ErrRefused, err)
+	}
+	got, err := h.ci.issuer.Issue(ctx, &lapse.CardIssueRequest{IdempotencyKey: "lapse-cards-" + o.OrderNo, OrderNo: o.OrderNo,
+		UserID: o.UserID, Cards: specs})
+	if err != nil && !errors.Is(err, lapse.ErrRefused) && lapse.ErrorCode(err) == lapse.EINVALID {
+		err = fmt.Errorf("%w: %v", lapse.ErrRefused, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if why := voided(got); why != "" {
+		return nil, revoked(why)
+	}
+	return specs, nil
 }
 
 // revokeKey is the idempotency key of revoking an order's cards: the revoke
 // subscriber and an issuing attempt overtaken by a refund send the same one,
 // so the cards are revoked once.
 func revokeKey(orderNo string) string { return "lapse-revoke-" + orderNo }
+
+// revokeLeft revokes the cards of order o, which the issuer does not move
+// to issued (it is not where the flow's Issued event applies), unless o
+// may keep them: it is issued, or it may still be, through the issuer or an
+// operator's retry, and no refund of it started. The cards an order in
+// manual review holds (an attempt took effect and lost its answer) are
+// thus kept for the operator's retry, which records them as issued, or for
+// the refund, which revokes them.
+func (ci *cardIssuing) revokeLeft(ctx context.Context, f *lapse.Flow, o *lapse.Order) error {
+	why, err := refundRevoked(ctx, ci.e.store, f, o)
+	if err != nil {
+		return err
+	}
+	if why == "" && (issuedState(f, o.State) || f.Transition(o.State, f.Issues.Issued) != nil || f.Transition(o.State, f.Issues.Retry) != nil) {
+		return nil
+	}
+	revoked, err := ci.issuer.Revoke(ctx, &lapse.CardRevokeRequest{IdempotencyKey: revokeKey(o.OrderNo), OrderNo: o.OrderNo})
+	if err == nil && len(revoked) > 0 {
+		ci.e.log.Warn("cards issued for an order that may not keep them were revoked", "order_no", o.OrderNo, "state", o.State, "cards", len(revoked))
+	}
+	return err
+}
 
 // issuedState reports whether s is where the flow's Issued event leads.
 func issuedState(f *lapse.Flow, s lapse.State) bool {
@@ -219,27 +290,44 @@ func issuedState(f *lapse.Flow, s lapse.State) bool {
 	return false
 }
 
-// revokedState reports whether an order in s has had its cards revoked: s
-// is reached by a transition that emits a Revoke event, or follows one.
-func revokedState(f *lapse.Flow, s lapse.State) bool {
-	var reached []lapse.State
-	for _, t := range f.Transitions {
-		for _, ev := range f.Issues.Revoke {
-			if slices.Contains(t.Emits, ev) && !slices.Contains(reached, t.To) {
-				reached = append(reached, t.To)
-			}
-		}
+// refundRevoked says when the cards of order o were revoked by a refund:
+// its transition log holds a transition of f that emits one of f's Revoke
+// events. It returns "" when none does. The log, not the state, decides:
+// manual review is reached both when issuing gave up (nothing revoked) and
+// when a partial refund ended (everything revoked).
+func refundRevoked(ctx context.Context, s lapse.Store, f *lapse.Flow, o *lapse.Order) (string, error) {
+	trs, err := s.TransitionList(ctx, o.ID)
+	if err != nil {
+		return "", err
 	}
-	for i := 0; i < len(reached); i++ {
+	for _, tr := range trs {
 		for _, t := range f.Transitions {
-			// Leaving through the compensation's own path (a partial refund
-			// handed to an operator) does not re-grant anything.
-			if t.From == reached[i] && !slices.Contains(reached, t.To) && t.Event != f.Issues.Retry {
-				reached = append(reached, t.To)
+			if t.From != tr.FromState || t.Event != tr.Event || t.To != tr.ToState {
+				continue
+			}
+			for _, ev := range f.Issues.Revoke {
+				if slices.Contains(t.Emits, ev) {
+					return fmt.Sprintf("its cards were revoked when a refund started (%s at %s)", tr.Event, tr.CreatedAt.UTC().Format(time.RFC3339)), nil
+				}
 			}
 		}
 	}
-	return slices.Contains(reached, s)
+	return "", nil
+}
+
+// voided says how many of an order's cards cs are not active, or "" when
+// all are (or there are none: a merchant's service answers with none).
+func voided(cs []*lapse.Card) string {
+	n := 0
+	for _, c := range cs {
+		if c.Status != lapse.CardActive {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d of its %d cards are voided", n, len(cs))
 }
 
 // revoker revokes every card of an order whose refund started.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,12 +16,15 @@ import (
 )
 
 // flakyCards is a card issuer over the built-in ledger that fails the next
-// fails issues, and can hold an issue after it took effect until released.
+// fails issues, loses the answer of the next lose issues after they took
+// effect, and can hold an issue after it took effect until released.
 type flakyCards struct {
 	mu     sync.Mutex
 	ledger lapse.CardIssuer
 	fails  int
+	lose   int
 	issues int
+	bare   bool          // answer with no cards, as a merchant's card service does (package port)
 	hold   chan struct{} // when set, Issue waits for it after issuing
 	held   chan struct{} // closed when an issue is being held
 }
@@ -39,6 +43,15 @@ func (f *flakyCards) Issue(ctx context.Context, r *lapse.CardIssueRequest) ([]*l
 	if hold != nil {
 		close(held)
 		<-hold
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil && f.lose > 0 {
+		f.lose--
+		return nil, fmt.Errorf("card service: no answer: %w", lapse.ErrUnknownOutcome)
+	}
+	if f.bare {
+		cards = nil
 	}
 	return cards, err
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 
 	"github.com/lapsehq/lapse"
 )
@@ -9,9 +10,12 @@ import (
 // Retry has an operator retry what automation gave up on: a failed group
 // buy's settlement, or a membership's compensation from manual review. The
 // order's open reviews are resolved ("retried by" by, with the reason) in
-// the transaction of its transition. Errors: ECONFLICT when the order is
-// not waiting for a retry; EINVALID for an order of a flow with nothing to
-// retry; ENOTFOUND.
+// the transaction of its transition. Errors, with nothing written:
+// ECONFLICT when the order is not waiting for a retry;
+// lapse.ErrCardsRevoked (ECONFLICT) for a membership whose cards were
+// revoked (a refund started, or they are voided), which a retry could not
+// issue again; EINVALID for an order of a flow with nothing to retry;
+// ENOTFOUND.
 func (e *Engine) Retry(ctx context.Context, orderNo, reason string, by Actor) (*lapse.Order, error) {
 	o, err := e.store.OrderGet(ctx, orderNo)
 	if err != nil {
@@ -22,9 +26,11 @@ func (e *Engine) Retry(ctx context.Context, orderNo, reason string, by Actor) (*
 		return nil, err
 	}
 	var ev lapse.Event
+	var check retryCheck
 	for _, ft := range e.feat.all {
 		if r, ok := ft.(operatorRetry); ok {
 			if ev = r.retryEvent(flow); ev != "" {
+				check, _ = ft.(retryCheck)
 				break
 			}
 		}
@@ -39,11 +45,20 @@ func (e *Engine) Retry(ctx context.Context, orderNo, reason string, by Actor) (*
 	} else {
 		note += ": " + lapse.CleanReason(reason)
 	}
+	var refused error
 	resolve := func(tx lapse.Store, p *lapse.OrderTransitionParams) error {
+		if check != nil {
+			if refused = check.checkRetry(ctx, tx, flow, o); refused != nil {
+				return refused
+			}
+		}
 		_, err := tx.ReviewResolve(ctx, &lapse.ReviewResolveParams{OrderID: p.OrderID, At: p.At, By: who, Note: note})
 		return err
 	}
 	moved, err := e.fire(ctx, orderNo, Fire{Event: ev, Reason: reason, By: by}, resolve)
+	if refused != nil && errors.Is(err, refused) {
+		return nil, err
+	}
 	if lapse.ErrorCode(err) == lapse.ECONFLICT {
 		return nil, lapse.Errorf(lapse.ECONFLICT, "order %s is %s, which has nothing to retry", o.OrderNo, o.State)
 	}

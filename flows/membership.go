@@ -23,8 +23,10 @@ const (
 	// schedule (1 min, 5 min, 15 min, 30 min, 1 h), reading the order again
 	// before each attempt.
 	Compensating lapse.State = "COMPENSATING"
-	// ManualReview: issuing failed through its whole schedule; an operator
-	// RETRYs the compensation or REFUNDs the order.
+	// ManualReview: issuing failed through its whole schedule, or a partial
+	// refund revoked the cards; an operator RETRYs the compensation (refused
+	// once the cards were revoked: issuing again could only bring them back
+	// voided) or REFUNDs the order.
 	ManualReview lapse.State = "MANUAL_REVIEW"
 	// MembershipRefunding: a refund started; the order's cards are revoked
 	// at once (count cards lose their remaining visits, bundles every card).
@@ -86,7 +88,7 @@ func Membership() *lapse.Flow {
 			{Name: Issued, Doc: "cards issued, benefits granted; REFUND revokes them"},
 			{Name: Cancelled, Terminal: true, Doc: "cancelled or expired before payment"},
 			{Name: Compensating, Doc: "issuing failed; retried on schedule, the order read again before each attempt"},
-			{Name: ManualReview, Doc: "issuing failed through its schedule; an operator RETRYs or REFUNDs"},
+			{Name: ManualReview, Doc: "issuing failed through its schedule, or a partial refund revoked the cards; an operator RETRYs (refused once the cards were revoked) or REFUNDs"},
 			{Name: MembershipRefunding, Doc: "refund under way; the cards were revoked"},
 			{Name: MembershipRefunded, Terminal: true, Doc: "refunded; benefits revoked"},
 		},
@@ -99,7 +101,7 @@ func Membership() *lapse.Flow {
 			{Name: Issue, Internal: true, Doc: "the cards were issued"},
 			{Name: IssueFailed, Internal: true, Doc: "the first attempt to issue failed"},
 			{Name: Escalate, Internal: true, Doc: "issuing failed through its whole schedule"},
-			{Name: Retry, Internal: true, Doc: "an operator retries the compensation, through the retry API"},
+			{Name: Retry, Internal: true, Doc: "an operator retries the compensation, through the retry API, unless a refund revoked the cards"},
 			{Name: Refund, Internal: true, Doc: "a refund starts, through the refund path"},
 			{Name: RefundDone, Internal: true, Doc: "the provider confirmed the refund of all the order captured"},
 			{Name: RefundPartial, Internal: true, Doc: "a partial refund ended, or the provider refused it: an operator decides"},
