@@ -6,31 +6,77 @@ import (
 	"github.com/lapsehq/lapse"
 )
 
-// Retry has an operator retry what automation gave up on: a failed group
-// buy's settlement, or a membership's compensation from manual review. The
+// An operator's retry starts again what automation gave up on. Retrying a
+// group buy charges its members, which retrying anything else never does,
+// so the two are apart: RetryGroup retries group buys only, Retry every
+// other order, and each refuses the other's orders, so that a caller
+// allowed one (an API route with its own scope) cannot reach the other.
+
+// Sentinels of a retry asked of the wrong kind of order: EINVALID, nothing
+// changed. Errors that refine them name the order.
+var (
+	// ErrRetryIsGroup: Retry was asked to retry a group buy, which only
+	// RetryGroup retries.
+	ErrRetryIsGroup = &lapse.Error{Code: lapse.EINVALID, Message: "the order is a group buy, which is retried as a group"}
+	// ErrRetryNotGroup: RetryGroup was asked to retry an order that is not
+	// a group buy, which only Retry retries.
+	ErrRetryNotGroup = &lapse.Error{Code: lapse.EINVALID, Message: "the order is not a group buy"}
+)
+
+// Retry has an operator retry what automation gave up on for an order that
+// is not a group buy: a membership's compensation from manual review. The
 // order's open reviews are resolved ("retried by" by, with the reason) in
-// the transaction of its transition. Errors: ECONFLICT when the order is
+// the transaction of its transition. Errors, with nothing changed:
+// ErrRetryIsGroup (refined) for a group buy; ECONFLICT when the order is
 // not waiting for a retry; EINVALID for an order of a flow with nothing to
 // retry; ENOTFOUND.
 func (e *Engine) Retry(ctx context.Context, orderNo, reason string, by Actor) (*lapse.Order, error) {
+	return e.retry(ctx, orderNo, false, reason, by)
+}
+
+// RetryGroup has an operator settle a failed group buy again: it closes
+// again, and its members not charged yet are charged. Its open reviews are
+// resolved as Retry resolves an order's. Errors, with nothing changed:
+// ErrRetryNotGroup (refined) for an order that is not a group buy;
+// ECONFLICT when the group has not failed; ENOTFOUND.
+func (e *Engine) RetryGroup(ctx context.Context, groupID, reason string, by Actor) (*lapse.Order, error) {
+	return e.retry(ctx, groupID, true, reason, by)
+}
+
+// retryPlan returns the order orderNo and the event that retries it,
+// refusing a group buy unless group, and any other order if group.
+func (e *Engine) retryPlan(ctx context.Context, orderNo string, group bool) (*lapse.Order, lapse.Event, error) {
 	o, err := e.store.OrderGet(ctx, orderNo)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	flow, err := e.flows.of(o)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	var ev lapse.Event
+	gb := e.feat.groups
+	switch isGroup := gb.serves(flow); {
+	case isGroup && !group:
+		return nil, "", lapse.Refine(ErrRetryIsGroup, "order %s is a group buy, whose retry charges its members: it is retried as a group", o.OrderNo)
+	case !isGroup && group:
+		return nil, "", lapse.Refine(ErrRetryNotGroup, "order %s follows flow %s, which is not a group buy", o.OrderNo, flow.Name)
+	case isGroup:
+		return o, gb.retryEvent(flow), nil
+	}
 	for _, ft := range e.feat.all {
 		if r, ok := ft.(operatorRetry); ok {
-			if ev = r.retryEvent(flow); ev != "" {
-				break
+			if ev := r.retryEvent(flow); ev != "" {
+				return o, ev, nil
 			}
 		}
 	}
-	if ev == "" {
-		return nil, lapse.Errorf(lapse.EINVALID, "order %s follows flow %s, which has nothing to retry", o.OrderNo, flow.Name)
+	return nil, "", lapse.Errorf(lapse.EINVALID, "order %s follows flow %s, which has nothing to retry", o.OrderNo, flow.Name)
+}
+
+func (e *Engine) retry(ctx context.Context, orderNo string, group bool, reason string, by Actor) (*lapse.Order, error) {
+	o, ev, err := e.retryPlan(ctx, orderNo, group)
+	if err != nil {
+		return nil, err
 	}
 	who := by.resolver()
 	note := "retried by " + who
