@@ -252,3 +252,31 @@ func TestRetryRoutesKeepToTheirOrders(t *testing.T) {
 		t.Errorf("retries' targets %q, %q", rows[0].Target, rows[1].Target)
 	}
 }
+
+// TestRetryIsNotAnEvent: a flow may leave its retry events unmarked
+// internal; the events API (orders:write) still does not fire them, so it
+// retries neither a group buy, which charges its members, nor a membership.
+func TestRetryIsNotAnEvent(t *testing.T) {
+	t.Parallel()
+	gb, ms := flows.Groupbuy(), flows.Membership()
+	for _, f := range []*lapse.Flow{gb, ms} {
+		for i := range f.Events {
+			if f.Events[i].Name == flows.Retry {
+				f.Events[i].Internal = false
+			}
+		}
+	}
+	g := retryEnv(t, access.Config{}, flows.Checkout(), gb, ms)
+	g.failedGroup("G-1", 990, "tok-a")
+	g.membershipInReview("M-1", 19900)
+	writer := bearer(g.key("writer", access.ScopeOrdersWrite))
+
+	g.call("POST", "/v1/orders/G-1/events", `{"event":"RETRY"}`, writer).refused(t, http.StatusBadRequest, lapse.EINVALID)
+	g.call("POST", "/v1/orders/M-1/events", `{"event":"RETRY"}`, writer).refused(t, http.StatusBadRequest, lapse.EINVALID)
+	if st := g.state("G-1"); st != flows.GroupFailed {
+		t.Errorf("the events API retried a group buy: it is %s", st)
+	}
+	if st := g.state("M-1"); st != flows.ManualReview {
+		t.Errorf("the events API retried a membership: it is %s", st)
+	}
+}
