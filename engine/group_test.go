@@ -153,6 +153,14 @@ func TestGroupBuy(t *testing.T) {
 		if _, err := e.Retry(ctx, "G-1", "wrong kind", app); !errors.Is(err, engine.ErrRetryIsGroup) || state() != flows.GroupFailed {
 			t.Fatalf("Retry of a group buy = %v (the group is %s), want ErrRetryIsGroup and FAILED", err, state())
 		}
+		// What a retry can charge: the price of each member not charged yet.
+		if amount, cur, err := e.RetryGroupStake(ctx, "G-1"); err != nil || cur != "CNY" || amount != int64(members-rec.GroupCharges)*990 {
+			t.Errorf("RetryGroupStake = %d %s, %v; want %d CNY (%d of %d members charged)", amount, cur, err,
+				int64(members-rec.GroupCharges)*990, rec.GroupCharges, members)
+		}
+		if _, _, err := e.RetryStake(ctx, "G-1"); !errors.Is(err, engine.ErrRetryIsGroup) {
+			t.Errorf("RetryStake of a group buy = %v, want ErrRetryIsGroup", err)
+		}
 		// The provider recovers, flakily; an operator retries until everyone
 		// left is charged.
 		for try := 0; state() == flows.GroupFailed; try++ {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"math"
 
 	"github.com/lapsehq/lapse"
 )
@@ -41,6 +42,44 @@ func (e *Engine) Retry(ctx context.Context, orderNo, reason string, by Actor) (*
 // ECONFLICT when the group has not failed; ENOTFOUND.
 func (e *Engine) RetryGroup(ctx context.Context, groupID, reason string, by Actor) (*lapse.Order, error) {
 	return e.retry(ctx, groupID, true, reason, by)
+}
+
+// RetryStake is what Retry of the order puts at risk, in minor units of
+// its currency: its amount. Errors: those Retry returns before it tries
+// the order's state (ErrRetryIsGroup, EINVALID, ENOTFOUND).
+func (e *Engine) RetryStake(ctx context.Context, orderNo string) (amount int64, currency string, err error) {
+	o, _, err := e.retryPlan(ctx, orderNo, false)
+	if err != nil {
+		return 0, "", err
+	}
+	return o.Amount, o.Currency, nil
+}
+
+// RetryGroupStake is what RetryGroup of the group can charge, in minor
+// units of its currency: what each member not charged yet pays (a group's
+// order holds the price one member pays, not the group's). A member whose
+// charge is under way or failed counts, as the retry may charge it.
+// Errors: those RetryGroup returns before it tries the group's state
+// (ErrRetryNotGroup, ENOTFOUND).
+func (e *Engine) RetryGroupStake(ctx context.Context, groupID string) (amount int64, currency string, err error) {
+	o, _, err := e.retryPlan(ctx, groupID, true)
+	if err != nil {
+		return 0, "", err
+	}
+	ms, err := e.store.GroupMemberList(ctx, o.ID)
+	if err != nil {
+		return 0, "", err
+	}
+	for _, m := range ms {
+		if m.Status == lapse.ChargeCharged {
+			continue
+		}
+		var ok bool
+		if amount, ok = lapse.AddInt64(amount, m.Amount); !ok {
+			amount = math.MaxInt64
+		}
+	}
+	return amount, o.Currency, nil
 }
 
 // retryPlan returns the order orderNo and the event that retries it,

@@ -280,3 +280,58 @@ func TestRetryIsNotAnEvent(t *testing.T) {
 		t.Errorf("the events API retried a membership: it is %s", st)
 	}
 }
+
+// TestFourEyesGroupRetry: the stake of a group buy's retry is what it can
+// charge, the price of each member not charged yet, not the group's
+// order's amount, which is one member's price. Above the threshold an
+// operator's retry waits for a second operator, and changes nothing until
+// then. A membership's retry is at its amount, as before, and a retry
+// through the wrong route is refused at once, never held for approval.
+func TestFourEyesGroupRetry(t *testing.T) {
+	t.Parallel()
+	g := retryEnv(t, access.Config{ApprovalAmount: 50000})
+	g.failedGroup("G-3", 40000, "tok-a", "tok-b", "tok-c") // 3 × 40000 to charge
+	g.failedGroup("G-2", 40000, "ok-a", "tok-b", "tok-c")  // 2 × 40000
+	g.failedGroup("G-1", 40000, "ok-a", "ok-b", "tok-c")   // 1 × 40000
+	g.membershipInReview("M-1", 60000)
+	g.operator("alice", access.RoleOperator)
+	g.operator("bob", access.RoleOperator)
+	alice := session(g.login("alice"))
+
+	var held []*approvalView
+	for _, c := range []struct {
+		group string
+		stake int64
+	}{{"G-3", 120000}, {"G-2", 80000}} {
+		a := g.call("POST", "/v1/groups/"+c.group+"/retry", `{"reason":"provider is back"}`, alice,
+			header(lapsehttp.SecondFactorHeader, g.code("alice"))).want(t, http.StatusAccepted).approval(t)
+		if a.Action != "group.retry" || a.Target != "group:"+c.group || a.Amount != c.stake || a.Currency != "CNY" {
+			t.Errorf("approval request of %s's retry: %+v, want %d CNY at stake", c.group, a, c.stake)
+		}
+		if st := g.state(c.group); st != flows.GroupFailed {
+			t.Fatalf("a retry of %s waiting for approval moved it to %s", c.group, st)
+		}
+		held = append(held, a)
+	}
+	g.call("POST", "/v1/groups/G-1/retry", "", alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).want(t, http.StatusOK)
+	if st := g.state("G-1"); st != flows.GroupClosed {
+		t.Errorf("a retry below the threshold left G-1 %s", st)
+	}
+
+	g.call("POST", "/v1/groups/M-1/retry", "", alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).
+		refused(t, http.StatusBadRequest, lapse.EINVALID)
+	a := g.call("POST", "/v1/orders/M-1/retry", "", alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).
+		want(t, http.StatusAccepted).approval(t)
+	if a.Action != "order.retry" || a.Target != "order:M-1" || a.Amount != 60000 {
+		t.Errorf("approval request of M-1's retry: %+v", a)
+	}
+	if st := g.state("M-1"); st != flows.ManualReview {
+		t.Fatalf("a retry of M-1 waiting for approval moved it to %s", st)
+	}
+
+	bob := session(g.login("bob"))
+	g.call("POST", fmt.Sprintf("/v1/approvals/%d/approve", held[0].ID), fmt.Sprintf(`{"code":%q}`, g.code("bob")), bob).want(t, http.StatusOK)
+	if st := g.state("G-3"); st != flows.GroupClosed {
+		t.Errorf("an approved retry left G-3 %s", st)
+	}
+}
