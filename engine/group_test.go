@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -148,6 +149,18 @@ func TestGroupBuy(t *testing.T) {
 		if st := state(); st != flows.GroupFailed {
 			t.Fatalf("a failed group moved by itself to %s", st)
 		}
+		// An order's retry does not charge a group's members.
+		if _, err := e.Retry(ctx, "G-1", "wrong kind", app); !errors.Is(err, engine.ErrRetryIsGroup) || state() != flows.GroupFailed {
+			t.Fatalf("Retry of a group buy = %v (the group is %s), want ErrRetryIsGroup and FAILED", err, state())
+		}
+		// What a retry can charge: the price of each member not charged yet.
+		if amount, cur, err := e.RetryGroupStake(ctx, "G-1"); err != nil || cur != "CNY" || amount != int64(members-rec.GroupCharges)*990 {
+			t.Errorf("RetryGroupStake = %d %s, %v; want %d CNY (%d of %d members charged)", amount, cur, err,
+				int64(members-rec.GroupCharges)*990, rec.GroupCharges, members)
+		}
+		if _, _, err := e.RetryStake(ctx, "G-1"); !errors.Is(err, engine.ErrRetryIsGroup) {
+			t.Errorf("RetryStake of a group buy = %v, want ErrRetryIsGroup", err)
+		}
 		// The provider recovers, flakily; an operator retries until everyone
 		// left is charged.
 		for try := 0; state() == flows.GroupFailed; try++ {
@@ -158,11 +171,11 @@ func TestGroupBuy(t *testing.T) {
 			if err := sb.SetRates(fail, fail/5); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := e.Retry(ctx, "G-1", "provider is back", app); err != nil {
+			if _, err := e.RetryGroup(ctx, "G-1", "provider is back", app); err != nil {
 				t.Fatal(err)
 			}
 			if try == 0 {
-				if _, err := e.Retry(ctx, "G-1", "twice", app); lapse.ErrorCode(err) != lapse.ECONFLICT {
+				if _, err := e.RetryGroup(ctx, "G-1", "twice", app); lapse.ErrorCode(err) != lapse.ECONFLICT {
 					t.Errorf("retrying a group that is not failed = %v, want conflict", err)
 				}
 			}

@@ -152,6 +152,13 @@ func TestMembershipCompensation(t *testing.T) {
 			t.Errorf("cards issued by failing attempts: %+v", cs)
 		}
 
+		// A group's retry, which charges members, is not this order's.
+		if _, err := e.RetryGroup(ctx, "M-1", "wrong kind", app); !errors.Is(err, engine.ErrRetryNotGroup) {
+			t.Errorf("RetryGroup of a membership = %v, want ErrRetryNotGroup", err)
+		}
+		if st := orderState(t, e, "M-1"); st != flows.ManualReview {
+			t.Fatalf("after a refused retry: %s", st)
+		}
 		// The operator retries once the card service is back.
 		if _, err := e.Retry(ctx, "M-1", "card service fixed", app); err != nil {
 			t.Fatal(err)

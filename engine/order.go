@@ -223,14 +223,16 @@ type Fire struct {
 	Reason string
 	By     Actor
 	// External marks a request from outside Lapse (the events API): it may
-	// fire only events the flow does not mark Internal.
+	// fire only events the flow does not mark Internal, and never the
+	// event of an operator's retry (Retry, RetryGroup), which has callers
+	// of its own.
 	External bool
 }
 
 // Fire fires an event at the order with orderNo through its flow and returns
 // the order as it is afterwards. Errors: lapse.ErrOrderNotFound; EINVALID
 // when the flow has no such event or an external caller fires an internal
-// one; ECONFLICT when the order's state does not accept the event or a guard
+// one or a retry's; ECONFLICT when the order's state does not accept the event or a guard
 // refuses it. If the order moves concurrently, Fire reads it again and
 // re-plans, so a CANCEL racing a deadline change still applies, while a PAY
 // racing a TIMEOUT finds the order CLOSED and fails.
@@ -254,6 +256,12 @@ func (e *Engine) fire(ctx context.Context, orderNo string, f Fire, with func(tx 
 	return changeOrder(ctx, e, orderChange{orderNo: orderNo}, func(s lapse.Store, o *lapse.Order, flow *lapse.Flow) (*lapse.Order, error) {
 		if spec := flow.Event(f.Event); spec != nil && spec.Internal && f.External {
 			return nil, lapse.FieldError("event", "%s is fired by Lapse itself in flow %s and cannot be sent through this API", f.Event, flow.Name)
+		}
+		// A flow may leave its retry events unmarked; a group's charges
+		// its members, which an external caller of Fire may not be
+		// allowed to do.
+		if f.External && (f.Event == flow.Group.Retry || f.Event == flow.Issues.Retry) {
+			return nil, lapse.FieldError("event", "%s is an operator's retry in flow %s and cannot be sent through this API: retry the order instead", f.Event, flow.Name)
 		}
 		p, err := flow.Plan(o, lapse.Firing{Event: f.Event, Now: e.clock.Now(), FiredBy: f.By.FiredBy, Actor: f.By.Name, Reason: f.Reason})
 		if err != nil {

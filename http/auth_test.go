@@ -51,14 +51,20 @@ func newGuardedEnv(t *testing.T, cfg access.Config) *guardedEnv {
 // callback.
 func newGuardedEnvPaying(t *testing.T, cfg access.Config, provider lapse.PaymentProvider) *guardedEnv {
 	t.Helper()
-	e := newEnvWith(t, options{
+	return guard(newEnvWith(t, options{
 		access: &cfg,
 		closer: true,
 		cfg:    lapsehttp.Config{Callbacks: map[string]lapse.PaymentCallback{"hmac": callbackScheme}},
 		engine: func(c *engine.Config) {
 			c.Payments = engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{"hmac": provider}}
 		},
-	})
+	}))
+}
+
+// guard makes e, an env with access control, a guardedEnv.
+func guard(e *env) *guardedEnv {
+	t := e.t
+	t.Helper()
 	g := &guardedEnv{env: e, root: access.CLI("root"), secrets: map[string]string{}}
 	g.admin = g.key("admin", access.ScopeAdmin)
 	t.Cleanup(func() {

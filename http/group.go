@@ -1,12 +1,15 @@
 package http
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/access"
 	"github.com/lapsehq/lapse/engine"
 )
 
@@ -138,9 +141,21 @@ type retryRequest struct {
 	Reason string `json:"reason"`
 }
 
-// retryOrder retries what automation gave up on: a failed group buy's
-// settlement, or a membership's compensation in manual review.
+// retryOrder retries what automation gave up on for an order that is not
+// a group buy (a membership's compensation in manual review); retryGroup
+// retries a failed group buy, which charges its members. Each route has
+// its scope, and refuses the other's orders, naming the route that takes
+// them.
 func (s *Server) retryOrder(w http.ResponseWriter, r *http.Request) {
+	s.retry(w, r, r.PathValue("order_no"), s.engine.Retry)
+}
+
+func (s *Server) retryGroup(w http.ResponseWriter, r *http.Request) {
+	s.retry(w, r, r.PathValue("group_id"), s.engine.RetryGroup)
+}
+
+func (s *Server) retry(w http.ResponseWriter, r *http.Request, no string,
+	retry func(ctx context.Context, no, reason string, by engine.Actor) (*lapse.Order, error)) {
 	var req retryRequest
 	if r.ContentLength != 0 {
 		if err := s.decode(w, r, &req); err != nil {
@@ -148,16 +163,26 @@ func (s *Server) retryOrder(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	no := r.PathValue("order_no")
-	if no == "" {
-		no = r.PathValue("group_id")
-	}
-	o, err := s.engine.Retry(r.Context(), no, req.Reason, actor(r))
+	o, err := retry(r.Context(), no, req.Reason, actor(r))
 	if err != nil {
-		s.error(w, r, err)
+		s.error(w, r, retryRoute(err, no))
 		return
 	}
 	s.writeJSON(w, r, http.StatusOK, orderView(o))
+}
+
+// retryRoute is err, a retry's error, naming the route that retries the
+// order no when err says it is another route's.
+func retryRoute(err error, no string) error {
+	switch {
+	case errors.Is(err, engine.ErrRetryIsGroup):
+		return lapse.Refine(engine.ErrRetryIsGroup, "order %s is a group buy, whose retry charges its members: retry it with POST /v1/groups/%s/retry (scope %s)",
+			no, url.PathEscape(no), access.ScopePaymentsWrite)
+	case errors.Is(err, engine.ErrRetryNotGroup):
+		return lapse.Refine(engine.ErrRetryNotGroup, "order %s is not a group buy: retry it with POST /v1/orders/%s/retry (scope %s)",
+			no, url.PathEscape(no), access.ScopeOperationsWrite)
+	}
+	return err
 }
 
 func (s *Server) listCards(w http.ResponseWriter, r *http.Request) {

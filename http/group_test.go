@@ -1,11 +1,19 @@
 package http_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/access"
+	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/flows"
+	lapsehttp "github.com/lapsehq/lapse/http"
 )
 
 // TestGroupAPI: creating, joining and reading a group buy, with every
@@ -80,4 +88,250 @@ func TestCardAPI(t *testing.T) {
 	e.do("POST", "/v1/cards/42/visits", "").want(t, http.StatusNotFound)
 	e.do("POST", "/v1/cards/x/visits", "").want(t, http.StatusBadRequest)
 	e.do("POST", "/v1/orders/M-1/retry", "").want(t, http.StatusConflict)
+}
+
+// chargeByMethod is a provider port that charges the group members whose
+// method starts with "ok" and declines the others.
+type chargeByMethod struct{ closedProvider }
+
+func (chargeByMethod) Charge(_ context.Context, r *lapse.ChargeRequest) (*lapse.ProviderPayment, error) {
+	if !strings.HasPrefix(r.Method, "ok") {
+		return nil, lapse.ErrRefused
+	}
+	return &lapse.ProviderPayment{TxnID: "txn-" + r.IdempotencyKey, OrderNo: r.OrderNo, Status: lapse.ProviderPaid,
+		Amount: r.Amount, Currency: r.Currency}, nil
+}
+
+// cardsDown is a card service that never issues.
+type cardsDown struct{}
+
+func (cardsDown) Issue(context.Context, *lapse.CardIssueRequest) ([]*lapse.Card, error) {
+	return nil, errors.New("card service down")
+}
+
+func (cardsDown) Revoke(context.Context, *lapse.CardRevokeRequest) ([]*lapse.Card, error) {
+	return nil, nil
+}
+
+// retryEnv is a guarded env (access by cfg) whose orders come to wait for
+// an operator's retry: its provider charges the members whose method
+// starts with "ok" and declines the others, its card service is down, and
+// settling and issuing give up after one retry, about a second later
+// (work).
+// fs are its flows, the built-in ones when none.
+func retryEnv(t *testing.T, cfg access.Config, fs ...*lapse.Flow) *guardedEnv {
+	t.Helper()
+	return guard(newEnvWith(t, options{
+		access: &cfg,
+		flows:  fs,
+		cfg:    lapsehttp.Config{Callbacks: map[string]lapse.PaymentCallback{"hmac": callbackScheme}},
+		engine: func(c *engine.Config) {
+			c.Payments = engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{"hmac": chargeByMethod{}}}
+			c.GroupRetries = []time.Duration{time.Second}
+			c.Cards = cardsDown{}
+			c.IssueRetries = []time.Duration{time.Second}
+		},
+	}))
+}
+
+// work runs the deliveries due now, then those due two seconds later (a
+// second, give or take the issue schedule's jitter): in a retryEnv, a
+// settlement or an issue through its whole schedule.
+func (g *guardedEnv) work() {
+	g.t.Helper()
+	d := engine.NewDeliverer(g.engine, engine.DelivererConfig{})
+	for _, wait := range []time.Duration{0, 2 * time.Second} {
+		g.clock.Advance(wait)
+		for n := 1; n > 0; {
+			var err error
+			if n, err = d.RunOnce(context.Background()); err != nil {
+				g.t.Fatalf("Deliverer.RunOnce: %v", err)
+			}
+		}
+	}
+}
+
+// state returns the state of order no, from the engine.
+func (g *guardedEnv) state(no string) lapse.State {
+	g.t.Helper()
+	o, err := g.engine.Order(context.Background(), no)
+	if err != nil {
+		g.t.Fatalf("Order(%s): %v", no, err)
+	}
+	return o.State
+}
+
+// failedGroup makes the group buy no, where each member pays price CNY,
+// with a member for each of methods, and closes it: in a retryEnv it
+// fails, the members whose method starts with "ok" charged.
+func (g *guardedEnv) failedGroup(no string, price int64, methods ...string) {
+	g.t.Helper()
+	g.call("POST", "/v1/groups", fmt.Sprintf(`{"group_id":%q,"organiser":"org","price":%d,"currency":"CNY","ttl":"1h"}`, no, price),
+		bearer(g.admin)).want(g.t, http.StatusCreated)
+	for i, m := range methods {
+		g.call("POST", "/v1/groups/"+no+"/members", fmt.Sprintf(`{"user_id":"u%d","method":%q}`, i, m), bearer(g.admin)).
+			want(g.t, http.StatusCreated)
+	}
+	by := engine.Actor{FiredBy: lapse.FiredByApp, Name: "test"}
+	if _, err := g.engine.CloseOrder(context.Background(), no, "the test closes it", by); err != nil {
+		g.t.Fatalf("CloseOrder(%s): %v", no, err)
+	}
+	g.work()
+	if st := g.state(no); st != flows.GroupFailed {
+		g.t.Fatalf("group %s is %s, want FAILED", no, st)
+	}
+}
+
+// membershipInReview makes the membership order no for amount CNY and
+// pays it: in a retryEnv its cards are never issued, and it waits in
+// manual review.
+func (g *guardedEnv) membershipInReview(no string, amount int64) {
+	g.t.Helper()
+	g.call("POST", "/v1/orders", fmt.Sprintf(`{"order_no":%q,"flow":"membership","user_id":"u","amount":%d,"currency":"CNY"}`, no, amount),
+		bearer(g.admin)).want(g.t, http.StatusCreated)
+	g.call("POST", "/v1/orders/"+no+"/events", `{"event":"SUBMIT"}`, bearer(g.admin)).want(g.t, http.StatusOK)
+	now := g.clock.Now()
+	if r := g.callback(noticeBody(no, "txn-"+no, amount, now), now); r.status != http.StatusOK {
+		g.t.Fatalf("pay %s: %d %s", no, r.status, r.body)
+	}
+	g.work()
+	if st := g.state(no); st != flows.ManualReview {
+		g.t.Fatalf("membership %s is %s, want MANUAL_REVIEW", no, st)
+	}
+}
+
+// TestRetryRoutesKeepToTheirOrders: each retry route retries its own kind
+// of order only, under its own scope. A group buy's retry charges its
+// members, which payments:write allows and operations:write does not, so
+// the order route does not retry a group buy, nor the group route a
+// membership. A refusal names the route to use, changes nothing, and is in
+// the audit log about what was asked; a retry through the right route is
+// in it about its order or group.
+func TestRetryRoutesKeepToTheirOrders(t *testing.T) {
+	t.Parallel()
+	g := retryEnv(t, access.Config{})
+	g.failedGroup("G-1", 990, "tok-a", "tok-b")
+	g.membershipInReview("M-1", 19900)
+	ops := bearer(g.key("ops", access.ScopeOperationsWrite))
+	pay := bearer(g.key("pay", access.ScopePaymentsWrite))
+	g.rows()
+
+	p := g.call("POST", "/v1/orders/G-1/retry", `{"reason":"provider is back"}`, ops).refused(t, http.StatusBadRequest, lapse.EINVALID)
+	if !strings.Contains(p.Detail, "POST /v1/groups/G-1/retry") {
+		t.Errorf("refusal %q does not name the group's route", p.Detail)
+	}
+	if st := g.state("G-1"); st != flows.GroupFailed {
+		t.Fatalf("the order route retried a group buy: it is %s", st)
+	}
+	p = g.call("POST", "/v1/groups/M-1/retry", "", pay).refused(t, http.StatusBadRequest, lapse.EINVALID)
+	if !strings.Contains(p.Detail, "POST /v1/orders/M-1/retry") {
+		t.Errorf("refusal %q does not name the order's route", p.Detail)
+	}
+	if st := g.state("M-1"); st != flows.ManualReview {
+		t.Fatalf("the group route retried a membership: it is %s", st)
+	}
+	rows := g.wantRows("order.retry ops 400 invalid: order G-1 is a group buy", "group.retry pay 400 invalid: order M-1 is not a group buy")
+	if len(rows) == 2 && (rows[0].Target != "order:G-1" || rows[1].Target != "group:M-1") {
+		t.Errorf("refusals' targets %q, %q", rows[0].Target, rows[1].Target)
+	}
+
+	// Each key's own route.
+	g.call("POST", "/v1/groups/G-1/retry", "", ops).refused(t, http.StatusForbidden, lapse.EFORBIDDEN)
+	g.call("POST", "/v1/orders/M-1/retry", "", pay).refused(t, http.StatusForbidden, lapse.EFORBIDDEN)
+	g.wantRows("group.retry ops refused:", "order.retry pay refused:")
+	g.call("POST", "/v1/groups/G-1/retry", `{"reason":"provider is back"}`, pay).want(t, http.StatusOK)
+	g.call("POST", "/v1/orders/M-1/retry", `{"reason":"card service is back"}`, ops).want(t, http.StatusOK)
+	if st := g.state("G-1"); st != flows.GroupClosed {
+		t.Errorf("retried group is %s, want CLOSED", st)
+	}
+	if st := g.state("M-1"); st != flows.Compensating {
+		t.Errorf("retried membership is %s, want COMPENSATING", st)
+	}
+	rows = g.wantRows("group.retry pay ok", "order.retry ops ok")
+	if len(rows) == 2 && (rows[0].Target != "group:G-1" || rows[1].Target != "order:M-1") {
+		t.Errorf("retries' targets %q, %q", rows[0].Target, rows[1].Target)
+	}
+}
+
+// TestRetryIsNotAnEvent: a flow may leave its retry events unmarked
+// internal; the events API (orders:write) still does not fire them, so it
+// retries neither a group buy, which charges its members, nor a membership.
+func TestRetryIsNotAnEvent(t *testing.T) {
+	t.Parallel()
+	gb, ms := flows.Groupbuy(), flows.Membership()
+	for _, f := range []*lapse.Flow{gb, ms} {
+		for i := range f.Events {
+			if f.Events[i].Name == flows.Retry {
+				f.Events[i].Internal = false
+			}
+		}
+	}
+	g := retryEnv(t, access.Config{}, flows.Checkout(), gb, ms)
+	g.failedGroup("G-1", 990, "tok-a")
+	g.membershipInReview("M-1", 19900)
+	writer := bearer(g.key("writer", access.ScopeOrdersWrite))
+
+	g.call("POST", "/v1/orders/G-1/events", `{"event":"RETRY"}`, writer).refused(t, http.StatusBadRequest, lapse.EINVALID)
+	g.call("POST", "/v1/orders/M-1/events", `{"event":"RETRY"}`, writer).refused(t, http.StatusBadRequest, lapse.EINVALID)
+	if st := g.state("G-1"); st != flows.GroupFailed {
+		t.Errorf("the events API retried a group buy: it is %s", st)
+	}
+	if st := g.state("M-1"); st != flows.ManualReview {
+		t.Errorf("the events API retried a membership: it is %s", st)
+	}
+}
+
+// TestFourEyesGroupRetry: the stake of a group buy's retry is what it can
+// charge, the price of each member not charged yet, not the group's
+// order's amount, which is one member's price. Above the threshold an
+// operator's retry waits for a second operator, and changes nothing until
+// then. A membership's retry is at its amount, as before, and a retry
+// through the wrong route is refused at once, never held for approval.
+func TestFourEyesGroupRetry(t *testing.T) {
+	t.Parallel()
+	g := retryEnv(t, access.Config{ApprovalAmount: 50000})
+	g.failedGroup("G-3", 40000, "tok-a", "tok-b", "tok-c") // 3 × 40000 to charge
+	g.failedGroup("G-2", 40000, "ok-a", "tok-b", "tok-c")  // 2 × 40000
+	g.failedGroup("G-1", 40000, "ok-a", "ok-b", "tok-c")   // 1 × 40000
+	g.membershipInReview("M-1", 60000)
+	g.operator("alice", access.RoleOperator)
+	g.operator("bob", access.RoleOperator)
+	alice := session(g.login("alice"))
+
+	var held []*approvalView
+	for _, c := range []struct {
+		group string
+		stake int64
+	}{{"G-3", 120000}, {"G-2", 80000}} {
+		a := g.call("POST", "/v1/groups/"+c.group+"/retry", `{"reason":"provider is back"}`, alice,
+			header(lapsehttp.SecondFactorHeader, g.code("alice"))).want(t, http.StatusAccepted).approval(t)
+		if a.Action != "group.retry" || a.Target != "group:"+c.group || a.Amount != c.stake || a.Currency != "CNY" {
+			t.Errorf("approval request of %s's retry: %+v, want %d CNY at stake", c.group, a, c.stake)
+		}
+		if st := g.state(c.group); st != flows.GroupFailed {
+			t.Fatalf("a retry of %s waiting for approval moved it to %s", c.group, st)
+		}
+		held = append(held, a)
+	}
+	g.call("POST", "/v1/groups/G-1/retry", "", alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).want(t, http.StatusOK)
+	if st := g.state("G-1"); st != flows.GroupClosed {
+		t.Errorf("a retry below the threshold left G-1 %s", st)
+	}
+
+	g.call("POST", "/v1/groups/M-1/retry", "", alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).
+		refused(t, http.StatusBadRequest, lapse.EINVALID)
+	a := g.call("POST", "/v1/orders/M-1/retry", "", alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).
+		want(t, http.StatusAccepted).approval(t)
+	if a.Action != "order.retry" || a.Target != "order:M-1" || a.Amount != 60000 {
+		t.Errorf("approval request of M-1's retry: %+v", a)
+	}
+	if st := g.state("M-1"); st != flows.ManualReview {
+		t.Fatalf("a retry of M-1 waiting for approval moved it to %s", st)
+	}
+
+	bob := session(g.login("bob"))
+	g.call("POST", fmt.Sprintf("/v1/approvals/%d/approve", held[0].ID), fmt.Sprintf(`{"code":%q}`, g.code("bob")), bob).want(t, http.StatusOK)
+	if st := g.state("G-3"); st != flows.GroupClosed {
+		t.Errorf("an approved retry left G-3 %s", st)
+	}
 }

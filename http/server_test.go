@@ -60,6 +60,7 @@ type options struct {
 	// probe, when set, gives the server a prober of the engine, which
 	// the env keeps.
 	probe *engine.ProberConfig
+	flows []*lapse.Flow // the engine's flows; default flows.Builtin()
 }
 
 func newEnv(t *testing.T) *env { return newEnvWith(t, options{}) }
@@ -88,7 +89,11 @@ func newEnvWith(t *testing.T, opt options) *env {
 	if opt.engine != nil {
 		opt.engine(&ecfg)
 	}
-	e, err := engine.New(store, flows.Builtin(), ecfg)
+	fs := opt.flows
+	if fs == nil {
+		fs = flows.Builtin()
+	}
+	e, err := engine.New(store, fs, ecfg)
 	if err != nil {
 		t.Fatalf("engine.New: %v", err)
 	}

@@ -57,55 +57,37 @@ func refundStake(s *Server, r *http.Request, body []byte) (stake, error) {
 	return stake{amount: *req.Amount, atRisk: total, currency: o.Currency, reason: req.Reason}, nil
 }
 
-// orderStake is the amount of the order a retry (a compensation) is
-// about.
-func orderStake(s *Server, r *http.Request, body []byte) (stake, error) {
-	o, err := s.engine.Order(r.Context(), r.PathValue("order_no"))
+// retryStake is what a retry of the order puts at risk (a compensation
+// moves no money; its order's amount stands for it).
+func retryStake(s *Server, r *http.Request, body []byte) (stake, error) {
+	amount, currency, err := s.engine.RetryStake(r.Context(), r.PathValue("order_no"))
 	if err != nil {
 		return stake{}, err
 	}
-	reason, err := s.retryReason(r, body)
-	if err != nil {
-		return stake{}, err
-	}
-	return stake{amount: o.Amount, currency: o.Currency, reason: reason}, nil
+	return retryBody(s, r, body, stake{amount: amount, currency: currency})
 }
 
-// groupStake is what retrying a group buy charges: the price of every
-// member not charged yet, not one member's price.
-func groupStake(s *Server, r *http.Request, body []byte) (stake, error) {
-	g, err := s.engine.Group(r.Context(), r.PathValue("group_id"))
+// groupRetryStake is what a retry of a failed group buy can charge: the
+// price of every member not charged yet, not the group's order's amount,
+// which is what one member pays.
+func groupRetryStake(s *Server, r *http.Request, body []byte) (stake, error) {
+	amount, currency, err := s.engine.RetryGroupStake(r.Context(), r.PathValue("group_id"))
 	if err != nil {
 		return stake{}, err
 	}
-	reason, err := s.retryReason(r, body)
-	if err != nil {
-		return stake{}, err
-	}
-	var total int64
-	for _, m := range g.Members {
-		if m.Status == lapse.ChargeCharged {
-			continue
-		}
-		if sum, ok := lapse.AddInt64(total, m.Amount); ok {
-			total = sum
-		} else {
-			total = math.MaxInt64
-		}
-	}
-	return stake{amount: total, currency: g.Order.Currency, reason: reason}, nil
+	return retryBody(s, r, body, stake{amount: amount, currency: currency})
 }
 
-// retryReason reads the reason of a retry from its body, which is
-// optional, as retryOrder reads it.
-func (s *Server) retryReason(r *http.Request, body []byte) (string, error) {
+// retryBody adds the reason of a retry's body to st.
+func retryBody(s *Server, r *http.Request, body []byte, st stake) (stake, error) {
 	var req retryRequest
-	if r.ContentLength != 0 {
+	if r.ContentLength != 0 { // the body is optional, as retry reads it
 		if err := s.decodeStake(r, body, &req); err != nil {
-			return "", err
+			return stake{}, err
 		}
 	}
-	return req.Reason, nil
+	st.reason = req.Reason
+	return st, nil
 }
 
 // closeStake is the number of orders a manual close would close.
