@@ -232,10 +232,10 @@ type Fire struct {
 // Fire fires an event at the order with orderNo through its flow and returns
 // the order as it is afterwards. Errors: lapse.ErrOrderNotFound; EINVALID
 // when the flow has no such event or an external caller fires an internal
-// one or a retry's; ECONFLICT when the order's state does not accept the event or a guard
-// refuses it. If the order moves concurrently, Fire reads it again and
-// re-plans, so a CANCEL racing a deadline change still applies, while a PAY
-// racing a TIMEOUT finds the order CLOSED and fails.
+// one or a retry's; ECONFLICT when the order's state does not accept the
+// event or a guard refuses it. If the order moves concurrently, Fire reads
+// it again and re-plans, so a CANCEL racing a deadline change still
+// applies, while a PAY racing a TIMEOUT finds the order CLOSED and fails.
 func (e *Engine) Fire(ctx context.Context, orderNo string, f Fire) (*lapse.Order, error) {
 	return e.fire(ctx, orderNo, f, nil)
 }
@@ -257,9 +257,9 @@ func (e *Engine) fire(ctx context.Context, orderNo string, f Fire, with func(tx 
 		if spec := flow.Event(f.Event); spec != nil && spec.Internal && f.External {
 			return nil, lapse.FieldError("event", "%s is fired by Lapse itself in flow %s and cannot be sent through this API", f.Event, flow.Name)
 		}
-		// A flow may leave its retry events unmarked; a group's charges
-		// its members, which an external caller of Fire may not be
-		// allowed to do.
+		// A flow may leave its retry events unmarked Internal; retrying a
+		// group charges its members, which an external caller of Fire
+		// (orders:write) may not be allowed to do.
 		if f.External && (f.Event == flow.Group.Retry || f.Event == flow.Issues.Retry) {
 			return nil, lapse.FieldError("event", "%s is an operator's retry in flow %s and cannot be sent through this API: retry the order instead", f.Event, flow.Name)
 		}
