@@ -173,8 +173,10 @@ func (d *desk) pay(no string, amount int64) *lapse.Payment {
 
 func (d *desk) create(no, flow string, amount int64, md string) {
 	d.t.Helper()
-	req := &lapse.OrderCreate{OrderNo: no, Flow: flow, UserID: "u-" + no, Amount: amount, Currency: "CNY",
-		Items: []lapse.Item{{SKU: "sku-1", Qty: 1}}}
+	req := &lapse.OrderCreate{OrderNo: no, Flow: flow, UserID: "u-" + no, Amount: amount, Currency: "CNY"}
+	if flow == "checkout" { // the one flow that holds items
+		req.Items = []lapse.Item{{SKU: "sku-1", Qty: 1}}
+	}
 	if md != "" {
 		req.Metadata = json.RawMessage(md)
 	}
