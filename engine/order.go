@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -257,11 +258,15 @@ func (e *Engine) fire(ctx context.Context, orderNo string, f Fire, with func(tx 
 		if spec := flow.Event(f.Event); spec != nil && spec.Internal && f.External {
 			return nil, lapse.FieldError("event", "%s is fired by Lapse itself in flow %s and cannot be sent through this API", f.Event, flow.Name)
 		}
-		// A flow may leave its retry events unmarked Internal; retrying a
-		// group charges its members, which an external caller of Fire
-		// (orders:write) may not be allowed to do.
+		// A flow may leave the events of Lapse's features unmarked Internal;
+		// an external caller of Fire (orders:write) firing one would mark an
+		// order paid with no payment, or retry a group, which charges its
+		// members.
 		if f.External && (f.Event == flow.Group.Retry || f.Event == flow.Issues.Retry) {
 			return nil, lapse.FieldError("event", "%s is an operator's retry in flow %s and cannot be sent through this API: retry the order instead", f.Event, flow.Name)
+		}
+		if f.External && featureEvent(flow, f.Event) {
+			return nil, lapse.FieldError("event", "%s is fired by Lapse itself in flow %s (a payment, a refund, a group buy's or issuing's step) and cannot be sent through this API", f.Event, flow.Name)
 		}
 		p, err := flow.Plan(o, lapse.Firing{Event: f.Event, Now: e.clock.Now(), FiredBy: f.By.FiredBy, Actor: f.By.Name, Reason: f.Reason})
 		if err != nil {
@@ -421,4 +426,13 @@ func (e *Engine) Events(ctx context.Context, orderNo string) ([]*lapse.OutboxEve
 		return nil, err
 	}
 	return e.store.OutboxList(ctx, o.ID)
+}
+
+// featureEvent reports whether ev is an event that one of Lapse's features
+// fires in flow f: a verified payment's, a refund's, a group buy's or
+// issuing's.
+func featureEvent(f *lapse.Flow, ev lapse.Event) bool {
+	r, g, is := f.Refunds, f.Group, f.Issues
+	return slices.Contains([]lapse.Event{f.Pays, r.Start, r.Done, r.Partial, g.Join, g.Settled, g.Failed, g.Retry,
+		is.Issued, is.Failed, is.GiveUp, is.Retry}, ev)
 }

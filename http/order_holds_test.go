@@ -2,7 +2,12 @@ package http_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/access"
+	"github.com/lapsehq/lapse/flows"
 )
 
 // TestHoldingsNeedAFlowThatHolds: an order of a flow that holds nothing
@@ -45,4 +50,36 @@ func TestAmountBound(t *testing.T) {
 		}
 	}
 	e.do("POST", "/v1/orders", `{"order_no":"AM-1","flow":"checkout","user_id":"u","amount":100000000000000,"currency":"CNY"}`).want(t, http.StatusCreated)
+}
+
+// TestFeatureEventsAreNotAPIEvents: a flow written in Go may leave the
+// events of Lapse's features unmarked Internal; the events API still never
+// fires them. PAY through it marked a checkout order paid with no payment
+// (S3), and a group's JOIN or SETTLE moved the group with no member or
+// charge.
+func TestFeatureEventsAreNotAPIEvents(t *testing.T) {
+	t.Parallel()
+	co, gb := flows.Checkout(), flows.Groupbuy()
+	for _, f := range []*lapse.Flow{co, gb} {
+		for i := range f.Events {
+			f.Events[i].Internal = false
+		}
+	}
+	g := retryEnv(t, access.Config{}, co, gb, flows.Membership())
+	writer := bearer(g.key("writer", access.ScopeOrdersWrite))
+	g.call("POST", "/v1/orders", `{"order_no":"P-1","flow":"checkout","user_id":"u","amount":100,"currency":"CNY"}`, writer).want(t, http.StatusCreated)
+	g.call("POST", "/v1/groups", `{"group_id":"G-1","organiser":"o","price":990,"currency":"CNY","ttl":"1h"}`, writer).want(t, http.StatusCreated)
+	for _, c := range []struct{ no, event string }{{"P-1", "PAY"}, {"G-1", "JOIN"}, {"G-1", "SETTLE"}} {
+		if p := g.call("POST", "/v1/orders/"+c.no+"/events", `{"event":"`+c.event+`"}`, writer).refused(t, http.StatusBadRequest, lapse.EINVALID); !strings.Contains(p.Detail, "fired by Lapse itself") {
+			t.Errorf("%s %s: %s", c.no, c.event, p.Detail)
+		}
+	}
+	if st := g.state("P-1"); st != flows.Unpaid {
+		t.Errorf("the events API moved P-1 to %s", st)
+	}
+	if st := g.state("G-1"); st != flows.GroupOpen {
+		t.Errorf("the events API moved G-1 to %s", st)
+	}
+	// An event of the flow's own, not a feature's, still goes through.
+	g.call("POST", "/v1/orders/P-1/events", `{"event":"CANCEL"}`, writer).want(t, http.StatusOK)
 }
