@@ -115,6 +115,13 @@ func (ps *payments) apply(ctx context.Context, n *lapse.PaymentNotice) (*lapse.P
 		}
 		p, perr := flow.Plan(o, lapse.Firing{Event: flow.Pays, Now: now, At: n.PaidAt, FiredBy: lapse.FiredByPayment,
 			Actor: n.Provider, Reason: "payment " + n.TxnID})
+		if perr == nil {
+			// S2 is the engine's, not the flow's: a payment made, by the
+			// provider's clock, once the order's payment window closed
+			// pays nothing, whatever guard the flow put on its pay event
+			// (a YAML flow may leave out before_deadline).
+			perr = lapse.BeforeDeadline(o, n.PaidAt)
+		}
 		if lapse.ErrorCode(perr) == lapse.ECONFLICT {
 			return ps.recordPayment(ctx, o, n, pay, lapse.PaymentLate, lapse.EventPaymentLate, lapse.ErrorMessage(perr))
 		}
