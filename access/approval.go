@@ -274,6 +274,9 @@ func (s *Service) Reject(ctx context.Context, by *Principal, id int64, reason st
 	if by == nil || by.Kind != KindOperator {
 		return nil, lapse.Errorf(lapse.EFORBIDDEN, "only an operator can reject a request")
 	}
+	if err := lapse.CheckReason("reason", reason); err != nil {
+		return nil, err
+	}
 	a, err := s.Approval(ctx, id)
 	if err != nil {
 		return nil, err
@@ -286,5 +289,5 @@ func (s *Service) Reject(ctx context.Context, by *Principal, id int64, reason st
 	if a.Status != lapse.ApprovalPending {
 		return nil, errNotPending(a)
 	}
-	return s.decide(ctx, by, id, lapse.ApprovalRejected, "approval.reject", "", lapse.CleanReason(reason))
+	return s.decide(ctx, by, id, lapse.ApprovalRejected, "approval.reject", "", reason)
 }

@@ -3,6 +3,7 @@ package access_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -274,6 +275,15 @@ func TestReject(t *testing.T) {
 	wantErr(t, err, lapse.EFORBIDDEN, "")
 	_, err = f.svc.Reject(f.ctx, f.root, a.ID, "no")
 	wantErr(t, err, lapse.EFORBIDDEN, "")
+	// A reason that is not one line of at most 500 bytes is refused, not
+	// cleaned or cut, and decides nothing.
+	for _, bad := range []string{"two\nlines", "nul\x00", strings.Repeat("x", lapse.MaxReasonLen+1), "\xff"} {
+		_, err = f.svc.Reject(f.ctx, f.bob, a.ID, bad)
+		wantErr(t, err, lapse.EINVALID, "reason")
+	}
+	if got, _ := f.svc.Approval(f.ctx, a.ID); got.Status != lapse.ApprovalPending {
+		t.Fatalf("a refused reason decided the request: %+v", got)
+	}
 	got, err := f.svc.Reject(f.ctx, f.bob, a.ID, "not this one")
 	if err != nil || got.Status != lapse.ApprovalRejected || got.ApproverName != "bob" || got.Result != "not this one" {
 		t.Fatalf("Reject: %+v, %v", got, err)
