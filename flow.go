@@ -301,6 +301,10 @@ func (f *Flow) Validate() error {
 			return bad("%s both releases and consumes holdings", typ)
 		}
 	}
+	if t := f.EndsHolding(); t != nil {
+		return bad("transition %s --%s--> %s ends the order holding its stock and coupon: it must emit an event of release_on or consume_on",
+			t.From, t.Event, t.To)
+	}
 	if f.Pays != "" && f.Event(f.Pays) == nil {
 		return bad("payments fire %s, which is not declared", f.Pays)
 	}
@@ -351,6 +355,40 @@ func (f *Flow) Validate() error {
 	for _, s := range f.States {
 		if !reached[s.Name] {
 			return bad("state %s is unreachable from %s", s.Name, f.Initial)
+		}
+	}
+	return nil
+}
+
+// EndsHolding returns the first transition, in declaration order, that
+// takes an order of a flow that Holds into a terminal state while it still
+// holds its stock and coupon: one that emits no event of ReleaseOn or
+// ConsumeOn, from a state the order can reach from the initial one without
+// any transition that does. Such an order would keep its holdings for
+// ever (S4). It returns nil when there is none, or the flow holds nothing.
+func (f *Flow) EndsHolding() *Transition {
+	if !f.Holds {
+		return nil
+	}
+	settles := func(t *Transition) bool {
+		return slices.ContainsFunc(t.Emits, func(typ string) bool {
+			return slices.Contains(f.ReleaseOn, typ) || slices.Contains(f.ConsumeOn, typ)
+		})
+	}
+	holding := map[State]bool{f.Initial: true}
+	for grew := true; grew; {
+		grew = false
+		for i := range f.Transitions {
+			t := &f.Transitions[i]
+			if holding[t.From] && !holding[t.To] && !settles(t) {
+				holding[t.To], grew = true, true
+			}
+		}
+	}
+	for i := range f.Transitions {
+		t := &f.Transitions[i]
+		if to := f.State(t.To); holding[t.From] && to != nil && to.Terminal && !settles(t) {
+			return t
 		}
 	}
 	return nil

@@ -43,6 +43,21 @@ func TestFlowValidateRefuses(t *testing.T) {
 		{"no transition emits", func(f *lapse.Flow) { f.ReleaseOn = append(f.ReleaseOn, "order.vanished") }},
 		{"both releases and consumes", func(f *lapse.Flow) { f.ConsumeOn = append(f.ConsumeOn, flows.EventOrderClosed) }},
 		{"must look like", func(f *lapse.Flow) { f.Transitions[0].Emits = []string{"Paid"} }},
+		// S4: an order that holds stock and a coupon may end only by a
+		// transition that gives them back or uses them up, also two steps
+		// on from the initial state.
+		{"ends the order holding", func(f *lapse.Flow) {
+			f.States = append(f.States, lapse.StateSpec{Name: "CANCELLED", Terminal: true})
+			f.Events = append(f.Events, lapse.EventSpec{Name: "ABANDON"})
+			f.Transitions = append(f.Transitions, lapse.Transition{From: flows.Unpaid, Event: "ABANDON", To: "CANCELLED",
+				Emits: []string{"order.cancelled"}})
+		}},
+		{"ends the order holding", func(f *lapse.Flow) {
+			f.States = append(f.States, lapse.StateSpec{Name: "HELD"}, lapse.StateSpec{Name: "GONE", Terminal: true})
+			f.Events = append(f.Events, lapse.EventSpec{Name: "HOLD"}, lapse.EventSpec{Name: "DROP"})
+			f.Transitions = append(f.Transitions, lapse.Transition{From: flows.Unpaid, Event: "HOLD", To: "HELD"},
+				lapse.Transition{From: "HELD", Event: "DROP", To: "GONE"})
+		}},
 		// A merchant's stock port takes order.created as a new order's
 		// hold; an administrator's notifier, delivery.dead as a lost delivery.
 		{"only the engine writes", func(f *lapse.Flow) { f.Transitions[0].Emits = []string{lapse.EventOrderCreated} }},

@@ -117,6 +117,11 @@ func (p *parser) check(f *lapse.Flow, at *lines) {
 	}
 	holdings("release_on", f.ReleaseOn, at.releaseOn)
 	holdings("consume_on", f.ConsumeOn, at.consumeOn)
+	if t := f.EndsHolding(); t != nil && p.err == nil {
+		i := slices.IndexFunc(f.Transitions, func(u lapse.Transition) bool { return u.From == t.From && u.Event == t.Event })
+		p.failf(at.transitions[i].to, "transition %s --%s--> %s ends the order holding its stock and coupon: emit an event of release_on (%s) or consume_on (%s)",
+			t.From, t.Event, t.To, strings.Join(f.ReleaseOn, ", "), strings.Join(f.ConsumeOn, ", "))
+	}
 	if f.Pays != "" && events[f.Pays] == 0 {
 		p.failf(at.pays, "pays: event %s is not declared", f.Pays)
 	}

@@ -308,6 +308,18 @@ transitions: [{from: SHIPPED, event: CONFIRM, to: CONFIRMED, emits: [order.confi
 release_on:
   - order.confirmed # <-
 `},
+		{"an end that keeps the holdings", "ends the order holding its stock and coupon", `name: x
+initial: UNPAID
+holds: true
+release_on: [order.closed]
+consume_on: [order.paid]
+states: [{name: UNPAID}, {name: PAID, terminal: true}, {name: CLOSED, terminal: true}, {name: CANCELLED, terminal: true}]
+events: [{name: PAY}, {name: CLOSE}, {name: CANCEL}]
+transitions:
+  - {from: UNPAID, event: PAY, to: PAID, emits: [order.paid]}
+  - {from: UNPAID, event: CLOSE, to: CLOSED, emits: [order.closed]}
+  - {from: UNPAID, event: CANCEL, to: CANCELLED, emits: [order.cancelled]} # <-
+`},
 		{"pays undeclared", "pays: event PAY is not declared", `name: x
 initial: SHIPPED
 states: [{name: SHIPPED}]
