@@ -351,6 +351,10 @@ func (f *Flow) Validate() error {
 	if f.Grace < 0 || (f.Grace > 0 && f.Pays == "") {
 		return bad("grace must be a positive duration, for a flow that takes payments")
 	}
+	if f.Grace > DefaultMaxDeadline {
+		// It moves the deadline: no further than a deadline may be.
+		return bad("grace must be at most 366 days, as a deadline")
+	}
 	reached := f.Reachable(f.Initial)
 	for _, s := range f.States {
 		if !reached[s.Name] {

@@ -43,6 +43,7 @@ func TestFlowValidateRefuses(t *testing.T) {
 		{"no transition emits", func(f *lapse.Flow) { f.ReleaseOn = append(f.ReleaseOn, "order.vanished") }},
 		{"both releases and consumes", func(f *lapse.Flow) { f.ConsumeOn = append(f.ConsumeOn, flows.EventOrderClosed) }},
 		{"must look like", func(f *lapse.Flow) { f.Transitions[0].Emits = []string{"Paid"} }},
+		{"grace must be at most 366 days", func(f *lapse.Flow) { f.Grace = lapse.DefaultMaxDeadline + time.Second }},
 		// S4: an order that holds stock and a coupon may end only by a
 		// transition that gives them back or uses them up, also two steps
 		// on from the initial state.

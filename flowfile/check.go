@@ -138,6 +138,9 @@ func (p *parser) check(f *lapse.Flow, at *lines) {
 	if f.Grace > 0 && f.Pays == "" {
 		p.failf(at.grace, "grace needs a flow that takes payments (pays)")
 	}
+	if f.Grace > lapse.DefaultMaxDeadline {
+		p.failf(at.grace, "grace: %s is further ahead than a deadline may be: at most 366d", f.Grace)
+	}
 
 	if p.err != nil || f.State(f.Initial) == nil {
 		return

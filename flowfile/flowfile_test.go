@@ -330,6 +330,14 @@ initial: SHIPPED
 states: [{name: SHIPPED}]
 grace: 2m # <-
 `},
+		{"grace beyond the horizon", "grace: 8784h0m1s is further ahead than a deadline may be", `name: x
+initial: UNPAID
+pays: PAY
+states: [{name: UNPAID}, {name: PAID, terminal: true}]
+events: [{name: PAY}]
+transitions: [{from: UNPAID, event: PAY, to: PAID}]
+grace: 366d1s # <-
+`},
 		{"refunds undeclared", "refunds: event REFUND is not declared", `name: x
 initial: SHIPPED
 states: [{name: SHIPPED}]

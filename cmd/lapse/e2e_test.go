@@ -347,6 +347,7 @@ func TestServeRefusesPaymentFlags(t *testing.T) {
 			"--payment-merchants: wechat is not a configured payment provider (hmac)"},
 		{[]string{"--payment-merchants", "sandbox=m-1"}, "--payment-merchants: sandbox: no payment provider is configured"},
 		{[]string{"--payment-merchants", "sandbox"}, `"sandbox" is not NAME=VALUE`},
+		{[]string{"--payment-grace", "checkout=367d"}, `--payment-grace: checkout=367d: flow "checkout": grace must be at most 366 days`},
 	} {
 		serveRefuses(t, tc.args, tc.want)
 	}

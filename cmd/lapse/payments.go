@@ -57,6 +57,9 @@ func (p *paymentFlags) applyGrace(fs []*lapse.Flow) error {
 			return fmt.Errorf("--payment-grace: %s=%s is not a positive duration", name, v)
 		}
 		fs[i].Grace = d
+		if err := fs[i].Validate(); err != nil {
+			return fmt.Errorf("--payment-grace: %s=%s: %s", name, v, lapse.ErrorMessage(err))
+		}
 	}
 	return nil
 }
