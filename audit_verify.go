@@ -3,7 +3,11 @@ package lapse
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -30,6 +34,62 @@ type AuditCheck struct {
 	// OldestUnsealed is the At of the oldest unsealed row; zero when there
 	// is none.
 	OldestUnsealed time.Time
+	// Head is the hash of row Rows: the chain's head when it is whole.
+	Head []byte
+}
+
+// Checkpoint is the last row verified, to keep outside the database and
+// give to AuditCheckpointHolds later.
+func (c AuditCheck) Checkpoint() AuditCheckpoint { return AuditCheckpoint{Seq: c.Rows, Hash: c.Head} }
+
+// AuditCheckpoint names a row of the sealed chain by its number and hash.
+// The chain shows a row changed, removed or inserted, but not the newest
+// rows removed together with the head that names them: the head lives in
+// the same database. A checkpoint kept elsewhere (a ticket, a log shipper,
+// a printout) shows that too, up to its row.
+type AuditCheckpoint struct {
+	Seq  int64
+	Hash []byte
+}
+
+// String is the checkpoint as ParseAuditCheckpoint reads it: ROW:HASH, the
+// hash in hex.
+func (c AuditCheckpoint) String() string { return fmt.Sprintf("%d:%x", c.Seq, c.Hash) }
+
+// ParseAuditCheckpoint reads ROW:HASH, as AuditCheckpoint.String writes
+// it; anything else is EINVALID.
+func ParseAuditCheckpoint(s string) (AuditCheckpoint, error) {
+	bad := FieldError("checkpoint", "must be ROW:HASH as lapse audit verify prints it: a row number and 64 hex digits")
+	seq, hash, ok := strings.Cut(s, ":")
+	n, err := strconv.ParseInt(seq, 10, 64)
+	if !ok || err != nil || n < 1 || len(hash) != 2*sha256.Size {
+		return AuditCheckpoint{}, bad
+	}
+	h, err := hex.DecodeString(hash)
+	if err != nil {
+		return AuditCheckpoint{}, bad
+	}
+	return AuditCheckpoint{Seq: n, Hash: h}, nil
+}
+
+// AuditCheckpointHolds checks, after AuditVerify found the chain c whole,
+// that it still holds the row of cp with cp's hash: then every row up to
+// it is as it was when cp was taken, since each row's hash covers the one
+// before. It returns an *AuditBreak when the chain ends before cp's row
+// (rows were removed from its end, head and all) or that row has another
+// hash (the log was rewritten up to it).
+func AuditCheckpointHolds(ctx context.Context, s AccessStore, c AuditCheck, cp AuditCheckpoint) error {
+	if cp.Seq > c.Rows {
+		return &AuditBreak{Seq: c.Rows + 1, Reason: fmt.Sprintf("the checkpoint names row %d, but the chain ends at row %d: rows were removed from its end", cp.Seq, c.Rows)}
+	}
+	rows, err := s.AuditChainList(ctx, cp.Seq-1, 1)
+	if err != nil {
+		return err
+	}
+	if len(rows) == 0 || rows[0].Seq != cp.Seq || !bytes.Equal(rows[0].Hash, cp.Hash) {
+		return &AuditBreak{Seq: cp.Seq, Reason: "its hash is not the checkpoint's: the log was rewritten up to it"}
+	}
+	return nil
 }
 
 // UnsealedAge is how long the oldest unsealed row has waited for its seal
@@ -111,6 +171,7 @@ func AuditVerify(ctx context.Context, s AccessStore, pageSize int) (AuditCheck, 
 			return c, &AuditBreak{Seq: c.Rows + 1, Reason: fmt.Sprintf("the log's head is row %d, but the rows end at %d: rows were removed from its end", seq, c.Rows)}
 		}
 	}
+	c.Head = prev
 	var err error
 	c.Unsealed, c.OldestUnsealed, err = s.AuditUnsealedCount(ctx)
 	return c, err

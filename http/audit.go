@@ -109,16 +109,33 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, body)
 }
 
-// verifyAudit walks the whole chain, as lapse audit verify does, and
-// counts the rows not sealed yet (it does not seal them: the server's
-// sealer does).
+// verifyAudit walks the whole chain, as lapse audit verify does, checks
+// the row of ?checkpoint=ROW:HASH when one is given, and counts the rows
+// not sealed yet (it does not seal them: the server's sealer does).
 func (s *Server) verifyAudit(w http.ResponseWriter, r *http.Request) {
+	q, err := listQuery(r.URL.RawQuery, "checkpoint")
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	var cp *lapse.AuditCheckpoint
+	if v := q.Get("checkpoint"); v != "" {
+		c, err := lapse.ParseAuditCheckpoint(v)
+		if err != nil {
+			s.error(w, r, err)
+			return
+		}
+		cp = &c
+	}
 	as, err := s.accessStore()
 	if err != nil {
 		s.error(w, r, err)
 		return
 	}
 	c, err := lapse.AuditVerify(r.Context(), as, 1000)
+	if err == nil && cp != nil {
+		err = lapse.AuditCheckpointHolds(r.Context(), as, c, *cp)
+	}
 	var brk *lapse.AuditBreak
 	body := map[string]any{"ok": err == nil, "rows": c.Rows}
 	switch {
@@ -131,6 +148,9 @@ func (s *Server) verifyAudit(w http.ResponseWriter, r *http.Request) {
 		body["unsealed"] = c.Unsealed
 		if c.Unsealed > 0 {
 			body["oldest_unsealed_at"] = c.OldestUnsealed
+		}
+		if c.Rows > 0 {
+			body["checkpoint"] = c.Checkpoint().String()
 		}
 	}
 	s.writeJSON(w, r, http.StatusOK, body)

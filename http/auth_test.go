@@ -885,12 +885,13 @@ func TestAccessAuditAPI(t *testing.T) {
 	g.call("GET", "/v1/audit", "", bearer(g.key("reader", access.ScopeOrdersRead))).refused(t, http.StatusForbidden, lapse.EFORBIDDEN)
 
 	type verification struct {
-		OK       bool
-		Rows     int64
-		Unsealed int64
-		Oldest   *time.Time `json:"oldest_unsealed_at"`
-		BrokenAt int64      `json:"broken_at"`
-		Reason   string
+		OK         bool
+		Rows       int64
+		Unsealed   int64
+		Oldest     *time.Time `json:"oldest_unsealed_at"`
+		BrokenAt   int64      `json:"broken_at"`
+		Reason     string
+		Checkpoint string
 	}
 	var v verification
 	g.call("GET", "/v1/audit/verify", "", auditor).want(t, http.StatusOK).decode(t, &v)
@@ -910,6 +911,26 @@ func TestAccessAuditAPI(t *testing.T) {
 	g.call("GET", "/v1/audit?limit=1", "", auditor).want(t, http.StatusOK).decode(t, &p)
 	if e := p.Entries[0]; e.Seq != n || len(e.Hash) != 64 {
 		t.Errorf("the newest row sealed shows seq %d, hash %q; want %d and its hash", e.Seq, e.Hash, n)
+	} else if want := fmt.Sprintf("%d:%s", n, e.Hash); v.Checkpoint != want {
+		t.Errorf("verify's checkpoint = %q, want the newest row's %q", v.Checkpoint, want)
+	}
+	// A checkpoint given back is checked: one the chain holds, one it
+	// does not (a row past its end, another hash); a malformed one is 400.
+	cp := v.Checkpoint
+	v = verification{}
+	g.call("GET", "/v1/audit/verify?checkpoint="+cp, "", auditor).want(t, http.StatusOK).decode(t, &v)
+	if !v.OK || v.Checkpoint != cp {
+		t.Errorf("verify?checkpoint=%s: %+v, want ok", cp, v)
+	}
+	for _, bad := range []string{fmt.Sprintf("%d:%s", n+1, strings.Repeat("ab", 32)), "1:" + strings.Repeat("ab", 32)} {
+		v = verification{}
+		g.call("GET", "/v1/audit/verify?checkpoint="+bad, "", auditor).want(t, http.StatusOK).decode(t, &v)
+		if v.OK || v.BrokenAt == 0 || v.Reason == "" {
+			t.Errorf("verify?checkpoint=%s: %+v, want it not ok", bad, v)
+		}
+	}
+	for _, q := range []string{"checkpoint=1", "checkpoint=0:" + strings.Repeat("ab", 32), "head=1"} {
+		g.call("GET", "/v1/audit/verify?"+q, "", auditor).refused(t, http.StatusBadRequest, lapse.EINVALID)
 	}
 
 	// Edit a row in the file, as someone with the database could.

@@ -12,7 +12,9 @@ import (
 )
 
 const auditUsage = `Usage:
-  lapse audit verify   seal the rows not sealed yet, walk the whole chain; exit 1 naming the first row that does not match
+  lapse audit verify [--checkpoint ROW:HASH]   seal the rows not sealed yet, walk the whole chain, print its
+                       checkpoint; exit 1 naming the first row that does not match, or when the chain no longer
+                       holds the row of an earlier checkpoint with its hash
   lapse audit list [--limit N] [--target T] [--actor A]   rows, newest first (SEQ - : not sealed yet)
 
 Each takes --db DSN and --config FILE.
@@ -44,13 +46,21 @@ func audit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // (lapse.AuditVerify). When a running server's sealer holds the log's head
 // it leaves the sealing to it, and says how many rows it did not check.
 func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	_, svc, rest, done, err := accessTool(ctx, "audit verify", dbSettings, args, stderr)
+	o, svc, rest, done, err := accessTool(ctx, "audit verify", auditVerifySettings, args, stderr)
 	if err != nil {
 		return err
 	}
 	defer done()
 	if len(rest) > 0 {
 		return fmt.Errorf("audit verify: unexpected argument %q", rest[0])
+	}
+	var cp *lapse.AuditCheckpoint
+	if o.args.checkpoint != "" {
+		c, err := lapse.ParseAuditCheckpoint(o.args.checkpoint)
+		if err != nil {
+			return fmt.Errorf("audit verify: --%s", lapse.ErrorMessage(err))
+		}
+		cp = &c
 	}
 	as := svc.Store()
 	store, ok := as.(lapse.Store)
@@ -69,7 +79,19 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case err != nil:
 		return err
 	}
+	if cp != nil {
+		if err := lapse.AuditCheckpointHolds(ctx, as, c, *cp); err != nil {
+			fmt.Fprintf(stdout, "%d rows verified, but not the checkpoint %s\n", c.Rows, cp)
+			return err // an *AuditBreak: lapse exits 1 for it
+		}
+	}
 	fmt.Fprintf(stdout, "%d rows verified: every row matches its hash and chains to the one before it\n", c.Rows)
+	if cp != nil {
+		fmt.Fprintf(stdout, "the chain holds row %d of the checkpoint with its hash\n", cp.Seq)
+	}
+	if c.Rows > 0 {
+		fmt.Fprintf(stdout, "checkpoint: %s (keep it outside this database; --checkpoint checks it later)\n", c.Checkpoint())
+	}
 	if c.Unsealed > 0 {
 		fmt.Fprintf(stdout, "%d newer rows are not sealed yet (the oldest from %s), which the chain does not cover yet: a running server's sealer is sealing them\n",
 			c.Unsealed, when(c.OldestUnsealed))

@@ -40,7 +40,7 @@ type options struct {
 type toolArgs struct {
 	name, scopes, role           string
 	limit                        int
-	target, actor                string
+	target, actor, checkpoint    string
 	orders, user, from, to, flow string
 	dryRun                       bool
 	reason                       string
@@ -397,6 +397,11 @@ var (
 	// dbSettings are those of the commands that only read or write the
 	// access records.
 	dbSettings = []*setting{dbSetting}
+	// auditVerifySettings are lapse audit verify's.
+	auditVerifySettings = []*setting{dbSetting,
+		{Name: "checkpoint", Kind: kindString, Argument: true,
+			Doc:   "ROW:HASH, as an earlier audit verify printed it: fail unless the chain still holds that row with that hash (keep each checkpoint outside the database)",
+			field: func(o *options) any { return &o.args.checkpoint }}}
 
 	// closeArgs choose what lapse close closes, and say why.
 	closeArgs = []*setting{
@@ -434,7 +439,7 @@ var (
 func allSettings() []*setting {
 	var out []*setting
 	for _, list := range [][]*setting{serveSettings, migrateSettings, reconcileSettings, flowsSettings, {configSetting},
-		apikeyCreateSettings, operatorAddSettings, auditListSettings, dbSettings, closeSettings, benchSettings, demoSettings} {
+		apikeyCreateSettings, operatorAddSettings, auditListSettings, dbSettings, auditVerifySettings, closeSettings, benchSettings, demoSettings} {
 		for _, s := range list {
 			if !slices.Contains(out, s) {
 				out = append(out, s)
