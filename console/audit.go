@@ -32,6 +32,7 @@ func init() {
 		"audit.verified":      {"The chain is intact: %d rows verified.", "哈希链完整：已校验 %d 行。"},
 		"audit.unsealed":      {"%d newer rows are not sealed yet, the oldest from %s; the chain covers them once the sealer has run.", "另有 %d 行尚未封存，最早的一行写于 %s；封存后即纳入哈希链。"},
 		"audit.not_sealed":    {"not sealed yet", "尚未封存"},
+		"audit.checkpoint":    {"Checkpoint, to keep outside the database (lapse audit verify --checkpoint checks it later):", "检查点，请保存在数据库之外（之后可用 lapse audit verify --checkpoint 校验）："},
 		"audit.broken":        {"The chain is broken at row %d: %s", "哈希链在第 %d 行断裂：%s"},
 		"audit.verify_failed": {"The chain could not be verified: %v", "无法校验哈希链：%v"},
 		"audit.bad_number":    {"%s must be a whole number.", "%s 必须是整数。"},
@@ -51,6 +52,7 @@ type auditData struct {
 	Verified                     int64  // rows verified intact, when Broken and VerifyError are not set
 	Unsealed                     int64  // rows not sealed yet, which the verification does not cover
 	OldestUnsealed               time.Time
+	Checkpoint                   string // ROW:HASH of the newest row verified, "" when none
 	Broken                       *lapse.AuditBreak
 	VerifyError                  string
 	Error                        string
@@ -98,6 +100,9 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request) {
 		d.VerifyError = t(lang, "audit.verify_failed", err)
 	default:
 		d.Verified, d.Unsealed, d.OldestUnsealed = chk.Rows, chk.Unsealed, chk.OldestUnsealed
+		if chk.Rows > 0 {
+			d.Checkpoint = chk.Checkpoint().String()
+		}
 	}
 
 	if d.Rows, err = as.AuditList(ctx, p); err != nil {

@@ -166,7 +166,8 @@ func TestAuditPage(t *testing.T) {
 	}
 	body = alice.load("/console/audit?action=test.page", http.StatusOK)
 	bodyHas(t, "the first page", body, "thing:59", "192.0.2.9", `title="not sealed yet"`,
-		fmt.Sprintf("The chain is intact: %d rows verified. <span id=\"audit-unsealed\">6", seq), "newer rows are not sealed yet, the oldest from 2026-")
+		fmt.Sprintf("The chain is intact: %d rows verified. <span id=\"audit-unsealed\">6", seq), "newer rows are not sealed yet, the oldest from 2026-",
+		fmt.Sprintf(`<span id="audit-checkpoint">Checkpoint, to keep outside the database (lapse audit verify --checkpoint checks it later): <code>%d:`, seq))
 	older := pagerLink(body, "next")
 	if n := auditRowsShown(body); n != 50 || !strings.Contains(older, "action=test.page") || !strings.Contains(older, "cursor=") || pagerLink(body, "prev") != "" {
 		t.Fatalf("first page: %d rows, older %q", n, older)
