@@ -159,9 +159,12 @@ type RefundRequest struct {
 
 // ProviderRefund is a refund as the provider sees it.
 type ProviderRefund struct {
-	RefundID string               `json:"refund_id"`
-	TxnID    string               `json:"txn_id"`
-	Amount   int64                `json:"amount"`
+	RefundID string `json:"refund_id"`
+	TxnID    string `json:"txn_id"`
+	Amount   int64  `json:"amount"`
+	// Currency is the refund's ISO 4217 code when the provider's answer
+	// gives one, and empty when it does not.
+	Currency string               `json:"currency,omitempty"`
 	Status   ProviderRefundStatus `json:"status"`
 }
 
