@@ -157,7 +157,10 @@ type RefundRequest struct {
 	Reason         string
 }
 
-// ProviderRefund is a refund as the provider sees it.
+// ProviderRefund is a refund as the provider sees it. Ports always give its
+// Amount: a refund is completed only by a report of the payment, amount
+// and currency (when given) it was asked for, and any other report is put
+// in review.
 type ProviderRefund struct {
 	RefundID string `json:"refund_id"`
 	TxnID    string `json:"txn_id"`

@@ -29,7 +29,9 @@ var refundKeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$`)
 // asks the provider (idempotent on the refund's key) and, once the provider
 // confirms, the order ends REFUNDED when all it captured went back, or PAID
 // again after a partial refund (or one the provider refused). Refunds never
-// exceed what was captured.
+// exceed what was captured. A refund the provider reports for another
+// amount, currency or payment completes nothing: its delivery dies into
+// review, and the order waits, refunding, for an operator.
 //
 // Errors, with nothing written: EINVALID for a bad amount, reason or key, or
 // a flow without refunds; ECONFLICT when the order is not paid, has no
@@ -155,6 +157,8 @@ func (ps *payments) refunds(ctx context.Context, orderNo string) ([]*lapse.Order
 
 // recordOrderRefund moves a requested refund as the provider's answer says.
 // A refund still processing is an error, so that it is asked about again.
+// ref is about r: the caller checked that it is of r's payment, amount and
+// currency.
 func (ps *payments) recordOrderRefund(ctx context.Context, r *lapse.OrderRefund, ref *lapse.ProviderRefund, why string) error {
 	e := ps.e
 	to := lapse.OrderRefundSucceeded
@@ -237,7 +241,9 @@ func (ps *payments) settleOrderRefund(ctx context.Context, orderNo string) (bool
 }
 
 // deliverOrderRefunds asks the provider for every refund of the order that
-// is still requested, then settles the order.
+// is still requested, then settles the order. An answer about another
+// refund than the one asked for fails the delivery for good, so that it
+// dies into review.
 func (r refunder) deliverOrderRefunds(ctx context.Context, d *lapse.Delivery) error {
 	ps, e := r.ps, r.ps.e
 	o, err := e.store.OrderGet(ctx, d.OrderNo)
@@ -267,6 +273,9 @@ func (r refunder) deliverOrderRefunds(ctx context.Context, d *lapse.Delivery) er
 		if err != nil {
 			return err
 		}
+		if err := reportDisagrees(x.Provider, x.Key, ref, x.TxnID, x.Amount, x.Currency); err != nil {
+			return err // the delivery dies into review; the order waits, refunding
+		}
 		if err := ps.recordOrderRefund(ctx, x, ref, why); err != nil {
 			return err
 		}
@@ -280,7 +289,9 @@ func (r refunder) deliverOrderRefunds(ctx context.Context, d *lapse.Delivery) er
 
 // queryOrderRefunds asks the provider about refunds whose request may have
 // been lost, and records those it made. It reports true once none is left
-// requested; otherwise the next attempt asks again under the same keys.
+// requested; otherwise the next attempt asks again under the same keys. An
+// answer about another refund than the one asked for is an error that
+// kills the delivery, into review.
 func (r refunder) queryOrderRefunds(ctx context.Context, d *lapse.Delivery) (bool, error) {
 	ps, e := r.ps, r.ps.e
 	o, err := e.store.OrderGet(ctx, d.OrderNo)
@@ -302,6 +313,9 @@ func (r refunder) queryOrderRefunds(ctx context.Context, d *lapse.Delivery) (boo
 		}
 		if err != nil {
 			return false, err
+		}
+		if err := reportDisagrees(x.Provider, x.Key, ref, x.TxnID, x.Amount, x.Currency); err != nil {
+			return false, err // the delivery dies into review; the order waits, refunding
 		}
 		if ref.Status == lapse.RefundProcessing {
 			return false, nil

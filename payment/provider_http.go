@@ -54,7 +54,8 @@ import (
 // A payment's status is pending, paid, closed or refunded (refunded in full);
 // paid_at is required for paid and refunded ones. A refund's is processing, succeeded or
 // failed; its amount, what the refund gives back, is required, and its currency
-// optional. GET payments answers the order's paid payment if it has one, else
+// optional. Lapse completes a refund only when the answer's txn_id, amount and
+// currency (when given) are those it asked for, and puts any other in review. GET payments answers the order's paid payment if it has one, else
 // its latest. Close is a promise: after it, the order can no longer be paid,
 // even if it had no payment yet. It answers the payment as it then stands:
 // closed, or paid when the customer paid first, which is not an error (Lapse

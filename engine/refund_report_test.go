@@ -1,0 +1,216 @@
+package engine_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/flows"
+)
+
+// refundDelivery returns the refund subscriber's delivery of order no.
+func refundDelivery(t *testing.T, e *engine.Engine, no string) *lapse.Delivery {
+	t.Helper()
+	ds, err := e.Deliveries(ctxT(t), no)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		if d.Subscriber == engine.RefundSubscriber {
+			return d.Delivery
+		}
+	}
+	t.Fatalf("order %s has no refund delivery", no)
+	return nil
+}
+
+// reviewSays reports whether an open review of order no names every one of
+// says.
+func reviewSays(t *testing.T, e *engine.Engine, no string, says ...string) bool {
+	t.Helper()
+	return slices.ContainsFunc(orderReviews(t, e, no), func(r *lapse.Review) bool {
+		for _, s := range says {
+			if !strings.Contains(r.Reason, s) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestRefundReportDisagreesLate: a provider reports the refund of a late
+// payment for another amount (or none), currency or payment than Lapse
+// asked for, in its answer to the refund, to the query-back after a lost
+// answer, or to the follow-up of a refund still processing. None completes
+// the refund: the payment is in review with a reason naming what the
+// provider said and what Lapse asked, and the books reconcile.
+func TestRefundReportDisagreesLate(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		prov := &fakeProvider{lose: map[string]bool{"RL-5": true}}
+		later := false // RL-6's refund, processing at first, has finished
+		odd := map[string]func(*lapse.ProviderRefund){
+			"RL-1": func(r *lapse.ProviderRefund) { r.Amount-- },
+			"RL-2": func(r *lapse.ProviderRefund) { r.Currency = "USD" },
+			"RL-3": func(r *lapse.ProviderRefund) { r.Amount = 0 },
+			"RL-4": func(r *lapse.ProviderRefund) { r.TxnID = "txn-other" },
+			"RL-5": func(r *lapse.ProviderRefund) { r.Amount *= 2 },
+			"RL-6": func(r *lapse.ProviderRefund) {
+				if !later {
+					r.Status = lapse.RefundProcessing
+				} else {
+					r.Amount = 100
+				}
+			},
+		}
+		prov.answer = func(r *lapse.RefundRequest, ref *lapse.ProviderRefund) {
+			if f := odd[r.OrderNo]; f != nil {
+				f(ref)
+			}
+		}
+		says := map[string][]string{
+			"RL-1": {"9.99 CNY", "10.00 CNY"},
+			"RL-2": {"10.00 USD", "10.00 CNY"},
+			"RL-3": {"without an amount", "10.00 CNY"},
+			"RL-4": {"txn-other", "txn-RL-4", "10.00 CNY"},
+			"RL-5": {"20.00 CNY", "10.00 CNY"},
+			"RL-6": {"1.00 CNY", "10.00 CNY"},
+		}
+		e := paymentEngine(t, open(), clk, prov)
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		ctx := ctxT(t)
+		for _, no := range []string{"RL-0", "RL-1", "RL-2", "RL-3", "RL-4", "RL-5", "RL-6"} {
+			o := create(t, e, checkout(no, time.Hour))
+			if _, err := e.Fire(ctx, no, engine.Fire{Event: flows.Cancel, By: app}); err != nil {
+				t.Fatal(err)
+			}
+			if p, err := e.ApplyPayment(ctx, paid(o, "txn-"+no, clk.Now())); err != nil || p.Status != lapse.PaymentLate {
+				t.Fatalf("payment of %s = %+v, %v; want late", no, p, err)
+			}
+		}
+		drain(t, d)
+		if p, _ := e.Store().PaymentGet(ctx, "sandbox", "txn-RL-6"); p.Status != lapse.PaymentRefunding {
+			t.Fatalf("RL-6's payment is %s, want refunding", p.Status)
+		}
+		prov.mu.Lock()
+		later = true
+		prov.mu.Unlock()
+		clk.Advance(2 * time.Minute)
+		drain(t, d)
+
+		if p, _ := e.Store().PaymentGet(ctx, "sandbox", "txn-RL-0"); p.Status != lapse.PaymentRefunded {
+			t.Errorf("RL-0's payment, refunded as asked, is %s", p.Status)
+		}
+		for no, said := range says {
+			p, err := e.Store().PaymentGet(ctx, "sandbox", "txn-"+no)
+			if err != nil || p.Status != lapse.PaymentReview || p.RefundedAt != nil {
+				t.Errorf("%s's payment = %+v, %v; want it in review", no, p, err)
+				continue
+			}
+			for _, s := range said {
+				if !strings.Contains(p.Reason, s) {
+					t.Errorf("%s's payment reason %q does not name %s", no, p.Reason, s)
+				}
+			}
+			if !reviewSays(t, e, no, said...) {
+				t.Errorf("no open review of %s names %q: %+v", no, said, orderReviews(t, e, no))
+			}
+			if dl := refundDelivery(t, e, no); dl.Status != lapse.DeliveryDone {
+				t.Errorf("%s's refund delivery is %s, want done: the payment is on the desk", no, dl.Status)
+			}
+		}
+		rec, err := e.Reconcile(ctx)
+		if err != nil || len(rec.Issues) != 0 {
+			t.Fatalf("Reconcile = %+v, %v", rec, err)
+		}
+		if tot := rec.Totals["CNY"]; tot.Captured != 7000 || tot.Refunded != 1000 || tot.Review != 6000 {
+			t.Errorf("totals %+v", tot)
+		}
+	})
+}
+
+// TestRefundReportDisagreesOrder: the same for merchant refunds. A report
+// for another amount (more, less, none), currency or payment, whatever its
+// status, and whether it answers the refund, the query-back after a lost
+// answer, or a refund still processing, neither ends the order REFUNDED nor
+// makes it PAID again nor fails the refund: the refund's delivery dies into
+// review naming both amounts, and the order waits, REFUNDING, for an
+// operator.
+func TestRefundReportDisagreesOrder(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		prov := &fakeProvider{lose: map[string]bool{"RM-7": true}}
+		odd := map[string]func(*lapse.ProviderRefund){
+			"RM-1": func(r *lapse.ProviderRefund) { r.Amount = 1000 },
+			"RM-2": func(r *lapse.ProviderRefund) { r.Amount = 400 },
+			"RM-3": func(r *lapse.ProviderRefund) { r.Currency = "USD" },
+			"RM-4": func(r *lapse.ProviderRefund) { r.Amount = 0 },
+			"RM-5": func(r *lapse.ProviderRefund) { r.TxnID = "txn-other" },
+			"RM-6": func(r *lapse.ProviderRefund) { r.Amount, r.Status = 1000, lapse.RefundFailed },
+			"RM-7": func(r *lapse.ProviderRefund) { r.Amount = 1000 },
+			"RM-8": func(r *lapse.ProviderRefund) { r.Amount, r.Status = 1000, lapse.RefundProcessing },
+		}
+		prov.answer = func(r *lapse.RefundRequest, ref *lapse.ProviderRefund) {
+			if f := odd[r.OrderNo]; f != nil {
+				f(ref)
+			}
+		}
+		asked := map[string]int64{"RM-0": 400, "RM-2": 1000}
+		says := map[string][]string{
+			"RM-1": {"10.00 CNY", "4.00 CNY"},
+			"RM-2": {"4.00 CNY", "10.00 CNY"},
+			"RM-3": {"4.00 USD", "4.00 CNY"},
+			"RM-4": {"without an amount", "4.00 CNY"},
+			"RM-5": {"txn-other", "txn-RM-5", "4.00 CNY"},
+			"RM-6": {"10.00 CNY", "4.00 CNY"},
+			"RM-7": {"10.00 CNY", "4.00 CNY"},
+			"RM-8": {"10.00 CNY", "4.00 CNY"},
+		}
+		e := paymentEngine(t, open(), clk, prov)
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		ctx := ctxT(t)
+		for _, no := range []string{"RM-0", "RM-1", "RM-2", "RM-3", "RM-4", "RM-5", "RM-6", "RM-7", "RM-8"} {
+			o := create(t, e, checkout(no, time.Hour))
+			if _, err := e.ApplyPayment(ctx, paid(o, "txn-"+no, clk.Now())); err != nil {
+				t.Fatal(err)
+			}
+			amount := asked[no]
+			if amount == 0 {
+				amount = 400
+			}
+			if _, _, err := e.RefundOrder(ctx, no, engine.RefundRequest{Amount: amount, Reason: "damaged", Key: "k-" + no, By: app}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		drain(t, d)
+		clk.Advance(2 * time.Minute)
+		drain(t, d)
+
+		if o, _ := e.Order(ctx, "RM-0"); o.State != flows.Paid {
+			t.Errorf("RM-0, refunded in part as asked, is %s", o.State)
+		}
+		for no, said := range says {
+			o, _ := e.Order(ctx, no)
+			rs, _ := e.OrderRefunds(ctx, no)
+			if o.State != flows.Refunding || len(rs) != 1 || rs[0].Status != lapse.OrderRefundRequested {
+				t.Errorf("%s is %s with refunds %+v; want REFUNDING, its refund requested", no, o.State, rs)
+			}
+			if dl := refundDelivery(t, e, no); dl.Status != lapse.DeliveryDead {
+				t.Errorf("%s's refund delivery is %s, want dead, in review", no, dl.Status)
+			}
+			if !reviewSays(t, e, no, said...) {
+				t.Errorf("no open review of %s names %q: %+v", no, said, orderReviews(t, e, no))
+			}
+		}
+		rec, err := e.Reconcile(ctx)
+		if err != nil || len(rec.Issues) != 0 {
+			t.Fatalf("Reconcile = %+v, %v", rec, err)
+		}
+		if tot := rec.Totals["CNY"]; tot.Captured != 9000 || tot.Applied != 8600 || tot.Refunded != 400 {
+			t.Errorf("totals %+v", tot)
+		}
+	})
+}
