@@ -88,6 +88,10 @@ type PaymentNotice struct {
 	Merchant string // the merchant (or app) account the provider paid
 	PaidAt   time.Time
 	Raw      []byte // the callback body, as received (decrypted resource for WeChat Pay)
+	// RefundedTotal, on a refund notice, says that Amount is what the
+	// payment has had refunded in all so far (Stripe's amount_refunded,
+	// Alipay's refund_fee), not the refund's own amount.
+	RefundedTotal bool
 	// Review, on a paid notice, is why the callback verified it but cannot
 	// confirm whom it paid (say, it names no seller). The payment is then
 	// recorded for review, as one that does not match its order is, and

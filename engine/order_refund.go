@@ -329,20 +329,28 @@ func (r refunder) queryOrderRefunds(ctx context.Context, d *lapse.Delivery) (boo
 
 // orderRefundNoticed records a refund the provider reports done for an
 // applied payment: a merchant refund of its order, found by its key or the
-// provider's refund id.
+// provider's refund id. A notice that says another amount than Lapse holds
+// for that refund (noticeDisagrees) completes nothing and is put in review
+// on the order, once however often it comes: the books would say that
+// money went back which did not, or not all that did.
 func (ps *payments) orderRefundNoticed(ctx context.Context, pay *lapse.Payment, n *lapse.PaymentNotice) error {
 	e := ps.e
 	refunds, err := e.store.OrderRefundList(ctx, pay.OrderID)
 	if err != nil {
 		return err
 	}
-	for _, x := range refunds {
+	for i, x := range refunds {
 		if x.PaymentID != pay.ID || (x.Key != n.RefundID && (x.RefundID == "" || x.RefundID != n.RefundID)) {
 			continue
 		}
+		if why := noticeDisagrees(n, x, refunds[:i]); why != "" {
+			_, err := ps.conflicting(ctx, pay, n, nil, why)
+			return err
+		}
 		if x.Status == lapse.OrderRefundRequested {
-			if err := ps.recordOrderRefund(ctx, x, &lapse.ProviderRefund{RefundID: n.RefundID, TxnID: pay.TxnID, Amount: n.Amount,
-				Status: lapse.RefundSucceeded}, ""); err != nil {
+			// The notice's amount is x's, as checked above.
+			if err := ps.recordOrderRefund(ctx, x, &lapse.ProviderRefund{RefundID: n.RefundID, TxnID: pay.TxnID, Amount: x.Amount,
+				Currency: n.Currency, Status: lapse.RefundSucceeded}, ""); err != nil {
 				return err
 			}
 		}
@@ -351,4 +359,34 @@ func (ps *payments) orderRefundNoticed(ctx context.Context, pay *lapse.Payment, 
 	}
 	e.log.Warn("refund notice matches no refund Lapse asked for", "provider", n.Provider, "txn_id", n.TxnID, "refund_id", n.RefundID)
 	return nil
+}
+
+// noticeDisagrees says how refund notice n contradicts x, the merchant
+// refund it names, or "". Its amount must be x's, or, when n reports what
+// the payment has had refunded in all (RefundedTotal), x's with those of
+// the payment's earlier refunds that succeeded: a merchant refund is asked
+// for only once the order's earlier ones are settled. (Its order and
+// currency were checked against the payment's, which are x's.)
+func noticeDisagrees(n *lapse.PaymentNotice, x *lapse.OrderRefund, earlier []*lapse.OrderRefund) string {
+	want, said := x.Amount, "refunded"
+	if n.RefundedTotal {
+		said = "refunded of the payment in all"
+		for _, r := range earlier {
+			if r.PaymentID == x.PaymentID && r.Status == lapse.OrderRefundSucceeded {
+				want += r.Amount
+			}
+		}
+	}
+	if n.Amount == want {
+		return ""
+	}
+	asked := fmt.Sprintf("Lapse asked for %s", lapse.Money(x.Amount, x.Currency))
+	if want != x.Amount {
+		asked += fmt.Sprintf(", which with the refunds before it makes %s in all", lapse.Money(want, x.Currency))
+	}
+	id := x.Key
+	if x.RefundID != "" && x.RefundID != x.Key {
+		id += " (" + x.RefundID + ")"
+	}
+	return fmt.Sprintf("a refund notice about refund %s of order %s reports %s %s; %s", id, x.OrderNo, lapse.Money(n.Amount, n.Currency), said, asked)
 }

@@ -214,3 +214,108 @@ func TestRefundReportDisagreesOrder(t *testing.T) {
 		}
 	})
 }
+
+// TestRefundNoticeDisagreesOrder: a refund callback about a merchant refund
+// that reports another amount than the refund Lapse asked for completes
+// nothing: it is on the desk, once however often it comes, naming both
+// amounts, and the order does not move. The refund's own notice still
+// completes it; one for another amount after that is on the desk too.
+func TestRefundNoticeDisagreesOrder(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		prov := &fakeProvider{status: lapse.RefundProcessing}
+		e := paymentEngine(t, open(), clk, prov)
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		ctx := ctxT(t)
+		o := create(t, e, checkout("RN-1", time.Hour))
+		if _, err := e.ApplyPayment(ctx, paid(o, "txn-RN-1", clk.Now())); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := e.RefundOrder(ctx, "RN-1", engine.RefundRequest{Amount: 400, Reason: "damaged", Key: "k-n1", By: app}); err != nil {
+			t.Fatal(err)
+		}
+		drain(t, d) // processing: still requested
+		notice := func(refundID string, amount int64) *lapse.PaymentNotice {
+			n := paid(o, "txn-RN-1", clk.Now())
+			n.Kind, n.RefundID, n.Amount = lapse.NoticeRefunded, refundID, amount
+			return n
+		}
+		state := func() (lapse.State, lapse.OrderRefundStatus) {
+			o, _ := e.Order(ctx, "RN-1")
+			rs, _ := e.OrderRefunds(ctx, "RN-1")
+			return o.State, rs[0].Status
+		}
+		// Found by Lapse's key, then by the provider's refund id.
+		for _, id := range []string{"k-n1", "re-k-n1"} {
+			if p, err := e.ApplyPayment(ctx, notice(id, 500)); err != nil || p.Status != lapse.PaymentApplied {
+				t.Errorf("a refund notice for another amount = %+v, %v", p, err)
+			}
+		}
+		if st, rst := state(); st != flows.Refunding || rst != lapse.OrderRefundRequested {
+			t.Errorf("after notices for another amount RN-1 is %s, its refund %s; want REFUNDING, requested", st, rst)
+		}
+		if rs := orderReviews(t, e, "RN-1"); len(rs) != 1 || !reviewSays(t, e, "RN-1", "5.00 CNY", "4.00 CNY") {
+			t.Errorf("reviews of RN-1 = %+v; want one naming 5.00 CNY and 4.00 CNY", rs)
+		}
+		// The refund's own notice completes it.
+		if _, err := e.ApplyPayment(ctx, notice("re-k-n1", 400)); err != nil {
+			t.Fatal(err)
+		}
+		if st, rst := state(); st != flows.Paid || rst != lapse.OrderRefundSucceeded {
+			t.Errorf("after the refund's notice RN-1 is %s, its refund %s; want PAID, succeeded", st, rst)
+		}
+		// Another amount after that: on the desk, and nothing moves.
+		if _, err := e.ApplyPayment(ctx, notice("k-n1", 300)); err != nil {
+			t.Fatal(err)
+		}
+		if st, rst := state(); st != flows.Paid || rst != lapse.OrderRefundSucceeded {
+			t.Errorf("after a late notice for another amount RN-1 is %s, its refund %s", st, rst)
+		}
+		if rs := orderReviews(t, e, "RN-1"); len(rs) != 2 || !reviewSays(t, e, "RN-1", "3.00 CNY", "4.00 CNY") {
+			t.Errorf("reviews of RN-1 = %+v; want a second naming 3.00 CNY and 4.00 CNY", rs)
+		}
+
+		// Providers whose notice carries what the payment has had refunded
+		// in all (Stripe, Alipay): the second refund's is for both.
+		if _, _, err := e.RefundOrder(ctx, "RN-1", engine.RefundRequest{Amount: 600, Reason: "damaged", Key: "k-n2", By: app}); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(2 * time.Minute) // the first refund's delivery, due again, goes first
+		drain(t, d)
+		total := func(refundID string, amount int64) *lapse.PaymentNotice {
+			n := notice(refundID, amount)
+			n.RefundedTotal = true
+			return n
+		}
+		if _, err := e.ApplyPayment(ctx, total("k-n2", 600)); err != nil {
+			t.Fatal(err)
+		}
+		if o, _ := e.Order(ctx, "RN-1"); o.State != flows.Refunding {
+			t.Errorf("after a notice of 6.00 CNY refunded in all RN-1 is %s", o.State)
+		}
+		if rs := orderReviews(t, e, "RN-1"); len(rs) != 3 || !reviewSays(t, e, "RN-1", "6.00 CNY refunded of the payment in all", "10.00 CNY") {
+			t.Errorf("reviews of RN-1 = %+v; want a third naming 6.00 CNY in all and 10.00 CNY", rs)
+		}
+		if _, err := e.ApplyPayment(ctx, total("re-k-n2", 1000)); err != nil {
+			t.Fatal(err)
+		}
+		if o, _ := e.Order(ctx, "RN-1"); o.State != flows.Refunded {
+			t.Errorf("after the second refund's notice RN-1 is %s, want REFUNDED", o.State)
+		}
+		// The first refund's notice, sent again late, says what was
+		// refunded in all by then.
+		if _, err := e.ApplyPayment(ctx, total("k-n1", 400)); err != nil {
+			t.Fatal(err)
+		}
+		if rs := orderReviews(t, e, "RN-1"); len(rs) != 3 {
+			t.Errorf("reviews of RN-1 = %+v; want still 3", rs)
+		}
+		rec, err := e.Reconcile(ctx)
+		if err != nil || len(rec.Issues) != 0 {
+			t.Fatalf("Reconcile = %+v, %v", rec, err)
+		}
+		if tot := rec.Totals["CNY"]; tot.Applied != 0 || tot.Refunded != 1000 {
+			t.Errorf("totals %+v", tot)
+		}
+	})
+}
