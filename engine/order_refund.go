@@ -330,9 +330,10 @@ func (r refunder) queryOrderRefunds(ctx context.Context, d *lapse.Delivery) (boo
 // orderRefundNoticed records a refund the provider reports done for an
 // applied payment: a merchant refund of its order, found by its key or the
 // provider's refund id. A notice that says another amount than Lapse holds
-// for that refund (noticeDisagrees) completes nothing and is put in review
-// on the order, once however often it comes: the books would say that
-// money went back which did not, or not all that did.
+// for that refund, or reports done a refund Lapse recorded failed
+// (noticeDisagrees), completes nothing and is put in review on the order,
+// once however often it comes: the books would say that money went back
+// which did not, or miss money that did.
 func (ps *payments) orderRefundNoticed(ctx context.Context, pay *lapse.Payment, n *lapse.PaymentNotice) error {
 	e := ps.e
 	refunds, err := e.store.OrderRefundList(ctx, pay.OrderID)
@@ -362,12 +363,22 @@ func (ps *payments) orderRefundNoticed(ctx context.Context, pay *lapse.Payment, 
 }
 
 // noticeDisagrees says how refund notice n contradicts x, the merchant
-// refund it names, or "". Its amount must be x's, or, when n reports what
-// the payment has had refunded in all (RefundedTotal), x's with those of
-// the payment's earlier refunds that succeeded: a merchant refund is asked
-// for only once the order's earlier ones are settled. (Its order and
-// currency were checked against the payment's, which are x's.)
+// refund it names, or "". x must not be failed: the order was paid again,
+// and what it captured could be refunded once more. n's amount must be
+// x's, or, when n reports what the payment has had refunded in all
+// (RefundedTotal), x's with those of the payment's earlier refunds that
+// succeeded: a merchant refund is asked for only once the order's earlier
+// ones are settled. (Its order and currency were checked against the
+// payment's, which are x's.)
 func noticeDisagrees(n *lapse.PaymentNotice, x *lapse.OrderRefund, earlier []*lapse.OrderRefund) string {
+	id := x.Key
+	if x.RefundID != "" && x.RefundID != x.Key {
+		id += " (" + x.RefundID + ")"
+	}
+	if x.Status == lapse.OrderRefundFailed {
+		return fmt.Sprintf("a refund notice reports refund %s of order %s done, %s refunded; Lapse recorded that refund of %s failed (%s) and the order paid again",
+			id, x.OrderNo, lapse.Money(n.Amount, n.Currency), lapse.Money(x.Amount, x.Currency), x.Failure)
+	}
 	want, said := x.Amount, "refunded"
 	if n.RefundedTotal {
 		said = "refunded of the payment in all"
@@ -383,10 +394,6 @@ func noticeDisagrees(n *lapse.PaymentNotice, x *lapse.OrderRefund, earlier []*la
 	asked := fmt.Sprintf("Lapse asked for %s", lapse.Money(x.Amount, x.Currency))
 	if want != x.Amount {
 		asked += fmt.Sprintf(", which with the refunds before it makes %s in all", lapse.Money(want, x.Currency))
-	}
-	id := x.Key
-	if x.RefundID != "" && x.RefundID != x.Key {
-		id += " (" + x.RefundID + ")"
 	}
 	return fmt.Sprintf("a refund notice about refund %s of order %s reports %s %s; %s", id, x.OrderNo, lapse.Money(n.Amount, n.Currency), said, asked)
 }

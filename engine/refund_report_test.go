@@ -319,3 +319,38 @@ func TestRefundNoticeDisagreesOrder(t *testing.T) {
 		}
 	})
 }
+
+// TestRefundNoticeOfFailedRefund: a refund the provider refused is recorded
+// failed and its order paid again; a later callback saying that refund went
+// through after all contradicts the books, and is on the desk.
+func TestRefundNoticeOfFailedRefund(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		prov := &fakeProvider{fail: lapse.ErrRefused}
+		e := paymentEngine(t, open(), clk, prov)
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		ctx := ctxT(t)
+		o := create(t, e, checkout("RF-1", time.Hour))
+		if _, err := e.ApplyPayment(ctx, paid(o, "txn-RF-1", clk.Now())); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := e.RefundOrder(ctx, "RF-1", engine.RefundRequest{Amount: 400, Reason: "damaged", Key: "k-f1", By: app}); err != nil {
+			t.Fatal(err)
+		}
+		drain(t, d)
+		if rs, _ := e.OrderRefunds(ctx, "RF-1"); rs[0].Status != lapse.OrderRefundFailed {
+			t.Fatalf("refund %+v, want failed", rs[0])
+		}
+		n := paid(o, "txn-RF-1", clk.Now())
+		n.Kind, n.RefundID, n.Amount = lapse.NoticeRefunded, "k-f1", 400
+		if _, err := e.ApplyPayment(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		if o, _ := e.Order(ctx, "RF-1"); o.State != flows.Paid {
+			t.Errorf("RF-1 is %s", o.State)
+		}
+		if !reviewSays(t, e, "RF-1", "k-f1", "failed", "4.00 CNY") {
+			t.Errorf("no open review of RF-1 names the failed refund: %+v", orderReviews(t, e, "RF-1"))
+		}
+	})
+}
