@@ -363,13 +363,13 @@ func (ps *payments) orderRefundNoticed(ctx context.Context, pay *lapse.Payment, 
 }
 
 // noticeDisagrees says how refund notice n contradicts x, the merchant
-// refund it names, or "". x must not be failed: the order was paid again,
-// and what it captured could be refunded once more. n's amount must be
-// x's, or, when n reports what the payment has had refunded in all
-// (RefundedTotal), x's with those of the payment's earlier refunds that
-// succeeded: a merchant refund is asked for only once the order's earlier
-// ones are settled. (Its order and currency were checked against the
-// payment's, which are x's.)
+// refund it names, or "". Whatever its amount, n contradicts an x recorded
+// failed: x's order was paid again, and what it captured may be refunded
+// once more. Otherwise n's amount must be x's, or, when n reports what the
+// payment has had refunded in all (RefundedTotal), x's with those of the
+// payment's earlier refunds that succeeded: a merchant refund is asked for
+// only once the order's earlier ones are settled. (n's order and currency
+// were checked against the payment's, which are x's.)
 func noticeDisagrees(n *lapse.PaymentNotice, x *lapse.OrderRefund, earlier []*lapse.OrderRefund) string {
 	id := x.Key
 	if x.RefundID != "" && x.RefundID != x.Key {

@@ -221,8 +221,9 @@ func (r refunder) record(ctx context.Context, pay *lapse.Payment, ref *lapse.Pro
 // A report without an amount cannot be checked, so it completes nothing
 // either: every port gives one (the generic protocol requires it). A report
 // without a currency or a payment is taken to be in those of the refund
-// asked for, as the protocol leaves the currency out and the refund was
-// asked under its own idempotency key.
+// asked for, as the protocol makes the currency optional and the refund was
+// asked under its own idempotency key. Answers are checked here
+// (reportDisagrees); callbacks by noticeConflict and noticeDisagrees.
 
 // refundDisagreement is the error of a provider's report about a refund
 // that is not the refund Lapse asked for. It wraps lapse.ErrRefused, as
