@@ -88,6 +88,10 @@ type PaymentNotice struct {
 	Merchant string // the merchant (or app) account the provider paid
 	PaidAt   time.Time
 	Raw      []byte // the callback body, as received (decrypted resource for WeChat Pay)
+	// RefundedTotal, on a refund notice, says that Amount is what the
+	// payment has had refunded in all so far (Stripe's amount_refunded,
+	// Alipay's refund_fee), not the refund's own amount.
+	RefundedTotal bool
 	// Review, on a paid notice, is why the callback verified it but cannot
 	// confirm whom it paid (say, it names no seller). The payment is then
 	// recorded for review, as one that does not match its order is, and
@@ -157,11 +161,17 @@ type RefundRequest struct {
 	Reason         string
 }
 
-// ProviderRefund is a refund as the provider sees it.
+// ProviderRefund is a refund as the provider sees it. Ports always give its
+// Amount: a refund is completed only by a report of the payment, amount
+// and currency (when given) it was asked for, and any other report is put
+// in review.
 type ProviderRefund struct {
-	RefundID string               `json:"refund_id"`
-	TxnID    string               `json:"txn_id"`
-	Amount   int64                `json:"amount"`
+	RefundID string `json:"refund_id"`
+	TxnID    string `json:"txn_id"`
+	Amount   int64  `json:"amount"`
+	// Currency is the refund's ISO 4217 code when the provider's answer
+	// gives one, and empty when it does not.
+	Currency string               `json:"currency,omitempty"`
 	Status   ProviderRefundStatus `json:"status"`
 }
 

@@ -29,7 +29,9 @@ var refundKeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$`)
 // asks the provider (idempotent on the refund's key) and, once the provider
 // confirms, the order ends REFUNDED when all it captured went back, or PAID
 // again after a partial refund (or one the provider refused). Refunds never
-// exceed what was captured.
+// exceed what was captured. A refund the provider reports for another
+// amount, currency or payment completes nothing: its delivery dies into
+// review, and the order waits, refunding, for an operator.
 //
 // Errors, with nothing written: EINVALID for a bad amount, reason or key, or
 // a flow without refunds; ECONFLICT when the order is not paid, has no
@@ -155,6 +157,8 @@ func (ps *payments) refunds(ctx context.Context, orderNo string) ([]*lapse.Order
 
 // recordOrderRefund moves a requested refund as the provider's answer says.
 // A refund still processing is an error, so that it is asked about again.
+// ref is about r: the caller checked that it is of r's payment, amount and
+// currency.
 func (ps *payments) recordOrderRefund(ctx context.Context, r *lapse.OrderRefund, ref *lapse.ProviderRefund, why string) error {
 	e := ps.e
 	to := lapse.OrderRefundSucceeded
@@ -237,7 +241,9 @@ func (ps *payments) settleOrderRefund(ctx context.Context, orderNo string) (bool
 }
 
 // deliverOrderRefunds asks the provider for every refund of the order that
-// is still requested, then settles the order.
+// is still requested, then settles the order. An answer about another
+// refund than the one asked for fails the delivery for good, so that it
+// dies into review.
 func (r refunder) deliverOrderRefunds(ctx context.Context, d *lapse.Delivery) error {
 	ps, e := r.ps, r.ps.e
 	o, err := e.store.OrderGet(ctx, d.OrderNo)
@@ -267,6 +273,9 @@ func (r refunder) deliverOrderRefunds(ctx context.Context, d *lapse.Delivery) er
 		if err != nil {
 			return err
 		}
+		if err := reportDisagrees(x.Provider, x.Key, ref, x.TxnID, x.Amount, x.Currency); err != nil {
+			return err // the delivery dies into review; the order waits, refunding
+		}
 		if err := ps.recordOrderRefund(ctx, x, ref, why); err != nil {
 			return err
 		}
@@ -280,7 +289,9 @@ func (r refunder) deliverOrderRefunds(ctx context.Context, d *lapse.Delivery) er
 
 // queryOrderRefunds asks the provider about refunds whose request may have
 // been lost, and records those it made. It reports true once none is left
-// requested; otherwise the next attempt asks again under the same keys.
+// requested; otherwise the next attempt asks again under the same keys. An
+// answer about another refund than the one asked for is an error that
+// kills the delivery, into review.
 func (r refunder) queryOrderRefunds(ctx context.Context, d *lapse.Delivery) (bool, error) {
 	ps, e := r.ps, r.ps.e
 	o, err := e.store.OrderGet(ctx, d.OrderNo)
@@ -303,6 +314,9 @@ func (r refunder) queryOrderRefunds(ctx context.Context, d *lapse.Delivery) (boo
 		if err != nil {
 			return false, err
 		}
+		if err := reportDisagrees(x.Provider, x.Key, ref, x.TxnID, x.Amount, x.Currency); err != nil {
+			return false, err // the delivery dies into review; the order waits, refunding
+		}
 		if ref.Status == lapse.RefundProcessing {
 			return false, nil
 		}
@@ -315,20 +329,29 @@ func (r refunder) queryOrderRefunds(ctx context.Context, d *lapse.Delivery) (boo
 
 // orderRefundNoticed records a refund the provider reports done for an
 // applied payment: a merchant refund of its order, found by its key or the
-// provider's refund id.
+// provider's refund id. A notice that says another amount than Lapse holds
+// for that refund, or reports done a refund Lapse recorded failed
+// (noticeDisagrees), completes nothing and is put in review on the order,
+// once however often it comes: the books would say that money went back
+// which did not, or miss money that did.
 func (ps *payments) orderRefundNoticed(ctx context.Context, pay *lapse.Payment, n *lapse.PaymentNotice) error {
 	e := ps.e
 	refunds, err := e.store.OrderRefundList(ctx, pay.OrderID)
 	if err != nil {
 		return err
 	}
-	for _, x := range refunds {
+	for i, x := range refunds {
 		if x.PaymentID != pay.ID || (x.Key != n.RefundID && (x.RefundID == "" || x.RefundID != n.RefundID)) {
 			continue
 		}
+		if why := noticeDisagrees(n, x, refunds[:i]); why != "" {
+			_, err := ps.conflicting(ctx, pay, n, nil, why)
+			return err
+		}
 		if x.Status == lapse.OrderRefundRequested {
-			if err := ps.recordOrderRefund(ctx, x, &lapse.ProviderRefund{RefundID: n.RefundID, TxnID: pay.TxnID, Amount: n.Amount,
-				Status: lapse.RefundSucceeded}, ""); err != nil {
+			// The notice's amount is x's, as checked above.
+			if err := ps.recordOrderRefund(ctx, x, &lapse.ProviderRefund{RefundID: n.RefundID, TxnID: pay.TxnID, Amount: x.Amount,
+				Currency: n.Currency, Status: lapse.RefundSucceeded}, ""); err != nil {
 				return err
 			}
 		}
@@ -337,4 +360,40 @@ func (ps *payments) orderRefundNoticed(ctx context.Context, pay *lapse.Payment, 
 	}
 	e.log.Warn("refund notice matches no refund Lapse asked for", "provider", n.Provider, "txn_id", n.TxnID, "refund_id", n.RefundID)
 	return nil
+}
+
+// noticeDisagrees says how refund notice n contradicts x, the merchant
+// refund it names, or "". Whatever its amount, n contradicts an x recorded
+// failed: x's order was paid again, and what it captured may be refunded
+// once more. Otherwise n's amount must be x's, or, when n reports what the
+// payment has had refunded in all (RefundedTotal), x's with those of the
+// payment's earlier refunds that succeeded: a merchant refund is asked for
+// only once the order's earlier ones are settled. (n's order and currency
+// were checked against the payment's, which are x's.)
+func noticeDisagrees(n *lapse.PaymentNotice, x *lapse.OrderRefund, earlier []*lapse.OrderRefund) string {
+	id := x.Key
+	if x.RefundID != "" && x.RefundID != x.Key {
+		id += " (" + x.RefundID + ")"
+	}
+	if x.Status == lapse.OrderRefundFailed {
+		return fmt.Sprintf("a refund notice reports refund %s of order %s done, %s refunded; Lapse recorded that refund of %s failed (%s) and the order paid again",
+			id, x.OrderNo, lapse.Money(n.Amount, n.Currency), lapse.Money(x.Amount, x.Currency), x.Failure)
+	}
+	want, said := x.Amount, "refunded"
+	if n.RefundedTotal {
+		said = "refunded of the payment in all"
+		for _, r := range earlier {
+			if r.PaymentID == x.PaymentID && r.Status == lapse.OrderRefundSucceeded {
+				want += r.Amount
+			}
+		}
+	}
+	if n.Amount == want {
+		return ""
+	}
+	asked := fmt.Sprintf("Lapse asked for %s", lapse.Money(x.Amount, x.Currency))
+	if want != x.Amount {
+		asked += fmt.Sprintf(", which with the refunds before it makes %s in all", lapse.Money(want, x.Currency))
+	}
+	return fmt.Sprintf("a refund notice about refund %s of order %s reports %s %s; %s", id, x.OrderNo, lapse.Money(n.Amount, n.Currency), said, asked)
 }

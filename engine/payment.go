@@ -73,8 +73,11 @@ func (ps *payments) serves(f *lapse.Flow) bool { return f.Pays != "" }
 //
 // A refunded notice completes the refund of a late payment, or a merchant
 // refund of the order an applied payment paid. One that names another
-// order or currency than the payment's, or (for a late payment, refunded
-// only in full) another amount, completes nothing and is put in review.
+// order or currency than the payment's, or another amount than the refund
+// Lapse asked for (a late payment's is refunded only in full; a merchant
+// refund's is its own, or, in a notice of what the payment has had
+// refunded in all, its own with those of the payment's earlier refunds),
+// completes nothing and is put in review.
 //
 // Errors, with nothing written: ENOTFOUND for an unknown order (unless its
 // transaction is recorded for another order: then it is a contradiction, in

@@ -33,8 +33,9 @@ func (ps *payments) recorded(ctx context.Context, rec *lapse.Payment, n *lapse.P
 // noticeConflict says how notice n contradicts rec, the payment recorded
 // under its transaction, or "": by its order or currency, and by its amount
 // when amount is set (a paid notice's amount is the capture's; a refund
-// notice's is the refund's, which is the whole payment's only for a late
-// payment).
+// notice's is the refund's, or what the payment has had refunded in all,
+// which for a late payment, refunded only in full, are both the whole
+// payment's; a merchant refund's notice is checked by noticeDisagrees).
 func noticeConflict(rec *lapse.Payment, n *lapse.PaymentNotice, amount bool) string {
 	if n.OrderNo == rec.OrderNo && n.Currency == rec.Currency && (!amount || n.Amount == rec.Amount) {
 		return ""

@@ -31,6 +31,10 @@ type fakeProvider struct {
 	calls   int
 	fail    error                      // returned by Refund when set
 	status  lapse.ProviderRefundStatus // of new refunds; default succeeded
+	// answer, when set, changes what the provider reports about a refund
+	// (to Refund and RefundQuery alike): a provider at odds with Lapse.
+	answer func(r *lapse.RefundRequest, ref *lapse.ProviderRefund)
+	lose   map[string]bool // orders whose next refund answer is lost after the refund is made
 
 	paidAt   map[string]time.Time // orders the customer paid at the provider, by order_no
 	closeErr error                // returned by Close when set
@@ -51,6 +55,10 @@ func (f *fakeProvider) Refund(_ context.Context, r *lapse.RefundRequest) (*lapse
 	if _, ok := f.refunds[r.IdempotencyKey]; !ok {
 		f.refunds[r.IdempotencyKey] = r
 	}
+	if f.lose[r.OrderNo] {
+		delete(f.lose, r.OrderNo)
+		return nil, fmt.Errorf("fake: refund %s: %w", r.IdempotencyKey, lapse.ErrUnknownOutcome)
+	}
 	return f.refund(r.IdempotencyKey), nil
 }
 
@@ -60,7 +68,11 @@ func (f *fakeProvider) refund(key string) *lapse.ProviderRefund {
 	if st == "" {
 		st = lapse.RefundSucceeded
 	}
-	return &lapse.ProviderRefund{RefundID: "re-" + key, TxnID: r.TxnID, Amount: r.Amount, Status: st}
+	ref := &lapse.ProviderRefund{RefundID: "re-" + key, TxnID: r.TxnID, Amount: r.Amount, Status: st}
+	if f.answer != nil {
+		f.answer(r, ref)
+	}
+	return ref
 }
 
 func (f *fakeProvider) RefundQuery(_ context.Context, key string) (*lapse.ProviderRefund, error) {

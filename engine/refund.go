@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -80,7 +81,7 @@ func (r refunder) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	}
 	pay, prov, err := r.current(ctx, d)
 	if pay != nil && pay.Status == lapse.PaymentLate && errors.Is(err, lapse.ErrRefused) {
-		return r.review(ctx, pay, err)
+		return r.review(ctx, pay, "refund refused: "+lapse.Reason(err))
 	}
 	if err != nil {
 		return err
@@ -98,16 +99,21 @@ func (r refunder) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	if err == nil {
 		err = r.record(ctx, pay, ref)
 	}
-	if errors.Is(err, lapse.ErrRefused) {
-		return r.review(ctx, pay, err)
+	var dis *refundDisagreement
+	switch {
+	case errors.As(err, &dis):
+		return r.review(ctx, pay, dis.why)
+	case errors.Is(err, lapse.ErrRefused):
+		return r.review(ctx, pay, "refund refused: "+lapse.Reason(err))
 	}
 	return err
 }
 
 // review hands a payment that cannot be refunded (the provider refused, or
-// no port is configured for it) to an operator: the payment moves to review
-// with a payment.review event, and its delivery is done.
-func (r refunder) review(ctx context.Context, pay *lapse.Payment, why error) error {
+// reports another refund than the one asked for, or no port is configured
+// for it) to an operator: the payment moves to review with why and a
+// payment.review event, and its delivery is done.
+func (r refunder) review(ctx context.Context, pay *lapse.Payment, why string) error {
 	e := r.ps.e
 	o, err := e.store.OrderGet(ctx, pay.OrderNo)
 	if err != nil {
@@ -115,7 +121,7 @@ func (r refunder) review(ctx context.Context, pay *lapse.Payment, why error) err
 	}
 	now := e.clock.Now()
 	after := *pay
-	after.Status, after.Reason, after.UpdatedAt = lapse.PaymentReview, lapse.CleanReason("refund refused: "+lapse.Reason(why)), now
+	after.Status, after.Reason, after.UpdatedAt = lapse.PaymentReview, lapse.CleanReason(why), now
 	evs := []lapse.OutboxEvent{lapse.NewPaymentEvent(lapse.EventPaymentReview, o, &after)}
 	e.fanOut(o, evs)
 	_, err = e.store.PaymentUpdate(ctx, &lapse.PaymentUpdateParams{ID: pay.ID, From: pay.Status, To: lapse.PaymentReview,
@@ -124,7 +130,7 @@ func (r refunder) review(ctx context.Context, pay *lapse.Payment, why error) err
 		return nil
 	}
 	if err == nil {
-		e.log.Warn("payment handed to an operator: its refund was refused", "order_no", pay.OrderNo, "txn_id", pay.TxnID, "err", why)
+		e.log.Warn("payment handed to an operator: its refund did not go through", "order_no", pay.OrderNo, "txn_id", pay.TxnID, "reason", why)
 		e.metrics.payments.WithLabelValues(pay.Provider, string(lapse.PaymentReview)).Inc()
 		e.metrics.refunds.WithLabelValues(refundLatePayment, refundReview).Inc()
 		e.delivered(evs)
@@ -135,7 +141,8 @@ func (r refunder) review(ctx context.Context, pay *lapse.Payment, why error) err
 // Query asks the provider whether an attempt whose answer was lost made the
 // refund. A refund made and finished is recorded and the delivery is done;
 // one made and still processing is recorded, and the next attempt follows
-// it up under the same key.
+// it up under the same key. One the provider reports for another amount,
+// currency or payment puts the payment in review, and the delivery is done.
 func (r refunder) Query(ctx context.Context, d *lapse.Delivery) (bool, error) {
 	if d.EventType != lapse.EventPaymentLate {
 		return r.queryOrderRefunds(ctx, d)
@@ -154,21 +161,31 @@ func (r refunder) Query(ctx context.Context, d *lapse.Delivery) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if ref.Status != lapse.RefundSucceeded {
-		if ref.Status == lapse.RefundProcessing {
-			r.record(ctx, pay, ref) // records refunding; its error says "still processing"
-		}
-		return false, nil
+	if ref.Status != lapse.RefundSucceeded && ref.Status != lapse.RefundProcessing {
+		return false, nil // asked again, a refusal puts the payment in review
 	}
-	return true, r.record(ctx, pay, ref)
+	err = r.record(ctx, pay, ref)
+	var dis *refundDisagreement
+	switch {
+	case errors.As(err, &dis):
+		return true, r.review(ctx, pay, dis.why)
+	case ref.Status == lapse.RefundProcessing:
+		return false, nil // recorded refunding; the error says "still processing"
+	}
+	return true, err
 }
 
 // record moves a payment as the provider's answer about its refund says:
 // refunded when it succeeded, refunding (and an error, so that it is asked
 // again) while it processes. Someone else having moved the payment first
-// (the refund's callback) is not an error.
+// (the refund's callback) is not an error. An answer about another refund
+// than the whole payment's moves nothing: its error is a
+// *refundDisagreement.
 func (r refunder) record(ctx context.Context, pay *lapse.Payment, ref *lapse.ProviderRefund) error {
 	e := r.ps.e
+	if err := reportDisagrees(pay.Provider, RefundKey(pay), ref, pay.TxnID, pay.Amount, pay.Currency); err != nil {
+		return err
+	}
 	switch ref.Status {
 	case lapse.RefundSucceeded:
 		_, err := r.ps.paymentRefunded(ctx, pay, ref.RefundID)
@@ -190,4 +207,52 @@ func (r refunder) record(ctx context.Context, pay *lapse.Payment, ref *lapse.Pro
 		return fmt.Errorf("refund %s of payment %s is still processing at %s", ref.RefundID, pay.TxnID, pay.Provider)
 	}
 	return fmt.Errorf("%w: %s refused refund %s of payment %s (status %q)", lapse.ErrRefused, pay.Provider, ref.RefundID, pay.TxnID, ref.Status)
+}
+
+// A provider's report about a refund (its answer to the refund, to a
+// query-back, or a refund callback) completes the refund Lapse asked for
+// only when it is about that refund: of the same payment, for the same
+// amount, in the same currency. A report of another refund (the provider
+// gave back more or less than asked, a port mixed two refunds up, an answer
+// was forged) would have the books say that money went back which did
+// not, or miss money that did (S3). Asking again brings the same report,
+// so nothing moves and an operator gets it in review.
+//
+// A report without an amount cannot be checked, so it completes nothing
+// either: every port gives one (the generic protocol requires it). A report
+// without a currency or a payment is taken to be in those of the refund
+// asked for, as the protocol makes the currency optional and the refund was
+// asked under its own idempotency key. Answers are checked here
+// (reportDisagrees); callbacks by noticeConflict and noticeDisagrees.
+
+// refundDisagreement is the error of a provider's report about a refund
+// that is not the refund Lapse asked for. It wraps lapse.ErrRefused, as
+// asking again would bring the same report: a delivery that fails with it
+// dies into review at once.
+type refundDisagreement struct{ why string }
+
+func (d *refundDisagreement) Error() string { return d.why }
+func (d *refundDisagreement) Unwrap() error { return lapse.ErrRefused }
+
+// reportDisagrees returns a *refundDisagreement, naming what provider
+// reported and what Lapse asked for, when ref, provider's report about the
+// refund under key, is not about a refund of amount in currency of payment
+// txnID; nil when it is.
+func reportDisagrees(provider, key string, ref *lapse.ProviderRefund, txnID string, amount int64, currency string) error {
+	cur, txn := cmp.Or(ref.Currency, currency), cmp.Or(ref.TxnID, txnID)
+	if ref.Amount == amount && cur == currency && txn == txnID {
+		return nil
+	}
+	said, asked := "for "+lapse.Money(ref.Amount, cur), lapse.Money(amount, currency)
+	if ref.Amount == 0 {
+		said = "without an amount"
+	}
+	if txn != txnID {
+		said, asked = said+" of payment "+txn, asked+" of payment "+txnID
+	}
+	id := key
+	if ref.RefundID != "" && ref.RefundID != key {
+		id += " (" + ref.RefundID + ")"
+	}
+	return &refundDisagreement{fmt.Sprintf("%s reports refund %s %s %s; Lapse asked for %s", provider, id, ref.Status, said, asked)}
 }

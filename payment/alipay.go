@@ -262,8 +262,10 @@ func (a *Alipay) notice(p map[string]string, raw []byte) (*lapse.PaymentNotice, 
 		return nil, lapse.Errorf(lapse.EINVALID, "trade_status %q is not one Alipay documents", status)
 	case p["refund_fee"] != "":
 		// A refund notice completes a refund of a payment Lapse holds by
-		// trade_no; whom the payment paid was settled then.
+		// trade_no; whom the payment paid was settled then. refund_fee is
+		// the trade's total refunded (总退款金额), not this refund's.
 		n.Kind, amountField, timeField = lapse.NoticeRefunded, "refund_fee", "gmt_refund"
+		n.RefundedTotal = true
 		n.Review = ""
 		n.RefundID = p["out_biz_no"]
 		if n.RefundID == "" {

@@ -173,7 +173,7 @@ func TestAlipayRefund(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n.Kind != lapse.NoticeRefunded || n.RefundID != "RF-ORD-20251130-0001-1" || n.TxnID != "2025113022001404330000121536" ||
-		n.Amount != 3000 || n.OrderNo != "ORD-20251130-0001" ||
+		n.Amount != 3000 || !n.RefundedTotal || n.OrderNo != "ORD-20251130-0001" ||
 		!n.PaidAt.Equal(time.Date(2025, 11, 30, 8, 10, 0, 123e6, time.UTC)) {
 		t.Fatalf("partial refund %s", brief(n))
 	}

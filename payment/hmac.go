@@ -40,7 +40,7 @@ type HMAC struct {
 var _ lapse.PaymentCallback = (*HMAC)(nil)
 
 // Notice is the JSON body of an HMAC-scheme callback. amount is in minor
-// units; paid_at is RFC 3339.
+// units (a refunded notice's is that refund's own); paid_at is RFC 3339.
 type Notice struct {
 	Kind     lapse.PaymentNoticeKind `json:"kind"`
 	TxnID    string                  `json:"txn_id"`

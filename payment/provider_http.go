@@ -49,11 +49,13 @@ import (
 //
 //	{"txn_id": "ch_42", "order_no": "A-1001", "status": "paid", "amount": 1999,
 //	 "currency": "USD", "merchant": "acct_1", "paid_at": "2026-11-29T12:00:00Z"}
-//	{"refund_id": "r-7", "txn_id": "ch_42", "amount": 1999, "status": "succeeded"}
+//	{"refund_id": "r-7", "txn_id": "ch_42", "amount": 1999, "currency": "USD", "status": "succeeded"}
 //
 // A payment's status is pending, paid, closed or refunded (refunded in full);
 // paid_at is required for paid and refunded ones. A refund's is processing, succeeded or
-// failed. GET payments answers the order's paid payment if it has one, else
+// failed; its amount, what the refund gives back, is required, and its currency
+// optional. Lapse completes a refund only when the answer's txn_id, amount and
+// currency (when given) are those it asked for, and puts any other in review. GET payments answers the order's paid payment if it has one, else
 // its latest. Close is a promise: after it, the order can no longer be paid,
 // even if it had no payment yet. It answers the payment as it then stands:
 // closed, or paid when the customer paid first, which is not an error (Lapse
@@ -363,11 +365,13 @@ func (p *HTTPProvider) refund(op string, w *httpRefund, txnID string, effect boo
 		err = fmt.Errorf("unknown refund status %q", w.Status)
 	case w.Amount <= 0:
 		err = fmt.Errorf("amount %d (minor units) is not positive", w.Amount)
+	case w.Currency != "" && !lapse.ValidCurrency(w.Currency):
+		err = fmt.Errorf("currency %q is not an ISO 4217 code", w.Currency)
 	}
 	if err != nil {
 		return nil, p.unreadable(op, effect, err)
 	}
-	return &lapse.ProviderRefund{RefundID: w.RefundID, TxnID: w.TxnID, Amount: w.Amount, Status: w.Status}, nil
+	return &lapse.ProviderRefund{RefundID: w.RefundID, TxnID: w.TxnID, Amount: w.Amount, Currency: w.Currency, Status: w.Status}, nil
 }
 
 // HTTPStatusError is an HTTPProvider's answer that was not a success. It
@@ -451,6 +455,7 @@ type (
 		RefundID string                     `json:"refund_id"`
 		TxnID    string                     `json:"txn_id"`
 		Amount   int64                      `json:"amount"`
+		Currency string                     `json:"currency,omitempty"`
 		Status   lapse.ProviderRefundStatus `json:"status"`
 	}
 	httpError struct {

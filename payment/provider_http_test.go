@@ -76,7 +76,7 @@ func TestHTTPProviderRoundTrip(t *testing.T) {
 
 	refund := &lapse.RefundRequest{IdempotencyKey: "refund/1", TxnID: paid.TxnID, OrderNo: charge.OrderNo, Amount: 400, Currency: "CNY", Reason: "test"}
 	rf, err := p.Refund(ctx, refund)
-	if err != nil || rf.RefundID != "refund/1" || rf.TxnID != paid.TxnID || rf.Amount != 400 || rf.Status != lapse.RefundSucceeded {
+	if err != nil || rf.RefundID != "refund/1" || rf.TxnID != paid.TxnID || rf.Amount != 400 || rf.Currency != "CNY" || rf.Status != lapse.RefundSucceeded {
 		t.Fatalf("Refund: %+v, %v", rf, err)
 	}
 	if again, err := p.Refund(ctx, refund); err != nil || *again != *rf {
@@ -197,6 +197,35 @@ func TestHTTPProviderUnreadableAnswer(t *testing.T) {
 	}
 	_, err = p.Query(ctx, "A-1")
 	requireTransient(t, "a query answered 200 with an unreadable body", err)
+}
+
+// TestHTTPProviderRefundCurrency: a refund's currency is optional in an
+// answer, passed on as given, and an answer is unreadable when it is not
+// a currency code.
+func TestHTTPProviderRefundCurrency(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ answer, want string }{
+		{`{"refund_id":"r-1","txn_id":"t1","amount":5,"status":"succeeded"}`, ""},
+		{`{"refund_id":"r-1","txn_id":"t1","amount":5,"currency":"EUR","status":"succeeded"}`, "EUR"},
+		{`{"refund_id":"r-1","txn_id":"t1","amount":5,"currency":"euro","status":"succeeded"}`, "unreadable"},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, c.answer) }))
+		t.Cleanup(srv.Close)
+		p := newHTTPProvider(t, srv.URL, payment.HTTPProviderConfig{})
+		ctx := context.Background()
+		rf, err := p.Refund(ctx, &lapse.RefundRequest{IdempotencyKey: "k", TxnID: "t1", OrderNo: "A-1", Amount: 5, Currency: "USD"})
+		q, qerr := p.RefundQuery(ctx, "k")
+		if c.want == "unreadable" {
+			if !errors.Is(err, lapse.ErrUnknownOutcome) {
+				t.Errorf("a refund answered %s: %+v, %v; want ErrUnknownOutcome", c.answer, rf, err)
+			}
+			requireTransient(t, "a refund query answered "+c.answer, qerr)
+			continue
+		}
+		if err != nil || rf.Currency != c.want || qerr != nil || q.Currency != c.want {
+			t.Errorf("answered %s: Refund %+v, %v; RefundQuery %+v, %v; want currency %q", c.answer, rf, err, q, qerr, c.want)
+		}
+	}
 }
 
 func TestHTTPProviderReadTimeoutIsUnknown(t *testing.T) {

@@ -134,7 +134,7 @@ func toHTTPRefund(r *lapse.ProviderRefund) *httpRefund {
 	if r == nil {
 		return nil
 	}
-	return &httpRefund{RefundID: r.RefundID, TxnID: r.TxnID, Amount: r.Amount, Status: r.Status}
+	return &httpRefund{RefundID: r.RefundID, TxnID: r.TxnID, Amount: r.Amount, Currency: r.Currency, Status: r.Status}
 }
 
 // Redeliver sends the latest callback about txnID again, freshly signed, as

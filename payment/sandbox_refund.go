@@ -119,7 +119,7 @@ func (s *Sandbox) refund(ctx context.Context, tx lapse.SandboxStore, r *lapse.Re
 }
 
 func providerRefund(r *lapse.SandboxRefund) *lapse.ProviderRefund {
-	return &lapse.ProviderRefund{RefundID: r.RefundID, TxnID: r.TxnID, Amount: r.Amount, Status: r.Status}
+	return &lapse.ProviderRefund{RefundID: r.RefundID, TxnID: r.TxnID, Amount: r.Amount, Currency: r.Currency, Status: r.Status}
 }
 
 // RefundQuery returns the refund made under idempotencyKey, or an error

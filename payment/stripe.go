@@ -189,7 +189,7 @@ func (s *Stripe) refunded(ev *stripeEvent, raw []byte) (*lapse.PaymentNotice, er
 	}
 	n := &lapse.PaymentNotice{Provider: s.Provider, Kind: lapse.NoticeRefunded, TxnID: ch.PaymentIntent, RefundID: refundID,
 		OrderNo: ch.Metadata["order_no"], Amount: ch.AmountRefunded, Currency: strings.ToUpper(ch.Currency),
-		Merchant: ev.Account, PaidAt: time.Unix(at, 0).UTC(), Raw: raw}
+		Merchant: ev.Account, PaidAt: time.Unix(at, 0).UTC(), Raw: raw, RefundedTotal: true}
 	if err := checkStripeNotice(n, ev, "amount_refunded"); err != nil {
 		return nil, err
 	}

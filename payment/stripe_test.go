@@ -264,7 +264,7 @@ func TestStripeRefund(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n.Kind != lapse.NoticeRefunded || n.TxnID != "pi_3QxYz12eZvKYlo2C0def5678" || n.RefundID != "re_newest" ||
-		n.OrderNo != "ORD-20251130-0001" || n.Amount != 1500 || n.Currency != "EUR" || n.Merchant != "" ||
+		n.OrderNo != "ORD-20251130-0001" || n.Amount != 1500 || !n.RefundedTotal || n.Currency != "EUR" || n.Merchant != "" ||
 		!n.PaidAt.Equal(time.Unix(1764489580, 0)) {
 		t.Fatalf("refund notice %s", brief(n))
 	}

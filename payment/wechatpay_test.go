@@ -217,7 +217,7 @@ func TestWeChatPayRefund(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n.Kind != lapse.NoticeRefunded || n.RefundID != "RF-ORD-20251130-0001-1" || n.TxnID != "4200000000202511300000000001" ||
-		n.OrderNo != "ORD-20251130-0001" || n.Amount != 3000 || n.Currency != "CNY" ||
+		n.OrderNo != "ORD-20251130-0001" || n.Amount != 3000 || n.RefundedTotal || n.Currency != "CNY" ||
 		!n.PaidAt.Equal(time.Date(2025, 11, 30, 8, 10, 0, 0, time.UTC)) || string(n.Raw) != wechatRefundJSON {
 		t.Fatalf("notice %s", brief(n))
 	}
