@@ -39,7 +39,13 @@ const (
 	ChargeFailed   ChargeStatus = "failed"
 )
 
-// GroupMemberUpdateParams is a guarded change of a member's charge.
+// ErrGroupMemberNotFound: no group member's charge has that idempotency
+// key.
+var ErrGroupMemberNotFound = &Error{Code: ENOTFOUND, Message: "group member not found"}
+
+// GroupMemberUpdateParams is a guarded change of a member's charge. From
+// and To may be the same status: the change then writes its fields and
+// its Review, guarded by the member still being in it.
 type GroupMemberUpdateParams struct {
 	ID       int64
 	From, To ChargeStatus
@@ -49,4 +55,5 @@ type GroupMemberUpdateParams struct {
 	Error     string     // the last error, replaced (cleared when empty)
 	ChargedAt *time.Time // kept unless set; the engine sets it when the member is charged
 	At        time.Time
+	Review    *Review // created, open, with the change when set (an operator must look at the charge)
 }
