@@ -66,6 +66,18 @@ func (ps *payments) serves(f *lapse.Flow) bool { return f.Pays != "" }
 // and Lapse cannot tell what it was for (a member's charge reported under
 // the group's number must not be refunded blindly).
 //
+// A notice whose order number is a group member's charge key is about that
+// member's charge, which its provider knows by that key: one that confirms
+// a charge whose answer was lost records it as the provider's answer to the
+// charge would; one that repeats the charge recorded changes nothing; one
+// that contradicts it (another amount or currency, a second transaction, a
+// charge Lapse did not ask for, a time the charge cannot have) is put in
+// review on the group, a second transaction recorded as a payment in
+// review. Nothing is charged or marked charged twice (S7). The payment
+// returned is nil, but for a second transaction. A refund notice for a
+// member's charge, which Lapse never refunds, is put in review on the
+// group.
+//
 // A notice that contradicts the payment recorded under its provider
 // transaction (another order, amount or currency) is not a replay: nothing
 // moves, and it is put in review for an operator (a review row on the
@@ -77,9 +89,10 @@ func (ps *payments) serves(f *lapse.Flow) bool { return f.Pays != "" }
 // order or currency than the payment's, or (for a late payment, refunded
 // only in full) another amount, completes nothing and is put in review.
 //
-// Errors, with nothing written: ENOTFOUND for an unknown order (unless its
-// transaction is recorded for another order: then it is a contradiction, in
-// review) or (refund notices) payment, so that the provider sends it again:
+// Errors, with nothing written: ENOTFOUND for an unknown order (unless it is
+// a member's charge key, or its transaction is recorded for another order:
+// then it is a contradiction, in review) or (refund notices) payment, so
+// that the provider sends it again:
 // the callback may have overtaken its order's creation, and a payment with
 // no order to stand on cannot be recorded.
 func (e *Engine) ApplyPayment(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
@@ -142,10 +155,14 @@ func (ps *payments) apply(ctx context.Context, n *lapse.PaymentNotice) (*lapse.P
 	return got, err
 }
 
-// unknownOrder answers a paid notice for an order that does not exist: a
-// contradiction when its transaction is recorded (for another order, then),
-// and otherwise err, which the provider answers by sending it again.
+// unknownOrder answers a paid notice for an order that does not exist: one
+// about a group member's charge, named by its charge key (chargeNoticed);
+// a contradiction when its transaction is recorded (for another order,
+// then); and otherwise err, which the provider answers by sending it again.
 func (ps *payments) unknownOrder(ctx context.Context, n *lapse.PaymentNotice, err error) (*lapse.Payment, error) {
+	if pay, handled, merr := ps.e.feat.groups.chargeNoticed(ctx, n); handled {
+		return pay, merr
+	}
 	rec, gerr := ps.e.store.PaymentGet(ctx, n.Provider, n.TxnID)
 	switch {
 	case errors.Is(gerr, lapse.ErrPaymentNotFound):
@@ -254,6 +271,11 @@ func (ps *payments) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (
 	e := ps.e
 	for range maxStaleRetries {
 		pay, err := e.store.PaymentGet(ctx, n.Provider, n.TxnID)
+		if errors.Is(err, lapse.ErrPaymentNotFound) {
+			if handled, merr := e.feat.groups.refundNoticed(ctx, n); handled {
+				return nil, merr
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
