@@ -1,6 +1,9 @@
 package lapse
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // GroupMember is one participant of a group buy: a group is an order of a
 // flow such as groupbuy, and each member is charged the group's price
@@ -38,6 +41,15 @@ const (
 	ChargeCharged  ChargeStatus = "charged"
 	ChargeFailed   ChargeStatus = "failed"
 )
+
+// ChargeKeyPrefix begins every group member's charge key, and no order's
+// number: the provider knows a member's charge by its key, as the order it
+// charged, so a callback that names one is about the charge. The engine
+// refuses it to order numbers, as it refuses ProbeOrderPrefix.
+const ChargeKeyPrefix = "lapse-charge-"
+
+// IsChargeKey reports whether s has the form of a member's charge key.
+func IsChargeKey(s string) bool { return strings.HasPrefix(s, ChargeKeyPrefix) }
 
 // ErrGroupMemberNotFound: no group member's charge has that idempotency
 // key.

@@ -12,14 +12,17 @@ import (
 // the order number the provider knows the charge by (ChargeRequest.OrderNo):
 // a provider that calls back about the charge names the key as the order.
 // Such a callback is about the member, not about an order of that number,
-// which does not exist: it is answered here, never refused as unknown (the
-// provider would send it until it gave up).
+// which no order may have (lapse.ChargeKeyPrefix): it is answered here,
+// never refused as unknown (the provider would send it until it gave up).
 
 // chargeNoticed answers a paid notice n whose order number names no order:
 // when a member's charge has that key, n is about that charge, and handled
 // is true. What it says is recorded by memberNoticed.
 func (gb *groupBuys) chargeNoticed(ctx context.Context, n *lapse.PaymentNotice) (pay *lapse.Payment, handled bool, err error) {
 	e := gb.e
+	if !lapse.IsChargeKey(n.OrderNo) {
+		return nil, false, nil
+	}
 	for range maxStaleRetries {
 		m, err := e.store.GroupMemberGet(ctx, n.OrderNo)
 		if errors.Is(err, lapse.ErrGroupMemberNotFound) {
@@ -103,6 +106,9 @@ func (gb *groupBuys) memberNoticed(ctx context.Context, m *lapse.GroupMember, n 
 // the member is unchanged: the books count its charge until a person looks.
 func (gb *groupBuys) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (handled bool, err error) {
 	e := gb.e
+	if !lapse.IsChargeKey(n.OrderNo) {
+		return false, nil
+	}
 	for range maxStaleRetries {
 		m, err := e.store.GroupMemberGet(ctx, n.OrderNo)
 		if errors.Is(err, lapse.ErrGroupMemberNotFound) {

@@ -309,3 +309,18 @@ func TestGroupChargeNoticesRace(t *testing.T) {
 		}
 	})
 }
+
+// TestChargeKeyReserved: no order may take a number of the form of a
+// member's charge key, which the provider knows the charge by, so that a
+// callback naming one is about the charge, never about an order.
+func TestChargeKeyReserved(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		e := newEngine(t, open(), lapse.NewManualClock(t0))
+		for _, req := range []*lapse.OrderCreate{checkout(lapse.ChargeKeyPrefix+"2f7337d34af80e1efd3044a1", time.Hour),
+			groupReq(lapse.ChargeKeyPrefix+"x", time.Hour)} {
+			if _, _, err := e.CreateOrder(ctxT(t), req, app); lapse.ErrorCode(err) != lapse.EINVALID || !strings.Contains(err.Error(), "order_no") {
+				t.Errorf("CreateOrder(%s) = %v; want invalid, naming order_no", req.OrderNo, err)
+			}
+		}
+	})
+}
