@@ -66,6 +66,20 @@ func (gb *groupBuys) updateMember(ctx context.Context, m *lapse.GroupMember, p *
 	return nil
 }
 
+// reviewMember tells an operator on member m's group why (a review
+// reason), the member unchanged: a guarded touch of m in the status it was
+// read in (its fields as they are), so that the review goes with the member
+// as the store has it. An open review with the same reason stands for it
+// already (the provider said it again), and nothing is written.
+// lapse.ErrStale: m moved meanwhile, and nothing was written.
+func (gb *groupBuys) reviewMember(ctx context.Context, m *lapse.GroupMember, why string) error {
+	open, err := gb.e.store.ReviewList(ctx, &lapse.ReviewListParams{OrderID: m.OrderID, Open: true})
+	if err != nil || hasReason(open, why) {
+		return err
+	}
+	return gb.updateMember(ctx, m, &lapse.GroupMemberUpdateParams{From: m.Status, To: m.Status, Error: m.LastError}, why)
+}
+
 // memberReviewReason is the reason of a review about member m's charge,
 // reported by the provider's transaction txn: why.
 func memberReviewReason(m *lapse.GroupMember, txn, why string) string {

@@ -95,8 +95,7 @@ func (gb *groupBuys) memberNoticed(ctx context.Context, m *lapse.GroupMember, n 
 		return nil, gb.chargeAnswered(ctx, m, &lapse.ProviderPayment{TxnID: n.TxnID, OrderNo: n.OrderNo, Status: lapse.ProviderPaid,
 			Amount: n.Amount, Currency: n.Currency, Merchant: n.Merchant, PaidAt: n.PaidAt})
 	}
-	return nil, gb.updateMember(ctx, m, &lapse.GroupMemberUpdateParams{From: m.Status, To: m.Status, Error: m.LastError},
-		memberReviewReason(m, n.TxnID, why))
+	return nil, gb.reviewMember(ctx, m, memberReviewReason(m, n.TxnID, why))
 }
 
 // refundNoticed answers a refund notice n whose payment Lapse does not hold:
@@ -119,8 +118,7 @@ func (gb *groupBuys) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) 
 		}
 		why := fmt.Sprintf("a refund notice (refund %s) reports %s refunded, which Lapse did not ask for",
 			n.RefundID, lapse.Money(n.Amount, n.Currency))
-		err = gb.updateMember(ctx, m, &lapse.GroupMemberUpdateParams{From: m.Status, To: m.Status, Error: m.LastError},
-			memberReviewReason(m, n.TxnID, why))
+		err = gb.reviewMember(ctx, m, memberReviewReason(m, n.TxnID, why))
 		if errors.Is(err, lapse.ErrStale) {
 			continue
 		}
