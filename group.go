@@ -1,6 +1,9 @@
 package lapse
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // GroupMember is one participant of a group buy: a group is an order of a
 // flow such as groupbuy, and each member is charged the group's price
@@ -39,7 +42,22 @@ const (
 	ChargeFailed   ChargeStatus = "failed"
 )
 
-// GroupMemberUpdateParams is a guarded change of a member's charge.
+// ChargeKeyPrefix begins every group member's charge key, and no order's
+// number: the provider knows a member's charge by its key, as the order it
+// charged, so a callback that names one is about the charge. The engine
+// refuses it to order numbers, as it refuses ProbeOrderPrefix.
+const ChargeKeyPrefix = "lapse-charge-"
+
+// IsChargeKey reports whether s has the form of a member's charge key.
+func IsChargeKey(s string) bool { return strings.HasPrefix(s, ChargeKeyPrefix) }
+
+// ErrGroupMemberNotFound: no group member's charge has that idempotency
+// key.
+var ErrGroupMemberNotFound = &Error{Code: ENOTFOUND, Message: "group member not found"}
+
+// GroupMemberUpdateParams is a guarded change of a member's charge. From
+// and To may be the same status: the change then writes its fields and
+// its Review, guarded by the member still being in it.
 type GroupMemberUpdateParams struct {
 	ID       int64
 	From, To ChargeStatus
@@ -49,4 +67,5 @@ type GroupMemberUpdateParams struct {
 	Error     string     // the last error, replaced (cleared when empty)
 	ChargedAt *time.Time // kept unless set; the engine sets it when the member is charged
 	At        time.Time
+	Review    *Review // created, open, with the change when set (an operator must look at the charge)
 }

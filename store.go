@@ -297,11 +297,17 @@ type Store interface {
 	// GroupMemberList returns the members of a group, by id.
 	GroupMemberList(ctx context.Context, orderID int64) ([]*GroupMember, error)
 
+	// GroupMemberGet returns the member whose charge has idempotency key
+	// key (the order number its provider knows the charge by), or
+	// ErrGroupMemberNotFound.
+	GroupMemberGet(ctx context.Context, key string) (*GroupMember, error)
+
 	// GroupMemberUpdate moves a member's charge from p.From to p.To, setting
 	// the fields p names (one more attempt when p.Attempt; TxnID and
 	// ChargedAt when set; LastError always, to p.Error) and UpdatedAt to
-	// p.At. It returns the member as updated, or ErrStale, writing nothing,
-	// when the member is not in p.From (or does not exist).
+	// p.At, and writes p.Review, when set, as given, in one transaction. It
+	// returns the member as updated, or ErrStale, writing nothing, when the
+	// member is not in p.From (or does not exist).
 	GroupMemberUpdate(ctx context.Context, p *GroupMemberUpdateParams) (*GroupMember, error)
 
 	// CardIssue records the cards of order p.OrderID, all active and unused,

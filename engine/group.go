@@ -203,7 +203,7 @@ func (gb *groupBuys) join(ctx context.Context, groupID string, req JoinRequest) 
 // always make the same key, so a charge sent twice is one charge.
 func chargeKey(groupID, userID string) string {
 	sum := sha256.Sum256([]byte(groupID + "\x00" + userID))
-	return "lapse-charge-" + hex.EncodeToString(sum[:12])
+	return lapse.ChargeKeyPrefix + hex.EncodeToString(sum[:12])
 }
 
 // chargeProvider names the provider that charges a member.

@@ -97,38 +97,24 @@ func (s settler) Deliver(ctx context.Context, d *lapse.Delivery) error {
 // charge charges one member at most once: the member is claimed (pending or
 // failed → charging, one more attempt) before the provider is called, and a
 // member found charging (a call whose answer was lost, or a worker that
-// died) is asked about first.
+// died) is asked about first. A paid answer, to either, is recorded by
+// chargeAnswered, as the provider's callback about the charge is.
 func (s settler) charge(ctx context.Context, m *lapse.GroupMember) error {
-	e := s.gb.e
-	prov := s.gb.providers[m.Provider]
+	gb := s.gb
+	prov := gb.providers[m.Provider]
 	if prov == nil {
 		return fmt.Errorf("no payment provider port %q is configured", m.Provider)
-	}
-	update := func(from, to lapse.ChargeStatus, attempt bool, txn, why string) error {
-		p := &lapse.GroupMemberUpdateParams{ID: m.ID, From: from, To: to, Attempt: attempt, TxnID: txn, Error: why, At: e.clock.Now()}
-		if to == lapse.ChargeCharged {
-			p.ChargedAt = &p.At
-		}
-		got, err := e.store.GroupMemberUpdate(ctx, p)
-		if err == nil {
-			*m = *got
-		}
-		return err
 	}
 	if m.Status == lapse.ChargeCharging {
 		pay, err := prov.Query(ctx, m.Key)
 		switch {
 		case err == nil && pay.Status == lapse.ProviderPaid:
-			if pay.Amount != m.Amount || pay.Currency != m.Currency {
-				return update(lapse.ChargeCharging, lapse.ChargeFailed, false, pay.TxnID,
-					fmt.Sprintf("the provider charged %s, not %s: an operator must look", lapse.Money(pay.Amount, pay.Currency), lapse.Money(m.Amount, m.Currency)))
-			}
-			return update(lapse.ChargeCharging, lapse.ChargeCharged, false, pay.TxnID, "")
+			return s.answered(ctx, m, pay)
 		case err != nil && !errors.Is(err, lapse.ErrProviderNotFound):
 			return fmt.Errorf("asking %s about the charge under way: %w", m.Provider, err)
 		}
 		// Not made: charge under the same key, which is safe to send again.
-	} else if err := update(m.Status, lapse.ChargeCharging, true, "", ""); err != nil {
+	} else if err := gb.updateMember(ctx, m, &lapse.GroupMemberUpdateParams{From: m.Status, To: lapse.ChargeCharging, Attempt: true}, ""); err != nil {
 		if errors.Is(err, lapse.ErrStale) {
 			return fmt.Errorf("another worker has the charge")
 		}
@@ -138,17 +124,43 @@ func (s settler) charge(ctx context.Context, m *lapse.GroupMember) error {
 		Currency: m.Currency, Method: m.Method})
 	switch {
 	case err == nil && pay.Status == lapse.ProviderPaid:
-		return update(lapse.ChargeCharging, lapse.ChargeCharged, false, pay.TxnID, "")
+		return s.answered(ctx, m, pay)
 	case err == nil:
 		return fmt.Errorf("the provider answered the charge with status %s", pay.Status)
 	case errors.Is(err, lapse.ErrUnknownOutcome):
 		// Left charging: the next round asks before charging again.
 		return err
 	}
-	if uerr := update(lapse.ChargeCharging, lapse.ChargeFailed, false, "", lapse.Reason(err)); uerr != nil {
+	p := &lapse.GroupMemberUpdateParams{From: lapse.ChargeCharging, To: lapse.ChargeFailed, Error: lapse.Reason(err)}
+	if uerr := gb.updateMember(ctx, m, p, ""); uerr != nil {
 		return uerr
 	}
 	return err
+}
+
+// answered records pay, the provider's paid answer about member m's charge
+// (charging), and returns an error unless it charged m: the round does not
+// count m charged by a charge of another amount. A callback that recorded
+// the same charge first is not an error.
+func (s settler) answered(ctx context.Context, m *lapse.GroupMember, pay *lapse.ProviderPayment) error {
+	err := s.gb.chargeAnswered(ctx, m, pay)
+	if errors.Is(err, lapse.ErrStale) {
+		got, gerr := s.gb.e.store.GroupMemberGet(ctx, m.Key)
+		if gerr != nil {
+			return gerr
+		}
+		if *m = *got; m.Status == lapse.ChargeCharged && m.TxnID == pay.TxnID {
+			return nil
+		}
+		return fmt.Errorf("the member's charge moved on while the provider answered: it is %s", m.Status)
+	}
+	if err != nil {
+		return err
+	}
+	if m.Status != lapse.ChargeCharged {
+		return errors.New(m.LastError)
+	}
+	return nil
 }
 
 // reconcile counts what the members of f's group buys were charged:

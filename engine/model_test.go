@@ -72,6 +72,7 @@ type modelOrder struct {
 	PayBy    *time.Time
 	Intent   bool
 	Events   []string
+	Created  time.Time
 
 	Qty              int64  // checkout: reserved at creation
 	Coupon           string // checkout: locked at creation
@@ -174,7 +175,7 @@ func (m *model) create(req lapse.OrderCreate) string {
 		}
 	}
 	o := &modelOrder{No: req.OrderNo, Req: req, State: m.flow.Initial, Version: 1, Events: []string{"order.created"},
-		Members: map[string]string{}}
+		Members: map[string]string{}, Created: m.now}
 	after := m.flow.Timers[m.flow.Initial].After
 	if req.TTL > 0 {
 		after = req.TTL
@@ -200,8 +201,10 @@ func (m *model) pay(o *modelOrder, txn string, paidAt time.Time) string {
 	}
 	p := &modelPayment{TxnID: txn, Amount: modelAmount}
 	o.Payments = append(o.Payments, p)
-	if !m.flow.Pays {
-		// Captured all the same: on the books, for an operator.
+	if !m.flow.Pays || paidAt.Before(o.Created.Truncate(time.Second)) {
+		// Captured all the same (for an order that takes no payments, or
+		// at a time before the order existed): on the books, for an
+		// operator.
 		p.Status = lapse.PaymentReview
 		o.Events = append(o.Events, "payment.review")
 		return ""

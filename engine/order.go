@@ -24,10 +24,15 @@ type Actor struct {
 // order with created=false; a different request with the same order_no
 // returns an error wrapping lapse.ErrOrderExists. Invalid requests return
 // EINVALID errors naming the field, and write nothing; so do order numbers
-// with lapse.ProbeOrderPrefix, which only the engine's Prober creates.
+// with lapse.ProbeOrderPrefix, which only the engine's Prober creates, and
+// with lapse.ChargeKeyPrefix, which names group members' charges at their
+// providers.
 func (e *Engine) CreateOrder(ctx context.Context, req *lapse.OrderCreate, by Actor) (o *lapse.Order, created bool, err error) {
 	if lapse.IsProbeOrderNo(req.OrderNo) {
 		return nil, false, lapse.FieldError("order_no", "%s… is reserved for the orders of Lapse's synthetic probe", lapse.ProbeOrderPrefix)
+	}
+	if lapse.IsChargeKey(req.OrderNo) {
+		return nil, false, lapse.FieldError("order_no", "%s… is reserved for the charges of group buy members, which providers know by it", lapse.ChargeKeyPrefix)
 	}
 	return e.createOrder(ctx, req, by)
 }

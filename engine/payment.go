@@ -54,16 +54,29 @@ func (ps *payments) serves(f *lapse.Flow) bool { return f.Pays != "" }
 // the refund subscriber. The same provider transaction again changes nothing
 // and returns the payment as recorded.
 //
-// A payment whose amount, currency or merchant differs from its order's, or
-// whose notice asks for review (PaymentNotice.Review), is recorded for
-// review (payment.review) and does not move the order: the money was
-// captured, so it must be on the books, and only an operator can tell what
-// it was for.
+// A payment whose amount, currency or merchant differs from its order's,
+// whose provider time its order cannot have (before the order was created,
+// or more than MaxPaidAtAhead ahead of the clock), or whose notice asks for
+// review (PaymentNotice.Review), is recorded for review (payment.review)
+// and does not move the order: the money was captured, so it must be on the
+// books, and only an operator can tell what it was for.
 //
 // A payment for an order whose flow takes no payments (a group buy, whose
 // members are charged instead) is recorded for review too: it was captured,
 // and Lapse cannot tell what it was for (a member's charge reported under
 // the group's number must not be refunded blindly).
+//
+// A notice whose order number is a group member's charge key is about that
+// member's charge, which its provider knows by that key: one that confirms
+// a charge whose answer was lost records it as the provider's answer to the
+// charge would; one that repeats the charge recorded changes nothing; one
+// that contradicts it (another amount or currency, a second transaction, a
+// charge Lapse did not ask for, a time the charge cannot have) is put in
+// review on the group, a second transaction recorded as a payment in
+// review. Nothing is charged or marked charged twice (S7). The payment
+// returned is nil, but for a second transaction. A refund notice for a
+// member's charge, which Lapse never refunds, is put in review on the
+// group.
 //
 // A notice that contradicts the payment recorded under its provider
 // transaction (another order, amount or currency) is not a replay: nothing
@@ -79,9 +92,10 @@ func (ps *payments) serves(f *lapse.Flow) bool { return f.Pays != "" }
 // refunded in all, its own with those of the payment's earlier refunds),
 // completes nothing and is put in review.
 //
-// Errors, with nothing written: ENOTFOUND for an unknown order (unless its
-// transaction is recorded for another order: then it is a contradiction, in
-// review) or (refund notices) payment, so that the provider sends it again:
+// Errors, with nothing written: ENOTFOUND for an unknown order (unless it is
+// a member's charge key, or its transaction is recorded for another order:
+// then it is a contradiction, in review) or (refund notices) payment, so
+// that the provider sends it again:
 // the callback may have overtaken its order's creation, and a payment with
 // no order to stand on cannot be recorded.
 func (e *Engine) ApplyPayment(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
@@ -113,7 +127,7 @@ func (ps *payments) apply(ctx context.Context, n *lapse.PaymentNotice) (*lapse.P
 			why := fmt.Sprintf("order %s follows flow %s, which takes no payments", o.OrderNo, flow.Name)
 			return ps.recordPayment(ctx, o, n, pay, lapse.PaymentReview, lapse.EventPaymentReview, why)
 		}
-		if why := ps.payMismatch(o, n); why != "" {
+		if why := ps.payMismatch(o, n, now); why != "" {
 			return ps.recordPayment(ctx, o, n, pay, lapse.PaymentReview, lapse.EventPaymentReview, why)
 		}
 		p, perr := flow.Plan(o, lapse.Firing{Event: flow.Pays, Now: now, At: n.PaidAt, FiredBy: lapse.FiredByPayment,
@@ -151,10 +165,14 @@ func (ps *payments) apply(ctx context.Context, n *lapse.PaymentNotice) (*lapse.P
 	return got, err
 }
 
-// unknownOrder answers a paid notice for an order that does not exist: a
-// contradiction when its transaction is recorded (for another order, then),
-// and otherwise err, which the provider answers by sending it again.
+// unknownOrder answers a paid notice for an order that does not exist: one
+// about a group member's charge, named by its charge key (chargeNoticed);
+// a contradiction when its transaction is recorded (for another order,
+// then); and otherwise err, which the provider answers by sending it again.
 func (ps *payments) unknownOrder(ctx context.Context, n *lapse.PaymentNotice, err error) (*lapse.Payment, error) {
+	if pay, handled, merr := ps.e.feat.groups.chargeNoticed(ctx, n); handled {
+		return pay, merr
+	}
 	rec, gerr := ps.e.store.PaymentGet(ctx, n.Provider, n.TxnID)
 	switch {
 	case errors.Is(gerr, lapse.ErrPaymentNotFound):
@@ -166,16 +184,51 @@ func (ps *payments) unknownOrder(ctx context.Context, n *lapse.PaymentNotice, er
 }
 
 // payMismatch says how a payment differs from what its order asked for
-// (amount, currency, or the merchant configured for its provider), or why
-// its callback asked for review, or "".
-func (ps *payments) payMismatch(o *lapse.Order, n *lapse.PaymentNotice) string {
+// (amount, currency, or the merchant configured for its provider), or how
+// its provider time contradicts the order (paidAtMismatch, judged at now),
+// or why its callback asked for review, or "".
+func (ps *payments) payMismatch(o *lapse.Order, n *lapse.PaymentNotice, now time.Time) string {
 	if n.Amount != o.Amount || n.Currency != o.Currency {
 		return fmt.Sprintf("the payment is %s; order %s is %s", lapse.Money(n.Amount, n.Currency), o.OrderNo, lapse.Money(o.Amount, o.Currency))
 	}
 	if m := ps.merchants[n.Provider]; m != "" && n.Merchant != m {
 		return fmt.Sprintf("the payment was made to merchant %q, not %q", n.Merchant, m)
 	}
+	if why := paidAtMismatch(o, n.PaidAt, now); why != "" {
+		return why
+	}
 	return n.Review
+}
+
+// MaxPaidAtAhead is how far a payment's provider time may be ahead of
+// Lapse's clock: the drift between two clocks that a callback's signature
+// window allows (payment.DefaultTolerance, and Stripe's and WeChat Pay's
+// 300 s).
+const MaxPaidAtAhead = 5 * time.Minute
+
+// paidAtMismatch says why paidAt, a provider's time of a payment for order
+// o, cannot be true, judged at now, or "". A payment cannot be made before
+// its order exists: a time before the second in which o was created (most
+// providers report whole seconds) is a contradiction. Nor can it be made
+// after the callback that reports it: a time more than MaxPaidAtAhead ahead
+// of now is one too. Such a time cannot bring a late payment in time (a
+// payment is judged at its provider time, and a later time is only later),
+// but applying it would record a time that is not true, and would pay, or
+// refund as late, a payment whose real time is unknown: an operator decides.
+// A zero paidAt is no time (the payment is judged at now, as lapse.Firing's
+// At is), not one before the order.
+func paidAtMismatch(o *lapse.Order, paidAt, now time.Time) string {
+	switch {
+	case paidAt.IsZero():
+		return ""
+	case paidAt.Before(o.CreatedAt.Truncate(time.Second)):
+		return fmt.Sprintf("the provider reports it paid at %s, before order %s was created at %s: a payment cannot predate its order",
+			paidAt.UTC().Format(time.RFC3339Nano), o.OrderNo, o.CreatedAt.UTC().Format(time.RFC3339Nano))
+	case paidAt.After(now.Add(MaxPaidAtAhead)):
+		return fmt.Sprintf("the provider reports it paid at %s, %s ahead of Lapse's clock (%s), more than the %s clocks may drift",
+			paidAt.UTC().Format(time.RFC3339Nano), paidAt.Sub(now).Round(time.Second), now.UTC().Format(time.RFC3339Nano), MaxPaidAtAhead)
+	}
+	return ""
 }
 
 // recordPayment records a payment its order cannot take, with the event
@@ -228,6 +281,11 @@ func (ps *payments) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (
 	e := ps.e
 	for range maxStaleRetries {
 		pay, err := e.store.PaymentGet(ctx, n.Provider, n.TxnID)
+		if errors.Is(err, lapse.ErrPaymentNotFound) {
+			if handled, merr := e.feat.groups.refundNoticed(ctx, n); handled {
+				return nil, merr
+			}
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -215,3 +215,56 @@ func TestPaymentForFlowWithoutPayments(t *testing.T) {
 		}
 	})
 }
+
+// TestPaymentTimeContradictions: a payment's provider time that its order
+// cannot have (before the order was created, or further ahead of Lapse's
+// clock than clocks drift) is a contradiction: on the books in review, the
+// order untouched. The same second as the order's creation is not (most
+// providers report whole seconds), and a time a little ahead is judged as
+// given: it can only make a payment later, never bring a late one in time.
+func TestPaymentTimeContradictions(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		e := paymentEngine(t, open(), clk, &fakeProvider{})
+		ctx := ctxT(t)
+		early := create(t, e, checkout("PT-EARLY", 15*time.Minute))
+		ahead := create(t, e, checkout("PT-AHEAD", 15*time.Minute))
+		drift := create(t, e, checkout("PT-DRIFT", 15*time.Minute))
+		short := create(t, e, checkout("PT-SHORT", 2*time.Minute))
+		clk.Set(t0.Add(500 * time.Millisecond))
+		second := create(t, e, checkout("PT-SECOND", 15*time.Minute))
+		clk.Set(t0.Add(time.Minute))
+
+		for _, c := range []struct {
+			o    *lapse.Order
+			at   time.Time
+			want lapse.PaymentStatus
+			why  string
+		}{
+			{early, t0.Add(-time.Hour), lapse.PaymentReview, "before order PT-EARLY was created"},
+			{ahead, clk.Now().Add(10 * time.Minute), lapse.PaymentReview, "ahead of"},
+			{drift, clk.Now().Add(4 * time.Minute), lapse.PaymentApplied, ""},
+			{short, clk.Now().Add(4 * time.Minute), lapse.PaymentLate, "deadline"},
+			{second, t0, lapse.PaymentApplied, ""},
+		} {
+			for range 2 {
+				pay, err := e.ApplyPayment(ctx, paid(c.o, "tt-"+c.o.OrderNo, c.at))
+				if err != nil || pay.Status != c.want || !strings.Contains(pay.Reason, c.why) {
+					t.Fatalf("%s paid at %s = %+v, %v; want %s (%q)", c.o.OrderNo, c.at.Format(time.RFC3339Nano), pay, err, c.want, c.why)
+				}
+			}
+			o, _ := e.Order(ctx, c.o.OrderNo)
+			rs := orderReviews(t, e, c.o.OrderNo)
+			switch c.want {
+			case lapse.PaymentReview:
+				if o.State != flows.Unpaid || o.Version != c.o.Version || len(rs) != 1 || !strings.Contains(rs[0].Reason, c.why) {
+					t.Errorf("%s: %s (version %d), reviews %+v; want it untouched, one review", c.o.OrderNo, o.State, o.Version, rs)
+				}
+			case lapse.PaymentApplied:
+				if o.State != flows.Paid || len(rs) != 0 {
+					t.Errorf("%s: %s, reviews %+v; want PAID", c.o.OrderNo, o.State, rs)
+				}
+			}
+		}
+	})
+}

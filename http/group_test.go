@@ -1,6 +1,7 @@
 package http_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
 	lapsehttp "github.com/lapsehq/lapse/http"
+	"github.com/lapsehq/lapse/payment"
 )
 
 // TestGroupAPI: creating, joining and reading a group buy, with every
@@ -333,5 +335,86 @@ func TestFourEyesGroupRetry(t *testing.T) {
 	g.call("POST", fmt.Sprintf("/v1/approvals/%d/approve", held[0].ID), fmt.Sprintf(`{"code":%q}`, g.code("bob")), bob).want(t, http.StatusOK)
 	if st := g.state("G-3"); st != flows.GroupClosed {
 		t.Errorf("an approved retry left G-3 %s", st)
+	}
+}
+
+// TestGroupChargeCallback: the provider's callback about a group member's
+// charge, which names the member's charge key as its order, is
+// acknowledged, not refused as about an unknown order (the provider would
+// send it until it gave up): the charge recorded, again, changes nothing,
+// and one that contradicts it is acknowledged once it is in review on the
+// group.
+func TestGroupChargeCallback(t *testing.T) {
+	t.Parallel()
+	var sb *payment.Sandbox
+	callbacks := map[string]lapse.PaymentCallback{} // the sandbox's, once the engine's clock is known
+	e := newEnvWith(t, options{
+		cfg: lapsehttp.Config{Callbacks: callbacks},
+		engine: func(c *engine.Config) {
+			sb = payment.NewSandbox(payment.SandboxConfig{Secret: []byte("sandbox-secret"), Clock: c.Clock})
+			callbacks["sandbox"] = sb.Verifier()
+			c.Payments = engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{"sandbox": sb}}
+		},
+	})
+	e.do("POST", "/v1/groups", `{"group_id":"G-CB","organiser":"org","price":990,"currency":"CNY","ttl":"1h"}`).want(t, http.StatusCreated)
+	e.do("POST", "/v1/groups/G-CB/members", `{"user_id":"alice","method":"tok-a"}`).want(t, http.StatusCreated)
+	by := engine.Actor{FiredBy: lapse.FiredByApp, Name: "test"}
+	if _, err := e.engine.CloseOrder(context.Background(), "G-CB", "the test closes it", by); err != nil {
+		t.Fatal(err)
+	}
+	d := engine.NewDeliverer(e.engine, engine.DelivererConfig{})
+	for n := 1; n > 0; {
+		var err error
+		if n, err = d.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var g struct {
+		State   string
+		Members []lapse.GroupMember
+	}
+	e.do("GET", "/v1/groups/G-CB", "").want(t, http.StatusOK).decode(t, &g)
+	if g.State != "SETTLED" || len(g.Members) != 1 || g.Members[0].TxnID == "" {
+		t.Fatalf("group G-CB: %+v", g)
+	}
+	m := g.Members[0]
+	post := func(body []byte) *response {
+		t.Helper()
+		req, _ := http.NewRequest("POST", e.url+"/v1/payments/sandbox/callback", bytes.NewReader(body))
+		req.Header.Set(payment.SignatureHeader, sb.Verifier().Sign(body, e.clock.Now()))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return readResponse(t, res)
+	}
+	body, _ := sb.Callback(m.TxnID)
+	if !strings.Contains(string(body), `"order_no":"`+m.Key+`"`) {
+		t.Fatalf("the charge's callback names %s", body)
+	}
+	reviews := func() []lapse.Review {
+		t.Helper()
+		var rs struct{ Reviews []lapse.Review }
+		e.do("GET", "/v1/reviews?open=true", "").want(t, http.StatusOK).decode(t, &rs)
+		return rs.Reviews
+	}
+	for range 2 {
+		if r := post(body); r.status != http.StatusOK || string(r.body) != `{"status":"ok"}`+"\n" {
+			t.Fatalf("the charge's callback: %d %s", r.status, r.body)
+		}
+	}
+	if rs := reviews(); len(rs) != 0 {
+		t.Fatalf("the charge's own callback was put in review: %+v", rs)
+	}
+	other := bytes.Replace(body, []byte(`"amount":990`), []byte(`"amount":1990`), 1)
+	if r := post(other); r.status != http.StatusOK {
+		t.Errorf("a callback contradicting the charge: %d %s", r.status, r.body)
+	}
+	if rs := reviews(); len(rs) != 1 || rs[0].OrderNo != "G-CB" || !strings.Contains(rs[0].Reason, "19.90 CNY") {
+		t.Errorf("reviews after a contradicting callback: %+v", rs)
+	}
+	e.do("GET", "/v1/groups/G-CB", "").want(t, http.StatusOK).decode(t, &g)
+	if g.Members[0].Status != lapse.ChargeCharged || g.Members[0].TxnID != m.TxnID || g.Members[0].Attempts != 1 {
+		t.Errorf("alice after the callbacks: %+v", g.Members[0])
 	}
 }

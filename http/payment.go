@@ -110,7 +110,11 @@ func (s *Server) paymentCallback(w http.ResponseWriter, r *http.Request) {
 	// At Debug, as every request's line: the payment's row is its record,
 	// and the engine logs those not applied; a line per callback at Info would
 	// be a write to stderr per callback.
-	s.log.Debug(what+" callback applied", append(attrs, "status", p.Status)...)
+	status := "member charge" // a group member's charge, recorded on the member
+	if p != nil {
+		status = string(p.Status)
+	}
+	s.log.Debug(what+" callback applied", append(attrs, "status", status)...)
 	cb.Ack(w, nil)
 }
 

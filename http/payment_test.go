@@ -132,6 +132,15 @@ func TestPaymentCallback(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d and an error ack", c.name, r.status, r.body, c.status)
 		}
 	}
+	// A paid_at that is not a time: a short answer of ours, not Go's
+	// parse error.
+	for _, at := range []string{`"x"`, `"2026-11-29 09:00:00"`, `1764406800`} {
+		body := strings.Replace(good, fmt.Sprintf("%q", now.Format(time.RFC3339Nano)), at, 1)
+		r := e.callback(body, now)
+		if want := `{"status":"error","message":"the callback body: paid_at: must be an RFC 3339 time, such as 2026-11-29T12:00:00Z"}` + "\n"; r.status != http.StatusBadRequest || string(r.body) != want {
+			t.Errorf("paid_at %s: %d %s, want 400 %s", at, r.status, r.body, want)
+		}
+	}
 	var pays struct{ Payments []lapse.Payment }
 	e.do("GET", "/v1/orders/CB-1/payments", "").want(t, http.StatusOK).decode(t, &pays)
 	if len(pays.Payments) != 0 {

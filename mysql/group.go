@@ -83,8 +83,22 @@ func (s *Store) GroupMemberList(ctx context.Context, orderID int64) ([]*lapse.Gr
 	return ms, nil
 }
 
+// GroupMemberGet returns the member whose charge has idempotency key key, or
+// lapse.ErrGroupMemberNotFound.
+func (s *Store) GroupMemberGet(ctx context.Context, key string) (*lapse.GroupMember, error) {
+	m, err := scanGroupMember(s.queryRow(ctx, "SELECT "+groupMemberCols+" FROM group_members WHERE `key` = ?", key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, lapse.Refine(lapse.ErrGroupMemberNotFound, "no group member's charge has key %q", key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mysql: get group member %q: %w", key, err)
+	}
+	return m, nil
+}
+
 // GroupMemberUpdate moves a member's charge from p.From to p.To, setting the
-// fields p names, or returns lapse.ErrStale and writes nothing.
+// fields p names, with p.Review, or returns lapse.ErrStale and writes
+// nothing.
 func (s *Store) GroupMemberUpdate(ctx context.Context, p *lapse.GroupMemberUpdateParams) (*lapse.GroupMember, error) {
 	attempt := 0
 	if p.Attempt {
@@ -100,6 +114,11 @@ func (s *Store) GroupMemberUpdate(ctx context.Context, p *lapse.GroupMemberUpdat
 		}
 		if affected(res) == 0 {
 			return nil, lapse.ErrStale
+		}
+		if p.Review != nil {
+			if err := w.review(ctx, p.Review); err != nil {
+				return nil, err
+			}
 		}
 		return scanGroupMember(w.queryRow(ctx, `SELECT `+groupMemberCols+` FROM group_members WHERE id = ?`, p.ID))
 	})

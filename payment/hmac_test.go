@@ -220,12 +220,19 @@ func TestHMACBodyErrors(t *testing.T) {
 		{paid("-5"), "amount"},
 		{strings.Replace(paid("1"), `"USD"`, `"usd"`, 1), "currency"},
 		{strings.Replace(paid("1"), `,"paid_at":"2025-11-30T07:59:00Z"`, "", 1), "paid_at"},
+		{strings.Replace(paid("1"), `"2025-11-30T07:59:00Z"`, `"x"`, 1), "paid_at: must be an RFC 3339 time"},
+		{strings.Replace(paid("1"), `"2025-11-30T07:59:00Z"`, `"2025-11-30 07:59:00"`, 1), "paid_at: must be an RFC 3339 time"},
+		{strings.Replace(paid("1"), `"2025-11-30T07:59:00Z"`, `1764489540`, 1), "paid_at: must be an RFC 3339 time"},
 	} {
 		n, err := h.Verify(hmacHeader(h.Sign([]byte(c.body), testNow)), []byte(c.body), testNow)
 		if n != nil {
 			t.Errorf("%s: notice %s", c.body, brief(n))
 		}
 		requireCode(t, err, lapse.EINVALID, c.want)
+		// What the sender reads is ours: never Go's parse errors.
+		if msg := lapse.ErrorMessage(err); strings.Contains(msg, "parsing time") || strings.Contains(msg, "UnmarshalJSON") {
+			t.Errorf("%s: the error %q leaks Go's parse error", c.body, msg)
+		}
 	}
 }
 

@@ -30,7 +30,7 @@ func TestJSONDecodeStrict(t *testing.T) {
 		{`{"amount":9223372036854775808}`, "integer"},
 		{`{"txn_id":"t"}{"txn_id":"u"}`, "data after"},
 		{`{"txn_id":"t"}]`, "after its JSON object"},
-		{`{"paid_at":"yesterday"}`, "does not match"},
+		{`{"paid_at":"yesterday"}`, "paid_at: must be an RFC 3339 time"},
 		{`{"txn_id":`, "too early"},
 		{``, "empty"},
 	} {

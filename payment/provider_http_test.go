@@ -228,6 +228,31 @@ func TestHTTPProviderRefundCurrency(t *testing.T) {
 	}
 }
 
+// TestHTTPProviderUnreadableTime: an answer whose paid_at is not an RFC 3339
+// time cannot be used, and its error (kept on a member's charge, a
+// delivery's attempt, shown to operators and API callers) says so in words
+// of ours, not Go's.
+func TestHTTPProviderUnreadableTime(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"txn_id":"t1","order_no":"A-1","status":"paid","amount":1,"currency":"USD","paid_at":"yesterday"}`)
+	}))
+	t.Cleanup(srv.Close)
+	p := newHTTPProvider(t, srv.URL, payment.HTTPProviderConfig{})
+	ctx := context.Background()
+	_, cerr := p.Charge(ctx, &lapse.ChargeRequest{IdempotencyKey: "k", OrderNo: "A-1", Amount: 1, Currency: "USD", Method: "pm"})
+	if !errors.Is(cerr, lapse.ErrUnknownOutcome) {
+		t.Errorf("a charge answered with a bad paid_at: %v; want ErrUnknownOutcome", cerr)
+	}
+	_, qerr := p.Query(ctx, "A-1")
+	requireTransient(t, "a query answered with a bad paid_at", qerr)
+	for _, err := range []error{cerr, qerr} {
+		if msg := fmt.Sprint(err); !strings.Contains(msg, "paid_at: must be an RFC 3339 time") || strings.Contains(msg, "parsing time") {
+			t.Errorf("error %q: want paid_at named in words of ours, not Go's parse error", msg)
+		}
+	}
+}
+
 func TestHTTPProviderReadTimeoutIsUnknown(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})

@@ -67,18 +67,44 @@ func (s *Store) GroupMemberList(ctx context.Context, orderID int64) ([]*lapse.Gr
 	return out, nil
 }
 
+// GroupMemberGet returns the member whose charge has idempotency key key, or
+// lapse.ErrGroupMemberNotFound.
+func (s *Store) GroupMemberGet(ctx context.Context, key string) (*lapse.GroupMember, error) {
+	m, err := scanGroupMember(s.db.QueryRow(ctx, `SELECT `+groupMemberColumns+` FROM group_members WHERE key = $1`, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, lapse.Refine(lapse.ErrGroupMemberNotFound, "no group member's charge has key %q", key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get group member %q: %w", key, err)
+	}
+	return m, nil
+}
+
+// groupMemberUpdateSQL is the guarded change of a member's charge with its
+// optional review, which reads the UPDATE's RETURNING: when the guard fails
+// nothing is written.
+const groupMemberUpdateSQL = `WITH m AS (
+	UPDATE group_members SET status = $1, attempts = attempts + $2,
+		txn_id = CASE WHEN $3 <> '' THEN $3 ELSE txn_id END, last_error = $4,
+		charged_at = coalesce($5, charged_at), updated_at = $6
+	WHERE id = $7 AND status = $8
+	RETURNING *
+), r AS (
+	INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at)
+	SELECT $12::bigint, $13::text, $10, nullif($14::bigint, 0), $11 FROM m WHERE $9::bool
+)
+SELECT ` + groupMemberColumns + ` FROM m`
+
 // GroupMemberUpdate moves a member's charge from p.From to p.To, setting the
-// fields p names, or returns lapse.ErrStale and writes nothing.
+// fields p names, with p.Review, in one statement, or returns
+// lapse.ErrStale and writes nothing.
 func (s *Store) GroupMemberUpdate(ctx context.Context, p *lapse.GroupMemberUpdateParams) (*lapse.GroupMember, error) {
 	attempt := 0
 	if p.Attempt {
 		attempt = 1
 	}
-	got, err := scanGroupMember(s.db.QueryRow(ctx, `UPDATE group_members SET status = $1, attempts = attempts + $2,
-		txn_id = CASE WHEN $3 <> '' THEN $3 ELSE txn_id END, last_error = $4,
-		charged_at = coalesce($5, charged_at), updated_at = $6
-		WHERE id = $7 AND status = $8 RETURNING `+groupMemberColumns,
-		p.To, attempt, p.TxnID, p.Error, p.ChargedAt, p.At, p.ID, p.From))
+	args := append([]any{p.To, attempt, p.TxnID, p.Error, p.ChargedAt, p.At, p.ID, p.From}, reviewArgs(p.Review)...)
+	got, err := scanGroupMember(s.db.QueryRow(ctx, groupMemberUpdateSQL, args...))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, lapse.ErrStale
 	}

@@ -199,6 +199,10 @@ func (s *faultStore) GroupMemberList(ctx context.Context, orderID int64) ([]*lap
 	return call1(s, "GroupMemberList", func() ([]*lapse.GroupMember, error) { return s.Store.GroupMemberList(ctx, orderID) })
 }
 
+func (s *faultStore) GroupMemberGet(ctx context.Context, key string) (*lapse.GroupMember, error) {
+	return call1(s, "GroupMemberGet", func() (*lapse.GroupMember, error) { return s.Store.GroupMemberGet(ctx, key) })
+}
+
 func (s *faultStore) GroupMemberUpdate(ctx context.Context, p *lapse.GroupMemberUpdateParams) (*lapse.GroupMember, error) {
 	return call1(s, "GroupMemberUpdate", func() (*lapse.GroupMember, error) { return s.Store.GroupMemberUpdate(ctx, p) })
 }

@@ -71,8 +71,22 @@ func (s *Store) GroupMemberList(ctx context.Context, orderID int64) ([]*lapse.Gr
 	return ms, nil
 }
 
+// GroupMemberGet returns the member whose charge has idempotency key key, or
+// lapse.ErrGroupMemberNotFound.
+func (s *Store) GroupMemberGet(ctx context.Context, key string) (*lapse.GroupMember, error) {
+	m, err := scanGroupMember(s.db().QueryRowContext(ctx, `SELECT `+groupMemberCols+` FROM group_members WHERE key = ?`, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, lapse.Refine(lapse.ErrGroupMemberNotFound, "no group member's charge has key %q", key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: group member get %q: %w", key, err)
+	}
+	return m, nil
+}
+
 // GroupMemberUpdate moves a member's charge from p.From to p.To, setting the
-// fields p names, or returns lapse.ErrStale and writes nothing.
+// fields p names, with p.Review, or returns lapse.ErrStale and writes
+// nothing.
 func (s *Store) GroupMemberUpdate(ctx context.Context, p *lapse.GroupMemberUpdateParams) (*lapse.GroupMember, error) {
 	attempt := 0
 	if p.Attempt {
@@ -89,7 +103,10 @@ func (s *Store) GroupMemberUpdate(ctx context.Context, p *lapse.GroupMemberUpdat
 		if errors.Is(err, sql.ErrNoRows) {
 			return lapse.ErrStale
 		}
-		return err
+		if err != nil || p.Review == nil {
+			return err
+		}
+		return w.review(ctx, p.Review)
 	})
 	if err != nil {
 		return nil, fail(err, "group member update %d", p.ID)

@@ -118,6 +118,36 @@ func testGroupMember(t *testing.T, s lapse.Store) {
 		To: lapse.ChargeCharging, At: t1}); !errors.Is(err, lapse.ErrStale) {
 		t.Errorf("GroupMemberUpdate of a missing member = %v, want ErrStale", err)
 	}
+
+	// A member is found by its charge's key, as its provider knows it.
+	if got, err := s.GroupMemberGet(ctxT(t), in.Key); err != nil || memberString(got) != memberString(m) {
+		t.Errorf("GroupMemberGet(%q) = %+v, %v; want %s", in.Key, got, err, memberString(m))
+	}
+	if got, err := s.GroupMemberGet(ctxT(t), "GM-1/nobody"); !errors.Is(err, lapse.ErrGroupMemberNotFound) {
+		t.Errorf("GroupMemberGet of an unknown key = %+v, %v; want ErrGroupMemberNotFound", got, err)
+	}
+
+	// A review goes with its change, or not at all; a change to the same
+	// status writes its fields and its review.
+	t5 := base.Add(6 * time.Minute)
+	review := &lapse.Review{OrderID: o.ID, OrderNo: o.OrderNo, Reason: "the provider reports another charge", CreatedAt: t5}
+	if _, err := s.GroupMemberUpdate(ctxT(t), &lapse.GroupMemberUpdateParams{ID: m2.ID, From: lapse.ChargeCharging,
+		To: lapse.ChargeCharging, At: t5, Review: review}); !errors.Is(err, lapse.ErrStale) {
+		t.Errorf("a stale GroupMemberUpdate with a review = %v, want ErrStale", err)
+	}
+	if rs, err := s.ReviewList(ctxT(t), &lapse.ReviewListParams{OrderID: o.ID}); err != nil || len(rs) != 0 {
+		t.Fatalf("reviews after a stale update = %+v, %v; want none", rs, err)
+	}
+	touched, err := s.GroupMemberUpdate(ctxT(t), &lapse.GroupMemberUpdateParams{ID: m2.ID, From: lapse.ChargePending,
+		To: lapse.ChargePending, Error: "held", At: t5, Review: review})
+	if err != nil || touched.Status != lapse.ChargePending || touched.Attempts != 0 || touched.LastError != "held" || !touched.UpdatedAt.Equal(t5) {
+		t.Fatalf("GroupMemberUpdate to the same status = %s, %v", memberString(touched), err)
+	}
+	rs, err := s.ReviewList(ctxT(t), &lapse.ReviewListParams{OrderID: o.ID, Open: true})
+	if err != nil || len(rs) != 1 || rs[0].OrderNo != o.OrderNo || rs[0].Reason != review.Reason || !rs[0].CreatedAt.Equal(t5) ||
+		rs[0].DeliveryID != 0 || rs[0].ResolvedAt != nil {
+		t.Errorf("reviews after an update with one = %+v, %v", rs, err)
+	}
 }
 
 func testGroupMemberConcurrent(t *testing.T, s lapse.Store) {

@@ -64,8 +64,11 @@ func decode(body []byte, v any, strict bool) error {
 	}
 	if err := dec.Decode(v); err != nil {
 		// The walk checked keys and types; what is left is a type's own
-		// UnmarshalJSON refusing its value.
-		return lapse.Errorf(lapse.EINVALID, "the body does not match the request: %s", strings.TrimPrefix(err.Error(), "json: "))
+		// decoder refusing its value, in Go's words and without its field.
+		if ferr := refusedValue(body, rv.Type().Elem(), ""); ferr != nil {
+			return ferr
+		}
+		return lapse.Errorf(lapse.EINVALID, "the body does not match the request")
 	}
 	return nil
 }

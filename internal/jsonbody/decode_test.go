@@ -92,7 +92,9 @@ func TestDecodeRefuses(t *testing.T) {
 		{"null for a string", `{"coupon":null}`, "coupon", "null"},
 		{"null for an integer in an element", `{"items":[{"sku":"a","qty":null}]}`, "items[0].qty", "null"},
 		{"wrong type in a map", `{"tags":{"a":"x"}}`, "tags.a", "integer"},
-		{"bad time", `{"at":"yesterday"}`, "", "does not match"},
+		{"bad time", `{"at":"yesterday"}`, "at", "must be an RFC 3339 time"},
+		{"time without a zone", `{"at":"2026-12-01T10:00:00"}`, "at", "must be an RFC 3339 time"},
+		{"number for a time", `{"at":1764583200}`, "at", "must be an RFC 3339 time"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var r request
@@ -105,6 +107,41 @@ func TestDecodeRefuses(t *testing.T) {
 				t.Errorf("Decode(%q) = field %q, %q; want field %q with %q", tt.body, le.Field, le.Message, tt.field, tt.detail)
 			}
 		})
+	}
+}
+
+// TestDecodeNamesRefusedTime: a value that its type's own decoder refuses
+// (a time that is not RFC 3339) is refused naming its field, wherever it
+// is, in words of ours: never with Go's parse error, which callers would
+// read as ours.
+func TestDecodeNamesRefusedTime(t *testing.T) {
+	type stop struct {
+		At time.Time `json:"at"`
+	}
+	type route struct {
+		Name  string                `json:"name"`
+		Stops []stop                `json:"stops"`
+		Times map[string]*time.Time `json:"times"`
+	}
+	for _, tt := range []struct {
+		body, field string
+		strict      bool
+	}{
+		{`{"name":"r","stops":[{"at":"2026-12-01T10:00:00Z"},{"at":"x"}]}`, "stops[1].at", true},
+		{`{"stops":[{"at":"2026-12-01T10:00:00Z"}],"times":{"a":"2026-12-01T10:00:00Z","b":"24:00"}}`, "times.b", true},
+		{`{"extra":"x","stops":[{"at":"2026-13-01T10:00:00Z","more":1}]}`, "stops[0].at", false},
+	} {
+		var r route
+		decode := Decode
+		if !tt.strict {
+			decode = DecodeLenient
+		}
+		err := decode([]byte(tt.body), &r)
+		le, ok := err.(*lapse.Error)
+		if !ok || le.Code != lapse.EINVALID || le.Field != tt.field || !strings.Contains(le.Message, "RFC 3339") ||
+			strings.Contains(le.Message, "parsing time") {
+			t.Errorf("Decode(%s) = %#v; want invalid, naming %s, in words of ours", tt.body, err, tt.field)
+		}
 	}
 }
 

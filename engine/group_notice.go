@@ -1,0 +1,135 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/lapsehq/lapse"
+)
+
+// A member's charge is made under the member's charge key, which is also
+// the order number the provider knows the charge by (ChargeRequest.OrderNo):
+// a provider that calls back about the charge names the key as the order.
+// Such a callback is about the member, not about an order of that number,
+// which no order may have (lapse.ChargeKeyPrefix): it is answered here,
+// never refused as unknown (the provider would send it until it gave up).
+
+// chargeNoticed answers a paid notice n whose order number names no order:
+// when a member's charge has that key, n is about that charge, and handled
+// is true. What it says is recorded by memberNoticed.
+func (gb *groupBuys) chargeNoticed(ctx context.Context, n *lapse.PaymentNotice) (pay *lapse.Payment, handled bool, err error) {
+	e := gb.e
+	if !lapse.IsChargeKey(n.OrderNo) {
+		return nil, false, nil
+	}
+	for range maxStaleRetries {
+		m, err := e.store.GroupMemberGet(ctx, n.OrderNo)
+		if errors.Is(err, lapse.ErrGroupMemberNotFound) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, true, err
+		}
+		pay, err := gb.memberNoticed(ctx, m, n)
+		if errors.Is(err, lapse.ErrStale) {
+			continue // the member's charge moved meanwhile: decide again
+		}
+		return pay, true, err
+	}
+	return nil, true, fmt.Errorf("notice of payment %s for member charge %s: %w", n.TxnID, n.OrderNo, lapse.ErrStale)
+}
+
+// memberNoticed records what paid notice n says of member m's charge:
+//   - the member's charge under way, or failed, paid: what the provider's
+//     answer to the charge would record (chargeAnswered), the same rule;
+//   - the member's recorded charge again (its transaction, amount and
+//     currency): a replay, which changes nothing;
+//   - another transaction, or another provider's, under the member's key:
+//     a second capture, on the books as a payment in review on the group;
+//   - the recorded charge with another amount or currency, a charge Lapse
+//     has not asked for (the member is pending), or a time the charge
+//     cannot have (paidAtMismatch of the group): a review on the group,
+//     the member unchanged.
+//
+// Nothing is charged, and no member marked charged, twice (S7); a review is
+// written before the notice is acknowledged. It returns the payment
+// recorded for a second capture, and otherwise nil. lapse.ErrStale: m moved
+// meanwhile, and nothing was written.
+func (gb *groupBuys) memberNoticed(ctx context.Context, m *lapse.GroupMember, n *lapse.PaymentNotice) (*lapse.Payment, error) {
+	e := gb.e
+	ps := e.feat.payments
+	o, err := e.store.OrderGet(ctx, m.GroupID)
+	if err != nil {
+		return nil, err
+	}
+	// n as about the group, whose order holds the member's charge and any
+	// payment recorded under its key.
+	g := *n
+	g.OrderNo = o.OrderNo
+	switch rec, err := e.store.PaymentGet(ctx, n.Provider, n.TxnID); {
+	case err == nil:
+		return ps.recorded(ctx, rec, &g, o)
+	case !errors.Is(err, lapse.ErrPaymentNotFound):
+		return nil, err
+	}
+	now := e.clock.Now()
+	if n.Provider != m.Provider || m.TxnID != "" && n.TxnID != m.TxnID {
+		why := fmt.Sprintf("a second charge under member %s's charge key %s, whose charge is %s of %s (%s)",
+			m.UserID, m.Key, orNone(m.TxnID), m.Provider, m.Status)
+		pay := &lapse.Payment{Provider: n.Provider, TxnID: n.TxnID, OrderID: o.ID, OrderNo: o.OrderNo, Amount: n.Amount,
+			Currency: n.Currency, Merchant: n.Merchant, PaidAt: n.PaidAt, Raw: n.Raw, CreatedAt: now, UpdatedAt: now}
+		return ps.recordPayment(ctx, o, &g, pay, lapse.PaymentReview, lapse.EventPaymentReview, why)
+	}
+	var why string
+	switch {
+	case paidAtMismatch(o, n.PaidAt, now) != "":
+		why = paidAtMismatch(o, n.PaidAt, now)
+	case m.Status == lapse.ChargeCharged && n.Amount == m.Amount && n.Currency == m.Currency:
+		return nil, nil // a replay
+	case m.Status == lapse.ChargeCharged:
+		why = fmt.Sprintf("a paid notice reports it as %s; it is recorded as %s", lapse.Money(n.Amount, n.Currency), lapse.Money(m.Amount, m.Currency))
+	case m.Status == lapse.ChargePending:
+		why = fmt.Sprintf("a paid notice reports it as %s, but Lapse has not asked for this charge", lapse.Money(n.Amount, n.Currency))
+	default: // charging or failed: the provider's answer to the charge Lapse asked for
+		return nil, gb.chargeAnswered(ctx, m, &lapse.ProviderPayment{TxnID: n.TxnID, OrderNo: n.OrderNo, Status: lapse.ProviderPaid,
+			Amount: n.Amount, Currency: n.Currency, Merchant: n.Merchant, PaidAt: n.PaidAt})
+	}
+	return nil, gb.reviewMember(ctx, m, memberReviewReason(m, n.TxnID, why))
+}
+
+// refundNoticed answers a refund notice n whose payment Lapse does not hold:
+// when a member's charge has n's order number as its key, n reports that
+// charge refunded, and handled is true. Lapse refunds no member's charge,
+// so an operator is told on the group (once however often it comes) and
+// the member is unchanged: the books count its charge until a person looks.
+func (gb *groupBuys) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (handled bool, err error) {
+	e := gb.e
+	if !lapse.IsChargeKey(n.OrderNo) {
+		return false, nil
+	}
+	for range maxStaleRetries {
+		m, err := e.store.GroupMemberGet(ctx, n.OrderNo)
+		if errors.Is(err, lapse.ErrGroupMemberNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return true, err
+		}
+		why := fmt.Sprintf("a refund notice (refund %s) reports %s refunded, which Lapse did not ask for",
+			n.RefundID, lapse.Money(n.Amount, n.Currency))
+		err = gb.reviewMember(ctx, m, memberReviewReason(m, n.TxnID, why))
+		if errors.Is(err, lapse.ErrStale) {
+			continue
+		}
+		return true, err
+	}
+	return true, fmt.Errorf("refund notice %s for member charge %s: %w", n.RefundID, n.OrderNo, lapse.ErrStale)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none yet"
+	}
+	return s
+}
