@@ -138,13 +138,17 @@ var (
 	orderNoPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
 	// textPattern admits printable text: no control characters, which
 	// PostgreSQL (NUL) and log readers (newlines) would choke on.
-	textPattern     = regexp.MustCompile(`^[^\x00-\x1f\x7f]*$`)
-	currencyPattern = regexp.MustCompile(`^[A-Z]{3}$`)
+	textPattern = regexp.MustCompile(`^[^\x00-\x1f\x7f]*$`)
 )
 
 // Validate checks the request's own fields. It does not know the flows or the
-// time; the engine checks those.
+// time; the engine checks those. The currency is one ValidCurrency takes,
+// or NoCurrency for an order of the synthetic probe.
 func (c *OrderCreate) Validate() error {
+	var currencyErr error
+	if c.Currency != NoCurrency || !IsProbeOrderNo(c.OrderNo) {
+		currencyErr = CheckCurrency("currency", c.Currency)
+	}
 	switch {
 	case c.OrderNo == "":
 		return FieldError("order_no", "is required")
@@ -164,8 +168,8 @@ func (c *OrderCreate) Validate() error {
 		return FieldError("amount", "must not be negative (integer minor units)")
 	case c.Amount > MaxAmount:
 		return FieldError("amount", "must be at most %d minor units", int64(MaxAmount))
-	case !ValidCurrency(c.Currency):
-		return FieldError("currency", "must be an ISO 4217 code of three capital letters, such as CNY")
+	case currencyErr != nil:
+		return currencyErr
 	case len(c.Items) > MaxItems:
 		return FieldError("items", "has more than %d lines", MaxItems)
 	case c.TTL < 0:
@@ -262,10 +266,6 @@ func (c *OrderCreate) ValidateItems() error {
 func ValidSKU(sku string) bool {
 	return sku != "" && len(sku) <= MaxSKULen && utf8.ValidString(sku) && textPattern.MatchString(sku)
 }
-
-// ValidCurrency reports whether c has the form of an ISO 4217 code: three
-// capital letters.
-func ValidCurrency(c string) bool { return currencyPattern.MatchString(c) }
 
 // Validate reports a creation that no store may be given, as an EINVALID
 // error naming the field: no order or order_no, metadata that is not JSON,

@@ -204,3 +204,13 @@ func (s *Service) Record(ctx context.Context, e *lapse.AuditEntry) error {
 	}
 	return lapse.AuditRecord(ctx, s.store, e)
 }
+
+// RecordRefusal appends the row of e for an action refused with err before
+// it was tried (the origin, a session, a scope, a second factor, a form that
+// could not be sent on): e with the result "refused: " and err's reason. e
+// itself is not changed.
+func (s *Service) RecordRefusal(ctx context.Context, e *lapse.AuditEntry, err error) error {
+	row := *e
+	row.Result = "refused: " + lapse.Reason(err)
+	return s.Record(ctx, &row)
+}

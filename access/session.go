@@ -19,30 +19,51 @@ func errBadSession() error {
 // is disabled, is the same EUNAUTHORIZED error. A failing store is its own
 // error.
 func (s *Service) Session(ctx context.Context, token string) (*Principal, error) {
-	if !validToken(token) {
-		return nil, errBadSession()
-	}
-	sess, err := s.access.SessionGet(ctx, hashSecret(token))
-	if errors.Is(err, lapse.ErrAccessNotFound) {
-		return nil, errBadSession()
-	}
+	sess, o, err := s.sessionOf(ctx, token)
 	if err != nil {
 		return nil, err
 	}
-	if !s.clock.Now().Before(sess.ExpiresAt) {
-		return nil, errBadSession()
-	}
-	o, err := operatorByID(ctx, s.access, sess.OperatorID)
-	if errors.Is(err, lapse.ErrAccessNotFound) {
-		return nil, errBadSession()
-	}
-	if err != nil {
-		return nil, err
-	}
-	if !o.DisabledAt.IsZero() {
+	if !s.clock.Now().Before(sess.ExpiresAt) || !o.DisabledAt.IsZero() {
 		return nil, errBadSession()
 	}
 	return operatorPrincipal(o, sess), nil
+}
+
+// SessionHolder returns the principal of the operator whose session token
+// is token, whether the session is in force or not (expired, or its
+// operator disabled): who sent a request that is refused for its session,
+// for the refusal's audit row (S9). It lets no one act; Session does. A
+// token that is malformed or names no session, or whose operator is gone,
+// is Session's EUNAUTHORIZED error.
+func (s *Service) SessionHolder(ctx context.Context, token string) (*Principal, error) {
+	sess, o, err := s.sessionOf(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	return operatorPrincipal(o, sess), nil
+}
+
+// sessionOf returns the session token names and its operator, in force or
+// not.
+func (s *Service) sessionOf(ctx context.Context, token string) (*lapse.Session, *lapse.Operator, error) {
+	if !validToken(token) {
+		return nil, nil, errBadSession()
+	}
+	sess, err := s.access.SessionGet(ctx, hashSecret(token))
+	if errors.Is(err, lapse.ErrAccessNotFound) {
+		return nil, nil, errBadSession()
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	o, err := operatorByID(ctx, s.access, sess.OperatorID)
+	if errors.Is(err, lapse.ErrAccessNotFound) {
+		return nil, nil, errBadSession()
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return sess, o, nil
 }
 
 // Logout ends the session of token, leaving an audit row "logout". A token

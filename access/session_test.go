@@ -30,6 +30,13 @@ func TestSession(t *testing.T) {
 	for _, bad := range []string{"", "nonsense", newTokenLike()} {
 		_, err := e.svc.Session(e.ctx, bad)
 		wantErr(t, err, lapse.EUNAUTHORIZED, "the session is not valid or has ended")
+		_, err = e.svc.SessionHolder(e.ctx, bad)
+		wantErr(t, err, lapse.EUNAUTHORIZED, "the session is not valid or has ended")
+	}
+	// The ended session still tells whose it was, for the audit row of
+	// a request refused for it; it lets no one act.
+	if p, err := e.svc.SessionHolder(e.ctx, token); err != nil || p.OperatorID != o.ID || p.Name != "alice" {
+		t.Fatalf("the holder of the ended session: %+v, %v", p, err)
 	}
 }
 

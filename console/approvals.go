@@ -2,6 +2,8 @@ package console
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -137,11 +139,13 @@ func (c *Console) decideApproval(w http.ResponseWriter, r *http.Request, verb, f
 	lang := langOf(r, operatorOf(r).Lang)
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
+		c.refused(w, r, operatorOf(r), fmt.Errorf("the form could not be read: %w", err))
 		http.Error(w, "bad form", http.StatusBadRequest)
 		return
 	}
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
+		c.refused(w, r, operatorOf(r), errors.New(t(langEN, "approvals.bad_id")))
 		setFlash(w, r, back, flash{Kind: "error", Text: t(lang, "approvals.bad_id")})
 		return
 	}

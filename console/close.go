@@ -3,6 +3,7 @@ package console
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -166,14 +167,16 @@ func (c *Console) previewClose(w http.ResponseWriter, r *http.Request) {
 func (c *Console) startClose(w http.ResponseWriter, r *http.Request) {
 	op := operatorOf(r)
 	lang, zone := langOf(r, op.Lang), zoneOf(op.TimeZone)
-	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
+		c.refused(w, r, op, fmt.Errorf("the form could not be read: %w", err))
 		http.Error(w, "bad form", http.StatusBadRequest)
 		return
 	}
 	reason := r.PostForm.Get("reason")
 	var sel closes.Selector
 	if err := json.Unmarshal([]byte(r.PostForm.Get("selection")), &sel); err != nil {
+		c.refused(w, r, op, fmt.Errorf("%s: %w", t(langEN, "close.bad_selection"), err))
 		c.renderClose(w, r, http.StatusBadRequest, closeData{Form: closeForm{Reason: reason}, Error: t(lang, "close.bad_selection")})
 		return
 	}

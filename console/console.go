@@ -14,6 +14,7 @@ package console
 
 import (
 	"cmp"
+	"context"
 	"embed"
 	"fmt"
 	"html/template"
@@ -67,6 +68,12 @@ type page struct {
 	pattern string // a ServeMux pattern under Prefix, e.g. "GET /console/orders/{order_no}"
 	handler func(c *Console, w http.ResponseWriter, r *http.Request)
 	open    bool // served without a session (the login)
+	// audit names the action a post of the page asks for and its target,
+	// as the API's audit log names them, for the row of a refusal the
+	// console makes itself (refusal.go). nil for a page whose posts the
+	// audit log does not keep: reads, the close preview, the preferences,
+	// and the login, whose every attempt the access service records.
+	audit func(c *Console, r *http.Request, p *access.Principal) (action, target string)
 }
 
 // routes is the console's route table.
@@ -74,20 +81,20 @@ func routes() []page {
 	return []page{
 		{pattern: "GET /console/login", handler: (*Console).loginPage, open: true},
 		{pattern: "POST /console/login", handler: (*Console).login, open: true},
-		{pattern: "POST /console/logout", handler: (*Console).logout},
+		{pattern: "POST /console/logout", handler: (*Console).logout, audit: logoutAudit},
 		{pattern: "POST /console/preferences", handler: (*Console).preferences},
 		{pattern: "GET /console/dashboard", handler: (*Console).dashboard},
 		{pattern: "GET /console/approvals", handler: (*Console).approvalsPage},
-		{pattern: "POST /console/approvals/{id}/approve", handler: (*Console).approve},
-		{pattern: "POST /console/approvals/{id}/reject", handler: (*Console).reject},
+		{pattern: "POST /console/approvals/{id}/approve", handler: (*Console).approve, audit: approveAudit},
+		{pattern: "POST /console/approvals/{id}/reject", handler: (*Console).reject, audit: rejectAudit},
 		{pattern: "GET /console/audit", handler: (*Console).auditPage},
 		{pattern: "GET /console/close", handler: (*Console).closePage},
 		{pattern: "POST /console/close/preview", handler: (*Console).previewClose},
-		{pattern: "POST /console/close", handler: (*Console).startClose},
+		{pattern: "POST /console/close", handler: (*Console).startClose, audit: closeAudit},
 		{pattern: "GET /console/close/{id}", handler: (*Console).batchPage},
 		{pattern: "GET /console/{$}", handler: (*Console).queue},
 		{pattern: "GET /console/orders/{order_no}", handler: (*Console).orderPage},
-		{pattern: "POST /console/orders/{order_no}/{action}", handler: (*Console).orderAction},
+		{pattern: "POST /console/orders/{order_no}/{action}", handler: (*Console).orderAction, audit: orderActionAudit},
 	}
 }
 
@@ -113,14 +120,30 @@ func New(cfg Config) (*Console, error) {
 	assets, _ := fs.Sub(assetFS, "assets")
 	c.mux.Handle("GET /console/assets/", http.StripPrefix("/console/assets/", http.FileServerFS(assets)))
 	for _, p := range routes() {
-		h := p.handler
-		serve := func(w http.ResponseWriter, r *http.Request) { h(c, w, r) }
-		if !p.open {
-			serve = c.withOperator(serve)
-		}
-		c.mux.HandleFunc(p.pattern, serve)
+		c.mux.HandleFunc(p.pattern, c.serve(p))
 	}
 	return c, nil
+}
+
+// serve serves page p: a post must come from the console's own origin, and
+// a page that is not open needs an operator's session. The console refuses
+// anything else itself, and the refusal of a write the audit log keeps is in
+// it (refusal.go). Every page is served through here; a post that matches
+// none changes nothing (404, 405).
+func (c *Console) serve(p page) http.HandlerFunc {
+	h := func(w http.ResponseWriter, r *http.Request) { p.handler(c, w, r) }
+	if !p.open {
+		h = c.withOperator(h)
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		r = r.WithContext(context.WithValue(r.Context(), pageKey{}, &p))
+		if err := c.csrf.Check(r); err != nil {
+			c.refused(w, r, nil, lapse.Errorf(lapse.EFORBIDDEN, "cross-origin request refused: %v", err))
+			http.Error(w, "cross-origin request refused", http.StatusForbidden)
+			return
+		}
+		h(w, r)
+	}
 }
 
 // Handler serves the console; mount it at Prefix.
@@ -133,12 +156,6 @@ func (c *Console) Handler() http.Handler {
 		if !lapse.StorableURL(r.URL) {
 			http.Error(w, "the URL's path and query must be UTF-8 text without NUL", http.StatusBadRequest)
 			return
-		}
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			if err := c.csrf.Check(r); err != nil {
-				http.Error(w, "cross-origin request refused", http.StatusForbidden)
-				return
-			}
 		}
 		c.mux.ServeHTTP(w, r)
 	})

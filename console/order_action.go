@@ -3,6 +3,7 @@ package console
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -19,11 +20,14 @@ import (
 // out, with the operator's session and the code the form carries, so that
 // the API decides who may, asks for the second factor and four eyes, and
 // audits it (a refusal too). The console refuses only what it cannot send:
-// an amount that is not one, a delivery or review of another order. It
-// redirects back to the order page with the outcome as the flash.
+// a form it cannot read, an order that does not exist, an amount that is not
+// one, a delivery or review of another order; those refusals it audits
+// itself (refusal.go). It redirects back to the order page with the outcome
+// as the flash.
 func (c *Console) orderAction(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
+		c.refused(w, r, operatorOf(r), fmt.Errorf("the form could not be read: %w", err))
 		http.Error(w, "bad form", http.StatusBadRequest)
 		return
 	}
@@ -33,6 +37,7 @@ func (c *Console) orderAction(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	o, err := c.cfg.Engine.Order(ctx, no)
 	if errors.Is(err, lapse.ErrOrderNotFound) {
+		c.refused(w, r, operatorOf(r), err)
 		http.NotFound(w, r)
 		return
 	}
@@ -40,7 +45,15 @@ func (c *Console) orderAction(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, "the order of an action could not be read", err)
 		return
 	}
-	refuse := func(text string) { setFlash(w, r, back, flash{Kind: "error", Text: t(lang, "common.error", text)}) }
+	// refuse refuses the form with text, in the audit log in English.
+	refuse := func(text func(lang string) string) {
+		c.refused(w, r, operatorOf(r), errors.New(text(langEN)))
+		setFlash(w, r, back, flash{Kind: "error", Text: t(lang, "common.error", text(lang))})
+	}
+	message := func(key string) func(string) string { return func(l string) string { return t(l, key) } }
+	notThisOrder := func(kind string, id int64) func(string) string {
+		return func(l string) string { return t(l, "order.act.not_this_order", t(l, kind), id) }
+	}
 	form := r.PostForm
 	code := strings.TrimSpace(form.Get("code"))
 	esc := url.PathEscape(o.OrderNo)
@@ -54,16 +67,16 @@ func (c *Console) orderAction(w http.ResponseWriter, r *http.Request) {
 		amount, err := parseAmount(form.Get("amount"), o.Currency)
 		var ae *amountError
 		if errors.As(err, &ae) {
-			refuse(ae.text(lang))
+			refuse(ae.text)
 			return
 		}
 		if amount <= 0 {
-			refuse(t(lang, "order.act.refund_zero"))
+			refuse(message("order.act.refund_zero"))
 			return
 		}
 		key := form.Get("idempotency_key")
 		if key == "" {
-			refuse(t(lang, "order.act.no_key"))
+			refuse(message("order.act.no_key"))
 			return
 		}
 		out = c.callWith(r, http.MethodPost, "/v1/orders/"+esc+"/refunds",
@@ -71,7 +84,7 @@ func (c *Console) orderAction(w http.ResponseWriter, r *http.Request) {
 	case "revive":
 		id, _ := strconv.ParseInt(form.Get("delivery_id"), 10, 64)
 		if d, err := c.cfg.Store.DeliveryGet(ctx, id); err != nil || d.OrderNo != o.OrderNo {
-			refuse(t(lang, "order.act.not_this_order", t(lang, "tl.kind.delivery"), id))
+			refuse(notThisOrder("tl.kind.delivery", id))
 			return
 		}
 		out = c.call(r, http.MethodPost, "/v1/deliveries/"+strconv.FormatInt(id, 10)+"/retry", nil, code)
@@ -100,7 +113,7 @@ func (c *Console) orderAction(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if !slices.ContainsFunc(rs, func(rv *lapse.Review) bool { return rv.ID == id }) {
-			refuse(t(lang, "order.act.not_this_order", t(lang, "tl.kind.review"), id))
+			refuse(notThisOrder("tl.kind.review", id))
 			return
 		}
 		out = c.call(r, http.MethodPost, "/v1/reviews/"+strconv.FormatInt(id, 10)+"/resolve",

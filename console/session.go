@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
 	lapsehttp "github.com/lapsehq/lapse/http"
 )
@@ -31,6 +32,9 @@ func (c *Console) withOperator(h http.HandlerFunc) http.HandlerFunc {
 				http.Redirect(w, r, Prefix+"login?next="+r.URL.EscapedPath(), http.StatusSeeOther)
 				return
 			}
+			// The holder of an ended session is known: the refusal is
+			// in the audit log in their name.
+			c.refused(w, r, nil, lapse.Errorf(lapse.EUNAUTHORIZED, "the session is not valid or has ended; log in again"))
 			http.Error(w, "sign in first", http.StatusUnauthorized)
 			return
 		}

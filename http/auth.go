@@ -204,10 +204,8 @@ func (s *Server) refused(ctx context.Context, entry *lapse.AuditEntry, err error
 	if entry == nil {
 		return
 	}
-	e := *entry
-	e.Result = "refused: " + lapse.Reason(err)
-	if aerr := s.access.Record(context.WithoutCancel(ctx), &e); aerr != nil {
-		s.log.Error("http: the audit row of a refused action could not be written", "action", e.Action, "err", aerr)
+	if aerr := s.access.RecordRefusal(context.WithoutCancel(ctx), entry, err); aerr != nil {
+		s.log.Error("http: the audit row of a refused action could not be written", "action", entry.Action, "err", aerr)
 	}
 }
 

@@ -290,8 +290,8 @@ func (a *Alipay) notice(p map[string]string, raw []byte) (*lapse.PaymentNotice, 
 		return nil, lapse.Errorf(lapse.EINVALID, "out_trade_no is missing")
 	case !ok || amount <= 0:
 		return nil, lapse.Errorf(lapse.EINVALID, "%s %q is not a positive amount of yuan with at most 2 decimals", amountField, p[amountField])
-	case !lapse.ValidCurrency(n.Currency):
-		return nil, lapse.Errorf(lapse.EINVALID, "trans_currency %q is not an ISO 4217 code", n.Currency)
+	case !lapse.WellFormedCurrency(n.Currency):
+		return nil, lapse.Errorf(lapse.EINVALID, "trans_currency %q is not three capital letters (an ISO 4217 code)", n.Currency)
 	case err != nil:
 		return nil, lapse.Errorf(lapse.EINVALID, "%s %q is not a time like %s", timeField, p[timeField], alipayTime)
 	}

@@ -133,8 +133,8 @@ func (n *Notice) notice(provider string, raw []byte) (*lapse.PaymentNotice, erro
 		return nil, lapse.Errorf(lapse.EINVALID, "order_no is missing")
 	case n.Amount <= 0:
 		return nil, lapse.Errorf(lapse.EINVALID, "amount must be a positive number of minor units")
-	case !lapse.ValidCurrency(n.Currency):
-		return nil, lapse.Errorf(lapse.EINVALID, "currency %q is not an ISO 4217 code", n.Currency)
+	case !lapse.WellFormedCurrency(n.Currency):
+		return nil, lapse.Errorf(lapse.EINVALID, "currency %q is not three capital letters (an ISO 4217 code)", n.Currency)
 	case n.PaidAt.IsZero():
 		return nil, lapse.Errorf(lapse.EINVALID, "paid_at is missing")
 	}

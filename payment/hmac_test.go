@@ -75,7 +75,7 @@ func requireSaneNotice(t *testing.T, n *lapse.PaymentNotice, err error) {
 		t.Fatalf("txn id %q, order no %q", n.TxnID, n.OrderNo)
 	case n.Kind == lapse.NoticeRefunded && n.RefundID == "":
 		t.Fatal("a refund notice without a refund id")
-	case !lapse.ValidCurrency(n.Currency):
+	case !lapse.WellFormedCurrency(n.Currency):
 		t.Fatalf("currency %q", n.Currency)
 	case n.PaidAt.IsZero():
 		t.Fatal("no time")

@@ -343,7 +343,7 @@ func (p *HTTPProvider) payment(op string, w *httpPayment, orderNo string, effect
 		err = fmt.Errorf("unknown payment status %q", w.Status)
 	case w.Amount < 0:
 		err = fmt.Errorf("negative amount: %d minor units", w.Amount)
-	case (w.Status == lapse.ProviderPaid || w.Status == lapse.ProviderRefunded) && (w.Amount == 0 || !lapse.ValidCurrency(w.Currency) || w.PaidAt.IsZero()):
+	case (w.Status == lapse.ProviderPaid || w.Status == lapse.ProviderRefunded) && (w.Amount == 0 || !lapse.WellFormedCurrency(w.Currency) || w.PaidAt.IsZero()):
 		err = errors.New("a paid payment needs a positive amount, a currency and paid_at")
 	}
 	if err != nil {

@@ -508,7 +508,7 @@ func sandboxCheck(orderNo string, amount int64, currency string) error {
 	case amount <= 0:
 		return sandboxRefuse(http.StatusUnprocessableEntity, "amount must be a positive number of minor units")
 	case !lapse.ValidCurrency(currency):
-		return sandboxRefuse(http.StatusUnprocessableEntity, "currency %q is not an ISO 4217 code", currency)
+		return sandboxRefuse(http.StatusUnprocessableEntity, "currency %q is not an ISO 4217 currency in use", currency)
 	}
 	return nil
 }

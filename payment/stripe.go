@@ -210,8 +210,8 @@ func checkStripeNotice(n *lapse.PaymentNotice, ev *stripeEvent, amountField stri
 		return lapse.Errorf(lapse.EINVALID, "data.object.metadata.order_no is missing from a %s event", ev.Type)
 	case n.Amount <= 0:
 		return lapse.Errorf(lapse.EINVALID, "data.object.%s must be a positive number of minor units", amountField)
-	case !lapse.ValidCurrency(n.Currency):
-		return lapse.Errorf(lapse.EINVALID, "data.object.currency %q is not an ISO 4217 code", n.Currency)
+	case !lapse.WellFormedCurrency(n.Currency):
+		return lapse.Errorf(lapse.EINVALID, "data.object.currency %q is not three letters (an ISO 4217 code)", n.Currency)
 	case ev.Created <= 0:
 		return lapse.Errorf(lapse.EINVALID, "the event's created time is missing")
 	}

@@ -251,8 +251,8 @@ func checkWeChatNotice(n *lapse.PaymentNotice, successTime, amountField string) 
 		return lapse.Errorf(lapse.EINVALID, "out_trade_no is missing")
 	case n.Amount <= 0:
 		return lapse.Errorf(lapse.EINVALID, "%s must be a positive number of fen", amountField)
-	case !lapse.ValidCurrency(n.Currency):
-		return lapse.Errorf(lapse.EINVALID, "amount.currency %q is not an ISO 4217 code", n.Currency)
+	case !lapse.WellFormedCurrency(n.Currency):
+		return lapse.Errorf(lapse.EINVALID, "amount.currency %q is not three capital letters (an ISO 4217 code)", n.Currency)
 	case err != nil:
 		return lapse.Errorf(lapse.EINVALID, "success_time %q is not RFC 3339", successTime)
 	}

@@ -319,8 +319,10 @@ func sandboxHandler(sb *payment.Sandbox, log *slog.Logger) http.Handler {
 			err = lapse.FieldError("order_no", "is required")
 		case req.Amount == nil || *req.Amount <= 0:
 			err = lapse.FieldError("amount", "is required: a positive number of minor units")
-		case req.Currency == nil || !lapse.ValidCurrency(*req.Currency):
-			err = lapse.FieldError("currency", "is required: an ISO 4217 code of three capital letters")
+		case req.Currency == nil:
+			err = lapse.CheckCurrency("currency", "")
+		default:
+			err = lapse.CheckCurrency("currency", *req.Currency)
 		}
 		if err != nil {
 			p, _ := problem.Of(err)

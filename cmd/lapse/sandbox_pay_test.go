@@ -31,6 +31,9 @@ func TestSandboxPayRefusesBadBodies(t *testing.T) {
 		{"unknown key", "application/json", `{"order_no":"SP-1","amount":2500,"currency":"CNY","tip":1}`, 400, "tip"},
 		{"invalid UTF-8", "application/json", "{\"order_no\":\"SP-1\xff\",\"amount\":2500,\"currency\":\"CNY\"}", 400, "order_no"},
 		{"missing amount", "application/json", `{"order_no":"SP-1","currency":"CNY"}`, 400, "amount"},
+		{"a code that is no currency", "application/json", `{"order_no":"SP-1","amount":2500,"currency":"ZZZ"}`, 400, "currency"},
+		{"ISO 4217's no currency", "application/json", `{"order_no":"SP-1","amount":2500,"currency":"XXX"}`, 400, "currency"},
+		{"missing currency", "application/json", `{"order_no":"SP-1","amount":2500}`, 400, "currency"},
 		{"no Content-Type", "", good, 415, "Content-Type"},
 		{"form", "application/x-www-form-urlencoded", good, 415, "Content-Type"},
 	} {
