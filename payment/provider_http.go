@@ -365,8 +365,11 @@ func (p *HTTPProvider) refund(op string, w *httpRefund, txnID string, effect boo
 		err = fmt.Errorf("unknown refund status %q", w.Status)
 	case w.Amount <= 0:
 		err = fmt.Errorf("amount %d (minor units) is not positive", w.Amount)
-	case w.Currency != "" && !lapse.ValidCurrency(w.Currency):
-		err = fmt.Errorf("currency %q is not an ISO 4217 code", w.Currency)
+	case w.Currency != "" && !lapse.WellFormedCurrency(w.Currency):
+		// Three capital letters, as a callback's: a refund reported in a
+		// code no order has is read, and then goes to review as a refund
+		// of another currency than the one asked for.
+		err = fmt.Errorf("currency %q is not three capital letters", w.Currency)
 	}
 	if err != nil {
 		return nil, p.unreadable(op, effect, err)
