@@ -136,8 +136,13 @@ func (ps *payments) apply(ctx context.Context, n *lapse.PaymentNotice) (*lapse.P
 			// S2 is the engine's, not the flow's: a payment made, by the
 			// provider's clock, once the order's payment window closed
 			// pays nothing, whatever guard the flow put on its pay event
-			// (a YAML flow may leave out before_deadline).
-			perr = lapse.BeforeDeadline(o, n.PaidAt)
+			// (a YAML flow may leave out before_deadline). A notice
+			// without a time is judged at now, as Plan's guard judges it.
+			at := n.PaidAt
+			if at.IsZero() {
+				at = now
+			}
+			perr = lapse.BeforeDeadline(o, at)
 		}
 		if lapse.ErrorCode(perr) == lapse.ECONFLICT {
 			return ps.recordPayment(ctx, o, n, pay, lapse.PaymentLate, lapse.EventPaymentLate, lapse.ErrorMessage(perr))

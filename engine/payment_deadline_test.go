@@ -55,6 +55,14 @@ func TestPaymentPastDeadlineWithoutGuard(t *testing.T) {
 		if o, _ := e.Order(ctx, "UG-1"); o.State != "UNPAID" {
 			t.Errorf("a payment past the deadline moved UG-1 to %s", o.State)
 		}
+		// A notice without a provider time is judged at now: past the
+		// deadline, late.
+		z := create(t, e, req("UG-0"))
+		clk.Advance(20 * time.Minute)
+		pay, err = e.ApplyPayment(ctx, paid(z, "ug-0", time.Time{}))
+		if err != nil || pay.Status != lapse.PaymentLate {
+			t.Fatalf("a payment without a time, past the deadline = %+v, %v; want late", pay, err)
+		}
 		// Made in time, reported late: applied, by the provider's clock.
 		b := create(t, e, req("UG-2"))
 		clk.Advance(20 * time.Minute)
