@@ -51,6 +51,10 @@ type Config struct {
 	// Registerer receives lapse_reviews_open by category
 	// (review_metrics.go). Default: none is registered.
 	Registerer prometheus.Registerer
+	// TrustedOrigins are origins (scheme://host[:port]) besides the
+	// console's own whose browsers may post its forms, as the API's
+	// (lapsehttp.Config.TrustedOrigins): lapse serve gives both the same.
+	TrustedOrigins []string
 }
 
 // Console serves the console's pages under Prefix.
@@ -107,6 +111,11 @@ func New(cfg Config) (*Console, error) {
 		csrf: http.NewCrossOriginProtection()}
 	if c.clock == nil {
 		c.clock = cfg.Engine.Clock()
+	}
+	for _, o := range cfg.TrustedOrigins {
+		if err := c.csrf.AddTrustedOrigin(o); err != nil {
+			return nil, fmt.Errorf("console: trusted origin: %w", err)
+		}
 	}
 	var err error
 	if c.pages, err = parsePages(); err != nil {

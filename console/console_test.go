@@ -47,8 +47,9 @@ type env struct {
 
 // envConfig adjusts an env before it starts.
 type envConfig struct {
-	access func(*access.Config)
-	engine func(*engine.Config)
+	access  func(*access.Config)
+	engine  func(*engine.Config)
+	trusted []string // the API's and the console's trusted origins
 }
 
 func newEnv(t *testing.T, ec envConfig) *env {
@@ -83,8 +84,8 @@ func newEnv(t *testing.T, ec envConfig) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := lapsehttp.NewServer(e, lapsehttp.Config{Access: as, Closer: cl})
-	con, err := console.New(console.Config{Engine: e, Access: as, Closer: cl, API: api.Handler(), Store: s})
+	api := lapsehttp.NewServer(e, lapsehttp.Config{Access: as, Closer: cl, TrustedOrigins: ec.trusted})
+	con, err := console.New(console.Config{Engine: e, Access: as, Closer: cl, API: api.Handler(), Store: s, TrustedOrigins: ec.trusted})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,6 +219,38 @@ func TestLoginAndLanguage(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("cross-site POST = %d, want 403", resp.StatusCode)
+	}
+}
+
+// TestTrustedOrigins: a form posted from an origin lapse serve was told to
+// trust (--trusted-origins) is taken by the console as by the API; one from
+// any other site is refused.
+func TestTrustedOrigins(t *testing.T) {
+	e := newEnv(t, envConfig{trusted: []string{"https://ops.example"}})
+	e.operator("alice", "operator")
+	b := e.login("alice")
+	post := func(origin string) int {
+		t.Helper()
+		req, _ := http.NewRequest("POST", e.srv.URL+"/console/preferences", strings.NewReader(url.Values{"lang": {"zh"}, "next": {"/console/"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Sec-Fetch-Site", "cross-site")
+		resp, err := b.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("https://evil.example"); code != http.StatusForbidden {
+		t.Errorf("a post from another site = %d, want 403", code)
+	}
+	if code := post("https://ops.example"); code != http.StatusSeeOther {
+		t.Errorf("a post from a trusted origin = %d, want 303", code)
+	}
+	if _, err := console.New(console.Config{Engine: e.engine, Access: e.access, API: http.NotFoundHandler(), Store: e.store,
+		TrustedOrigins: []string{"not an origin"}}); err == nil {
+		t.Error("console.New took a trusted origin that is not one")
 	}
 }
 

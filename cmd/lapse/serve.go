@@ -225,7 +225,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	// The operators' console, whose actions are requests to the API's own
 	// handler with the operator's session.
 	con, err := console.New(console.Config{Engine: eng, Access: acc, Closer: closer, API: api.Handler(), Store: store, Logger: log,
-		Registerer: reg})
+		Registerer: reg, TrustedOrigins: splitList(o.ac.trustedOrigins)})
 	if err != nil {
 		return err
 	}
