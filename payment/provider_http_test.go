@@ -207,6 +207,9 @@ func TestHTTPProviderRefundCurrency(t *testing.T) {
 	for _, c := range []struct{ answer, want string }{
 		{`{"refund_id":"r-1","txn_id":"t1","amount":5,"status":"succeeded"}`, ""},
 		{`{"refund_id":"r-1","txn_id":"t1","amount":5,"currency":"EUR","status":"succeeded"}`, "EUR"},
+		// A code no order has is read, for the engine to put in review
+		// as a refund of another currency than the one asked for.
+		{`{"refund_id":"r-1","txn_id":"t1","amount":5,"currency":"ZZZ","status":"succeeded"}`, "ZZZ"},
 		{`{"refund_id":"r-1","txn_id":"t1","amount":5,"currency":"euro","status":"succeeded"}`, "unreadable"},
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, c.answer) }))
