@@ -55,14 +55,46 @@ func (l CardLedger) list(ctx context.Context, orderNo string) ([]*lapse.Card, er
 	return l.e.store.CardList(ctx, o.ID)
 }
 
-// UseCard counts one visit of a card of the built-in ledger. Errors:
-// ENOTFOUND; ECONFLICT when the card is voided or has no visits left.
+// UseCard counts one visit of a card of the built-in ledger. Errors, with
+// nothing counted: EINVALID for an id no card can have; ENOTFOUND;
+// ECONFLICT when the card is voided or has no visits left, or a refund of
+// its order started (its revoke may not have voided the card yet).
 func (e *Engine) UseCard(ctx context.Context, id int64) (*lapse.Card, error) {
 	return e.feat.cards.ledger.use(ctx, id)
 }
 
+// use counts the visit in a transaction that first locks the card's order,
+// so that it commits before a refund of the order starts, and its revoke
+// then deducts what the visit left, or after, and sees the refund in the
+// order's log.
 func (l CardLedger) use(ctx context.Context, id int64) (*lapse.Card, error) {
-	c, err := l.e.store.CardUse(ctx, id)
+	if id <= 0 {
+		return nil, lapse.FieldError("id", "must be a card id, a positive integer")
+	}
+	c, err := l.e.store.CardGet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var got *lapse.Card
+	err = l.e.store.Tx(ctx, func(tx lapse.Store) error {
+		o, err := tx.OrderLock(ctx, c.OrderNo)
+		if err != nil {
+			return err
+		}
+		flow, err := l.e.flows.of(o)
+		if err != nil {
+			return err
+		}
+		why, err := refundRevoked(ctx, tx, flow, o)
+		if err != nil {
+			return err
+		}
+		if why != "" {
+			return lapse.Errorf(lapse.ECONFLICT, "card %d of order %s takes no visits: %s", id, o.OrderNo, why)
+		}
+		got, err = tx.CardUse(ctx, id)
+		return err
+	})
 	if errors.Is(err, lapse.ErrStale) {
 		cur, gerr := l.e.store.CardGet(ctx, id)
 		if gerr != nil {
@@ -73,5 +105,5 @@ func (l CardLedger) use(ctx context.Context, id int64) (*lapse.Card, error) {
 		}
 		return nil, lapse.Errorf(lapse.ECONFLICT, "card %d has no visits left (%d of %d used)", id, cur.Used, cur.Visits)
 	}
-	return c, err
+	return got, err
 }
