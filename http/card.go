@@ -2,7 +2,6 @@ package http
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/lapsehq/lapse"
 )
@@ -20,9 +19,9 @@ func (s *Server) listCards(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) useCard(w http.ResponseWriter, r *http.Request) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		s.error(w, r, lapse.FieldError("id", "must be a card id"))
+	id, err := pathID(r, "a card id")
+	if err != nil {
+		s.error(w, r, err)
 		return
 	}
 	if err := s.decodeOptional(w, r, &struct{}{}); err != nil {
