@@ -156,11 +156,9 @@ func (s *Server) retryGroup(w http.ResponseWriter, r *http.Request) {
 func (s *Server) retry(w http.ResponseWriter, r *http.Request, no string,
 	retry func(ctx context.Context, no, reason string, by engine.Actor) (*lapse.Order, error)) {
 	var req retryRequest
-	if r.ContentLength != 0 {
-		if err := s.decode(w, r, &req); err != nil {
-			s.error(w, r, err)
-			return
-		}
+	if err := s.decodeOptional(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
 	}
 	o, err := retry(r.Context(), no, req.Reason, actor(r))
 	if err != nil {
