@@ -92,7 +92,7 @@ func (l CardLedger) use(ctx context.Context, id int64) (*lapse.Card, error) {
 		if why != "" {
 			return lapse.Errorf(lapse.ECONFLICT, "card %d of order %s takes no visits: %s", id, o.OrderNo, why)
 		}
-		got, err = tx.CardUse(ctx, id)
+		got, err = tx.CardUse(ctx, &lapse.CardUseParams{CardID: id, At: l.e.clock.Now()})
 		return err
 	})
 	if errors.Is(err, lapse.ErrStale) {
