@@ -18,6 +18,10 @@ func (s *Server) listCards(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, map[string]any{"cards": cs})
 }
 
+// useCard counts one visit of a card: 201 with the card as the visit left
+// it. The optional Idempotency-Key header makes a retry count nothing and
+// answer 200 with the card as the first call's visit left it, as a refund's
+// retry does.
 func (s *Server) useCard(w http.ResponseWriter, r *http.Request) {
 	id, err := pathID(r, "a card id")
 	if err != nil {
@@ -28,10 +32,14 @@ func (s *Server) useCard(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	c, err := s.engine.UseCard(r.Context(), id)
+	c, counted, err := s.engine.UseCard(r.Context(), id, r.Header.Get("Idempotency-Key"))
 	if err != nil {
 		s.error(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, c)
+	status := http.StatusOK
+	if counted {
+		status = http.StatusCreated
+	}
+	s.writeJSON(w, r, status, c)
 }

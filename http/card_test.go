@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/lapsehq/lapse"
@@ -57,7 +58,7 @@ func TestCardVisitAudited(t *testing.T) {
 	g.rows()
 
 	var c lapse.Card
-	g.call("POST", fmt.Sprintf("/v1/cards/%d/visits", id), "", clerk).want(t, http.StatusOK).decode(t, &c)
+	g.call("POST", fmt.Sprintf("/v1/cards/%d/visits", id), "", clerk).want(t, http.StatusCreated).decode(t, &c)
 	if c.ID != id || c.Used != 1 {
 		t.Errorf("visit = %+v; want card %d used 1", c, id)
 	}
@@ -72,5 +73,53 @@ func TestCardVisitAudited(t *testing.T) {
 	}
 	if n := g.used("M-1", id); n != 1 {
 		t.Errorf("card used %d after the refused visits; want 1", n)
+	}
+}
+
+// TestCardVisitIdempotencyKey: a client that retries a visit after a lost
+// answer, under the same Idempotency-Key, gets the same answer, 200 where
+// the first was 201, and the member loses no visit: the retry counted a
+// second one. The key names one visit: the same key for another card is
+// refused, as is a key of another shape, and neither counts anything.
+func TestCardVisitIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnvPaying(t, access.Config{}, refundingProvider{})
+	id := g.issuedCard("M-1", 10)
+	other := g.issuedCard("M-2", 10)
+	clerk := bearer(g.key("clerk", access.ScopeOrdersWrite))
+	visit := func(card int64, key string) *response {
+		return g.call("POST", fmt.Sprintf("/v1/cards/%d/visits", card), "", clerk, header("Idempotency-Key", key))
+	}
+	first, again := visit(id, "visit-1"), visit(id, "visit-1")
+	if n := g.used("M-1", id); n != 1 {
+		t.Fatalf("a visit and its retry under one key counted %d visits; want 1", n)
+	}
+	first.want(t, http.StatusCreated)
+	again.want(t, http.StatusOK)
+	if string(again.body) != string(first.body) {
+		t.Errorf("retry answered %s\nwant the first answer %s", again.body, first.body)
+	}
+	// Another visit, then the retry of the first: still the card as the
+	// first visit left it.
+	visit(id, "visit-2").want(t, http.StatusCreated)
+	if r := visit(id, "visit-1").want(t, http.StatusOK); string(r.body) != string(first.body) {
+		t.Errorf("late retry answered %s\nwant %s", r.body, first.body)
+	}
+	if p := visit(other, "visit-1").want(t, http.StatusConflict).problem(t); p.Code != "conflict" || !strings.Contains(p.Detail, "visit-1") {
+		t.Errorf("the key of a visit of another card: %+v", p)
+	}
+	for _, key := range []string{"no spaces", strings.Repeat("k", 101), "ключ"} {
+		if p := visit(id, key).want(t, http.StatusBadRequest).problem(t); p.Field != "Idempotency-Key" {
+			t.Errorf("key %q: field %q (%s)", key, p.Field, p.Detail)
+		}
+	}
+	if a, b := g.used("M-1", id), g.used("M-2", other); a != 2 || b != 0 {
+		t.Errorf("cards used %d and %d; want 2 and 0", a, b)
+	}
+	// Without a key every call is a visit of its own.
+	visit(id, "").want(t, http.StatusCreated)
+	visit(id, "").want(t, http.StatusCreated)
+	if n := g.used("M-1", id); n != 4 {
+		t.Errorf("card used %d; want 4", n)
 	}
 }
