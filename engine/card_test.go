@@ -13,6 +13,15 @@ import (
 	"github.com/lapsehq/lapse/flows"
 )
 
+// cardEnv is an engine whose cards the built-in ledger issues, on a manual
+// clock, with the deliverer that issues and revokes them.
+func cardEnv(t *testing.T, s lapse.Store) (*engine.Engine, *lapse.ManualClock, *engine.Deliverer) {
+	t.Helper()
+	clk := lapse.NewManualClock(t0)
+	e := memberEngine(t, s, clk, &fakeProvider{}, &flakyCards{})
+	return e, clk, engine.NewDeliverer(e, engine.DelivererConfig{})
+}
+
 // issuedMembership pays the membership order no (a 10-visit count card and
 // a gym card) and issues its cards, which it returns.
 func issuedMembership(t *testing.T, e *engine.Engine, clk lapse.Clock, d *engine.Deliverer, no string) []*lapse.Card {
@@ -49,10 +58,8 @@ func card(t *testing.T, e *engine.Engine, no string, id int64) *lapse.Card {
 // the refund.
 func TestCardVisitRefundStarted(t *testing.T) {
 	eachStore(t, func(t *testing.T, open func() lapse.Store) {
-		clk := lapse.NewManualClock(t0)
-		e := memberEngine(t, open(), clk, &fakeProvider{}, &flakyCards{})
+		e, clk, d := cardEnv(t, open())
 		ctx := ctxT(t)
-		d := engine.NewDeliverer(e, engine.DelivererConfig{})
 		cs := issuedMembership(t, e, clk, d, "M-1")
 		if _, _, err := e.UseCard(ctx, cs[0].ID, ""); err != nil {
 			t.Fatal(err)
@@ -105,10 +112,9 @@ func TestCardVisitID(t *testing.T) {
 // never goes past its visits.
 func TestCardVisitLastConcurrent(t *testing.T) {
 	eachStore(t, func(t *testing.T, open func() lapse.Store) {
-		clk := lapse.NewManualClock(t0)
-		e := memberEngine(t, open(), clk, &fakeProvider{}, &flakyCards{})
+		e, clk, d := cardEnv(t, open())
 		ctx := ctxT(t)
-		cs := issuedMembership(t, e, clk, engine.NewDeliverer(e, engine.DelivererConfig{}), "M-1")
+		cs := issuedMembership(t, e, clk, d, "M-1")
 		id := cs[0].ID
 		for range 9 {
 			if _, _, err := e.UseCard(ctx, id, ""); err != nil {
@@ -144,10 +150,8 @@ func TestCardVisitLastConcurrent(t *testing.T) {
 // counts nothing.
 func TestCardVisitKey(t *testing.T) {
 	eachStore(t, func(t *testing.T, open func() lapse.Store) {
-		clk := lapse.NewManualClock(t0)
-		e := memberEngine(t, open(), clk, &fakeProvider{}, &flakyCards{})
+		e, clk, d := cardEnv(t, open())
 		ctx := ctxT(t)
-		d := engine.NewDeliverer(e, engine.DelivererConfig{})
 		cs := issuedMembership(t, e, clk, d, "M-1")
 		others := issuedMembership(t, e, clk, d, "M-2")
 		count := cs[0].ID
@@ -202,10 +206,8 @@ func TestCardVisitKey(t *testing.T) {
 // are refused.
 func TestCardVisitKeyConcurrent(t *testing.T) {
 	eachStore(t, func(t *testing.T, open func() lapse.Store) {
-		clk := lapse.NewManualClock(t0)
-		e := memberEngine(t, open(), clk, &fakeProvider{}, &flakyCards{})
+		e, clk, d := cardEnv(t, open())
 		ctx := ctxT(t)
-		d := engine.NewDeliverer(e, engine.DelivererConfig{})
 		ids := []int64{issuedMembership(t, e, clk, d, "M-1")[0].ID, issuedMembership(t, e, clk, d, "M-2")[0].ID}
 		const racers = 12
 		type answer struct {

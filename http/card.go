@@ -23,12 +23,8 @@ func (s *Server) listCards(w http.ResponseWriter, r *http.Request) {
 // answer 200 with the card as the first call's visit left it, as a refund's
 // retry does.
 func (s *Server) useCard(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r, "a card id")
+	id, err := s.bareID(w, r, "a card id")
 	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	if err := s.decodeOptional(w, r, &struct{}{}); err != nil {
 		s.error(w, r, err)
 		return
 	}

@@ -69,12 +69,8 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) retryDelivery(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r, "a delivery id")
+	id, err := s.bareID(w, r, "a delivery id")
 	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	if err := s.decodeOptional(w, r, &struct{}{}); err != nil {
 		s.error(w, r, err)
 		return
 	}

@@ -19,3 +19,14 @@ func pathID(r *http.Request, what string) (int64, error) {
 	}
 	return id, nil
 }
+
+// bareID reads the path value id as pathID does, for an action on a record
+// that takes no body: one may be sent, an empty object, read as
+// decodeOptional reads it.
+func (s *Server) bareID(w http.ResponseWriter, r *http.Request, what string) (int64, error) {
+	id, err := pathID(r, what)
+	if err != nil {
+		return 0, err
+	}
+	return id, s.decodeOptional(w, r, &struct{}{})
+}
