@@ -62,8 +62,49 @@ func (p *CardIssueParams) Validate() error {
 	return nil
 }
 
+// CardVisit is one visit counted on a card, kept with the idempotency key
+// the caller counted it under, if any, so that a retry of the call finds it
+// and counts nothing.
+type CardVisit struct {
+	ID     int64     `json:"id"`
+	CardID int64     `json:"card_id"`
+	Key    string    `json:"idempotency_key,omitempty"` // "" when the caller gave none
+	Used   int       `json:"used"`                      // the card's visits used once this one was counted
+	At     time.Time `json:"at"`
+}
+
+// CardUseParams counts one visit of a card.
+type CardUseParams struct {
+	CardID int64
+	Key    string    // the caller's idempotency key, or ""
+	At     time.Time // when the visit is counted
+}
+
+// maxCardVisitKey is the longest idempotency key of a visit a store keeps.
+const maxCardVisitKey = 255
+
+// Validate reports a visit that no store may be given, as an EINVALID error:
+// no card, a key longer than 255 bytes, no time.
+func (p *CardUseParams) Validate() error {
+	switch {
+	case p.CardID <= 0:
+		return FieldError("id", "must be a card id, a positive integer")
+	case len(p.Key) > maxCardVisitKey:
+		return FieldError("Idempotency-Key", "must be at most %d bytes", maxCardVisitKey)
+	case p.At.IsZero():
+		return Errorf(EINVALID, "a visit is counted at a time")
+	}
+	return nil
+}
+
 // ErrCardNotFound: no card with that id.
 var ErrCardNotFound = &Error{Code: ENOTFOUND, Message: "card not found"}
+
+// ErrCardVisitExists: a visit was counted under that idempotency key.
+var ErrCardVisitExists = &Error{Code: ECONFLICT, Message: "a visit was counted under that idempotency key"}
+
+// ErrCardVisitNotFound: no visit was counted under that idempotency key.
+var ErrCardVisitNotFound = &Error{Code: ENOTFOUND, Message: "no visit was counted under that idempotency key"}
 
 // ErrCardsRevoked: the order's cards were revoked (a refund started, or
 // they are voided), and issuing is idempotent per order, so issuing again

@@ -331,10 +331,18 @@ type Store interface {
 	// when there were none, which is not an error).
 	CardRevoke(ctx context.Context, orderID int64, at time.Time) ([]*Card, error)
 
-	// CardUse counts one visit of an active card: for a count card only while
-	// visits are left. It returns the card as updated, or ErrStale, writing
-	// nothing, when the card is voided or used up; ErrCardNotFound.
-	CardUse(ctx context.Context, id int64) (*Card, error)
+	// CardUse counts one visit of active card p.CardID (a count card only
+	// while visits are left) and records it as a CardVisit of p.Key (none
+	// when "") at p.At, in one transaction. It returns the card as updated.
+	// Errors, writing nothing: ErrStale when the card is voided or used up;
+	// ErrCardNotFound; ErrCardVisitExists when a visit holds p.Key, whatever
+	// card it was of (the engine tells a retry from a clash). p is valid
+	// (CardUseParams.Validate).
+	CardUse(ctx context.Context, p *CardUseParams) (*Card, error)
+
+	// CardVisitGet returns the visit counted under idempotency key key, or
+	// ErrCardVisitNotFound.
+	CardVisitGet(ctx context.Context, key string) (*CardVisit, error)
 
 	// ReviewList returns reviews matching p, newest first (created_at, then
 	// id, descending), at most p.Limit of them; a Limit of zero or less does

@@ -313,8 +313,8 @@ func (s auditing) CardRevoke(ctx context.Context, orderID int64, at time.Time) (
 		func(cs []*lapse.Card) bool { return len(cs) > 0 })
 }
 
-func (s auditing) CardUse(ctx context.Context, id int64) (*lapse.Card, error) {
-	return write(ctx, s, func(st lapse.Store) (*lapse.Card, error) { return st.CardUse(ctx, id) }, always)
+func (s auditing) CardUse(ctx context.Context, p *lapse.CardUseParams) (*lapse.Card, error) {
+	return write(ctx, s, func(st lapse.Store) (*lapse.Card, error) { return st.CardUse(ctx, p) }, always)
 }
 
 func (s auditing) EffectClaim(ctx context.Context, consumer, eventID string, at time.Time) (bool, error) {

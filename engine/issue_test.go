@@ -265,7 +265,7 @@ func TestMembershipRefundRevokes(t *testing.T) {
 			t.Fatalf("issued: %s, %+v", orderState(t, e, "M-2"), cs)
 		}
 		for range 3 {
-			if _, err := e.UseCard(ctx, cs[0].ID); err != nil {
+			if _, _, err := e.UseCard(ctx, cs[0].ID, ""); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -280,10 +280,10 @@ func TestMembershipRefundRevokes(t *testing.T) {
 		if cs[0].Status != lapse.CardVoided || cs[0].Deducted != 7 || cs[0].Used != 3 || cs[1].Status != lapse.CardVoided {
 			t.Errorf("cards after the refund: %+v, %+v", cs[0], cs[1])
 		}
-		if _, err := e.UseCard(ctx, cs[0].ID); lapse.ErrorCode(err) != lapse.ECONFLICT {
+		if _, _, err := e.UseCard(ctx, cs[0].ID, ""); lapse.ErrorCode(err) != lapse.ECONFLICT {
 			t.Errorf("using a voided card = %v, want conflict", err)
 		}
-		if _, err := e.UseCard(ctx, 999999); lapse.ErrorCode(err) != lapse.ENOTFOUND {
+		if _, _, err := e.UseCard(ctx, 999999, ""); lapse.ErrorCode(err) != lapse.ENOTFOUND {
 			t.Errorf("using an unknown card = %v", err)
 		}
 	})

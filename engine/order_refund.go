@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/lapsehq/lapse"
@@ -20,8 +19,6 @@ type RefundRequest struct {
 	Key string
 	By  Actor
 }
-
-var refundKeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$`)
 
 // RefundOrder refunds part or all of what a paid order captured, through the
 // provider of the payment that paid it. The order moves PAID → REFUNDING
@@ -46,11 +43,12 @@ func (ps *payments) refundOrder(ctx context.Context, orderNo string, req RefundR
 	if err := lapse.CheckReason("reason", req.Reason); err != nil {
 		return nil, false, err
 	}
+	if err := checkIdempotencyKey(req.Key); err != nil {
+		return nil, false, err
+	}
 	switch {
 	case req.Amount <= 0:
 		return nil, false, lapse.FieldError("amount", "must be a positive number of minor units")
-	case req.Key != "" && !refundKeyPattern.MatchString(req.Key):
-		return nil, false, lapse.FieldError("Idempotency-Key", "must be 1 to 100 letters, digits, '.', '_', ':' or '-'")
 	case strings.HasPrefix(req.Key, "lapse-"):
 		// Lapse's own keys (late-payment refunds) start so; a merchant key
 		// must not name one of them to the provider.

@@ -142,6 +142,13 @@ func (s checked) CardIssue(ctx context.Context, p *lapse.CardIssueParams) ([]*la
 	return s.Store.CardIssue(ctx, p)
 }
 
+func (s checked) CardUse(ctx context.Context, p *lapse.CardUseParams) (*lapse.Card, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return s.Store.CardUse(ctx, p)
+}
+
 func (s checked) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams) ([]*lapse.Order, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -156,9 +155,9 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getApproval(w http.ResponseWriter, r *http.Request) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	id, err := pathID(r, "an approval request's number")
 	if err != nil {
-		s.error(w, r, lapse.FieldError("id", "must be an approval request's number"))
+		s.error(w, r, err)
 		return
 	}
 	a, err := s.access.Approval(r.Context(), id)
@@ -183,9 +182,9 @@ type decisionRequest struct {
 // approvers' codes and are never kept (route.secret).
 
 func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	id, err := pathID(r, "an approval request's number")
 	if err != nil {
-		s.failed(w, r, lapse.FieldError("id", "must be an approval request's number"))
+		s.failed(w, r, err)
 		return
 	}
 	var req decisionRequest
@@ -223,9 +222,9 @@ func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) reject(w http.ResponseWriter, r *http.Request) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	id, err := pathID(r, "an approval request's number")
 	if err != nil {
-		s.failed(w, r, lapse.FieldError("id", "must be an approval request's number"))
+		s.failed(w, r, err)
 		return
 	}
 	var req decisionRequest

@@ -93,6 +93,18 @@ func (b *bufferedBody) Read(p []byte) (int, error) {
 
 func (b *bufferedBody) Close() error { return nil }
 
+// bodyLeftOut reports whether r came without a body, on a route whose body
+// is optional: none announced (Content-Length: 0), or none sent (an empty
+// chunked body, which announces no length). A body cut short is not left
+// out: reading it fails, as it should.
+func bodyLeftOut(r *http.Request) bool {
+	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+		return true
+	}
+	b, ok := r.Body.(*bufferedBody)
+	return ok && b.err == io.EOF && b.r.Size() == 0
+}
+
 // bodyBytes returns the body readBody read, when it arrived in full, without
 // consuming it: what an audit row and an approval request keep.
 func bodyBytes(r *http.Request) ([]byte, bool) {

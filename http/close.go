@@ -3,7 +3,6 @@ package http
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -150,9 +149,9 @@ func (s *Server) getClose(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, errNoCloser)
 		return
 	}
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	id, err := pathID(r, "a batch number")
 	if err != nil {
-		s.error(w, r, lapse.FieldError("id", "must be a batch number"))
+		s.error(w, r, err)
 		return
 	}
 	b, err := s.closer.Batch(r.Context(), id)

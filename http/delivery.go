@@ -69,12 +69,8 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) retryDelivery(w http.ResponseWriter, r *http.Request) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		s.error(w, r, lapse.FieldError("id", "must be a delivery id, a positive integer"))
-		return
-	}
-	if err := s.decodeOptional(w, r, &struct{}{}); err != nil {
+	id, err := s.bareID(w, r, "a delivery id")
+	if err != nil {
 		s.error(w, r, err)
 		return
 	}
@@ -135,9 +131,9 @@ type resolveRequest struct {
 // what automation gave up on. Line breaks sent as CRLF (a browser's
 // textarea) are kept as LF.
 func (s *Server) resolveReview(w http.ResponseWriter, r *http.Request) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		s.error(w, r, lapse.FieldError("id", "must be a review id, a positive integer"))
+	id, err := pathID(r, "a review id")
+	if err != nil {
+		s.error(w, r, err)
 		return
 	}
 	var req resolveRequest

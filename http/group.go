@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"strconv"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
@@ -157,11 +156,9 @@ func (s *Server) retryGroup(w http.ResponseWriter, r *http.Request) {
 func (s *Server) retry(w http.ResponseWriter, r *http.Request, no string,
 	retry func(ctx context.Context, no, reason string, by engine.Actor) (*lapse.Order, error)) {
 	var req retryRequest
-	if r.ContentLength != 0 {
-		if err := s.decode(w, r, &req); err != nil {
-			s.error(w, r, err)
-			return
-		}
+	if err := s.decodeOptional(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
 	}
 	o, err := retry(r.Context(), no, req.Reason, actor(r))
 	if err != nil {
@@ -183,34 +180,4 @@ func retryRoute(err error, no string) error {
 			no, url.PathEscape(no), access.ScopeOperationsWrite)
 	}
 	return err
-}
-
-func (s *Server) listCards(w http.ResponseWriter, r *http.Request) {
-	cs, err := s.engine.Cards(r.Context(), r.PathValue("order_no"))
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	if cs == nil {
-		cs = []*lapse.Card{}
-	}
-	s.writeJSON(w, r, http.StatusOK, map[string]any{"cards": cs})
-}
-
-func (s *Server) useCard(w http.ResponseWriter, r *http.Request) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		s.error(w, r, lapse.FieldError("id", "must be a card id"))
-		return
-	}
-	if err := s.decodeOptional(w, r, &struct{}{}); err != nil {
-		s.error(w, r, err)
-		return
-	}
-	c, err := s.engine.UseCard(r.Context(), id)
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	s.writeJSON(w, r, http.StatusOK, c)
 }

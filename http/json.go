@@ -27,7 +27,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, dst any) error {
 // as any other, so that a field the route does not take ({"count":5} on a
 // card's visit) is refused rather than ignored.
 func (s *Server) decodeOptional(w http.ResponseWriter, r *http.Request, dst any) error {
-	if r.ContentLength == 0 {
+	if bodyLeftOut(r) {
 		return nil
 	}
 	return s.decode(w, r, dst)

@@ -81,7 +81,7 @@ func groupRetryStake(s *Server, r *http.Request, body []byte) (stake, error) {
 // retryBody adds the reason of a retry's body to st.
 func retryBody(s *Server, r *http.Request, body []byte, st stake) (stake, error) {
 	var req retryRequest
-	if r.ContentLength != 0 { // the body is optional, as retry reads it
+	if !bodyLeftOut(r) { // the body is optional, as retry reads it
 		if err := s.decodeStake(r, body, &req); err != nil {
 			return stake{}, err
 		}

@@ -123,28 +123,55 @@ func (s *Store) CardRevoke(ctx context.Context, orderID int64, at time.Time) ([]
 }
 
 // CardUse counts one visit of an active card that has visits left (or is
-// not a count card). It returns lapse.ErrStale, writing nothing, when the
-// card is voided or used up, and lapse.ErrCardNotFound.
-func (s *Store) CardUse(ctx context.Context, id int64) (*lapse.Card, error) {
+// not a count card) and records it, in one transaction (a savepoint inside
+// Tx). It returns lapse.ErrStale, writing nothing, when the card is voided
+// or used up, lapse.ErrCardVisitExists when p.Key is taken, and
+// lapse.ErrCardNotFound. An insert that meets a concurrent one of the key
+// waits for it, and fails once it commits.
+func (s *Store) CardUse(ctx context.Context, p *lapse.CardUseParams) (*lapse.Card, error) {
 	got, err := write(ctx, s, func(w *Store) (*lapse.Card, error) {
 		res, err := w.exec(ctx, `UPDATE cards SET used = used + 1 WHERE id = ? AND status = ? AND (visits = 0 OR used < visits)`,
-			id, string(lapse.CardActive))
+			p.CardID, string(lapse.CardActive))
 		if err != nil {
 			return nil, err
 		}
-		c, err := scanCard(w.queryRow(ctx, `SELECT `+cardCols+` FROM cards WHERE id = ?`, id))
+		c, err := scanCard(w.queryRow(ctx, `SELECT `+cardCols+` FROM cards WHERE id = ?`, p.CardID))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			return nil, lapse.Refine(lapse.ErrCardNotFound, "no card with id %d", id)
+			return nil, lapse.Refine(lapse.ErrCardNotFound, "no card with id %d", p.CardID)
 		case err != nil:
 			return nil, err
 		case affected(res) == 0:
 			return nil, lapse.ErrStale
 		}
-		return c, nil
+		_, err = w.exec(ctx, "INSERT INTO card_visits (card_id, `key`, used, visited_at) VALUES (?, NULLIF(?, ''), ?, ?)",
+			c.ID, p.Key, c.Used, column.Micros(p.At))
+		if isDuplicateKey(err, "card_visits_key_key") {
+			return nil, lapse.Refine(lapse.ErrCardVisitExists, "a visit was counted under idempotency key %s", p.Key)
+		}
+		return c, err
 	})
 	if err != nil {
-		return nil, fail(err, "use card %d", id)
+		return nil, fail(err, "use card %d", p.CardID)
 	}
 	return got, nil
+}
+
+// CardVisitGet returns the visit counted under key, or an error that is
+// lapse.ErrCardVisitNotFound.
+func (s *Store) CardVisitGet(ctx context.Context, key string) (*lapse.CardVisit, error) {
+	var (
+		v  lapse.CardVisit
+		at int64
+	)
+	err := s.queryRow(ctx, "SELECT id, card_id, `key`, used, visited_at FROM card_visits WHERE `key` = ?", key).
+		Scan(&v.ID, &v.CardID, &v.Key, &v.Used, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, lapse.Refine(lapse.ErrCardVisitNotFound, "no visit under idempotency key %s", key)
+	}
+	if err != nil {
+		return nil, fail(err, "get card visit %s", key)
+	}
+	v.At = column.Time(at)
+	return &v, nil
 }

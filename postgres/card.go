@@ -144,32 +144,70 @@ func (s *Store) CardRevoke(ctx context.Context, orderID int64, at time.Time) ([]
 	return out, nil
 }
 
-// cardUseSQL is the guarded use. When the guard fails the second branch
-// tells whether the card exists; cards are never deleted, so the statement's
-// snapshot is enough to tell missing from voided or used up.
+// cardUseSQL is the guarded use and the visit's row. When the guard fails
+// the second branch tells whether the card exists; cards are never
+// deleted, so the statement's snapshot is enough to tell missing from
+// voided or used up. A key that a visit holds fails the insert, and with it
+// the statement.
 const cardUseSQL = `WITH u AS (
 	UPDATE cards SET used = used + 1
 	WHERE id = $1 AND status = $2 AND (visits = 0 OR used < visits)
 	RETURNING ` + cardColumns + `
+), v AS (
+	INSERT INTO card_visits (card_id, key, used, visited_at)
+	SELECT id, NULLIF($3::text, ''), used, $4 FROM u
 )
 SELECT ` + cardColumns + `, true FROM u
 UNION ALL
 SELECT ` + cardColumns + `, false FROM cards WHERE id = $1 AND NOT EXISTS (SELECT FROM u)`
 
 // CardUse counts one visit of an active card that has visits left (or is
-// not a count card), in one statement. It returns lapse.ErrStale, writing
-// nothing, when the card is voided or used up, and lapse.ErrCardNotFound.
-func (s *Store) CardUse(ctx context.Context, id int64) (*lapse.Card, error) {
-	var used bool
-	c, err := scanCard(s.db.QueryRow(ctx, cardUseSQL, id, lapse.CardActive), &used)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, lapse.Refine(lapse.ErrCardNotFound, "no card with id %d", id)
+// not a count card) and records it, in one statement, inside a savepoint
+// when the store is in a transaction, so that a key that a visit holds
+// leaves the caller's transaction usable. It returns lapse.ErrStale,
+// writing nothing, when the card is voided or used up,
+// lapse.ErrCardVisitExists when p.Key is taken, and lapse.ErrCardNotFound.
+func (s *Store) CardUse(ctx context.Context, p *lapse.CardUseParams) (*lapse.Card, error) {
+	var c *lapse.Card
+	err := s.Tx(ctx, func(tx lapse.Store) error {
+		var used bool
+		var err error
+		c, err = scanCard(tx.(*Store).db.QueryRow(ctx, cardUseSQL, p.CardID, lapse.CardActive, p.Key, p.At), &used)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return lapse.Refine(lapse.ErrCardNotFound, "no card with id %d", p.CardID)
+		case err != nil:
+			return err
+		case !used:
+			return lapse.ErrStale
+		}
+		return nil
+	})
+	if _, taken := isUniqueViolation(err, "card_visits_key_key"); taken {
+		return nil, lapse.Refine(lapse.ErrCardVisitExists, "a visit was counted under idempotency key %s", p.Key)
+	}
+	var le *lapse.Error
+	if errors.As(err, &le) {
+		return nil, err
 	}
 	if err != nil {
-		return nil, fmt.Errorf("postgres: use card %d: %w", id, err)
-	}
-	if !used {
-		return nil, lapse.ErrStale
+		return nil, fmt.Errorf("postgres: use card %d: %w", p.CardID, err)
 	}
 	return c, nil
+}
+
+// CardVisitGet returns the visit counted under key, or an error that is
+// lapse.ErrCardVisitNotFound.
+func (s *Store) CardVisitGet(ctx context.Context, key string) (*lapse.CardVisit, error) {
+	var v lapse.CardVisit
+	err := s.db.QueryRow(ctx, `SELECT id, card_id, key, used, visited_at FROM card_visits WHERE key = $1`, key).
+		Scan(&v.ID, &v.CardID, &v.Key, &v.Used, &v.At)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, lapse.Refine(lapse.ErrCardVisitNotFound, "no visit under idempotency key %s", key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get card visit %s: %w", key, err)
+	}
+	v.At = v.At.UTC()
+	return &v, nil
 }

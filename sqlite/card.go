@@ -112,29 +112,63 @@ func (s *Store) CardRevoke(ctx context.Context, orderID int64, at time.Time) ([]
 }
 
 // CardUse counts one visit of an active card that has visits left (or is
-// not a count card). It returns lapse.ErrStale, writing nothing, when the
-// card is voided or used up, and lapse.ErrCardNotFound.
-func (s *Store) CardUse(ctx context.Context, id int64) (*lapse.Card, error) {
+// not a count card) and records it, in one transaction (a savepoint inside
+// Tx). It returns lapse.ErrStale, writing nothing, when the card is voided
+// or used up, lapse.ErrCardVisitExists when p.Key is taken, and
+// lapse.ErrCardNotFound.
+func (s *Store) CardUse(ctx context.Context, p *lapse.CardUseParams) (*lapse.Card, error) {
 	var got *lapse.Card
 	err := s.write(ctx, func(w *writeTx) error {
 		var err error
 		got, err = scanCard(w.tx.QueryRowContext(ctx, `UPDATE cards SET used = used + 1
 			WHERE id = ? AND status = ? AND (visits = 0 OR used < visits) RETURNING `+cardCols,
-			id, string(lapse.CardActive)))
+			p.CardID, string(lapse.CardActive)))
 		if errors.Is(err, sql.ErrNoRows) {
 			var n int
-			if err := w.tx.QueryRowContext(ctx, `SELECT count(*) FROM cards WHERE id = ?`, id).Scan(&n); err != nil {
+			if err := w.tx.QueryRowContext(ctx, `SELECT count(*) FROM cards WHERE id = ?`, p.CardID).Scan(&n); err != nil {
 				return err
 			}
 			if n == 0 {
-				return lapse.Refine(lapse.ErrCardNotFound, "no card with id %d", id)
+				return lapse.Refine(lapse.ErrCardNotFound, "no card with id %d", p.CardID)
 			}
 			return lapse.ErrStale
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		res, err := w.tx.ExecContext(ctx, `INSERT INTO card_visits (card_id, key, used, visited_at)
+			VALUES (?, NULLIF(?, ''), ?, ?) ON CONFLICT (key) DO NOTHING`, got.ID, p.Key, got.Used, column.Micros(p.At))
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return lapse.Refine(lapse.ErrCardVisitExists, "a visit was counted under idempotency key %s", p.Key)
+		}
+		return nil
 	})
 	if err != nil {
-		return nil, fail(err, "card use %d", id)
+		return nil, fail(err, "card use %d", p.CardID)
 	}
 	return got, nil
+}
+
+// CardVisitGet returns the visit counted under key, or an error that is
+// lapse.ErrCardVisitNotFound.
+func (s *Store) CardVisitGet(ctx context.Context, key string) (*lapse.CardVisit, error) {
+	var (
+		v  lapse.CardVisit
+		at int64
+	)
+	err := s.db().QueryRowContext(ctx, `SELECT id, card_id, key, used, visited_at FROM card_visits WHERE key = ?`, key).
+		Scan(&v.ID, &v.CardID, &v.Key, &v.Used, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, lapse.Refine(lapse.ErrCardVisitNotFound, "no visit under idempotency key %s", key)
+	}
+	if err != nil {
+		return nil, fail(err, "card visit get %s", key)
+	}
+	v.At = column.Time(at)
+	return &v, nil
 }

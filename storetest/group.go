@@ -289,17 +289,17 @@ func testCard(t *testing.T, s lapse.Store) {
 
 	count, plain := cards[0], cards[1]
 	for i := range 3 {
-		c, err := s.CardUse(ctxT(t), count.ID)
+		c, err := s.CardUse(ctxT(t), visit(count.ID))
 		if err != nil || c.Used != i+1 || c.Status != lapse.CardActive {
 			t.Fatalf("CardUse %d = %+v, %v", i+1, c, err)
 		}
 	}
 	for i := range 12 { // a card without a count has no limit
-		if c, err := s.CardUse(ctxT(t), plain.ID); err != nil || c.Used != i+1 {
+		if c, err := s.CardUse(ctxT(t), visit(plain.ID)); err != nil || c.Used != i+1 {
 			t.Fatalf("CardUse %d of a card without a count = %+v, %v", i+1, c, err)
 		}
 	}
-	if _, err := s.CardUse(ctxT(t), plain.ID+100); !errors.Is(err, lapse.ErrCardNotFound) {
+	if _, err := s.CardUse(ctxT(t), visit(plain.ID+100)); !errors.Is(err, lapse.ErrCardNotFound) {
 		t.Errorf("CardUse of a missing card = %v, want ErrCardNotFound", err)
 	}
 
@@ -324,7 +324,7 @@ func testCard(t *testing.T, s lapse.Store) {
 	if again, err := s.CardRevoke(ctxT(t), o.ID, at.Add(time.Minute)); err != nil || len(again) != 0 {
 		t.Errorf("second CardRevoke = %s, %v; want none, no error", cardsString(again), err)
 	}
-	if _, err := s.CardUse(ctxT(t), plain.ID); !errors.Is(err, lapse.ErrStale) {
+	if _, err := s.CardUse(ctxT(t), visit(plain.ID)); !errors.Is(err, lapse.ErrStale) {
 		t.Errorf("CardUse of a voided card = %v, want ErrStale", err)
 	}
 	// An order whose cards were revoked gets no new ones.
@@ -341,11 +341,11 @@ func testCard(t *testing.T, s lapse.Store) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if _, err := s.CardUse(ctxT(t), small[0].ID); err != nil {
+		if _, err := s.CardUse(ctxT(t), visit(small[0].ID)); err != nil {
 			t.Fatalf("CardUse: %v", err)
 		}
 	}
-	if _, err := s.CardUse(ctxT(t), small[0].ID); !errors.Is(err, lapse.ErrStale) {
+	if _, err := s.CardUse(ctxT(t), visit(small[0].ID)); !errors.Is(err, lapse.ErrStale) {
 		t.Errorf("CardUse of a used-up card = %v, want ErrStale", err)
 	}
 	if c, err := s.CardGet(ctxT(t), small[0].ID); err != nil || c.Used != 2 || c.Status != lapse.CardActive {
@@ -374,7 +374,7 @@ func testCardOrder(t *testing.T, s lapse.Store) {
 		}
 	}
 	// A use between them changes nothing of the order.
-	if _, err := s.CardUse(ctxT(t), issued[3].ID); err != nil {
+	if _, err := s.CardUse(ctxT(t), visit(issued[3].ID)); err != nil {
 		t.Fatal(err)
 	}
 	if list, err := s.CardList(ctxT(t), o.ID); err != nil || len(list) != len(issued) {
@@ -438,7 +438,7 @@ func testCardConcurrent(t *testing.T, s lapse.Store) {
 	var uses atomic.Int32
 	for range 12 {
 		wg.Go(func() {
-			_, err := s.CardUse(ctxT(t), list[0].ID)
+			_, err := s.CardUse(ctxT(t), visit(list[0].ID))
 			switch {
 			case err == nil:
 				uses.Add(1)

@@ -96,6 +96,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"CardOrder", testCardOrder},
 		{"CardConcurrent", testCardConcurrent},
 		{"CardInTx", testCardInTx},
+		{"CardVisit", testCardVisit},
+		{"CardVisitConcurrent", testCardVisitConcurrent},
 		{"ReviewResolve", testReviewResolve},
 		{"ReviewList", testReviewList},
 		{"ReviewNote", testReviewNote},

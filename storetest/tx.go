@@ -94,7 +94,7 @@ func testTxRefusals(t *testing.T, s lapse.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CardUse(ctx, cards[0].ID); err != nil {
+	if _, err := s.CardUse(ctx, &lapse.CardUseParams{CardID: cards[0].ID, Key: "visit-tr", At: base}); err != nil {
 		t.Fatal(err)
 	}
 	ds := claim(t, s, base, "w", 1, "webhook")
@@ -213,11 +213,15 @@ func testTxRefusals(t *testing.T, s lapse.Store) {
 			return err
 		}},
 		{"card used up", is(lapse.ErrStale), func(tx lapse.Store) error {
-			_, err := tx.CardUse(ctx, cards[0].ID)
+			_, err := tx.CardUse(ctx, visit(cards[0].ID))
 			return err
 		}},
 		{"card not found", is(lapse.ErrCardNotFound), func(tx lapse.Store) error {
-			_, err := tx.CardUse(ctx, cards[1].ID+1000)
+			_, err := tx.CardUse(ctx, visit(cards[1].ID+1000))
+			return err
+		}},
+		{"card visit key taken", is(lapse.ErrCardVisitExists), func(tx lapse.Store) error {
+			_, err := tx.CardUse(ctx, &lapse.CardUseParams{CardID: cards[1].ID, Key: "visit-tr", At: base})
 			return err
 		}},
 		{"effect claimed", is(nil), func(tx lapse.Store) error {
@@ -267,6 +271,9 @@ func testTxRefusals(t *testing.T, s lapse.Store) {
 	}
 	if got := mustGet(t, s, "TR-1"); got.Version != o.Version || got.State != o.State {
 		t.Errorf("refused changes moved TR-1 to %s v%d", got.State, got.Version)
+	}
+	if c, err := s.CardGet(ctx, cards[1].ID); err != nil || c.Used != 0 {
+		t.Errorf("card of a refused visit = %+v, %v; want it unused", c, err)
 	}
 }
 
