@@ -89,6 +89,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"PaymentReview", testPaymentReview},
 		{"PaymentList", testPaymentList},
 		{"OrderRefund", testOrderRefund},
+		{"OrderRefundReview", testOrderRefundReview},
 		{"GroupMember", testGroupMember},
 		{"GroupMemberConcurrent", testGroupMemberConcurrent},
 		{"GroupMemberInTx", testGroupMemberInTx},
