@@ -278,10 +278,12 @@ func paymentReview(o *lapse.Order, pay *lapse.Payment, at time.Time) *lapse.Revi
 }
 
 // refundNoticed completes the refund of a late payment that the provider
-// reports done. A payment already refunded is left as it is. A notice that
-// contradicts the payment (another order or currency, or another amount
-// than a late payment's, which is refunded in full) completes nothing: the
-// books would say the money went back when it did not, or not all of it.
+// reports done, or of a merchant refund (orderRefundNoticed). A payment
+// already refunded is left as it is. A notice that contradicts the payment
+// (another order or currency, or another amount than a late payment's,
+// which is refunded in full) completes nothing: the books would say the
+// money went back when it did not, or not all of it. A refund of a payment
+// in review is put on the desk beside it, for the operator who has it.
 func (ps *payments) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
 	e := ps.e
 	for range maxStaleRetries {
@@ -303,6 +305,9 @@ func (ps *payments) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (
 		case lapse.PaymentApplied:
 			// A refund of a paid order: the merchant refund path's.
 			return pay, ps.orderRefundNoticed(ctx, pay, n)
+		case lapse.PaymentReview:
+			return ps.conflicting(ctx, pay, n, nil, fmt.Sprintf("a refund notice reports refund %s done, %s refunded; the payment is in review",
+				n.RefundID, lapse.Money(n.Amount, n.Currency)))
 		default:
 			return pay, nil
 		}
