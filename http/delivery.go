@@ -159,3 +159,34 @@ func (s *Server) resolveReview(w http.ResponseWriter, r *http.Request) {
 	v.CreatedAt, v.ResolvedAt = v.CreatedAt.UTC(), utc(v.ResolvedAt)
 	s.writeJSON(w, r, http.StatusOK, &v)
 }
+
+// settleRequest is the body of POST /v1/reviews/{id}/settle.
+type settleRequest struct {
+	Status lapse.OrderRefundStatus `json:"status"`
+	Note   string                  `json:"note"`
+}
+
+// settleReview settles the refund in review that a review holds, as the
+// operator found it at its provider (succeeded or failed), and resolves the
+// review with the note, in one change. Line breaks sent as CRLF are kept as
+// LF, as resolveReview keeps them.
+func (s *Server) settleReview(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		s.error(w, r, lapse.FieldError("id", "must be a review id, a positive integer"))
+		return
+	}
+	var req settleRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	rv, err := s.engine.SettleReview(r.Context(), id, req.Status, strings.ReplaceAll(req.Note, "\r\n", "\n"), actor(r))
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	v := *rv
+	v.CreatedAt, v.ResolvedAt = v.CreatedAt.UTC(), utc(v.ResolvedAt)
+	s.writeJSON(w, r, http.StatusOK, &v)
+}
