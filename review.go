@@ -26,6 +26,23 @@ type Review struct {
 	Note          string     `json:"note,omitempty"`        // what they said, as written
 }
 
+// Validate reports a review that no store may create, as an EINVALID error
+// naming the field: one of no order, without a reason or a time, or
+// resolved already.
+func (r *Review) Validate() error {
+	switch {
+	case r.OrderID <= 0 || r.OrderNo == "":
+		return FieldError("order", "a review is of an order")
+	case r.Reason == "":
+		return FieldError("reason", "is required")
+	case r.CreatedAt.IsZero():
+		return FieldError("created_at", "is required")
+	case r.ResolvedAt != nil:
+		return FieldError("resolved_at", "a review is created open")
+	}
+	return nil
+}
+
 // ReviewListParams filters reviews.
 type ReviewListParams struct {
 	OrderID int64     // 0: every order

@@ -346,6 +346,12 @@ type Store interface {
 	// ReviewGet returns a review, or ErrReviewNotFound.
 	ReviewGet(ctx context.Context, id int64) (*Review, error)
 
+	// ReviewCreate creates r, open, and returns it with its id: a review
+	// that no change of a payment, refund, member or delivery carries (a
+	// verified callback Lapse cannot read, on the desk of its order). r is
+	// valid (Review.Validate).
+	ReviewCreate(ctx context.Context, r *Review) (*Review, error)
+
 	// ReviewResolve resolves, in one transaction, the open reviews p names:
 	// the review p.ID, or every open review of the delivery p.DeliveryID,
 	// or of the order p.OrderID, that holds no refund (OrderRefundID 0).

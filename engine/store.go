@@ -177,6 +177,13 @@ func (s checked) OrderRefundUpdate(ctx context.Context, p *lapse.OrderRefundUpda
 	return s.Store.OrderRefundUpdate(ctx, p)
 }
 
+func (s checked) ReviewCreate(ctx context.Context, r *lapse.Review) (*lapse.Review, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return s.Store.ReviewCreate(ctx, r)
+}
+
 func (s checked) ReviewResolve(ctx context.Context, p *lapse.ReviewResolveParams) ([]*lapse.Review, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err

@@ -29,6 +29,20 @@ func (w *Store) review(ctx context.Context, r *lapse.Review) error {
 	return nil
 }
 
+// ReviewCreate inserts r, open, and returns it with its id.
+func (s *Store) ReviewCreate(ctx context.Context, r *lapse.Review) (*lapse.Review, error) {
+	got, err := write(ctx, s, func(w *Store) (*lapse.Review, error) {
+		if err := w.review(ctx, r); err != nil {
+			return nil, err
+		}
+		return scanReview(w.queryRow(ctx, `SELECT `+reviewCols+` FROM reviews WHERE id = LAST_INSERT_ID()`))
+	})
+	if err != nil {
+		return nil, fail(err, "create review of order %s", r.OrderNo)
+	}
+	return got, nil
+}
+
 // ReviewList returns the reviews that match p, newest first (created_at,
 // then id, descending), at most p.Limit of them; a Limit of zero or less does
 // not limit.

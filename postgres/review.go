@@ -83,6 +83,17 @@ func (s *Store) ReviewGet(ctx context.Context, id int64) (*lapse.Review, error) 
 	return rs[0], nil
 }
 
+// ReviewCreate inserts r, open, and returns it with its id.
+func (s *Store) ReviewCreate(ctx context.Context, r *lapse.Review) (*lapse.Review, error) {
+	rs, err := s.queryReviews(ctx, `INSERT INTO reviews (order_id, order_no, reason, delivery_id, order_refund_id, created_at)
+		VALUES ($1, $2, $3, nullif($4::bigint, 0), nullif($5::bigint, 0), $6) RETURNING `+reviewColumns,
+		r.OrderID, r.OrderNo, r.Reason, r.DeliveryID, r.OrderRefundID, r.CreatedAt)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: create review of order %s: %w", r.OrderNo, err)
+	}
+	return rs[0], nil
+}
+
 // reviewResolveSQL resolves the open reviews whose column match is $4: id
 // and order_id are found by their own indexes, delivery_id by
 // reviews_delivery_idx, which holds only open reviews. By delivery or

@@ -32,6 +32,23 @@ func (w *writeTx) review(ctx context.Context, r *lapse.Review) error {
 	return nil
 }
 
+// ReviewCreate inserts r, open, and returns it with its id.
+func (s *Store) ReviewCreate(ctx context.Context, r *lapse.Review) (*lapse.Review, error) {
+	var got *lapse.Review
+	err := s.write(ctx, func(w *writeTx) error {
+		if err := w.review(ctx, r); err != nil {
+			return err
+		}
+		var err error
+		got, err = scanReview(w.tx.QueryRowContext(ctx, `SELECT `+reviewCols+` FROM reviews WHERE id = last_insert_rowid()`))
+		return err
+	})
+	if err != nil {
+		return nil, fail(err, "review create of order %s", r.OrderNo)
+	}
+	return got, nil
+}
+
 // ReviewList returns the reviews that match p, newest first (created_at,
 // then id, descending), at most p.Limit of them; a Limit of zero or less does
 // not limit.

@@ -97,6 +97,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"CardOrder", testCardOrder},
 		{"CardConcurrent", testCardConcurrent},
 		{"CardInTx", testCardInTx},
+		{"ReviewCreate", testReviewCreate},
 		{"ReviewResolve", testReviewResolve},
 		{"ReviewList", testReviewList},
 		{"ReviewNote", testReviewNote},
