@@ -135,9 +135,9 @@ type resolveRequest struct {
 // what automation gave up on. Line breaks sent as CRLF (a browser's
 // textarea) are kept as LF.
 func (s *Server) resolveReview(w http.ResponseWriter, r *http.Request) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		s.error(w, r, lapse.FieldError("id", "must be a review id, a positive integer"))
+	id, err := reviewID(r)
+	if err != nil {
+		s.error(w, r, err)
 		return
 	}
 	var req resolveRequest
@@ -151,6 +151,20 @@ func (s *Server) resolveReview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rv, err := s.engine.ResolveReview(r.Context(), id, note, actor(r))
+	s.writeReview(w, r, rv, err)
+}
+
+// reviewID is the review id of r's path.
+func reviewID(r *http.Request) (int64, error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, lapse.FieldError("id", "must be a review id, a positive integer")
+	}
+	return id, nil
+}
+
+// writeReview answers r with rv, as resolved, or with err.
+func (s *Server) writeReview(w http.ResponseWriter, r *http.Request, rv *lapse.Review, err error) {
 	if err != nil {
 		s.error(w, r, err)
 		return
@@ -171,9 +185,9 @@ type settleRequest struct {
 // review with the note, in one change. Line breaks sent as CRLF are kept as
 // LF, as resolveReview keeps them.
 func (s *Server) settleReview(w http.ResponseWriter, r *http.Request) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		s.error(w, r, lapse.FieldError("id", "must be a review id, a positive integer"))
+	id, err := reviewID(r)
+	if err != nil {
+		s.error(w, r, err)
 		return
 	}
 	var req settleRequest
@@ -182,11 +196,5 @@ func (s *Server) settleReview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rv, err := s.engine.SettleReview(r.Context(), id, req.Status, strings.ReplaceAll(req.Note, "\r\n", "\n"), actor(r))
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	v := *rv
-	v.CreatedAt, v.ResolvedAt = v.CreatedAt.UTC(), utc(v.ResolvedAt)
-	s.writeJSON(w, r, http.StatusOK, &v)
+	s.writeReview(w, r, rv, err)
 }

@@ -75,12 +75,23 @@ func paymentEnv(t *testing.T) *env {
 // callback posts a payment callback signed at the env's clock, or at signAt.
 func (e *env) callback(body string, signAt time.Time) *response {
 	e.t.Helper()
+	return e.callbackTampered(body, signAt, false)
+}
+
+// callbackTampered posts a payment callback signed at signAt and then,
+// when tamper is set, changed by a byte (1999 made 1990).
+func (e *env) callbackTampered(body string, signAt time.Time, tamper bool) *response {
+	e.t.Helper()
+	sig := callbackScheme.Sign([]byte(body), signAt)
+	if tamper {
+		body = strings.Replace(body, "1999", "1990", 1)
+	}
 	req, err := http.NewRequest("POST", e.url+"/v1/payments/hmac/callback", strings.NewReader(body))
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(payment.SignatureHeader, callbackScheme.Sign([]byte(body), signAt))
+	req.Header.Set(payment.SignatureHeader, sig)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
@@ -115,18 +126,7 @@ func TestPaymentCallback(t *testing.T) {
 		{"duplicate key", strings.Replace(good, `"amount":1999`, `"amount":1,"amount":1999`, 1), now, false, http.StatusBadRequest},
 	}
 	for _, c := range refusals {
-		body := c.body
-		sig := callbackScheme.Sign([]byte(body), c.signAt)
-		if c.tamper {
-			body = strings.Replace(body, "1999", "1990", 1)
-		}
-		req, _ := http.NewRequest("POST", e.url+"/v1/payments/hmac/callback", strings.NewReader(body))
-		req.Header.Set(payment.SignatureHeader, sig)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := readResponse(t, res)
+		r := e.callbackTampered(c.body, c.signAt, c.tamper)
 		if r.status != c.status || !strings.Contains(string(r.body), `"status":"error"`) {
 			t.Errorf("%s: %d %s, want %d and an error ack", c.name, r.status, r.body, c.status)
 		}
@@ -268,18 +268,7 @@ func TestPaymentCallbackVerifiedOdd(t *testing.T) {
 		{"no order", strings.Replace(good, `"order_no":"ODD-1",`, ``, 1), false, http.StatusBadRequest},
 		{"a repeated key", strings.Replace(good, `"amount":1999`, `"amount":1,"amount":1999`, 1), false, http.StatusBadRequest},
 	} {
-		sig := callbackScheme.Sign([]byte(c.body), now)
-		body := c.body
-		if c.tamper {
-			body = strings.Replace(body, "1999", "1990", 1)
-		}
-		req, _ := http.NewRequest("POST", e.url+"/v1/payments/hmac/callback", strings.NewReader(body))
-		req.Header.Set(payment.SignatureHeader, sig)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r := readResponse(t, res); r.status != c.status {
+		if r := e.callbackTampered(c.body, now, c.tamper); r.status != c.status {
 			t.Errorf("%s: %d %s, want %d", c.name, r.status, r.body, c.status)
 		}
 	}

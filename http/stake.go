@@ -5,7 +5,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"strconv"
 
 	"github.com/lapsehq/lapse"
 )
@@ -65,9 +64,9 @@ func settleStake(s *Server, r *http.Request, body []byte) (stake, error) {
 	if err := s.decodeStake(r, body, &req); err != nil {
 		return stake{}, err
 	}
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		return stake{}, lapse.FieldError("id", "must be a review id, a positive integer")
+	id, err := reviewID(r)
+	if err != nil {
+		return stake{}, err
 	}
 	amount, currency, err := s.engine.SettleStake(r.Context(), id)
 	if err != nil {
