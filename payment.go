@@ -72,11 +72,22 @@ type PaymentNoticeKind string
 const (
 	NoticePaid     PaymentNoticeKind = "paid"     // a customer's payment succeeded
 	NoticeRefunded PaymentNoticeKind = "refunded" // a refund completed
+	// NoticeUnreadable: a verified callback that names its transaction and
+	// order (and a refund's id, when it has one) but of which Lapse cannot
+	// read all it needs: an amount that is not a positive number of minor
+	// units, a time that is not one, a kind or status Lapse does not know.
+	// Review says what, with the values as sent. The provider captured
+	// something and signed it, so it is never refused: it is put in review,
+	// without money on the books, and acknowledged.
+	NoticeUnreadable PaymentNoticeKind = "unreadable"
 )
 
 // PaymentNotice is what a verified provider callback says, in Lapse's terms.
 // Amounts are integer minor units; PaidAt is the provider's success time
-// (for a refund notice, the refund's).
+// (for a refund notice, the refund's). Currency is as the provider sent it
+// (upper-cased where its format is lower case): a verified callback's need
+// not be a code, and a payment in one that is not three capital letters is
+// recorded in review.
 type PaymentNotice struct {
 	Provider string
 	Kind     PaymentNoticeKind
@@ -96,7 +107,8 @@ type PaymentNotice struct {
 	// confirm whom it paid (say, it names no seller). The payment is then
 	// recorded for review, as one that does not match its order is, and
 	// does not move its order: a genuine payment must be on the books, and
-	// only an operator can tell whose it is.
+	// only an operator can tell whose it is. On an unreadable notice it is
+	// what Lapse could not read.
 	Review string
 }
 
@@ -107,9 +119,11 @@ type PaymentCallback interface {
 	// timestamp window) of a callback and returns what it reports. A
 	// callback that fails verification is an error with code
 	// EUNAUTHORIZED (wrapping ErrSignature); one that verifies but cannot
-	// be read is EINVALID. A verified callback about something Lapse does
-	// not act on (another event type) is nil, nil: acknowledged, so that
-	// the provider stops sending it. Verify never has side effects.
+	// be read, or names no transaction or order, is EINVALID. One that
+	// verifies and names them but of which a field cannot be read is a
+	// NoticeUnreadable notice. A verified callback about something Lapse
+	// does not act on (another event type) is nil, nil: acknowledged, so
+	// that the provider stops sending it. Verify never has side effects.
 	Verify(h http.Header, body []byte, now time.Time) (*PaymentNotice, error)
 	// Ack writes the provider's expected answer: success when err is nil,
 	// failure (so that the provider calls again) otherwise.

@@ -9,17 +9,38 @@ import (
 
 // Review is an order waiting for an operator because automation gave up on
 // it, with the reason and what gave up. It is open until it is resolved:
-// an operator handled it (with a note), or retried what gave up.
+// an operator handled it (with a note), or retried what gave up. A review
+// that holds a merchant refund in review (OrderRefundID) is resolved only
+// by an operator settling that refund, never with the other reviews of its
+// order or delivery.
 type Review struct {
-	ID         int64      `json:"id"`
-	OrderID    int64      `json:"-"`
-	OrderNo    string     `json:"order_no"`
-	Reason     string     `json:"reason"`
-	DeliveryID int64      `json:"delivery_id,omitempty"`
-	CreatedAt  time.Time  `json:"created_at"`
-	ResolvedAt *time.Time `json:"resolved_at"`
-	ResolvedBy string     `json:"resolved_by,omitempty"` // who resolved it, "" while open
-	Note       string     `json:"note,omitempty"`        // what they said, as written
+	ID            int64      `json:"id"`
+	OrderID       int64      `json:"-"`
+	OrderNo       string     `json:"order_no"`
+	Reason        string     `json:"reason"`
+	DeliveryID    int64      `json:"delivery_id,omitempty"`
+	OrderRefundID int64      `json:"order_refund_id,omitempty"` // the refund in review it holds, 0 for none
+	CreatedAt     time.Time  `json:"created_at"`
+	ResolvedAt    *time.Time `json:"resolved_at"`
+	ResolvedBy    string     `json:"resolved_by,omitempty"` // who resolved it, "" while open
+	Note          string     `json:"note,omitempty"`        // what they said, as written
+}
+
+// Validate reports a review that no store may create, as an EINVALID error
+// naming the field: one of no order, without a reason or a time, or
+// resolved already.
+func (r *Review) Validate() error {
+	switch {
+	case r.OrderID <= 0 || r.OrderNo == "":
+		return FieldError("order", "a review is of an order")
+	case r.Reason == "":
+		return FieldError("reason", "is required")
+	case r.CreatedAt.IsZero():
+		return FieldError("created_at", "is required")
+	case r.ResolvedAt != nil:
+		return FieldError("resolved_at", "a review is created open")
+	}
+	return nil
 }
 
 // ReviewListParams filters reviews.
@@ -31,8 +52,8 @@ type ReviewListParams struct {
 }
 
 // ReviewResolveParams resolves open reviews: the one with ID, or every open
-// one of the delivery DeliveryID, or of the order OrderID (exactly one of
-// the three is set), at At, by By, with Note.
+// one of the delivery DeliveryID, or of the order OrderID, that holds no
+// refund (exactly one of the three is set), at At, by By, with Note.
 type ReviewResolveParams struct {
 	ID         int64
 	DeliveryID int64

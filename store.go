@@ -282,9 +282,11 @@ type Store interface {
 	// OrderRefundList returns the refunds of an order, oldest first.
 	OrderRefundList(ctx context.Context, orderID int64) ([]*OrderRefund, error)
 
-	// OrderRefundUpdate moves a refund from p.From to p.To. It returns the
-	// refund as updated, or ErrStale, writing nothing, when the refund is not
-	// in p.From (or does not exist).
+	// OrderRefundUpdate moves a refund from p.From to p.To, and writes
+	// p.Review, when set, open and holding the refund (OrderRefundID p.ID),
+	// in one transaction. It returns the refund as updated, or ErrStale,
+	// writing nothing, when the refund is not in p.From (or does not
+	// exist). p is valid (OrderRefundUpdateParams.Validate).
 	OrderRefundUpdate(ctx context.Context, p *OrderRefundUpdateParams) (*OrderRefund, error)
 
 	// GroupMemberAdd records a member of a group, pending, with no attempts
@@ -352,11 +354,17 @@ type Store interface {
 	// ReviewGet returns a review, or ErrReviewNotFound.
 	ReviewGet(ctx context.Context, id int64) (*Review, error)
 
+	// ReviewCreate creates r, open, and returns it with its id: a review
+	// that no change of a payment, refund, member or delivery carries (a
+	// verified callback Lapse cannot read, on the desk of its order). r is
+	// valid (Review.Validate).
+	ReviewCreate(ctx context.Context, r *Review) (*Review, error)
+
 	// ReviewResolve resolves, in one transaction, the open reviews p names:
 	// the review p.ID, or every open review of the delivery p.DeliveryID,
-	// or of the order p.OrderID. Each gets ResolvedAt p.At, ResolvedBy p.By
-	// and Note p.Note (byte for byte), and it returns them as resolved, by
-	// id. Of concurrent resolvers of one review exactly one resolves it; the
+	// or of the order p.OrderID, that holds no refund (OrderRefundID 0).
+	// Each gets ResolvedAt p.At, ResolvedBy p.By and Note p.Note (byte for
+	// byte), and it returns them as resolved, by id. Of concurrent resolvers of one review exactly one resolves it; the
 	// others find it resolved. By p.ID, a review that does not exist is
 	// ErrReviewNotFound, and one that is resolved already is
 	// ErrReviewResolved, refined with when and by whom, and nothing is

@@ -24,7 +24,8 @@ const (
 	catPortTimeout = "port_timeout"
 	// catCallbackMismatch: a payment callback that does not match its
 	// order (amount, currency, merchant) or that its provider could not
-	// say whom it paid.
+	// say whom it paid; a provider's report about a merchant refund that
+	// disagrees with it, or about one Lapse never asked for.
 	catCallbackMismatch = "callback_mismatch"
 	// catStockShort: not enough stock for what the order holds.
 	catStockShort = "stock_short"
@@ -64,10 +65,12 @@ type failure struct {
 }
 
 // The texts the engine writes into a review's reason (engine/deliverer.go,
-// die; engine/payment.go, paymentReview; engine/refund.go, review).
+// die; engine/payment.go, paymentReview; engine/refund.go, review;
+// engine/order_refund.go, refundReviewReason).
 var (
 	deliveryReason = regexp.MustCompile(`^delivery \d+ of (\S+) to (\S+) (?:ran out of retries( with its last outcome unknown)? after \d+ attempts|was refused at attempt \d+): (.*)$`)
 	paymentReason  = regexp.MustCompile(`^payment .* is in review: (.*)$`)
+	refundReason   = regexp.MustCompile(`^refund .* of order .* is in review: (.*)$`)
 )
 
 // notifiers are the subscribers that tell people and systems: the sinks and
@@ -90,6 +93,11 @@ func categorize(f failure) string {
 		f.Unknown = f.Unknown || m[3] != ""
 	}
 	if m := paymentReason.FindStringSubmatch(f.Reason); m != nil && f.PaymentReason == "" {
+		f.PaymentReason, f.PaymentStatus = m[1], lapse.PaymentReview
+	}
+	if m := refundReason.FindStringSubmatch(f.Reason); m != nil && f.PaymentReason == "" {
+		// A merchant refund in review: the provider's reports about it
+		// disagree with Lapse's books, as a mismatched payment's do.
 		f.PaymentReason, f.PaymentStatus = m[1], lapse.PaymentReview
 	}
 	text := strings.ToLower(f.Reason + " " + f.Error + " " + f.PaymentReason)

@@ -124,6 +124,12 @@ func TestCategorize(t *testing.T) {
 		{"amount mismatch", failure{Reason: payReason("txn-1", 900, "the payment is 900 CNY; order A-1 is 1000 CNY"), Flow: checkout, State: flows.Unpaid},
 			catCallbackMismatch},
 		{"merchant mismatch", failure{Reason: payReason("txn-2", 1000, `the payment was made to merchant "m-2", not "m-1"`)}, catCallbackMismatch},
+		{"merchant refund reported for another amount", failure{Reason: "refund k-1 of order A-1 (4.00 CNY) is in review: sandbox reports refund k-1 " +
+			"(re-k-1) succeeded for 10.00 CNY; Lapse asked for 4.00 CNY; an operator settles it as succeeded or failed", Flow: checkout,
+			State: flows.Refunding}, catCallbackMismatch},
+		{"refund Lapse never asked for", failure{Reason: "refund lapse-unasked-stripe-re_9 of order A-2 (3.00 CNY) is in review: stripe reports " +
+			"refund re_9 of payment pi_2 done, 3.00 CNY refunded; Lapse asked for no such refund; an operator settles it as succeeded or failed"},
+			catCallbackMismatch},
 		{"payment status given", failure{Reason: "payment under review", PaymentStatus: lapse.PaymentReview,
 			PaymentReason: "the callback names no seller"}, catCallbackMismatch},
 		{"stock service out of stock", failure{Reason: refusedReason(12, "order.paid", "stock-port", 1, noStock)}, catStockShort},

@@ -16,7 +16,8 @@ import (
 
 // orderAction takes one action of the order page's forms: POST
 // /console/orders/{order_no}/{action}, where action is retry, refund,
-// revive, close or resolve. Each is a call of the API route that carries it
+// revive, close, resolve or settle (the refund in review a review holds).
+// Each is a call of the API route that carries it
 // out, with the operator's session and the code the form carries, so that
 // the API decides who may, asks for the second factor and four eyes, and
 // audits it (a refusal too). The console refuses only what it cannot send:
@@ -105,7 +106,7 @@ func (c *Console) orderAction(w http.ResponseWriter, r *http.Request) {
 			setFlash(w, r, back, flash{Kind: "ok", Text: t(lang, "order.act.close_started", b.ID)})
 			return
 		}
-	case "resolve":
+	case "resolve", "settle":
 		id, _ := strconv.ParseInt(form.Get("review_id"), 10, 64)
 		rs, err := c.cfg.Engine.Reviews(ctx, &lapse.ReviewListParams{OrderID: o.ID})
 		if err != nil {
@@ -116,8 +117,11 @@ func (c *Console) orderAction(w http.ResponseWriter, r *http.Request) {
 			refuse(notThisOrder("tl.kind.review", id))
 			return
 		}
-		out = c.call(r, http.MethodPost, "/v1/reviews/"+strconv.FormatInt(id, 10)+"/resolve",
-			map[string]string{"note": form.Get("note")}, code)
+		body := map[string]string{"note": form.Get("note")}
+		if action == "settle" {
+			body["status"] = form.Get("status")
+		}
+		out = c.call(r, http.MethodPost, "/v1/reviews/"+strconv.FormatInt(id, 10)+"/"+action, body, code)
 	default:
 		http.NotFound(w, r)
 		return
@@ -147,6 +151,11 @@ func init() {
 		"order.act.close_off":      {"Manual close is off on this console.", "此控制台未开启手动关单。"},
 		"order.act.close_started":  {"Manual close batch #%v started.", "手动关单批次 #%v 已开始。"},
 		"order.act.resolve":        {"Mark review #%v resolved and archive it", "将复核 #%v 标记为已处理并归档"},
+		"order.act.settle":         {"Settle the refund of review #%v", "处理复核 #%v 中的退款"},
+		"order.act.settle_help":    {"The provider's reports about this refund disagree with Lapse's, or Lapse never asked for it. Look at the provider, then say how it ended; this resolves the review.", "渠道关于该退款的通知与 Lapse 的记录不符，或该退款并非 Lapse 发起。请先到支付渠道核实，再选择结果；提交即处理该复核。"},
+		"order.act.settle_done":    {"The money went back (succeeded)", "款项已退回（成功）"},
+		"order.act.settle_fail":    {"The money did not go back (failed)", "款项未退回（失败）"},
+		"order.act.settle_submit":  {"Settle the refund", "确认退款结果"},
 		"order.act.note":           {"Note", "备注"},
 		"order.act.code_optional":  {"Authenticator code, if asked", "动态验证码（如需要）"},
 		"order.act.not_this_order": {"There is no %v %v of this order.", "该订单没有 %v %v。"},

@@ -363,6 +363,48 @@ func TestOrderResolve(t *testing.T) {
 	}
 }
 
+// TestOrderSettle: a review that holds a refund in review offers to settle
+// the refund, not to mark the review resolved; settling it takes a second
+// factor, and then resolves the review.
+func TestOrderSettle(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, deskConfig{})
+	d.create("C-2", "checkout", 5000, "")
+	if p := d.pay("C-2", 5000); p.Status != lapse.PaymentApplied {
+		t.Fatalf("payment of C-2: %s", p.Status)
+	}
+	if _, err := d.engine.ApplyPayment(d.ctx, &lapse.PaymentNotice{Provider: "sandbox", Kind: lapse.NoticeRefunded, TxnID: "txn-C-2",
+		RefundID: "re-dash-1", OrderNo: "C-2", Amount: 1200, Currency: "CNY", Merchant: "m-1", PaidAt: d.clock.Now(), Raw: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	d.operator("alice", "operator")
+	b := d.login("alice")
+	body := b.page("/console/orders/C-2", http.StatusOK)
+	if !strings.Contains(body, `id="settle-form-1"`) || strings.Contains(body, `id="resolve-form-1"`) || !strings.Contains(body, "re-dash-1") {
+		t.Fatalf("C-2's page does not offer to settle its refund:\n%s", body)
+	}
+	kind, text := b.act("C-2", "resolve", url.Values{"review_id": {"1"}, "note": {"looked"}})
+	if kind != "error" || !strings.Contains(text, "settle the refund") {
+		t.Errorf("resolving a refund's review: %s %q", kind, text)
+	}
+	kind, text = b.act("C-2", "settle", url.Values{"review_id": {"1"}, "status": {"succeeded"}, "note": {"made in the dashboard"}})
+	if kind != "error" || !strings.Contains(text, "needs a fresh second factor") {
+		t.Errorf("settle without a code: %s %q", kind, text)
+	}
+	kind, text = b.act("C-2", "settle", url.Values{"review_id": {"1"}, "status": {"succeeded"}, "note": {"made in the dashboard"},
+		"code": {d.code("alice")}})
+	if kind != "ok" {
+		t.Fatalf("settle: %s %q", kind, text)
+	}
+	rs, err := d.engine.OrderRefunds(d.ctx, "C-2")
+	if err != nil || len(rs) != 1 || rs[0].Status != lapse.OrderRefundSucceeded {
+		t.Errorf("C-2's refunds after the settlement: %+v, %v", rs, err)
+	}
+	if body := b.page("/console/orders/C-2", http.StatusOK); !strings.Contains(body, "Review #1 resolved") || strings.Contains(body, `id="settle-form-1"`) {
+		t.Errorf("C-2's page after the settlement:\n%s", body)
+	}
+}
+
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // codeInput is a form's field for a TOTP code.

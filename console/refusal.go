@@ -122,6 +122,8 @@ func orderActionAudit(c *Console, r *http.Request, _ *access.Principal) (string,
 		return closeAudit(c, r, nil)
 	case "resolve":
 		return "review.resolve", "review:" + id("review_id")
+	case "settle":
+		return "review.settle", "review:" + id("review_id")
 	}
 	return "", ""
 }

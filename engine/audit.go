@@ -242,6 +242,10 @@ func (s auditing) DeliveryRetry(ctx context.Context, p *lapse.DeliveryRetryParam
 	return write(ctx, s, func(st lapse.Store) (*lapse.Delivery, error) { return st.DeliveryRetry(ctx, p) }, always)
 }
 
+func (s auditing) ReviewCreate(ctx context.Context, r *lapse.Review) (*lapse.Review, error) {
+	return write(ctx, s, func(st lapse.Store) (*lapse.Review, error) { return st.ReviewCreate(ctx, r) }, always)
+}
+
 func (s auditing) ReviewResolve(ctx context.Context, p *lapse.ReviewResolveParams) ([]*lapse.Review, error) {
 	return write(ctx, s, func(st lapse.Store) ([]*lapse.Review, error) { return st.ReviewResolve(ctx, p) },
 		func(rs []*lapse.Review) bool { return len(rs) > 0 })

@@ -107,7 +107,7 @@ func newMetrics(reg prometheus.Registerer, store, work lapse.Store, clock lapse.
 		m.firings.WithLabelValues(string(p))
 	}
 	for _, kr := range [][2]string{{refundLatePayment, refundSucceeded}, {refundLatePayment, refundReview},
-		{refundOrder, refundSucceeded}, {refundOrder, refundFailed}} {
+		{refundOrder, refundSucceeded}, {refundOrder, refundFailed}, {refundOrder, refundReview}} {
 		m.refunds.WithLabelValues(kr[0], kr[1])
 	}
 	for _, p := range known.providers {

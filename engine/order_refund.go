@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/lapsehq/lapse"
@@ -27,8 +28,8 @@ type RefundRequest struct {
 // confirms, the order ends REFUNDED when all it captured went back, or PAID
 // again after a partial refund (or one the provider refused). Refunds never
 // exceed what was captured. A refund the provider reports for another
-// amount, currency or payment completes nothing: its delivery dies into
-// review, and the order waits, refunding, for an operator.
+// amount, currency or payment completes nothing: the refund is in review,
+// and the order waits, refunding, for an operator (SettleReview).
 //
 // Errors, with nothing written: EINVALID for a bad amount, reason or key, or
 // a flow without refunds; ECONFLICT when the order is not paid, has no
@@ -194,41 +195,15 @@ func (ps *payments) recordOrderRefund(ctx context.Context, r *lapse.OrderRefund,
 }
 
 // settleOrderRefund ends a refunding order once none of its refunds is
-// still requested: refunded when everything its payment captured went back,
-// paid again otherwise. It reports whether nothing is left to wait for.
+// still requested or in review (settlePlan). It reports whether none is
+// left for the provider to answer: a refund in review is an operator's to
+// settle (SettleReview), which ends the order then.
 func (ps *payments) settleOrderRefund(ctx context.Context, orderNo string) (bool, error) {
 	e := ps.e
 	return changeOrder(ctx, e, orderChange{orderNo: orderNo}, func(s lapse.Store, o *lapse.Order, flow *lapse.Flow) (bool, error) {
-		refunds, err := s.OrderRefundList(ctx, o.ID)
-		if err != nil {
-			return false, err
-		}
-		var refunded, captured int64
-		for _, r := range refunds {
-			switch r.Status {
-			case lapse.OrderRefundRequested:
-				return false, nil
-			case lapse.OrderRefundSucceeded:
-				refunded += r.Amount
-			}
-		}
-		if flow.Refunds.Start == "" || flow.Transition(o.State, flow.Refunds.Done) == nil {
-			return true, nil // not refunding (settled already)
-		}
-		pays, err := s.PaymentList(ctx, &lapse.PaymentListParams{OrderID: o.ID, Status: lapse.PaymentApplied})
-		if err != nil {
-			return false, err
-		}
-		for _, p := range pays {
-			captured += p.Amount
-		}
-		ev, why := flow.Refunds.Partial, fmt.Sprintf("refunded %s of %s", lapse.Money(refunded, o.Currency), lapse.Money(captured, o.Currency))
-		if refunded >= captured {
-			ev, why = flow.Refunds.Done, fmt.Sprintf("refunded all %s", lapse.Money(captured, o.Currency))
-		}
-		p, err := flow.Plan(o, lapse.Firing{Event: ev, Now: e.clock.Now(), FiredBy: lapse.FiredByPayment, Actor: "engine " + e.node, Reason: why})
-		if err != nil {
-			return false, err
+		p, requested, err := ps.settlePlan(ctx, s, o, flow, lapse.FiredByPayment, "engine "+e.node)
+		if err != nil || p == nil {
+			return !requested, err
 		}
 		if _, err := e.transition(ctx, s, o, p); err != nil {
 			return false, err
@@ -238,10 +213,49 @@ func (ps *payments) settleOrderRefund(ctx context.Context, orderNo string) (bool
 	})
 }
 
+// settlePlan plans the end of refunding order o, read through s, fired by
+// who: refunded when everything its payment captured went back, paid again
+// otherwise. It plans nothing (nil) when o is not refunding, or while one of
+// its refunds is requested (then requested is true) or in review: until an
+// operator settles that one, Lapse cannot tell whether all went back.
+func (ps *payments) settlePlan(ctx context.Context, s lapse.Store, o *lapse.Order, flow *lapse.Flow, by lapse.FiredBy, who string) (p *lapse.OrderTransitionParams, requested bool, err error) {
+	refunds, err := s.OrderRefundList(ctx, o.ID)
+	if err != nil {
+		return nil, false, err
+	}
+	var refunded, captured int64
+	review := false
+	for _, r := range refunds {
+		switch r.Status {
+		case lapse.OrderRefundRequested:
+			return nil, true, nil
+		case lapse.OrderRefundReview:
+			review = true
+		case lapse.OrderRefundSucceeded:
+			refunded += r.Amount
+		}
+	}
+	if review || flow.Refunds.Start == "" || flow.Transition(o.State, flow.Refunds.Done) == nil {
+		return nil, false, nil // an operator's, or not refunding (settled already)
+	}
+	pays, err := s.PaymentList(ctx, &lapse.PaymentListParams{OrderID: o.ID, Status: lapse.PaymentApplied})
+	if err != nil {
+		return nil, false, err
+	}
+	for _, p := range pays {
+		captured += p.Amount
+	}
+	ev, why := flow.Refunds.Partial, fmt.Sprintf("refunded %s of %s", lapse.Money(refunded, o.Currency), lapse.Money(captured, o.Currency))
+	if refunded >= captured {
+		ev, why = flow.Refunds.Done, fmt.Sprintf("refunded all %s", lapse.Money(captured, o.Currency))
+	}
+	p, err = flow.Plan(o, lapse.Firing{Event: ev, Now: ps.e.clock.Now(), FiredBy: by, Actor: who, Reason: why})
+	return p, false, err
+}
+
 // deliverOrderRefunds asks the provider for every refund of the order that
 // is still requested, then settles the order. An answer about another
-// refund than the one asked for fails the delivery for good, so that it
-// dies into review.
+// refund than the one asked for puts that refund in review.
 func (r refunder) deliverOrderRefunds(ctx context.Context, d *lapse.Delivery) error {
 	ps, e := r.ps, r.ps.e
 	o, err := e.store.OrderGet(ctx, d.OrderNo)
@@ -271,8 +285,11 @@ func (r refunder) deliverOrderRefunds(ctx context.Context, d *lapse.Delivery) er
 		if err != nil {
 			return err
 		}
-		if err := reportDisagrees(x.Provider, x.Key, ref, x.TxnID, x.Amount, x.Currency); err != nil {
-			return err // the delivery dies into review; the order waits, refunding
+		if dis := reportDisagrees(x.Provider, x.Key, ref, x.TxnID, x.Amount, x.Currency); dis != nil {
+			if err := ps.refundDisputed(ctx, x, nil, dis.Error()); err != nil {
+				return err
+			}
+			continue // the order waits, refunding, for an operator
 		}
 		if err := ps.recordOrderRefund(ctx, x, ref, why); err != nil {
 			return err
@@ -288,8 +305,8 @@ func (r refunder) deliverOrderRefunds(ctx context.Context, d *lapse.Delivery) er
 // queryOrderRefunds asks the provider about refunds whose request may have
 // been lost, and records those it made. It reports true once none is left
 // requested; otherwise the next attempt asks again under the same keys. An
-// answer about another refund than the one asked for is an error that
-// kills the delivery, into review.
+// answer about another refund than the one asked for puts that refund in
+// review.
 func (r refunder) queryOrderRefunds(ctx context.Context, d *lapse.Delivery) (bool, error) {
 	ps, e := r.ps, r.ps.e
 	o, err := e.store.OrderGet(ctx, d.OrderNo)
@@ -312,8 +329,11 @@ func (r refunder) queryOrderRefunds(ctx context.Context, d *lapse.Delivery) (boo
 		if err != nil {
 			return false, err
 		}
-		if err := reportDisagrees(x.Provider, x.Key, ref, x.TxnID, x.Amount, x.Currency); err != nil {
-			return false, err // the delivery dies into review; the order waits, refunding
+		if dis := reportDisagrees(x.Provider, x.Key, ref, x.TxnID, x.Amount, x.Currency); dis != nil {
+			if err := ps.refundDisputed(ctx, x, nil, dis.Error()); err != nil {
+				return false, err
+			}
+			continue // the order waits, refunding, for an operator
 		}
 		if ref.Status == lapse.RefundProcessing {
 			return false, nil
@@ -328,10 +348,13 @@ func (r refunder) queryOrderRefunds(ctx context.Context, d *lapse.Delivery) (boo
 // orderRefundNoticed records a refund the provider reports done for an
 // applied payment: a merchant refund of its order, found by its key or the
 // provider's refund id. A notice that says another amount than Lapse holds
-// for that refund, or reports done a refund Lapse recorded failed
-// (noticeDisagrees), completes nothing and is put in review on the order,
-// once however often it comes: the books would say that money went back
-// which did not, or miss money that did.
+// for a refund requested, or reports done a refund Lapse recorded failed
+// (noticeDisagrees), completes nothing: the refund goes to review
+// (refundDisputed). One that contradicts a refund that succeeded, or one in
+// review, is put on the desk beside it, once however often it comes; one
+// that agrees with a refund in review changes nothing, as only an operator
+// settles that. A notice that matches no refund is of a refund Lapse never
+// asked for (unaskedRefund).
 func (ps *payments) orderRefundNoticed(ctx context.Context, pay *lapse.Payment, n *lapse.PaymentNotice) error {
 	e := ps.e
 	refunds, err := e.store.OrderRefundList(ctx, pay.OrderID)
@@ -342,11 +365,11 @@ func (ps *payments) orderRefundNoticed(ctx context.Context, pay *lapse.Payment, 
 		if x.PaymentID != pay.ID || (x.Key != n.RefundID && (x.RefundID == "" || x.RefundID != n.RefundID)) {
 			continue
 		}
-		if why := noticeDisagrees(n, x, refunds[:i]); why != "" {
-			_, err := ps.conflicting(ctx, pay, n, nil, why)
-			return err
-		}
-		if x.Status == lapse.OrderRefundRequested {
+		why := noticeDisagrees(n, x, refunds[:i])
+		switch {
+		case why != "":
+			return ps.refundDisputed(ctx, x, n, why)
+		case x.Status == lapse.OrderRefundRequested:
 			// The notice's amount is x's, as checked above.
 			if err := ps.recordOrderRefund(ctx, x, &lapse.ProviderRefund{RefundID: n.RefundID, TxnID: pay.TxnID, Amount: x.Amount,
 				Currency: n.Currency, Status: lapse.RefundSucceeded}, ""); err != nil {
@@ -356,8 +379,122 @@ func (ps *payments) orderRefundNoticed(ctx context.Context, pay *lapse.Payment, 
 		_, err := ps.settleOrderRefund(ctx, pay.OrderNo)
 		return err
 	}
-	e.log.Warn("refund notice matches no refund Lapse asked for", "provider", n.Provider, "txn_id", n.TxnID, "refund_id", n.RefundID)
-	return nil
+	return ps.unaskedRefund(ctx, pay, n, refunds)
+}
+
+// refundDisputed puts refund x in review, with a review that holds it
+// naming why: a report about it (n, a callback; nil for an answer to the
+// refund or a query) disagrees with what Lapse asked for or recorded. Only
+// a refund requested or failed moves: one that succeeded, or that is in
+// review already, keeps its status, and the report is put on the desk
+// beside it, on its payment, unless the review that holds it says so.
+func (ps *payments) refundDisputed(ctx context.Context, x *lapse.OrderRefund, n *lapse.PaymentNotice, why string) error {
+	e := ps.e
+	for range maxStaleRetries {
+		if x.Status != lapse.OrderRefundRequested && x.Status != lapse.OrderRefundFailed {
+			open, err := e.store.ReviewList(ctx, &lapse.ReviewListParams{OrderID: x.OrderID, Open: true})
+			if err != nil || x.Status == lapse.OrderRefundReview && hasReason(open, refundReviewReason(x, why)) {
+				return err
+			}
+			pay, err := e.store.PaymentGet(ctx, x.Provider, x.TxnID)
+			if err != nil {
+				return err
+			}
+			_, err = ps.conflicting(ctx, pay, n, nil, why)
+			return err
+		}
+		now := e.clock.Now()
+		_, err := e.store.OrderRefundUpdate(ctx, &lapse.OrderRefundUpdateParams{ID: x.ID, From: x.Status, To: lapse.OrderRefundReview, At: now,
+			Review: &lapse.Review{OrderID: x.OrderID, OrderNo: x.OrderNo, Reason: refundReviewReason(x, why), CreatedAt: now}})
+		if err == nil {
+			e.log.Error("merchant refund handed to an operator: a report about it disagrees", "order_no", x.OrderNo, "key", x.Key,
+				"provider", x.Provider, "was", x.Status, "reason", why)
+			e.metrics.refunds.WithLabelValues(refundOrder, refundReview).Inc()
+			return nil
+		}
+		if !errors.Is(err, lapse.ErrStale) {
+			return err
+		}
+		if x, err = ps.refundNow(ctx, x.OrderID, x.OrderNo, x.ID); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("refund %s of order %s: %w", x.Key, x.OrderNo, lapse.ErrStale)
+}
+
+// refundReviewReason is the reason of the review that holds refund x, in
+// review because of why.
+func refundReviewReason(x *lapse.OrderRefund, why string) string {
+	return lapse.CleanReason(fmt.Sprintf("refund %s of order %s (%s) is in review: %s; an operator settles it as succeeded or failed",
+		x.Key, x.OrderNo, lapse.Money(x.Amount, x.Currency), why))
+}
+
+// refundNow reads refund id of order orderNo (orderID) as it stands.
+func (ps *payments) refundNow(ctx context.Context, orderID int64, orderNo string, id int64) (*lapse.OrderRefund, error) {
+	refunds, err := ps.e.store.OrderRefundList(ctx, orderID)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range refunds {
+		if r.ID == id {
+			return r, nil
+		}
+	}
+	return nil, lapse.Errorf(lapse.EINTERNAL, "order %s has no refund %d", orderNo, id)
+}
+
+// unaskedRefund records a refund the provider reports done for applied
+// payment pay that matches none of refunds, its order's, that Lapse asked
+// for: one made in the provider's dashboard, say. Money left the merchant,
+// so it goes on the books as a refund in review of what the notice says it
+// gave back, with a review that holds it, and its order does not move: an
+// operator settles it, succeeded or failed. A notice of what the payment
+// has had refunded in all (RefundedTotal) gave back only what Lapse's
+// refunds of the payment (not failed) do not explain, and records nothing
+// when they explain it all. The refund's key is made of the provider's
+// refund id, and the total for a notice of one, so that the same report
+// again records nothing.
+func (ps *payments) unaskedRefund(ctx context.Context, pay *lapse.Payment, n *lapse.PaymentNotice, refunds []*lapse.OrderRefund) error {
+	e := ps.e
+	amount, key, refundID := n.Amount, "lapse-unasked-"+n.Provider+"-"+n.RefundID, n.RefundID
+	said := fmt.Sprintf("%s reports refund %s of payment %s done, %s refunded; Lapse asked for no such refund",
+		n.Provider, n.RefundID, pay.TxnID, lapse.Money(n.Amount, pay.Currency))
+	if n.RefundedTotal {
+		for _, r := range refunds {
+			if r.PaymentID == pay.ID && r.Status != lapse.OrderRefundFailed {
+				amount -= r.Amount
+			}
+		}
+		if amount <= 0 {
+			return nil // Lapse's own refunds explain it
+		}
+		// The refund id of a total may name the payment's every refund
+		// (Stripe's charge id): it is not the unasked refund's own.
+		key, refundID = key+"-"+strconv.FormatInt(n.Amount, 10), ""
+		said = fmt.Sprintf("%s reports %s refunded of payment %s in all (refund %s), %s more than Lapse's refunds of it",
+			n.Provider, lapse.Money(n.Amount, pay.Currency), pay.TxnID, n.RefundID, lapse.Money(amount, pay.Currency))
+	}
+	now := e.clock.Now()
+	x := &lapse.OrderRefund{OrderID: pay.OrderID, OrderNo: pay.OrderNo, PaymentID: pay.ID, Provider: pay.Provider, TxnID: pay.TxnID,
+		Amount: amount, Currency: pay.Currency, Reason: "reported by " + n.Provider + ", not asked for by Lapse", Key: key,
+		Status: lapse.OrderRefundReview, RefundID: refundID, CreatedAt: now}
+	created := false
+	err := e.store.Tx(ctx, func(tx lapse.Store) error {
+		got, c, err := tx.OrderRefundCreate(ctx, x)
+		if err != nil || !c {
+			return err
+		}
+		created = true
+		_, err = tx.OrderRefundUpdate(ctx, &lapse.OrderRefundUpdateParams{ID: got.ID, From: lapse.OrderRefundReview, To: lapse.OrderRefundReview,
+			At: now, Review: &lapse.Review{OrderID: pay.OrderID, OrderNo: pay.OrderNo, Reason: refundReviewReason(got, said), CreatedAt: now}})
+		return err
+	})
+	if err == nil && created {
+		e.log.Error("refund notice matches no refund Lapse asked for; recorded in review", "provider", n.Provider, "txn_id", n.TxnID,
+			"refund_id", n.RefundID, "order_no", pay.OrderNo, "amount", amount)
+		e.metrics.refunds.WithLabelValues(refundOrder, refundReview).Inc()
+	}
+	return err
 }
 
 // noticeDisagrees says how refund notice n contradicts x, the merchant
@@ -394,4 +531,81 @@ func noticeDisagrees(n *lapse.PaymentNotice, x *lapse.OrderRefund, earlier []*la
 		asked += fmt.Sprintf(", which with the refunds before it makes %s in all", lapse.Money(want, x.Currency))
 	}
 	return fmt.Sprintf("a refund notice about refund %s of order %s reports %s %s; %s", id, x.OrderNo, lapse.Money(n.Amount, n.Currency), said, asked)
+}
+
+// reviewRefund returns the refund that review id holds, with the review.
+func (ps *payments) reviewRefund(ctx context.Context, id int64) (*lapse.OrderRefund, *lapse.Review, error) {
+	if id <= 0 {
+		return nil, nil, lapse.FieldError("id", "must be a review id, a positive integer")
+	}
+	e := ps.e
+	rv, err := e.store.ReviewGet(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rv.OrderRefundID == 0 {
+		return nil, nil, lapse.Refine(ErrReviewHoldsNoRefund, "review %d of order %s holds no refund: resolve it instead", id, rv.OrderNo)
+	}
+	x, err := ps.refundNow(ctx, rv.OrderID, rv.OrderNo, rv.OrderRefundID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return x, rv, nil
+}
+
+// settleReview is SettleReview.
+func (ps *payments) settleReview(ctx context.Context, id int64, to lapse.OrderRefundStatus, note string, by Actor) (*lapse.Review, error) {
+	e := ps.e
+	if to != lapse.OrderRefundSucceeded && to != lapse.OrderRefundFailed {
+		return nil, lapse.FieldError("status", "must be %s (the money went back) or %s (it did not), not %q", lapse.OrderRefundSucceeded, lapse.OrderRefundFailed, to)
+	}
+	if strings.TrimSpace(note) == "" {
+		return nil, lapse.FieldError("note", "is required: say what the provider shows")
+	}
+	x, rv, err := ps.reviewRefund(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	who := by.resolver()
+	failure := ""
+	if to == lapse.OrderRefundFailed {
+		failure = lapse.CleanReason("settled failed by " + who + ": " + note)
+	}
+	return changeOrder(ctx, e, orderChange{orderNo: rv.OrderNo}, func(s lapse.Store, o *lapse.Order, flow *lapse.Flow) (*lapse.Review, error) {
+		now := e.clock.Now()
+		var got *lapse.Review
+		var p *lapse.OrderTransitionParams
+		err := s.Tx(ctx, func(tx lapse.Store) error {
+			rs, err := tx.ReviewResolve(ctx, &lapse.ReviewResolveParams{ID: id, At: now, By: who, Note: note})
+			if err != nil {
+				return err
+			}
+			got = rs[0]
+			_, err = tx.OrderRefundUpdate(ctx, &lapse.OrderRefundUpdateParams{ID: x.ID, From: lapse.OrderRefundReview, To: to, Failure: failure, At: now})
+			if errors.Is(err, lapse.ErrStale) { // cannot be while its review was open
+				return lapse.Errorf(lapse.EINTERNAL, "refund %s of order %s is not in review, while review %d that holds it was open", x.Key, x.OrderNo, id)
+			}
+			if err != nil {
+				return err
+			}
+			if p, _, err = ps.settlePlan(ctx, tx, o, flow, by.FiredBy, by.Name); err != nil || p == nil {
+				return err
+			}
+			_, err = e.transition(ctx, tx, o, p)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if p != nil {
+			e.committed(flow.Name, p)
+		}
+		e.log.Warn("merchant refund settled by an operator", "order_no", x.OrderNo, "key", x.Key, "status", to, "by", who)
+		result := refundSucceeded
+		if to == lapse.OrderRefundFailed {
+			result = refundFailed
+		}
+		e.metrics.refunds.WithLabelValues(refundOrder, result).Inc()
+		return got, nil
+	})
 }

@@ -84,6 +84,15 @@ func (ps *payments) serves(f *lapse.Flow) bool { return f.Pays != "" }
 // order it names, or on the payment's when that order does not exist),
 // once however often it is sent; the payment as recorded is returned.
 //
+// A verified callback reports a capture (or a refund) its provider made,
+// so it is never refused for a field Lapse cannot take as it is. A payment
+// in a currency that is not three capital letters (as sent, cleaned and
+// bounded) is recorded in review, as one that does not match its order is.
+// An unreadable notice (lapse.NoticeUnreadable: its amount, time or kind
+// cannot be read) records no money: it is put in review on its
+// transaction's payment when that is recorded, and otherwise on the order
+// it names, once however often it comes.
+//
 // A refunded notice completes the refund of a late payment, or a merchant
 // refund of the order an applied payment paid. One that names another
 // order or currency than the payment's, or another amount than the refund
@@ -104,8 +113,17 @@ func (e *Engine) ApplyPayment(ctx context.Context, n *lapse.PaymentNotice) (*lap
 
 func (ps *payments) apply(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
 	e := ps.e
-	if n.Kind == lapse.NoticeRefunded {
+	if !lapse.WellFormedCurrency(n.Currency) {
+		// Kept as the provider sent it, within what a store keeps as text.
+		c := *n
+		c.Currency = lapse.CleanReason(n.Currency)
+		n = &c
+	}
+	switch n.Kind {
+	case lapse.NoticeRefunded:
 		return ps.refundNoticed(ctx, n)
+	case lapse.NoticeUnreadable:
+		return ps.unreadableNoticed(ctx, n)
 	}
 	// The same transaction again is found by the store's unique key on
 	// (provider, txn id), whichever way it is recorded below: it writes
@@ -193,6 +211,10 @@ func (ps *payments) unknownOrder(ctx context.Context, n *lapse.PaymentNotice, er
 // its provider time contradicts the order (paidAtMismatch, judged at now),
 // or why its callback asked for review, or "".
 func (ps *payments) payMismatch(o *lapse.Order, n *lapse.PaymentNotice, now time.Time) string {
+	if !lapse.WellFormedCurrency(n.Currency) {
+		return fmt.Sprintf("the payment's currency is not a currency code (three capital letters): %d minor units in %q; order %s is %s",
+			n.Amount, n.Currency, o.OrderNo, lapse.Money(o.Amount, o.Currency))
+	}
 	if n.Amount != o.Amount || n.Currency != o.Currency {
 		return fmt.Sprintf("the payment is %s; order %s is %s", lapse.Money(n.Amount, n.Currency), o.OrderNo, lapse.Money(o.Amount, o.Currency))
 	}
@@ -278,10 +300,12 @@ func paymentReview(o *lapse.Order, pay *lapse.Payment, at time.Time) *lapse.Revi
 }
 
 // refundNoticed completes the refund of a late payment that the provider
-// reports done. A payment already refunded is left as it is. A notice that
-// contradicts the payment (another order or currency, or another amount
-// than a late payment's, which is refunded in full) completes nothing: the
-// books would say the money went back when it did not, or not all of it.
+// reports done, or of a merchant refund (orderRefundNoticed). A payment
+// already refunded is left as it is. A notice that contradicts the payment
+// (another order or currency, or another amount than a late payment's,
+// which is refunded in full) completes nothing: the books would say the
+// money went back when it did not, or not all of it. A refund of a payment
+// in review is put on the desk beside it, for the operator who has it.
 func (ps *payments) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
 	e := ps.e
 	for range maxStaleRetries {
@@ -303,6 +327,9 @@ func (ps *payments) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (
 		case lapse.PaymentApplied:
 			// A refund of a paid order: the merchant refund path's.
 			return pay, ps.orderRefundNoticed(ctx, pay, n)
+		case lapse.PaymentReview:
+			return ps.conflicting(ctx, pay, n, nil, fmt.Sprintf("a refund notice reports refund %s done, %s refunded; the payment is in review",
+				n.RefundID, lapse.Money(n.Amount, n.Currency)))
 		default:
 			return pay, nil
 		}
@@ -313,6 +340,57 @@ func (ps *payments) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (
 		return got, err
 	}
 	return nil, fmt.Errorf("refund of payment %s: %w", n.TxnID, lapse.ErrStale)
+}
+
+// unreadableNoticed puts n, a verified notice Lapse cannot read in full
+// (n.Review says what), in review, once however often it comes, and records
+// no money: on the payment its transaction names when that is recorded, as
+// a notice that contradicts it is, and otherwise on the order it names, or
+// on the group of the member whose charge key it names. An order that does
+// not exist is ENOTFOUND, as for a payment, so that the provider sends it
+// again. The payment returned is the one recorded, or nil.
+func (ps *payments) unreadableNoticed(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
+	e := ps.e
+	about := "the callback"
+	if n.RefundID != "" {
+		about += " of refund " + n.RefundID
+	}
+	why := fmt.Sprintf("%s verified, but cannot be read: %s", about, n.Review)
+	rec, err := e.store.PaymentGet(ctx, n.Provider, n.TxnID)
+	switch {
+	case err == nil:
+		return ps.conflicting(ctx, rec, n, nil, why)
+	case !errors.Is(err, lapse.ErrPaymentNotFound):
+		return nil, err
+	}
+	o, err := e.store.OrderGet(ctx, n.OrderNo)
+	if errors.Is(err, lapse.ErrOrderNotFound) {
+		m, merr := e.store.GroupMemberGet(ctx, n.OrderNo)
+		switch {
+		case merr == nil:
+			o, err = e.store.OrderGet(ctx, m.GroupID)
+		case !errors.Is(merr, lapse.ErrGroupMemberNotFound):
+			return nil, merr
+		}
+	}
+	if errors.Is(err, lapse.ErrOrderNotFound) {
+		return nil, lapse.Refine(lapse.ErrOrderNotFound, "payment %s of %s is for order %s, which does not exist", n.TxnID, n.Provider, n.OrderNo)
+	}
+	if err != nil {
+		return nil, err
+	}
+	reason := lapse.CleanReason(fmt.Sprintf("payment %s of %s (not recorded) is in review: %s; nothing was recorded as money",
+		n.TxnID, n.Provider, why))
+	open, err := e.store.ReviewList(ctx, &lapse.ReviewListParams{OrderID: o.ID, Open: true})
+	if err != nil || hasReason(open, reason) {
+		return nil, err
+	}
+	if _, err := e.store.ReviewCreate(ctx, &lapse.Review{OrderID: o.ID, OrderNo: o.OrderNo, Reason: reason, CreatedAt: e.clock.Now()}); err != nil {
+		return nil, err
+	}
+	e.log.Error("payment callback verified but unreadable; put in review", "provider", n.Provider, "txn_id", n.TxnID,
+		"order_no", o.OrderNo, "reason", n.Review)
+	return nil, nil
 }
 
 // paymentRefunded moves pay from its status to refunded, with its

@@ -52,7 +52,8 @@ func noticeConflict(rec *lapse.Payment, n *lapse.PaymentNotice, amount bool) str
 // guarded touch of rec (its status unchanged) so that it goes with the
 // payment as the store has it. An open review with the same reason stands
 // for it already (the provider sent n again). rec and its order do not
-// change otherwise; rec is returned as it stands.
+// change otherwise; rec is returned as it stands. n is nil for a
+// provider's answer to a refund or a query, which is no notice.
 func (ps *payments) conflicting(ctx context.Context, rec *lapse.Payment, n *lapse.PaymentNotice, o *lapse.Order, why string) (*lapse.Payment, error) {
 	e := ps.e
 	if o == nil {
@@ -85,8 +86,11 @@ func (ps *payments) conflicting(ctx context.Context, rec *lapse.Payment, n *laps
 		if err != nil {
 			return nil, err
 		}
-		e.log.Error("payment notice contradicts the payment recorded; put in review", "provider", rec.Provider, "txn_id", rec.TxnID,
-			"kind", n.Kind, "order_no", n.OrderNo, "recorded_order_no", rec.OrderNo, "reason", why)
+		attrs := []any{"provider", rec.Provider, "txn_id", rec.TxnID, "recorded_order_no", rec.OrderNo, "reason", why}
+		if n != nil {
+			attrs = append(attrs, "kind", n.Kind, "order_no", n.OrderNo)
+		}
+		e.log.Error("payment report contradicts the payment recorded; put in review", attrs...)
 		return got, nil
 	}
 	return nil, fmt.Errorf("review of a notice contradicting payment %s: %w", rec.TxnID, lapse.ErrStale)

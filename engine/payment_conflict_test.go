@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -265,6 +266,80 @@ func TestPaymentTimeContradictions(t *testing.T) {
 					t.Errorf("%s: %s, reviews %+v; want PAID", c.o.OrderNo, o.State, rs)
 				}
 			}
+		}
+	})
+}
+
+// TestApplyPaymentUnreadable: a verified notice Lapse cannot read in full
+// records no money and moves nothing: it is on the desk of its order, or of
+// its transaction's payment when that is recorded, once however often it
+// comes; for an order that does not exist it is ENOTFOUND, sent again. A
+// payment in a currency that is no code is recorded in review, its
+// currency kept as sent within what a store keeps.
+func TestApplyPaymentUnreadable(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		e := paymentEngine(t, open(), clk, &fakeProvider{})
+		ctx := ctxT(t)
+		a := create(t, e, checkout("UR-1", time.Hour))
+		b := create(t, e, checkout("UR-2", time.Hour))
+		if _, err := e.ApplyPayment(ctx, paid(b, "txn-UR-2", clk.Now())); err != nil {
+			t.Fatal(err)
+		}
+		odd := func(o *lapse.Order, txn, refundID, why string) *lapse.PaymentNotice {
+			return &lapse.PaymentNotice{Provider: "sandbox", Kind: lapse.NoticeUnreadable, TxnID: txn, RefundID: refundID, OrderNo: o.OrderNo,
+				Currency: "CNY", Review: why, Raw: []byte(`{}`)}
+		}
+		for range 3 {
+			if p, err := e.ApplyPayment(ctx, odd(a, "txn-UR-1", "", `amount "10.00" is not a positive integer number of minor units`)); err != nil || p != nil {
+				t.Fatalf("an unreadable notice = %+v, %v; want it taken, with no payment", p, err)
+			}
+			if _, err := e.ApplyPayment(ctx, odd(b, "txn-UR-2", "re-9", `refund_fee "1,000.00" is not a positive amount`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if rs := orderReviews(t, e, "UR-1"); len(rs) != 1 || !reviewSays(t, e, "UR-1", "txn-UR-1", `amount "10.00"`) {
+			t.Errorf("reviews of UR-1 = %+v; want one naming the transaction and the amount as sent", rs)
+		}
+		if rs := orderReviews(t, e, "UR-2"); len(rs) != 1 || !reviewSays(t, e, "UR-2", "txn-UR-2", "re-9", `refund_fee "1,000.00"`) {
+			t.Errorf("reviews of UR-2 = %+v; want one naming the payment, the refund and its amount as sent", rs)
+		}
+		if ps, _ := e.Payments(ctx, "UR-1"); len(ps) != 0 {
+			t.Errorf("an unreadable notice recorded %+v", ps)
+		}
+		if o, _ := e.Order(ctx, "UR-1"); o.State != flows.Unpaid {
+			t.Errorf("an unreadable notice moved UR-1 to %s", o.State)
+		}
+		if ps, _ := e.Payments(ctx, "UR-2"); len(ps) != 1 || ps[0].Status != lapse.PaymentApplied {
+			t.Errorf("an unreadable refund notice changed UR-2's payment: %+v", ps)
+		}
+		nope := odd(a, "txn-NOPE", "", "kind \"x\"")
+		nope.OrderNo = "NOPE"
+		if _, err := e.ApplyPayment(ctx, nope); !errors.Is(err, lapse.ErrOrderNotFound) {
+			t.Errorf("an unreadable notice of an unknown order = %v, want ErrOrderNotFound", err)
+		}
+		// A group member's charge, named by its charge key: on the group's desk.
+		create(t, e, groupReq("UR-G", time.Hour))
+		m, _, err := e.JoinGroup(ctx, "UR-G", engine.JoinRequest{UserID: "u1", Method: "tok", By: app})
+		if err != nil {
+			t.Fatal(err)
+		}
+		member := odd(a, "txn-UR-G", "", "success_time \"yesterday\" is not RFC 3339")
+		member.OrderNo = m.Key
+		if _, err := e.ApplyPayment(ctx, member); err != nil || !reviewSays(t, e, "UR-G", "txn-UR-G", "yesterday") {
+			t.Errorf("an unreadable notice of a member's charge = %v; reviews of UR-G %+v", err, orderReviews(t, e, "UR-G"))
+		}
+
+		long := paid(a, "txn-UR-1b", clk.Now())
+		long.Currency = strings.Repeat("€", 1000)
+		p, err := e.ApplyPayment(ctx, long)
+		if err != nil || p.Status != lapse.PaymentReview || len(p.Currency) > lapse.MaxReasonLen || !strings.HasPrefix(p.Currency, "€€€") ||
+			!strings.Contains(p.Reason, "not a currency code") {
+			t.Fatalf("a payment in a long odd currency = %+v, %v; want it in review, its currency bounded", p, err)
+		}
+		rec, err := e.Reconcile(ctx)
+		if err != nil || len(rec.Issues) != 0 || rec.Totals[p.Currency].Review != 1000 {
+			t.Errorf("Reconcile = %+v, %v", rec, err)
 		}
 	})
 }

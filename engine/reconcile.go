@@ -23,7 +23,9 @@ type Reconciliation struct {
 // an operator has: in review, or late (or refunding) with their refund's
 // delivery dead and its review open. Open is money not yet settled either
 // way (late or refunding otherwise). What merchant refunds gave back of an
-// applied payment counts as refunded.
+// applied payment counts as refunded, and what merchant refunds in review
+// (disputed, or made at the provider without Lapse) may have given back as
+// in review.
 type MoneyTotals struct {
 	Captured, Applied, Refunded, Review, Open int64
 	// Overflow is set when a sum did not fit in an int64: the totals are
@@ -123,25 +125,38 @@ func (ps *payments) reconcilePayment(ctx context.Context, rec *Reconciliation, a
 		if err != nil {
 			return err
 		}
-		// What merchant refunds gave back of it is refunded, not applied.
+		// What merchant refunds gave back of it is refunded, not applied;
+		// what those in review may have given back is an operator's.
 		refunds, err := e.store.OrderRefundList(ctx, o.ID)
 		if err != nil {
 			return err
 		}
-		var back int64
+		var back, held int64
 		for _, r := range refunds {
-			if r.PaymentID == p.ID && r.Status == lapse.OrderRefundSucceeded {
-				var ok bool
-				if back, ok = lapse.AddInt64(back, r.Amount); !ok {
-					t.Overflow = true
-				}
+			sum := &back
+			switch {
+			case r.PaymentID != p.ID:
+				continue
+			case r.Status == lapse.OrderRefundReview:
+				sum = &held
+			case r.Status != lapse.OrderRefundSucceeded:
+				continue
+			}
+			var ok bool
+			if *sum, ok = lapse.AddInt64(*sum, r.Amount); !ok {
+				t.Overflow = true
 			}
 		}
-		if back > p.Amount {
-			issue("merchant refunds of %s exceed the %s it captured", lapse.Money(back, p.Currency), lapse.Money(p.Amount, p.Currency))
+		if out, ok := lapse.AddInt64(back, held); !ok || out > p.Amount {
+			inReview := ""
+			if held > 0 {
+				inReview = fmt.Sprintf(" (%s of them in review)", lapse.Money(held, p.Currency))
+			}
+			issue("merchant refunds of %s%s exceed the %s it captured", lapse.Money(out, p.Currency), inReview, lapse.Money(p.Amount, p.Currency))
 		}
-		t.add(&t.Applied, p.Amount-back)
+		t.add(&t.Applied, p.Amount-back-held)
 		t.add(&t.Refunded, back)
+		t.add(&t.Review, held)
 		f := e.flows.get(o.Flow)
 		if f == nil || !slices.Contains(paidStates(f), o.State) {
 			issue("applied, but order %s is %s, which is not a paid state", o.OrderNo, o.State)

@@ -136,9 +136,9 @@ func TestRefundReportDisagreesLate(t *testing.T) {
 // for another amount (more, less, none), currency or payment, whatever its
 // status, and whether it answers the refund, the query-back after a lost
 // answer, or a refund still processing, neither ends the order REFUNDED nor
-// makes it PAID again nor fails the refund: the refund's delivery dies into
-// review naming both amounts, and the order waits, REFUNDING, for an
-// operator.
+// makes it PAID again nor fails the refund: the refund is in review, on the
+// desk naming both amounts, its delivery done, and the order waits,
+// REFUNDING, for an operator. Reconcile counts the refund in review.
 func TestRefundReportDisagreesOrder(t *testing.T) {
 	eachStore(t, func(t *testing.T, open func() lapse.Store) {
 		clk := lapse.NewManualClock(t0)
@@ -195,21 +195,22 @@ func TestRefundReportDisagreesOrder(t *testing.T) {
 		for no, said := range says {
 			o, _ := e.Order(ctx, no)
 			rs, _ := e.OrderRefunds(ctx, no)
-			if o.State != flows.Refunding || len(rs) != 1 || rs[0].Status != lapse.OrderRefundRequested {
-				t.Errorf("%s is %s with refunds %+v; want REFUNDING, its refund requested", no, o.State, rs)
+			if o.State != flows.Refunding || len(rs) != 1 || rs[0].Status != lapse.OrderRefundReview {
+				t.Errorf("%s is %s with refunds %+v; want REFUNDING, its refund in review", no, o.State, rs)
 			}
-			if dl := refundDelivery(t, e, no); dl.Status != lapse.DeliveryDead {
-				t.Errorf("%s's refund delivery is %s, want dead, in review", no, dl.Status)
+			if dl := refundDelivery(t, e, no); dl.Status != lapse.DeliveryDone {
+				t.Errorf("%s's refund delivery is %s, want done: the refund is on the desk", no, dl.Status)
 			}
-			if !reviewSays(t, e, no, said...) {
-				t.Errorf("no open review of %s names %q: %+v", no, said, orderReviews(t, e, no))
+			if rvs := orderReviews(t, e, no); len(rvs) != 1 || rvs[0].OrderRefundID != rs[0].ID || !reviewSays(t, e, no, said...) {
+				t.Errorf("open reviews of %s = %+v; want one holding its refund, naming %q", no, rvs, said)
 			}
 		}
 		rec, err := e.Reconcile(ctx)
 		if err != nil || len(rec.Issues) != 0 {
 			t.Fatalf("Reconcile = %+v, %v", rec, err)
 		}
-		if tot := rec.Totals["CNY"]; tot.Captured != 9000 || tot.Applied != 8600 || tot.Refunded != 400 {
+		// In review: RM-2's 10.00 CNY and seven refunds of 4.00 CNY.
+		if tot := rec.Totals["CNY"]; tot.Captured != 9000 || tot.Applied != 4800 || tot.Refunded != 400 || tot.Review != 3800 {
 			t.Errorf("totals %+v", tot)
 		}
 	})
@@ -217,9 +218,11 @@ func TestRefundReportDisagreesOrder(t *testing.T) {
 
 // TestRefundNoticeDisagreesOrder: a refund callback about a merchant refund
 // that reports another amount than the refund Lapse asked for completes
-// nothing: it is on the desk, once however often it comes, naming both
-// amounts, and the order does not move. The refund's own notice still
-// completes it; one for another amount after that is on the desk too.
+// nothing: the refund is in review, on the desk once however often the
+// callback comes, naming both amounts, and the order does not move. The
+// refund's own notice does not complete it then; an operator settles it.
+// A notice for another amount about a refund that succeeded is on the desk
+// too, and moves nothing.
 func TestRefundNoticeDisagreesOrder(t *testing.T) {
 	eachStore(t, func(t *testing.T, open func() lapse.Store) {
 		clk := lapse.NewManualClock(t0)
@@ -236,9 +239,7 @@ func TestRefundNoticeDisagreesOrder(t *testing.T) {
 		}
 		drain(t, d) // processing: still requested
 		notice := func(refundID string, amount int64) *lapse.PaymentNotice {
-			n := paid(o, "txn-RN-1", clk.Now())
-			n.Kind, n.RefundID, n.Amount = lapse.NoticeRefunded, refundID, amount
-			return n
+			return refundNotice(o, "txn-RN-1", refundID, amount, clk.Now())
 		}
 		state := func() (lapse.State, lapse.OrderRefundStatus) {
 			o, _ := e.Order(ctx, "RN-1")
@@ -251,18 +252,25 @@ func TestRefundNoticeDisagreesOrder(t *testing.T) {
 				t.Errorf("a refund notice for another amount = %+v, %v", p, err)
 			}
 		}
-		if st, rst := state(); st != flows.Refunding || rst != lapse.OrderRefundRequested {
-			t.Errorf("after notices for another amount RN-1 is %s, its refund %s; want REFUNDING, requested", st, rst)
+		if st, rst := state(); st != flows.Refunding || rst != lapse.OrderRefundReview {
+			t.Errorf("after notices for another amount RN-1 is %s, its refund %s; want REFUNDING, in review", st, rst)
 		}
-		if rs := orderReviews(t, e, "RN-1"); len(rs) != 1 || !reviewSays(t, e, "RN-1", "5.00 CNY", "4.00 CNY") {
-			t.Errorf("reviews of RN-1 = %+v; want one naming 5.00 CNY and 4.00 CNY", rs)
+		rs := orderReviews(t, e, "RN-1")
+		if len(rs) != 1 || rs[0].OrderRefundID == 0 || !reviewSays(t, e, "RN-1", "5.00 CNY", "4.00 CNY") {
+			t.Fatalf("reviews of RN-1 = %+v; want one holding the refund, naming 5.00 CNY and 4.00 CNY", rs)
 		}
-		// The refund's own notice completes it.
+		// The refund's own notice completes nothing now: an operator settles it.
 		if _, err := e.ApplyPayment(ctx, notice("re-k-n1", 400)); err != nil {
 			t.Fatal(err)
 		}
+		if st, rst := state(); st != flows.Refunding || rst != lapse.OrderRefundReview || len(orderReviews(t, e, "RN-1")) != 1 {
+			t.Errorf("after the refund's notice RN-1 is %s, its refund %s; want REFUNDING, in review, one review", st, rst)
+		}
+		if _, err := e.SettleReview(ctx, rs[0].ID, lapse.OrderRefundSucceeded, "4.00 CNY went back, as the dashboard shows", operator); err != nil {
+			t.Fatal(err)
+		}
 		if st, rst := state(); st != flows.Paid || rst != lapse.OrderRefundSucceeded {
-			t.Errorf("after the refund's notice RN-1 is %s, its refund %s; want PAID, succeeded", st, rst)
+			t.Errorf("after the operator settled it RN-1 is %s, its refund %s; want PAID, succeeded", st, rst)
 		}
 		// Another amount after that: on the desk, and nothing moves.
 		if _, err := e.ApplyPayment(ctx, notice("k-n1", 300)); err != nil {
@@ -271,8 +279,8 @@ func TestRefundNoticeDisagreesOrder(t *testing.T) {
 		if st, rst := state(); st != flows.Paid || rst != lapse.OrderRefundSucceeded {
 			t.Errorf("after a late notice for another amount RN-1 is %s, its refund %s", st, rst)
 		}
-		if rs := orderReviews(t, e, "RN-1"); len(rs) != 2 || !reviewSays(t, e, "RN-1", "3.00 CNY", "4.00 CNY") {
-			t.Errorf("reviews of RN-1 = %+v; want a second naming 3.00 CNY and 4.00 CNY", rs)
+		if rs := orderReviews(t, e, "RN-1"); len(rs) != 1 || !reviewSays(t, e, "RN-1", "3.00 CNY", "4.00 CNY") {
+			t.Errorf("reviews of RN-1 = %+v; want one naming 3.00 CNY and 4.00 CNY", rs)
 		}
 
 		// Providers whose notice carries what the payment has had refunded
@@ -287,15 +295,6 @@ func TestRefundNoticeDisagreesOrder(t *testing.T) {
 			n.RefundedTotal = true
 			return n
 		}
-		if _, err := e.ApplyPayment(ctx, total("k-n2", 600)); err != nil {
-			t.Fatal(err)
-		}
-		if o, _ := e.Order(ctx, "RN-1"); o.State != flows.Refunding {
-			t.Errorf("after a notice of 6.00 CNY refunded in all RN-1 is %s", o.State)
-		}
-		if rs := orderReviews(t, e, "RN-1"); len(rs) != 3 || !reviewSays(t, e, "RN-1", "6.00 CNY refunded of the payment in all", "10.00 CNY") {
-			t.Errorf("reviews of RN-1 = %+v; want a third naming 6.00 CNY in all and 10.00 CNY", rs)
-		}
 		if _, err := e.ApplyPayment(ctx, total("re-k-n2", 1000)); err != nil {
 			t.Fatal(err)
 		}
@@ -307,8 +306,15 @@ func TestRefundNoticeDisagreesOrder(t *testing.T) {
 		if _, err := e.ApplyPayment(ctx, total("k-n1", 400)); err != nil {
 			t.Fatal(err)
 		}
-		if rs := orderReviews(t, e, "RN-1"); len(rs) != 3 {
-			t.Errorf("reviews of RN-1 = %+v; want still 3", rs)
+		if rs := orderReviews(t, e, "RN-1"); len(rs) != 1 {
+			t.Errorf("reviews of RN-1 = %+v; want still 1", rs)
+		}
+		// The second's, saying less than both: on the desk.
+		if _, err := e.ApplyPayment(ctx, total("k-n2", 600)); err != nil {
+			t.Fatal(err)
+		}
+		if rs := orderReviews(t, e, "RN-1"); len(rs) != 2 || !reviewSays(t, e, "RN-1", "6.00 CNY refunded of the payment in all", "10.00 CNY") {
+			t.Errorf("reviews of RN-1 = %+v; want a second naming 6.00 CNY in all and 10.00 CNY", rs)
 		}
 		rec, err := e.Reconcile(ctx)
 		if err != nil || len(rec.Issues) != 0 {

@@ -177,6 +177,20 @@ func (s checked) DeliveryClaim(ctx context.Context, p *lapse.DeliveryClaimParams
 	return s.Store.DeliveryClaim(ctx, p)
 }
 
+func (s checked) OrderRefundUpdate(ctx context.Context, p *lapse.OrderRefundUpdateParams) (*lapse.OrderRefund, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return s.Store.OrderRefundUpdate(ctx, p)
+}
+
+func (s checked) ReviewCreate(ctx context.Context, r *lapse.Review) (*lapse.Review, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return s.Store.ReviewCreate(ctx, r)
+}
+
 func (s checked) ReviewResolve(ctx context.Context, p *lapse.ReviewResolveParams) ([]*lapse.Review, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err

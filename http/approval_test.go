@@ -274,3 +274,80 @@ func TestAccessApprovalShowsItsRequest(t *testing.T) {
 		t.Errorf("the list shows %+v", list.Approvals)
 	}
 }
+
+// unaskedRefund has the provider report, by a signed callback, refund
+// refundID of amount of order no's payment, which Lapse never asked for,
+// and returns the open review that holds it.
+func (g *guardedEnv) unaskedRefund(no, refundID string, amount int64) lapse.Review {
+	g.t.Helper()
+	now := g.clock.Now()
+	body := fmt.Sprintf(`{"kind":"refunded","txn_id":%q,"refund_id":%q,"order_no":%q,"amount":%d,"currency":"CNY","merchant":"m-1","paid_at":%q}`,
+		"txn-"+no, refundID, no, amount, now.Format(time.RFC3339Nano))
+	if r := g.callback(body, now); r.status != http.StatusOK {
+		g.t.Fatalf("refund callback of %s: %d %s; want it acknowledged", no, r.status, r.body)
+	}
+	var list struct{ Reviews []lapse.Review }
+	g.call("GET", "/v1/reviews?open=true", "", bearer(g.admin)).want(g.t, http.StatusOK).decode(g.t, &list)
+	for _, rv := range list.Reviews {
+		if rv.OrderNo == no && rv.OrderRefundID != 0 {
+			return rv
+		}
+	}
+	g.t.Fatalf("no open review of %s holds a refund: %+v", no, list.Reviews)
+	return lapse.Review{}
+}
+
+// TestAccessSettleReview: settling a refund in review is a risky refund
+// action: the scope refunds:write (operations:write, which resolves
+// reviews, is not enough), an operator's second factor, four eyes above the
+// approval amount for the refund's amount, and its audit row. Resolving
+// the review alone is refused.
+func TestAccessSettleReview(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{ApprovalAmount: 500, ApprovalTTL: 10 * time.Minute})
+	g.operator("alice", access.RoleOperator)
+	g.paidOrder("S-1", 1000)
+	g.paidOrder("S-2", 1000)
+	rv := g.unaskedRefund("S-1", "re-dash-1", 300)
+	big := g.unaskedRefund("S-2", "re-dash-2", 700)
+	settle := fmt.Sprintf("/v1/reviews/%d/settle", rv.ID)
+	ops := g.key("ops", access.ScopeOperationsWrite)
+	alice := session(g.login("alice"))
+	g.rows()
+
+	g.call("POST", fmt.Sprintf("/v1/reviews/%d/resolve", rv.ID), `{"note":"done"}`, bearer(ops)).refused(t, http.StatusConflict, lapse.ECONFLICT)
+	g.call("POST", settle, `{"status":"succeeded","note":"seen in the dashboard"}`, bearer(ops)).refused(t, http.StatusForbidden, lapse.EFORBIDDEN)
+	g.call("POST", settle, `{"status":"succeeded","note":"seen in the dashboard"}`, alice).refused(t, http.StatusForbidden, lapse.EFORBIDDEN)
+	g.call("POST", settle, `{"status":"maybe","note":"?"}`, alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).
+		refused(t, http.StatusBadRequest, lapse.EINVALID)
+	if rs := g.refunds("S-1"); len(rs) != 1 || rs[0].Status != lapse.OrderRefundReview {
+		t.Fatalf("refusals settled the refund: %+v", rs)
+	}
+	g.wantRows("review.resolve ops 409 conflict", "review.settle ops refused: ", "review.settle alice refused: this action needs a fresh second factor",
+		"second_factor alice ok", "review.settle alice 400 invalid")
+
+	var got lapse.Review
+	g.call("POST", settle, `{"status":"succeeded","note":"seen in the dashboard\r\nticket 7"}`, alice).want(t, http.StatusOK).decode(t, &got)
+	if got.ID != rv.ID || got.ResolvedAt == nil || got.ResolvedBy != "operator:alice" || got.Note != "seen in the dashboard\nticket 7" {
+		t.Errorf("settled review %+v", got)
+	}
+	if rs := g.refunds("S-1"); len(rs) != 1 || rs[0].Status != lapse.OrderRefundSucceeded {
+		t.Errorf("refunds of S-1 after the settlement: %+v", rs)
+	}
+	rows := g.wantRows("review.settle alice ok")
+	if len(rows) == 1 && (rows[0].SecondFactor != "totp" || rows[0].Target != fmt.Sprintf("review:%d", rv.ID)) {
+		t.Errorf("the settlement's row %+v", rows[0])
+	}
+	g.call("POST", settle, `{"status":"failed","note":"no"}`, alice).refused(t, http.StatusConflict, lapse.ECONFLICT)
+	g.wantRows("review.settle alice 409 conflict")
+
+	// 7.00 CNY is above the approval amount: a second operator approves it.
+	a := g.call("POST", fmt.Sprintf("/v1/reviews/%d/settle", big.ID), `{"status":"failed","note":"reversed"}`, alice,
+		header(lapsehttp.SecondFactorHeader, g.code("alice"))).want(t, http.StatusAccepted).approval(t)
+	if a.Action != "review.settle" || a.Amount != 700 || a.Currency != "CNY" {
+		t.Errorf("approval request %+v", a)
+	}
+	if rs := g.refunds("S-2"); len(rs) != 1 || rs[0].Status != lapse.OrderRefundReview {
+		t.Errorf("a settlement waiting for approval settled: %+v", rs)
+	}
+}

@@ -39,8 +39,8 @@ func TestCurrencyRefused(t *testing.T) {
 // a code Lapse does not take is not refused, which would leave captured
 // money off the books while the provider sends it for ever: it is recorded
 // in review, as any payment in another currency than its order's, and
-// acknowledged. A code that is not even three capital letters is a
-// malformed notice.
+// acknowledged. So is one in a code that is not even three capital
+// letters (TestPaymentCallbackVerifiedOdd).
 func TestPaymentCallbackUnknownCurrency(t *testing.T) {
 	t.Parallel()
 	e := paymentEnv(t)
@@ -66,7 +66,12 @@ func TestPaymentCallbackUnknownCurrency(t *testing.T) {
 		t.Errorf("payments in other currencies moved the order to %s", o.State)
 	}
 	body := strings.Replace(noticeBody("CUR-P", "txn-cur-lower", 1999, now), `"currency":"CNY"`, `"currency":"cny"`, 1)
-	if r := e.callback(body, now); r.status != http.StatusBadRequest {
+	if r := e.callback(body, now); r.status != http.StatusOK {
 		t.Errorf("callback in cny: %d %s", r.status, r.body)
+	}
+	var pays struct{ Payments []lapse.Payment }
+	e.do("GET", "/v1/orders/CUR-P/payments", "").want(t, http.StatusOK).decode(t, &pays)
+	if n := len(pays.Payments); n != 4 || pays.Payments[3].Status != lapse.PaymentReview || !strings.Contains(pays.Payments[3].Reason, `"cny"`) {
+		t.Errorf("after the callback in cny: %+v", pays.Payments)
 	}
 }

@@ -147,6 +147,11 @@ func (s *Server) resolveReview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rv, err := s.engine.ResolveReview(r.Context(), id, note, actor(r))
+	s.writeReview(w, r, rv, err)
+}
+
+// writeReview answers r with rv, as resolved, or with err.
+func (s *Server) writeReview(w http.ResponseWriter, r *http.Request, rv *lapse.Review, err error) {
 	if err != nil {
 		s.error(w, r, err)
 		return
@@ -154,4 +159,29 @@ func (s *Server) resolveReview(w http.ResponseWriter, r *http.Request) {
 	v := *rv
 	v.CreatedAt, v.ResolvedAt = v.CreatedAt.UTC(), utc(v.ResolvedAt)
 	s.writeJSON(w, r, http.StatusOK, &v)
+}
+
+// settleRequest is the body of POST /v1/reviews/{id}/settle.
+type settleRequest struct {
+	Status lapse.OrderRefundStatus `json:"status"`
+	Note   string                  `json:"note"`
+}
+
+// settleReview settles the refund in review that a review holds, as the
+// operator found it at its provider (succeeded or failed), and resolves the
+// review with the note, in one change. Line breaks sent as CRLF are kept as
+// LF, as resolveReview keeps them.
+func (s *Server) settleReview(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r, "a review id")
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	var req settleRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	rv, err := s.engine.SettleReview(r.Context(), id, req.Status, strings.ReplaceAll(req.Note, "\r\n", "\n"), actor(r))
+	s.writeReview(w, r, rv, err)
 }

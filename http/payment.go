@@ -111,7 +111,10 @@ func (s *Server) paymentCallback(w http.ResponseWriter, r *http.Request) {
 	// and the engine logs those not applied; a line per callback at Info would
 	// be a write to stderr per callback.
 	status := "member charge" // a group member's charge, recorded on the member
-	if p != nil {
+	switch {
+	case n.Kind == lapse.NoticeUnreadable:
+		status = "review" // on its payment's desk, or its order's
+	case p != nil:
 		status = string(p.Status)
 	}
 	s.log.Debug(what+" callback applied", append(attrs, "status", status)...)

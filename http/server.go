@@ -182,6 +182,7 @@ func (s *Server) routes() []route {
 		{method: "POST", path: "/v1/groups/{group_id}/retry", handler: s.retryGroup, scope: pay, audit: "group.retry", target: "group:{group_id}", risky: true, stake: groupRetryStake},
 		{method: "GET", path: "/v1/reviews", handler: s.listReviews, scope: read},
 		{method: "POST", path: "/v1/reviews/{id}/resolve", handler: s.resolveReview, scope: ops, audit: "review.resolve", target: "review:{id}"},
+		{method: "POST", path: "/v1/reviews/{id}/settle", handler: s.settleReview, scope: ref, audit: "review.settle", target: "review:{id}", risky: true, stake: settleStake},
 		{method: "PUT", path: "/v1/stock/{sku}", handler: s.putStock, scope: inv, audit: "stock.set", target: "stock:{sku}", risky: true},
 		{method: "GET", path: "/v1/stock/{sku}", handler: s.getStock, scope: read},
 		{method: "POST", path: "/v1/coupons", handler: s.createCoupon, scope: inv, audit: "coupon.create", target: "coupon:body.code"},

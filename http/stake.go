@@ -57,6 +57,24 @@ func refundStake(s *Server, r *http.Request, body []byte) (stake, error) {
 	return stake{amount: *req.Amount, atRisk: total, currency: o.Currency, reason: req.Reason}, nil
 }
 
+// settleStake is what settling a review's refund puts at stake: the
+// refund's amount, which it marks gone back or not.
+func settleStake(s *Server, r *http.Request, body []byte) (stake, error) {
+	var req settleRequest
+	if err := s.decodeStake(r, body, &req); err != nil {
+		return stake{}, err
+	}
+	id, err := pathID(r, "a review id")
+	if err != nil {
+		return stake{}, err
+	}
+	amount, currency, err := s.engine.SettleStake(r.Context(), id)
+	if err != nil {
+		return stake{}, err
+	}
+	return stake{amount: amount, currency: currency, reason: req.Note}, nil
+}
+
 // retryStake is what a retry of the order puts at risk (a compensation
 // moves no money; its order's amount stands for it).
 func retryStake(s *Server, r *http.Request, body []byte) (stake, error) {

@@ -71,8 +71,9 @@ func (s *Store) OrderRefundList(ctx context.Context, orderID int64) ([]*lapse.Or
 	return rs, nil
 }
 
-// OrderRefundUpdate moves a refund from p.From to p.To, or returns
-// lapse.ErrStale and writes nothing.
+// OrderRefundUpdate moves a refund from p.From to p.To, with p.Review
+// holding it, in one transaction, or returns lapse.ErrStale and writes
+// nothing.
 func (s *Store) OrderRefundUpdate(ctx context.Context, p *lapse.OrderRefundUpdateParams) (*lapse.OrderRefund, error) {
 	got, err := write(ctx, s, func(w *Store) (*lapse.OrderRefund, error) {
 		res, err := w.exec(ctx, `UPDATE order_refunds SET status = ?, refund_id = IF(? <> '', ?, refund_id),
@@ -83,6 +84,13 @@ func (s *Store) OrderRefundUpdate(ctx context.Context, p *lapse.OrderRefundUpdat
 		}
 		if affected(res) == 0 {
 			return nil, lapse.ErrStale
+		}
+		if p.Review != nil {
+			rv := *p.Review
+			rv.OrderRefundID = p.ID
+			if err := w.review(ctx, &rv); err != nil {
+				return nil, err
+			}
 		}
 		return scanOrderRefund(w.queryRow(ctx, "SELECT "+orderRefundCols+" FROM order_refunds WHERE id = ?", p.ID))
 	})

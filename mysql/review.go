@@ -12,19 +12,35 @@ import (
 	"github.com/lapsehq/lapse/internal/column"
 )
 
-// Reviews are created by DeliveryFinish, when a delivery dies, and by
-// PaymentCreate and PaymentUpdate, when a payment goes to review, and
-// resolved by ReviewResolve.
+// Reviews are created by DeliveryFinish, when a delivery dies, by
+// PaymentCreate and PaymentUpdate, when a payment goes to review, by
+// GroupMemberUpdate and by OrderRefundUpdate, and resolved by ReviewResolve.
 
-const reviewCols = `id, order_id, order_no, reason, delivery_id, created_at, resolved_at, resolved_by, note`
+const reviewCols = `id, order_id, order_no, reason, delivery_id, order_refund_id, created_at, resolved_at, resolved_by, note`
 
-// review inserts r, open; a DeliveryID of zero is stored as none.
+// review inserts r, open; a DeliveryID or OrderRefundID of zero is stored
+// as none.
 func (w *Store) review(ctx context.Context, r *lapse.Review) error {
-	if _, err := w.exec(ctx, `INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at) VALUES (?, ?, ?, ?, ?)`,
-		r.OrderID, r.OrderNo, r.Reason, nullInt64(r.DeliveryID), column.Micros(r.CreatedAt)); err != nil {
+	if _, err := w.exec(ctx, `INSERT INTO reviews (order_id, order_no, reason, delivery_id, order_refund_id, created_at)
+		VALUES (?, ?, ?, ?, ?, ?)`, r.OrderID, r.OrderNo, r.Reason, nullInt64(r.DeliveryID), nullInt64(r.OrderRefundID),
+		column.Micros(r.CreatedAt)); err != nil {
 		return fmt.Errorf("review: %w", err)
 	}
 	return nil
+}
+
+// ReviewCreate inserts r, open, and returns it with its id.
+func (s *Store) ReviewCreate(ctx context.Context, r *lapse.Review) (*lapse.Review, error) {
+	got, err := write(ctx, s, func(w *Store) (*lapse.Review, error) {
+		if err := w.review(ctx, r); err != nil {
+			return nil, err
+		}
+		return scanReview(w.queryRow(ctx, `SELECT `+reviewCols+` FROM reviews WHERE id = LAST_INSERT_ID()`))
+	})
+	if err != nil {
+		return nil, fail(err, "create review of order %s", r.OrderNo)
+	}
+	return got, nil
 }
 
 // ReviewList returns the reviews that match p, newest first (created_at,
@@ -86,7 +102,11 @@ func (s *Store) ReviewResolve(ctx context.Context, p *lapse.ReviewResolveParams)
 		match, key = "delivery_id", p.DeliveryID
 	}
 	got, err := write(ctx, s, func(w *Store) ([]*lapse.Review, error) {
-		ids, err := queryAll(ctx, w, scanInt64, `SELECT id FROM reviews WHERE `+match+` = ? AND resolved_at IS NULL ORDER BY id FOR UPDATE`, key)
+		open := "resolved_at IS NULL"
+		if p.ID == 0 { // by delivery or order: a review that holds a refund stays open
+			open += " AND order_refund_id IS NULL"
+		}
+		ids, err := queryAll(ctx, w, scanInt64, `SELECT id FROM reviews WHERE `+match+` = ? AND `+open+` ORDER BY id FOR UPDATE`, key)
 		if err != nil {
 			return nil, err
 		}
@@ -122,13 +142,15 @@ func (s *Store) ReviewResolve(ctx context.Context, p *lapse.ReviewResolveParams)
 
 func scanReview(r scanner) (*lapse.Review, error) {
 	var (
-		rv                   lapse.Review
-		deliveryID, resolved sql.NullInt64
-		created              int64
+		rv                             lapse.Review
+		deliveryID, refundID, resolved sql.NullInt64
+		created                        int64
 	)
-	if err := r.Scan(&rv.ID, &rv.OrderID, &rv.OrderNo, &rv.Reason, &deliveryID, &created, &resolved, &rv.ResolvedBy, &rv.Note); err != nil {
+	if err := r.Scan(&rv.ID, &rv.OrderID, &rv.OrderNo, &rv.Reason, &deliveryID, &refundID, &created, &resolved, &rv.ResolvedBy,
+		&rv.Note); err != nil {
 		return nil, err
 	}
-	rv.DeliveryID, rv.CreatedAt, rv.ResolvedAt = deliveryID.Int64, column.Time(created), column.NullTime(resolved)
+	rv.DeliveryID, rv.OrderRefundID = deliveryID.Int64, refundID.Int64
+	rv.CreatedAt, rv.ResolvedAt = column.Time(created), column.NullTime(resolved)
 	return &rv, nil
 }

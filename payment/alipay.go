@@ -254,12 +254,12 @@ func (a *Alipay) notice(p map[string]string, raw []byte) (*lapse.PaymentNotice, 
 	if c := p["trans_currency"]; c != "" {
 		n.Currency = c
 	}
-	amountField, timeField := "total_amount", "gmt_payment"
+	amountField, timeField, odd := "total_amount", "gmt_payment", ""
 	switch status := p["trade_status"]; {
 	case status == "WAIT_BUYER_PAY", status == "TRADE_CLOSED" && p["refund_fee"] == "":
 		return nil, nil
 	case status != "TRADE_SUCCESS" && status != "TRADE_FINISHED" && status != "TRADE_CLOSED":
-		return nil, lapse.Errorf(lapse.EINVALID, "trade_status %q is not one Alipay documents", status)
+		odd = fmt.Sprintf("trade_status %q is not one Alipay documents", status)
 	case p["refund_fee"] != "":
 		// A refund notice completes a refund of a payment Lapse holds by
 		// trade_no; whom the payment paid was settled then. refund_fee is
@@ -288,12 +288,12 @@ func (a *Alipay) notice(p map[string]string, raw []byte) (*lapse.PaymentNotice, 
 		return nil, lapse.Errorf(lapse.EINVALID, "trade_no is missing")
 	case n.OrderNo == "":
 		return nil, lapse.Errorf(lapse.EINVALID, "out_trade_no is missing")
+	case odd != "":
+		return unreadable(n, "%s", odd), nil
 	case !ok || amount <= 0:
-		return nil, lapse.Errorf(lapse.EINVALID, "%s %q is not a positive amount of yuan with at most 2 decimals", amountField, p[amountField])
-	case !lapse.WellFormedCurrency(n.Currency):
-		return nil, lapse.Errorf(lapse.EINVALID, "trans_currency %q is not three capital letters (an ISO 4217 code)", n.Currency)
+		return unreadable(n, "%s %q is not a positive amount of yuan with at most 2 decimals", amountField, p[amountField]), nil
 	case err != nil:
-		return nil, lapse.Errorf(lapse.EINVALID, "%s %q is not a time like %s", timeField, p[timeField], alipayTime)
+		return unreadable(n, "%s %q is not a time like %s", timeField, p[timeField], alipayTime), nil
 	}
 	n.Amount, n.PaidAt = amount, at.UTC()
 	return n, nil

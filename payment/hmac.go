@@ -77,11 +77,25 @@ func (h *HMAC) Verify(hdr http.Header, body []byte, now time.Time) (*lapse.Payme
 	if err := checkSignature(header, h.Secrets, body, now, h.tolerance(), "body"); err != nil {
 		return nil, err
 	}
-	var n Notice
+	var n noticeWire
 	if err := decodeStrict(body, &n); err != nil {
 		return nil, lapse.Errorf(lapse.EINVALID, "the callback body: %s", lapse.ErrorMessage(err))
 	}
 	return n.notice(h.Provider, body)
+}
+
+// noticeWire is a Notice as Verify reads it: the amount and the time as
+// sent, so that a verified callback with one Lapse cannot take is
+// unreadable, not refused.
+type noticeWire struct {
+	Kind     lapse.PaymentNoticeKind `json:"kind"`
+	TxnID    string                  `json:"txn_id"`
+	RefundID string                  `json:"refund_id,omitempty"`
+	OrderNo  string                  `json:"order_no"`
+	Amount   json.RawMessage         `json:"amount"`
+	Currency string                  `json:"currency"`
+	Merchant string                  `json:"merchant"`
+	PaidAt   json.RawMessage         `json:"paid_at"`
 }
 
 // checkSignature checks a SignatureHeader value: its timestamp within tol of
@@ -120,26 +134,33 @@ func checkSignature(header string, secrets [][]byte, msg []byte, now time.Time, 
 	return lapse.Refine(lapse.ErrSignature, "no signature in the %s header matches the %s", SignatureHeader, what)
 }
 
-// notice checks n and returns it in Lapse's terms.
-func (n *Notice) notice(provider string, raw []byte) (*lapse.PaymentNotice, error) {
+// notice checks w and returns it in Lapse's terms: EINVALID when it names
+// no transaction, order or (for a refund) refund; unreadable when its kind,
+// amount or time cannot be taken as they are.
+func (w *noticeWire) notice(provider string, raw []byte) (*lapse.PaymentNotice, error) {
 	switch {
-	case n.Kind != lapse.NoticePaid && n.Kind != lapse.NoticeRefunded:
-		return nil, lapse.Errorf(lapse.EINVALID, "kind must be paid or refunded, not %q", n.Kind)
-	case n.TxnID == "":
+	case w.TxnID == "":
 		return nil, lapse.Errorf(lapse.EINVALID, "txn_id is missing")
-	case n.Kind == lapse.NoticeRefunded && n.RefundID == "":
+	case w.Kind == lapse.NoticeRefunded && w.RefundID == "":
 		return nil, lapse.Errorf(lapse.EINVALID, "refund_id is missing from a refund notice")
-	case n.OrderNo == "":
+	case w.OrderNo == "":
 		return nil, lapse.Errorf(lapse.EINVALID, "order_no is missing")
-	case n.Amount <= 0:
-		return nil, lapse.Errorf(lapse.EINVALID, "amount must be a positive number of minor units")
-	case !lapse.WellFormedCurrency(n.Currency):
-		return nil, lapse.Errorf(lapse.EINVALID, "currency %q is not three capital letters (an ISO 4217 code)", n.Currency)
-	case n.PaidAt.IsZero():
-		return nil, lapse.Errorf(lapse.EINVALID, "paid_at is missing")
 	}
-	return &lapse.PaymentNotice{Provider: provider, Kind: n.Kind, TxnID: n.TxnID, RefundID: n.RefundID, OrderNo: n.OrderNo,
-		Amount: n.Amount, Currency: n.Currency, Merchant: n.Merchant, PaidAt: n.PaidAt.UTC(), Raw: raw}, nil
+	n := &lapse.PaymentNotice{Provider: provider, Kind: w.Kind, TxnID: w.TxnID, RefundID: w.RefundID, OrderNo: w.OrderNo,
+		Currency: w.Currency, Merchant: w.Merchant, Raw: raw}
+	amount, ok := minorUnits(w.Amount)
+	var at time.Time
+	terr := at.UnmarshalJSON(w.PaidAt)
+	switch {
+	case w.Kind != lapse.NoticePaid && w.Kind != lapse.NoticeRefunded:
+		return unreadable(n, "kind %q is not paid or refunded", w.Kind), nil
+	case !ok:
+		return unreadable(n, "amount %s is not a positive integer number of minor units", sent(w.Amount)), nil
+	case terr != nil || at.IsZero():
+		return unreadable(n, "paid_at %s is not an RFC 3339 time", sent(w.PaidAt)), nil
+	}
+	n.Amount, n.PaidAt = amount, at.UTC()
+	return n, nil
 }
 
 // Ack answers 200 {"status":"ok"} for a callback handled, and otherwise a

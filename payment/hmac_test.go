@@ -50,8 +50,23 @@ func brief(n *lapse.PaymentNotice) string {
 		n.OrderNo, n.Amount, n.Currency, n.Merchant, n.PaidAt.Format(time.RFC3339Nano))
 }
 
+// requireUnreadable fails unless n is an unreadable notice, without an
+// error, whose review mentions want.
+func requireUnreadable(t *testing.T, n *lapse.PaymentNotice, err error, want string) {
+	t.Helper()
+	if err != nil || n == nil || n.Kind != lapse.NoticeUnreadable || !strings.Contains(n.Review, want) {
+		review := ""
+		if n != nil {
+			review = n.Review
+		}
+		t.Errorf("got %s (review %q), %v; want an unreadable notice whose review mentions %q", brief(n), review, err, want)
+	}
+}
+
 // requireSaneNotice is the property every fuzzer checks: whatever verifies
-// is either nothing or a notice Lapse can act on.
+// is either nothing or a notice Lapse can act on: one it can read, or one
+// it cannot read in full that names its transaction and order and says
+// what it could not read. Its currency is as sent.
 func requireSaneNotice(t *testing.T, n *lapse.PaymentNotice, err error) {
 	t.Helper()
 	if err != nil {
@@ -67,16 +82,17 @@ func requireSaneNotice(t *testing.T, n *lapse.PaymentNotice, err error) {
 		return
 	}
 	switch {
+	case n.TxnID == "" || n.OrderNo == "":
+		t.Fatalf("txn id %q, order no %q", n.TxnID, n.OrderNo)
+	case n.Kind == lapse.NoticeUnreadable && n.Review == "":
+		t.Fatal("an unreadable notice that does not say why")
+	case n.Kind == lapse.NoticeUnreadable:
 	case n.Kind != lapse.NoticePaid && n.Kind != lapse.NoticeRefunded:
 		t.Fatalf("kind %q", n.Kind)
 	case n.Amount <= 0:
 		t.Fatalf("amount %d", n.Amount)
-	case n.TxnID == "" || n.OrderNo == "":
-		t.Fatalf("txn id %q, order no %q", n.TxnID, n.OrderNo)
 	case n.Kind == lapse.NoticeRefunded && n.RefundID == "":
 		t.Fatal("a refund notice without a refund id")
-	case !lapse.WellFormedCurrency(n.Currency):
-		t.Fatalf("currency %q", n.Currency)
 	case n.PaidAt.IsZero():
 		t.Fatal("no time")
 	}
@@ -193,45 +209,67 @@ func TestHMACTamperedBody(t *testing.T) {
 	requireCode(t, err, lapse.EUNAUTHORIZED, "matches")
 }
 
-// TestHMACBodyErrors: a body that verifies but cannot be read is EINVALID.
+// TestHMACBodyErrors: a body that verifies but cannot be read at all, or
+// names no transaction, order or refund, is EINVALID. One that names them
+// but whose kind, amount or time Lapse cannot take is an unreadable
+// notice, saying what as sent; one whose currency is not three capital
+// letters is a notice in that currency.
 func TestHMACBodyErrors(t *testing.T) {
 	t.Parallel()
 	h := &HMAC{Secrets: [][]byte{[]byte("k")}}
 	paid := func(amount string) string {
 		return `{"kind":"paid","txn_id":"t","order_no":"o","amount":` + amount + `,"currency":"USD","paid_at":"2025-11-30T07:59:00Z"}`
 	}
+	verify := func(body string) (*lapse.PaymentNotice, error) {
+		return h.Verify(hmacHeader(h.Sign([]byte(body), testNow)), []byte(body), testNow)
+	}
 	for _, c := range []struct{ body, want string }{
 		{`{"kind":"paid","txn_id":"t","order_no":"o","amount":1,"currency":"USD","paid_at":"2025-11-30T07:59:00Z","tip":1}`, "not a field"},
 		{`{"kind":"paid","txn_id":"t","txn_id":"u","order_no":"o","amount":1,"currency":"USD","paid_at":"2025-11-30T07:59:00Z"}`, "txn_id: appears more than once"},
 		{`{"kind":"paid","txn_id":"t","order_no":"o","amount":1,"currency":"USD","paid_at":"2025-11-30T07:59:00Z","x":[{"a":1,"a":2}]}`, "not a field"},
-		{paid("19.99"), "integer"},
-		{paid("1e3"), "integer"},
-		{paid(`"100"`), "integer"},
-		{paid("99999999999999999999"), "integer"},
 		{paid("1") + `{}`, "data after"},
 		{paid("1") + `x`, "after its JSON object"},
 		{`[]`, "JSON object"},
 		{`{"kind":"paid"`, ""}, // truncated: refused, though as a bare EOF
-		{strings.Replace(paid("1"), `"paid"`, `"charged"`, 1), "kind"},
 		{strings.Replace(paid("1"), `"txn_id":"t",`, "", 1), "txn_id"},
 		{strings.Replace(paid("1"), `"paid"`, `"refunded"`, 1), "refund_id"},
 		{strings.Replace(paid("1"), `"order_no":"o",`, "", 1), "order_no"},
-		{paid("0"), "amount"},
-		{paid("-5"), "amount"},
-		{strings.Replace(paid("1"), `"USD"`, `"usd"`, 1), "currency"},
-		{strings.Replace(paid("1"), `,"paid_at":"2025-11-30T07:59:00Z"`, "", 1), "paid_at"},
-		{strings.Replace(paid("1"), `"2025-11-30T07:59:00Z"`, `"x"`, 1), "paid_at: must be an RFC 3339 time"},
-		{strings.Replace(paid("1"), `"2025-11-30T07:59:00Z"`, `"2025-11-30 07:59:00"`, 1), "paid_at: must be an RFC 3339 time"},
-		{strings.Replace(paid("1"), `"2025-11-30T07:59:00Z"`, `1764489540`, 1), "paid_at: must be an RFC 3339 time"},
 	} {
-		n, err := h.Verify(hmacHeader(h.Sign([]byte(c.body), testNow)), []byte(c.body), testNow)
+		n, err := verify(c.body)
 		if n != nil {
 			t.Errorf("%s: notice %s", c.body, brief(n))
 		}
 		requireCode(t, err, lapse.EINVALID, c.want)
-		// What the sender reads is ours: never Go's parse errors.
-		if msg := lapse.ErrorMessage(err); strings.Contains(msg, "parsing time") || strings.Contains(msg, "UnmarshalJSON") {
-			t.Errorf("%s: the error %q leaks Go's parse error", c.body, msg)
+	}
+	for _, c := range []struct{ body, want string }{
+		{paid("19.99"), "amount 19.99 is not a positive integer"},
+		{paid("1e3"), "amount 1e3"},
+		{paid(`"100"`), `amount "100"`},
+		{paid("99999999999999999999"), "amount 99999999999999999999"},
+		{paid("0"), "amount 0"},
+		{paid("-5"), "amount -5"},
+		{paid("null"), "amount null"},
+		{strings.Replace(paid("1"), `"amount":1,`, "", 1), "amount missing"},
+		{strings.Replace(paid("1"), `"paid"`, `"charged"`, 1), `kind "charged"`},
+		{strings.Replace(paid("1"), `,"paid_at":"2025-11-30T07:59:00Z"`, "", 1), "paid_at missing"},
+		{strings.Replace(paid("1"), `"2025-11-30T07:59:00Z"`, `"x"`, 1), `paid_at "x" is not an RFC 3339 time`},
+		{strings.Replace(paid("1"), `"2025-11-30T07:59:00Z"`, `"2025-11-30 07:59:00"`, 1), `paid_at "2025-11-30 07:59:00"`},
+		{strings.Replace(paid("1"), `"2025-11-30T07:59:00Z"`, `1764489540`, 1), "paid_at 1764489540"},
+	} {
+		n, err := verify(c.body)
+		requireUnreadable(t, n, err, c.want)
+		if n != nil && (n.TxnID != "t" || n.OrderNo != "o") {
+			t.Errorf("%s: unreadable notice %s; want it of txn t, order o", c.body, brief(n))
+		}
+		// What the operator reads is ours: never Go's parse errors.
+		if n != nil && (strings.Contains(n.Review, "parsing time") || strings.Contains(n.Review, "UnmarshalJSON")) {
+			t.Errorf("%s: the review %q leaks Go's parse error", c.body, n.Review)
+		}
+	}
+	for _, cur := range []string{"usd", "US", "€", ""} {
+		n, err := verify(strings.Replace(paid("1"), `"USD"`, fmt.Sprintf("%q", cur), 1))
+		if err != nil || n == nil || n.Kind != lapse.NoticePaid || n.Currency != cur || n.Amount != 1 {
+			t.Errorf("currency %q: %s, %v; want a paid notice in %q", cur, brief(n), err, cur)
 		}
 	}
 }

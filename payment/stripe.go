@@ -55,7 +55,7 @@ type stripeEvent struct {
 type stripePaymentIntent struct {
 	ID             string            `json:"id"`
 	Object         string            `json:"object"`
-	AmountReceived int64             `json:"amount_received"`
+	AmountReceived json.RawMessage   `json:"amount_received"`
 	Currency       string            `json:"currency"`
 	Metadata       map[string]string `json:"metadata"`
 }
@@ -64,7 +64,7 @@ type stripeCharge struct {
 	ID             string            `json:"id"`
 	Object         string            `json:"object"`
 	PaymentIntent  string            `json:"payment_intent"`
-	AmountRefunded int64             `json:"amount_refunded"`
+	AmountRefunded json.RawMessage   `json:"amount_refunded"`
 	Currency       string            `json:"currency"`
 	Metadata       map[string]string `json:"metadata"`
 	Refunds        *struct {
@@ -159,9 +159,8 @@ func (s *Stripe) paid(ev *stripeEvent, raw []byte) (*lapse.PaymentNotice, error)
 		return nil, lapse.Errorf(lapse.EINVALID, "a %s event carries a %q, not a payment_intent", ev.Type, pi.Object)
 	}
 	n := &lapse.PaymentNotice{Provider: s.Provider, Kind: lapse.NoticePaid, TxnID: pi.ID, OrderNo: pi.Metadata["order_no"],
-		Amount: pi.AmountReceived, Currency: strings.ToUpper(pi.Currency), Merchant: ev.Account,
-		PaidAt: time.Unix(ev.Created, 0).UTC(), Raw: raw}
-	if err := checkStripeNotice(n, ev, "amount_received"); err != nil {
+		Currency: strings.ToUpper(pi.Currency), Merchant: ev.Account, PaidAt: time.Unix(ev.Created, 0).UTC(), Raw: raw}
+	if err := checkStripeNotice(n, ev, "amount_received", pi.AmountReceived); err != nil {
 		return nil, err
 	}
 	return n, nil
@@ -188,17 +187,22 @@ func (s *Stripe) refunded(ev *stripeEvent, raw []byte) (*lapse.PaymentNotice, er
 		}
 	}
 	n := &lapse.PaymentNotice{Provider: s.Provider, Kind: lapse.NoticeRefunded, TxnID: ch.PaymentIntent, RefundID: refundID,
-		OrderNo: ch.Metadata["order_no"], Amount: ch.AmountRefunded, Currency: strings.ToUpper(ch.Currency),
+		OrderNo: ch.Metadata["order_no"], Currency: strings.ToUpper(ch.Currency),
 		Merchant: ev.Account, PaidAt: time.Unix(at, 0).UTC(), Raw: raw, RefundedTotal: true}
-	if err := checkStripeNotice(n, ev, "amount_refunded"); err != nil {
+	if err := checkStripeNotice(n, ev, "amount_refunded", ch.AmountRefunded); err != nil {
 		return nil, err
 	}
 	return n, nil
 }
 
-// checkStripeNotice refuses a notice that Lapse could not act on, naming the
-// Stripe field it came from.
-func checkStripeNotice(n *lapse.PaymentNotice, ev *stripeEvent, amountField string) error {
+// checkStripeNotice refuses a notice that names no transaction, order or
+// refund, naming the Stripe field it came from, sets its amount from
+// amount, the object's amountField, and makes it unreadable when that or
+// its time cannot be taken as they are. A currency that is not three
+// letters is passed on as sent.
+func checkStripeNotice(n *lapse.PaymentNotice, ev *stripeEvent, amountField string, amount json.RawMessage) error {
+	var ok bool
+	n.Amount, ok = minorUnits(amount)
 	switch {
 	case n.TxnID == "" && n.Kind == lapse.NoticePaid:
 		return lapse.Errorf(lapse.EINVALID, "data.object.id is missing from a %s event", ev.Type)
@@ -208,12 +212,10 @@ func checkStripeNotice(n *lapse.PaymentNotice, ev *stripeEvent, amountField stri
 		return lapse.Errorf(lapse.EINVALID, "data.object.id is missing from a %s event", ev.Type)
 	case n.OrderNo == "":
 		return lapse.Errorf(lapse.EINVALID, "data.object.metadata.order_no is missing from a %s event", ev.Type)
-	case n.Amount <= 0:
-		return lapse.Errorf(lapse.EINVALID, "data.object.%s must be a positive number of minor units", amountField)
-	case !lapse.WellFormedCurrency(n.Currency):
-		return lapse.Errorf(lapse.EINVALID, "data.object.currency %q is not three letters (an ISO 4217 code)", n.Currency)
+	case !ok:
+		unreadable(n, "data.object.%s %s of the %s event %s is not a positive integer number of minor units", amountField, sent(amount), ev.Type, ev.ID)
 	case ev.Created <= 0:
-		return lapse.Errorf(lapse.EINVALID, "the event's created time is missing")
+		unreadable(n, "the created time %d of the %s event %s is not one", ev.Created, ev.Type, ev.ID)
 	}
 	return nil
 }

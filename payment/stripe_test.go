@@ -280,35 +280,48 @@ func TestStripeRefund(t *testing.T) {
 	}
 }
 
-// TestStripeEventErrors: events that verify but that Lapse cannot read.
+// TestStripeEventErrors: events that verify but that Lapse cannot read at
+// all, or that name no payment or order, are refused; those whose amount
+// or time Lapse cannot take are unreadable notices, and those whose
+// currency is not three letters are notices in it.
 func TestStripeEventErrors(t *testing.T) {
 	t.Parallel()
+	verify := func(from, to string) (*lapse.PaymentNotice, error) {
+		body := strings.Replace(stripePaymentEvent, from, to, 1)
+		if body == stripePaymentEvent {
+			t.Fatalf("%q is not in the event", from)
+		}
+		return newStripe().Verify(stripeGoSigned(t, body, stripeSecret, testNow), []byte(body), testNow)
+	}
 	for _, c := range []struct{ from, to, want string }{
 		{`"metadata": {"order_no": "ORD-20251130-0001", "channel": "web"}`, `"metadata": {"channel": "web"}`, "metadata.order_no"},
 		{`"metadata": {"order_no": "ORD-20251130-0001", "channel": "web"}`, `"metadata": {}`, "metadata.order_no"},
-		{`"amount_received": 2000`, `"amount_received": 2000.5`, "integer"},
-		{`"amount_received": 2000`, `"amount_received": 20.00`, "integer"},
-		{`"amount_received": 2000`, `"amount_received": "2000"`, "integer"},
-		{`"amount_received": 2000`, `"amount_received": 0`, "amount_received"},
-		{`"amount_received": 2000`, `"amount_received": -2000`, "amount_received"},
 		{`"amount_received": 2000`, `"amount_received": 2000, "amount_received": 1`, "more than once"},
 		{`"type": "payment_intent.succeeded"`, `"type": "payment_intent.succeeded", "type": "customer.created"`, "more than once"},
-		{`"currency": "usd"`, `"currency": "dollars"`, "currency"},
 		{`"object": "payment_intent"`, `"object": "charge"`, "not a payment_intent"},
 		{`"id": "pi_3QxYz12eZvKYlo2C0def5678",`, ``, "data.object.id"},
-		{`"created": 1764489540,`, ``, "created"},
 		{`"type": "payment_intent.succeeded"`, `"kind": "payment_intent.succeeded"`, "no type"},
 		{`"metadata": {"order_no": "ORD-20251130-0001", "channel": "web"}`, `"metadata": {"order_no": 1}`, "metadata.order_no"},
 	} {
-		body := strings.Replace(stripePaymentEvent, c.from, c.to, 1)
-		if body == stripePaymentEvent {
-			t.Fatalf("%q is not in the event", c.from)
-		}
-		n, err := newStripe().Verify(stripeGoSigned(t, body, stripeSecret, testNow), []byte(body), testNow)
+		n, err := verify(c.from, c.to)
 		if n != nil {
 			t.Errorf("%s: notice for %s", c.to, n.TxnID)
 		}
 		requireCode(t, err, lapse.EINVALID, c.want)
+	}
+	for _, c := range []struct{ from, to, want string }{
+		{`"amount_received": 2000`, `"amount_received": 2000.5`, "amount_received 2000.5"},
+		{`"amount_received": 2000`, `"amount_received": 20.00`, "amount_received 20.00"},
+		{`"amount_received": 2000`, `"amount_received": "2000"`, `amount_received "2000"`},
+		{`"amount_received": 2000`, `"amount_received": 0`, "amount_received 0"},
+		{`"amount_received": 2000`, `"amount_received": -2000`, "amount_received -2000"},
+		{`"created": 1764489540,`, ``, "created time 0"},
+	} {
+		n, err := verify(c.from, c.to)
+		requireUnreadable(t, n, err, c.want)
+	}
+	if n, err := verify(`"currency": "usd"`, `"currency": "dollars"`); err != nil || n.Kind != lapse.NoticePaid || n.Currency != "DOLLARS" {
+		t.Errorf("currency dollars: %s, %v; want a paid notice in DOLLARS", brief(n), err)
 	}
 	for _, body := range []string{stripePaymentEvent + "{}", "null", "[]"} {
 		_, err := newStripe().Verify(stripeGoSigned(t, body, stripeSecret, testNow), []byte(body), testNow)

@@ -81,10 +81,8 @@ type wechatTransaction struct {
 	TradeState    string `json:"trade_state"`
 	SuccessTime   string `json:"success_time"`
 	Amount        struct {
-		Total         int64  `json:"total"`
-		PayerTotal    int64  `json:"payer_total"`
-		Currency      string `json:"currency"`
-		PayerCurrency string `json:"payer_currency"`
+		Total    json.RawMessage `json:"total"`
+		Currency string          `json:"currency"`
 	} `json:"amount"`
 }
 
@@ -97,10 +95,7 @@ type wechatRefund struct {
 	RefundStatus  string `json:"refund_status"`
 	SuccessTime   string `json:"success_time"`
 	Amount        struct {
-		Total       int64 `json:"total"`
-		Refund      int64 `json:"refund"`
-		PayerTotal  int64 `json:"payer_total"`
-		PayerRefund int64 `json:"payer_refund"`
+		Refund json.RawMessage `json:"refund"`
 	} `json:"amount"`
 }
 
@@ -210,8 +205,8 @@ func (w *WeChatPay) paid(plain []byte) (*lapse.PaymentNotice, error) {
 		return nil, nil
 	}
 	n := &lapse.PaymentNotice{Provider: w.Provider, Kind: lapse.NoticePaid, TxnID: tx.TransactionID, OrderNo: tx.OutTradeNo,
-		Amount: tx.Amount.Total, Currency: tx.Amount.Currency, Merchant: tx.MchID, Raw: plain}
-	if err := checkWeChatNotice(n, tx.SuccessTime, "amount.total"); err != nil {
+		Currency: tx.Amount.Currency, Merchant: tx.MchID, Raw: plain}
+	if err := checkWeChatNotice(n, tx.SuccessTime, "amount.total", tx.Amount.Total); err != nil {
 		return nil, err
 	}
 	return n, nil
@@ -231,17 +226,22 @@ func (w *WeChatPay) refunded(plain []byte) (*lapse.PaymentNotice, error) {
 	// out_refund_no is the refund number Lapse chose (its idempotency key),
 	// which is what a refund is found by; refund_id is only WeChat's.
 	n := &lapse.PaymentNotice{Provider: w.Provider, Kind: lapse.NoticeRefunded, TxnID: rf.TransactionID, RefundID: rf.OutRefundNo,
-		OrderNo: rf.OutTradeNo, Amount: rf.Amount.Refund, Currency: "CNY", Merchant: rf.MchID, Raw: plain}
-	if err := checkWeChatNotice(n, rf.SuccessTime, "amount.refund"); err != nil {
+		OrderNo: rf.OutTradeNo, Currency: "CNY", Merchant: rf.MchID, Raw: plain}
+	if err := checkWeChatNotice(n, rf.SuccessTime, "amount.refund", rf.Amount.Refund); err != nil {
 		return nil, err
 	}
 	return n, nil
 }
 
-// checkWeChatNotice refuses a notice that Lapse could not act on, naming the
-// resource field it came from, and sets its PaidAt from successTime.
-func checkWeChatNotice(n *lapse.PaymentNotice, successTime, amountField string) error {
+// checkWeChatNotice refuses a notice that names no transaction, order or
+// refund, naming the resource field it came from, sets its amount from
+// amount (amountField) and its PaidAt from successTime, and makes it
+// unreadable when either cannot be taken as it is. A currency that is not
+// three capital letters is passed on as sent.
+func checkWeChatNotice(n *lapse.PaymentNotice, successTime, amountField string, amount json.RawMessage) error {
 	at, err := time.Parse(time.RFC3339, successTime)
+	var ok bool
+	n.Amount, ok = minorUnits(amount)
 	switch {
 	case n.TxnID == "":
 		return lapse.Errorf(lapse.EINVALID, "transaction_id is missing")
@@ -249,14 +249,13 @@ func checkWeChatNotice(n *lapse.PaymentNotice, successTime, amountField string) 
 		return lapse.Errorf(lapse.EINVALID, "out_refund_no is missing")
 	case n.OrderNo == "":
 		return lapse.Errorf(lapse.EINVALID, "out_trade_no is missing")
-	case n.Amount <= 0:
-		return lapse.Errorf(lapse.EINVALID, "%s must be a positive number of fen", amountField)
-	case !lapse.WellFormedCurrency(n.Currency):
-		return lapse.Errorf(lapse.EINVALID, "amount.currency %q is not three capital letters (an ISO 4217 code)", n.Currency)
+	case !ok:
+		unreadable(n, "%s %s is not a positive integer number of fen", amountField, sent(amount))
 	case err != nil:
-		return lapse.Errorf(lapse.EINVALID, "success_time %q is not RFC 3339", successTime)
+		unreadable(n, "success_time %q is not RFC 3339", successTime)
+	default:
+		n.PaidAt = at.UTC()
 	}
-	n.PaidAt = at.UTC()
 	return nil
 }
 

@@ -392,12 +392,19 @@ func TestWeChatPayDecryptErrors(t *testing.T) {
 }
 
 // TestWeChatPayResourceErrors: notifications that verify and decrypt but
-// that Lapse cannot act on.
+// that Lapse cannot read at all, or that name no transaction, order or
+// refund, or another merchant, are refused; those whose amount or time
+// Lapse cannot take are unreadable notices, and those whose currency is
+// not three capital letters are notices in it.
 func TestWeChatPayResourceErrors(t *testing.T) {
 	t.Parallel()
 	s := newWeChatSender()
 	tx := func(from, to string) string { return strings.Replace(wechatTransactionJSON, from, to, 1) }
 	rf := func(from, to string) string { return strings.Replace(wechatRefundJSON, from, to, 1) }
+	verify := func(event, plain string) (*lapse.PaymentNotice, error) {
+		h, body := s.notify(t, event, plain)
+		return newWeChatPay().Verify(h, body, testNow)
+	}
 	for _, c := range []struct{ event, plain, want string }{
 		{"TRANSACTION.SUCCESS", tx(`"mchid":"1230000109"`, `"mchid":"1900000001"`), "mchid"},
 		{"TRANSACTION.SUCCESS", tx(`"appid":"wxd678efh567hg6787"`, `"appid":"wx0000000000000000"`), "appid"},
@@ -407,21 +414,28 @@ func TestWeChatPayResourceErrors(t *testing.T) {
 		{"TRANSACTION.SUCCESS", wechatTransactionJSON + "{}", "data after"},
 		{"TRANSACTION.SUCCESS", tx(`"total":8880`, `"total":8880,"total":1`), "more than once"},
 		{"TRANSACTION.SUCCESS", tx(`"out_trade_no"`, `"out_trade_no":"ORD-X","out_trade_no"`), "more than once"},
-		{"TRANSACTION.SUCCESS", tx(`"total":8880`, `"total":88.80`), "integer"},
-		{"TRANSACTION.SUCCESS", tx(`"total":8880`, `"total":0`), "amount.total"},
-		{"TRANSACTION.SUCCESS", tx(`"currency":"CNY"`, `"currency":"cny"`), "currency"},
 		{"TRANSACTION.SUCCESS", tx(`"out_trade_no":"ORD-20251130-0001",`, ``), "out_trade_no"},
 		{"TRANSACTION.SUCCESS", tx(`"transaction_id":"4200000000202511300000000001",`, ``), "transaction_id"},
-		{"TRANSACTION.SUCCESS", tx(`2025-11-30T15:59:00+08:00`, `2025-11-30 15:59:00`), "success_time"},
 		{"REFUND.SUCCESS", rf(`"out_refund_no":"RF-ORD-20251130-0001-1",`, ``), "out_refund_no"},
-		{"REFUND.SUCCESS", rf(`"refund":3000`, `"refund":-3000`), "amount.refund"},
 	} {
-		h, body := s.notify(t, c.event, c.plain)
-		n, err := newWeChatPay().Verify(h, body, testNow)
+		n, err := verify(c.event, c.plain)
 		if n != nil {
 			t.Errorf("%s: notice %s", c.plain, brief(n))
 		}
 		requireCode(t, err, lapse.EINVALID, c.want)
+	}
+	for _, c := range []struct{ event, plain, want string }{
+		{"TRANSACTION.SUCCESS", tx(`"total":8880`, `"total":88.80`), "amount.total 88.80"},
+		{"TRANSACTION.SUCCESS", tx(`"total":8880`, `"total":"8880"`), `amount.total "8880"`},
+		{"TRANSACTION.SUCCESS", tx(`"total":8880`, `"total":0`), "amount.total 0"},
+		{"TRANSACTION.SUCCESS", tx(`2025-11-30T15:59:00+08:00`, `2025-11-30 15:59:00`), "success_time"},
+		{"REFUND.SUCCESS", rf(`"refund":3000`, `"refund":-3000`), "amount.refund -3000"},
+	} {
+		n, err := verify(c.event, c.plain)
+		requireUnreadable(t, n, err, c.want)
+	}
+	if n, err := verify("TRANSACTION.SUCCESS", tx(`"currency":"CNY"`, `"currency":"cny"`)); err != nil || n.Kind != lapse.NoticePaid || n.Currency != "cny" {
+		t.Errorf("currency cny: %s, %v; want a paid notice in cny", brief(n), err)
 	}
 	// The envelope itself, signed but unreadable.
 	good := s.envelope(t, "TRANSACTION.SUCCESS", s.seal(t, []byte(wechatTransactionJSON)))

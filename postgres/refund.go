@@ -58,13 +58,27 @@ func (s *Store) OrderRefundList(ctx context.Context, orderID int64) ([]*lapse.Or
 	return out, nil
 }
 
-// OrderRefundUpdate moves a refund from p.From to p.To, or returns
-// lapse.ErrStale and writes nothing.
-func (s *Store) OrderRefundUpdate(ctx context.Context, p *lapse.OrderRefundUpdateParams) (*lapse.OrderRefund, error) {
-	got, err := scanOrderRefund(s.db.QueryRow(ctx, `UPDATE order_refunds SET status = $1,
+// orderRefundUpdateSQL is the guarded change of a refund with its optional
+// review, which reads the UPDATE's RETURNING: when the guard fails nothing
+// is written.
+const orderRefundUpdateSQL = `WITH x AS (
+	UPDATE order_refunds SET status = $1,
 		refund_id = CASE WHEN $2 <> '' THEN $2 ELSE refund_id END, updated_at = $3,
 		failure = CASE WHEN $6 <> '' THEN $6 ELSE failure END
-		WHERE id = $4 AND status = $5 RETURNING `+orderRefundColumns, p.To, p.RefundID, p.At, p.ID, p.From, p.Failure))
+	WHERE id = $4 AND status = $5
+	RETURNING *
+), r AS (
+	INSERT INTO reviews (order_id, order_no, reason, delivery_id, order_refund_id, created_at)
+	SELECT $10::bigint, $11::text, $8, nullif($12::bigint, 0), x.id, $9 FROM x WHERE $7::bool
+)
+SELECT ` + orderRefundColumns + ` FROM x`
+
+// OrderRefundUpdate moves a refund from p.From to p.To, with p.Review
+// holding it, in one statement, or returns lapse.ErrStale and writes
+// nothing.
+func (s *Store) OrderRefundUpdate(ctx context.Context, p *lapse.OrderRefundUpdateParams) (*lapse.OrderRefund, error) {
+	args := append([]any{p.To, p.RefundID, p.At, p.ID, p.From, p.Failure}, reviewArgs(p.Review)...)
+	got, err := scanOrderRefund(s.db.QueryRow(ctx, orderRefundUpdateSQL, args...))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, lapse.ErrStale
 	}

@@ -14,10 +14,11 @@ import (
 	"github.com/lapsehq/lapse"
 )
 
-// Reviews are written by DeliveryFinish, PaymentCreate and PaymentUpdate,
-// and resolved by ReviewResolve.
+// Reviews are written by DeliveryFinish, PaymentCreate, PaymentUpdate,
+// GroupMemberUpdate and OrderRefundUpdate, and resolved by ReviewResolve.
 
-const reviewColumns = `id, order_id, order_no, reason, coalesce(delivery_id, 0), created_at, resolved_at, resolved_by, note`
+const reviewColumns = `id, order_id, order_no, reason, coalesce(delivery_id, 0), coalesce(order_refund_id, 0), created_at,
+	resolved_at, resolved_by, note`
 
 // reviewOpen is the test that a review is open, the predicate of
 // reviews_open_idx and reviews_delivery_idx. reviewOpenByKey is the same
@@ -82,13 +83,28 @@ func (s *Store) ReviewGet(ctx context.Context, id int64) (*lapse.Review, error) 
 	return rs[0], nil
 }
 
+// ReviewCreate inserts r, open, and returns it with its id.
+func (s *Store) ReviewCreate(ctx context.Context, r *lapse.Review) (*lapse.Review, error) {
+	rs, err := s.queryReviews(ctx, `INSERT INTO reviews (order_id, order_no, reason, delivery_id, order_refund_id, created_at)
+		VALUES ($1, $2, $3, nullif($4::bigint, 0), nullif($5::bigint, 0), $6) RETURNING `+reviewColumns,
+		r.OrderID, r.OrderNo, r.Reason, r.DeliveryID, r.OrderRefundID, r.CreatedAt)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: create review of order %s: %w", r.OrderNo, err)
+	}
+	return rs[0], nil
+}
+
 // reviewResolveSQL resolves the open reviews whose column match is $4: id
 // and order_id are found by their own indexes, delivery_id by
-// reviews_delivery_idx, which holds only open reviews.
+// reviews_delivery_idx, which holds only open reviews. By delivery or
+// order, a review that holds a refund is left open.
 func reviewResolveSQL(match string) string {
 	open := reviewOpenByKey
 	if match == "delivery_id" {
 		open = reviewOpen
+	}
+	if match != "id" {
+		open += " AND order_refund_id IS NULL"
 	}
 	return `UPDATE reviews SET resolved_at = $1, resolved_by = $2, note = $3
 		WHERE ` + match + ` = $4 AND ` + open + ` RETURNING ` + reviewColumns
@@ -138,7 +154,8 @@ func (s *Store) queryReviews(ctx context.Context, query string, args ...any) ([]
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*lapse.Review, error) {
 		var r lapse.Review
-		if err := row.Scan(&r.ID, &r.OrderID, &r.OrderNo, &r.Reason, &r.DeliveryID, &r.CreatedAt, &r.ResolvedAt, &r.ResolvedBy, &r.Note); err != nil {
+		if err := row.Scan(&r.ID, &r.OrderID, &r.OrderNo, &r.Reason, &r.DeliveryID, &r.OrderRefundID, &r.CreatedAt, &r.ResolvedAt,
+			&r.ResolvedBy, &r.Note); err != nil {
 			return nil, err
 		}
 		r.CreatedAt, r.ResolvedAt = r.CreatedAt.UTC(), utcPtr(r.ResolvedAt)

@@ -62,8 +62,9 @@ func (s *Store) OrderRefundList(ctx context.Context, orderID int64) ([]*lapse.Or
 	return rs, nil
 }
 
-// OrderRefundUpdate moves a refund from p.From to p.To, or returns
-// lapse.ErrStale and writes nothing.
+// OrderRefundUpdate moves a refund from p.From to p.To, with p.Review
+// holding it, in one transaction, or returns lapse.ErrStale and writes
+// nothing.
 func (s *Store) OrderRefundUpdate(ctx context.Context, p *lapse.OrderRefundUpdateParams) (*lapse.OrderRefund, error) {
 	var got *lapse.OrderRefund
 	err := s.write(ctx, func(w *writeTx) error {
@@ -76,7 +77,12 @@ func (s *Store) OrderRefundUpdate(ctx context.Context, p *lapse.OrderRefundUpdat
 		if errors.Is(err, sql.ErrNoRows) {
 			return lapse.ErrStale
 		}
-		return err
+		if err != nil || p.Review == nil {
+			return err
+		}
+		rv := *p.Review
+		rv.OrderRefundID = p.ID
+		return w.review(ctx, &rv)
 	})
 	if err != nil {
 		return nil, fail(err, "order refund update %d", p.ID)

@@ -14,20 +14,39 @@ import (
 	"github.com/lapsehq/lapse/internal/column"
 )
 
-// Reviews are created by DeliveryFinish, when a delivery dies, and by
-// PaymentCreate and PaymentUpdate, when a payment goes to review, and
-// resolved by ReviewResolve.
+// Reviews are created by DeliveryFinish, when a delivery dies, by
+// PaymentCreate and PaymentUpdate, when a payment goes to review, by
+// GroupMemberUpdate and by OrderRefundUpdate, and resolved by ReviewResolve.
 
-const reviewCols = `id, order_id, order_no, reason, delivery_id, created_at, resolved_at, resolved_by, note`
+const reviewCols = `id, order_id, order_no, reason, delivery_id, order_refund_id, created_at, resolved_at, resolved_by, note`
 
-// review inserts r, open; a DeliveryID of zero is stored as none.
+// review inserts r, open; a DeliveryID or OrderRefundID of zero is stored
+// as none.
 func (w *writeTx) review(ctx context.Context, r *lapse.Review) error {
-	_, err := w.tx.ExecContext(ctx, `INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at)
-		VALUES (?, ?, ?, ?, ?)`, r.OrderID, r.OrderNo, r.Reason, nullInt64(r.DeliveryID), column.Micros(r.CreatedAt))
+	_, err := w.tx.ExecContext(ctx, `INSERT INTO reviews (order_id, order_no, reason, delivery_id, order_refund_id, created_at)
+		VALUES (?, ?, ?, ?, ?, ?)`, r.OrderID, r.OrderNo, r.Reason, nullInt64(r.DeliveryID), nullInt64(r.OrderRefundID),
+		column.Micros(r.CreatedAt))
 	if err != nil {
 		return fmt.Errorf("review: %w", err)
 	}
 	return nil
+}
+
+// ReviewCreate inserts r, open, and returns it with its id.
+func (s *Store) ReviewCreate(ctx context.Context, r *lapse.Review) (*lapse.Review, error) {
+	var got *lapse.Review
+	err := s.write(ctx, func(w *writeTx) error {
+		if err := w.review(ctx, r); err != nil {
+			return err
+		}
+		var err error
+		got, err = scanReview(w.tx.QueryRowContext(ctx, `SELECT `+reviewCols+` FROM reviews WHERE id = last_insert_rowid()`))
+		return err
+	})
+	if err != nil {
+		return nil, fail(err, "review create of order %s", r.OrderNo)
+	}
+	return got, nil
 }
 
 // ReviewList returns the reviews that match p, newest first (created_at,
@@ -83,10 +102,10 @@ func (s *Store) ReviewResolve(ctx context.Context, p *lapse.ReviewResolveParams)
 	switch {
 	case p.ID != 0:
 		match, key = "id = ?4", p.ID
-	case p.DeliveryID != 0:
-		match, key = "delivery_id = ?4", p.DeliveryID
+	case p.DeliveryID != 0: // a review that holds a refund stays open
+		match, key = "delivery_id = ?4 AND order_refund_id IS NULL", p.DeliveryID
 	default:
-		match, key = "order_id = ?4", p.OrderID
+		match, key = "order_id = ?4 AND order_refund_id IS NULL", p.OrderID
 	}
 	var got []*lapse.Review
 	err := s.write(ctx, func(w *writeTx) error {
@@ -121,14 +140,16 @@ func (s *Store) ReviewResolve(ctx context.Context, p *lapse.ReviewResolveParams)
 
 func scanReview(r scanner) (*lapse.Review, error) {
 	var (
-		rv         lapse.Review
-		deliveryID sql.NullInt64
-		created    int64
-		resolved   sql.NullInt64
+		rv                   lapse.Review
+		deliveryID, refundID sql.NullInt64
+		created              int64
+		resolved             sql.NullInt64
 	)
-	if err := r.Scan(&rv.ID, &rv.OrderID, &rv.OrderNo, &rv.Reason, &deliveryID, &created, &resolved, &rv.ResolvedBy, &rv.Note); err != nil {
+	if err := r.Scan(&rv.ID, &rv.OrderID, &rv.OrderNo, &rv.Reason, &deliveryID, &refundID, &created, &resolved, &rv.ResolvedBy,
+		&rv.Note); err != nil {
 		return nil, err
 	}
-	rv.DeliveryID, rv.CreatedAt, rv.ResolvedAt = deliveryID.Int64, column.Time(created), column.NullTime(resolved)
+	rv.DeliveryID, rv.OrderRefundID = deliveryID.Int64, refundID.Int64
+	rv.CreatedAt, rv.ResolvedAt = column.Time(created), column.NullTime(resolved)
 	return &rv, nil
 }

@@ -290,3 +290,27 @@ func testReviewResolveConcurrent(t *testing.T, s lapse.Store) {
 		t.Errorf("resolved %v, want %v", seen, want)
 	}
 }
+
+// testReviewCreate creates reviews that no other change carries: open, as
+// given, each with its own id, and found by the order's list.
+func testReviewCreate(t *testing.T, s lapse.Store) {
+	ctx := ctxT(t)
+	o := mustCreate(t, s, "RC-1", base.Add(time.Hour), base)
+	at := base.Add(time.Minute + 999*time.Nanosecond)
+	r1, err := s.ReviewCreate(ctx, &lapse.Review{OrderID: o.ID, OrderNo: o.OrderNo, Reason: "a callback Lapse cannot read", CreatedAt: at})
+	if err != nil || r1.ID == 0 || r1.OrderID != o.ID || r1.OrderNo != o.OrderNo || r1.Reason != "a callback Lapse cannot read" ||
+		!r1.CreatedAt.Equal(lapse.Truncate(at)) || r1.ResolvedAt != nil || r1.DeliveryID != 0 || r1.OrderRefundID != 0 {
+		t.Fatalf("ReviewCreate = %+v, %v", r1, err)
+	}
+	r2, err := s.ReviewCreate(ctx, &lapse.Review{OrderID: o.ID, OrderNo: o.OrderNo, Reason: "another", CreatedAt: at.Add(time.Second)})
+	if err != nil || r2.ID == r1.ID {
+		t.Fatalf("second ReviewCreate = %+v, %v", r2, err)
+	}
+	rs, err := s.ReviewList(ctx, &lapse.ReviewListParams{OrderID: o.ID, Open: true})
+	if err != nil || fmt.Sprint(reviewIDs(rs)) != fmt.Sprint([]int64{r2.ID, r1.ID}) {
+		t.Errorf("open reviews of RC-1 = %v, %v; want %d and %d, newest first", reviewIDs(rs), err, r2.ID, r1.ID)
+	}
+	if got, err := s.ReviewGet(ctx, r1.ID); err != nil || fmt.Sprint(*got) != fmt.Sprint(*r1) {
+		t.Errorf("ReviewGet = %+v, %v; want %+v", got, err, r1)
+	}
+}
