@@ -69,8 +69,9 @@ func errBadKey() error { return lapse.Errorf(lapse.EUNAUTHORIZED, "the API key i
 // CreateKey makes a key named name with scopes, on behalf of by, who needs
 // the admin scope (else EFORBIDDEN). It returns the key, which is shown
 // this once and kept nowhere, and the record kept of it (without its Hash).
-// name is 1 to MaxNameLen printable characters; scopes are AllScopes'
-// (else EINVALID). The key and its audit row "apikey.create" are written
+// name is 1 to MaxNameLen characters, none of them control, format or
+// invisible, of one script, that does not read as another key's name
+// without being it (name.go); scopes are AllScopes' (else EINVALID). The key and its audit row "apikey.create" are written
 // in one transaction; the row holds the name and scopes, never the key.
 func (s *Service) CreateKey(ctx context.Context, by *Principal, name string, scopes []string) (string, *lapse.APIKey, error) {
 	if err := requireAdmin(by, "creating an API key"); err != nil {
@@ -87,6 +88,13 @@ func (s *Service) CreateKey(ctx context.Context, by *Principal, name string, sco
 	var key string
 	var k *lapse.APIKey
 	err = s.tx(ctx, func(as lapse.AccessStore) error {
+		ks, err := as.APIKeyList(ctx)
+		if err != nil {
+			return err
+		}
+		if other, ok := lookAlike(name, ks, func(k *lapse.APIKey) string { return k.Name }, keyFold); ok {
+			return errLookAlike("name", "key", other)
+		}
 		key, k, err = s.createKey(ctx, as, by, name, scopes)
 		return err
 	})

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -38,7 +37,9 @@ type Enrolment struct {
 // AddOperator adds the operator name with role, on behalf of by, who needs
 // the admin scope (else EFORBIDDEN). An empty password has one generated
 // (returned in the Enrolment); else it must be MinPasswordLen to
-// MaxPasswordLen characters. The password is kept as an argon2id hash; a
+// MaxPasswordLen characters. name is an RFC 8265 user name in its normal
+// form, of one script, that does not read as another operator's (name.go;
+// else EINVALID about name). The password is kept as an argon2id hash; a
 // TOTP secret is generated. The operator and the audit row "operator.add"
 // (name and role, no secret) are written in one transaction; a taken name
 // is ECONFLICT.
@@ -46,7 +47,7 @@ func (s *Service) AddOperator(ctx context.Context, by *Principal, name, role, pa
 	if err := requireAdmin(by, "adding an operator"); err != nil {
 		return nil, nil, err
 	}
-	name, err := checkName("name", name)
+	name, err := checkOperatorName("name", name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -83,16 +84,12 @@ func (s *Service) AddOperator(ctx context.Context, by *Principal, name, role, pa
 	var o *lapse.Operator
 	err = s.tx(ctx, func(as lapse.AccessStore) error {
 		now := s.clock.Now()
-		// Names that differ only in case read as one operator in the audit
-		// log and on the approvals page.
 		ops, err := as.OperatorList(ctx)
 		if err != nil {
 			return err
 		}
-		for _, other := range ops {
-			if strings.EqualFold(other.Name, name) && other.Name != name {
-				return lapse.Refine(lapse.ErrAccessExists, "an operator named %q exists; names may not differ only in case", other.Name)
-			}
+		if other, ok := lookAlike(name, ops, func(o *lapse.Operator) string { return o.Name }, operatorFold); ok {
+			return errLookAlike("name", "operator", other)
 		}
 		o, err = as.OperatorCreate(ctx, &lapse.Operator{
 			Name: name, Role: role, PasswordHash: hash, TOTPSecret: enr.Secret,
