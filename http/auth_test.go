@@ -626,7 +626,81 @@ func TestAccessSession(t *testing.T) {
 	if g.orderExists("S-3") {
 		t.Error("a request after logout made an order")
 	}
+	g.wantRows("order.create alice refused: the session is not valid or has ended")
+}
+
+// TestAccessEndedCredentialsAreAudited: a write refused because its
+// credential has ended (a revoked key, a session logged out or expired) is
+// in the audit log in the name of the credential's holder (the key's name
+// and prefix, the operator), never with its secret, as any refusal is
+// (S9). A request without a credential, or with one that names no holder
+// (an unknown key, a right prefix with a wrong secret, a token of no
+// session), is refused without a row; so is a read.
+func TestAccessEndedCredentialsAreAudited(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{})
+	g.operator("alice", access.RoleOperator)
+	shop := g.key("shop", access.ScopeOrdersWrite, access.ScopeOrdersRead)
+	_, k, err := g.access.CreateKey(context.Background(), g.root, "spare", []string{access.ScopeOrdersRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := strings.Split(shop, "_")[1]
+	if _, err := g.access.RevokeKey(context.Background(), g.root, prefix); err != nil {
+		t.Fatal(err)
+	}
+	order := func(no string) string {
+		return `{"order_no":"` + no + `","flow":"checkout","user_id":"u","amount":100,"currency":"CNY"}`
+	}
+	g.call("PUT", "/v1/stock/SKU-1", `{"on_hand":5}`, bearer(g.admin)).want(t, http.StatusOK)
+	g.rows()
+
+	// The revoked key: refused, in its name.
+	p := g.call("POST", "/v1/orders", order("E-1"), bearer(shop)).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	if p.Detail != "the API key is not valid" {
+		t.Errorf("the revoked key's answer %q tells more than that the key is not valid", p.Detail)
+	}
+	rows := g.wantRows("order.create shop refused: the API key is revoked")
+	if len(rows) == 1 {
+		if e := rows[0]; e.ActorKind != access.KindKey || e.ActorID != prefix || e.Target != "order:E-1" ||
+			e.ClientAddr == "" || strings.Contains(fmt.Sprintf("%+v %s", e, e.Params), shop[len("lapse_")+13:]) {
+			t.Errorf("the revoked key's row %+v", e)
+		}
+	}
+	g.call("GET", "/v1/orders", "", bearer(shop)).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	// Not its holder's: no row.
+	wrongSecret := shop[:len(shop)-4] + "AAAA"
+	unknown := "lapse_aaaaaaaaaaaa_" + shop[len("lapse_")+13:]
+	for _, c := range []cred{bearer(wrongSecret), bearer(unknown), bearer("lapse_" + k.Prefix), session(strings.Repeat("A", 43)), func(*http.Request) {}} {
+		g.call("POST", "/v1/orders", order("E-2"), c).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	}
 	g.wantRows()
+
+	// A session logged out, then one expired: refused, in alice's name.
+	alice := session(g.login("alice"))
+	g.call("DELETE", "/v1/sessions/current", "", alice).want(t, http.StatusNoContent)
+	g.wantRows("login alice ok", "logout alice ok")
+	g.call("POST", "/v1/orders", order("E-3"), alice).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	g.call("PUT", "/v1/stock/SKU-1", `{"on_hand":0}`, alice).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	g.call("DELETE", "/v1/sessions/current", "", alice).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	rows = g.wantRows("order.create alice refused: the session is not valid or has ended", "stock.set alice refused: the session is not valid or has ended")
+	for _, e := range rows {
+		if e.ActorKind != access.KindOperator || e.Role != access.RoleOperator {
+			t.Errorf("the ended session's row %+v", e)
+		}
+	}
+	alice = session(g.login("alice"))
+	g.clock.Advance(access.DefaultSessionTTL)
+	g.call("POST", "/v1/orders", order("E-4"), alice).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	g.wantRows("login alice ok", "order.create alice refused: the session is not valid or has ended")
+	for _, no := range []string{"E-1", "E-2", "E-3", "E-4"} {
+		if g.orderExists(no) {
+			t.Errorf("a refused request made order %s", no)
+		}
+	}
+	if n := g.stockOnHand("SKU-1"); n != 5 {
+		t.Errorf("a refused request set stock to %d", n)
+	}
 }
 
 // TestAccessSecondFactorAndFourEyes is the seeds' rule: an operator's
