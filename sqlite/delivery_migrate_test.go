@@ -26,7 +26,8 @@ func TestMigrateDeliveryChainIndex(t *testing.T) {
 	subs := []string{"stock", "webhook"}
 
 	// A database as migrations before 0024 left it, with an order whose
-	// creation was delivered to both subscribers.
+	// creation was delivered to both subscribers. Only 0024 is forgotten:
+	// the later migrations, which make tables, are not written to run twice.
 	s := openStore(t, path)
 	created := newOrder("MC-1", base.Add(time.Minute))
 	created.Outbox[0].Subscribers = subs
@@ -47,7 +48,7 @@ func TestMigrateDeliveryChainIndex(t *testing.T) {
 	}
 	defer db.Close()
 	for _, stmt := range []string{`DROP INDEX deliveries_chain_idx`, `CREATE INDEX deliveries_order_idx ON deliveries (order_id, id)`,
-		`DELETE FROM lapse_migrations WHERE version >= 24`} {
+		`DELETE FROM lapse_migrations WHERE version = 24`} {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
 		}
