@@ -208,9 +208,19 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 		}
 		entry.SecondFactor = used
 		if rt.stake != nil {
-			if st, err := rt.stake(s, r, body); err == nil && s.access.NeedsApproval(p, max(st.amount, st.atRisk), st.count) {
-				s.requestApproval(w, r, rt, entry, body, st)
-				return
+			// Admitted on the operator's own word, its orders count toward
+			// their next actions' (access.Service.Admit).
+			if st, err := rt.stake(s, r, body); err == nil {
+				need, err := s.access.Admit(ctx, p, rt.audit, entry.Target, max(st.amount, st.atRisk), st.count)
+				if err != nil {
+					s.record(ctx, entry, err)
+					s.error(w, r, err)
+					return
+				}
+				if need {
+					s.requestApproval(w, r, rt, entry, body, st)
+					return
+				}
 			}
 			// A stake that cannot be told (an order that does not exist, a
 			// bad body) is the handler's to refuse.

@@ -1121,6 +1121,76 @@ func TestAccessCloses(t *testing.T) {
 	}
 }
 
+// TestAccessClosesAddUpPerOperator: the orders an operator closes by hand
+// add up toward ApprovalCount over 24 hours, so that closing a few at a
+// time does not get past four eyes: once the day's closes would pass it,
+// the next close waits for approval. Each operator has their own count;
+// what a second operator approved does not count; a key has none; after 24
+// hours a close counts no more.
+func TestAccessClosesAddUpPerOperator(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{ApprovalCount: 2})
+	g.operator("alice", access.RoleOperator)
+	g.operator("bob", access.RoleOperator)
+	for i := 1; i <= 9; i++ {
+		g.call("POST", "/v1/orders", fmt.Sprintf(`{"order_no":"CU-%d","flow":"checkout","user_id":"u","amount":100,"currency":"CNY","ttl":"72h"}`, i),
+			bearer(g.admin)).want(t, http.StatusCreated)
+	}
+	as := map[string]cred{"alice": session(g.login("alice")), "bob": session(g.login("bob")),
+		"closer": bearer(g.key("closer", access.ScopeOperationsWrite))}
+	closeAs := func(who string, nos ...string) (*batchView, *approvalView) {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"selector": map[string]any{"order_nos": nos}, "reason": "fraud ring"})
+		creds := []cred{as[who]}
+		if who != "closer" {
+			creds = append(creds, header(lapsehttp.SecondFactorHeader, g.code(who)))
+		}
+		r := g.call("POST", "/v1/closes", string(body), creds...).want(t, http.StatusAccepted)
+		if a := r.approval(t); a.Status == lapse.ApprovalPending {
+			return nil, a
+		}
+		var b batchView
+		r.decode(t, &b)
+		g.waitBatch(b.ID, bearer(g.admin))
+		return &b, nil
+	}
+	wantClosed := func(what string, b *batchView, a *approvalView) {
+		t.Helper()
+		if b == nil || b.ID == 0 {
+			t.Fatalf("%s: %+v, want it closed at once", what, a)
+		}
+	}
+	wantHeld := func(what string, b *batchView, a *approvalView) {
+		t.Helper()
+		if a == nil {
+			t.Fatalf("%s: %+v, want it waiting for approval", what, b)
+		}
+	}
+	b, a := closeAs("alice", "CU-1")
+	wantClosed("alice's first", b, a)
+	b, a = closeAs("alice", "CU-2", "CU-3") // 3 in one day
+	wantHeld("alice's next two", b, a)
+	g.call("POST", fmt.Sprintf("/v1/approvals/%d/approve", a.ID), `{"code":"`+g.code("bob")+`"}`, as["bob"]).want(t, http.StatusOK)
+	b, a = closeAs("bob", "CU-4")
+	wantClosed("bob's, who has his own count", b, a)
+	b, a = closeAs("closer", "CU-5", "CU-6", "CU-7")
+	wantClosed("the key's", b, a)
+	b, a = closeAs("alice", "CU-8") // her second on her own word: what bob approved does not count
+	wantClosed("alice's second on her own word", b, a)
+	b, a = closeAs("alice", "CU-9")
+	wantHeld("alice's third on her own word", b, a)
+
+	g.clock.Advance(24 * time.Hour)
+	as["alice"] = session(g.login("alice"))
+	b, a = closeAs("alice", "CU-9")
+	wantClosed("alice's close a day later", b, a)
+	for i := 1; i <= 9; i++ {
+		if o, err := g.engine.Order(context.Background(), fmt.Sprintf("CU-%d", i)); err != nil || o.State != "CLOSED" {
+			t.Errorf("CU-%d: %+v, %v; want it closed", i, o, err)
+		}
+	}
+}
+
 // TestAccessApprovalOnlyForValidRequests: a risky request above a threshold
 // is read as its handler reads it before it is held for approval, so that
 // a request its handler would refuse is refused at once, not held for a
