@@ -61,8 +61,10 @@ type AccessStore interface {
 	SessionUpdate(ctx context.Context, s *Session) error
 	// SessionDelete deletes the session with id, if there is one.
 	SessionDelete(ctx context.Context, id []byte) error
-	// SessionDeleteOperator deletes every session of an operator.
-	SessionDeleteOperator(ctx context.Context, operatorID int64) error
+	// SessionEndOperator ends every session of an operator in force at at:
+	// their ExpiresAt becomes at. Sessions ended already are left as they
+	// are.
+	SessionEndOperator(ctx context.Context, operatorID int64, at time.Time) error
 
 	// StakeCreate records st (ID is ignored).
 	StakeCreate(ctx context.Context, st *Stake) error

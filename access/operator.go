@@ -122,7 +122,8 @@ func (s *Service) Operators(ctx context.Context) ([]*lapse.Operator, error) {
 }
 
 // DisableOperator stops the operator name from logging in and ends their
-// sessions, on behalf of by, who needs the admin scope (else EFORBIDDEN).
+// sessions (kept, ended, so that a request through one is refused in their
+// name: SessionHolder), on behalf of by, who needs the admin scope (else EFORBIDDEN).
 // An unknown name is ENOTFOUND; an operator already disabled is returned
 // as it is. The change and its audit row "operator.disable" are one
 // transaction.
@@ -141,7 +142,7 @@ func (s *Service) DisableOperator(ctx context.Context, by *Principal, name strin
 		if err := as.OperatorUpdate(ctx, o); err != nil {
 			return err
 		}
-		if err := as.SessionDeleteOperator(ctx, o.ID); err != nil {
+		if err := as.SessionEndOperator(ctx, o.ID, now); err != nil {
 			return err
 		}
 		e := by.Entry("operator.disable", operatorTarget(o), map[string]any{"name": o.Name})

@@ -630,7 +630,8 @@ func TestAccessSession(t *testing.T) {
 }
 
 // TestAccessEndedCredentialsAreAudited: a write refused because its
-// credential has ended (a revoked key, a session logged out or expired) is
+// credential has ended (a revoked key, a session logged out or expired, an
+// operator disabled) is
 // in the audit log in the name of the credential's holder (the key's name
 // and prefix, the operator), never with its secret, as any refusal is
 // (S9). A request without a credential, or with one that names no holder
@@ -693,7 +694,14 @@ func TestAccessEndedCredentialsAreAudited(t *testing.T) {
 	g.clock.Advance(access.DefaultSessionTTL)
 	g.call("POST", "/v1/orders", order("E-4"), alice).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
 	g.wantRows("login alice ok", "order.create alice refused: the session is not valid or has ended")
-	for _, no := range []string{"E-1", "E-2", "E-3", "E-4"} {
+	// Disabled: her sessions end, and she is still named.
+	alice = session(g.login("alice"))
+	if _, err := g.access.DisableOperator(context.Background(), g.root, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	g.call("POST", "/v1/orders", order("E-5"), alice).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	g.wantRows("login alice ok", "operator.disable root ok", "order.create alice refused: the session is not valid or has ended")
+	for _, no := range []string{"E-1", "E-2", "E-3", "E-4", "E-5"} {
 		if g.orderExists(no) {
 			t.Errorf("a refused request made order %s", no)
 		}

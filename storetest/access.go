@@ -364,16 +364,28 @@ func testSession(t *testing.T, s accessStore) {
 	if _, err := s.SessionGet(ctx, s1.ID); !errors.Is(err, lapse.ErrAccessNotFound) {
 		t.Errorf("SessionGet of a deleted session = %v, want ErrAccessNotFound", err)
 	}
+	// Ending an operator's sessions: those in force end then; one ended
+	// before keeps its end; another operator's are left alone.
+	s4 := newSession("tok-4", dave.ID)
+	s4.ExpiresAt = base.Add(time.Hour)
+	if err := s.SessionCreate(ctx, s4); err != nil {
+		t.Fatalf("SessionCreate: %v", err)
+	}
+	end := base.Add(2 * time.Hour)
 	for range 2 {
-		if err := s.SessionDeleteOperator(ctx, dave.ID); err != nil {
-			t.Errorf("SessionDeleteOperator: %v", err)
+		if err := s.SessionEndOperator(ctx, dave.ID, end); err != nil {
+			t.Errorf("SessionEndOperator: %v", err)
 		}
 	}
-	if _, err := s.SessionGet(ctx, s2.ID); !errors.Is(err, lapse.ErrAccessNotFound) {
-		t.Errorf("SessionGet of a session of dave after SessionDeleteOperator = %v, want ErrAccessNotFound", err)
-	}
-	if got, err := s.SessionGet(ctx, s3.ID); err != nil || fmt.Sprint(*got) != fmt.Sprint(*s3) {
-		t.Errorf("SessionGet of erin's session after deleting dave's = %+v, %v; want %+v", got, err, *s3)
+	for _, c := range []struct {
+		x    *lapse.Session
+		want time.Time
+	}{{s2, end}, {s4, s4.ExpiresAt}, {s3, s3.ExpiresAt}} {
+		want := *c.x
+		want.ExpiresAt = c.want
+		if got, err := s.SessionGet(ctx, c.x.ID); err != nil || fmt.Sprint(*got) != fmt.Sprint(want) {
+			t.Errorf("SessionGet after SessionEndOperator(dave) = %+v, %v; want %+v", got, err, want)
+		}
 	}
 }
 
