@@ -345,7 +345,8 @@ func TestAccessGuardSeesPathValues(t *testing.T) {
 // an Authorization header that is not a bearer key, or with a key that is
 // unknown, altered or revoked, is 401 with WWW-Authenticate; a key without
 // the route's scope is 403. Neither changes anything; the 403 of a known
-// caller is in the audit log, refused.
+// caller, and the 401 of a write with a revoked key, is in the audit log,
+// refused.
 func TestAccessRefusesWithoutCredential(t *testing.T) {
 	t.Parallel()
 	g := newGuardedEnv(t, access.Config{})
@@ -397,7 +398,9 @@ func TestAccessRefusesWithoutCredential(t *testing.T) {
 	if n := g.stockOnHand("SKU-1"); n != 5 {
 		t.Errorf("refused stock changes left on-hand %d, want 5", n)
 	}
-	g.wantRows() // nobody known asked
+	// Nobody known asked, but the revoked key's holder: its writes are in
+	// the log in its name (TestAccessEndedCredentialsAreAudited).
+	g.wantRows("order.create gone refused: the API key is revoked", "stock.set gone refused: the API key is revoked")
 
 	// A good key without the scope: 403, nothing changed, a refused row.
 	r := g.call("POST", "/v1/orders", `{"order_no":"N-R","flow":"checkout","user_id":"u","amount":100,"currency":"CNY"}`, bearer(reader))
