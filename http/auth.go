@@ -21,10 +21,11 @@ import (
 // protection. No credential is 401, a credential without the route's scope
 // is 403; neither reaches the handler. A change made through a route with an
 // audit action is in the audit log, in the transaction of its effect
-// (engine.WithAudit), or in a row of its own when it failed or changed
-// nothing. A risky route needs an operator's fresh second factor, and above
-// the access service's thresholds it waits, as an approval request, for a
-// second operator (approval.go).
+// (engine.WithAudit), or in a row of its own when it failed, changed
+// nothing, or was refused, also for a credential that has ended but names
+// its holder (refusedEnded). A risky route needs an operator's fresh second
+// factor, and above the access service's thresholds it waits, as an
+// approval request, for a second operator (approval.go).
 
 // SessionCookie is the name of an operator's session cookie.
 const SessionCookie = "lapse_session"
