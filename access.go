@@ -61,8 +61,16 @@ type AccessStore interface {
 	SessionUpdate(ctx context.Context, s *Session) error
 	// SessionDelete deletes the session with id, if there is one.
 	SessionDelete(ctx context.Context, id []byte) error
-	// SessionDeleteOperator deletes every session of an operator.
-	SessionDeleteOperator(ctx context.Context, operatorID int64) error
+	// SessionEndOperator ends every session of an operator in force at at:
+	// their ExpiresAt becomes at. Sessions ended already are left as they
+	// are.
+	SessionEndOperator(ctx context.Context, operatorID int64, at time.Time) error
+
+	// StakeCreate records st (ID is ignored).
+	StakeCreate(ctx context.Context, st *Stake) error
+	// StakeSum returns the sum of the Count of the stakes of the operator
+	// with operatorID whose At is after since (0 when there is none).
+	StakeSum(ctx context.Context, operatorID int64, since time.Time) (int64, error)
 
 	// ApprovalCreate records a (ID is ignored) and returns it with its ID.
 	ApprovalCreate(ctx context.Context, a *Approval) (*Approval, error)
@@ -207,4 +215,18 @@ type Session struct {
 	// session (zero: never since login); risky actions need it recent.
 	SecondFactorAt time.Time
 	ClientAddr     string
+}
+
+// Stake is what an operator's risky action put at stake on their own word,
+// carried out without a second operator's approval: the orders of a manual
+// close, the members of a group buy cancelled while open. Such actions add
+// up toward the approval threshold over a window (access.Config), so that
+// an operator cannot go past it in pieces.
+type Stake struct {
+	ID         int64
+	OperatorID int64
+	Action     string // the audit action, e.g. "close.batch"
+	Target     string // the audit target
+	Count      int64  // orders
+	At         time.Time
 }

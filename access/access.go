@@ -36,6 +36,7 @@ const (
 	DefaultLockoutBase        = time.Minute
 	DefaultLockoutMax         = time.Hour
 	DefaultApprovalTTL        = 24 * time.Hour
+	DefaultApprovalWindow     = 24 * time.Hour
 	DefaultIssuer             = "Lapse"
 )
 
@@ -68,9 +69,14 @@ type Config struct {
 	// ApprovalAmount is the money, in minor units, above which an
 	// operator's risky action needs a second operator's approval; 0: never.
 	ApprovalAmount int64
-	// ApprovalCount is the number of orders in one manual close above which
+	// ApprovalCount is the number of orders an operator may put at stake on
+	// their own word (manual closes, group buys cancelled while open, their
+	// members) within ApprovalWindow: an action that would take them above
 	// it needs approval; 0: never.
 	ApprovalCount int64
+	// ApprovalWindow is how long an operator's action counts toward
+	// ApprovalCount: a rolling window. Default 24h.
+	ApprovalWindow time.Duration
 	// Issuer names Lapse in operators' authenticator apps. Default "Lapse".
 	Issuer string
 	// HashParams is the argon2id cost of new password hashes. Default
@@ -99,6 +105,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, lapse.FieldError("approval_amount", "must not be negative")
 	case c.ApprovalCount < 0:
 		return c, lapse.FieldError("approval_count", "must not be negative")
+	case c.ApprovalWindow < 0:
+		return c, lapse.FieldError("approval_window", "must not be negative")
 	}
 	if c.Clock == nil {
 		c.Clock = lapse.SystemClock{}
@@ -109,6 +117,7 @@ func (c Config) withDefaults() (Config, error) {
 	c.LockoutBase = cmp.Or(c.LockoutBase, DefaultLockoutBase)
 	c.LockoutMax = cmp.Or(c.LockoutMax, DefaultLockoutMax)
 	c.ApprovalTTL = cmp.Or(c.ApprovalTTL, DefaultApprovalTTL)
+	c.ApprovalWindow = cmp.Or(c.ApprovalWindow, DefaultApprovalWindow)
 	c.Issuer = cmp.Or(c.Issuer, DefaultIssuer)
 	if c.HashParams == nil {
 		c.HashParams = argon2id.DefaultParams

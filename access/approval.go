@@ -10,16 +10,61 @@ import (
 )
 
 // NeedsApproval reports whether an operator's risky action on amount (money
-// in minor units) or count (orders in a manual close) needs a second
-// operator: amount above Config.ApprovalAmount or count above ApprovalCount,
-// where each is not zero. Keys and the command line never need one: they
-// act within their scopes.
-func (s *Service) NeedsApproval(p *Principal, amount, count int64) bool {
-	if p == nil || p.Kind != KindOperator {
-		return false
+// in minor units) or count (orders: a manual close, the members of a group
+// buy cancelled while open) needs a second operator: amount above
+// Config.ApprovalAmount, or count, added to the orders the operator put at
+// stake on their own word within the last ApprovalWindow (Admit), above
+// ApprovalCount, where each threshold is not zero. Keys and the command line
+// never need one: they act within their scopes. It only reads; Admit
+// decides and records.
+func (s *Service) NeedsApproval(ctx context.Context, p *Principal, amount, count int64) (bool, error) {
+	return s.needsApproval(ctx, s.access, p, amount, count)
+}
+
+// Admit decides whether the operator p's risky action (its audit action
+// and target) on amount and count needs a second operator, as
+// NeedsApproval does, and when it does not, records its count as put at
+// stake by p now (a lapse.Stake), so that it adds up with p's next actions.
+// The decision and the record are one transaction that holds p's row, so
+// that of p's concurrent actions each is judged with those admitted before
+// it. An action held for approval records nothing: a second operator
+// judges it. The count is recorded when the action is admitted, before it
+// is carried out; one that then fails still counts, erring toward a second
+// operator.
+func (s *Service) Admit(ctx context.Context, p *Principal, action, target string, amount, count int64) (bool, error) {
+	if p == nil || p.Kind != KindOperator || count <= 0 || s.cfg.ApprovalCount <= 0 {
+		return s.needsApproval(ctx, s.access, p, amount, count)
 	}
-	return s.cfg.ApprovalAmount > 0 && amount > s.cfg.ApprovalAmount ||
-		s.cfg.ApprovalCount > 0 && count > s.cfg.ApprovalCount
+	var need bool
+	err := s.tx(ctx, func(as lapse.AccessStore) error {
+		if _, err := lockOperator(ctx, as, p.Name); err != nil {
+			return err
+		}
+		var err error
+		if need, err = s.needsApproval(ctx, as, p, amount, count); err != nil || need {
+			return err
+		}
+		return as.StakeCreate(ctx, &lapse.Stake{OperatorID: p.OperatorID, Action: action, Target: target, Count: count, At: s.clock.Now()})
+	})
+	return need, err
+}
+
+// needsApproval is NeedsApproval, reading the stakes from as.
+func (s *Service) needsApproval(ctx context.Context, as lapse.AccessStore, p *Principal, amount, count int64) (bool, error) {
+	switch {
+	case p == nil || p.Kind != KindOperator:
+		return false, nil
+	case s.cfg.ApprovalAmount > 0 && amount > s.cfg.ApprovalAmount:
+		return true, nil
+	case s.cfg.ApprovalCount <= 0 || count <= 0:
+		return false, nil
+	}
+	before, err := as.StakeSum(ctx, p.OperatorID, s.clock.Now().Add(-s.cfg.ApprovalWindow))
+	if err != nil {
+		return false, err
+	}
+	total, ok := lapse.AddInt64(before, count)
+	return !ok || total > s.cfg.ApprovalCount, nil
 }
 
 // RequestApproval holds the action a (its Action, Target, Amount,

@@ -64,7 +64,11 @@ func (r *ran) execute(result string, err error) func(context.Context, *lapse.App
 func TestNeedsApproval(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, access.Config{ApprovalAmount: 10000, ApprovalCount: 50})
-	op := &access.Principal{Kind: access.KindOperator, OperatorID: 1}
+	e.addOperator("alice", access.RoleOperator)
+	op, err := e.svc.OperatorPrincipal(e.ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
 	key := &access.Principal{Kind: access.KindKey}
 	for _, c := range []struct {
 		p             *access.Principal
@@ -74,13 +78,80 @@ func TestNeedsApproval(t *testing.T) {
 		{op, 10000, 0, false}, {op, 10001, 0, true}, {op, 0, 50, false}, {op, 0, 51, true},
 		{key, 1 << 40, 1 << 20, false}, {access.CLI("root"), 1 << 40, 0, false}, {nil, 1 << 40, 0, false},
 	} {
-		if got := e.svc.NeedsApproval(c.p, c.amount, c.count); got != c.want {
-			t.Errorf("NeedsApproval(%v, %d, %d) = %v", c.p, c.amount, c.count, got)
+		if got, err := e.svc.NeedsApproval(e.ctx, c.p, c.amount, c.count); got != c.want || err != nil {
+			t.Errorf("NeedsApproval(%v, %d, %d) = %v, %v", c.p, c.amount, c.count, got, err)
 		}
 	}
 	never := e.service(e.db, access.Config{})
-	if never.NeedsApproval(op, 1<<40, 1<<20) {
-		t.Fatal("zero thresholds need approval")
+	if got, err := never.NeedsApproval(e.ctx, op, 1<<40, 1<<20); got || err != nil {
+		t.Fatalf("zero thresholds: %v, %v; want no approval", got, err)
+	}
+}
+
+// TestApprovalCountAddsUp: the orders an operator puts at stake on their
+// own word (Admit, without approval) add up toward ApprovalCount over the
+// last ApprovalWindow (24 hours), so that 100 orders and then 100 more need
+// a second operator as 200 at once do. Each operator has their own count;
+// keys and the command line have none; what was held for approval does not
+// count; once the window has passed an action counts no more. Of
+// concurrent actions each is judged with those before it.
+func TestApprovalCountAddsUp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, access.Config{ApprovalCount: 100})
+	var alice, bob *access.Principal
+	for name, p := range map[string]**access.Principal{"alice": &alice, "bob": &bob} {
+		_, secret := e.addOperator(name, access.RoleOperator)
+		_, *p = e.login(name, secret)
+	}
+	admit := func(p *access.Principal, count int64, want bool) {
+		t.Helper()
+		if got, err := e.svc.Admit(e.ctx, p, "close.batch", "close", 0, count); got != want || err != nil {
+			t.Fatalf("Admit(%s, %d) = %v, %v; want %v", p.Name, count, got, err, want)
+		}
+	}
+	needs := func(p *access.Principal, count int64, want bool) {
+		t.Helper()
+		if got, err := e.svc.NeedsApproval(e.ctx, p, 0, count); got != want || err != nil {
+			t.Fatalf("NeedsApproval(%s, %d) = %v, %v; want %v", p.Name, count, got, err, want)
+		}
+	}
+	admit(alice, 60, false)
+	e.clock.Advance(time.Hour)
+	needs(alice, 40, false)
+	needs(alice, 41, true)
+	admit(alice, 40, false)
+	admit(alice, 1, true) // 101 in a day
+	admit(alice, 1, true) // held for approval, it did not count
+	needs(alice, 0, false)
+	admit(bob, 100, false)
+	admit(access.CLI("root"), 1000, false)
+	admit(&access.Principal{Kind: access.KindKey, ID: "k"}, 1000, false)
+	admit(alice, 0, false)
+
+	// The first 60 leave the window 24 hours after they were made.
+	e.clock.Advance(23*time.Hour - time.Microsecond)
+	needs(alice, 1, true)
+	e.clock.Advance(time.Microsecond)
+	admit(alice, 60, false)
+	needs(alice, 1, true)
+
+	// Five concurrent closes of 34 by bob, a day later: two fit in his
+	// 100, each judged with those admitted before it.
+	e.clock.Advance(24 * time.Hour)
+	var wg sync.WaitGroup
+	var admitted atomic.Int32
+	for range 5 {
+		wg.Go(func() {
+			if need, err := e.svc.Admit(e.ctx, bob, "close.batch", "close", 0, 34); err != nil {
+				t.Errorf("Admit: %v", err)
+			} else if !need {
+				admitted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := admitted.Load(); n != 2 {
+		t.Fatalf("%d of 5 concurrent closes of 34 admitted, want 2 (68 of 100; a third makes 102)", n)
 	}
 }
 

@@ -69,8 +69,9 @@ func errBadKey() error { return lapse.Errorf(lapse.EUNAUTHORIZED, "the API key i
 // CreateKey makes a key named name with scopes, on behalf of by, who needs
 // the admin scope (else EFORBIDDEN). It returns the key, which is shown
 // this once and kept nowhere, and the record kept of it (without its Hash).
-// name is 1 to MaxNameLen printable characters; scopes are AllScopes'
-// (else EINVALID). The key and its audit row "apikey.create" are written
+// name is 1 to MaxNameLen characters, none of them control, format or
+// invisible, of one script, that does not read as another key's name
+// without being it (name.go); scopes are AllScopes' (else EINVALID). The key and its audit row "apikey.create" are written
 // in one transaction; the row holds the name and scopes, never the key.
 func (s *Service) CreateKey(ctx context.Context, by *Principal, name string, scopes []string) (string, *lapse.APIKey, error) {
 	if err := requireAdmin(by, "creating an API key"); err != nil {
@@ -87,6 +88,13 @@ func (s *Service) CreateKey(ctx context.Context, by *Principal, name string, sco
 	var key string
 	var k *lapse.APIKey
 	err = s.tx(ctx, func(as lapse.AccessStore) error {
+		ks, err := as.APIKeyList(ctx)
+		if err != nil {
+			return err
+		}
+		if other, ok := lookAlike(name, ks, func(k *lapse.APIKey) string { return k.Name }, keyFold); ok {
+			return errLookAlike("name", "key", other)
+		}
 		key, k, err = s.createKey(ctx, as, by, name, scopes)
 		return err
 	})
@@ -180,10 +188,35 @@ func (s *Service) RevokeKey(ctx context.Context, by *Principal, prefix string) (
 // wrong secret), is the same EUNAUTHORIZED error. A failing store is its
 // own error, not EUNAUTHORIZED.
 func (s *Service) Authenticate(ctx context.Context, key string) (*Principal, error) {
-	h := hashSecret(key)
-	if s.adminHash != nil && subtle.ConstantTimeCompare(h, s.adminHash) == 1 {
+	if s.adminHash != nil && subtle.ConstantTimeCompare(hashSecret(key), s.adminHash) == 1 {
 		return &Principal{Kind: KindKey, ID: "admin", Name: "configured admin key", Scopes: []string{ScopeAdmin}}, nil
 	}
+	k, err := s.storedKey(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if !k.RevokedAt.IsZero() {
+		return nil, errBadKey()
+	}
+	return keyPrincipal(k), nil
+}
+
+// KeyHolder returns the principal of key, a stored key whose secret is
+// right, whether it is revoked or not: who sent a request that is refused
+// for its key, for the refusal's audit row (S9). It lets no one act;
+// Authenticate does. Any other key (unknown, malformed, a wrong secret) is
+// Authenticate's EUNAUTHORIZED error: whoever sent it holds no key.
+func (s *Service) KeyHolder(ctx context.Context, key string) (*Principal, error) {
+	k, err := s.storedKey(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return keyPrincipal(k), nil
+}
+
+// storedKey returns the stored key that key is, revoked or not: its prefix
+// finds it and the hash of all of it matches. Any other key is errBadKey.
+func (s *Service) storedKey(ctx context.Context, key string) (*lapse.APIKey, error) {
 	prefix, ok := keyPrefix(key)
 	if !ok {
 		return nil, errBadKey()
@@ -195,8 +228,12 @@ func (s *Service) Authenticate(ctx context.Context, key string) (*Principal, err
 	if err != nil {
 		return nil, err
 	}
-	if subtle.ConstantTimeCompare(h, k.Hash) != 1 || !k.RevokedAt.IsZero() {
+	if subtle.ConstantTimeCompare(hashSecret(key), k.Hash) != 1 {
 		return nil, errBadKey()
 	}
-	return &Principal{Kind: KindKey, ID: k.Prefix, Name: k.Name, Scopes: k.Scopes}, nil
+	return k, nil
+}
+
+func keyPrincipal(k *lapse.APIKey) *Principal {
+	return &Principal{Kind: KindKey, ID: k.Prefix, Name: k.Name, Scopes: k.Scopes}
 }

@@ -72,6 +72,19 @@ func TestKeyCreateAuthenticateRevoke(t *testing.T) {
 	}
 	_, err = e.svc.Authenticate(e.ctx, key)
 	wantErr(t, err, lapse.EUNAUTHORIZED, "the API key is not valid")
+	// The revoked key still tells whose it is, for the audit row of a
+	// request refused for it, to the holder of its secret only.
+	if p, err := e.svc.KeyHolder(e.ctx, key); err != nil || p.Kind != "key" || p.ID != k.Prefix || p.Name != "shop backend" {
+		t.Fatalf("the holder of the revoked key: %+v, %v", p, err)
+	}
+	wrong := key[:len(key)-1] + "A"
+	if wrong == key {
+		wrong = key[:len(key)-1] + "B"
+	}
+	for _, bad := range []string{wrong, "lapse_aaaaaaaaaaaa_" + key[len("lapse_")+13:], "lapse_" + k.Prefix, ""} {
+		_, err = e.svc.KeyHolder(e.ctx, bad)
+		wantErr(t, err, lapse.EUNAUTHORIZED, "the API key is not valid")
+	}
 
 	// A whole key given to RevokeKey is not echoed.
 	_, err = e.svc.RevokeKey(e.ctx, e.root, "lapse_aaaaaaaaaaaa_"+strings.Repeat("s", 43))

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -38,7 +37,9 @@ type Enrolment struct {
 // AddOperator adds the operator name with role, on behalf of by, who needs
 // the admin scope (else EFORBIDDEN). An empty password has one generated
 // (returned in the Enrolment); else it must be MinPasswordLen to
-// MaxPasswordLen characters. The password is kept as an argon2id hash; a
+// MaxPasswordLen characters. name is an RFC 8265 user name in its normal
+// form, of one script, that does not read as another operator's (name.go;
+// else EINVALID about name). The password is kept as an argon2id hash; a
 // TOTP secret is generated. The operator and the audit row "operator.add"
 // (name and role, no secret) are written in one transaction; a taken name
 // is ECONFLICT.
@@ -46,7 +47,7 @@ func (s *Service) AddOperator(ctx context.Context, by *Principal, name, role, pa
 	if err := requireAdmin(by, "adding an operator"); err != nil {
 		return nil, nil, err
 	}
-	name, err := checkName("name", name)
+	name, err := checkOperatorName("name", name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -83,16 +84,12 @@ func (s *Service) AddOperator(ctx context.Context, by *Principal, name, role, pa
 	var o *lapse.Operator
 	err = s.tx(ctx, func(as lapse.AccessStore) error {
 		now := s.clock.Now()
-		// Names that differ only in case read as one operator in the audit
-		// log and on the approvals page.
 		ops, err := as.OperatorList(ctx)
 		if err != nil {
 			return err
 		}
-		for _, other := range ops {
-			if strings.EqualFold(other.Name, name) && other.Name != name {
-				return lapse.Refine(lapse.ErrAccessExists, "an operator named %q exists; names may not differ only in case", other.Name)
-			}
+		if other, ok := lookAlike(name, ops, func(o *lapse.Operator) string { return o.Name }, operatorFold); ok {
+			return errLookAlike("name", "operator", other)
 		}
 		o, err = as.OperatorCreate(ctx, &lapse.Operator{
 			Name: name, Role: role, PasswordHash: hash, TOTPSecret: enr.Secret,
@@ -125,7 +122,8 @@ func (s *Service) Operators(ctx context.Context) ([]*lapse.Operator, error) {
 }
 
 // DisableOperator stops the operator name from logging in and ends their
-// sessions, on behalf of by, who needs the admin scope (else EFORBIDDEN).
+// sessions (kept, ended, so that a request through one is refused in their
+// name: SessionHolder), on behalf of by, who needs the admin scope (else EFORBIDDEN).
 // An unknown name is ENOTFOUND; an operator already disabled is returned
 // as it is. The change and its audit row "operator.disable" are one
 // transaction.
@@ -144,7 +142,7 @@ func (s *Service) DisableOperator(ctx context.Context, by *Principal, name strin
 		if err := as.OperatorUpdate(ctx, o); err != nil {
 			return err
 		}
-		if err := as.SessionDeleteOperator(ctx, o.ID); err != nil {
+		if err := as.SessionEndOperator(ctx, o.ID, now); err != nil {
 			return err
 		}
 		e := by.Entry("operator.disable", operatorTarget(o), map[string]any{"name": o.Name})

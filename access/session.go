@@ -30,8 +30,8 @@ func (s *Service) Session(ctx context.Context, token string) (*Principal, error)
 }
 
 // SessionHolder returns the principal of the operator whose session token
-// is token, whether the session is in force or not (expired, or its
-// operator disabled): who sent a request that is refused for its session,
+// is token, whether the session is in force or not (expired, logged out, or
+// its operator disabled): who sent a request that is refused for its session,
 // for the refusal's audit row (S9). It lets no one act; Session does. A
 // token that is malformed or names no session, or whose operator is gone,
 // is Session's EUNAUTHORIZED error.
@@ -66,22 +66,27 @@ func (s *Service) sessionOf(ctx context.Context, token string) (*lapse.Session, 
 	return sess, o, nil
 }
 
-// Logout ends the session of token, leaving an audit row "logout". A token
-// that finds no session is not an error: the session has ended either way.
+// Logout ends the session of token, leaving an audit row "logout". The
+// session is kept, ended (its ExpiresAt now), so that a request that comes
+// with its token later is refused in its operator's name (SessionHolder).
+// A token that finds no session in force is not an error and writes
+// nothing: the session has ended either way.
 func (s *Service) Logout(ctx context.Context, token string) error {
 	if !validToken(token) {
 		return nil
 	}
 	id := hashSecret(token)
 	return s.tx(ctx, func(as lapse.AccessStore) error {
+		now := s.clock.Now()
 		sess, err := as.SessionGet(ctx, id)
 		if errors.Is(err, lapse.ErrAccessNotFound) {
 			return nil
 		}
-		if err != nil {
+		if err != nil || !now.Before(sess.ExpiresAt) {
 			return err
 		}
-		if err := as.SessionDelete(ctx, id); err != nil {
+		sess.ExpiresAt = now
+		if err := as.SessionUpdate(ctx, sess); err != nil {
 			return err
 		}
 		o, err := operatorByID(ctx, as, sess.OperatorID)
@@ -94,7 +99,7 @@ func (s *Service) Logout(ctx context.Context, token string) error {
 		} else {
 			e = &lapse.AuditEntry{ActorKind: KindOperator, ActorID: strconv.FormatInt(sess.OperatorID, 10), Action: "logout"}
 		}
-		e.At, e.Result = s.clock.Now(), "ok"
+		e.At, e.Result = now, "ok"
 		return lapse.AuditAppend(ctx, as, e)
 	})
 }

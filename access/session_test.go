@@ -67,6 +67,14 @@ func TestLogout(t *testing.T) {
 	if n := len(e.audit("logout")); n != 1 {
 		t.Fatalf("%d logout rows, want 1", n)
 	}
+	// The session logged out still tells whose it was, for the audit row
+	// of a request refused for it; it lets no one act.
+	if p, err := e.svc.SessionHolder(e.ctx, token); err != nil || p.OperatorID != o.ID || p.Name != "alice" {
+		t.Fatalf("the holder of the session logged out: %+v, %v", p, err)
+	}
+	e.clock.Advance(time.Microsecond)
+	_, err = e.svc.Session(e.ctx, token)
+	wantErr(t, err, lapse.EUNAUTHORIZED, "")
 	e.noSecret(token, other)
 }
 

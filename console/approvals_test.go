@@ -104,6 +104,32 @@ func TestApprovalsPageEmpty(t *testing.T) {
 	bodyHas(t, "approvals page in Chinese", body, "<h1>审批</h1>", "待审批", "最近已处理", "暂无内容。")
 }
 
+// TestCloseCountsAddUpInTheConsole: an operator's closes add up over 24
+// hours, in the console as in the API: after closing two orders (the
+// threshold) on her own word, alice's preview of one more says it will wait
+// for a second operator, and so it does.
+func TestCloseCountsAddUpInTheConsole(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{access: func(c *access.Config) { c.ApprovalCount = 2 }})
+	e.operator("alice", access.RoleOperator)
+	nos := e.closableOrders("D", "u-1", 3)
+	alice := e.login("alice")
+	for _, no := range nos[:2] {
+		if to := alice.requestClose("alice", []string{no}, "duplicate"); !strings.HasPrefix(to, "/console/close/") {
+			t.Fatalf("the close of %s went to %s, want its batch", no, to)
+		}
+	}
+	_, body := alice.previewClose(url.Values{"order_nos": {nos[2]}, "reason": {"duplicate"}})
+	bodyHas(t, "a preview past the day's threshold", body, "1 orders will be closed.", `id="close-needs-approval"`,
+		"With your closes of the last 24 hours that is more than 2 orders")
+	if to := alice.requestClose("alice", nos[2:], "duplicate"); to != "/console/approvals" {
+		t.Fatalf("a close past the day's threshold went to %s", to)
+	}
+	if a := e.pendingApproval(); a.Count != 1 || a.MakerName != "alice" {
+		t.Fatalf("approval: %+v", a)
+	}
+}
+
 // TestFourEyesCloseInTheConsole: a close above the threshold waits for a
 // second operator, who approves it in the inbox with their code; the maker
 // and a viewer get no forms, and what they forge the API refuses and the
@@ -118,7 +144,7 @@ func TestFourEyesCloseInTheConsole(t *testing.T) {
 	alice, bob, vic := e.login("alice"), e.login("bob"), e.login("vic")
 
 	_, body := alice.previewClose(url.Values{"order_nos": {strings.Join(nos, ",")}, "reason": {"warehouse fire"}})
-	bodyHas(t, "preview above the threshold", body, "3 orders will be closed.", `id="close-needs-approval"`, "That is more than 2 orders")
+	bodyHas(t, "preview above the threshold", body, "3 orders will be closed.", `id="close-needs-approval"`, "that is more than 2 orders")
 	if to := alice.requestClose("alice", nos, "warehouse fire"); to != "/console/approvals" {
 		t.Fatalf("a close above the threshold went to %s", to)
 	}

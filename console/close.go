@@ -35,7 +35,7 @@ func init() {
 		"close.count":          {"%d orders will be closed.", "将关闭 %d 个订单。"},
 		"close.skipped":        {"%d matched but will not be closed (paid, closed, or not found).", "%d 个匹配订单不会被关闭（已支付、已关闭或不存在）。"},
 		"close.sample":         {"The first of them", "前几个订单"},
-		"close.needs_approval": {"That is more than %d orders: the close will wait for a second operator's approval.", "超过 %d 个订单：关单需等待另一位操作员审批。"},
+		"close.needs_approval": {"With your closes of the last 24 hours that is more than %d orders: the close will wait for a second operator's approval.", "连同你最近 24 小时的关单，超过 %d 个订单：关单需等待另一位操作员审批。"},
 		"close.confirm":        {"Close these orders", "确认关单"},
 		"close.started":        {"Batch %d started.", "批次 %d 已开始。"},
 		"close.bad_time":       {"%s is not a date and time.", "%s 不是有效的日期时间。"},
@@ -154,10 +154,14 @@ func (c *Console) previewClose(w http.ResponseWriter, r *http.Request) {
 		c.failPage(w, r, err)
 		return
 	}
+	need, err := c.cfg.Access.NeedsApproval(r.Context(), op, 0, pv.Count)
+	if err != nil {
+		c.failPage(w, r, err)
+		return
+	}
 	raw, _ := json.Marshal(sel) // strings and times: it cannot fail
 	d := closeData{Form: form, Preview: &closePreview{Count: pv.Count, Skipped: pv.Skipped, Sample: pv.Sample,
-		Selection: string(raw), NeedsApproval: c.cfg.Access.NeedsApproval(op, 0, pv.Count),
-		Threshold: c.cfg.Access.Config().ApprovalCount}}
+		Selection: string(raw), NeedsApproval: need, Threshold: c.cfg.Access.Config().ApprovalCount}}
 	c.renderClose(w, r, http.StatusOK, d)
 }
 

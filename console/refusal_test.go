@@ -144,4 +144,22 @@ func TestRefusalsAudited(t *testing.T) {
 		t.Errorf("cross-site with an ended session = %d", status)
 	}
 	d.wantRefusal("cross-site with an ended session", "refund.create", "alice", "order:M-1", crossOrigin)
+
+	// A session logged out: its cookie, sent again, is refused in alice's
+	// name too.
+	b = d.login("alice")
+	u, _ := url.Parse(d.srv.URL)
+	cookies := b.c.Jar.Cookies(u)
+	if resp := b.post("/console/logout", nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("logout = %d", resp.StatusCode)
+	}
+	replay := d.browser()
+	replay.c.Jar.SetCookies(u, cookies)
+	if resp := replay.post("/console/orders/M-1/refund", url.Values{"amount": {"10"}, "idempotency_key": {"k-5"}}); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a refund with a session logged out = %d", resp.StatusCode)
+	}
+	row := d.wantRefusal("a session logged out", "refund.create", "alice", "order:M-1", "refused: the session is not valid or has ended")
+	if row != nil && !strings.Contains(string(row.Params), "k-5") {
+		t.Errorf("the row of the refund after logout is not the refund's: %+v", row)
+	}
 }

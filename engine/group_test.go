@@ -332,3 +332,67 @@ func TestGroupTooFewMembers(t *testing.T) {
 		}
 	})
 }
+
+// TestGroupEndsOnlyAsAGroup: an event that ends a group buy while it is
+// open (CANCEL, which cancels every member's purchase) is refused through
+// the events of an order (Fire.External) and taken only as the group's
+// (Fire.Group), whose stake is its members; other events of the group, and
+// the events of an order that is not a group buy, are as they were.
+func TestGroupEndsOnlyAsAGroup(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		sb := payment.NewSandbox(payment.SandboxConfig{Secret: []byte("group-secret"), Clock: clk})
+		e := groupEngine(t, open(), clk, sb)
+		ctx := ctxT(t)
+		create(t, e, groupReq("G-1", time.Hour))
+		for _, u := range []string{"u1", "u2", "u3"} {
+			if _, _, err := e.JoinGroup(ctx, "G-1", engine.JoinRequest{UserID: u, Method: "tok-" + u, By: app}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		create(t, e, &lapse.OrderCreate{OrderNo: "C-1", Flow: "checkout", UserID: "u", Amount: 100, Currency: "CNY"})
+		cancel := engine.Fire{Event: flows.Cancel, Reason: "supplier gone", By: app, External: true}
+
+		_, err := e.Fire(ctx, "G-1", cancel)
+		if lapse.ErrorCode(err) != lapse.EINVALID || !strings.Contains(err.Error(), "cancels every member's purchase") {
+			t.Fatalf("CANCEL of an open group as an order's event = %v, want invalid", err)
+		}
+		if g, err := e.Group(ctx, "G-1"); err != nil || g.Order.State != flows.GroupOpen {
+			t.Fatalf("after a refused CANCEL: %+v, %v", g, err)
+		}
+		group := cancel
+		group.Group = true
+		if n, err := e.GroupFireStake(ctx, "G-1", group); n != 3 || err != nil {
+			t.Fatalf("GroupFireStake(CANCEL) = %d, %v; want its 3 members", n, err)
+		}
+		for _, c := range []struct {
+			no   string
+			f    engine.Fire
+			code string
+		}{
+			{"C-1", group, lapse.EINVALID},                                        // not a group buy
+			{"G-1", engine.Fire{Event: flows.Close, Group: true}, lapse.EINVALID}, // internal
+			{"G-1", engine.Fire{Event: "NOPE", Group: true}, lapse.EINVALID},
+			{"G-1", engine.Fire{Event: flows.Cancel, Reason: "bad\x00", Group: true}, lapse.EINVALID},
+			{"G-none", group, lapse.ENOTFOUND},
+		} {
+			if _, err := e.GroupFireStake(ctx, c.no, c.f); lapse.ErrorCode(err) != c.code {
+				t.Errorf("GroupFireStake(%s, %s) = %v, want %s", c.no, c.f.Event, err, c.code)
+			}
+			if _, err := e.Fire(ctx, c.no, c.f); lapse.ErrorCode(err) != c.code {
+				t.Errorf("Fire(%s, %s as the group) = %v, want %s", c.no, c.f.Event, err, c.code)
+			}
+		}
+		o, err := e.Fire(ctx, "G-1", group)
+		if err != nil || o.State != flows.GroupCancelled {
+			t.Fatalf("CANCEL as the group = %+v, %v; want CANCELLED", o, err)
+		}
+		if _, err := e.GroupFireStake(ctx, "G-1", group); lapse.ErrorCode(err) != lapse.ECONFLICT {
+			t.Errorf("GroupFireStake of a cancelled group = %v, want conflict", err)
+		}
+		// An order that is not a group buy cancels as ever.
+		if o, err := e.Fire(ctx, "C-1", cancel); err != nil || o.State != flows.Closed {
+			t.Errorf("CANCEL of a checkout = %+v, %v", o, err)
+		}
+	})
+}

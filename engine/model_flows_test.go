@@ -42,6 +42,12 @@ func (f *modelFlow) move(state, event string) (modelMove, bool) {
 	return m, ok
 }
 
+// open reports whether members join a group buy in state.
+func (f *modelFlow) open(state string) bool {
+	_, ok := f.move(state, "JOIN")
+	return ok
+}
+
 var modelCheckout = &modelFlow{
 	Name:    "checkout",
 	Initial: "UNPAID",

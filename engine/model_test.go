@@ -147,15 +147,20 @@ func (m *model) apply(o *modelOrder, mv modelMove) {
 	}
 }
 
-// fireExternal is an event sent through the events API (CANCEL, SUBMIT).
-func (m *model) fireExternal(o *modelOrder, ev string) string {
+// fireExternal is an event sent through the events API (CANCEL, SUBMIT),
+// of an order or, when group, of a group buy: only a group's may end it
+// while it is open, and only a group buy takes a group's.
+func (m *model) fireExternal(o *modelOrder, ev string, group bool) string {
 	internal, known := m.flow.Events[ev]
-	if !known || internal {
+	if !known || internal || group && !m.flow.Group {
 		return lapse.EINVALID
 	}
 	mv, ok := m.flow.move(o.State, ev)
 	if !ok {
 		return lapse.ECONFLICT
+	}
+	if m.flow.Group && !group && m.flow.open(o.State) && !m.flow.open(mv.To) {
+		return lapse.EINVALID
 	}
 	m.apply(o, mv)
 	return ""
@@ -503,8 +508,9 @@ func runModel(t *rapid.T, f *modelFlow) {
 		"recreate":    r.recreate,
 		"pay":         r.pay,
 		"startPay":    r.startPayment,
-		"cancel":      func(t *rapid.T) { r.fireExternal(t, "CANCEL") },
-		"submit":      func(t *rapid.T) { r.fireExternal(t, "SUBMIT") },
+		"cancel":      func(t *rapid.T) { r.fireExternal(t, "CANCEL", false) },
+		"cancelGroup": func(t *rapid.T) { r.fireExternal(t, "CANCEL", true) },
+		"submit":      func(t *rapid.T) { r.fireExternal(t, "SUBMIT", false) },
 		"setDeadline": r.setDeadline,
 		"extend":      r.extend,
 		"join":        r.join,
@@ -588,10 +594,10 @@ func (r *modelRun) startPayment(t *rapid.T) {
 	same(t, "start paying "+o.No, r.m.startPayment(o), err)
 }
 
-func (r *modelRun) fireExternal(t *rapid.T, ev string) {
+func (r *modelRun) fireExternal(t *rapid.T, ev string, group bool) {
 	o := r.pick(t)
-	_, err := r.e.Fire(r.ctx, o.No, engine.Fire{Event: lapse.Event(ev), By: app, External: true})
-	same(t, ev+" "+o.No, r.m.fireExternal(o, ev), err)
+	_, err := r.e.Fire(r.ctx, o.No, engine.Fire{Event: lapse.Event(ev), By: app, External: true, Group: group})
+	same(t, ev+" "+o.No, r.m.fireExternal(o, ev, group), err)
 }
 
 func (r *modelRun) setDeadline(t *rapid.T) {

@@ -231,14 +231,105 @@ type Fire struct {
 	// External marks a request from outside Lapse (the events API): it may
 	// fire only events the flow does not mark Internal, and never the
 	// event of an operator's retry (Retry, RetryGroup), which has callers
-	// of its own.
+	// of its own, nor one that ends a group buy while it is open (a
+	// CANCEL, which cancels every member's purchase) unless Group is set.
 	External bool
+	// Group marks an external request sent to a group buy as a whole (the
+	// group's own events API, guarded as the mass action it is: see
+	// GroupFireStake): it alone may end an open group. An order that is
+	// not a group buy is refused.
+	Group bool
+}
+
+// checkRequest refuses a request that no order could take: no event, or an
+// external caller's reason that is not fit to keep.
+func (f *Fire) checkRequest() error {
+	if f.Event == "" {
+		return lapse.FieldError("event", "is required")
+	}
+	if f.External || f.Group {
+		// Lapse's own reasons are made fit to keep (lapse.Reason); a
+		// caller's is refused unless it already is.
+		return lapse.CheckReason("reason", f.Reason)
+	}
+	return nil
+}
+
+// checkFlow refuses what the caller of f may not fire at o, of flow.
+func (f *Fire) checkFlow(flow *lapse.Flow, o *lapse.Order) error {
+	external := f.External || f.Group
+	if f.Group && flow.Group.Join == "" {
+		return lapse.Errorf(lapse.EINVALID, "order %s follows flow %s, which is not a group buy", o.OrderNo, flow.Name)
+	}
+	if spec := flow.Event(f.Event); spec != nil && spec.Internal && external {
+		return lapse.FieldError("event", "%s is fired by Lapse itself in flow %s and cannot be sent through this API", f.Event, flow.Name)
+	}
+	// A flow may leave the events of Lapse's features unmarked Internal;
+	// an external caller of Fire (orders:write) firing one would mark an
+	// order paid with no payment, or retry a group, which charges its
+	// members.
+	if external && (f.Event == flow.Group.Retry || f.Event == flow.Issues.Retry) {
+		return lapse.FieldError("event", "%s is an operator's retry in flow %s and cannot be sent through this API: retry the order instead", f.Event, flow.Name)
+	}
+	if external && featureEvent(flow, f.Event) {
+		return lapse.FieldError("event", "%s is fired by Lapse itself in flow %s (a payment, a refund, a group buy's or issuing's step) and cannot be sent through this API", f.Event, flow.Name)
+	}
+	if f.External && !f.Group && endsOpenGroup(flow, o.State, f.Event) {
+		return lapse.FieldError("event", "%s ends the open group buy %s, which cancels every member's purchase: send it to the group (POST /v1/groups/{group_id}/events), which is guarded as the mass action it is", f.Event, o.OrderNo)
+	}
+	return nil
+}
+
+// endsOpenGroup reports whether ev, fired at an order of flow f in state
+// st, takes a group buy out of the state its members join in: it ends the
+// group early for every member at once.
+func endsOpenGroup(f *lapse.Flow, st lapse.State, ev lapse.Event) bool {
+	join := f.Group.Join
+	if join == "" || ev == join || f.Transition(st, join) == nil {
+		return false
+	}
+	t := f.Transition(st, ev)
+	return t != nil && f.Transition(t.To, join) == nil
+}
+
+// GroupFireStake is what firing f at the group buy groupID as the group
+// (f.Group) puts at stake, in orders: its members, each a purchase that
+// ends with the group, when f's event ends the group while it is open;
+// else 0. It changes nothing. Errors: those Fire would return for f before
+// it changes anything (lapse.ErrOrderNotFound; EINVALID for an order that
+// is not a group buy, an unknown or internal event, a bad reason;
+// ECONFLICT when the group's state does not take the event).
+func (e *Engine) GroupFireStake(ctx context.Context, groupID string, f Fire) (int64, error) {
+	f.External, f.Group = true, true
+	if err := f.checkRequest(); err != nil {
+		return 0, err
+	}
+	o, err := e.store.OrderGet(ctx, groupID)
+	if err != nil {
+		return 0, err
+	}
+	flow, err := e.flows.of(o)
+	if err != nil {
+		return 0, err
+	}
+	if err := f.checkFlow(flow, o); err != nil {
+		return 0, err
+	}
+	if _, err := flow.Plan(o, lapse.Firing{Event: f.Event, Now: e.clock.Now(), FiredBy: f.By.FiredBy, Actor: f.By.Name, Reason: f.Reason}); err != nil {
+		return 0, err
+	}
+	if !endsOpenGroup(flow, o.State, f.Event) {
+		return 0, nil
+	}
+	ms, err := e.store.GroupMemberList(ctx, o.ID)
+	return int64(len(ms)), err
 }
 
 // Fire fires an event at the order with orderNo through its flow and returns
 // the order as it is afterwards. Errors: lapse.ErrOrderNotFound; EINVALID
 // when the flow has no such event or an external caller fires an internal
-// one or a retry's; ECONFLICT when the order's state does not accept the
+// one or a retry's, or one that ends an open group buy without Group, or
+// Group is set for an order that is not a group buy; ECONFLICT when the order's state does not accept the
 // event or a guard refuses it. If the order moves concurrently, Fire reads
 // it again and re-plans, so a CANCEL racing a deadline change still
 // applies, while a PAY racing a TIMEOUT finds the order CLOSED and fails.
@@ -249,29 +340,12 @@ func (e *Engine) Fire(ctx context.Context, orderNo string, f Fire) (*lapse.Order
 // fire is Fire that, when with is set, runs with in the transaction of the
 // transition, after it, given the transition it wrote.
 func (e *Engine) fire(ctx context.Context, orderNo string, f Fire, with func(tx lapse.Store, p *lapse.OrderTransitionParams) error) (*lapse.Order, error) {
-	if f.Event == "" {
-		return nil, lapse.FieldError("event", "is required")
-	}
-	if f.External {
-		// Lapse's own reasons are made fit to keep (lapse.Reason); a
-		// caller's is refused unless it already is.
-		if err := lapse.CheckReason("reason", f.Reason); err != nil {
-			return nil, err
-		}
+	if err := f.checkRequest(); err != nil {
+		return nil, err
 	}
 	return changeOrder(ctx, e, orderChange{orderNo: orderNo}, func(s lapse.Store, o *lapse.Order, flow *lapse.Flow) (*lapse.Order, error) {
-		if spec := flow.Event(f.Event); spec != nil && spec.Internal && f.External {
-			return nil, lapse.FieldError("event", "%s is fired by Lapse itself in flow %s and cannot be sent through this API", f.Event, flow.Name)
-		}
-		// A flow may leave the events of Lapse's features unmarked Internal;
-		// an external caller of Fire (orders:write) firing one would mark an
-		// order paid with no payment, or retry a group, which charges its
-		// members.
-		if f.External && (f.Event == flow.Group.Retry || f.Event == flow.Issues.Retry) {
-			return nil, lapse.FieldError("event", "%s is an operator's retry in flow %s and cannot be sent through this API: retry the order instead", f.Event, flow.Name)
-		}
-		if f.External && featureEvent(flow, f.Event) {
-			return nil, lapse.FieldError("event", "%s is fired by Lapse itself in flow %s (a payment, a refund, a group buy's or issuing's step) and cannot be sent through this API", f.Event, flow.Name)
+		if err := f.checkFlow(flow, o); err != nil {
+			return nil, err
 		}
 		p, err := flow.Plan(o, lapse.Firing{Event: f.Event, Now: e.clock.Now(), FiredBy: f.By.FiredBy, Actor: f.By.Name, Reason: f.Reason})
 		if err != nil {

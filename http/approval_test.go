@@ -202,6 +202,29 @@ func TestAccessApprovedRefundIsNotMoreAtRisk(t *testing.T) {
 	}
 }
 
+// TestAccessQueuedRefundsDoNotAddUpPastApproval: refund requests waiting
+// for approval are not refunds yet, so each is judged alone when it is
+// made; but each is judged again when it is carried out, with the refunds
+// made since, so that requests queued together never refund more than an
+// approver approved: of two of 600 on one order, both approved, the second
+// is refused.
+func TestAccessQueuedRefundsDoNotAddUpPastApproval(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnvPaying(t, access.Config{ApprovalAmount: 500}, refundingProvider{})
+	g.operator("alice", access.RoleOperator)
+	g.operator("bob", access.RoleOperator)
+	g.paidOrder("RQ-1", 2000)
+	alice, bob := session(g.login("alice")), session(g.login("bob"))
+	code := header(lapsehttp.SecondFactorHeader, g.code("alice"))
+	first := g.call("POST", "/v1/orders/RQ-1/refunds", `{"amount":600}`, alice, code).want(t, http.StatusAccepted).approval(t)
+	second := g.call("POST", "/v1/orders/RQ-1/refunds", `{"amount":600}`, alice).want(t, http.StatusAccepted).approval(t)
+	g.call("POST", fmt.Sprintf("/v1/approvals/%d/approve", first.ID), `{"code":"`+g.code("bob")+`"}`, bob).want(t, http.StatusOK)
+	g.call("POST", fmt.Sprintf("/v1/approvals/%d/approve", second.ID), `{"code":"`+g.code("bob")+`"}`, bob).refused(t, http.StatusConflict, lapse.ECONFLICT)
+	if rs := g.refunds("RQ-1"); len(rs) != 1 || rs[0].Amount != 600 {
+		t.Fatalf("refunds after two queued approvals: %+v, want the first alone", rs)
+	}
+}
+
 // TestAccessGroupRetryStakeIsItsCharges: retrying a failed group charges
 // every member not charged yet, so that is its stake, not one member's
 // price.

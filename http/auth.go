@@ -21,10 +21,11 @@ import (
 // protection. No credential is 401, a credential without the route's scope
 // is 403; neither reaches the handler. A change made through a route with an
 // audit action is in the audit log, in the transaction of its effect
-// (engine.WithAudit), or in a row of its own when it failed or changed
-// nothing. A risky route needs an operator's fresh second factor, and above
-// the access service's thresholds it waits, as an approval request, for a
-// second operator (approval.go).
+// (engine.WithAudit), or in a row of its own when it failed, changed
+// nothing, or was refused, also for a credential that has ended but names
+// its holder (refusedEnded). A risky route needs an operator's fresh second
+// factor, and above the access service's thresholds it waits, as an
+// approval request, for a second operator (approval.go).
 
 // SessionCookie is the name of an operator's session cookie.
 const SessionCookie = "lapse_session"
@@ -59,22 +60,80 @@ func actor(r *http.Request) engine.Actor {
 	return engine.Actor{FiredBy: lapse.FiredByAPI, Name: "api"}
 }
 
-// authenticate returns who r is, by its bearer key or its session cookie,
-// and whether it came by cookie.
-func (s *Server) authenticate(r *http.Request) (*access.Principal, bool, error) {
+// credential returns the credential r comes with: its bearer key, or else
+// its session cookie's token (cookie true).
+func credential(r *http.Request) (value string, cookie bool, err error) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, key, ok := strings.Cut(h, " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
-			return nil, false, lapse.Errorf(lapse.EUNAUTHORIZED, "the Authorization header must be: Bearer <API key>")
+			return "", false, lapse.Errorf(lapse.EUNAUTHORIZED, "the Authorization header must be: Bearer <API key>")
 		}
-		p, err := s.access.Authenticate(r.Context(), strings.TrimSpace(key))
-		return p, false, err
+		return strings.TrimSpace(key), false, nil
 	}
 	if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
-		p, err := s.access.Session(r.Context(), c.Value)
+		return c.Value, true, nil
+	}
+	return "", false, lapse.Errorf(lapse.EUNAUTHORIZED, "this route needs an API key (Authorization: Bearer <key>) or an operator's session")
+}
+
+// authenticate returns who r is, by its bearer key or its session cookie,
+// and whether it came by cookie.
+func (s *Server) authenticate(r *http.Request) (*access.Principal, bool, error) {
+	cred, cookie, err := credential(r)
+	switch {
+	case err != nil:
+		return nil, false, err
+	case cookie:
+		p, err := s.access.Session(r.Context(), cred)
 		return p, true, err
 	}
-	return nil, false, lapse.Errorf(lapse.EUNAUTHORIZED, "this route needs an API key (Authorization: Bearer <key>) or an operator's session")
+	p, err := s.access.Authenticate(r.Context(), cred)
+	return p, false, err
+}
+
+// refusedEnded records the refusal of r on rt, refused with err for its
+// credential, when rt audits and the credential has ended but names its
+// holder: a key revoked (its secret right), a session logged out, expired
+// or of a disabled operator. The row is in the holder's name, as a known
+// caller's refusal is (S9), and says why, which the answer does not. A
+// request without a credential, or with one that names no one (an unknown
+// key, a wrong secret), leaves no row: anyone who can reach the API could
+// fill the log with them.
+func (s *Server) refusedEnded(r *http.Request, rt *route, err error) {
+	if rt.audit == "" || lapse.ErrorCode(err) != lapse.EUNAUTHORIZED {
+		return
+	}
+	cred, cookie, cerr := credential(r)
+	if cerr != nil {
+		return
+	}
+	var p *access.Principal
+	if cookie {
+		p, cerr = s.access.SessionHolder(r.Context(), cred)
+	} else if p, cerr = s.access.KeyHolder(r.Context(), cred); cerr == nil {
+		err = lapse.Errorf(lapse.EUNAUTHORIZED, "the API key is revoked")
+	}
+	if cerr != nil {
+		return
+	}
+	body, _ := bodyBytes(r)
+	s.refused(r.Context(), s.entry(r, rt, p, body), err)
+}
+
+// entry is the audit row of r on rt by p, nil when rt does not audit: the
+// route's action and target, the body as its parameters unless the route
+// keeps it secret, and where r came from.
+func (s *Server) entry(r *http.Request, rt *route, p *access.Principal, body []byte) *lapse.AuditEntry {
+	if rt.audit == "" {
+		return nil
+	}
+	var params any
+	if len(body) > 0 && !rt.secret && json.Valid(body) {
+		params = json.RawMessage(body)
+	}
+	e := p.Entry(rt.audit, rt.targetOf(r, body), params)
+	e.ClientAddr = clientAddr(r)
+	return e
 }
 
 // guarded serves r on rt, a route with a scope, as the comment above says.
@@ -90,6 +149,7 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 	if _, approved := r.Context().Value(approvedKey{}).(*approval); p == nil || !approved {
 		var err error
 		if p, cookie, err = s.authenticate(r); err != nil {
+			s.refusedEnded(r, rt, err)
 			s.unauthorized(w, r, err)
 			return
 		}
@@ -102,15 +162,7 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 	ctx := context.WithValue(r.Context(), principalKey{}, p)
 	r = r.WithContext(ctx)
 	body, _ := bodyBytes(r)
-	var entry *lapse.AuditEntry
-	if rt.audit != "" {
-		var params any
-		if len(body) > 0 && !rt.secret && json.Valid(body) {
-			params = json.RawMessage(body)
-		}
-		entry = p.Entry(rt.audit, rt.targetOf(r, body), params)
-		entry.ClientAddr = clientAddr(r)
-	}
+	entry := s.entry(r, rt, p, body)
 	if cookie {
 		// Checked once the row is made, so that a write refused here is
 		// in the audit log as any other refusal is (S9).
@@ -157,9 +209,19 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 		}
 		entry.SecondFactor = used
 		if rt.stake != nil {
-			if st, err := rt.stake(s, r, body); err == nil && s.access.NeedsApproval(p, max(st.amount, st.atRisk), st.count) {
-				s.requestApproval(w, r, rt, entry, body, st)
-				return
+			// Admitted on the operator's own word, its orders count toward
+			// their next actions' (access.Service.Admit).
+			if st, err := rt.stake(s, r, body); err == nil {
+				need, err := s.access.Admit(ctx, p, rt.audit, entry.Target, max(st.amount, st.atRisk), st.count)
+				if err != nil {
+					s.record(ctx, entry, err)
+					s.error(w, r, err)
+					return
+				}
+				if need {
+					s.requestApproval(w, r, rt, entry, body, st)
+					return
+				}
 			}
 			// A stake that cannot be told (an order that does not exist, a
 			// bad body) is the handler's to refuse.

@@ -345,7 +345,8 @@ func TestAccessGuardSeesPathValues(t *testing.T) {
 // an Authorization header that is not a bearer key, or with a key that is
 // unknown, altered or revoked, is 401 with WWW-Authenticate; a key without
 // the route's scope is 403. Neither changes anything; the 403 of a known
-// caller is in the audit log, refused.
+// caller, and the 401 of a write with a revoked key, is in the audit log,
+// refused.
 func TestAccessRefusesWithoutCredential(t *testing.T) {
 	t.Parallel()
 	g := newGuardedEnv(t, access.Config{})
@@ -397,7 +398,9 @@ func TestAccessRefusesWithoutCredential(t *testing.T) {
 	if n := g.stockOnHand("SKU-1"); n != 5 {
 		t.Errorf("refused stock changes left on-hand %d, want 5", n)
 	}
-	g.wantRows() // nobody known asked
+	// Nobody known asked, but the revoked key's holder: its writes are in
+	// the log in its name (TestAccessEndedCredentialsAreAudited).
+	g.wantRows("order.create gone refused: the API key is revoked", "stock.set gone refused: the API key is revoked")
 
 	// A good key without the scope: 403, nothing changed, a refused row.
 	r := g.call("POST", "/v1/orders", `{"order_no":"N-R","flow":"checkout","user_id":"u","amount":100,"currency":"CNY"}`, bearer(reader))
@@ -626,7 +629,89 @@ func TestAccessSession(t *testing.T) {
 	if g.orderExists("S-3") {
 		t.Error("a request after logout made an order")
 	}
+	g.wantRows("order.create alice refused: the session is not valid or has ended")
+}
+
+// TestAccessEndedCredentialsAreAudited: a write refused because its
+// credential has ended (a revoked key, a session logged out or expired, an
+// operator disabled) is
+// in the audit log in the name of the credential's holder (the key's name
+// and prefix, the operator), never with its secret, as any refusal is
+// (S9). A request without a credential, or with one that names no holder
+// (an unknown key, a right prefix with a wrong secret, a token of no
+// session), is refused without a row; so is a read.
+func TestAccessEndedCredentialsAreAudited(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{})
+	g.operator("alice", access.RoleOperator)
+	shop := g.key("shop", access.ScopeOrdersWrite, access.ScopeOrdersRead)
+	_, k, err := g.access.CreateKey(context.Background(), g.root, "spare", []string{access.ScopeOrdersRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := strings.Split(shop, "_")[1]
+	if _, err := g.access.RevokeKey(context.Background(), g.root, prefix); err != nil {
+		t.Fatal(err)
+	}
+	order := func(no string) string {
+		return `{"order_no":"` + no + `","flow":"checkout","user_id":"u","amount":100,"currency":"CNY"}`
+	}
+	g.call("PUT", "/v1/stock/SKU-1", `{"on_hand":5}`, bearer(g.admin)).want(t, http.StatusOK)
+	g.rows()
+
+	// The revoked key: refused, in its name.
+	p := g.call("POST", "/v1/orders", order("E-1"), bearer(shop)).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	if p.Detail != "the API key is not valid" {
+		t.Errorf("the revoked key's answer %q tells more than that the key is not valid", p.Detail)
+	}
+	rows := g.wantRows("order.create shop refused: the API key is revoked")
+	if len(rows) == 1 {
+		if e := rows[0]; e.ActorKind != access.KindKey || e.ActorID != prefix || e.Target != "order:E-1" ||
+			e.ClientAddr == "" || strings.Contains(fmt.Sprintf("%+v %s", e, e.Params), shop[len("lapse_")+13:]) {
+			t.Errorf("the revoked key's row %+v", e)
+		}
+	}
+	g.call("GET", "/v1/orders", "", bearer(shop)).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	// Not its holder's: no row.
+	wrongSecret := shop[:len(shop)-4] + "AAAA"
+	unknown := "lapse_aaaaaaaaaaaa_" + shop[len("lapse_")+13:]
+	for _, c := range []cred{bearer(wrongSecret), bearer(unknown), bearer("lapse_" + k.Prefix), session(strings.Repeat("A", 43)), func(*http.Request) {}} {
+		g.call("POST", "/v1/orders", order("E-2"), c).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	}
 	g.wantRows()
+
+	// A session logged out, then one expired: refused, in alice's name.
+	alice := session(g.login("alice"))
+	g.call("DELETE", "/v1/sessions/current", "", alice).want(t, http.StatusNoContent)
+	g.wantRows("login alice ok", "logout alice ok")
+	g.call("POST", "/v1/orders", order("E-3"), alice).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	g.call("PUT", "/v1/stock/SKU-1", `{"on_hand":0}`, alice).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	g.call("DELETE", "/v1/sessions/current", "", alice).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	rows = g.wantRows("order.create alice refused: the session is not valid or has ended", "stock.set alice refused: the session is not valid or has ended")
+	for _, e := range rows {
+		if e.ActorKind != access.KindOperator || e.Role != access.RoleOperator {
+			t.Errorf("the ended session's row %+v", e)
+		}
+	}
+	alice = session(g.login("alice"))
+	g.clock.Advance(access.DefaultSessionTTL)
+	g.call("POST", "/v1/orders", order("E-4"), alice).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	g.wantRows("login alice ok", "order.create alice refused: the session is not valid or has ended")
+	// Disabled: her sessions end, and she is still named.
+	alice = session(g.login("alice"))
+	if _, err := g.access.DisableOperator(context.Background(), g.root, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	g.call("POST", "/v1/orders", order("E-5"), alice).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	g.wantRows("login alice ok", "operator.disable root ok", "order.create alice refused: the session is not valid or has ended")
+	for _, no := range []string{"E-1", "E-2", "E-3", "E-4", "E-5"} {
+		if g.orderExists(no) {
+			t.Errorf("a refused request made order %s", no)
+		}
+	}
+	if n := g.stockOnHand("SKU-1"); n != 5 {
+		t.Errorf("a refused request set stock to %d", n)
+	}
 }
 
 // TestAccessSecondFactorAndFourEyes is the seeds' rule: an operator's
@@ -1043,6 +1128,76 @@ func TestAccessCloses(t *testing.T) {
 	for _, e := range rows[min(3, len(rows)):] {
 		if e.Approver != "bob" || e.ApprovalID != a.ID || e.SecondFactor != "totp" || e.Batch != list.Batches[0].ID {
 			t.Errorf("a row of the approved close: %+v", e)
+		}
+	}
+}
+
+// TestAccessClosesAddUpPerOperator: the orders an operator closes by hand
+// add up toward ApprovalCount over 24 hours, so that closing a few at a
+// time does not get past four eyes: once the day's closes would pass it,
+// the next close waits for approval. Each operator has their own count;
+// what a second operator approved does not count; a key has none; after 24
+// hours a close counts no more.
+func TestAccessClosesAddUpPerOperator(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{ApprovalCount: 2})
+	g.operator("alice", access.RoleOperator)
+	g.operator("bob", access.RoleOperator)
+	for i := 1; i <= 9; i++ {
+		g.call("POST", "/v1/orders", fmt.Sprintf(`{"order_no":"CU-%d","flow":"checkout","user_id":"u","amount":100,"currency":"CNY","ttl":"72h"}`, i),
+			bearer(g.admin)).want(t, http.StatusCreated)
+	}
+	as := map[string]cred{"alice": session(g.login("alice")), "bob": session(g.login("bob")),
+		"closer": bearer(g.key("closer", access.ScopeOperationsWrite))}
+	closeAs := func(who string, nos ...string) (*batchView, *approvalView) {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"selector": map[string]any{"order_nos": nos}, "reason": "fraud ring"})
+		creds := []cred{as[who]}
+		if who != "closer" {
+			creds = append(creds, header(lapsehttp.SecondFactorHeader, g.code(who)))
+		}
+		r := g.call("POST", "/v1/closes", string(body), creds...).want(t, http.StatusAccepted)
+		if a := r.approval(t); a.Status == lapse.ApprovalPending {
+			return nil, a
+		}
+		var b batchView
+		r.decode(t, &b)
+		g.waitBatch(b.ID, bearer(g.admin))
+		return &b, nil
+	}
+	wantClosed := func(what string, b *batchView, a *approvalView) {
+		t.Helper()
+		if b == nil || b.ID == 0 {
+			t.Fatalf("%s: %+v, want it closed at once", what, a)
+		}
+	}
+	wantHeld := func(what string, b *batchView, a *approvalView) {
+		t.Helper()
+		if a == nil {
+			t.Fatalf("%s: %+v, want it waiting for approval", what, b)
+		}
+	}
+	b, a := closeAs("alice", "CU-1")
+	wantClosed("alice's first", b, a)
+	b, a = closeAs("alice", "CU-2", "CU-3") // 3 in one day
+	wantHeld("alice's next two", b, a)
+	g.call("POST", fmt.Sprintf("/v1/approvals/%d/approve", a.ID), `{"code":"`+g.code("bob")+`"}`, as["bob"]).want(t, http.StatusOK)
+	b, a = closeAs("bob", "CU-4")
+	wantClosed("bob's, who has his own count", b, a)
+	b, a = closeAs("closer", "CU-5", "CU-6", "CU-7")
+	wantClosed("the key's", b, a)
+	b, a = closeAs("alice", "CU-8") // her second on her own word: what bob approved does not count
+	wantClosed("alice's second on her own word", b, a)
+	b, a = closeAs("alice", "CU-9")
+	wantHeld("alice's third on her own word", b, a)
+
+	g.clock.Advance(24 * time.Hour)
+	as["alice"] = session(g.login("alice"))
+	b, a = closeAs("alice", "CU-9")
+	wantClosed("alice's close a day later", b, a)
+	for i := 1; i <= 9; i++ {
+		if o, err := g.engine.Order(context.Background(), fmt.Sprintf("CU-%d", i)); err != nil || o.State != "CLOSED" {
+			t.Errorf("CU-%d: %+v, %v; want it closed", i, o, err)
 		}
 	}
 }

@@ -135,6 +135,32 @@ func (s *Server) joinGroup(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, status, m)
 }
 
+// fireGroupEvent fires an event at a group buy as a whole: the one route
+// that may end a group while it is open (a CANCEL, which cancels every
+// member's purchase), and so guarded as a manual close is: the
+// operations:write scope, an operator's second factor, four eyes by its
+// members (groupFireStake). Its body is that of the order's events route,
+// which refuses such an event. It answers with the group.
+func (s *Server) fireGroupEvent(w http.ResponseWriter, r *http.Request) {
+	var req fireRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	id := r.PathValue("group_id")
+	if _, err := s.engine.Fire(r.Context(), id, engine.Fire{Event: lapse.Event(req.Event), Reason: req.Reason, By: actor(r),
+		External: true, Group: true}); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	g, err := s.engine.Group(r.Context(), id)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, newGroupView(g))
+}
+
 // retryRequest is the body of an operator's retry; it may be empty.
 type retryRequest struct {
 	Reason string `json:"reason"`

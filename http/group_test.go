@@ -338,6 +338,88 @@ func TestFourEyesGroupRetry(t *testing.T) {
 	}
 }
 
+// TestGroupCancelIsAMassAction: ending a group buy while it is open (a
+// CANCEL) cancels every member's purchase, so it is taken only through the
+// group's own route and guarded as a manual close is: the operations:write
+// scope, an operator's second factor, and four eyes when its members, with
+// the orders the operator put at stake on their own word in the last 24
+// hours, pass ApprovalCount. The events of the group's order refuse it, and
+// every refusal is in the audit log.
+func TestGroupCancelIsAMassAction(t *testing.T) {
+	t.Parallel()
+	g := retryEnv(t, access.Config{ApprovalCount: 2})
+	for id, members := range map[string][]string{"G-3": {"u1", "u2", "u3"}, "G-1": {"u1"}, "G-2": {"u1", "u2"}, "G-K": {"u1", "u2", "u3"}} {
+		g.call("POST", "/v1/groups", `{"group_id":"`+id+`","organiser":"org","price":990,"currency":"CNY","ttl":"1h"}`, bearer(g.admin)).
+			want(t, http.StatusCreated)
+		for _, u := range members {
+			g.call("POST", "/v1/groups/"+id+"/members", `{"user_id":"`+u+`","method":"ok-`+u+`"}`, bearer(g.admin)).want(t, http.StatusCreated)
+		}
+	}
+	g.operator("alice", access.RoleOperator)
+	g.operator("bob", access.RoleOperator)
+	alice, bob := session(g.login("alice")), session(g.login("bob"))
+	writer := bearer(g.key("writer", access.ScopeOrdersWrite))
+	ops := bearer(g.key("ops", access.ScopeOperationsWrite))
+	cancel := `{"event":"CANCEL","reason":"supplier gone"}`
+	g.rows()
+
+	// Not as an order's event, whoever asks.
+	for _, c := range []cred{writer, bearer(g.admin)} {
+		p := g.call("POST", "/v1/orders/G-3/events", cancel, c).refused(t, http.StatusBadRequest, lapse.EINVALID)
+		if p.Field != "event" || !strings.Contains(p.Detail, "/v1/groups/{group_id}/events") {
+			t.Errorf("CANCEL of an open group as an order's event: %+v", p)
+		}
+	}
+	// Not with orders:write; not without a second factor.
+	g.call("POST", "/v1/groups/G-3/events", cancel, writer).refused(t, http.StatusForbidden, lapse.EFORBIDDEN)
+	g.call("POST", "/v1/groups/G-3/events", cancel, alice).refused(t, http.StatusForbidden, lapse.EFORBIDDEN)
+	g.call("POST", "/v1/orders/G-3/events", cancel, alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).
+		refused(t, http.StatusBadRequest, lapse.EINVALID)
+	g.wantRows("order.fire writer 400 invalid: event: CANCEL ends the open group buy G-3", "order.fire admin 400 invalid: ",
+		"group.fire writer refused: POST /v1/groups/{group_id}/events needs the scope operations:write",
+		"group.fire alice refused: this action needs a fresh second factor", "second_factor alice ok", "order.fire alice 400 invalid: ")
+	if st := g.state("G-3"); st != flows.GroupOpen {
+		t.Fatalf("refused cancels left G-3 %s", st)
+	}
+
+	// Three members are more than two: held for a second operator.
+	a := g.call("POST", "/v1/groups/G-3/events", cancel, alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).
+		want(t, http.StatusAccepted).approval(t)
+	if a.Status != lapse.ApprovalPending || a.Action != "group.fire" || a.Target != "group:G-3" || a.Count != 3 {
+		t.Fatalf("alice's cancel of G-3: %+v, want it waiting for approval at the stake of its 3 members", a)
+	}
+	if st := g.state("G-3"); st != flows.GroupOpen {
+		t.Fatalf("a cancel waiting for approval left G-3 %s", st)
+	}
+	g.call("POST", fmt.Sprintf("/v1/approvals/%d/approve", a.ID), `{"code":"`+g.code("bob")+`"}`, bob).want(t, http.StatusOK)
+	if st := g.state("G-3"); st != flows.GroupCancelled {
+		t.Fatalf("an approved cancel left G-3 %s", st)
+	}
+	// One member is within it, and counts toward alice's day: two more
+	// are not.
+	var view struct{ State string }
+	g.call("POST", "/v1/groups/G-1/events", cancel, alice).want(t, http.StatusOK).decode(t, &view)
+	if view.State != "CANCELLED" {
+		t.Errorf("alice's cancel of G-1 answered %+v", view)
+	}
+	a = g.call("POST", "/v1/groups/G-2/events", cancel, alice).want(t, http.StatusAccepted).approval(t)
+	if a.Count != 2 {
+		t.Errorf("alice's cancel of G-2: %+v, want it held at 2 members (3 in her day)", a)
+	}
+	// A key with the scope acts at once.
+	g.call("POST", "/v1/groups/G-K/events", cancel, ops).want(t, http.StatusOK)
+	rows := g.wantRows("second_factor alice ok", "approval.request alice ok", "second_factor bob ok", "approval.approve bob ok",
+		"group.fire alice ok", "group.fire alice ok", "approval.request alice ok", "group.fire ops ok")
+	for _, e := range rows {
+		if e.Action == "group.fire" && (e.Target == "" || !strings.HasPrefix(e.Target, "group:G-")) {
+			t.Errorf("a cancel's row %+v", e)
+		}
+	}
+	if st := g.state("G-2"); st != flows.GroupOpen {
+		t.Errorf("a cancel waiting for approval left G-2 %s", st)
+	}
+}
+
 // TestGroupChargeCallback: the provider's callback about a group member's
 // charge, which names the member's charge key as its order, is
 // acknowledged, not refused as about an unknown order (the provider would

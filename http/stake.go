@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/engine"
 )
 
 // A stake is read from the body as its handler reads it (s.decode: the
@@ -94,6 +95,22 @@ func groupRetryStake(s *Server, r *http.Request, body []byte) (stake, error) {
 		return stake{}, err
 	}
 	return retryBody(s, r, body, stake{amount: amount, currency: currency})
+}
+
+// groupFireStake is what an event fired at a group buy puts at stake: when
+// it ends the group while it is open, each member's purchase, counted as a
+// manual close counts its orders.
+func groupFireStake(s *Server, r *http.Request, body []byte) (stake, error) {
+	var req fireRequest
+	if err := s.decodeStake(r, body, &req); err != nil {
+		return stake{}, err
+	}
+	n, err := s.engine.GroupFireStake(r.Context(), r.PathValue("group_id"), engine.Fire{Event: lapse.Event(req.Event),
+		Reason: req.Reason, By: actor(r)})
+	if err != nil {
+		return stake{}, err
+	}
+	return stake{count: n, reason: req.Reason}, nil
 }
 
 // retryBody adds the reason of a retry's body to st.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/internal/column"
@@ -78,12 +79,13 @@ func (s *Store) SessionDelete(ctx context.Context, id []byte) error {
 	return nil
 }
 
-// SessionDeleteOperator deletes every session of the operator.
-func (s *Store) SessionDeleteOperator(ctx context.Context, operatorID int64) error {
+// SessionEndOperator ends the operator's sessions in force at at.
+func (s *Store) SessionEndOperator(ctx context.Context, operatorID int64, at time.Time) error {
 	if _, err := autocommit(s, func() (sql.Result, error) {
-		return s.exec(ctx, `DELETE FROM operator_sessions WHERE operator_id = ?`, operatorID)
+		return s.exec(ctx, `UPDATE operator_sessions SET expires_at = ? WHERE operator_id = ? AND expires_at > ?`,
+			column.Micros(at), operatorID, column.Micros(at))
 	}); err != nil {
-		return fmt.Errorf("mysql: delete the sessions of operator %d: %w", operatorID, err)
+		return fmt.Errorf("mysql: end the sessions of operator %d: %w", operatorID, err)
 	}
 	return nil
 }

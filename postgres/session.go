@@ -71,10 +71,11 @@ func (s *Store) SessionDelete(ctx context.Context, id []byte) error {
 	return nil
 }
 
-// SessionDeleteOperator deletes every session of the operator.
-func (s *Store) SessionDeleteOperator(ctx context.Context, operatorID int64) error {
-	if _, err := s.db.Exec(ctx, `DELETE FROM sessions WHERE operator_id = $1`, operatorID); err != nil {
-		return fmt.Errorf("postgres: delete sessions of operator %d: %w", operatorID, err)
+// SessionEndOperator ends the operator's sessions in force at at.
+func (s *Store) SessionEndOperator(ctx context.Context, operatorID int64, at time.Time) error {
+	if _, err := s.db.Exec(ctx, `UPDATE sessions SET expires_at = $2 WHERE operator_id = $1 AND expires_at > $2`,
+		operatorID, at); err != nil {
+		return fmt.Errorf("postgres: end sessions of operator %d: %w", operatorID, err)
 	}
 	return nil
 }

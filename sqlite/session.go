@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/internal/column"
@@ -76,14 +77,15 @@ func (s *Store) SessionDelete(ctx context.Context, id []byte) error {
 	return nil
 }
 
-// SessionDeleteOperator deletes every session of an operator.
-func (s *Store) SessionDeleteOperator(ctx context.Context, operatorID int64) error {
+// SessionEndOperator ends the operator's sessions in force at at.
+func (s *Store) SessionEndOperator(ctx context.Context, operatorID int64, at time.Time) error {
 	err := s.write(ctx, func(w *writeTx) error {
-		_, err := w.exec(ctx, `DELETE FROM sessions WHERE operator_id = ?`, operatorID)
+		_, err := w.exec(ctx, `UPDATE sessions SET expires_at = ? WHERE operator_id = ? AND expires_at > ?`,
+			column.Micros(at), operatorID, column.Micros(at))
 		return err
 	})
 	if err != nil {
-		return fail(err, "session delete of operator %d", operatorID)
+		return fail(err, "session end of operator %d", operatorID)
 	}
 	return nil
 }

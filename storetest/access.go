@@ -25,6 +25,7 @@ func RunAccess(t *testing.T, newStore Factory) {
 		{"Operator", testOperator},
 		{"OperatorLock", testOperatorLock},
 		{"Session", testSession},
+		{"Stake", testStake},
 		{"AccessTimes", testAccessTimes},
 		{"AccessInTx", testAccessInTx},
 		{"Approval", testApproval},
@@ -363,16 +364,92 @@ func testSession(t *testing.T, s accessStore) {
 	if _, err := s.SessionGet(ctx, s1.ID); !errors.Is(err, lapse.ErrAccessNotFound) {
 		t.Errorf("SessionGet of a deleted session = %v, want ErrAccessNotFound", err)
 	}
+	// Ending an operator's sessions: those in force end then; one ended
+	// before keeps its end; another operator's are left alone.
+	s4 := newSession("tok-4", dave.ID)
+	s4.ExpiresAt = base.Add(time.Hour)
+	if err := s.SessionCreate(ctx, s4); err != nil {
+		t.Fatalf("SessionCreate: %v", err)
+	}
+	end := base.Add(2 * time.Hour)
 	for range 2 {
-		if err := s.SessionDeleteOperator(ctx, dave.ID); err != nil {
-			t.Errorf("SessionDeleteOperator: %v", err)
+		if err := s.SessionEndOperator(ctx, dave.ID, end); err != nil {
+			t.Errorf("SessionEndOperator: %v", err)
 		}
 	}
-	if _, err := s.SessionGet(ctx, s2.ID); !errors.Is(err, lapse.ErrAccessNotFound) {
-		t.Errorf("SessionGet of a session of dave after SessionDeleteOperator = %v, want ErrAccessNotFound", err)
+	for _, c := range []struct {
+		x    *lapse.Session
+		want time.Time
+	}{{s2, end}, {s4, s4.ExpiresAt}, {s3, s3.ExpiresAt}} {
+		want := *c.x
+		want.ExpiresAt = c.want
+		if got, err := s.SessionGet(ctx, c.x.ID); err != nil || fmt.Sprint(*got) != fmt.Sprint(want) {
+			t.Errorf("SessionGet after SessionEndOperator(dave) = %+v, %v; want %+v", got, err, want)
+		}
 	}
-	if got, err := s.SessionGet(ctx, s3.ID); err != nil || fmt.Sprint(*got) != fmt.Sprint(*s3) {
-		t.Errorf("SessionGet of erin's session after deleting dave's = %+v, %v; want %+v", got, err, *s3)
+}
+
+// testStake: the stakes of an operator add up after a time, to the
+// microsecond: a stake at since is not after it. Each operator's are their
+// own; none is 0. In a transaction a stake is summed with the rest once it
+// is written, and gone with the transaction's rollback.
+func testStake(t *testing.T, s accessStore) {
+	ctx := ctxT(t)
+	dave, erin := mustOperator(t, s, "dave"), mustOperator(t, s, "erin")
+	sum := func(operatorID int64, since time.Time) int64 {
+		t.Helper()
+		n, err := s.StakeSum(ctx, operatorID, since)
+		if err != nil {
+			t.Fatalf("StakeSum: %v", err)
+		}
+		return n
+	}
+	if n := sum(dave.ID, time.Time{}); n != 0 {
+		t.Fatalf("StakeSum with no stakes = %d, want 0", n)
+	}
+	for i, st := range []*lapse.Stake{
+		{OperatorID: dave.ID, Action: "close.batch", Target: "close", Count: 60, At: base},
+		{OperatorID: dave.ID, Action: "group.fire", Target: "group:G-1", Count: 40, At: base.Add(time.Hour)},
+		{OperatorID: dave.ID, Action: "close.batch", Target: "close", Count: 1 << 40, At: base.Add(2 * time.Hour)},
+		{OperatorID: erin.ID, Action: "close.batch", Target: "close", Count: 7, At: base.Add(time.Hour)},
+	} {
+		if err := s.StakeCreate(ctx, st); err != nil {
+			t.Fatalf("StakeCreate %d: %v", i, err)
+		}
+	}
+	for _, c := range []struct {
+		since time.Time
+		want  int64
+	}{
+		{base.Add(-time.Microsecond), 60 + 40 + 1<<40},
+		{base, 40 + 1<<40},
+		{base.Add(time.Hour - time.Microsecond), 40 + 1<<40},
+		{base.Add(time.Hour), 1 << 40},
+		{base.Add(2 * time.Hour), 0},
+	} {
+		if n := sum(dave.ID, c.since); n != c.want {
+			t.Errorf("StakeSum of dave after %v = %d, want %d", c.since, n, c.want)
+		}
+	}
+	if n := sum(erin.ID, time.Time{}); n != 7 {
+		t.Errorf("StakeSum of erin = %d, want 7", n)
+	}
+
+	errRollback := errors.New("roll back")
+	err := accessTx(t, s, func(tx lapse.AccessStore) error {
+		if err := tx.StakeCreate(ctx, &lapse.Stake{OperatorID: erin.ID, Action: "close.batch", Count: 3, At: base.Add(3 * time.Hour)}); err != nil {
+			return err
+		}
+		if n, err := tx.StakeSum(ctx, erin.ID, base); err != nil || n != 10 {
+			return fmt.Errorf("StakeSum in the transaction = %d, %v; want 10", n, err)
+		}
+		return errRollback
+	})
+	if !errors.Is(err, errRollback) {
+		t.Fatal(err)
+	}
+	if n := sum(erin.ID, time.Time{}); n != 7 {
+		t.Errorf("StakeSum of erin after a rollback = %d, want 7", n)
 	}
 }
 

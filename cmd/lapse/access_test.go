@@ -250,6 +250,35 @@ func TestOperatorAdd(t *testing.T) {
 	}
 }
 
+// TestOperatorAddRefusesLookAlikes: lapse operator add refuses a name that
+// reads as another operator's, or mixes scripts, or holds an invisible
+// character, with the access service's own words about the name, and adds
+// no one.
+func TestOperatorAddRefusesLookAlikes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if out, errOut, code := tool(t, dir, "", "migrate"); code != 0 {
+		t.Fatalf("lapse migrate = %d\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := tool(t, dir, "", "operator", "add", "--name", "alice", "--role", "operator"); code != 0 {
+		t.Fatalf("lapse operator add alice = %d\n%s", code, errOut)
+	}
+	for name, want := range map[string]string{
+		"Alice":       `lapse: name: reads as the operator "alice"`,
+		"\u0430lice":  "lapse: name: mixes scripts (Cyrillic and Latin)",
+		"ali\u200bce": "lapse: name: must not hold control, format or invisible characters: it has U+200B",
+		"ＡＬＩＣＥ":       `lapse: name: is not in its normal form: write it as "ALICE"`,
+	} {
+		if _, errOut, code := tool(t, dir, "", "operator", "add", "--name", name, "--role", "viewer"); code == 0 || !strings.Contains(errOut, want) {
+			t.Errorf("lapse operator add --name %q = %d %s; want it refused: %s", name, code, errOut, want)
+		}
+	}
+	out, _, _ := tool(t, dir, "", "operator", "list")
+	if n := strings.Count(out, "\n"); n != 2 {
+		t.Errorf("lapse operator list, want the heading and alice:\n%s", out)
+	}
+}
+
 // TestMetricsListener: --metrics-http serves /metrics without a credential,
 // while the API's /metrics needs the metrics:read scope; an API that
 // listens beyond this machine without TLS warns that session cookies need
