@@ -10,6 +10,12 @@ import (
 // Review is an order waiting for an operator because automation gave up on
 // it, with the reason and what gave up. It is open until it is resolved:
 // an operator handled it (with a note), or retried what gave up.
+//
+// An open review is one per order, delivery (or none) and reason: a store
+// that is given a review to write with a change writes it only when no
+// open review of its order and delivery has its reason, and otherwise
+// makes the change without it, the open one standing for both. So the same
+// thing said again, even by two reports at once, is on the desk once.
 type Review struct {
 	ID         int64      `json:"id"`
 	OrderID    int64      `json:"-"`

@@ -302,6 +302,11 @@ type Store interface {
 	// ErrGroupMemberNotFound.
 	GroupMemberGet(ctx context.Context, key string) (*GroupMember, error)
 
+	// GroupMemberGetByTxn returns the member whose charge is provider's
+	// transaction txnID (the first, by id, should several say so), or
+	// ErrGroupMemberNotFound; an empty txnID is no member's.
+	GroupMemberGetByTxn(ctx context.Context, provider, txnID string) (*GroupMember, error)
+
 	// GroupMemberUpdate moves a member's charge from p.From to p.To, setting
 	// the fields p names (one more attempt when p.Attempt; TxnID and
 	// ChargedAt when set; LastError always, to p.Error) and UpdatedAt to

@@ -12,15 +12,19 @@ import (
 	"github.com/lapsehq/lapse/internal/column"
 )
 
-// Reviews are created by DeliveryFinish, when a delivery dies, and by
-// PaymentCreate and PaymentUpdate, when a payment goes to review, and
-// resolved by ReviewResolve.
+// Reviews are created by DeliveryFinish, when a delivery dies, by
+// PaymentCreate and PaymentUpdate, when a payment goes to review, and by
+// GroupMemberUpdate, when a member's charge does, once per order, delivery
+// and reason while open (lapse.Review); and resolved by ReviewResolve.
 
 const reviewCols = `id, order_id, order_no, reason, delivery_id, created_at, resolved_at, resolved_by, note`
 
-// review inserts r, open; a DeliveryID of zero is stored as none.
+// review inserts r, open, unless an open review of its order and delivery
+// has its reason (reviews_open_once_key, the only key an insert can meet):
+// that one stands for it, unchanged. A DeliveryID of zero is stored as none.
 func (w *Store) review(ctx context.Context, r *lapse.Review) error {
-	if _, err := w.exec(ctx, `INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at) VALUES (?, ?, ?, ?, ?)`,
+	if _, err := w.exec(ctx, `INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at) VALUES (?, ?, ?, ?, ?)
+		ON DUPLICATE KEY UPDATE id = id`,
 		r.OrderID, r.OrderNo, r.Reason, nullInt64(r.DeliveryID), column.Micros(r.CreatedAt)); err != nil {
 		return fmt.Errorf("review: %w", err)
 	}

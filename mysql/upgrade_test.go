@@ -8,8 +8,10 @@ import (
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/internal/column"
 	"github.com/lapsehq/lapse/internal/testenv"
 	"github.com/lapsehq/lapse/mysql"
+	"github.com/lapsehq/lapse/storetest"
 )
 
 // TestUpgradeDropsCloseKeys starts from the schema the release before
@@ -82,4 +84,33 @@ func TestUpgradeDropsCloseKeys(t *testing.T) {
 	if err != nil || len(moved) != 50 {
 		t.Fatalf("closed %d orders after the upgrade, %v; want 50", len(moved), err)
 	}
+}
+
+// TestUpgradeReviewOnce starts from the schema before 0023, writes reviews
+// as an earlier Lapse could, open duplicates among them, and migrates: the
+// duplicates are resolved, one of each stays open
+// (storetest.RunReviewOnceUpgrade).
+func TestUpgradeReviewOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := mysql.Open(ctx, testenv.MySQLDatabase(t), mysql.Config{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.MigrateTo(ctx, 21); err != nil {
+		t.Fatal(err)
+	}
+	storetest.RunReviewOnceUpgrade(t, s, func(r *lapse.Review, resolved bool) {
+		var at *int64
+		if resolved {
+			micros := column.Micros(r.CreatedAt)
+			at = &micros
+		}
+		if _, err := s.Exec(ctx, `INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at, resolved_at, resolved_by)
+			VALUES (?, ?, ?, NULLIF(?, 0), ?, ?, IF(?, 'operator:alice', ''))`,
+			r.OrderID, r.OrderNo, r.Reason, r.DeliveryID, column.Micros(r.CreatedAt), at, resolved); err != nil {
+			t.Fatal(err)
+		}
+	}, func() error { return s.Migrate(ctx) })
 }

@@ -14,16 +14,19 @@ import (
 	"github.com/lapsehq/lapse/internal/column"
 )
 
-// Reviews are created by DeliveryFinish, when a delivery dies, and by
-// PaymentCreate and PaymentUpdate, when a payment goes to review, and
-// resolved by ReviewResolve.
+// Reviews are created by DeliveryFinish, when a delivery dies, by
+// PaymentCreate and PaymentUpdate, when a payment goes to review, and by
+// GroupMemberUpdate, when a member's charge does, once per order, delivery
+// and reason while open (lapse.Review); and resolved by ReviewResolve.
 
 const reviewCols = `id, order_id, order_no, reason, delivery_id, created_at, resolved_at, resolved_by, note`
 
-// review inserts r, open; a DeliveryID of zero is stored as none.
+// review inserts r, open, unless an open review of its order and delivery
+// has its reason (reviews_open_once_key): that one stands for it. A
+// DeliveryID of zero is stored as none.
 func (w *writeTx) review(ctx context.Context, r *lapse.Review) error {
 	_, err := w.tx.ExecContext(ctx, `INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at)
-		VALUES (?, ?, ?, ?, ?)`, r.OrderID, r.OrderNo, r.Reason, nullInt64(r.DeliveryID), column.Micros(r.CreatedAt))
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, r.OrderID, r.OrderNo, r.Reason, nullInt64(r.DeliveryID), column.Micros(r.CreatedAt))
 	if err != nil {
 		return fmt.Errorf("review: %w", err)
 	}
