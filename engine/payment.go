@@ -73,10 +73,14 @@ func (ps *payments) serves(f *lapse.Flow) bool { return f.Pays != "" }
 // that contradicts it (another amount or currency, a second transaction, a
 // charge Lapse did not ask for, a time the charge cannot have) is put in
 // review on the group, a second transaction recorded as a payment in
-// review. Nothing is charged or marked charged twice (S7). The payment
-// returned is nil, but for a second transaction. A refund notice for a
-// member's charge, which Lapse never refunds, is put in review on the
-// group.
+// review. Nothing is charged or marked charged twice (S7). A notice that
+// carries a member's charge transaction under another number (the
+// group's, another order's) records no payment and pays no order: the
+// transaction is counted once, as the charge, and the notice is put in
+// review on the order it names (or the group). The payment returned is
+// nil, but for a second transaction. A refund notice for a member's charge
+// (by its key or its transaction), which Lapse never refunds, is put in
+// review on the group.
 //
 // A notice that contradicts the payment recorded under its provider
 // transaction (another order, amount or currency) is not a replay: nothing
@@ -106,6 +110,11 @@ func (ps *payments) apply(ctx context.Context, n *lapse.PaymentNotice) (*lapse.P
 	e := ps.e
 	if n.Kind == lapse.NoticeRefunded {
 		return ps.refundNoticed(ctx, n)
+	}
+	// A member's charge is not a payment: its transaction, under whatever
+	// number, is counted once, as the charge.
+	if handled, err := e.feat.groups.txnNoticed(ctx, n); handled {
+		return nil, err
 	}
 	// The same transaction again is found by the store's unique key on
 	// (provider, txn id), whichever way it is recorded below: it writes
