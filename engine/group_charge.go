@@ -19,10 +19,12 @@ import (
 
 // chargeAnswered records pay, which the provider reports paid under member
 // m's charge key, on m (updated in place), from the status m is in: m is
-// charged by it when it took m's amount and currency. Otherwise the
-// provider charged what Lapse did not ask for: m's charge failed, with the
-// provider's transaction, and an operator is told on the group, once
-// however often the provider says so. Asked again under m's key, the
+// charged by it when it is the charge Lapse asked for: m's amount and
+// currency, made to the merchant account configured for m's provider (as
+// an order's payment must be). Otherwise the provider charged what Lapse
+// did not ask for: m's charge fails, with the provider's transaction, and
+// an operator is told on the group, once however often the provider says
+// so. Asked again under m's key, the
 // provider answers with the same charge, so nothing is charged twice (S7),
 // and m is charged only by a charge of its amount.
 //
@@ -46,12 +48,11 @@ func (gb *groupBuys) chargeAnswered(ctx context.Context, m *lapse.GroupMember, p
 		return gb.updateMember(ctx, m, p, memberReviewReason(m, pay.TxnID, held))
 	}
 	p.TxnID = pay.TxnID
-	if pay.Amount == m.Amount && pay.Currency == m.Currency {
+	if p.Error = gb.chargeMismatch(m, pay.Amount, pay.Currency, pay.Merchant); p.Error == "" {
 		p.To = lapse.ChargeCharged
 		return gb.updateMember(ctx, m, p, "")
 	}
-	p.Error = fmt.Sprintf("the provider charged %s, not %s: an operator must look",
-		lapse.Money(pay.Amount, pay.Currency), lapse.Money(m.Amount, m.Currency))
+	p.Error += ": an operator must look"
 	return gb.updateMember(ctx, m, p, memberReviewReason(m, pay.TxnID, p.Error))
 }
 
@@ -81,6 +82,19 @@ func (gb *groupBuys) paymentHolds(ctx context.Context, m *lapse.GroupMember, txn
 		return "", err
 	}
 	return "", nil
+}
+
+// chargeMismatch says how a charge the provider reports under member m's
+// key (amount, currency, and the merchant account it was made to) differs
+// from the charge Lapse asked for, or "".
+func (gb *groupBuys) chargeMismatch(m *lapse.GroupMember, amount int64, currency, merchant string) string {
+	if amount != m.Amount || currency != m.Currency {
+		return fmt.Sprintf("the provider charged %s, not %s", lapse.Money(amount, currency), lapse.Money(m.Amount, m.Currency))
+	}
+	if why := gb.e.feat.payments.merchantMismatch(m.Provider, merchant); why != "" {
+		return "the charge was " + why
+	}
+	return ""
 }
 
 // updateMember applies the guarded change p to member m (its ID and At

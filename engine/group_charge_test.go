@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/payment"
 )
 
 // wrongCharger is a provider port whose charges all take another amount
@@ -56,6 +58,78 @@ func TestGroupChargeAnswerContradicts(t *testing.T) {
 		}
 		if rec, err := e.Reconcile(ctx); err != nil || rec.GroupCharges != 0 {
 			t.Errorf("Reconcile = %+v, %v; want no group charge counted", rec, err)
+		}
+	})
+}
+
+// TestGroupChargeMerchant: a member's charge is checked against the
+// merchant account configured for its provider, as an order's payment is.
+// A charge the provider answers as made to another account does not charge
+// the member: it is on the books in review, with a review on the group. A
+// callback that repeats a member's charge but names another account moves
+// nothing and is put in review, once.
+func TestGroupChargeMerchant(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		ours := payment.NewSandbox(payment.SandboxConfig{Secret: []byte("group-secret"), Clock: clk, Merchant: "shop-1"})
+		theirs := payment.NewSandbox(payment.SandboxConfig{Secret: []byte("group-secret"), Clock: clk, Merchant: "shop-2"})
+		e, err := engine.New(open(), flows.Builtin(), engine.Config{Clock: clk, Payments: engine.PaymentConfig{
+			Providers: map[string]lapse.PaymentProvider{"sandbox": ours, "other": theirs},
+			Merchants: map[string]string{"sandbox": "shop-1", "other": "shop-1"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := ctxT(t)
+		create(t, e, groupReq("G-MA", time.Minute))
+		for u, prov := range map[string]string{"u1": "sandbox", "u2": "other"} {
+			if _, _, err := e.JoinGroup(ctx, "G-MA", engine.JoinRequest{UserID: u, Provider: prov, Method: "tok-" + u, By: app}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.Set(t0.Add(time.Minute))
+		if _, err := engine.NewClaimer(e, engine.ClaimerConfig{}).RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		for _, wait := range append([]time.Duration{0}, engine.DefaultGroupRetries...) {
+			clk.Advance(wait)
+			drain(t, d)
+		}
+		ms := members(t, e, "G-MA")
+		if ms["u1"].Status != lapse.ChargeCharged {
+			t.Errorf("u1, charged to the merchant configured: %+v", ms["u1"])
+		}
+		if ms["u2"].Status == lapse.ChargeCharged {
+			t.Errorf("u2 is charged by a charge to another merchant account: %+v", ms["u2"])
+		}
+		reviews := func() []string {
+			t.Helper()
+			var out []string
+			for _, r := range orderReviews(t, e, "G-MA") {
+				out = append(out, r.Reason)
+			}
+			return out
+		}
+		if rs := reviews(); len(rs) != 1 || !strings.Contains(rs[0], "u2") || !strings.Contains(rs[0], `"shop-2"`) {
+			t.Errorf("reviews of G-MA = %q; want one naming u2's charge to shop-2", rs)
+		}
+		if g, _ := e.Group(ctx, "G-MA"); g.Order.State != flows.GroupFailed {
+			t.Errorf("G-MA is %s, want FAILED", g.Order.State)
+		}
+
+		// u1's charge reported again, to another account.
+		n := chargeNotice(t, ours, clk, ms["u1"])
+		n.Merchant = "shop-3"
+		for range 2 {
+			if _, err := e.ApplyPayment(ctx, n); err != nil {
+				t.Fatalf("ApplyPayment = %v; want it acknowledged", err)
+			}
+		}
+		if rs := reviews(); len(rs) != 2 || !slices.ContainsFunc(rs, func(r string) bool { return strings.Contains(r, `"shop-3"`) }) {
+			t.Errorf("reviews of G-MA = %q; want one more, naming shop-3", rs)
+		}
+		if u1 := members(t, e, "G-MA")["u1"]; u1.Status != lapse.ChargeCharged || u1.TxnID != ms["u1"].TxnID {
+			t.Errorf("u1 moved: %+v", u1)
 		}
 	})
 }

@@ -96,13 +96,14 @@ func (gb *groupBuys) chargeNoticed(ctx context.Context, n *lapse.PaymentNotice) 
 //   - the member's charge under way, or failed, paid: what the provider's
 //     answer to the charge would record (chargeAnswered), the same rule;
 //   - the member's recorded charge again (its transaction, amount and
-//     currency): a replay, which changes nothing;
+//     currency, and the merchant account configured): a replay, which
+//     changes nothing;
 //   - another transaction, or another provider's, under the member's key:
 //     a second capture, on the books as a payment in review on the group;
-//   - the recorded charge with another amount or currency, a charge Lapse
-//     has not asked for (the member is pending), or a time the charge
-//     cannot have (paidAtMismatch of the group): a review on the group,
-//     the member unchanged.
+//   - the recorded charge with another amount, currency or merchant
+//     account, a charge Lapse has not asked for (the member is pending),
+//     or a time the charge cannot have (paidAtMismatch of the group): a
+//     review on the group, the member unchanged.
 //
 // Nothing is charged, and no member marked charged, twice (S7); a review is
 // written before the notice is acknowledged. It returns the payment
@@ -134,13 +135,15 @@ func (gb *groupBuys) memberNoticed(ctx context.Context, m *lapse.GroupMember, n 
 		return ps.recordPayment(ctx, o, &g, pay, lapse.PaymentReview, lapse.EventPaymentReview, why)
 	}
 	var why string
-	switch {
+	switch merchant := ps.merchantMismatch(m.Provider, n.Merchant); {
 	case paidAtMismatch(o, n.PaidAt, now) != "":
 		why = paidAtMismatch(o, n.PaidAt, now)
-	case m.Status == lapse.ChargeCharged && n.Amount == m.Amount && n.Currency == m.Currency:
-		return nil, nil // a replay
-	case m.Status == lapse.ChargeCharged:
+	case m.Status == lapse.ChargeCharged && (n.Amount != m.Amount || n.Currency != m.Currency):
 		why = fmt.Sprintf("a paid notice reports it as %s; it is recorded as %s", lapse.Money(n.Amount, n.Currency), lapse.Money(m.Amount, m.Currency))
+	case m.Status == lapse.ChargeCharged && merchant != "":
+		why = "a paid notice reports it " + merchant
+	case m.Status == lapse.ChargeCharged:
+		return nil, nil // a replay
 	case m.Status == lapse.ChargePending:
 		why = fmt.Sprintf("a paid notice reports it as %s, but Lapse has not asked for this charge", lapse.Money(n.Amount, n.Currency))
 	default: // charging or failed: the provider's answer to the charge Lapse asked for
