@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -22,32 +23,41 @@ import (
 // charged by it when it is the charge Lapse asked for: m's amount and
 // currency, made to the merchant account configured for m's provider (as
 // an order's payment must be). Otherwise the provider charged what Lapse
-// did not ask for: m's charge fails, with the provider's transaction, and
+// did not ask for: m's charge fails, with the provider's transaction and
+// what it took (money in review on the group, which reconcile counts), and
 // an operator is told on the group, once however often the provider says
-// so. Asked again under m's key, the
-// provider answers with the same charge, so nothing is charged twice (S7),
-// and m is charged only by a charge of its amount.
+// so. Asked again under m's key, the provider answers with the same
+// charge, so nothing is charged twice (S7), and m is charged only by a
+// charge of its amount.
 //
 // A provider's transaction is counted once: one the books hold already,
 // as another member's charge or as a payment, is counted there: m's charge
-// fails with a review, and m does not take the transaction as its own.
+// fails with a review, and m does not take the transaction as its own. A
+// transaction other than the one m holds (a charge that failed for what it
+// took) is a second capture under m's key (secondAnswer).
 //
-// Errors, with nothing written: lapse.ErrStale when m is no longer in the
-// status it was read in; the store's.
+// Errors: lapse.ErrStale when m is no longer in the status it was read
+// in, and the store's, with nothing written but a second capture (which
+// was made, whatever became of m).
 func (gb *groupBuys) chargeAnswered(ctx context.Context, m *lapse.GroupMember, pay *lapse.ProviderPayment) error {
 	p := &lapse.GroupMemberUpdateParams{From: m.Status, To: lapse.ChargeFailed}
 	held, err := gb.memberHolds(ctx, m, pay.TxnID)
-	if err == nil && held == "" {
-		held, err = gb.paymentHolds(ctx, m, pay.TxnID)
-	}
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
+	case held == "" && m.TxnID != "" && pay.TxnID != m.TxnID:
+		return gb.secondAnswer(ctx, m, pay, p)
+	case held == "":
+		held, err = gb.paymentHolds(ctx, m, pay.TxnID)
+		if err != nil {
+			return err
+		}
 	}
 	if held != "" {
 		p.Error = held
 		return gb.updateMember(ctx, m, p, memberReviewReason(m, pay.TxnID, held))
 	}
-	p.TxnID = pay.TxnID
+	p.TxnID, p.CapturedAmount, p.CapturedCurrency = pay.TxnID, pay.Amount, pay.Currency
 	if p.Error = gb.chargeMismatch(m, pay.Amount, pay.Currency, pay.Merchant); p.Error == "" {
 		p.To = lapse.ChargeCharged
 		return gb.updateMember(ctx, m, p, "")
@@ -82,6 +92,26 @@ func (gb *groupBuys) paymentHolds(ctx context.Context, m *lapse.GroupMember, txn
 		return "", err
 	}
 	return "", nil
+}
+
+// secondAnswer records pay, the provider's answer under member m's key
+// with another transaction than the one m holds (what a charge that failed
+// took), as a second capture beside it (secondCharge: a payment in review
+// on the group, once however often it is answered), and fails m's charge
+// by p.
+func (gb *groupBuys) secondAnswer(ctx context.Context, m *lapse.GroupMember, pay *lapse.ProviderPayment, p *lapse.GroupMemberUpdateParams) error {
+	o, err := gb.e.store.OrderGet(ctx, m.GroupID)
+	if err != nil {
+		return err
+	}
+	raw, _ := json.Marshal(pay)
+	if _, err := gb.secondCharge(ctx, m, o, &lapse.PaymentNotice{Provider: m.Provider, Kind: lapse.NoticePaid, TxnID: pay.TxnID,
+		OrderNo: m.Key, Amount: pay.Amount, Currency: pay.Currency, Merchant: pay.Merchant, PaidAt: pay.PaidAt, Raw: raw}); err != nil {
+		return err
+	}
+	p.Error = fmt.Sprintf("the provider answers with transaction %s, a second charge under the key, whose charge is %s: it is in review on the group",
+		pay.TxnID, m.TxnID)
+	return gb.updateMember(ctx, m, p, "")
 }
 
 // chargeMismatch says how a charge the provider reports under member m's

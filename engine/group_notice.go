@@ -126,14 +126,10 @@ func (gb *groupBuys) memberNoticed(ctx context.Context, m *lapse.GroupMember, n 
 	case !errors.Is(err, lapse.ErrPaymentNotFound):
 		return nil, err
 	}
-	now := e.clock.Now()
 	if n.Provider != m.Provider || m.TxnID != "" && n.TxnID != m.TxnID {
-		why := fmt.Sprintf("a second charge under member %s's charge key %s, whose charge is %s of %s (%s)",
-			m.UserID, m.Key, orNone(m.TxnID), m.Provider, m.Status)
-		pay := &lapse.Payment{Provider: n.Provider, TxnID: n.TxnID, OrderID: o.ID, OrderNo: o.OrderNo, Amount: n.Amount,
-			Currency: n.Currency, Merchant: n.Merchant, PaidAt: n.PaidAt, Raw: n.Raw, CreatedAt: now, UpdatedAt: now}
-		return ps.recordPayment(ctx, o, &g, pay, lapse.PaymentReview, lapse.EventPaymentReview, why)
+		return gb.secondCharge(ctx, m, o, n)
 	}
+	now := e.clock.Now()
 	var why string
 	switch merchant := ps.merchantMismatch(m.Provider, n.Merchant); {
 	case paidAtMismatch(o, n.PaidAt, now) != "":
@@ -151,6 +147,21 @@ func (gb *groupBuys) memberNoticed(ctx context.Context, m *lapse.GroupMember, n 
 			Amount: n.Amount, Currency: n.Currency, Merchant: n.Merchant, PaidAt: n.PaidAt})
 	}
 	return nil, gb.reviewMember(ctx, m, nil, memberReviewReason(m, n.TxnID, why))
+}
+
+// secondCharge records n, which reports a transaction under member m's
+// charge key other than m's charge (or another provider's), as a second
+// capture: a payment in review on m's group o, which it returns. The same
+// transaction recorded already is answered as recorded answers it.
+func (gb *groupBuys) secondCharge(ctx context.Context, m *lapse.GroupMember, o *lapse.Order, n *lapse.PaymentNotice) (*lapse.Payment, error) {
+	now := gb.e.clock.Now()
+	why := fmt.Sprintf("a second charge under member %s's charge key %s, whose charge is %s of %s (%s)",
+		m.UserID, m.Key, orNone(m.TxnID), m.Provider, m.Status)
+	g := *n // as about the group, whose order holds any payment recorded under the key
+	g.OrderNo = o.OrderNo
+	pay := &lapse.Payment{Provider: n.Provider, TxnID: n.TxnID, OrderID: o.ID, OrderNo: o.OrderNo, Amount: n.Amount,
+		Currency: n.Currency, Merchant: n.Merchant, PaidAt: n.PaidAt, Raw: n.Raw, CreatedAt: now, UpdatedAt: now}
+	return gb.e.feat.payments.recordPayment(ctx, o, &g, pay, lapse.PaymentReview, lapse.EventPaymentReview, why)
 }
 
 // refundNoticed answers a refund notice n whose payment Lapse does not hold:
