@@ -23,6 +23,30 @@ func (w *wrongCharger) Charge(_ context.Context, r *lapse.ChargeRequest) (*lapse
 		Amount: r.Amount / 2, Currency: r.Currency, PaidAt: t0.Add(time.Minute)}, nil
 }
 
+// settleThrough creates group id with its members (each join's By is app),
+// closes it at its deadline and runs its settlement through the whole retry
+// schedule.
+func settleThrough(t *testing.T, e *engine.Engine, clk *lapse.ManualClock, id string, joins ...engine.JoinRequest) {
+	t.Helper()
+	ctx := ctxT(t)
+	create(t, e, groupReq(id, time.Minute))
+	for _, j := range joins {
+		j.By = app
+		if _, _, err := e.JoinGroup(ctx, id, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(time.Minute)
+	if _, err := engine.NewClaimer(e, engine.ClaimerConfig{}).RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d := engine.NewDeliverer(e, engine.DelivererConfig{})
+	for _, wait := range append([]time.Duration{0}, engine.DefaultGroupRetries...) {
+		clk.Advance(wait)
+		drain(t, d)
+	}
+}
+
 // TestGroupChargeAnswerContradicts: a charge the provider answers with
 // another amount than asked is not taken for the member's charge: the
 // member is not marked charged (the group fails after its schedule, counted
@@ -37,19 +61,7 @@ func TestGroupChargeAnswerContradicts(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx := ctxT(t)
-		create(t, e, groupReq("G-WC", time.Minute))
-		if _, _, err := e.JoinGroup(ctx, "G-WC", engine.JoinRequest{UserID: "u1", Method: "tok", By: app}); err != nil {
-			t.Fatal(err)
-		}
-		clk.Set(t0.Add(time.Minute))
-		if _, err := engine.NewClaimer(e, engine.ClaimerConfig{}).RunOnce(ctx); err != nil {
-			t.Fatal(err)
-		}
-		d := engine.NewDeliverer(e, engine.DelivererConfig{})
-		for _, wait := range append([]time.Duration{0}, engine.DefaultGroupRetries...) {
-			clk.Advance(wait)
-			drain(t, d)
-		}
+		settleThrough(t, e, clk, "G-WC", engine.JoinRequest{UserID: "u1", Method: "tok"})
 		g, _ := e.Group(ctx, "G-WC")
 		if m := g.Members[0]; m.Status == lapse.ChargeCharged || g.Order.State != flows.GroupFailed {
 			t.Errorf("G-WC is %s with u1 %+v; want FAILED, u1 not charged", g.Order.State, m)
@@ -105,21 +117,8 @@ func TestGroupChargeMerchant(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx := ctxT(t)
-		create(t, e, groupReq("G-MA", time.Minute))
-		for u, prov := range map[string]string{"u1": "sandbox", "u2": "other"} {
-			if _, _, err := e.JoinGroup(ctx, "G-MA", engine.JoinRequest{UserID: u, Provider: prov, Method: "tok-" + u, By: app}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		clk.Set(t0.Add(time.Minute))
-		if _, err := engine.NewClaimer(e, engine.ClaimerConfig{}).RunOnce(ctx); err != nil {
-			t.Fatal(err)
-		}
-		d := engine.NewDeliverer(e, engine.DelivererConfig{})
-		for _, wait := range append([]time.Duration{0}, engine.DefaultGroupRetries...) {
-			clk.Advance(wait)
-			drain(t, d)
-		}
+		settleThrough(t, e, clk, "G-MA", engine.JoinRequest{UserID: "u1", Provider: "sandbox", Method: "tok-u1"},
+			engine.JoinRequest{UserID: "u2", Provider: "other", Method: "tok-u2"})
 		ms := members(t, e, "G-MA")
 		if ms["u1"].Status != lapse.ChargeCharged {
 			t.Errorf("u1, charged to the merchant configured: %+v", ms["u1"])
@@ -129,11 +128,7 @@ func TestGroupChargeMerchant(t *testing.T) {
 		}
 		reviews := func() []string {
 			t.Helper()
-			var out []string
-			for _, r := range orderReviews(t, e, "G-MA") {
-				out = append(out, r.Reason)
-			}
-			return out
+			return reviewReasons(t, e, "G-MA")
 		}
 		if rs := reviews(); len(rs) != 1 || !strings.Contains(rs[0], "u2") || !strings.Contains(rs[0], `"shop-2"`) {
 			t.Errorf("reviews of G-MA = %q; want one naming u2's charge to shop-2", rs)
@@ -145,11 +140,8 @@ func TestGroupChargeMerchant(t *testing.T) {
 		// u1's charge reported again, to another account.
 		n := chargeNotice(t, ours, clk, ms["u1"])
 		n.Merchant = "shop-3"
-		for range 2 {
-			if _, err := e.ApplyPayment(ctx, n); err != nil {
-				t.Fatalf("ApplyPayment = %v; want it acknowledged", err)
-			}
-		}
+		acked(t, e, "u1's charge to shop-3", n)
+		acked(t, e, "u1's charge to shop-3 again", n)
 		if rs := reviews(); len(rs) != 2 || !slices.ContainsFunc(rs, func(r string) bool { return strings.Contains(r, `"shop-3"`) }) {
 			t.Errorf("reviews of G-MA = %q; want one more, naming shop-3", rs)
 		}
@@ -197,19 +189,7 @@ func TestGroupChargeSecondAnswer(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx := ctxT(t)
-		create(t, e, groupReq("G-SA", time.Minute))
-		if _, _, err := e.JoinGroup(ctx, "G-SA", engine.JoinRequest{UserID: "u1", Method: "tok", By: app}); err != nil {
-			t.Fatal(err)
-		}
-		clk.Set(t0.Add(time.Minute))
-		if _, err := engine.NewClaimer(e, engine.ClaimerConfig{}).RunOnce(ctx); err != nil {
-			t.Fatal(err)
-		}
-		d := engine.NewDeliverer(e, engine.DelivererConfig{})
-		for _, wait := range append([]time.Duration{0}, engine.DefaultGroupRetries...) {
-			clk.Advance(wait)
-			drain(t, d)
-		}
+		settleThrough(t, e, clk, "G-SA", engine.JoinRequest{UserID: "u1", Method: "tok"})
 		g, _ := e.Group(ctx, "G-SA")
 		m := g.Members[0]
 		if m.Status == lapse.ChargeCharged || m.TxnID != "sc-1-"+m.Key || m.CapturedAmount != 495 || g.Order.State != flows.GroupFailed {

@@ -48,6 +48,24 @@ func chargeNotice(t *testing.T, sb *payment.Sandbox, clk lapse.Clock, m *lapse.G
 	return n
 }
 
+// reviewReasons returns the reasons of the open reviews of order no.
+func reviewReasons(t *testing.T, e *engine.Engine, no string) []string {
+	t.Helper()
+	var out []string
+	for _, r := range orderReviews(t, e, no) {
+		out = append(out, r.Reason)
+	}
+	return out
+}
+
+// acked applies n, which must be acknowledged; what names it.
+func acked(t *testing.T, e *engine.Engine, what string, n *lapse.PaymentNotice) {
+	t.Helper()
+	if _, err := e.ApplyPayment(ctxT(t), n); err != nil {
+		t.Fatalf("%s: ApplyPayment = %v; want it acknowledged", what, err)
+	}
+}
+
 // TestGroupChargeNotices: a provider's callback about a group member's
 // charge (known to the provider by the member's charge key) is not refused
 // as about an unknown order. One that confirms a charge whose answer was
@@ -83,17 +101,11 @@ func TestGroupChargeNotices(t *testing.T) {
 		}
 		apply := func(what string, n *lapse.PaymentNotice) {
 			t.Helper()
-			if _, err := e.ApplyPayment(ctx, n); err != nil {
-				t.Fatalf("%s: ApplyPayment = %v; want it acknowledged", what, err)
-			}
+			acked(t, e, what, n)
 		}
 		reviews := func() []string {
 			t.Helper()
-			var out []string
-			for _, r := range orderReviews(t, e, "G-CN") {
-				out = append(out, r.Reason)
-			}
-			return out
+			return reviewReasons(t, e, "G-CN")
 		}
 
 		// u1's callback is the answer its charge lost: u1 is charged, by
@@ -340,12 +352,6 @@ func TestGroupChargeTxnCountedOnce(t *testing.T) {
 		sb := payment.NewSandbox(payment.SandboxConfig{Secret: []byte("group-secret"), Clock: clk})
 		e := groupEngine(t, open(), clk, sb)
 		ctx := ctxT(t)
-		apply := func(what string, n *lapse.PaymentNotice) {
-			t.Helper()
-			if _, err := e.ApplyPayment(ctx, n); err != nil {
-				t.Fatalf("%s: ApplyPayment = %v; want it acknowledged", what, err)
-			}
-		}
 		create(t, e, groupReq("G-TX", time.Minute))
 		for _, u := range []string{"u1", "u2"} {
 			if _, _, err := e.JoinGroup(ctx, "G-TX", engine.JoinRequest{UserID: u, Method: "tok-" + u, By: app}); err != nil {
@@ -370,14 +376,14 @@ func TestGroupChargeTxnCountedOnce(t *testing.T) {
 		// checkout order's number.
 		asGroup := chargeNotice(t, sb, clk, ms["u1"])
 		asGroup.OrderNo = "G-TX"
-		apply("u1's charge under the group's number", asGroup)
-		apply("u1's charge under the group's number again", asGroup)
+		acked(t, e, "u1's charge under the group's number", asGroup)
+		acked(t, e, "u1's charge under the group's number again", asGroup)
 		asOrder := chargeNotice(t, sb, clk, ms["u2"])
 		asOrder.OrderNo = "C-TX"
-		apply("u2's charge under another order's number", asOrder)
+		acked(t, e, "u2's charge under another order's number", asOrder)
 		refund := *asGroup
 		refund.Kind, refund.RefundID = lapse.NoticeRefunded, "rf-tx"
-		apply("a refund of u1's charge under the group's number", &refund)
+		acked(t, e, "a refund of u1's charge under the group's number", &refund)
 
 		for _, no := range []string{"G-TX", "C-TX"} {
 			if pays, err := e.Payments(ctx, no); err != nil || len(pays) != 0 {
@@ -426,7 +432,7 @@ func TestGroupChargeTxnCountedOnce(t *testing.T) {
 		}
 		early := chargeNotice(t, sb, clk, v1)
 		early.OrderNo = "G-TY"
-		apply("v1's charge under the group's number", early)
+		acked(t, e, "v1's charge under the group's number", early)
 		if err := sb.SetRates(0, 0); err != nil {
 			t.Fatal(err)
 		}

@@ -21,14 +21,7 @@ import (
 func TestUpgradeDropsCloseKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := mysql.Open(ctx, testenv.MySQLDatabase(t), mysql.Config{MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.MigrateTo(ctx, 18); err != nil {
-		t.Fatal(err)
-	}
+	s := storeAt(t, 18)
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	var ps []*lapse.OrderCreateParams
 	for i := range 100 {
@@ -65,7 +58,7 @@ func TestUpgradeDropsCloseKeys(t *testing.T) {
 		t.Fatalf("orders, log rows, events = %v, %v; want 100 each", rows, err)
 	}
 	var moved []int64
-	err = s.Tx(ctx, func(tx lapse.Store) error {
+	err := s.Tx(ctx, func(tx lapse.Store) error {
 		due, err := tx.OrderClaimDue(ctx, &lapse.OrderClaimDueParams{DueBy: now, Flows: []string{"checkout"}, Limit: 500})
 		if err != nil {
 			return err
@@ -93,24 +86,27 @@ func TestUpgradeDropsCloseKeys(t *testing.T) {
 func TestUpgradeReviewOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := mysql.Open(ctx, testenv.MySQLDatabase(t), mysql.Config{MaxConns: 2})
+	s := storeAt(t, 21)
+	storetest.RunReviewOnceUpgrade(t, s, func(r *lapse.Review) {
+		if _, err := s.Exec(ctx, `INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at, resolved_at, resolved_by)
+			VALUES (?, ?, ?, NULLIF(?, 0), ?, ?, ?)`,
+			r.OrderID, r.OrderNo, r.Reason, r.DeliveryID, column.Micros(r.CreatedAt), column.NullMicros(r.ResolvedAt), r.ResolvedBy); err != nil {
+			t.Fatal(err)
+		}
+	}, func() error { return s.Migrate(ctx) })
+}
+
+// storeAt opens a store of a fresh database migrated up to version v, the
+// schema an older release left, closed when t ends.
+func storeAt(t *testing.T, v int64) *mysql.Store {
+	t.Helper()
+	s, err := mysql.Open(context.Background(), testenv.MySQLDatabase(t), mysql.Config{MaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	if err := s.MigrateTo(ctx, 21); err != nil {
+	if err := s.MigrateTo(context.Background(), v); err != nil {
 		t.Fatal(err)
 	}
-	storetest.RunReviewOnceUpgrade(t, s, func(r *lapse.Review, resolved bool) {
-		var at *int64
-		if resolved {
-			micros := column.Micros(r.CreatedAt)
-			at = &micros
-		}
-		if _, err := s.Exec(ctx, `INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at, resolved_at, resolved_by)
-			VALUES (?, ?, ?, NULLIF(?, 0), ?, ?, IF(?, 'operator:alice', ''))`,
-			r.OrderID, r.OrderNo, r.Reason, r.DeliveryID, column.Micros(r.CreatedAt), at, resolved); err != nil {
-			t.Fatal(err)
-		}
-	}, func() error { return s.Migrate(ctx) })
+	return s
 }

@@ -529,10 +529,10 @@ func TestUpgradeReviewOnce(t *testing.T) {
 	s, dsn := storeAt(t, 27)
 	ctx := context.Background()
 	conn := connect(t, dsn)
-	storetest.RunReviewOnceUpgrade(t, s, func(r *lapse.Review, resolved bool) {
+	storetest.RunReviewOnceUpgrade(t, s, func(r *lapse.Review) {
 		if _, err := conn.Exec(ctx, `INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at, resolved_at, resolved_by)
-			VALUES ($1, $2, $3, nullif($4::bigint, 0), $5, CASE WHEN $6 THEN $5::timestamptz END, CASE WHEN $6 THEN 'operator:alice' ELSE '' END)`,
-			r.OrderID, r.OrderNo, r.Reason, r.DeliveryID, r.CreatedAt, resolved); err != nil {
+			VALUES ($1, $2, $3, nullif($4::bigint, 0), $5, $6, $7)`,
+			r.OrderID, r.OrderNo, r.Reason, r.DeliveryID, r.CreatedAt, r.ResolvedAt, r.ResolvedBy); err != nil {
 			t.Fatal(err)
 		}
 	}, func() error { return s.Migrate(ctx) })

@@ -77,11 +77,7 @@ func TestMigrateRefusesNewerSchema(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "lapse.db")
 	s := openStore(t, path)
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openRaw(t, path)
 	if _, err := db.ExecContext(ctx, `INSERT INTO lapse_migrations (version, applied_at) VALUES (9999, 0)`); err != nil {
 		t.Fatal(err)
 	}
@@ -91,19 +87,16 @@ func TestMigrateRefusesNewerSchema(t *testing.T) {
 }
 
 // TestUpgradeReviewOnce undoes migration 0027 on a migrated file (its
-// indexes and columns dropped, its record deleted), writes reviews as an earlier Lapse
-// could, open duplicates among them, and migrates again: the duplicates
-// are resolved, one of each stays open (storetest.RunReviewOnceUpgrade).
+// indexes and columns dropped, its record deleted), writes reviews as an
+// earlier Lapse could, open duplicates among them, and migrates again: the
+// duplicates are resolved, one of each stays open
+// (storetest.RunReviewOnceUpgrade).
 func TestUpgradeReviewOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "lapse.db")
 	s := openStore(t, path)
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openRaw(t, path)
 	for _, q := range []string{`DROP INDEX reviews_open_once_key`, `DROP INDEX group_members_txn_idx`,
 		`ALTER TABLE group_members DROP COLUMN captured_amount`, `ALTER TABLE group_members DROP COLUMN captured_currency`,
 		`DELETE FROM lapse_migrations WHERE version = 27`} {
@@ -111,16 +104,23 @@ func TestUpgradeReviewOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	storetest.RunReviewOnceUpgrade(t, s, func(r *lapse.Review, resolved bool) {
-		var at *int64
-		if resolved {
-			micros := column.Micros(r.CreatedAt)
-			at = &micros
-		}
+	storetest.RunReviewOnceUpgrade(t, s, func(r *lapse.Review) {
 		if _, err := db.ExecContext(ctx, `INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at, resolved_at, resolved_by)
-			VALUES (?, ?, ?, nullif(?, 0), ?, ?, CASE WHEN ? THEN 'operator:alice' ELSE '' END)`,
-			r.OrderID, r.OrderNo, r.Reason, r.DeliveryID, column.Micros(r.CreatedAt), at, resolved); err != nil {
+			VALUES (?, ?, ?, nullif(?, 0), ?, ?, ?)`,
+			r.OrderID, r.OrderNo, r.Reason, r.DeliveryID, column.Micros(r.CreatedAt), column.NullMicros(r.ResolvedAt), r.ResolvedBy); err != nil {
 			t.Fatal(err)
 		}
 	}, func() error { return s.Migrate(ctx) })
+}
+
+// openRaw opens the database file at path without a store, closed when t
+// ends: for what a test writes past the store.
+func openRaw(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
 }

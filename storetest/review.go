@@ -291,6 +291,23 @@ func testReviewResolveConcurrent(t *testing.T, s lapse.Store) {
 	}
 }
 
+// reviewSubjects adds to o what a review may be written with: member u1,
+// pending, and the payment txn, in review.
+func reviewSubjects(t *testing.T, s lapse.Store, o *lapse.Order, txn string) (*lapse.GroupMember, *lapse.Payment) {
+	t.Helper()
+	m, _, err := s.GroupMemberAdd(ctxT(t), newMember(o, "u1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPayment(o, txn, base.Add(time.Minute))
+	p.Payment.Status = lapse.PaymentReview
+	pay, _, err := s.PaymentCreate(ctxT(t), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, pay
+}
+
 // testReviewOnce writes reviews with the changes that carry them: an open
 // review is one per order, delivery and reason, the change going ahead
 // without a second; another reason, delivery or order is another review,
@@ -303,16 +320,7 @@ func testReviewOnce(t *testing.T, s lapse.Store) {
 	if err != nil || len(ds) != 1 {
 		t.Fatalf("DeliveryList = %d, %v", len(ds), err)
 	}
-	m, _, err := s.GroupMemberAdd(ctx, newMember(o, "u1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newPayment(o, "txn-ro", base.Add(time.Minute))
-	p.Payment.Status = lapse.PaymentReview
-	pay, _, err := s.PaymentCreate(ctx, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, pay := reviewSubjects(t, s, o, "txn-ro")
 	n := 0
 	review := func(o *lapse.Order, deliveryID int64, reason string) *lapse.Review {
 		n++
@@ -385,16 +393,7 @@ func testReviewOnce(t *testing.T, s lapse.Store) {
 func testReviewOnceConcurrent(t *testing.T, s lapse.Store) {
 	ctx := ctxT(t)
 	o := mustCreate(t, s, "ROC-1", base.Add(time.Hour), base)
-	m, _, err := s.GroupMemberAdd(ctx, newMember(o, "u1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newPayment(o, "txn-roc", base.Add(time.Minute))
-	p.Payment.Status = lapse.PaymentReview
-	pay, _, err := s.PaymentCreate(ctx, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, pay := reviewSubjects(t, s, o, "txn-roc")
 	const n = 12
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -445,12 +444,12 @@ func testReviewOnceConcurrent(t *testing.T, s lapse.Store) {
 // RunReviewOnceUpgrade checks the migration that makes an open review one
 // per order, delivery and reason, on a store s whose schema is the one
 // before it. It creates an order through s and has insert write its reviews
-// as an earlier Lapse could (open duplicates among them, resolved ones,
-// one of a delivery), then runs migrate: the first of each open set stays
+// as an earlier Lapse could (open duplicates among them, resolved ones with
+// ResolvedAt and ResolvedBy set, one of a delivery), then runs migrate: the first of each open set stays
 // open, the others are resolved by the migration, naming it, and the
 // resolved ones are as they were. Writing a review said already then
 // writes none.
-func RunReviewOnceUpgrade(t *testing.T, s lapse.Store, insert func(r *lapse.Review, resolved bool), migrate func() error) {
+func RunReviewOnceUpgrade(t *testing.T, s lapse.Store, insert func(r *lapse.Review), migrate func() error) {
 	t.Helper()
 	ctx := ctxT(t)
 	o := mustCreate(t, s, "RU-1", base.Add(time.Hour), base)
@@ -463,8 +462,12 @@ func RunReviewOnceUpgrade(t *testing.T, s lapse.Store, insert func(r *lapse.Revi
 		{"said thrice", 7, false}, {"said thrice", 7, false}, {"said once", 0, false},
 	}
 	for i, r := range rows {
-		insert(&lapse.Review{OrderID: o.ID, OrderNo: o.OrderNo, Reason: r.reason, DeliveryID: r.delivery,
-			CreatedAt: base.Add(time.Duration(i) * time.Minute)}, r.resolved)
+		rv := &lapse.Review{OrderID: o.ID, OrderNo: o.OrderNo, Reason: r.reason, DeliveryID: r.delivery,
+			CreatedAt: base.Add(time.Duration(i) * time.Minute)}
+		if r.resolved {
+			rv.ResolvedAt, rv.ResolvedBy = &rv.CreatedAt, "operator:alice"
+		}
+		insert(rv)
 	}
 	before, err := s.ReviewList(ctx, &lapse.ReviewListParams{OrderID: o.ID})
 	if err != nil || len(before) != len(rows) {
