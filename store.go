@@ -309,10 +309,12 @@ type Store interface {
 
 	// GroupMemberUpdate moves a member's charge from p.From to p.To, setting
 	// the fields p names (one more attempt when p.Attempt; TxnID and
-	// ChargedAt when set; LastError always, to p.Error) and UpdatedAt to
-	// p.At, and writes p.Review, when set, as given, in one transaction. It
-	// returns the member as updated, or ErrStale, writing nothing, when the
-	// member is not in p.From (or does not exist).
+	// ChargedAt when set; CapturedAmount and CapturedCurrency when
+	// CapturedCurrency is set; LastError always, to p.Error) and UpdatedAt
+	// to p.At, and writes p.Review, when set, as given (once: Review), in
+	// one transaction. It returns the member as updated, or ErrStale,
+	// writing nothing, when the member is not in p.From (or does not
+	// exist).
 	GroupMemberUpdate(ctx context.Context, p *GroupMemberUpdateParams) (*GroupMember, error)
 
 	// CardIssue records the cards of order p.OrderID, all active and unused,
