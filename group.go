@@ -19,14 +19,21 @@ type GroupMember struct {
 	Currency string `json:"currency"`
 	// Key is the charge's idempotency key at the provider: the same key is
 	// the same charge, however often it is sent.
-	Key       string       `json:"idempotency_key"`
-	Status    ChargeStatus `json:"status"`
-	Attempts  int          `json:"attempts"` // charge calls started
-	TxnID     string       `json:"txn_id,omitempty"`
-	LastError string       `json:"last_error,omitempty"`
-	JoinedAt  time.Time    `json:"joined_at"`
-	UpdatedAt time.Time    `json:"updated_at"`
-	ChargedAt *time.Time   `json:"charged_at"`
+	Key      string       `json:"idempotency_key"`
+	Status   ChargeStatus `json:"status"`
+	Attempts int          `json:"attempts"` // charge calls started
+	TxnID    string       `json:"txn_id,omitempty"`
+	// CapturedAmount and CapturedCurrency are what the provider reports it
+	// took by TxnID: the member's amount once it is charged, or what Lapse
+	// did not ask for when its charge failed so (the money is in review on
+	// the group). Zero and empty until the provider reports a charge, and
+	// in charges recorded before Lapse kept them.
+	CapturedAmount   int64      `json:"captured_amount,omitempty"`
+	CapturedCurrency string     `json:"captured_currency,omitempty"`
+	LastError        string     `json:"last_error,omitempty"`
+	JoinedAt         time.Time  `json:"joined_at"`
+	UpdatedAt        time.Time  `json:"updated_at"`
+	ChargedAt        *time.Time `json:"charged_at"`
 }
 
 // ChargeStatus is where a member's charge stands.
@@ -62,10 +69,14 @@ type GroupMemberUpdateParams struct {
 	ID       int64
 	From, To ChargeStatus
 	// Attempt counts one more charge call.
-	Attempt   bool
-	TxnID     string     // kept unless set
-	Error     string     // the last error, replaced (cleared when empty)
-	ChargedAt *time.Time // kept unless set; the engine sets it when the member is charged
-	At        time.Time
-	Review    *Review // created, open, with the change when set (an operator must look at the charge)
+	Attempt bool
+	TxnID   string // kept unless set
+	// CapturedAmount and CapturedCurrency are kept unless CapturedCurrency
+	// is set.
+	CapturedAmount   int64
+	CapturedCurrency string
+	Error            string     // the last error, replaced (cleared when empty)
+	ChargedAt        *time.Time // kept unless set; the engine sets it when the member is charged
+	At               time.Time
+	Review           *Review // created, open, with the change when set (an operator must look at the charge)
 }

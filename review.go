@@ -13,6 +13,12 @@ import (
 // that holds a merchant refund in review (OrderRefundID) is resolved only
 // by an operator settling that refund, never with the other reviews of its
 // order or delivery.
+//
+// An open review is one per order, delivery (or none) and reason: a store
+// that is given a review to write with a change writes it only when no
+// open review of its order and delivery has its reason, and otherwise
+// makes the change without it, the open one standing for both. So the same
+// thing said again, even by two reports at once, is on the desk once.
 type Review struct {
 	ID            int64      `json:"id"`
 	OrderID       int64      `json:"-"`

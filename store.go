@@ -304,12 +304,19 @@ type Store interface {
 	// ErrGroupMemberNotFound.
 	GroupMemberGet(ctx context.Context, key string) (*GroupMember, error)
 
+	// GroupMemberGetByTxn returns the member whose charge is provider's
+	// transaction txnID (the first, by id, should several say so), or
+	// ErrGroupMemberNotFound; an empty txnID is no member's.
+	GroupMemberGetByTxn(ctx context.Context, provider, txnID string) (*GroupMember, error)
+
 	// GroupMemberUpdate moves a member's charge from p.From to p.To, setting
 	// the fields p names (one more attempt when p.Attempt; TxnID and
-	// ChargedAt when set; LastError always, to p.Error) and UpdatedAt to
-	// p.At, and writes p.Review, when set, as given, in one transaction. It
-	// returns the member as updated, or ErrStale, writing nothing, when the
-	// member is not in p.From (or does not exist).
+	// ChargedAt when set; CapturedAmount and CapturedCurrency when
+	// CapturedCurrency is set; LastError always, to p.Error) and UpdatedAt
+	// to p.At, and writes p.Review, when set, as given (once: Review), in
+	// one transaction. It returns the member as updated, or ErrStale,
+	// writing nothing, when the member is not in p.From (or does not
+	// exist).
 	GroupMemberUpdate(ctx context.Context, p *GroupMemberUpdateParams) (*GroupMember, error)
 
 	// CardIssue records the cards of order p.OrderID, all active and unused,
@@ -356,8 +363,10 @@ type Store interface {
 
 	// ReviewCreate creates r, open, and returns it with its id: a review
 	// that no change of a payment, refund, member or delivery carries (a
-	// verified callback Lapse cannot read, on the desk of its order). r is
-	// valid (Review.Validate).
+	// verified callback Lapse cannot read, on the desk of its order). When
+	// an open review of its order and delivery has its reason, it writes
+	// nothing and returns that one (an open review is one per order,
+	// delivery and reason). r is valid (Review.Validate).
 	ReviewCreate(ctx context.Context, r *Review) (*Review, error)
 
 	// ReviewResolve resolves, in one transaction, the open reviews p names:

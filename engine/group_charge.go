@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/lapsehq/lapse"
@@ -12,46 +14,149 @@ import (
 // and by the provider's callback (group_notice.go). Each is the provider
 // saying what it charged under the member's key, and one rule,
 // chargeAnswered, decides what that means for the member.
+//
+// A provider's transaction is counted once: as a member's charge, or as a
+// payment (payment.go), never as both, nor as two members' charges.
 
 // chargeAnswered records pay, which the provider reports paid under member
 // m's charge key, on m (updated in place), from the status m is in: m is
-// charged by it when it took m's amount and currency. Otherwise the provider
-// charged what Lapse did not ask for: m's charge failed, with the provider's
-// transaction, and an operator is told on the group, once however often the
-// provider says so. Asked again under m's key, the provider answers with the
-// same charge, so nothing is charged twice (S7), and m is charged only by a
+// charged by it when it is the charge Lapse asked for: m's amount and
+// currency, made to the merchant account configured for m's provider (as
+// an order's payment must be). Otherwise the provider charged what Lapse
+// did not ask for: m's charge fails, with the provider's transaction and
+// what it took (money in review on the group, which reconcile counts), and
+// an operator is told on the group, once however often the provider says
+// so. Asked again under m's key, the provider answers with the same
+// charge, so nothing is charged twice (S7), and m is charged only by a
 // charge of its amount.
 //
-// Errors, with nothing written: lapse.ErrStale when m is no longer in the
-// status it was read in; the store's.
+// A provider's transaction is counted once: one the books hold already,
+// as another member's charge or as a payment, is counted there: m's charge
+// fails with a review, and m does not take the transaction as its own. A
+// transaction other than the one m holds (a charge that failed for what it
+// took) is a second capture under m's key (secondAnswer).
+//
+// Errors: lapse.ErrStale when m is no longer in the status it was read
+// in, and the store's, with nothing written but a second capture (which
+// was made, whatever became of m).
 func (gb *groupBuys) chargeAnswered(ctx context.Context, m *lapse.GroupMember, pay *lapse.ProviderPayment) error {
-	if pay.Amount == m.Amount && pay.Currency == m.Currency {
-		return gb.updateMember(ctx, m, &lapse.GroupMemberUpdateParams{From: m.Status, To: lapse.ChargeCharged, TxnID: pay.TxnID}, "")
+	p := &lapse.GroupMemberUpdateParams{From: m.Status, To: lapse.ChargeFailed}
+	held, err := gb.memberHolds(ctx, m, pay.TxnID)
+	switch {
+	case err != nil:
+		return err
+	case held == "" && m.TxnID != "" && pay.TxnID != m.TxnID:
+		return gb.secondAnswer(ctx, m, pay, p)
+	case held == "":
+		held, err = gb.paymentHolds(ctx, m, pay.TxnID)
+		if err != nil {
+			return err
+		}
 	}
-	why := fmt.Sprintf("the provider charged %s, not %s: an operator must look",
-		lapse.Money(pay.Amount, pay.Currency), lapse.Money(m.Amount, m.Currency))
-	return gb.updateMember(ctx, m, &lapse.GroupMemberUpdateParams{From: m.Status, To: lapse.ChargeFailed, TxnID: pay.TxnID, Error: why},
-		memberReviewReason(m, pay.TxnID, why))
+	if held != "" {
+		p.Error = held
+		return gb.updateMember(ctx, m, p, memberReviewReason(m, pay.TxnID, held))
+	}
+	p.TxnID, p.CapturedAmount, p.CapturedCurrency = pay.TxnID, pay.Amount, pay.Currency
+	if p.Error = gb.chargeMismatch(m, pay.Amount, pay.Currency, pay.Merchant); p.Error == "" {
+		p.To = lapse.ChargeCharged
+		return gb.updateMember(ctx, m, p, "")
+	}
+	p.Error += ": an operator must look"
+	return gb.updateMember(ctx, m, p, memberReviewReason(m, pay.TxnID, p.Error))
+}
+
+// memberHolds says which other member than m has txn, a transaction of m's
+// provider, as its charge, or "".
+func (gb *groupBuys) memberHolds(ctx context.Context, m *lapse.GroupMember, txn string) (string, error) {
+	other, err := gb.e.store.GroupMemberGetByTxn(ctx, m.Provider, txn)
+	switch {
+	case err == nil && other.ID != m.ID:
+		return fmt.Sprintf("its transaction is member %s's charge (key %s) of group %s: it is counted there, not again",
+			other.UserID, other.Key, other.GroupID), nil
+	case err != nil && !errors.Is(err, lapse.ErrGroupMemberNotFound):
+		return "", err
+	}
+	return "", nil
+}
+
+// paymentHolds says which payment txn, a transaction of member m's
+// provider, is recorded as, or "".
+func (gb *groupBuys) paymentHolds(ctx context.Context, m *lapse.GroupMember, txn string) (string, error) {
+	rec, err := gb.e.store.PaymentGet(ctx, m.Provider, txn)
+	switch {
+	case err == nil:
+		return fmt.Sprintf("its transaction is recorded as a payment of order %s (%s): it is counted there, not again",
+			rec.OrderNo, lapse.Money(rec.Amount, rec.Currency)), nil
+	case !errors.Is(err, lapse.ErrPaymentNotFound):
+		return "", err
+	}
+	return "", nil
+}
+
+// secondAnswer records pay, the provider's answer under member m's key
+// with another transaction than the one m holds (what a charge that failed
+// took), as a second capture beside it (secondCharge: a payment in review
+// on the group, once however often it is answered), and fails m's charge
+// by p.
+func (gb *groupBuys) secondAnswer(ctx context.Context, m *lapse.GroupMember, pay *lapse.ProviderPayment, p *lapse.GroupMemberUpdateParams) error {
+	o, err := gb.e.store.OrderGet(ctx, m.GroupID)
+	if err != nil {
+		return err
+	}
+	raw, _ := json.Marshal(pay)
+	if _, err := gb.secondCharge(ctx, m, o, &lapse.PaymentNotice{Provider: m.Provider, Kind: lapse.NoticePaid, TxnID: pay.TxnID,
+		OrderNo: m.Key, Amount: pay.Amount, Currency: pay.Currency, Merchant: pay.Merchant, PaidAt: pay.PaidAt, Raw: raw}); err != nil {
+		return err
+	}
+	p.Error = fmt.Sprintf("the provider answers with transaction %s, a second charge under the key, whose charge is %s: it is in review on the group",
+		pay.TxnID, m.TxnID)
+	return gb.updateMember(ctx, m, p, "")
+}
+
+// chargeMismatch says how a charge the provider reports under member m's
+// key (amount, currency, and the merchant account it was made to) differs
+// from the charge Lapse asked for, or "".
+func (gb *groupBuys) chargeMismatch(m *lapse.GroupMember, amount int64, currency, merchant string) string {
+	if amount != m.Amount || currency != m.Currency {
+		return fmt.Sprintf("the provider charged %s, not %s", lapse.Money(amount, currency), lapse.Money(m.Amount, m.Currency))
+	}
+	if why := gb.e.feat.payments.merchantMismatch(m.Provider, merchant); why != "" {
+		return "the charge was " + why
+	}
+	return ""
 }
 
 // updateMember applies the guarded change p to member m (its ID and At
 // filled in, and ChargedAt when it charges m) and updates m in place. With
 // a review reason, an operator is told on m's group in the same
-// transaction, unless an open review of the group says so already (the
-// same answer, or notice, came again).
+// transaction (updateMemberOn).
 func (gb *groupBuys) updateMember(ctx context.Context, m *lapse.GroupMember, p *lapse.GroupMemberUpdateParams, review string) error {
+	var rv *lapse.Review
+	if review != "" {
+		rv = groupReview(m, review)
+	}
+	return gb.updateMemberOn(ctx, m, p, rv)
+}
+
+// updateMemberOn is updateMember with review rv (nil: none), on the order it
+// names, its CreatedAt filled in; it is not written when an open review of
+// that order says so already (the same answer, or notice, came again; the
+// store keeps it to one however many come at once).
+func (gb *groupBuys) updateMemberOn(ctx context.Context, m *lapse.GroupMember, p *lapse.GroupMemberUpdateParams, rv *lapse.Review) error {
 	e := gb.e
 	p.ID, p.At = m.ID, e.clock.Now()
 	if p.To == lapse.ChargeCharged {
 		p.ChargedAt = &p.At
 	}
-	if review != "" {
-		open, err := e.store.ReviewList(ctx, &lapse.ReviewListParams{OrderID: m.OrderID, Open: true})
+	if rv != nil {
+		open, err := e.store.ReviewList(ctx, &lapse.ReviewListParams{OrderID: rv.OrderID, Open: true})
 		if err != nil {
 			return err
 		}
-		if !hasReason(open, review) {
-			p.Review = &lapse.Review{OrderID: m.OrderID, OrderNo: m.GroupID, Reason: review, CreatedAt: p.At}
+		if !hasReason(open, rv.Reason) {
+			rv.CreatedAt = p.At
+			p.Review = rv
 		}
 	}
 	got, err := e.store.GroupMemberUpdate(ctx, p)
@@ -61,23 +166,32 @@ func (gb *groupBuys) updateMember(ctx context.Context, m *lapse.GroupMember, p *
 	*m = *got
 	if p.Review != nil {
 		e.log.Error("group member's charge put in review", "group", m.GroupID, "user_id", m.UserID, "key", m.Key,
-			"status", m.Status, "reason", review)
+			"status", m.Status, "order_no", p.Review.OrderNo, "reason", p.Review.Reason)
 	}
 	return nil
 }
 
-// reviewMember tells an operator on member m's group why (a review
-// reason), the member unchanged: a guarded touch of m in the status it was
-// read in (its fields as they are), so that the review goes with the member
-// as the store has it. An open review with the same reason stands for it
-// already (the provider said it again), and nothing is written.
-// lapse.ErrStale: m moved meanwhile, and nothing was written.
-func (gb *groupBuys) reviewMember(ctx context.Context, m *lapse.GroupMember, why string) error {
-	open, err := gb.e.store.ReviewList(ctx, &lapse.ReviewListParams{OrderID: m.OrderID, Open: true})
+// reviewMember tells an operator on order on (nil: member m's group) why (a
+// review reason), the member unchanged: a guarded touch of m in the status
+// it was read in (its fields as they are), so that the review goes with
+// the member as the store has it. An open review with the same reason
+// stands for it already (the provider said it again), and nothing is
+// written. lapse.ErrStale: m moved meanwhile, and nothing was written.
+func (gb *groupBuys) reviewMember(ctx context.Context, m *lapse.GroupMember, on *lapse.Order, why string) error {
+	rv := groupReview(m, why)
+	if on != nil {
+		rv.OrderID, rv.OrderNo = on.ID, on.OrderNo
+	}
+	open, err := gb.e.store.ReviewList(ctx, &lapse.ReviewListParams{OrderID: rv.OrderID, Open: true})
 	if err != nil || hasReason(open, why) {
 		return err
 	}
-	return gb.updateMember(ctx, m, &lapse.GroupMemberUpdateParams{From: m.Status, To: m.Status, Error: m.LastError}, why)
+	return gb.updateMemberOn(ctx, m, &lapse.GroupMemberUpdateParams{From: m.Status, To: m.Status, Error: m.LastError}, rv)
+}
+
+// groupReview is a review, with reason, on member m's group.
+func groupReview(m *lapse.GroupMember, reason string) *lapse.Review {
+	return &lapse.Review{OrderID: m.OrderID, OrderNo: m.GroupID, Reason: reason}
 }
 
 // memberReviewReason is the reason of a review about member m's charge,

@@ -2,13 +2,16 @@ package engine_test
 
 import (
 	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/payment"
 )
 
 // wrongCharger is a provider port whose charges all take another amount
@@ -18,6 +21,30 @@ type wrongCharger struct{ fakeProvider }
 func (w *wrongCharger) Charge(_ context.Context, r *lapse.ChargeRequest) (*lapse.ProviderPayment, error) {
 	return &lapse.ProviderPayment{TxnID: "wc-" + r.IdempotencyKey, OrderNo: r.OrderNo, Status: lapse.ProviderPaid,
 		Amount: r.Amount / 2, Currency: r.Currency, PaidAt: t0.Add(time.Minute)}, nil
+}
+
+// settleThrough creates group id with its members (each join's By is app),
+// closes it at its deadline and runs its settlement through the whole retry
+// schedule.
+func settleThrough(t *testing.T, e *engine.Engine, clk *lapse.ManualClock, id string, joins ...engine.JoinRequest) {
+	t.Helper()
+	ctx := ctxT(t)
+	create(t, e, groupReq(id, time.Minute))
+	for _, j := range joins {
+		j.By = app
+		if _, _, err := e.JoinGroup(ctx, id, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(time.Minute)
+	if _, err := engine.NewClaimer(e, engine.ClaimerConfig{}).RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d := engine.NewDeliverer(e, engine.DelivererConfig{})
+	for _, wait := range append([]time.Duration{0}, engine.DefaultGroupRetries...) {
+		clk.Advance(wait)
+		drain(t, d)
+	}
 }
 
 // TestGroupChargeAnswerContradicts: a charge the provider answers with
@@ -34,19 +61,7 @@ func TestGroupChargeAnswerContradicts(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx := ctxT(t)
-		create(t, e, groupReq("G-WC", time.Minute))
-		if _, _, err := e.JoinGroup(ctx, "G-WC", engine.JoinRequest{UserID: "u1", Method: "tok", By: app}); err != nil {
-			t.Fatal(err)
-		}
-		clk.Set(t0.Add(time.Minute))
-		if _, err := engine.NewClaimer(e, engine.ClaimerConfig{}).RunOnce(ctx); err != nil {
-			t.Fatal(err)
-		}
-		d := engine.NewDeliverer(e, engine.DelivererConfig{})
-		for _, wait := range append([]time.Duration{0}, engine.DefaultGroupRetries...) {
-			clk.Advance(wait)
-			drain(t, d)
-		}
+		settleThrough(t, e, clk, "G-WC", engine.JoinRequest{UserID: "u1", Method: "tok"})
 		g, _ := e.Group(ctx, "G-WC")
 		if m := g.Members[0]; m.Status == lapse.ChargeCharged || g.Order.State != flows.GroupFailed {
 			t.Errorf("G-WC is %s with u1 %+v; want FAILED, u1 not charged", g.Order.State, m)
@@ -54,8 +69,142 @@ func TestGroupChargeAnswerContradicts(t *testing.T) {
 		if rs := orderReviews(t, e, "G-WC"); len(rs) != 1 || !strings.Contains(rs[0].Reason, "4.95 CNY") {
 			t.Errorf("reviews of G-WC = %+v; want one naming what the provider charged", rs)
 		}
-		if rec, err := e.Reconcile(ctx); err != nil || rec.GroupCharges != 0 {
-			t.Errorf("Reconcile = %+v, %v; want no group charge counted", rec, err)
+		// What the provider took is on the books, in review, as an order's
+		// payment of another amount is: captured and in review in the
+		// totals, though no member is charged.
+		rec, err := e.Reconcile(ctx)
+		if tot := rec.Totals["CNY"]; err != nil || rec.GroupCharges != 0 || rec.Payments != 0 || len(rec.Issues) != 0 ||
+			tot == nil || tot.Captured != 495 || tot.Review != 495 {
+			t.Errorf("Reconcile = %+v (CNY %+v), %v; want 4.95 CNY captured, in review, and no group charge counted", rec, tot, err)
+		}
+
+		// A member's charge that failed with a transaction the books do
+		// not hold (recorded so by an earlier Lapse, which kept no more of
+		// it than its id) is money the reconciliation cannot place.
+		create(t, e, groupReq("G-WL", time.Hour))
+		m, _, err := e.JoinGroup(ctx, "G-WL", engine.JoinRequest{UserID: "u9", Method: "tok", By: app})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Store().GroupMemberUpdate(ctx, &lapse.GroupMemberUpdateParams{ID: m.ID, From: lapse.ChargePending,
+			To: lapse.ChargeFailed, TxnID: "wl-1", Error: "the provider charged 1.00 CNY, not 9.90 CNY", At: clk.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		rec, err = e.Reconcile(ctx)
+		if err != nil || !slices.ContainsFunc(rec.Issues, func(is engine.ReconcileIssue) bool {
+			return is.OrderNo == "G-WL" && is.TxnID == "wl-1" && strings.Contains(is.Problem, "u9")
+		}) {
+			t.Errorf("Reconcile = %+v, %v; want an issue naming u9's charge wl-1", rec, err)
+		}
+	})
+}
+
+// TestGroupChargeMerchant: a member's charge is checked against the
+// merchant account configured for its provider, as an order's payment is.
+// A charge the provider answers as made to another account does not charge
+// the member: it is on the books in review, with a review on the group. A
+// callback that repeats a member's charge but names another account moves
+// nothing and is put in review, once.
+func TestGroupChargeMerchant(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		ours := payment.NewSandbox(payment.SandboxConfig{Secret: []byte("group-secret"), Clock: clk, Merchant: "shop-1"})
+		theirs := payment.NewSandbox(payment.SandboxConfig{Secret: []byte("group-secret"), Clock: clk, Merchant: "shop-2"})
+		e, err := engine.New(open(), flows.Builtin(), engine.Config{Clock: clk, Payments: engine.PaymentConfig{
+			Providers: map[string]lapse.PaymentProvider{"sandbox": ours, "other": theirs},
+			Merchants: map[string]string{"sandbox": "shop-1", "other": "shop-1"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := ctxT(t)
+		settleThrough(t, e, clk, "G-MA", engine.JoinRequest{UserID: "u1", Provider: "sandbox", Method: "tok-u1"},
+			engine.JoinRequest{UserID: "u2", Provider: "other", Method: "tok-u2"})
+		ms := members(t, e, "G-MA")
+		if ms["u1"].Status != lapse.ChargeCharged {
+			t.Errorf("u1, charged to the merchant configured: %+v", ms["u1"])
+		}
+		if ms["u2"].Status == lapse.ChargeCharged {
+			t.Errorf("u2 is charged by a charge to another merchant account: %+v", ms["u2"])
+		}
+		reviews := func() []string {
+			t.Helper()
+			return reviewReasons(t, e, "G-MA")
+		}
+		if rs := reviews(); len(rs) != 1 || !strings.Contains(rs[0], "u2") || !strings.Contains(rs[0], `"shop-2"`) {
+			t.Errorf("reviews of G-MA = %q; want one naming u2's charge to shop-2", rs)
+		}
+		if g, _ := e.Group(ctx, "G-MA"); g.Order.State != flows.GroupFailed {
+			t.Errorf("G-MA is %s, want FAILED", g.Order.State)
+		}
+
+		// u1's charge reported again, to another account.
+		n := chargeNotice(t, ours, clk, ms["u1"])
+		n.Merchant = "shop-3"
+		acked(t, e, "u1's charge to shop-3", n)
+		acked(t, e, "u1's charge to shop-3 again", n)
+		if rs := reviews(); len(rs) != 2 || !slices.ContainsFunc(rs, func(r string) bool { return strings.Contains(r, `"shop-3"`) }) {
+			t.Errorf("reviews of G-MA = %q; want one more, naming shop-3", rs)
+		}
+		if u1 := members(t, e, "G-MA")["u1"]; u1.Status != lapse.ChargeCharged || u1.TxnID != ms["u1"].TxnID {
+			t.Errorf("u1 moved: %+v", u1)
+		}
+	})
+}
+
+// shiftyCharger is a provider port that answers a member's first charge
+// with half its amount, and every later one, under the same key, with
+// another transaction of the whole amount: two captures under one key.
+type shiftyCharger struct {
+	fakeProvider
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (s *shiftyCharger) Charge(_ context.Context, r *lapse.ChargeRequest) (*lapse.ProviderPayment, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.calls == nil {
+		s.calls = map[string]int{}
+	}
+	s.calls[r.IdempotencyKey]++
+	pay := &lapse.ProviderPayment{TxnID: "sc-1-" + r.IdempotencyKey, OrderNo: r.OrderNo, Status: lapse.ProviderPaid,
+		Amount: r.Amount / 2, Currency: r.Currency, PaidAt: t0.Add(time.Minute)}
+	if s.calls[r.IdempotencyKey] > 1 {
+		pay.TxnID, pay.Amount = "sc-2-"+r.IdempotencyKey, r.Amount
+	}
+	return pay, nil
+}
+
+// TestGroupChargeSecondAnswer: a provider that answers a member's charge,
+// asked again under its key, with another transaction than the one it took
+// first has captured twice. Neither charges the member; the first is held
+// on the member (in review), the second is a payment in review on the
+// group, and both are in the reconciliation's totals, once each.
+func TestGroupChargeSecondAnswer(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		e, err := engine.New(open(), flows.Builtin(), engine.Config{Clock: clk,
+			Payments: engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{"sandbox": &shiftyCharger{}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := ctxT(t)
+		settleThrough(t, e, clk, "G-SA", engine.JoinRequest{UserID: "u1", Method: "tok"})
+		g, _ := e.Group(ctx, "G-SA")
+		m := g.Members[0]
+		if m.Status == lapse.ChargeCharged || m.TxnID != "sc-1-"+m.Key || m.CapturedAmount != 495 || g.Order.State != flows.GroupFailed {
+			t.Errorf("G-SA is %s with u1 %+v; want FAILED, u1 holding its first capture, not charged", g.Order.State, m)
+		}
+		pays, err := e.Payments(ctx, "G-SA")
+		if err != nil || len(pays) != 1 || pays[0].TxnID != "sc-2-"+m.Key || pays[0].Status != lapse.PaymentReview {
+			t.Errorf("payments of G-SA = %+v, %v; want the second capture in review", pays, err)
+		}
+		if rs := orderReviews(t, e, "G-SA"); len(rs) != 2 {
+			t.Errorf("reviews of G-SA = %+v; want one of each capture", rs)
+		}
+		rec, err := e.Reconcile(ctx)
+		if tot := rec.Totals["CNY"]; err != nil || len(rec.Issues) != 0 || tot == nil || tot.Captured != 495+990 || tot.Review != 495+990 {
+			t.Errorf("Reconcile = %+v (CNY %+v), %v; want both captures in review", rec, tot, err)
 		}
 	})
 }

@@ -48,6 +48,24 @@ func chargeNotice(t *testing.T, sb *payment.Sandbox, clk lapse.Clock, m *lapse.G
 	return n
 }
 
+// reviewReasons returns the reasons of the open reviews of order no.
+func reviewReasons(t *testing.T, e *engine.Engine, no string) []string {
+	t.Helper()
+	var out []string
+	for _, r := range orderReviews(t, e, no) {
+		out = append(out, r.Reason)
+	}
+	return out
+}
+
+// acked applies n, which must be acknowledged; what names it.
+func acked(t *testing.T, e *engine.Engine, what string, n *lapse.PaymentNotice) {
+	t.Helper()
+	if _, err := e.ApplyPayment(ctxT(t), n); err != nil {
+		t.Fatalf("%s: ApplyPayment = %v; want it acknowledged", what, err)
+	}
+}
+
 // TestGroupChargeNotices: a provider's callback about a group member's
 // charge (known to the provider by the member's charge key) is not refused
 // as about an unknown order. One that confirms a charge whose answer was
@@ -83,17 +101,11 @@ func TestGroupChargeNotices(t *testing.T) {
 		}
 		apply := func(what string, n *lapse.PaymentNotice) {
 			t.Helper()
-			if _, err := e.ApplyPayment(ctx, n); err != nil {
-				t.Fatalf("%s: ApplyPayment = %v; want it acknowledged", what, err)
-			}
+			acked(t, e, what, n)
 		}
 		reviews := func() []string {
 			t.Helper()
-			var out []string
-			for _, r := range orderReviews(t, e, "G-CN") {
-				out = append(out, r.Reason)
-			}
-			return out
+			return reviewReasons(t, e, "G-CN")
 		}
 
 		// u1's callback is the answer its charge lost: u1 is charged, by
@@ -321,6 +333,128 @@ func TestChargeKeyReserved(t *testing.T) {
 			if _, _, err := e.CreateOrder(ctxT(t), req, app); lapse.ErrorCode(err) != lapse.EINVALID || !strings.Contains(err.Error(), "order_no") {
 				t.Errorf("CreateOrder(%s) = %v; want invalid, naming order_no", req.OrderNo, err)
 			}
+		}
+	})
+}
+
+// TestGroupChargeTxnCountedOnce: a provider's transaction is counted once,
+// whatever order number its callback names. A callback that carries a
+// member's charge transaction under the group's own number, or under
+// another order's, records no payment and pays no order: it is put in
+// review (once) on the order it names; a refund callback of it is put in
+// review on the group, not refused as of an unknown payment. And a
+// transaction recorded as a payment (a callback under the group's number
+// came first) does not charge the member too when the provider then
+// answers the charge with it.
+func TestGroupChargeTxnCountedOnce(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		sb := payment.NewSandbox(payment.SandboxConfig{Secret: []byte("group-secret"), Clock: clk})
+		e := groupEngine(t, open(), clk, sb)
+		ctx := ctxT(t)
+		create(t, e, groupReq("G-TX", time.Minute))
+		for _, u := range []string{"u1", "u2"} {
+			if _, _, err := e.JoinGroup(ctx, "G-TX", engine.JoinRequest{UserID: u, Method: "tok-" + u, By: app}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		co := checkout("C-TX", time.Hour)
+		co.Amount = 990
+		create(t, e, co)
+		clk.Set(t0.Add(time.Minute))
+		if _, err := engine.NewClaimer(e, engine.ClaimerConfig{}).RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		drain(t, d)
+		if g, _ := e.Group(ctx, "G-TX"); g.Order.State != flows.GroupSettled {
+			t.Fatalf("G-TX is %s, want SETTLED", g.Order.State)
+		}
+		ms := members(t, e, "G-TX")
+
+		// u1's charge under the group's number, twice; u2's under the
+		// checkout order's number.
+		asGroup := chargeNotice(t, sb, clk, ms["u1"])
+		asGroup.OrderNo = "G-TX"
+		acked(t, e, "u1's charge under the group's number", asGroup)
+		acked(t, e, "u1's charge under the group's number again", asGroup)
+		asOrder := chargeNotice(t, sb, clk, ms["u2"])
+		asOrder.OrderNo = "C-TX"
+		acked(t, e, "u2's charge under another order's number", asOrder)
+		refund := *asGroup
+		refund.Kind, refund.RefundID = lapse.NoticeRefunded, "rf-tx"
+		acked(t, e, "a refund of u1's charge under the group's number", &refund)
+
+		for _, no := range []string{"G-TX", "C-TX"} {
+			if pays, err := e.Payments(ctx, no); err != nil || len(pays) != 0 {
+				t.Errorf("payments of %s = %+v, %v; want none: the transactions are members' charges", no, pays, err)
+			}
+		}
+		if o, _ := e.Order(ctx, "C-TX"); o.State != flows.Unpaid {
+			t.Errorf("C-TX is %s, paid by a member's charge", o.State)
+		}
+		for no, want := range map[string][]string{"G-TX": {asGroup.TxnID + " of", "rf-tx"}, "C-TX": {asOrder.TxnID + " of"}} {
+			rs := orderReviews(t, e, no)
+			for _, w := range want {
+				if !slices.ContainsFunc(rs, func(r *lapse.Review) bool { return strings.Contains(r.Reason, w) }) {
+					t.Errorf("reviews of %s = %+v; want one naming %s", no, rs, w)
+				}
+			}
+			if len(rs) != len(want) {
+				t.Errorf("reviews of %s = %d: %+v; want %d", no, len(rs), rs, len(want))
+			}
+		}
+		rec, err := e.Reconcile(ctx)
+		if tot := rec.Totals["CNY"]; err != nil || len(rec.Issues) != 0 || rec.Payments != 0 || rec.GroupCharges != 2 ||
+			tot.Captured != 2*990 || tot.Applied != 2*990 {
+			t.Errorf("Reconcile = %+v (CNY %+v), %v; want the two charges, each counted once", rec, tot, err)
+		}
+
+		// The other way round: the provider's callback under the group's
+		// number comes while the member's charge is under way (its answer
+		// lost), and is recorded as a payment in review on the group; the
+		// provider's answer to the charge is then that transaction.
+		if err := sb.SetRates(0, 1); err != nil {
+			t.Fatal(err)
+		}
+		create(t, e, groupReq("G-TY", time.Minute))
+		if _, _, err := e.JoinGroup(ctx, "G-TY", engine.JoinRequest{UserID: "v1", Method: "tok-v1", By: app}); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Minute)
+		if _, err := engine.NewClaimer(e, engine.ClaimerConfig{}).RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		drain(t, d)
+		v1 := members(t, e, "G-TY")["v1"]
+		if v1.Status != lapse.ChargeCharging {
+			t.Fatalf("v1 after a lost answer: %+v", v1)
+		}
+		early := chargeNotice(t, sb, clk, v1)
+		early.OrderNo = "G-TY"
+		acked(t, e, "v1's charge under the group's number", early)
+		if err := sb.SetRates(0, 0); err != nil {
+			t.Fatal(err)
+		}
+		for _, wait := range engine.DefaultGroupRetries {
+			clk.Advance(wait)
+			drain(t, d)
+		}
+		if v1 = members(t, e, "G-TY")["v1"]; v1.Status == lapse.ChargeCharged {
+			t.Errorf("v1 is charged by %s, which is on the books already as a payment: %+v", early.TxnID, v1)
+		}
+		pays, err := e.Payments(ctx, "G-TY")
+		if err != nil || len(pays) != 1 || pays[0].TxnID != early.TxnID || pays[0].Status != lapse.PaymentReview {
+			t.Errorf("payments of G-TY = %+v, %v; want %s in review", pays, err, early.TxnID)
+		}
+		if rs := orderReviews(t, e, "G-TY"); !slices.ContainsFunc(rs, func(r *lapse.Review) bool {
+			return strings.Contains(r.Reason, "v1") && strings.Contains(r.Reason, early.TxnID)
+		}) {
+			t.Errorf("reviews of G-TY = %+v; want one naming v1's charge", rs)
+		}
+		rec, err = e.Reconcile(ctx)
+		if tot := rec.Totals["CNY"]; err != nil || rec.GroupCharges != 2 || tot.Captured != 3*990 || tot.Review != 990 {
+			t.Errorf("Reconcile = %+v (CNY %+v), %v; want v1's charge counted once, in review", rec, tot, err)
 		}
 	})
 }

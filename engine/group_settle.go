@@ -166,7 +166,9 @@ func (s settler) answered(ctx context.Context, m *lapse.GroupMember, pay *lapse.
 // reconcile counts what the members of f's group buys were charged:
 // applied once the group settled, in review (an operator holds it) when it
 // failed; charges of a group still settling are not settled yet, and a
-// charge of a group that never closed is an issue.
+// charge of a group that never closed is an issue. What a provider took
+// from a member whose charge failed because it was not what Lapse asked
+// for is in review (reconcileUncharged).
 func (gb *groupBuys) reconcile(ctx context.Context, rec *Reconciliation, f *lapse.Flow) error {
 	e := gb.e
 	p := &lapse.OrderListParams{Flow: f.Name, Limit: reconcilePage}
@@ -182,14 +184,11 @@ func (gb *groupBuys) reconcile(ctx context.Context, rec *Reconciliation, f *laps
 			}
 			for _, m := range ms {
 				if m.Status != lapse.ChargeCharged {
+					gb.reconcileUncharged(rec, g, m)
 					continue
 				}
 				rec.GroupCharges++
-				t := rec.Totals[m.Currency]
-				if t == nil {
-					t = &MoneyTotals{}
-					rec.Totals[m.Currency] = t
-				}
+				t := rec.totals(m.Currency)
 				t.add(&t.Captured, m.Amount)
 				issue := func(problem string) {
 					rec.Issues = append(rec.Issues, ReconcileIssue{OrderNo: g.OrderNo, Provider: m.Provider, TxnID: m.TxnID, Problem: problem})
@@ -213,5 +212,23 @@ func (gb *groupBuys) reconcile(ctx context.Context, rec *Reconciliation, f *laps
 		}
 		last := gs[len(gs)-1]
 		p.Before = &lapse.OrderCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+}
+
+// reconcileUncharged counts what the provider took by the transaction of
+// m, a member of group g not charged: what Lapse did not ask for, in review
+// (an operator was told on the group). A transaction whose amount the
+// books do not hold (an earlier Lapse kept only its id) is money that
+// cannot be placed, an issue.
+func (gb *groupBuys) reconcileUncharged(rec *Reconciliation, g *lapse.Order, m *lapse.GroupMember) {
+	switch {
+	case m.TxnID == "":
+	case m.CapturedCurrency == "":
+		rec.Issues = append(rec.Issues, ReconcileIssue{OrderNo: g.OrderNo, Provider: m.Provider, TxnID: m.TxnID,
+			Problem: fmt.Sprintf("member %s's charge is %s with a transaction the provider made, of an amount not on the books (%s)", m.UserID, m.Status, m.LastError)})
+	default:
+		t := rec.totals(m.CapturedCurrency)
+		t.add(&t.Captured, m.CapturedAmount)
+		t.add(&t.Review, m.CapturedAmount)
 	}
 }

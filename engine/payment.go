@@ -16,9 +16,10 @@ type PaymentConfig struct {
 	// whose customer started paying go through them. With none, the refund
 	// subscription does not run and late payments wait for an operator.
 	Providers map[string]lapse.PaymentProvider
-	// Merchants name, by provider, the merchant account a payment must
-	// report having paid; a provider not listed is not checked here (its
-	// callback may check its own account, as WeChat Pay's mchid is).
+	// Merchants name, by provider, the merchant account a payment, or a
+	// group member's charge, must report having paid; a provider not
+	// listed is not checked here (its callback may check its own account,
+	// as WeChat Pay's mchid is).
 	Merchants map[string]string
 }
 
@@ -70,13 +71,17 @@ func (ps *payments) serves(f *lapse.Flow) bool { return f.Pays != "" }
 // member's charge, which its provider knows by that key: one that confirms
 // a charge whose answer was lost records it as the provider's answer to the
 // charge would; one that repeats the charge recorded changes nothing; one
-// that contradicts it (another amount or currency, a second transaction, a
-// charge Lapse did not ask for, a time the charge cannot have) is put in
-// review on the group, a second transaction recorded as a payment in
-// review. Nothing is charged or marked charged twice (S7). The payment
-// returned is nil, but for a second transaction. A refund notice for a
-// member's charge, which Lapse never refunds, is put in review on the
-// group.
+// that contradicts it (another amount, currency or merchant, a second
+// transaction, a charge Lapse did not ask for, a time the charge cannot
+// have) is put in review on the group, a second transaction recorded as a
+// payment in review. Nothing is charged or marked charged twice (S7). A
+// notice that carries a member's charge transaction under another number
+// (the group's, another order's) records no payment and pays no order:
+// the transaction is counted once, as the charge, and the notice is put in
+// review on the order it names (or the group). The payment returned is
+// nil, but for a second transaction. A refund notice for a member's charge
+// (by its key or its transaction), which Lapse never refunds, is put in
+// review on the group.
 //
 // A notice that contradicts the payment recorded under its provider
 // transaction (another order, amount or currency) is not a replay: nothing
@@ -124,6 +129,11 @@ func (ps *payments) apply(ctx context.Context, n *lapse.PaymentNotice) (*lapse.P
 		return ps.refundNoticed(ctx, n)
 	case lapse.NoticeUnreadable:
 		return ps.unreadableNoticed(ctx, n)
+	}
+	// A member's charge is not a payment: its transaction, under whatever
+	// number, is counted once, as the charge.
+	if handled, err := e.feat.groups.txnNoticed(ctx, n); handled {
+		return nil, err
 	}
 	// The same transaction again is found by the store's unique key on
 	// (provider, txn id), whichever way it is recorded below: it writes
@@ -218,13 +228,24 @@ func (ps *payments) payMismatch(o *lapse.Order, n *lapse.PaymentNotice, now time
 	if n.Amount != o.Amount || n.Currency != o.Currency {
 		return fmt.Sprintf("the payment is %s; order %s is %s", lapse.Money(n.Amount, n.Currency), o.OrderNo, lapse.Money(o.Amount, o.Currency))
 	}
-	if m := ps.merchants[n.Provider]; m != "" && n.Merchant != m {
-		return fmt.Sprintf("the payment was made to merchant %q, not %q", n.Merchant, m)
+	if why := ps.merchantMismatch(n.Provider, n.Merchant); why != "" {
+		return "the payment was " + why
 	}
 	if why := paidAtMismatch(o, n.PaidAt, now); why != "" {
 		return why
 	}
 	return n.Review
+}
+
+// merchantMismatch says how merchant, the account provider reports it paid
+// (made to merchant "x", not "y"), differs from the account configured for
+// provider (PaymentConfig.Merchants), or "": a provider not configured is
+// not checked here.
+func (ps *payments) merchantMismatch(provider, merchant string) string {
+	if m := ps.merchants[provider]; m != "" && merchant != m {
+		return fmt.Sprintf("made to merchant %q, not %q", merchant, m)
+	}
+	return ""
 }
 
 // MaxPaidAtAhead is how far a payment's provider time may be ahead of

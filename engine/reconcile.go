@@ -10,7 +10,8 @@ import (
 )
 
 // Reconciliation is what Reconcile found: per currency, what was captured and
-// where it went, and every payment or order that does not add up.
+// where it went, and every payment or order that does not add up. The
+// totals count payments and what group buy members' charges took alike.
 type Reconciliation struct {
 	Payments     int
 	GroupCharges int                     // members of group buys charged
@@ -18,19 +19,32 @@ type Reconciliation struct {
 	Issues       []ReconcileIssue
 }
 
-// MoneyTotals sum payments of one currency by where they stand, in minor
-// units. Captured = Applied + Refunded + Review + Open. Review is payments
-// an operator has: in review, or late (or refunding) with their refund's
-// delivery dead and its review open. Open is money not yet settled either
-// way (late or refunding otherwise). What merchant refunds gave back of an
-// applied payment counts as refunded, and what merchant refunds in review
-// (disputed, or made at the provider without Lapse) may have given back as
-// in review.
+// MoneyTotals sum payments and group buy members' charges of one currency
+// by where they stand, in minor units. Captured = Applied + Refunded +
+// Review + Open. Review is payments an operator has: in review, or late (or
+// refunding) with their refund's delivery dead and its review open; and
+// members' charges of a failed group, or charges that failed because the
+// provider took what Lapse did not ask for. Open is money not yet settled
+// either way (late or refunding otherwise; members' charges of a group
+// still settling). What merchant refunds gave back of an applied payment
+// counts as refunded, and what merchant refunds in review (disputed, or
+// made at the provider without Lapse) may have given back as in review.
+// Applied counts members' charges of settled groups.
 type MoneyTotals struct {
 	Captured, Applied, Refunded, Review, Open int64
 	// Overflow is set when a sum did not fit in an int64: the totals are
 	// then wrong, and the reconciliation has an issue saying so.
 	Overflow bool
+}
+
+// totals returns the totals of currency cur, new ones when r has none yet.
+func (r *Reconciliation) totals(cur string) *MoneyTotals {
+	t := r.Totals[cur]
+	if t == nil {
+		t = &MoneyTotals{}
+		r.Totals[cur] = t
+	}
+	return t
 }
 
 // add adds v to *sum, one of t's totals, marking t when it overflows.
@@ -108,11 +122,7 @@ func (ps *payments) reconcile(ctx context.Context) (*Reconciliation, error) {
 func (ps *payments) reconcilePayment(ctx context.Context, rec *Reconciliation, applied map[string]int, p *lapse.Payment) error {
 	e := ps.e
 	rec.Payments++
-	t := rec.Totals[p.Currency]
-	if t == nil {
-		t = &MoneyTotals{}
-		rec.Totals[p.Currency] = t
-	}
+	t := rec.totals(p.Currency)
 	t.add(&t.Captured, p.Amount)
 	issue := func(format string, args ...any) {
 		rec.Issues = append(rec.Issues, ReconcileIssue{OrderNo: p.OrderNo, Provider: p.Provider, TxnID: p.TxnID, Status: p.Status,

@@ -3,12 +3,14 @@ package engine_test
 import (
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/payment"
 )
 
 // operator is who resolves and retries in these tests.
@@ -248,6 +250,64 @@ func TestResolveReview(t *testing.T) {
 		}
 		if since, err := e.Reviews(ctx, &lapse.ReviewListParams{Since: t0.Add(time.Second)}); err != nil || len(since) != 0 {
 			t.Errorf("reviews since t0+1s = %+v, %v", since, err)
+		}
+	})
+}
+
+// TestReviewOpenedOnce: the same contradicting report sent many times at
+// once (a provider that retries in parallel, two nodes answering one
+// callback) opens one review, however the reports interleave: of a
+// member's charge reported with another amount, and of an order's payment
+// reported for another amount.
+func TestReviewOpenedOnce(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		sb := payment.NewSandbox(payment.SandboxConfig{Secret: []byte("group-secret"), Clock: clk, Merchant: "m-1"})
+		e, err := engine.New(open(), flows.Builtin(), engine.Config{Clock: clk,
+			Payments: engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{"sandbox": sb}, Merchants: map[string]string{"sandbox": "m-1"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := ctxT(t)
+		create(t, e, groupReq("G-RO", time.Minute))
+		if _, _, err := e.JoinGroup(ctx, "G-RO", engine.JoinRequest{UserID: "u1", Method: "tok-u1", By: app}); err != nil {
+			t.Fatal(err)
+		}
+		o := create(t, e, checkout("C-RO", time.Hour))
+		if _, err := e.ApplyPayment(ctx, paid(o, "t-ro", clk.Now())); err != nil {
+			t.Fatal(err)
+		}
+		clk.Set(t0.Add(time.Minute))
+		if _, err := engine.NewClaimer(e, engine.ClaimerConfig{}).RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		drain(t, engine.NewDeliverer(e, engine.DelivererConfig{}))
+		charge := chargeNotice(t, sb, clk, members(t, e, "G-RO")["u1"])
+		charge.Amount = 500
+		pay := paid(o, "t-ro", clk.Now())
+		pay.Amount = 700
+
+		const n = 16
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range 2 * n {
+			nt := charge
+			if i%2 == 1 {
+				nt = pay
+			}
+			wg.Go(func() {
+				<-start
+				if _, err := e.ApplyPayment(ctx, nt); err != nil {
+					t.Errorf("ApplyPayment(%s) = %v", nt.TxnID, err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		for no, want := range map[string]string{"G-RO": "5.00 CNY", "C-RO": "7.00 CNY"} {
+			if rs := orderReviews(t, e, no); len(rs) != 1 || !strings.Contains(rs[0].Reason, want) {
+				t.Errorf("reviews of %s = %d: %+v; want one naming %s", no, len(rs), rs, want)
+			}
 		}
 	})
 }

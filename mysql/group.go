@@ -11,7 +11,7 @@ import (
 )
 
 const groupMemberCols = "id, order_id, group_id, user_id, provider, method, amount, currency, `key`, status, attempts, " +
-	"txn_id, last_error, joined_at, updated_at, charged_at"
+	"txn_id, captured_amount, captured_currency, last_error, joined_at, updated_at, charged_at"
 
 func scanGroupMember(r scanner) (*lapse.GroupMember, error) {
 	var (
@@ -20,7 +20,7 @@ func scanGroupMember(r scanner) (*lapse.GroupMember, error) {
 		charged         sql.NullInt64
 	)
 	err := r.Scan(&m.ID, &m.OrderID, &m.GroupID, &m.UserID, &m.Provider, &m.Method, &m.Amount, &m.Currency, &m.Key,
-		(*string)(&m.Status), &m.Attempts, &m.TxnID, &m.LastError, &joined, &updated, &charged)
+		(*string)(&m.Status), &m.Attempts, &m.TxnID, &m.CapturedAmount, &m.CapturedCurrency, &m.LastError, &joined, &updated, &charged)
 	if err != nil {
 		return nil, err
 	}
@@ -96,6 +96,20 @@ func (s *Store) GroupMemberGet(ctx context.Context, key string) (*lapse.GroupMem
 	return m, nil
 }
 
+// GroupMemberGetByTxn returns the first member whose charge is provider's
+// transaction txnID, or lapse.ErrGroupMemberNotFound.
+func (s *Store) GroupMemberGetByTxn(ctx context.Context, provider, txnID string) (*lapse.GroupMember, error) {
+	m, err := scanGroupMember(s.queryRow(ctx, `SELECT `+groupMemberCols+` FROM group_members
+		WHERE provider = ? AND txn_id = ? AND txn_id <> '' ORDER BY id LIMIT 1`, provider, txnID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, lapse.Refine(lapse.ErrGroupMemberNotFound, "no group member's charge is transaction %q of %s", txnID, provider)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mysql: get group member by txn %s/%q: %w", provider, txnID, err)
+	}
+	return m, nil
+}
+
 // GroupMemberUpdate moves a member's charge from p.From to p.To, setting the
 // fields p names, with p.Review, or returns lapse.ErrStale and writes
 // nothing.
@@ -106,9 +120,11 @@ func (s *Store) GroupMemberUpdate(ctx context.Context, p *lapse.GroupMemberUpdat
 	}
 	got, err := write(ctx, s, func(w *Store) (*lapse.GroupMember, error) {
 		res, err := w.exec(ctx, `UPDATE group_members SET status = ?, attempts = attempts + ?,
-			txn_id = IF(? <> '', ?, txn_id), last_error = ?, charged_at = COALESCE(?, charged_at), updated_at = ?
+			txn_id = IF(? <> '', ?, txn_id), last_error = ?, charged_at = COALESCE(?, charged_at), updated_at = ?,
+			captured_amount = IF(? <> '', ?, captured_amount), captured_currency = IF(? <> '', ?, captured_currency)
 			WHERE id = ? AND status = ?`,
-			string(p.To), attempt, p.TxnID, p.TxnID, p.Error, column.NullMicros(p.ChargedAt), column.Micros(p.At), p.ID, string(p.From))
+			string(p.To), attempt, p.TxnID, p.TxnID, p.Error, column.NullMicros(p.ChargedAt), column.Micros(p.At),
+			p.CapturedCurrency, p.CapturedAmount, p.CapturedCurrency, p.CapturedCurrency, p.ID, string(p.From))
 		if err != nil {
 			return nil, err
 		}

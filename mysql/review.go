@@ -14,28 +14,36 @@ import (
 
 // Reviews are created by DeliveryFinish, when a delivery dies, by
 // PaymentCreate and PaymentUpdate, when a payment goes to review, by
-// GroupMemberUpdate and by OrderRefundUpdate, and resolved by ReviewResolve.
+// GroupMemberUpdate, when a member's charge does, and by OrderRefundUpdate,
+// once per order, delivery and reason while open (lapse.Review); and
+// resolved by ReviewResolve.
 
 const reviewCols = `id, order_id, order_no, reason, delivery_id, order_refund_id, created_at, resolved_at, resolved_by, note`
 
-// review inserts r, open; a DeliveryID or OrderRefundID of zero is stored
-// as none.
+// review inserts r, open, unless an open review of its order and delivery
+// has its reason (reviews_open_once_key, the only key an insert can meet):
+// that one stands for it, unchanged. A DeliveryID or OrderRefundID of zero
+// is stored as none.
 func (w *Store) review(ctx context.Context, r *lapse.Review) error {
 	if _, err := w.exec(ctx, `INSERT INTO reviews (order_id, order_no, reason, delivery_id, order_refund_id, created_at)
-		VALUES (?, ?, ?, ?, ?, ?)`, r.OrderID, r.OrderNo, r.Reason, nullInt64(r.DeliveryID), nullInt64(r.OrderRefundID),
-		column.Micros(r.CreatedAt)); err != nil {
+		VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE id = id`, r.OrderID, r.OrderNo, r.Reason, nullInt64(r.DeliveryID),
+		nullInt64(r.OrderRefundID), column.Micros(r.CreatedAt)); err != nil {
 		return fmt.Errorf("review: %w", err)
 	}
 	return nil
 }
 
-// ReviewCreate inserts r, open, and returns it with its id.
+// ReviewCreate inserts r, open, and returns it with its id; when an open
+// review of its order and delivery has its reason (reviews_open_once_key),
+// it inserts nothing and returns that one.
 func (s *Store) ReviewCreate(ctx context.Context, r *lapse.Review) (*lapse.Review, error) {
 	got, err := write(ctx, s, func(w *Store) (*lapse.Review, error) {
 		if err := w.review(ctx, r); err != nil {
 			return nil, err
 		}
-		return scanReview(w.queryRow(ctx, `SELECT `+reviewCols+` FROM reviews WHERE id = LAST_INSERT_ID()`))
+		return scanReview(w.queryRow(ctx, `SELECT `+reviewCols+` FROM reviews
+			WHERE order_id = ? AND coalesce(delivery_id, 0) = ? AND reason = ? AND resolved_at IS NULL`,
+			r.OrderID, r.DeliveryID, r.Reason))
 	})
 	if err != nil {
 		return nil, fail(err, "create review of order %s", r.OrderNo)

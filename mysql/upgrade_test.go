@@ -8,8 +8,10 @@ import (
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/internal/column"
 	"github.com/lapsehq/lapse/internal/testenv"
 	"github.com/lapsehq/lapse/mysql"
+	"github.com/lapsehq/lapse/storetest"
 )
 
 // TestUpgradeDropsCloseKeys starts from the schema the release before
@@ -19,14 +21,7 @@ import (
 func TestUpgradeDropsCloseKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := mysql.Open(ctx, testenv.MySQLDatabase(t), mysql.Config{MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.MigrateTo(ctx, 18); err != nil {
-		t.Fatal(err)
-	}
+	s := storeAt(t, 18)
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	var ps []*lapse.OrderCreateParams
 	for i := range 100 {
@@ -63,7 +58,7 @@ func TestUpgradeDropsCloseKeys(t *testing.T) {
 		t.Fatalf("orders, log rows, events = %v, %v; want 100 each", rows, err)
 	}
 	var moved []int64
-	err = s.Tx(ctx, func(tx lapse.Store) error {
+	err := s.Tx(ctx, func(tx lapse.Store) error {
 		due, err := tx.OrderClaimDue(ctx, &lapse.OrderClaimDueParams{DueBy: now, Flows: []string{"checkout"}, Limit: 500})
 		if err != nil {
 			return err
@@ -82,4 +77,36 @@ func TestUpgradeDropsCloseKeys(t *testing.T) {
 	if err != nil || len(moved) != 50 {
 		t.Fatalf("closed %d orders after the upgrade, %v; want 50", len(moved), err)
 	}
+}
+
+// TestUpgradeReviewOnce starts from the schema before 0024, writes reviews
+// as an earlier Lapse could, open duplicates among them, and migrates: the
+// duplicates are resolved, one of each stays open
+// (storetest.RunReviewOnceUpgrade).
+func TestUpgradeReviewOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storeAt(t, 23)
+	storetest.RunReviewOnceUpgrade(t, s, func(r *lapse.Review) {
+		if _, err := s.Exec(ctx, `INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at, resolved_at, resolved_by)
+			VALUES (?, ?, ?, NULLIF(?, 0), ?, ?, ?)`,
+			r.OrderID, r.OrderNo, r.Reason, r.DeliveryID, column.Micros(r.CreatedAt), column.NullMicros(r.ResolvedAt), r.ResolvedBy); err != nil {
+			t.Fatal(err)
+		}
+	}, func() error { return s.Migrate(ctx) })
+}
+
+// storeAt opens a store of a fresh database migrated up to version v, the
+// schema an older release left, closed when t ends.
+func storeAt(t *testing.T, v int64) *mysql.Store {
+	t.Helper()
+	s, err := mysql.Open(context.Background(), testenv.MySQLDatabase(t), mysql.Config{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.MigrateTo(context.Background(), v); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

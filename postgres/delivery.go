@@ -182,6 +182,7 @@ var deliveryFinishSQL = `WITH u AS (
 ), r AS (
 	INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at)
 	SELECT $15, $16, $17, nullif($18::bigint, 0), $19 FROM u WHERE $14::bool
+	ON CONFLICT DO NOTHING
 ), x AS (
 	INSERT INTO outbox (id, order_id, order_no, type, payload, created_at)
 	SELECT e.id, u.order_id, e.order_no, e.type, e.payload, e.created_at

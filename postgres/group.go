@@ -10,12 +10,12 @@ import (
 )
 
 const groupMemberColumns = `id, order_id, group_id, user_id, provider, method, amount, currency, key, status, attempts,
-	txn_id, last_error, joined_at, updated_at, charged_at`
+	txn_id, captured_amount, captured_currency, last_error, joined_at, updated_at, charged_at`
 
 func scanGroupMember(row pgx.Row) (*lapse.GroupMember, error) {
 	var m lapse.GroupMember
 	err := row.Scan(&m.ID, &m.OrderID, &m.GroupID, &m.UserID, &m.Provider, &m.Method, &m.Amount, &m.Currency, &m.Key,
-		&m.Status, &m.Attempts, &m.TxnID, &m.LastError, &m.JoinedAt, &m.UpdatedAt, &m.ChargedAt)
+		&m.Status, &m.Attempts, &m.TxnID, &m.CapturedAmount, &m.CapturedCurrency, &m.LastError, &m.JoinedAt, &m.UpdatedAt, &m.ChargedAt)
 	if err != nil {
 		return nil, err
 	}
@@ -80,18 +80,36 @@ func (s *Store) GroupMemberGet(ctx context.Context, key string) (*lapse.GroupMem
 	return m, nil
 }
 
+// GroupMemberGetByTxn returns the first member whose charge is provider's
+// transaction txnID, or lapse.ErrGroupMemberNotFound.
+func (s *Store) GroupMemberGetByTxn(ctx context.Context, provider, txnID string) (*lapse.GroupMember, error) {
+	// txn_id <> '' is the condition of group_members_txn_idx.
+	m, err := scanGroupMember(s.db.QueryRow(ctx, `SELECT `+groupMemberColumns+` FROM group_members
+		WHERE provider = $1 AND txn_id = $2 AND txn_id <> '' ORDER BY id LIMIT 1`, provider, txnID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, lapse.Refine(lapse.ErrGroupMemberNotFound, "no group member's charge is transaction %q of %s", txnID, provider)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get group member by txn %s/%q: %w", provider, txnID, err)
+	}
+	return m, nil
+}
+
 // groupMemberUpdateSQL is the guarded change of a member's charge with its
 // optional review, which reads the UPDATE's RETURNING: when the guard fails
 // nothing is written.
 const groupMemberUpdateSQL = `WITH m AS (
 	UPDATE group_members SET status = $1, attempts = attempts + $2,
 		txn_id = CASE WHEN $3 <> '' THEN $3 ELSE txn_id END, last_error = $4,
-		charged_at = coalesce($5, charged_at), updated_at = $6
+		charged_at = coalesce($5, charged_at), updated_at = $6,
+		captured_amount = CASE WHEN $16 <> '' THEN $15 ELSE captured_amount END,
+		captured_currency = CASE WHEN $16 <> '' THEN $16 ELSE captured_currency END
 	WHERE id = $7 AND status = $8
 	RETURNING *
 ), r AS (
 	INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at)
 	SELECT $12::bigint, $13::text, $10, nullif($14::bigint, 0), $11 FROM m WHERE $9::bool
+	ON CONFLICT DO NOTHING
 )
 SELECT ` + groupMemberColumns + ` FROM m`
 
@@ -104,6 +122,7 @@ func (s *Store) GroupMemberUpdate(ctx context.Context, p *lapse.GroupMemberUpdat
 		attempt = 1
 	}
 	args := append([]any{p.To, attempt, p.TxnID, p.Error, p.ChargedAt, p.At, p.ID, p.From}, reviewArgs(p.Review)...)
+	args = append(args, p.CapturedAmount, p.CapturedCurrency)
 	got, err := scanGroupMember(s.db.QueryRow(ctx, groupMemberUpdateSQL, args...))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, lapse.ErrStale

@@ -48,6 +48,7 @@ var paymentCreateSQL = `WITH p AS (
 ), r AS (
 	INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at)
 	SELECT $25::bigint, $26::text, $23, nullif($27::bigint, 0), $24 FROM p WHERE $22::bool
+	ON CONFLICT DO NOTHING
 ), ` + oneOrderDeliveriesCTE("d", 20, 21) + `
 SELECT ` + paymentColumns + ` FROM p`
 
@@ -212,6 +213,7 @@ var paymentUpdateSQL = `WITH p AS (
 ), r AS (
 	INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at)
 	SELECT $18::bigint, $19::text, $16, nullif($20::bigint, 0), $17 FROM p WHERE $15::bool
+	ON CONFLICT DO NOTHING
 ), ` + oneOrderDeliveriesCTE("d", 13, 14) + `
 SELECT ` + paymentColumns + ` FROM p`
 

@@ -83,15 +83,33 @@ func (s *Store) ReviewGet(ctx context.Context, id int64) (*lapse.Review, error) 
 	return rs[0], nil
 }
 
-// ReviewCreate inserts r, open, and returns it with its id.
+// ReviewCreate inserts r, open, and returns it with its id; when an open
+// review of its order and delivery has its reason (reviews_open_once_key),
+// it inserts nothing and returns that one.
 func (s *Store) ReviewCreate(ctx context.Context, r *lapse.Review) (*lapse.Review, error) {
-	rs, err := s.queryReviews(ctx, `INSERT INTO reviews (order_id, order_no, reason, delivery_id, order_refund_id, created_at)
-		VALUES ($1, $2, $3, nullif($4::bigint, 0), nullif($5::bigint, 0), $6) RETURNING `+reviewColumns,
-		r.OrderID, r.OrderNo, r.Reason, r.DeliveryID, r.OrderRefundID, r.CreatedAt)
+	var got *lapse.Review
+	err := s.Tx(ctx, func(tx lapse.Store) error {
+		db := tx.(*Store)
+		rs, err := db.queryReviews(ctx, `INSERT INTO reviews (order_id, order_no, reason, delivery_id, order_refund_id, created_at)
+			VALUES ($1, $2, $3, nullif($4::bigint, 0), nullif($5::bigint, 0), $6) ON CONFLICT DO NOTHING RETURNING `+reviewColumns,
+			r.OrderID, r.OrderNo, r.Reason, r.DeliveryID, r.OrderRefundID, r.CreatedAt)
+		if err == nil && len(rs) == 0 {
+			rs, err = db.queryReviews(ctx, `SELECT `+reviewColumns+` FROM reviews
+				WHERE order_id = $1 AND coalesce(delivery_id, 0) = $2 AND reason = $3 AND resolved_at IS NULL`,
+				r.OrderID, r.DeliveryID, r.Reason)
+		}
+		if err == nil && len(rs) == 0 {
+			err = lapse.ErrStale // the open one was resolved in between
+		}
+		if err == nil {
+			got = rs[0]
+		}
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: create review of order %s: %w", r.OrderNo, err)
 	}
-	return rs[0], nil
+	return got, nil
 }
 
 // reviewResolveSQL resolves the open reviews whose column match is $4: id

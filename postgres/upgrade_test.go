@@ -14,6 +14,7 @@ import (
 	"github.com/lapsehq/lapse/flows"
 	"github.com/lapsehq/lapse/internal/testenv"
 	"github.com/lapsehq/lapse/postgres"
+	"github.com/lapsehq/lapse/storetest"
 )
 
 // TestUpgradeToDeadlineTable starts from the schema the release before the
@@ -517,4 +518,22 @@ func storeAt(t *testing.T, version int64) (*postgres.Store, string) {
 		t.Fatal(err)
 	}
 	return s, dsn
+}
+
+// TestUpgradeReviewOnce starts from the schema before 0030, writes reviews
+// as an earlier Lapse could, open duplicates among them, and migrates: the
+// duplicates are resolved, one of each stays open
+// (storetest.RunReviewOnceUpgrade).
+func TestUpgradeReviewOnce(t *testing.T) {
+	t.Parallel()
+	s, dsn := storeAt(t, 29)
+	ctx := context.Background()
+	conn := connect(t, dsn)
+	storetest.RunReviewOnceUpgrade(t, s, func(r *lapse.Review) {
+		if _, err := conn.Exec(ctx, `INSERT INTO reviews (order_id, order_no, reason, delivery_id, created_at, resolved_at, resolved_by)
+			VALUES ($1, $2, $3, nullif($4::bigint, 0), $5, $6, $7)`,
+			r.OrderID, r.OrderNo, r.Reason, r.DeliveryID, r.CreatedAt, r.ResolvedAt, r.ResolvedBy); err != nil {
+			t.Fatal(err)
+		}
+	}, func() error { return s.Migrate(ctx) })
 }

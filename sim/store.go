@@ -203,6 +203,10 @@ func (s *faultStore) GroupMemberGet(ctx context.Context, key string) (*lapse.Gro
 	return call1(s, "GroupMemberGet", func() (*lapse.GroupMember, error) { return s.Store.GroupMemberGet(ctx, key) })
 }
 
+func (s *faultStore) GroupMemberGetByTxn(ctx context.Context, provider, txnID string) (*lapse.GroupMember, error) {
+	return call1(s, "GroupMemberGetByTxn", func() (*lapse.GroupMember, error) { return s.Store.GroupMemberGetByTxn(ctx, provider, txnID) })
+}
+
 func (s *faultStore) GroupMemberUpdate(ctx context.Context, p *lapse.GroupMemberUpdateParams) (*lapse.GroupMember, error) {
 	return call1(s, "GroupMemberUpdate", func() (*lapse.GroupMember, error) { return s.Store.GroupMemberUpdate(ctx, p) })
 }

@@ -16,23 +16,28 @@ import (
 
 // Reviews are created by DeliveryFinish, when a delivery dies, by
 // PaymentCreate and PaymentUpdate, when a payment goes to review, by
-// GroupMemberUpdate and by OrderRefundUpdate, and resolved by ReviewResolve.
+// GroupMemberUpdate, when a member's charge does, and by OrderRefundUpdate,
+// once per order, delivery and reason while open (lapse.Review); and
+// resolved by ReviewResolve.
 
 const reviewCols = `id, order_id, order_no, reason, delivery_id, order_refund_id, created_at, resolved_at, resolved_by, note`
 
-// review inserts r, open; a DeliveryID or OrderRefundID of zero is stored
-// as none.
+// review inserts r, open, unless an open review of its order and delivery
+// has its reason (reviews_open_once_key): that one stands for it. A
+// DeliveryID or OrderRefundID of zero is stored as none.
 func (w *writeTx) review(ctx context.Context, r *lapse.Review) error {
 	_, err := w.tx.ExecContext(ctx, `INSERT INTO reviews (order_id, order_no, reason, delivery_id, order_refund_id, created_at)
-		VALUES (?, ?, ?, ?, ?, ?)`, r.OrderID, r.OrderNo, r.Reason, nullInt64(r.DeliveryID), nullInt64(r.OrderRefundID),
-		column.Micros(r.CreatedAt))
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, r.OrderID, r.OrderNo, r.Reason, nullInt64(r.DeliveryID),
+		nullInt64(r.OrderRefundID), column.Micros(r.CreatedAt))
 	if err != nil {
 		return fmt.Errorf("review: %w", err)
 	}
 	return nil
 }
 
-// ReviewCreate inserts r, open, and returns it with its id.
+// ReviewCreate inserts r, open, and returns it with its id; when an open
+// review of its order and delivery has its reason (reviews_open_once_key),
+// it inserts nothing and returns that one.
 func (s *Store) ReviewCreate(ctx context.Context, r *lapse.Review) (*lapse.Review, error) {
 	var got *lapse.Review
 	err := s.write(ctx, func(w *writeTx) error {
@@ -40,7 +45,9 @@ func (s *Store) ReviewCreate(ctx context.Context, r *lapse.Review) (*lapse.Revie
 			return err
 		}
 		var err error
-		got, err = scanReview(w.tx.QueryRowContext(ctx, `SELECT `+reviewCols+` FROM reviews WHERE id = last_insert_rowid()`))
+		got, err = scanReview(w.tx.QueryRowContext(ctx, `SELECT `+reviewCols+` FROM reviews
+			WHERE order_id = ? AND coalesce(delivery_id, 0) = ? AND reason = ? AND resolved_at IS NULL`,
+			r.OrderID, r.DeliveryID, r.Reason))
 		return err
 	})
 	if err != nil {

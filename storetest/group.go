@@ -477,3 +477,79 @@ func testCardInTx(t *testing.T, s lapse.Store) {
 		t.Errorf("CardIssue after rollback = %v, %v", created, err)
 	}
 }
+
+// testGroupMemberGetByTxn finds a member by its charge's transaction, of
+// its provider: the first by id when several say so, none for an empty id.
+func testGroupMemberGetByTxn(t *testing.T, s lapse.Store) {
+	ctx := ctxT(t)
+	o := mustCreate(t, s, "GT-1", base.Add(time.Hour), base)
+	var ms []*lapse.GroupMember
+	for _, u := range []string{"u1", "u2", "u3", "u4"} {
+		m, _, err := s.GroupMemberAdd(ctx, newMember(o, u))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	at := base.Add(2 * time.Minute)
+	for i, c := range []struct {
+		to  lapse.ChargeStatus
+		txn string
+	}{{lapse.ChargeCharged, "t-1"}, {lapse.ChargeFailed, "t-2"}, {lapse.ChargeCharged, "t-2"}} {
+		got, err := s.GroupMemberUpdate(ctx, &lapse.GroupMemberUpdateParams{ID: ms[i].ID, From: lapse.ChargePending, To: c.to, TxnID: c.txn, At: at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms[i] = got
+	}
+	for _, c := range []struct {
+		provider, txn string
+		want          *lapse.GroupMember // nil: not found
+	}{
+		{"sandbox", "t-1", ms[0]},
+		{"sandbox", "t-2", ms[1]},
+		{"other", "t-1", nil},
+		{"sandbox", "t-9", nil},
+		{"sandbox", "", nil}, // u4 is pending: no transaction yet
+	} {
+		got, err := s.GroupMemberGetByTxn(ctx, c.provider, c.txn)
+		switch {
+		case c.want == nil && (!errors.Is(err, lapse.ErrGroupMemberNotFound) || lapse.ErrorCode(err) != lapse.ENOTFOUND):
+			t.Errorf("GroupMemberGetByTxn(%s, %q) = %+v, %v; want ErrGroupMemberNotFound", c.provider, c.txn, got, err)
+		case c.want != nil && (err != nil || memberString(got) != memberString(c.want)):
+			t.Errorf("GroupMemberGetByTxn(%s, %q) = %+v, %v; want %s", c.provider, c.txn, got, err, memberString(c.want))
+		}
+	}
+}
+
+// testGroupMemberCaptured keeps what the provider took by a member's
+// transaction as given, and keeps it through changes that do not set it.
+func testGroupMemberCaptured(t *testing.T, s lapse.Store) {
+	ctx := ctxT(t)
+	o := mustCreate(t, s, "GK-1", base.Add(time.Hour), base)
+	m, _, err := s.GroupMemberAdd(ctx, newMember(o, "u1"))
+	if err != nil || m.CapturedAmount != 0 || m.CapturedCurrency != "" {
+		t.Fatalf("GroupMemberAdd = %s, %v; want nothing captured", memberString(m), err)
+	}
+	at := base.Add(2 * time.Minute)
+	for _, c := range []struct {
+		from, to lapse.ChargeStatus
+		amount   int64
+		currency string
+		want     int64
+		wantCur  string
+	}{
+		{lapse.ChargePending, lapse.ChargeFailed, 500, "USD", 500, "USD"},
+		{lapse.ChargeFailed, lapse.ChargeCharging, 0, "", 500, "USD"}, // kept
+		{lapse.ChargeCharging, lapse.ChargeCharged, 999, "CNY", 999, "CNY"},
+	} {
+		got, err := s.GroupMemberUpdate(ctx, &lapse.GroupMemberUpdateParams{ID: m.ID, From: c.from, To: c.to, TxnID: "t-k",
+			CapturedAmount: c.amount, CapturedCurrency: c.currency, At: at})
+		if err != nil || got.CapturedAmount != c.want || got.CapturedCurrency != c.wantCur {
+			t.Fatalf("%s → %s capturing %d %s = %s, %v; want %d %s", c.from, c.to, c.amount, c.currency, memberString(got), err, c.want, c.wantCur)
+		}
+		if read, err := s.GroupMemberGet(ctx, m.Key); err != nil || memberString(read) != memberString(got) {
+			t.Errorf("GroupMemberGet = %s, %v; want %s", memberString(read), err, memberString(got))
+		}
+	}
+}

@@ -306,11 +306,232 @@ func testReviewCreate(t *testing.T, s lapse.Store) {
 	if err != nil || r2.ID == r1.ID {
 		t.Fatalf("second ReviewCreate = %+v, %v", r2, err)
 	}
+	// The same thing said again while r1 is open is r1.
+	again, err := s.ReviewCreate(ctx, &lapse.Review{OrderID: o.ID, OrderNo: o.OrderNo, Reason: "a callback Lapse cannot read", CreatedAt: at.Add(time.Hour)})
+	if err != nil || fmt.Sprint(*again) != fmt.Sprint(*r1) {
+		t.Fatalf("ReviewCreate of r1's reason again = %+v, %v; want r1 %+v", again, err, r1)
+	}
 	rs, err := s.ReviewList(ctx, &lapse.ReviewListParams{OrderID: o.ID, Open: true})
 	if err != nil || fmt.Sprint(reviewIDs(rs)) != fmt.Sprint([]int64{r2.ID, r1.ID}) {
 		t.Errorf("open reviews of RC-1 = %v, %v; want %d and %d, newest first", reviewIDs(rs), err, r2.ID, r1.ID)
 	}
 	if got, err := s.ReviewGet(ctx, r1.ID); err != nil || fmt.Sprint(*got) != fmt.Sprint(*r1) {
 		t.Errorf("ReviewGet = %+v, %v; want %+v", got, err, r1)
+	}
+}
+
+// reviewSubjects adds to o what a review may be written with: member u1,
+// pending, and the payment txn, in review.
+func reviewSubjects(t *testing.T, s lapse.Store, o *lapse.Order, txn string) (*lapse.GroupMember, *lapse.Payment) {
+	t.Helper()
+	m, _, err := s.GroupMemberAdd(ctxT(t), newMember(o, "u1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPayment(o, txn, base.Add(time.Minute))
+	p.Payment.Status = lapse.PaymentReview
+	pay, _, err := s.PaymentCreate(ctxT(t), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, pay
+}
+
+// testReviewOnce writes reviews with the changes that carry them: an open
+// review is one per order, delivery and reason, the change going ahead
+// without a second; another reason, delivery or order is another review,
+// and once the review is resolved the same reason opens a new one.
+func testReviewOnce(t *testing.T, s lapse.Store) {
+	ctx := ctxT(t)
+	o := createWithSubs(t, s, "RO-1", base, "refund")
+	other := mustCreate(t, s, "RO-2", base.Add(time.Hour), base)
+	ds, err := s.DeliveryList(ctx, o.ID)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("DeliveryList = %d, %v", len(ds), err)
+	}
+	m, pay := reviewSubjects(t, s, o, "txn-ro")
+	n := 0
+	review := func(o *lapse.Order, deliveryID int64, reason string) *lapse.Review {
+		n++
+		return &lapse.Review{OrderID: o.ID, OrderNo: o.OrderNo, DeliveryID: deliveryID, Reason: reason, CreatedAt: base.Add(time.Duration(n) * time.Minute)}
+	}
+	touchMember := func(r *lapse.Review) {
+		t.Helper()
+		got, err := s.GroupMemberUpdate(ctx, &lapse.GroupMemberUpdateParams{ID: m.ID, From: lapse.ChargePending, To: lapse.ChargePending,
+			Error: r.Reason, At: r.CreatedAt, Review: r})
+		if err != nil || got.LastError != r.Reason || !got.UpdatedAt.Equal(r.CreatedAt) {
+			t.Fatalf("GroupMemberUpdate with review %q = %s, %v; want the change made", r.Reason, memberString(got), err)
+		}
+	}
+	touchPayment := func(r *lapse.Review) {
+		t.Helper()
+		got, err := s.PaymentUpdate(ctx, &lapse.PaymentUpdateParams{ID: pay.ID, From: lapse.PaymentReview, To: lapse.PaymentReview,
+			Reason: r.Reason, At: r.CreatedAt, Review: r})
+		if err != nil || got.Reason != r.Reason || !got.UpdatedAt.Equal(r.CreatedAt) {
+			t.Fatalf("PaymentUpdate with review %q = %+v, %v; want the change made", r.Reason, got, err)
+		}
+	}
+	touchMember(review(o, 0, "said once"))
+	touchMember(review(o, 0, "said once"))
+	touchPayment(review(o, 0, "said once"))
+	touchPayment(review(o, ds[0].ID, "said once")) // of a delivery: another subject
+	touchPayment(review(other, 0, "said once"))    // of another order
+	touchMember(review(o, 0, "said twice"))
+	if _, created, err := s.PaymentCreate(ctx, func() *lapse.PaymentCreateParams {
+		p := newPayment(o, "txn-ro-2", base.Add(time.Hour))
+		p.Payment.Status, p.Review = lapse.PaymentReview, review(o, 0, "said twice")
+		return p
+	}()); err != nil || !created {
+		t.Fatalf("PaymentCreate with a review said already = created %v, %v; want the payment created", created, err)
+	}
+	count := func(o *lapse.Order, open bool) map[string]int {
+		t.Helper()
+		rs, err := s.ReviewList(ctx, &lapse.ReviewListParams{OrderID: o.ID, Open: open})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := map[string]int{}
+		for _, r := range rs {
+			c[fmt.Sprintf("%s/%t", r.Reason, r.DeliveryID != 0)]++
+		}
+		return c
+	}
+	if got, want := count(o, true), map[string]int{"said once/false": 1, "said once/true": 1, "said twice/false": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("open reviews of RO-1 = %v; want %v", got, want)
+	}
+	if got := count(other, true); got["said once/false"] != 1 || len(got) != 1 {
+		t.Errorf("open reviews of RO-2 = %v; want one", got)
+	}
+	// Resolved, the same reason is a new review.
+	if _, err := s.ReviewResolve(ctx, &lapse.ReviewResolveParams{OrderID: o.ID, At: base.Add(2 * time.Hour), By: "operator:alice"}); err != nil {
+		t.Fatal(err)
+	}
+	touchMember(review(o, 0, "said once"))
+	touchMember(review(o, 0, "said once"))
+	if got := count(o, true); got["said once/false"] != 1 || len(got) != 1 {
+		t.Errorf("open reviews of RO-1 after resolving = %v; want one, said once", got)
+	}
+	if got := count(o, false); got["said once/false"] != 2 || got["said twice/false"] != 1 {
+		t.Errorf("reviews of RO-1 after resolving = %v; want said once twice (one resolved), said twice once", got)
+	}
+}
+
+// testReviewOnceConcurrent writes one review many times at once, with
+// touches of one member, of one payment, and with new payments each
+// (which share no row): one review is open, and every change is made.
+func testReviewOnceConcurrent(t *testing.T, s lapse.Store) {
+	ctx := ctxT(t)
+	o := mustCreate(t, s, "ROC-1", base.Add(time.Hour), base)
+	m, pay := reviewSubjects(t, s, o, "txn-roc")
+	const n = 12
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 3 * n {
+		at := base.Add(time.Duration(i+2) * time.Minute)
+		wg.Go(func() {
+			<-start
+			var err error
+			switch i % 3 {
+			case 0:
+				_, err = s.GroupMemberUpdate(ctx, &lapse.GroupMemberUpdateParams{ID: m.ID, From: lapse.ChargePending, To: lapse.ChargePending,
+					At: at, Review: &lapse.Review{OrderID: o.ID, OrderNo: o.OrderNo, Reason: "member said again", CreatedAt: at}})
+			case 1:
+				_, err = s.PaymentUpdate(ctx, &lapse.PaymentUpdateParams{ID: pay.ID, From: lapse.PaymentReview, To: lapse.PaymentReview,
+					At: at, Review: &lapse.Review{OrderID: o.ID, OrderNo: o.OrderNo, Reason: "payment said again", CreatedAt: at}})
+			default:
+				p := newPayment(o, fmt.Sprintf("txn-roc-%d", i), at)
+				p.Payment.Status = lapse.PaymentReview
+				p.Review = &lapse.Review{OrderID: o.ID, OrderNo: o.OrderNo, Reason: "captured again", CreatedAt: at}
+				var created bool
+				if _, created, err = s.PaymentCreate(ctx, p); err == nil && !created {
+					err = fmt.Errorf("payment %s not created", p.Payment.TxnID)
+				}
+			}
+			if err != nil {
+				t.Errorf("writer %d: %v", i, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	rs, err := s.ReviewList(ctx, &lapse.ReviewListParams{OrderID: o.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := map[string]int{}
+	for _, r := range rs {
+		c[r.Reason]++
+	}
+	if want := map[string]int{"member said again": 1, "payment said again": 1, "captured again": 1}; fmt.Sprint(c) != fmt.Sprint(want) {
+		t.Errorf("reviews of ROC-1 = %v; want %v", c, want)
+	}
+	if pays, err := s.PaymentList(ctx, &lapse.PaymentListParams{OrderID: o.ID}); err != nil || len(pays) != n+1 {
+		t.Errorf("payments of ROC-1 = %d, %v; want %d", len(pays), err, n+1)
+	}
+}
+
+// RunReviewOnceUpgrade checks the migration that makes an open review one
+// per order, delivery and reason, on a store s whose schema is the one
+// before it. It creates an order through s and has insert write its reviews
+// as an earlier Lapse could (open duplicates among them, resolved ones with
+// ResolvedAt and ResolvedBy set, one of a delivery), then runs migrate: the first of each open set stays
+// open, the others are resolved by the migration, naming it, and the
+// resolved ones are as they were. Writing a review said already then
+// writes none.
+func RunReviewOnceUpgrade(t *testing.T, s lapse.Store, insert func(r *lapse.Review), migrate func() error) {
+	t.Helper()
+	ctx := ctxT(t)
+	o := mustCreate(t, s, "RU-1", base.Add(time.Hour), base)
+	rows := []struct {
+		reason   string
+		delivery int64
+		resolved bool
+	}{
+		{"said thrice", 0, false}, {"said thrice", 0, true}, {"said thrice", 0, false}, {"said thrice", 0, false},
+		{"said thrice", 7, false}, {"said thrice", 7, false}, {"said once", 0, false},
+	}
+	for i, r := range rows {
+		rv := &lapse.Review{OrderID: o.ID, OrderNo: o.OrderNo, Reason: r.reason, DeliveryID: r.delivery,
+			CreatedAt: base.Add(time.Duration(i) * time.Minute)}
+		if r.resolved {
+			rv.ResolvedAt, rv.ResolvedBy = &rv.CreatedAt, "operator:alice"
+		}
+		insert(rv)
+	}
+	before, err := s.ReviewList(ctx, &lapse.ReviewListParams{OrderID: o.ID})
+	if err != nil || len(before) != len(rows) {
+		t.Fatalf("reviews before the upgrade = %d, %v; want %d", len(before), err, len(rows))
+	}
+	if err := migrate(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := s.ReviewList(ctx, &lapse.ReviewListParams{OrderID: o.ID})
+	if err != nil || len(after) != len(rows) {
+		t.Fatalf("reviews after the upgrade = %d, %v; want all %d", len(after), err, len(rows))
+	}
+	// Newest first: the rows as inserted, the last first.
+	ids := reviewIDs(after)
+	keep := map[int]int{2: 0, 3: 0, 5: 4} // a duplicate → the review it repeats
+	for i, r := range after {
+		n := len(rows) - 1 - i
+		was := before[i]
+		switch k, dup := keep[n]; {
+		case dup:
+			if r.ResolvedAt == nil || !strings.HasPrefix(r.ResolvedBy, "lapse migration") ||
+				r.Note != fmt.Sprintf("the same as review %d, which stays open", ids[len(rows)-1-k]) {
+				t.Errorf("duplicate review %d (%s) after the upgrade = %+v; want resolved by the migration, naming review %d", r.ID, r.Reason, r, ids[len(rows)-1-k])
+			}
+		case fmt.Sprint(*r) != fmt.Sprint(*was):
+			t.Errorf("review %d after the upgrade = %+v; want it as it was, %+v", r.ID, r, was)
+		}
+	}
+	p := newPayment(o, "txn-ru", base.Add(time.Hour))
+	p.Payment.Status = lapse.PaymentReview
+	p.Review = &lapse.Review{OrderID: o.ID, OrderNo: o.OrderNo, Reason: "said thrice", CreatedAt: base.Add(time.Hour)}
+	if _, created, err := s.PaymentCreate(ctx, p); err != nil || !created {
+		t.Fatalf("PaymentCreate after the upgrade = %v, %v", created, err)
+	}
+	if open, err := s.ReviewList(ctx, &lapse.ReviewListParams{OrderID: o.ID, Open: true}); err != nil || len(open) != 3 {
+		t.Errorf("open reviews after the upgrade and a review said again = %d, %v; want 3", len(open), err)
 	}
 }

@@ -93,6 +93,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"GroupMember", testGroupMember},
 		{"GroupMemberConcurrent", testGroupMemberConcurrent},
 		{"GroupMemberInTx", testGroupMemberInTx},
+		{"GroupMemberGetByTxn", testGroupMemberGetByTxn},
+		{"GroupMemberCaptured", testGroupMemberCaptured},
 		{"Card", testCard},
 		{"CardOrder", testCardOrder},
 		{"CardConcurrent", testCardConcurrent},
@@ -104,6 +106,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"ReviewList", testReviewList},
 		{"ReviewNote", testReviewNote},
 		{"ReviewResolveConcurrent", testReviewResolveConcurrent},
+		{"ReviewOnce", testReviewOnce},
+		{"ReviewOnceConcurrent", testReviewOnceConcurrent},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -357,7 +357,7 @@ var serveSettings = []*setting{
 		Doc:   "comma-separated NAME=SECRET that sign the requests to each provider port, each at least " + strconv.Itoa(webhook.MinSecretLen) + " bytes",
 		field: func(o *options) any { return &o.pf.providerSecrets }},
 	{Name: "payment-merchants", Kind: kindPairs,
-		Doc:   "comma-separated NAME=ACCOUNT: the merchant account each provider's payments must be made to",
+		Doc:   "comma-separated NAME=ACCOUNT: the merchant account each provider's payments and group members' charges must be made to",
 		field: func(o *options) any { return &o.pf.merchants }},
 	{Name: "payment-grace", Kind: kindPairs,
 		Doc:   "comma-separated FLOW=DURATION: how long past its deadline an order whose customer started paying in time stays open (checkout: 2m)",
