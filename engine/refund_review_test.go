@@ -22,12 +22,13 @@ func refundNotice(o *lapse.Order, txn, refundID string, amount int64, at time.Ti
 // TestRefundInReviewStays: once a report about a merchant refund disagreed
 // with the refund Lapse asked for (its answer, or its callback), the refund
 // is in review, and no later report completes it, however well it matches:
-// neither its callback nor the answer to the next attempt. The order waits,
-// REFUNDING, for an operator.
+// neither its callback, nor the answer to the next attempt, nor the
+// query-back after an answer was lost. The order waits, REFUNDING, for an
+// operator.
 func TestRefundInReviewStays(t *testing.T) {
 	eachStore(t, func(t *testing.T, open func() lapse.Store) {
 		clk := lapse.NewManualClock(t0)
-		prov := &fakeProvider{status: lapse.RefundProcessing}
+		prov := &fakeProvider{status: lapse.RefundProcessing, lose: map[string]bool{"RV-4": true}}
 		odd := map[string]bool{"RV-3": true} // the provider's answer disagrees
 		prov.answer = func(r *lapse.RefundRequest, ref *lapse.ProviderRefund) {
 			if odd[r.OrderNo] {
@@ -38,7 +39,7 @@ func TestRefundInReviewStays(t *testing.T) {
 		d := engine.NewDeliverer(e, engine.DelivererConfig{})
 		ctx := ctxT(t)
 		orders := map[string]*lapse.Order{}
-		for _, no := range []string{"RV-1", "RV-2", "RV-3"} {
+		for _, no := range []string{"RV-1", "RV-2", "RV-3", "RV-4"} {
 			o := create(t, e, checkout(no, time.Hour))
 			orders[no] = o
 			if _, err := e.ApplyPayment(ctx, paid(o, "txn-"+no, clk.Now())); err != nil {
@@ -48,9 +49,9 @@ func TestRefundInReviewStays(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		drain(t, d) // RV-1 and RV-2 processing; RV-3's answer disagrees
-		// A callback for another amount puts RV-1's and RV-2's refunds in review.
-		for _, no := range []string{"RV-1", "RV-2"} {
+		drain(t, d) // RV-1 and RV-2 processing; RV-3's answer disagrees; RV-4's is lost
+		// A callback for another amount puts RV-1's, RV-2's and RV-4's refunds in review.
+		for _, no := range []string{"RV-1", "RV-2", "RV-4"} {
 			if _, err := e.ApplyPayment(ctx, refundNotice(orders[no], "txn-"+no, "k-"+no, 500, clk.Now())); err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +72,7 @@ func TestRefundInReviewStays(t *testing.T) {
 			clk.Advance(time.Hour)
 			drain(t, d)
 		}
-		for _, no := range []string{"RV-1", "RV-2", "RV-3"} {
+		for _, no := range []string{"RV-1", "RV-2", "RV-3", "RV-4"} {
 			o, _ := e.Order(ctx, no)
 			rs, _ := e.OrderRefunds(ctx, no)
 			if o.State != flows.Refunding || len(rs) != 1 || rs[0].Status != lapse.OrderRefundReview {
