@@ -211,7 +211,9 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 		if rt.stake != nil {
 			// Admitted on the operator's own word, its orders count toward
 			// their next actions' (access.Service.Admit).
-			if st, err := rt.stake(s, r, body); err == nil {
+			st, err := rt.stake(s, r, body)
+			switch code := lapse.ErrorCode(err); {
+			case err == nil:
 				need, err := s.access.Admit(ctx, p, rt.audit, entry.Target, max(st.amount, st.atRisk), st.count)
 				if err != nil {
 					s.record(ctx, entry, err)
@@ -222,9 +224,16 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 					s.requestApproval(w, r, rt, entry, body, st)
 					return
 				}
+			case code == lapse.EINTERNAL || code == lapse.EUNAVAILABLE:
+				// The server could not tell it (a read failed): the call
+				// is not carried out unjudged.
+				s.record(ctx, entry, err)
+				s.error(w, r, err)
+				return
 			}
-			// A stake that cannot be told (an order that does not exist, a
-			// bad body) is the handler's to refuse.
+			// A stake that cannot be told because of the request (an
+			// order that does not exist, a bad body) is the handler's to
+			// refuse.
 		}
 	}
 	if rt.selfAudit {
