@@ -16,13 +16,14 @@ import (
 // never refused as unknown (the provider would send it until it gave up).
 //
 // A member's charge is also found by its transaction: a notice that
-// carries it under another number (the group's, another order's) is about
-// the charge too, and records no payment (txnNoticed).
+// carries it under the group's number, or one no order has, is about the
+// charge too, and records no payment (txnNoticed). Under the number of an
+// order that takes payments it is not looked for (apply says why).
 
 // txnNoticed answers a paid notice n that carries the transaction of a
 // group member's charge under another order number than the member's
-// charge key: the group's own number, another order's, another member's
-// key. The transaction is counted once, as the member's charge, so n
+// charge key: the group's own number, another member's key, a number no
+// order has (apply looks only for those). The transaction is counted once, as the member's charge, so n
 // records no payment and pays no order: it contradicts the charge, and is
 // put in review (once however often it comes) on the order it names, or on
 // the member's group when it names none, and handled is true. A notice

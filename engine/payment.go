@@ -75,10 +75,13 @@ func (ps *payments) serves(f *lapse.Flow) bool { return f.Pays != "" }
 // transaction, a charge Lapse did not ask for, a time the charge cannot
 // have) is put in review on the group, a second transaction recorded as a
 // payment in review. Nothing is charged or marked charged twice (S7). A
-// notice that carries a member's charge transaction under another number
-// (the group's, another order's) records no payment and pays no order:
-// the transaction is counted once, as the charge, and the notice is put in
-// review on the order it names (or the group). The payment returned is
+// notice that carries a member's charge transaction under the group's
+// number, or one no order has, records no payment: the transaction is
+// counted once, as the charge, and the notice is put in review on the
+// group. Under the number of an order that takes payments the members'
+// charges are not looked at: a provider reports a charge under the key
+// Lapse charged it by, and that read, outside the batched ones, cost a
+// third of the callbacks a second (BenchmarkCallback, 2026-12-06). The payment returned is
 // nil, but for a second transaction. A refund notice for a member's charge
 // (by its key or its transaction), which Lapse never refunds, is put in
 // review on the group.
@@ -130,11 +133,33 @@ func (ps *payments) apply(ctx context.Context, n *lapse.PaymentNotice) (*lapse.P
 	case lapse.NoticeUnreadable:
 		return ps.unreadableNoticed(ctx, n)
 	}
-	// A member's charge is not a payment: its transaction, under whatever
-	// number, is counted once, as the charge.
-	if handled, err := e.feat.groups.txnNoticed(ctx, n); handled {
-		return nil, err
+	// A member's charge is not a payment: its transaction, under the
+	// group's number or one no order has, is counted once, as the charge.
+	// It is looked for only when the notice's order takes no payments
+	// (errTakesNoPayments) or does not exist, so that a payment of an
+	// order costs no read beyond its batched ones.
+	got, err := ps.applyToOrder(ctx, n, false)
+	if !errors.Is(err, errTakesNoPayments) && lapse.ErrorCode(err) != lapse.ENOTFOUND {
+		return got, err
 	}
+	if handled, herr := e.feat.groups.txnNoticed(ctx, n); handled {
+		return nil, herr
+	}
+	if errors.Is(err, errTakesNoPayments) {
+		return ps.applyToOrder(ctx, n, true) // decided again: recorded in review
+	}
+	return got, err
+}
+
+// errTakesNoPayments: the notice's order follows a flow that takes no
+// payments, and the members' charges were not looked at yet.
+var errTakesNoPayments = errors.New("the order takes no payments")
+
+// applyToOrder applies n to the order it names (apply); membersLooked
+// says whether a member's charge of n's transaction was looked for, and
+// until it was, an order that takes no payments is errTakesNoPayments.
+func (ps *payments) applyToOrder(ctx context.Context, n *lapse.PaymentNotice, membersLooked bool) (*lapse.Payment, error) {
+	e := ps.e
 	// The same transaction again is found by the store's unique key on
 	// (provider, txn id), whichever way it is recorded below: it writes
 	// nothing and returns the payment recorded, so that a first callback is
@@ -152,6 +177,9 @@ func (ps *payments) apply(ctx context.Context, n *lapse.PaymentNotice) (*lapse.P
 			Currency: n.Currency, Merchant: n.Merchant, PaidAt: n.PaidAt, Status: lapse.PaymentApplied, Raw: n.Raw,
 			CreatedAt: now, UpdatedAt: now}
 		if !ps.serves(flow) {
+			if !membersLooked {
+				return nil, errTakesNoPayments
+			}
 			why := fmt.Sprintf("order %s follows flow %s, which takes no payments", o.OrderNo, flow.Name)
 			return ps.recordPayment(ctx, o, n, pay, lapse.PaymentReview, lapse.EventPaymentReview, why)
 		}
