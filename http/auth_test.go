@@ -1365,6 +1365,30 @@ func TestAccessServiceRowsHaveTheClientAddress(t *testing.T) {
 	}
 }
 
+// TestAccessApprovalRequestHasTheSecondFactor: the row of an approval
+// request is the maker's action, made with the second factor the risky
+// route asked for (S9): it says so, whether the code came with the request
+// or was still fresh in the session.
+func TestAccessApprovalRequestHasTheSecondFactor(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{ApprovalAmount: 500})
+	g.operator("alice", access.RoleOperator)
+	g.paidOrder("F-1", 1000)
+	g.paidOrder("F-2", 1000)
+	alice := session(g.login("alice"))
+	g.rows()
+
+	g.call("POST", "/v1/orders/F-1/refunds", `{"amount":600}`, alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).
+		want(t, http.StatusAccepted)
+	g.call("POST", "/v1/orders/F-2/refunds", `{"amount":700}`, alice).want(t, http.StatusAccepted)
+	rows := g.wantRows("second_factor alice ok", "approval.request alice ok", "approval.request alice ok")
+	for _, e := range rows {
+		if e.SecondFactor != "totp" {
+			t.Errorf("the row %s %s of %s has the second factor %q, want totp", e.Action, e.Target, e.ActorName, e.SecondFactor)
+		}
+	}
+}
+
 // TestAccessNoOpNeedsItsAuditRow: a call that succeeds without changing
 // anything (the same create again) commits no row with a change, so its row
 // is written after it; when that row cannot be written, the call is not
