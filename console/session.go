@@ -74,7 +74,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	if ck, err := r.Cookie(lapsehttp.SessionCookie); err == nil {
-		if err := c.cfg.Access.Logout(r.Context(), ck.Value); err != nil {
+		if err := c.cfg.Access.Logout(r.Context(), ck.Value, clientAddr(r)); err != nil {
 			c.log.Warn("console: logout failed", "err", err)
 		}
 	}

@@ -1339,8 +1339,8 @@ func TestAccessFourEyesAddsUpRefunds(t *testing.T) {
 }
 
 // TestAccessServiceRowsHaveTheClientAddress: the rows the access service
-// writes for a request (a second factor, an approval request, a decision)
-// say where the request came from, as the rows of the route do.
+// writes for a request (a second factor, an approval request, a decision,
+// a logout) say where the request came from, as the rows of the route do.
 func TestAccessServiceRowsHaveTheClientAddress(t *testing.T) {
 	t.Parallel()
 	g := newGuardedEnv(t, access.Config{ApprovalAmount: 500})
@@ -1356,8 +1356,9 @@ func TestAccessServiceRowsHaveTheClientAddress(t *testing.T) {
 	b := g.call("POST", "/v1/orders/C-2/refunds", `{"amount":700}`, alice).want(t, http.StatusAccepted).approval(t)
 	g.call("POST", fmt.Sprintf("/v1/approvals/%d/approve", a.ID), `{"code":"`+g.code("bob")+`"}`, bob).want(t, http.StatusOK)
 	g.call("POST", fmt.Sprintf("/v1/approvals/%d/reject", b.ID), `{"reason":"no"}`, bob).want(t, http.StatusOK)
+	g.call("DELETE", "/v1/sessions/current", "", alice).want(t, http.StatusNoContent)
 	rows := g.wantRows("second_factor alice ok", "approval.request alice ok", "approval.request alice ok",
-		"second_factor bob ok", "approval.approve bob ok", "refund.create alice ok", "approval.reject bob ok")
+		"second_factor bob ok", "approval.approve bob ok", "refund.create alice ok", "approval.reject bob ok", "logout alice ok")
 	for _, e := range rows {
 		if e.ClientAddr != "127.0.0.1" {
 			t.Errorf("the row %s of %s has the client address %q", e.Action, e.ActorName, e.ClientAddr)

@@ -101,7 +101,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, _ := r.Cookie(SessionCookie)
-	if err := s.access.Logout(r.Context(), c.Value); err != nil {
+	if err := s.access.Logout(r.Context(), c.Value, clientAddr(r)); err != nil {
 		s.error(w, r, err)
 		return
 	}
