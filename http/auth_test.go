@@ -1419,5 +1419,5 @@ func TestAccessNoOpNeedsItsAuditRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.call("POST", "/v1/orders", body, writer).want(t, http.StatusOK)
-	g.wantRows("order.create shop ok")
+	g.wantRows("order.create shop ok: the same request again; nothing changed")
 }
