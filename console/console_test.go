@@ -223,6 +223,34 @@ func TestLoginAndLanguage(t *testing.T) {
 	}
 }
 
+// TestLoginEndsTheSessionItReplaces: signing in over a session (another
+// operator at the same browser) ends the session whose cookie the new one
+// replaces, with its logout row; it does not live on unseen until it
+// expires.
+func TestLoginEndsTheSessionItReplaces(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{})
+	e.operator("alice", access.RoleOperator)
+	e.operator("bob", access.RoleOperator)
+	b := e.login("alice")
+	u, _ := url.Parse(e.srv.URL)
+	old := b.c.Jar.Cookies(u)
+	if resp := b.post("/console/login", url.Values{"name": {"bob"}, "password": {password}, "code": {e.code("bob")}, "next": {"/console/"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("bob's login = %d", resp.StatusCode)
+	}
+	if _, body := b.get("/console/"); !strings.Contains(body, "bob") {
+		t.Fatalf("after bob's login the console shows:\n%s", body)
+	}
+	replay := e.browser()
+	replay.c.Jar.SetCookies(u, old)
+	if status, _ := replay.get("/console/"); status != http.StatusSeeOther {
+		t.Errorf("alice's replaced session still opens the console: %d", status)
+	}
+	if row := e.auditRow("logout", "alice"); row == nil || row.Result != "ok" {
+		t.Errorf("the replaced session's logout row: %+v", row)
+	}
+}
+
 // TestPagesNeedTheirScope: the console shows what the API would: an
 // operator whose role grants no scope (a role of a newer version, on a
 // database it shares, gives none here) sees no order, queue, dashboard,

@@ -68,6 +68,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.renderStatus(w, r, http.StatusUnauthorized, "login", loginData{Next: next, Name: name, Failed: t(lang, "login.failed")})
 		return
 	}
+	lapsehttp.EndReplacedSession(r, c.cfg.Access, c.log)
 	http.SetCookie(w, lapsehttp.NewSessionCookie(token, p.Session))
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }

@@ -632,6 +632,29 @@ func TestAccessSession(t *testing.T) {
 	g.wantRows("order.create alice refused: the session is not valid or has ended")
 }
 
+// TestAccessLoginEndsTheSessionItReplaces: a login that comes with a
+// session cookie replaces it in the browser; the session it named ends
+// there and then, with its logout row, rather than living on unseen until
+// it expires.
+func TestAccessLoginEndsTheSessionItReplaces(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{})
+	g.operator("alice", access.RoleOperator)
+	g.operator("bob", access.RoleOperator)
+	alice := g.login("alice")
+	g.rows()
+	r := g.call("POST", "/v1/sessions", fmt.Sprintf(`{"name":"bob","password":%q,"code":%q}`, password, g.code("bob")), session(alice)).
+		want(t, http.StatusCreated)
+	bob := sessionCookie(t, r).Value
+	g.wantRows("login bob ok", "logout alice ok")
+	g.call("GET", "/v1/sessions/current", "", session(alice)).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	g.call("GET", "/v1/sessions/current", "", session(bob)).want(t, http.StatusOK)
+	// A failed login leaves the session it came with as it was.
+	g.call("POST", "/v1/sessions", `{"name":"alice","password":"wrong","code":"000000"}`, session(bob)).
+		refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	g.call("GET", "/v1/sessions/current", "", session(bob)).want(t, http.StatusOK)
+}
+
 // TestAccessEndedCredentialsAreAudited: a write refused because its
 // credential has ended (a revoked key, a session logged out or expired, an
 // operator disabled) is
