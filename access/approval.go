@@ -71,9 +71,10 @@ func (s *Service) needsApproval(ctx context.Context, as lapse.AccessStore, p *Pr
 // Currency, Count, Request and Reason) for a second operator: it records a
 // pending request made by the operator p, expiring ApprovalTTL from now,
 // with its audit row "approval.request", in one transaction, and returns
-// it. Only an operator's actions wait for approval (else EINVALID); Action
-// is required.
-func (s *Service) RequestApproval(ctx context.Context, p *Principal, a *lapse.Approval) (*lapse.Approval, error) {
+// it. secondFactor is the one p gave for the action (RequireSecondFactor's
+// answer), which the row keeps: the request is p's action (S9). Only an
+// operator's actions wait for approval (else EINVALID); Action is required.
+func (s *Service) RequestApproval(ctx context.Context, p *Principal, a *lapse.Approval, secondFactor string) (*lapse.Approval, error) {
 	if p == nil || p.Kind != KindOperator {
 		return nil, lapse.Errorf(lapse.EINVALID, "only operators' actions wait for approval")
 	}
@@ -97,7 +98,7 @@ func (s *Service) RequestApproval(ctx context.Context, p *Principal, a *lapse.Ap
 			"action": made.Action, "target": made.Target, "amount": made.Amount,
 			"currency": made.Currency, "count": made.Count,
 		})
-		e.At, e.Result, e.Reason, e.ApprovalID = now, "ok", made.Reason, made.ID
+		e.At, e.Result, e.Reason, e.ApprovalID, e.SecondFactor = now, "ok", made.Reason, made.ID, secondFactor
 		return lapse.AuditAppend(ctx, as, e)
 	})
 	if err != nil {

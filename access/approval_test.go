@@ -41,7 +41,7 @@ func (f *four) request(amount int64) *lapse.Approval {
 	a, err := f.svc.RequestApproval(f.ctx, f.alice, &lapse.Approval{
 		Action: "refund.create", Target: "order:A-1", Amount: amount, Currency: "EUR",
 		Request: []byte(`{"amount":` + itoa(amount) + `}`), Reason: "customer asked",
-	})
+	}, "totp")
 	if err != nil {
 		f.t.Fatalf("RequestApproval: %v", err)
 	}
@@ -374,8 +374,8 @@ func TestReject(t *testing.T) {
 	if got, err := f.svc.Reject(f.ctx, f.alice, b.ID, "withdrawn"); err != nil || got.Status != lapse.ApprovalRejected || got.ApproverName != "alice" {
 		t.Fatalf("withdraw: %+v, %v", got, err)
 	}
-	_, err = f.svc.RequestApproval(f.ctx, f.root, &lapse.Approval{Action: "refund.create"})
+	_, err = f.svc.RequestApproval(f.ctx, f.root, &lapse.Approval{Action: "refund.create"}, "")
 	wantErr(t, err, lapse.EINVALID, "")
-	_, err = f.svc.RequestApproval(f.ctx, f.alice, &lapse.Approval{})
+	_, err = f.svc.RequestApproval(f.ctx, f.alice, &lapse.Approval{}, "totp")
 	wantErr(t, err, lapse.EINVALID, "action")
 }

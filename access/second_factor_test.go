@@ -154,7 +154,7 @@ func TestSecondFactorEndedSession(t *testing.T) {
 	e := newEnv(t, access.Config{})
 	_, secret := e.addOperator("alice", access.RoleOperator)
 	token, p := e.login("alice", secret)
-	if err := e.svc.Logout(e.ctx, token); err != nil {
+	if err := e.svc.Logout(e.ctx, token, ""); err != nil {
 		t.Fatal(err)
 	}
 	code := e.next(secret)

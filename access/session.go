@@ -66,12 +66,13 @@ func (s *Service) sessionOf(ctx context.Context, token string) (*lapse.Session, 
 	return sess, o, nil
 }
 
-// Logout ends the session of token, leaving an audit row "logout". The
+// Logout ends the session of token, leaving an audit row "logout" that
+// names clientAddr, where the request to log out came from. The
 // session is kept, ended (its ExpiresAt now), so that a request that comes
 // with its token later is refused in its operator's name (SessionHolder).
 // A token that finds no session in force is not an error and writes
 // nothing: the session has ended either way.
-func (s *Service) Logout(ctx context.Context, token string) error {
+func (s *Service) Logout(ctx context.Context, token, clientAddr string) error {
 	if !validToken(token) {
 		return nil
 	}
@@ -99,7 +100,7 @@ func (s *Service) Logout(ctx context.Context, token string) error {
 		} else {
 			e = &lapse.AuditEntry{ActorKind: KindOperator, ActorID: strconv.FormatInt(sess.OperatorID, 10), Action: "logout"}
 		}
-		e.At, e.Result = now, "ok"
+		e.At, e.Result, e.ClientAddr = now, "ok", clientAddr
 		return lapse.AuditAppend(ctx, as, e)
 	})
 }

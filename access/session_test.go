@@ -46,7 +46,7 @@ func TestLogout(t *testing.T) {
 	o, secret := e.addOperator("alice", access.RoleViewer)
 	token, _ := e.login("alice", secret)
 	other, _ := e.login("alice", secret)
-	if err := e.svc.Logout(e.ctx, token); err != nil {
+	if err := e.svc.Logout(e.ctx, token, "192.0.2.7"); err != nil {
 		t.Fatal(err)
 	}
 	_, err := e.svc.Session(e.ctx, token)
@@ -55,13 +55,13 @@ func TestLogout(t *testing.T) {
 		t.Fatalf("the other session ended too: %v", err)
 	}
 	row := e.lastAudit("logout")
-	if row.ActorName != "alice" || row.ActorID != itoa(o.ID) || row.Result != "ok" {
+	if row.ActorName != "alice" || row.ActorID != itoa(o.ID) || row.Result != "ok" || row.ClientAddr != "192.0.2.7" {
 		t.Fatalf("audit row: %+v", row)
 	}
-	if err := e.svc.Logout(e.ctx, token); err != nil {
+	if err := e.svc.Logout(e.ctx, token, ""); err != nil {
 		t.Fatalf("logout twice: %v", err)
 	}
-	if err := e.svc.Logout(e.ctx, "nonsense"); err != nil {
+	if err := e.svc.Logout(e.ctx, "nonsense", ""); err != nil {
 		t.Fatalf("logout of nonsense: %v", err)
 	}
 	if n := len(e.audit("logout")); n != 1 {

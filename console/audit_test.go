@@ -157,6 +157,15 @@ func TestAuditPage(t *testing.T) {
 	}
 	bodyHas(t, "a bad batch", body, "Batch must be a whole number.")
 
+	// A success that changed nothing ("ok: …") is shown as a success, not
+	// in red as a refusal.
+	if err := e.access.Record(e.ctx, &lapse.AuditEntry{ActorKind: "key", ActorID: "k", ActorName: "shop", Action: "card.use",
+		Target: "card:7", Result: "ok: the same request again; nothing changed"}); err != nil {
+		t.Fatal(err)
+	}
+	bodyHas(t, "a repeat's row", alice.load("/console/audit?action=card.use", http.StatusOK),
+		`<span class="clip ok">ok: the same request again; nothing changed</span>`)
+
 	// Pages of 50, by cursor, with the filters kept.
 	for i := range 60 {
 		if err := e.access.Record(e.ctx, &lapse.AuditEntry{ActorKind: "cli", ActorID: "pager", ActorName: "pager", Action: "test.page",

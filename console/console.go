@@ -72,6 +72,11 @@ type page struct {
 	pattern string // a ServeMux pattern under Prefix, e.g. "GET /console/orders/{order_no}"
 	handler func(c *Console, w http.ResponseWriter, r *http.Request)
 	open    bool // served without a session (the login)
+	// scope is what the operator's role must grant to be served the page,
+	// as the API's routes its data comes from ask: orders:read unless set;
+	// "-" for a page every operator may use, whatever their role (their
+	// preferences, logging out).
+	scope string
 	// audit names the action a post of the page asks for and its target,
 	// as the API's audit log names them, for the row of a refusal the
 	// console makes itself (refusal.go). nil for a page whose posts the
@@ -85,13 +90,13 @@ func routes() []page {
 	return []page{
 		{pattern: "GET /console/login", handler: (*Console).loginPage, open: true},
 		{pattern: "POST /console/login", handler: (*Console).login, open: true},
-		{pattern: "POST /console/logout", handler: (*Console).logout, audit: logoutAudit},
-		{pattern: "POST /console/preferences", handler: (*Console).preferences},
+		{pattern: "POST /console/logout", handler: (*Console).logout, audit: logoutAudit, scope: "-"},
+		{pattern: "POST /console/preferences", handler: (*Console).preferences, scope: "-"},
 		{pattern: "GET /console/dashboard", handler: (*Console).dashboard},
 		{pattern: "GET /console/approvals", handler: (*Console).approvalsPage},
 		{pattern: "POST /console/approvals/{id}/approve", handler: (*Console).approve, audit: approveAudit},
 		{pattern: "POST /console/approvals/{id}/reject", handler: (*Console).reject, audit: rejectAudit},
-		{pattern: "GET /console/audit", handler: (*Console).auditPage},
+		{pattern: "GET /console/audit", handler: (*Console).auditPage, scope: access.ScopeAuditRead},
 		{pattern: "GET /console/close", handler: (*Console).closePage},
 		{pattern: "POST /console/close/preview", handler: (*Console).previewClose},
 		{pattern: "POST /console/close", handler: (*Console).startClose, audit: closeAudit},
@@ -142,7 +147,7 @@ func New(cfg Config) (*Console, error) {
 func (c *Console) serve(p page) http.HandlerFunc {
 	h := func(w http.ResponseWriter, r *http.Request) { p.handler(c, w, r) }
 	if !p.open {
-		h = c.withOperator(h)
+		h = c.withOperator(c.withScope(cmp.Or(p.scope, access.ScopeOrdersRead), h))
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(context.WithValue(r.Context(), pageKey{}, &p))
@@ -152,6 +157,23 @@ func (c *Console) serve(p page) http.HandlerFunc {
 			return
 		}
 		h(w, r)
+	}
+}
+
+// withScope serves h only to an operator whose role grants scope ("-":
+// any). The API refuses them its data and its actions all the same; the
+// console, which reads the store itself, must not show what the API would
+// refuse. A post refused here is in the audit log as the API's refusals
+// are (refusal.go).
+func (c *Console) withScope(scope string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		op := operatorOf(r)
+		if scope == "-" || op.Can(scope) {
+			h(w, r)
+			return
+		}
+		c.refused(w, r, op, lapse.Errorf(lapse.EFORBIDDEN, "this page needs the scope %s, which operator %q does not have", scope, op.Name))
+		http.Error(w, t(langOf(r, op.Lang), "common.forbidden"), http.StatusForbidden)
 	}
 }
 

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"database/sql"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -219,6 +220,73 @@ func TestLoginAndLanguage(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("cross-site POST = %d, want 403", resp.StatusCode)
+	}
+}
+
+// TestLoginEndsTheSessionItReplaces: signing in over a session (another
+// operator at the same browser) ends the session whose cookie the new one
+// replaces, with its logout row; it does not live on unseen until it
+// expires.
+func TestLoginEndsTheSessionItReplaces(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{})
+	e.operator("alice", access.RoleOperator)
+	e.operator("bob", access.RoleOperator)
+	b := e.login("alice")
+	u, _ := url.Parse(e.srv.URL)
+	old := b.c.Jar.Cookies(u)
+	if resp := b.post("/console/login", url.Values{"name": {"bob"}, "password": {password}, "code": {e.code("bob")}, "next": {"/console/"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("bob's login = %d", resp.StatusCode)
+	}
+	if _, body := b.get("/console/"); !strings.Contains(body, "bob") {
+		t.Fatalf("after bob's login the console shows:\n%s", body)
+	}
+	replay := e.browser()
+	replay.c.Jar.SetCookies(u, old)
+	if status, _ := replay.get("/console/"); status != http.StatusSeeOther {
+		t.Errorf("alice's replaced session still opens the console: %d", status)
+	}
+	if row := e.auditRow("logout", "alice"); row == nil || row.Result != "ok" {
+		t.Errorf("the replaced session's logout row: %+v", row)
+	}
+}
+
+// TestPagesNeedTheirScope: the console shows what the API would: an
+// operator whose role grants no scope (a role of a newer version, on a
+// database it shares, gives none here) sees no order, queue, dashboard,
+// close or approval, and may still set their preferences and log out.
+func TestPagesNeedTheirScope(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{})
+	e.operator("zed", access.RoleViewer)
+	if _, _, err := e.engine.CreateOrder(e.ctx, &lapse.OrderCreate{OrderNo: "S-1", Flow: "checkout", UserID: "u-secret",
+		Amount: 100, Currency: "CNY"}, engine.Actor{FiredBy: lapse.FiredByAPI, Name: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", e.dbPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(e.ctx, `UPDATE operators SET role = 'auditor-of-tomorrow' WHERE name = 'zed'`); err != nil {
+		t.Fatal(err)
+	}
+	b := e.login("zed")
+	for _, path := range []string{"/console/", "/console/orders/S-1", "/console/dashboard", "/console/approvals", "/console/audit",
+		"/console/close", "/console/close/1"} {
+		status, body := b.get(path)
+		if status != http.StatusForbidden || strings.Contains(body, "u-secret") {
+			t.Errorf("GET %s by an operator without scopes = %d:\n%s", path, status, body)
+		}
+	}
+	if resp := b.post("/console/close/preview", url.Values{"user_id": {"u-secret"}}); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a close preview by an operator without scopes = %d", resp.StatusCode)
+	}
+	if resp := b.post("/console/preferences", url.Values{"lang": {"zh"}, "time_zone": {"UTC"}, "next": {"/console/"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("preferences = %d", resp.StatusCode)
+	}
+	if resp := b.post("/console/logout", nil); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("logout = %d", resp.StatusCode)
 	}
 }
 

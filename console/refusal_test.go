@@ -153,6 +153,9 @@ func TestRefusalsAudited(t *testing.T) {
 	if resp := b.post("/console/logout", nil); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("logout = %d", resp.StatusCode)
 	}
+	if row := d.auditRow("logout", "alice"); row == nil || row.Result != "ok" || row.ClientAddr != "127.0.0.1" {
+		t.Errorf("the row of the logout: %+v, want ok from 127.0.0.1", row)
+	}
 	replay := d.browser()
 	replay.c.Jar.SetCookies(u, cookies)
 	if resp := replay.post("/console/orders/M-1/refund", url.Values{"amount": {"10"}, "idempotency_key": {"k-5"}}); resp.StatusCode != http.StatusUnauthorized {

@@ -30,12 +30,18 @@ type view struct {
 
 // funcs are the templates' functions.
 var funcs = template.FuncMap{
-	"t":     t,
-	"money": lapse.Money,
-	"when":  when,
-	"can":   func(p *access.Principal, scope string) bool { return p.Can(scope) },
-	"zones": func() []string { return commonZones },
+	"t":        t,
+	"money":    lapse.Money,
+	"when":     when,
+	"can":      func(p *access.Principal, scope string) bool { return p.Can(scope) },
+	"zones":    func() []string { return commonZones },
+	"okResult": okResult,
 }
+
+// okResult reports whether an audit row's result is a success: "ok", or
+// "ok: " and what the success was (a request repeated, a code sent again
+// while the second factor was fresh).
+func okResult(result string) bool { return result == "ok" || strings.HasPrefix(result, "ok: ") }
 
 // commonZones are the time zones the preferences offer.
 var commonZones = []string{"UTC", "Asia/Shanghai", "Asia/Hong_Kong", "Asia/Singapore", "Asia/Tokyo", "Europe/London",

@@ -68,13 +68,14 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.renderStatus(w, r, http.StatusUnauthorized, "login", loginData{Next: next, Name: name, Failed: t(lang, "login.failed")})
 		return
 	}
+	lapsehttp.EndReplacedSession(r, c.cfg.Access, c.log)
 	http.SetCookie(w, lapsehttp.NewSessionCookie(token, p.Session))
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	if ck, err := r.Cookie(lapsehttp.SessionCookie); err == nil {
-		if err := c.cfg.Access.Logout(r.Context(), ck.Value); err != nil {
+		if err := c.cfg.Access.Logout(r.Context(), ck.Value, clientAddr(r)); err != nil {
 			c.log.Warn("console: logout failed", "err", err)
 		}
 	}

@@ -194,7 +194,7 @@ func (c *Console) auditEntries(ctx context.Context, b *entryBuilder, o *lapse.Or
 			if a.Batch != 0 {
 				batch = "#" + strconv.FormatInt(a.Batch, 10)
 			}
-			b.add(a.At, "audit", a.Action+" · "+a.Result, a.Result != "ok",
+			b.add(a.At, "audit", a.Action+" · "+a.Result, !okResult(a.Result),
 				"target", a.Target, "actor", a.ActorKind+":"+a.ActorName, "role", a.Role, "reason", a.Reason,
 				"second_factor", a.SecondFactor, "approver", a.Approver, "approval", approval, "batch", batch,
 				"params", string(a.Params), "client", a.ClientAddr)

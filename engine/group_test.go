@@ -383,6 +383,14 @@ func TestGroupEndsOnlyAsAGroup(t *testing.T) {
 				t.Errorf("Fire(%s, %s as the group) = %v, want %s", c.no, c.f.Event, err, c.code)
 			}
 		}
+		// As an order's event, the group's CANCEL is refused before it is
+		// judged; a checkout's CANCEL ends that one order.
+		if _, err := e.FireStake(ctx, "G-1", cancel); lapse.ErrorCode(err) != lapse.EINVALID {
+			t.Errorf("FireStake(CANCEL) of an open group = %v, want invalid", err)
+		}
+		if n, err := e.FireStake(ctx, "C-1", cancel); n != 1 || err != nil {
+			t.Errorf("FireStake(CANCEL) of an unpaid checkout = %d, %v; want its 1 order", n, err)
+		}
 		o, err := e.Fire(ctx, "G-1", group)
 		if err != nil || o.State != flows.GroupCancelled {
 			t.Fatalf("CANCEL as the group = %+v, %v; want CANCELLED", o, err)
@@ -393,6 +401,9 @@ func TestGroupEndsOnlyAsAGroup(t *testing.T) {
 		// An order that is not a group buy cancels as ever.
 		if o, err := e.Fire(ctx, "C-1", cancel); err != nil || o.State != flows.Closed {
 			t.Errorf("CANCEL of a checkout = %+v, %v", o, err)
+		}
+		if _, err := e.FireStake(ctx, "C-1", cancel); lapse.ErrorCode(err) != lapse.ECONFLICT {
+			t.Errorf("FireStake(CANCEL) of a closed checkout = %v, want conflict", err)
 		}
 	})
 }

@@ -325,6 +325,40 @@ func (e *Engine) GroupFireStake(ctx context.Context, groupID string, f Fire) (in
 	return int64(len(ms)), err
 }
 
+// FireStake is what firing f at the order orderNo from outside (the events
+// API: f.External) puts at stake, in orders: 1 when f's event ends the
+// order, taking it to a terminal state (a CANCEL of an unpaid order), as a
+// manual close of it does; else 0. It changes nothing. Errors: those Fire
+// would return for f before it changes anything (lapse.ErrOrderNotFound;
+// EINVALID for an unknown or internal event, a bad reason, an event that
+// ends an open group buy; ECONFLICT when the order's state does not take
+// the event).
+func (e *Engine) FireStake(ctx context.Context, orderNo string, f Fire) (int64, error) {
+	f.External, f.Group = true, false
+	if err := f.checkRequest(); err != nil {
+		return 0, err
+	}
+	o, err := e.store.OrderGet(ctx, orderNo)
+	if err != nil {
+		return 0, err
+	}
+	flow, err := e.flows.of(o)
+	if err != nil {
+		return 0, err
+	}
+	if err := f.checkFlow(flow, o); err != nil {
+		return 0, err
+	}
+	p, err := flow.Plan(o, lapse.Firing{Event: f.Event, Now: e.clock.Now(), FiredBy: f.By.FiredBy, Actor: f.By.Name, Reason: f.Reason})
+	if err != nil {
+		return 0, err
+	}
+	if p.ClosedAt != nil { // the plan of a move to a terminal state
+		return 1, nil
+	}
+	return 0, nil
+}
+
 // Fire fires an event at the order with orderNo through its flow and returns
 // the order as it is afterwards. Errors: lapse.ErrOrderNotFound; EINVALID
 // when the flow has no such event or an external caller fires an internal

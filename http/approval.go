@@ -59,7 +59,7 @@ func (s *Server) requestApproval(w http.ResponseWriter, r *http.Request, rt *rou
 	a, err := s.access.RequestApproval(r.Context(), principalOf(r.Context()), &lapse.Approval{
 		Action: rt.audit, Target: entry.Target, Amount: st.amount, Currency: st.currency, Count: st.count,
 		Request: raw, Reason: st.reason,
-	})
+	}, entry.SecondFactor)
 	if err != nil {
 		s.error(w, r, err)
 		return

@@ -35,6 +35,23 @@ const SecondFactorHeader = "Lapse-Second-Factor"
 
 type principalKey struct{}
 
+// repeatKey carries a flag a handler sets (repeated) when its success
+// changed nothing because it repeated an earlier request (the same
+// Idempotency-Key, the same create): the row guarded then writes says so,
+// rather than a bare "ok" that reads as a second change.
+type repeatKey struct{}
+
+// resultRepeated is the result of the row of a repeated request.
+const resultRepeated = "ok: the same request again; nothing changed"
+
+// repeated notes that r, which succeeded, repeated an earlier request and
+// changed nothing (repeatKey).
+func repeated(r *http.Request) {
+	if p, _ := r.Context().Value(repeatKey{}).(*bool); p != nil {
+		*p = true
+	}
+}
+
 // principalOf returns who r acts as, nil on an unguarded route or server.
 func principalOf(ctx context.Context) *access.Principal {
 	p, _ := ctx.Value(principalKey{}).(*access.Principal)
@@ -246,6 +263,8 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 		return
 	}
 	rec := &auditRecorder{ResponseWriter: w, header: w.Header().Clone()}
+	again := false
+	ctx = context.WithValue(ctx, repeatKey{}, &again)
 	rt.handler(rec, r.WithContext(ctx))
 	if rec.status < 400 && engine.AuditWritten(ctx) {
 		rec.release()
@@ -253,6 +272,9 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 	}
 	e := *entry
 	e.Result = rec.result()
+	if again && rec.status < 400 {
+		e.Result = resultRepeated
+	}
 	err := s.access.Record(context.WithoutCancel(ctx), &e)
 	if err == nil {
 		rec.release()

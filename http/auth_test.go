@@ -632,6 +632,29 @@ func TestAccessSession(t *testing.T) {
 	g.wantRows("order.create alice refused: the session is not valid or has ended")
 }
 
+// TestAccessLoginEndsTheSessionItReplaces: a login that comes with a
+// session cookie replaces it in the browser; the session it named ends
+// there and then, with its logout row, rather than living on unseen until
+// it expires.
+func TestAccessLoginEndsTheSessionItReplaces(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{})
+	g.operator("alice", access.RoleOperator)
+	g.operator("bob", access.RoleOperator)
+	alice := g.login("alice")
+	g.rows()
+	r := g.call("POST", "/v1/sessions", fmt.Sprintf(`{"name":"bob","password":%q,"code":%q}`, password, g.code("bob")), session(alice)).
+		want(t, http.StatusCreated)
+	bob := sessionCookie(t, r).Value
+	g.wantRows("login bob ok", "logout alice ok")
+	g.call("GET", "/v1/sessions/current", "", session(alice)).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	g.call("GET", "/v1/sessions/current", "", session(bob)).want(t, http.StatusOK)
+	// A failed login leaves the session it came with as it was.
+	g.call("POST", "/v1/sessions", `{"name":"alice","password":"wrong","code":"000000"}`, session(bob)).
+		refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	g.call("GET", "/v1/sessions/current", "", session(bob)).want(t, http.StatusOK)
+}
+
 // TestAccessEndedCredentialsAreAudited: a write refused because its
 // credential has ended (a revoked key, a session logged out or expired, an
 // operator disabled) is
@@ -1202,6 +1225,72 @@ func TestAccessClosesAddUpPerOperator(t *testing.T) {
 	}
 }
 
+// TestAccessCancelsAddUpWithCloses: an event an operator fires that ends an
+// order (CANCEL of an unpaid one) closes it on their own word, as a manual
+// close of it does: it counts one order toward four eyes, with their
+// closes, so that closing orders one CANCEL at a time is no way around a
+// second operator. Keys are not counted; an event that does not end the
+// order counts nothing; an approved CANCEL is carried out as approved.
+func TestAccessCancelsAddUpWithCloses(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{ApprovalCount: 2})
+	g.operator("alice", access.RoleOperator)
+	g.operator("bob", access.RoleOperator)
+	for i := 1; i <= 5; i++ {
+		g.call("POST", "/v1/orders", fmt.Sprintf(`{"order_no":"CC-%d","flow":"checkout","user_id":"u","amount":100,"currency":"CNY","ttl":"72h"}`, i),
+			bearer(g.admin)).want(t, http.StatusCreated)
+	}
+	g.call("POST", "/v1/orders", `{"order_no":"CM-1","flow":"membership","user_id":"u","amount":100,"currency":"CNY","ttl":"72h"}`,
+		bearer(g.admin)).want(t, http.StatusCreated)
+	alice, bob := session(g.login("alice")), session(g.login("bob"))
+	cancel := func(no string, as ...cred) *response {
+		t.Helper()
+		return g.call("POST", "/v1/orders/"+no+"/events", `{"event":"CANCEL","reason":"fraud"}`, as...)
+	}
+	cancel("CC-1", alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).want(t, http.StatusOK)
+	// An event that does not end the order counts nothing.
+	g.call("POST", "/v1/orders/CM-1/events", `{"event":"SUBMIT"}`, alice).want(t, http.StatusOK)
+	body, _ := json.Marshal(map[string]any{"selector": map[string]any{"order_nos": []string{"CC-2"}}, "reason": "fraud"})
+	if a := g.call("POST", "/v1/closes", string(body), alice).want(t, http.StatusAccepted).approval(t); a.Status == lapse.ApprovalPending {
+		t.Fatalf("alice's second order closed on her word waits for approval: %+v", a)
+	}
+	// Two orders ended on her word today: the third waits.
+	a := cancel("CC-3", alice).want(t, http.StatusAccepted).approval(t)
+	if a.Status != lapse.ApprovalPending || a.Action != "order.fire" || a.Count != 1 || a.Target != "order:CC-3" {
+		t.Fatalf("alice's third order ended on her word: %+v, want it waiting for approval", a)
+	}
+	if o, _ := g.engine.Order(context.Background(), "CC-3"); o.State != "UNPAID" {
+		t.Fatalf("CC-3 is %s while its cancel waits for approval", o.State)
+	}
+	// A key cancels within its scope, uncounted.
+	writer := bearer(g.key("shop", access.ScopeOrdersWrite))
+	cancel("CC-4", writer).want(t, http.StatusOK)
+	g.call("POST", fmt.Sprintf("/v1/approvals/%d/approve", a.ID), `{"code":"`+g.code("bob")+`"}`, bob).want(t, http.StatusOK)
+	for _, no := range []string{"CC-1", "CC-2", "CC-3", "CC-4"} {
+		waitState(t, g, no, "CLOSED")
+	}
+	if o, _ := g.engine.Order(context.Background(), "CC-5"); o.State != "UNPAID" {
+		t.Errorf("CC-5 is %s; nothing closed it", o.State)
+	}
+}
+
+// waitState waits for the order no to reach state: a manual close runs
+// behind its answer.
+func waitState(t *testing.T, g *guardedEnv, no string, state lapse.State) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		o, err := g.engine.Order(context.Background(), no)
+		if err == nil && o.State == state {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("order %s: %+v, %v; want it %s", no, o, err, state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestAccessApprovalOnlyForValidRequests: a risky request above a threshold
 // is read as its handler reads it before it is held for approval, so that
 // a request its handler would refuse is refused at once, not held for a
@@ -1339,8 +1428,8 @@ func TestAccessFourEyesAddsUpRefunds(t *testing.T) {
 }
 
 // TestAccessServiceRowsHaveTheClientAddress: the rows the access service
-// writes for a request (a second factor, an approval request, a decision)
-// say where the request came from, as the rows of the route do.
+// writes for a request (a second factor, an approval request, a decision,
+// a logout) say where the request came from, as the rows of the route do.
 func TestAccessServiceRowsHaveTheClientAddress(t *testing.T) {
 	t.Parallel()
 	g := newGuardedEnv(t, access.Config{ApprovalAmount: 500})
@@ -1356,11 +1445,36 @@ func TestAccessServiceRowsHaveTheClientAddress(t *testing.T) {
 	b := g.call("POST", "/v1/orders/C-2/refunds", `{"amount":700}`, alice).want(t, http.StatusAccepted).approval(t)
 	g.call("POST", fmt.Sprintf("/v1/approvals/%d/approve", a.ID), `{"code":"`+g.code("bob")+`"}`, bob).want(t, http.StatusOK)
 	g.call("POST", fmt.Sprintf("/v1/approvals/%d/reject", b.ID), `{"reason":"no"}`, bob).want(t, http.StatusOK)
+	g.call("DELETE", "/v1/sessions/current", "", alice).want(t, http.StatusNoContent)
 	rows := g.wantRows("second_factor alice ok", "approval.request alice ok", "approval.request alice ok",
-		"second_factor bob ok", "approval.approve bob ok", "refund.create alice ok", "approval.reject bob ok")
+		"second_factor bob ok", "approval.approve bob ok", "refund.create alice ok", "approval.reject bob ok", "logout alice ok")
 	for _, e := range rows {
 		if e.ClientAddr != "127.0.0.1" {
 			t.Errorf("the row %s of %s has the client address %q", e.Action, e.ActorName, e.ClientAddr)
+		}
+	}
+}
+
+// TestAccessApprovalRequestHasTheSecondFactor: the row of an approval
+// request is the maker's action, made with the second factor the risky
+// route asked for (S9): it says so, whether the code came with the request
+// or was still fresh in the session.
+func TestAccessApprovalRequestHasTheSecondFactor(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{ApprovalAmount: 500})
+	g.operator("alice", access.RoleOperator)
+	g.paidOrder("F-1", 1000)
+	g.paidOrder("F-2", 1000)
+	alice := session(g.login("alice"))
+	g.rows()
+
+	g.call("POST", "/v1/orders/F-1/refunds", `{"amount":600}`, alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).
+		want(t, http.StatusAccepted)
+	g.call("POST", "/v1/orders/F-2/refunds", `{"amount":700}`, alice).want(t, http.StatusAccepted)
+	rows := g.wantRows("second_factor alice ok", "approval.request alice ok", "approval.request alice ok")
+	for _, e := range rows {
+		if e.SecondFactor != "totp" {
+			t.Errorf("the row %s %s of %s has the second factor %q, want totp", e.Action, e.Target, e.ActorName, e.SecondFactor)
 		}
 	}
 }
@@ -1394,5 +1508,5 @@ func TestAccessNoOpNeedsItsAuditRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.call("POST", "/v1/orders", body, writer).want(t, http.StatusOK)
-	g.wantRows("order.create shop ok")
+	g.wantRows("order.create shop ok: the same request again; nothing changed")
 }

@@ -36,6 +36,8 @@ func (s *Server) useCard(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if counted {
 		status = http.StatusCreated
+	} else {
+		repeated(r)
 	}
 	s.writeJSON(w, r, status, c)
 }

@@ -79,8 +79,9 @@ func TestCardVisitAudited(t *testing.T) {
 // TestCardVisitIdempotencyKey: a client that retries a visit after a lost
 // answer, under the same Idempotency-Key, gets the same answer, 200 where
 // the first was 201, and the member loses no visit: the retry counted a
-// second one. The key names one visit: the same key for another card is
-// refused, as is a key of another shape, and neither counts anything.
+// second one, and its audit row says that it changed nothing. The key names
+// one visit: the same key for another card is refused, as is a key of
+// another shape, and neither counts anything.
 func TestCardVisitIdempotencyKey(t *testing.T) {
 	t.Parallel()
 	g := newGuardedEnvPaying(t, access.Config{}, refundingProvider{})
@@ -90,9 +91,16 @@ func TestCardVisitIdempotencyKey(t *testing.T) {
 	visit := func(card int64, key string) *response {
 		return g.call("POST", fmt.Sprintf("/v1/cards/%d/visits", card), "", clerk, header("Idempotency-Key", key))
 	}
+	g.rows()
 	first, again := visit(id, "visit-1"), visit(id, "visit-1")
 	if n := g.used("M-1", id); n != 1 {
 		t.Fatalf("a visit and its retry under one key counted %d visits; want 1", n)
+	}
+	// The retry's row says it counted nothing: a bare "ok" reads as a
+	// second visit.
+	if rows := g.wantRows("card.use clerk ok", "card.use clerk ok: "); len(rows) == 2 &&
+		(rows[0].Result != "ok" || !strings.Contains(rows[1].Result, "nothing changed")) {
+		t.Errorf("the rows of a visit and its retry: %q and %q", rows[0].Result, rows[1].Result)
 	}
 	first.want(t, http.StatusCreated)
 	again.want(t, http.StatusOK)

@@ -96,6 +96,8 @@ func (s *Server) createGroup(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
+	} else {
+		repeated(r)
 	}
 	s.writeJSON(w, r, status, newGroupView(g))
 }
@@ -131,6 +133,8 @@ func (s *Server) joinGroup(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
+	} else {
+		repeated(r)
 	}
 	s.writeJSON(w, r, status, m)
 }

@@ -105,6 +105,8 @@ func (s *Server) createOrder(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK // a repeat of the request that created it
 	if created {
 		status = http.StatusCreated
+	} else {
+		repeated(r)
 	}
 	s.writeJSON(w, r, status, orderView(o))
 }

@@ -156,6 +156,8 @@ func (s *Server) refundOrder(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
+	} else {
+		repeated(r)
 	}
 	s.writeJSON(w, r, status, ref)
 }

@@ -162,7 +162,7 @@ func (s *Server) routes() []route {
 		{method: "POST", path: "/v1/orders", handler: s.createOrder, scope: write, audit: "order.create", target: "order:body.order_no"},
 		{method: "GET", path: "/v1/orders", handler: s.listOrders, scope: read},
 		{method: "GET", path: "/v1/orders/{order_no}", handler: s.getOrder, scope: read},
-		{method: "POST", path: "/v1/orders/{order_no}/events", handler: s.fireEvent, scope: write, audit: "order.fire", target: "order:{order_no}", risky: true},
+		{method: "POST", path: "/v1/orders/{order_no}/events", handler: s.fireEvent, scope: write, audit: "order.fire", target: "order:{order_no}", risky: true, stake: fireStake},
 		{method: "GET", path: "/v1/orders/{order_no}/events", handler: s.listEvents, scope: read},
 		{method: "PATCH", path: "/v1/orders/{order_no}/deadline", handler: s.setDeadline, scope: write, audit: "order.deadline", target: "order:{order_no}", risky: true},
 		{method: "GET", path: "/v1/orders/{order_no}/transitions", handler: s.listTransitions, scope: read},

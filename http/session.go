@@ -1,10 +1,13 @@
 package http
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/access"
 )
 
 // Operators' sessions: a login with name, password and TOTP code sets a
@@ -48,8 +51,24 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
+	EndReplacedSession(r, s.access, s.log)
 	http.SetCookie(w, NewSessionCookie(token, p.Session))
 	s.writeJSON(w, r, http.StatusCreated, sessionOut(p.Name, p.Role, p.Scopes, p.Session))
+}
+
+// EndReplacedSession ends the session of r's session cookie, if it has one,
+// with its logout row: r is a login that succeeded, whose new cookie
+// replaces the old one in the browser, and a session no one holds any more
+// must not stay in force until it expires. The console's login calls it
+// too. A failure is logged: the login stands.
+func EndReplacedSession(r *http.Request, acc *access.Service, log *slog.Logger) {
+	c, err := r.Cookie(SessionCookie)
+	if err != nil || c.Value == "" {
+		return
+	}
+	if err := acc.Logout(context.WithoutCancel(r.Context()), c.Value, clientAddr(r)); err != nil {
+		log.Warn("http: the session a login replaced could not be ended; it ends when it expires", "err", err)
+	}
 }
 
 // NewSessionCookie is the cookie of a new session with token: Secure,
@@ -101,7 +120,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, _ := r.Cookie(SessionCookie)
-	if err := s.access.Logout(r.Context(), c.Value); err != nil {
+	if err := s.access.Logout(r.Context(), c.Value, clientAddr(r)); err != nil {
 		s.error(w, r, err)
 		return
 	}

@@ -97,6 +97,23 @@ func groupRetryStake(s *Server, r *http.Request, body []byte) (stake, error) {
 	return retryBody(s, r, body, stake{amount: amount, currency: currency})
 }
 
+// fireStake is what an event fired at an order puts at stake: when it ends
+// the order (a CANCEL of an unpaid one), that order, counted as a manual
+// close of it counts it, so that closing orders one event at a time adds up
+// as closing them together does.
+func fireStake(s *Server, r *http.Request, body []byte) (stake, error) {
+	var req fireRequest
+	if err := s.decodeStake(r, body, &req); err != nil {
+		return stake{}, err
+	}
+	n, err := s.engine.FireStake(r.Context(), r.PathValue("order_no"), engine.Fire{Event: lapse.Event(req.Event),
+		Reason: req.Reason, By: actor(r)})
+	if err != nil {
+		return stake{}, err
+	}
+	return stake{count: n, reason: req.Reason}, nil
+}
+
 // groupFireStake is what an event fired at a group buy puts at stake: when
 // it ends the group while it is open, each member's purchase, counted as a
 // manual close counts its orders.
