@@ -317,6 +317,13 @@ func (f *Flow) Validate() error {
 		if f.Pays == "" {
 			return bad("refunds need a flow that takes payments")
 		}
+		for _, t := range f.Transitions {
+			if t.Event == r.Start && len(t.Emits) == 0 {
+				// The refund subscriber asks the provider on what it emits.
+				return bad("refunds: starting one (%s --%s--> %s) must emit an event, on which the provider is asked for the refund",
+					t.From, t.Event, t.To)
+			}
+		}
 	}
 	if g := f.Group; g != (GroupEvents{}) {
 		for _, ev := range []Event{g.Join, g.Settled, g.Failed, g.Retry} {

@@ -82,6 +82,12 @@ const (
 	NoticeUnreadable PaymentNoticeKind = "unreadable"
 )
 
+// MaxTxnIDLen bounds a provider's transaction and refund ids, and the
+// merchant account a notice names: longer than any provider's (Stripe's ids
+// are at most 255 characters, WeChat Pay's 32, Alipay's 64), and short enough
+// for every store's key columns.
+const MaxTxnIDLen = 255
+
 // PaymentNotice is what a verified provider callback says, in Lapse's terms.
 // Amounts are integer minor units; PaidAt is the provider's success time
 // (for a refund notice, the refund's). Currency is as the provider sent it

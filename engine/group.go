@@ -89,8 +89,8 @@ func GroupMinMembers(o *lapse.Order) (int, error) {
 		MinMembers json.RawMessage `json:"min_members"`
 	}
 	if len(o.Metadata) > 0 {
-		if err := json.Unmarshal(o.Metadata, &md); err != nil {
-			return 0, lapse.FieldError("metadata", "must be a JSON object")
+		if err := readMetadata(o.Metadata, &md, false); err != nil {
+			return 0, err
 		}
 	}
 	if len(md.MinMembers) == 0 || string(md.MinMembers) == "null" {

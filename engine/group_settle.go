@@ -35,11 +35,13 @@ func (s settler) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	}
 	by := Actor{FiredBy: lapse.FiredByEffect, Name: "engine " + e.node}
 	need, err := GroupMinMembers(g.Order)
-	if err != nil {
-		need = DefaultGroupMinMembers // checked at creation; a group with none joined never settles
-	}
-	if len(g.Members) < need {
+	if err != nil || len(g.Members) < need {
 		why := fmt.Sprintf("%d members joined, fewer than the %d the group needs: no one was charged", len(g.Members), need)
+		if err != nil {
+			// Checked at creation; a group stored before its keys were
+			// read exactly ({"Min_Members": 5}) is not charged on a guess.
+			why = fmt.Sprintf("its metadata does not say how many members it needs (%s): no one was charged", lapse.ErrorMessage(err))
+		}
 		_, err := e.Fire(ctx, g.Order.OrderNo, Fire{Event: flow.Group.Failed, By: by, Reason: why})
 		if err != nil && lapse.ErrorCode(err) != lapse.ECONFLICT {
 			return err

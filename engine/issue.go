@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -132,19 +131,20 @@ func CardSpecs(o *lapse.Order) ([]lapse.CardSpec, error) {
 		Cards json.RawMessage `json:"cards"`
 	}
 	if len(o.Metadata) > 0 {
-		if err := json.Unmarshal(o.Metadata, &md); err != nil {
-			return nil, lapse.FieldError("metadata", "must be a JSON object")
+		if err := readMetadata(o.Metadata, &md, false); err != nil {
+			return nil, err
 		}
 	}
 	if len(md.Cards) == 0 || string(md.Cards) == "null" {
 		return []lapse.CardSpec{{Product: DefaultCardProduct}}, nil
 	}
-	var specs []lapse.CardSpec
-	dec := json.NewDecoder(bytes.NewReader(md.Cards))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&specs); err != nil {
-		return nil, lapse.FieldError("metadata.cards", "must be a list of {\"product\": name, \"visits\": count}: %v", err)
+	var cards struct {
+		Cards []lapse.CardSpec `json:"cards"`
 	}
+	if err := readMetadata(append(append([]byte(`{"cards":`), md.Cards...), '}'), &cards, true); err != nil {
+		return nil, err
+	}
+	specs := cards.Cards
 	if len(specs) == 0 || len(specs) > maxCards {
 		return nil, lapse.FieldError("metadata.cards", "must name 1 to %d cards", maxCards)
 	}

@@ -121,10 +121,27 @@ func (e *Engine) ApplyPayment(ctx context.Context, n *lapse.PaymentNotice) (*lap
 
 func (ps *payments) apply(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
 	e := ps.e
+	// A transaction, refund or order id is a key Lapse finds the notice by
+	// again: one that no store keeps (too long, not UTF-8, NUL) names
+	// nothing, as a missing one does.
+	for _, f := range []struct{ name, id string }{{"txn_id", n.TxnID}, {"refund_id", n.RefundID}, {"order_no", n.OrderNo}} {
+		if len(f.id) > lapse.MaxTxnIDLen || !lapse.StorableText(f.id) {
+			return nil, lapse.FieldError(f.name, "must be UTF-8 text without NUL of at most %d bytes, as every provider's is", lapse.MaxTxnIDLen)
+		}
+	}
 	if !lapse.WellFormedCurrency(n.Currency) {
 		// Kept as the provider sent it, within what a store keeps as text.
 		c := *n
 		c.Currency = lapse.CleanReason(n.Currency)
+		n = &c
+	}
+	if len(n.Merchant) > lapse.MaxTxnIDLen || !lapse.StorableText(n.Merchant) {
+		// No account is named so: the notice cannot confirm whom it paid.
+		c := *n
+		c.Merchant = lapse.CleanReason(n.Merchant)
+		if c.Kind == lapse.NoticePaid && c.Review == "" {
+			c.Review = fmt.Sprintf("the merchant account it names is not text of at most %d bytes: %q", lapse.MaxTxnIDLen, c.Merchant)
+		}
 		n = &c
 	}
 	switch n.Kind {

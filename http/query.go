@@ -2,6 +2,7 @@ package http
 
 import (
 	"maps"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -29,4 +30,27 @@ func listQuery(rawQuery string, known ...string) (url.Values, error) {
 		}
 	}
 	return q, nil
+}
+
+// noQuery refuses a request with query parameters, naming the first, for a
+// route that takes none: a filter it ignored would answer everything, and
+// the caller would take it for what it asked.
+func (s *Server) noQuery(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.RawQuery != "" {
+			// Parsed as a list route's query is, so that a malformed one is
+			// refused the same way; a bare "?" leaves nothing to refuse.
+			q, err := url.ParseQuery(r.URL.RawQuery)
+			if err != nil {
+				err = lapse.Errorf(lapse.EINVALID, "the query string is malformed: %v", err)
+			} else if len(q) > 0 {
+				err = lapse.FieldError(slices.Sorted(maps.Keys(q))[0], "is not a parameter of this route, which takes none")
+			}
+			if err != nil {
+				s.error(w, r, err)
+				return
+			}
+		}
+		h(w, r)
+	}
 }

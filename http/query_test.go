@@ -44,3 +44,30 @@ func TestListFilters(t *testing.T) {
 		g.call("GET", q, "", admin).want(t, http.StatusOK)
 	}
 }
+
+// TestQueryOnlyWhereTaken: a route that takes no query parameters refuses
+// one, naming it, as a list route refuses one it does not take: GET
+// …/payments?status=applied answered every payment, and a caller counting
+// what it thought were the applied ones counted them all.
+func TestQueryOnlyWhereTaken(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{})
+	admin := bearer(g.admin)
+	g.call("PUT", "/v1/stock/tea", `{"on_hand":5}`, admin).want(t, http.StatusOK)
+	g.call("POST", "/v1/orders", `{"order_no":"A-1","flow":"checkout","user_id":"u1","amount":100,"currency":"CNY"}`, admin).want(t, http.StatusCreated)
+	for _, c := range []struct{ query, field string }{
+		{"/v1/orders/A-1/payments?status=applied", "status"},
+		{"/v1/orders/A-1/events?type=order.closed", "type"},
+		{"/v1/orders/A-1/deliveries?status=dead&limit=5", "limit"},
+		{"/v1/orders/A-1?fields=state", "fields"},
+		{"/v1/stock/tea?x", "x"},
+	} {
+		p := g.call("GET", c.query, "", admin).refused(t, http.StatusBadRequest, lapse.EINVALID)
+		if p.Field != c.field || !strings.Contains(p.Detail, "takes none") {
+			t.Errorf("GET %s: field %q, %q; want the field %s, saying the route takes none", c.query, p.Field, p.Detail, c.field)
+		}
+	}
+	for _, q := range []string{"/v1/orders/A-1/payments", "/v1/orders/A-1/events", "/v1/orders/A-1?", "/v1/stock/tea", "/healthz?probe=1"} {
+		g.call("GET", q, "", admin).want(t, http.StatusOK)
+	}
+}

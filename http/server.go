@@ -147,6 +147,9 @@ type route struct {
 	secret bool
 	// stake tells what a risky call puts at risk, for four eyes.
 	stake func(s *Server, r *http.Request, body []byte) (stake, error)
+	// query marks a GET route whose handler reads query parameters
+	// (listQuery); every other GET route under /v1/ refuses any (noQuery).
+	query bool
 }
 
 func (s *Server) routes() []route {
@@ -160,7 +163,7 @@ func (s *Server) routes() []route {
 	)
 	return []route{
 		{method: "POST", path: "/v1/orders", handler: s.createOrder, scope: write, audit: "order.create", target: "order:body.order_no"},
-		{method: "GET", path: "/v1/orders", handler: s.listOrders, scope: read},
+		{method: "GET", path: "/v1/orders", handler: s.listOrders, scope: read, query: true},
 		{method: "GET", path: "/v1/orders/{order_no}", handler: s.getOrder, scope: read},
 		{method: "POST", path: "/v1/orders/{order_no}/events", handler: s.fireEvent, scope: write, audit: "order.fire", target: "order:{order_no}", risky: true, stake: fireStake},
 		{method: "GET", path: "/v1/orders/{order_no}/events", handler: s.listEvents, scope: read},
@@ -181,7 +184,7 @@ func (s *Server) routes() []route {
 		{method: "POST", path: "/v1/groups/{group_id}/members", handler: s.joinGroup, scope: write, audit: "group.join", target: "group:{group_id}"},
 		{method: "POST", path: "/v1/groups/{group_id}/retry", handler: s.retryGroup, scope: pay, audit: "group.retry", target: "group:{group_id}", risky: true, stake: groupRetryStake},
 		{method: "POST", path: "/v1/groups/{group_id}/events", handler: s.fireGroupEvent, scope: ops, audit: "group.fire", target: "group:{group_id}", risky: true, stake: groupFireStake},
-		{method: "GET", path: "/v1/reviews", handler: s.listReviews, scope: read},
+		{method: "GET", path: "/v1/reviews", handler: s.listReviews, scope: read, query: true},
 		{method: "POST", path: "/v1/reviews/{id}/resolve", handler: s.resolveReview, scope: ops, audit: "review.resolve", target: "review:{id}"},
 		{method: "POST", path: "/v1/reviews/{id}/settle", handler: s.settleReview, scope: ref, audit: "review.settle", target: "review:{id}", risky: true, stake: settleStake},
 		{method: "PUT", path: "/v1/stock/{sku}", handler: s.putStock, scope: inv, audit: "stock.set", target: "stock:{sku}", risky: true},
@@ -193,14 +196,14 @@ func (s *Server) routes() []route {
 		{method: "PUT", path: "/v1/trigger", handler: s.putTrigger, scope: ops, audit: "trigger.set", target: "trigger", risky: true},
 		{method: "POST", path: "/v1/closes/preview", handler: s.previewClose, scope: read},
 		{method: "POST", path: "/v1/closes", handler: s.startClose, scope: ops, audit: "close.batch", selfAudit: true, target: "close", risky: true, stake: closeStake},
-		{method: "GET", path: "/v1/closes", handler: s.listCloses, scope: read},
+		{method: "GET", path: "/v1/closes", handler: s.listCloses, scope: read, query: true},
 		{method: "GET", path: "/v1/closes/{id}", handler: s.getClose, scope: read},
-		{method: "GET", path: "/v1/approvals", handler: s.listApprovals, scope: read},
+		{method: "GET", path: "/v1/approvals", handler: s.listApprovals, scope: read, query: true},
 		{method: "GET", path: "/v1/approvals/{id}", handler: s.getApproval, scope: read},
 		{method: "POST", path: "/v1/approvals/{id}/approve", handler: s.approve, scope: read, audit: "approval.approve", selfAudit: true, target: "approval:{id}", secret: true},
 		{method: "POST", path: "/v1/approvals/{id}/reject", handler: s.reject, scope: read, audit: "approval.reject", selfAudit: true, target: "approval:{id}", secret: true},
-		{method: "GET", path: "/v1/audit", handler: s.listAudit, scope: access.ScopeAuditRead},
-		{method: "GET", path: "/v1/audit/verify", handler: s.verifyAudit, scope: access.ScopeAuditRead},
+		{method: "GET", path: "/v1/audit", handler: s.listAudit, scope: access.ScopeAuditRead, query: true},
+		{method: "GET", path: "/v1/audit/verify", handler: s.verifyAudit, scope: access.ScopeAuditRead, query: true},
 		{method: "POST", path: "/v1/sessions", handler: s.login},
 		{method: "GET", path: "/v1/sessions/current", handler: s.getSession, scope: read},
 		{method: "DELETE", path: "/v1/sessions/current", handler: s.logout, scope: read},
@@ -274,6 +277,9 @@ func NewServer(e *engine.Engine, cfg Config) *Server {
 		s.requests = m
 	}
 	for _, rt := range routes {
+		if rt.method == "GET" && !rt.query && strings.HasPrefix(rt.path, "/v1/") {
+			rt.handler = s.noQuery(rt.handler)
+		}
 		h := rt.handler
 		if rt.scope != "" && !s.open {
 			// Guarded inside the mux, once it has matched the route, so

@@ -114,3 +114,26 @@ func TestGuardReadsPathValues(t *testing.T) {
 		t.Errorf("the audit rows of order.retry do not name SMALL-1")
 	}
 }
+
+// TestAuditTargetIsKept: the target of an audit row comes from the request
+// (a path value, a field of the body) before anything checks it, so a
+// refused request could name one that no store keeps: 2,000 bytes, past
+// MySQL's column, or NUL, which PostgreSQL refuses in text. The row of the
+// refusal was then not written. A target is cut to what every store keeps.
+func TestAuditTargetIsKept(t *testing.T) {
+	g := newGuardedEnv(t, access.Config{})
+	writer := bearer(g.key("writer", access.ScopeOrdersWrite))
+	g.rows() // the keys'
+	long := strings.Repeat("a", 2000)
+	g.call("POST", "/v1/orders", `{"order_no":"`+long+`","flow":"checkout","user_id":"u1","amount":1,"currency":"CNY"}`, writer).
+		refused(t, http.StatusBadRequest, lapse.EINVALID)
+	g.call("POST", "/v1/orders", `{"order_no":"a\u0000b","flow":"checkout","user_id":"u1","amount":1,"currency":"CNY"}`, writer).
+		refused(t, http.StatusBadRequest, lapse.EINVALID)
+	g.call("PATCH", "/v1/orders/"+long+"/deadline", `{"extend_by":"1m"}`, writer).refused(t, http.StatusNotFound, lapse.ENOTFOUND)
+	rows := g.wantRows("order.create writer 400", "order.create writer 400", "order.deadline writer 404")
+	for _, e := range rows {
+		if len(e.Target) > len("order:")+lapse.MaxReasonLen || strings.ContainsRune(e.Target, 0) || !strings.HasPrefix(e.Target, "order:a") {
+			t.Errorf("audit row %s has the target %.80q… (%d bytes); want one every store keeps", e.Action, e.Target, len(e.Target))
+		}
+	}
+}

@@ -192,7 +192,9 @@ func (s *Store) OrderList(ctx context.Context, p *lapse.OrderListParams) ([]*lap
 		where, args = append(where, "created_at < ?"), append(args, column.Micros(*p.CreatedTo))
 	}
 	if !p.Probes {
-		where, args = append(where, "order_no NOT LIKE ?"), append(args, lapse.ProbeOrderPrefix+"%")
+		// GLOB, not LIKE, which ignores case here: LAPSE-PROBE-1 is a
+		// merchant's order.
+		where, args = append(where, "order_no NOT GLOB ?"), append(args, lapse.ProbeOrderPrefix+"*")
 	}
 	if p.Before != nil {
 		where, args = append(where, "(created_at, id) < (?, ?)"), append(args, column.Micros(p.Before.CreatedAt), p.Before.ID)

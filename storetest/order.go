@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -271,6 +272,15 @@ func testOrderList(t *testing.T, s lapse.Store) {
 	unpaid, _ := s.OrderList(ctxT(t), &lapse.OrderListParams{State: flows.Unpaid, Probes: true, CreatedFrom: &to, Limit: 100})
 	if len(unpaid) != 7+2 {
 		t.Errorf("state=UNPAID from 20s with Probes: %d orders, want 9", len(unpaid))
+	}
+	// Only the prefix as it is written is the probe's: SQLite's LIKE
+	// ignores case, and left a merchant's LAPSE-PROBE-1 out of every list
+	// and of a manual close by its user.
+	upper := strings.ToUpper(lapse.ProbeOrderPrefix) + "1"
+	mustCreate(t, s, upper, base.Add(time.Hour), base.Add(42*time.Second))
+	plain, _ = s.OrderList(ctxT(t), &lapse.OrderListParams{Limit: 100})
+	if len(plain) != 32 || plain[0].OrderNo != upper {
+		t.Errorf("default listing: %d orders, want the 32 that are not the probe's, %s first", len(plain), upper)
 	}
 }
 
