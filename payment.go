@@ -28,6 +28,10 @@ const (
 	// PaymentReview: automation gave up (the refund's delivery died, or the
 	// payment does not match its order); an operator decides.
 	PaymentReview PaymentStatus = "review"
+	// PaymentHeld is never a recorded payment's status: the engine's
+	// ApplyPayment returns a Payment with it, and no ID, for a capture it
+	// held without its order (HeldPayment), as no such order exists.
+	PaymentHeld PaymentStatus = "held"
 )
 
 // Payment is a payment a provider captured, as Lapse recorded it: one row per
