@@ -83,9 +83,12 @@ func (h *HeldPayment) Validate() error {
 
 // HeldPaymentListParams filters held payments.
 type HeldPaymentListParams struct {
-	Statuses []HeldPaymentStatus // empty: every status
-	AfterID  int64               // exclusive; 0 from the start
-	Limit    int                 // 0: no limit
+	// Provider and TxnID, when TxnID is set, select the one held payment
+	// of that transaction.
+	Provider, TxnID string
+	Statuses        []HeldPaymentStatus // empty: every status
+	AfterID         int64               // exclusive; 0 from the start
+	Limit           int                 // 0: no limit
 }
 
 // HeldPaymentUpdateParams is a guarded change of a held payment's status.

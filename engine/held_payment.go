@@ -60,6 +60,17 @@ func (ps *payments) hold(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Pa
 	return heldView(got), nil
 }
 
+// heldSince returns when paid notice n was held without its order (its
+// callback overtook the order's creation), or zero when it was not, or is
+// held for another order, amount or currency.
+func (ps *payments) heldSince(ctx context.Context, n *lapse.PaymentNotice) (time.Time, error) {
+	hs, err := ps.e.store.HeldPaymentList(ctx, &lapse.HeldPaymentListParams{Provider: n.Provider, TxnID: n.TxnID})
+	if err != nil || len(hs) == 0 || heldConflict(hs[0], n) != "" {
+		return time.Time{}, err
+	}
+	return hs[0].CreatedAt, nil
+}
+
 // heldConflict says how paid notice n contradicts h, the payment held under
 // its transaction, or "".
 func heldConflict(h *lapse.HeldPayment, n *lapse.PaymentNotice) string {

@@ -190,7 +190,17 @@ func (ps *payments) applyToOrder(ctx context.Context, n *lapse.PaymentNotice, me
 			why := fmt.Sprintf("order %s follows flow %s, which takes no payments", o.OrderNo, flow.Name)
 			return ps.recordPayment(ctx, o, n, pay, lapse.PaymentReview, lapse.EventPaymentReview, why)
 		}
-		if why := ps.payMismatch(o, n, now, heldAt); why != "" {
+		at := heldAt
+		if at.IsZero() && !n.PaidAt.IsZero() && n.PaidAt.Before(o.CreatedAt.Truncate(time.Second)) {
+			// Paid before its order was created: a contradiction, unless
+			// its callback overtook the order's creation and was held.
+			// Read only then, so that a payment costs no read of its own.
+			var herr error
+			if at, herr = ps.heldSince(ctx, n); herr != nil {
+				return nil, herr
+			}
+		}
+		if why := ps.payMismatch(o, n, now, at); why != "" {
 			return ps.recordPayment(ctx, o, n, pay, lapse.PaymentReview, lapse.EventPaymentReview, why)
 		}
 		p, perr := flow.Plan(o, lapse.Firing{Event: flow.Pays, Now: now, At: n.PaidAt, FiredBy: lapse.FiredByPayment,

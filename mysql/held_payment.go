@@ -84,6 +84,9 @@ func (s *Store) HeldPaymentGet(ctx context.Context, id int64) (*lapse.HeldPaymen
 func (s *Store) HeldPaymentList(ctx context.Context, p *lapse.HeldPaymentListParams) ([]*lapse.HeldPayment, error) {
 	q := `SELECT ` + heldPaymentCols + ` FROM held_payments WHERE id > ?`
 	args := []any{p.AfterID}
+	if p.TxnID != "" {
+		q, args = q+" AND provider = ? AND txn_id = ?", append(args, p.Provider, p.TxnID)
+	}
 	if len(p.Statuses) > 0 {
 		q += " AND status IN (?" + strings.Repeat(", ?", len(p.Statuses)-1) + ")"
 		for _, st := range p.Statuses {

@@ -69,6 +69,10 @@ func (s *Store) HeldPaymentGet(ctx context.Context, id int64) (*lapse.HeldPaymen
 func (s *Store) HeldPaymentList(ctx context.Context, p *lapse.HeldPaymentListParams) ([]*lapse.HeldPayment, error) {
 	q := `SELECT ` + heldPaymentColumns + ` FROM held_payments WHERE id > $1`
 	args := []any{p.AfterID}
+	if p.TxnID != "" {
+		args = append(args, p.Provider, p.TxnID)
+		q += " AND provider = $" + strconv.Itoa(len(args)-1) + " AND txn_id = $" + strconv.Itoa(len(args))
+	}
 	if len(p.Statuses) > 0 {
 		sts := make([]string, len(p.Statuses))
 		for i, st := range p.Statuses {

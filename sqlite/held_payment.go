@@ -72,6 +72,9 @@ func (s *Store) HeldPaymentGet(ctx context.Context, id int64) (*lapse.HeldPaymen
 func (s *Store) HeldPaymentList(ctx context.Context, p *lapse.HeldPaymentListParams) ([]*lapse.HeldPayment, error) {
 	where := "id > ?"
 	args := []any{p.AfterID}
+	if p.TxnID != "" {
+		where, args = where+" AND provider = ? AND txn_id = ?", append(args, p.Provider, p.TxnID)
+	}
 	if len(p.Statuses) > 0 {
 		where += " AND status IN (?" + strings.Repeat(", ?", len(p.Statuses)-1) + ")"
 		for _, st := range p.Statuses {
