@@ -134,6 +134,15 @@ type PaymentCallback interface {
 	Ack(w http.ResponseWriter, err error)
 }
 
+// NoteAcker is a PaymentCallback whose provider's success answer has room
+// for text of Lapse's own (HMAC and Sandbox JSON, Stripe's), such as that
+// a payment was held because no such order exists. Schemes whose success
+// answer is fixed (Alipay's "success", WeChat Pay's empty 200) have none.
+type NoteAcker interface {
+	// AckNote writes success, as Ack(w, nil) does, with note in it.
+	AckNote(w http.ResponseWriter, note string)
+}
+
 // ErrSignature is the sentinel of every callback that fails verification.
 var ErrSignature = &Error{Code: EUNAUTHORIZED, Message: "payment callback failed verification"}
 
