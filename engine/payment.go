@@ -109,12 +109,18 @@ func (ps *payments) serves(f *lapse.Flow) bool { return f.Pays != "" }
 // refunded in all, its own with those of the payment's earlier refunds),
 // completes nothing and is put in review.
 //
-// Errors, with nothing written: ENOTFOUND for an unknown order (unless it is
-// a member's charge key, or its transaction is recorded for another order:
-// then it is a contradiction, in review) or (refund notices) payment, so
-// that the provider sends it again:
-// the callback may have overtaken its order's creation, and a payment with
-// no order to stand on cannot be recorded.
+// A paid notice for an order that does not exist (and is no member's charge
+// key, and whose transaction is not recorded for another order, which is a
+// contradiction in review) is held without its order (held_payment.go):
+// recorded once per transaction, and returned as a payment whose status is
+// lapse.PaymentHeld, with no ID. Its callback may have overtaken its order's
+// creation: the HeldMatcher applies it here once the order exists. The same
+// notice again is a replay of it; one that says another order, amount or
+// currency puts it in review.
+//
+// Errors, with nothing written: ENOTFOUND for a refund notice of a payment
+// Lapse does not have, or an unreadable notice of an order that does not
+// exist, so that the provider sends it again.
 func (e *Engine) ApplyPayment(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
 	return e.feat.payments.apply(ctx, n)
 }
