@@ -139,6 +139,35 @@ func heldPaidAtMismatch(paidAt, heldAt time.Time) string {
 	return ""
 }
 
+// heldRefundNoticed applies refund notice n to the payment held without
+// its order under n's transaction, and returns it as it then stands, or nil
+// when none is held. A refund an operator asked for completes as the
+// provider's answer would (heldRefundAnswered: refunded, or back to review
+// when it reports another amount or currency); a refund already recorded is
+// a replay; any other (made at the provider without Lapse) is put on the
+// desk with the held payment, as a contradiction is.
+func (ps *payments) heldRefundNoticed(ctx context.Context, n *lapse.PaymentNotice) (*lapse.HeldPayment, error) {
+	e := ps.e
+	hs, err := e.store.HeldPaymentList(ctx, &lapse.HeldPaymentListParams{Provider: n.Provider, TxnID: n.TxnID})
+	if err != nil || len(hs) == 0 {
+		return nil, err
+	}
+	h := hs[0]
+	switch {
+	case h.Status == lapse.HeldRefunded && n.Amount == h.Amount && n.Currency == h.Currency:
+		return h, nil
+	case h.Status == lapse.HeldRefunding && n.OrderNo == h.OrderNo:
+		got, err := e.heldRefundAnswered(ctx, h, &lapse.ProviderRefund{RefundID: n.RefundID, TxnID: n.TxnID, Amount: n.Amount,
+			Currency: n.Currency, Status: lapse.RefundSucceeded}, nil)
+		if errors.Is(err, lapse.ErrStale) {
+			return e.store.HeldPaymentGet(ctx, h.ID)
+		}
+		return got, err
+	}
+	return ps.heldContradicted(ctx, h, fmt.Sprintf("a refund notice (refund %s) reports %s refunded for order %s, which Lapse did not ask for",
+		n.RefundID, lapse.Money(n.Amount, n.Currency), n.OrderNo))
+}
+
 // HeldPayments lists payments held without their order, by id.
 func (e *Engine) HeldPayments(ctx context.Context, p *lapse.HeldPaymentListParams) ([]*lapse.HeldPayment, error) {
 	return e.store.HeldPaymentList(ctx, p)

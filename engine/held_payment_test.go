@@ -259,6 +259,30 @@ func TestHeldPaymentOperator(t *testing.T) {
 		if _, err := e.RefundHeldPayment(ctx, h.ID, operator); !errors.Is(err, engine.ErrHeldNotInReview) {
 			t.Errorf("refunding twice = %v, want ErrHeldNotInReview", err)
 		}
+		// The provider's refund callback for it: a replay, acknowledged.
+		refunded := func(txn, no string, amount int64) *lapse.PaymentNotice {
+			return &lapse.PaymentNotice{Provider: "sandbox", Kind: lapse.NoticeRefunded, TxnID: txn, RefundID: "re-x", OrderNo: no,
+				Amount: amount, Currency: "CNY", PaidAt: clk.Now(), Raw: []byte(`{}`)}
+		}
+		if got, err := e.ApplyPayment(ctx, refunded("txn-o1", "OP-1", 1000)); err != nil || got.Status != lapse.PaymentHeld {
+			t.Errorf("refund callback of a refunded held payment = %+v, %v", got, err)
+		}
+		if h := helds(t, e)["txn-o1"]; h.Status != lapse.HeldRefunded || strings.Contains(h.Reason, "contradicted") {
+			t.Errorf("txn-o1 after its refund callback: %+v", h)
+		}
+		// One Lapse did not ask for (made in the provider's dashboard): on
+		// the desk with the payment, once however often it comes.
+		for range 2 {
+			if _, err := e.ApplyPayment(ctx, refunded("txn-o4", "OP-4", 1000)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if h := helds(t, e)["txn-o4"]; h.Status != lapse.HeldReview || strings.Count(h.Reason, "which Lapse did not ask for") != 1 {
+			t.Errorf("txn-o4 after a refund callback Lapse did not ask for: %+v", h)
+		}
+		if _, err := e.ApplyPayment(ctx, refunded("txn-none", "OP-9", 1000)); lapse.ErrorCode(err) != lapse.ENOTFOUND {
+			t.Errorf("refund callback of nothing = %v, want not_found", err)
+		}
 
 		// Refused by the provider: in review again, with why.
 		prov.fail = fmt.Errorf("fake: %w: the payment is too old", lapse.ErrRefused)

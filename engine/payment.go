@@ -395,6 +395,12 @@ func (ps *payments) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (
 			if handled, merr := e.feat.groups.refundNoticed(ctx, n); handled {
 				return nil, merr
 			}
+			if h, herr := ps.heldRefundNoticed(ctx, n); h != nil || herr != nil {
+				if herr != nil {
+					return nil, herr
+				}
+				return heldView(h), nil
+			}
 		}
 		if err != nil {
 			return nil, err

@@ -119,7 +119,7 @@ func (s *Server) paymentCallback(w http.ResponseWriter, r *http.Request) {
 		status = string(p.Status)
 	}
 	s.log.Debug(what+" callback applied", append(attrs, "status", status)...)
-	if p != nil && p.Status == lapse.PaymentHeld {
+	if p != nil && p.Status == lapse.PaymentHeld && n.Kind == lapse.NoticePaid {
 		if na, ok := cb.(lapse.NoteAcker); ok {
 			na.AckNote(w, heldNote(p))
 			return
