@@ -28,6 +28,10 @@ const (
 	// PaymentReview: automation gave up (the refund's delivery died, or the
 	// payment does not match its order); an operator decides.
 	PaymentReview PaymentStatus = "review"
+	// PaymentHeld is never a recorded payment's status: the engine's
+	// ApplyPayment returns a Payment with it, and no ID, for a capture it
+	// held without its order (HeldPayment), as no such order exists.
+	PaymentHeld PaymentStatus = "held"
 )
 
 // Payment is a payment a provider captured, as Lapse recorded it: one row per
@@ -134,6 +138,15 @@ type PaymentCallback interface {
 	// Ack writes the provider's expected answer: success when err is nil,
 	// failure (so that the provider calls again) otherwise.
 	Ack(w http.ResponseWriter, err error)
+}
+
+// NoteAcker is a PaymentCallback whose provider's success answer has room
+// for text of Lapse's own (HMAC and Sandbox JSON, Stripe's), such as that
+// a payment was held because no such order exists. Schemes whose success
+// answer is fixed (Alipay's "success", WeChat Pay's empty 200) have none.
+type NoteAcker interface {
+	// AckNote writes success, as Ack(w, nil) does, with note in it.
+	AckNote(w http.ResponseWriter, note string)
 }
 
 // ErrSignature is the sentinel of every callback that fails verification.

@@ -272,6 +272,27 @@ type Store interface {
 	// (PaymentUpdateParams.Validate).
 	PaymentUpdate(ctx context.Context, p *PaymentUpdateParams) (*Payment, error)
 
+	// HeldPaymentCreate records h, a payment held without its order, with
+	// UpdatedAt its CreatedAt, and returns it with created=true, unless one
+	// of its provider and txn id exists: then it writes nothing and returns
+	// that one with created=false, whatever else it says (the engine
+	// compares them). Of concurrent creators exactly one creates. h is valid
+	// (HeldPayment.Validate).
+	HeldPaymentCreate(ctx context.Context, h *HeldPayment) (got *HeldPayment, created bool, err error)
+
+	// HeldPaymentGet returns the held payment with id, or
+	// ErrHeldPaymentNotFound.
+	HeldPaymentGet(ctx context.Context, id int64) (*HeldPayment, error)
+
+	// HeldPaymentList returns the held payments matching p, by id.
+	HeldPaymentList(ctx context.Context, p *HeldPaymentListParams) ([]*HeldPayment, error)
+
+	// HeldPaymentUpdate moves a held payment from status p.From to p.To,
+	// setting the fields p sets, and returns it as updated; ErrStale,
+	// writing nothing, when it is no longer in p.From;
+	// ErrHeldPaymentNotFound. p is valid (HeldPaymentUpdateParams.Validate).
+	HeldPaymentUpdate(ctx context.Context, p *HeldPaymentUpdateParams) (*HeldPayment, error)
+
 	// OrderRefundCreate records a merchant refund as given (the engine
 	// records it requested), with UpdatedAt its CreatedAt, and returns it
 	// with created=true, unless one with its Key exists: then it writes

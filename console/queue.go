@@ -18,6 +18,7 @@ const (
 	maxQueueReviews = 2000 // open reviews, the newest first
 	maxQueueOrders  = 1000 // orders of each state that waits for an operator
 	maxQueueRows    = 500  // rows shown after the filters
+	maxQueueHeld    = 200  // payments held without their order, in review
 )
 
 // queueAges are the age filters: older than each.
@@ -82,6 +83,12 @@ type queueData struct {
 	Bounds     [2]int // maxQueueReviews, maxQueueOrders, for the page to say
 	Cut        bool   // more rows matched than are shown
 	MinError   string // the min filter is not an amount
+	// Held are the payments held without their order that are on the
+	// desk (lapse.HeldPayment in review), oldest first, at most
+	// maxQueueHeld: they have no order, so they stand apart from the rows.
+	// An operator refunds or dismisses one through the API.
+	Held     []*lapse.HeldPayment
+	HeldMore bool
 }
 
 // queue is the review queue (seed 003's 人工复核工作台): every open review
@@ -139,6 +146,14 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	d.AllURL = d.Filter.Query("")
+	held, err := c.cfg.Engine.HeldPayments(r.Context(), &lapse.HeldPaymentListParams{
+		Statuses: []lapse.HeldPaymentStatus{lapse.HeldReview}, Limit: maxQueueHeld + 1})
+	if err != nil {
+		c.fail(w, "the payments held without their order could not be read", err)
+		return
+	}
+	d.HeldMore = len(held) > maxQueueHeld
+	d.Held = held[:min(len(held), maxQueueHeld)]
 	c.render(w, r, "queue", d)
 }
 
@@ -319,5 +334,10 @@ func init() {
 		"queue.age_m":      {"%dm", "%d 分钟"},
 		"queue.age_hm":     {"%dh %dm", "%d 小时 %d 分钟"},
 		"queue.age_dh":     {"%dd %dh", "%d 天 %d 小时"},
+		"queue.held_title": {"Payments held without their order", "无对应订单的暂存支付"},
+		"queue.held_intro": {"Captured payments whose callback named an order Lapse does not have, and whose order did not come in time (or whose reports contradict each other). Refund one (POST /v1/held-payments/{id}/refund) or dismiss it with a note (POST /v1/held-payments/{id}/dismiss); both need a second factor.", "回调中的订单号在 Lapse 中不存在、且订单未在时限内出现（或回调相互矛盾）的已扣款支付。可退款（POST /v1/held-payments/{id}/refund）或附说明后忽略（POST /v1/held-payments/{id}/dismiss）；两者都需要动态验证码。"},
+		"queue.held_id":    {"Id", "编号"},
+		"queue.held_txn":   {"Provider / transaction", "支付渠道 / 交易号"},
+		"queue.held_more":  {"More are held than shown (the oldest %d).", "暂存支付多于显示的数量（最早的 %d 笔）。"},
 	})
 }

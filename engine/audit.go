@@ -251,6 +251,10 @@ func (s auditing) ReviewResolve(ctx context.Context, p *lapse.ReviewResolveParam
 		func(rs []*lapse.Review) bool { return len(rs) > 0 })
 }
 
+func (s auditing) HeldPaymentUpdate(ctx context.Context, p *lapse.HeldPaymentUpdateParams) (*lapse.HeldPayment, error) {
+	return write(ctx, s, func(st lapse.Store) (*lapse.HeldPayment, error) { return st.HeldPaymentUpdate(ctx, p) }, always)
+}
+
 func (s auditing) StockSet(ctx context.Context, p *lapse.StockSetParams) (*lapse.Stock, error) {
 	return write(ctx, s, func(st lapse.Store) (*lapse.Stock, error) { return st.StockSet(ctx, p) }, always)
 }

@@ -4,6 +4,9 @@
 // that fires deadlines, Deliverer the one that hands events to their
 // subscribers, and Prober the synthetic probe that checks, every interval,
 // that an order of its own goes through them all (prober.go, probe_run.go).
+// HeldMatcher applies the payments held without their order once the order
+// exists, and puts them on the operators' desk after their window
+// (held_payment.go, held_matcher.go).
 //
 // # Layout
 //

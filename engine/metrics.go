@@ -86,11 +86,11 @@ func newMetrics(reg prometheus.Registerer, store, work lapse.Store, clock lapse.
 	}
 	m.payments = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "lapse_payments_total",
-		Help: "Payments recorded or moved by this process, by provider and the status they reached (applied, late, refunding, refunded, review).",
+		Help: "Payments recorded or moved by this process, by provider and the status they reached (applied, late, refunding, refunded, review; held: held without its order).",
 	}, []string{"provider", "status"})
 	m.refunds = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "lapse_refunds_total",
-		Help: "Refunds that reached an end in this process, by kind (late_payment: a payment that came after its order closed; order: a merchant's refund of a paid order) and result (succeeded, failed: the provider refused and the order is paid again, review: handed to an operator).",
+		Help: "Refunds that reached an end in this process, by kind (late_payment: a payment that came after its order closed; held_payment: one held without its order, refunded by an operator; order: a merchant's refund of a paid order) and result (succeeded, failed: the provider refused and the order is paid again, review: handed to an operator).",
 	}, []string{"kind", "result"})
 	m.triggerDegraded = prometheus.NewGauge(prometheus.GaugeOpts{Name: "lapse_trigger_degraded",
 		Help: "1 while a configured shared trigger (Redis) is not in charge and the database sweep fires on its faster beat; 0 without one."})
@@ -151,6 +151,7 @@ func (m *metrics) transition(flow string, p *lapse.OrderTransitionParams) {
 // Kinds and results of lapse_refunds_total.
 const (
 	refundLatePayment = "late_payment"
+	refundHeldPayment = "held_payment"
 	refundOrder       = "order"
 
 	refundSucceeded = "succeeded"

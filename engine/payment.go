@@ -109,17 +109,29 @@ func (ps *payments) serves(f *lapse.Flow) bool { return f.Pays != "" }
 // refunded in all, its own with those of the payment's earlier refunds),
 // completes nothing and is put in review.
 //
-// Errors, with nothing written: ENOTFOUND for an unknown order (unless it is
-// a member's charge key, or its transaction is recorded for another order:
-// then it is a contradiction, in review) or (refund notices) payment, so
-// that the provider sends it again:
-// the callback may have overtaken its order's creation, and a payment with
-// no order to stand on cannot be recorded.
+// A paid notice for an order that does not exist (and is no member's charge
+// key, and whose transaction is not recorded for another order, which is a
+// contradiction in review) is held without its order (held_payment.go):
+// recorded once per transaction, and returned as a payment whose status is
+// lapse.PaymentHeld, with no ID. Its callback may have overtaken its order's
+// creation: the HeldMatcher applies it here once the order exists. The same
+// notice again is a replay of it; one that says another order, amount or
+// currency puts it in review.
+//
+// Errors, with nothing written: ENOTFOUND for a refund notice of a payment
+// Lapse does not have, or an unreadable notice of an order that does not
+// exist, so that the provider sends it again.
 func (e *Engine) ApplyPayment(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
 	return e.feat.payments.apply(ctx, n)
 }
 
 func (ps *payments) apply(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
+	return ps.applyNotice(ctx, n, time.Time{})
+}
+
+// applyNotice is apply; heldAt, when set, is when n was received and held
+// without its order (held_payment.go), which the HeldMatcher now applies.
+func (ps *payments) applyNotice(ctx context.Context, n *lapse.PaymentNotice, heldAt time.Time) (*lapse.Payment, error) {
 	e := ps.e
 	// A transaction, refund or order id is a key Lapse finds the notice by
 	// again: one that no store keeps (too long, not UTF-8, NUL) names
@@ -155,7 +167,7 @@ func (ps *payments) apply(ctx context.Context, n *lapse.PaymentNotice) (*lapse.P
 	// It is looked for only when the notice's order takes no payments
 	// (errTakesNoPayments) or does not exist, so that a payment of an
 	// order costs no read beyond its batched ones.
-	got, err := ps.applyToOrder(ctx, n, false)
+	got, err := ps.applyToOrder(ctx, n, false, heldAt)
 	if !errors.Is(err, errTakesNoPayments) && lapse.ErrorCode(err) != lapse.ENOTFOUND {
 		return got, err
 	}
@@ -163,7 +175,7 @@ func (ps *payments) apply(ctx context.Context, n *lapse.PaymentNotice) (*lapse.P
 		return nil, herr
 	}
 	if errors.Is(err, errTakesNoPayments) {
-		return ps.applyToOrder(ctx, n, true) // decided again: recorded in review
+		return ps.applyToOrder(ctx, n, true, heldAt) // decided again: recorded in review
 	}
 	return got, err
 }
@@ -175,7 +187,8 @@ var errTakesNoPayments = errors.New("the order takes no payments")
 // applyToOrder applies n to the order it names (apply); membersLooked
 // says whether a member's charge of n's transaction was looked for, and
 // until it was, an order that takes no payments is errTakesNoPayments.
-func (ps *payments) applyToOrder(ctx context.Context, n *lapse.PaymentNotice, membersLooked bool) (*lapse.Payment, error) {
+// heldAt is when n was held without its order, or zero (applyNotice).
+func (ps *payments) applyToOrder(ctx context.Context, n *lapse.PaymentNotice, membersLooked bool, heldAt time.Time) (*lapse.Payment, error) {
 	e := ps.e
 	// The same transaction again is found by the store's unique key on
 	// (provider, txn id), whichever way it is recorded below: it writes
@@ -200,7 +213,17 @@ func (ps *payments) applyToOrder(ctx context.Context, n *lapse.PaymentNotice, me
 			why := fmt.Sprintf("order %s follows flow %s, which takes no payments", o.OrderNo, flow.Name)
 			return ps.recordPayment(ctx, o, n, pay, lapse.PaymentReview, lapse.EventPaymentReview, why)
 		}
-		if why := ps.payMismatch(o, n, now); why != "" {
+		at := heldAt
+		if at.IsZero() && !n.PaidAt.IsZero() && n.PaidAt.Before(o.CreatedAt.Truncate(time.Second)) {
+			// Paid before its order was created: a contradiction, unless
+			// its callback overtook the order's creation and was held.
+			// Read only then, so that a payment costs no read of its own.
+			var herr error
+			if at, herr = ps.heldSince(ctx, n); herr != nil {
+				return nil, herr
+			}
+		}
+		if why := ps.payMismatch(o, n, now, at); why != "" {
 			return ps.recordPayment(ctx, o, n, pay, lapse.PaymentReview, lapse.EventPaymentReview, why)
 		}
 		p, perr := flow.Plan(o, lapse.Firing{Event: flow.Pays, Now: now, At: n.PaidAt, FiredBy: lapse.FiredByPayment,
@@ -238,7 +261,7 @@ func (ps *payments) applyToOrder(ctx context.Context, n *lapse.PaymentNotice, me
 		return got, nil
 	})
 	if unknown {
-		return ps.unknownOrder(ctx, n, err)
+		return ps.unknownOrder(ctx, n, err, heldAt)
 	}
 	return got, err
 }
@@ -246,13 +269,16 @@ func (ps *payments) applyToOrder(ctx context.Context, n *lapse.PaymentNotice, me
 // unknownOrder answers a paid notice for an order that does not exist: one
 // about a group member's charge, named by its charge key (chargeNoticed);
 // a contradiction when its transaction is recorded (for another order,
-// then); and otherwise err, which the provider answers by sending it again.
-func (ps *payments) unknownOrder(ctx context.Context, n *lapse.PaymentNotice, err error) (*lapse.Payment, error) {
+// then); and otherwise a payment held without its order (hold). A notice
+// held already (heldAt set: the HeldMatcher's) is err: its order went again.
+func (ps *payments) unknownOrder(ctx context.Context, n *lapse.PaymentNotice, err error, heldAt time.Time) (*lapse.Payment, error) {
 	if pay, handled, merr := ps.e.feat.groups.chargeNoticed(ctx, n); handled {
 		return pay, merr
 	}
 	rec, gerr := ps.e.store.PaymentGet(ctx, n.Provider, n.TxnID)
 	switch {
+	case errors.Is(gerr, lapse.ErrPaymentNotFound) && heldAt.IsZero():
+		return ps.hold(ctx, n)
 	case errors.Is(gerr, lapse.ErrPaymentNotFound):
 		return nil, err
 	case gerr != nil:
@@ -264,8 +290,10 @@ func (ps *payments) unknownOrder(ctx context.Context, n *lapse.PaymentNotice, er
 // payMismatch says how a payment differs from what its order asked for
 // (amount, currency, or the merchant configured for its provider), or how
 // its provider time contradicts the order (paidAtMismatch, judged at now),
-// or why its callback asked for review, or "".
-func (ps *payments) payMismatch(o *lapse.Order, n *lapse.PaymentNotice, now time.Time) string {
+// or why its callback asked for review, or "". A payment held without its
+// order (heldAt set) was reported before its order existed, so its time is
+// checked against when it was received instead (heldPaidAtMismatch).
+func (ps *payments) payMismatch(o *lapse.Order, n *lapse.PaymentNotice, now, heldAt time.Time) string {
 	if !lapse.WellFormedCurrency(n.Currency) {
 		return fmt.Sprintf("the payment's currency is not a currency code (three capital letters): %d minor units in %q; order %s is %s",
 			n.Amount, n.Currency, o.OrderNo, lapse.Money(o.Amount, o.Currency))
@@ -276,7 +304,11 @@ func (ps *payments) payMismatch(o *lapse.Order, n *lapse.PaymentNotice, now time
 	if why := ps.merchantMismatch(n.Provider, n.Merchant); why != "" {
 		return "the payment was " + why
 	}
-	if why := paidAtMismatch(o, n.PaidAt, now); why != "" {
+	why := paidAtMismatch(o, n.PaidAt, now)
+	if !heldAt.IsZero() {
+		why = heldPaidAtMismatch(n.PaidAt, heldAt)
+	}
+	if why != "" {
 		return why
 	}
 	return n.Review
@@ -379,6 +411,12 @@ func (ps *payments) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (
 		if errors.Is(err, lapse.ErrPaymentNotFound) {
 			if handled, merr := e.feat.groups.refundNoticed(ctx, n); handled {
 				return nil, merr
+			}
+			if h, herr := ps.heldRefundNoticed(ctx, n); h != nil || herr != nil {
+				if herr != nil {
+					return nil, herr
+				}
+				return heldView(h), nil
 			}
 		}
 		if err != nil {

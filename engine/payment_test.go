@@ -222,11 +222,12 @@ func TestApplyPayment(t *testing.T) {
 			t.Errorf("PA-4 is %s after a late payment", o.State)
 		}
 
-		// For an unknown order: refused, nothing written.
+		// For an unknown order: held without its order (held_payment_test.go),
+		// no payment recorded.
 		unknown := paid(c, "txn-x1", clk.Now())
 		unknown.OrderNo = "NOPE"
-		if _, err := e.ApplyPayment(ctx, unknown); lapse.ErrorCode(err) != lapse.ENOTFOUND {
-			t.Errorf("payment for an unknown order = %v, want not_found", err)
+		if got, err := e.ApplyPayment(ctx, unknown); err != nil || got.Status != lapse.PaymentHeld {
+			t.Errorf("payment for an unknown order = %+v, %v, want held", got, err)
 		}
 		if _, err := e.Store().PaymentGet(ctx, "sandbox", "txn-x1"); !errors.Is(err, lapse.ErrPaymentNotFound) {
 			t.Errorf("a payment for an unknown order was recorded: %v", err)

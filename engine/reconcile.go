@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -14,6 +15,7 @@ import (
 // totals count payments and what group buy members' charges took alike.
 type Reconciliation struct {
 	Payments     int
+	Held         int                     // payments held without their order, counted apart from Payments
 	GroupCharges int                     // members of group buys charged
 	Totals       map[string]*MoneyTotals // by currency
 	Issues       []ReconcileIssue
@@ -29,7 +31,14 @@ type Reconciliation struct {
 // still settling). What merchant refunds gave back of an applied payment
 // counts as refunded, and what merchant refunds in review (disputed, or
 // made at the provider without Lapse) may have given back as in review.
-// Applied counts members' charges of settled groups.
+// Applied counts members' charges of settled groups. Payments held without
+// their order (lapse.HeldPayment) count as in review while they wait for
+// it, are in review, or are being refunded by an operator, and once
+// dismissed by one (as a payment in review stays in review when its review
+// is resolved: the books cannot say where the money went, only that an
+// operator took it off the desk); refunded once refunded. One applied
+// through the payment path, or whose transaction is recorded as a payment
+// anyway, is counted as that payment, not twice.
 type MoneyTotals struct {
 	Captured, Applied, Refunded, Review, Open int64
 	// Overflow is set when a sum did not fit in an int64: the totals are
@@ -96,6 +105,9 @@ func (ps *payments) reconcile(ctx context.Context) (*Reconciliation, error) {
 		if len(page) < reconcilePage {
 			break
 		}
+	}
+	if err := ps.reconcileHeld(ctx, rec); err != nil {
+		return nil, err
 	}
 	for _, f := range e.Flows() {
 		for _, ft := range e.feat.all {
@@ -289,4 +301,46 @@ func paidStates(f *lapse.Flow) []lapse.State {
 		}
 	}
 	return out
+}
+
+// reconcileHeld adds the payments held without their order to rec's totals
+// (MoneyTotals).
+func (ps *payments) reconcileHeld(ctx context.Context, rec *Reconciliation) error {
+	st := ps.e.store
+	var after int64
+	for {
+		page, err := st.HeldPaymentList(ctx, &lapse.HeldPaymentListParams{AfterID: after, Limit: reconcilePage})
+		if err != nil {
+			return err
+		}
+		for _, h := range page {
+			after = h.ID
+			if h.Status == lapse.HeldApplied {
+				continue // counted as its payment
+			}
+			pay, err := st.PaymentGet(ctx, h.Provider, h.TxnID)
+			switch {
+			case err == nil:
+				if h.OrderNo != pay.OrderNo || h.Amount != pay.Amount || h.Currency != pay.Currency {
+					rec.Issues = append(rec.Issues, ReconcileIssue{OrderNo: h.OrderNo, Provider: h.Provider, TxnID: h.TxnID,
+						Problem: fmt.Sprintf("held without its order as %s (held payment %d, %s), and recorded as %s of order %s: counted once, as the payment",
+							lapse.Money(h.Amount, h.Currency), h.ID, h.Status, lapse.Money(pay.Amount, pay.Currency), pay.OrderNo)})
+				}
+				continue
+			case !errors.Is(err, lapse.ErrPaymentNotFound):
+				return err
+			}
+			rec.Held++
+			t := rec.totals(h.Currency)
+			t.add(&t.Captured, h.Amount)
+			if h.Status == lapse.HeldRefunded {
+				t.add(&t.Refunded, h.Amount)
+			} else {
+				t.add(&t.Review, h.Amount)
+			}
+		}
+		if len(page) < reconcilePage {
+			return nil
+		}
+	}
 }

@@ -198,6 +198,20 @@ func (s checked) ReviewResolve(ctx context.Context, p *lapse.ReviewResolveParams
 	return s.Store.ReviewResolve(ctx, p)
 }
 
+func (s checked) HeldPaymentCreate(ctx context.Context, h *lapse.HeldPayment) (*lapse.HeldPayment, bool, error) {
+	if err := h.Validate(); err != nil {
+		return nil, false, err
+	}
+	return s.Store.HeldPaymentCreate(ctx, h)
+}
+
+func (s checked) HeldPaymentUpdate(ctx context.Context, p *lapse.HeldPaymentUpdateParams) (*lapse.HeldPayment, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return s.Store.HeldPaymentUpdate(ctx, p)
+}
+
 // relayerOf returns s's lapse.Relayer, params checked, or nil when the store
 // below has none.
 func relayerOf(s lapse.Store) lapse.Relayer {

@@ -124,6 +124,7 @@ func TestOpenAPIEnums(t *testing.T) {
 		{[]string{"/components/schemas/Delivery/properties/status"}, root, "DeliveryStatus", nil},
 		{[]string{"/components/schemas/DeliveryAttempt/properties/outcome"}, root, "", regexp.MustCompile(`^Outcome[A-Z]`)},
 		{[]string{"/components/schemas/Payment/properties/status"}, root, "PaymentStatus", nil},
+		{[]string{"/components/schemas/HeldPayment/properties/status", "/paths/~1v1~1held-payments/get/parameters/0/schema"}, root, "HeldPaymentStatus", nil},
 		{[]string{"/components/schemas/OrderRefund/properties/status"}, root, "OrderRefundStatus", nil},
 		{[]string{"/components/schemas/GroupMember/properties/status"}, root, "ChargeStatus", nil},
 		{[]string{"/components/schemas/Card/properties/status"}, root, "CardStatus", nil},

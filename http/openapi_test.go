@@ -193,6 +193,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	types["CouponMove"] = lapse.CouponMove{}
 	types["Review"] = lapse.Review{}
 	types["Payment"] = lapse.Payment{}
+	types["HeldPayment"] = lapse.HeldPayment{}
 	types["OrderRefund"] = lapse.OrderRefund{}
 	types["GroupMember"] = lapse.GroupMember{}
 	types["Card"] = lapse.Card{}

@@ -2,6 +2,7 @@ package http
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -118,7 +119,20 @@ func (s *Server) paymentCallback(w http.ResponseWriter, r *http.Request) {
 		status = string(p.Status)
 	}
 	s.log.Debug(what+" callback applied", append(attrs, "status", status)...)
+	if p != nil && p.Status == lapse.PaymentHeld && n.Kind == lapse.NoticePaid {
+		if na, ok := cb.(lapse.NoteAcker); ok {
+			na.AckNote(w, heldNote(p))
+			return
+		}
+	}
 	cb.Ack(w, nil)
+}
+
+// heldNote is what the answer to a callback whose payment was held without
+// its order says.
+func heldNote(p *lapse.Payment) string {
+	return fmt.Sprintf("held: no order %s exists; payment %s (%s) is recorded as held without its order, "+
+		"and is applied when the order is created, or goes to an operator", p.OrderNo, p.TxnID, lapse.Money(p.Amount, p.Currency))
 }
 
 // noticeNoun is what a provider's notice of kind k is about, as its log

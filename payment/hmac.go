@@ -170,6 +170,14 @@ func (h *HMAC) Ack(w http.ResponseWriter, err error) {
 	ackJSON(w, err)
 }
 
+// AckNote answers a callback handled with note: {"status":"ok","message":…}.
+func (h *HMAC) AckNote(w http.ResponseWriter, note string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	msg, _ := json.Marshal(note)
+	w.Write([]byte(`{"status":"ok","message":` + string(msg) + "}\n"))
+}
+
 func (h *HMAC) tolerance() time.Duration {
 	if h.Tolerance > 0 {
 		return h.Tolerance

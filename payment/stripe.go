@@ -222,6 +222,15 @@ func checkStripeNotice(n *lapse.PaymentNotice, ev *stripeEvent, amountField stri
 
 // Ack answers 200 {"received":true} for an event handled, and otherwise a
 // status by the error's code with {"error":…}: Stripe retries any non-2xx.
+// AckNote answers an event handled with note: {"received":true,"message":…}
+// (Stripe reads only the status; its dashboard shows the body).
+func (s *Stripe) AckNote(w http.ResponseWriter, note string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	msg, _ := json.Marshal(note)
+	w.Write([]byte(`{"received":true,"message":` + string(msg) + "}\n"))
+}
+
 func (s *Stripe) Ack(w http.ResponseWriter, err error) {
 	w.Header().Set("Content-Type", "application/json")
 	if err == nil {

@@ -88,6 +88,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"PaymentUpdate", testPaymentUpdate},
 		{"PaymentReview", testPaymentReview},
 		{"PaymentList", testPaymentList},
+		{"HeldPayment", testHeldPayment},
+		{"HeldPaymentCreateConcurrent", testHeldPaymentCreateConcurrent},
 		{"OrderRefund", testOrderRefund},
 		{"OrderRefundReview", testOrderRefundReview},
 		{"GroupMember", testGroupMember},

@@ -42,6 +42,9 @@ func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	fmt.Fprintf(stdout, "%d payments and %d group-buy charges in %s\n", rec.Payments, rec.GroupCharges, hidePasswords(o.db))
+	if rec.Held > 0 {
+		fmt.Fprintf(stdout, "%d payments held without their order, counted as in review until refunded\n", rec.Held)
+	}
 	for _, cur := range slices.Sorted(maps.Keys(rec.Totals)) {
 		t := rec.Totals[cur]
 		fmt.Fprintf(stdout, "%s (minor units): captured %d = applied %d + refunded %d + in review %d + not settled %d\n",

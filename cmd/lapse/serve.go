@@ -198,6 +198,10 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 			return err
 		}
 	}
+	matcher, err := engine.NewHeldMatcher(eng, engine.HeldMatcherConfig{Window: o.heldPaymentWindow, Logger: log})
+	if err != nil {
+		return fmt.Errorf("--held-payment-window: %w", err)
+	}
 	prober, err := engine.NewProber(eng, engine.ProberConfig{Interval: o.probeInterval, Notify: probeNotify(sf.admins), Logger: log, Registerer: reg})
 	if err != nil {
 		return fmt.Errorf("--probe-interval: %w", err)
@@ -255,6 +259,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	}
 	sealer.Start(ctx)
 	prober.Start(ctx)
+	matcher.Start(ctx)
 	if pruner != nil {
 		pruner.Start(ctx)
 	}
@@ -322,6 +327,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 		log.Info("lapse shutting down")
 	case err := <-served:
 		prober.Stop()
+		matcher.Stop()
 		claimer.Stop()
 		deliverer.Stop()
 		sealer.Stop()
@@ -340,6 +346,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 		_ = consoleSrv.Shutdown(shutCtx)
 	}
 	prober.Stop() // a run under way is cut short, and not counted
+	matcher.Stop()
 	if pruner != nil {
 		pruner.Stop() // a step under way rolls back; its events stay for the next pass
 	}

@@ -23,6 +23,7 @@ type options struct {
 	auditSealInterval                       time.Duration
 	probeInterval                           time.Duration
 	outboxRetention, outboxPruneInterval    time.Duration
+	heldPaymentWindow                       time.Duration
 	deadlines                               bool
 	cc                                      engine.ClaimerConfig
 	dc                                      engine.DelivererConfig
@@ -135,6 +136,9 @@ var serveSettings = []*setting{
 	{Name: "outbox-prune-interval", Kind: kindDuration, Range: atLeast("1s"), Default: engine.DefaultOutboxPruneInterval.String(),
 		Doc:   "the pause between two passes of the outbox's pruner over the whole outbox; a pass rests between its steps as long as each took",
 		field: func(o *options) any { return &o.outboxPruneInterval }},
+	{Name: "held-payment-window", Kind: kindDuration, Range: between("1m", "8784h"), Default: engine.DefaultHeldWindow.String(),
+		Doc:   "how long a payment whose verified callback named an order Lapse does not have is held for that order (its callback may have overtaken the order's creation; once the order exists it is applied as its callback would have been) before it goes to the operators' desk, to be refunded or dismissed",
+		field: func(o *options) any { return &o.heldPaymentWindow }},
 	{Name: "trusted-origins", Kind: kindList,
 		Doc:   "comma-separated origins (https://console.example) besides the API's own whose browsers may send requests with an operator's session cookie",
 		field: func(o *options) any { return &o.ac.trustedOrigins }},

@@ -1,0 +1,313 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+// A payment held without its order. A verified callback that reports a
+// capture for an order Lapse does not have was once refused with 404, for
+// the provider to send it again: it may have overtaken its order's
+// creation. But a provider gives up after a while, and the money it
+// captured was then on nobody's books (S3). Such a capture is now recorded
+// at once, once per (provider, transaction), as a lapse.HeldPayment, and
+// acknowledged. The HeldMatcher (held_matcher.go) applies it through the
+// payment path once its order exists, as its callback would have been
+// applied (the order's deadline judged at the provider's time, its amount,
+// currency and merchant checked); after its window without an order it is
+// in review, where an operator refunds it through its provider's port or
+// dismisses it with a note, each audited.
+//
+// Held payments have a table of their own: a payment row and a review row
+// stand on an order (their order_id is NOT NULL), and a held payment has
+// none. Reconcile counts them as in review.
+
+// hold records n, a paid notice for an order that does not exist, as a
+// payment held without its order, unless its transaction is held already:
+// then n is a replay of it, or a contradiction (another order, amount or
+// currency) that puts it in review. It returns the held payment as a
+// lapse.Payment whose status is lapse.PaymentHeld.
+func (ps *payments) hold(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
+	e := ps.e
+	now := e.clock.Now()
+	paidAt := n.PaidAt
+	if paidAt.IsZero() {
+		// Judged, once its order exists, at when it came, as a live
+		// notice without a time is judged at now.
+		paidAt = now
+	}
+	h := &lapse.HeldPayment{Provider: n.Provider, TxnID: n.TxnID, OrderNo: n.OrderNo, Amount: n.Amount, Currency: n.Currency,
+		Merchant: n.Merchant, PaidAt: paidAt, Doubt: lapse.CleanReason(n.Review), Status: lapse.HeldWaiting, Raw: n.Raw, CreatedAt: now,
+		Reason: lapse.CleanReason(fmt.Sprintf("no order %s exists: held for its order", n.OrderNo))}
+	got, created, err := e.store.HeldPaymentCreate(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		e.log.Warn("payment held: its order does not exist", "provider", n.Provider, "txn_id", n.TxnID, "order_no", n.OrderNo,
+			"amount", n.Amount, "currency", n.Currency)
+		e.metrics.payments.WithLabelValues(n.Provider, string(lapse.PaymentHeld)).Inc()
+	} else if why := heldConflict(got, n); why != "" {
+		if got, err = ps.heldContradicted(ctx, got, why); err != nil {
+			return nil, err
+		}
+	}
+	return heldView(got), nil
+}
+
+// heldSince returns when paid notice n was held without its order (its
+// callback overtook the order's creation), or zero when it was not, or is
+// held for another order, amount or currency.
+func (ps *payments) heldSince(ctx context.Context, n *lapse.PaymentNotice) (time.Time, error) {
+	hs, err := ps.e.store.HeldPaymentList(ctx, &lapse.HeldPaymentListParams{Provider: n.Provider, TxnID: n.TxnID})
+	if err != nil || len(hs) == 0 || heldConflict(hs[0], n) != "" {
+		return time.Time{}, err
+	}
+	return hs[0].CreatedAt, nil
+}
+
+// heldConflict says how paid notice n contradicts h, the payment held under
+// its transaction, or "".
+func heldConflict(h *lapse.HeldPayment, n *lapse.PaymentNotice) string {
+	if n.OrderNo == h.OrderNo && n.Amount == h.Amount && n.Currency == h.Currency {
+		return ""
+	}
+	return fmt.Sprintf("a paid notice reports it as %s for order %s; it is held as %s for order %s",
+		lapse.Money(n.Amount, n.Currency), n.OrderNo, lapse.Money(h.Amount, h.Currency), h.OrderNo)
+}
+
+// heldContradicted puts h in review for why, a report that contradicts it
+// (a notice, or a payment recorded for its transaction), once however
+// often it comes: why is added to its reason. A held payment no longer
+// waiting keeps its status (an operator has it, or it is settled); its
+// money is counted once, as held (or, when its transaction is recorded as
+// a payment, as that payment).
+func (ps *payments) heldContradicted(ctx context.Context, h *lapse.HeldPayment, why string) (*lapse.HeldPayment, error) {
+	e := ps.e
+	for range maxStaleRetries {
+		if strings.Contains(h.Reason, lapse.CleanReason(why)) {
+			return h, nil
+		}
+		to := h.Status
+		if to == lapse.HeldWaiting {
+			to = lapse.HeldReview
+		}
+		got, err := e.store.HeldPaymentUpdate(ctx, &lapse.HeldPaymentUpdateParams{ID: h.ID, From: h.Status, To: to,
+			Reason: lapse.CleanReason(h.Reason + "; contradicted: " + why), At: e.clock.Now()})
+		if errors.Is(err, lapse.ErrStale) {
+			if h, err = e.store.HeldPaymentGet(ctx, h.ID); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		e.log.Error("a report contradicts a payment held without its order; put in review", "provider", h.Provider,
+			"txn_id", h.TxnID, "held_order_no", h.OrderNo, "reason", why)
+		return got, nil
+	}
+	return nil, fmt.Errorf("review of held payment %d: %w", h.ID, lapse.ErrStale)
+}
+
+// heldView is h as ApplyPayment returns it.
+func heldView(h *lapse.HeldPayment) *lapse.Payment {
+	return &lapse.Payment{Provider: h.Provider, TxnID: h.TxnID, OrderNo: h.OrderNo, Amount: h.Amount, Currency: h.Currency,
+		Merchant: h.Merchant, PaidAt: h.PaidAt, Status: lapse.PaymentHeld, Reason: h.Reason, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt}
+}
+
+// heldNotice is the paid notice that h was held from.
+func heldNotice(h *lapse.HeldPayment) *lapse.PaymentNotice {
+	return &lapse.PaymentNotice{Provider: h.Provider, Kind: lapse.NoticePaid, TxnID: h.TxnID, OrderNo: h.OrderNo, Amount: h.Amount,
+		Currency: h.Currency, Merchant: h.Merchant, PaidAt: h.PaidAt, Raw: h.Raw, Review: h.Doubt}
+}
+
+// heldPaidAtMismatch says why paidAt, the provider's time of a payment held
+// since heldAt without its order, cannot be true, or "". It came before its
+// order, so a time before the order's creation is no contradiction; one
+// more than MaxPaidAtAhead after the callback that reported it is.
+func heldPaidAtMismatch(paidAt, heldAt time.Time) string {
+	if paidAt.After(heldAt.Add(MaxPaidAtAhead)) {
+		return fmt.Sprintf("the provider reports it paid at %s, %s after its callback came at %s, more than the %s clocks may drift",
+			paidAt.UTC().Format(time.RFC3339Nano), paidAt.Sub(heldAt).Round(time.Second), heldAt.UTC().Format(time.RFC3339Nano), MaxPaidAtAhead)
+	}
+	return ""
+}
+
+// heldRefundNoticed applies refund notice n to the payment held without
+// its order under n's transaction, and returns it as it then stands, or nil
+// when none is held. A refund an operator asked for completes as the
+// provider's answer would (heldRefundAnswered: refunded, or back to review
+// when it reports another amount or currency); a refund already recorded is
+// a replay; any other (made at the provider without Lapse) is put on the
+// desk with the held payment, as a contradiction is.
+func (ps *payments) heldRefundNoticed(ctx context.Context, n *lapse.PaymentNotice) (*lapse.HeldPayment, error) {
+	e := ps.e
+	hs, err := e.store.HeldPaymentList(ctx, &lapse.HeldPaymentListParams{Provider: n.Provider, TxnID: n.TxnID})
+	if err != nil || len(hs) == 0 {
+		return nil, err
+	}
+	h := hs[0]
+	switch {
+	case h.Status == lapse.HeldRefunded && n.Amount == h.Amount && n.Currency == h.Currency:
+		return h, nil
+	case h.Status == lapse.HeldRefunding && n.OrderNo == h.OrderNo:
+		got, err := e.heldRefundAnswered(ctx, h, &lapse.ProviderRefund{RefundID: n.RefundID, TxnID: n.TxnID, Amount: n.Amount,
+			Currency: n.Currency, Status: lapse.RefundSucceeded}, nil)
+		if errors.Is(err, lapse.ErrStale) {
+			return e.store.HeldPaymentGet(ctx, h.ID)
+		}
+		return got, err
+	}
+	return ps.heldContradicted(ctx, h, fmt.Sprintf("a refund notice (refund %s) reports %s refunded for order %s, which Lapse did not ask for",
+		n.RefundID, lapse.Money(n.Amount, n.Currency), n.OrderNo))
+}
+
+// HeldPayments lists payments held without their order, by id.
+func (e *Engine) HeldPayments(ctx context.Context, p *lapse.HeldPaymentListParams) ([]*lapse.HeldPayment, error) {
+	return e.store.HeldPaymentList(ctx, p)
+}
+
+// HeldPayment returns the held payment with id, or
+// lapse.ErrHeldPaymentNotFound.
+func (e *Engine) HeldPayment(ctx context.Context, id int64) (*lapse.HeldPayment, error) {
+	return e.store.HeldPaymentGet(ctx, id)
+}
+
+// Errors of an operator's action on a held payment that cannot be taken:
+// ECONFLICT, nothing changed. Errors that refine them name the payment.
+var (
+	// ErrHeldNotInReview: the held payment is not in review (it waits for
+	// its order, or is settled already).
+	ErrHeldNotInReview = &lapse.Error{Code: lapse.ECONFLICT, Message: "the held payment is not in review"}
+	// ErrHeldNoProvider: no payment provider port is configured for the
+	// held payment's provider, so Lapse cannot refund it.
+	ErrHeldNoProvider = &lapse.Error{Code: lapse.ECONFLICT, Message: "no payment provider port can refund the held payment"}
+)
+
+// HeldRefundKey is the idempotency key of the refund of a held payment.
+func HeldRefundKey(h *lapse.HeldPayment) string {
+	return "lapse-refund-held-" + h.Provider + "-" + h.TxnID
+}
+
+// RefundHeldPayment has an operator refund the held payment id, which must
+// be in review, in full through its provider's port, under HeldRefundKey.
+// It moves to refunding first (the operator's action, audited with that
+// change when ctx carries a row: WithAudit), then as the provider answers:
+// refunded when it succeeded; refunding while it processes or when its
+// answer was lost (the HeldMatcher asks again); back to review, with why,
+// when the provider refused or reported another refund. It returns the
+// held payment as it then stands.
+//
+// Errors, with nothing changed: lapse.ErrHeldPaymentNotFound;
+// ErrHeldNotInReview; ErrHeldNoProvider.
+func (e *Engine) RefundHeldPayment(ctx context.Context, id int64, by Actor) (*lapse.HeldPayment, error) {
+	h, err := e.heldInReview(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	prov := e.feat.payments.providers[h.Provider]
+	if prov == nil {
+		return nil, lapse.Refine(ErrHeldNoProvider, "held payment %d: no payment provider port is configured for %s", id, h.Provider)
+	}
+	h, err = e.store.HeldPaymentUpdate(ctx, &lapse.HeldPaymentUpdateParams{ID: id, From: lapse.HeldReview, To: lapse.HeldRefunding,
+		RefundID: HeldRefundKey(h), By: by.resolver(), At: e.clock.Now()})
+	if errors.Is(err, lapse.ErrStale) {
+		return nil, lapse.Refine(ErrHeldNotInReview, "held payment %d moved on meanwhile", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	ctx = withoutAudit(ctx) // what follows is the provider's answer, not the operator's action
+	ref, err := prov.Refund(ctx, &lapse.RefundRequest{IdempotencyKey: HeldRefundKey(h), TxnID: h.TxnID, OrderNo: h.OrderNo,
+		Amount: h.Amount, Currency: h.Currency, Reason: "payment held without its order: refunded by " + by.resolver()})
+	return e.heldRefundAnswered(ctx, h, ref, err)
+}
+
+// heldRefundAnswered records the provider's answer (ref, or err) about the
+// refund of h, refunding: see RefundHeldPayment.
+func (e *Engine) heldRefundAnswered(ctx context.Context, h *lapse.HeldPayment, ref *lapse.ProviderRefund, err error) (*lapse.HeldPayment, error) {
+	back := func(why string) (*lapse.HeldPayment, error) {
+		got, uerr := e.store.HeldPaymentUpdate(ctx, &lapse.HeldPaymentUpdateParams{ID: h.ID, From: lapse.HeldRefunding, To: lapse.HeldReview,
+			Reason: lapse.CleanReason(why), At: e.clock.Now()})
+		if uerr != nil {
+			return nil, uerr
+		}
+		e.log.Warn("the refund of a held payment did not go through; it is in review again", "provider", h.Provider, "txn_id", h.TxnID, "reason", why)
+		e.metrics.refunds.WithLabelValues(refundHeldPayment, refundReview).Inc()
+		return got, nil
+	}
+	switch {
+	case errors.Is(err, lapse.ErrRefused):
+		return back("refund refused: " + lapse.Reason(err))
+	case err != nil:
+		// Sent, perhaps: the HeldMatcher asks under the same key.
+		e.log.Warn("the refund of a held payment has no answer yet; it is asked for again", "provider", h.Provider, "txn_id", h.TxnID, "err", err)
+		return h, nil
+	}
+	if dis := reportDisagrees(h.Provider, HeldRefundKey(h), ref, h.TxnID, h.Amount, h.Currency); dis != nil {
+		return back(dis.Error())
+	}
+	switch ref.Status {
+	case lapse.RefundSucceeded:
+		got, err := e.store.HeldPaymentUpdate(ctx, &lapse.HeldPaymentUpdateParams{ID: h.ID, From: lapse.HeldRefunding, To: lapse.HeldRefunded,
+			RefundID: ref.RefundID, Reason: "refunded", At: e.clock.Now()})
+		if err != nil {
+			return nil, err
+		}
+		e.metrics.payments.WithLabelValues(h.Provider, string(lapse.PaymentRefunded)).Inc()
+		e.metrics.refunds.WithLabelValues(refundHeldPayment, refundSucceeded).Inc()
+		return got, nil
+	case lapse.RefundProcessing:
+		return h, nil
+	}
+	return back(fmt.Sprintf("refund refused: %s reports refund %s %s", h.Provider, ref.RefundID, ref.Status))
+}
+
+// DismissHeldPayment has an operator take the held payment id, in review,
+// off the desk with note, which says what became of the money (it is kept
+// as written). The change is audited when ctx carries a row (WithAudit).
+// It returns the held payment as dismissed.
+//
+// Errors, with nothing changed: EINVALID for an empty note, or one that
+// lapse.ReviewResolveParams would refuse; lapse.ErrHeldPaymentNotFound;
+// ErrHeldNotInReview.
+func (e *Engine) DismissHeldPayment(ctx context.Context, id int64, note string, by Actor) (*lapse.HeldPayment, error) {
+	if strings.TrimSpace(note) == "" {
+		return nil, lapse.FieldError("note", "is required: say what became of the money")
+	}
+	now := e.clock.Now()
+	check := lapse.ReviewResolveParams{ID: id, At: now, By: by.resolver(), Note: note}
+	if err := check.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := e.heldInReview(ctx, id); err != nil {
+		return nil, err
+	}
+	got, err := e.store.HeldPaymentUpdate(ctx, &lapse.HeldPaymentUpdateParams{ID: id, From: lapse.HeldReview, To: lapse.HeldDismissed,
+		By: by.resolver(), Note: note, Reason: "dismissed by an operator", At: now})
+	if errors.Is(err, lapse.ErrStale) {
+		return nil, lapse.Refine(ErrHeldNotInReview, "held payment %d moved on meanwhile", id)
+	}
+	return got, err
+}
+
+// heldInReview returns the held payment id when it is in review.
+func (e *Engine) heldInReview(ctx context.Context, id int64) (*lapse.HeldPayment, error) {
+	if id <= 0 {
+		return nil, lapse.FieldError("id", "must be a held payment id, a positive integer")
+	}
+	h, err := e.store.HeldPaymentGet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if h.Status != lapse.HeldReview {
+		return nil, lapse.Refine(ErrHeldNotInReview, "held payment %d is %s, not in review", id, h.Status)
+	}
+	return h, nil
+}
