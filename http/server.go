@@ -187,7 +187,7 @@ func (s *Server) routes() []route {
 		{method: "GET", path: "/v1/reviews", handler: s.listReviews, scope: read, query: true},
 		{method: "POST", path: "/v1/reviews/{id}/resolve", handler: s.resolveReview, scope: ops, audit: "review.resolve", target: "review:{id}"},
 		{method: "POST", path: "/v1/reviews/{id}/settle", handler: s.settleReview, scope: ref, audit: "review.settle", target: "review:{id}", risky: true, stake: settleStake},
-		{method: "GET", path: "/v1/held-payments", handler: s.listHeldPayments, scope: read},
+		{method: "GET", path: "/v1/held-payments", handler: s.listHeldPayments, scope: read, query: true},
 		{method: "GET", path: "/v1/held-payments/{id}", handler: s.getHeldPayment, scope: read},
 		{method: "POST", path: "/v1/held-payments/{id}/refund", handler: s.refundHeldPayment, scope: ref, audit: "held_payment.refund", target: "held_payment:{id}", risky: true, stake: heldStake},
 		{method: "POST", path: "/v1/held-payments/{id}/dismiss", handler: s.dismissHeldPayment, scope: ref, audit: "held_payment.dismiss", target: "held_payment:{id}", risky: true, stake: dismissStake},
