@@ -142,17 +142,19 @@ func Reason(err error) string {
 	return CleanReason(strings.TrimPrefix(err.Error(), "lapse: "))
 }
 
-// CleanReason makes s fit to keep and show: invalid UTF-8 and control
-// characters (a provider's answer may hold anything) become U+FFFD or a
-// space, and it is cut to MaxReasonLen bytes on a character boundary,
-// ending in "…" when cut.
+// CleanReason makes s fit to keep and show: invalid UTF-8, control
+// characters (a provider's answer may hold anything) and bidirectional
+// controls (U+202E and its kin, which would show an operator the text
+// around them reordered, an amount or an order number other than the
+// one kept) become U+FFFD or a space, and it is cut to MaxReasonLen bytes
+// on a character boundary, ending in "…" when cut.
 func CleanReason(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	s = strings.Map(func(r rune) rune {
 		switch {
 		case r == '\n' || r == '\r' || r == '\t':
 			return ' '
-		case unicode.IsControl(r):
+		case unicode.IsControl(r), unicode.Is(unicode.Bidi_Control, r):
 			return '\uFFFD'
 		}
 		return r
