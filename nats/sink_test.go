@@ -215,7 +215,7 @@ func TestNewKeepsOperatorSettings(t *testing.T) {
 	t.Parallel()
 	cfg, js := testConfig(t)
 	ctx := context.Background()
-	_, err := js.CreateStream(ctx, jetstream.StreamConfig{
+	err := nats.CreateStream(ctx, js, jetstream.StreamConfig{
 		Name: cfg.Stream, Subjects: []string{"elsewhere_" + randomHex(4) + ".>"},
 		Storage: jetstream.FileStorage, Duplicates: time.Minute, MaxAge: 48 * time.Hour,
 	})
@@ -239,7 +239,7 @@ func TestNewKeepsOperatorSettings(t *testing.T) {
 func TestNewRefusesMemoryStream(t *testing.T) {
 	t.Parallel()
 	cfg, js := testConfig(t)
-	_, err := js.CreateStream(context.Background(), jetstream.StreamConfig{
+	err := nats.CreateStream(context.Background(), js, jetstream.StreamConfig{
 		Name: cfg.Stream, Subjects: []string{cfg.Subject + ".>"}, Storage: jetstream.MemoryStorage,
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -19,7 +20,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg Config) error
 	for range 2 { // a second round when another node created it between our calls
 		st, err := js.Stream(ctx, cfg.Stream)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			_, err = js.CreateStream(ctx, jetstream.StreamConfig{
+			err = createStream(ctx, js, jetstream.StreamConfig{
 				Name:       cfg.Stream,
 				Subjects:   []string{subjects},
 				Storage:    jetstream.FileStorage,
@@ -61,4 +62,32 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg Config) error
 		return nil
 	}
 	return fmt.Errorf("nats: stream %s appeared and vanished while it was being set up", cfg.Stream)
+}
+
+// errCodeStreamStoreFailed is JetStream's "error creating store for
+// stream" (10049), which nats.go names no constant for.
+const errCodeStreamStoreFailed jetstream.ErrorCode = 10049
+
+// createStream creates the stream sc, trying again, a few times within a
+// second, when the server fails to make its store. The server removes an
+// account's store directory with its last file stream, and a stream
+// created at that moment, by this process or by another client of the same
+// account, fails so (seen with nats-server 2.9: "could not create storage
+// directory ... no such file or directory"); nothing was created, and the
+// next try makes the directory again.
+func createStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) error {
+	pause := 25 * time.Millisecond
+	for try := 1; ; try++ {
+		_, err := js.CreateStream(ctx, sc)
+		var apiErr *jetstream.APIError
+		if try == 5 || !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeStreamStoreFailed {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+		pause *= 2
+	}
 }
