@@ -95,11 +95,13 @@ func sessionOut(name, role string, scopes []string, ss *lapse.Session) sessionJS
 }
 
 // currentSession is the session r came with, or an error for a request
-// that did not come with one.
+// that did not come with one (a key's): the session routes need no scope,
+// only a session, which this refuses every other credential for.
 func (s *Server) currentSession(r *http.Request) (*lapse.Session, error) {
 	p := principalOf(r.Context())
 	if p == nil || p.Session == nil {
-		return nil, lapse.Errorf(lapse.EINVALID, "this request did not come with an operator's session")
+		return nil, lapse.Errorf(lapse.EINVALID, "this route is about an operator's own session, and this request did not come with one: "+
+			"an API key has no session to read, end or give a second factor to (revoke a key with lapse apikey revoke)")
 	}
 	return p.Session, nil
 }
