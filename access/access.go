@@ -71,7 +71,8 @@ type Config struct {
 	ApprovalAmount int64
 	// ApprovalCount is the number of orders an operator may put at stake on
 	// their own word (manual closes, group buys cancelled while open, their
-	// members, events that end an order) within ApprovalWindow: an action
+	// members, events that end an order, deadlines brought earlier) within
+	// ApprovalWindow: an action
 	// that would take them above it needs approval; 0: never.
 	ApprovalCount int64
 	// ApprovalWindow is how long an operator's action counts toward

@@ -172,7 +172,7 @@ func (s *Server) routes() []route {
 		{method: "GET", path: "/v1/orders/{order_no}", handler: s.getOrder, scope: read},
 		{method: "POST", path: "/v1/orders/{order_no}/events", handler: s.fireEvent, scope: write, audit: "order.fire", target: "order:{order_no}", risky: true, stake: fireStake},
 		{method: "GET", path: "/v1/orders/{order_no}/events", handler: s.listEvents, scope: read},
-		{method: "PATCH", path: "/v1/orders/{order_no}/deadline", handler: s.setDeadline, scope: write, audit: "order.deadline", target: "order:{order_no}", risky: true},
+		{method: "PATCH", path: "/v1/orders/{order_no}/deadline", handler: s.setDeadline, scope: write, audit: "order.deadline", target: "order:{order_no}", risky: true, stake: deadlineStake},
 		{method: "GET", path: "/v1/orders/{order_no}/transitions", handler: s.listTransitions, scope: read},
 		{method: "GET", path: "/v1/orders/{order_no}/deliveries", handler: s.listDeliveries, scope: read},
 		{method: "POST", path: "/v1/deliveries/{id}/retry", handler: s.retryDelivery, scope: ops, audit: "delivery.retry", target: "delivery:{id}", risky: true},

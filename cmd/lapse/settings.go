@@ -110,7 +110,7 @@ var serveSettings = []*setting{
 		Doc:   "four eyes: an operator's refund or retry of more than this much money (minor units) waits for a second operator's approval (0: never)",
 		field: func(o *options) any { return &o.ac.approvalAmount }},
 	{Name: "approval-count", Kind: kindInt, Range: atLeast("0"), Default: "100",
-		Doc:   "four eyes: an operator's manual close, cancel of an open group buy, or event that ends an order (a CANCEL), that would take the orders they put at stake on their own word in the last 24 hours (closed or cancelled orders, cancelled members) past this many waits for a second operator's approval (0: never)",
+		Doc:   "four eyes: an operator's manual close, cancel of an open group buy, event that ends an order (a CANCEL), or deadline brought earlier, that would take the orders they put at stake on their own word in the last 24 hours (closed or cancelled orders, cancelled members, orders or open groups' members whose deadlines they brought earlier) past this many waits for a second operator's approval (0: never)",
 		field: func(o *options) any { return &o.ac.approvalCount }},
 	{Name: "approval-ttl", Kind: kindDuration, Range: positive, Default: access.DefaultApprovalTTL.String(),
 		Doc:   "how long a request waits for a second operator's approval before it expires",
