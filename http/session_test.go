@@ -2,8 +2,13 @@ package http_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/pquerna/otp/totp"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
@@ -64,4 +69,48 @@ func TestAccessSessionRoutesNeedNoScope(t *testing.T) {
 	}
 	g.wantRows("logout zed ok")
 	g.call("GET", "/v1/sessions/current", "", zed).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+}
+
+// TestLoginLimitPerAddress: past its limit, a client address's logins are
+// answered 429 with Retry-After, whatever their names and even with the
+// right password and code, and only the first refusal leaves an audit row
+// (in the client's address), not one per attempt; the per-operator lockout
+// does not count them.
+func TestLoginLimitPerAddress(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{LoginsPerMinute: 2})
+	g.operator("alice", access.RoleOperator)
+	g.rows()
+	login := func(name, pw, code string) *response {
+		return g.call("POST", "/v1/sessions", fmt.Sprintf(`{"name":%q,"password":%q,"code":%q}`, name, pw, code))
+	}
+	login("nobody", "guess", "123456").refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	login("alice", "guess", "123456").refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	for i := range 30 {
+		r := login(fmt.Sprintf("mallory-%d", i), "guess", "123456")
+		p := r.refused(t, http.StatusTooManyRequests, lapse.EUNAVAILABLE)
+		if ra := r.header.Get("Retry-After"); ra != "30" || !strings.Contains(p.Detail, "too many login attempts") {
+			t.Fatalf("a login past the limit: Retry-After %q, %+v", ra, p)
+		}
+	}
+	code, err := totp.GenerateCode(g.secrets["alice"], g.clock.Now()) // g.code would move the clock on
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := login("alice", password, code).want(t, http.StatusTooManyRequests)
+	if len(r.header.Values("Set-Cookie")) != 0 {
+		t.Errorf("a login refused for its address set %v", r.header.Values("Set-Cookie"))
+	}
+	rows := g.wantRows("login nobody unknown operator", "login alice wrong password",
+		"login mallory-0 refused: too many login attempts from this address")
+	if len(rows) == 3 && rows[2].ClientAddr != "127.0.0.1" {
+		t.Errorf("the refusal's row %+v", rows[2])
+	}
+	if o, err := g.access.Store().OperatorGet(context.Background(), "alice"); err != nil || o.FailedLogins != 1 {
+		t.Errorf("alice after the flood: %+v, %v; want her one failure counted", o, err)
+	}
+	// The address's count comes back with time.
+	g.clock.Advance(time.Minute)
+	g.login("alice")
+	g.wantRows("login alice ok")
 }
