@@ -170,8 +170,8 @@ func (s *Service) admitLogin(ctx context.Context, name, clientAddr string) error
 		return err
 	}
 	e := loginEntry(name, clientAddr, nil, now)
-	e.Result = fmt.Sprintf("refused: too many login attempts from this address (more than %d a minute); %d more refused "+
-		"without a row since its last such row; for %s more are refused without one", s.cfg.LoginsPerMinute, unrowed, loginRowEvery)
+	e.Result = fmt.Sprintf("refused: too many login attempts from this address (more than %d a minute); %d more were "+
+		"refused without a row since its previous one; those of the next minute are refused without one", s.cfg.LoginsPerMinute, unrowed)
 	if aerr := lapse.AuditRecord(ctx, s.store, e); aerr != nil {
 		return aerr
 	}

@@ -39,7 +39,8 @@ type LoginLimitError struct {
 func (e *LoginLimitError) Error() string { return "lapse: " + e.message() }
 
 func (e *LoginLimitError) message() string {
-	return fmt.Sprintf("too many login attempts from this address; try again in %s", e.RetryAfter.Round(time.Second))
+	wait := max(time.Second, (e.RetryAfter + time.Second - 1).Truncate(time.Second)) // as Retry-After says it
+	return fmt.Sprintf("too many login attempts from this address; try again in %s", wait)
 }
 
 // Unwrap makes the error a lapse error of code EUNAVAILABLE.

@@ -43,7 +43,7 @@ func TestLoginLimitPerAddress(t *testing.T) {
 		t.Fatalf("%d login rows after 3 attempts and 21 refused, want 4", len(rows))
 	}
 	if r := rows[3]; r.ClientAddr != from || !strings.HasPrefix(r.Result, "refused: too many login attempts from this address") ||
-		!strings.Contains(r.Result, "0 more refused") {
+		!strings.Contains(r.Result, "0 more were refused") {
 		t.Errorf("the refusal's row %+v", r)
 	}
 	if o := e.operator("alice"); o.FailedLogins != 0 || o.LastTOTPStep != 0 {
@@ -70,7 +70,7 @@ func TestLoginLimitPerAddress(t *testing.T) {
 		wantErr(t, err, lapse.EUNAUTHORIZED, "")
 	}
 	limited(e.svc.Login(e.ctx, "nobody", "guess", "123456", from))
-	if r := e.lastAudit("login"); r.ClientAddr != from || !strings.Contains(r.Result, "20 more refused") {
+	if r := e.lastAudit("login"); r.ClientAddr != from || !strings.Contains(r.Result, "20 more were refused") {
 		t.Errorf("the next refusal's row %+v", r)
 	}
 
