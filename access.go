@@ -219,7 +219,9 @@ type Session struct {
 
 // Stake is what an operator's risky action put at stake on their own word,
 // carried out without a second operator's approval: the orders of a manual
-// close, the members of a group buy cancelled while open. Such actions add
+// close, the members of a group buy cancelled while open, an order ended by
+// an event or whose deadline was brought earlier (an open group buy's: its
+// members). Such actions add
 // up toward the approval threshold over a window (access.Config), so that
 // an operator cannot go past it in pieces.
 type Stake struct {

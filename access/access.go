@@ -71,12 +71,19 @@ type Config struct {
 	ApprovalAmount int64
 	// ApprovalCount is the number of orders an operator may put at stake on
 	// their own word (manual closes, group buys cancelled while open, their
-	// members, events that end an order) within ApprovalWindow: an action
+	// members, events that end an order, deadlines brought earlier) within
+	// ApprovalWindow: an action
 	// that would take them above it needs approval; 0: never.
 	ApprovalCount int64
 	// ApprovalWindow is how long an operator's action counts toward
 	// ApprovalCount: a rolling window. Default 24h.
 	ApprovalWindow time.Duration
+	// LoginsPerMinute is how many logins a client address may try at once,
+	// and then in a minute: past it, a login is refused at once with a
+	// *LoginLimitError, before its password is looked at, and only the
+	// first such refusal in a minute leaves an audit row. A good login does
+	// not count. Each Service counts on its own, in memory. Default 10.
+	LoginsPerMinute int
 	// Issuer names Lapse in operators' authenticator apps. Default "Lapse".
 	Issuer string
 	// HashParams is the argon2id cost of new password hashes. Default
@@ -107,6 +114,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, lapse.FieldError("approval_count", "must not be negative")
 	case c.ApprovalWindow < 0:
 		return c, lapse.FieldError("approval_window", "must not be negative")
+	case c.LoginsPerMinute < 0:
+		return c, lapse.FieldError("logins_per_minute", "must not be negative")
 	}
 	if c.Clock == nil {
 		c.Clock = lapse.SystemClock{}
@@ -118,6 +127,7 @@ func (c Config) withDefaults() (Config, error) {
 	c.LockoutMax = cmp.Or(c.LockoutMax, DefaultLockoutMax)
 	c.ApprovalTTL = cmp.Or(c.ApprovalTTL, DefaultApprovalTTL)
 	c.ApprovalWindow = cmp.Or(c.ApprovalWindow, DefaultApprovalWindow)
+	c.LoginsPerMinute = cmp.Or(c.LoginsPerMinute, DefaultLoginsPerMinute)
 	c.Issuer = cmp.Or(c.Issuer, DefaultIssuer)
 	if c.HashParams == nil {
 		c.HashParams = argon2id.DefaultParams
@@ -142,6 +152,9 @@ type Service struct {
 	// hashing bounds the argon2id computations running at once: each takes
 	// HashParams.Memory, and a burst of logins must not exhaust memory.
 	hashing chan struct{}
+	// logins counts the login attempts of each client address, so that no
+	// caller takes the hashing slots, and the audit log, with a flood.
+	logins *loginLimiter
 }
 
 // New returns a Service over store, which must also be a lapse.AccessStore
@@ -162,6 +175,7 @@ func New(store lapse.Store, cfg Config) (*Service, error) {
 		cfg:     cfg,
 		clock:   cfg.Clock,
 		hashing: make(chan struct{}, min(4, max(1, runtime.GOMAXPROCS(0)))),
+		logins:  newLoginLimiter(cfg.LoginsPerMinute),
 	}
 	if cfg.AdminKey != "" {
 		h := sha256.Sum256([]byte(cfg.AdminKey))

@@ -11,7 +11,8 @@ import (
 
 // NeedsApproval reports whether an operator's risky action on amount (money
 // in minor units) or count (orders: a manual close, the members of a group
-// buy cancelled while open) needs a second operator: amount above
+// buy cancelled while open, an order ended by an event or whose deadline is
+// brought earlier) needs a second operator: amount above
 // Config.ApprovalAmount, or count, added to the orders the operator put at
 // stake on their own word within the last ApprovalWindow (Admit), above
 // ApprovalCount, where each threshold is not zero. Keys and the command line

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -39,14 +40,26 @@ func errLocked(code string, o *lapse.Operator) error {
 // failed) in the transaction that counts it. An unknown name costs the same
 // password hash as a known one, so timing does not tell which names exist.
 // (A lockout message does: that is the price of telling an operator why.)
+//
+// Before any of that, clientAddr's attempts are counted (for IPv6, its
+// /64's): past Config.LoginsPerMinute, a login is refused with a
+// *LoginLimitError, whatever its name, without a look at the store or the
+// password, so that no caller holds the hashing slots real operators wait
+// for. Such a refusal leaves a row ("refused: too many login attempts …")
+// at most once a minute per address, with the count of those refused
+// without one since, so that a flood is seen and does not grow the log
+// with it. A good login gives its attempt back.
 func (s *Service) Login(ctx context.Context, name, password, code, clientAddr string) (string, *Principal, error) {
+	name = strings.TrimSpace(name) // as AddOperator keeps it
+	if err := s.admitLogin(ctx, name, clientAddr); err != nil {
+		return "", nil, err
+	}
 	// The password hash is compared before the transaction: argon2id takes
 	// tens of milliseconds and much memory, too long to hold the operator's
 	// row (on SQLite, the whole file) locked. What it decides is taken under
 	// the lock: that the hash compared is still the operator's, that they
 	// are not locked out, the count and the code's step, so concurrent
 	// guesses cannot get more answers than the count allows.
-	name = strings.TrimSpace(name) // as AddOperator keeps it
 	pre, err := s.access.OperatorGet(ctx, name)
 	if err != nil && !errors.Is(err, lapse.ErrAccessNotFound) {
 		return "", nil, err
@@ -139,7 +152,30 @@ func (s *Service) Login(ctx context.Context, name, password, code, clientAddr st
 	case outcome != nil:
 		return "", nil, outcome
 	}
+	s.logins.giveBack(clientAddr)
 	return token, p, nil
+}
+
+// admitLogin counts a login attempt as name from clientAddr and refuses it
+// past the address's limit, with its row when the limiter says it is to
+// leave one (Login).
+func (s *Service) admitLogin(ctx context.Context, name, clientAddr string) error {
+	now := s.clock.Now()
+	wait, row, unrowed := s.logins.take(clientAddr, now)
+	if wait <= 0 {
+		return nil
+	}
+	err := &LoginLimitError{RetryAfter: wait}
+	if !row {
+		return err
+	}
+	e := loginEntry(name, clientAddr, nil, now)
+	e.Result = fmt.Sprintf("refused: too many login attempts from this address (more than %d a minute); %d more were "+
+		"refused without a row since its previous one; those of the next minute are refused without one", s.cfg.LoginsPerMinute, unrowed)
+	if aerr := lapse.AuditRecord(ctx, s.store, e); aerr != nil {
+		return aerr
+	}
+	return err
 }
 
 // loginEntry is the audit row of a login as name; o is the operator of

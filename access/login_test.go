@@ -231,7 +231,11 @@ func TestLoginConcurrentGuesses(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 12)
 	for i := range errs {
-		wg.Go(func() { _, _, errs[i] = e.svc.Login(e.ctx, "alice", "guess number "+itoa(int64(i)), code, "") })
+		// Each from an address of its own, which the limit per address
+		// (TestLoginLimitPerAddress) would otherwise stop first.
+		wg.Go(func() {
+			_, _, errs[i] = e.svc.Login(e.ctx, "alice", "guess number "+itoa(int64(i)), code, "192.0.2."+itoa(int64(i)))
+		})
 	}
 	wg.Wait()
 	lockedOut := 0

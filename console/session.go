@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -63,6 +64,14 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	name, next := r.PostForm.Get("name"), safeNext(r.PostForm.Get("next"))
 	token, p, err := c.cfg.Access.Login(r.Context(), name, r.PostForm.Get("password"), r.PostForm.Get("code"), clientAddr(r))
+	if limit, ok := errors.AsType[*access.LoginLimitError](err); ok {
+		// The API's limit, counted with its logins: the form is no way
+		// around it.
+		wait := lapsehttp.RetryAfter(limit.RetryAfter)
+		w.Header().Set("Retry-After", wait)
+		c.renderStatus(w, r, http.StatusTooManyRequests, "login", loginData{Next: next, Name: name, Failed: t(langOf(r, ""), "login.too_many", wait)})
+		return
+	}
 	if err != nil {
 		lang := langOf(r, "")
 		c.renderStatus(w, r, http.StatusUnauthorized, "login", loginData{Next: next, Name: name, Failed: t(lang, "login.failed")})

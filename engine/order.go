@@ -441,15 +441,7 @@ type DeadlineChange struct {
 // too). The order still closes at the shortened deadline: a payment whose
 // callback arrives after that finds the order closed and is refunded.
 func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChange) (*lapse.Order, error) {
-	switch {
-	case c.At == nil && c.ExtendBy == 0:
-		return nil, lapse.FieldError("deadline_at", "send deadline_at or extend_by")
-	case c.At != nil && c.ExtendBy != 0:
-		return nil, lapse.FieldError("deadline_at", "and extend_by exclude each other; send one")
-	case c.ExtendBy < 0:
-		return nil, lapse.FieldError("extend_by", "must be positive; send deadline_at to shorten a deadline")
-	}
-	if err := lapse.CheckReason("reason", c.Reason); err != nil {
+	if err := c.check(); err != nil {
 		return nil, err
 	}
 	var moved *lapse.Order
@@ -463,25 +455,9 @@ func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChan
 		if err != nil {
 			return err
 		}
-		if spec := flow.State(o.State); spec == nil || spec.Deadline == nil || o.DeadlineAt == nil {
-			return lapse.Errorf(lapse.ECONFLICT, "order %s is %s, which has no deadline to change", o.OrderNo, o.State)
-		}
 		now := e.clock.Now() // after the lock: nothing moves the order until this commits
-		if err := deadlinePassed(o, now); err != nil {
-			return err
-		}
-		window := *o.DeadlineAt
-		if o.PayBy != nil {
-			window = *o.PayBy
-		}
-		field, at := "extend_by", window.Add(c.ExtendBy)
-		if c.At != nil {
-			field, at = "deadline_at", lapse.Truncate(*c.At)
-			if o.PayBy != nil {
-				at = at.Add(flow.Grace) // the customer started paying: the new window keeps its grace
-			}
-		}
-		if err := e.checkDeadline(field, at, now); err != nil {
+		at, _, err := e.deadlineMove(o, flow, c, now)
+		if err != nil {
 			return err
 		}
 		var payBy *time.Time
@@ -507,6 +483,80 @@ func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChan
 	e.deadlineSet(moved.ID, *moved.DeadlineAt)
 	e.delivered(evs)
 	return moved, nil
+}
+
+// check refuses a change that is not one: neither or both of At and
+// ExtendBy, a negative ExtendBy, a bad reason.
+func (c DeadlineChange) check() error {
+	switch {
+	case c.At == nil && c.ExtendBy == 0:
+		return lapse.FieldError("deadline_at", "send deadline_at or extend_by")
+	case c.At != nil && c.ExtendBy != 0:
+		return lapse.FieldError("deadline_at", "and extend_by exclude each other; send one")
+	case c.ExtendBy < 0:
+		return lapse.FieldError("extend_by", "must be positive; send deadline_at to shorten a deadline")
+	}
+	return lapse.CheckReason("reason", c.Reason)
+}
+
+// deadlineMove returns where c moves the window of o, of flow, at now: its
+// new end (the deadline, or the PayBy of a customer who started paying, as
+// SetDeadline keeps it) and its end before, or SetDeadline's error for a
+// change it refuses.
+func (e *Engine) deadlineMove(o *lapse.Order, flow *lapse.Flow, c DeadlineChange, now time.Time) (at, was time.Time, err error) {
+	if spec := flow.State(o.State); spec == nil || spec.Deadline == nil || o.DeadlineAt == nil {
+		return at, was, lapse.Errorf(lapse.ECONFLICT, "order %s is %s, which has no deadline to change", o.OrderNo, o.State)
+	}
+	if err := deadlinePassed(o, now); err != nil {
+		return at, was, err
+	}
+	was = *o.DeadlineAt
+	if o.PayBy != nil {
+		was = *o.PayBy
+	}
+	field, at := "extend_by", was.Add(c.ExtendBy)
+	if c.At != nil {
+		field, at = "deadline_at", lapse.Truncate(*c.At)
+		if o.PayBy != nil {
+			at = at.Add(flow.Grace) // the customer started paying: the new window keeps its grace
+		}
+	}
+	return at, was, e.checkDeadline(field, at, now)
+}
+
+// DeadlineStake is what the change c of the deadline of the order orderNo
+// puts at stake, in orders: when c brings the deadline earlier, its timer
+// acts sooner, as a manual close of the order does, so 1; for a group buy
+// open to members, whose deadline settles it for every member, each
+// member's purchase, as GroupFireStake counts the group's cancel; 0 when c
+// does not bring it earlier. It changes nothing. Errors: those SetDeadline
+// would return before it changes anything (lapse.ErrOrderNotFound;
+// EINVALID for a bad change; ECONFLICT for a state without a deadline or a
+// deadline that has passed).
+func (e *Engine) DeadlineStake(ctx context.Context, orderNo string, c DeadlineChange) (int64, error) {
+	if err := c.check(); err != nil {
+		return 0, err
+	}
+	o, err := e.store.OrderGet(ctx, orderNo)
+	if err != nil {
+		return 0, err
+	}
+	flow, err := e.flows.of(o)
+	if err != nil {
+		return 0, err
+	}
+	at, was, err := e.deadlineMove(o, flow, c, e.clock.Now())
+	switch {
+	case err != nil:
+		return 0, err
+	case !at.Before(was):
+		return 0, nil
+	}
+	if join := flow.Group.Join; join != "" && flow.Transition(o.State, join) != nil {
+		ms, err := e.store.GroupMemberList(ctx, o.ID)
+		return int64(len(ms)), err
+	}
+	return 1, nil
 }
 
 // deadlinePassed refuses a change to the deadline of o at now once the

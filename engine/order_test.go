@@ -237,3 +237,69 @@ func TestSetDeadline(t *testing.T) {
 		}
 	})
 }
+
+// TestDeadlineStake: a deadline brought earlier puts its order at stake
+// (1); one moved later, or to where it is, nothing. With a payment
+// started, the window compared is the PayBy, which a new deadline_at gets
+// the flow's grace added to, as SetDeadline does. It refuses what
+// SetDeadline refuses, and changes nothing.
+func TestDeadlineStake(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		f := flows.Checkout()
+		f.Grace = time.Minute
+		e, err := engine.New(open(), []*lapse.Flow{f}, engine.Config{Clock: clk, Payments: engine.PaymentConfig{
+			Providers: map[string]lapse.PaymentProvider{"sandbox": &fakeProvider{}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		api := engine.Actor{FiredBy: lapse.FiredByAPI, Name: "operator:alice"}
+		create(t, e, checkout("DS-1", time.Hour))
+		create(t, e, checkout("DS-2", time.Hour))
+		at := func(d time.Duration) *time.Time { x := t0.Add(d); return &x }
+		for _, c := range []struct {
+			no     string
+			change engine.DeadlineChange
+			want   int64
+		}{
+			{"DS-1", engine.DeadlineChange{ExtendBy: time.Minute}, 0},
+			{"DS-1", engine.DeadlineChange{At: at(2 * time.Hour)}, 0},
+			{"DS-1", engine.DeadlineChange{At: at(time.Hour)}, 0},
+			{"DS-1", engine.DeadlineChange{At: at(time.Hour - time.Second)}, 1},
+			{"DS-1", engine.DeadlineChange{At: at(time.Second)}, 1},
+		} {
+			c.change.By = api
+			if n, err := e.DeadlineStake(ctxT(t), c.no, c.change); err != nil || n != c.want {
+				t.Errorf("DeadlineStake(%s, %+v) = %d, %v; want %d", c.no, c.change, n, err, c.want)
+			}
+		}
+		// The customer started paying: the window ends at PayBy, an hour
+		// and the grace on.
+		if _, err := e.StartPayment(ctxT(t), "DS-2", "sandbox", app); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := e.DeadlineStake(ctxT(t), "DS-2", engine.DeadlineChange{At: at(time.Hour), By: api}); err != nil || n != 0 {
+			t.Errorf("DS-2 to its own deadline: %d, %v; want 0", n, err)
+		}
+		if n, err := e.DeadlineStake(ctxT(t), "DS-2", engine.DeadlineChange{At: at(time.Hour - time.Second), By: api}); err != nil || n != 1 {
+			t.Errorf("DS-2 a second earlier: %d, %v; want 1", n, err)
+		}
+		for _, bad := range []engine.DeadlineChange{{}, {At: at(-time.Second)}, {ExtendBy: -time.Minute}, {At: at(time.Second), ExtendBy: time.Minute}} {
+			if _, err := e.DeadlineStake(ctxT(t), "DS-1", bad); lapse.ErrorCode(err) != lapse.EINVALID {
+				t.Errorf("DeadlineStake(%+v) = %v, want invalid", bad, err)
+			}
+		}
+		if _, err := e.DeadlineStake(ctxT(t), "DS-none", engine.DeadlineChange{At: at(time.Second)}); !errors.Is(err, lapse.ErrOrderNotFound) {
+			t.Errorf("DeadlineStake of no order = %v", err)
+		}
+		if _, err := e.Fire(ctxT(t), "DS-1", engine.Fire{Event: "CANCEL", By: api, External: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.DeadlineStake(ctxT(t), "DS-1", engine.DeadlineChange{At: at(time.Second)}); lapse.ErrorCode(err) != lapse.ECONFLICT {
+			t.Errorf("DeadlineStake of a closed order = %v, want conflict", err)
+		}
+		if o, _ := e.Order(ctxT(t), "DS-2"); o.Version != 2 || !o.DeadlineAt.Equal(t0.Add(time.Hour+f.Grace)) {
+			t.Errorf("DeadlineStake changed DS-2: %+v", o)
+		}
+	})
+}

@@ -153,7 +153,8 @@ func (s *Server) entry(r *http.Request, rt *route, p *access.Principal, body []b
 	return e
 }
 
-// guarded serves r on rt, a route with a scope, as the comment above says.
+// guarded serves r on rt, a route with a scope or a session route, as the
+// comment above says.
 // The mux calls it for rt, so r has rt's path values.
 func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 	if s.access == nil {
@@ -190,7 +191,7 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 			return
 		}
 	}
-	if !p.Can(rt.scope) {
+	if !rt.session && !p.Can(rt.scope) {
 		err := lapse.Errorf(lapse.EFORBIDDEN, "%s needs the scope %s, which %s %q does not have", rt.method+" "+rt.path, rt.scope, p.Kind, p.Name)
 		s.refused(ctx, entry, err)
 		s.error(w, r, err)

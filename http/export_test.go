@@ -14,10 +14,11 @@ func (s *Server) Routes() []string {
 
 // RouteAccess is who may call a route, as the route table says.
 type RouteAccess struct {
-	Scope string // "": open to anyone
-	Risky bool   // an operator needs a fresh second factor
-	Stake bool   // an operator's call above a threshold answers 202 with an approval request
-	Audit string // the action its calls are in the audit log as; "": a read
+	Scope   string // "": open to anyone, unless Session
+	Session bool   // needs an operator's session and no scope
+	Risky   bool   // an operator needs a fresh second factor
+	Stake   bool   // an operator's call above a threshold answers 202 with an approval request
+	Audit   string // the action its calls are in the audit log as; "": a read
 }
 
 // Access maps each route, as "METHOD /path", to its RouteAccess, so that
@@ -26,7 +27,7 @@ type RouteAccess struct {
 func (s *Server) Access() map[string]RouteAccess {
 	out := map[string]RouteAccess{}
 	for _, rt := range s.routes() {
-		out[rt.method+" "+rt.path] = RouteAccess{Scope: rt.scope, Risky: rt.risky, Stake: rt.stake != nil, Audit: rt.audit}
+		out[rt.method+" "+rt.path] = RouteAccess{Scope: rt.scope, Session: rt.session, Risky: rt.risky, Stake: rt.stake != nil, Audit: rt.audit}
 	}
 	return out
 }

@@ -87,6 +87,8 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 // TestOpenAPIMatchesAccess checks each operation's security against the
 // route table: a route with a scope names it as x-lapse-scope and in both
 // security requirements (a key's and a session's) and answers 401 and 403;
+// a session route lists the session alone, with no scope, and answers 401
+// and 403 (another origin);
 // an open route has an empty security; x-lapse-second-factor is the route's
 // risky, and a risky route lists the Lapse-Second-Factor header; a route with a stake may
 // answer 202 with an approval request.
@@ -116,7 +118,9 @@ func TestOpenAPIMatchesAccess(t *testing.T) {
 		switch {
 		case op.Security == nil:
 			t.Errorf("%s has no security; an open route says security: []", route)
-		case want.Scope == "" && len(op.Security) != 0:
+		case want.Session && !reflect.DeepEqual(op.Security, []map[string][]string{{"session": {}}}):
+			t.Errorf("%s needs an operator's session and no scope, but its security is %v", route, op.Security)
+		case want.Scope == "" && !want.Session && len(op.Security) != 0:
 			t.Errorf("%s is open, but its security is %v", route, op.Security)
 		case want.Scope != "" && !reflect.DeepEqual(op.Security, []map[string][]string{{"apiKey": {want.Scope}}, {"session": {want.Scope}}}):
 			t.Errorf("%s needs %s, but its security is %v", route, want.Scope, op.Security)
@@ -131,7 +135,7 @@ func TestOpenAPIMatchesAccess(t *testing.T) {
 			t.Errorf("%s is risky but does not list the Lapse-Second-Factor header", route)
 		}
 		for _, status := range []string{"401", "403"} {
-			if _, ok := op.Responses[status]; want.Scope != "" && !ok {
+			if _, ok := op.Responses[status]; (want.Scope != "" || want.Session) && !ok {
 				t.Errorf("%s needs a credential but does not document %s", route, status)
 			}
 		}

@@ -229,18 +229,13 @@ type deadlineRequest struct {
 	Reason     string  `json:"reason"` // for the order.deadline_changed event
 }
 
-func (s *Server) setDeadline(w http.ResponseWriter, r *http.Request) {
-	var req deadlineRequest
-	if err := s.decode(w, r, &req); err != nil {
-		s.error(w, r, err)
-		return
-	}
+// change is the engine's change of req by r's caller.
+func (req *deadlineRequest) change(r *http.Request) (engine.DeadlineChange, error) {
 	c := engine.DeadlineChange{Reason: req.Reason, By: actor(r)}
 	if req.DeadlineAt != nil {
 		t, err := parseTime("deadline_at", *req.DeadlineAt)
 		if err != nil {
-			s.error(w, r, err)
-			return
+			return c, err
 		}
 		c.At = &t
 	}
@@ -251,10 +246,23 @@ func (s *Server) setDeadline(w http.ResponseWriter, r *http.Request) {
 			err = lapse.FieldError("extend_by", "must be a positive duration such as \"10m\"")
 		}
 		if err != nil {
-			s.error(w, r, err)
-			return
+			return c, err
 		}
 		c.ExtendBy = d // a negative one is refused by the engine, with a hint
+	}
+	return c, nil
+}
+
+func (s *Server) setDeadline(w http.ResponseWriter, r *http.Request) {
+	var req deadlineRequest
+	if err := s.decode(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	c, err := req.change(r)
+	if err != nil {
+		s.error(w, r, err)
+		return
 	}
 	o, err := s.engine.SetDeadline(r.Context(), r.PathValue("order_no"), c)
 	if err != nil {

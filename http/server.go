@@ -132,8 +132,13 @@ type route struct {
 	handler http.HandlerFunc
 	// scope is what a caller's key or role must grant; "" is a route open
 	// to anyone (health, the document, payment callbacks, which their
-	// providers sign, and the login).
+	// providers sign, and the login), unless session is set.
 	scope string
+	// session routes are about the caller's own session (read it, end it,
+	// give it a second factor): they need a credential that verifies, and
+	// no scope, so that an operator whose role grants none can still log
+	// out. Their handlers refuse a key, which has no session.
+	session bool
 	// audit names the action a call is in the audit log as; "" is a read,
 	// or a route whose handler records its own rows (selfAudit).
 	audit     string
@@ -167,7 +172,7 @@ func (s *Server) routes() []route {
 		{method: "GET", path: "/v1/orders/{order_no}", handler: s.getOrder, scope: read},
 		{method: "POST", path: "/v1/orders/{order_no}/events", handler: s.fireEvent, scope: write, audit: "order.fire", target: "order:{order_no}", risky: true, stake: fireStake},
 		{method: "GET", path: "/v1/orders/{order_no}/events", handler: s.listEvents, scope: read},
-		{method: "PATCH", path: "/v1/orders/{order_no}/deadline", handler: s.setDeadline, scope: write, audit: "order.deadline", target: "order:{order_no}", risky: true},
+		{method: "PATCH", path: "/v1/orders/{order_no}/deadline", handler: s.setDeadline, scope: write, audit: "order.deadline", target: "order:{order_no}", risky: true, stake: deadlineStake},
 		{method: "GET", path: "/v1/orders/{order_no}/transitions", handler: s.listTransitions, scope: read},
 		{method: "GET", path: "/v1/orders/{order_no}/deliveries", handler: s.listDeliveries, scope: read},
 		{method: "POST", path: "/v1/deliveries/{id}/retry", handler: s.retryDelivery, scope: ops, audit: "delivery.retry", target: "delivery:{id}", risky: true},
@@ -209,9 +214,9 @@ func (s *Server) routes() []route {
 		{method: "GET", path: "/v1/audit", handler: s.listAudit, scope: access.ScopeAuditRead, query: true},
 		{method: "GET", path: "/v1/audit/verify", handler: s.verifyAudit, scope: access.ScopeAuditRead, query: true},
 		{method: "POST", path: "/v1/sessions", handler: s.login},
-		{method: "GET", path: "/v1/sessions/current", handler: s.getSession, scope: read},
-		{method: "DELETE", path: "/v1/sessions/current", handler: s.logout, scope: read},
-		{method: "POST", path: "/v1/sessions/current/second-factor", handler: s.secondFactor, scope: read},
+		{method: "GET", path: "/v1/sessions/current", handler: s.getSession, session: true},
+		{method: "DELETE", path: "/v1/sessions/current", handler: s.logout, session: true},
+		{method: "POST", path: "/v1/sessions/current/second-factor", handler: s.secondFactor, session: true},
 		{method: "GET", path: "/healthz", handler: s.healthz},
 		{method: "GET", path: "/readyz", handler: s.readyz},
 		{method: "GET", path: "/metrics", handler: s.metrics(), scope: access.ScopeMetricsRead},
@@ -285,7 +290,7 @@ func NewServer(e *engine.Engine, cfg Config) *Server {
 			rt.handler = s.noQuery(rt.handler)
 		}
 		h := rt.handler
-		if rt.scope != "" && !s.open {
+		if (rt.scope != "" || rt.session) && !s.open {
 			// Guarded inside the mux, once it has matched the route, so
 			// that the guard sees the path values (a stake's order, an
 			// audit row's target) and never runs for a request the mux

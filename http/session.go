@@ -2,8 +2,10 @@ package http
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -47,6 +49,13 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token, p, err := s.access.Login(r.Context(), req.Name, req.Password, req.Code, clientAddr(r))
+	if limit, ok := errors.AsType[*access.LoginLimitError](err); ok {
+		// Too many attempts from the caller's address: 429, as any
+		// overload, not the 503 of a dependency that is down.
+		w.Header().Set("Retry-After", RetryAfter(limit.RetryAfter))
+		writeProblem(w, problemFor(http.StatusTooManyRequests, lapse.EUNAVAILABLE, "", lapse.ErrorMessage(err)))
+		return
+	}
 	if err != nil {
 		s.error(w, r, err)
 		return
@@ -54,6 +63,12 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	EndReplacedSession(r, s.access, s.log)
 	http.SetCookie(w, NewSessionCookie(token, p.Session))
 	s.writeJSON(w, r, http.StatusCreated, sessionOut(p.Name, p.Role, p.Scopes, p.Session))
+}
+
+// RetryAfter is the value of a Retry-After header that asks a client to
+// wait d: whole seconds, rounded up, at least 1.
+func RetryAfter(d time.Duration) string {
+	return strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10)
 }
 
 // EndReplacedSession ends the session of r's session cookie, if it has one,
@@ -95,11 +110,13 @@ func sessionOut(name, role string, scopes []string, ss *lapse.Session) sessionJS
 }
 
 // currentSession is the session r came with, or an error for a request
-// that did not come with one.
+// that did not come with one (a key's): the session routes need no scope,
+// only a session, which this refuses every other credential for.
 func (s *Server) currentSession(r *http.Request) (*lapse.Session, error) {
 	p := principalOf(r.Context())
 	if p == nil || p.Session == nil {
-		return nil, lapse.Errorf(lapse.EINVALID, "this request did not come with an operator's session")
+		return nil, lapse.Errorf(lapse.EINVALID, "this route is about an operator's own session, and this request did not come with one: "+
+			"an API key has no session to read, end or give a second factor to (revoke a key with lapse apikey revoke)")
 	}
 	return p.Session, nil
 }

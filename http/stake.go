@@ -114,6 +114,28 @@ func fireStake(s *Server, r *http.Request, body []byte) (stake, error) {
 	return stake{count: n, reason: req.Reason}, nil
 }
 
+// deadlineStake is what a deadline move puts at stake: brought earlier,
+// the order's timer closes it sooner, as a manual close would close it now,
+// so the order (an open group buy: its members, which its deadline
+// settles) counts as a close of it does; so that closing orders by moving
+// their deadlines to a moment away is no way around a second operator. A
+// deadline moved later counts nothing.
+func deadlineStake(s *Server, r *http.Request, body []byte) (stake, error) {
+	var req deadlineRequest
+	if err := s.decodeStake(r, body, &req); err != nil {
+		return stake{}, err
+	}
+	c, err := req.change(r)
+	if err != nil {
+		return stake{}, err
+	}
+	n, err := s.engine.DeadlineStake(r.Context(), r.PathValue("order_no"), c)
+	if err != nil {
+		return stake{}, err
+	}
+	return stake{count: n, reason: req.Reason}, nil
+}
+
 // groupFireStake is what an event fired at a group buy puts at stake: when
 // it ends the group while it is open, each member's purchase, counted as a
 // manual close counts its orders.

@@ -24,6 +24,7 @@ import (
 type accessFlags struct {
 	adminKey, adminKeyFile                      string
 	approvalAmount, approvalCount               int
+	loginsPerMinute                             int
 	approvalTTL, secondFactorWindow, sessionTTL time.Duration
 	metricsAddr, consoleAddr                    string
 	trustedOrigins                              string
@@ -49,6 +50,7 @@ func (f *accessFlags) config() (access.Config, error) {
 		ApprovalTTL:        f.approvalTTL,
 		SecondFactorWindow: f.secondFactorWindow,
 		SessionTTL:         f.sessionTTL,
+		LoginsPerMinute:    f.loginsPerMinute,
 	}, nil
 }
 

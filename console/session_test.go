@@ -1,0 +1,77 @@
+package console_test
+
+import (
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pquerna/otp/totp"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/access"
+)
+
+// TestLoginLimitPerAddress: the console's login form is held to the same
+// limit per client address as the API's login, counted with it: past it,
+// the form answers 429 with Retry-After and says so, even for the right
+// password and code, and only the first refusal leaves an audit row.
+func TestLoginLimitPerAddress(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{access: func(c *access.Config) { c.LoginsPerMinute = 2 }})
+	e.operator("alice", access.RoleOperator)
+	b := e.browser()
+	if resp := b.post("/console/login", url.Values{"name": {"nobody"}, "password": {"guess"}, "code": {"123456"}}); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a wrong login = %d", resp.StatusCode)
+	}
+	// The API's login counts toward the same limit.
+	resp, err := b.c.Post(e.srv.URL+"/v1/sessions", "application/json", strings.NewReader(`{"name":"nobody","password":"guess","code":"123456"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a wrong login through the API = %d", resp.StatusCode)
+	}
+	code, err := totp.GenerateCode(e.secrets["alice"], e.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"mallory", "eve", "alice"} {
+		form := url.Values{"name": {name}, "password": {"guess"}, "code": {"123456"}, "next": {"/console/"}}
+		if name == "alice" {
+			form.Set("password", password)
+			form.Set("code", code)
+		}
+		req, _ := http.NewRequest("POST", e.srv.URL+"/console/login", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", e.srv.URL)
+		resp, err := b.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "30" ||
+			!strings.Contains(string(body), "Too many sign-in attempts from your address. Try again in 30 seconds.") {
+			t.Fatalf("%s's login past the limit = %d, Retry-After %q:\n%s", name, resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		}
+		if len(resp.Cookies()) != 0 {
+			t.Errorf("a login refused for its address set %v", resp.Cookies())
+		}
+	}
+	rows, err := e.store.AuditList(e.ctx, &lapse.AuditListParams{Action: "login"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 || !strings.HasPrefix(rows[2].Result, "refused: too many login attempts from this address") || rows[2].ActorName != "mallory" {
+		for _, r := range rows {
+			t.Logf("%s %s %s", r.ActorName, r.Result, r.ClientAddr)
+		}
+		t.Fatalf("%d login rows, want the two failures and one refusal", len(rows))
+	}
+	e.clock.Advance(time.Minute)
+	e.login("alice")
+}
