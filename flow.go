@@ -465,11 +465,14 @@ func (f *Flow) Plan(o *Order, fr Firing) (*OrderTransitionParams, error) {
 			return nil, ErrStale
 		}
 	}
+	at := fr.Now
+	if !fr.At.IsZero() {
+		at = fr.At
+	}
+	if err := f.deadlineDecides(o, t, at); err != nil {
+		return nil, err
+	}
 	if t.Guard != nil {
-		at := fr.Now
-		if !fr.At.IsZero() {
-			at = fr.At
-		}
 		if err := t.Guard(o, at); err != nil {
 			return nil, err
 		}
@@ -511,6 +514,45 @@ func (f *Flow) Plan(o *Order, fr Firing) (*OrderTransitionParams, error) {
 		p.Outbox = append(p.Outbox, NewOutboxEvent(typ, &after, p))
 	}
 	return p, nil
+}
+
+// deadlineDecides refuses t, fired at o at at, when o's state has a
+// deadline that has passed (its PayBy, once its customer started paying)
+// and t would take the order elsewhere than the deadline's own event does
+// (S2: a passed deadline cannot be moved, nor escaped). Until the claimer
+// comes by, an event that leaves the order in its state or takes it where
+// the deadline would (a CANCEL of an unpaid order: CLOSED either way) still
+// goes; one that would let it out (a pre-order SUBMITted into a fresh
+// payment window, a parcel SHIPped after the merchant's hours ran out, a
+// group CANCELled instead of charged) does not. The events of Lapse's
+// features (FeatureEvent) judge time by rules of their own: a payment by
+// its provider time, a refund or a group's settlement by what happened.
+func (f *Flow) deadlineDecides(o *Order, t *Transition, at time.Time) error {
+	spec := f.State(o.State)
+	if spec == nil || spec.Deadline == nil || t.To == o.State || t.Event == spec.Deadline.Event || f.FeatureEvent(t.Event) {
+		return nil
+	}
+	cutoff := cmp.Or(o.PayBy, o.DeadlineAt)
+	if cutoff == nil || at.Before(*cutoff) {
+		return nil
+	}
+	d := f.Transition(o.State, spec.Deadline.Event)
+	if d == nil || d.To == t.To {
+		return nil
+	}
+	return Errorf(ECONFLICT, "order %s passed its deadline at %s: %s fires next and takes it to %s, not %s",
+		o.OrderNo, cutoff.Format(time.RFC3339Nano), d.Event, d.To, t.To)
+}
+
+// FeatureEvent reports whether ev is an event that one of Lapse's features
+// fires in f: a verified payment's, a refund's, a group buy's or issuing's.
+func (f *Flow) FeatureEvent(ev Event) bool {
+	if ev == "" {
+		return false
+	}
+	r, g, is := f.Refunds, f.Group, f.Issues
+	return slices.Contains([]Event{f.Pays, r.Start, r.Done, r.Partial, g.Join, g.Settled, g.Failed, g.Retry,
+		is.Issued, is.Failed, is.GiveUp, is.Retry}, ev)
 }
 
 func joinEvents(es []Event) string {
