@@ -355,6 +355,10 @@ func (f *Flow) Validate() error {
 			}
 		}
 	}
+	if t := f.ReentersPayable(); t != nil {
+		return bad("transition %s --%s--> %s enters %s again, which takes payments and has a deadline: a customer's payment window there (pay_by) would outlive the first visit; give the second window a state of its own",
+			t.From, t.Event, t.To, t.To)
+	}
 	if f.Grace < 0 || (f.Grace > 0 && f.Pays == "") {
 		return bad("grace must be a positive duration, for a flow that takes payments")
 	}
@@ -465,6 +469,10 @@ func (f *Flow) Plan(o *Order, fr Firing) (*OrderTransitionParams, error) {
 			return nil, ErrStale
 		}
 	}
+	// Guards and the deadline judge the window of the order's state: its
+	// PayBy only while it is in the state that took the intent.
+	orig := o
+	o = f.InWindow(o)
 	at := fr.Now
 	if !fr.At.IsZero() {
 		at = fr.At
@@ -506,7 +514,7 @@ func (f *Flow) Plan(o *Order, fr Firing) (*OrderTransitionParams, error) {
 		// (DeadlineAt is then when the closer asks the provider again).
 		p.ClosedDeadlineAt = cmp.Or(o.PayBy, o.DeadlineAt)
 	}
-	after := *o
+	after := *orig
 	after.State, after.DeadlineAt, after.Version = p.ToState, p.DeadlineAt, o.Version+1
 	after.UpdatedAt, after.ClosedAt, after.CloseReason, after.FiredBy = fr.Now, p.ClosedAt, p.CloseReason, fr.FiredBy
 	after.ClosedDeadlineAt = p.ClosedDeadlineAt
@@ -542,6 +550,50 @@ func (f *Flow) deadlineDecides(o *Order, t *Transition, at time.Time) error {
 	}
 	return Errorf(ECONFLICT, "order %s passed its deadline at %s: %s fires next and takes it to %s, not %s",
 		o.OrderNo, cutoff.Format(time.RFC3339Nano), d.Event, d.To, t.To)
+}
+
+// ReentersPayable returns the first transition, in declaration order, that
+// takes an order back into a state that takes payments and has a deadline,
+// from another state it can reach after leaving it; nil when there is none.
+// An order keeps the PayBy that a customer's intent set in such a state,
+// so a second visit would find its window closed by the first one's.
+func (f *Flow) ReentersPayable() *Transition {
+	if f.Pays == "" {
+		return nil
+	}
+	for _, s := range f.States {
+		if s.Deadline == nil || f.Transition(s.Name, f.Pays) == nil {
+			continue
+		}
+		var next []State
+		for _, t := range f.Transitions {
+			if t.From == s.Name && t.To != s.Name {
+				next = append(next, t.To)
+			}
+		}
+		after := f.Reachable(next...)
+		for i := range f.Transitions {
+			if t := &f.Transitions[i]; t.To == s.Name && t.From != s.Name && after[t.From] {
+				return t
+			}
+		}
+	}
+	return nil
+}
+
+// InWindow returns o as the window of its state sees it: o itself, or,
+// when o has a PayBy (its customer started paying) but its state takes no
+// payment, a copy without it. A PayBy is the end of the payment window of
+// the state that took the intent; the order keeps it after it moves on,
+// and a later state's deadline (a merchant's 48 hours to ship a paid
+// order) is its own, not cut short by it.
+func (f *Flow) InWindow(o *Order) *Order {
+	if o.PayBy == nil || (f.Pays != "" && f.Transition(o.State, f.Pays) != nil) {
+		return o
+	}
+	c := *o
+	c.PayBy = nil
+	return &c
 }
 
 // FeatureEvent reports whether ev is an event that one of Lapse's features

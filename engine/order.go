@@ -466,6 +466,7 @@ func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChan
 			return lapse.Errorf(lapse.ECONFLICT, "order %s is %s, which has no deadline to change", o.OrderNo, o.State)
 		}
 		now := e.clock.Now() // after the lock: nothing moves the order until this commits
+		o = flow.InWindow(o) // a PayBy is the window of the state that took payments only
 		if err := deadlinePassed(o, now); err != nil {
 			return err
 		}
