@@ -151,3 +151,37 @@ func TestHeldPaymentInReviewButApplied(t *testing.T) {
 		}
 	})
 }
+
+// TestHeldPaymentOtherOrderNotApplied: a transaction held for one order
+// that a callback then reports for another, existing order (paid before
+// that order was created, as the held one was) pays neither: the capture
+// is counted once, held, and in review with both orders named.
+func TestHeldPaymentOtherOrderNotApplied(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		e := paymentEngine(t, open(), clk, &fakeProvider{})
+		ctx := ctxT(t)
+		if _, err := e.ApplyPayment(ctx, heldNotice("HO-1", "txn-HO", t0)); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+		create(t, e, checkout("HO-2", 15*time.Minute))
+		got, err := e.ApplyPayment(ctx, heldNotice("HO-2", "txn-HO", t0))
+		if err != nil || got.Status != lapse.PaymentHeld {
+			t.Errorf("the held transaction reported for another order = %+v, %v; want held", got, err)
+		}
+		if o, err := e.Order(ctx, "HO-2"); err != nil || o.State != flows.Unpaid {
+			t.Errorf("HO-2: %v, %v; want UNPAID", o, err)
+		}
+		if h := helds(t, e)["txn-HO"]; h.Status != lapse.HeldReview || !strings.Contains(h.Reason, "order HO-2 exists now") {
+			t.Errorf("the held payment: %+v; want in review, naming HO-2", h)
+		}
+		rec, err := e.Reconcile(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tot := rec.Totals["CNY"]; tot == nil || tot.Captured != 1000 || tot.Review != 1000 {
+			t.Errorf("reconciliation totals %+v; want 10.00 captured, in review", tot)
+		}
+	})
+}
