@@ -356,7 +356,7 @@ func (f *Flow) Validate() error {
 		}
 	}
 	if t := f.ReentersPayable(); t != nil {
-		return bad("transition %s --%s--> %s enters %s again, which takes payments and has a deadline: a customer's payment window there (pay_by) would outlive the first visit; give the second window a state of its own",
+		return bad("transition %s --%s--> %s enters %s, which takes payments and has a deadline, after the order had a payment window: the end of a customer's first window (pay_by) would close this one early",
 			t.From, t.Event, t.To, t.To)
 	}
 	if f.Grace < 0 || (f.Grace > 0 && f.Pays == "") {
@@ -553,29 +553,29 @@ func (f *Flow) deadlineDecides(o *Order, t *Transition, at time.Time) error {
 }
 
 // ReentersPayable returns the first transition, in declaration order, that
-// takes an order back into a state that takes payments and has a deadline,
-// from another state it can reach after leaving it; nil when there is none.
-// An order keeps the PayBy that a customer's intent set in such a state,
-// so a second visit would find its window closed by the first one's.
+// takes an order into a state that takes payments and has a deadline (a
+// payment window) after it was in such a state: from one, or from a state
+// it can reach after leaving one. nil when there is none. An order keeps
+// the PayBy that a customer's intent set in the first window, so the next
+// would find itself closed by it.
 func (f *Flow) ReentersPayable() *Transition {
 	if f.Pays == "" {
 		return nil
 	}
-	for _, s := range f.States {
-		if s.Deadline == nil || f.Transition(s.Name, f.Pays) == nil {
-			continue
+	window := func(st State) bool {
+		s := f.State(st)
+		return s != nil && s.Deadline != nil && f.Transition(st, f.Pays) != nil
+	}
+	var next []State
+	for _, t := range f.Transitions {
+		if window(t.From) && t.To != t.From {
+			next = append(next, t.To)
 		}
-		var next []State
-		for _, t := range f.Transitions {
-			if t.From == s.Name && t.To != s.Name {
-				next = append(next, t.To)
-			}
-		}
-		after := f.Reachable(next...)
-		for i := range f.Transitions {
-			if t := &f.Transitions[i]; t.To == s.Name && t.From != s.Name && after[t.From] {
-				return t
-			}
+	}
+	after := f.Reachable(next...)
+	for i := range f.Transitions {
+		if t := &f.Transitions[i]; window(t.To) && t.From != t.To && (window(t.From) || after[t.From]) {
+			return t
 		}
 	}
 	return nil

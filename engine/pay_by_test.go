@@ -76,8 +76,9 @@ func TestPayByEndsWithItsState(t *testing.T) {
 }
 
 // TestPayableStateNotReentered: a flow that takes an order back into a
-// state that takes payments and has a deadline is refused: the order keeps
-// the PayBy of its first visit, which would close the second window early.
+// state that takes payments and has a deadline, or into another such
+// state, is refused: the order keeps the PayBy of its first window, which
+// would close the next one early.
 func TestPayableStateNotReentered(t *testing.T) {
 	const reenter = `
 name: reenter
@@ -100,7 +101,36 @@ transitions:
   - {from: ON_HOLD, event: RESUME, to: UNPAID, emits: [order.resumed]}
 `
 	_, err := flowfile.Parse("reenter.yaml", []byte(reenter))
-	if lapse.ErrorCode(err) != lapse.EINVALID || !strings.Contains(lapse.ErrorMessage(err), "ON_HOLD --RESUME--> UNPAID enters UNPAID again") {
+	if lapse.ErrorCode(err) != lapse.EINVALID || !strings.Contains(lapse.ErrorMessage(err), "ON_HOLD --RESUME--> UNPAID enters UNPAID") {
 		t.Errorf("a flow that enters its payable state again = %v; want refused, naming the transition", err)
+	}
+}
+
+// TestPayableStateAfterAnother: a deposit's window followed by the
+// balance's, both taking payments, is refused as a window entered again.
+func TestPayableStateAfterAnother(t *testing.T) {
+	const twice = `
+name: deposit
+initial: DEPOSIT
+pays: PAY
+states:
+  - {name: DEPOSIT, deadline: {after: 15m, event: TIMEOUT}}
+  - {name: BALANCE, deadline: {after: 7d, event: TIMEOUT}}
+  - {name: PAID, terminal: true}
+  - {name: CLOSED, terminal: true}
+events:
+  - {name: PAY, internal: true}
+  - {name: TIMEOUT, internal: true}
+  - {name: NEXT}
+transitions:
+  - {from: DEPOSIT, event: NEXT, to: BALANCE, emits: [order.deposit]}
+  - {from: DEPOSIT, event: PAY, to: PAID, emits: [order.paid]}
+  - {from: DEPOSIT, event: TIMEOUT, to: CLOSED, emits: [order.closed]}
+  - {from: BALANCE, event: PAY, to: PAID, emits: [order.paid]}
+  - {from: BALANCE, event: TIMEOUT, to: CLOSED, emits: [order.closed]}
+`
+	_, err := flowfile.Parse("deposit.yaml", []byte(twice))
+	if lapse.ErrorCode(err) != lapse.EINVALID || !strings.Contains(lapse.ErrorMessage(err), "DEPOSIT --NEXT--> BALANCE enters BALANCE") {
+		t.Errorf("a flow with a payment window after another = %v; want refused, naming the transition", err)
 	}
 }
