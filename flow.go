@@ -355,6 +355,10 @@ func (f *Flow) Validate() error {
 			}
 		}
 	}
+	if t := f.ReentersPayable(); t != nil {
+		return bad("transition %s --%s--> %s enters %s, which takes payments and has a deadline, after the order had a payment window: the end of a customer's first window (pay_by) would close this one early",
+			t.From, t.Event, t.To, t.To)
+	}
 	if f.Grace < 0 || (f.Grace > 0 && f.Pays == "") {
 		return bad("grace must be a positive duration, for a flow that takes payments")
 	}
@@ -465,11 +469,18 @@ func (f *Flow) Plan(o *Order, fr Firing) (*OrderTransitionParams, error) {
 			return nil, ErrStale
 		}
 	}
+	// Guards and the deadline judge the window of the order's state: its
+	// PayBy only while it is in the state that took the intent.
+	orig := o
+	o = f.InWindow(o)
+	at := fr.Now
+	if !fr.At.IsZero() {
+		at = fr.At
+	}
+	if err := f.deadlineDecides(o, t, at); err != nil {
+		return nil, err
+	}
 	if t.Guard != nil {
-		at := fr.Now
-		if !fr.At.IsZero() {
-			at = fr.At
-		}
 		if err := t.Guard(o, at); err != nil {
 			return nil, err
 		}
@@ -503,7 +514,7 @@ func (f *Flow) Plan(o *Order, fr Firing) (*OrderTransitionParams, error) {
 		// (DeadlineAt is then when the closer asks the provider again).
 		p.ClosedDeadlineAt = cmp.Or(o.PayBy, o.DeadlineAt)
 	}
-	after := *o
+	after := *orig
 	after.State, after.DeadlineAt, after.Version = p.ToState, p.DeadlineAt, o.Version+1
 	after.UpdatedAt, after.ClosedAt, after.CloseReason, after.FiredBy = fr.Now, p.ClosedAt, p.CloseReason, fr.FiredBy
 	after.ClosedDeadlineAt = p.ClosedDeadlineAt
@@ -511,6 +522,89 @@ func (f *Flow) Plan(o *Order, fr Firing) (*OrderTransitionParams, error) {
 		p.Outbox = append(p.Outbox, NewOutboxEvent(typ, &after, p))
 	}
 	return p, nil
+}
+
+// deadlineDecides refuses t, fired at o at at, when o's state has a
+// deadline that has passed (its PayBy, once its customer started paying)
+// and t would take the order elsewhere than the deadline's own event does
+// (S2: a passed deadline cannot be moved, nor escaped). Until the claimer
+// comes by, an event that leaves the order in its state or takes it where
+// the deadline would (a CANCEL of an unpaid order: CLOSED either way) still
+// goes; one that would let it out (a pre-order SUBMITted into a fresh
+// payment window, a parcel SHIPped after the merchant's hours ran out, a
+// group CANCELled instead of charged) does not. The events of Lapse's
+// features (FeatureEvent) judge time by rules of their own: a payment by
+// its provider time, a refund or a group's settlement by what happened.
+func (f *Flow) deadlineDecides(o *Order, t *Transition, at time.Time) error {
+	spec := f.State(o.State)
+	if spec == nil || spec.Deadline == nil || t.To == o.State || t.Event == spec.Deadline.Event || f.FeatureEvent(t.Event) {
+		return nil
+	}
+	cutoff := cmp.Or(o.PayBy, o.DeadlineAt)
+	if cutoff == nil || at.Before(*cutoff) {
+		return nil
+	}
+	d := f.Transition(o.State, spec.Deadline.Event)
+	if d == nil || d.To == t.To {
+		return nil
+	}
+	return Errorf(ECONFLICT, "order %s passed its deadline at %s: %s fires next and takes it to %s, not %s",
+		o.OrderNo, cutoff.Format(time.RFC3339Nano), d.Event, d.To, t.To)
+}
+
+// ReentersPayable returns the first transition, in declaration order, that
+// takes an order into a state that takes payments and has a deadline (a
+// payment window) after it was in such a state: from one, or from a state
+// it can reach after leaving one. nil when there is none. An order keeps
+// the PayBy that a customer's intent set in the first window, so the next
+// would find itself closed by it.
+func (f *Flow) ReentersPayable() *Transition {
+	if f.Pays == "" {
+		return nil
+	}
+	window := func(st State) bool {
+		s := f.State(st)
+		return s != nil && s.Deadline != nil && f.Transition(st, f.Pays) != nil
+	}
+	var next []State
+	for _, t := range f.Transitions {
+		if window(t.From) && t.To != t.From {
+			next = append(next, t.To)
+		}
+	}
+	after := f.Reachable(next...)
+	for i := range f.Transitions {
+		if t := &f.Transitions[i]; window(t.To) && t.From != t.To && (window(t.From) || after[t.From]) {
+			return t
+		}
+	}
+	return nil
+}
+
+// InWindow returns o as the window of its state sees it: o itself, or,
+// when o has a PayBy (its customer started paying) but its state takes no
+// payment, a copy without it. A PayBy is the end of the payment window of
+// the state that took the intent; the order keeps it after it moves on,
+// and a later state's deadline (a merchant's 48 hours to ship a paid
+// order) is its own, not cut short by it.
+func (f *Flow) InWindow(o *Order) *Order {
+	if o.PayBy == nil || (f.Pays != "" && f.Transition(o.State, f.Pays) != nil) {
+		return o
+	}
+	c := *o
+	c.PayBy = nil
+	return &c
+}
+
+// FeatureEvent reports whether ev is an event that one of Lapse's features
+// fires in f: a verified payment's, a refund's, a group buy's or issuing's.
+func (f *Flow) FeatureEvent(ev Event) bool {
+	if ev == "" {
+		return false
+	}
+	r, g, is := f.Refunds, f.Group, f.Issues
+	return slices.Contains([]Event{f.Pays, r.Start, r.Done, r.Partial, g.Join, g.Settled, g.Failed, g.Retry,
+		is.Issued, is.Failed, is.GiveUp, is.Retry}, ev)
 }
 
 func joinEvents(es []Event) string {

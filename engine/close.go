@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/lapsehq/lapse"
 )
@@ -28,13 +29,33 @@ var ErrNotClosable = &lapse.Error{Code: lapse.ECONFLICT, Message: "the order's s
 // Errors: an error wrapping ErrNotClosable when the state has no deadline;
 // lapse.ErrOrderNotFound; EUNAVAILABLE as above.
 func (e *Engine) CloseOrder(ctx context.Context, orderNo, reason string, by Actor) (*lapse.Order, error) {
-	if err := e.settleBeforeClose(ctx, orderNo); err != nil {
+	for range maxStaleRetries {
+		moved, err := e.closeOrder(ctx, orderNo, reason, by)
+		if !errors.Is(err, errIntentSince) {
+			return moved, err
+		}
+	}
+	return nil, fmt.Errorf("manual close of order %s: its customer kept starting to pay: %w", orderNo, lapse.ErrStale)
+}
+
+// errIntentSince: the customer of the order being closed by hand started
+// paying after the close asked (or did not need to ask) the provider.
+var errIntentSince = errors.New("the customer started paying since the provider was asked")
+
+func (e *Engine) closeOrder(ctx context.Context, orderNo, reason string, by Actor) (*lapse.Order, error) {
+	seen, err := e.settleBeforeClose(ctx, orderNo)
+	if err != nil {
 		return nil, err
 	}
 	return changeOrder(ctx, e, orderChange{orderNo: orderNo}, func(s lapse.Store, o *lapse.Order, flow *lapse.Flow) (*lapse.Order, error) {
 		st := flow.State(o.State)
 		if st == nil || st.Deadline == nil {
 			return nil, lapse.Refine(ErrNotClosable, "order %s is %s, which has no deadline to close it by", o.OrderNo, o.State)
+		}
+		if e.feat.payments.asksProvider(o) && (seen == nil || !seen.Equal(*o.IntentAt)) {
+			// Started paying after settleBeforeClose looked: a payment
+			// made in time must be asked about, not refunded as late.
+			return nil, errIntentSince
 		}
 		p, err := flow.Plan(o, lapse.Firing{Event: st.Deadline.Event, Now: e.clock.Now(), FiredBy: by.FiredBy, Actor: by.Name, Reason: reason})
 		if err != nil {
@@ -53,16 +74,27 @@ func (e *Engine) CloseOrder(ctx context.Context, orderNo, reason string, by Acto
 }
 
 // settleBeforeClose asks the provider of an order whose customer started
-// paying to close the payment, and applies a payment it reports.
-func (e *Engine) settleBeforeClose(ctx context.Context, orderNo string) error {
+// paying to close the payment, and applies a payment it reports. It
+// returns the intent it settled (the order's IntentAt), or nil when the
+// customer had not started paying.
+func (e *Engine) settleBeforeClose(ctx context.Context, orderNo string) (*time.Time, error) {
 	o, err := e.store.OrderGet(ctx, orderNo)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ps := e.feat.payments
 	if !ps.asksProvider(o) {
-		return nil
+		return nil, nil
 	}
+	if err := e.askBeforeClose(ctx, o); err != nil {
+		return nil, err
+	}
+	return o.IntentAt, nil
+}
+
+// askBeforeClose is settleBeforeClose of o, whose customer started paying.
+func (e *Engine) askBeforeClose(ctx context.Context, o *lapse.Order) error {
+	ps := e.feat.payments
 	prov := ps.providers[o.IntentProvider]
 	if prov == nil {
 		return nil // no port to ask: closed as the closer would, without asking

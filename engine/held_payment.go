@@ -60,15 +60,36 @@ func (ps *payments) hold(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Pa
 	return heldView(got), nil
 }
 
-// heldSince returns when paid notice n was held without its order (its
-// callback overtook the order's creation), or zero when it was not, or is
-// held for another order, amount or currency.
-func (ps *payments) heldSince(ctx context.Context, n *lapse.PaymentNotice) (time.Time, error) {
+// heldOf returns the payment held without its order under paid notice n's
+// transaction, or nil.
+func (ps *payments) heldOf(ctx context.Context, n *lapse.PaymentNotice) (*lapse.HeldPayment, error) {
 	hs, err := ps.e.store.HeldPaymentList(ctx, &lapse.HeldPaymentListParams{Provider: n.Provider, TxnID: n.TxnID})
-	if err != nil || len(hs) == 0 || heldConflict(hs[0], n) != "" {
-		return time.Time{}, err
+	if err != nil || len(hs) == 0 {
+		return nil, err
 	}
-	return hs[0].CreatedAt, nil
+	return hs[0], nil
+}
+
+// heldTaken says why paid notice n, whose order now exists, must not be
+// applied because of h, the payment held under its transaction (nil: none),
+// or "". A held payment waiting for this order, amount and currency is n's
+// own callback that overtook the order: it is applied, and the HeldMatcher
+// then finds it recorded. One applied already is recorded as a payment,
+// which the payment path finds. Any other is counted as held: in review,
+// being refunded or refunded, dismissed by an operator, or held for
+// another order, amount or currency. Applying it too would count its money
+// twice, or pay an order with money given back.
+func heldTaken(h *lapse.HeldPayment, n *lapse.PaymentNotice) string {
+	switch {
+	case h == nil || h.Status == lapse.HeldApplied:
+		return ""
+	case heldConflict(h, n) != "":
+		return heldConflict(h, n) + fmt.Sprintf("; order %s exists now", n.OrderNo)
+	case h.Status == lapse.HeldWaiting:
+		return ""
+	}
+	return fmt.Sprintf("its callback came again once order %s exists now, while the held payment is %s: it is not applied to the order; an operator settles it",
+		n.OrderNo, h.Status)
 }
 
 // heldConflict says how paid notice n contradicts h, the payment held under
@@ -308,6 +329,15 @@ func (e *Engine) heldInReview(ctx context.Context, id int64) (*lapse.HeldPayment
 	}
 	if h.Status != lapse.HeldReview {
 		return nil, lapse.Refine(ErrHeldNotInReview, "held payment %d is %s, not in review", id, h.Status)
+	}
+	// Its callback may have paid its order meanwhile (its window passed
+	// as the order came): the money is the order's, to refund through it.
+	switch pay, err := e.store.PaymentGet(ctx, h.Provider, h.TxnID); {
+	case err == nil:
+		return nil, lapse.Refine(ErrHeldNotInReview, "held payment %d: its transaction is recorded as payment %d of order %s, %s; settle it there",
+			id, pay.ID, pay.OrderNo, pay.Status)
+	case !errors.Is(err, lapse.ErrPaymentNotFound):
+		return nil, err
 	}
 	return h, nil
 }

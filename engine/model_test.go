@@ -149,7 +149,8 @@ func (m *model) apply(o *modelOrder, mv modelMove) {
 
 // fireExternal is an event sent through the events API (CANCEL, SUBMIT),
 // of an order or, when group, of a group buy: only a group's may end it
-// while it is open, and only a group buy takes a group's.
+// while it is open, and only a group buy takes a group's; past the
+// deadline, none may take the order elsewhere than its deadline would.
 func (m *model) fireExternal(o *modelOrder, ev string, group bool) string {
 	internal, known := m.flow.Events[ev]
 	if !known || internal || group && !m.flow.Group {
@@ -161,6 +162,13 @@ func (m *model) fireExternal(o *modelOrder, ev string, group bool) string {
 	}
 	if m.flow.Group && !group && m.flow.open(o.State) && !m.flow.open(mv.To) {
 		return lapse.EINVALID
+	}
+	// Once the deadline passed, it decides where the order goes (S2): an
+	// event may leave it in its state or take it there, nowhere else.
+	if tm, ok := m.flow.Timers[o.State]; ok && mv.To != o.State && ev != tm.Event {
+		if cut := m.cutoff(o); cut != nil && !m.now.Before(*cut) && m.flow.Moves[o.State][tm.Event].To != mv.To {
+			return lapse.ECONFLICT
+		}
 	}
 	m.apply(o, mv)
 	return ""

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -271,7 +270,7 @@ func (f *Fire) checkFlow(flow *lapse.Flow, o *lapse.Order) error {
 	if external && (f.Event == flow.Group.Retry || f.Event == flow.Issues.Retry) {
 		return lapse.FieldError("event", "%s is an operator's retry in flow %s and cannot be sent through this API: retry the order instead", f.Event, flow.Name)
 	}
-	if external && featureEvent(flow, f.Event) {
+	if external && flow.FeatureEvent(f.Event) {
 		return lapse.FieldError("event", "%s is fired by Lapse itself in flow %s (a payment, a refund, a group buy's or issuing's step) and cannot be sent through this API", f.Event, flow.Name)
 	}
 	if f.External && !f.Group && endsOpenGroup(flow, o.State, f.Event) {
@@ -456,6 +455,7 @@ func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChan
 			return err
 		}
 		now := e.clock.Now() // after the lock: nothing moves the order until this commits
+		o = flow.InWindow(o) // a PayBy is the window of the state that took payments only
 		at, _, err := e.deadlineMove(o, flow, c, now)
 		if err != nil {
 			return err
@@ -545,7 +545,7 @@ func (e *Engine) DeadlineStake(ctx context.Context, orderNo string, c DeadlineCh
 	if err != nil {
 		return 0, err
 	}
-	at, was, err := e.deadlineMove(o, flow, c, e.clock.Now())
+	at, was, err := e.deadlineMove(flow.InWindow(o), flow, c, e.clock.Now()) // as SetDeadline judges it
 	switch {
 	case err != nil:
 		return 0, err
@@ -589,13 +589,4 @@ func (e *Engine) Events(ctx context.Context, orderNo string) ([]*lapse.OutboxEve
 		return nil, err
 	}
 	return e.store.OutboxList(ctx, o.ID)
-}
-
-// featureEvent reports whether ev is an event that one of Lapse's features
-// fires in flow f: a verified payment's, a refund's, a group buy's or
-// issuing's.
-func featureEvent(f *lapse.Flow, ev lapse.Event) bool {
-	r, g, is := f.Refunds, f.Group, f.Issues
-	return slices.Contains([]lapse.Event{f.Pays, r.Start, r.Done, r.Partial, g.Join, g.Settled, g.Failed, g.Retry,
-		is.Issued, is.Failed, is.GiveUp, is.Retry}, ev)
 }

@@ -325,6 +325,14 @@ func (ps *payments) reconcileHeld(ctx context.Context, rec *Reconciliation) erro
 					rec.Issues = append(rec.Issues, ReconcileIssue{OrderNo: h.OrderNo, Provider: h.Provider, TxnID: h.TxnID,
 						Problem: fmt.Sprintf("held without its order as %s (held payment %d, %s), and recorded as %s of order %s: counted once, as the payment",
 							lapse.Money(h.Amount, h.Currency), h.ID, h.Status, lapse.Money(pay.Amount, pay.Currency), pay.OrderNo)})
+				} else if h.Status != lapse.HeldWaiting {
+					// Not the matcher's next step: an operator settled, or
+					// is settling, money that also paid the order (such
+					// as a refunded one, applied by its callback again
+					// before the payment path knew better).
+					rec.Issues = append(rec.Issues, ReconcileIssue{OrderNo: h.OrderNo, Provider: h.Provider, TxnID: h.TxnID,
+						Problem: fmt.Sprintf("held without its order (held payment %d) and %s, and also applied to order %s as payment %d: counted once, as the payment",
+							h.ID, h.Status, pay.OrderNo, pay.ID)})
 				}
 				continue
 			case !errors.Is(err, lapse.ErrPaymentNotFound):

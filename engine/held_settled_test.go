@@ -1,0 +1,187 @@
+package engine_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/flows"
+)
+
+// TestHeldPaymentSettledNotApplied: a payment held without its order that
+// an operator has (in review, refunded, dismissed) is not applied again
+// when its order appears later and its callback comes again: the order
+// stays unpaid, the held payment keeps its status with the callback on its
+// reason, and the capture is counted once (S3). A refunded one applied
+// again would leave the order PAID with its money given back.
+func TestHeldPaymentSettledNotApplied(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		prov := &fakeProvider{}
+		e := paymentEngine(t, open(), clk, prov)
+		m, err := engine.NewHeldMatcher(e, engine.HeldMatcherConfig{Window: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := ctxT(t)
+		for _, no := range []string{"HS-1", "HS-2", "HS-3"} {
+			if _, err := e.ApplyPayment(ctx, heldNotice(no, "txn-"+no, t0)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.Advance(time.Hour)
+		if got, err := m.RunOnce(ctx); err != nil || got.Reviewed != 3 {
+			t.Fatalf("a pass after the window = %+v, %v", got, err)
+		}
+		hs := helds(t, e)
+		if h, err := e.RefundHeldPayment(ctx, hs["txn-HS-1"].ID, operator); err != nil || h.Status != lapse.HeldRefunded {
+			t.Fatalf("RefundHeldPayment = %+v, %v", h, err)
+		}
+		if h, err := e.DismissHeldPayment(ctx, hs["txn-HS-2"].ID, "kept by the shop", operator); err != nil || h.Status != lapse.HeldDismissed {
+			t.Fatalf("DismissHeldPayment = %+v, %v", h, err)
+		}
+		// HS-3 stays in review. Now the orders appear, and the provider
+		// sends each callback again: by its time, before its order, and
+		// without a time.
+		clk.Advance(time.Minute)
+		want := map[string]lapse.HeldPaymentStatus{"HS-1": lapse.HeldRefunded, "HS-2": lapse.HeldDismissed, "HS-3": lapse.HeldReview}
+		for no := range want {
+			create(t, e, checkout(no, 15*time.Minute))
+			for _, at := range []time.Time{t0, {}} {
+				got, err := e.ApplyPayment(ctx, heldNotice(no, "txn-"+no, at))
+				if err != nil || got.Status != lapse.PaymentHeld {
+					t.Errorf("%s's held callback again once its order exists = %+v, %v; want held", no, got, err)
+				}
+			}
+		}
+		hs = helds(t, e)
+		for no, st := range want {
+			if o, err := e.Order(ctx, no); err != nil || o.State != flows.Unpaid {
+				t.Errorf("%s after its held payment's callback again: %v, %v; want UNPAID", no, o, err)
+			}
+			if ps, err := e.Payments(ctx, no); err != nil || len(ps) != 0 {
+				t.Errorf("%s's payments: %+v, %v; want none", no, ps, err)
+			}
+			if h := hs["txn-"+no]; h.Status != st || !strings.Contains(h.Reason, "order "+no+" exists now") {
+				t.Errorf("%s's held payment: %+v; want %s, the callback on its reason", no, h, st)
+			}
+		}
+		if got, err := m.RunOnce(ctx); err != nil || got.Applied != 0 {
+			t.Errorf("a pass once the orders exist = %+v, %v; want nothing applied", got, err)
+		}
+		rec, err := e.Reconcile(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tot := rec.Totals["CNY"]; tot == nil || tot.Captured != 3000 || tot.Applied != 0 || tot.Refunded != 1000 || len(rec.Issues) != 0 {
+			t.Errorf("reconciliation = %+v, totals %+v", rec, tot)
+		}
+	})
+}
+
+// TestReconcileHeldSettledAndApplied: a held payment an operator settled
+// (refunded, here) whose transaction is also applied to its order, as a
+// callback again could do before the payment path knew better, is an
+// issue of the reconciliation, not a payment quietly counted once.
+func TestReconcileHeldSettledAndApplied(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		e := paymentEngine(t, open(), clk, &fakeProvider{})
+		ctx := ctxT(t)
+		if _, err := e.ApplyPayment(ctx, heldNotice("HR-1", "txn-HR-1", t0)); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+		create(t, e, checkout("HR-1", 15*time.Minute))
+		if got, err := e.ApplyPayment(ctx, heldNotice("HR-1", "txn-HR-1", t0)); err != nil || got.Status != lapse.PaymentApplied {
+			t.Fatalf("the overtaking callback again = %+v, %v", got, err)
+		}
+		// As a store written before the fix holds it: the held payment
+		// went to review and was refunded, its payment applied meanwhile.
+		h := helds(t, e)["txn-HR-1"]
+		for _, st := range [][2]lapse.HeldPaymentStatus{{lapse.HeldWaiting, lapse.HeldReview}, {lapse.HeldReview, lapse.HeldRefunding}, {lapse.HeldRefunding, lapse.HeldRefunded}} {
+			if _, err := e.Store().HeldPaymentUpdate(ctx, &lapse.HeldPaymentUpdateParams{ID: h.ID, From: st[0], To: st[1], Reason: "test", At: clk.Now()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rec, err := e.Reconcile(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.Issues) != 1 || rec.Issues[0].TxnID != "txn-HR-1" || !strings.Contains(rec.Issues[0].Problem, "refunded, and also applied to order HR-1") {
+			t.Errorf("reconciliation issues = %+v; want the held payment refunded and applied", rec.Issues)
+		}
+	})
+}
+
+// TestHeldPaymentInReviewButApplied: an operator cannot refund or dismiss
+// a held payment in review whose transaction has paid its order meanwhile
+// (its window passed as the order came): the money is the order's.
+func TestHeldPaymentInReviewButApplied(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		prov := &fakeProvider{}
+		e := paymentEngine(t, open(), clk, prov)
+		ctx := ctxT(t)
+		if _, err := e.ApplyPayment(ctx, heldNotice("HA-1", "txn-HA-1", t0)); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+		create(t, e, checkout("HA-1", 15*time.Minute))
+		if got, err := e.ApplyPayment(ctx, heldNotice("HA-1", "txn-HA-1", t0)); err != nil || got.Status != lapse.PaymentApplied {
+			t.Fatalf("the overtaking callback again = %+v, %v", got, err)
+		}
+		// The matcher's window passed as the order came: in review.
+		h := helds(t, e)["txn-HA-1"]
+		if _, err := e.Store().HeldPaymentUpdate(ctx, &lapse.HeldPaymentUpdateParams{ID: h.ID, From: lapse.HeldWaiting, To: lapse.HeldReview,
+			Reason: "no order appeared", At: clk.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := e.RefundHeldPayment(ctx, h.ID, operator); !errors.Is(err, engine.ErrHeldNotInReview) || !strings.Contains(lapse.ErrorMessage(err), "order HA-1") {
+			t.Errorf("refund of a held payment that paid its order = %+v, %v; want ErrHeldNotInReview naming the order", got, err)
+		}
+		if got, err := e.DismissHeldPayment(ctx, h.ID, "mine", operator); !errors.Is(err, engine.ErrHeldNotInReview) {
+			t.Errorf("dismissal of a held payment that paid its order = %+v, %v; want ErrHeldNotInReview", got, err)
+		}
+		if n, _ := prov.refunded(); n != 0 {
+			t.Errorf("the provider was asked for %d refunds", n)
+		}
+	})
+}
+
+// TestHeldPaymentOtherOrderNotApplied: a transaction held for one order
+// that a callback then reports for another, existing order (paid before
+// that order was created, as the held one was) pays neither: the capture
+// is counted once, held, and in review with both orders named.
+func TestHeldPaymentOtherOrderNotApplied(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		e := paymentEngine(t, open(), clk, &fakeProvider{})
+		ctx := ctxT(t)
+		if _, err := e.ApplyPayment(ctx, heldNotice("HO-1", "txn-HO", t0)); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+		create(t, e, checkout("HO-2", 15*time.Minute))
+		got, err := e.ApplyPayment(ctx, heldNotice("HO-2", "txn-HO", t0))
+		if err != nil || got.Status != lapse.PaymentHeld {
+			t.Errorf("the held transaction reported for another order = %+v, %v; want held", got, err)
+		}
+		if o, err := e.Order(ctx, "HO-2"); err != nil || o.State != flows.Unpaid {
+			t.Errorf("HO-2: %v, %v; want UNPAID", o, err)
+		}
+		if h := helds(t, e)["txn-HO"]; h.Status != lapse.HeldReview || !strings.Contains(h.Reason, "order HO-2 exists now") {
+			t.Errorf("the held payment: %+v; want in review, naming HO-2", h)
+		}
+		rec, err := e.Reconcile(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tot := rec.Totals["CNY"]; tot == nil || tot.Captured != 1000 || tot.Review != 1000 {
+			t.Errorf("reconciliation totals %+v; want 10.00 captured, in review", tot)
+		}
+	})
+}
