@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -60,9 +59,7 @@ type HeldMatcher struct {
 	cfg HeldMatcherConfig
 	log *slog.Logger
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	bg background
 }
 
 // NewHeldMatcher returns a matcher of the engine's held payments.
@@ -242,42 +239,14 @@ func (m *HeldMatcher) refundStep(ctx context.Context, h *lapse.HeldPayment, got 
 // ended, until Stop or until ctx ends. Start on a running matcher does
 // nothing.
 func (m *HeldMatcher) Start(ctx context.Context) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cancel != nil {
-		return
-	}
-	ctx, m.cancel = context.WithCancel(ctx)
-	m.done = make(chan struct{})
-	go m.loop(ctx, m.done)
+	m.bg.start(ctx, func(ctx context.Context) {
+		every(ctx, m.cfg.Interval, func(ctx context.Context) {
+			if _, err := m.RunOnce(ctx); err != nil && ctx.Err() == nil {
+				m.log.Error("held payments: a pass failed; tried again at the next interval", "err", err, "interval", m.cfg.Interval.String())
+			}
+		})
+	})
 }
 
 // Stop stops the loop and waits for it.
-func (m *HeldMatcher) Stop() {
-	m.mu.Lock()
-	cancel, done := m.cancel, m.done
-	m.cancel = nil
-	m.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
-
-func (m *HeldMatcher) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		if _, err := m.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			m.log.Error("held payments: a pass failed; tried again at the next interval", "err", err, "interval", m.cfg.Interval.String())
-		}
-		timer.Reset(m.cfg.Interval)
-	}
-}
+func (m *HeldMatcher) Stop() { m.bg.stop() }

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,9 +67,7 @@ type OutboxPruner struct {
 	errors prometheus.Counter
 	passes prometheus.Counter
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	bg background
 }
 
 // NewOutboxPruner returns a pruner of the outbox of the engine's store,
@@ -159,50 +156,21 @@ func (p *OutboxPruner) RunOnce(ctx context.Context) (int, error) {
 // ended, until Stop or until ctx ends. Start on a running pruner does
 // nothing.
 func (p *OutboxPruner) Start(ctx context.Context) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cancel != nil {
-		return
-	}
-	ctx, p.cancel = context.WithCancel(ctx)
-	p.done = make(chan struct{})
-	go p.loop(ctx, p.done)
+	p.bg.start(ctx, func(ctx context.Context) {
+		every(ctx, p.cfg.Interval, func(ctx context.Context) {
+			n, err := p.RunOnce(ctx)
+			switch {
+			case ctx.Err() != nil:
+			case err != nil:
+				p.log.Error("outbox: pruning failed; the events stay, and the pruner tries again at the next interval", "err", err, "deleted", n,
+					"interval", p.cfg.Interval.String())
+			case n > 0:
+				p.log.Info("outbox: pruned events past their retention", "deleted", n, "retention", p.cfg.Retention.String())
+			}
+		})
+	})
 }
 
 // Stop stops the loop and waits for it. A step under way is cancelled and
 // rolls back; its events stay for the next pass.
-func (p *OutboxPruner) Stop() {
-	p.mu.Lock()
-	cancel, done := p.cancel, p.done
-	p.cancel = nil
-	p.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
-
-func (p *OutboxPruner) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		n, err := p.RunOnce(ctx)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			p.log.Error("outbox: pruning failed; the events stay, and the pruner tries again at the next interval", "err", err, "deleted", n,
-				"interval", p.cfg.Interval.String())
-		case n > 0:
-			p.log.Info("outbox: pruned events past their retention", "deleted", n, "retention", p.cfg.Retention.String())
-		}
-		timer.Reset(p.cfg.Interval)
-	}
-}
+func (p *OutboxPruner) Stop() { p.bg.stop() }
