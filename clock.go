@@ -23,6 +23,19 @@ func (SystemClock) Now() time.Time { return Truncate(time.Now()) }
 // Truncate normalises t to the precision and zone Lapse stores: UTC microseconds.
 func Truncate(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
+// Ceil is t in UTC rounded up to the microsecond: the earliest time Lapse
+// stores that is not before t. A bound compared with stored times is kept
+// so, never truncated: a stored time is at or after t exactly when it is at
+// or after Ceil(t), and before t exactly when it is before Ceil(t), where
+// Truncate would take in, or leave out, the microsecond below t.
+func Ceil(t time.Time) time.Time {
+	u := Truncate(t)
+	if u.Before(t) {
+		u = u.Add(time.Microsecond)
+	}
+	return u
+}
+
 // ManualClock is a Clock that moves only when told to. Safe for concurrent use.
 type ManualClock struct {
 	mu  sync.Mutex

@@ -152,7 +152,7 @@ func CleanReason(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	s = strings.Map(func(r rune) rune {
 		switch {
-		case r == '\n' || r == '\r' || r == '\t':
+		case r == '\n' || r == '\r' || r == '\t' || r == '\u2028' || r == '\u2029':
 			return ' '
 		case unicode.IsControl(r), unicode.Is(unicode.Bidi_Control, r):
 			return '\uFFFD'

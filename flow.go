@@ -199,6 +199,21 @@ func (f *Flow) DeadlineStates() []State {
 	return out
 }
 
+// Bounds of a flow's size. The built-in flows have a dozen states; a flow
+// is checked by walks over its transitions from each state, so that a
+// flow of tens of thousands of states (a megabyte of YAML) would keep
+// Validate, and the start of a service, busy for hours.
+const (
+	MaxFlowStates      = 256
+	MaxFlowEvents      = 256
+	MaxFlowTransitions = 1024
+)
+
+// MaxEmitLen is the longest event type a transition may emit: the type is
+// a RabbitMQ routing key (at most 255 bytes) and a NATS subject behind a
+// prefix, and a longer one could be written but never published.
+const MaxEmitLen = 64
+
 var (
 	flowNamePattern  = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 	symbolPattern    = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,31}$`)
@@ -208,14 +223,18 @@ var (
 // Validate checks that the flow is a well-formed state machine: names are
 // valid and unique, every transition joins declared states by a declared
 // event, no transition leaves a terminal state, every deadline fires an event
-// its state accepts, and every state is reachable from the initial one.
-// The error names the first problem found.
+// its state accepts, every state is reachable from the initial one, and a
+// terminal state can be reached from every state. The error names the
+// first problem found.
 func (f *Flow) Validate() error {
 	bad := func(format string, args ...any) error {
 		return Errorf(EINVALID, "flow %q: %s", f.Name, fmt.Sprintf(format, args...))
 	}
 	if !flowNamePattern.MatchString(f.Name) {
 		return bad("name must be lower case letters, digits, _ or -, starting with a letter, at most 32 long")
+	}
+	if err := f.checkSize(); err != nil {
+		return bad("%s", err)
 	}
 	seen := map[string]bool{}
 	for _, s := range f.States {
@@ -240,6 +259,11 @@ func (f *Flow) Validate() error {
 	if f.State(f.Initial) == nil {
 		return bad("initial state %q is not declared", f.Initial)
 	}
+	if f.State(f.Initial).Terminal {
+		// Created ended, but never closed: open for ever, holding what
+		// it holds.
+		return bad("initial state %s is terminal: an order would start where it ends", f.Initial)
+	}
 	for i, t := range f.Transitions {
 		where := fmt.Sprintf("transition %s --%s--> %s", t.From, t.Event, t.To)
 		switch from, to := f.State(t.From), f.State(t.To); {
@@ -257,9 +281,14 @@ func (f *Flow) Validate() error {
 				return bad("%s: state %s already has a transition on %s", where, t.From, t.Event)
 			}
 		}
-		for _, eff := range t.Emits {
-			if !effectNamePatten.MatchString(eff) {
-				return bad("%s: emitted event %q must look like order.closed", where, eff)
+		for k, eff := range t.Emits {
+			if slices.Contains(t.Emits[:k], eff) {
+				// Each would be an event of its own, with its own id:
+				// delivered, and acted on, twice.
+				return bad("%s: emits %s twice", where, eff)
+			}
+			if !ValidEmit(eff) {
+				return bad("%s: emitted event %q must look like order.closed, at most %d long", where, eff, MaxEmitLen)
 			}
 			if slices.Contains(EngineEvents(), eff) {
 				return bad("%s: emits %s, which only the engine writes (%s)", where, eff, strings.Join(EngineEvents(), ", "))
@@ -281,6 +310,16 @@ func (f *Flow) Validate() error {
 			// A guard could refuse a due order forever and stall the claimer.
 			return bad("state %s: the transition its deadline fires (%s) cannot have a guard", s.Name, s.Deadline.Event)
 		}
+	}
+	for _, s := range f.States {
+		if s.Deadline != nil && f.FeatureEvent(s.Deadline.Event) {
+			// A timer is no verified payment, refund or settlement.
+			return bad("state %s: its deadline fires %s, which only one of Lapse's features fires (a verified payment, a refund, a group buy's settlement, issuing)",
+				s.Name, s.Deadline.Event)
+		}
+	}
+	if c := f.DeadlineCycle(); c != nil {
+		return bad("%s", c.Problem())
 	}
 	emitted := map[string]bool{}
 	for _, t := range f.Transitions {
@@ -355,6 +394,10 @@ func (f *Flow) Validate() error {
 			}
 		}
 	}
+	if t := f.PaidWithoutPayment(); t != nil {
+		return bad("transition %s --%s--> %s makes the order paid without a payment: a state that %s leads to, or one after it, is entered from an unpaid state only by %s",
+			t.From, t.Event, t.To, f.Pays, f.Pays)
+	}
 	if t := f.ReentersPayable(); t != nil {
 		return bad("transition %s --%s--> %s enters %s, which takes payments and has a deadline, after the order had a payment window: the end of a customer's first window (pay_by) would close this one early",
 			t.From, t.Event, t.To, t.To)
@@ -372,7 +415,73 @@ func (f *Flow) Validate() error {
 			return bad("state %s is unreachable from %s", s.Name, f.Initial)
 		}
 	}
+	// An order in a state from which no terminal state can be reached
+	// stays there for ever, with what it holds.
+	if !slices.ContainsFunc(f.States, func(s StateSpec) bool { return s.Terminal }) {
+		return bad("no state is terminal: its orders could never end")
+	}
+	if st := f.Endless(); len(st) > 0 {
+		return bad("state %s leads to no terminal state: an order in it could never end", st[0])
+	}
 	return nil
+}
+
+// checkSize returns an error when the flow has more states, events or
+// transitions than a flow may have.
+func (f *Flow) checkSize() error {
+	for _, c := range []struct {
+		what   string
+		n, max int
+	}{{"states", len(f.States), MaxFlowStates}, {"events", len(f.Events), MaxFlowEvents},
+		{"transitions", len(f.Transitions), MaxFlowTransitions}} {
+		if c.n > c.max {
+			return fmt.Errorf("%d %s: a flow has at most %d", c.n, c.what, c.max)
+		}
+	}
+	return nil
+}
+
+// ValidEmit reports whether typ may be an event type that a transition
+// emits: dot-separated lower case words, such as order.closed, at most
+// MaxEmitLen long.
+func ValidEmit(typ string) bool {
+	return len(typ) <= MaxEmitLen && effectNamePatten.MatchString(typ)
+}
+
+// Endless returns the states, in declaration order, from which no
+// terminal state can be reached: an order in one could never end.
+func (f *Flow) Endless() []State {
+	// Walk the transitions backwards from the terminal states: one pass
+	// over them, however many states there are.
+	into := map[State][]State{}
+	for _, t := range f.Transitions {
+		into[t.To] = append(into[t.To], t.From)
+	}
+	ends := map[State]bool{}
+	var queue []State
+	for _, s := range f.States {
+		if s.Terminal && !ends[s.Name] {
+			ends[s.Name] = true
+			queue = append(queue, s.Name)
+		}
+	}
+	for len(queue) > 0 {
+		s := queue[0]
+		queue = queue[1:]
+		for _, from := range into[s] {
+			if !ends[from] {
+				ends[from] = true
+				queue = append(queue, from)
+			}
+		}
+	}
+	var out []State
+	for _, s := range f.States {
+		if !ends[s.Name] {
+			out = append(out, s.Name)
+		}
+	}
+	return out
 }
 
 // EndsHolding returns the first transition, in declaration order, that
@@ -503,7 +612,7 @@ func (f *Flow) Plan(o *Order, fr Firing) (*OrderTransitionParams, error) {
 		// deadline: the timer runs from entering the state.
 		p.DeadlineAt = o.DeadlineAt
 	case to.Deadline != nil:
-		d := fr.Now.Add(to.Deadline.After)
+		d := Ceil(fr.Now.Add(to.Deadline.After)) // never before the state's window ends
 		p.DeadlineAt = &d
 	}
 	if to.Terminal {
@@ -552,6 +661,104 @@ func (f *Flow) deadlineDecides(o *Order, t *Transition, at time.Time) error {
 		o.OrderNo, cutoff.Format(time.RFC3339Nano), d.Event, d.To, t.To)
 }
 
+// DeadlineLoop is a cycle of states that an order goes round on their
+// deadlines alone.
+type DeadlineLoop []State
+
+// DeadlineCycle returns the first cycle, from the states in declaration
+// order, of states whose deadlines lead from one to the next and back to
+// the first, or nil. An order in one would move on timers alone for ever,
+// each move an event to deliver. A state whose deadline leads back to
+// itself is one of length 1, and fires at once again and again: staying in
+// a state keeps its deadline, which has passed.
+func (f *Flow) DeadlineCycle() DeadlineLoop {
+	next := func(st State) (State, bool) {
+		s := f.State(st)
+		if s == nil || s.Deadline == nil {
+			return "", false
+		}
+		t := f.Transition(st, s.Deadline.Event)
+		if t == nil {
+			return "", false
+		}
+		return t.To, true
+	}
+	for _, s := range f.States {
+		path := []State{s.Name}
+		for st := s.Name; len(path) <= len(f.States); {
+			to, ok := next(st)
+			if !ok {
+				break
+			}
+			if to == s.Name {
+				return path
+			}
+			if slices.Contains(path, to) {
+				break // a loop that s leads into: found from its own states
+			}
+			path, st = append(path, to), to
+		}
+	}
+	return nil
+}
+
+// Problem says what is wrong with the loop, for an error message.
+func (c DeadlineLoop) Problem() string {
+	if len(c) == 1 {
+		return fmt.Sprintf("state %s: its deadline leads back to %s, and staying in a state keeps its deadline, which has passed: it would fire at once, again and again", c[0], c[0])
+	}
+	names := make([]string, len(c)+1)
+	for i, s := range c {
+		names[i] = string(s)
+	}
+	names[len(c)] = string(c[0])
+	return fmt.Sprintf("states %s lead from one to the next on their deadlines alone: an order would go round them for ever, on timers, without anyone acting", strings.Join(names, " → "))
+}
+
+// PaidStates returns the states of f, in declaration order, that an order
+// reaches only by being paid: the targets of its Pays transitions and every
+// state reachable from them (Validate refuses a flow in which another event
+// leads into one from a state before payment). nil when f takes no
+// payments. Every order in one of them has exactly one applied payment.
+func (f *Flow) PaidStates() []State {
+	paid := f.paid()
+	var out []State
+	for _, s := range f.States {
+		if paid[s.Name] {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+func (f *Flow) paid() map[State]bool {
+	if f.Pays == "" {
+		return nil
+	}
+	var to []State
+	for _, t := range f.Transitions {
+		if t.Event == f.Pays {
+			to = append(to, t.To)
+		}
+	}
+	return f.Reachable(to...)
+}
+
+// PaidWithoutPayment returns the first transition, in declaration order,
+// that takes an order from a state before payment into a paid state
+// (PaidStates) by an event other than Pays, or nil. Such an order would be
+// paid with no payment: by its deadline, or by any caller allowed to fire
+// the event, and the merchant would ship it.
+func (f *Flow) PaidWithoutPayment() *Transition {
+	paid := f.paid()
+	for i := range f.Transitions {
+		if t := &f.Transitions[i]; t.Event != f.Pays && paid[t.To] && !paid[t.From] {
+			return t
+		}
+	}
+	return nil
+}
+
 // ReentersPayable returns the first transition, in declaration order, that
 // takes an order into a state that takes payments and has a deadline (a
 // payment window) after it was in such a state: from one, or from a state
@@ -579,6 +786,32 @@ func (f *Flow) ReentersPayable() *Transition {
 		}
 	}
 	return nil
+}
+
+// ClosableByHand reports whether an operator's manual close may end an
+// order in st by firing its deadline now: st has a deadline whose
+// transition leads to a terminal state, and st is not one an order reaches
+// by being paid (the state a payment, f.Pays, leads to, and every state
+// after it). So an open group buy, whose deadline settles it and charges
+// its members, and a state whose deadline hands the order to someone (a
+// review) are left alone, and so is a paid order whose state has a
+// deadline of its own (a merchant's 48 hours to ship, a buyer's days to
+// confirm receipt), which a close would refund or confirm: a manual close
+// cuts short a wait for payment, and nothing else. A flow that takes no
+// payment (f.Pays empty) has no paid states to tell apart.
+func (f *Flow) ClosableByHand(st State) bool {
+	s := f.State(st)
+	if s == nil || s.Deadline == nil {
+		return false
+	}
+	t := f.Transition(st, s.Deadline.Event)
+	if t == nil {
+		return false
+	}
+	if to := f.State(t.To); to == nil || !to.Terminal {
+		return false
+	}
+	return !f.paid()[st]
 }
 
 // InWindow returns o as the window of its state sees it: o itself, or,

@@ -1,6 +1,8 @@
 package lapse_test
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +45,11 @@ func TestFlowValidateRefuses(t *testing.T) {
 		{"no transition emits", func(f *lapse.Flow) { f.ReleaseOn = append(f.ReleaseOn, "order.vanished") }},
 		{"both releases and consumes", func(f *lapse.Flow) { f.ConsumeOn = append(f.ConsumeOn, flows.EventOrderClosed) }},
 		{"must look like", func(f *lapse.Flow) { f.Transitions[0].Emits = []string{"Paid"} }},
+		// Two events of one type, each with its own id, would be acted on
+		// twice by every subscriber.
+		{"emits order.closed twice", func(f *lapse.Flow) {
+			f.Transitions[1].Emits = []string{flows.EventOrderClosed, flows.EventOrderClosed}
+		}},
 		{"grace must be at most 366 days", func(f *lapse.Flow) { f.Grace = lapse.DefaultMaxDeadline + time.Second }},
 		// S4: an order that holds stock and a coupon may end only by a
 		// transition that gives them back or uses them up, also two steps
@@ -73,6 +80,77 @@ func TestFlowValidateRefuses(t *testing.T) {
 		}},
 		{"only the engine writes", func(f *lapse.Flow) { f.Transitions[0].Emits = []string{lapse.EventOrderCreated} }},
 		{"only the engine writes", func(f *lapse.Flow) { f.Transitions[0].Emits = []string{lapse.EventDeliveryDead} }},
+		// Flows written in Go are held to what a flow file is: an order
+		// that can never end holds what it holds for ever.
+		{"no state is terminal", func(f *lapse.Flow) {
+			for i := range f.States {
+				f.States[i].Terminal = false
+			}
+			f.Transitions = slices.DeleteFunc(f.Transitions, func(t lapse.Transition) bool { return t.From == flows.Closed || t.From == flows.Refunded })
+		}},
+		{"state STUCK leads to no terminal state", func(f *lapse.Flow) {
+			f.States = append(f.States, lapse.StateSpec{Name: "STUCK"})
+			f.Events = append(f.Events, lapse.EventSpec{Name: "PARK"})
+			f.Transitions = append(f.Transitions, lapse.Transition{From: flows.Paid, Event: "PARK", To: "STUCK"})
+		}},
+		// Paid without a payment: by its deadline, or by any key that may
+		// fire a plain event (reconcile then finds a paid order that no
+		// payment was applied to).
+		{"TIMEOUT--> PAID makes the order paid without a payment", func(f *lapse.Flow) {
+			f.Transitions[1].To = flows.Paid
+			f.Transitions[1].Emits = []string{flows.EventOrderPaid}
+		}},
+		{"MARK_PAID--> PAID makes the order paid without a payment", func(f *lapse.Flow) {
+			f.Events = append(f.Events, lapse.EventSpec{Name: "MARK_PAID"})
+			f.Transitions = append(f.Transitions, lapse.Transition{From: flows.Unpaid, Event: "MARK_PAID", To: flows.Paid,
+				Emits: []string{flows.EventOrderPaid}})
+		}},
+		{"CANCEL--> REFUNDED makes the order paid without a payment", func(f *lapse.Flow) {
+			for i := range f.Transitions {
+				if f.Transitions[i].From == flows.Unpaid && f.Transitions[i].Event == flows.Cancel {
+					f.Transitions[i].To = flows.Refunded
+				}
+			}
+		}},
+		// Created in a terminal state but never closed: open for ever,
+		// and one that holds kept its stock reserved.
+		{"initial state UNPAID is terminal", func(f *lapse.Flow) {
+			f.States[0].Terminal, f.States[0].Deadline = true, nil
+			f.Transitions = slices.DeleteFunc(f.Transitions, func(t lapse.Transition) bool { return t.From == flows.Unpaid })
+		}},
+		// A timer is no payment: the order was PAID at its deadline,
+		// fired_by timer, with nothing paid.
+		{"its deadline fires PAY, which only one of Lapse's features fires", func(f *lapse.Flow) {
+			f.States[0].Deadline.Event = flows.Pay
+			f.Transitions[0].Guard = nil
+		}},
+		// A deadline that leaves the order where it is keeps the passed
+		// deadline: it fired again at once, hundreds of times a second.
+		{"its deadline leads back to UNPAID", func(f *lapse.Flow) { f.Transitions[1].To = flows.Unpaid }},
+		// Two states whose deadlines lead to each other: round and round,
+		// on timers alone.
+		{"states UNPAID → HELD → UNPAID lead from one to the next on their deadlines alone", func(f *lapse.Flow) {
+			f.States = append(f.States, lapse.StateSpec{Name: "HELD", Deadline: &lapse.Deadline{After: time.Second, Event: flows.Timeout}})
+			f.Transitions[1].To = "HELD"
+			f.Transitions = append(f.Transitions, lapse.Transition{From: "HELD", Event: flows.Timeout, To: flows.Unpaid},
+				lapse.Transition{From: "HELD", Event: flows.Cancel, To: flows.Closed, Emits: []string{flows.EventOrderClosed}})
+		}},
+		// A type longer than a RabbitMQ routing key could be written, but
+		// never published: every delivery of it would die.
+		{"at most 64 long", func(f *lapse.Flow) { f.Transitions[0].Emits = []string{"order." + strings.Repeat("x", 59)} }},
+		{"a flow has at most 256", func(f *lapse.Flow) {
+			for i := range lapse.MaxFlowStates {
+				f.States = append(f.States, lapse.StateSpec{Name: lapse.State(fmt.Sprintf("S%d", i))})
+			}
+		}},
+		{"a flow has at most 1024", func(f *lapse.Flow) {
+			for range lapse.MaxFlowTransitions {
+				f.Transitions = append(f.Transitions, f.Transitions[0])
+			}
+		}},
+	}
+	if f := flows.Checkout(); f.Validate() != nil || !lapse.ValidEmit("order."+strings.Repeat("x", 58)) {
+		t.Fatal("checkout, or an emitted type 64 long, is refused")
 	}
 	for _, c := range cases {
 		f := flows.Checkout()

@@ -136,9 +136,13 @@ const (
 
 var (
 	orderNoPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
-	// textPattern admits printable text: no control characters, which
-	// PostgreSQL (NUL) and log readers (newlines) would choke on.
-	textPattern = regexp.MustCompile(`^[^\x00-\x1f\x7f]*$`)
+	// textPattern admits printable text: no control characters, C0 or C1
+	// (NUL, which PostgreSQL refuses; newlines and U+0085, which log
+	// readers take for a line's end), no line or paragraph separators, and
+	// no bidirectional controls, which would show the text around them
+	// reordered to an operator ("u\u202Ex" shown as another user's id), as
+	// CleanReason keeps them out of reasons.
+	textPattern = regexp.MustCompile(`^[^\x00-\x1f\x7f-\x{9f}\x{61c}\x{200e}\x{200f}\x{2028}-\x{202e}\x{2066}-\x{2069}]*$`)
 )
 
 // Validate checks the request's own fields. It does not know the flows or the
@@ -174,6 +178,9 @@ func (c *OrderCreate) Validate() error {
 		return FieldError("items", "has more than %d lines", MaxItems)
 	case c.TTL < 0:
 		return FieldError("ttl", "must be positive")
+	case c.TTL > 0 && c.TTL < time.Microsecond:
+		// Kept rounded up, it would be a deadline of 1µs whatever was sent.
+		return FieldError("ttl", "must be at least 1µs, the precision a deadline is kept to")
 	case c.TTL > 0 && c.DeadlineAt != nil:
 		return FieldError("ttl", "and deadline_at exclude each other; send one")
 	case len(c.Coupon) > MaxOrderNoLen:
@@ -216,7 +223,7 @@ func (c *OrderCreate) Fingerprint() string {
 	}
 	var deadline string
 	if c.DeadlineAt != nil {
-		deadline = Truncate(*c.DeadlineAt).Format(time.RFC3339Nano)
+		deadline = Ceil(*c.DeadlineAt).Format(time.RFC3339Nano) // as the engine keeps it
 	}
 	canon, _ := json.Marshal(struct {
 		Flow       string `json:"flow"`

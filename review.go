@@ -54,7 +54,21 @@ type ReviewListParams struct {
 	OrderID int64     // 0: every order
 	Open    bool      // only unresolved ones
 	Since   time.Time // only those created at or after it; zero: no bound
-	Limit   int
+	// Before continues a listing: only reviews after this position in the
+	// newest-first order, that is older than it by (created_at, id), are
+	// returned; nil starts at the newest. A listing paged with the last
+	// review of each page as the next Before sees every review that
+	// matches once, even among reviews created at the same microsecond,
+	// and a review resolved between pages does not move the others.
+	Before *ReviewCursor
+	Limit  int
+}
+
+// ReviewCursor is a position in a newest-first listing of reviews: a
+// review's CreatedAt, as the store returned it, and its ID.
+type ReviewCursor struct {
+	CreatedAt time.Time
+	ID        int64
 }
 
 // ReviewResolveParams resolves open reviews: the one with ID, or every open

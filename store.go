@@ -108,6 +108,11 @@ type Store interface {
 	// OrderCountDue counts orders whose deadline is at or before now.
 	OrderCountDue(ctx context.Context, now time.Time) (int64, error)
 
+	// OrderCountOpen counts the orders that have not ended (closed_at is
+	// not set) by flow and state, in (flow, state) order: what the flows a
+	// process runs must still know. It reads every open order.
+	OrderCountOpen(ctx context.Context) ([]OrderStateCount, error)
+
 	// OrderDeadlineMin returns the earliest deadline among the orders ids
 	// (those of them that have one), and false when none has. It reads
 	// each by its key.
@@ -376,7 +381,10 @@ type Store interface {
 
 	// ReviewList returns reviews matching p, newest first (created_at, then
 	// id, descending), at most p.Limit of them; a Limit of zero or less does
-	// not limit.
+	// not limit. With p.Before it returns only those strictly older than
+	// that position, (created_at, id) < (p.Before.CreatedAt, p.Before.ID),
+	// so that a caller pages through every review by passing the last one
+	// it was given, each once.
 	ReviewList(ctx context.Context, p *ReviewListParams) ([]*Review, error)
 
 	// ReviewGet returns a review, or ErrReviewNotFound.
@@ -433,6 +441,14 @@ type OrderDeadlineListParams struct {
 	Limit int
 }
 
+// OrderStateCount is how many open orders of a flow are in a state (N),
+// and how many of those have a deadline (Timed).
+type OrderStateCount struct {
+	Flow     string
+	State    State
+	N, Timed int64
+}
+
 // OrderDeadline is an order's pending deadline.
 type OrderDeadline struct {
 	ID         int64
@@ -479,11 +495,14 @@ type OrderCreateWither interface {
 
 // OrderListParams filters OrderList. Zero values do not filter.
 type OrderListParams struct {
-	State       State
-	UserID      string
-	Flow        string
-	CreatedFrom *time.Time // inclusive
-	CreatedTo   *time.Time // exclusive
+	State  State
+	UserID string
+	Flow   string
+	// CreatedFrom (inclusive) and CreatedTo (exclusive) bound created_at
+	// at the time as given, finer than a store keeps times or not: a store
+	// compares with Ceil of each.
+	CreatedFrom *time.Time
+	CreatedTo   *time.Time
 	// Before continues a listing: only orders older than this position
 	// (created_at, id) are returned.
 	Before *OrderCursor

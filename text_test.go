@@ -15,6 +15,7 @@ func TestCleanReason(t *testing.T) {
 		// "paid 0001 CNY" read as "paid 1000 CNY".
 		{"paid \u202E1000\u202C CNY", "paid \uFFFD1000\uFFFD CNY"},
 		{"a\u2066b\u2069c\u200Fd\u061Ce", "a\uFFFDb\uFFFDc\uFFFDd\uFFFDe"},
+		{"line\u2028separator\u2029paragraph", "line separator paragraph"},
 		{"退款失败：余额不足", "退款失败：余额不足"},
 		{"مرفوض", "مرفوض"},
 	} {
@@ -35,6 +36,28 @@ func TestCheckReasonRefusesBidiControls(t *testing.T) {
 	for _, s := range []string{"refund \u202Eevil", "x\u2067y", "two\nlines"} {
 		if err := CheckReason("reason", s); ErrorCode(err) != EINVALID {
 			t.Errorf("CheckReason(%q) = %v, want invalid", s, err)
+		}
+	}
+}
+
+// TestCheckTextRefusesControls: a short text field (a user id, a payment
+// method, a SKU) is refused with a control character of either set (C0, or
+// C1 such as U+0085, which log readers take for a line's end), a line or
+// paragraph separator, or a bidirectional control, which would show an
+// operator the text around it reordered; other scripts are text.
+func TestCheckTextRefusesControls(t *testing.T) {
+	for _, s := range []string{"u-1", "用户", "مستخدم", "tok_visa_1", "café"} {
+		if err := CheckText("user_id", s, 128); err != nil {
+			t.Errorf("CheckText(%q) = %v", s, err)
+		}
+	}
+	for _, s := range []string{"u\x00", "u\n1", "u\x7f", "u\u0085x", "u\u009fx", "u\u202ex", "u\u2066x", "u\u200fx", "u\u061cx", "u\u2028x"} {
+		if err := CheckText("user_id", s, 128); ErrorCode(err) != EINVALID {
+			t.Errorf("CheckText(%q) = %v, want invalid", s, err)
+		}
+		c := OrderCreate{OrderNo: "A-1", Flow: "checkout", UserID: s, Amount: 1, Currency: "CNY"}
+		if err := c.Validate(); ErrorCode(err) != EINVALID {
+			t.Errorf("OrderCreate with user_id %q: %v, want invalid", s, err)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"runtime"
 	"time"
@@ -152,6 +153,9 @@ type Service struct {
 	// hashing bounds the argon2id computations running at once: each takes
 	// HashParams.Memory, and a burst of logins must not exhaust memory.
 	hashing chan struct{}
+	// waiting bounds the computations that wait for a hashing slot
+	// (takeTurn).
+	waiting chan struct{}
 	// logins counts the login attempts of each client address, so that no
 	// caller takes the hashing slots, and the audit log, with a flood.
 	logins *loginLimiter
@@ -175,6 +179,7 @@ func New(store lapse.Store, cfg Config) (*Service, error) {
 		cfg:     cfg,
 		clock:   cfg.Clock,
 		hashing: make(chan struct{}, min(4, max(1, runtime.GOMAXPROCS(0)))),
+		waiting: make(chan struct{}, hashWaiting),
 		logins:  newLoginLimiter(cfg.LoginsPerMinute),
 	}
 	if cfg.AdminKey != "" {
@@ -228,12 +233,23 @@ func (s *Service) Record(ctx context.Context, e *lapse.AuditEntry) error {
 	return lapse.AuditRecord(ctx, s.store, e)
 }
 
+// MaxRefusalParams is the most of an action's parameters (the request's
+// body) that the row of its refusal keeps as they are.
+const MaxRefusalParams = 4 << 10
+
 // RecordRefusal appends the row of e for an action refused with err before
 // it was tried (the origin, a session, a scope, a second factor, a form that
 // could not be sent on): e with the result "refused: " and err's reason. e
-// itself is not changed.
+// itself is not changed. Parameters longer than MaxRefusalParams are kept as
+// their length and SHA-256: a caller refused (a key without the scope, one
+// revoked) may send refusals as fast as it likes, and the audit log, which
+// is never pruned, must not grow by a whole body with each.
 func (s *Service) RecordRefusal(ctx context.Context, e *lapse.AuditEntry, err error) error {
 	row := *e
 	row.Result = "refused: " + lapse.Reason(err)
+	if len(row.Params) > MaxRefusalParams {
+		sum := sha256.Sum256(row.Params)
+		row.Params = marshal(map[string]any{"omitted_bytes": len(row.Params), "sha256": hex.EncodeToString(sum[:])})
+	}
 	return s.Record(ctx, &row)
 }

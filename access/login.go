@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -49,8 +48,14 @@ func errLocked(code string, o *lapse.Operator) error {
 // at most once a minute per address, with the count of those refused
 // without one since, so that a flood is seen and does not grow the log
 // with it. A good login gives its attempt back.
+//
+// Addresses within their limits can still, together, ask for more password
+// checks than the server computes: when every hashing slot is taken and a
+// few more logins wait for one, a login is refused at once with a
+// *LoginLimitError whose Busy is set, without a row, rather than wait in a
+// queue that would grow with the flood.
 func (s *Service) Login(ctx context.Context, name, password, code, clientAddr string) (string, *Principal, error) {
-	name = strings.TrimSpace(name) // as AddOperator keeps it
+	name = operatorName(name)
 	if err := s.admitLogin(ctx, name, clientAddr); err != nil {
 		return "", nil, err
 	}
@@ -79,6 +84,9 @@ func (s *Service) Login(ctx context.Context, name, password, code, clientAddr st
 		hash = pre.PasswordHash
 	}
 	passOK, err := s.checkPassword(ctx, password, hash)
+	if errors.Is(err, errHashBusy) {
+		return "", nil, &LoginLimitError{RetryAfter: time.Second, Busy: true}
+	}
 	if err != nil {
 		return "", nil, err
 	}

@@ -27,19 +27,35 @@ const loginOverflow = "(every other address)"
 // between, so that an attack is seen without the log growing with it.
 const loginRowEvery = time.Minute
 
+// hashWaiting is how many password hashes may wait for a hashing slot
+// (Service.takeTurn): a few hashes' time, at tens of milliseconds each.
+const hashWaiting = 16
+
+// errHashBusy is takeTurn's error when every hashing slot is taken and
+// hashWaiting hashes wait already.
+var errHashBusy = lapse.Errorf(lapse.EUNAVAILABLE, "too many password checks at once; try again in a second")
+
 // LoginLimitError is the error of a login refused because its client
 // address tried to log in more often than Config.LoginsPerMinute allows:
 // it was refused before its password was looked at. Its code is
 // EUNAVAILABLE, as an overload's; RetryAfter is when the address may try
 // again.
+//
+// It is also the error of a login refused because so many logins from
+// everywhere are checking their passwords that no more may wait for a turn
+// (Busy): then no address is to blame, and RetryAfter is a second.
 type LoginLimitError struct {
 	RetryAfter time.Duration
+	Busy       bool
 }
 
 func (e *LoginLimitError) Error() string { return "lapse: " + e.message() }
 
 func (e *LoginLimitError) message() string {
 	wait := max(time.Second, (e.RetryAfter + time.Second - 1).Truncate(time.Second)) // as Retry-After says it
+	if e.Busy {
+		return fmt.Sprintf("too many logins at once; try again in %s", wait)
+	}
 	return fmt.Sprintf("too many login attempts from this address; try again in %s", wait)
 }
 

@@ -266,11 +266,11 @@ func TestLoginDisabled(t *testing.T) {
 	_, secret := e.addOperator("alice", access.RoleOperator)
 	token, _ := e.login("alice", secret)
 	key := &access.Principal{Kind: access.KindKey, Scopes: []string{access.ScopeOrdersWrite}}
-	_, err := e.svc.DisableOperator(e.ctx, key, "alice")
+	_, _, err := e.svc.DisableOperator(e.ctx, key, "alice")
 	wantErr(t, err, lapse.EFORBIDDEN, "")
-	o, err := e.svc.DisableOperator(e.ctx, e.root, "alice")
-	if err != nil || o.DisabledAt.IsZero() || o.PasswordHash != "" {
-		t.Fatalf("DisableOperator: %+v, %v", o, err)
+	o, changed, err := e.svc.DisableOperator(e.ctx, e.root, "alice")
+	if err != nil || !changed || o.DisabledAt.IsZero() || o.PasswordHash != "" {
+		t.Fatalf("DisableOperator: %+v, changed %v, %v", o, changed, err)
 	}
 	_, err = e.svc.Session(e.ctx, token)
 	wantErr(t, err, lapse.EUNAUTHORIZED, "")
@@ -279,13 +279,13 @@ func TestLoginDisabled(t *testing.T) {
 	if row := e.lastAudit("login"); row.Result != "operator disabled" {
 		t.Fatalf("audit row: %+v", row)
 	}
-	if _, err := e.svc.DisableOperator(e.ctx, e.root, "alice"); err != nil {
-		t.Fatal(err)
+	if again, changed, err := e.svc.DisableOperator(e.ctx, e.root, "alice"); err != nil || changed || !again.DisabledAt.Equal(o.DisabledAt) {
+		t.Fatalf("DisableOperator again: %+v, changed %v, %v; want it as it was, nothing changed", again, changed, err)
 	}
 	if n := len(e.audit("operator.disable")); n != 1 {
 		t.Fatalf("%d disable rows, want 1", n)
 	}
-	_, err = e.svc.DisableOperator(e.ctx, e.root, "nobody")
+	_, _, err = e.svc.DisableOperator(e.ctx, e.root, "nobody")
 	wantErr(t, err, lapse.ENOTFOUND, "")
 }
 

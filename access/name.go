@@ -88,15 +88,45 @@ func keyFold(name string) string {
 }
 
 // lookAlike returns the name of the first of others (nameOf tells it) that
-// reads as name, by fold, and is not name itself; false when none does.
+// reads as name, by fold of its skeleton, and is not name itself; false
+// when none does.
 func lookAlike[T any](name string, others []*T, nameOf func(*T) string, fold func(string) string) (string, bool) {
-	f := fold(name)
+	f := fold(skeleton(name))
 	for _, o := range others {
-		if n := nameOf(o); n != name && fold(n) == f {
+		if n := nameOf(o); n != name && fold(skeleton(n)) == f {
 			return n, true
 		}
 	}
 	return "", false
+}
+
+// skeleton is name with each Cyrillic and Greek letter that reads as a
+// Latin one written as that Latin letter, so that a name wholly in one of
+// those scripts ("асе", "ТОМ" in Cyrillic) reads as the Latin name it looks
+// like ("ace", "TOM"): checkName refuses a name that mixes the scripts, not
+// one that swaps every letter.
+func skeleton(name string) string {
+	return strings.Map(func(r rune) rune {
+		if l, ok := latinLookAlike[r]; ok {
+			return l
+		}
+		return r
+	}, name)
+}
+
+// latinLookAlike are the Cyrillic and Greek letters that read as Latin
+// ones, each with that Latin letter, in its case.
+var latinLookAlike = map[rune]rune{
+	// Cyrillic
+	'а': 'a', 'с': 'c', 'ԁ': 'd', 'е': 'e', 'һ': 'h', 'і': 'i', 'ј': 'j', 'ӏ': 'l', 'о': 'o', 'р': 'p',
+	'ԛ': 'q', 'ѕ': 's', 'ѵ': 'v', 'ԝ': 'w', 'х': 'x', 'у': 'y', 'ү': 'y',
+	'А': 'A', 'В': 'B', 'С': 'C', 'Е': 'E', 'Н': 'H', 'І': 'I', 'Ј': 'J', 'К': 'K', 'М': 'M', 'О': 'O',
+	'Р': 'P', 'Ѕ': 'S', 'Т': 'T', 'Х': 'X', 'У': 'Y', 'Ү': 'Y', 'Ԛ': 'Q', 'Ԝ': 'W',
+	// Greek
+	'α': 'a', 'γ': 'y', 'η': 'n', 'ι': 'i', 'κ': 'k', 'ν': 'v', 'ο': 'o', 'ρ': 'p', 'υ': 'u', 'χ': 'x',
+	'ω': 'w',
+	'Α': 'A', 'Β': 'B', 'Ε': 'E', 'Ζ': 'Z', 'Η': 'H', 'Ι': 'I', 'Κ': 'K', 'Μ': 'M', 'Ν': 'N', 'Ο': 'O',
+	'Ρ': 'P', 'Τ': 'T', 'Υ': 'Y', 'Χ': 'X',
 }
 
 // invisible reports whether r is a control, format or otherwise invisible

@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -54,32 +56,19 @@ func (s *Service) AddOperator(ctx context.Context, by *Principal, name, role, pa
 	if _, err := RoleScopes(role); err != nil {
 		return nil, nil, err
 	}
-	enr := &Enrolment{}
-	switch n := utf8.RuneCountInString(password); {
-	case password == "":
-		var b [18]byte
-		rand.Read(b[:])
-		password = base64.RawURLEncoding.EncodeToString(b[:]) // 144 bits
-		enr.Password = password
-	case n < MinPasswordLen:
-		return nil, nil, lapse.FieldError("password", "must be at least %d characters", MinPasswordLen)
-	case n > MaxPasswordLen:
-		return nil, nil, lapse.FieldError("password", "must be at most %d characters", MaxPasswordLen)
+	password, generated, err := newPassword(password)
+	if err != nil {
+		return nil, nil, err
 	}
 	hash, err := s.hashPassword(ctx, password)
 	if err != nil {
 		return nil, nil, err
 	}
-	key, err := totp.Generate(totp.GenerateOpts{Issuer: s.cfg.Issuer, AccountName: name})
+	enr, err := s.enrol(name)
 	if err != nil {
-		return nil, nil, lapse.Errorf(lapse.EINTERNAL, "access: make a TOTP secret: %v", err)
+		return nil, nil, err
 	}
-	enr.Secret, enr.URI = key.Secret(), key.URL()
-	qr, err := qrcode.New(enr.URI, qrcode.Medium)
-	if err != nil {
-		return nil, nil, lapse.Errorf(lapse.EINTERNAL, "access: make a QR code: %v", err)
-	}
-	enr.QR = qr.ToSmallString(false)
+	enr.Password = generated
 
 	var o *lapse.Operator
 	err = s.tx(ctx, func(as lapse.AccessStore) error {
@@ -111,6 +100,41 @@ func (s *Service) AddOperator(ctx context.Context, by *Principal, name, role, pa
 	return redact(o), enr, nil
 }
 
+// newPassword is password checked as AddOperator and ResetOperator take
+// it: MinPasswordLen to MaxPasswordLen characters, else EINVALID about
+// password. An empty one has one made instead (144 random bits), which is
+// returned as generated too.
+func newPassword(password string) (pw, generated string, err error) {
+	switch n := utf8.RuneCountInString(password); {
+	case password == "":
+		var b [18]byte
+		rand.Read(b[:])
+		password = base64.RawURLEncoding.EncodeToString(b[:]) // 144 bits
+		return password, password, nil
+	case n < MinPasswordLen:
+		return "", "", lapse.FieldError("password", "must be at least %d characters", MinPasswordLen)
+	case n > MaxPasswordLen:
+		return "", "", lapse.FieldError("password", "must be at most %d characters", MaxPasswordLen)
+	}
+	return password, "", nil
+}
+
+// enrol makes a new TOTP secret for the operator name: the Enrolment's
+// Secret, URI and QR.
+func (s *Service) enrol(name string) (*Enrolment, error) {
+	key, err := totp.Generate(totp.GenerateOpts{Issuer: s.cfg.Issuer, AccountName: name})
+	if err != nil {
+		return nil, lapse.Errorf(lapse.EINTERNAL, "access: make a TOTP secret: %v", err)
+	}
+	enr := &Enrolment{Secret: key.Secret(), URI: key.URL()}
+	qr, err := qrcode.New(enr.URI, qrcode.Medium)
+	if err != nil {
+		return nil, lapse.Errorf(lapse.EINTERNAL, "access: make a QR code: %v", err)
+	}
+	enr.QR = qr.ToSmallString(false)
+	return enr, nil
+}
+
 // Operators returns every operator, by ID, without password hashes and
 // TOTP secrets.
 func (s *Service) Operators(ctx context.Context) ([]*lapse.Operator, error) {
@@ -125,34 +149,212 @@ func (s *Service) Operators(ctx context.Context) ([]*lapse.Operator, error) {
 // sessions (kept, ended, so that a request through one is refused in their
 // name: SessionHolder), on behalf of by, who needs the admin scope (else EFORBIDDEN).
 // An unknown name is ENOTFOUND; an operator already disabled is returned
-// as it is. The change and its audit row "operator.disable" are one
-// transaction.
-func (s *Service) DisableOperator(ctx context.Context, by *Principal, name string) (*lapse.Operator, error) {
+// as it is, with changed false and no audit row; the last enabled admin
+// is ECONFLICT (changeOperator). The change and its audit row
+// "operator.disable" are one transaction.
+func (s *Service) DisableOperator(ctx context.Context, by *Principal, name string) (*lapse.Operator, bool, error) {
 	if err := requireAdmin(by, "disabling an operator"); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	var o *lapse.Operator
-	err := s.tx(ctx, func(as lapse.AccessStore) error {
-		now := s.clock.Now()
-		var err error
-		if o, err = lockOperator(ctx, as, name); err != nil || !o.DisabledAt.IsZero() {
-			return err
+	return s.changeOperator(ctx, by, name, "operator.disable", func(o *lapse.Operator, now time.Time) (operatorChange, error) {
+		if !o.DisabledAt.IsZero() {
+			return operatorChange{}, nil
 		}
 		o.DisabledAt = now
+		return operatorChange{details: map[string]any{"name": o.Name}, endSessions: true}, nil
+	})
+}
+
+// EnableOperator lets the operator name log in again, on behalf of by, who
+// needs the admin scope (else EFORBIDDEN): it clears their DisabledAt and
+// their lockout (FailedLogins and LockedUntil), so that an operator locked
+// out by failed logins, disabled or not, may try again at once. An unknown
+// name is ENOTFOUND. An operator with nothing to clear (not disabled, no
+// failed logins counted) is returned as it is, with changed false and no
+// audit row, as DisableOperator does with one disabled already; otherwise
+// the change and its audit row "operator.enable" (the name and what was
+// cleared) are one transaction. Sessions ended by the disable stay ended.
+func (s *Service) EnableOperator(ctx context.Context, by *Principal, name string) (*lapse.Operator, bool, error) {
+	if err := requireAdmin(by, "enabling an operator"); err != nil {
+		return nil, false, err
+	}
+	return s.changeOperator(ctx, by, name, "operator.enable", func(o *lapse.Operator, _ time.Time) (operatorChange, error) {
+		if o.DisabledAt.IsZero() && o.FailedLogins == 0 && o.LockedUntil.IsZero() {
+			return operatorChange{}, nil
+		}
+		details := map[string]any{"name": o.Name, "was_disabled": !o.DisabledAt.IsZero(), "failed_logins": o.FailedLogins}
+		if !o.LockedUntil.IsZero() {
+			details["locked_until"] = o.LockedUntil
+		}
+		o.DisabledAt, o.FailedLogins, o.LockedUntil = time.Time{}, 0, time.Time{}
+		return operatorChange{details: details}, nil
+	})
+}
+
+// SetOperatorRole gives the operator name role (viewer, operator or
+// admin; else EINVALID about role, as AddOperator), on behalf of by, who
+// needs the admin scope (else EFORBIDDEN), and ends their sessions: a
+// session's scopes are its operator's role's, so they log in again under
+// the new one. An unknown name is ENOTFOUND. An operator who has role
+// already is returned as it is, with changed false, no session ended and
+// no audit row; otherwise the change, the sessions' end and the audit row
+// "operator.role" (the name, the role before and after) are one
+// transaction. A disabled operator's role changes too; they stay disabled.
+// The last enabled admin keeps the role admin: another is ECONFLICT
+// (changeOperator).
+func (s *Service) SetOperatorRole(ctx context.Context, by *Principal, name, role string) (*lapse.Operator, bool, error) {
+	if err := requireAdmin(by, "changing an operator's role"); err != nil {
+		return nil, false, err
+	}
+	if _, err := RoleScopes(role); err != nil {
+		return nil, false, err
+	}
+	return s.changeOperator(ctx, by, name, "operator.role", func(o *lapse.Operator, _ time.Time) (operatorChange, error) {
+		if o.Role == role {
+			return operatorChange{}, nil
+		}
+		from := o.Role
+		o.Role = role
+		return operatorChange{details: map[string]any{"name": o.Name, "from": from, "to": role}, endSessions: true}, nil
+	})
+}
+
+// ResetOperator gives the operator name, who lost their password or
+// authenticator, a new password and a new TOTP secret, on behalf of by,
+// who needs the admin scope (else EFORBIDDEN). password is taken as
+// AddOperator takes it (empty: one is made, and returned in the
+// Enrolment), and the Enrolment holds the new secret as AddOperator's
+// does. Their lockout (FailedLogins, LockedUntil) is cleared, and so is
+// LastTOTPStep, the step of the last code of the old secret, lest it
+// refuse the new secret's codes of that step; their sessions end. An
+// unknown name is ENOTFOUND; bad input changes nothing. The change, the
+// sessions' end and the audit row "operator.reset" (the name, and whether
+// the password was made; neither it nor the secret) are one transaction.
+// A disabled operator stays disabled (EnableOperator).
+func (s *Service) ResetOperator(ctx context.Context, by *Principal, name, password string) (*lapse.Operator, *Enrolment, error) {
+	if err := requireAdmin(by, "resetting an operator"); err != nil {
+		return nil, nil, err
+	}
+	password, generated, err := newPassword(password)
+	if err != nil {
+		return nil, nil, err
+	}
+	hash, err := s.hashPassword(ctx, password) // before the row is locked: it takes a while
+	if err != nil {
+		return nil, nil, err
+	}
+	var enr *Enrolment
+	o, _, err := s.changeOperator(ctx, by, name, "operator.reset", func(o *lapse.Operator, _ time.Time) (operatorChange, error) {
+		var err error
+		if enr, err = s.enrol(o.Name); err != nil {
+			return operatorChange{}, err
+		}
+		enr.Password = generated
+		o.PasswordHash, o.TOTPSecret = hash, enr.Secret
+		o.FailedLogins, o.LockedUntil, o.LastTOTPStep = 0, time.Time{}, 0
+		return operatorChange{details: map[string]any{"name": o.Name, "password_generated": generated != ""}, endSessions: true}, nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return o, enr, nil
+}
+
+// operatorChange is what a change of an operator made (changeOperator):
+// the details of its audit row, nil when it changed nothing, and whether
+// it ends the operator's sessions.
+type operatorChange struct {
+	details     map[string]any
+	endSessions bool
+}
+
+// changeOperator runs change on the operator name (as Login takes it:
+// operatorName), locked, in a transaction, and writes what it changed with
+// its audit row action (by's, the change's details) and, when it says so,
+// the end of the operator's sessions, all in that transaction. A change
+// that changed nothing writes nothing; changed says which. The operator
+// comes back redacted; an unknown name is lockOperator's ENOTFOUND.
+//
+// A change that would leave no enabled admin operator (it disables the
+// last one, or gives them another role) is ECONFLICT, "… is the last
+// enabled admin …", and changes nothing, so that someone remains who may
+// manage operators and keys; the command line and admin keys, which stay
+// admin whatever the operators are, make another operator admin first.
+func (s *Service) changeOperator(ctx context.Context, by *Principal, name, action string,
+	change func(o *lapse.Operator, now time.Time) (operatorChange, error)) (_ *lapse.Operator, changed bool, _ error) {
+	name = operatorName(name)
+	var o *lapse.Operator
+	err := s.tx(ctx, func(as lapse.AccessStore) error {
+		changed = false // a retried transaction starts over
+		now := s.clock.Now()
+		admins, err := lockAdmins(ctx, as, name)
+		if err != nil {
+			return err
+		}
+		if o, err = lockOperator(ctx, as, name); err != nil {
+			return err
+		}
+		wasAdmin := enabledAdmin(o)
+		c, err := change(o, now)
+		if err != nil || c.details == nil {
+			return err
+		}
+		if wasAdmin && !enabledAdmin(o) && !slices.ContainsFunc(admins, func(a *lapse.Operator) bool { return a.ID != o.ID }) {
+			return lapse.Errorf(lapse.ECONFLICT, "operator %q is the last enabled admin, and this would leave none: make another "+
+				"operator admin first (lapse operator add --role admin, or lapse operator role NAME admin)", o.Name)
+		}
 		if err := as.OperatorUpdate(ctx, o); err != nil {
 			return err
 		}
-		if err := as.SessionEndOperator(ctx, o.ID, now); err != nil {
-			return err
+		if c.endSessions {
+			if err := as.SessionEndOperator(ctx, o.ID, now); err != nil {
+				return err
+			}
 		}
-		e := by.Entry("operator.disable", operatorTarget(o), map[string]any{"name": o.Name})
+		e := by.Entry(action, operatorTarget(o), c.details)
 		e.At, e.Result = now, "ok"
+		changed = true
 		return lapse.AuditAppend(ctx, as, e)
 	})
 	if err != nil {
+		return nil, false, err
+	}
+	return redact(o), changed, nil
+}
+
+// operatorName is an operator's name as it is looked up: without
+// surrounding space, as AddOperator keeps it and Login reads it, so that
+// "alice " names alice in every command as it does at the login.
+func operatorName(name string) string { return strings.TrimSpace(name) }
+
+// enabledAdmin reports whether o is an admin who is not disabled.
+func enabledAdmin(o *lapse.Operator) bool { return o.Role == RoleAdmin && o.DisabledAt.IsZero() }
+
+// lockAdmins locks, in the transaction as, the rows of the enabled admin
+// operators and of the operator name, in the order of their IDs, and
+// returns the admins that are enabled once locked. A change of an operator
+// takes these locks first, in that one order, so that two changes that
+// each take an admin away (the two last admins disabled at once) take
+// turns without deadlocking, and the second sees what the first did.
+func lockAdmins(ctx context.Context, as lapse.AccessStore, name string) ([]*lapse.Operator, error) {
+	ops, err := as.OperatorList(ctx) // by ID
+	if err != nil {
 		return nil, err
 	}
-	return redact(o), nil
+	var admins []*lapse.Operator
+	for _, op := range ops {
+		if op.Name != name && !enabledAdmin(op) {
+			continue
+		}
+		locked, err := as.OperatorLock(ctx, op.Name)
+		if err != nil {
+			return nil, err
+		}
+		if enabledAdmin(locked) {
+			admins = append(admins, locked)
+		}
+	}
+	return admins, nil
 }
 
 // lockOperator is OperatorLock with a not-found error naming name.
@@ -213,7 +415,23 @@ func (s *Service) checkPassword(ctx context.Context, password, hash string) (boo
 	return ok && err == nil, nil
 }
 
+// takeTurn waits for a free hashing slot, among at most hashWaiting others:
+// past them it fails at once with errHashBusy. Without that bound a flood of
+// logins from many addresses, each within its address's limit, would queue
+// without end, every one holding an API in-flight slot (and a goroutine)
+// while it waits, until nothing else is served.
 func (s *Service) takeTurn(ctx context.Context) error {
+	select {
+	case s.hashing <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case s.waiting <- struct{}{}:
+	default:
+		return errHashBusy
+	}
+	defer func() { <-s.waiting }()
 	select {
 	case s.hashing <- struct{}{}:
 		return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/lapsehq/lapse"
 )
@@ -39,13 +40,20 @@ const (
 // them), and more than approved.Count closable orders left is ECONFLICT,
 // with nothing started, however the selection grew since it was counted.
 //
-// Errors: EINVALID for an invalid sel, an empty reason (field "reason") or
-// a by without an actor (field "by"); ECONFLICT "nothing to close: …" when
+// previewed is the preview the close was confirmed from (its AsOf and
+// Count), nil when there was none. It bounds the close the same way: orders
+// made after previewed.AsOf are left out, and more than previewed.Count
+// closable orders left is ECONFLICT, so that a close confirmed from a
+// preview closes no order the operator was not shown the count of.
+//
+// Errors: EINVALID for an invalid sel, an empty reason (field "reason"), a
+// by without an actor (field "by") or a previewed with no AsOf or a
+// negative Count (field "preview"); ECONFLICT "nothing to close: …" when
 // no order matched is closable, and ECONFLICT when more than MaxItems, or
-// than approved, are. A Start that fails after its input was valid is
+// than approved or previewed, are. A Start that fails after its input was valid is
 // itself recorded in the audit log (best effort), with the error as the
 // row's Result.
-func (c *Closer) Start(ctx context.Context, sel *Selector, reason string, by *lapse.AuditEntry, approved *lapse.Approval) (*lapse.CloseBatch, error) {
+func (c *Closer) Start(ctx context.Context, sel *Selector, reason string, by *lapse.AuditEntry, approved *lapse.Approval, previewed *Preview) (*lapse.CloseBatch, error) {
 	switch {
 	case strings.TrimSpace(reason) == "":
 		return nil, lapse.FieldError("reason", "is required: say why these orders are closed by hand")
@@ -54,6 +62,9 @@ func (c *Closer) Start(ctx context.Context, sel *Selector, reason string, by *la
 	}
 	if err := validActor(by); err != nil {
 		return nil, err
+	}
+	if previewed != nil && (previewed.AsOf.IsZero() || previewed.Count < 0) {
+		return nil, lapse.FieldError("preview", "needs the preview's as_of and count")
 	}
 	if err := c.check(sel); err != nil {
 		return nil, err
@@ -68,7 +79,7 @@ func (c *Closer) Start(ctx context.Context, sel *Selector, reason string, by *la
 	}
 	entry := actorOf(by)
 	entry.Action, entry.Target, entry.Params, entry.Reason, entry.ApprovalID = ActionBatch, "close", raw, reason, approvalID
-	b, err := c.start(ctx, sel, raw, reason, by, approved, entry)
+	b, err := c.start(ctx, sel, raw, reason, by, approved, previewed, entry)
 	if err != nil {
 		entry.At, entry.Result = c.e.Clock().Now(), lapse.Reason(err)
 		_ = lapse.AuditRecord(context.WithoutCancel(ctx), c.store, entry)
@@ -77,11 +88,21 @@ func (c *Closer) Start(ctx context.Context, sel *Selector, reason string, by *la
 	return b, nil
 }
 
-func (c *Closer) start(ctx context.Context, sel *Selector, raw []byte, reason string, by *lapse.AuditEntry, approved *lapse.Approval, entry *lapse.AuditEntry) (*lapse.CloseBatch, error) {
+func (c *Closer) start(ctx context.Context, sel *Selector, raw []byte, reason string, by *lapse.AuditEntry, approved *lapse.Approval, previewed *Preview, entry *lapse.AuditEntry) (*lapse.CloseBatch, error) {
 	var nos []string
 	var skipped, newer int64
+	// seen is when what the close may take was counted: the approval
+	// request, or the preview, whichever was first.
+	var seen time.Time
+	var since string
+	if approved != nil {
+		seen, since = approved.CreatedAt, fmt.Sprintf("approval %d was requested", approved.ID)
+	}
+	if previewed != nil && (seen.IsZero() || previewed.AsOf.Before(seen)) {
+		seen, since = previewed.AsOf, "the preview"
+	}
 	err := c.each(ctx, sel, func(o *lapse.Order, closable bool) error {
-		if closable && approved != nil && o.CreatedAt.After(approved.CreatedAt) {
+		if closable && !seen.IsZero() && o.CreatedAt.After(seen) {
 			closable = false
 			newer++
 		}
@@ -91,6 +112,9 @@ func (c *Closer) start(ctx context.Context, sel *Selector, raw []byte, reason st
 		}
 		if approved != nil && int64(len(nos)) == approved.Count {
 			return lapse.Errorf(lapse.ECONFLICT, "approval %d was for %d orders; the selection now has more; nothing was closed: request the close again", approved.ID, approved.Count)
+		}
+		if previewed != nil && int64(len(nos)) == previewed.Count {
+			return lapse.Errorf(lapse.ECONFLICT, "the preview showed %d orders to close; the selection now has more; nothing was closed: preview again", previewed.Count)
 		}
 		if len(nos) == MaxItems {
 			return lapse.Errorf(lapse.ECONFLICT, "too much to close at once: the selection has more than %d closable orders; narrow it", MaxItems)
@@ -104,9 +128,9 @@ func (c *Closer) start(ctx context.Context, sel *Selector, raw []byte, reason st
 	case len(nos) == 0 && skipped == 0:
 		return nil, lapse.Errorf(lapse.ECONFLICT, "nothing to close: no order matches")
 	case len(nos) == 0 && newer > 0:
-		return nil, lapse.Errorf(lapse.ECONFLICT, "nothing to close: the %d orders closable now were made after approval %d was requested", newer, approved.ID)
+		return nil, lapse.Errorf(lapse.ECONFLICT, "nothing to close: the %d orders closable now were made after %s", newer, since)
 	case len(nos) == 0:
-		return nil, lapse.Errorf(lapse.ECONFLICT, "nothing to close: none of the %d orders chosen is in a state with a deadline (or found)", skipped)
+		return nil, lapse.Errorf(lapse.ECONFLICT, "nothing to close: none of the %d orders chosen is waiting for payment in a state a close ends (or found)", skipped)
 	}
 	now := c.e.Clock().Now()
 	in := &lapse.CloseBatch{Selector: raw, Reason: reason, CreatedBy: createdBy(by), ApprovalID: entry.ApprovalID,

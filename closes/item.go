@@ -23,7 +23,10 @@ func (r *run) item(ctx context.Context, no string) error {
 	entry := *r.entry
 	entry.Target = target(no)
 	actx := engine.WithAudit(ctx, &entry)
-	_, err = r.c.e.CloseOrder(actx, no, r.reason, engine.Actor{FiredBy: lapse.FiredByOperator, Name: r.actor})
+	// Closable checked again as the order is closed: it may have been paid,
+	// or moved to a state whose deadline does not end it, since the batch
+	// chose it.
+	_, err = r.c.e.CloseOrderIf(actx, no, r.reason, engine.Actor{FiredBy: lapse.FiredByOperator, Name: r.actor}, (*lapse.Flow).ClosableByHand)
 	switch {
 	case engine.AuditWritten(actx):
 		// The close and its row committed: say so even when ctx ended

@@ -26,7 +26,7 @@ func TestRunKilled(t *testing.T) {
 	v := newEnv(t)
 	ctx := ctxT(t)
 	nos := v.orders("Z", "u1", 300)
-	b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "provider outage", alice, nil)
+	b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "provider outage", alice, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

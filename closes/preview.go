@@ -3,6 +3,7 @@ package closes
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/lapsehq/lapse"
 )
@@ -15,24 +16,29 @@ const sampleSize = 10
 
 // Preview is what a close would close now.
 type Preview struct {
-	// Count is the orders matched whose state has a deadline in their flow:
-	// those a close would close.
+	// Count is the orders matched that a manual close ends
+	// ((*lapse.Flow).ClosableByHand: waiting for payment, with a deadline
+	// that ends the order): those a close would close.
 	Count int64 `json:"count"`
 	// Sample is the first of them (at most 10): in the order given for
 	// order numbers, newest first otherwise.
 	Sample []*lapse.Order `json:"sample"`
-	// Skipped is the orders matched that would not be closed: in a state
-	// without a deadline (paid, closed), of a flow the engine does not run,
+	// Skipped is the orders matched that would not be closed: paid, closed,
+	// in a state whose deadline does not end a wait for payment (an open
+	// group buy), of a flow the engine does not run,
 	// and, for order numbers, those not found or of another flow than
 	// Selector.Flow, so that Count and Skipped add up to the numbers given.
 	Skipped int64 `json:"skipped"`
+	// AsOf is when the preview began to read: a Start given the preview
+	// leaves out the orders made after it (see Start).
+	AsOf time.Time `json:"as_of"`
 }
 
 // Preview counts the orders that sel chooses and a close would close now,
 // and changes nothing. Errors: an invalid sel (Selector.Validate, or a Flow
 // the engine does not run) is EINVALID; the store's errors as they are.
 func (c *Closer) Preview(ctx context.Context, sel *Selector) (*Preview, error) {
-	p := &Preview{Sample: []*lapse.Order{}}
+	p := &Preview{Sample: []*lapse.Order{}, AsOf: c.e.Clock().Now()}
 	err := c.each(ctx, sel, func(o *lapse.Order, closable bool) error {
 		if !closable {
 			p.Skipped++
@@ -106,21 +112,10 @@ func (c *Closer) each(ctx context.Context, sel *Selector, visit func(o *lapse.Or
 	}
 }
 
-// closable reports whether o's state has a deadline in its flow: what
-// engine.CloseOrder fires.
+// closable reports whether a manual close may close o now
+// ((*lapse.Flow).ClosableByHand): a wait for payment whose deadline ends
+// the order. Run checks it again as it closes each order.
 func (c *Closer) closable(o *lapse.Order) bool {
 	f := c.e.Flow(o.Flow)
-	if f == nil {
-		return false
-	}
-	st := f.State(o.State)
-	if st == nil || st.Deadline == nil {
-		return false
-	}
-	// Only a deadline that ends the order: closing a group buy early would
-	// settle it and charge its members, which is not what a manual close of
-	// unpaid orders asks for.
-	tr := f.Transition(o.State, st.Deadline.Event)
-	to := f.State(tr.To)
-	return to != nil && to.Terminal
+	return f != nil && f.ClosableByHand(o.State)
 }

@@ -34,6 +34,12 @@ func previewOrders(t *testing.T, v *env) {
 	v.orders("Q", "u3", 12)
 }
 
+// ns is *t plus n nanoseconds.
+func ns(t *time.Time, n int) *time.Time {
+	x := t.Add(time.Duration(n))
+	return &x
+}
+
 func orderNos(os []*lapse.Order) []string {
 	var nos []string
 	for _, o := range os {
@@ -61,6 +67,11 @@ func TestPreview(t *testing.T) {
 		{"by range", &closes.Selector{From: at(0), To: at(4)}, 3, 1, []string{"P-3", "M-1", "P-1"}},
 		{"by range, to exclusive", &closes.Selector{From: at(0), To: at(3)}, 2, 1, []string{"M-1", "P-1"}},
 		{"by range, from inclusive", &closes.Selector{From: at(3), To: at(5)}, 2, 0, []string{"P-4", "P-3"}},
+		// Bounds finer than a store keeps times are taken as given: P-3,
+		// created at 3h, is before a from a nanosecond later, and before
+		// a to a nanosecond later.
+		{"by range, from a nanosecond after an order", &closes.Selector{From: ns(at(3), 1), To: at(5)}, 1, 0, []string{"P-4"}},
+		{"by range, to a nanosecond after an order", &closes.Selector{From: at(0), To: ns(at(3), 1)}, 3, 1, []string{"P-3", "M-1", "P-1"}},
 		{"by range and flow", &closes.Selector{From: at(0), To: at(4), Flow: "membership"}, 1, 0, []string{"M-1"}},
 		{"a sample of ten", &closes.Selector{UserID: "u3"}, 12, 0,
 			[]string{"Q-012", "Q-011", "Q-010", "Q-009", "Q-008", "Q-007", "Q-006", "Q-005", "Q-004", "Q-003"}},

@@ -65,7 +65,7 @@ func TestRunAsksTheProvider(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "provider outage", alice, nil)
+	b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "provider outage", alice, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,8 @@ const itemPage = 100
 
 // Run closes the items of batch batchID still to close: first those that
 // failed in an earlier Run (each failed item is tried once more per Run),
-// then the pending ones. Each is closed by engine.CloseOrder, fired by
+// then the pending ones. Each is closed by engine.CloseOrderIf, only while
+// its state is one a manual close ends ((*lapse.Flow).ClosableByHand), fired by
 // lapse.FiredByOperator as by's name, with the batch's reason, under an
 // audit row (by's actor fields, Action "order.close", Target "order:<no>",
 // Batch batchID, the batch's reason and approval) that commits in the
@@ -30,7 +31,8 @@ const itemPage = 100
 //
 //   - closed: the close committed (or had committed, see below);
 //   - skipped: the order is no longer closable (engine.ErrNotClosable:
-//     paid, closed by its deadline or someone else) or not found;
+//     paid, closed by its deadline or someone else, moved to a state whose
+//     deadline does not end it) or not found;
 //   - failed: any other error (a provider that did not answer, a store that
 //     refused); Detail says why, and the next Run tries it again.
 //
@@ -53,12 +55,9 @@ const itemPage = 100
 //
 // Runs of one batch through one Closer take turns. Runs through different
 // Closers (processes) may overlap, and each order is still closed by only
-// one of them: the other's close finds the order in a state without a
-// deadline, and the batch's row of it. That holds for every flow whose
-// deadline events lead to states without one (all the built-in flows); an
-// order of a flow whose deadline event leads to another state with a
-// deadline could be moved on twice by overlapping Runs of two Closers: run
-// such a batch from one Closer at a time.
+// one of them: a close ends the order (the deadline it fires leads to a
+// terminal state), so the other's close finds it in a state without a
+// deadline, and the batch's row of it.
 //
 // Errors: an error wrapping lapse.ErrAccessNotFound for an unknown batch;
 // EINVALID (field "by") for a by without an actor; ctx's error; the store's

@@ -43,12 +43,12 @@ func TestStart(t *testing.T) {
 		{"an invalid selector", &closes.Selector{}, "outage", alice, "order_nos"},
 		{"an unknown flow", &closes.Selector{UserID: "u1", Flow: "nope"}, "outage", alice, "flow"},
 	} {
-		if _, err := v.c.Start(ctx, c.sel, c.reason, c.by, nil); !errors.As(err, &le) || le.Code != lapse.EINVALID || le.Field != c.field {
+		if _, err := v.c.Start(ctx, c.sel, c.reason, c.by, nil, nil); !errors.As(err, &le) || le.Code != lapse.EINVALID || le.Field != c.field {
 			t.Errorf("%s: Start = %v, want EINVALID about %s", c.name, err, c.field)
 		}
 	}
 	for _, s := range []*closes.Selector{{OrderNos: []string{"S-3", "NOPE"}}, {UserID: "nobody"}} {
-		_, err := v.c.Start(ctx, s, "outage", alice, nil)
+		_, err := v.c.Start(ctx, s, "outage", alice, nil, nil)
 		if lapse.ErrorCode(err) != lapse.ECONFLICT || !strings.HasPrefix(lapse.ErrorMessage(err), "nothing to close: ") {
 			t.Errorf("Start(%+v) = %v, want a conflict: nothing to close", s, err)
 		}
@@ -57,7 +57,7 @@ func TestStart(t *testing.T) {
 		t.Errorf("refused Starts made %d batches", len(bs))
 	}
 
-	b, err := v.c.Start(ctx, sel, "provider outage", alice, &lapse.Approval{ID: 42, Count: 2, CreatedAt: v.clk.Now()})
+	b, err := v.c.Start(ctx, sel, "provider outage", alice, &lapse.Approval{ID: 42, Count: 2, CreatedAt: v.clk.Now()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestStartApproved(t *testing.T) {
 
 	fewer := *approved
 	fewer.Count = 2
-	_, err := v.c.Start(ctx, sel, "outage", alice, &fewer)
+	_, err := v.c.Start(ctx, sel, "outage", alice, &fewer, nil)
 	if lapse.ErrorCode(err) != lapse.ECONFLICT || !strings.Contains(lapse.ErrorMessage(err), "approval 7 was for 2 orders") {
 		t.Errorf("Start of 3 orders approved for 2 = %v, want a conflict", err)
 	}
@@ -126,7 +126,7 @@ func TestStartApproved(t *testing.T) {
 		t.Fatalf("a refused Start made %+v", bs)
 	}
 
-	b, err := v.c.Start(ctx, sel, "outage", alice, approved)
+	b, err := v.c.Start(ctx, sel, "outage", alice, approved, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,9 +139,54 @@ func TestStartApproved(t *testing.T) {
 	}
 
 	// Only orders made since are left: nothing is closed.
-	if _, err := v.c.Start(ctx, &closes.Selector{OrderNos: []string{"A-new"}}, "outage", alice, approved); lapse.ErrorCode(err) != lapse.ECONFLICT ||
+	if _, err := v.c.Start(ctx, &closes.Selector{OrderNos: []string{"A-new"}}, "outage", alice, approved, nil); lapse.ErrorCode(err) != lapse.ECONFLICT ||
 		!strings.Contains(lapse.ErrorMessage(err), "made after approval 7 was requested") {
 		t.Errorf("Start of an order made after the request = %v, want a conflict saying so", err)
+	}
+}
+
+// TestStartPreviewed: a close confirmed from a preview closes no more than
+// the preview showed: not an order made after it, and nothing at all when
+// more orders than it counted are left to close.
+func TestStartPreviewed(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t)
+	ctx := ctxT(t)
+	v.orders("A", "u1", 3)
+	sel := &closes.Selector{UserID: "u1"}
+	pv, err := v.c.Preview(ctx, sel)
+	if err != nil || pv.Count != 3 || !pv.AsOf.Equal(v.clk.Now()) {
+		t.Fatalf("Preview = %+v, %v; want 3 orders as of now", pv, err)
+	}
+	v.clk.Advance(time.Second)
+	v.order("A-new", "u1", "")
+
+	fewer := *pv
+	fewer.Count = 2
+	if _, err := v.c.Start(ctx, sel, "outage", alice, nil, &fewer); lapse.ErrorCode(err) != lapse.ECONFLICT ||
+		!strings.Contains(lapse.ErrorMessage(err), "the preview showed 2 orders") {
+		t.Errorf("Start of 3 orders previewed as 2 = %v, want a conflict", err)
+	}
+	if bs, _ := v.c.Batches(ctx, nil); len(bs) != 0 {
+		t.Fatalf("a refused Start made %+v", bs)
+	}
+	for _, bad := range []*closes.Preview{{Count: 3}, {AsOf: pv.AsOf, Count: -1}} {
+		var le *lapse.Error
+		if _, err := v.c.Start(ctx, sel, "outage", alice, nil, bad); !errors.As(err, &le) || le.Code != lapse.EINVALID || le.Field != "preview" {
+			t.Errorf("Start with preview %+v = %v, want invalid preview", bad, err)
+		}
+	}
+
+	b, err := v.c.Start(ctx, sel, "outage", alice, nil, pv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if items := v.items(b.ID); b.Total != 3 || items["A-new"] != nil {
+		t.Errorf("Start previewed as 3 = %+v with items %v, want the 3 orders made before the preview", b, items)
+	}
+	if _, err := v.c.Start(ctx, &closes.Selector{OrderNos: []string{"A-new"}}, "outage", alice, nil, pv); lapse.ErrorCode(err) != lapse.ECONFLICT ||
+		!strings.Contains(lapse.ErrorMessage(err), "made after the preview") {
+		t.Errorf("Start of an order made after the preview = %v, want a conflict saying so", err)
 	}
 }
 
@@ -163,7 +208,7 @@ func TestRun(t *testing.T) {
 		t.Fatalf("reserved %d, want 234", got)
 	}
 
-	b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "provider outage", alice, nil)
+	b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "provider outage", alice, nil, nil)
 	if err != nil || b.Total != int64(len(nos)) {
 		t.Fatalf("Start = %+v, %v; want %d items", b, err, len(nos))
 	}
@@ -237,7 +282,7 @@ func TestRunPaidMeanwhile(t *testing.T) {
 	ctx := ctxT(t)
 	v.order("M-1", "u1", "C-1")
 	v.order("M-2", "u1", "C-2")
-	b, err := v.c.Start(ctx, &closes.Selector{OrderNos: []string{"M-1", "M-2"}}, "stuck orders", alice, nil)
+	b, err := v.c.Start(ctx, &closes.Selector{OrderNos: []string{"M-1", "M-2"}}, "stuck orders", alice, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +319,7 @@ func TestRunResumes(t *testing.T) {
 	v := newEnv(t)
 	ctx := ctxT(t)
 	nos := v.orders("K", "u1", 250)
-	b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "provider outage", alice, nil)
+	b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "provider outage", alice, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +407,7 @@ func TestRunAtOnce(t *testing.T) {
 			}
 			ctx := ctxT(t)
 			nos := v.orders("T", "u1", 120)
-			b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "provider outage", alice, nil)
+			b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "provider outage", alice, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -412,7 +457,7 @@ func TestRunRetriesFailed(t *testing.T) {
 	v := newEnv(t)
 	ctx := ctxT(t)
 	v.orders("F", "u1", 3)
-	b, err := v.c.Start(ctx, &closes.Selector{OrderNos: []string{"F-001", "F-002", "F-003"}}, "provider outage", alice, nil)
+	b, err := v.c.Start(ctx, &closes.Selector{OrderNos: []string{"F-001", "F-002", "F-003"}}, "provider outage", alice, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +490,7 @@ func TestRunSkipsAClosedOne(t *testing.T) {
 	v := newEnv(t)
 	ctx := ctxT(t)
 	v.orders("C", "u1", 2)
-	b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "stuck", alice, nil)
+	b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "stuck", alice, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +519,7 @@ func TestRunFinishes(t *testing.T) {
 	v := newEnv(t)
 	ctx := ctxT(t)
 	v.orders("E", "u1", 2)
-	b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "stuck", alice, nil)
+	b, err := v.c.Start(ctx, &closes.Selector{UserID: "u1"}, "stuck", alice, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,16 +95,16 @@ func printable(s string) bool {
 }
 
 // canonical returns the selector as JSON in one spelling per selection:
-// the order numbers sorted, the times in UTC to the microsecond (as stores
-// keep them). Two selectors choose the same orders when their canonical
-// forms are equal.
+// the order numbers sorted, the times in UTC rounded up to the microsecond
+// (as stores compare them with lapse.Ceil). Two selectors choose the same
+// orders when their canonical forms are equal.
 func (s *Selector) canonical() []byte {
 	c := *s
 	c.OrderNos = slices.Clone(s.OrderNos)
 	slices.Sort(c.OrderNos)
 	for _, t := range []**time.Time{&c.From, &c.To} {
 		if *t != nil {
-			u := lapse.Truncate(**t)
+			u := lapse.Ceil(**t)
 			*t = &u
 		}
 	}

@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 
@@ -48,7 +49,7 @@ func (c *Console) callWith(r *http.Request, method, path string, body any, code 
 	if code != "" {
 		req.Header.Set(lapsehttp.SecondFactorHeader, code)
 	}
-	req.RemoteAddr = r.RemoteAddr
+	req.RemoteAddr = net.JoinHostPort(c.clientAddr(r), "0") // the client's address, read once
 	rec := httptest.NewRecorder()
 	c.cfg.API.ServeHTTP(rec, req)
 	out := outcome{Status: rec.Code, Body: rec.Body.Bytes()}

@@ -41,11 +41,8 @@ func (e *env) auditRow(action, actor string) *lapse.AuditEntry {
 // of name, and returns where the console sent the browser.
 func (b *browser) requestClose(name string, nos []string, reason string) string {
 	b.e.t.Helper()
-	sel, _ := b.previewClose(url.Values{"order_nos": {strings.Join(nos, "\n")}, "reason": {reason}})
-	if sel == "" {
-		b.e.t.Fatal("the preview has no confirm form")
-	}
-	resp := b.post("/console/close", url.Values{"selection": {sel}, "reason": {reason}, "code": {b.e.code(name)}})
+	_, page := b.previewClose(url.Values{"order_nos": {strings.Join(nos, "\n")}, "reason": {reason}})
+	resp := b.post("/console/close", confirmed(b.e.t, page, url.Values{"reason": {reason}, "code": {b.e.code(name)}}))
 	return redirectedTo(b.e.t, resp, "/console/")
 }
 
@@ -180,8 +177,8 @@ func TestFourEyesCloseInTheConsole(t *testing.T) {
 	if row := e.auditRow("approval.approve", "vic"); row == nil || !strings.HasPrefix(row.Result, "refused:") {
 		t.Fatalf("a viewer's approval in the log: %+v", row)
 	}
-	sel, _ := alice.previewClose(url.Values{"order_nos": {nos[0]}, "reason": {"r"}})
-	status, body := vic.submit("/console/close", url.Values{"selection": {sel}, "reason": {"forged"}, "code": {e.code("vic")}})
+	_, page := alice.previewClose(url.Values{"order_nos": {nos[0]}, "reason": {"r"}})
+	status, body := vic.submit("/console/close", confirmed(t, page, url.Values{"reason": {"forged"}, "code": {e.code("vic")}}))
 	if status != http.StatusForbidden {
 		t.Fatalf("a viewer's forged close = %d:\n%s", status, body)
 	}
@@ -215,7 +212,7 @@ func TestFourEyesCloseInTheConsole(t *testing.T) {
 	body = alice.load(fmt.Sprintf("/console/close/%d", b.ID), http.StatusOK)
 	bodyHas(t, "the approved batch's page", body, `id="batch-status">done<`, `id="batch-closed">3<`, `id="batch-total">3<`,
 		`id="batch-skipped">0<`, `id="batch-failed">0<`, `max="3" value="3"`, "operator:alice", "warehouse fire", fmt.Sprintf("#%d", a.ID))
-	body = alice.load(fmt.Sprintf("/console/audit?batch=%d", b.ID), http.StatusOK)
+	body = alice.load(fmt.Sprintf("/console/audit?batch=%d&verify=1", b.ID), http.StatusOK)
 	bodyHas(t, "the batch's audit rows", body, "order.close", "order:"+nos[0], "bob", "The chain is intact")
 }
 

@@ -528,6 +528,8 @@ func TestBrowserDesk(t *testing.T) {
 	alice.shot("dashboard.png")
 	alice.click("go to the audit log", `header nav a[href="/console/audit"]`)
 	alice.sees("#audit-rows", "approval.approve", "close.batch", "refund.create", "order.retry", "bob")
+	alice.sees("#audit-chain", "verified when you ask")
+	alice.click("verify the chain", "#audit-verify")
 	alice.sees("#audit-chain", "The chain is intact")
 	alice.shot("audit.png")
 

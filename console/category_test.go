@@ -3,7 +3,7 @@ package console
 import (
 	"context"
 	"fmt"
-	"net"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -12,6 +12,7 @@ import (
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/internal/testenv"
 	"github.com/lapsehq/lapse/port"
 	"github.com/lapsehq/lapse/webhook"
 )
@@ -40,23 +41,42 @@ func payReason(txn string, amount int64, why string) string {
 
 // portError is the error a real port (or webhook sink) returns for one
 // delivery to a service that answers with h, as the deliverer records it.
+// The read timeout is one that an answer meets even on a loaded machine:
+// a miss would make the error a timeout's.
 func portError(t *testing.T, sub string, h http.HandlerFunc) string {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	return deliverTo(t, sub, srv.URL)
+	return deliverTo(t, sub, srv.URL, 30*time.Second)
 }
 
-func deliverTo(t *testing.T, sub, url string) string {
+// timeoutError is the error of a delivery to a service that takes the
+// request and never answers: a short read timeout passes.
+func timeoutError(t *testing.T, sub string) string {
+	t.Helper()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release) // first: the server can then close
+	return deliverTo(t, sub, srv.URL, 50*time.Millisecond)
+}
+
+func deliverTo(t *testing.T, sub, url string, readTimeout time.Duration) string {
 	t.Helper()
 	d := &lapse.Delivery{ID: 7, EventID: "01JEVENT", EventType: "order.paid", OrderNo: "A-1", Subscriber: sub,
 		Event: &lapse.OutboxEvent{ID: "01JEVENT", Type: "order.paid", OrderNo: "A-1", Payload: []byte(`{}`)}}
 	var h lapse.Handler
 	var err error
 	if sub == "webhook" {
-		h, err = webhook.New(webhook.Config{URL: url, Secret: "0123456789abcdef0123456789abcdef", ReadTimeout: 50 * time.Millisecond})
+		h, err = webhook.New(webhook.Config{URL: url, Secret: "0123456789abcdef0123456789abcdef", ReadTimeout: readTimeout})
 	} else {
-		h, err = port.New(sub, port.Config{URL: url, ReadTimeout: 50 * time.Millisecond})
+		h, err = port.New(sub, port.Config{URL: url, ReadTimeout: readTimeout})
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -77,24 +97,15 @@ func status(code int, body string) http.HandlerFunc {
 func TestCategorize(t *testing.T) {
 	t.Parallel()
 	membership, groupbuy, checkout := flows.Membership(), flows.Groupbuy(), flows.Checkout()
-	slow := func(w http.ResponseWriter, r *http.Request) { time.Sleep(300 * time.Millisecond) }
-	closed := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		return "http://" + addr
-	}()
+	closed := "http://" + testenv.Refused(t)
 
 	unavailable := portError(t, "stock-port", status(503, "maintenance"))
-	timeout := portError(t, "coupon-port", slow)
-	refusedPort := deliverTo(t, "coupon-port", closed)
+	timeout := timeoutError(t, "coupon-port")
+	refusedPort := deliverTo(t, "coupon-port", closed, 30*time.Second)
 	gone := portError(t, "stock-port", status(422, "unknown sku"))
 	noStock := portError(t, "stock-port", status(422, "out of stock: sku-1"))
 	hook := portError(t, "webhook", status(500, "boom"))
-	hookSlow := portError(t, "webhook", slow)
+	hookSlow := timeoutError(t, "webhook")
 	cardPort := portError(t, "card-port", status(503, ""))
 
 	for _, c := range []struct {

@@ -87,12 +87,15 @@ type closeData struct {
 }
 
 // closePreview is what a close would close, with the selection the
-// confirm form carries, as JSON, so that what is confirmed is what was
-// previewed.
+// confirm form carries, as JSON, and the preview's time and count, which
+// it carries too, so that what is confirmed is what was previewed: the
+// close leaves out orders made since, and closes nothing when more are
+// closable than were counted.
 type closePreview struct {
 	Count, Skipped int64
 	Sample         []*lapse.Order
 	Selection      string
+	AsOf           string // RFC 3339, to the nanosecond
 	NeedsApproval  bool
 	Threshold      int64
 }
@@ -101,6 +104,13 @@ type closePreview struct {
 type closeBody struct {
 	Selector *closes.Selector `json:"selector"`
 	Reason   string           `json:"reason"`
+	Preview  *previewSeen     `json:"preview,omitempty"`
+}
+
+// previewSeen is the preview a close was confirmed from.
+type previewSeen struct {
+	AsOf  time.Time `json:"as_of"`
+	Count int64     `json:"count"`
 }
 
 // recentBatches is how many batches the close page lists.
@@ -161,7 +171,7 @@ func (c *Console) previewClose(w http.ResponseWriter, r *http.Request) {
 	}
 	raw, _ := json.Marshal(sel) // strings and times: it cannot fail
 	d := closeData{Form: form, Preview: &closePreview{Count: pv.Count, Skipped: pv.Skipped, Sample: pv.Sample,
-		Selection: string(raw), NeedsApproval: need, Threshold: c.cfg.Access.Config().ApprovalCount}}
+		Selection: string(raw), AsOf: pv.AsOf.Format(time.RFC3339Nano), NeedsApproval: need, Threshold: c.cfg.Access.Config().ApprovalCount}}
 	c.renderClose(w, r, http.StatusOK, d)
 }
 
@@ -179,12 +189,16 @@ func (c *Console) startClose(w http.ResponseWriter, r *http.Request) {
 	}
 	reason := r.PostForm.Get("reason")
 	var sel closes.Selector
-	if err := json.Unmarshal([]byte(r.PostForm.Get("selection")), &sel); err != nil {
+	seen, err := previewOf(r.PostForm)
+	if err == nil {
+		err = json.Unmarshal([]byte(r.PostForm.Get("selection")), &sel)
+	}
+	if err != nil {
 		c.refused(w, r, op, fmt.Errorf("%s: %w", t(langEN, "close.bad_selection"), err))
 		c.renderClose(w, r, http.StatusBadRequest, closeData{Form: closeForm{Reason: reason}, Error: t(lang, "close.bad_selection")})
 		return
 	}
-	o := c.call(r, http.MethodPost, "/v1/closes", closeBody{Selector: &sel, Reason: reason}, r.PostForm.Get("code"))
+	o := c.call(r, http.MethodPost, "/v1/closes", closeBody{Selector: &sel, Reason: reason, Preview: seen}, r.PostForm.Get("code"))
 	switch {
 	case o.Approval != 0:
 		setFlash(w, r, Prefix+"approvals", flashOf(lang, o))
@@ -201,6 +215,19 @@ func (c *Console) startClose(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.renderClose(w, r, o.Status, closeData{Form: formOf(&sel, reason, zone), Error: flashOf(lang, o).Text})
+}
+
+// previewOf reads the preview the confirm form carries.
+func previewOf(v url.Values) (*previewSeen, error) {
+	at, err := time.Parse(time.RFC3339Nano, v.Get("as_of"))
+	if err != nil {
+		return nil, fmt.Errorf("as_of: %w", err)
+	}
+	n, err := strconv.ParseInt(v.Get("count"), 10, 64)
+	if err != nil || n < 0 {
+		return nil, fmt.Errorf("count %q is not a count", v.Get("count"))
+	}
+	return &previewSeen{AsOf: at, Count: n}, nil
 }
 
 // batchData is a close batch's page's data.

@@ -72,6 +72,29 @@ func (b *browser) previewClose(form url.Values) (string, string) {
 	return html.UnescapeString(m[1]), body
 }
 
+// confirmHidden is a hidden field of the close confirm form.
+var confirmHidden = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
+
+// confirmed is the confirm form of the preview page, its hidden fields
+// (the selection, the preview's time and count) with v.
+func confirmed(t *testing.T, page string, v url.Values) url.Values {
+	t.Helper()
+	i := strings.Index(page, `id="close-confirm"`)
+	if i < 0 {
+		t.Fatalf("no confirm form in:\n%s", page)
+	}
+	form := page[i:]
+	form = form[:strings.Index(form, "</form>")]
+	out := url.Values{}
+	for _, m := range confirmHidden.FindAllStringSubmatch(form, -1) {
+		out.Set(m[1], html.UnescapeString(m[2]))
+	}
+	for k, vs := range v {
+		out[k] = vs
+	}
+	return out
+}
+
 // batchID is the batch a close page's path names.
 func batchID(t *testing.T, path string) int64 {
 	t.Helper()
@@ -118,13 +141,14 @@ func TestCloseDirectly(t *testing.T) {
 	}
 
 	// A wrong code: back to the form with the API's refusal.
-	status, body := alice.submit("/console/close", url.Values{"selection": {sel}, "reason": {"supplier gone"}, "code": {"000000"}})
+	page := body
+	status, body := alice.submit("/console/close", confirmed(t, page, url.Values{"reason": {"supplier gone"}, "code": {"000000"}}))
 	if status != http.StatusForbidden {
 		t.Fatalf("close with a wrong code = %d:\n%s", status, body)
 	}
 	bodyHas(t, "refused close", body, "Refused:", "the code is wrong", nos[0], `action="/console/close/preview"`)
 
-	resp := alice.post("/console/close", url.Values{"selection": {sel}, "reason": {"supplier gone"}, "code": {e.code("alice")}})
+	resp := alice.post("/console/close", confirmed(t, page, url.Values{"reason": {"supplier gone"}, "code": {e.code("alice")}}))
 	to := redirectedTo(t, resp, "/console/close/")
 	b := e.waitBatch(batchID(t, to))
 	if b.Total != 3 || b.Closed != 3 || b.Skipped != 0 || b.Failed != 0 || b.CreatedBy != "operator:alice" || b.ApprovalID != 0 {
@@ -147,7 +171,7 @@ func TestCloseDirectly(t *testing.T) {
 	bodyHas(t, "close page with a batch in Chinese", body, fmt.Sprintf(`<a href="/console/close/%d">%d</a>`, b.ID, b.ID), "supplier gone", "已完成")
 
 	// Again: nothing left to close.
-	status, body = alice.submit("/console/close", url.Values{"selection": {sel}, "reason": {"again"}, "code": {e.code("alice")}})
+	status, body = alice.submit("/console/close", confirmed(t, page, url.Values{"reason": {"again"}, "code": {e.code("alice")}}))
 	if status != http.StatusConflict {
 		t.Fatalf("closing closed orders = %d:\n%s", status, body)
 	}
@@ -206,7 +230,7 @@ func TestCloseBatchRunningPage(t *testing.T) {
 	e.operator("vic", access.RoleViewer)
 	nos := e.closableOrders("R", "u-1", 2)
 	// Started, not run: as a batch is while it runs.
-	b, err := e.closer.Start(e.ctx, &closes.Selector{OrderNos: nos}, "stuck", &lapse.AuditEntry{ActorKind: "cli", ActorName: "root"}, nil)
+	b, err := e.closer.Start(e.ctx, &closes.Selector{OrderNos: nos}, "stuck", &lapse.AuditEntry{ActorKind: "cli", ActorName: "root"}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,4 +249,38 @@ func TestCloseBatchRunningPage(t *testing.T) {
 		"running", "refreshes every 2 seconds", "cli:root")
 	vic.load("/console/close/999", http.StatusNotFound)
 	vic.load("/console/close/x", http.StatusNotFound)
+}
+
+// TestCloseConfirmsThePreview: a close confirmed from a preview closes what
+// the preview showed, not the orders the selection gained since.
+func TestCloseConfirmsThePreview(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{})
+	e.operator("alice", access.RoleOperator)
+	shown := e.closableOrders("A", "u-1", 3)
+	alice := e.login("alice")
+	_, body := alice.previewClose(url.Values{"user_id": {"u-1"}, "reason": {"supplier gone"}})
+	bodyHas(t, "preview", body, "3 orders will be closed.")
+	confirm := confirmed(t, body, url.Values{"reason": {"supplier gone"}})
+
+	// The customer orders twice more while alice reads the preview.
+	e.clock.Advance(time.Minute)
+	later := e.closableOrders("B", "u-1", 2)
+
+	confirm.Set("code", e.code("alice"))
+	resp := alice.post("/console/close", confirm)
+	b := e.waitBatch(batchID(t, redirectedTo(t, resp, "/console/close/")))
+	if b.Total != 3 || b.Closed != 3 {
+		t.Errorf("batch confirmed from a preview of 3: %+v", b)
+	}
+	for _, no := range shown {
+		if o, err := e.engine.Order(e.ctx, no); err != nil || o.State != "CLOSED" {
+			t.Errorf("previewed order %s after the close: %+v, %v", no, o, err)
+		}
+	}
+	for _, no := range later {
+		if o, err := e.engine.Order(e.ctx, no); err != nil || o.State != "UNPAID" {
+			t.Errorf("order %s made after the preview: %+v, %v; want it left UNPAID", no, o, err)
+		}
+	}
 }

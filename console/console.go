@@ -21,6 +21,8 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -28,6 +30,7 @@ import (
 	"github.com/lapsehq/lapse/access"
 	"github.com/lapsehq/lapse/closes"
 	"github.com/lapsehq/lapse/engine"
+	lapsehttp "github.com/lapsehq/lapse/http"
 )
 
 //go:embed templates/*.html
@@ -55,6 +58,15 @@ type Config struct {
 	// console's own whose browsers may post its forms, as the API's
 	// (lapsehttp.Config.TrustedOrigins): lapse serve gives both the same.
 	TrustedOrigins []string
+	// TrustedProxies are the proxies whose X-Forwarded-For names the
+	// client (lapsehttp.Config.TrustedProxies); lapse serve gives both the
+	// same.
+	TrustedProxies []netip.Prefix
+	// BodyTimeout bounds how long a form may take to arrive after its
+	// request's headers, as the API's (lapsehttp.Config.BodyTimeout); a
+	// form that takes longer is refused with 400 and its connection
+	// closed. Zero or negative: lapsehttp.DefaultBodyTimeout.
+	BodyTimeout time.Duration
 }
 
 // Console serves the console's pages under Prefix.
@@ -65,6 +77,9 @@ type Console struct {
 	pages map[string]*template.Template // by page name, each with the layout
 	mux   *http.ServeMux
 	csrf  *http.CrossOriginProtection
+	// forms reads every request body in full, within Config.BodyTimeout
+	// and up to maxFormBytes, before a page's handler runs.
+	forms func(http.Handler) http.Handler
 }
 
 // page is one page of the console: its template and handlers.
@@ -117,6 +132,11 @@ func New(cfg Config) (*Console, error) {
 	if c.clock == nil {
 		c.clock = cfg.Engine.Clock()
 	}
+	timeout := cfg.BodyTimeout
+	if timeout <= 0 {
+		timeout = lapsehttp.DefaultBodyTimeout
+	}
+	c.forms = func(h http.Handler) http.Handler { return lapsehttp.BodyDeadline(h, timeout, maxFormBytes) }
 	for _, o := range cfg.TrustedOrigins {
 		if err := c.csrf.AddTrustedOrigin(o); err != nil {
 			return nil, fmt.Errorf("console: trusted origin: %w", err)
@@ -177,9 +197,10 @@ func (c *Console) withScope(scope string, h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// Handler serves the console; mount it at Prefix.
+// Handler serves the console; mount it at Prefix. A request's body (a
+// form) is read in full within Config.BodyTimeout before any page sees it.
 func (c *Console) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return c.forms(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Frame-Options", "DENY")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Referrer-Policy", "same-origin")
@@ -189,5 +210,5 @@ func (c *Console) Handler() http.Handler {
 			return
 		}
 		c.mux.ServeHTTP(w, r)
-	})
+	}))
 }

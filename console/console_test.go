@@ -51,6 +51,8 @@ type envConfig struct {
 	access  func(*access.Config)
 	engine  func(*engine.Config)
 	trusted []string // the API's and the console's trusted origins
+	// bodyTimeout is the console's Config.BodyTimeout.
+	bodyTimeout time.Duration
 }
 
 func newEnv(t *testing.T, ec envConfig) *env {
@@ -86,7 +88,8 @@ func newEnv(t *testing.T, ec envConfig) *env {
 		t.Fatal(err)
 	}
 	api := lapsehttp.NewServer(e, lapsehttp.Config{Access: as, Closer: cl, TrustedOrigins: ec.trusted})
-	con, err := console.New(console.Config{Engine: e, Access: as, Closer: cl, API: api.Handler(), Store: s, TrustedOrigins: ec.trusted})
+	con, err := console.New(console.Config{Engine: e, Access: as, Closer: cl, API: api.Handler(), Store: s, TrustedOrigins: ec.trusted,
+		BodyTimeout: ec.bodyTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -107,7 +108,14 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request) {
 	if _, ok := queueAges[d.Filter.Age]; !ok {
 		d.Filter.Age = ""
 	}
-	rows, truncated, err := c.queueRows(r.Context())
+	// An age filter reads from its cutoff back: the oldest reviews, which
+	// it asks for, are the ones the bound would otherwise leave unread
+	// when more than it are open.
+	var olderThan time.Time
+	if age, ok := queueAges[d.Filter.Age]; ok {
+		olderThan = c.clock.Now().Add(-age)
+	}
+	rows, truncated, err := c.queueRows(r.Context(), olderThan)
 	if err != nil {
 		c.fail(w, "the review queue could not be read", err)
 		return
@@ -170,10 +178,15 @@ func queueKeeps(d *queueData, minimum *minAmount, row queueRow, now time.Time) b
 }
 
 // queueRows reads what the queue shows, newest first, and whether there was
-// more than the bounds let it read.
-func (c *Console) queueRows(ctx context.Context) ([]queueRow, bool, error) {
+// more than the bounds let it read. Unless olderThan is zero, the open
+// reviews are read from those created at olderThan back.
+func (c *Console) queueRows(ctx context.Context, olderThan time.Time) ([]queueRow, bool, error) {
 	e := c.cfg.Engine
-	reviews, err := e.Reviews(ctx, &lapse.ReviewListParams{Open: true, Limit: maxQueueReviews + 1})
+	p := &lapse.ReviewListParams{Open: true, Limit: maxQueueReviews + 1}
+	if !olderThan.IsZero() {
+		p.Before = &lapse.ReviewCursor{CreatedAt: olderThan, ID: math.MaxInt64}
+	}
+	reviews, err := e.Reviews(ctx, p)
 	if err != nil {
 		return nil, false, err
 	}

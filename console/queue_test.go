@@ -16,6 +16,7 @@ import (
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
+	"github.com/lapsehq/lapse/console"
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
 	"github.com/lapsehq/lapse/port"
@@ -379,5 +380,41 @@ func TestQueue(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("the queue in Chinese lacks %q:\n%s", want, body)
 		}
+	}
+}
+
+// TestQueueAgeReadsTheOldest: with more open reviews than the queue reads
+// at once, an age filter still finds the old ones, which are the ones it
+// asks for: the read starts at the filter's cutoff, not at the newest.
+func TestQueueAgeReadsTheOldest(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, deskConfig{})
+	d.create("OLD-1", "checkout", 500, "")
+	d.create("NEW-1", "checkout", 500, "")
+	review := func(no, reason string) {
+		t.Helper()
+		o, err := d.engine.Order(d.ctx, no)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.store.ReviewCreate(d.ctx, &lapse.Review{OrderID: o.ID, OrderNo: no, Reason: reason, CreatedAt: d.clock.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	review("OLD-1", "waited two days")
+	d.clock.Advance(48 * time.Hour)
+	for i := range console.MaxQueueReviews + 1 {
+		review("NEW-1", fmt.Sprintf("newer %d", i))
+	}
+	d.operator("alice", "operator")
+	b := d.login("alice")
+
+	body := b.page("/console/", http.StatusOK)
+	if strings.Contains(strings.Join(rows(body), " "), "OLD-1") || !strings.Contains(body, "older items are not shown") {
+		t.Fatalf("the unfiltered queue, with more open reviews than it reads, shows the oldest or says nothing of the rest: %v", rows(body))
+	}
+	body = b.page("/console/?age=24h", http.StatusOK)
+	if got := rows(body); len(got) != 1 || got[0] != "OLD-1" || !strings.Contains(body, "waited two days") {
+		t.Errorf("older than 24h lists %v; want OLD-1, whose review waited two days", got)
 	}
 }

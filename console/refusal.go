@@ -57,7 +57,7 @@ func (c *Console) refused(w http.ResponseWriter, r *http.Request, p *access.Prin
 		return
 	}
 	e := p.Entry(action, target, formParams(r))
-	e.ClientAddr = clientAddr(r)
+	e.ClientAddr = c.clientAddr(r)
 	if aerr := c.cfg.Access.RecordRefusal(context.WithoutCancel(r.Context()), e, err); aerr != nil {
 		c.log.Error("console: the audit row of a refused action could not be written", "action", action, "target", target,
 			"actor", p.Name, "err", aerr)

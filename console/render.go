@@ -107,13 +107,17 @@ type flash struct {
 	Text string `json:"text"`
 }
 
-const flashCookie = "lapse_flash"
+// flashCookie is the flash's cookie. Its __Host- prefix makes the browser
+// take it only from this host, over HTTPS, for the path /: a neighbouring
+// subdomain cannot plant a message ("refund approved") on the console's
+// pages, as it could set a cookie of a plain name.
+const flashCookie = "__Host-lapse_flash"
 
 // setFlash keeps f for the next page and redirects there (post, redirect,
 // get: a reload does not repeat the action).
 func setFlash(w http.ResponseWriter, r *http.Request, to string, f flash) {
 	raw, _ := json.Marshal(f)
-	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: base64.RawURLEncoding.EncodeToString(raw), Path: Prefix,
+	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: base64.RawURLEncoding.EncodeToString(raw), Path: "/",
 		MaxAge: 60, Secure: true, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, to, http.StatusSeeOther)
 }
@@ -123,7 +127,7 @@ func takeFlash(w http.ResponseWriter, r *http.Request) *flash {
 	if err != nil {
 		return nil
 	}
-	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: "", Path: Prefix, MaxAge: -1, Secure: true, HttpOnly: true,
+	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: "", Path: "/", MaxAge: -1, Secure: true, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode})
 	raw, err := base64.RawURLEncoding.DecodeString(ck.Value)
 	if err != nil {

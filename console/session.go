@@ -9,6 +9,7 @@ import (
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
 	lapsehttp "github.com/lapsehq/lapse/http"
+	"github.com/lapsehq/lapse/internal/clientaddr"
 )
 
 type operatorKey struct{}
@@ -63,7 +64,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name, next := r.PostForm.Get("name"), safeNext(r.PostForm.Get("next"))
-	token, p, err := c.cfg.Access.Login(r.Context(), name, r.PostForm.Get("password"), r.PostForm.Get("code"), clientAddr(r))
+	token, p, err := c.cfg.Access.Login(r.Context(), name, r.PostForm.Get("password"), r.PostForm.Get("code"), c.clientAddr(r))
 	if limit, ok := errors.AsType[*access.LoginLimitError](err); ok {
 		// The API's limit, counted with its logins: the form is no way
 		// around it.
@@ -77,14 +78,14 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.renderStatus(w, r, http.StatusUnauthorized, "login", loginData{Next: next, Name: name, Failed: t(lang, "login.failed")})
 		return
 	}
-	lapsehttp.EndReplacedSession(r, c.cfg.Access, c.log)
+	lapsehttp.EndReplacedSession(r, c.clientAddr(r), c.cfg.Access, c.log)
 	http.SetCookie(w, lapsehttp.NewSessionCookie(token, p.Session))
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	if ck, err := r.Cookie(lapsehttp.SessionCookie); err == nil {
-		if err := c.cfg.Access.Logout(r.Context(), ck.Value, clientAddr(r)); err != nil {
+		if err := c.cfg.Access.Logout(r.Context(), ck.Value, c.clientAddr(r)); err != nil {
 			c.log.Warn("console: logout failed", "err", err)
 		}
 	}
@@ -120,10 +121,6 @@ func safeNext(next string) string {
 	return next
 }
 
-// clientAddr is the caller's address as the connection shows it.
-func clientAddr(r *http.Request) string {
-	if i := strings.LastIndexByte(r.RemoteAddr, ':'); i > 0 {
-		return strings.Trim(r.RemoteAddr[:i], "[]")
-	}
-	return r.RemoteAddr
-}
+// clientAddr is the caller's address: the connection's peer, or, from a
+// trusted proxy (Config.TrustedProxies), the client it names.
+func (c *Console) clientAddr(r *http.Request) string { return clientaddr.Of(r, c.cfg.TrustedProxies) }

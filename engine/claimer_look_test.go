@@ -27,19 +27,8 @@ func (s *txCounting) Tx(ctx context.Context, fn func(tx lapse.Store) error) erro
 // on clk; the first works through a store that counts its transactions.
 func lookEngines(t *testing.T, clk lapse.Clock) (*Engine, *Engine, *txCounting) {
 	t.Helper()
-	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "lapse.db")
-	open := func() lapse.Store {
-		s, err := sqlite.Open(ctx, path, sqlite.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		if err := s.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	open := func() lapse.Store { return openSQLite(t, path) }
 	work := &txCounting{Store: open()}
 	e, err := New(work, flows.Builtin(), Config{Clock: clk})
 	if err != nil {
@@ -206,4 +195,19 @@ func TestSweepTakesPreciseLook(t *testing.T) {
 	if _, err := c.sweepPass(context.Background(), context.Background(), c.conf()); err != nil || counting.looks.Load() != before+2 {
 		t.Fatalf("sweep after this process set a deadline: %v, %d looks of its own; want 2", err, counting.looks.Load()-before)
 	}
+}
+
+// openSQLite opens the SQLite store at path, migrated, closed when t ends.
+func openSQLite(t *testing.T, path string) *sqlite.Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, path, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

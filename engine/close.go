@@ -29,8 +29,19 @@ var ErrNotClosable = &lapse.Error{Code: lapse.ECONFLICT, Message: "the order's s
 // Errors: an error wrapping ErrNotClosable when the state has no deadline;
 // lapse.ErrOrderNotFound; EUNAVAILABLE as above.
 func (e *Engine) CloseOrder(ctx context.Context, orderNo, reason string, by Actor) (*lapse.Order, error) {
+	return e.CloseOrderIf(ctx, orderNo, reason, by, nil)
+}
+
+// CloseOrderIf is CloseOrder of an order whose state closable accepts (nil
+// accepts every state with a deadline), checked on the order as it is read
+// for the close, in the guarded change that closes it, and before its
+// provider is asked: an order in a state closable refuses, however it got
+// there since it was chosen, fails with an error wrapping ErrNotClosable
+// and nothing changes. The manual close (package closes) gives
+// (*lapse.Flow).ClosableByHand.
+func (e *Engine) CloseOrderIf(ctx context.Context, orderNo, reason string, by Actor, closable func(*lapse.Flow, lapse.State) bool) (*lapse.Order, error) {
 	for range maxStaleRetries {
-		moved, err := e.closeOrder(ctx, orderNo, reason, by)
+		moved, err := e.closeOrder(ctx, orderNo, reason, by, closable)
 		if !errors.Is(err, errIntentSince) {
 			return moved, err
 		}
@@ -42,16 +53,16 @@ func (e *Engine) CloseOrder(ctx context.Context, orderNo, reason string, by Acto
 // paying after the close asked (or did not need to ask) the provider.
 var errIntentSince = errors.New("the customer started paying since the provider was asked")
 
-func (e *Engine) closeOrder(ctx context.Context, orderNo, reason string, by Actor) (*lapse.Order, error) {
-	seen, err := e.settleBeforeClose(ctx, orderNo)
+func (e *Engine) closeOrder(ctx context.Context, orderNo, reason string, by Actor, closable func(*lapse.Flow, lapse.State) bool) (*lapse.Order, error) {
+	seen, err := e.settleBeforeClose(ctx, orderNo, closable)
 	if err != nil {
 		return nil, err
 	}
 	return changeOrder(ctx, e, orderChange{orderNo: orderNo}, func(s lapse.Store, o *lapse.Order, flow *lapse.Flow) (*lapse.Order, error) {
-		st := flow.State(o.State)
-		if st == nil || st.Deadline == nil {
-			return nil, lapse.Refine(ErrNotClosable, "order %s is %s, which has no deadline to close it by", o.OrderNo, o.State)
+		if err := notClosable(flow, o, closable); err != nil {
+			return nil, err
 		}
+		st := flow.State(o.State)
 		if e.feat.payments.asksProvider(o) && (seen == nil || !seen.Equal(*o.IntentAt)) {
 			// Started paying after settleBeforeClose looked: a payment
 			// made in time must be asked about, not refunded as late.
@@ -77,10 +88,17 @@ func (e *Engine) closeOrder(ctx context.Context, orderNo, reason string, by Acto
 // paying to close the payment, and applies a payment it reports. It
 // returns the intent it settled (the order's IntentAt), or nil when the
 // customer had not started paying.
-func (e *Engine) settleBeforeClose(ctx context.Context, orderNo string) (*time.Time, error) {
+func (e *Engine) settleBeforeClose(ctx context.Context, orderNo string, closable func(*lapse.Flow, lapse.State) bool) (*time.Time, error) {
 	o, err := e.store.OrderGet(ctx, orderNo)
 	if err != nil {
 		return nil, err
+	}
+	flow, err := e.flows.of(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := notClosable(flow, o, closable); err != nil {
+		return nil, err // nothing to ask its provider about
 	}
 	ps := e.feat.payments
 	if !ps.asksProvider(o) {
@@ -90,6 +108,20 @@ func (e *Engine) settleBeforeClose(ctx context.Context, orderNo string) (*time.T
 		return nil, err
 	}
 	return o.IntentAt, nil
+}
+
+// notClosable returns the ErrNotClosable of o, nil when its state has a
+// deadline that closable (nil: any) accepts.
+func notClosable(flow *lapse.Flow, o *lapse.Order, closable func(*lapse.Flow, lapse.State) bool) error {
+	st := flow.State(o.State)
+	switch {
+	case st == nil || st.Deadline == nil:
+		return lapse.Refine(ErrNotClosable, "order %s is %s, which has no deadline to close it by", o.OrderNo, o.State)
+	case closable != nil && !closable(flow, o.State):
+		return lapse.Refine(ErrNotClosable, "order %s is %s, whose deadline (%s) a manual close does not fire: it does not end an unpaid order",
+			o.OrderNo, o.State, st.Deadline.Event)
+	}
+	return nil
 }
 
 // askBeforeClose is settleBeforeClose of o, whose customer started paying.

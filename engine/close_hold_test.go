@@ -12,7 +12,6 @@ import (
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/flows"
-	"github.com/lapsehq/lapse/sqlite"
 )
 
 // TestBurnsHold pins the bookkeeping of burns: overlapping burns hold from
@@ -125,14 +124,7 @@ func TestStreamsYieldToCloses(t *testing.T) {
 	t0 := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
 	clk := lapse.NewManualClock(t0)
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "lapse.db"), sqlite.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := openSQLite(t, filepath.Join(t.TempDir(), "lapse.db"))
 	stream, effect := make(seenOrders, 10), make(seenOrders, 10)
 	reg := prometheus.NewRegistry()
 	e, err := New(s, flows.Builtin(), Config{Clock: clk, Registerer: reg, Subscriptions: []Subscription{

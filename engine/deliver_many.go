@@ -83,7 +83,7 @@ func (d *Deliverer) attemptMany(ctx context.Context, s *Subscription, h lapse.Ba
 	d.doneMany(ctx, s, done, doneRecs, wall)
 	for i, dl := range sending {
 		if errs[i] != nil {
-			d.failed(actx, s, dl, &recs[i], errs[i], wall, d.finisher(ctx, dl, &recs[i], wall))
+			d.failed(ctx, actx, s, dl, &recs[i], errs[i], wall, d.finisher(ctx, dl, &recs[i], wall))
 			d.leases.release(dl) // finished: the heartbeat has nothing more to renew
 		}
 	}

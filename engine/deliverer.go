@@ -149,9 +149,11 @@ func (d *Deliverer) Start(ctx context.Context) {
 }
 
 // Stop stops the loops, cancels the attempts in flight and waits for them,
-// renewing their leases meanwhile. An attempt cut short records its outcome
-// as any failed attempt does (a store that is gone leaves its lease to
-// expire, and the delivery is taken over). A delivery claimed but not yet
+// renewing their leases meanwhile. An attempt cut short is recorded as one
+// the heartbeat cut short: due again at once, asked about first when its
+// subscriber can be asked, and never the death of its delivery (a store
+// that is gone leaves its lease to expire, and the delivery is taken over).
+// Ending the context given to Start does the same. A delivery claimed but not yet
 // started is not started: its lease expires within a Lease and another
 // worker takes it, its attempt count kept.
 func (d *Deliverer) Stop() {
@@ -229,7 +231,7 @@ func (d *Deliverer) loop(ctx context.Context, s *Subscription) {
 		if d.yieldToCloses(ctx, s, heldAt) {
 			continue
 		}
-		kicked := d.e.kick.wait()
+		kicked := s.kick.wait()
 		free := s.Concurrency - len(slots)
 		wait := d.cfg.Poll
 		claimed := false
@@ -418,7 +420,7 @@ func (d *Deliverer) attempt(ctx context.Context, s *Subscription, dl *lapse.Deli
 		}
 	}
 
-	d.failed(actx, s, dl, &rec, err, wall, finish)
+	d.failed(ctx, actx, s, dl, &rec, err, wall, finish)
 }
 
 // finisher returns the function that records the end of the attempt of dl
@@ -433,15 +435,21 @@ func (d *Deliverer) finisher(ctx context.Context, dl *lapse.Delivery, rec *lapse
 	}
 }
 
-// failed records an attempt of dl that failed with err (its context actx):
-// it is retried on schedule, or dies.
-func (d *Deliverer) failed(actx context.Context, s *Subscription, dl *lapse.Delivery, rec *lapse.DeliveryAttempt, err error, wall time.Time,
+// failed records an attempt of dl that failed with err (its context actx,
+// made from ctx, the context of the loop or RunOnce that runs it): it is
+// retried on schedule, or dies.
+func (d *Deliverer) failed(ctx, actx context.Context, s *Subscription, dl *lapse.Delivery, rec *lapse.DeliveryAttempt, err error, wall time.Time,
 	finish func(lapse.Store, *lapse.DeliveryFinishParams) error) {
-	// One the heartbeat cut short failed for want of its lease, not
-	// through its subscriber: it is due again at once, may have applied
-	// (so it is asked about first), and never dies of it.
+	// One the heartbeat cut short failed for want of its lease, and one
+	// cut short because this worker stops (Stop, lapse serve's SIGTERM)
+	// failed for want of a worker; neither failed through its subscriber:
+	// it is due again at once, may have applied (so it is asked about
+	// first), and never dies of it.
 	cause := context.Cause(actx)
 	cutShort := cause != nil && (errors.Is(cause, errLeaseLost) || errors.Is(cause, errLeaseUnsure))
+	if !cutShort && ctx.Err() != nil {
+		cause, cutShort = errStopped, true
+	}
 	if cutShort {
 		err = fmt.Errorf("%w (%w)", err, cause)
 	}

@@ -85,6 +85,6 @@ func (e *Engine) RetryDelivery(ctx context.Context, id int64, by Actor) (*lapse.
 	if err != nil {
 		return nil, err
 	}
-	e.kick.signal()
+	e.wakeSubscriber(d.Subscriber)
 	return d, nil
 }

@@ -81,11 +81,11 @@ type Engine struct {
 	maxAt   time.Duration
 	node    string
 	subs    []*Subscription
+	byName  map[string]*Subscription // subs by name
 	metrics *metrics
 
 	wake   *waker
 	trig   *trigger  // nil without a shared trigger
-	kick   broadcast // wakes the delivery loops
 	burns  burns     // the Claimer's, which hold some deliveries back (close_hold.go)
 	sealed broadcast // wakes the audit log's sealers: a row committed
 
@@ -158,6 +158,10 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 		}
 		e.subs = append(e.subs, s)
 	}
+	e.byName = make(map[string]*Subscription, len(e.subs))
+	for _, s := range e.subs {
+		e.byName[s.Name] = s
+	}
 	// Events are written through both stores (a death's delivery.dead
 	// event through the work store): a subscription is relayed only when
 	// both can relay.
@@ -168,7 +172,7 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 			e.log.Info("engine: the store cannot relay; the subscription's events get a delivery row each", "subscription", s.Name)
 		}
 	}
-	known := knownLabels{providers: slices.Sorted(maps.Keys(cfg.Payments.Providers)), trigger: cfg.Trigger != nil}
+	known := knownLabels{providers: slices.Sorted(maps.Keys(cfg.Payments.Providers)), trigger: cfg.Trigger != nil, timed: e.flows.timed}
 	for _, s := range e.subs {
 		known.subscribers = append(known.subscribers, s.Name)
 	}
@@ -200,12 +204,26 @@ func (e *Engine) Store() lapse.Store { return e.store }
 // Clock returns the engine's clock.
 func (e *Engine) Clock() lapse.Clock { return e.clock }
 
-// delivered wakes the delivery loops when evs fan out to anyone.
+// delivered wakes the delivery loops of the subscribers evs fan out to,
+// and the relays of those they are relayed to.
 func (e *Engine) delivered(evs []lapse.OutboxEvent) {
 	for _, ev := range evs {
-		if len(ev.Subscribers) > 0 || len(ev.Relays) > 0 {
-			e.kick.signal()
-			return
+		for _, name := range ev.Subscribers {
+			if s := e.byName[name]; s != nil {
+				s.kick.signal()
+			}
 		}
+		for _, name := range ev.Relays {
+			if s := e.byName[name]; s != nil {
+				s.relayKick.signal()
+			}
+		}
+	}
+}
+
+// wakeSubscriber wakes the delivery loop of the subscriber called name.
+func (e *Engine) wakeSubscriber(name string) {
+	if s := e.byName[name]; s != nil {
+		s.kick.signal()
 	}
 }

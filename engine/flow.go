@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -110,4 +111,61 @@ func (fs *flowSet) ofEvent(d *lapse.Delivery) *lapse.Flow {
 		return nil
 	}
 	return fs.byName[o.Flow]
+}
+
+// CheckOpenOrders returns an EINVALID error when the engine's flows no
+// longer fit the orders in the store that have not ended, as after a flow
+// file was changed or removed: an open order of a flow the engine does not
+// run, in a state its flow no longer has or has made terminal, or with a
+// deadline in a state that no longer has one. Such an order could never
+// move again, nor its deadline fire (the claimer would find it due on every
+// pass and fail), and nothing would show it to an operator. The error names
+// each flow and state with its count; a service should refuse to start
+// with it, before it changes anything. It reads every open order once.
+func (e *Engine) CheckOpenOrders(ctx context.Context) error {
+	counts, err := e.store.OrderCountOpen(ctx)
+	if err != nil {
+		return err
+	}
+	var problems []string
+	for _, c := range counts {
+		f := e.flows.get(c.Flow)
+		var st *lapse.StateSpec
+		if f != nil {
+			st = f.State(c.State)
+		}
+		switch {
+		case f == nil:
+			problems = append(problems, fmt.Sprintf("%d in state %s of flow %q, which is not loaded", c.N, c.State, c.Flow))
+		case st == nil:
+			problems = append(problems, fmt.Sprintf("%d of flow %s in state %s, which the flow no longer has (its states are %s)",
+				c.N, c.Flow, c.State, stateList(f)))
+		case st.Terminal:
+			problems = append(problems, fmt.Sprintf("%d of flow %s in state %s, which is terminal now: they did not end there and nothing would end them",
+				c.N, c.Flow, c.State))
+		case c.Timed > 0 && st.Deadline == nil:
+			problems = append(problems, fmt.Sprintf("%d of flow %s in state %s with a deadline, which the state no longer has: it could never fire",
+				c.Timed, c.Flow, c.State))
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	if n := len(problems); n > maxProblems {
+		problems = append(problems[:maxProblems], fmt.Sprintf("and %d more", n-maxProblems))
+	}
+	return lapse.Errorf(lapse.EINVALID, "the flows do not fit the open orders: %s; run the flows these orders were made with, or end the orders with them first (lapse close, or their events)",
+		strings.Join(problems, "; "))
+}
+
+// maxProblems bounds the flows and states CheckOpenOrders names.
+const maxProblems = 20
+
+// stateList names the states of f.
+func stateList(f *lapse.Flow) string {
+	names := make([]string, len(f.States))
+	for i, s := range f.States {
+		names[i] = string(s.Name)
+	}
+	return strings.Join(names, ", ")
 }

@@ -176,6 +176,14 @@ func (gb *groupBuys) join(ctx context.Context, groupID string, req JoinRequest) 
 		now := e.clock.Now()
 		p, err = flow.Plan(o, lapse.Firing{Event: flow.Group.Join, Now: now, FiredBy: req.By.FiredBy, Actor: req.By.Name,
 			Reason: "member " + req.UserID + " joined"})
+		if err == nil {
+			// The deadline ends the joins, whatever guard the flow put on
+			// its join (a flow built in Go may leave out
+			// lapse.BeforeDeadline), as it ends the payments: a member who
+			// joined after it, before the claimer came by, would be charged
+			// for a group that closed without them.
+			err = lapse.BeforeDeadline(flow.InWindow(o), now)
+		}
 		if lapse.ErrorCode(err) == lapse.ECONFLICT {
 			return nil, lapse.Errorf(lapse.ECONFLICT, "group %s is %s and takes no more members", o.OrderNo, o.State)
 		}

@@ -80,7 +80,7 @@ func (ps *payments) start(ctx context.Context, orderNo, provider string, by Acto
 		if !now.Before(*o.DeadlineAt) {
 			return lapse.Errorf(lapse.ECONFLICT, "order %s: its payment window closed at %s", o.OrderNo, o.DeadlineAt.Format(time.RFC3339Nano))
 		}
-		next := o.DeadlineAt.Add(flow.Grace)
+		next := lapse.Ceil(o.DeadlineAt.Add(flow.Grace))
 		after := *o
 		after.DeadlineAt, after.Version, after.UpdatedAt, after.IntentAt, after.IntentProvider = &next, o.Version+1, now, &now, provider
 		after.PayBy = &next

@@ -187,7 +187,7 @@ func (h issuer) Deliver(ctx context.Context, d *lapse.Delivery) error {
 		// Issued, cancelled, with an operator or refunded: take back what
 		// an earlier attempt whose answer was lost may have issued, unless
 		// the order may keep it.
-		return h.ci.revokeLeft(ctx, flow, o)
+		return h.ci.revokeLeft(ctx, flow, o, d)
 	}
 	specs, err := h.issue(ctx, flow, o)
 	by := Actor{FiredBy: lapse.FiredByEffect, Name: "engine " + e.node}
@@ -214,7 +214,7 @@ func (h issuer) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	if gerr != nil {
 		return gerr
 	}
-	return h.ci.revokeLeft(ctx, flow, now)
+	return h.ci.revokeLeft(ctx, flow, now, d)
 }
 
 // issue issues the cards of o, an order where the flow's Issued event
@@ -253,10 +253,20 @@ func (h issuer) issue(ctx context.Context, f *lapse.Flow, o *lapse.Order) ([]lap
 	return specs, nil
 }
 
-// revokeKey is the idempotency key of revoking an order's cards: the revoke
-// subscriber and an issuing attempt overtaken by a refund send the same one,
-// so the cards are revoked once.
+// revokeKey is the idempotency key with which the revoke subscriber revokes
+// an order's cards when a refund starts.
 func revokeKey(orderNo string) string { return "lapse-revoke-" + orderNo }
+
+// issueRevokeKey is the idempotency key with which attempt d of the issue
+// subscriber revokes what it, or an earlier attempt, may have issued for
+// order orderNo. It is not revokeKey: the refund's revoke may have reached
+// the card service before the cards an attempt was issuing, and found none,
+// and a service that revokes once per key would take the same key again for
+// that revoke, and revoke nothing. Each attempt has its own, as an earlier
+// attempt's revoke may have come before the cards too.
+func issueRevokeKey(orderNo string, d *lapse.Delivery) string {
+	return fmt.Sprintf("lapse-revoke-%s-issue-%d-%d", orderNo, d.ID, d.Attempts)
+}
 
 // revokeLeft revokes the cards of order o, which the issuer does not move
 // to issued (it is not where the flow's Issued event applies), unless o
@@ -264,8 +274,9 @@ func revokeKey(orderNo string) string { return "lapse-revoke-" + orderNo }
 // operator's retry, and no refund of it started. The cards an order in
 // manual review holds (an attempt took effect and lost its answer) are
 // thus kept for the operator's retry, which records them as issued, or for
-// the refund, which revokes them.
-func (ci *cardIssuing) revokeLeft(ctx context.Context, f *lapse.Flow, o *lapse.Order) error {
+// the refund, which revokes them. d is the issue subscriber's delivery
+// whose attempt revokes them (issueRevokeKey).
+func (ci *cardIssuing) revokeLeft(ctx context.Context, f *lapse.Flow, o *lapse.Order, d *lapse.Delivery) error {
 	why, err := refundRevoked(ctx, ci.e.store, f, o)
 	if err != nil {
 		return err
@@ -273,7 +284,7 @@ func (ci *cardIssuing) revokeLeft(ctx context.Context, f *lapse.Flow, o *lapse.O
 	if why == "" && (issuedState(f, o.State) || f.Transition(o.State, f.Issues.Issued) != nil || f.Transition(o.State, f.Issues.Retry) != nil) {
 		return nil
 	}
-	revoked, err := ci.issuer.Revoke(ctx, &lapse.CardRevokeRequest{IdempotencyKey: revokeKey(o.OrderNo), OrderNo: o.OrderNo})
+	revoked, err := ci.issuer.Revoke(ctx, &lapse.CardRevokeRequest{IdempotencyKey: issueRevokeKey(o.OrderNo, d), OrderNo: o.OrderNo})
 	if err == nil && len(revoked) > 0 {
 		ci.e.log.Warn("cards issued for an order that may not keep them were revoked", "order_no", o.OrderNo, "state", o.State, "cards", len(revoked))
 	}

@@ -27,6 +27,13 @@ type flakyCards struct {
 	bare   bool          // answer with no cards, as a merchant's card service does (package port)
 	hold   chan struct{} // when set, Issue waits for it after issuing
 	held   chan struct{} // closed when an issue is being held
+	// early holds an issue before it takes effect instead: the request is
+	// on its way to the service.
+	early bool
+	// keyed makes Revoke act once per idempotency key, as a merchant's
+	// card service does (package port): a key sent again changes nothing.
+	keyed   bool
+	revokes map[string]bool
 }
 
 func (f *flakyCards) Issue(ctx context.Context, r *lapse.CardIssueRequest) ([]*lapse.Card, error) {
@@ -37,10 +44,14 @@ func (f *flakyCards) Issue(ctx context.Context, r *lapse.CardIssueRequest) ([]*l
 		f.mu.Unlock()
 		return nil, errors.New("card service: 503 Service Unavailable")
 	}
-	hold, held := f.hold, f.held
+	hold, held, early := f.hold, f.held, f.early
 	f.mu.Unlock()
+	if hold != nil && early {
+		close(held)
+		<-hold
+	}
 	cards, err := f.ledger.Issue(ctx, r)
-	if hold != nil {
+	if hold != nil && !early {
 		close(held)
 		<-hold
 	}
@@ -57,6 +68,18 @@ func (f *flakyCards) Issue(ctx context.Context, r *lapse.CardIssueRequest) ([]*l
 }
 
 func (f *flakyCards) Revoke(ctx context.Context, r *lapse.CardRevokeRequest) ([]*lapse.Card, error) {
+	f.mu.Lock()
+	if f.keyed {
+		if f.revokes[r.IdempotencyKey] {
+			f.mu.Unlock()
+			return nil, nil
+		}
+		if f.revokes == nil {
+			f.revokes = map[string]bool{}
+		}
+		f.revokes[r.IdempotencyKey] = true
+	}
+	f.mu.Unlock()
 	return f.ledger.Revoke(ctx, r)
 }
 
@@ -348,6 +371,55 @@ func TestMembershipRefundRacesCompensation(t *testing.T) {
 		into, _, _ := history(t, e, "M-3")
 		if into[flows.Issued] != 0 {
 			t.Errorf("a refunded order was issued: %v", into)
+		}
+	})
+}
+
+// TestMembershipRefundOvertakesIssue: an attempt to issue is on its way to a
+// card service that revokes once per key, and the refund's revoke gets there
+// first, finding no cards. The cards the attempt then issues are revoked
+// under a key of their own: the refund's key again would be a replay, which
+// the service answers without revoking anything.
+func TestMembershipRefundOvertakesIssue(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		release := make(chan struct{})
+		cards := &flakyCards{keyed: true, early: true, hold: release, held: make(chan struct{})}
+		e := memberEngine(t, open(), clk, &fakeProvider{}, cards)
+		ctx := ctxT(t)
+		paidMembership(t, e, clk, "M-8")
+		issuing := make(chan error, 1)
+		go func() {
+			_, err := engine.NewDeliverer(e, engine.DelivererConfig{Owner: "w-issue"}).RunOnce(ctx)
+			issuing <- err
+		}()
+		<-cards.held
+		if _, _, err := e.RefundOrder(ctx, "M-8", engine.RefundRequest{Amount: 1000, By: app}); err != nil {
+			t.Fatal(err)
+		}
+		drain(t, engine.NewDeliverer(e, engine.DelivererConfig{Owner: "w-refund"}))
+		if st := orderState(t, e, "M-8"); st != flows.MembershipRefunded {
+			t.Fatalf("after the refund: %s", st)
+		}
+		cards.mu.Lock()
+		cards.hold = nil
+		cards.mu.Unlock()
+		close(release)
+		if err := <-issuing; err != nil {
+			t.Fatal(err)
+		}
+		drain(t, engine.NewDeliverer(e, engine.DelivererConfig{}))
+		cs, _ := e.Cards(ctx, "M-8")
+		if len(cs) != 2 {
+			t.Fatalf("cards: %+v", cs)
+		}
+		for _, c := range cs {
+			if c.Status == lapse.CardActive {
+				t.Errorf("card %d (%s) is active on a refunded order", c.ID, c.Product)
+			}
+		}
+		if st := orderState(t, e, "M-8"); st != flows.MembershipRefunded {
+			t.Errorf("the late issue moved the order to %s", st)
 		}
 	})
 }

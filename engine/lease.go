@@ -21,10 +21,12 @@ const (
 	renewsPerLease = 5
 )
 
-// Causes with which the heartbeat cuts an attempt short.
+// Causes with which the heartbeat cuts an attempt short, and the one
+// recorded for an attempt cut short because its worker stops.
 var (
 	errLeaseLost   = fmt.Errorf("cut short: %w", lapse.ErrLeaseLost)
 	errLeaseUnsure = errors.New("cut short: its lease could not be renewed, and another worker may take the delivery over before long")
+	errStopped     = errors.New("cut short: its worker stopped")
 )
 
 // leases are the leases a Deliverer holds, from the claim to the end of each

@@ -39,7 +39,8 @@ type metrics struct {
 type knownLabels struct {
 	subscribers []string
 	providers   []string
-	trigger     bool // a shared trigger is configured
+	trigger     bool     // a shared trigger is configured
+	timed       []string // the flows with deadlines, which this engine fires
 }
 
 func newMetrics(reg prometheus.Registerer, store, work lapse.Store, clock lapse.Clock, known knownLabels) (*metrics, error) {
@@ -130,8 +131,30 @@ func newMetrics(reg prometheus.Registerer, store, work lapse.Store, clock lapse.
 		}
 		return float64(n)
 	})
+	// The count says that orders are due, not whether one of them stays
+	// due while the others close (S8): the most overdue one's age does. It
+	// reads the first entry of the deadline index.
+	oldest := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "lapse_due_oldest_seconds",
+		Help: "How long the most overdue order of a flow this process fires has been past its deadline (0: none is due; -1 when the database did not answer).",
+	}, func() float64 {
+		if len(known.timed) == 0 {
+			return 0
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		at, ok, err := store.OrderNextDeadline(ctx, known.timed, time.Time{})
+		if err != nil {
+			return -1
+		}
+		now := clock.Now()
+		if !ok || at.After(now) {
+			return 0
+		}
+		return now.Sub(at).Seconds()
+	})
 	backlog := newBacklogCollector(store, known.subscribers)
-	cs := []prometheus.Collector{m.closeLag, m.firings, m.transitions, m.batch, m.errors, due, m.deliveries, m.deliverySeconds, m.deliveryHeld, m.payments, m.refunds, backlog,
+	cs := []prometheus.Collector{m.closeLag, m.firings, m.transitions, m.batch, m.errors, due, oldest, m.deliveries, m.deliverySeconds, m.deliveryHeld, m.payments, m.refunds, backlog,
 		m.triggerDegraded, m.triggerErrors, m.triggerDropped}
 	if pools := newPoolCollector(store, work); pools != nil {
 		cs = append(cs, pools)

@@ -12,6 +12,7 @@ import (
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/sqlite"
 )
 
 // series returns the values of the metric family name in g by their labels,
@@ -102,6 +103,62 @@ func TestStoreMetrics(t *testing.T) {
 		}
 		if v, ok := subs["status=dead,subscriber=sink"]; !ok || v != 0 {
 			t.Errorf("dead deliveries of sink = %v, %v; want a 0", v, ok)
+		}
+	})
+}
+
+// TestStoreMetricsSharedPools: an SQLite store's Priority store, lapse
+// serve's work store there, has the same pools as the store it came from:
+// they are reported once, by their names, not again as the work store's.
+func TestStoreMetricsSharedPools(t *testing.T) {
+	t.Parallel()
+	s := openSQLite(t).(*sqlite.Store)
+	reg := prometheus.NewRegistry()
+	if _, err := engine.New(s, flows.Builtin(), engine.Config{Registerer: reg, WorkStore: s.Priority()}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"lapse_db_pool_max_connections", "lapse_db_pool_waits_total", "lapse_db_pool_wait_seconds_total"} {
+		var pools []string
+		for k := range series(t, reg, name) {
+			pools = append(pools, strings.TrimPrefix(k, "pool="))
+		}
+		slices.Sort(pools)
+		if !slices.Equal(pools, []string{"reader", "writer"}) {
+			t.Errorf("%s of pools %q, want reader and writer once each", name, pools)
+		}
+	}
+}
+
+// TestDueOldestMetric: lapse_due_oldest_seconds is how long the most
+// overdue order has been past its deadline, so that one order that stays
+// due while others close is seen (S8); 0 while none is due.
+func TestDueOldestMetric(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		reg := prometheus.NewRegistry()
+		e, err := engine.New(open(), flows.Builtin(), engine.Config{Clock: clk, Registerer: reg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		oldest := func() float64 {
+			t.Helper()
+			got := series(t, reg, "lapse_due_oldest_seconds")
+			if len(got) != 1 {
+				t.Fatalf("lapse_due_oldest_seconds: %v, want one series", got)
+			}
+			return got[""]
+		}
+		if got := oldest(); got != 0 {
+			t.Errorf("with no orders: %v, want 0", got)
+		}
+		create(t, e, checkout("DO-1", time.Minute))
+		create(t, e, checkout("DO-2", 2*time.Minute))
+		if got := oldest(); got != 0 {
+			t.Errorf("before any deadline: %v, want 0", got)
+		}
+		clk.Advance(time.Minute + 90*time.Second)
+		if got := oldest(); got != 90 {
+			t.Errorf("DO-1 90 s past its deadline, DO-2 30 s past its own: %v, want 90", got)
 		}
 	})
 }

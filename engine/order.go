@@ -67,9 +67,12 @@ func (e *Engine) createOrder(ctx context.Context, req *lapse.OrderCreate, by Act
 	var deadline *time.Time
 	switch {
 	case req.DeadlineAt != nil || req.TTL > 0:
-		field, at := "ttl", lapse.Truncate(now.Add(req.TTL))
+		// Rounded up to the microsecond a store keeps: a deadline is
+		// never before the time asked for (nothing closes early, and a
+		// payment made before it is in time).
+		field, at := "ttl", lapse.Ceil(now.Add(req.TTL))
 		if req.DeadlineAt != nil {
-			field, at = "deadline_at", lapse.Truncate(*req.DeadlineAt)
+			field, at = "deadline_at", lapse.Ceil(*req.DeadlineAt)
 		}
 		if initial.Deadline == nil {
 			return nil, false, lapse.FieldError(field, "flow %s starts in %s, which has no deadline", flow.Name, flow.Initial)
@@ -84,7 +87,7 @@ func (e *Engine) createOrder(ctx context.Context, req *lapse.OrderCreate, by Act
 		}
 		deadline = &at
 	case initial.Deadline != nil:
-		at := now.Add(initial.Deadline.After)
+		at := lapse.Ceil(now.Add(initial.Deadline.After))
 		deadline = &at
 	}
 	o = &lapse.Order{
@@ -428,9 +431,10 @@ type DeadlineChange struct {
 // row locked and the time read after the lock, so that the claimer firing the
 // old deadline and a payment judged against it see either the old deadline
 // or a new one set before the old one passed, never one set after it.
-// Errors: ECONFLICT when the deadline has passed, the order's state has no
-// deadline, or the order moved meanwhile; EINVALID for a bad change;
-// ENOTFOUND.
+// A change to the deadline as it stands changes nothing and returns the
+// order as it is, with moved false. Errors: ECONFLICT when the deadline has passed, the
+// order's state has no deadline, or the order moved meanwhile; EINVALID for
+// a bad change; ENOTFOUND.
 //
 // Shortening a deadline does not change what a payment already made is
 // judged by: every payment is judged at its provider time against the
@@ -439,11 +443,11 @@ type DeadlineChange struct {
 // stands (a payment made before the change was made before the new deadline
 // too). The order still closes at the shortened deadline: a payment whose
 // callback arrives after that finds the order closed and is refunded.
-func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChange) (*lapse.Order, error) {
+func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChange) (_ *lapse.Order, moved bool, _ error) {
 	if err := c.check(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	var moved *lapse.Order
+	var got *lapse.Order
 	var evs []lapse.OutboxEvent
 	err := e.store.Tx(ctx, func(tx lapse.Store) error {
 		o, err := tx.OrderLock(ctx, orderNo)
@@ -455,10 +459,17 @@ func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChan
 			return err
 		}
 		now := e.clock.Now() // after the lock: nothing moves the order until this commits
+		read := o
 		o = flow.InWindow(o) // a PayBy is the window of the state that took payments only
-		at, _, err := e.deadlineMove(o, flow, c, now)
+		at, was, err := e.deadlineMove(o, flow, c, now)
 		if err != nil {
 			return err
+		}
+		if at.Equal(was) {
+			// deadline_at as it stands (a retry, say): nothing to change,
+			// and no event of a move that did not happen.
+			got = read
+			return nil
 		}
 		var payBy *time.Time
 		if o.PayBy != nil {
@@ -472,17 +483,20 @@ func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChan
 		evs = []lapse.OutboxEvent{lapse.NewDeadlineChangedEvent(&after, lapse.DeadlineMove{
 			Previous: o.DeadlineAt, Next: &at, FiredBy: c.By.FiredBy, Actor: c.By.Name, Reason: c.Reason})}
 		e.fanOut(o, evs)
-		moved, err = tx.OrderDeadlineSet(ctx, &lapse.OrderDeadlineSetParams{
+		got, err = tx.OrderDeadlineSet(ctx, &lapse.OrderDeadlineSetParams{
 			OrderID: o.ID, FromState: o.State, FromVersion: o.Version, DeadlineAt: at, At: now, Outbox: evs, PayBy: payBy,
 		})
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	e.deadlineSet(moved.ID, *moved.DeadlineAt)
+	if evs == nil {
+		return got, false, nil
+	}
+	e.deadlineSet(got.ID, *got.DeadlineAt)
 	e.delivered(evs)
-	return moved, nil
+	return got, true, nil
 }
 
 // check refuses a change that is not one: neither or both of At and
@@ -495,6 +509,8 @@ func (c DeadlineChange) check() error {
 		return lapse.FieldError("deadline_at", "and extend_by exclude each other; send one")
 	case c.ExtendBy < 0:
 		return lapse.FieldError("extend_by", "must be positive; send deadline_at to shorten a deadline")
+	case c.ExtendBy > 0 && c.ExtendBy < time.Microsecond:
+		return lapse.FieldError("extend_by", "must be at least 1µs, the precision a deadline is kept to")
 	}
 	return lapse.CheckReason("reason", c.Reason)
 }
@@ -514,11 +530,13 @@ func (e *Engine) deadlineMove(o *lapse.Order, flow *lapse.Flow, c DeadlineChange
 	if o.PayBy != nil {
 		was = *o.PayBy
 	}
-	field, at := "extend_by", was.Add(c.ExtendBy)
+	// Rounded up, as CreateOrder rounds a deadline: never before the
+	// time asked for.
+	field, at := "extend_by", lapse.Ceil(was.Add(c.ExtendBy))
 	if c.At != nil {
-		field, at = "deadline_at", lapse.Truncate(*c.At)
+		field, at = "deadline_at", lapse.Ceil(*c.At)
 		if o.PayBy != nil {
-			at = at.Add(flow.Grace) // the customer started paying: the new window keeps its grace
+			at = lapse.Ceil(at.Add(flow.Grace)) // the customer started paying: the new window keeps its grace
 		}
 	}
 	return at, was, e.checkDeadline(field, at, now)

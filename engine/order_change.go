@@ -38,6 +38,13 @@ type orderChange struct {
 	// that lock while it failed would make a queue of losers that could
 	// starve a change of its rounds.
 	contended bool
+	// locked is for a change planned from more than the order's row (its
+	// refunds, say) that other changes move without moving the order: each
+	// round locks and reads the order (OrderLock), plans and writes in one
+	// transaction, so that two such changes, each planned before it saw the
+	// other's write, cannot both decide that there is nothing to do. It
+	// retries as an ordinary change does.
+	locked bool
 }
 
 // changeOrder runs the read–plan–write loop of a change to one order: it
@@ -50,16 +57,16 @@ type orderChange struct {
 // error reading the order or finding its flow, ends the loop and is
 // returned as it is.
 //
-// s is the engine's store, or, for a contended change, the round's
-// transaction; step must write through s. Work that must wait for the
-// commit (counting the transition, waking the deliveries) belongs in step
-// unless the change is contended, in which case the caller does it once
-// changeOrder has returned.
+// s is the engine's store, or, for a contended or locked change, the
+// round's transaction; step must write through s. Work that must wait for
+// the commit (counting the transition, waking the deliveries) belongs in
+// step unless the change is contended or locked, in which case the caller
+// does it once changeOrder has returned.
 func changeOrder[T any](ctx context.Context, e *Engine, c orderChange, step func(s lapse.Store, o *lapse.Order, flow *lapse.Flow) (T, error)) (T, error) {
 	round := func(s lapse.Store) (T, error) {
 		var zero T
 		read := s.OrderGet
-		if c.contended {
+		if c.contended || c.locked {
 			read = s.OrderLock
 		}
 		o, err := read(ctx, c.orderNo)
@@ -82,8 +89,8 @@ func changeOrder[T any](ctx context.Context, e *Engine, c orderChange, step func
 	for try := range tries {
 		var got T
 		var err error
-		if c.contended {
-			if try > 0 {
+		if c.contended || c.locked {
+			if try > 0 && c.contended {
 				time.Sleep(time.Duration(rand.IntN(2000)+500) * time.Microsecond)
 			}
 			err = e.store.Tx(ctx, func(tx lapse.Store) error {

@@ -69,13 +69,8 @@ func (ps *payments) refundOrder(ctx context.Context, orderNo string, req RefundR
 				if r.Key != req.Key {
 					continue
 				}
-				switch {
-				case r.Amount != req.Amount:
-					return nil, lapse.Refine(lapse.ErrOrderRefundExists, "refund %s of order %s is for %s, not %s", r.Key, o.OrderNo, lapse.Money(r.Amount, o.Currency), lapse.Money(req.Amount, o.Currency))
-				case r.Reason != req.Reason:
-					// Another request under the same key: the reason kept
-					// would not be the one the caller thinks it gave.
-					return nil, lapse.Refine(lapse.ErrOrderRefundExists, "refund %s of order %s was asked with another reason", r.Key, o.OrderNo)
+				if err := sameRefund(r, o, req); err != nil {
+					return nil, err
 				}
 				return r, nil
 			}
@@ -126,8 +121,14 @@ func (ps *payments) refundOrder(ctx context.Context, orderNo string, req RefundR
 			return nil, err
 		}
 		if !created {
-			if got.OrderID != o.ID || got.Amount != req.Amount {
+			// Made meanwhile under the same key, by a request that read
+			// the order before this one: it is answered as if it came
+			// after, as the read above would have answered it.
+			if got.OrderID != o.ID {
 				return nil, lapse.Refine(lapse.ErrOrderRefundExists, "refund key %s is taken", key)
+			}
+			if err := sameRefund(got, o, req); err != nil {
+				return nil, err
 			}
 			return got, nil
 		}
@@ -138,6 +139,20 @@ func (ps *payments) refundOrder(ctx context.Context, orderNo string, req RefundR
 		return nil, false, err
 	}
 	return ref, created, nil
+}
+
+// sameRefund says whether req, a request under the key of r, refund of
+// order o, asks for r: nil when it does, an error wrapping
+// lapse.ErrOrderRefundExists when it asks for another amount or reason
+// (the reason kept would not be the one the caller thinks it gave).
+func sameRefund(r *lapse.OrderRefund, o *lapse.Order, req RefundRequest) error {
+	switch {
+	case r.Amount != req.Amount:
+		return lapse.Refine(lapse.ErrOrderRefundExists, "refund %s of order %s is for %s, not %s", r.Key, o.OrderNo, lapse.Money(r.Amount, o.Currency), lapse.Money(req.Amount, o.Currency))
+	case r.Reason != req.Reason:
+		return lapse.Refine(lapse.ErrOrderRefundExists, "refund %s of order %s was asked with another reason", r.Key, o.OrderNo)
+	}
+	return nil
 }
 
 // OrderRefunds returns the merchant refunds of an order, oldest first.
@@ -198,19 +213,34 @@ func (ps *payments) recordOrderRefund(ctx context.Context, r *lapse.OrderRefund,
 // still requested or in review (settlePlan). It reports whether none is
 // left for the provider to answer: a refund in review is an operator's to
 // settle (SettleReview), which ends the order then.
+//
+// Refunds move without moving their order (a provider's answer, an
+// operator's settling), and each mover then settles: it plans with the
+// order locked (orderChange.locked), as SettleReview does, so that of two
+// movers at once the later sees the earlier's refund moved. Planned
+// unlocked, each could read the other's refund as it was before, both
+// find one still unsettled, and the order would stay refunding for ever.
 func (ps *payments) settleOrderRefund(ctx context.Context, orderNo string) (bool, error) {
 	e := ps.e
-	return changeOrder(ctx, e, orderChange{orderNo: orderNo}, func(s lapse.Store, o *lapse.Order, flow *lapse.Flow) (bool, error) {
-		p, requested, err := ps.settlePlan(ctx, s, o, flow, lapse.FiredByPayment, "engine "+e.node)
+	var p *lapse.OrderTransitionParams
+	var flow *lapse.Flow
+	done, err := changeOrder(ctx, e, orderChange{orderNo: orderNo, locked: true}, func(s lapse.Store, o *lapse.Order, f *lapse.Flow) (bool, error) {
+		var requested bool
+		var err error
+		flow = f
+		p, requested, err = ps.settlePlan(ctx, s, o, flow, lapse.FiredByPayment, "engine "+e.node)
 		if err != nil || p == nil {
 			return !requested, err
 		}
 		if _, err := e.transition(ctx, s, o, p); err != nil {
 			return false, err
 		}
-		e.committed(flow.Name, p)
 		return true, nil
 	})
+	if err == nil && p != nil {
+		e.committed(flow.Name, p)
+	}
+	return done, err
 }
 
 // settlePlan plans the end of refunding order o, read through s, fired by
@@ -462,7 +492,9 @@ func (ps *payments) refundNow(ctx context.Context, orderID int64, orderNo string
 // for: one made in the provider's dashboard, say. Money left the merchant,
 // so it goes on the books as a refund in review of what the notice says it
 // gave back, with a review that holds it, and its order does not move: an
-// operator settles it, succeeded or failed. A notice of what the payment
+// operator settles it, succeeded or failed; settled succeeded, once it and
+// the order's other refunds gave back all the order captured, the order
+// ends refunded (refundedOutside). A notice of what the payment
 // has had refunded in all (RefundedTotal) gave back only what Lapse's
 // refunds of the payment (not failed) do not explain, and records nothing
 // when they explain it all. The refund's key is made of the provider's
@@ -547,6 +579,56 @@ func noticeDisagrees(n *lapse.PaymentNotice, x *lapse.OrderRefund, earlier []*la
 	return fmt.Sprintf("a refund notice about refund %s of order %s reports %s %s; %s", id, x.OrderNo, lapse.Money(n.Amount, n.Currency), said, asked)
 }
 
+// refundedOutside moves order o along flow's refund path, start and done,
+// through s, when what it captured has all gone back by refunds Lapse did
+// not ask for (made in the provider's dashboard, then settled succeeded by
+// an operator) while o is still in the state a refund starts from: the
+// order ends refunded, as one that Lapse refunded, with the same events
+// (its benefits revoked, say). It moves nothing while another refund of o
+// is requested or in review, or for a part refunded: a partial refund
+// leaves an order paid. It returns the transitions it made.
+func (ps *payments) refundedOutside(ctx context.Context, s lapse.Store, o *lapse.Order, flow *lapse.Flow, by Actor) ([]*lapse.OrderTransitionParams, error) {
+	if flow.Refunds.Start == "" || flow.Transition(o.State, flow.Refunds.Start) == nil {
+		return nil, nil
+	}
+	refunds, err := s.OrderRefundList(ctx, o.ID)
+	if err != nil {
+		return nil, err
+	}
+	var refunded, captured int64
+	for _, r := range refunds {
+		switch r.Status {
+		case lapse.OrderRefundRequested, lapse.OrderRefundReview:
+			return nil, nil
+		case lapse.OrderRefundSucceeded:
+			refunded += r.Amount
+		}
+	}
+	pays, err := s.PaymentList(ctx, &lapse.PaymentListParams{OrderID: o.ID, Status: lapse.PaymentApplied})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range pays {
+		captured += p.Amount
+	}
+	if captured == 0 || refunded < captured {
+		return nil, nil
+	}
+	why := fmt.Sprintf("refunded all %s outside Lapse, settled by %s", lapse.Money(captured, o.Currency), by.resolver())
+	var plans []*lapse.OrderTransitionParams
+	for _, ev := range []lapse.Event{flow.Refunds.Start, flow.Refunds.Done} {
+		p, err := flow.Plan(o, lapse.Firing{Event: ev, Now: ps.e.clock.Now(), FiredBy: by.FiredBy, Actor: by.Name, Reason: why})
+		if err != nil {
+			return nil, err
+		}
+		if o, err = ps.e.transition(ctx, s, o, p); err != nil {
+			return nil, err
+		}
+		plans = append(plans, p)
+	}
+	return plans, nil
+}
+
 // reviewRefund returns the refund that review id holds, with the review.
 func (ps *payments) reviewRefund(ctx context.Context, id int64) (*lapse.OrderRefund, *lapse.Review, error) {
 	if id <= 0 {
@@ -585,41 +667,51 @@ func (ps *payments) settleReview(ctx context.Context, id int64, to lapse.OrderRe
 	if to == lapse.OrderRefundFailed {
 		failure = lapse.CleanReason("settled failed by " + who + ": " + note)
 	}
-	return changeOrder(ctx, e, orderChange{orderNo: rv.OrderNo}, func(s lapse.Store, o *lapse.Order, flow *lapse.Flow) (*lapse.Review, error) {
+	// The resolution, the refund's move and the order's are one
+	// transaction, planned with the order locked, as settleOrderRefund
+	// plans: a provider's answer about another refund of the order, at
+	// once, is then seen by one of the two.
+	var plans []*lapse.OrderTransitionParams
+	var flow *lapse.Flow
+	got, err := changeOrder(ctx, e, orderChange{orderNo: rv.OrderNo, locked: true}, func(tx lapse.Store, o *lapse.Order, f *lapse.Flow) (*lapse.Review, error) {
 		now := e.clock.Now()
-		var got *lapse.Review
-		var p *lapse.OrderTransitionParams
-		err := s.Tx(ctx, func(tx lapse.Store) error {
-			rs, err := tx.ReviewResolve(ctx, &lapse.ReviewResolveParams{ID: id, At: now, By: who, Note: note})
-			if err != nil {
-				return err
-			}
-			got = rs[0]
-			_, err = tx.OrderRefundUpdate(ctx, &lapse.OrderRefundUpdateParams{ID: x.ID, From: lapse.OrderRefundReview, To: to, Failure: failure, At: now})
-			if errors.Is(err, lapse.ErrStale) { // cannot be while its review was open
-				return lapse.Errorf(lapse.EINTERNAL, "refund %s of order %s is not in review, while review %d that holds it was open", x.Key, x.OrderNo, id)
-			}
-			if err != nil {
-				return err
-			}
-			if p, _, err = ps.settlePlan(ctx, tx, o, flow, by.FiredBy, by.Name); err != nil || p == nil {
-				return err
-			}
-			_, err = e.transition(ctx, tx, o, p)
-			return err
-		})
+		flow, plans = f, nil
+		rs, err := tx.ReviewResolve(ctx, &lapse.ReviewResolveParams{ID: id, At: now, By: who, Note: note})
+		if err != nil {
+			return nil, err
+		}
+		_, err = tx.OrderRefundUpdate(ctx, &lapse.OrderRefundUpdateParams{ID: x.ID, From: lapse.OrderRefundReview, To: to, Failure: failure, At: now})
+		if errors.Is(err, lapse.ErrStale) { // cannot be while its review was open
+			return nil, lapse.Errorf(lapse.EINTERNAL, "refund %s of order %s is not in review, while review %d that holds it was open", x.Key, x.OrderNo, id)
+		}
+		if err != nil {
+			return nil, err
+		}
+		p, _, err := ps.settlePlan(ctx, tx, o, flow, by.FiredBy, by.Name)
 		if err != nil {
 			return nil, err
 		}
 		if p != nil {
-			e.committed(flow.Name, p)
+			plans = append(plans, p)
+			_, err = e.transition(ctx, tx, o, p)
+			return rs[0], err
 		}
-		e.log.Warn("merchant refund settled by an operator", "order_no", x.OrderNo, "key", x.Key, "status", to, "by", who)
-		result := refundSucceeded
-		if to == lapse.OrderRefundFailed {
-			result = refundFailed
+		if to == lapse.OrderRefundSucceeded {
+			plans, err = ps.refundedOutside(ctx, tx, o, flow, by)
 		}
-		e.metrics.refunds.WithLabelValues(refundOrder, result).Inc()
-		return got, nil
+		return rs[0], err
 	})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range plans {
+		e.committed(flow.Name, p)
+	}
+	e.log.Warn("merchant refund settled by an operator", "order_no", x.OrderNo, "key", x.Key, "status", to, "by", who)
+	result := refundSucceeded
+	if to == lapse.OrderRefundFailed {
+		result = refundFailed
+	}
+	e.metrics.refunds.WithLabelValues(refundOrder, result).Inc()
+	return got, nil
 }

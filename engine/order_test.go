@@ -188,13 +188,13 @@ func TestSetDeadline(t *testing.T) {
 		create(t, e, checkout("E-2", time.Hour))
 
 		// Extend E-1 by an hour; at its old deadline nothing fires.
-		o, err := e.SetDeadline(ctxT(t), "E-1", engine.DeadlineChange{ExtendBy: time.Hour, Reason: "support", By: api})
+		o, _, err := e.SetDeadline(ctxT(t), "E-1", engine.DeadlineChange{ExtendBy: time.Hour, Reason: "support", By: api})
 		if err != nil || !o.DeadlineAt.Equal(t0.Add(time.Minute+time.Hour)) || o.Version != 2 {
 			t.Fatalf("extend = %+v, %v", o, err)
 		}
 		// Shorten E-2 to two minutes.
 		at := t0.Add(2 * time.Minute)
-		if o, err = e.SetDeadline(ctxT(t), "E-2", engine.DeadlineChange{At: &at, By: api}); err != nil || !o.DeadlineAt.Equal(at) {
+		if o, _, err = e.SetDeadline(ctxT(t), "E-2", engine.DeadlineChange{At: &at, By: api}); err != nil || !o.DeadlineAt.Equal(at) {
 			t.Fatalf("shorten = %+v, %v", o, err)
 		}
 		clk.Set(t0.Add(time.Minute))
@@ -222,18 +222,34 @@ func TestSetDeadline(t *testing.T) {
 		}
 
 		// Closed orders have no deadline to move; bad changes are refused.
-		if _, err := e.SetDeadline(ctxT(t), "E-1", engine.DeadlineChange{ExtendBy: time.Minute, By: api}); lapse.ErrorCode(err) != lapse.ECONFLICT {
+		if _, _, err := e.SetDeadline(ctxT(t), "E-1", engine.DeadlineChange{ExtendBy: time.Minute, By: api}); lapse.ErrorCode(err) != lapse.ECONFLICT {
 			t.Errorf("extend a closed order = %v, want conflict", err)
 		}
 		create(t, e, checkout("E-3", time.Minute))
 		past := clk.Now().Add(-time.Second)
-		for _, bad := range []engine.DeadlineChange{{}, {At: &past}, {ExtendBy: -time.Minute}, {At: &at, ExtendBy: time.Minute}} {
-			if _, err := e.SetDeadline(ctxT(t), "E-3", bad); lapse.ErrorCode(err) != lapse.EINVALID {
+		for _, bad := range []engine.DeadlineChange{{}, {At: &past}, {ExtendBy: -time.Minute}, {At: &at, ExtendBy: time.Minute},
+			{ExtendBy: time.Nanosecond}, {ExtendBy: time.Microsecond - 1}} {
+			if _, _, err := e.SetDeadline(ctxT(t), "E-3", bad); lapse.ErrorCode(err) != lapse.EINVALID {
 				t.Errorf("SetDeadline(%+v) = %v, want invalid", bad, err)
 			}
 		}
 		if o, _ := e.Order(ctxT(t), "E-3"); o.Version != 1 {
 			t.Errorf("refused changes moved E-3 to version %d", o.Version)
+		}
+
+		// The deadline as it stands (a retry of a change that went
+		// through, say): the order as it is, no new version, no event.
+		e3, _ := e.Order(ctxT(t), "E-3")
+		same := e3.DeadlineAt.Add(-999 * time.Nanosecond) // rounded up to the microsecond a deadline is kept to, the same
+		if o, moved, err := e.SetDeadline(ctxT(t), "E-3", engine.DeadlineChange{At: &same, By: api}); err != nil || moved || o.Version != 1 || !o.DeadlineAt.Equal(*e3.DeadlineAt) {
+			t.Errorf("SetDeadline to the deadline as it stands = %+v, moved %v, %v; want E-3 unchanged at version 1", o, moved, err)
+		}
+		if _, events, _ := history(t, e, "E-3"); events[lapse.EventOrderDeadlineChanged] != 0 {
+			t.Errorf("a deadline set where it stands wrote %d order.deadline_changed events, want none", events[lapse.EventOrderDeadlineChanged])
+		}
+		if o, _, err := e.SetDeadline(ctxT(t), "E-3", engine.DeadlineChange{ExtendBy: time.Microsecond, By: api}); err != nil || o.Version != 2 ||
+			!o.DeadlineAt.Equal(e3.DeadlineAt.Add(time.Microsecond)) {
+			t.Errorf("extend E-3 by 1µs = %+v, %v; want its deadline a microsecond later, version 2", o, err)
 		}
 	})
 }

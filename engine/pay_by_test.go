@@ -63,7 +63,7 @@ func TestPayByEndsWithItsState(t *testing.T) {
 			}
 		}
 		clk.Advance(time.Hour) // the payment window (15m + 2m) is long closed; PAID's 48h are not
-		if o, err := e.SetDeadline(ctx, "PS-1", engine.DeadlineChange{ExtendBy: time.Hour, Reason: "courier late", By: app}); err != nil ||
+		if o, _, err := e.SetDeadline(ctx, "PS-1", engine.DeadlineChange{ExtendBy: time.Hour, Reason: "courier late", By: app}); err != nil ||
 			!o.DeadlineAt.Equal(t0.Add(49*time.Hour)) {
 			t.Errorf("extending PAID's deadline = %v, %v; want %s", o, err, t0.Add(49*time.Hour))
 		}

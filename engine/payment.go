@@ -45,6 +45,17 @@ func newPayments(e *Engine, cfg PaymentConfig) *payments {
 
 func (ps *payments) serves(f *lapse.Flow) bool { return f.Pays != "" }
 
+// checkCreate refuses a free order (an amount of 0) in a flow whose orders
+// are paid: no provider reports a payment of nothing, so such an order
+// could only wait for its deadline and close. The synthetic probe's orders,
+// in XXX, carry no money and are never paid.
+func (ps *payments) checkCreate(req *lapse.OrderCreate) error {
+	if req.Amount == 0 && !lapse.IsProbeOrderNo(req.OrderNo) {
+		return lapse.FieldError("amount", "must be positive: the orders of flow %s are paid, and no payment of nothing ever comes", req.Flow)
+	}
+	return nil
+}
+
 // ApplyPayment applies what a verified provider callback reports.
 //
 // A paid notice fires its order's flow Pays event, judged at the provider's

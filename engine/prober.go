@@ -183,8 +183,14 @@ func NewProber(e *Engine, cfg ProberConfig) (*Prober, error) {
 	}
 	p.runsTotal.WithLabelValues(ProbeOK)
 	p.runsTotal.WithLabelValues(ProbeFailed)
+	// The interval as it is now (0: off), so that an alert on a stale
+	// probe scales with it and stays silent while it is off.
+	interval := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "lapse_probe_interval_seconds",
+		Help: "Time between probe runs, as configured now (0: the probe is off).",
+	}, func() float64 { return p.Interval().Seconds() })
 	if reg := cfg.Registerer; reg != nil {
-		for _, c := range []prometheus.Collector{p.lastSuccess, p.stepSeconds, p.failures, p.runsTotal} {
+		for _, c := range []prometheus.Collector{p.lastSuccess, p.stepSeconds, p.failures, p.runsTotal, interval} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -308,24 +314,26 @@ func (p *Prober) RunOnce(ctx context.Context) (*ProbeRun, error) {
 }
 
 // record keeps run in the history and the metrics, and tells of a failure.
+// The run shows in Runs last, once it is counted and logged: whoever sees
+// it there finds it in the metrics and the log as well.
 func (p *Prober) record(ctx context.Context, run *ProbeRun, iv time.Duration) {
-	p.mu.Lock()
-	p.runs = append(p.runs, *run)
-	if len(p.runs) > probeHistory {
-		p.runs = p.runs[len(p.runs)-probeHistory:]
-	}
-	p.mu.Unlock()
 	p.runsTotal.WithLabelValues(run.Result).Inc()
 	if run.Result == ProbeOK {
 		for _, s := range run.Steps {
 			p.stepSeconds.WithLabelValues(s.Name).Observe(s.Seconds)
 		}
 		p.lastSuccess.Set(float64(run.FinishedAt.UnixMicro()) / 1e6)
-		return
+	} else {
+		p.failures.WithLabelValues(run.FailedStep).Inc()
+		p.log.Error("probe failed", "step", run.FailedStep, "reason", run.Error, "order", run.OrderNo)
 	}
-	p.failures.WithLabelValues(run.FailedStep).Inc()
-	p.log.Error("probe failed", "step", run.FailedStep, "reason", run.Error, "order", run.OrderNo)
-	if p.cfg.Notify == nil {
+	p.mu.Lock()
+	p.runs = append(p.runs, *run)
+	if len(p.runs) > probeHistory {
+		p.runs = p.runs[len(p.runs)-probeHistory:]
+	}
+	p.mu.Unlock()
+	if run.Result == ProbeOK || p.cfg.Notify == nil {
 		return
 	}
 	_, bound := ProbeBounds(iv)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
+	"github.com/lapsehq/lapse/postgres"
 	"github.com/lapsehq/lapse/sqlite"
 )
 
@@ -62,27 +65,49 @@ func newProbeFixture(t *testing.T, s lapse.Store) *probeFixture {
 // moved the clock as soon as it saw the order would make that step late).
 type probeWatch struct {
 	lapse.Store
+	probeReads
+}
+
+func (w *probeWatch) OrderGet(ctx context.Context, orderNo string) (*lapse.Order, error) {
+	w.saw(orderNo)
+	return w.Store.OrderGet(ctx, orderNo)
+}
+
+// relayWatch is a probeWatch of the store that relays, which it stays
+// (lapse.Relayer).
+type relayWatch struct {
+	*postgres.Store
+	probeReads
+}
+
+func (w *relayWatch) OrderGet(ctx context.Context, orderNo string) (*lapse.Order, error) {
+	w.saw(orderNo)
+	return w.Store.OrderGet(ctx, orderNo)
+}
+
+// probeReads are the probe orders read by number.
+type probeReads struct {
 	mu   sync.Mutex
 	read map[string]bool
 }
 
-func (w *probeWatch) OrderGet(ctx context.Context, orderNo string) (*lapse.Order, error) {
-	if lapse.IsProbeOrderNo(orderNo) {
-		w.mu.Lock()
-		if w.read == nil {
-			w.read = map[string]bool{}
-		}
-		w.read[orderNo] = true
-		w.mu.Unlock()
+func (r *probeReads) saw(orderNo string) {
+	if !lapse.IsProbeOrderNo(orderNo) {
+		return
 	}
-	return w.Store.OrderGet(ctx, orderNo)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.read == nil {
+		r.read = map[string]bool{}
+	}
+	r.read[orderNo] = true
 }
 
 // awaited reports whether the probe's order orderNo was read by number.
-func (w *probeWatch) awaited(orderNo string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.read[orderNo]
+func (r *probeReads) awaited(orderNo string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.read[orderNo]
 }
 
 // start runs the probe beside the test, and returns its outcome once the
@@ -346,4 +371,106 @@ func probeSeries(t *testing.T, g prometheus.Gatherer, name string) int {
 		}
 	}
 	return 0
+}
+
+// TestProberWaitsForRelayedEvents: an event relayed to its subscriber
+// without a delivery row (Subscription.Relay) is delivered once its relay
+// has handed it over, not before: while the relay does not pass the probe's
+// events the run fails at deliver, and once it does the next run succeeds.
+func TestProberWaitsForRelayedEvents(t *testing.T) {
+	t.Parallel()
+	s := &relayWatch{Store: relayStore(t)}
+	clk := lapse.NewManualClock(t0)
+	reg := prometheus.NewRegistry()
+	sink := &batchRecorder{}
+	e, err := engine.New(s, flows.Builtin(), engine.Config{Clock: clk,
+		Subscriptions: []engine.Subscription{{Name: "sink", Handler: sink, Concurrency: 8, Relay: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := engine.NewProber(e, engine.ProberConfig{Interval: time.Minute, Poll: 2 * time.Millisecond, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimer := engine.NewClaimer(e, engine.ClaimerConfig{})
+	d := engine.NewDeliverer(e, engine.DelivererConfig{})
+	relayReady(t, d)
+	ttl, bound := engine.ProbeBounds(time.Minute)
+
+	// run walks one run: the claimer closes the order at its deadline, and
+	// relay says whether the relay runs while the probe waits.
+	run := func(relay bool) *engine.ProbeRun {
+		t.Helper()
+		runs, errs := make(chan *engine.ProbeRun, 1), make(chan error, 1)
+		go func() {
+			run, err := p.RunOnce(t.Context())
+			runs <- run
+			errs <- err
+		}()
+		no := lapse.ProbeOrderPrefix + strconv.FormatInt(clk.Now().Truncate(time.Minute).UnixMilli(), 10)
+		for until := time.Now().Add(10 * time.Second); !s.awaited(no); time.Sleep(2 * time.Millisecond) {
+			if time.Now().After(until) {
+				t.Fatalf("the probe's order %s was not created", no)
+			}
+		}
+		clk.Advance(ttl + 10*time.Millisecond)
+		if n, err := claimer.RunOnce(t.Context()); err != nil || n != 1 {
+			t.Fatalf("claimer fired %d, %v; want the probe's order", n, err)
+		}
+		for step := time.Duration(0); ; step += 100 * time.Millisecond {
+			if relay {
+				if _, err := d.RunOnce(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case r := <-runs:
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+				return r
+			case <-time.After(10 * time.Millisecond):
+			}
+			if step > 2*bound {
+				t.Fatalf("the run did not end %s after its close", step)
+			}
+			clk.Advance(100 * time.Millisecond)
+		}
+	}
+
+	stuck := run(false)
+	if stuck.Result != engine.ProbeFailed || stuck.FailedStep != engine.ProbeStepDeliver || !strings.Contains(stuck.Error, "sink") {
+		t.Fatalf("run while the relay hands nothing over: %+v; want failed at deliver, naming the sink", stuck)
+	}
+	if n := len(sink.received()); n != 0 {
+		t.Fatalf("the sink got %d events while the relay did not run", n)
+	}
+
+	clk.Set(t0.Add(time.Minute))
+	ok := run(true)
+	if ok.Result != engine.ProbeOK || len(ok.Steps) != 3 || ok.Steps[2].Name != engine.ProbeStepDeliver {
+		t.Fatalf("run with the relay running: %+v; want ok, delivered", ok)
+	}
+	if !slices.ContainsFunc(sink.received(), func(dl *lapse.Delivery) bool {
+		return dl.OrderNo == ok.OrderNo && dl.EventType == flows.EventOrderClosed
+	}) {
+		t.Errorf("the sink did not get the close of %s", ok.OrderNo)
+	}
+}
+
+// TestProberIntervalMetric: lapse_probe_interval_seconds is the interval
+// as it is now, 0 once a reload turns the probe off, so that an alert on a
+// stale probe scales with it and stays silent while it is off.
+func TestProberIntervalMetric(t *testing.T) {
+	t.Parallel()
+	f := newProbeFixture(t, openSQLite(t))
+	if got := probeMetric(t, f.reg, "lapse_probe_interval_seconds", "", ""); got != 60 {
+		t.Errorf("interval %v, want 60", got)
+	}
+	if err := f.prober.SetInterval(0); err != nil {
+		t.Fatal(err)
+	}
+	if got := probeMetric(t, f.reg, "lapse_probe_interval_seconds", "", ""); got != 0 {
+		t.Errorf("interval once off %v, want 0", got)
+	}
 }

@@ -117,7 +117,7 @@ func (ps *payments) reconcile(ctx context.Context) (*Reconciliation, error) {
 				}
 			}
 		}
-		for _, st := range paidStates(f) {
+		for _, st := range f.PaidStates() {
 			if err := ps.reconcileOrders(ctx, rec, applied, f.Name, st); err != nil {
 				return nil, err
 			}
@@ -180,7 +180,7 @@ func (ps *payments) reconcilePayment(ctx context.Context, rec *Reconciliation, a
 		t.add(&t.Refunded, back)
 		t.add(&t.Review, held)
 		f := e.flows.get(o.Flow)
-		if f == nil || !slices.Contains(paidStates(f), o.State) {
+		if f == nil || !slices.Contains(f.PaidStates(), o.State) {
 			issue("applied, but order %s is %s, which is not a paid state", o.OrderNo, o.State)
 		}
 	case lapse.PaymentRefunded:
@@ -278,29 +278,6 @@ func (ps *payments) reconcileOrders(ctx context.Context, rec *Reconciliation, ap
 		last := os[len(os)-1]
 		p.Before = &lapse.OrderCursor{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
-}
-
-// paidStates returns the states of f that an order reaches only by being
-// paid: the targets of its Pays transitions and every state reachable from
-// them.
-func paidStates(f *lapse.Flow) []lapse.State {
-	if f.Pays == "" {
-		return nil
-	}
-	var paid []lapse.State
-	for _, t := range f.Transitions {
-		if t.Event == f.Pays {
-			paid = append(paid, t.To)
-		}
-	}
-	reached := f.Reachable(paid...)
-	var out []lapse.State
-	for _, s := range f.States { // in declaration order
-		if reached[s.Name] {
-			out = append(out, s.Name)
-		}
-	}
-	return out
 }
 
 // reconcileHeld adds the payments held without their order to rec's totals

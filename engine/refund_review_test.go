@@ -159,7 +159,8 @@ func TestRefundNoticeUnasked(t *testing.T) {
 // review that holds it, which only that resolves: succeeded ends a full
 // refund's order REFUNDED and a partial one's PAID; failed makes the order
 // PAID again with what it captured left to refund; an unasked refund's order
-// does not move. The resolution, the refund and the order's move are one
+// does not move for a part of what it captured, and for all of it ends
+// REFUNDED, through the flow's refund path, as Lapse's own refund would. The resolution, the refund and the order's move are one
 // change, in the audit log with it. Bad requests change nothing.
 func TestSettleReview(t *testing.T) {
 	eachStore(t, func(t *testing.T, open func() lapse.Store) {
@@ -171,7 +172,7 @@ func TestSettleReview(t *testing.T) {
 		d := engine.NewDeliverer(e, engine.DelivererConfig{})
 		ctx := ctxT(t)
 		orders := map[string]*lapse.Order{}
-		for no, amount := range map[string]int64{"SR-1": 400, "SR-2": 1000, "SR-3": 400, "SR-4": 0} {
+		for no, amount := range map[string]int64{"SR-1": 400, "SR-2": 1000, "SR-3": 400, "SR-4": 0, "SR-5": 0} {
 			o := create(t, e, checkout(no, time.Hour))
 			orders[no] = o
 			if _, err := e.ApplyPayment(ctx, paid(o, "txn-"+no, clk.Now())); err != nil {
@@ -187,6 +188,12 @@ func TestSettleReview(t *testing.T) {
 		drain(t, d)
 		if _, err := e.ApplyPayment(ctx, refundNotice(orders["SR-4"], "txn-SR-4", "re-dash-4", 300, clk.Now())); err != nil {
 			t.Fatal(err)
+		}
+		if _, err := e.ApplyPayment(ctx, refundNotice(orders["SR-5"], "txn-SR-5", "re-dash-5", 1000, clk.Now())); err != nil {
+			t.Fatal(err)
+		}
+		if o, err := e.Order(ctx, "SR-5"); err != nil || o.State != flows.Paid {
+			t.Fatalf("an unasked refund of all SR-5 captured, in review: SR-5 is %+v (%v), want PAID until an operator settles it", o, err)
 		}
 		held := func(no string) *lapse.Review {
 			t.Helper()
@@ -281,11 +288,27 @@ func TestSettleReview(t *testing.T) {
 		if st, x := state("SR-4"); st != flows.Paid || x.Status != lapse.OrderRefundSucceeded || x.Amount != 300 {
 			t.Errorf("settled succeeded, SR-4 is %s, its refund %+v", st, x)
 		}
+		// An unasked refund of all it captured, settled succeeded: REFUNDED,
+		// by the operator, through the refund path.
+		if _, err := e.SettleReview(ctx, held("SR-5").ID, lapse.OrderRefundSucceeded, "the dashboard shows 10.00 CNY refunded", operator); err != nil {
+			t.Fatal(err)
+		}
+		if st, x := state("SR-5"); st != flows.Refunded || x.Status != lapse.OrderRefundSucceeded || x.Amount != 1000 {
+			t.Errorf("an unasked refund of all SR-5 captured, settled succeeded: SR-5 is %s, its refund %+v; want REFUNDED, succeeded", st, x)
+		}
+		ts, err := e.Transitions(ctx, "SR-5")
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := ts[len(ts)-2:]
+		if last[0].Event != flows.Refund || last[1].ToState != flows.Refunded || last[1].FiredBy != operator.FiredBy || last[1].Actor != operator.Name {
+			t.Errorf("SR-5's last transitions %+v; want the refund path, fired by the operator", last)
+		}
 		rec, err := e.Reconcile(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tot := rec.Totals["CNY"]; tot.Refunded != 400+1000+300 || tot.Review != 0 || tot.Applied != 4000-1700 || len(rec.Issues) != 0 {
+		if tot := rec.Totals["CNY"]; tot.Refunded != 400+1000+300+1000 || tot.Review != 0 || tot.Applied != 5000-2700 || len(rec.Issues) != 0 {
 			t.Errorf("totals %+v, issues %+v", tot, rec.Issues)
 		}
 		if tot := rec.Totals["USD"]; tot.Review != 1000 { // SR-1's second payment, on the desk

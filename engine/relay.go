@@ -14,11 +14,12 @@ import (
 // The relay hands a subscription's events to its handler without a
 // delivery row per event (Subscription.Relay, lapse.Relayer): the events
 // name it when they are written, and its relay reads them from the outbox
-// in the order their transactions committed, a batch per transaction that
+// in the order their transactions committed, batches in a transaction that
 // holds the subscriber's cursor, so that relays on many processes never
 // read the same events at once. In that transaction it hands the batch to
-// the handler, writes a delivery row for each event the handler did not
-// take, and moves the cursor past the batch. The rows are delivered from
+// the handler (and reads the next while the handler has it, relayBatches
+// at most), writes a delivery row for each event the handler did not
+// take, and moves the cursor past the batches. The rows are delivered from
 // then on as any delivery is, by the subscription's loop: retried on its
 // schedule, or dead and reviewed.
 //
@@ -102,14 +103,14 @@ func (d *Deliverer) relayLoop(ctx context.Context, s *Subscription) {
 		if d.yieldToCloses(ctx, s, heldAt) {
 			continue
 		}
-		kicked := d.e.kick.wait()
-		n, err := d.relayOnce(ctx, s)
+		kicked := s.relayKick.wait()
+		_, more, err := d.relayOnce(ctx, s)
 		wait := relayPoll
 		switch {
 		case err != nil && ctx.Err() == nil:
 			d.e.log.Error("deliverer: relay failed; its batch will be handed over again", "subscriber", s.Name, "err", err)
 			wait = d.cfg.Poll
-		case err == nil && n == s.Concurrency:
+		case err == nil && more:
 			continue // a full batch: there may be more
 		}
 		t := time.NewTimer(wait)
@@ -169,9 +170,9 @@ func (d *Deliverer) relayAll(ctx context.Context, s *Subscription) (int, error) 
 	}
 	total := 0
 	for {
-		n, err := d.relayOnce(ctx, s)
+		n, more, err := d.relayOnce(ctx, s)
 		total += n
-		if err != nil || n < s.Concurrency {
+		if err != nil || !more {
 			return total, err
 		}
 	}
@@ -180,14 +181,24 @@ func (d *Deliverer) relayAll(ctx context.Context, s *Subscription) (int, error) 
 // errRelayBusy is relayOnce's error when another relay holds the cursor.
 var errRelayBusy = errors.New("engine: another relay holds the cursor")
 
-// relayOnce relays one batch of up to s.Concurrency events of s and returns
-// how many events it read (0 when another relay holds the cursor).
-func (d *Deliverer) relayOnce(ctx context.Context, s *Subscription) (int, error) {
+// relayBatches bounds the batches relayOnce relays in one transaction.
+const relayBatches = 8
+
+// relayOnce relays up to relayBatches batches of up to s.Concurrency events
+// of s in one transaction that holds the cursor, and returns how many
+// events it read (0 when another relay holds the cursor) and whether its
+// last batch was full, so that there may be more. While the handler has a
+// batch, the next is read: the handler and the store work side by side
+// instead of in turn. Once the handler fails an event, the batch already
+// read is the last of the transaction, so that a broker that is down holds
+// the cursor for two of its timeouts, not eight. An order whose event was
+// not handed over in one batch has none handed over in the next.
+func (d *Deliverer) relayOnce(ctx context.Context, s *Subscription) (read int, more bool, err error) {
 	var (
-		read, handed int
-		failed       []relayFailure
+		handed int
+		failed []relayFailure
 	)
-	err := d.e.work.Tx(ctx, func(tx lapse.Store) error {
+	err = d.e.work.Tx(ctx, func(tx lapse.Store) error {
 		rt := relayerOf(tx)
 		if rt == nil {
 			return fmt.Errorf("engine: subscription %s is relayed, and the store cannot relay", s.Name)
@@ -204,21 +215,45 @@ func (d *Deliverer) relayOnce(ctx context.Context, s *Subscription) (int, error)
 		if err != nil {
 			return err
 		}
-		read = len(b.Events)
-		if read == 0 {
+		if len(b.Events) == 0 {
 			return nil // nothing read: the cursor may stay where it is
 		}
-		start, wall := d.e.clock.Now(), time.Now()
-		errs := d.relaySend(ctx, s, b)
-		var p lapse.RelayDeferParams
-		var deferredErrs []error
-		for i, dl := range b.Events {
-			if errs[i] == nil {
-				continue
+		var (
+			p        lapse.RelayDeferParams
+			deferred []relayFailure // p.Events' errors, and when they were sent
+			stopped  = map[int64]bool{}
+			next     = b.Next
+			failing  bool // the handler failed an event: read no further batch
+		)
+		for batch := 1; b != nil; batch++ {
+			read += len(b.Events)
+			more = len(b.Events) == s.Concurrency
+			start, wall := d.e.clock.Now(), time.Now()
+			sent := make(chan []error, 1)
+			go func(b *lapse.RelayBatch) { sent <- d.relaySend(ctx, s, b, stopped) }(b)
+			var after *lapse.RelayBatch
+			var readErr error
+			if more && batch < relayBatches && !failing {
+				after, readErr = rt.RelayRead(ctx, &lapse.RelayReadParams{Subscriber: s.Name, Cursor: b.Next, Limit: s.Concurrency})
 			}
-			p.Events = append(p.Events, dl)
-			p.Attempted = append(p.Attempted, !errors.Is(errs[i], errRelayWaits))
-			deferredErrs = append(deferredErrs, errs[i])
+			errs := <-sent
+			if readErr != nil {
+				return readErr
+			}
+			for i, dl := range b.Events {
+				if errs[i] == nil {
+					continue
+				}
+				attempted := !errors.Is(errs[i], errRelayWaits)
+				failing = failing || attempted
+				p.Events = append(p.Events, dl)
+				p.Attempted = append(p.Attempted, attempted)
+				deferred = append(deferred, relayFailure{err: errs[i], start: start, wall: wall})
+			}
+			next, b = b.Next, nil
+			if after != nil && len(after.Events) > 0 {
+				b = after
+			}
 		}
 		if len(p.Events) > 0 {
 			p.Subscriber, p.Owner, p.At = s.Name, d.cfg.Owner, d.e.clock.Now()
@@ -229,30 +264,35 @@ func (d *Deliverer) relayOnce(ctx context.Context, s *Subscription) (int, error)
 			}
 			for i, row := range rows {
 				if p.Attempted[i] {
-					failed = append(failed, relayFailure{dl: row, err: deferredErrs[i], start: start, wall: wall})
+					f := deferred[i]
+					f.dl = row
+					failed = append(failed, f)
 				}
 			}
 		}
 		handed = read - len(p.Events)
-		b.Next.UpdatedAt = d.e.clock.Now()
-		return rt.RelayAdvance(ctx, b.Next, int64(handed))
+		next.UpdatedAt = d.e.clock.Now()
+		return rt.RelayAdvance(ctx, next, int64(handed))
 	})
 	switch {
 	case errors.Is(err, errRelayBusy):
-		return 0, nil
+		return 0, false, nil
 	case err != nil:
-		return 0, err
+		return 0, false, err
 	}
 	d.e.metrics.deliveries.WithLabelValues(s.Name, lapse.OutcomeOK).Add(float64(handed))
+	if handed < read {
+		s.kick.signal() // the rows written for what it did not hand over
+	}
 	// The failed attempts were written leased to this worker: record each
 	// as any failed attempt, retried on schedule or dead and reviewed.
 	for _, f := range failed {
 		rec := lapse.DeliveryAttempt{DeliveryID: f.dl.ID, Attempt: f.dl.Attempts, Worker: d.cfg.Owner, StartedAt: f.start}
 		_, more := s.retries().Next(f.dl.Failures(), 0)
 		f.dl.Final = !more
-		d.failed(ctx, s, f.dl, &rec, f.err, f.wall, d.finisher(ctx, f.dl, &rec, f.wall))
+		d.failed(ctx, ctx, s, f.dl, &rec, f.err, f.wall, d.finisher(ctx, f.dl, &rec, f.wall))
 	}
-	return read, nil
+	return read, more, nil
 }
 
 // relayFailure is an event the handler failed, written as a delivery leased
@@ -272,10 +312,10 @@ var errRelayWaits = errors.New("engine: waits behind an earlier event of its ord
 // the next event of every order whose events before it went through, so
 // that an order's events reach the subscriber in order. It returns one
 // error per event: nil when the handler took it, errRelayWaits when it was
-// not handed over.
-func (d *Deliverer) relaySend(ctx context.Context, s *Subscription, b *lapse.RelayBatch) []error {
+// not handed over. stopped holds the orders whose next event must wait:
+// those of earlier batches of the transaction, to which it adds b's.
+func (d *Deliverer) relaySend(ctx context.Context, s *Subscription, b *lapse.RelayBatch, stopped map[int64]bool) []error {
 	errs := make([]error, len(b.Events))
-	stopped := map[int64]bool{} // orders whose next event must wait
 	queue := make([]int, 0, len(b.Events))
 	for i, dl := range b.Events {
 		if b.Blocked[i] {

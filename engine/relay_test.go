@@ -162,6 +162,135 @@ func TestRelayOrderOfEvents(t *testing.T) {
 	})
 }
 
+// TestRelayOrderAcrossBatches checks that an order's event that failed in
+// one batch holds back the order's next event in a later batch that the
+// relay reads in the same transaction (while the handler has the first),
+// before either has a delivery row, and that the batches' other events go
+// out.
+func TestRelayOrderAcrossBatches(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		sink := &batchRecorder{fail: map[string]error{"RB-1": errors.New("HTTP 503")}}
+		e := subsEngine(t, open(), clk, engine.Subscription{Name: "sink", Handler: sink, Concurrency: 2, Relay: true,
+			Schedule: lapse.Schedule{Steps: []time.Duration{time.Minute}}})
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		relayReady(t, d)
+		ctx := ctxT(t)
+		// Batches of two: RB-1 and RB-2 created, then RB-1 closed and RB-3
+		// created.
+		create(t, e, checkout("RB-1", time.Hour))
+		create(t, e, checkout("RB-2", time.Hour))
+		if _, err := e.Fire(ctx, "RB-1", engine.Fire{Event: flows.Cancel, By: app}); err != nil {
+			t.Fatal(err)
+		}
+		create(t, e, checkout("RB-3", time.Hour))
+		if _, err := d.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var nos []string
+		for _, dl := range sink.received() {
+			if dl.OrderNo == "RB-1" {
+				t.Fatalf("RB-1's %s went out while its order.created waits for a retry", dl.EventType)
+			}
+			nos = append(nos, dl.OrderNo)
+		}
+		if slices.Sort(nos); !slices.Equal(nos, []string{"RB-2", "RB-3"}) {
+			t.Fatalf("the sink got the events of %v; want RB-2's and RB-3's", nos)
+		}
+		clk.Advance(time.Minute)
+		for range 3 {
+			if _, err := d.RunOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var rb1 []string
+		for _, dl := range sink.received() {
+			if dl.OrderNo == "RB-1" {
+				rb1 = append(rb1, dl.EventType)
+			}
+		}
+		if want := []string{lapse.EventOrderCreated, "order.closed"}; !slices.Equal(rb1, want) {
+			t.Fatalf("RB-1 got %v, want %v", rb1, want)
+		}
+	})
+}
+
+// relayReads counts, for each relay transaction that moved its cursor,
+// the batches it read.
+type relayReads struct {
+	*postgres.Store
+	mu       sync.Mutex
+	reads    int   // in the transaction under way
+	perMoved []int // of each transaction that moved the cursor
+}
+
+func (s *relayReads) Tx(ctx context.Context, fn func(tx lapse.Store) error) error {
+	return s.Store.Tx(ctx, func(tx lapse.Store) error {
+		s.mu.Lock()
+		s.reads = 0
+		s.mu.Unlock()
+		return fn(&relayReadsTx{Store: tx.(*postgres.Store), rec: s})
+	})
+}
+
+type relayReadsTx struct {
+	*postgres.Store
+	rec *relayReads
+}
+
+func (tx *relayReadsTx) RelayRead(ctx context.Context, p *lapse.RelayReadParams) (*lapse.RelayBatch, error) {
+	tx.rec.mu.Lock()
+	tx.rec.reads++
+	tx.rec.mu.Unlock()
+	return tx.Store.RelayRead(ctx, p)
+}
+
+func (tx *relayReadsTx) RelayAdvance(ctx context.Context, c *lapse.RelayCursor, relayed int64) error {
+	tx.rec.mu.Lock()
+	tx.rec.perMoved = append(tx.rec.perMoved, tx.rec.reads)
+	tx.rec.mu.Unlock()
+	return tx.Store.RelayAdvance(ctx, c, relayed)
+}
+
+// TestRelayStopsReadingOnFailure checks that a relay whose handler fails
+// (a broker that is down) reads no batch past the one it read beside the
+// failed one, so that its transaction, which holds the cursor, lasts two
+// of the handler's timeouts at most, not eight; and that with a handler
+// that takes everything it reads on, several batches a transaction.
+func TestRelayStopsReadingOnFailure(t *testing.T) {
+	run := func(t *testing.T, fail bool) []int {
+		clk := lapse.NewManualClock(t0)
+		s := &relayReads{Store: relayStore(t)}
+		sink := &batchRecorder{fail: map[string]error{}}
+		e := subsEngine(t, s, clk, engine.Subscription{Name: "sink", Events: []string{"order.created"}, Handler: sink, Concurrency: 2,
+			Relay: true, Schedule: lapse.Schedule{Steps: []time.Duration{time.Minute}}})
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		relayReady(t, d)
+		for i := range 12 {
+			no := fmt.Sprintf("RF-%02d", i)
+			if fail {
+				sink.fail[no] = errors.New("HTTP 503")
+			}
+			create(t, e, checkout(no, time.Hour))
+		}
+		s.mu.Lock()
+		s.perMoved = nil
+		s.mu.Unlock()
+		if _, err := d.RunOnce(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return slices.Clone(s.perMoved)
+	}
+	if got := run(t, true); len(got) == 0 || slices.Max(got) > 2 {
+		t.Errorf("every event failing: batches read by each transaction that moved the cursor %v; want at most 2", got)
+	}
+	if got := run(t, false); len(got) == 0 || slices.Max(got) < 3 {
+		t.Errorf("every event taken: batches read by each transaction that moved the cursor %v; want more than 2 in one", got)
+	}
+}
+
 // TestRelayTwoProcesses checks relays of one subscription on two engines
 // of one PostgreSQL database (the store that relays), as on two
 // processes: each event is handed over once, by one or the other, while

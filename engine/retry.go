@@ -27,8 +27,9 @@ var (
 
 // Retry has an operator retry what automation gave up on for an order that
 // is not a group buy: a membership's compensation from manual review. The
-// order's open reviews are resolved ("retried by" by, with the reason) in
-// the transaction of its transition. Errors, with nothing changed:
+// order's open reviews that the retry takes over are resolved ("retried by"
+// by, with the reason) in the transaction of its transition
+// (resolveRetried); the others stay open. Errors, with nothing changed:
 // ErrRetryIsGroup (refined) for a group buy; ECONFLICT when the order is
 // not waiting for a retry; lapse.ErrCardsRevoked (ECONFLICT) for a
 // membership whose cards were revoked (a refund started, or they are
@@ -40,8 +41,9 @@ func (e *Engine) Retry(ctx context.Context, orderNo, reason string, by Actor) (*
 }
 
 // RetryGroup has an operator settle a failed group buy again: it closes
-// again, and its members not charged yet are charged. Its open reviews are
-// resolved as Retry resolves an order's. Errors, with nothing changed:
+// again, and its members not charged yet are charged. Of its open reviews,
+// those it takes over are resolved as Retry resolves an order's: a
+// member's charge in review is not one of them. Errors, with nothing changed:
 // ErrRetryNotGroup (refined) for an order that is not a group buy;
 // ECONFLICT when the group has not failed; ENOTFOUND.
 func (e *Engine) RetryGroup(ctx context.Context, groupID, reason string, by Actor) (*lapse.Order, error) {
@@ -149,8 +151,7 @@ func (e *Engine) retry(ctx context.Context, orderNo string, group bool, reason s
 				return refused
 			}
 		}
-		_, err := tx.ReviewResolve(ctx, &lapse.ReviewResolveParams{OrderID: p.OrderID, At: p.At, By: who, Note: note})
-		return err
+		return resolveRetried(ctx, tx, p, who, note)
 	}
 	moved, err := e.fire(ctx, orderNo, Fire{Event: t.event, Reason: reason, By: by}, resolve)
 	if refused != nil && errors.Is(err, refused) {
@@ -160,4 +161,46 @@ func (e *Engine) retry(ctx context.Context, orderNo string, group bool, reason s
 		return nil, lapse.Errorf(lapse.ECONFLICT, "order %s is %s, which has nothing to retry", o.OrderNo, o.State)
 	}
 	return moved, err
+}
+
+// resolveRetried resolves, in the transaction of a retry's transition p,
+// the order's open reviews that the retry takes over: those of its
+// deliveries that died at a subscriber that p's events go to again. The
+// others stay on the desk, each for an operator to settle on its own: a
+// payment or a member's charge in review, a refund, a delivery to another
+// subscriber. A retry settles none of them, and resolving them would take
+// money, or an event no one received, off the desk (S3, S5).
+func resolveRetried(ctx context.Context, tx lapse.Store, p *lapse.OrderTransitionParams, who, note string) error {
+	again := map[string]bool{}
+	for _, ev := range p.Outbox {
+		for _, s := range ev.Subscribers {
+			again[s] = true
+		}
+		for _, s := range ev.Relays {
+			again[s] = true
+		}
+	}
+	open, err := tx.ReviewList(ctx, &lapse.ReviewListParams{OrderID: p.OrderID, Open: true})
+	if err != nil {
+		return err
+	}
+	for _, r := range open {
+		if r.DeliveryID == 0 || r.OrderRefundID != 0 {
+			continue
+		}
+		dl, err := tx.DeliveryGet(ctx, r.DeliveryID)
+		if errors.Is(err, lapse.ErrDeliveryNotFound) {
+			continue // pruned: whose it was is not known, so it stays for an operator
+		}
+		if err != nil {
+			return err
+		}
+		if !again[dl.Subscriber] {
+			continue
+		}
+		if _, err := tx.ReviewResolve(ctx, &lapse.ReviewResolveParams{ID: r.ID, At: p.At, By: who, Note: note}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

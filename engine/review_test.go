@@ -181,6 +181,54 @@ func TestReviewRetryMembership(t *testing.T) {
 	})
 }
 
+// TestRetryLeavesMoneyOnTheDesk: a retry resolves the reviews it takes
+// over, the dead issue delivery's, and no other: a payment in review on
+// the same order stays open, for an operator to settle (S3).
+func TestRetryLeavesMoneyOnTheDesk(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		e := memberEngine(t, open(), clk, &fakeProvider{}, &flakyCards{fails: 6})
+		ctx := ctxT(t)
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		o := paidMembership(t, e, clk, "MM-1")
+		drain(t, d)
+		for _, wait := range engine.DefaultIssueRetries {
+			clk.Advance(wait + wait/5)
+			drain(t, d)
+		}
+		if st := orderState(t, e, "MM-1"); st != flows.ManualReview {
+			t.Fatalf("MM-1 is %s, want %s", st, flows.ManualReview)
+		}
+		// A second capture, in another currency, while it waits: money in
+		// review on the order.
+		wrong := paid(o, "txn-MM-1-usd", clk.Now())
+		wrong.Currency = "USD"
+		if p, err := e.ApplyPayment(ctx, wrong); err != nil || p.Status != lapse.PaymentReview {
+			t.Fatalf("a second capture in another currency = %+v, %v", p, err)
+		}
+		var death, money *lapse.Review
+		for _, r := range openReviews(t, e) {
+			switch {
+			case r.DeliveryID != 0:
+				death = r
+			case strings.Contains(r.Reason, "txn-MM-1-usd"):
+				money = r
+			}
+		}
+		if death == nil || money == nil {
+			t.Fatalf("open reviews %+v: want the issue's death and the payment's", openReviews(t, e))
+		}
+		clk.Advance(time.Minute)
+		if _, err := e.Retry(ctx, "MM-1", "card service fixed", operator); err != nil {
+			t.Fatal(err)
+		}
+		wantResolved(t, e, death.ID, clk.Now(), "operator:alice", "retried by operator:alice: card service fixed")
+		if rs := openReviews(t, e); len(rs) != 1 || rs[0].ID != money.ID {
+			t.Errorf("open reviews after the retry: %+v; want the payment's alone", rs)
+		}
+	})
+}
+
 // TestResolveReview: an operator resolves a review with a note, kept byte
 // for byte, with the audit row; resolving it again is a conflict that says
 // who did, and writes nothing, no audit row either.

@@ -78,7 +78,7 @@ func TestDeadlineChangesRacePayments(t *testing.T) {
 				switch kind {
 				case 0, 1:
 					change = func() error {
-						_, err := e.SetDeadline(ctx, no, engine.DeadlineChange{ExtendBy: 300 * time.Millisecond, By: app})
+						_, _, err := e.SetDeadline(ctx, no, engine.DeadlineChange{ExtendBy: 300 * time.Millisecond, By: app})
 						return err
 					}
 				case 2:
@@ -86,13 +86,13 @@ func TestDeadlineChangesRacePayments(t *testing.T) {
 					cutoff = cutoff.Add(-ms(50))
 					at := cutoff
 					change = func() error {
-						_, err := e.SetDeadline(ctx, no, engine.DeadlineChange{At: &at, By: app})
+						_, _, err := e.SetDeadline(ctx, no, engine.DeadlineChange{At: &at, By: app})
 						return err
 					}
 				case 3:
 					changeAt = cutoff.Add(ms(20))
 					change = func() error {
-						_, err := e.SetDeadline(ctx, no, engine.DeadlineChange{ExtendBy: time.Minute, By: app})
+						_, _, err := e.SetDeadline(ctx, no, engine.DeadlineChange{ExtendBy: time.Minute, By: app})
 						return err
 					}
 				}

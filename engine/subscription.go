@@ -72,6 +72,12 @@ type Subscription struct {
 	// schedule is Schedule as the deliverer reads it; SetSchedule replaces
 	// it at run time.
 	schedule atomic.Pointer[lapse.Schedule]
+
+	// kick wakes the subscription's delivery loop when this process writes
+	// deliveries for it, and relayKick its relay when it writes events for
+	// it to relay (Engine.delivered): only its own, so that an event for
+	// one subscriber sends no other loop to the store to find nothing.
+	kick, relayKick broadcast
 }
 
 // retries returns the subscription's retry schedule as it stands.

@@ -118,8 +118,8 @@ func TestTriggerRedisEarlierMembers(t *testing.T) {
 	if err := rdb.ZAdd(ctx, prefix+"due", goredis.Z{Score: float64(at.UnixMilli() + 1), Member: nos[0]}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 5*time.Second, func() bool { return firedBy(t, e, nos)[lapse.FiredByRedis] == 1 })
-	waitUntil(t, 2*time.Second, func() bool {
+	waitUntil(t, 30*time.Second, func() bool { return firedBy(t, e, nos)[lapse.FiredByRedis] == 1 })
+	waitUntil(t, 30*time.Second, func() bool {
 		n := rdb.ZCard(ctx, prefix+"due").Val() + rdb.ZCard(ctx, prefix+"processing").Val()
 		return n == 0
 	})

@@ -247,12 +247,12 @@ func TestSharedTriggerFirstSeed(t *testing.T) {
 		defer tr.mu.Unlock()
 		return tr.seeds
 	}
-	waitUntil(t, 5*time.Second, func() bool { return seeds() == 1 && tr.has(idOf(t, s, later[2])) })
+	waitUntil(t, 30*time.Second, func() bool { return seeds() == 1 && tr.has(idOf(t, s, later[2])) })
 	if got := logs.String(); strings.Contains(got, "level=WARN") || !strings.Contains(got, "level=INFO msg=\"shared trigger holds no deadlines yet") {
 		t.Errorf("the first seed logged:\n%s", got)
 	}
 	tr.flush()
-	waitUntil(t, 5*time.Second, func() bool { return seeds() == 2 })
+	waitUntil(t, 30*time.Second, func() bool { return seeds() == 2 })
 	if got := logs.String(); !strings.Contains(got, "level=WARN msg=\"shared trigger lost its data") {
 		t.Errorf("a trigger that lost its data logged:\n%s", got)
 	}
@@ -295,7 +295,7 @@ func TestSharedTrigger(t *testing.T) {
 	if err := tr.Add(context.Background(), due); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 5*time.Second, func() bool { return firedBy(t, e, nos)[lapse.FiredByRedis] == len(nos) })
+	waitUntil(t, 30*time.Second, func() bool { return firedBy(t, e, nos)[lapse.FiredByRedis] == len(nos) })
 	for _, no := range nos {
 		o, _ := e.Order(context.Background(), no)
 		if o.ClosedAt.Before(at) {
@@ -304,7 +304,7 @@ func TestSharedTrigger(t *testing.T) {
 	}
 	// A deadline set here is handed to the trigger.
 	local := create(t, e, checkout("SH-local", time.Hour))
-	waitUntil(t, 2*time.Second, func() bool { return tr.has(local.ID) })
+	waitUntil(t, 30*time.Second, func() bool { return tr.has(local.ID) })
 	if st := e.TriggerStatus(); !st.Configured || st.Using != "redis" || st.Degraded {
 		t.Errorf("status %+v", st)
 	}
@@ -325,7 +325,7 @@ func TestSharedTriggerDegrades(t *testing.T) {
 	t.Cleanup(c.Stop)
 
 	tr.fail(errors.New("redis: i/o timeout"))
-	waitUntil(t, 5*time.Second, func() bool { return e.TriggerStatus().Degraded })
+	waitUntil(t, 30*time.Second, func() bool { return e.TriggerStatus().Degraded })
 	if st := e.TriggerStatus(); st.Using != "database" || st.Reason == "" {
 		t.Errorf("degraded status %+v", st)
 	}
@@ -334,18 +334,18 @@ func TestSharedTriggerDegrades(t *testing.T) {
 		n := firedBy(t, e, nos)
 		return n[lapse.FiredBySweep]+n[lapse.FiredByTimer] == len(nos)
 	}
-	waitUntil(t, 5*time.Second, func() bool { return byDB(nos) })
+	waitUntil(t, 30*time.Second, func() bool { return byDB(nos) })
 
 	// Pending deadlines set while it was down are seeded when it returns.
 	later := insertDue(t, s, "LT", 5, time.Now().Add(time.Hour))
 	tr.fail(nil)
-	waitUntil(t, 5*time.Second, func() bool { return !e.TriggerStatus().Degraded })
+	waitUntil(t, 30*time.Second, func() bool { return !e.TriggerStatus().Degraded })
 	first, last := idOf(t, s, later[0]), idOf(t, s, later[4])
-	waitUntil(t, 2*time.Second, func() bool { return tr.has(first) && tr.has(last) })
+	waitUntil(t, 30*time.Second, func() bool { return tr.has(first) && tr.has(last) })
 
 	// Flushed: its data is gone; the next claim finds it unseeded.
 	tr.flush()
-	waitUntil(t, 5*time.Second, func() bool { return tr.has(first) })
+	waitUntil(t, 30*time.Second, func() bool { return tr.has(first) })
 	tr.mu.Lock()
 	seeds := tr.seeds
 	tr.mu.Unlock()
@@ -361,7 +361,7 @@ func TestSharedTriggerDegrades(t *testing.T) {
 		t.Errorf("forced database: %+v", st)
 	}
 	forced := insertDue(t, s, "FD", 5, time.Now().Add(100*time.Millisecond))
-	waitUntil(t, 5*time.Second, func() bool { return byDB(forced) })
+	waitUntil(t, 30*time.Second, func() bool { return byDB(forced) })
 	// Forced to the trigger: a failure does not switch it off.
 	if err := e.SetTriggerMode(engine.TriggerShared); err != nil {
 		t.Fatal(err)
@@ -399,8 +399,8 @@ func TestSharedTriggerEarlierMembers(t *testing.T) {
 	tr.mu.Lock()
 	tr.due[nos[0]] = time.Now().Add(100 * time.Millisecond)
 	tr.mu.Unlock()
-	waitUntil(t, 5*time.Second, func() bool { return firedBy(t, e, nos)[lapse.FiredByRedis] == 1 })
-	waitUntil(t, 2*time.Second, func() bool {
+	waitUntil(t, 30*time.Second, func() bool { return firedBy(t, e, nos)[lapse.FiredByRedis] == 1 })
+	waitUntil(t, 30*time.Second, func() bool {
 		tr.mu.Lock()
 		defer tr.mu.Unlock()
 		return len(tr.due)+len(tr.processing) == 0
@@ -451,7 +451,7 @@ func TestSharedTriggerToldOfAskLease(t *testing.T) {
 		leased, _ = e.Order(context.Background(), o.OrderNo)
 		return leased.DeadlineAt != nil && leased.DeadlineAt.After(*started.DeadlineAt)
 	})
-	waitUntil(t, 5*time.Second, func() bool { at, ok := tr.dueAt(o.ID); return ok && at.Equal(*leased.DeadlineAt) })
+	waitUntil(t, 30*time.Second, func() bool { at, ok := tr.dueAt(o.ID); return ok && at.Equal(*leased.DeadlineAt) })
 	if leased.State != flows.Unpaid {
 		t.Errorf("the leased order is %s; want UNPAID while its provider is asked", leased.State)
 	}
@@ -523,7 +523,7 @@ func TestSharedTriggerReadsOnFromFloor(t *testing.T) {
 	closedByTrigger := func(nos []string) bool { return firedBy(t, e, nos)[lapse.FiredByRedis] == len(nos) }
 	for i, in := range []time.Duration{300 * time.Millisecond, 200 * time.Millisecond} {
 		nos := due(fmt.Sprintf("RF%d", i), time.Now().Add(in))
-		waitUntil(t, 5*time.Second, func() bool { return closedByTrigger(nos) })
+		waitUntil(t, 30*time.Second, func() bool { return closedByTrigger(nos) })
 	}
 	froms := rec.starts()
 	if len(froms) < 2 {
@@ -535,5 +535,5 @@ func TestSharedTriggerReadsOnFromFloor(t *testing.T) {
 		}
 	}
 	past := due("RP", time.Now().Add(-time.Hour))
-	waitUntil(t, 5*time.Second, func() bool { return closedByTrigger(past) })
+	waitUntil(t, 30*time.Second, func() bool { return closedByTrigger(past) })
 }

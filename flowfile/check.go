@@ -15,6 +15,19 @@ func (p *parser) check(f *lapse.Flow, at *lines) {
 	if !validFlowName(f.Name) {
 		p.failf(at.name, "flow name %q: use lower case letters, digits, _ or -, starting with a letter, at most 32 long", f.Name)
 	}
+	// Before the checks that walk the flow once a state.
+	switch {
+	case len(f.States) > lapse.MaxFlowStates:
+		p.failf(at.states[lapse.MaxFlowStates].name, "more than %d states: a flow has at most %d", lapse.MaxFlowStates, lapse.MaxFlowStates)
+	case len(f.Events) > lapse.MaxFlowEvents:
+		p.failf(at.events[lapse.MaxFlowEvents], "more than %d events: a flow has at most %d", lapse.MaxFlowEvents, lapse.MaxFlowEvents)
+	case len(f.Transitions) > lapse.MaxFlowTransitions:
+		p.failf(at.transitions[lapse.MaxFlowTransitions].from, "more than %d transitions: a flow has at most %d",
+			lapse.MaxFlowTransitions, lapse.MaxFlowTransitions)
+	}
+	if p.err != nil {
+		return
+	}
 	states := map[lapse.State]int{} // the line of each state's declaration
 	for i, s := range f.States {
 		line := at.states[i].name
@@ -39,8 +52,10 @@ func (p *parser) check(f *lapse.Flow, at *lines) {
 			events[e.Name] = line
 		}
 	}
-	if f.State(f.Initial) == nil {
+	if st := f.State(f.Initial); st == nil {
 		p.failf(at.initial, "initial state %s is not declared (states: %s)", f.Initial, stateNames(f))
+	} else if st.Terminal {
+		p.failf(at.initial, "initial state %s is terminal: an order would start where it ends, never closed (and holding its stock, if the flow holds)", f.Initial)
 	}
 
 	for i, t := range f.Transitions {
@@ -63,13 +78,15 @@ func (p *parser) check(f *lapse.Flow, at *lines) {
 					where, t.From, t.Event, at.transitions[j].event)
 			}
 		}
-		for _, typ := range t.Emits {
+		for k, typ := range t.Emits {
 			switch {
+			case slices.Contains(t.Emits[:k], typ):
+				p.failf(tl.emits, "transition %s emits %q twice: each would be an event of its own, delivered and acted on twice", where, typ)
 			case slices.Contains(lapse.EngineEvents(), typ):
 				p.failf(tl.emits, "transition %s emits %q, which only the engine writes (%s)", where, typ,
 					strings.Join(lapse.EngineEvents(), ", "))
-			case !validEmit(typ):
-				p.failf(tl.emits, "transition %s emits %q: emitted events look like order.closed", where, typ)
+			case !lapse.ValidEmit(typ):
+				p.failf(tl.emits, "transition %s emits %q: emitted events look like order.closed, at most %d long", where, typ, lapse.MaxEmitLen)
 			}
 		}
 	}
@@ -94,7 +111,15 @@ func (p *parser) check(f *lapse.Flow, at *lines) {
 		case t.Guard != nil:
 			// A guard could refuse a due order forever and stall the claimer.
 			p.failf(sl.deadlineEvent, "state %s: the transition its deadline fires (%s) cannot have a guard", s.Name, d.Event)
+		case f.FeatureEvent(d.Event):
+			p.failf(sl.deadlineEvent, "state %s: its deadline fires %s, which only Lapse fires for a verified payment (pays) or a refund (refunds): a timer is neither",
+				s.Name, d.Event)
 		}
+	}
+
+	if c := f.DeadlineCycle(); c != nil && p.err == nil {
+		i := slices.IndexFunc(f.States, func(s lapse.StateSpec) bool { return s.Name == c[0] })
+		p.failf(at.states[i].deadlineEvent, "%s", c.Problem())
 	}
 
 	emitted := map[string]bool{}
@@ -135,6 +160,11 @@ func (p *parser) check(f *lapse.Flow, at *lines) {
 			p.failf(at.refunds, "refunds need a flow that takes payments (pays)")
 		}
 	}
+	if t := f.PaidWithoutPayment(); t != nil && p.err == nil {
+		i := slices.IndexFunc(f.Transitions, func(u lapse.Transition) bool { return u.From == t.From && u.Event == t.Event })
+		p.failf(at.transitions[i].event, "transition %s --%s--> %s makes the order paid without a payment: %s is entered from a state before payment only by pays (%s)",
+			t.From, t.Event, t.To, t.To, f.Pays)
+	}
 	if f.Grace > 0 && f.Pays == "" {
 		p.failf(at.grace, "grace needs a flow that takes payments (pays)")
 	}
@@ -151,28 +181,49 @@ func (p *parser) check(f *lapse.Flow, at *lines) {
 			p.failf(at.states[i].name, "state %s is unreachable: no transitions lead to it from %s", s.Name, f.Initial)
 		}
 	}
+	// An order in a state from which it can reach no terminal state stays
+	// there for ever, with what it holds: a flow's orders must be able to
+	// end, whatever state they are in.
+	var ends []string
+	for _, s := range f.States {
+		if s.Terminal {
+			ends = append(ends, string(s.Name))
+		}
+	}
+	if len(ends) == 0 {
+		p.failf(at.name, "flow %s has no terminal state: its orders could never end (mark the states that end them terminal: true)", f.Name)
+		return
+	}
+	if endless := f.Endless(); len(endless) > 0 {
+		i := slices.IndexFunc(f.States, func(s lapse.StateSpec) bool { return s.Name == endless[0] })
+		p.failf(at.states[i].name, "state %s leads to no terminal state (%s): an order in it could never end", endless[0], strings.Join(ends, ", "))
+	}
 }
 
 // The naming rules are lapse's. Rather than copy its patterns, these ask
 // Validate about one name at a time, in a flow that is otherwise valid.
 
 func validFlowName(name string) bool {
-	return (&lapse.Flow{Name: name, Initial: "A", States: []lapse.StateSpec{{Name: "A"}}}).Validate() == nil
+	return probe(name, "A", "E").Validate() == nil
 }
 
 func validState(s lapse.State) bool {
-	return (&lapse.Flow{Name: "probe", Initial: s, States: []lapse.StateSpec{{Name: s}}}).Validate() == nil
+	return probe("probe", s, "E").Validate() == nil
 }
 
 func validEvent(e lapse.Event) bool {
-	return (&lapse.Flow{Name: "probe", Initial: "A", States: []lapse.StateSpec{{Name: "A"}},
-		Events: []lapse.EventSpec{{Name: e}}}).Validate() == nil
+	return probe("probe", "A", e).Validate() == nil
 }
 
-func validEmit(typ string) bool {
-	return (&lapse.Flow{Name: "probe", Initial: "A", States: []lapse.StateSpec{{Name: "A"}},
-		Events:      []lapse.EventSpec{{Name: "E"}},
-		Transitions: []lapse.Transition{{From: "A", Event: "E", To: "A", Emits: []string{typ}}}}).Validate() == nil
+// probe is a valid flow called name, whose orders start in s and end
+// (in a state called other than s) on e.
+func probe(name string, s lapse.State, e lapse.Event) *lapse.Flow {
+	end := lapse.State("Z")
+	if s == end {
+		end = "Y"
+	}
+	return &lapse.Flow{Name: name, Initial: s, States: []lapse.StateSpec{{Name: s}, {Name: end, Terminal: true}},
+		Events: []lapse.EventSpec{{Name: e}}, Transitions: []lapse.Transition{{From: s, Event: e, To: end}}}
 }
 
 func stateNames(f *lapse.Flow) string {

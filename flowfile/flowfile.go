@@ -48,11 +48,34 @@ import (
 // guards are the guards a flow file may name.
 var guards = map[string]lapse.Guard{"before_deadline": lapse.BeforeDeadline}
 
-// Load reads the flow file at path. See Parse.
+// MaxSize is the largest flow file Load reads, in bytes: a flow of a few
+// dozen states takes a few KiB, and a file that does not end (a link to
+// /dev/zero) would otherwise be read until memory ran out.
+const MaxSize = 1 << 20
+
+// Load reads the flow file at path, a regular file (or a link to one) of
+// at most MaxSize bytes. See Parse.
 func Load(path string) (*lapse.Flow, error) {
-	data, err := os.ReadFile(path)
+	// Opening a named pipe waits for a writer, for ever, and deaf to
+	// SIGTERM: lapse serve would hang at its start.
+	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("flowfile: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, lapse.Errorf(lapse.EINVALID, "%s: not a regular file (%s): a flow file is", path, fi.Mode().Type())
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("flowfile: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("flowfile: %w", err)
+	}
+	if len(data) > MaxSize {
+		return nil, lapse.Errorf(lapse.EINVALID, "%s: larger than %d KiB: no flow file is", path, MaxSize>>10)
 	}
 	return Parse(path, data)
 }

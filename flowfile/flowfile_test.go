@@ -159,6 +159,49 @@ events: [{name: CONFIRM}]
 transitions:
   - {from: SHIPPED, event: CONFIRM, to: CONFIRMED}
 `},
+		{"no terminal state", "flow x has no terminal state", `name: x # <-
+initial: OPEN
+states: [{name: OPEN}, {name: SHUT}]
+events: [{name: SHUT}, {name: OPEN}]
+transitions:
+  - {from: OPEN, event: SHUT, to: SHUT}
+  - {from: SHUT, event: OPEN, to: OPEN}
+`},
+		{"state that leads to no terminal state", "state STUCK leads to no terminal state (CONFIRMED)", `name: x
+initial: SHIPPED
+states:
+  - {name: SHIPPED}
+  - {name: STUCK} # <-
+  - {name: CONFIRMED, terminal: true}
+events: [{name: CONFIRM}, {name: LOSE}, {name: POKE}]
+transitions:
+  - {from: SHIPPED, event: CONFIRM, to: CONFIRMED}
+  - {from: SHIPPED, event: LOSE, to: STUCK}
+  - {from: STUCK, event: POKE, to: STUCK}
+`},
+		{"holding order left in a dead end", "state LOST leads to no terminal state", `name: x
+initial: UNPAID
+holds: true
+release_on: [order.closed]
+states:
+  - {name: UNPAID, deadline: {after: 15m, event: CLOSE}}
+  - {name: LOST} # <-
+  - {name: CLOSED, terminal: true}
+events: [{name: CLOSE}, {name: MISLAY}]
+transitions:
+  - {from: UNPAID, event: CLOSE, to: CLOSED, emits: [order.closed]}
+  - {from: UNPAID, event: MISLAY, to: LOST}
+`},
+		{"event emitted twice", `emits "order.closed" twice`, `name: x
+initial: UNPAID
+states: [{name: UNPAID}, {name: CLOSED, terminal: true}]
+events: [{name: CLOSE}]
+transitions:
+  - from: UNPAID
+    event: CLOSE
+    to: CLOSED
+    emits: [order.closed, order.closed] # <-
+`},
 		{"duplicate state", "state SHIPPED is declared twice (first at line 4)", `name: x
 initial: SHIPPED
 states:
@@ -344,12 +387,14 @@ states: [{name: SHIPPED}]
 refunds: {start: REFUND, done: DONE, partial: PARTIAL} # <-
 `},
 		{"terminal deadline", "terminal and cannot have a deadline", `name: x
-initial: SHIPPED
+initial: PACKED
 states:
+  - name: PACKED
   - name: SHIPPED
     terminal: true
     deadline: {after: 1h, event: CONFIRM} # <-
-events: [{name: CONFIRM}]
+events: [{name: CONFIRM}, {name: SHIP}]
+transitions: [{from: PACKED, event: SHIP, to: SHIPPED}]
 `},
 		{"alias", "anchors and aliases are not supported", `name: x
 initial: &s SHIPPED
@@ -367,6 +412,69 @@ events: []
 		{"not a mapping", "flow must be a mapping", "- name: x # <-\n"},
 		{"empty file", "the file is empty", "# only a comment\n"},
 		{"two documents", "a second YAML document", "name: x\ninitial: A\nstates: [{name: A}]\n--- # <-\nname: y\n"},
+		{"an emitted type longer than a routing key", "at most 64 long", `name: x
+initial: SHIPPED
+states: [{name: SHIPPED}, {name: CONFIRMED, terminal: true}]
+events: [{name: CONFIRM}]
+transitions:
+  - {from: SHIPPED, event: CONFIRM, to: CONFIRMED, emits: [order.` + strings.Repeat("x", 59) + `]} # <-
+`},
+		{"a deadline that pays", "makes the order paid without a payment: PAID is entered from a state before payment only by pays (PAY)", `name: x
+initial: UNPAID
+states:
+  - {name: UNPAID, deadline: {after: 15m, event: EXPIRE}}
+  - {name: PAID, terminal: true}
+events: [{name: PAY}, {name: EXPIRE, internal: true}]
+transitions:
+  - {from: UNPAID, event: PAY, to: PAID, emits: [order.paid]}
+  - {from: UNPAID, event: EXPIRE, to: PAID, emits: [order.expired]} # <-
+pays: PAY
+`},
+		{"initial state terminal", "initial state DONE is terminal", `name: x
+initial: DONE # <-
+holds: true
+states: [{name: DONE, terminal: true}]
+`},
+		{"a deadline that fires the payment", "its deadline fires PAY, which only Lapse fires for a verified payment", `name: x
+initial: UNPAID
+states:
+  - {name: UNPAID, deadline: {after: 15m, event: PAY}} # <-
+  - {name: PAID, terminal: true}
+  - {name: CLOSED, terminal: true}
+events: [{name: PAY, internal: true}, {name: CANCEL}]
+transitions:
+  - {from: UNPAID, event: PAY, to: PAID, emits: [order.paid]}
+  - {from: UNPAID, event: CANCEL, to: CLOSED, emits: [order.closed]}
+pays: PAY
+`},
+		{"a deadline that stays", "its deadline leads back to WAIT", `name: x
+initial: WAIT
+states:
+  - {name: WAIT, deadline: {after: 1h, event: NAG}} # <-
+  - {name: END, terminal: true}
+events: [{name: NAG, internal: true}, {name: STOP}]
+transitions:
+  - {from: WAIT, event: NAG, to: WAIT, emits: [order.nagged]}
+  - {from: WAIT, event: STOP, to: END}
+`},
+		{"deadlines in a ring", "states PING → PONG → PING lead from one to the next on their deadlines alone", `name: x
+initial: PING
+states:
+  - {name: PING, deadline: {after: 1s, event: FLIP}} # <-
+  - {name: PONG, deadline: {after: 1s, event: FLIP}}
+  - {name: END, terminal: true}
+events: [{name: FLIP, internal: true}, {name: STOP}]
+transitions:
+  - {from: PING, event: FLIP, to: PONG}
+  - {from: PONG, event: FLIP, to: PING}
+  - {from: PING, event: STOP, to: END}
+  - {from: PONG, event: STOP, to: END}
+`},
+		{"too many states", "more than 256 states", `name: x
+initial: S0
+states:
+` + strings.Repeat("  - {name: S0}\n", lapse.MaxFlowStates) + `  - {name: S0} # <-
+`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -390,6 +498,27 @@ events: []
 				t.Errorf("error %q; want it to start %q and contain %q", err, prefix, c.want)
 			}
 		})
+	}
+}
+
+// TestParseLarge: a flow file near MaxSize of states in a chain is refused
+// at once, not checked state by state for hours (a walk over the flow from
+// each of its states).
+func TestParseLarge(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString("name: big\ninitial: S0\nstates:\n")
+	const n = 20000
+	for i := range n {
+		fmt.Fprintf(&b, "  - {name: S%d}\n", i)
+	}
+	b.WriteString("  - {name: END, terminal: true}\nevents: [{name: N}, {name: X}]\ntransitions:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - {from: S%d, event: N, to: S%d}\n  - {from: S%d, event: X, to: END}\n", i, i+1, i)
+	}
+	_, err := flowfile.Parse("big.yaml", []byte(b.String()))
+	if err == nil || !strings.Contains(err.Error(), "big.yaml:260: more than 256 states") {
+		t.Errorf("a flow of %d states: %v", n, err)
 	}
 }
 
@@ -461,6 +590,18 @@ func TestLoadDir(t *testing.T) {
 	}
 	if _, err := flowfile.Load(filepath.Join(empty, "missing.yaml")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Load of a missing file: %v", err)
+	}
+}
+
+// TestLoadTooLarge: a file past MaxSize is refused, not read to its end.
+func TestLoadTooLarge(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(path, []byte("#"+strings.Repeat("x", flowfile.MaxSize)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := flowfile.Load(path); lapse.ErrorCode(err) != lapse.EINVALID || !strings.Contains(err.Error(), "larger than 1024 KiB") {
+		t.Errorf("Load of a file past MaxSize = %v, want EINVALID", err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"time"
 
@@ -282,7 +283,7 @@ func (s *Server) carryOut(ctx context.Context, orig *http.Request, a *lapse.Appr
 	if sr.IdempotencyKey != "" {
 		req.Header.Set("Idempotency-Key", sr.IdempotencyKey)
 	}
-	req.RemoteAddr = orig.RemoteAddr
+	req.RemoteAddr = net.JoinHostPort(s.clientAddr(orig), "0") // the approver's address, read once
 	// The approver must be allowed what they approve (checked before the
 	// approval too; the route may have changed since).
 	if scope := s.scopeOf(a); scope == "" || !approver.Can(scope) {

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
 	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/internal/clientaddr"
 	"github.com/lapsehq/lapse/internal/problem"
 )
 
@@ -27,8 +27,10 @@ import (
 // factor, and above the access service's thresholds it waits, as an
 // approval request, for a second operator (approval.go).
 
-// SessionCookie is the name of an operator's session cookie.
-const SessionCookie = "lapse_session"
+// SessionCookie is the name of an operator's session cookie. Its __Host-
+// prefix makes browsers take it only as NewSessionCookie sets it (Secure,
+// Path /, no Domain), so that a neighbouring subdomain cannot plant one.
+const SessionCookie = "__Host-lapse_session"
 
 // SecondFactorHeader carries an operator's TOTP code for a risky action.
 const SecondFactorHeader = "Lapse-Second-Factor"
@@ -149,7 +151,7 @@ func (s *Server) entry(r *http.Request, rt *route, p *access.Principal, body []b
 		params = json.RawMessage(body)
 	}
 	e := p.Entry(rt.audit, rt.targetOf(r, body), params)
-	e.ClientAddr = clientAddr(r)
+	e.ClientAddr = s.clientAddr(r)
 	return e
 }
 
@@ -175,7 +177,7 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 	// The rows the access service writes for p (a second factor, an
 	// approval) say where the request came from, as the route's rows do.
 	from := *p
-	from.ClientAddr = clientAddr(r)
+	from.ClientAddr = s.clientAddr(r)
 	p = &from
 	ctx := context.WithValue(r.Context(), principalKey{}, p)
 	r = r.WithContext(ctx)
@@ -337,14 +339,9 @@ func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request, err error)
 	s.error(w, r, err)
 }
 
-// clientAddr is the caller's address as the connection shows it; headers a
-// proxy may have set are not believed.
-func clientAddr(r *http.Request) string {
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return host
-	}
-	return r.RemoteAddr
-}
+// clientAddr is the caller's address: the connection's peer, or, from a
+// trusted proxy (Config.TrustedProxies), the client it names.
+func (s *Server) clientAddr(r *http.Request) string { return clientaddr.Of(r, s.proxies) }
 
 // auditRecorder keeps the status and, for an error, the start of the
 // problem's detail, for the audit row of a change that did not commit one.

@@ -722,7 +722,7 @@ func TestAccessEndedCredentialsAreAudited(t *testing.T) {
 	g.wantRows("login alice ok", "order.create alice refused: the session is not valid or has ended")
 	// Disabled: her sessions end, and she is still named.
 	alice = session(g.login("alice"))
-	if _, err := g.access.DisableOperator(context.Background(), g.root, "alice"); err != nil {
+	if _, _, err := g.access.DisableOperator(context.Background(), g.root, "alice"); err != nil {
 		t.Fatal(err)
 	}
 	g.call("POST", "/v1/orders", order("E-5"), alice).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
@@ -1509,4 +1509,23 @@ func TestAccessNoOpNeedsItsAuditRow(t *testing.T) {
 	}
 	g.call("POST", "/v1/orders", body, writer).want(t, http.StatusOK)
 	g.wantRows("order.create shop ok: the same request again; nothing changed")
+}
+
+// TestDeadlineAsItStandsAudited: a PATCH of an order's deadline to where it
+// stands (a retry of one that went through) changes nothing, and its audit
+// row says so, as a repeated create's does; a move is "ok".
+func TestDeadlineAsItStandsAudited(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{})
+	writer := bearer(g.key("shop", access.ScopeOrdersWrite, access.ScopeOrdersRead))
+	g.call("POST", "/v1/orders", `{"order_no":"DS-1","flow":"checkout","user_id":"u","amount":100,"currency":"CNY","ttl":"2h"}`, writer).
+		want(t, http.StatusCreated)
+	g.rows()
+	moved := g.call("PATCH", "/v1/orders/DS-1/deadline", `{"extend_by":"10m"}`, writer).want(t, http.StatusOK).order(t)
+	body := fmt.Sprintf(`{"deadline_at":%q}`, moved.DeadlineAt.Format(time.RFC3339Nano))
+	again := g.call("PATCH", "/v1/orders/DS-1/deadline", body, writer).want(t, http.StatusOK).order(t)
+	if again.Version != moved.Version || !again.DeadlineAt.Equal(*moved.DeadlineAt) {
+		t.Errorf("the deadline set where it stands: %+v; want the order as it was, version %d", again, moved.Version)
+	}
+	g.wantRows("order.deadline shop ok", "order.deadline shop ok: the same request again; nothing changed")
 }

@@ -31,21 +31,26 @@ const DefaultBodyTimeout = 10 * time.Second
 // takes no in-flight slot: slow clients whose bodies time out together must
 // not shed one another, nor anything else.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (_ *http.Request, whole bool) {
+	return readBody(w, r, s.bodyTimeout, s.maxBody)
+}
+
+// readBody is Server.readBody with the deadline timeout and the bound limit.
+func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration, limit int64) (_ *http.Request, whole bool) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return r, true
 	}
 	// Not every ResponseWriter has a connection (httptest.ResponseRecorder):
 	// its body is in memory already.
 	rc := http.NewResponseController(w)
-	deadline := rc.SetReadDeadline(time.Now().Add(s.bodyTimeout)) == nil
+	deadline := rc.SetReadDeadline(time.Now().Add(timeout)) == nil
 	// The buffer grows with what arrives, not with what Content-Length
 	// claims: a client that claims much and sends little costs little.
 	var buf bytes.Buffer
-	_, err := buf.ReadFrom(io.LimitReader(r.Body, s.maxBody+1))
+	_, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1))
 	switch {
 	case err != nil:
-	case int64(buf.Len()) > s.maxBody:
-		err = &http.MaxBytesError{Limit: s.maxBody}
+	case int64(buf.Len()) > limit:
+		err = &http.MaxBytesError{Limit: limit}
 	default:
 		err = io.EOF
 		// The whole body is in: lift the deadline, which would otherwise
@@ -70,6 +75,22 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (_ *http.Reque
 func (s *Server) WithBodyDeadline(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		read, _ := s.readBody(w, r)
+		h.ServeHTTP(w, read)
+	})
+}
+
+// BodyDeadline returns h behind a body deadline and size bound of its own,
+// as the API's (Config.BodyTimeout, Config.MaxBodyBytes), for a handler that
+// is not mounted beside a Server's, such as the console on its own listener:
+// h sees a body read in full within timeout of its headers and up to limit
+// bytes, or, reading past them, the read's error (the connection is then
+// closed once h has answered). Without it, a client that sends its headers
+// and then a byte of body now and then holds its connection, and the
+// goroutine serving it, for as long as it likes. timeout and limit must be
+// positive.
+func BodyDeadline(h http.Handler, timeout time.Duration, limit int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		read, _ := readBody(w, r, timeout, limit)
 		h.ServeHTTP(w, read)
 	})
 }

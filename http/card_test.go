@@ -124,9 +124,19 @@ func TestCardVisitIdempotencyKey(t *testing.T) {
 	if a, b := g.used("M-1", id), g.used("M-2", other); a != 2 || b != 0 {
 		t.Errorf("cards used %d and %d; want 2 and 0", a, b)
 	}
-	// Without a key every call is a visit of its own.
-	visit(id, "").want(t, http.StatusCreated)
-	visit(id, "").want(t, http.StatusCreated)
+	// The header sent empty is refused, not read as no key: the client
+	// meant its retries to count once, and they would each count.
+	for range 2 {
+		if p := visit(id, "").want(t, http.StatusBadRequest).problem(t); p.Field != "Idempotency-Key" {
+			t.Errorf("an empty key: field %q (%s)", p.Field, p.Detail)
+		}
+	}
+	if n := g.used("M-1", id); n != 2 {
+		t.Errorf("card used %d after visits with an empty key; want 2", n)
+	}
+	// Without the header every call is a visit of its own.
+	g.call("POST", fmt.Sprintf("/v1/cards/%d/visits", id), "", clerk).want(t, http.StatusCreated)
+	g.call("POST", fmt.Sprintf("/v1/cards/%d/visits", id), "", clerk).want(t, http.StatusCreated)
 	if n := g.used("M-1", id); n != 4 {
 		t.Errorf("card used %d; want 4", n)
 	}

@@ -21,6 +21,27 @@ var errNoCloser = lapse.Errorf(lapse.EUNAVAILABLE, "manual close is not configur
 type closeRequest struct {
 	Selector closes.Selector `json:"selector"`
 	Reason   string          `json:"reason"`
+	// Preview is the preview a close was confirmed from (its as_of and
+	// count), which bounds what it closes; the preview route ignores it.
+	Preview *previewSeen `json:"preview,omitempty"`
+}
+
+// previewSeen is what a preview showed: when it read, and how many orders
+// it counted to close.
+type previewSeen struct {
+	AsOf  *time.Time `json:"as_of"`
+	Count *int64     `json:"count"`
+}
+
+// previewed returns the preview req was confirmed from, nil when none.
+func (req *closeRequest) previewed() (*closes.Preview, error) {
+	if req.Preview == nil {
+		return nil, nil
+	}
+	if req.Preview.AsOf == nil || req.Preview.Count == nil || *req.Preview.Count < 0 {
+		return nil, lapse.FieldError("preview", "needs the preview's as_of and count")
+	}
+	return &closes.Preview{AsOf: *req.Preview.AsOf, Count: *req.Preview.Count}, nil
 }
 
 // entryKey carries the audit row of a route whose handler writes its own
@@ -46,7 +67,7 @@ func (s *Server) previewClose(w http.ResponseWriter, r *http.Request) {
 	for _, o := range pv.Sample {
 		sample = append(sample, orderView(o))
 	}
-	s.writeJSON(w, r, http.StatusOK, map[string]any{"count": pv.Count, "skipped": pv.Skipped, "sample": sample})
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"count": pv.Count, "skipped": pv.Skipped, "sample": sample, "as_of": pv.AsOf})
 }
 
 // startClose records its own audit rows (route.selfAudit): closes.Start
@@ -62,15 +83,20 @@ func (s *Server) startClose(w http.ResponseWriter, r *http.Request) {
 		s.failed(w, r, err)
 		return
 	}
+	previewed, err := req.previewed()
+	if err != nil {
+		s.failed(w, r, err)
+		return
+	}
 	by, _ := r.Context().Value(entryKey{}).(*lapse.AuditEntry)
 	if by == nil {
-		by = &lapse.AuditEntry{ActorKind: "api", ActorName: "api", Action: "close.batch", ClientAddr: clientAddr(r)}
+		by = &lapse.AuditEntry{ActorKind: "api", ActorName: "api", Action: "close.batch", ClientAddr: s.clientAddr(r)}
 	}
 	var approved *lapse.Approval // the one carried out (carryOut), which bounds what is closed
 	if ap, _ := r.Context().Value(approvedKey{}).(*approval); ap != nil {
 		approved = ap.Approval
 	}
-	b, err := s.closer.Start(r.Context(), &req.Selector, req.Reason, by, approved)
+	b, err := s.closer.Start(r.Context(), &req.Selector, req.Reason, by, approved, previewed)
 	switch {
 	case lapse.ErrorCode(err) == lapse.EINVALID: // input Start refused before its own row
 		s.failed(w, r, err)
@@ -81,9 +107,10 @@ func (s *Server) startClose(w http.ResponseWriter, r *http.Request) {
 	}
 	run := *by
 	go func() {
-		// The batch outlives the request; a process that stops meanwhile
-		// leaves it running, for the next start to carry on.
-		if _, err := s.closer.Run(context.WithoutCancel(r.Context()), b.ID, &run, nil); err != nil {
+		// The batch outlives the request, and an outage of the database:
+		// Finish runs it again until it is done. A process that stops
+		// meanwhile leaves it running, for the next start to carry on.
+		if _, err := s.closer.Finish(context.WithoutCancel(r.Context()), b.ID, &run, nil); err != nil {
 			s.log.Error("http: a manual close batch stopped", "batch", b.ID, "err", err)
 		}
 	}()

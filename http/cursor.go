@@ -8,31 +8,43 @@ import (
 	"github.com/lapsehq/lapse"
 )
 
-// cursorVersion leads every cursor so that its layout can change while
-// cursors handed out by an older server are still refused cleanly.
-const cursorVersion = 1
+// The first byte of a cursor names the listing it is a position in, and its
+// layout: a cursor of one listing is refused by another, where its time and
+// id would name a position among other rows, and a layout can change while
+// cursors handed out by an older server are still refused cleanly. Orders'
+// cursors keep the byte they had when theirs was the only listing.
+const (
+	orderCursor  = 1 // GET /v1/orders
+	reviewCursor = 2 // GET /v1/reviews
+)
 
-// encodeCursor returns the opaque cursor of a listing position: base64url of
-// a version byte, the created_at in unix microseconds and the order id, both
+// encodeCursor returns the opaque cursor of a position in the listing kind:
+// base64url of kind, the created_at in unix microseconds and the id, both
 // big-endian. Clients must not build or read cursors; only this file does.
-func encodeCursor(c lapse.OrderCursor) string {
+func encodeCursor(kind byte, at time.Time, id int64) string {
 	var b [17]byte
-	b[0] = cursorVersion
-	binary.BigEndian.PutUint64(b[1:9], uint64(c.CreatedAt.UnixMicro()))
-	binary.BigEndian.PutUint64(b[9:], uint64(c.ID))
+	b[0] = kind
+	binary.BigEndian.PutUint64(b[1:9], uint64(at.UnixMicro()))
+	binary.BigEndian.PutUint64(b[9:], uint64(id))
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// decodeCursor parses a cursor made by encodeCursor, or returns an EINVALID
-// error about the cursor parameter.
-func decodeCursor(s string) (*lapse.OrderCursor, error) {
+// decodeCursor parses a cursor that encodeCursor made for the listing kind
+// into its created_at and id, or returns an EINVALID error about the cursor
+// parameter.
+func decodeCursor(kind byte, s string) (time.Time, int64, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(b) != 17 || b[0] != cursorVersion {
-		return nil, lapse.FieldError("cursor", "is not a cursor this server handed out; pass next_cursor unchanged")
+	if err != nil || len(b) != 17 || b[0] != kind {
+		return time.Time{}, 0, lapse.FieldError("cursor", "is not a cursor this server handed out; pass next_cursor unchanged")
 	}
 	micros, id := int64(binary.BigEndian.Uint64(b[1:9])), int64(binary.BigEndian.Uint64(b[9:]))
-	if id <= 0 {
-		return nil, lapse.FieldError("cursor", "is not a cursor this server handed out; pass next_cursor unchanged")
+	at := time.UnixMicro(micros).UTC()
+	// Orders and reviews are created in years 1 to 9999, as RFC 3339
+	// writes them; a cursor outside them was made by hand, and a store may
+	// read its time wrongly (PostgreSQL's encoding of the earliest
+	// overflows, past every row) rather than refuse it.
+	if id <= 0 || at.Year() < 1 || at.Year() > 9999 {
+		return time.Time{}, 0, lapse.FieldError("cursor", "is not a cursor this server handed out; pass next_cursor unchanged")
 	}
-	return &lapse.OrderCursor{CreatedAt: time.UnixMicro(micros).UTC(), ID: id}, nil
+	return at, id, nil
 }

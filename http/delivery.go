@@ -82,8 +82,18 @@ func (s *Server) retryDelivery(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, newDeliveryView(d, nil))
 }
 
+// reviewPage is one page of GET /v1/reviews.
+type reviewPage struct {
+	Reviews    []*lapse.Review `json:"reviews"`
+	NextCursor *string         `json:"next_cursor"` // null on the last page
+}
+
+// listReviews lists reviews newest first, a page at a time: the cursor is a
+// position (the last review's created_at and id), not a page number, so a
+// review resolved between pages of open=true moves no other review to an
+// earlier page, and none is skipped or listed twice.
 func (s *Server) listReviews(w http.ResponseWriter, r *http.Request) {
-	q, err := listQuery(r.URL.RawQuery, "open", "limit")
+	q, err := listQuery(r.URL.RawQuery, "open", "limit", "cursor")
 	if err != nil {
 		s.error(w, r, err)
 		return
@@ -106,20 +116,35 @@ func (s *Server) listReviews(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			p.Limit = n
+		case "cursor":
+			at, id, err := decodeCursor(reviewCursor, v)
+			if err != nil {
+				s.error(w, r, err)
+				return
+			}
+			p.Before = &lapse.ReviewCursor{CreatedAt: at, ID: id}
 		}
 	}
+	limit := p.Limit
+	p.Limit++ // one more than asked tells whether another page exists
 	rs, err := s.engine.Reviews(r.Context(), p)
 	if err != nil {
 		s.error(w, r, err)
 		return
 	}
-	out := make([]*lapse.Review, len(rs))
-	for i, rv := range rs {
+	page := reviewPage{Reviews: make([]*lapse.Review, 0, min(len(rs), limit))}
+	if len(rs) > limit {
+		rs = rs[:limit]
+		last := rs[len(rs)-1]
+		cur := encodeCursor(reviewCursor, last.CreatedAt, last.ID)
+		page.NextCursor = &cur
+	}
+	for _, rv := range rs {
 		v := *rv
 		v.CreatedAt, v.ResolvedAt = v.CreatedAt.UTC(), utc(v.ResolvedAt)
-		out[i] = &v
+		page.Reviews = append(page.Reviews, &v)
 	}
-	s.writeJSON(w, r, http.StatusOK, map[string]any{"reviews": out})
+	s.writeJSON(w, r, http.StatusOK, page)
 }
 
 // resolveRequest is the body of POST /v1/reviews/{id}/resolve.

@@ -67,6 +67,7 @@ var ResponseBodies = map[string]any{
 	"AuditEntry":      auditJSON{},
 	"CloseBatch":      batchJSON{},
 	"Probe":           probeView{},
+	"ReviewList":      reviewPage{},
 	"ProbeRun":        engine.ProbeRun{},
 	"ProbeStep":       engine.ProbeStep{},
 }

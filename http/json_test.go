@@ -3,9 +3,12 @@ package http_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -116,6 +119,19 @@ func badCreates() []badCreate {
 		{name: "form", contentType: "application/x-www-form-urlencoded", body: "order_no=BAD-1", status: http.StatusUnsupportedMediaType, field: "Content-Type"},
 		{name: "no Content-Type", contentType: "-", body: createBody("BAD-1", ""), status: http.StatusUnsupportedMediaType, field: "Content-Type", detail: "missing"},
 		{name: "malformed Content-Type", contentType: "application/json;;", body: createBody("BAD-1", ""), status: http.StatusUnsupportedMediaType, field: "Content-Type"},
+		{name: "Latin-1 charset", contentType: "application/json; charset=iso-8859-1", body: createBody("BAD-1", ""), status: http.StatusUnsupportedMediaType, field: "Content-Type", detail: "UTF-8"},
+		{name: "UTF-16 charset", contentType: "application/json; charset=utf-16", body: createBody("BAD-1", ""), status: http.StatusUnsupportedMediaType, field: "Content-Type", detail: "UTF-8"},
+	}
+}
+
+// TestJSONCharsetUTF8: a body said to be UTF-8, in any spelling, or said
+// nothing of, is read; one said to be in another charset was read as UTF-8
+// all the same, and is refused (badCreates).
+func TestJSONCharsetUTF8(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for i, ct := range []string{"application/json", "application/json; charset=utf-8", "application/json;charset=UTF-8", `application/json; charset="utf8"`} {
+		e.doType("POST", "/v1/orders", ct, createBody(fmt.Sprintf("CS-%d", i), "")).want(t, http.StatusCreated)
 	}
 }
 
@@ -215,6 +231,12 @@ func TestListRefusesBadParameters(t *testing.T) {
 		{"cursor=not-a-cursor", "cursor"},
 		{"cursor=" + strings.Repeat("A", 23), "cursor"}, // valid base64url, wrong content
 		{"cursor=%2B%2F%3D%3D", "cursor"},
+		// Well formed, but at a time no order has: PostgreSQL read the
+		// earliest one as later than every order, and listed them all.
+		{"cursor=" + cursorAt(math.MinInt64, 1), "cursor"},
+		{"cursor=" + cursorAt(math.MaxInt64, 1), "cursor"},
+		{"cursor=" + cursorAt(time.Date(0, 12, 31, 0, 0, 0, 0, time.UTC).UnixMicro(), 1), "cursor"},
+		{"cursor=" + cursorAt(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro(), 1), "cursor"},
 		{"created_from=yesterday", "created_from"},
 		{"created_to=2026-11-29", "created_to"},
 		{"created_from=2026-11-29T12:00:00Z&created_to=2026-11-29T11:00:00Z", "created_to"},
@@ -227,6 +249,16 @@ func TestListRefusesBadParameters(t *testing.T) {
 			t.Errorf("%s: problem %+v, want one naming %q", tt.query, p, tt.field)
 		}
 	}
+}
+
+// cursorAt is a cursor built as the server builds one (http/cursor.go),
+// at micros since the epoch and the order id id.
+func cursorAt(micros, id int64) string {
+	var b [17]byte
+	b[0] = 1
+	binary.BigEndian.PutUint64(b[1:9], uint64(micros))
+	binary.BigEndian.PutUint64(b[9:], uint64(id))
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // FuzzCreateOrder throws arbitrary bodies at POST /v1/orders. Whatever comes

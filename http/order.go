@@ -20,7 +20,8 @@ const (
 
 // orderCreateRequest is the body of POST /v1/orders. The required fields are
 // pointers so that a missing field is told apart from its zero value (an
-// amount of 0 is a valid free order; a missing amount is a bug in the caller).
+// amount of 0 is refused by the engine in a flow that takes payments, with
+// its own reason; a missing amount is a bug in the caller).
 // Only presence and parsing are checked here; the rules about values live in
 // lapse.OrderCreate.Validate and the engine.
 type orderCreateRequest struct {
@@ -143,7 +144,7 @@ func (s *Server) listOrders(w http.ResponseWriter, r *http.Request) {
 	if len(got) > limit {
 		got = got[:limit]
 		last := got[len(got)-1]
-		cur := encodeCursor(lapse.OrderCursor{CreatedAt: last.CreatedAt, ID: last.ID})
+		cur := encodeCursor(orderCursor, last.CreatedAt, last.ID)
 		page.NextCursor = &cur
 	}
 	for _, o := range got {
@@ -191,11 +192,11 @@ func listParams(rawQuery string) (*lapse.OrderListParams, error) {
 		p.Limit = n
 	}
 	if v := q.Get("cursor"); v != "" {
-		c, err := decodeCursor(v)
+		at, id, err := decodeCursor(orderCursor, v)
 		if err != nil {
 			return nil, err
 		}
-		p.Before = c
+		p.Before = &lapse.OrderCursor{CreatedAt: at, ID: id}
 	}
 	return p, nil
 }
@@ -264,10 +265,13 @@ func (s *Server) setDeadline(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	o, err := s.engine.SetDeadline(r.Context(), r.PathValue("order_no"), c)
+	o, moved, err := s.engine.SetDeadline(r.Context(), r.PathValue("order_no"), c)
 	if err != nil {
 		s.error(w, r, err)
 		return
+	}
+	if !moved {
+		repeated(r) // the deadline as it stands
 	}
 	s.writeJSON(w, r, http.StatusOK, orderView(o))
 }

@@ -50,8 +50,10 @@ func (s *Server) listPayments(w http.ResponseWriter, r *http.Request) {
 // paymentCallback verifies a provider's callback by the provider's own
 // scheme, applies what it reports, and answers in the provider's format:
 // a success only once the payment is recorded, so that the provider calls
-// again after any failure. Every refusal is logged with its reason; none
-// changes anything.
+// again after any failure. No refusal changes anything. A callback refused
+// before its provider's signature is verified (unreadable, or not signed) is
+// logged once per burst (forgedCalls), since anyone can send one; every
+// other refusal is logged with its reason.
 func (s *Server) paymentCallback(w http.ResponseWriter, r *http.Request) {
 	provider := r.PathValue("provider")
 	cb := s.callbacks[provider]
@@ -73,13 +75,20 @@ func (s *Server) paymentCallback(w http.ResponseWriter, r *http.Request) {
 		err = lapse.Errorf(lapse.EINVALID, "the callback body could not be read")
 	}
 	if err != nil {
-		s.log.Warn("payment callback refused", "provider", provider, "err", err)
+		s.forgedCalls.add("provider", provider, "err", err)
 		cb.Ack(w, err)
 		return
 	}
 	n, err := cb.Verify(r.Header, body, s.engine.Clock().Now())
 	if err != nil {
-		s.log.Warn("payment callback refused", "provider", provider, "err", err)
+		if errors.Is(err, lapse.ErrSignature) {
+			// Anyone can send these, as fast as they like: a line each
+			// would be theirs to write.
+			s.forgedCalls.add("provider", provider, "err", err)
+		} else {
+			// Signed by the provider, and not readable: each one is news.
+			s.log.Warn("payment callback refused", "provider", provider, "err", err)
+		}
 		cb.Ack(w, err)
 		return
 	}

@@ -374,6 +374,13 @@ func TestRefundAPI(t *testing.T) {
 		}
 		return readResponse(t, res)
 	}
+	// The header sent empty is no key of the caller's making: each retry
+	// would be a refund of its own. It is refused and refunds nothing.
+	for range 2 {
+		if p := post(`{"amount":100}`, "").want(t, http.StatusBadRequest).problem(t); p.Field != "Idempotency-Key" {
+			t.Errorf("refund with an empty Idempotency-Key: %+v", p)
+		}
+	}
 	var first, again lapse.OrderRefund
 	post(`{"amount":400,"reason":"broken lid"}`, "rk-1").want(t, http.StatusCreated).decode(t, &first)
 	post(`{"amount":400,"reason":"broken lid"}`, "rk-1").want(t, http.StatusOK).decode(t, &again)
@@ -568,5 +575,30 @@ func TestCallbackLogs(t *testing.T) {
 		if strings.Contains(l, "kind=refunded") && strings.Contains(l, "payment callback") {
 			t.Errorf("a refund logged as a payment: %s", l)
 		}
+	}
+}
+
+// TestForgedCallbacksLogOnce: callbacks that anyone can send (not signed,
+// or unreadable) are refused each time, and logged once per burst with how
+// many more there were, not a line each; a signed callback that cannot be
+// read is logged each time.
+func TestForgedCallbacksLogOnce(t *testing.T) {
+	t.Parallel()
+	e := paymentEnv(t)
+	now := e.clock.Now()
+	body := noticeBody("FG-1", "txn-fg", 1999, now)
+	for range 20 {
+		e.callbackTampered(body, now, true).want(t, http.StatusUnauthorized)
+		e.callback(body, now.Add(-time.Hour)).want(t, http.StatusUnauthorized)
+	}
+	if n := strings.Count(e.logs.String(), "payment callback refused"); n != 1 {
+		t.Fatalf("40 forged callbacks logged %d refusals, want 1:\n%s", n, e.logs)
+	}
+	signed := strings.Replace(body, `"amount":1999`, `"amount":1,"amount":1999`, 1)
+	for range 2 {
+		e.callback(signed, now).want(t, http.StatusBadRequest)
+	}
+	if n := strings.Count(e.logs.String(), "payment callback refused"); n != 3 {
+		t.Fatalf("2 signed unreadable callbacks after the forged ones: %d refusals logged, want 3:\n%s", n, e.logs)
 	}
 }

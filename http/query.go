@@ -11,8 +11,9 @@ import (
 )
 
 // listQuery parses the query string of a list route that takes the
-// parameters known, each at most once. A parameter the route does not take,
-// or one given twice, is refused naming it: a misspelt filter would
+// parameters known, each at most once and with a value. A parameter the
+// route does not take, one given twice, or one given empty (state=, or a
+// bare state) is refused naming it: a misspelt or empty filter would
 // otherwise list everything, and a repeated one leave the caller guessing
 // which of its values counts. The values of enum-like parameters (a state,
 // a status) are the handler's to check.
@@ -27,6 +28,11 @@ func listQuery(rawQuery string, known ...string) (url.Values, error) {
 		}
 		if len(q[k]) > 1 {
 			return nil, lapse.FieldError(k, "is given more than once")
+		}
+		if q[k][0] == "" {
+			// Read as left out, user_id= (a variable the caller never set)
+			// would list every user's orders.
+			return nil, lapse.FieldError(k, "is given empty; give it a value, or leave it out")
 		}
 	}
 	return q, nil

@@ -33,6 +33,13 @@ func TestListFilters(t *testing.T) {
 		{"/v1/reviews?open=maybe", "open", "true or false"},
 		{"/v1/reviews?open=true&open=false", "open", "more than once"},
 		{"/v1/reviews?status=open", "status", "is not a parameter"},
+		{"/v1/orders?state=", "state", "empty"},
+		{"/v1/orders?flow=checkout&user_id", "user_id", "empty"},
+		{"/v1/orders?cursor=&limit=5", "cursor", "empty"},
+		{"/v1/approvals?status=", "status", "empty"},
+		{"/v1/closes?status=", "status", "empty"},
+		{"/v1/audit?actor=", "actor", "empty"},
+		{"/v1/held-payments?status=", "status", "empty"},
 	} {
 		p := g.call("GET", c.query, "", admin).refused(t, http.StatusBadRequest, lapse.EINVALID)
 		if p.Field != c.field || !strings.Contains(p.Detail, c.says) {
@@ -42,6 +49,29 @@ func TestListFilters(t *testing.T) {
 	for _, q := range []string{"/v1/orders?state=OPEN", "/v1/orders?flow=groupbuy&state=OPEN", "/v1/orders?state=UNPAID&flow=checkout",
 		"/v1/approvals?status=pending", "/v1/closes?status=done", "/v1/audit?order=asc&actor=alice", "/v1/reviews?open=true"} {
 		g.call("GET", q, "", admin).want(t, http.StatusOK)
+	}
+}
+
+// TestListEmptyFilterRefused: a filter given empty is refused, not read as
+// left out: a caller listing one user's orders with user_id=$USER, its
+// variable unset, was answered every user's orders.
+func TestListEmptyFilterRefused(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{})
+	admin := bearer(g.admin)
+	for _, no := range []string{"A-1", "B-1"} {
+		body := `{"order_no":"` + no + `","flow":"checkout","user_id":"u-` + no + `","amount":100,"currency":"CNY"}`
+		g.call("POST", "/v1/orders", body, admin).want(t, http.StatusCreated)
+	}
+	var page struct{ Orders []lapse.Order }
+	g.call("GET", "/v1/orders?user_id=u-A-1", "", admin).want(t, http.StatusOK).decode(t, &page)
+	if len(page.Orders) != 1 {
+		t.Fatalf("the orders of u-A-1: %+v", page.Orders)
+	}
+	for _, q := range []string{"/v1/orders?user_id=", "/v1/orders?user_id", "/v1/orders?state=UNPAID&user_id="} {
+		if p := g.call("GET", q, "", admin).refused(t, http.StatusBadRequest, lapse.EINVALID); p.Field != "user_id" {
+			t.Errorf("GET %s: field %q (%s); want user_id", q, p.Field, p.Detail)
+		}
 	}
 }
 

@@ -10,8 +10,10 @@ package http
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -23,6 +25,7 @@ import (
 	"github.com/lapsehq/lapse/access"
 	"github.com/lapsehq/lapse/closes"
 	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/payment"
 )
 
 // DefaultMaxBodyBytes is the request body limit when Config.MaxBodyBytes is
@@ -82,6 +85,12 @@ type Config struct {
 	// server's own whose browsers may send requests with an operator's
 	// session cookie; http.CrossOriginProtection refuses the rest.
 	TrustedOrigins []string
+	// TrustedProxies are the proxies (addresses or networks) whose
+	// X-Forwarded-For says who the client is (internal/clientaddr): the
+	// login limit and the audit log key on the client's address, which
+	// behind a proxy is otherwise the proxy's, every client's. Default:
+	// none; the connection's peer is the client.
+	TrustedProxies []netip.Prefix
 	// BodyTimeout bounds how long a request body may take to arrive after
 	// its headers. The server reads every body in full, within BodyTimeout
 	// and up to MaxBodyBytes, before the request counts against MaxInFlight
@@ -113,8 +122,10 @@ type Server struct {
 	closer      *closes.Closer
 	probe       *engine.Prober // nil: off
 	crossOrigin *http.CrossOriginProtection
+	proxies     []netip.Prefix  // Config.TrustedProxies
 	inFlight    *inFlight       // nil: no limit
 	shedCalls   *burst          // logs the payment callbacks shed
+	forgedCalls *burst          // logs the payment callbacks refused before or by their signature check
 	requests    *requestMetrics // nil: no Config.Registerer
 	unavailable *burst          // logs the 503s of a dependency that is down
 }
@@ -238,6 +249,7 @@ func NewServer(e *engine.Engine, cfg Config) *Server {
 		callbacks:   cfg.Callbacks,
 
 		access:      cfg.Access,
+		proxies:     cfg.TrustedProxies,
 		open:        cfg.Unauthenticated,
 		closer:      cfg.Closer,
 		probe:       cfg.Probe,
@@ -260,6 +272,7 @@ func NewServer(e *engine.Engine, cfg Config) *Server {
 	}
 	s.unavailable = &burst{log: s.log, msg: "http: a dependency is unavailable; answering 503 with Retry-After", window: burstWindow}
 	s.shedCalls = &burst{log: s.log, msg: "http: payment callbacks shed: every in-flight slot is taken; their providers will send them again", window: burstWindow}
+	s.forgedCalls = &burst{log: s.log, msg: "payment callback refused: unreadable, or not signed by its provider", window: burstWindow}
 	if s.bodyTimeout <= 0 {
 		s.bodyTimeout = DefaultBodyTimeout
 	}
@@ -339,11 +352,29 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			panic(http.ErrAbortHandler)
 		}
 	}()
+	if strings.HasPrefix(r.URL.Path, "/v1/") {
+		// The API's answers name orders, payments, operators and keys: no
+		// cache between the caller and Lapse (a proxy, the browser of an
+		// operator who signed out) may keep one.
+		rec.Header().Set("Cache-Control", "no-store")
+	}
 	if !lapse.StorableURL(r.URL) {
 		// Nothing a store keeps can be named so; PostgreSQL would refuse the
 		// value in a lookup with an error, SQLite would look it up.
 		writeProblem(rec, problemFor(http.StatusBadRequest, lapse.EINVALID, "",
 			"the URL's path and query must be UTF-8 text without NUL"))
+		return
+	}
+	if h, n := repeatedHeader(r.Header); n > 1 {
+		writeProblem(rec, problemFor(http.StatusBadRequest, lapse.EINVALID, "",
+			fmt.Sprintf("the %s header is sent %d times; send it once", h, n)))
+		return
+	}
+	if emptyIdempotencyKey(r) {
+		// Read as no key, every retry of a refund or a card's visit would
+		// be carried out again; the caller meant one.
+		s.error(rec, r, lapse.FieldError("Idempotency-Key",
+			"is sent empty; send a key of 1 to 100 letters, digits, '.', '_', ':' or '-', or leave the header out"))
 		return
 	}
 	r, whole := s.readBody(rec, r)
@@ -514,4 +545,37 @@ func (c *capture) Write(b []byte) (int, error) {
 	}
 	c.body = append(c.body, b...)
 	return len(b), nil
+}
+
+// singleHeaders are the request headers Lapse reads one value of: the
+// credentials, the idempotency key, the body's type and the payment
+// providers' signatures. Sent more than once, which value counts would be
+// Lapse's guess (net/http's Get takes the first; a proxy on the way may
+// keep the last), so such a request is refused.
+var singleHeaders = []string{"Authorization", "Idempotency-Key", "Content-Type", SecondFactorHeader,
+	payment.SignatureHeader, payment.StripeSignatureHeader, payment.WeChatPayTimestampHeader,
+	payment.WeChatPayNonceHeader, payment.WeChatPaySignatureHeader, payment.WeChatPaySerialHeader}
+
+// repeatedHeader returns the first of singleHeaders that h holds more than
+// once, and how many times; 0 when none is.
+func repeatedHeader(h http.Header) (string, int) {
+	for _, name := range singleHeaders {
+		if n := len(h.Values(name)); n > 1 {
+			return name, n
+		}
+	}
+	return "", 0
+}
+
+// emptyIdempotencyKey reports whether r sends the Idempotency-Key header
+// with nothing in it, which is refused rather than read as no key. Payment
+// callbacks are left alone: their providers sign what they send, and Lapse
+// reads no idempotency key of theirs.
+func emptyIdempotencyKey(r *http.Request) bool {
+	vs := r.Header.Values("Idempotency-Key")
+	if len(vs) != 1 || vs[0] != "" || !strings.HasPrefix(r.URL.Path, "/v1/") {
+		return false
+	}
+	provider, ok := strings.CutPrefix(r.URL.Path, "/v1/payments/")
+	return !ok || !strings.HasSuffix(provider, "/callback")
 }

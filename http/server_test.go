@@ -410,3 +410,54 @@ func (s *slowGet) OrderGet(ctx context.Context, orderNo string) (*lapse.Order, e
 	}
 	return s.Store.OrderGet(ctx, orderNo)
 }
+
+// TestAnswersAreNotCached pins Cache-Control: no-store on every answer of
+// the API, success or problem, since each names orders, payments, keys or
+// operators that no cache on the way (a proxy, a signed-out operator's
+// browser) may keep.
+func TestAnswersAreNotCached(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, r := range []*response{
+		e.do("POST", "/v1/orders", createBody("NC-1", "")).want(t, http.StatusCreated),
+		e.do("GET", "/v1/orders/NC-1", "").want(t, http.StatusOK),
+		e.do("GET", "/v1/orders/NC-missing", "").want(t, http.StatusNotFound),
+		e.do("POST", "/v1/orders", "{").want(t, http.StatusBadRequest),
+		e.do("DELETE", "/v1/orders", "").want(t, http.StatusMethodNotAllowed),
+	} {
+		if got := r.header.Get("Cache-Control"); got != "no-store" {
+			t.Errorf("answer %d %s: Cache-Control %q, want no-store", r.status, r.body, got)
+		}
+	}
+}
+
+// TestRepeatedHeaderRefused pins that a request sending a header Lapse
+// reads one value of (a credential, the idempotency key, the body's type, a
+// provider's signature) more than once is refused, whatever the values, and
+// changes nothing: which one would count is a guess.
+func TestRepeatedHeaderRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, h := range []string{"Idempotency-Key", "Authorization", "Content-Type", "Lapse-Signature", "Stripe-Signature"} {
+		req, err := http.NewRequest("POST", e.url+"/v1/orders", strings.NewReader(createBody("RH-1", "")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Add(h, "application/json")
+		if h != "Content-Type" {
+			req.Header.Add(h, "another")
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "the "+h+" header is sent 2 times") {
+			t.Errorf("%s twice: %d %s; want 400 naming the header", h, res.StatusCode, body)
+		}
+	}
+	e.do("GET", "/v1/orders/RH-1", "").want(t, http.StatusNotFound)
+	e.do("POST", "/v1/orders", createBody("RH-1", "")).want(t, http.StatusCreated)
+}

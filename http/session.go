@@ -48,7 +48,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	token, p, err := s.access.Login(r.Context(), req.Name, req.Password, req.Code, clientAddr(r))
+	token, p, err := s.access.Login(r.Context(), req.Name, req.Password, req.Code, s.clientAddr(r))
 	if limit, ok := errors.AsType[*access.LoginLimitError](err); ok {
 		// Too many attempts from the caller's address: 429, as any
 		// overload, not the 503 of a dependency that is down.
@@ -60,7 +60,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	EndReplacedSession(r, s.access, s.log)
+	EndReplacedSession(r, s.clientAddr(r), s.access, s.log)
 	http.SetCookie(w, NewSessionCookie(token, p.Session))
 	s.writeJSON(w, r, http.StatusCreated, sessionOut(p.Name, p.Role, p.Scopes, p.Session))
 }
@@ -76,12 +76,12 @@ func RetryAfter(d time.Duration) string {
 // replaces the old one in the browser, and a session no one holds any more
 // must not stay in force until it expires. The console's login calls it
 // too. A failure is logged: the login stands.
-func EndReplacedSession(r *http.Request, acc *access.Service, log *slog.Logger) {
+func EndReplacedSession(r *http.Request, clientAddr string, acc *access.Service, log *slog.Logger) {
 	c, err := r.Cookie(SessionCookie)
 	if err != nil || c.Value == "" {
 		return
 	}
-	if err := acc.Logout(context.WithoutCancel(r.Context()), c.Value, clientAddr(r)); err != nil {
+	if err := acc.Logout(context.WithoutCancel(r.Context()), c.Value, clientAddr); err != nil {
 		log.Warn("http: the session a login replaced could not be ended; it ends when it expires", "err", err)
 	}
 }
@@ -137,7 +137,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, _ := r.Cookie(SessionCookie)
-	if err := s.access.Logout(r.Context(), c.Value, clientAddr(r)); err != nil {
+	if err := s.access.Logout(r.Context(), c.Value, s.clientAddr(r)); err != nil {
 		s.error(w, r, err)
 		return
 	}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
+	lapsehttp "github.com/lapsehq/lapse/http"
+	"github.com/lapsehq/lapse/internal/clientaddr"
 )
 
 // TestAccessSessionRoutesNeedNoScope: an operator whose role grants no
@@ -69,6 +71,67 @@ func TestAccessSessionRoutesNeedNoScope(t *testing.T) {
 	}
 	g.wantRows("logout zed ok")
 	g.call("GET", "/v1/sessions/current", "", zed).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+}
+
+// forwardedFor is a cred that sends X-Forwarded-For: addr, as a proxy does.
+func forwardedFor(addr string) cred {
+	return func(r *http.Request) { r.Header.Add("X-Forwarded-For", addr) }
+}
+
+// TestLoginLimitBehindTrustedProxy: behind a proxy named in TrustedProxies
+// the login limit counts each client's address as the proxy recorded it,
+// so that one client's flood does not lock every other client out, and the
+// refusal's audit row names that client; from a peer not trusted,
+// X-Forwarded-For is not believed, so a client cannot step past its own
+// limit by writing one.
+func TestLoginLimitBehindTrustedProxy(t *testing.T) {
+	t.Parallel()
+	trusted, err := clientaddr.ParseTrusted([]string{"127.0.0.0/8", "::1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := access.Config{LoginsPerMinute: 2}
+	g := guard(newEnvWith(t, options{access: &cfg, cfg: lapsehttp.Config{TrustedProxies: trusted}}))
+	g.operator("alice", access.RoleOperator)
+	g.rows()
+	login := func(name, from string) *response {
+		return g.call("POST", "/v1/sessions", fmt.Sprintf(`{"name":%q,"password":"guess","code":"123456"}`, name), forwardedFor(from))
+	}
+	login("nobody", "203.0.113.1").refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	login("nobody", "203.0.113.1").refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	login("mallory", "203.0.113.1").refused(t, http.StatusTooManyRequests, lapse.EUNAVAILABLE)
+	// Another client behind the same proxy still gets its answer.
+	login("alice", "203.0.113.2").refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	rows := g.wantRows("login nobody unknown operator", "login nobody unknown operator",
+		"login mallory refused: too many login attempts from this address", "login alice wrong password")
+	for i, want := range []string{"203.0.113.1", "203.0.113.1", "203.0.113.1", "203.0.113.2"} {
+		if i < len(rows) && rows[i].ClientAddr != want {
+			t.Errorf("audit row %d names %q; want the client, %s", i, rows[i].ClientAddr, want)
+		}
+	}
+
+	// No proxy trusted: the header is the client's own words.
+	cfg2 := access.Config{LoginsPerMinute: 2}
+	plain := guard(newEnvWith(t, options{access: &cfg2}))
+	for i := range 2 {
+		plain.call("POST", "/v1/sessions", `{"name":"nobody","password":"guess","code":"123456"}`, forwardedFor(fmt.Sprintf("198.51.100.%d", i))).
+			refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	}
+	plain.call("POST", "/v1/sessions", `{"name":"nobody","password":"guess","code":"123456"}`, forwardedFor("198.51.100.9")).
+		refused(t, http.StatusTooManyRequests, lapse.EUNAVAILABLE)
+	logins := 0
+	for _, r := range plain.rows() {
+		if r.Action != "login" {
+			continue
+		}
+		logins++
+		if r.ClientAddr != "127.0.0.1" {
+			t.Errorf("without a trusted proxy a row names %q; want the peer, 127.0.0.1", r.ClientAddr)
+		}
+	}
+	if logins != 3 {
+		t.Errorf("without a trusted proxy: %d login rows, want 3 (two failures and the refusal)", logins)
+	}
 }
 
 // TestLoginLimitPerAddress: past its limit, a client address's logins are

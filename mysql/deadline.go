@@ -134,3 +134,19 @@ func (s *Store) OrderCountDue(ctx context.Context, now time.Time) (int64, error)
 	}
 	return n, nil
 }
+
+const orderCountOpenSQL = `SELECT flow, state, count(*), count(deadline_at) FROM orders
+		WHERE closed_at IS NULL GROUP BY flow, state ORDER BY flow, state`
+
+// OrderCountOpen counts the open orders by flow and state.
+func (s *Store) OrderCountOpen(ctx context.Context) ([]lapse.OrderStateCount, error) {
+	out, err := queryAll(ctx, s, func(r scanner) (lapse.OrderStateCount, error) {
+		var c lapse.OrderStateCount
+		err := r.Scan(&c.Flow, &c.State, &c.N, &c.Timed)
+		return c, err
+	}, orderCountOpenSQL)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: count open orders: %w", err)
+	}
+	return out, nil
+}

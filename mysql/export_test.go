@@ -22,6 +22,7 @@ var (
 	OutboxPruneEffectsSQL     = outboxPruneEffectsSQL
 	OutboxPruneDeliveriesSQL  = outboxPruneDeliveriesSQL
 	OutboxPruneEventsSQL      = outboxPruneEventsSQL
+	ReviewListQuery           = reviewListQuery
 )
 
 // Statements splits a migration file into its statements, as Migrate does.

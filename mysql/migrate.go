@@ -6,6 +6,8 @@ import (
 	"database/sql/driver"
 	"embed"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -65,8 +67,8 @@ func statements(file string) []string {
 // embedded migration not yet recorded in lapse_migrations. It is safe to call
 // on every start, from many processes at once: they queue on a named lock
 // (GET_LOCK) of the database and all but the first find nothing to do.
-// Versions recorded by a newer binary are left alone, so that an older one
-// can still start.
+// It fails, changing nothing, when the database records a migration this
+// build does not have, applied or under way: a newer Lapse has migrated it.
 //
 // MySQL commits each DDL statement as it runs, so a migration cannot be
 // applied in one transaction: lapse_migrations records, per version, how
@@ -143,6 +145,13 @@ func (s *Store) migrate(ctx context.Context, ms []change) error {
 	if err != nil {
 		return err
 	}
+	ids := make([]migration.Migration, len(ms))
+	for i, m := range ms {
+		ids[i] = m.Migration
+	}
+	if err := migration.Known(ids, slices.Collect(maps.Keys(done))); err != nil {
+		return err
+	}
 	record := func(m change, n int) error {
 		// Bookkeeping, not business logic: the wall clock is the right one.
 		now := column.Micros(lapse.SystemClock{}.Now())
@@ -192,4 +201,49 @@ func appliedStatements(ctx context.Context, c *sql.Conn) (map[int64]int, error) 
 		done[v] = n
 	}
 	return done, unavailable(rows.Err())
+}
+
+// MigrateCheck reports, as an error, a database that Migrate would change
+// or refuses: one that lacks a migration of this build (or some of its
+// statements), or records one this build does not have. It changes nothing,
+// and is for the commands that use a database without migrating it.
+func (s *Store) MigrateCheck(ctx context.Context) error {
+	ms, err := changes()
+	if err != nil {
+		return fmt.Errorf("mysql: %w", err)
+	}
+	var exists int
+	if err := s.pool.QueryRowContext(ctx, `SELECT count(*) FROM information_schema.tables
+		WHERE table_schema = DATABASE() AND table_name = 'lapse_migrations'`).Scan(&exists); err != nil {
+		return fmt.Errorf("mysql: %w", unavailable(err))
+	}
+	ids := make([]migration.Migration, len(ms))
+	statements := map[int64]int{}
+	for i, m := range ms {
+		ids[i] = m.Migration
+		statements[m.Version] = len(m.statements)
+	}
+	var applied []int64
+	if exists > 0 {
+		c, err := s.pool.Conn(ctx)
+		if err != nil {
+			return fmt.Errorf("mysql: %w", unavailableWait(err))
+		}
+		defer c.Close()
+		done, err := appliedStatements(ctx, c)
+		if err != nil {
+			return fmt.Errorf("mysql: %w", err)
+		}
+		for v, n := range done {
+			// A known migration counts once all its statements have run;
+			// an unknown one, however far it went.
+			if want, known := statements[v]; !known || n >= want {
+				applied = append(applied, v)
+			}
+		}
+	}
+	if err := migration.Current(ids, applied); err != nil {
+		return fmt.Errorf("mysql: %w", err)
+	}
+	return nil
 }

@@ -142,6 +142,43 @@ func TestMigrateResumes(t *testing.T) {
 	}
 }
 
+// TestMigrateRefusesNewerSchema: a database that records a migration this
+// build does not have (a newer Lapse migrated it, or was migrating it when
+// it stopped) is refused, naming it, and nothing is applied, rather than
+// run with a schema this build does not know.
+func TestMigrateRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.MySQLDatabase(t)
+	s := openStore(t, dsn, mysql.Config{MaxConns: 2})
+	ctx := context.Background()
+	if err := s.MigrateCheck(ctx); err != nil {
+		t.Errorf("MigrateCheck of a migrated database = %v", err)
+	}
+	// A newer migration stopped after its first statement, and the newest
+	// known one not recorded: Migrate must refuse before it would apply it
+	// again.
+	for _, q := range []string{"INSERT INTO lapse_migrations (version, statements, applied_at) VALUES (9999, 1, 0)",
+		"DELETE FROM lapse_migrations WHERE version = (SELECT v FROM (SELECT max(version) AS v FROM lapse_migrations WHERE version < 9999) AS newest)"} {
+		if _, err := s.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var before int
+	if err := s.QueryRow(ctx, "SELECT count(*) FROM lapse_migrations").Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err == nil || !strings.Contains(err.Error(), "9999") || !strings.Contains(err.Error(), "newer") {
+		t.Errorf("Migrate with an unknown migration recorded = %v, want an error naming 9999 and a newer version", err)
+	}
+	if err := s.MigrateCheck(ctx); err == nil || !strings.Contains(err.Error(), "9999") {
+		t.Errorf("MigrateCheck with an unknown migration recorded = %v, want an error naming 9999", err)
+	}
+	var after int
+	if err := s.QueryRow(ctx, "SELECT count(*) FROM lapse_migrations").Scan(&after); err != nil || after != before {
+		t.Errorf("lapse_migrations holds %d versions after the refusal (%v), %d before: want nothing applied", after, err, before)
+	}
+}
+
 // TestOpen checks what Open refuses and what it sets up.
 func TestOpen(t *testing.T) {
 	t.Parallel()

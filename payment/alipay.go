@@ -281,7 +281,9 @@ func (a *Alipay) notice(p map[string]string, raw []byte) (*lapse.PaymentNotice, 
 		// can be minutes before it.
 		timeField = "notify_time"
 	}
-	amount, ok := parseFen(p[amountField])
+	// Amounts are in the units of the trade's currency: trans_currency, or
+	// yuan.
+	amount, ok := parseAmount(p[amountField], lapse.CurrencyExponent(n.Currency))
 	at, err := time.ParseInLocation(alipayTime, p[timeField], a.location())
 	switch {
 	case n.TxnID == "":
@@ -291,7 +293,7 @@ func (a *Alipay) notice(p map[string]string, raw []byte) (*lapse.PaymentNotice, 
 	case odd != "":
 		return unreadable(n, "%s", odd), nil
 	case !ok || amount <= 0:
-		return unreadable(n, "%s %q is not a positive amount of yuan with at most 2 decimals", amountField, p[amountField]), nil
+		return unreadable(n, "%s %q is not a positive amount of %s with at most %d decimals", amountField, p[amountField], n.Currency, lapse.CurrencyExponent(n.Currency)), nil
 	case err != nil:
 		return unreadable(n, "%s %q is not a time like %s", timeField, p[timeField], alipayTime), nil
 	}
@@ -319,26 +321,36 @@ func (a *Alipay) seller(p map[string]string) (review string, err error) {
 	return fmt.Sprintf("the Alipay notice names no seller to check (seller_id %q, seller_email %q); app_id is this app's", id, email), nil
 }
 
-// parseFen reads a yuan amount as Alipay writes it ("88.80", "0.01") into
-// fen, exactly: digits, an optional '.' and one or two more digits, no sign,
-// exponent or leading zero. Floats would turn 0.29 into 28 fen.
-func parseFen(s string) (int64, bool) {
+// parseAmount reads an amount as Alipay writes it ("88.80", "0.01", "1000")
+// into minor units of a currency with exp of them, exactly: digits, an
+// optional '.' and more digits, no sign, exponent or leading zero. The
+// fraction has at most max(exp, 2) digits (Alipay writes two), and those
+// past exp must be zeros: "1000.00" yen is 1000, "10.50" yen is no amount.
+// Floats would turn 0.29 into 28 fen.
+func parseAmount(s string, exp int) (int64, bool) {
 	whole, frac, dot := strings.Cut(s, ".")
 	digits := func(s string) bool {
 		return strings.Trim(s, "0123456789") == ""
 	}
-	// Twelve digits of yuan are far above any trade and far below overflow.
+	// Twelve digits of the major unit are far above any trade and far
+	// below overflow.
 	if whole == "" || len(whole) > 12 || !digits(whole) || (len(whole) > 1 && whole[0] == '0') {
 		return 0, false
 	}
-	if dot && (frac == "" || len(frac) > 2 || !digits(frac)) {
+	if dot && (frac == "" || len(frac) > max(exp, 2) || !digits(frac)) {
 		return 0, false
 	}
-	var fen int64
-	for _, c := range whole + (frac + "00")[:2] {
-		fen = fen*10 + int64(c-'0')
+	if len(frac) > exp {
+		if strings.Trim(frac[exp:], "0") != "" {
+			return 0, false
+		}
+		frac = frac[:exp]
 	}
-	return fen, true
+	var minor int64
+	for _, c := range whole + frac + strings.Repeat("0", exp-len(frac)) {
+		minor = minor*10 + int64(c-'0')
+	}
+	return minor, true
 }
 
 // Ack answers as Alipay asks: exactly "success" for a notification handled,

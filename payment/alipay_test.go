@@ -595,14 +595,14 @@ func TestAlipayAmounts(t *testing.T) {
 	t.Parallel()
 	for s, want := range map[string]int64{"88.8": 8880, "88.80": 8880, "0.01": 1, "0.29": 29, "100": 10000, "0": 0,
 		"999999999999.99": 99999999999999} {
-		if got, ok := parseFen(s); !ok || got != want {
-			t.Errorf("parseFen(%q) = %d, %v; want %d", s, got, ok, want)
+		if got, ok := parseAmount(s, 2); !ok || got != want {
+			t.Errorf("parseAmount(%q, 2) = %d, %v; want %d", s, got, ok, want)
 		}
 	}
 	for _, s := range []string{"", "1e2", "-1", "+1", "1.234", "1.", ".5", ".", "01.00", "00", "1,000.00", " 1", "1 ",
 		"0x10", "１", "1.2.3", "1000000000000", "NaN", "Inf"} {
-		if got, ok := parseFen(s); ok {
-			t.Errorf("parseFen(%q) = %d, want a refusal", s, got)
+		if got, ok := parseAmount(s, 2); ok {
+			t.Errorf("parseAmount(%q, 2) = %d, want a refusal", s, got)
 		}
 		n, err := alipayVerify(t, alipayPaid().set("total_amount", s))
 		requireUnreadable(t, n, err, "total_amount")
@@ -703,4 +703,33 @@ func FuzzAlipayVerify(f *testing.F) {
 			t.Fatalf("a well-formed form signed by the rule failed verification: %v", err)
 		}
 	})
+}
+
+// TestAlipayAmountInTransCurrency: total_amount is written in the units of
+// trans_currency, so it is read into that currency's minor units (none for
+// JPY, three for KWD), not always into fen: ¥10 read as 1000 minor units
+// would pay an order of ¥1000.
+func TestAlipayAmountInTransCurrency(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		cur, amount string
+		want        int64
+	}{
+		{"JPY", "1000", 1000}, {"JPY", "10", 10}, {"JPY", "1000.00", 1000}, {"jpy", "1000", 1000},
+		{"KWD", "1.234", 1234}, {"KWD", "1.5", 1500}, {"USD", "88.80", 8880}, {"CNY", "0.29", 29},
+	} {
+		n, err := alipayVerify(t, alipayPaid().set("trans_currency", c.cur).set("total_amount", c.amount))
+		if err != nil || n.Kind != lapse.NoticePaid || n.Amount != c.want {
+			t.Errorf("total_amount %s %s: %s, %v; want %d minor units", c.amount, c.cur, brief(n), err, c.want)
+		}
+	}
+	for _, c := range []struct{ cur, amount string }{{"JPY", "10.5"}, {"JPY", "10.05"}, {"KWD", "1.2345"}, {"USD", "1.234"}} {
+		n, err := alipayVerify(t, alipayPaid().set("trans_currency", c.cur).set("total_amount", c.amount))
+		requireUnreadable(t, n, err, "total_amount")
+	}
+	// A refund's refund_fee is in the trade's currency too.
+	n, err := alipayVerify(t, alipayRefunded().set("trans_currency", "JPY").set("refund_fee", "300"))
+	if err != nil || n.Kind != lapse.NoticeRefunded || n.Amount != 300 {
+		t.Errorf("refund_fee 300 JPY: %s, %v; want 300 minor units", brief(n), err)
+	}
 }

@@ -100,38 +100,70 @@ type noticeWire struct {
 
 // checkSignature checks a SignatureHeader value: its timestamp within tol of
 // now, and one of its v1 signatures the HMAC, under one of secrets, of the
-// timestamp, a '.' and msg (what names msg in the error). Every error wraps
-// lapse.ErrSignature.
+// timestamp (in decimal), a '.' and msg (what names msg in the error). Every
+// error wraps lapse.ErrSignature.
 func checkSignature(header string, secrets [][]byte, msg []byte, now time.Time, tol time.Duration, what string) error {
-	var ts string
+	sec, sigs, err := parseTimedSignature(header, SignatureHeader)
+	if err != nil {
+		return err
+	}
+	if err := inWindow(time.Unix(sec, 0), now, tol); err != nil {
+		return err
+	}
+	if !signedBy(secrets, sigs, strconv.FormatInt(sec, 10), msg) {
+		return lapse.Refine(lapse.ErrSignature, "no signature in the %s header matches the %s", SignatureHeader, what)
+	}
+	return nil
+}
+
+// signedBy reports whether one of sigs is the HMAC, under one of secrets,
+// of ts, a '.' and msg. An empty secret never matches: anyone can compute
+// the HMAC under an empty key.
+func signedBy(secrets, sigs [][]byte, ts string, msg []byte) bool {
+	for _, secret := range secrets {
+		if len(secret) == 0 {
+			continue
+		}
+		want := mac(secret, ts, msg)
+		for _, sig := range sigs {
+			if hmac.Equal(sig, want) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// parseTimedSignature returns the timestamp and the v1 signatures of a
+// header of the form t=<unix seconds>,v1=<hex>[,v1=<hex>…], named name in
+// its errors (Lapse's SignatureHeader and Stripe's use one form). A header
+// without exactly one t, or without a v1 that is hex, is refused: with two
+// timestamps, which one was signed?
+func parseTimedSignature(header, name string) (int64, [][]byte, error) {
+	malformed := lapse.Refine(lapse.ErrSignature, "the %s header is malformed: want t=<unix seconds>,v1=<hex>", name)
+	var ts []string
 	var sigs [][]byte
 	for part := range strings.SplitSeq(header, ",") {
 		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
 		switch k {
 		case "t":
-			ts = v
+			ts = append(ts, v)
 		case "v1":
+			// Like Stripe's libraries, skip a v1 that is not hex rather
+			// than fail: another v1 may still match.
 			if sig, err := hex.DecodeString(v); err == nil {
 				sigs = append(sigs, sig)
 			}
 		}
 	}
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || len(sigs) == 0 {
-		return lapse.Refine(lapse.ErrSignature, "the %s header is malformed: want t=<unix seconds>,v1=<hex>", SignatureHeader)
+	if len(ts) != 1 || len(sigs) == 0 {
+		return 0, nil, malformed
 	}
-	if err := inWindow(time.Unix(sec, 0), now, tol); err != nil {
-		return err
+	sec, err := strconv.ParseInt(ts[0], 10, 64)
+	if err != nil {
+		return 0, nil, malformed
 	}
-	for _, secret := range secrets {
-		want := mac(secret, ts, msg)
-		for _, sig := range sigs {
-			if hmac.Equal(sig, want) {
-				return nil
-			}
-		}
-	}
-	return lapse.Refine(lapse.ErrSignature, "no signature in the %s header matches the %s", SignatureHeader, what)
+	return sec, sigs, nil
 }
 
 // notice checks w and returns it in Lapse's terms: EINVALID when it names

@@ -189,6 +189,9 @@ func TestHMACHeaderErrors(t *testing.T) {
 		sig,
 		"t=" + strconv.FormatInt(testNow.Unix(), 10) + ",v1=not-hex",
 		"t=" + strconv.FormatInt(testNow.Unix(), 10) + ",v0=" + strings.TrimPrefix(sig, "v1="),
+		// Two timestamps, the signed one among them: which one counts?
+		"t=" + strconv.FormatInt(testNow.Unix()-1, 10) + "," + good,
+		good + ",t=" + strconv.FormatInt(testNow.Unix()+1, 10),
 	} {
 		_, err := h.Verify(hmacHeader(header), body, testNow)
 		requireCode(t, err, lapse.EUNAUTHORIZED, "malformed")
@@ -334,4 +337,21 @@ func FuzzHMACVerify(f *testing.F) {
 			t.Fatalf("a body signed with our secret failed verification: %v", err)
 		}
 	})
+}
+
+// TestEmptySecretNeverVerifies: anyone can compute the HMAC under an empty
+// key, so an empty secret in a verifier's list (a configuration mistake)
+// must not make every callback signed with it genuine.
+func TestEmptySecretNeverVerifies(t *testing.T) {
+	t.Parallel()
+	body := []byte(hmacBody)
+	ts := strconv.FormatInt(testNow.Unix(), 10)
+	header := fmt.Sprintf("t=%s,v1=%x", ts, mac(nil, ts, body))
+	for _, secrets := range [][][]byte{{{}}, {nil}, {[]byte("a real secret"), {}}} {
+		_, err := (&HMAC{Secrets: secrets}).Verify(hmacHeader(header), body, testNow)
+		requireCode(t, err, lapse.EUNAUTHORIZED, "")
+		stripe := []byte(stripePaymentEvent)
+		_, err = (&Stripe{Secrets: secrets}).Verify(stripeHeader(fmt.Sprintf("t=%s,v1=%x", ts, mac(nil, ts, stripe))), stripe, testNow)
+		requireCode(t, err, lapse.EUNAUTHORIZED, "")
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -326,12 +325,7 @@ func TestHTTPProviderGatewayFailureIsTransient(t *testing.T) {
 
 func TestHTTPProviderNotSent(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closedPort := "http://" + ln.Addr().String()
-	ln.Close()
+	closedPort := "http://" + testenv.Refused(t)
 	for _, c := range []struct{ name, url string }{
 		{"a closed port", closedPort},
 		{"a host that drops SYNs", "http://" + testenv.Unanswered(t)},

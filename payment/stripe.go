@@ -1,8 +1,6 @@
 package payment
 
 import (
-	"crypto/hmac"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -26,10 +24,18 @@ const StripeSignatureHeader = "Stripe-Signature"
 // paid notice and charge.refunded a refunded one; every other event type
 // verifies and is acknowledged without a notice. The zero Tolerance is
 // DefaultTolerance, the 300 seconds Stripe's own libraries accept.
+//
+// An endpoint acts only on events of its mode, live unless TestMode. A live
+// Connect endpoint also receives its connected accounts' test-mode events,
+// signed with its live secret, and a test payment moves no money: such an
+// event is acknowledged without a notice. A live event at a TestMode
+// endpoint is real money sent where it was not expected, and is refused
+// (EINVALID), so that it shows and Stripe sends it again.
 type Stripe struct {
 	Provider  string   // the name notices carry, as in the callback URL
 	Secrets   [][]byte // every endpoint signing secret that may have signed
 	Tolerance time.Duration
+	TestMode  bool // act on test-mode events (livemode false), not live ones
 }
 
 var _ lapse.PaymentCallback = (*Stripe)(nil)
@@ -47,7 +53,9 @@ type stripeEvent struct {
 	Type    string `json:"type"`
 	Created int64  `json:"created"`
 	Account string `json:"account"` // the connected account, for Connect events
-	Data    struct {
+	// Livemode is false for a test-mode event, and for one without it.
+	Livemode bool `json:"livemode"`
+	Data     struct {
 		Object json.RawMessage `json:"object"`
 	} `json:"data"`
 }
@@ -84,7 +92,7 @@ func (s *Stripe) Verify(hdr http.Header, body []byte, now time.Time) (*lapse.Pay
 	if header == "" {
 		return nil, lapse.Refine(lapse.ErrSignature, "the %s header is missing", StripeSignatureHeader)
 	}
-	sec, sigs, err := parseStripeSignature(header)
+	sec, sigs, err := parseTimedSignature(header, StripeSignatureHeader)
 	if err != nil {
 		return nil, err
 	}
@@ -93,15 +101,7 @@ func (s *Stripe) Verify(hdr http.Header, body []byte, now time.Time) (*lapse.Pay
 	}
 	// Stripe signs the decimal form of t, so that is what we MAC, whatever
 	// leading zeros or sign the header spelled it with.
-	ts := strconv.FormatInt(sec, 10)
-	ok := false
-	for _, secret := range s.Secrets {
-		want := mac(secret, ts, body)
-		for _, sig := range sigs {
-			ok = ok || hmac.Equal(sig, want)
-		}
-	}
-	if !ok {
+	if !signedBy(s.Secrets, sigs, strconv.FormatInt(sec, 10), body) {
 		return nil, lapse.Refine(lapse.ErrSignature, "no v1 signature in the %s header matches the body", StripeSignatureHeader)
 	}
 	var ev stripeEvent
@@ -111,43 +111,18 @@ func (s *Stripe) Verify(hdr http.Header, body []byte, now time.Time) (*lapse.Pay
 	if ev.Type == "" {
 		return nil, lapse.Errorf(lapse.EINVALID, "the Stripe event has no type")
 	}
-	switch ev.Type {
-	case stripePaymentSucceeded:
+	if ev.Type != stripePaymentSucceeded && ev.Type != stripeChargeRefunded {
+		return nil, nil
+	}
+	switch {
+	case ev.Livemode && s.TestMode:
+		return nil, lapse.Errorf(lapse.EINVALID, "the %s event %s is live (livemode true), and this endpoint is configured for test mode", ev.Type, ev.ID)
+	case !ev.Livemode && !s.TestMode:
+		return nil, nil // a test payment: no money moved
+	case ev.Type == stripePaymentSucceeded:
 		return s.paid(&ev, body)
-	case stripeChargeRefunded:
-		return s.refunded(&ev, body)
 	}
-	return nil, nil
-}
-
-// parseStripeSignature returns the timestamp and the v1 signatures of a
-// StripeSignatureHeader. A header without exactly one t, or without a v1
-// that is hex, is refused: with two timestamps, which one was signed?
-func parseStripeSignature(header string) (int64, [][]byte, error) {
-	malformed := lapse.Refine(lapse.ErrSignature, "the %s header is malformed: want t=<unix seconds>,v1=<hex>", StripeSignatureHeader)
-	var ts []string
-	var sigs [][]byte
-	for part := range strings.SplitSeq(header, ",") {
-		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
-		switch k {
-		case "t":
-			ts = append(ts, v)
-		case "v1":
-			// Like Stripe's libraries, skip a v1 that is not hex rather
-			// than fail: another v1 may still match.
-			if sig, err := hex.DecodeString(v); err == nil {
-				sigs = append(sigs, sig)
-			}
-		}
-	}
-	if len(ts) != 1 || len(sigs) == 0 {
-		return 0, nil, malformed
-	}
-	sec, err := strconv.ParseInt(ts[0], 10, 64)
-	if err != nil {
-		return 0, nil, malformed
-	}
-	return sec, sigs, nil
+	return s.refunded(&ev, body)
 }
 
 func (s *Stripe) paid(ev *stripeEvent, raw []byte) (*lapse.PaymentNotice, error) {

@@ -37,13 +37,13 @@ const stripePaymentEvent = `{
       "capture_method": "automatic_async",
       "currency": "usd",
       "latest_charge": "ch_3QxYz12eZvKYlo2C0ghi9012",
-      "livemode": false,
+      "livemode": true,
       "metadata": {"order_no": "ORD-20251130-0001", "channel": "web"},
       "payment_method_types": ["card"],
       "status": "succeeded"
     }
   },
-  "livemode": false,
+  "livemode": true,
   "pending_webhooks": 1,
   "request": {"id": "req_8Bk1nYhZ0xXyZq", "idempotency_key": "a6e5c1f0-1d5e-4c1a-9d0b-1b2c3d4e5f60"},
   "type": "payment_intent.succeeded"
@@ -73,7 +73,7 @@ const stripeRefundEvent = `{
       ], "has_more": false}
     }
   },
-  "livemode": false,
+  "livemode": true,
   "type": "charge.refunded"
 }`
 
@@ -270,7 +270,7 @@ func TestStripeRefund(t *testing.T) {
 	}
 	// Current API versions do not embed the refunds: the charge stands in.
 	bare := stripeRefundEvent[:strings.Index(stripeRefundEvent, `,
-      "refunds"`)] + "}},\n" + `"type": "charge.refunded"}`
+      "refunds"`)] + "}},\n" + `"livemode": true, "type": "charge.refunded"}`
 	n, err = newStripe().Verify(stripeGoSigned(t, bare, stripeSecret, testNow), []byte(bare), testNow)
 	if err != nil {
 		t.Fatal(err)
@@ -384,4 +384,43 @@ func FuzzStripeVerify(f *testing.F) {
 			t.Fatalf("a body signed with our secret failed verification: %v", err)
 		}
 	})
+}
+
+// TestStripeLivemode: a live endpoint also receives its connected accounts'
+// test-mode events, signed with its live secret (Stripe's Connect webhooks
+// documentation), and a test payment moves no money, so an endpoint acts
+// only on events of its own mode. A live event at an endpoint configured
+// for test mode is refused, not dropped: it is real money.
+func TestStripeLivemode(t *testing.T) {
+	t.Parallel()
+	test := strings.Replace(stripePaymentEvent, `"livemode": true,
+  "pending_webhooks"`, `"livemode": false,
+  "pending_webhooks"`, 1)
+	if test == stripePaymentEvent {
+		t.Fatal("no top-level livemode in the event")
+	}
+	refund := strings.Replace(stripeRefundEvent, `"livemode": true`, `"livemode": false`, 1)
+	absent := strings.Replace(stripePaymentEvent, `"livemode": true,
+  "pending_webhooks"`, `"pending_webhooks"`, 1)
+	for _, body := range []string{test, refund, absent} {
+		n, err := newStripe().Verify(stripeGoSigned(t, body, stripeSecret, testNow), []byte(body), testNow)
+		if n != nil || err != nil {
+			t.Errorf("a test-mode event at a live endpoint: %s, %v; want it acknowledged without a notice", brief(n), err)
+		}
+	}
+	testMode := newStripe()
+	testMode.TestMode = true
+	for _, body := range []string{test, refund} {
+		n, err := testMode.Verify(stripeGoSigned(t, body, stripeSecret, testNow), []byte(body), testNow)
+		if err != nil || n == nil {
+			t.Errorf("a test-mode event at a test endpoint: %s, %v; want a notice", brief(n), err)
+		}
+	}
+	_, err := testMode.Verify(stripeGoSigned(t, stripePaymentEvent, stripeSecret, testNow), []byte(stripePaymentEvent), testNow)
+	requireCode(t, err, lapse.EINVALID, "livemode")
+	// Other event types are acknowledged in either mode, as before.
+	other := strings.Replace(stripePaymentEvent, `"payment_intent.succeeded"`, `"customer.created"`, 1)
+	if n, err := testMode.Verify(stripeGoSigned(t, other, stripeSecret, testNow), []byte(other), testNow); n != nil || err != nil {
+		t.Errorf("a live customer.created at a test endpoint: %s, %v", brief(n), err)
+	}
 }

@@ -110,9 +110,16 @@ func (w *WeChatPay) Verify(hdr http.Header, body []byte, now time.Time) (*lapse.
 		}
 	}
 	ts, nonce := hdr.Get(WeChatPayTimestampHeader), hdr.Get(WeChatPayNonceHeader)
-	key := w.Platform[hdr.Get(WeChatPaySerialHeader)]
+	serial := hdr.Get(WeChatPaySerialHeader)
+	key := w.Platform[serial]
 	if key == nil {
-		return nil, lapse.Refine(lapse.ErrSignature, "no platform key has the serial %q", hdr.Get(WeChatPaySerialHeader))
+		// Anyone can send any serial: the error, which is logged and
+		// answered, quotes no more of it than a real one holds.
+		const shown = 64 // a platform certificate's serial is 40 hex digits
+		if len(serial) > shown {
+			return nil, lapse.Refine(lapse.ErrSignature, "no platform key has the serial %q (%d bytes, cut)", serial[:shown], len(serial))
+		}
+		return nil, lapse.Refine(lapse.ErrSignature, "no platform key has the serial %q", serial)
 	}
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {

@@ -288,6 +288,13 @@ func TestWeChatPayHeaderErrors(t *testing.T) {
 		}
 		requireCode(t, err, lapse.EUNAUTHORIZED, c.want)
 	}
+	// A serial that is no serial is not quoted whole: the error is logged
+	// and answered, and anyone can send one of a megabyte.
+	_, err := w.Verify(with("Wechatpay-Serial", strings.Repeat("A", 100_000)), body, testNow)
+	requireCode(t, err, lapse.EUNAUTHORIZED, "100000 bytes, cut")
+	if n := len(lapse.ErrorMessage(err)); n > 200 {
+		t.Errorf("an unknown serial of 100000 bytes makes an error of %d bytes", n)
+	}
 	// A custom tolerance is honoured.
 	w.Tolerance = time.Hour
 	if _, err := w.Verify(s.headers(t, body, testNow.Add(-59*time.Minute)), body, testNow); err != nil {

@@ -34,7 +34,11 @@ func (p *Port) Issue(ctx context.Context, r *lapse.CardIssueRequest) ([]*lapse.C
 // Revoke asks the service to revoke every card of an order (a refund
 // started): POST <URL>/revoke with {"idempotency_key", "order_no"}, answered
 // as Issue is. Count cards lose the visits they have left; every card of a
-// bundle is voided; an order without cards is not an error.
+// bundle is voided; an order without cards is not an error. An order's
+// cards may be revoked under more than one key: the refund's
+// (lapse-revoke-<order_no>), and then, for cards an issue that the refund
+// overtook brought after it, one of the issuing attempt's own
+// (lapse-revoke-<order_no>-issue-…), which must revoke them.
 func (p *Port) Revoke(ctx context.Context, r *lapse.CardRevokeRequest) ([]*lapse.Card, error) {
 	return nil, p.cardCall(ctx, "revoke", r.IdempotencyKey, r.OrderNo, r)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/testenv"
 	"github.com/lapsehq/lapse/port"
 	"github.com/lapsehq/lapse/port/porttest"
 )
@@ -274,14 +274,8 @@ func TestDroppedConnectionAfterWriteIsUnknown(t *testing.T) {
 
 func TestConnectionRefusedIsNotSent(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	p := newPort(t, "http://"+addr, port.Config{})
-	err = p.Deliver(context.Background(), event("order.closed"))
+	p := newPort(t, "http://"+testenv.Refused(t), port.Config{})
+	err := p.Deliver(context.Background(), event("order.closed"))
 	if err == nil || errors.Is(err, lapse.ErrUnknownOutcome) || errors.Is(err, lapse.ErrRefused) {
 		t.Fatalf("Deliver to a closed port: %v; want a plain retryable error", err)
 	}

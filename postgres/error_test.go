@@ -71,12 +71,7 @@ func TestUnavailable(t *testing.T) {
 // never answers them, fails to open with lapse.ErrStoreUnavailable.
 func TestUnavailableNoServer(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().String()
-	ln.Close()
+	closed := testenv.Refused(t)
 	for what, addr := range map[string]string{"refused": closed, "unanswered": testenv.Unanswered(t)} {
 		_, err := postgres.Open(context.Background(), "postgres://lapse@"+addr+"/lapse?connect_timeout=1", postgres.Config{})
 		wantUnavailable(t, what, err)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -23,8 +25,10 @@ const migrateLockClass = 0x6c617073 // "laps"
 // transaction, every embedded migration not yet recorded in lapse_migrations.
 // It is safe to call on every start, from many processes at once: they queue
 // on an advisory lock and all but the first find nothing to do. Tables are
-// created in the first schema of the search_path. Versions recorded by a
-// newer binary are left alone, so that an older one can still start.
+// created in the first schema of the search_path.
+//
+// It fails, changing nothing, when the schema records a migration this
+// build does not have: a newer Lapse has migrated it.
 func (s *Store) Migrate(ctx context.Context) error {
 	return s.migrate(ctx, math.MaxInt64)
 }
@@ -77,6 +81,9 @@ func (s *Store) migrate(ctx context.Context, upTo int64) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("postgres: migrate: %w", err)
 	}
+	if err := migration.Known(ms, slices.Collect(maps.Keys(applied))); err != nil {
+		return fmt.Errorf("postgres: migrate: %w", err)
+	}
 	for _, m := range ms {
 		if applied[m.Version] || m.Version > upTo {
 			continue
@@ -102,6 +109,31 @@ func (s *Store) migrate(ctx context.Context, upTo int64) error {
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("postgres: migrate: commit: %w", err)
+	}
+	return nil
+}
+
+// MigrateCheck reports, as an error, a schema that Migrate would change
+// or refuses: one that lacks a migration of this build, or records one this
+// build does not have. It changes nothing, and is for the commands that use
+// a database without migrating it.
+func (s *Store) MigrateCheck(ctx context.Context) error {
+	ms, err := migration.List(migrationFS, "migrations")
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	var exists bool
+	if err := s.pool.QueryRow(ctx, "SELECT to_regclass('lapse_migrations') IS NOT NULL").Scan(&exists); err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	var applied []int64
+	if exists {
+		if err := s.pool.QueryRow(ctx, "SELECT coalesce(array_agg(version::bigint), '{}') FROM lapse_migrations").Scan(&applied); err != nil {
+			return fmt.Errorf("postgres: %w", err)
+		}
+	}
+	if err := migration.Current(ms, applied); err != nil {
+		return fmt.Errorf("postgres: %w", err)
 	}
 	return nil
 }

@@ -231,10 +231,10 @@ func (s *Store) OrderList(ctx context.Context, p *lapse.OrderListParams) ([]*lap
 		add("flow = ?", p.Flow)
 	}
 	if p.CreatedFrom != nil {
-		add("created_at >= ?", *p.CreatedFrom)
+		add("created_at >= ?", lapse.Ceil(*p.CreatedFrom))
 	}
 	if p.CreatedTo != nil {
-		add("created_at < ?", *p.CreatedTo)
+		add("created_at < ?", lapse.Ceil(*p.CreatedTo))
 	}
 	if !p.Probes {
 		add("order_no NOT LIKE ?", lapse.ProbeOrderPrefix+"%")

@@ -123,6 +123,43 @@ func TestMigrateConcurrent(t *testing.T) {
 	}
 }
 
+// TestMigrateRefusesNewerSchema: a schema that records a migration this
+// build does not have (a newer Lapse migrated it) is refused, naming it,
+// and nothing is applied, rather than run with a schema this build does not
+// know. The same holds when the newer migration was under way.
+func TestMigrateRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.PostgresSchema(t)
+	ctx := context.Background()
+	s := openStore(t, dsn, postgres.Config{})
+	if err := s.MigrateCheck(ctx); err != nil {
+		t.Errorf("MigrateCheck of a migrated database = %v", err)
+	}
+	conn := connect(t, dsn)
+	if _, err := conn.Exec(ctx, "INSERT INTO lapse_migrations (version) VALUES (9999)"); err != nil {
+		t.Fatal(err)
+	}
+	// The newest known migration not recorded: Migrate must refuse before
+	// it would apply it again.
+	if _, err := conn.Exec(ctx, "DELETE FROM lapse_migrations WHERE version = (SELECT max(version) FROM lapse_migrations WHERE version < 9999)"); err != nil {
+		t.Fatal(err)
+	}
+	var before int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM lapse_migrations").Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err == nil || !strings.Contains(err.Error(), "9999") || !strings.Contains(err.Error(), "newer") {
+		t.Errorf("Migrate with an unknown migration recorded = %v, want an error naming 9999 and a newer version", err)
+	}
+	if err := s.MigrateCheck(ctx); err == nil || !strings.Contains(err.Error(), "9999") {
+		t.Errorf("MigrateCheck with an unknown migration recorded = %v, want an error naming 9999", err)
+	}
+	var after int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM lapse_migrations").Scan(&after); err != nil || after != before {
+		t.Errorf("lapse_migrations holds %d versions after the refusal (%v), %d before: want nothing applied", after, err, before)
+	}
+}
+
 // TestSearchPath checks that the tables live in the DSN's schema.
 func TestSearchPath(t *testing.T) {
 	t.Parallel()

@@ -34,7 +34,7 @@ const (
 
 // ReviewList returns reviews matching p, newest first (created_at, then id,
 // descending), at most p.Limit of them; a Limit of zero or less does not
-// limit.
+// limit. p.Before bounds them by (created_at, id).
 func (s *Store) ReviewList(ctx context.Context, p *lapse.ReviewListParams) ([]*lapse.Review, error) {
 	q, args := reviewListQuery(p)
 	out, err := s.queryReviews(ctx, q, args...)
@@ -62,6 +62,12 @@ func reviewListQuery(p *lapse.ReviewListParams) (string, []any) {
 	if !p.Since.IsZero() {
 		args = append(args, p.Since)
 		q.WriteString(" AND created_at >= $" + strconv.Itoa(len(args)))
+	}
+	if p.Before != nil {
+		// A row comparison: reviews_open_idx, on created_at alone, serves
+		// it as the range created_at <= the cursor's, and id settles ties.
+		args = append(args, p.Before.CreatedAt, p.Before.ID)
+		q.WriteString(" AND (created_at, id) < ($" + strconv.Itoa(len(args)-1) + ", $" + strconv.Itoa(len(args)) + ")")
 	}
 	q.WriteString(" ORDER BY created_at DESC, id DESC")
 	if p.Limit > 0 {

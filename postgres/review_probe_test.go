@@ -14,7 +14,8 @@ import (
 
 // TestReviewByKeyProbe checks that resolving a review by id or by order,
 // and listing an order's open reviews, find their rows by key whatever the
-// statistics say. With statistics taken while no review was open, the
+// statistics say, and that a later page of the open queue seeks to its
+// cursor. With statistics taken while no review was open, the
 // partial index of open reviews looks empty; a look-up whose test of
 // "open" matched its predicate could be planned as a read of every open
 // review, as many as a flash sale's failed deliveries make, for each call.
@@ -76,5 +77,30 @@ func TestReviewByKeyProbe(t *testing.T) {
 	q, args := postgres.ReviewListQuery(&lapse.ReviewListParams{Open: true, Limit: 50})
 	if plan := explain(t, conn, q, args...); !strings.Contains(plan, "reviews_open_idx") {
 		t.Errorf("the open queue does not read reviews_open_idx:\n%s", plan)
+	}
+
+	// A page deep in the open queue seeks to its cursor in reviews_open_idx
+	// and sorts the ties of its created_at by id, rather than reading the
+	// pages before it. It needs statistics that see the open reviews: with
+	// those taken above, while none was open, the planner sorts every open
+	// review older than the cursor, as it sorts every open one for the
+	// first page.
+	if _, err := conn.Exec(ctx, "ANALYZE reviews"); err != nil {
+		t.Fatal(err)
+	}
+	var cursor lapse.ReviewCursor
+	if err := conn.QueryRow(ctx, `SELECT created_at, id FROM reviews WHERE resolved_at IS NULL
+		ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET 10000`).Scan(&cursor.CreatedAt, &cursor.ID); err != nil {
+		t.Fatal(err)
+	}
+	q, args = postgres.ReviewListQuery(&lapse.ReviewListParams{Open: true, Before: &cursor, Limit: 50})
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, plan := explainBuffers(t, tx, q, args...)
+	_ = tx.Rollback(ctx)
+	if top := strings.SplitN(plan, "\n", 2)[0]; !strings.Contains(top, " rows=50 loops=1)") || !strings.Contains(plan, "reviews_open_idx") || read > 20 {
+		t.Errorf("a page 10,000 reviews into the open queue read %d buffers; want 50 rows of reviews_open_idx in at most 20:\n%s", read, plan)
 	}
 }

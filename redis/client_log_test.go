@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/lapsehq/lapse/internal/testenv"
 	"github.com/lapsehq/lapse/redis"
 )
 
@@ -40,12 +40,7 @@ func TestClientLogger(t *testing.T) {
 	redis.SetClientLogger(slog.New(slog.NewJSONHandler(logs, nil)))
 	t.Cleanup(func() { redis.SetClientLogger(slog.Default()) })
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // refused from now on
+	addr := testenv.Refused(t)
 	c := goredis.NewClient(&goredis.Options{Addr: addr, DialTimeout: 100 * time.Millisecond, MaxRetries: -1})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -280,7 +280,7 @@ func (w *world) cancel() {
 func (w *world) extend() {
 	if o := w.pickIn(open); o != nil {
 		d := time.Duration(1+w.rng.IntN(600)) * time.Second
-		_, err := w.eng.SetDeadline(w.ctx, o.no, engine.DeadlineChange{ExtendBy: d, By: by, Reason: "sim extends"})
+		_, _, err := w.eng.SetDeadline(w.ctx, o.no, engine.DeadlineChange{ExtendBy: d, By: by, Reason: "sim extends"})
 		w.outcome(fmt.Sprintf("extend %s by %v", o.no, d), err)
 	}
 }
@@ -288,7 +288,7 @@ func (w *world) extend() {
 func (w *world) shorten() {
 	if o := w.pickIn(open); o != nil {
 		at := w.clock.Now().Add(time.Duration(5+w.rng.IntN(300)) * time.Second)
-		_, err := w.eng.SetDeadline(w.ctx, o.no, engine.DeadlineChange{At: &at, By: by, Reason: "sim shortens"})
+		_, _, err := w.eng.SetDeadline(w.ctx, o.no, engine.DeadlineChange{At: &at, By: by, Reason: "sim shortens"})
 		w.outcome(fmt.Sprintf("move %s's deadline to %s", o.no, at.Format("15:04:05")), err)
 	}
 }

@@ -144,3 +144,27 @@ func (s *Store) OrderCountDue(ctx context.Context, now time.Time) (int64, error)
 	}
 	return n, nil
 }
+
+const orderCountOpenSQL = `SELECT flow, state, count(*), count(deadline_at) FROM orders
+		WHERE closed_at IS NULL GROUP BY flow, state ORDER BY flow, state`
+
+// OrderCountOpen counts the open orders by flow and state.
+func (s *Store) OrderCountOpen(ctx context.Context) ([]lapse.OrderStateCount, error) {
+	rows, err := s.db().QueryContext(ctx, orderCountOpenSQL)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: count open orders: %w", err)
+	}
+	defer rows.Close()
+	var out []lapse.OrderStateCount
+	for rows.Next() {
+		var c lapse.OrderStateCount
+		if err := rows.Scan(&c.Flow, &c.State, &c.N, &c.Timed); err != nil {
+			return nil, fmt.Errorf("sqlite: count open orders: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: count open orders: %w", err)
+	}
+	return out, nil
+}

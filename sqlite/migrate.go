@@ -4,7 +4,9 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/internal/column"
@@ -38,10 +40,8 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		for v := range applied {
-			if !slices.ContainsFunc(ms, func(m migration.Migration) bool { return m.Version == v }) {
-				return fmt.Errorf("the database has migration %d, which this build does not know; it was migrated by a newer version", v)
-			}
+		if err := migration.Known(ms, slices.Collect(maps.Keys(applied))); err != nil {
+			return err
 		}
 		// Bookkeeping, not business logic: the wall clock is the right one.
 		now := column.Micros(lapse.SystemClock{}.Now())
@@ -80,4 +80,39 @@ func appliedVersions(ctx context.Context, w *writeTx) (map[int64]bool, error) {
 		applied[v] = true
 	}
 	return applied, rows.Err()
+}
+
+// MigrateCheck reports, as an error, a database that Migrate would change
+// or refuses: one that lacks a migration of this build, or records one this
+// build does not have. It changes nothing, and is for the commands that use
+// a database without migrating it.
+func (s *Store) MigrateCheck(ctx context.Context) error {
+	ms, err := migration.List(migrationFiles, "migrations")
+	if err != nil {
+		return fmt.Errorf("sqlite: %w", err)
+	}
+	var applied []int64
+	// SQLite resolves the table when it prepares the statement, so a file
+	// that was never migrated fails here: it has applied nothing.
+	rows, err := s.reader.QueryContext(ctx, `SELECT version FROM lapse_migrations`)
+	if err != nil && !strings.Contains(err.Error(), "no such table") {
+		return fmt.Errorf("sqlite: %w", err)
+	}
+	if err == nil {
+		defer rows.Close()
+		for rows.Next() {
+			var v int64
+			if err := rows.Scan(&v); err != nil {
+				return fmt.Errorf("sqlite: %w", err)
+			}
+			applied = append(applied, v)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("sqlite: %w", err)
+		}
+	}
+	if err := migration.Current(ms, applied); err != nil {
+		return fmt.Errorf("sqlite: %w", err)
+	}
+	return nil
 }

@@ -77,12 +77,18 @@ func TestMigrateRefusesNewerSchema(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "lapse.db")
 	s := openStore(t, path)
+	if err := s.MigrateCheck(ctx); err != nil {
+		t.Errorf("MigrateCheck of a migrated database = %v", err)
+	}
 	db := openRaw(t, path)
 	if _, err := db.ExecContext(ctx, `INSERT INTO lapse_migrations (version, applied_at) VALUES (9999, 0)`); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Migrate(ctx); err == nil || !strings.Contains(err.Error(), "9999") {
 		t.Errorf("Migrate with an unknown migration recorded = %v, want an error naming 9999", err)
+	}
+	if err := s.MigrateCheck(ctx); err == nil || !strings.Contains(err.Error(), "9999") {
+		t.Errorf("MigrateCheck with an unknown migration recorded = %v, want an error naming 9999", err)
 	}
 }
 

@@ -186,10 +186,10 @@ func (s *Store) OrderList(ctx context.Context, p *lapse.OrderListParams) ([]*lap
 		where, args = append(where, "flow = ?"), append(args, p.Flow)
 	}
 	if p.CreatedFrom != nil {
-		where, args = append(where, "created_at >= ?"), append(args, column.Micros(*p.CreatedFrom))
+		where, args = append(where, "created_at >= ?"), append(args, column.Micros(lapse.Ceil(*p.CreatedFrom)))
 	}
 	if p.CreatedTo != nil {
-		where, args = append(where, "created_at < ?"), append(args, column.Micros(*p.CreatedTo))
+		where, args = append(where, "created_at < ?"), append(args, column.Micros(lapse.Ceil(*p.CreatedTo)))
 	}
 	if !p.Probes {
 		// GLOB, not LIKE, which ignores case here: LAPSE-PROBE-1 is a

@@ -58,7 +58,7 @@ func (s *Store) ReviewCreate(ctx context.Context, r *lapse.Review) (*lapse.Revie
 
 // ReviewList returns the reviews that match p, newest first (created_at,
 // then id, descending), at most p.Limit of them; a Limit of zero or less does
-// not limit.
+// not limit. p.Before bounds them by (created_at, id).
 func (s *Store) ReviewList(ctx context.Context, p *lapse.ReviewListParams) ([]*lapse.Review, error) {
 	var where []string
 	var args []any
@@ -70,6 +70,9 @@ func (s *Store) ReviewList(ctx context.Context, p *lapse.ReviewListParams) ([]*l
 	}
 	if !p.Since.IsZero() {
 		where, args = append(where, "created_at >= ?"), append(args, column.Micros(p.Since))
+	}
+	if p.Before != nil {
+		where, args = append(where, "(created_at, id) < (?, ?)"), append(args, column.Micros(p.Before.CreatedAt), p.Before.ID)
 	}
 	var q strings.Builder
 	q.WriteString(`SELECT ` + reviewCols + ` FROM reviews`)

@@ -1,8 +1,11 @@
 package storetest
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -176,6 +179,137 @@ func testReviewList(t *testing.T, s lapse.Store) {
 		if err != nil || fmt.Sprint(reviewIDs(got)) != fmt.Sprint(reviewIDs(c.want)) {
 			t.Errorf("ReviewList(%+v) = %v, %v; want %v", c.p, reviewIDs(got), err, reviewIDs(c.want))
 		}
+	}
+}
+
+// testReviewListPaging pages through reviews with Before, a few at a time:
+// every review that matches is listed once, newest first, and reviews of
+// one microsecond (several at each of three times, written out of time
+// order so that ids alone do not sort them) by descending id; with each
+// filter, and while reviews are resolved between pages of the open ones.
+func testReviewListPaging(t *testing.T, s lapse.Store) {
+	ctx := ctxT(t)
+	a := mustCreate(t, s, "RP-1", base.Add(time.Hour), base)
+	b := mustCreate(t, s, "RP-2", base.Add(time.Hour), base)
+	var all []*lapse.Review
+	for i, m := range []int{3, 1, 5, 1, 3, 0, 3, 1, 4, 5, 3, 2, 5} {
+		o := a
+		if i%3 == 1 {
+			o = b
+		}
+		all = append(all, addReview(t, s, o, 0, fmt.Sprintf("p%02d", i), base.Add(time.Duration(m)*time.Minute)))
+	}
+	resolved := map[int64]bool{}
+	for i, r := range all {
+		if i%4 == 2 {
+			if _, err := s.ReviewResolve(ctx, &lapse.ReviewResolveParams{ID: r.ID, At: base.Add(time.Hour), By: "api"}); err != nil {
+				t.Fatal(err)
+			}
+			resolved[r.ID] = true
+		}
+	}
+	slices.SortFunc(all, func(x, y *lapse.Review) int {
+		return cmp.Or(y.CreatedAt.Compare(x.CreatedAt), cmp.Compare(y.ID, x.ID))
+	})
+	// want lists the ids of the reviews that match, newest first.
+	want := func(match func(r *lapse.Review, open bool) bool) []int64 {
+		var ids []int64
+		for _, r := range all {
+			if match(r, !resolved[r.ID]) {
+				ids = append(ids, r.ID)
+			}
+		}
+		return ids
+	}
+	// pages lists what paging with p, each page from the last review of
+	// the one before, finds.
+	pages := func(p lapse.ReviewListParams) []int64 {
+		t.Helper()
+		var got []int64
+		for n := 0; ; n++ {
+			if n > len(all) {
+				t.Fatalf("paging %+v does not end", p)
+			}
+			rs, err := s.ReviewList(ctx, &p)
+			if err != nil || len(rs) > p.Limit {
+				t.Fatalf("ReviewList(%+v) = %d reviews, %v", p, len(rs), err)
+			}
+			got = append(got, reviewIDs(rs)...)
+			if len(rs) < p.Limit {
+				return got
+			}
+			last := rs[len(rs)-1]
+			p.Before = &lapse.ReviewCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+		}
+	}
+	since := base.Add(time.Minute)
+	for _, c := range []struct {
+		name  string
+		p     lapse.ReviewListParams
+		match func(r *lapse.Review, open bool) bool
+	}{
+		{"all", lapse.ReviewListParams{}, func(*lapse.Review, bool) bool { return true }},
+		{"open", lapse.ReviewListParams{Open: true}, func(_ *lapse.Review, open bool) bool { return open }},
+		{"of an order", lapse.ReviewListParams{OrderID: a.ID}, func(r *lapse.Review, _ bool) bool { return r.OrderID == a.ID }},
+		{"open of an order", lapse.ReviewListParams{OrderID: b.ID, Open: true}, func(r *lapse.Review, open bool) bool { return open && r.OrderID == b.ID }},
+		{"since", lapse.ReviewListParams{Since: since, Open: true}, func(r *lapse.Review, open bool) bool { return open && !r.CreatedAt.Before(since) }},
+	} {
+		w := want(c.match)
+		if len(w) < 3 {
+			t.Fatalf("%s: %d reviews match, too few to page", c.name, len(w))
+		}
+		for _, limit := range []int{1, 2, 3, 5, len(w), len(w) + 1} {
+			p := c.p
+			p.Limit = limit
+			if got := pages(p); !slices.Equal(got, w) {
+				t.Errorf("%s by %d: pages hold %v, want %v", c.name, limit, got, w)
+			}
+		}
+	}
+
+	// A position is a time and an id, in any zone, that need not be a
+	// review's: the reviews of its time with a lower id come first.
+	w := want(func(*lapse.Review, bool) bool { return true })
+	at := base.Add(3 * time.Minute).In(time.FixedZone("UTC+8", 8*60*60))
+	var tie []int64
+	for _, r := range all {
+		if r.CreatedAt.Equal(at) {
+			tie = append(tie, r.ID)
+		}
+	}
+	mid := slices.Max(tie)
+	for _, c := range []struct {
+		before lapse.ReviewCursor
+		want   []int64
+	}{
+		{lapse.ReviewCursor{CreatedAt: at, ID: mid}, w[slices.Index(w, mid)+1:]},
+		{lapse.ReviewCursor{CreatedAt: at, ID: math.MaxInt64}, w[slices.Index(w, mid):]},
+		{lapse.ReviewCursor{CreatedAt: at, ID: 1}, w[slices.Index(w, slices.Min(tie))+1:]},
+		{lapse.ReviewCursor{CreatedAt: base, ID: 1}, nil},
+	} {
+		got, err := s.ReviewList(ctx, &lapse.ReviewListParams{Before: &c.before})
+		if err != nil || !slices.Equal(reviewIDs(got), c.want) {
+			t.Errorf("ReviewList(Before %v, %d) = %v, %v; want %v", c.before.CreatedAt, c.before.ID, reviewIDs(got), err, c.want)
+		}
+	}
+
+	// Resolving reviews between pages of the open ones moves nothing: the
+	// last one listed still marks where the next page starts, and one not
+	// yet listed is left out.
+	w = want(func(_ *lapse.Review, open bool) bool { return open })
+	first, err := s.ReviewList(ctx, &lapse.ReviewListParams{Open: true, Limit: 3})
+	if err != nil || !slices.Equal(reviewIDs(first), w[:3]) {
+		t.Fatalf("first page = %v, %v; want %v", reviewIDs(first), err, w[:3])
+	}
+	for _, id := range []int64{w[2], w[4]} {
+		if _, err := s.ReviewResolve(ctx, &lapse.ReviewResolveParams{ID: id, At: base.Add(2 * time.Hour), By: "api"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := first[len(first)-1]
+	got := pages(lapse.ReviewListParams{Open: true, Limit: 2, Before: &lapse.ReviewCursor{CreatedAt: last.CreatedAt, ID: last.ID}})
+	if rest := slices.Delete(slices.Clone(w[3:]), 1, 2); !slices.Equal(got, rest) {
+		t.Errorf("the open pages after resolving = %v, want %v", got, rest)
 	}
 }
 

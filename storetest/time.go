@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -35,5 +36,43 @@ func testTimes(t *testing.T, s lapse.Store) {
 	}
 	if want := base.Add(-time.Microsecond); !st.UpdatedAt.Equal(want) || st.UpdatedAt.Location() != time.UTC {
 		t.Errorf("StockSet at base-1ns = %v, want %v (truncated, not rounded)", st.UpdatedAt, want)
+	}
+}
+
+// testTimeRange checks the created_at bounds of OrderList at a finer
+// precision than a store keeps: From is inclusive and To exclusive of the
+// time as given, so an order created a fraction of a microsecond before
+// From is not listed, nor one created before To left out. Truncating the
+// bounds as times are truncated listed the one and left out the other,
+// and a manual close by time range (closes.Selector) closed an order
+// created before its From.
+func testTimeRange(t *testing.T, s lapse.Store) {
+	for i, at := range []time.Duration{-time.Microsecond, 0, time.Microsecond} {
+		p := newOrder(orderNo("TR", i), base.Add(time.Hour), base.Add(at))
+		if _, _, err := s.OrderCreate(ctxT(t), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := func(from, to *time.Time) []string {
+		t.Helper()
+		got, err := s.OrderList(ctxT(t), &lapse.OrderListParams{CreatedFrom: from, CreatedTo: to, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var nos []string
+		for _, o := range got {
+			nos = append(nos, o.OrderNo)
+		}
+		return nos
+	}
+	from, to := base.Add(-500*time.Nanosecond), base.Add(500*time.Nanosecond)
+	if got, want := list(&from, nil), []string{orderNo("TR", 2), orderNo("TR", 1)}; !slices.Equal(got, want) {
+		t.Errorf("created from base-500ns: %v, want %v (the order of base-1µs was created before it)", got, want)
+	}
+	if got, want := list(nil, &to), []string{orderNo("TR", 1), orderNo("TR", 0)}; !slices.Equal(got, want) {
+		t.Errorf("created before base+500ns: %v, want %v (the order of base was created before it)", got, want)
+	}
+	if got, want := list(&from, &to), []string{orderNo("TR", 1)}; !slices.Equal(got, want) {
+		t.Errorf("created in [base-500ns, base+500ns): %v, want %v", got, want)
 	}
 }

@@ -164,10 +164,6 @@ func New(cfg Config) (*Sink, error) {
 // when the request was written in full but no answer came (a Sink cannot be
 // asked, so Lapse retries and the receiver deduplicates); and any other
 // error, retryable, otherwise. A *StatusError in the chain holds the status
-// SetTimeouts changes the connect and read timeouts of the calls made from
-// now on (a configuration reload); a zero leaves that one as it is.
-func (s *Sink) SetTimeouts(connect, read time.Duration) { s.timeouts.Set(connect, read) }
-
 // and the start of the body.
 func (s *Sink) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	if d.Event == nil {
@@ -195,6 +191,10 @@ func (s *Sink) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	}
 	return fmt.Errorf("webhook: deliver %s: %w", id, &StatusError{StatusCode: a.Status, Body: a.Body, Refused: refused(a.Status)})
 }
+
+// SetTimeouts changes the connect and read timeouts of the calls made from
+// now on (a configuration reload); a zero leaves that one as it is.
+func (s *Sink) SetTimeouts(connect, read time.Duration) { s.timeouts.Set(connect, read) }
 
 // refused reports whether status is the receiver refusing an event for good.
 func refused(status int) bool {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/internal/testenv"
 	"github.com/lapsehq/lapse/webhook"
 )
 
@@ -236,13 +237,8 @@ func TestCallerDeadlineBeatsReadTimeout(t *testing.T) {
 
 func TestConnectionRefusedIsNotSent(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	err = newSink(t, webhook.Config{URL: "http://" + addr}).Deliver(context.Background(), delivery())
+	addr := testenv.Refused(t)
+	err := newSink(t, webhook.Config{URL: "http://" + addr}).Deliver(context.Background(), delivery())
 	if err == nil || errors.Is(err, lapse.ErrUnknownOutcome) || errors.Is(err, lapse.ErrRefused) || !strings.Contains(err.Error(), "not sent") {
 		t.Fatalf("Deliver to a closed port: %v; want a retryable error saying nothing was sent", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
+	"github.com/lapsehq/lapse/internal/clientaddr"
 )
 
 // accessFlags configure who may call the API of lapse serve: the admin key
@@ -27,7 +29,7 @@ type accessFlags struct {
 	loginsPerMinute                             int
 	approvalTTL, secondFactorWindow, sessionTTL time.Duration
 	metricsAddr, consoleAddr                    string
-	trustedOrigins                              string
+	trustedOrigins, trustedProxies              string
 }
 
 // config returns the access.Config the flags ask for, or what is wrong with
@@ -52,6 +54,16 @@ func (f *accessFlags) config() (access.Config, error) {
 		SessionTTL:         f.sessionTTL,
 		LoginsPerMinute:    f.loginsPerMinute,
 	}, nil
+}
+
+// proxies returns the proxies --trusted-proxies names, or what is wrong
+// with it.
+func (f *accessFlags) proxies() ([]netip.Prefix, error) {
+	ps, err := clientaddr.ParseTrusted(splitList(f.trustedProxies))
+	if err != nil {
+		return nil, fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	return ps, nil
 }
 
 // keyFile is where the first start writes the admin key it makes: the

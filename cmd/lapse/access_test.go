@@ -139,6 +139,10 @@ func TestFirstAdminKey(t *testing.T) {
 	if got, err := origin.CombinedOutput(); err == nil || !strings.Contains(string(got), "--trusted-origins") {
 		t.Errorf("lapse serve --trusted-origins console.example: %v\n%s", err, got)
 	}
+	proxy := exec.Command(lapseBin, "serve", "--db", other, "--http", "127.0.0.1:0", "--trusted-proxies", "10.0.0.0/8,proxy.internal")
+	if got, err := proxy.CombinedOutput(); err == nil || !strings.Contains(string(got), `--trusted-proxies: "proxy.internal" is neither an IP address nor a network`) {
+		t.Errorf("lapse serve --trusted-proxies 10.0.0.0/8,proxy.internal: %v\n%s", err, got)
+	}
 	if _, err := os.Stat(other); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a start refused for its flags made the database: %v", err)
 	}
@@ -236,8 +240,11 @@ func TestOperatorAdd(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^alice\s+operator\s`).MatchString(out) || !regexp.MustCompile(`(?m)^bob\s+viewer\s`).MatchString(out) {
 		t.Errorf("lapse operator list:\n%s", out)
 	}
-	if out, _, code := tool(t, dir, "", "operator", "disable", "alice"); code != 0 || !strings.Contains(out, "disabled") {
+	if out, _, code := tool(t, dir, "", "operator", "disable", "alice"); code != 0 || !strings.Contains(out, "disabled at") {
 		t.Errorf("lapse operator disable = %d %s", code, out)
+	}
+	if out, _, code := tool(t, dir, "", "operator", "disable", "alice"); code != 0 || !strings.Contains(out, "is disabled already") || !strings.Contains(out, "nothing changed") {
+		t.Errorf("lapse operator disable again = %d %s; want nothing changed", code, out)
 	}
 	totpCode, _ = totp.GenerateCode(m[2], time.Now().Add(30*time.Second))
 	login["code"] = totpCode

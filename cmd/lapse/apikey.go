@@ -46,12 +46,17 @@ func apikey(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 // accessTool parses the flags of a command that acts on the access records
 // and returns its options, with the access service over the database, and
-// the positional arguments. Call the returned close when done.
-func accessTool(ctx context.Context, name string, settings []*setting, args []string, stderr io.Writer) (*options, *access.Service, []string, func(), error) {
+// the positional arguments. A command that takes none (positional false)
+// refuses one before the database is opened; one that takes some checks
+// them itself. Call the returned close when done.
+func accessTool(ctx context.Context, name string, settings []*setting, positional bool, args []string, stderr io.Writer) (*options, *access.Service, []string, func(), error) {
 	fs := newFlagSet(name, stderr)
 	o := &options{}
 	if err := parseFlags(fs, settings, o, args); err != nil {
 		return nil, nil, nil, nil, err
+	}
+	if !positional && fs.NArg() > 0 {
+		return nil, nil, nil, nil, fmt.Errorf("%s: unexpected argument %q", name, fs.Arg(0))
 	}
 	store, err := openExisting(ctx, o.db)
 	if err != nil {
@@ -66,14 +71,11 @@ func accessTool(ctx context.Context, name string, settings []*setting, args []st
 }
 
 func apikeyCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, svc, rest, done, err := accessTool(ctx, "apikey create", apikeyCreateSettings, args, stderr)
+	o, svc, _, done, err := accessTool(ctx, "apikey create", apikeyCreateSettings, false, args, stderr)
 	if err != nil {
 		return err
 	}
 	defer done()
-	if len(rest) > 0 {
-		return fmt.Errorf("apikey create: unexpected argument %q", rest[0])
-	}
 	if o.args.name == "" || o.args.scopes == "" {
 		return fmt.Errorf("apikey create: give --name (what the key is for) and --scopes (%s)", strings.Join(access.AllScopes(), ", "))
 	}
@@ -88,14 +90,11 @@ func apikeyCreate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 }
 
 func apikeyList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	_, svc, rest, done, err := accessTool(ctx, "apikey list", dbSettings, args, stderr)
+	_, svc, _, done, err := accessTool(ctx, "apikey list", dbSettings, false, args, stderr)
 	if err != nil {
 		return err
 	}
 	defer done()
-	if len(rest) > 0 {
-		return fmt.Errorf("apikey list: unexpected argument %q", rest[0])
-	}
 	keys, err := svc.Keys(ctx)
 	if err != nil {
 		return err
@@ -110,7 +109,7 @@ func apikeyList(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func apikeyRevoke(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	_, svc, rest, done, err := accessTool(ctx, "apikey revoke", dbSettings, args, stderr)
+	_, svc, rest, done, err := accessTool(ctx, "apikey revoke", dbSettings, true, args, stderr)
 	if err != nil {
 		return err
 	}

@@ -46,14 +46,11 @@ func audit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // (lapse.AuditVerify). When a running server's sealer holds the log's head
 // it leaves the sealing to it, and says how many rows it did not check.
 func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, svc, rest, done, err := accessTool(ctx, "audit verify", auditVerifySettings, args, stderr)
+	o, svc, _, done, err := accessTool(ctx, "audit verify", auditVerifySettings, false, args, stderr)
 	if err != nil {
 		return err
 	}
 	defer done()
-	if len(rest) > 0 {
-		return fmt.Errorf("audit verify: unexpected argument %q", rest[0])
-	}
 	var cp *lapse.AuditCheckpoint
 	if o.args.checkpoint != "" {
 		c, err := lapse.ParseAuditCheckpoint(o.args.checkpoint)
@@ -100,14 +97,11 @@ func auditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) e
 }
 
 func auditList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, svc, rest, done, err := accessTool(ctx, "audit list", auditListSettings, args, stderr)
+	o, svc, _, done, err := accessTool(ctx, "audit list", auditListSettings, false, args, stderr)
 	if err != nil {
 		return err
 	}
 	defer done()
-	if len(rest) > 0 {
-		return fmt.Errorf("audit list: unexpected argument %q", rest[0])
-	}
 	rows, err := svc.Store().AuditList(ctx, &lapse.AuditListParams{Descending: true, Limit: o.args.limit,
 		Target: o.args.target, ActorName: o.args.actor})
 	if err != nil {

@@ -121,7 +121,7 @@ func closeOrders(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintln(stdout, "nothing to close")
 		return nil
 	default:
-		if b, err = closer.Start(ctx, sel, o.args.reason, by, nil); err != nil {
+		if b, err = closer.Start(ctx, sel, o.args.reason, by, nil, pv); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "batch %d: closing %d orders\n", b.ID, b.Total)
@@ -195,7 +195,7 @@ func (a *toolArgs) selector(positional []string) (*closes.Selector, error) {
 func printPreview(w io.Writer, pv *closes.Preview) {
 	fmt.Fprintf(w, "%d orders to close", pv.Count)
 	if pv.Skipped > 0 {
-		fmt.Fprintf(w, "; %d more chosen are left as they are (not in a state with a deadline, not found, or of another flow)", pv.Skipped)
+		fmt.Fprintf(w, "; %d more chosen are left as they are (paid, closed, not waiting for payment, not found, or of another flow)", pv.Skipped)
 	}
 	fmt.Fprintln(w)
 	if len(pv.Sample) == 0 {

@@ -240,3 +240,47 @@ func TestConfigOfTheREADME(t *testing.T) {
 		t.Errorf("a command that only reads the config wrote its snapshot (%v)", err)
 	}
 }
+
+// TestConfigSnapshotNeedsAStart: lapse serve makes a file its last good
+// snapshot only once it serves on it. A file whose values pass one by one
+// but do not go together stops the start and leaves the snapshot alone,
+// so that the next start on a broken file runs on the last good one.
+func TestConfigSnapshotNeedsAStart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path, snap := filepath.Join(dir, "lapse.yaml"), filepath.Join(dir, "lapse.yaml.lastgood")
+	write := func(text string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const good = "sweep-interval: 5s\n"
+	write(good)
+	// The snapshot is written before serve says it serves.
+	p := startServe(t, dir, "--config", "lapse.yaml")
+	if b, err := os.ReadFile(snap); string(b) != good {
+		t.Fatalf("serving, and the snapshot is %q (%v), not the file it serves on", b, err)
+	}
+	if err := p.Terminate(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	write("sweep-interval: 6s\ntrigger-mode: database\n") // without redis
+	_, errOut, code := lapseExit(t, dir, nil, "serve", "--http", "127.0.0.1:0", "--admin-key", testAdminKey, "--config", "lapse.yaml")
+	if code != 2 || !strings.Contains(errOut, "--trigger-mode database needs --redis") {
+		t.Fatalf("serve on a file whose values do not go together: exit %d, want 2:\n%s", code, errOut)
+	}
+	if b, _ := os.ReadFile(snap); string(b) != good {
+		t.Fatalf("a file serve refused replaced the snapshot: %q", b)
+	}
+
+	write("sweep-interval: [\n")
+	p = startServe(t, dir, "--config", "lapse.yaml")
+	if !strings.Contains(p.Logs(), "running on the last good snapshot") {
+		t.Errorf("serve on a broken file did not say it runs on the snapshot:\n%s", p.Logs())
+	}
+	if err := p.Terminate(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -30,6 +30,7 @@ import (
 
 const (
 	snapshotSuffix = ".lastgood"
+	maxConfigSize  = 1 << 20 // bytes
 
 	// The sources of a flag's value besides "file FILE:LINE" and "env LAPSE_X".
 	sourceDefault = "default"
@@ -63,8 +64,8 @@ type flagConfig struct {
 // WriteSnapshot copies the config file, which was read and found good, to
 // FILE.lastgood for a later start to fall back on, unless it holds that
 // already; SnapshotErr says why it could not. Only lapse serve, which keeps
-// running on the file, calls it: the other commands read the file and
-// write nothing beside it.
+// running on the file, calls it, through configWatcher.Serving once it
+// serves: the other commands read the file and write nothing beside it.
 func (c *flagConfig) WriteSnapshot() {
 	if c.good != nil {
 		c.SnapshotErr = writeSnapshot(c.Path+snapshotSuffix, c.good)
@@ -130,8 +131,10 @@ func loadFlags(fs *flag.FlagSet, settings []*setting, o *options, args []string)
 	fs.VisitAll(func(f *flag.Flag) { cfg.Sources[f.Name] = sourceDefault })
 	fs.Visit(func(f *flag.Flag) {
 		cfg.Sources[f.Name] = sourceFlag
-		if err := cfg.settings[f.Name].check(f.Value.String()); err != nil {
-			errs = append(errs, fmt.Errorf("invalid value %q for flag -%s: %v", f.Value, f.Name, err))
+		if s := cfg.settings[f.Name]; s != nil {
+			if err := s.check(f.Value.String()); err != nil {
+				errs = append(errs, fmt.Errorf("invalid value %q for flag -%s: %v", s.shown(f.Value.String()), f.Name, err))
+			}
 		}
 	})
 	if err := errors.Join(errs...); err != nil {
@@ -153,7 +156,7 @@ func loadFlags(fs *flag.FlagSet, settings []*setting, o *options, args []string)
 			return
 		}
 		if err := s.set(check, v); err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: %v", env, v, err))
+			errs = append(errs, fmt.Errorf("%s=%q: %v", env, s.shown(v), err))
 			return
 		}
 		if cfg.Sources[f.Name] != sourceFlag {
@@ -186,7 +189,7 @@ func loadFlags(fs *flag.FlagSet, settings []*setting, o *options, args []string)
 	for _, e := range envs {
 		env := envName(e.s.Name)
 		if err := e.s.set(fs, e.value); err != nil {
-			return nil, fmt.Errorf("%s=%q: %v", env, e.value, err)
+			return nil, fmt.Errorf("%s=%q: %v", env, e.s.shown(e.value), err)
 		}
 		cfg.Sources[e.s.Name] = "env " + env
 	}
@@ -268,9 +271,14 @@ func readConfig(path string) (*configFile, error) {
 	if info.IsDir() {
 		return nil, fmt.Errorf("%s is a directory", path)
 	}
-	raw, err := io.ReadAll(f)
+	// A config file is a few hundred bytes; /dev/zero, or a log named by
+	// mistake, would be read until memory ran out.
+	raw, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
 	if err != nil {
 		return nil, err
+	}
+	if len(raw) > maxConfigSize {
+		return nil, fmt.Errorf("%s is larger than %d KiB: no config file is", path, maxConfigSize>>10)
 	}
 	c, err := parseConfig(path, raw)
 	if err != nil {
@@ -393,7 +401,7 @@ func (c *configFile) set(fs *flag.FlagSet, settings map[string]*setting, e confi
 		return fmt.Errorf("%s: unknown key %q: no command of lapse has a flag --%s%s", c.where(e), e.key, e.key, hint)
 	}
 	if err := s.set(fs, e.value); err != nil {
-		return fmt.Errorf("%s: %s: invalid %s %q: %v", c.where(e), e.key, s.Kind, e.value, err)
+		return fmt.Errorf("%s: %s: invalid %s %q: %v", c.where(e), e.key, s.Kind, s.shown(e.value), err)
 	}
 	return nil
 }

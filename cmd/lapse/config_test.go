@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -185,6 +184,13 @@ func TestConfigErrors(t *testing.T) {
 			}
 		})
 	}
+	t.Run("too large", func(t *testing.T) {
+		// A comment of 1 MiB and a byte: what /dev/zero would be, but ends.
+		path := writeConfig(t, t.TempDir(), "lapse.yaml", "#"+strings.Repeat("x", maxConfigSize))
+		if _, _, err := load(testSettings(t, nil), "--config", path); err == nil || !strings.Contains(err.Error(), path+" is larger than 1024 KiB") {
+			t.Errorf("error %v, want the file refused as too large", err)
+		}
+	})
 	t.Run("missing file", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "lapse.yaml")
 		_, _, err := load(testSettings(t, nil), "--config", path)
@@ -463,6 +469,7 @@ func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
 
 func TestConfigReloadApplyError(t *testing.T) {
 	w, path, a, logs, _ := startWatcher(t, "sweep-interval: 5s\n", nil)
+	good := writeConfig(t, filepath.Dir(path), "lapse.yaml.lastgood", "sweep-interval: 5s\n")
 	a.fail["max-sleep"] = true
 	writeConfig(t, filepath.Dir(path), "lapse.yaml", "sweep-interval: 6s\nmax-sleep: 3s\nbatch: 9\n")
 	err := w.Reload()
@@ -474,6 +481,10 @@ func TestConfigReloadApplyError(t *testing.T) {
 	}
 	if w.Errors() != 1 || !strings.Contains(logs.String(), "config: reloaded value refused") {
 		t.Errorf("errors %d, logs:\n%s", w.Errors(), logs.String())
+	}
+	// A file with a value refused is no last good one.
+	if b, _ := os.ReadFile(good); string(b) != "sweep-interval: 5s\n" {
+		t.Errorf("a file with a refused value replaced the snapshot: %q", b)
 	}
 	// The refused value is offered again; the others are in force.
 	a.fail["max-sleep"] = false
@@ -537,10 +548,7 @@ func TestConfigWatcherPolls(t *testing.T) {
 	w, path, a, _, _ := startWatcher(t, "sweep-interval: 5s\n", nil)
 	a.seen = make(chan string, 10)
 	w.Interval = 5 * time.Millisecond
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { w.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	defer w.Start(t.Context())()
 
 	writeConfig(t, filepath.Dir(path), "lapse.yaml", "sweep-interval: 6s\n")
 	later := time.Now().Add(time.Minute)
@@ -550,26 +558,35 @@ func TestConfigWatcherPolls(t *testing.T) {
 	waitApplied(t, a, "sweep-interval=6s", func() {})
 }
 
+// TestConfigWatcherSIGHUP: a SIGHUP sent as soon as Start returns, as one
+// sent when lapse serve says it serves may be, reloads the file; it must
+// not find the default action (exit) still in place.
 func TestConfigWatcherSIGHUP(t *testing.T) {
-	// Any SIGHUP of this test process lands here, never in the default
-	// action (exit), even before the watcher listens.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-
 	w, path, a, logs, _ := startWatcher(t, "sweep-interval: 5s\n", nil)
 	a.seen = make(chan string, 10)
 	w.Interval = time.Hour
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { w.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-
 	writeConfig(t, filepath.Dir(path), "lapse.yaml", "sweep-interval: 8s\n")
-	waitApplied(t, a, "sweep-interval=8s", func() { _ = syscall.Kill(os.Getpid(), syscall.SIGHUP) })
+	stop := w.Start(t.Context())
+	defer stop()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitApplied(t, a, "sweep-interval=8s", func() {})
 	if !strings.Contains(logs.String(), "config: SIGHUP, reloading") {
 		t.Errorf("logs:\n%s", logs.String())
 	}
+	stop()
+
+	// Once the context is done, until stop returns, a SIGHUP is still
+	// taken, and ignored.
+	ctx, cancel := context.WithCancel(t.Context())
+	stop = w.Start(ctx)
+	cancel()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond) // for a wrongly handled signal to end the process
+	stop()
 }
 
 func TestConfigRedact(t *testing.T) {
@@ -582,8 +599,13 @@ func TestConfigRedact(t *testing.T) {
 		{"db", "postgres://u:hunter2@db:5432/lapse?sslmode=disable", "postgres://u:xxxxx@db:5432/lapse?sslmode=disable"},
 		{"db", "postgres://db/lapse?user=u&password=hunter2&sslmode=disable", "postgres://db/lapse?user=u&password=xxxxx&sslmode=disable"},
 		{"db", "host=db password=hunter2 dbname=lapse", "host=db password=xxxxx dbname=lapse"},
+		{"db", "postgres://u:hun@ter2@db:5432/lapse", "postgres://u:xxxxx@db:5432/lapse"},
+		{"db", "u:hunter2@tcp(db:3306)/lapse", "u:xxxxx@tcp(db:3306)/lapse"},
 		{"payment-providers", "a=https://u:p1@a.example/x,b=https://b.example:8443/y@z", "a=https://u:xxxxx@a.example/x,b=https://b.example:8443/y@z"},
 		{"db", "lapse.db", "lapse.db"},
+		// A token in a URL's query is a secret too.
+		{"webhook", "https://hooks.example/lapse?token=s3cret&v=2", "https://hooks.example/lapse?token=xxxxx&v=xxxxx"},
+		{"payment-providers", "a=https://a.example/x?key=k1,b=http://b.example/y", "a=https://a.example/x?key=xxxxx,b=http://b.example/y"},
 		// Files of public keys are no secret.
 		{"alipay-public-key", "/etc/lapse/alipay.pub", "/etc/lapse/alipay.pub"},
 	} {
@@ -614,5 +636,108 @@ func TestArguments(t *testing.T) {
 	_, _, err = load(settings, "--config", path)
 	if err == nil || !strings.Contains(err.Error(), "lapse.yaml:2: reason: --reason is given on the command line only") {
 		t.Errorf("a file naming --reason: %v, want it refused naming the line", err)
+	}
+}
+
+// TestSettingChecks: a word that no flag takes, an address that is no
+// HOST:PORT, and a --db that names no store (a URL of another scheme, a
+// DSN of another form, which would be taken for the name of an SQLite file
+// to make) are refused wherever they come from, naming the setting; the
+// errors show neither a password nor a secret.
+func TestSettingChecks(t *testing.T) {
+	for _, s := range append(slices.Clone(serveSettings), configSetting) {
+		t.Setenv(envName(s.Name), "")
+	}
+	for _, tc := range []struct{ name, value, want string }{
+		{"trigger-mode", "bogus", "want auto, redis or database"},
+		{"log-level", "verbose", "want debug, info, warn or error"},
+		{"log-format", "xml", "want text or json"},
+		{"http", "", "want HOST:PORT"},
+		{"metrics-http", "9090", "want HOST:PORT"},
+		{"console-http", "localhost", "want HOST:PORT"},
+		{"db", "", "empty"},
+		{"db", "postgress://u:hunter2@db/lapse", `the scheme "postgress" names no store`},
+		{"db", "mariadb://u:hunter2@db/lapse", `the scheme "mariadb" names no store`},
+		{"db", "POSTGRES://u:hunter2@db/lapse", `the scheme "POSTGRES" names no store`},
+		{"db", "host=db user=u password=hunter2 dbname=lapse", "keyword=value form is not taken"},
+		{"db", "u:hunter2@tcp(db:3306)/lapse", "Go MySQL driver's DSN is not taken"},
+		{"db", "sqlite://lapse.db", "names a host, not a file"},
+		{"payment-provider-secrets", "a=b,hunter2hunter2hunter2", "not a NAME=VALUE list"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { // not the value: it names the temporary directory
+			check := func(source string, err error) {
+				t.Helper()
+				if err == nil {
+					t.Fatalf("%s %q: no error", source, tc.value)
+				}
+				name := tc.name
+				if source == "variable" {
+					name = envName(tc.name)
+				}
+				if !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("%s %q: error %q does not name %s and say %q", source, tc.value, err, name, tc.want)
+				}
+				if strings.Contains(err.Error(), "hunter2") {
+					t.Errorf("%s %q: error %q shows the password", source, tc.value, err)
+				}
+			}
+			_, _, err := load(serveSettings, "--"+tc.name+"="+tc.value)
+			check("flag", err)
+			path := writeConfig(t, t.TempDir(), "lapse.yaml", tc.name+": '"+tc.value+"'\n")
+			_, _, err = load(serveSettings, "--config", path)
+			check("file", err)
+			if tc.value != "" { // an empty variable is unset
+				t.Setenv(envName(tc.name), tc.value)
+				_, _, err = load(serveSettings)
+				check("variable", err)
+			}
+		})
+	}
+	for _, tc := range []struct{ name, value string }{
+		{"db", "lapse.db"}, {"db", "sqlite:lapse.db"}, {"db", "sqlite:///var/lib/lapse/lapse.db"},
+		{"db", "postgres://u:p@db:5432/lapse?sslmode=disable"}, {"db", "postgresql://db/lapse"},
+		{"db", "mysql://u:p@db:3306/lapse"}, {"db", "./data=1/lapse.db"},
+		{"trigger-mode", "redis"}, {"trigger-mode", "db"}, {"log-level", "WARN"}, {"log-format", "json"},
+		{"http", ":8080"}, {"http", "[::1]:0"}, {"metrics-http", ""},
+	} {
+		if _, _, err := load(serveSettings, "--"+tc.name+"="+tc.value); err != nil {
+			t.Errorf("--%s %q refused: %v", tc.name, tc.value, err)
+		}
+	}
+}
+
+// TestConfigWatcherSnapshotKeepsTheReload: a reload that lands before the
+// service says it serves writes the newer file's snapshot; the start's
+// snapshot, written after, must not put the older file back.
+func TestConfigWatcherSnapshotKeepsTheReload(t *testing.T) {
+	a := &applied{}
+	settings := testSettings(t, a)
+	path := writeConfig(t, t.TempDir(), "lapse.yaml", "sweep-interval: 5s\n")
+	_, cfg, err := load(settings, "--config", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newConfigWatcher(cfg, nil, slog.New(slog.DiscardHandler), nil)
+	writeConfig(t, filepath.Dir(path), "lapse.yaml", "sweep-interval: 7s\n")
+	if err := w.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	w.Serving()
+	if b, err := os.ReadFile(path + snapshotSuffix); err != nil || string(b) != "sweep-interval: 7s\n" {
+		t.Errorf("snapshot %q, %v; want the reloaded file", b, err)
+	}
+
+	// Without a reload, Serving writes the start's file, once.
+	path = writeConfig(t, t.TempDir(), "lapse.yaml", "sweep-interval: 5s\n")
+	if _, cfg, err = load(settings, "--config", path); err != nil {
+		t.Fatal(err)
+	}
+	w = newConfigWatcher(cfg, nil, slog.New(slog.DiscardHandler), nil)
+	if _, err := os.Stat(path + snapshotSuffix); !os.IsNotExist(err) {
+		t.Fatalf("a snapshot before serving: %v", err)
+	}
+	w.Serving()
+	if b, err := os.ReadFile(path + snapshotSuffix); err != nil || string(b) != "sweep-interval: 5s\n" {
+		t.Errorf("snapshot %q, %v; want the start's file", b, err)
 	}
 }

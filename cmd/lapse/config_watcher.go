@@ -24,7 +24,7 @@ import (
 // the new value of every changed setting that has a Reload is handed to it,
 // unless the environment or the command line set that setting (they
 // outrank the file); every other changed setting is logged as needing a
-// restart; the snapshot is written.
+// restart; the snapshot is written once every value was taken.
 type configWatcher struct {
 	// Interval is how often the file is looked at. Default 2s.
 	Interval time.Duration
@@ -38,7 +38,8 @@ type configWatcher struct {
 	log      *slog.Logger
 	now      func() time.Time
 
-	mu      sync.Mutex // one reload at a time; guards the fields below
+	mu      sync.Mutex  // one reload at a time; guards the fields below
+	start   *flagConfig // the start's file until Serving wrote its snapshot or a reload wrote a newer one
 	running map[string]string
 	stamp   fileStamp
 	errs    int
@@ -63,6 +64,7 @@ func newConfigWatcher(cfg *flagConfig, p *process, log *slog.Logger, reg prometh
 		settings: cfg.settings,
 		known:    cfg.known,
 		proc:     p,
+		start:    cfg,
 		pinned:   map[string]string{},
 		log:      log,
 		now:      time.Now,
@@ -90,12 +92,29 @@ func newConfigWatcher(cfg *flagConfig, p *process, log *slog.Logger, reg prometh
 	return w
 }
 
-// Run watches the file until ctx is done. Without a file, it logs and
-// otherwise ignores SIGHUP, which would end the process.
-func (w *configWatcher) Run(ctx context.Context) {
+// Start listens for SIGHUP before it returns, so that a SIGHUP sent once
+// the command says it serves reloads the file rather than ends the
+// process, and watches the file on its own goroutine until ctx is done or
+// stop is called. Without a file, it logs and otherwise ignores SIGHUP.
+// stop waits for the watcher to end, a reload under way included; until
+// then a SIGHUP, even one after ctx is done, cannot end the process.
+func (w *configWatcher) Start(ctx context.Context) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.run(ctx, hup)
+	}()
+	return func() {
+		cancel()
+		<-done
+		signal.Stop(hup)
+	}
+}
+
+func (w *configWatcher) run(ctx context.Context, hup <-chan os.Signal) {
 	if w.path == "" {
 		for {
 			select {
@@ -139,7 +158,8 @@ func (w *configWatcher) Run(ctx context.Context) {
 	}
 }
 
-// Reload reads the file once and applies what changed, as Run does. It
+// Reload reads the file once and applies what changed, as the watcher
+// started by Start does. It
 // returns the file's errors, when nothing was applied, or the errors of the
 // apply funcs that refused their value.
 func (w *configWatcher) Reload() error {
@@ -194,15 +214,35 @@ func (w *configWatcher) Reload() error {
 		w.running[f.Name] = value
 		w.log.Info("config: reloaded", "flag", f.Name, "value", shown, "was", was, "source", source)
 	})
-	if err := writeSnapshot(w.path+snapshotSuffix, file); err != nil {
-		w.log.Warn(err.Error())
-	}
 	if err := errors.Join(errs...); err != nil {
+		// The file is not good: the last good snapshot stays the
+		// fallback of the next start.
 		w.fail(err)
 		return err
 	}
+	if err := writeSnapshot(w.path+snapshotSuffix, file); err != nil {
+		w.log.Warn(err.Error())
+	}
+	w.start = nil // the start's file is no longer the last good one
 	w.succeed()
 	return nil
+}
+
+// Serving writes the snapshot of the file the command started on, once the
+// command serves on it, unless a reload took a newer file meanwhile: then
+// that file's snapshot stands. The two writes take the same lock, so the
+// start's can never overwrite a reload's.
+func (w *configWatcher) Serving() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.start == nil {
+		return
+	}
+	w.start.WriteSnapshot()
+	if err := w.start.SnapshotErr; err != nil {
+		w.log.Warn(err.Error())
+	}
+	w.start = nil
 }
 
 func (w *configWatcher) fail(err error) {

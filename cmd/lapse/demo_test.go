@@ -325,7 +325,7 @@ func TestDemoRefusesBadInput(t *testing.T) {
 		{[]string{"--duration", "-1s"}, "--duration"},
 		{[]string{"--db", existing}, "the file exists"},
 		{[]string{"--db", "postgres://u@127.0.0.1:1/x"}, "embedded store"},
-		{[]string{"--db", ""}, "embedded store"},
+		{[]string{"--db", ""}, "-db: empty"},
 		{[]string{"extra"}, "unexpected argument"},
 	} {
 		_, errOut, code := lapseExit(t, dir, nil, append([]string{"demo"}, c.args...)...)

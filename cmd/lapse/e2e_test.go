@@ -336,6 +336,7 @@ func TestServeRefusesPaymentFlags(t *testing.T) {
 		{[]string{"--hmac-secrets", "0123456789abcdef,short"}, "--hmac-secrets: secret 2 is 5 bytes"},
 		{[]string{"--hmac-secrets", ","}, "--hmac-secrets: give at least one secret"},
 		{[]string{"--stripe-secrets", "whsec_x"}, "--stripe-secrets: secret 1 is 7 bytes"},
+		{[]string{"--stripe-test-mode"}, "--stripe-test-mode needs --stripe-secrets"},
 		{[]string{"--payment-providers", gw, "--payment-provider-secrets", "gw=short"}, "--payment-provider-secrets: secret 1 is 5 bytes"},
 		{[]string{"--payment-providers", gw}, "--payment-providers: gw has no secret"},
 		{[]string{"--sandbox", "--sandbox-fail-rate", "0.8", "--sandbox-unknown-rate", "0.8"}, "add up to more than 1"},

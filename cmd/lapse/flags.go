@@ -18,9 +18,13 @@ func newFlagSet(name string, w io.Writer) *flag.FlagSet {
 // parseArgs parses args into the flags of fs. Flags may come before, after
 // or between the positional arguments (lapse flows auto_confirm --flows
 // DIR), as every command of lapse takes them; "--" ends the flags. After
-// it, fs.Args returns the positional arguments in their order.
+// it, fs.Args returns the positional arguments in their order. A flag
+// given twice is refused, as a key given twice in a config file is:
+// --hmac-secrets A --hmac-secrets B would keep B alone. A list argument
+// (lapse close --order) adds up over its uses instead.
 func parseArgs(fs *flag.FlagSet, args []string) error {
 	var flags, positional []string
+	seen := map[string]bool{}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
@@ -32,6 +36,12 @@ func parseArgs(fs *flag.FlagSet, args []string) error {
 		default:
 			flags = append(flags, a)
 			name, _, inline := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			if f := fs.Lookup(name); f != nil {
+				if _, adds := f.Value.(*repeatedList); !adds && seen[name] {
+					return fmt.Errorf("flag -%s is given twice: give it once (a list takes its values comma-separated)", name)
+				}
+				seen[name] = true
+			}
 			if !inline && i+1 < len(args) && takesValue(fs, name) {
 				i++
 				flags = append(flags, args[i])

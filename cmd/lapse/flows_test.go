@@ -131,6 +131,65 @@ transitions:
 	}
 }
 
+// TestFlowsServeRefusesStrandedOrders: a flow file changed under open
+// orders, so that one is in a state the flow no longer has, or removed
+// while its orders are open, stops lapse serve with the flow, state and
+// count, rather than leaving the orders where nothing moves them and their
+// deadlines fail on every pass; the flow as it was serves again.
+func TestFlowsServeRefusesStrandedOrders(t *testing.T) {
+	t.Parallel()
+	dir, flows := t.TempDir(), t.TempDir()
+	parcel := `name: parcel
+initial: WAIT
+states:
+  - {name: WAIT, deadline: {after: 1h, event: EXPIRE}}
+  - {name: HOLD, deadline: {after: 1h, event: EXPIRE}}
+  - {name: DONE, terminal: true}
+events: [{name: GO}, {name: PARK}, {name: EXPIRE, internal: true}]
+transitions:
+  - {from: WAIT, event: GO, to: DONE, emits: [order.done]}
+  - {from: WAIT, event: PARK, to: HOLD, emits: [order.parked]}
+  - {from: WAIT, event: EXPIRE, to: DONE, emits: [order.expired]}
+  - {from: HOLD, event: EXPIRE, to: DONE, emits: [order.expired]}
+`
+	writeFlow(t, flows, "parcel.yaml", parcel)
+	p := startServe(t, dir, "--flows", flows)
+	body := map[string]any{"order_no": "p-1", "flow": "parcel", "user_id": "u1", "amount": 100, "currency": "CNY"}
+	if code := call(t, "POST", p.URL+"/v1/orders", body, nil); code != 201 {
+		t.Fatalf("POST /v1/orders = %d", code)
+	}
+	if code := call(t, "POST", p.URL+"/v1/orders/p-1/events", map[string]any{"event": "PARK"}, nil); code != 200 {
+		t.Fatalf("PARK = %d", code)
+	}
+	if err := p.Terminate(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	serve := func() (string, bool) {
+		t.Helper()
+		_, errOut, ok := lapseRun(t, dir, "serve", "--http", "127.0.0.1:0", "--admin-key", testAdminKey, "--probe-interval", "0", "--flows", flows)
+		return errOut, ok
+	}
+	writeFlow(t, flows, "parcel.yaml", strings.NewReplacer(
+		"  - {name: HOLD, deadline: {after: 1h, event: EXPIRE}}\n", "",
+		"  - {from: WAIT, event: PARK, to: HOLD, emits: [order.parked]}\n", "",
+		"  - {from: HOLD, event: EXPIRE, to: DONE, emits: [order.expired]}\n", "",
+		"{name: PARK}, ", "").Replace(parcel))
+	if errOut, ok := serve(); ok || !strings.Contains(errOut, "1 of flow parcel in state HOLD, which the flow no longer has") || strings.Contains(errOut, "lapse serving") {
+		t.Errorf("lapse serve with HOLD gone: ok %v\n%s", ok, errOut)
+	}
+	writeFlow(t, flows, "parcel.yaml", strings.Replace(parcel, "name: parcel", "name: box", 1))
+	if errOut, ok := serve(); ok || !strings.Contains(errOut, `1 in state HOLD of flow "parcel", which is not loaded`) {
+		t.Errorf("lapse serve with parcel gone: ok %v\n%s", ok, errOut)
+	}
+	writeFlow(t, flows, "parcel.yaml", parcel)
+	p = startServe(t, dir, "--flows", flows)
+	var o order
+	if code := call(t, "GET", p.URL+"/v1/orders/p-1", nil, &o); code != 200 || o.State != "HOLD" || o.DeadlineAt == nil {
+		t.Errorf("p-1 with its flow back = %d %+v", code, o)
+	}
+}
+
 // TestFlowsServeExamples runs the example flows in lapse serve, through
 // the HTTP API.
 func TestFlowsServeExamples(t *testing.T) {

@@ -6,7 +6,8 @@
 //	lapse flows   [--flows DIR] [NAME]         list the flows, or print one's state diagram
 //	lapse config  [--config FILE] [flags]      the flags of serve: value and source
 //	lapse apikey  create|list|revoke           the API keys of the services that call Lapse
-//	lapse operator add|list|disable            the people who log in, with their TOTP enrolment
+//	lapse operator add|list|disable|enable|role|reset
+//	                                           the people who log in, with their TOTP enrolment
 //	lapse audit   verify|list                  check the audit log's chain; exit 1 if it is broken
 //	lapse close   --order NO… | --user ID | --from T --to T   close orders by hand, as one batch
 //	lapse bench   [--db DSN] [--orders N] …     how fast the engine closes a backlog, in a scratch schema
@@ -64,8 +65,9 @@ Usage:
   lapse apikey create --name NAME --scopes SCOPES | list | revoke PREFIX
                           the API keys of the services that call Lapse; a new key is printed once
   lapse operator add --name NAME --role viewer|operator|admin | list | disable NAME
-                          the people who log in; add reads a password from stdin (or makes one)
-                          and prints the TOTP enrolment (otpauth URI and QR code)
+                 | enable NAME | role NAME ROLE | reset NAME
+                          the people who log in; add and reset read a password from stdin (or
+                          make one) and print the TOTP enrolment (otpauth URI and QR code)
   lapse audit verify | list [--limit N] [--target T] [--actor A]
                           check the audit log's chain (exit 1 naming the first bad row), or show it
   lapse close (--order NO,… | --user ID | --from T --to T) [--flow F] [--dry-run] [--reason R]

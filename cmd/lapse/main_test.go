@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +46,7 @@ var commands = [][]string{
 	{"serve"}, {"migrate"}, {"reconcile"}, {"flows"}, {"config"},
 	{"apikey", "create"}, {"apikey", "list"}, {"apikey", "revoke"},
 	{"operator", "add"}, {"operator", "list"}, {"operator", "disable"},
+	{"operator", "enable"}, {"operator", "role"}, {"operator", "reset"},
 	{"audit", "verify"}, {"audit", "list"},
 	{"close"}, {"bench"}, {"demo"}, {"version"},
 }
@@ -80,6 +83,93 @@ func TestHelpExitCodes(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("the help made files: %v", entries)
+	}
+}
+
+// TestUnexpectedArguments: a command that takes no positional argument
+// refuses one, naming it, with exit 2 and before it makes anything: lapse
+// migrate postgres://… must not migrate (and make) ./lapse.db.
+func TestUnexpectedArguments(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, c := range [][]string{
+		{"serve"}, {"migrate"}, {"reconcile"}, {"config"}, {"apikey", "create"}, {"apikey", "list"},
+		{"operator", "add"}, {"operator", "list"}, {"audit", "verify"}, {"audit", "list"},
+		{"bench"}, {"demo"}, {"version"},
+	} {
+		args := append(slices.Clone(c), "postgres://lapse@db:5432/lapse")
+		if _, errOut, code := lapseExit(t, dir, nil, args...); code != 2 || !strings.Contains(errOut, `unexpected argument "postgres://lapse@db:5432/lapse"`) {
+			t.Errorf("lapse %s DSN: exit %d, want 2 naming the argument:\n%s", strings.Join(c, " "), code, errOut)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("refused command lines made files: %v", entries)
+	}
+}
+
+// TestFlagGivenTwice: a flag given twice is refused, as a key given twice
+// in a config file is, rather than the last one taken: --hmac-secrets A
+// --hmac-secrets B kept B alone, dropping the secret being rotated out.
+// A list argument (lapse close --order) adds up over its uses.
+func TestFlagGivenTwice(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"config", "--workers", "2", "--workers", "3"},
+		{"config", "--hmac-secrets", "0123456789abcdef-a", "--hmac-secrets=0123456789abcdef-b"},
+		{"serve", "--http", "127.0.0.1:0", "-http=127.0.0.1:0"},
+		{"migrate", "--db", "a.db", "--db", "b.db"},
+		{"close", "--dry-run", "--order", "A-1", "--dry-run"},
+	} {
+		_, errOut, code := lapseExit(t, dir, nil, args...)
+		if code != 2 || !strings.Contains(errOut, "is given twice") {
+			t.Errorf("lapse %q: exit %d, want 2 saying the flag is given twice:\n%s", args, code, errOut)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("refused command lines made files: %v", entries)
+	}
+	if _, errOut, code := lapseExit(t, dir, nil, "migrate"); code != 0 {
+		t.Fatalf("lapse migrate: exit %d:\n%s", code, errOut)
+	}
+	out, errOut, code := lapseExit(t, dir, nil, "close", "--order", "A-1", "--order", "A-2", "--dry-run")
+	if code != 0 || !strings.Contains(out, "2 more chosen") {
+		t.Errorf("lapse close --order A-1 --order A-2 --dry-run: exit %d, want both orders chosen:\n%s%s", code, out, errOut)
+	}
+}
+
+// TestServeRefusesBeforeOpening: lapse serve refuses a subscriber's, a
+// payment provider's or a listener's setting before it opens the database,
+// so that on a first start it makes neither the database nor an admin key.
+func TestServeRefusesBeforeOpening(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--webhook", "http://127.0.0.1:1/hook", "--webhook-secret", "short"}, "--webhook"},
+		{[]string{"--stock-port", "not-a-url"}, "--stock-port"},
+		{[]string{"--alipay-app-id", "2021", "--alipay-seller-id", "2088", "--alipay-public-key", "no-such-file.pem"}, "--alipay-public-key"},
+		{[]string{"--http", taken.Addr().String()}, "--http"},
+		{[]string{"--metrics-http", taken.Addr().String()}, "--metrics-http"},
+		{[]string{"--console-http", "127.0.0.1:99999"}, "--console-http"},
+	} {
+		dir := t.TempDir()
+		args := append([]string{"serve"}, tc.args...)
+		if !slices.Contains(args, "--http") {
+			args = append(args, "--http", "127.0.0.1:0")
+		}
+		if _, errOut, code := lapseExit(t, dir, nil, args...); code != 2 || !strings.Contains(errOut, "lapse: "+tc.want) {
+			t.Errorf("lapse %q: exit %d, want 2 naming %s:\n%s", args, code, tc.want, errOut)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("lapse %q made files: %v", args, entries)
+		}
 	}
 }
 

@@ -20,6 +20,11 @@ const operatorUsage = `Usage:
         TOTP enrolment: the otpauth URI and its QR code, for an authenticator app.
   lapse operator list              every operator, disabled ones too
   lapse operator disable NAME      no more logins; their sessions end
+  lapse operator enable NAME       they may log in again: clears the disable and a lockout
+  lapse operator role NAME ROLE    viewer|operator|admin; their sessions end
+  lapse operator reset NAME        a new password (from stdin, or generated, as add) and a new
+                                   TOTP enrolment, printed as add prints them; clears a
+                                   lockout; their sessions end. A disabled operator stays so.
 
 Each takes --db DSN and --config FILE. The command acts with the database's own
 credentials, as the admin "cli:<OS user>": whoever can reach the database is admin.
@@ -38,6 +43,12 @@ func operator(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return operatorList(ctx, args[1:], stdout, stderr)
 	case "disable":
 		return operatorDisable(ctx, args[1:], stdout, stderr)
+	case "enable":
+		return operatorEnable(ctx, args[1:], stdout, stderr)
+	case "role":
+		return operatorRole(ctx, args[1:], stdout, stderr)
+	case "reset":
+		return operatorReset(ctx, args[1:], stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		io.WriteString(stdout, operatorUsage)
 		return nil
@@ -48,18 +59,15 @@ func operator(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 }
 
 func operatorAdd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	o, svc, rest, done, err := accessTool(ctx, "operator add", operatorAddSettings, args, stderr)
+	o, svc, _, done, err := accessTool(ctx, "operator add", operatorAddSettings, false, args, stderr)
 	if err != nil {
 		return err
 	}
 	defer done()
-	if len(rest) > 0 {
-		return fmt.Errorf("operator add: unexpected argument %q", rest[0])
-	}
 	if o.args.name == "" || o.args.role == "" {
 		return fmt.Errorf("operator add: give --name and --role (%s, %s or %s)", access.RoleViewer, access.RoleOperator, access.RoleAdmin)
 	}
-	password, err := readPassword(stdin)
+	password, err := readPassword("operator add", stdin)
 	if err != nil {
 		return err
 	}
@@ -68,18 +76,25 @@ func operatorAdd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		return err
 	}
 	fmt.Fprintf(stdout, "operator %q added, role %s\n", op.Name, op.Role)
+	printEnrolment(stdout, enr)
+	return nil
+}
+
+// printEnrolment prints what an operator is given once: the password when
+// it was generated, and the TOTP secret, its otpauth URI and QR code.
+func printEnrolment(stdout io.Writer, enr *access.Enrolment) {
 	if enr.Password != "" {
 		fmt.Fprintf(stdout, "password (generated; shown this once): %s\n", enr.Password)
 	}
 	fmt.Fprintf(stdout, "TOTP secret: %s\notpauth URI: %s\n\n%s\n", enr.Secret, enr.URI, enr.QR)
 	fmt.Fprintln(stdout, "Scan the code, or enter the secret, in an authenticator app: logins and risky actions ask for its codes.")
-	return nil
 }
 
-// readPassword reads the first line of stdin, without its line ending.
-// Nothing on stdin, or a terminal (whose typing would show on the
-// screen), is an empty password: AddOperator then generates one.
-func readPassword(stdin io.Reader) (string, error) {
+// readPassword reads the first line of stdin, without its line ending, for
+// the command cmd. Nothing on stdin, or a terminal (whose typing would
+// show on the screen), is an empty password: AddOperator and
+// ResetOperator then generate one.
+func readPassword(cmd string, stdin io.Reader) (string, error) {
 	if stdin == nil {
 		return "", nil
 	}
@@ -90,20 +105,17 @@ func readPassword(stdin io.Reader) (string, error) {
 	}
 	line, err := bufio.NewReader(io.LimitReader(stdin, 4*access.MaxPasswordLen+2)).ReadString('\n')
 	if err != nil && err != io.EOF {
-		return "", fmt.Errorf("operator add: reading the password from stdin: %w", err)
+		return "", fmt.Errorf("%s: reading the password from stdin: %w", cmd, err)
 	}
 	return strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r"), nil
 }
 
 func operatorList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	_, svc, rest, done, err := accessTool(ctx, "operator list", dbSettings, args, stderr)
+	_, svc, _, done, err := accessTool(ctx, "operator list", dbSettings, false, args, stderr)
 	if err != nil {
 		return err
 	}
 	defer done()
-	if len(rest) > 0 {
-		return fmt.Errorf("operator list: unexpected argument %q", rest[0])
-	}
 	ops, err := svc.Operators(ctx)
 	if err != nil {
 		return err
@@ -117,7 +129,7 @@ func operatorList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 }
 
 func operatorDisable(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	_, svc, rest, done, err := accessTool(ctx, "operator disable", dbSettings, args, stderr)
+	_, svc, rest, done, err := accessTool(ctx, "operator disable", dbSettings, true, args, stderr)
 	if err != nil {
 		return err
 	}
@@ -125,10 +137,81 @@ func operatorDisable(ctx context.Context, args []string, stdout, stderr io.Write
 	if len(rest) != 1 {
 		return fmt.Errorf("operator disable: give the name of one operator")
 	}
-	op, err := svc.DisableOperator(ctx, cliPrincipal(), rest[0])
+	op, changed, err := svc.DisableOperator(ctx, cliPrincipal(), rest[0])
 	if err != nil {
 		return err
 	}
+	if !changed {
+		fmt.Fprintf(stdout, "operator %q is disabled already, since %s; nothing changed\n", op.Name, when(op.DisabledAt))
+		return nil
+	}
 	fmt.Fprintf(stdout, "operator %q disabled at %s; their sessions are ended\n", op.Name, when(op.DisabledAt))
+	return nil
+}
+
+func operatorEnable(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	_, svc, rest, done, err := accessTool(ctx, "operator enable", dbSettings, true, args, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if len(rest) != 1 {
+		return fmt.Errorf("operator enable: give the name of one operator")
+	}
+	op, changed, err := svc.EnableOperator(ctx, cliPrincipal(), rest[0])
+	if err != nil {
+		return err
+	}
+	if !changed {
+		fmt.Fprintf(stdout, "operator %q is enabled and not locked out already; nothing changed\n", op.Name)
+		return nil
+	}
+	fmt.Fprintf(stdout, "operator %q enabled, with no lockout and no failed logins counted: they may log in\n", op.Name)
+	return nil
+}
+
+func operatorRole(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	_, svc, rest, done, err := accessTool(ctx, "operator role", dbSettings, true, args, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if len(rest) != 2 {
+		return fmt.Errorf("operator role: give the name of one operator and a role (%s, %s or %s)", access.RoleViewer, access.RoleOperator, access.RoleAdmin)
+	}
+	op, changed, err := svc.SetOperatorRole(ctx, cliPrincipal(), rest[0], rest[1])
+	if err != nil {
+		return err
+	}
+	if !changed {
+		fmt.Fprintf(stdout, "operator %q has the role %s already; nothing changed\n", op.Name, op.Role)
+		return nil
+	}
+	fmt.Fprintf(stdout, "operator %q has the role %s; their sessions are ended\n", op.Name, op.Role)
+	return nil
+}
+
+func operatorReset(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	_, svc, rest, done, err := accessTool(ctx, "operator reset", dbSettings, true, args, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if len(rest) != 1 {
+		return fmt.Errorf("operator reset: give the name of one operator")
+	}
+	password, err := readPassword("operator reset", stdin)
+	if err != nil {
+		return err
+	}
+	op, enr, err := svc.ResetOperator(ctx, cliPrincipal(), rest[0], password)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "operator %q reset: a new password and TOTP secret, no lockout; their sessions are ended\n", op.Name)
+	if !op.DisabledAt.IsZero() {
+		fmt.Fprintf(stdout, "operator %q is still disabled: lapse operator enable lets them log in\n", op.Name)
+	}
+	printEnrolment(stdout, enr)
 	return nil
 }

@@ -31,8 +31,9 @@ type paymentFlags struct {
 	sandboxFail   float64
 	sandboxLost   float64
 
-	hmacSecrets   string
-	stripeSecrets string
+	hmacSecrets    string
+	stripeSecrets  string
+	stripeTestMode bool
 
 	wechatMchID, wechatAppID, wechatKey, wechatCerts  string
 	alipayAppID, alipaySeller, alipayEmail, alipayKey string
@@ -103,7 +104,7 @@ func (p *paymentFlags) build(ctx context.Context, base string, store lapse.Sandb
 		out.callbacks["hmac"] = &payment.HMAC{Provider: "hmac", Secrets: splitSecrets(p.hmacSecrets)}
 	}
 	if p.stripeSecrets != "" {
-		out.callbacks["stripe"] = &payment.Stripe{Provider: "stripe", Secrets: splitSecrets(p.stripeSecrets)}
+		out.callbacks["stripe"] = &payment.Stripe{Provider: "stripe", Secrets: splitSecrets(p.stripeSecrets), TestMode: p.stripeTestMode}
 	}
 	if p.wechatMchID != "" {
 		cb, err := p.wechatPay()
@@ -189,7 +190,8 @@ func (p *paymentFlags) wechatPay() (*payment.WeChatPay, error) {
 //     (--payment-provider-secrets): anyone who has one can mark an order
 //     paid, so each must be at least as long as a webhook's
 //     (webhook.MinSecretLen bytes), and a list given holds one at least;
-//   - a setting that would be ignored: a WeChat Pay or Alipay setting
+//   - a setting that would be ignored: --stripe-test-mode without
+//     --stripe-secrets, a WeChat Pay or Alipay setting
 //     without the merchant id or app id that turns the provider on, a
 //     provider secret or a merchant account for a provider that is not
 //     configured. A merchant account misspelt would leave the provider it
@@ -200,6 +202,9 @@ func (p *paymentFlags) check() error {
 	}
 	if p.wechatMchID == "" && (p.wechatAppID != "" || p.wechatKey != "" || p.wechatCerts != "") {
 		return errors.New("--wechatpay-appid, --wechatpay-apiv3-key and --wechatpay-platform-keys need --wechatpay-mchid, which turns WeChat Pay on")
+	}
+	if p.stripeSecrets == "" && p.stripeTestMode {
+		return errors.New("--stripe-test-mode needs --stripe-secrets, which turns Stripe on")
 	}
 	if p.alipayAppID == "" && (p.alipaySeller != "" || p.alipayEmail != "" || p.alipayKey != "") {
 		return errors.New("--alipay-seller-id, --alipay-seller-email and --alipay-public-key need --alipay-app-id, which turns Alipay on")

@@ -69,7 +69,10 @@ func startServe(t *testing.T, dir string, args ...string) *proc {
 	if !given("--probe-interval") {
 		args = append([]string{"--probe-interval", "0"}, args...)
 	}
-	args = append([]string{"serve", "--http", "127.0.0.1:0", "--log-format", "json"}, args...)
+	if !given("--http") {
+		args = append([]string{"--http", "127.0.0.1:0"}, args...)
+	}
+	args = append([]string{"serve", "--log-format", "json"}, args...)
 	cmd := exec.Command(lapseBin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "LAPSE_DB=", "LAPSE_HTTP=")

@@ -64,3 +64,29 @@ func TestREADMEWalkthrough(t *testing.T) {
 		t.Fatalf("the README's walkthrough has %d lapse flows commands and %d servers; the test reads it wrong", flows, len(running))
 	}
 }
+
+// TestREADMETestCommand: the command the README's Start gives for the tests
+// is the one .ci/run runs, flags and all, so that a newcomer who copies it
+// gets CI's run: with Go's default package timeout of 10 minutes, cmd/lapse
+// under the race detector is stopped part way on a loaded machine.
+func TestREADMETestCommand(t *testing.T) {
+	t.Parallel()
+	_, lines, _ := readmeShell(t)
+	var readme []string
+	for _, line := range lines {
+		if strings.HasPrefix(line, "go test") && strings.HasSuffix(line, " ./...") {
+			readme = append(readme, line)
+		}
+	}
+	ci, err := os.ReadFile("../../.ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := regexp.MustCompile(`(?m)^go test .*\./\.\.\.$`).FindString(string(ci))
+	if want == "" {
+		t.Fatal(".ci/run has no go test … ./... line; the test reads it wrong")
+	}
+	if len(readme) != 1 || readme[0] != want {
+		t.Errorf("the README's test command is %q; .ci/run runs %q", readme, want)
+	}
+}

@@ -24,6 +24,9 @@ func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, reconcileSettings, &o, args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("reconcile: unexpected argument %q (the database is --db)", fs.Arg(0))
+	}
 	flowSet, err := loadFlows(o.flowsDir)
 	if err != nil {
 		return err

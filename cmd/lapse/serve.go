@@ -40,8 +40,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg.WriteSnapshot() // the fallback of the next start
-	cfg.Log(log)        // loud when running on the last good snapshot
+	cfg.Log(log) // loud when running on the last good snapshot
 	if err := runService(ctx, o, cfg, log, nil); err != nil {
 		return err
 	}
@@ -51,6 +50,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	log.Info("lapse stopped")
 	return nil
 }
+
+// openOrdersCheckTimeout bounds the start's check of the open orders
+// against the flows (Engine.CheckOpenOrders): about 2 s for 2,000,000 open
+// orders on PostgreSQL on a loaded 2-core machine.
+const openOrdersCheckTimeout = 20 * time.Second
 
 // service is a running lapse serve, as runService hands it to its caller:
 // where it serves, and the parts that a caller in the same process (lapse
@@ -86,6 +90,9 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	if err := sf.checkEvents(engine.EventTypes(flowSet)); err != nil {
 		return err
 	}
+	if err := sf.checkPorts(flowSet); err != nil {
+		return err
+	}
 	if err := pf.check(); err != nil {
 		return err
 	}
@@ -111,6 +118,45 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	if err != nil {
 		return err
 	}
+	proxies, err := o.ac.proxies()
+	if err != nil {
+		return err
+	}
+	// The subscribers, the payment providers and the listeners are made
+	// before the database is opened, and made on a first start with its
+	// admin key: a setting they refuse (a short --webhook-secret, a port
+	// taken) changes nothing. The sandbox, whose state is in the
+	// database, is made after it.
+	subs, closeSubs, err := sf.subscriptions(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer closeSubs()
+	noSandbox := *pf
+	noSandbox.sandbox = false
+	if _, err := noSandbox.build(ctx, "", nil, log); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("--http: %w", err)
+	}
+	defer ln.Close()
+	var metricsLn net.Listener
+	if o.ac.metricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", o.ac.metricsAddr); err != nil {
+			return fmt.Errorf("--metrics-http: %w", err)
+		}
+		defer metricsLn.Close()
+	}
+	var consoleLn net.Listener
+	if o.ac.consoleAddr != "" {
+		if consoleLn, err = net.Listen("tcp", o.ac.consoleAddr); err != nil {
+			return fmt.Errorf("--console-http: %w", err)
+		}
+		defer consoleLn.Close()
+	}
+
 	store, err := openStoreConns(ctx, *db, int32(*dbConns), o.batchGather)
 	if err != nil {
 		return err
@@ -136,34 +182,11 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 		defer ws.Close()
 		work = ws
 	}
-
-	subs, closeSubs, err := sf.subscriptions(ctx, log)
-	if err != nil {
-		return err
-	}
-	defer closeSubs()
-
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
-	defer ln.Close()
 	warnInsecure(ln, log)
-	var metricsLn net.Listener
-	if o.ac.metricsAddr != "" {
-		if metricsLn, err = net.Listen("tcp", o.ac.metricsAddr); err != nil {
-			return fmt.Errorf("--metrics-http: %w", err)
-		}
-		defer metricsLn.Close()
-	}
-	var consoleLn net.Listener
-	if o.ac.consoleAddr != "" {
-		if consoleLn, err = net.Listen("tcp", o.ac.consoleAddr); err != nil {
-			return fmt.Errorf("--console-http: %w", err)
-		}
-		defer consoleLn.Close()
+	if consoleLn != nil {
 		warnInsecure(consoleLn, log)
 	}
+
 	pays, err := pf.build(ctx, "http://"+ln.Addr().String(), store, log)
 	if err != nil {
 		return err
@@ -176,6 +199,23 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 		GroupRetries: groupRetries, IssueRetries: issueRetries, Cards: cards, Trigger: sharedTrigger, TriggerMode: triggerMode})
 	if err != nil {
 		return err
+	}
+	// Flows changed or removed under open orders would strand them where
+	// no event moves them and their deadlines fail on every pass: refused
+	// before anything runs. The check reads every open order once; it is
+	// bounded, so that a table of tens of millions cannot hold the start:
+	// past the bound it is said, and the start goes on without it.
+	cctx, cancel := context.WithTimeout(ctx, openOrdersCheckTimeout)
+	err = eng.CheckOpenOrders(cctx)
+	cancel()
+	switch {
+	case lapse.ErrorCode(err) == lapse.EINVALID:
+		return fmt.Errorf("--flows: %s", lapse.ErrorMessage(err))
+	case err != nil && cctx.Err() != nil && ctx.Err() == nil:
+		log.Warn("the open orders were not checked against the flows: counting them took longer than the bound",
+			"bound", openOrdersCheckTimeout.String())
+	case err != nil:
+		return fmt.Errorf("checking the open orders against the flows: %w", err)
 	}
 	closer, err := closes.New(eng, store)
 	if err != nil {
@@ -220,6 +260,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 		Closer:          closer,
 		Probe:           prober,
 		TrustedOrigins:  splitList(o.ac.trustedOrigins),
+		TrustedProxies:  proxies,
 		Ready: func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
@@ -229,7 +270,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	// The operators' console, whose actions are requests to the API's own
 	// handler with the operator's session.
 	con, err := console.New(console.Config{Engine: eng, Access: acc, Closer: closer, API: api.Handler(), Store: store, Logger: log,
-		Registerer: reg, TrustedOrigins: splitList(o.ac.trustedOrigins)})
+		Registerer: reg, TrustedOrigins: splitList(o.ac.trustedOrigins), TrustedProxies: proxies, BodyTimeout: o.bodyTimeout})
 	if err != nil {
 		return err
 	}
@@ -248,7 +289,10 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
 		WriteTimeout: o.bodyTimeout + 2*time.Minute, IdleTimeout: 2 * time.Minute}
 
-	go watcher.Run(ctx)
+	// SIGHUP reloads from here on, through the shutdown: a reload sent
+	// once the start says it serves must not end the process.
+	stopWatcher := watcher.Start(ctx)
+	defer stopWatcher()
 	// The deliverer first: it makes its relays' cursors before the claimer
 	// writes any event for them.
 	deliverer.Start(ctx)
@@ -313,6 +357,12 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	// collection minutes later, nor give back to the system for a while
 	// after: give it back now.
 	debug.FreeOSMemory()
+	// The file is the fallback of the next start only once it started
+	// this one: a file whose values do not go together (--trigger-mode
+	// database without --redis) must not replace the last good one. It is
+	// written before the start says it serves, which is when a caller may
+	// look for it.
+	watcher.Serving()
 	log.Info("lapse serving", "http", "http://"+ln.Addr().String(), "db", hidePasswords(*db), "flows", len(eng.Flows()), "subscribers", names,
 		"payment_callbacks", providers, "trigger", eng.TriggerStatus().Using, "metrics_http", metricsURL,
 		"console", consoleURL, "deadlines", o.deadlines, "probe_interval", o.probeInterval,
@@ -372,7 +422,9 @@ func metricsServer(reg prometheus.Gatherer) *http.Server {
 
 // resumeCloses runs the manual close batches that a process stopped or
 // killed part way left running, one after the other, as Lapse itself: each
-// is finished with every order closed once (closes.Run).
+// is finished with every order closed once (closes.Finish, which outlasts
+// an outage of the database). A batch that stops for another reason is
+// logged, and the next one is run.
 func resumeCloses(ctx context.Context, closer *closes.Closer, log *slog.Logger) {
 	bs, err := closer.Unfinished(ctx)
 	if err != nil {
@@ -384,12 +436,13 @@ func resumeCloses(ctx context.Context, closer *closes.Closer, log *slog.Logger) 
 	by := &lapse.AuditEntry{ActorKind: access.KindSystem, ActorID: "lapse", ActorName: "lapse"}
 	for _, b := range bs {
 		log.Info("manual close: resuming a batch left running", "batch", b.ID, "total", b.Total, "created_by", b.CreatedBy)
-		got, err := closer.Run(ctx, b.ID, by, nil)
-		if err != nil {
-			if ctx.Err() == nil {
-				log.Error("manual close: a resumed batch stopped; it resumes at the next start", "batch", b.ID, "err", err)
-			}
+		got, err := closer.Finish(ctx, b.ID, by, nil)
+		if ctx.Err() != nil {
 			return
+		}
+		if err != nil {
+			log.Error("manual close: a resumed batch stopped; it resumes at the next start", "batch", b.ID, "err", err)
+			continue
 		}
 		log.Info("manual close: batch finished", "batch", got.ID, "closed", got.Closed, "skipped", got.Skipped, "failed", got.Failed)
 	}

@@ -13,12 +13,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
+	"net"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/engine"
 )
 
 // A setting is one value that configures lapse.
@@ -46,6 +50,12 @@ type setting struct {
 	// Range, when set, bounds the values of an int, float or duration
 	// setting (setting_range.go).
 	Range *valueRange
+	// Check, when set, refuses the values of the setting that its kind
+	// takes but lapse cannot use (a word not among the flag's, an address
+	// that is no HOST:PORT, a DSN of no store), wherever they come from,
+	// as Range does. Its error must not repeat the value, which lapse
+	// shows as shown does.
+	Check func(text string) error
 	// Reload puts a new value into force in a running lapse serve; nil when
 	// a change needs a restart. The value is written as the flag prints it
 	// ("5s" for a duration) and has passed the checks of Kind and Range. An
@@ -103,6 +113,11 @@ func (s *setting) define(fs *flag.FlagSet, o *options) {
 	}
 	if err := s.Kind.check(s.Default); s.Default != "" && err != nil {
 		bad(fmt.Errorf("default %q: %v", s.Default, err))
+	}
+	if s.Check != nil {
+		if err := s.Check(s.Default); err != nil {
+			bad(fmt.Errorf("default %q: %v", s.Default, err))
+		}
 	}
 	if s.Range != nil {
 		if _, err := rangeNumber(s.Kind, "0"); err != nil {
@@ -189,12 +204,20 @@ func parseDefault[T any](s *setting, want kind, parse func(string) (T, error)) (
 }
 
 // check returns why text is not a value of s, beyond what its flag
-// refuses: its kind's checks and its range.
+// refuses: its kind's checks, its range and its Check. The error of a
+// secret's value does not say what in it is wrong, which would show it.
 func (s *setting) check(text string) error {
-	if err := s.Kind.check(text); err != nil {
-		return err
+	err := s.Kind.check(text)
+	if err == nil {
+		err = s.Range.check(s.Kind, s.Name, text)
 	}
-	return s.Range.check(s.Kind, s.Name, text)
+	if err == nil && s.Check != nil {
+		err = s.Check(text)
+	}
+	if err != nil && s.Secret {
+		return fmt.Errorf("not a %s (the value is secret, so it is not shown)", s.Kind)
+	}
+	return err
 }
 
 // set sets the flag of s on fs to text, unless s refuses it.
@@ -215,15 +238,31 @@ func (s *setting) shown(value string) string {
 }
 
 var (
-	urlPassword = regexp.MustCompile(`(://[^:/?#@\s]*):[^@/\s]*@`)
+	// A password runs to the last @ before the host, as URLs are parsed:
+	// it may hold an @ of its own.
+	urlPassword = regexp.MustCompile(`(://[^:/?#@\s]*):[^/\s]*@`)
 	dsnPassword = regexp.MustCompile(`(?i)(password=)[^&\s]*`)
+	// The Go MySQL driver's DSN, user:password@tcp(host:3306)/db, which
+	// --db refuses (a mysql:// URL is its form) but shows in the error.
+	driverPassword = regexp.MustCompile(`^([^:@/\s]*):[^\s]*@((tcp|unix)\()`)
+	// The query of an http(s) URL (a webhook's, a port's, a provider's),
+	// which often carries its token (?token=…), up to the next URL of a
+	// list; and each of its values.
+	httpQuery  = regexp.MustCompile(`(?i)(https?://[^?\s,]*\?)([^\s,#]*)`)
+	queryValue = regexp.MustCompile(`=[^&;]*`)
 )
 
 // hidePasswords returns value with the passwords of the URLs and DSNs in it
-// replaced by xxxxx (postgres://u:xxxxx@db/lapse, …?password=xxxxx): a
+// replaced by xxxxx (postgres://u:xxxxx@db/lapse, …?password=xxxxx), and
+// the query values of its http(s) URLs too (https://h/hook?token=xxxxx): a
 // value that is not a secret, as lapse shows it in its output and its logs.
 func hidePasswords(value string) string {
+	value = httpQuery.ReplaceAllStringFunc(value, func(u string) string {
+		m := httpQuery.FindStringSubmatch(u)
+		return m[1] + queryValue.ReplaceAllString(m[2], "=xxxxx")
+	})
 	value = urlPassword.ReplaceAllString(value, "${1}:xxxxx@")
+	value = driverPassword.ReplaceAllString(value, "${1}:xxxxx@${2}")
 	return dsnPassword.ReplaceAllString(value, "${1}xxxxx")
 }
 
@@ -286,4 +325,51 @@ func parseWaits(s string) ([]time.Duration, error) {
 		return nil, err
 	}
 	return sch.Steps, nil
+}
+
+// oneOf returns the Check of a setting that takes one of words.
+func oneOf(words ...string) func(string) error {
+	return func(text string) error {
+		if !slices.Contains(words, text) {
+			return fmt.Errorf("want %s", strings.Join(words, " or "))
+		}
+		return nil
+	}
+}
+
+// optional returns check, for a setting whose empty value (off) is good
+// too.
+func optional(check func(string) error) func(string) error {
+	return func(text string) error {
+		if text == "" {
+			return nil
+		}
+		return check(text)
+	}
+}
+
+// checkAddr is the Check of a listener's address.
+func checkAddr(text string) error {
+	if _, _, err := net.SplitHostPort(text); err != nil {
+		return errors.New("want HOST:PORT, such as 127.0.0.1:8080 (:8080 for every interface; port 0 picks a free one)")
+	}
+	return nil
+}
+
+// checkLogLevel is the Check of --log-level, which takes what newLogger
+// takes.
+func checkLogLevel(text string) error {
+	var lv slog.Level
+	if lv.UnmarshalText([]byte(text)) != nil {
+		return errors.New("want debug, info, warn or error")
+	}
+	return nil
+}
+
+// checkTriggerMode is the Check of --trigger-mode.
+func checkTriggerMode(text string) error {
+	if _, err := engine.ParseTriggerMode(text); err != nil {
+		return fmt.Errorf("want %s, %s or %s", engine.TriggerAuto, engine.TriggerShared, engine.TriggerDatabase)
+	}
+	return nil
 }

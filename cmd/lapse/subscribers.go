@@ -193,6 +193,40 @@ func (f *subscriberFlags) checkEvents(types []string) error {
 	return nil
 }
 
+// checkPorts returns what is wrong with the merchant stock and coupon
+// ports for flows: the port protocol gives holdings back on order.closed
+// and uses them up on order.paid, and a port receives those and
+// order.created only. A flow that holds and gives back or uses up on
+// another event (a YAML flow's release_on: [order.expired]) would leave
+// its orders' stock or coupon held at the merchant's for ever (S4).
+func (f *subscriberFlags) checkPorts(fs []*lapse.Flow) error {
+	for _, p := range []struct {
+		sub subscriber
+		url string
+	}{{stockPortSub, f.stockPort}, {couponPortSub, f.couponPort}} {
+		if p.url == "" {
+			continue
+		}
+		for _, fl := range fs {
+			if !fl.Holds {
+				continue
+			}
+			for _, c := range []struct {
+				key, want string
+				types     []string
+			}{{"release_on", flows.EventOrderClosed, fl.ReleaseOn}, {"consume_on", flows.EventOrderPaid, fl.ConsumeOn}} {
+				for _, typ := range c.types {
+					if typ != c.want {
+						return fmt.Errorf("--%s: flow %s holds, and its %s names %s: the merchant's service %s, and takes %s for what %s means, so the orders of %s would stay held there for ever; use %s",
+							p.sub.Name, fl.Name, c.key, typ, p.sub.receives(), c.want, c.key, fl.Name, c.want)
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // build builds the subscriptions; without dial, the brokers' subscriptions
 // are notDelivered.
 func (f *subscriberFlags) build(ctx context.Context, log *slog.Logger, dial bool) ([]engine.Subscription, closer, error) {

@@ -46,3 +46,33 @@ func TestCheckEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckPorts: a merchant's stock or coupon port gives back on
+// order.closed and uses up on order.paid, and receives no other event of
+// an order's holdings: a flow that holds and gives back on another (a YAML
+// flow's release_on: [order.expired]) would leave its stock held at the
+// merchant's for ever, and is refused when a port is set.
+func TestCheckPorts(t *testing.T) {
+	expiring := &lapse.Flow{Name: "rental", Holds: true, ReleaseOn: []string{"order.expired"}, ConsumeOn: []string{flows.EventOrderPaid}}
+	shipping := &lapse.Flow{Name: "ship", Holds: true, ReleaseOn: []string{flows.EventOrderClosed}, ConsumeOn: []string{"order.shipped"}}
+	plain := &lapse.Flow{Name: "plain", ReleaseOn: nil}
+	for _, tc := range []struct {
+		stock, coupon string
+		fs            []*lapse.Flow
+		want          string // in the error; "" for none
+	}{
+		{"", "", []*lapse.Flow{expiring, shipping}, ""},
+		{"http://stock", "", append(flows.Builtin(), plain), ""},
+		{"http://stock", "", []*lapse.Flow{expiring}, "--stock-port: flow rental holds, and its release_on names order.expired"},
+		{"", "http://coupons", []*lapse.Flow{shipping}, "--coupon-port: flow ship holds, and its consume_on names order.shipped"},
+	} {
+		f := &subscriberFlags{stockPort: tc.stock, couponPort: tc.coupon}
+		err := f.checkPorts(tc.fs)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%+v: %v", f, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("error %v, want %q", err, tc.want)
+		}
+	}
+}

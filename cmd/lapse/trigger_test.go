@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -233,12 +232,7 @@ func TestServeConfigReload(t *testing.T) {
 // logger, in its format, like every other line of lapse serve.
 func TestRedisClientLogs(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // refused from now on
+	addr := testenv.Refused(t)
 	p := startServe(t, t.TempDir(), "--redis", "redis://"+addr+"/0", "--redis-timeout", "100ms")
 	waitFor(t, 20*time.Second, func() bool { return strings.Contains(p.Logs(), "failed to dial") })
 	if err := p.Terminate(15 * time.Second); err != nil {

@@ -72,6 +72,49 @@ type alertCase struct {
 }
 
 var alertCases = []alertCase{
+	{"LapseDown", "every node gone", `
+load 1m
+	up{job="lapse",instance="a"} 1x10 0x20
+	up{job="lapse",instance="b"} 1x10 0x20
+	lapse_due_open_orders{job="lapse",instance="a"} 0x10 _x20
+	lapse_due_open_orders{job="lapse",instance="b"} 0x10 _x20
+`, 20 * time.Minute, true},
+	{"LapseDown", "one node of two gone", `
+load 1m
+	up{job="lapse",instance="a"} 1x10 0x20
+	up{job="lapse",instance="b"} 1x30
+	lapse_due_open_orders{job="lapse",instance="a"} 0x10 _x20
+	lapse_due_open_orders{job="lapse",instance="b"} 0x30
+`, 20 * time.Minute, false},
+	{"LapseDown", "another job down", `
+load 1m
+	up{job="other",instance="c"} 1x10 0x20
+	lapse_due_open_orders{job="lapse",instance="a"} 0x30
+`, 20 * time.Minute, false},
+	{"LapseDown", "every node gone 3 minutes ago", `
+load 1m
+	lapse_due_open_orders{job="lapse",instance="a"} 0x17 _x13
+`, 20 * time.Minute, false},
+
+	{"LapseScrapeFailing", "one node of two cannot be scraped", `
+load 1m
+	up{job="lapse",instance="a"} 1x10 0x20
+	up{job="lapse",instance="b"} 1x30
+	lapse_due_open_orders{job="lapse",instance="a"} 0x10 _x20
+	lapse_due_open_orders{job="lapse",instance="b"} 0x30
+`, 20 * time.Minute, true},
+	{"LapseScrapeFailing", "another job's target down", `
+load 1m
+	up{job="other",instance="c"} 1x10 0x20
+	up{job="lapse",instance="a"} 1x30
+	lapse_due_open_orders{job="lapse",instance="a"} 0x30
+`, 20 * time.Minute, false},
+	{"LapseScrapeFailing", "every node scraped", `
+load 1m
+	up{job="lapse",instance="a"} 1x30
+	lapse_due_open_orders{job="lapse",instance="a"} -1x30
+`, 20 * time.Minute, false},
+
 	{"LapseNothingClosing", "orders due and no firings", `
 load 1m
 	lapse_due_open_orders{job="lapse",instance="a"} 5+0x30
@@ -100,6 +143,21 @@ load 1m
 load 1m
 	lapse_due_open_orders{job="lapse",instance="a"} -1+0x30
 	lapse_deadline_firings_total{job="lapse",instance="a",path="timer"} 0+0x30
+`, 20 * time.Minute, false},
+
+	{"LapseOrderOverdue", "one order left behind while others close", `
+load 1m
+	lapse_due_oldest_seconds{job="lapse",instance="a"} 0x5 60+60x25
+	lapse_due_oldest_seconds{job="lapse",instance="b"} 0x5 60+60x25
+	lapse_deadline_firings_total{job="lapse",instance="a",path="timer"} 0+100x30
+`, 25 * time.Minute, true},
+	{"LapseOrderOverdue", "a burn-down that clears within 10 minutes", `
+load 1m
+	lapse_due_oldest_seconds{job="lapse",instance="a"} 0x5 60+60x8 0x16
+`, 20 * time.Minute, false},
+	{"LapseOrderOverdue", "the database does not answer (-1)", `
+load 1m
+	lapse_due_oldest_seconds{job="lapse",instance="a"} -1x30
 `, 20 * time.Minute, false},
 
 	{"LapseClaimerFailing", "passes failing", `
@@ -135,23 +193,28 @@ load 1m
 
 	{"LapseProbeStale", "last success 15 minutes ago", `
 load 1m
+	lapse_probe_interval_seconds{job="lapse",instance="a"} 60+0x30
 	lapse_probe_last_success_timestamp_seconds{job="lapse",instance="a"} 0+60x5 300+0x25
 	lapse_probe_runs_total{job="lapse",instance="a",result="ok"} 1+1x5 6+0x25
 	lapse_probe_runs_total{job="lapse",instance="a",result="failed"} 0+0x5 1+1x25
 `, 20 * time.Minute, true},
 	{"LapseProbeStale", "never succeeded, failing every minute", `
 load 1m
+	lapse_probe_interval_seconds{job="lapse",instance="a"} 60+0x30
 	lapse_probe_last_success_timestamp_seconds{job="lapse",instance="a"} 0+0x30
 	lapse_probe_runs_total{job="lapse",instance="a",result="ok"} 0+0x30
 	lapse_probe_runs_total{job="lapse",instance="a",result="failed"} 1+1x30
 `, 20 * time.Minute, true},
 	{"LapseProbeStale", "succeeding every minute", `
 load 1m
+	lapse_probe_interval_seconds{job="lapse",instance="a"} 60+0x30
 	lapse_probe_last_success_timestamp_seconds{job="lapse",instance="a"} 0+60x30
 	lapse_probe_runs_total{job="lapse",instance="a",result="ok"} 1+1x30
 `, 20 * time.Minute, false},
 	{"LapseProbeStale", "one node stale, the other succeeding", `
 load 1m
+	lapse_probe_interval_seconds{job="lapse",instance="a"} 60+0x30
+	lapse_probe_interval_seconds{job="lapse",instance="b"} 60+0x30
 	lapse_probe_last_success_timestamp_seconds{job="lapse",instance="a"} 0+60x5 300+0x25
 	lapse_probe_last_success_timestamp_seconds{job="lapse",instance="b"} 0+60x30
 	lapse_probe_runs_total{job="lapse",instance="a",result="ok"} 1+1x5 6+0x25
@@ -159,9 +222,29 @@ load 1m
 `, 20 * time.Minute, false},
 	{"LapseProbeStale", "the probe turned off (--probe-interval 0)", `
 load 1m
+	lapse_probe_interval_seconds{job="lapse",instance="a"} 0+0x30
 	lapse_probe_last_success_timestamp_seconds{job="lapse",instance="a"} 0+0x30
 	lapse_probe_runs_total{job="lapse",instance="a",result="ok"} 0+0x30
 	lapse_probe_runs_total{job="lapse",instance="a",result="failed"} 0+0x30
+`, 20 * time.Minute, false},
+	{"LapseProbeStale", "a probe every 10 minutes, succeeding", `
+load 1m
+	lapse_probe_interval_seconds{job="lapse",instance="a"} 600+0x40
+	lapse_probe_last_success_timestamp_seconds{job="lapse",instance="a"} 0+0x9 540+0x9 1140+0x9 1740+0x10
+	lapse_probe_runs_total{job="lapse",instance="a",result="ok"} 0+0x9 1+0x9 2+0x9 3+0x10
+`, 38 * time.Minute, false},
+	{"LapseProbeStale", "a probe every 10 minutes, failing since 40 minutes", `
+load 1m
+	lapse_probe_interval_seconds{job="lapse",instance="a"} 600+0x60
+	lapse_probe_last_success_timestamp_seconds{job="lapse",instance="a"} 0+0x9 540+0x51
+	lapse_probe_runs_total{job="lapse",instance="a",result="ok"} 0+0x9 1+0x51
+	lapse_probe_runs_total{job="lapse",instance="a",result="failed"} 0+0x19 1+0x9 2+0x9 3+0x9 4+0x10
+`, 55 * time.Minute, true},
+	{"LapseProbeStale", "turned off by a reload after it ran", `
+load 1m
+	lapse_probe_interval_seconds{job="lapse",instance="a"} 60+0x5 0+0x25
+	lapse_probe_last_success_timestamp_seconds{job="lapse",instance="a"} 0+60x5 300+0x25
+	lapse_probe_runs_total{job="lapse",instance="a",result="ok"} 1+1x5 6+0x25
 `, 20 * time.Minute, false},
 
 	{"LapseDeadDeliveriesRising", "dead deliveries of the webhook growing", `

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,8 +62,32 @@ func Exchange(ctx context.Context, client *http.Client, req *http.Request, readT
 	}
 	resp, err := client.Do(req.WithContext(httptrace.WithClientTrace(ctx, trace)))
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = redactURL(ue.URL)
+		}
 		return wrote.Load(), timedOut(err)
 	}
 	defer resp.Body.Close()
 	return true, timedOut(read(resp))
+}
+
+// redactURL is raw as an error may show it: without the password of its
+// user information (which the client leaves out already) and with the value
+// of each query parameter masked. A webhook's or a port's URL often carries
+// its token in the query (?token=…), and a delivery's last error, which
+// holds the URL, is shown to everyone who may read orders.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			q[k] = []string{"xxxxx"}
+		}
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
 }

@@ -33,9 +33,15 @@ func checkContentType(ct string) error {
 	if ct == "" {
 		return &problem.MediaTypeError{Err: lapse.FieldError("Content-Type", "is missing; send application/json")}
 	}
-	mt, _, err := mime.ParseMediaType(ct)
+	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil || (mt != "application/json" && !(strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))) {
 		return &problem.MediaTypeError{Err: lapse.FieldError("Content-Type", "is %q; send application/json", ct)}
+	}
+	// JSON is UTF-8 (RFC 8259): a body said to be in another charset is
+	// read as UTF-8 all the same, and Latin-1 text that happens to be valid
+	// UTF-8 ("Ã©") would be kept as other text than the caller sent.
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+		return &problem.MediaTypeError{Err: lapse.FieldError("Content-Type", "says charset %q; JSON is UTF-8: send application/json, with charset=utf-8 or none", cs)}
 	}
 	return nil
 }

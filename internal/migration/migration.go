@@ -51,3 +51,35 @@ func List(fsys fs.FS, dir string) ([]Migration, error) {
 	}
 	return ms, nil
 }
+
+// Known reports, as an error, the lowest version in recorded (those a database's
+// bookkeeping table holds) that ms does not hold: a migration of a newer
+// Lapse, applied or under way. A store refuses such a database before it
+// applies anything, rather than run with a schema whose meaning this build
+// does not know (a newer version may have moved data, or dropped a
+// constraint this one relies on).
+func Known(ms []Migration, recorded []int64) error {
+	for _, v := range slices.Sorted(slices.Values(recorded)) {
+		if !slices.ContainsFunc(ms, func(m Migration) bool { return m.Version == v }) {
+			return fmt.Errorf("the database has migration %d, which this build does not know; it was migrated by a newer version of Lapse: run that version (or one as new), or restore a copy from before it migrated", v)
+		}
+	}
+	return nil
+}
+
+// Current reports, as an error, a database whose schema is not the one this
+// build migrates to: one that records a migration ms does not hold (see
+// Known), or one that lacks a migration of ms, which lapse migrate applies.
+// applied holds the versions a database has recorded as complete. It is for
+// the commands that use a database without migrating it.
+func Current(ms []Migration, applied []int64) error {
+	if err := Known(ms, applied); err != nil {
+		return err
+	}
+	for _, m := range ms {
+		if !slices.Contains(applied, m.Version) {
+			return fmt.Errorf("the database lacks migration %s of this build: lapse migrate (or lapse serve) applies it", m.Name)
+		}
+	}
+	return nil
+}

@@ -1,8 +1,11 @@
 package testenv
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"os/exec"
+	"sync"
 	"testing"
 )
 
@@ -35,13 +38,33 @@ func Program(t testing.TB, env, what string) string {
 	return p
 }
 
-// FreePort returns a TCP port of 127.0.0.1 that nothing listens on now.
+// FreePort returns a TCP port of 127.0.0.1 that nothing listens on now, for
+// a program the test starts to listen on. It is taken from below the range
+// the kernel hands to listeners of port 0 (32768 and up on Linux, 49152 and
+// up elsewhere), so that a listener of another test cannot take it before
+// the program does, and never twice in one test binary.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	freePorts.Lock()
+	defer freePorts.Unlock()
+	for range 1000 {
+		port := 20000 + rand.IntN(12000)
+		if freePorts.given[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // taken
+		}
+		ln.Close()
+		freePorts.given[port] = true
+		return port
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port of 127.0.0.1 between 20000 and 32000")
+	return 0
 }
+
+var freePorts = struct {
+	sync.Mutex
+	given map[int]bool
+}{given: map[int]bool{}}

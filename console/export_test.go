@@ -1,0 +1,4 @@
+package console
+
+// MaxQueueReviews is how many open reviews the queue reads at once.
+const MaxQueueReviews = maxQueueReviews

@@ -1,0 +1,52 @@
+package http_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/access"
+)
+
+// TestCloseKeepsToThePreview: a close given the preview it was confirmed
+// from leaves out the orders made after it, and closes nothing when more
+// are closable than it counted.
+func TestCloseKeepsToThePreview(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{})
+	order := func(no string) {
+		g.call("POST", "/v1/orders", `{"order_no":"`+no+`","flow":"checkout","user_id":"u","amount":100,"currency":"CNY"}`, bearer(g.admin)).want(t, http.StatusCreated)
+	}
+	order("C-1")
+	order("C-2")
+	closer := bearer(g.key("closer", access.ScopeOperationsWrite, access.ScopeOrdersRead))
+	var pv struct {
+		Count int64
+		AsOf  time.Time `json:"as_of"`
+	}
+	g.call("POST", "/v1/closes/preview", `{"selector":{"user_id":"u"}}`, closer).want(t, http.StatusOK).decode(t, &pv)
+	if pv.Count != 2 || !pv.AsOf.Equal(g.clock.Now()) {
+		t.Fatalf("preview = %+v, want 2 as of now", pv)
+	}
+	g.clock.Advance(time.Second)
+	order("C-3")
+	asOf, _ := json.Marshal(pv.AsOf)
+
+	g.call("POST", "/v1/closes", fmt.Sprintf(`{"selector":{"user_id":"u"},"reason":"r","preview":{"as_of":%s}}`, asOf), closer).
+		refused(t, http.StatusBadRequest, lapse.EINVALID)
+	g.call("POST", "/v1/closes", fmt.Sprintf(`{"selector":{"user_id":"u"},"reason":"r","preview":{"as_of":%s,"count":1}}`, asOf), closer).
+		refused(t, http.StatusConflict, lapse.ECONFLICT)
+
+	var b batchView
+	g.call("POST", "/v1/closes", fmt.Sprintf(`{"selector":{"user_id":"u"},"reason":"r","preview":{"as_of":%s,"count":2}}`, asOf), closer).
+		want(t, http.StatusAccepted).decode(t, &b)
+	if done := g.waitBatch(b.ID, closer); done.Total != 2 || done.Closed != 2 {
+		t.Errorf("close of the preview = %+v, want its 2 orders", done)
+	}
+	if o, err := g.engine.Order(t.Context(), "C-3"); err != nil || o.State != "UNPAID" {
+		t.Errorf("C-3, made after the preview: %+v, %v; want it left UNPAID", o, err)
+	}
+}

@@ -1,0 +1,47 @@
+package httpcall
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse/internal/testenv"
+)
+
+// TestExchangeErrorHidesTheURLsSecrets: the error of a request that fails
+// shows the URL without its query's values or its password, which an
+// operator reading a delivery's last error must not learn.
+func TestExchangeErrorHidesTheURLsSecrets(t *testing.T) {
+	t.Parallel()
+	errTimeout := errors.New("read timeout")
+	req, err := http.NewRequest("POST", "http://hook:pa55word@"+testenv.Refused(t)+"/in?token=s3cret&v=2", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Exchange(context.Background(), NewClient(NewTimeouts(time.Second, time.Second), 1, true), req, time.Second, errTimeout,
+		func(*http.Response) error { return nil })
+	if err == nil {
+		t.Fatal("a request to a refused address succeeded")
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "s3cret") || strings.Contains(msg, "pa55word") || !strings.Contains(msg, "token=xxxxx") ||
+		!strings.Contains(msg, "/in?") {
+		t.Errorf("the error shows %q; want the URL with its query's values and password masked", msg)
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://h.example/x":                 "https://h.example/x",
+		"https://h.example/x?token=a&token=b": "https://h.example/x?token=xxxxx",
+		"https://u:p@h.example/x?k=v":         "https://u:xxxxx@h.example/x?k=xxxxx",
+		"%zz":                                 "(a URL that does not parse)",
+	} {
+		if got := redactURL(in); got != want {
+			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

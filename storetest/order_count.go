@@ -1,0 +1,48 @@
+package storetest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/flows"
+)
+
+// testOrderCountOpen: the open orders by flow and state, with how many of
+// them have a deadline; ended orders are left out.
+func testOrderCountOpen(t *testing.T, s lapse.Store) {
+	if got, err := s.OrderCountOpen(ctxT(t)); err != nil || len(got) != 0 {
+		t.Fatalf("OrderCountOpen of no orders = %+v, %v", got, err)
+	}
+	var orders []*lapse.Order
+	for i := range 4 {
+		o, _, err := s.OrderCreate(ctxT(t), newOrder(orderNo("C", i), base.Add(time.Hour), base))
+		if err != nil {
+			t.Fatal(err)
+		}
+		orders = append(orders, o)
+	}
+	g := newOrder("G-1", base.Add(time.Hour), base)
+	g.Order.Flow, g.Order.State, g.Order.DeadlineAt = "groupbuy", flows.GroupOpen, nil
+	if _, _, err := s.OrderCreate(ctxT(t), g); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		o  *lapse.Order
+		ev lapse.Event
+	}{{orders[0], flows.Cancel}, {orders[1], flows.Pay}} {
+		if _, err := s.OrderTransition(ctxT(t), plan(t, c.o, c.ev, base)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.OrderCountOpen(ctxT(t))
+	want := []lapse.OrderStateCount{
+		{Flow: "checkout", State: flows.Paid, N: 1, Timed: 0},
+		{Flow: "checkout", State: flows.Unpaid, N: 2, Timed: 2},
+		{Flow: "groupbuy", State: flows.GroupOpen, N: 1, Timed: 0},
+	}
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("OrderCountOpen = %+v, %v; want %+v", got, err, want)
+	}
+}
