@@ -198,20 +198,29 @@ func (d *Deliverer) relayOnce(ctx context.Context, s *Subscription) (read int, m
 		handed int
 		failed []relayFailure
 	)
-	err = d.e.work.Tx(ctx, func(tx lapse.Store) error {
+	if err := ctx.Err(); err != nil {
+		return 0, false, err
+	}
+	// The transaction outlives ctx (Stop, lapse serve's SIGTERM): the
+	// handler's calls are cut short, and what it had taken by then is
+	// recorded, the rest written as deliveries, and the cursor moved past
+	// the batches, so that a stop hands nothing over twice. ctx stops the
+	// reading of further batches.
+	sctx := context.WithoutCancel(ctx)
+	err = d.e.work.Tx(sctx, func(tx lapse.Store) error {
 		rt := relayerOf(tx)
 		if rt == nil {
 			return fmt.Errorf("engine: subscription %s is relayed, and the store cannot relay", s.Name)
 		}
 		now := d.e.clock.Now()
-		c, err := rt.RelayLock(ctx, s.Name, now)
+		c, err := rt.RelayLock(sctx, s.Name, now)
 		if err != nil {
 			return err
 		}
 		if c == nil {
 			return errRelayBusy
 		}
-		b, err := rt.RelayRead(ctx, &lapse.RelayReadParams{Subscriber: s.Name, Cursor: c, Limit: s.Concurrency})
+		b, err := rt.RelayRead(sctx, &lapse.RelayReadParams{Subscriber: s.Name, Cursor: c, Limit: s.Concurrency})
 		if err != nil {
 			return err
 		}
@@ -233,8 +242,8 @@ func (d *Deliverer) relayOnce(ctx context.Context, s *Subscription) (read int, m
 			go func(b *lapse.RelayBatch) { sent <- d.relaySend(ctx, s, b, stopped) }(b)
 			var after *lapse.RelayBatch
 			var readErr error
-			if more && batch < relayBatches && !failing {
-				after, readErr = rt.RelayRead(ctx, &lapse.RelayReadParams{Subscriber: s.Name, Cursor: b.Next, Limit: s.Concurrency})
+			if more && batch < relayBatches && !failing && ctx.Err() == nil {
+				after, readErr = rt.RelayRead(sctx, &lapse.RelayReadParams{Subscriber: s.Name, Cursor: b.Next, Limit: s.Concurrency})
 			}
 			errs := <-sent
 			if readErr != nil {
@@ -258,7 +267,7 @@ func (d *Deliverer) relayOnce(ctx context.Context, s *Subscription) (read int, m
 		if len(p.Events) > 0 {
 			p.Subscriber, p.Owner, p.At = s.Name, d.cfg.Owner, d.e.clock.Now()
 			p.LeaseUntil = p.At.Add(d.cfg.Lease)
-			rows, err := rt.RelayDefer(ctx, &p)
+			rows, err := rt.RelayDefer(sctx, &p)
 			if err != nil {
 				return err
 			}
@@ -272,7 +281,7 @@ func (d *Deliverer) relayOnce(ctx context.Context, s *Subscription) (read int, m
 		}
 		handed = read - len(p.Events)
 		next.UpdatedAt = d.e.clock.Now()
-		return rt.RelayAdvance(ctx, next, int64(handed))
+		return rt.RelayAdvance(sctx, next, int64(handed))
 	})
 	switch {
 	case errors.Is(err, errRelayBusy):

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
@@ -298,7 +300,8 @@ func TestRelayStopsReadingOnFailure(t *testing.T) {
 // batch hands the batch over again.
 func TestRelayTwoProcesses(t *testing.T) {
 	t.Parallel()
-	s := relayStore(t)
+	dsn := testenv.PostgresSchema(t)
+	s := openPostgres(t, dsn)
 	var mu sync.Mutex
 	seen := map[string]int{}
 	sink := &batchRecorder{during: func(ds []*lapse.Delivery) {
@@ -351,57 +354,46 @@ func TestRelayTwoProcesses(t *testing.T) {
 		}
 	}
 
-	// A relay whose transaction fails hands its batch over again.
+	// Stopped while their transactions may be open, the relays moved
+	// their cursor past what they had handed over: nothing is left.
+	if n, err := d1.RunOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("after both relays stopped, a relay read %d events (err %v), want none: a stop left a batch to be handed over again", n, err)
+	}
+
+	// A relay whose transaction fails (its connection ended by the server)
+	// after the handler took the batch hands the batch over again.
 	for i := range 3 {
 		create(t, e1, checkout(fmt.Sprintf("R2-X%d", i), time.Hour))
 	}
-	cctx, cancel := context.WithCancel(ctx)
-	handed := false
+	handed := 0
+	var endErr error
 	sink.during = func(ds []*lapse.Delivery) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, dl := range ds {
 			seen[dl.EventID]++
 		}
-		handed = true
-		cancel() // the handler took them; the transaction that would record it is cut
+		handed += len(ds)
+		endErr = endRelayTx(ctx, dsn)
 	}
-	// A run that finds the cursor held (a transaction of the relays above
-	// that the server has not let go of yet, on a loaded machine) hands
-	// nothing over, and is run again.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		_, err := d1.RunOnce(cctx)
-		mu.Lock()
-		took := handed
-		mu.Unlock()
-		if took {
-			if err == nil {
-				t.Fatal("a relay whose transaction was cut reported no error")
-			}
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the relay handed nothing over in 10 s")
-		}
-	}
+	_, err := d1.RunOnce(ctx)
 	sink.during = nil
-	// The cut transaction's lock on the cursor may outlive its client
-	// by a moment (the server notices the cut on its own time): until
-	// it goes, the other relay finds the cursor held and waits, as a
-	// running relay does, for its next look.
+	if endErr != nil {
+		t.Fatalf("cannot end the relay's transaction: %v", endErr)
+	}
+	if err == nil {
+		t.Fatal("a relay whose transaction was cut reported no error")
+	}
+	if handed != 3 {
+		t.Fatalf("the relay whose transaction was cut handed over %d events, want the 3 written", handed)
+	}
 	again := 0
-	for deadline := time.Now().Add(10 * time.Second); again < 6 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if _, err := d2.RunOnce(ctx); err != nil {
-			t.Fatal(err)
-		}
-		again = 0
-		for _, dl := range sink.received() {
-			if strings.HasPrefix(dl.OrderNo, "R2-X") {
-				again++
-			}
+	if _, err := d2.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, dl := range sink.received() {
+		if strings.HasPrefix(dl.OrderNo, "R2-X") {
+			again++
 		}
 	}
 	if again != 6 {
@@ -503,6 +495,105 @@ func TestRelayStartMakesCursor(t *testing.T) {
 func relayStore(t *testing.T) *postgres.Store {
 	t.Helper()
 	return openPostgres(t, testenv.PostgresSchema(t))
+}
+
+// stopTaker is a batch handler whose first call returns only once its
+// context has ended, having taken its batch: a broker that acknowledged
+// the events as the process was told to stop.
+type stopTaker struct {
+	entered chan struct{}
+	once    sync.Once
+	mu      sync.Mutex
+	got     map[string]int // by event id
+}
+
+func (h *stopTaker) Deliver(ctx context.Context, d *lapse.Delivery) error {
+	return h.DeliverMany(ctx, []*lapse.Delivery{d})[0]
+}
+
+func (h *stopTaker) DeliverMany(ctx context.Context, ds []*lapse.Delivery) []error {
+	h.once.Do(func() {
+		close(h.entered)
+		<-ctx.Done()
+	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, d := range ds {
+		h.got[d.EventID]++
+	}
+	return make([]error, len(ds))
+}
+
+// TestRelayStopHandsNothingTwice stops a relay (lapse serve's SIGTERM)
+// while its handler has a batch, which the handler then takes: the relay
+// records it and moves its cursor past it, so that no relay hands it over
+// again. Before, the stop cut the relay's transaction, and every stop
+// handed the batches in flight over twice.
+func TestRelayStopHandsNothingTwice(t *testing.T) {
+	t.Parallel()
+	s := relayStore(t)
+	h := &stopTaker{entered: make(chan struct{}), got: map[string]int{}}
+	e := subsEngine(t, s, lapse.SystemClock{}, engine.Subscription{Name: "sink", Events: []string{"order.created"}, Handler: h, Concurrency: 16, Relay: true})
+	d := engine.NewDeliverer(e, engine.DelivererConfig{Owner: "one"})
+	relayReady(t, d)
+	const n = 5
+	for i := range n {
+		create(t, e, checkout(fmt.Sprintf("RS-%d", i), time.Hour))
+	}
+	d.Start(ctxT(t))
+	select {
+	case <-h.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the relay handed nothing over in 30 s")
+	}
+	d.Stop()
+	again, err := engine.NewDeliverer(e, engine.DelivererConfig{Owner: "two"}).RunOnce(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if again != 0 || len(h.got) != n {
+		t.Fatalf("after a stop, the next relay read %d events and %d of %d were handed over; want none read again and all handed over", again, len(h.got), n)
+	}
+	for id, k := range h.got {
+		if k != 1 {
+			t.Errorf("event %s handed over %d times", id, k)
+		}
+	}
+}
+
+// endRelayTx ends, as a server that restarts does, the connection of the
+// transaction that holds a relay's cursor in the schema of dsn, and waits
+// until it is gone. It is called by a handler, on the relay's goroutine.
+func endRelayTx(ctx context.Context, dsn string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT DISTINCT pid FROM pg_locks
+		WHERE relation = 'relay_cursors'::regclass AND pid <> pg_backend_pid()`)
+	if err != nil {
+		return err
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return err
+	}
+	if len(pids) == 0 {
+		return errors.New("no transaction holds the relay's cursor")
+	}
+	for _, pid := range pids {
+		var ended bool
+		if err := conn.QueryRow(ctx, `SELECT pg_terminate_backend($1, 10000)`, pid).Scan(&ended); err != nil {
+			return err
+		}
+		if !ended {
+			return fmt.Errorf("backend %d still there 10 s after it was told to end", pid)
+		}
+	}
+	return nil
 }
 
 // relayReady runs d once, which makes the cursors of its relays, as Start
