@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"slices"
 	"time"
 
@@ -163,15 +164,14 @@ func (gb *groupBuys) join(ctx context.Context, groupID string, req JoinRequest) 
 		}
 		want := &lapse.GroupMember{OrderID: o.ID, GroupID: o.OrderNo, UserID: req.UserID, Provider: provider, Method: req.Method,
 			Amount: o.Amount, Currency: o.Currency, Key: chargeKey(o.OrderNo, req.UserID), Status: lapse.ChargePending}
-		members, err := tx.GroupMemberList(ctx, o.ID)
-		if err != nil {
+		// The one member this join may repeat, by its key: a group's
+		// joins take turns on its lock, so reading every member made each
+		// join cost as much as the group had members.
+		switch m, err := tx.GroupMemberGet(ctx, want.Key); {
+		case err == nil:
+			return sameMember(m, want)
+		case !errors.Is(err, lapse.ErrGroupMemberNotFound):
 			return nil, err
-		}
-		if i := slices.IndexFunc(members, func(x *lapse.GroupMember) bool { return x.UserID == req.UserID }); i >= 0 {
-			if m := members[i]; m.Method != req.Method || m.Provider != provider {
-				return nil, lapse.Errorf(lapse.ECONFLICT, "user %s joined group %s with another payment method", req.UserID, o.OrderNo)
-			}
-			return members[i], nil
 		}
 		now := e.clock.Now()
 		p, err = flow.Plan(o, lapse.Firing{Event: flow.Group.Join, Now: now, FiredBy: req.By.FiredBy, Actor: req.By.Name,
@@ -192,8 +192,11 @@ func (gb *groupBuys) join(ctx context.Context, groupID string, req JoinRequest) 
 		}
 		want.JoinedAt, want.UpdatedAt = now, now
 		m, added, err := tx.GroupMemberAdd(ctx, want)
-		if created = added; err != nil || !added {
-			return m, err
+		if created = added; err != nil {
+			return nil, err
+		}
+		if !added {
+			return sameMember(m, want)
 		}
 		_, err = e.transition(ctx, tx, o, p)
 		return m, err
@@ -205,6 +208,16 @@ func (gb *groupBuys) join(ctx context.Context, groupID string, req JoinRequest) 
 		e.committed(flow.Name, p)
 	}
 	return m, created, nil
+}
+
+// sameMember returns m, a member who joined before, when it is the member
+// want asks for again, and ECONFLICT when the user joined with another
+// payment method (or, under want's key, another group or user).
+func sameMember(m, want *lapse.GroupMember) (*lapse.GroupMember, error) {
+	if m.OrderID != want.OrderID || m.UserID != want.UserID || m.Method != want.Method || m.Provider != want.Provider {
+		return nil, lapse.Errorf(lapse.ECONFLICT, "user %s joined group %s with another payment method", want.UserID, want.GroupID)
+	}
+	return m, nil
 }
 
 // chargeKey is a member's charge idempotency key: the same group and user
