@@ -85,10 +85,23 @@ func (ci *cardIssuing) subscriptions(flows []*lapse.Flow) []Subscription {
 	return out
 }
 
-// checkCreate refuses an order whose metadata names cards CardSpecs refuses.
+// checkCreate refuses an order whose metadata names cards CardSpecs refuses,
+// or a product that is not text fit to show an operator (control
+// characters, line separators, bidirectional controls), as a SKU or a user
+// id is not: it is a card's name on the console and at the card service.
+// It is checked here, at the door, not by CardSpecs: an order stored
+// before, and paid, is still issued its cards.
 func (ci *cardIssuing) checkCreate(req *lapse.OrderCreate) error {
-	_, err := CardSpecs(&lapse.Order{Metadata: req.Metadata})
-	return err
+	specs, err := CardSpecs(&lapse.Order{Metadata: req.Metadata})
+	if err != nil {
+		return err
+	}
+	for i, c := range specs {
+		if err := lapse.CheckText(fmt.Sprintf("metadata.cards[%d].product", i), c.Product, 64); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // retryEvent is the event with which an operator runs the compensation of

@@ -141,3 +141,23 @@ func TestCardVisitIdempotencyKey(t *testing.T) {
 		t.Errorf("card used %d; want 4", n)
 	}
 }
+
+// TestCardProductIsText: a card's product, which the console shows an
+// operator and the card service receives, is text as a SKU or a user id is:
+// one with a control character, a line separator or a bidirectional
+// control is refused with 400 naming it, and nothing is created.
+func TestCardProductIsText(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for i, product := range []string{`swim\n10 visits free`, `gym\u2028`, `gym\u202e01-mig`, `gym\u0085`, `\u0007bell`} {
+		no := fmt.Sprintf("M-%d", i)
+		p := e.do("POST", "/v1/orders", fmt.Sprintf(`{"order_no":%q,"flow":"membership","user_id":"u","amount":100,"currency":"CNY",
+			"metadata":{"cards":[{"product":"swim"},{"product":"%s"}]}}`, no, product)).want(t, http.StatusBadRequest).problem(t)
+		if p.Field != "metadata.cards[1].product" {
+			t.Errorf("product %s: field %q (%s), want metadata.cards[1].product", product, p.Field, p.Detail)
+		}
+		e.do("GET", "/v1/orders/"+no, "").want(t, http.StatusNotFound)
+	}
+	e.do("POST", "/v1/orders", `{"order_no":"M-ok","flow":"membership","user_id":"u","amount":100,"currency":"CNY",
+		"metadata":{"cards":[{"product":"游泳 10 次","visits":10}]}}`).want(t, http.StatusCreated)
+}
