@@ -208,3 +208,37 @@ func TestGroupChargeSecondAnswer(t *testing.T) {
 		}
 	})
 }
+
+// closedCharger is a provider port that answers every charge with a
+// payment that is closed: its last word, nothing taken.
+type closedCharger struct{ fakeProvider }
+
+func (c *closedCharger) Charge(_ context.Context, r *lapse.ChargeRequest) (*lapse.ProviderPayment, error) {
+	return &lapse.ProviderPayment{TxnID: "cc-" + r.IdempotencyKey, OrderNo: r.OrderNo, Status: lapse.ProviderClosed,
+		Currency: r.Currency}, nil
+}
+
+// TestGroupChargeAnsweredClosed: a charge the provider answers as closed
+// took nothing, and is the provider's answer, not one that was lost: the
+// member's charge fails with it, rather than stay charging (a call whose
+// answer is still awaited) through the schedule and after the group failed.
+func TestGroupChargeAnsweredClosed(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		e, err := engine.New(open(), flows.Builtin(), engine.Config{Clock: clk,
+			Payments: engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{"sandbox": &closedCharger{}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		settleThrough(t, e, clk, "G-CC", engine.JoinRequest{UserID: "u1", Method: "tok"})
+		g, err := e.Group(ctxT(t), "G-CC")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := g.Members[0]
+		if g.Order.State != flows.GroupFailed || m.Status != lapse.ChargeFailed || !strings.Contains(m.LastError, "closed") ||
+			m.TxnID != "" || m.Attempts != 1+len(engine.DefaultGroupRetries) {
+			t.Errorf("G-CC is %s with u1 %+v; want FAILED, u1's charge failed with the provider's answer, once a round", g.Order.State, m)
+		}
+	})
+}

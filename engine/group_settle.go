@@ -127,8 +127,15 @@ func (s settler) charge(ctx context.Context, m *lapse.GroupMember) error {
 	switch {
 	case err == nil && pay.Status == lapse.ProviderPaid:
 		return s.answered(ctx, m, pay)
-	case err == nil:
+	case err == nil && pay.Status == lapse.ProviderPending:
+		// Started, not paid yet: left charging, asked about next round.
 		return fmt.Errorf("the provider answered the charge with status %s", pay.Status)
+	case err == nil:
+		// Closed (or refunded): the provider's last word on the charge
+		// under this key, which took nothing from the member. Left
+		// charging, the member would read as a call whose answer was lost
+		// for good, with no error on it.
+		err = fmt.Errorf("the provider answered the charge with status %s: the member was not charged", pay.Status)
 	case errors.Is(err, lapse.ErrUnknownOutcome):
 		// Left charging: the next round asks before charging again.
 		return err
