@@ -48,6 +48,18 @@ const (
 	maxPingsOut     = 3
 )
 
+// DefaultDuplicateWindow is Config.DuplicateWindow's default.
+const DefaultDuplicateWindow = 2 * time.Hour
+
+// WindowFor returns the duplicate window that a subscription needs whose
+// retry schedule waits at most longest between two attempts, each bounded
+// by timeout: no less than DefaultDuplicateWindow, and longer than a retry
+// can come after the copy that the stream stored, with a minute to spare
+// for recording the attempt and for a lease taken over.
+func WindowFor(longest, timeout time.Duration) time.Duration {
+	return max(DefaultDuplicateWindow, longest+timeout+time.Minute)
+}
+
 // Config configures a Sink. Only URL is required.
 type Config struct {
 	// URL is the NATS server, e.g. nats://127.0.0.1:4222; several may be given
@@ -64,9 +76,11 @@ type Config struct {
 	// this window of the copy that was stored; when a publish is stored but
 	// its acknowledgement is lost, the delivery is retried after its next
 	// retry gap, so the window must exceed the longest gap of the
-	// subscription's retry schedule, jitter included, plus the attempt
-	// timeout. The default schedule waits up to 1 h ± 10 %, hence the
-	// default: 2 h. The server keeps every id of the window in memory.
+	// subscription's retry schedule, jitter included (lapse.Schedule's
+	// Longest), plus the attempt timeout: see WindowFor. The default
+	// schedule waits up to 1 h ± 10 %, hence the default:
+	// DefaultDuplicateWindow. The server keeps every id of the window in
+	// memory.
 	DuplicateWindow time.Duration
 	// PublishTimeout bounds one Deliver: setting up the stream when it must,
 	// publishing, and waiting for the PubAck. Default: 5 s.
@@ -92,7 +106,7 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("nats: subject prefix %q: dot-separated tokens without wildcards or spaces", c.Subject)
 	}
 	if c.DuplicateWindow == 0 {
-		c.DuplicateWindow = 2 * time.Hour
+		c.DuplicateWindow = DefaultDuplicateWindow
 	}
 	if c.DuplicateWindow < 0 {
 		return fmt.Errorf("nats: negative duplicate window")
