@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	mathrand "math/rand/v2"
 	"slices"
@@ -534,6 +535,67 @@ func TestSeeded(t *testing.T) {
 		t.Error("seeded after the keys were lost")
 	}
 	wantNext(t, tr, time.Time{})
+}
+
+// TestSeedLost: a seed during which Redis loses its data (every key of
+// the prefix, the seed's own included) is not marked: MarkSeeded returns
+// ErrSeedLost and Claim still reports unseeded, so that the engine seeds
+// again rather than trust a set without the members added before the loss.
+// Seeds of two processes at once each end on their own.
+func TestSeedLost(t *testing.T) {
+	t.Parallel()
+	s := newShared(t)
+	a, b := s.trigger(t), s.trigger(t)
+	ctx := t.Context()
+	seeded := func() bool {
+		t.Helper()
+		_, ok, err := a.Claim(ctx, base, time.Minute, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	lose := func() {
+		t.Helper()
+		keys, err := s.rdb.Keys(ctx, s.prefix+"*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.rdb.Del(ctx, keys...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if err := a.BeginSeed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	add(t, a, base.Add(time.Hour), 1)
+	lose()
+	add(t, a, base.Add(time.Hour), 2)
+	if err := a.MarkSeeded(ctx); !errors.Is(err, redis.ErrSeedLost) {
+		t.Errorf("MarkSeeded after the data was lost during the seed: %v, want ErrSeedLost", err)
+	}
+	if seeded() {
+		t.Error("seeded without the member lost during the seed")
+	}
+
+	for _, tr := range []*redis.Trigger{a, b} {
+		if err := tr.BeginSeed(ctx); err != nil {
+			t.Fatal(err)
+		}
+		add(t, tr, base.Add(time.Hour), 1, 2)
+	}
+	for _, tr := range []*redis.Trigger{b, a} {
+		if err := tr.MarkSeeded(ctx); err != nil {
+			t.Errorf("MarkSeeded of a seed that lost nothing: %v", err)
+		}
+	}
+	if !seeded() {
+		t.Error("not seeded after MarkSeeded")
+	}
+	if keys, err := s.rdb.Keys(ctx, s.prefix+"seeding:*").Result(); err != nil || len(keys) != 0 {
+		t.Errorf("seeds ended, and their keys are left: %q, %v", keys, err)
+	}
 }
 
 func TestPing(t *testing.T) {
