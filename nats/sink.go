@@ -146,7 +146,7 @@ type Sink struct {
 }
 
 // New connects to NATS and creates the stream, or updates its subjects and
-// duplicate window when it exists (its other settings, such as replicas or
+// duplicate window (never narrowed) when it exists (its other settings, such as replicas or
 // limits an operator chose, are kept). An error means the configuration is
 // invalid, the server refused the connection (credentials, TLS), or the
 // stream cannot be set up as configured.

@@ -236,6 +236,32 @@ func TestNewKeepsOperatorSettings(t *testing.T) {
 	}
 }
 
+// TestNewKeepsAWiderWindow: a stream that already drops duplicates over a
+// longer window than the sink's (an operator's choice, or another process
+// whose retry schedule waits longer: nats.WindowFor) keeps it, so that a
+// process starting with a shorter one does not cut the dedup of the others'
+// retries short.
+func TestNewKeepsAWiderWindow(t *testing.T) {
+	t.Parallel()
+	cfg, js := testConfig(t)
+	ctx := context.Background()
+	err := nats.CreateStream(ctx, js, jetstream.StreamConfig{
+		Name: cfg.Stream, Subjects: []string{cfg.Subject + ".>"}, Storage: jetstream.FileStorage, Duplicates: 4 * time.Hour,
+	})
+	if err != nil {
+		t.Fatalf("CreateStream: %v", err)
+	}
+	cfg.DuplicateWindow = 2 * time.Hour
+	newSink(t, cfg)
+	st, err := js.Stream(ctx, cfg.Stream)
+	if err != nil {
+		t.Fatalf("Stream: %v", err)
+	}
+	if got := st.CachedInfo().Config.Duplicates; got != 4*time.Hour {
+		t.Errorf("a stream with a window of 4h, after New with 2h: %v, want 4h", got)
+	}
+}
+
 func TestNewRefusesMemoryStream(t *testing.T) {
 	t.Parallel()
 	cfg, js := testConfig(t)
