@@ -322,13 +322,26 @@ const seedTTL = 24 * time.Hour
 // takes that key with the members, and the MarkSeeded that ends the seed
 // finds it gone. Seeds of other processes, under way at the same time,
 // have keys of their own.
+//
+// The key of a seed of this Trigger that never ended (an Add failed) goes
+// with the next BeginSeed.
 func (t *Trigger) BeginSeed(ctx context.Context) error {
 	b := make([]byte, 12)
 	_, _ = rand.Read(b)
 	key := t.seedingPrefix + hex.EncodeToString(b)
+	t.mu.Lock()
+	old := t.seed
+	t.mu.Unlock()
 	ctx, cancel := t.call(ctx)
 	defer cancel()
-	if err := t.client.Set(ctx, key, "1", seedTTL).Err(); err != nil {
+	_, err := t.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		if old != "" {
+			p.Del(ctx, old)
+		}
+		p.Set(ctx, key, "1", seedTTL)
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("redis: begin seed: %w", err)
 	}
 	t.mu.Lock()

@@ -596,6 +596,20 @@ func TestSeedLost(t *testing.T) {
 	if keys, err := s.rdb.Keys(ctx, s.prefix+"seeding:*").Result(); err != nil || len(keys) != 0 {
 		t.Errorf("seeds ended, and their keys are left: %q, %v", keys, err)
 	}
+
+	// A seed that never ended (an Add failed) leaves its key only until
+	// the next seed of the same Trigger begins.
+	for range 3 {
+		if err := a.BeginSeed(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if keys, err := s.rdb.Keys(ctx, s.prefix+"seeding:*").Result(); err != nil || len(keys) != 1 {
+		t.Errorf("after three seeds begun, the last under way: keys %q, %v; want one", keys, err)
+	}
+	if err := a.MarkSeeded(ctx); err != nil {
+		t.Errorf("MarkSeeded of the last seed begun: %v", err)
+	}
 }
 
 func TestPing(t *testing.T) {
