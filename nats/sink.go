@@ -228,7 +228,8 @@ func unreachable(err error) bool {
 // schedule, not as lapse.ErrUnknownOutcome: a retry cannot duplicate the
 // message, because the stream drops a second copy with the same Nats-Msg-Id
 // within its DuplicateWindow. An event that cannot be published at all (no
-// id, or a type that is not a valid subject) wraps lapse.ErrRefused.
+// id, a type that is not a valid subject, or larger than the server's
+// max_payload or the stream's MaxMsgSize) wraps lapse.ErrRefused.
 func (s *Sink) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	msg, err := s.message(d)
 	if err != nil {
@@ -341,12 +342,25 @@ func (s *Sink) acked(ctx context.Context, d *lapse.Delivery, msg *natsgo.Msg, ac
 			// harmless if not.
 			s.ready.Store(false)
 		}
+		if tooLarge(err) {
+			// It will never fit: retried, it would only hold its order's
+			// later events back for the whole schedule before it dies.
+			return fmt.Errorf("nats: publish event %s to %s: %w: %w", d.Event.ID, msg.Subject, err, lapse.ErrRefused)
+		}
 		return fmt.Errorf("nats: publish event %s to %s: %w", d.Event.ID, msg.Subject, err)
 	}
 	if ack.Duplicate {
 		s.log.Debug("nats: the stream already had the event", "event_id", d.Event.ID, "seq", ack.Sequence)
 	}
 	return nil
+}
+
+// tooLarge reports whether err refuses a message for its size: larger than
+// the server's max_payload, or than the stream's MaxMsgSize.
+func tooLarge(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, natsgo.ErrMaxPayload) ||
+		errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum
 }
 
 // Close closes the connection. Deliver fails afterwards.
