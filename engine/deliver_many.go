@@ -59,7 +59,7 @@ func (d *Deliverer) attemptMany(ctx context.Context, s *Subscription, h lapse.Ba
 		return
 	}
 
-	errs := h.DeliverMany(actx, sending)
+	errs := d.deliverMany(actx, s, h, sending)
 	wg.Wait()
 	answered()
 	if len(errs) != len(sending) {

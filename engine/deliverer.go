@@ -401,7 +401,7 @@ func (d *Deliverer) attempt(ctx context.Context, s *Subscription, dl *lapse.Deli
 	switch {
 	case s.Local != nil:
 		err = d.e.work.Tx(actx, func(tx lapse.Store) error {
-			if err := s.Local.Apply(actx, tx, dl); err != nil {
+			if err := d.callHandler(s, "Apply", func() error { return s.Local.Apply(actx, tx, dl) }); err != nil {
 				return err
 			}
 			rec.Outcome = lapse.OutcomeOK
@@ -528,7 +528,8 @@ func (d *Deliverer) fireOnDeath(ctx context.Context, dl *lapse.Delivery, od *onD
 // effect was not applied.
 func (d *Deliverer) send(ctx context.Context, s *Subscription, dl *lapse.Delivery, rec *lapse.DeliveryAttempt) error {
 	if q, ok := s.Handler.(lapse.QueryHandler); ok && dl.Unknown {
-		applied, err := q.Query(ctx, dl)
+		var applied bool
+		err := d.callHandler(s, "Query", func() (err error) { applied, err = q.Query(ctx, dl); return err })
 		if err != nil {
 			rec.Outcome = lapse.OutcomeUnknown
 			return fmt.Errorf("query-back after an unknown outcome: %w: %w", err, lapse.ErrUnknownOutcome)
@@ -538,7 +539,7 @@ func (d *Deliverer) send(ctx context.Context, s *Subscription, dl *lapse.Deliver
 			return nil
 		}
 	}
-	if err := s.Handler.Deliver(ctx, dl); err != nil {
+	if err := d.callHandler(s, "Deliver", func() error { return s.Handler.Deliver(ctx, dl) }); err != nil {
 		return err
 	}
 	rec.Outcome = lapse.OutcomeOK
