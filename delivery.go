@@ -278,6 +278,14 @@ func (s Schedule) Next(failures int, random float64) (time.Duration, bool) {
 	return d, true
 }
 
+// Attempts returns how many attempts the schedule allows in all.
+func (s Schedule) Attempts() int {
+	if len(s.Steps) > 0 {
+		return len(s.Steps) + 1
+	}
+	return s.MaxAttempts
+}
+
 // Longest returns the longest wait between two attempts, with the jitter
 // at its most: how long a retry may come after the attempt before it.
 func (s Schedule) Longest() time.Duration {

@@ -111,3 +111,12 @@ func TestScheduleLongest(t *testing.T) {
 		}
 	}
 }
+
+func TestScheduleAttempts(t *testing.T) {
+	if n := lapse.DefaultSchedule().Attempts(); n != 6 {
+		t.Errorf("the default schedule allows %d attempts, want 6", n)
+	}
+	if n := (lapse.Schedule{Base: time.Second, MaxAttempts: 4}).Attempts(); n != 4 {
+		t.Errorf("exp with 4 attempts allows %d", n)
+	}
+}

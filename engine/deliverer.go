@@ -396,6 +396,10 @@ func (d *Deliverer) attempt(ctx context.Context, s *Subscription, dl *lapse.Deli
 	_, more := s.retries().Next(dl.Failures(), 0)
 	dl.Final = !more
 	finish := d.finisher(ctx, dl, &rec, wall)
+	if overrun(s, dl) {
+		d.abandon(s, dl, &rec, wall, finish)
+		return
+	}
 
 	var err error
 	switch {
