@@ -152,7 +152,9 @@ func (d *Deliverer) Start(ctx context.Context) {
 // renewing their leases meanwhile. An attempt cut short is recorded as one
 // the heartbeat cut short: due again at once, asked about first when its
 // subscriber can be asked, and never the death of its delivery (a store
-// that is gone leaves its lease to expire, and the delivery is taken over).
+// that is gone leaves its lease to expire, and the delivery is taken over),
+// unless that delivery has been claimed more than a few times past its
+// schedule (unfinished.go).
 // Ending the context given to Start does the same. A delivery claimed but not yet
 // started is not started: its lease expires within a Lease and another
 // worker takes it, its attempt count kept.
