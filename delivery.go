@@ -278,6 +278,27 @@ func (s Schedule) Next(failures int, random float64) (time.Duration, bool) {
 	return d, true
 }
 
+// Attempts returns how many attempts the schedule allows in all.
+func (s Schedule) Attempts() int {
+	if len(s.Steps) > 0 {
+		return len(s.Steps) + 1
+	}
+	return s.MaxAttempts
+}
+
+// Longest returns the longest wait between two attempts, with the jitter
+// at its most: how long a retry may come after the attempt before it.
+func (s Schedule) Longest() time.Duration {
+	var longest, last time.Duration
+	for failures := 1; ; failures++ {
+		d, more := s.Next(failures, 1)
+		if !more || len(s.Steps) == 0 && d == last {
+			return longest // the end, or an exponential wait that stopped growing
+		}
+		longest, last = max(longest, d), d
+	}
+}
+
 // Events emitted by the delivery workers.
 const (
 	EventDeliveryDead = "delivery.dead"

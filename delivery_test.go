@@ -93,3 +93,30 @@ func TestDeliveryDoneManyValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestScheduleLongest(t *testing.T) {
+	for _, c := range []struct {
+		s    lapse.Schedule
+		want time.Duration
+	}{
+		{lapse.Schedule{Steps: []time.Duration{time.Minute, 3 * time.Hour, time.Hour}}, 3 * time.Hour},
+		{lapse.Schedule{Steps: []time.Duration{time.Hour}, Jitter: 0.1}, 66 * time.Minute},
+		{lapse.Schedule{Base: time.Second, Cap: time.Minute, MaxAttempts: 30, Jitter: 0.1}, 66 * time.Second},
+		{lapse.Schedule{Base: time.Second, Cap: time.Hour, MaxAttempts: 4}, 4 * time.Second},
+		{lapse.Schedule{Base: time.Second, MaxAttempts: 1}, 0},
+		{lapse.Schedule{Base: time.Hour, MaxAttempts: 1000}, 256 * time.Hour},
+	} {
+		if got := c.s.Longest(); got != c.want {
+			t.Errorf("%+v: Longest() = %v, want %v", c.s, got, c.want)
+		}
+	}
+}
+
+func TestScheduleAttempts(t *testing.T) {
+	if n := lapse.DefaultSchedule().Attempts(); n != 6 {
+		t.Errorf("the default schedule allows %d attempts, want 6", n)
+	}
+	if n := (lapse.Schedule{Base: time.Second, MaxAttempts: 4}).Attempts(); n != 4 {
+		t.Errorf("exp with 4 attempts allows %d", n)
+	}
+}

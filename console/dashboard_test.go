@@ -264,6 +264,7 @@ func (trigger) Retry(context.Context, string, time.Time, []time.Duration) (int, 
 	return 1, false, nil
 }
 func (trigger) Next(context.Context) (time.Time, bool, error) { return time.Time{}, false, nil }
+func (trigger) BeginSeed(context.Context) error               { return nil }
 func (trigger) MarkSeeded(context.Context) error              { return nil }
 func (trigger) ToNotify(context.Context) (int64, error)       { return 0, nil }
 func (trigger) Ping(context.Context) error                    { return nil }

@@ -51,6 +51,11 @@ func (d *Deliverer) attemptMany(ctx context.Context, s *Subscription, h lapse.Ba
 		if ctx.Err() != nil || !d.leases.start(dl, cut) {
 			continue // its lease expires, and the delivery is taken over
 		}
+		if overrun(s, dl) {
+			rec := lapse.DeliveryAttempt{DeliveryID: dl.ID, Attempt: dl.Attempts, Worker: d.cfg.Owner, StartedAt: start}
+			d.abandon(s, dl, &rec, wall, d.finisher(ctx, dl, &rec, wall))
+			continue
+		}
 		_, more := s.retries().Next(dl.Failures(), 0)
 		dl.Final = !more
 		sending = append(sending, dl)
@@ -59,7 +64,7 @@ func (d *Deliverer) attemptMany(ctx context.Context, s *Subscription, h lapse.Ba
 		return
 	}
 
-	errs := h.DeliverMany(actx, sending)
+	errs := d.deliverMany(actx, s, h, sending)
 	wg.Wait()
 	answered()
 	if len(errs) != len(sending) {

@@ -152,7 +152,9 @@ func (d *Deliverer) Start(ctx context.Context) {
 // renewing their leases meanwhile. An attempt cut short is recorded as one
 // the heartbeat cut short: due again at once, asked about first when its
 // subscriber can be asked, and never the death of its delivery (a store
-// that is gone leaves its lease to expire, and the delivery is taken over).
+// that is gone leaves its lease to expire, and the delivery is taken over),
+// unless that delivery has been claimed more than a few times past its
+// schedule (unfinished.go).
 // Ending the context given to Start does the same. A delivery claimed but not yet
 // started is not started: its lease expires within a Lease and another
 // worker takes it, its attempt count kept.
@@ -396,12 +398,16 @@ func (d *Deliverer) attempt(ctx context.Context, s *Subscription, dl *lapse.Deli
 	_, more := s.retries().Next(dl.Failures(), 0)
 	dl.Final = !more
 	finish := d.finisher(ctx, dl, &rec, wall)
+	if overrun(s, dl) {
+		d.abandon(s, dl, &rec, wall, finish)
+		return
+	}
 
 	var err error
 	switch {
 	case s.Local != nil:
 		err = d.e.work.Tx(actx, func(tx lapse.Store) error {
-			if err := s.Local.Apply(actx, tx, dl); err != nil {
+			if err := d.callHandler(s, "Apply", func() error { return s.Local.Apply(actx, tx, dl) }); err != nil {
 				return err
 			}
 			rec.Outcome = lapse.OutcomeOK
@@ -528,7 +534,8 @@ func (d *Deliverer) fireOnDeath(ctx context.Context, dl *lapse.Delivery, od *onD
 // effect was not applied.
 func (d *Deliverer) send(ctx context.Context, s *Subscription, dl *lapse.Delivery, rec *lapse.DeliveryAttempt) error {
 	if q, ok := s.Handler.(lapse.QueryHandler); ok && dl.Unknown {
-		applied, err := q.Query(ctx, dl)
+		var applied bool
+		err := d.callHandler(s, "Query", func() (err error) { applied, err = q.Query(ctx, dl); return err })
 		if err != nil {
 			rec.Outcome = lapse.OutcomeUnknown
 			return fmt.Errorf("query-back after an unknown outcome: %w: %w", err, lapse.ErrUnknownOutcome)
@@ -538,7 +545,7 @@ func (d *Deliverer) send(ctx context.Context, s *Subscription, dl *lapse.Deliver
 			return nil
 		}
 	}
-	if err := s.Handler.Deliver(ctx, dl); err != nil {
+	if err := d.callHandler(s, "Deliver", func() error { return s.Handler.Deliver(ctx, dl) }); err != nil {
 		return err
 	}
 	rec.Outcome = lapse.OutcomeOK

@@ -333,7 +333,7 @@ func (d *Deliverer) relaySend(ctx context.Context, s *Subscription, b *lapse.Rel
 		queue = append(queue, i)
 	}
 	h := s.Handler.(lapse.BatchHandler)
-	_, more := s.retries().Next(0, 0)
+	_, more := s.retries().Next(1, 0) // after attempt 1, as attempt reads Failures
 	for len(queue) > 0 {
 		var round, rest []int
 		in := map[int64]bool{}
@@ -359,7 +359,7 @@ func (d *Deliverer) relaySend(ctx context.Context, s *Subscription, b *lapse.Rel
 			ds[j] = dl
 		}
 		tctx, cancel := context.WithTimeout(ctx, s.Timeout)
-		got := h.DeliverMany(tctx, ds)
+		got := d.deliverMany(tctx, s, h, ds)
 		cancel()
 		if len(got) != len(ds) {
 			err := fmt.Errorf("engine: subscriber %s answered %d deliveries with %d results", s.Name, len(ds), len(got))

@@ -604,3 +604,34 @@ func relayReady(t *testing.T, d *engine.Deliverer) {
 		t.Fatal(err)
 	}
 }
+
+// TestRelayFinalAttempt: an event handed over by the relay is attempt 1 of
+// its delivery, so under a schedule of one attempt its handler is told
+// that the attempt is the last (lapse.Delivery.Final), as it is told for a
+// delivery row's.
+func TestRelayFinalAttempt(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		s := open()
+		sink := &batchRecorder{}
+		e := subsEngine(t, s, clk, engine.Subscription{Name: "sink", Events: []string{"order.created"}, Handler: sink, Concurrency: 4,
+			Relay: true, Schedule: lapse.Schedule{Base: time.Second, MaxAttempts: 1}})
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		relayReady(t, d)
+		for i := range 3 {
+			create(t, e, checkout(fmt.Sprintf("RF-%02d", i), time.Hour))
+		}
+		if _, err := d.RunOnce(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		got := sink.received()
+		if len(got) != 3 {
+			t.Fatalf("the sink got %d events, want 3", len(got))
+		}
+		for _, dl := range got {
+			if dl.Attempts != 1 || !dl.Final {
+				t.Errorf("%s: attempt %d, final %v; want attempt 1, the last of its schedule", dl.OrderNo, dl.Attempts, dl.Final)
+			}
+		}
+	})
+}

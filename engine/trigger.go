@@ -42,8 +42,17 @@ type SharedTrigger interface {
 	Retry(ctx context.Context, member string, now time.Time, delays []time.Duration) (attempt int, notified bool, err error)
 	// Next returns the earliest due time, and false when nothing is due.
 	Next(ctx context.Context) (time.Time, bool, error)
+	// BeginSeed records that a seed from the database starts, so that
+	// the MarkSeeded that ends it can tell whether the trigger lost its
+	// data meanwhile.
+	BeginSeed(ctx context.Context) error
 	// MarkSeeded records that every pending deadline of the database has
-	// been added, so that Claim reports seeded from now on.
+	// been added since the last BeginSeed, so that Claim reports seeded
+	// from now on. It fails, marking nothing, when the trigger lost its
+	// data (a flush, a restart without persistence) since that BeginSeed:
+	// the deadlines added before the loss are gone, and a trigger marked
+	// seeded without them would be trusted with deadlines it does not
+	// hold.
 	MarkSeeded(ctx context.Context) error
 	// ToNotify returns how many members gave up and wait for an operator.
 	ToNotify(ctx context.Context) (int64, error)

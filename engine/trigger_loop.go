@@ -310,6 +310,10 @@ func (c *Claimer) seed(loopCtx, workCtx context.Context) error {
 	// so that every deadline set in between is queued (deadlineSet).
 	tr.seeding.Store(true)
 	defer tr.seeding.Store(false)
+	if err := c.callTrigger(workCtx, tr.t.BeginSeed); err != nil {
+		tr.stale.Store(true)
+		return err
+	}
 	var after *lapse.OrderDeadline
 	total := 0
 	for loopCtx.Err() == nil {

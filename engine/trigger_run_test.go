@@ -175,3 +175,44 @@ func TestRunTriggerOnceDeadlineSetWhileSeeding(t *testing.T) {
 		t.Errorf("fired by %v, want redis", got)
 	}
 }
+
+// TestRunTriggerOnceLostWhileSeeding: a trigger that loses its data (a
+// flush, a restart without persistence) while it is being seeded is not
+// marked seeded without the deadlines it lost: the seed fails, the trigger
+// degrades, and it is seeded again before it is in charge, so that the
+// orders are fired through it, not left to the sweep.
+func TestRunTriggerOnceLostWhileSeeding(t *testing.T) {
+	t.Parallel()
+	tr := newMemTrigger()
+	lost := false
+	tr.onAdd = func(m *memTrigger) { // the first Add of the seed is lost right after it
+		if !lost {
+			lost = true
+			m.flushLocked()
+		}
+	}
+	e, s, clock, c := manualTriggerEngine(t, tr)
+	nos := insertDue(t, s, "RS", 3, clock.Now().Add(time.Minute))
+	for range 3 {
+		if _, err := c.RunTriggerOnce(context.Background()); err == nil {
+			break
+		}
+		clock.Advance(time.Second)
+	}
+	if !lost {
+		t.Fatal("the seed added nothing")
+	}
+	if st := e.TriggerStatus(); st.Using != string(engine.TriggerShared) {
+		t.Fatalf("the trigger is not in charge: %+v", st)
+	}
+	for _, no := range nos {
+		if !tr.has(idOf(t, s, no)) {
+			t.Errorf("the trigger is in charge without the deadline of %s, lost while it was being seeded", no)
+		}
+	}
+	clock.Advance(90 * time.Second)
+	runTrigger(t, c, 3)
+	if got := firedBy(t, e, nos); got[lapse.FiredByRedis] != 3 {
+		t.Errorf("fired by %v, want 3 by redis", got)
+	}
+}

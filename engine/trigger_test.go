@@ -31,10 +31,14 @@ type memTrigger struct {
 	failing    error
 	adds       int
 	seeds      int
+	lost       int // how many times it lost its data
+	begun      int // lost as the last BeginSeed found it; -1: none since MarkSeeded
+	// onAdd, when set, runs after each Add, with mu held.
+	onAdd func(m *memTrigger)
 }
 
 func newMemTrigger() *memTrigger {
-	return &memTrigger{due: map[string]time.Time{}, processing: map[string]time.Time{}, attempts: map[string]int{}}
+	return &memTrigger{due: map[string]time.Time{}, processing: map[string]time.Time{}, attempts: map[string]int{}, begun: -1}
 }
 
 func (m *memTrigger) fail(err error) { m.mu.Lock(); m.failing = err; m.mu.Unlock() }
@@ -42,7 +46,12 @@ func (m *memTrigger) fail(err error) { m.mu.Lock(); m.failing = err; m.mu.Unlock
 func (m *memTrigger) flush() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.flushLocked()
+}
+
+func (m *memTrigger) flushLocked() {
 	m.due, m.processing, m.attempts, m.seeded = map[string]time.Time{}, map[string]time.Time{}, map[string]int{}, false
+	m.lost++
 }
 
 func (m *memTrigger) Add(_ context.Context, due []engine.TriggerDue) error {
@@ -56,6 +65,9 @@ func (m *memTrigger) Add(_ context.Context, due []engine.TriggerDue) error {
 		m.due[k] = d.At
 		delete(m.processing, k)
 		m.adds++
+	}
+	if m.onAdd != nil {
+		m.onAdd(m)
 	}
 	return nil
 }
@@ -135,11 +147,26 @@ func (m *memTrigger) Next(context.Context) (time.Time, bool, error) {
 	return next, !next.IsZero(), nil
 }
 
+func (m *memTrigger) BeginSeed(context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failing != nil {
+		return m.failing
+	}
+	m.begun = m.lost
+	return nil
+}
+
 func (m *memTrigger) MarkSeeded(context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.failing != nil {
 		return m.failing
+	}
+	begun := m.begun
+	m.begun = -1
+	if begun >= 0 && begun != m.lost {
+		return errors.New("memTrigger: lost its data while it was being seeded")
 	}
 	m.seeded = true
 	m.seeds++

@@ -25,6 +25,7 @@ func (quietTrigger) Retry(context.Context, string, time.Time, []time.Duration) (
 	return 1, false, nil
 }
 func (quietTrigger) Next(context.Context) (time.Time, bool, error) { return time.Time{}, false, nil }
+func (quietTrigger) BeginSeed(context.Context) error               { return nil }
 func (quietTrigger) MarkSeeded(context.Context) error              { return nil }
 func (quietTrigger) ToNotify(context.Context) (int64, error)       { return 0, nil }
 func (quietTrigger) Ping(context.Context) error                    { return nil }

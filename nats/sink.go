@@ -48,6 +48,18 @@ const (
 	maxPingsOut     = 3
 )
 
+// DefaultDuplicateWindow is Config.DuplicateWindow's default.
+const DefaultDuplicateWindow = 2 * time.Hour
+
+// WindowFor returns the duplicate window that a subscription needs whose
+// retry schedule waits at most longest between two attempts, each bounded
+// by timeout: no less than DefaultDuplicateWindow, and longer than a retry
+// can come after the copy that the stream stored, with a minute to spare
+// for recording the attempt and for a lease taken over.
+func WindowFor(longest, timeout time.Duration) time.Duration {
+	return max(DefaultDuplicateWindow, longest+timeout+time.Minute)
+}
+
 // Config configures a Sink. Only URL is required.
 type Config struct {
 	// URL is the NATS server, e.g. nats://127.0.0.1:4222; several may be given
@@ -64,9 +76,11 @@ type Config struct {
 	// this window of the copy that was stored; when a publish is stored but
 	// its acknowledgement is lost, the delivery is retried after its next
 	// retry gap, so the window must exceed the longest gap of the
-	// subscription's retry schedule, jitter included, plus the attempt
-	// timeout. The default schedule waits up to 1 h ± 10 %, hence the
-	// default: 2 h. The server keeps every id of the window in memory.
+	// subscription's retry schedule, jitter included (lapse.Schedule's
+	// Longest), plus the attempt timeout: see WindowFor. The default
+	// schedule waits up to 1 h ± 10 %, hence the default:
+	// DefaultDuplicateWindow. The server keeps every id of the window in
+	// memory.
 	DuplicateWindow time.Duration
 	// PublishTimeout bounds one Deliver: setting up the stream when it must,
 	// publishing, and waiting for the PubAck. Default: 5 s.
@@ -92,7 +106,7 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("nats: subject prefix %q: dot-separated tokens without wildcards or spaces", c.Subject)
 	}
 	if c.DuplicateWindow == 0 {
-		c.DuplicateWindow = 2 * time.Hour
+		c.DuplicateWindow = DefaultDuplicateWindow
 	}
 	if c.DuplicateWindow < 0 {
 		return fmt.Errorf("nats: negative duplicate window")
@@ -132,7 +146,7 @@ type Sink struct {
 }
 
 // New connects to NATS and creates the stream, or updates its subjects and
-// duplicate window when it exists (its other settings, such as replicas or
+// duplicate window (never narrowed) when it exists (its other settings, such as replicas or
 // limits an operator chose, are kept). An error means the configuration is
 // invalid, the server refused the connection (credentials, TLS), or the
 // stream cannot be set up as configured.
@@ -214,7 +228,8 @@ func unreachable(err error) bool {
 // schedule, not as lapse.ErrUnknownOutcome: a retry cannot duplicate the
 // message, because the stream drops a second copy with the same Nats-Msg-Id
 // within its DuplicateWindow. An event that cannot be published at all (no
-// id, or a type that is not a valid subject) wraps lapse.ErrRefused.
+// id, a type that is not a valid subject, or larger than the server's
+// max_payload or the stream's MaxMsgSize) wraps lapse.ErrRefused.
 func (s *Sink) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	msg, err := s.message(d)
 	if err != nil {
@@ -327,12 +342,25 @@ func (s *Sink) acked(ctx context.Context, d *lapse.Delivery, msg *natsgo.Msg, ac
 			// harmless if not.
 			s.ready.Store(false)
 		}
+		if tooLarge(err) {
+			// It will never fit: retried, it would only hold its order's
+			// later events back for the whole schedule before it dies.
+			return fmt.Errorf("nats: publish event %s to %s: %w: %w", d.Event.ID, msg.Subject, err, lapse.ErrRefused)
+		}
 		return fmt.Errorf("nats: publish event %s to %s: %w", d.Event.ID, msg.Subject, err)
 	}
 	if ack.Duplicate {
 		s.log.Debug("nats: the stream already had the event", "event_id", d.Event.ID, "seq", ack.Sequence)
 	}
 	return nil
+}
+
+// tooLarge reports whether err refuses a message for its size: larger than
+// the server's max_payload, or than the stream's MaxMsgSize.
+func tooLarge(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, natsgo.ErrMaxPayload) ||
+		errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum
 }
 
 // Close closes the connection. Deliver fails afterwards.

@@ -209,6 +209,37 @@ func TestDeliverRefusesWhatCannotBePublished(t *testing.T) {
 			t.Errorf("%s: Deliver = %v, want lapse.ErrRefused", name, err)
 		}
 	}
+	// An event larger than the server takes (its max_payload) never will
+	// be taken: retried, it would hold its order's later events back for
+	// the whole schedule before it dies.
+	huge := func(n int) *lapse.Delivery {
+		d := delivery("order.closed", n)
+		d.Event.Payload = []byte(`{"pad":"` + strings.Repeat("x", 2<<20) + `"}`)
+		return d
+	}
+	if err := s.Deliver(context.Background(), huge(5)); !errors.Is(err, lapse.ErrRefused) {
+		t.Errorf("an event of 2 MiB: Deliver = %v, want lapse.ErrRefused", err)
+	}
+	ok := delivery("order.closed", 7)
+	errs := s.DeliverMany(context.Background(), []*lapse.Delivery{huge(6), ok})
+	if len(errs) != 2 || !errors.Is(errs[0], lapse.ErrRefused) || errs[1] != nil {
+		t.Errorf("an event of 2 MiB beside one that fits: DeliverMany = %v, want the first refused and the second delivered", errs)
+	}
+
+	// Nor one larger than the stream takes (MaxMsgSize, an operator's).
+	cfg, js := testConfig(t)
+	err := nats.CreateStream(context.Background(), js, jetstream.StreamConfig{
+		Name: cfg.Stream, Subjects: []string{cfg.Subject + ".>"}, Storage: jetstream.FileStorage, MaxMsgSize: 1 << 10,
+	})
+	if err != nil {
+		t.Fatalf("CreateStream: %v", err)
+	}
+	s = newSink(t, cfg)
+	d := delivery("order.closed", 8)
+	d.Event.Payload = []byte(`{"pad":"` + strings.Repeat("x", 2<<10) + `"}`)
+	if err := s.Deliver(context.Background(), d); !errors.Is(err, lapse.ErrRefused) {
+		t.Errorf("an event of 2 KiB to a stream of messages up to 1 KiB: Deliver = %v, want lapse.ErrRefused", err)
+	}
 }
 
 func TestNewKeepsOperatorSettings(t *testing.T) {
@@ -233,6 +264,32 @@ func TestNewKeepsOperatorSettings(t *testing.T) {
 	if sc.Duplicates != cfg.DuplicateWindow || sc.MaxAge != 48*time.Hour || len(sc.Subjects) != 2 || sc.Subjects[1] != cfg.Subject+".>" {
 		t.Fatalf("stream after New: duplicates %v, max age %v, subjects %v; want %v, 48h and the sink's subjects added",
 			sc.Duplicates, sc.MaxAge, sc.Subjects, cfg.DuplicateWindow)
+	}
+}
+
+// TestNewKeepsAWiderWindow: a stream that already drops duplicates over a
+// longer window than the sink's (an operator's choice, or another process
+// whose retry schedule waits longer: nats.WindowFor) keeps it, so that a
+// process starting with a shorter one does not cut the dedup of the others'
+// retries short.
+func TestNewKeepsAWiderWindow(t *testing.T) {
+	t.Parallel()
+	cfg, js := testConfig(t)
+	ctx := context.Background()
+	err := nats.CreateStream(ctx, js, jetstream.StreamConfig{
+		Name: cfg.Stream, Subjects: []string{cfg.Subject + ".>"}, Storage: jetstream.FileStorage, Duplicates: 4 * time.Hour,
+	})
+	if err != nil {
+		t.Fatalf("CreateStream: %v", err)
+	}
+	cfg.DuplicateWindow = 2 * time.Hour
+	newSink(t, cfg)
+	st, err := js.Stream(ctx, cfg.Stream)
+	if err != nil {
+		t.Fatalf("Stream: %v", err)
+	}
+	if got := st.CachedInfo().Config.Duplicates; got != 4*time.Hour {
+		t.Errorf("a stream with a window of 4h, after New with 2h: %v, want 4h", got)
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 
 // ensureStream creates the stream, or brings an existing one to what the
 // sink needs: it captures <prefix>.>, stores on file, and deduplicates over
-// the configured window. Every other setting of an existing stream is left
+// the configured window at least. Every other setting of an existing stream is left
 // as it is, because an operator may have tuned replicas or limits, and an
 // update with a fresh config would silently reset them.
 func ensureStream(ctx context.Context, js jetstream.JetStream, cfg Config) error {
@@ -49,7 +49,9 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, cfg Config) error
 			sc.Subjects = append(sc.Subjects, subjects)
 			changed = true
 		}
-		if sc.Duplicates != cfg.DuplicateWindow {
+		if sc.Duplicates < cfg.DuplicateWindow {
+			// Only ever widened: a wider window is an operator's choice,
+			// or that of another process whose retries wait longer.
 			sc.Duplicates = cfg.DuplicateWindow
 			changed = true
 		}

@@ -13,9 +13,10 @@ import goredis "github.com/redis/go-redis/v9"
 //
 // Keys, by role: due (ZSET member -> due ms), processing (ZSET member ->
 // lease expiry ms), attempts (HASH member -> failed attempts), notify (ZSET
-// member -> when it gave up), seeded (string marker). A member is an
-// order's id in a few bytes (member.go), or, written by an earlier version,
-// its order number; the scripts treat both alike.
+// member -> when it gave up), seeded (string marker), seeding:<token> (a
+// seed under way, one key per seed). A member is an order's id in a few
+// bytes (member.go), or, written by an earlier version, its order number;
+// the scripts treat both alike.
 
 // luaBatch is prepended to the scripts that pass a list to one command:
 // Lua's unpack fails past a few thousand values, so it goes in slices of
@@ -106,6 +107,20 @@ if attempt > #ARGV - 2 then
 end
 redis.call('ZADD', KEYS[1], ARGV[2 + attempt], member)
 return {attempt, 0}
+`)
+
+// markScript ends a seed: it sets the seeded marker if the key of the
+// seed is still there, and deletes that key. Gone, Redis lost its data
+// during the seed, and the members added before the loss with it.
+//
+//	KEYS: seeded, the seed's key
+//	returns 1 when marked, 0 when the seed's key was gone
+var markScript = goredis.NewScript(`
+if redis.call('DEL', KEYS[2]) == 0 then
+	return 0
+end
+redis.call('SET', KEYS[1], '1')
+return 1
 `)
 
 // addScript sets due times. A member in processing leaves it, since its

@@ -17,10 +17,13 @@ package redis
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	neturl "net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -87,6 +90,10 @@ type Trigger struct {
 	timeout time.Duration
 
 	due, processing, attempts, notify, seeded string
+	seedingPrefix                             string // + a seed's token: the key of a seed under way
+
+	mu   sync.Mutex
+	seed string // the key of the seed BeginSeed began and MarkSeeded has not ended
 }
 
 // New returns a Trigger on the keys of cfg.Prefix. It does not connect:
@@ -103,6 +110,8 @@ func New(cfg Config) (*Trigger, error) {
 		attempts:   cfg.Prefix + "attempts",
 		notify:     cfg.Prefix + "notify",
 		seeded:     cfg.Prefix + "seeded",
+
+		seedingPrefix: cfg.Prefix + "seeding:",
 	}
 	if t.client == nil {
 		c, err := newClient(cfg.URL, cfg.Timeout)
@@ -300,13 +309,71 @@ func (t *Trigger) Next(ctx context.Context) (time.Time, bool, error) {
 	return next, !next.IsZero(), nil
 }
 
-// MarkSeeded records that every pending deadline of the database has been
-// added, so that Claim reports seeded until the keys are lost.
-func (t *Trigger) MarkSeeded(ctx context.Context) error {
+// ErrSeedLost is MarkSeeded's error when Redis lost its data while the
+// seed was under way.
+var ErrSeedLost = errors.New("redis: the trigger lost its data while it was being seeded; it must be seeded again")
+
+// seedTTL bounds how long the key of a seed under way outlives a process
+// that died before it ended the seed.
+const seedTTL = 24 * time.Hour
+
+// BeginSeed records, in a key of its own, that this Trigger starts to seed
+// the sets from the database; a flush, or a restart without persistence,
+// takes that key with the members, and the MarkSeeded that ends the seed
+// finds it gone. Seeds of other processes, under way at the same time,
+// have keys of their own.
+//
+// The key of a seed of this Trigger that never ended (an Add failed) goes
+// with the next BeginSeed.
+func (t *Trigger) BeginSeed(ctx context.Context) error {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	key := t.seedingPrefix + hex.EncodeToString(b)
+	t.mu.Lock()
+	old := t.seed
+	t.mu.Unlock()
 	ctx, cancel := t.call(ctx)
 	defer cancel()
-	if err := t.client.Set(ctx, t.seeded, "1", 0).Err(); err != nil {
+	_, err := t.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		if old != "" {
+			p.Del(ctx, old)
+		}
+		p.Set(ctx, key, "1", seedTTL)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("redis: begin seed: %w", err)
+	}
+	t.mu.Lock()
+	t.seed = key
+	t.mu.Unlock()
+	return nil
+}
+
+// MarkSeeded records that every pending deadline of the database has been
+// added since this Trigger's last BeginSeed, so that Claim reports seeded
+// until the keys are lost. When Redis lost its data since that BeginSeed
+// it marks nothing and returns ErrSeedLost: the members added before the
+// loss are gone. Without a BeginSeed it marks at once.
+func (t *Trigger) MarkSeeded(ctx context.Context) error {
+	t.mu.Lock()
+	key := t.seed
+	t.seed = ""
+	t.mu.Unlock()
+	ctx, cancel := t.call(ctx)
+	defer cancel()
+	if key == "" {
+		if err := t.client.Set(ctx, t.seeded, "1", 0).Err(); err != nil {
+			return fmt.Errorf("redis: mark seeded: %w", err)
+		}
+		return nil
+	}
+	marked, err := markScript.Run(ctx, t.client, []string{t.seeded, key}).Int()
+	if err != nil {
 		return fmt.Errorf("redis: mark seeded: %w", err)
+	}
+	if marked == 0 {
+		return ErrSeedLost
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	mathrand "math/rand/v2"
 	"slices"
@@ -536,6 +537,81 @@ func TestSeeded(t *testing.T) {
 	wantNext(t, tr, time.Time{})
 }
 
+// TestSeedLost: a seed during which Redis loses its data (every key of
+// the prefix, the seed's own included) is not marked: MarkSeeded returns
+// ErrSeedLost and Claim still reports unseeded, so that the engine seeds
+// again rather than trust a set without the members added before the loss.
+// Seeds of two processes at once each end on their own.
+func TestSeedLost(t *testing.T) {
+	t.Parallel()
+	s := newShared(t)
+	a, b := s.trigger(t), s.trigger(t)
+	ctx := t.Context()
+	seeded := func() bool {
+		t.Helper()
+		_, ok, err := a.Claim(ctx, base, time.Minute, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	lose := func() {
+		t.Helper()
+		keys, err := s.rdb.Keys(ctx, s.prefix+"*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.rdb.Del(ctx, keys...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if err := a.BeginSeed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	add(t, a, base.Add(time.Hour), 1)
+	lose()
+	add(t, a, base.Add(time.Hour), 2)
+	if err := a.MarkSeeded(ctx); !errors.Is(err, redis.ErrSeedLost) {
+		t.Errorf("MarkSeeded after the data was lost during the seed: %v, want ErrSeedLost", err)
+	}
+	if seeded() {
+		t.Error("seeded without the member lost during the seed")
+	}
+
+	for _, tr := range []*redis.Trigger{a, b} {
+		if err := tr.BeginSeed(ctx); err != nil {
+			t.Fatal(err)
+		}
+		add(t, tr, base.Add(time.Hour), 1, 2)
+	}
+	for _, tr := range []*redis.Trigger{b, a} {
+		if err := tr.MarkSeeded(ctx); err != nil {
+			t.Errorf("MarkSeeded of a seed that lost nothing: %v", err)
+		}
+	}
+	if !seeded() {
+		t.Error("not seeded after MarkSeeded")
+	}
+	if keys, err := s.rdb.Keys(ctx, s.prefix+"seeding:*").Result(); err != nil || len(keys) != 0 {
+		t.Errorf("seeds ended, and their keys are left: %q, %v", keys, err)
+	}
+
+	// A seed that never ended (an Add failed) leaves its key only until
+	// the next seed of the same Trigger begins.
+	for range 3 {
+		if err := a.BeginSeed(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if keys, err := s.rdb.Keys(ctx, s.prefix+"seeding:*").Result(); err != nil || len(keys) != 1 {
+		t.Errorf("after three seeds begun, the last under way: keys %q, %v; want one", keys, err)
+	}
+	if err := a.MarkSeeded(ctx); err != nil {
+		t.Errorf("MarkSeeded of the last seed begun: %v", err)
+	}
+}
+
 func TestPing(t *testing.T) {
 	t.Parallel()
 	s := newShared(t)
@@ -603,7 +679,14 @@ func TestMemoryPerMember(t *testing.T) {
 		t.Skip("adds 100,000 members seven times")
 	}
 	s := newShared(t)
-	tr := s.trigger(t)
+	// Each Add of a batch is one script of 5,000 members: on a loaded
+	// machine it may take longer than the default timeout, which is about
+	// degrading the engine, not about memory.
+	tr, err := redis.New(redis.Config{URL: s.url, Prefix: s.prefix, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
 	ctx := t.Context()
 	const batch, target = 5_000, 110.0
 	perOrder := func(n int) float64 {

@@ -35,6 +35,8 @@ type trigger struct {
 	attempts   map[string]int
 	notify     map[string]time.Time
 	seeded     bool
+	losses     int // how many times it lost its data
+	begun      int // losses as the last BeginSeed found it; -1: none since MarkSeeded
 	downUntil  time.Time
 	// told is, per order id, the last due time added since the data was
 	// lost, unless the member gave up since: what the auditor holds the
@@ -45,7 +47,7 @@ type trigger struct {
 var _ engine.SharedTrigger = (*trigger)(nil)
 
 func newTrigger(clock *lapse.ManualClock) *trigger {
-	t := &trigger{clock: clock}
+	t := &trigger{clock: clock, begun: -1}
 	t.lose()
 	return t
 }
@@ -56,6 +58,7 @@ func (t *trigger) lose() {
 	t.owner = map[string]int{}
 	t.told = map[int64]time.Time{}
 	t.seeded = false
+	t.losses++
 }
 
 // lost is the fault redis_lost.
@@ -212,11 +215,28 @@ func (t *trigger) Next(context.Context) (time.Time, bool, error) {
 	return next, !next.IsZero(), nil
 }
 
+func (t *trigger) BeginSeed(context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.check(); err != nil {
+		return err
+	}
+	t.begun = t.losses
+	return nil
+}
+
+// MarkSeeded fails, as package redis's does, when the data was lost since
+// the last BeginSeed.
 func (t *trigger) MarkSeeded(context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.check(); err != nil {
 		return err
+	}
+	begun := t.begun
+	t.begun = -1
+	if begun >= 0 && begun != t.losses {
+		return errors.New("sim: redis lost its data while it was being seeded")
 	}
 	t.seeded = true
 	return nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/nats"
 )
 
 // process is what a configuration reload changes in a running lapse serve.
@@ -17,6 +18,9 @@ type process struct {
 	claimer reloadableClaimer
 	timed   []timeouter // the ports and webhooks
 	probe   reloadableProbe
+	// natsWindow is the NATS stream's duplicate window, which a reloaded
+	// --nats-retry must fit in (nats.WindowFor); 0 without a NATS sink.
+	natsWindow time.Duration
 }
 
 // reloadableProbe is the part of *engine.Prober that reloads change.
@@ -141,6 +145,27 @@ func reloadSchedule(subscribers ...string) func(*process, string) error {
 		}
 		return nil
 	}
+}
+
+// reloadNATSSchedule puts a new retry schedule of NATS publishes into
+// force, unless a retry could come after the stream's duplicate window,
+// which only a restart widens: the stream would then keep a second copy of
+// an event whose first PubAck was lost.
+func reloadNATSSchedule(p *process, v string) error {
+	sch, err := lapse.ParseSchedule(v)
+	if err != nil {
+		return err
+	}
+	for _, s := range p.engine.Subscriptions() {
+		if s.Name != natsSub.Name || p.natsWindow == 0 {
+			continue
+		}
+		if need := nats.WindowFor(sch.Longest(), s.Timeout); need > p.natsWindow {
+			return fmt.Errorf("%q waits up to %s between publishes, and the stream drops a copy only within its duplicate window of %s, set at start: restart to widen it",
+				v, sch.Longest(), p.natsWindow)
+		}
+	}
+	return reloadSchedule(natsSub.Name)(p, v)
 }
 
 // reloadTimeout returns the reload of the connect (or else the read)

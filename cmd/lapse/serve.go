@@ -246,7 +246,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	if err != nil {
 		return fmt.Errorf("--probe-interval: %w", err)
 	}
-	watcher := newConfigWatcher(cfg, &process{engine: eng, claimer: claimer, timed: sf.timed, probe: prober}, log, reg)
+	watcher := newConfigWatcher(cfg, &process{engine: eng, claimer: claimer, timed: sf.timed, probe: prober, natsWindow: sf.natsWindow}, log, reg)
 
 	api := lapsehttp.NewServer(eng, lapsehttp.Config{
 		Logger:          log,

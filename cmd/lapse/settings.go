@@ -251,7 +251,7 @@ var serveSettings = []*setting{
 	{Name: "nats-retry", Kind: kindSchedule, Default: "exp:1s,1m,30",
 		Doc:    "retry schedule of NATS publishes",
 		field:  func(o *options) any { return &o.sf.natsRetry },
-		Reload: reloadSchedule(natsSub.Name)},
+		Reload: reloadNATSSchedule},
 	{Name: "nats-relay", Kind: kindBool,
 		Doc:   "relay NATS publishes on PostgreSQL: events get no delivery row unless a publish fails; a relay reads them from the outbox in commit order (ignored on SQLite and MySQL)",
 		field: func(o *options) any { return &o.sf.natsRelay }},

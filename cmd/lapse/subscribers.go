@@ -119,6 +119,9 @@ type subscriberFlags struct {
 	// timed are the ports and webhooks built from the flags, whose
 	// timeouts a configuration reload changes.
 	timed []timeouter
+	// natsWindow is the duplicate window of the NATS stream built from the
+	// flags, which a reloaded --nats-retry must fit in; 0 without one.
+	natsWindow time.Duration
 	// admins is the admins' channel built from --admin-notify, which the
 	// probe also posts to; nil without one.
 	admins lapse.Handler
@@ -227,6 +230,11 @@ func (f *subscriberFlags) checkPorts(fs []*lapse.Flow) error {
 	return nil
 }
 
+// attemptTimeout is the Timeout of the subscriptions built from the flags.
+func (f *subscriberFlags) attemptTimeout() time.Duration {
+	return f.portConnect + f.portRead + time.Second
+}
+
 // build builds the subscriptions; without dial, the brokers' subscriptions
 // are notDelivered.
 func (f *subscriberFlags) build(ctx context.Context, log *slog.Logger, dial bool) ([]engine.Subscription, closer, error) {
@@ -243,7 +251,7 @@ func (f *subscriberFlags) build(ctx context.Context, log *slog.Logger, dial bool
 			return fmt.Errorf("--%s: retry schedule: %w", name, err)
 		}
 		subs = append(subs, engine.Subscription{Name: name, Handler: h, Events: events, Schedule: sch,
-			Timeout: f.portConnect + f.portRead + time.Second, Concurrency: concurrency})
+			Timeout: f.attemptTimeout(), Concurrency: concurrency})
 		return nil
 	}
 	// stream adds an event stream: its deliveries yield to closes
@@ -275,7 +283,15 @@ func (f *subscriberFlags) build(ctx context.Context, log *slog.Logger, dial bool
 			return fail(err)
 		}
 	} else if f.natsURL != "" {
-		sink, err := nats.New(ctx, nats.Config{URL: f.natsURL, Stream: f.natsStream, Subject: f.natsSubject, Logger: log})
+		sch, err := lapse.ParseSchedule(f.natsRetry)
+		if err != nil {
+			return fail(fmt.Errorf("--%s: retry schedule: %w", natsSub.Name, err))
+		}
+		// The stream drops a retry's copy only within its window, so the
+		// window covers the schedule's longest wait.
+		f.natsWindow = nats.WindowFor(sch.Longest(), f.attemptTimeout())
+		sink, err := nats.New(ctx, nats.Config{URL: f.natsURL, Stream: f.natsStream, Subject: f.natsSubject,
+			DuplicateWindow: f.natsWindow, Logger: log})
 		if err != nil {
 			return fail(fmt.Errorf("--%s: %w", natsSub.Name, err))
 		}

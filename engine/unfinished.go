@@ -1,0 +1,42 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/lapsehq/lapse"
+)
+
+// An attempt whose worker dies during it (killed, out of memory) is never
+// recorded: its delivery is claimed again once its lease ends, and each
+// claim counts an attempt. An attempt cut short (a stop, a lease lost) is
+// recorded, but never as the death of its delivery. When an event itself
+// kills its workers, or its attempts are cut short every time, the
+// delivery would go round the workers for ever, neither delivered nor
+// dead. So a delivery claimed more than unfinishedMost times past the
+// attempts of its schedule is not attempted again: it dies, and its order
+// goes to review, like any delivery that ran out of retries.
+
+// unfinishedMost bounds the attempts past its schedule that a delivery may
+// be claimed for: room for a few stops in a row (a rolling restart), not
+// for a loop.
+const unfinishedMost = 5
+
+// overrun reports whether dl, claimed for this attempt, has been claimed
+// more than unfinishedMost times past the attempts of s's schedule.
+func overrun(s *Subscription, dl *lapse.Delivery) bool {
+	return dl.Failures() > s.retries().Attempts()+unfinishedMost
+}
+
+// abandon records, instead of an attempt of dl, its death for overrun.
+func (d *Deliverer) abandon(s *Subscription, dl *lapse.Delivery, rec *lapse.DeliveryAttempt, wall time.Time,
+	finish func(lapse.Store, *lapse.DeliveryFinishParams) error) {
+	rec.Outcome = lapse.OutcomeError
+	rec.Error = fmt.Sprintf("not attempted again: claimed %d times for a schedule of %d attempts; the attempts past it never ended (their workers died, or stopped, during them)",
+		dl.Failures(), s.retries().Attempts())
+	p := &lapse.DeliveryFinishParams{Status: lapse.DeliveryPending, Error: rec.Error}
+	d.die(s, dl, p, false)
+	d.settled(s, dl, finish(d.e.work, p), rec.Outcome, wall, rec.Error)
+	d.e.log.Error("deliverer: delivery died of attempts that never ended; its order is in manual review", "delivery", dl.ID,
+		"subscriber", s.Name, "order_no", dl.OrderNo, "event", dl.EventType, "attempts", dl.Attempts)
+}
