@@ -239,9 +239,11 @@ func (c *flagConfig) read() (*configFile, error) {
 }
 
 // configEntry is one key of a config file, its value as a flag takes it
-// (a YAML list joined with commas), and the key's line.
+// (a YAML list joined with commas), whether it was a list, and the key's
+// line.
 type configEntry struct {
 	key, value string
+	list       bool
 	line       int
 }
 
@@ -327,12 +329,12 @@ func parseConfig(path string, raw []byte) (*configFile, error) {
 			continue
 		}
 		seen[k.Value] = k.Line
-		value, err := flagText(v)
+		value, list, err := flagText(v)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s:%d: %s: %v", path, k.Line, k.Value, err))
 			continue
 		}
-		c.entries = append(c.entries, configEntry{key: k.Value, value: value, line: k.Line})
+		c.entries = append(c.entries, configEntry{key: k.Value, value: value, list: list, line: k.Line})
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -341,17 +343,18 @@ func parseConfig(path string, raw []byte) (*configFile, error) {
 }
 
 // flagText returns a YAML value as a flag takes it: a scalar as written
-// (null is empty), a list of scalars joined with commas.
-func flagText(n *yaml.Node) (string, error) {
+// (null is empty), a list of scalars joined with commas; and whether it was
+// a list.
+func flagText(n *yaml.Node) (string, bool, error) {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
 	switch n.Kind {
 	case yaml.ScalarNode:
 		if n.ShortTag() == "!!null" {
-			return "", nil
+			return "", false, nil
 		}
-		return n.Value, nil
+		return n.Value, false, nil
 	case yaml.SequenceNode:
 		parts := make([]string, len(n.Content))
 		for i, item := range n.Content {
@@ -359,13 +362,13 @@ func flagText(n *yaml.Node) (string, error) {
 				item = item.Alias
 			}
 			if item.Kind != yaml.ScalarNode {
-				return "", fmt.Errorf("a list may hold plain values only")
+				return "", true, fmt.Errorf("a list may hold plain values only")
 			}
 			parts[i] = item.Value
 		}
-		return strings.Join(parts, ","), nil
+		return strings.Join(parts, ","), true, nil
 	default:
-		return "", fmt.Errorf("want a value or a list of values")
+		return "", false, fmt.Errorf("want a value or a list of values")
 	}
 }
 
@@ -399,6 +402,11 @@ func (c *configFile) set(fs *flag.FlagSet, settings map[string]*setting, e confi
 			hint = fmt.Sprintf(" (did you mean %s?)", guess)
 		}
 		return fmt.Errorf("%s: unknown key %q: no command of lapse has a flag --%s%s", c.where(e), e.key, e.key, hint)
+	}
+	if e.list && !s.Kind.list() {
+		// Joined with commas, [K1, K2] would be one admin key "K1,K2"
+		// and two webhooks one URL: neither what was meant.
+		return fmt.Errorf("%s: %s: a list, but --%s takes one %s", c.where(e), e.key, e.key, s.Kind)
 	}
 	if err := s.set(fs, e.value); err != nil {
 		return fmt.Errorf("%s: %s: invalid %s %q: %v", c.where(e), e.key, s.Kind, s.shown(e.value), err)

@@ -164,6 +164,12 @@ func TestConfigErrors(t *testing.T) {
 		{"yaml syntax", "batch: 1\nsweep-interval: [5s\n", []string{"yaml:", "line"}},
 		{"two documents", "batch: 1\n---\nbatch: 2\n", []string{":2:", "second YAML document"}},
 		{"every error", "bogus: 1\nbatch: x\n", []string{":1:", ":2:", "bogus", "batch"}},
+		// Joined with commas, a list would be one value: an admin key or a
+		// webhook secret "K1,K2", which nobody holds.
+		{"list of one-value secret", "webhook-secret: [aaaaaaaaaaaaaaaaaaaa, bbbbbbbbbbbbbbbbbbbb]\n",
+			[]string{":1:", "webhook-secret: a list, but --webhook-secret takes one string"}},
+		{"list of numbers", "batch: [1, 2]\n", []string{":1:", "batch: a list, but --batch takes one int"}},
+		{"list of one", "db:\n  - other.db\n", []string{":1:", "db: a list, but --db takes one string"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeConfig(t, t.TempDir(), "lapse.yaml", tc.text)

@@ -85,6 +85,12 @@ const (
 	kindWaits    kind = "waits"           // 1s,2s,4s: a schedule of waits only
 )
 
+// list reports whether a value of kind k is a comma-separated list, which a
+// config file may give as a YAML list.
+func (k kind) list() bool {
+	return k == kindList || k == kindPairs || k == kindSchedule || k == kindWaits
+}
+
 // check returns why text is not a value of kind k, beyond what its flag
 // refuses: the flags of the kinds written as text take any text.
 func (k kind) check(text string) error {
