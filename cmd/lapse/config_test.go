@@ -612,6 +612,14 @@ func TestConfigRedact(t *testing.T) {
 		// A token in a URL's query is a secret too.
 		{"webhook", "https://hooks.example/lapse?token=s3cret&v=2", "https://hooks.example/lapse?token=xxxxx&v=xxxxx"},
 		{"payment-providers", "a=https://a.example/x?key=k1,b=http://b.example/y", "a=https://a.example/x?key=xxxxx,b=http://b.example/y"},
+		// A user without a password is NATS's token, HTTP's Basic credential;
+		// a database's user is a name.
+		{"nats", "nats://s3cret-token@nats:4222", "nats://xxxxx@nats:4222"},
+		{"nats", "nats://u:hunter2@nats:4222", "nats://u:xxxxx@nats:4222"},
+		{"webhook", "https://tok3n@hooks.example/lapse", "https://xxxxx@hooks.example/lapse"},
+		{"payment-providers", "a=https://k1@a.example/x,b=http://b.example/y@z", "a=https://xxxxx@a.example/x,b=http://b.example/y@z"},
+		{"db", "postgres://lapse@db:5432/lapse", "postgres://lapse@db:5432/lapse"},
+		{"redis", "redis://default@cache:6379/0", "redis://default@cache:6379/0"},
 		// Files of public keys are no secret.
 		{"alipay-public-key", "/etc/lapse/alipay.pub", "/etc/lapse/alipay.pub"},
 	} {

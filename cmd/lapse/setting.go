@@ -247,6 +247,11 @@ var (
 	// A password runs to the last @ before the host, as URLs are parsed:
 	// it may hold an @ of its own.
 	urlPassword = regexp.MustCompile(`(://[^:/?#@\s]*):[^/\s]*@`)
+	// A user without a password is the credential itself where NATS reads
+	// it (nats://TOKEN@host is token auth) and where HTTP sends it (Basic
+	// auth): a webhook's or a port's https://TOKEN@host. A database's user
+	// is only a name.
+	urlToken    = regexp.MustCompile(`(?i)(\b(?:nats|tls|wss?|https?)://)[^:/?#@\s,]+@`)
 	dsnPassword = regexp.MustCompile(`(?i)(password=)[^&\s]*`)
 	// The Go MySQL driver's DSN, user:password@tcp(host:3306)/db, which
 	// --db refuses (a mysql:// URL is its form) but shows in the error.
@@ -259,7 +264,8 @@ var (
 )
 
 // hidePasswords returns value with the passwords of the URLs and DSNs in it
-// replaced by xxxxx (postgres://u:xxxxx@db/lapse, …?password=xxxxx), and
+// replaced by xxxxx (postgres://u:xxxxx@db/lapse, …?password=xxxxx), the
+// tokens that NATS and HTTP URLs carry as their user (nats://xxxxx@h), and
 // the query values of its http(s) URLs too (https://h/hook?token=xxxxx): a
 // value that is not a secret, as lapse shows it in its output and its logs.
 func hidePasswords(value string) string {
@@ -268,6 +274,7 @@ func hidePasswords(value string) string {
 		return m[1] + queryValue.ReplaceAllString(m[2], "=xxxxx")
 	})
 	value = urlPassword.ReplaceAllString(value, "${1}:xxxxx@")
+	value = urlToken.ReplaceAllString(value, "${1}xxxxx@")
 	value = driverPassword.ReplaceAllString(value, "${1}:xxxxx@${2}")
 	return dsnPassword.ReplaceAllString(value, "${1}xxxxx")
 }
