@@ -101,10 +101,14 @@ func (f *accessFlags) service(ctx context.Context, cfg access.Config, store laps
 	if aerr != nil {
 		abs = path
 	}
-	switch _, serr := os.Stat(path); {
+	switch info, serr := os.Stat(path); {
 	case created:
 		log.Warn("an admin key was generated: it is in this file, readable by its owner only; use it as Authorization: Bearer <key>, "+
 			"create keys of narrower scopes with lapse apikey create, and keep or remove the file", "file", abs)
+	case serr == nil && info.Mode().Perm()&0o077 != 0:
+		// Made readable by its owner only; someone opened it since.
+		log.Warn("the admin key made at the first start is in this file, which others than its owner may read or write: chmod 600 it, "+
+			"or revoke the key (lapse apikey revoke) and remove the file", "file", abs, "mode", fmt.Sprintf("%04o", info.Mode().Perm()))
 	case serr == nil:
 		log.Info("the admin key made at the first start is in this file", "file", abs)
 	case errors.Is(serr, fs.ErrNotExist):

@@ -112,9 +112,16 @@ func TestFirstAdminKey(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Opened to others since, the file is warned about at the next start.
+	if err := os.Chmod(file, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	p = startServe(t, dir, "--admin-key=")
 	if logs := p.Logs(); strings.Contains(logs, "an admin key was generated") || !strings.Contains(logs, file) {
 		t.Errorf("the second start: want no new key, and the file named:\n%s", logs)
+	}
+	if logs := p.Logs(); !regexp.MustCompile(`"level":"WARN","msg":"the admin key made at the first start is in this file, which others than its owner may read or write.*"mode":"0644"`).MatchString(logs) {
+		t.Errorf("the second start does not warn of the file readable by all:\n%s", logs)
 	}
 	if again, _ := os.ReadFile(file); !bytes.Equal(again, raw) {
 		t.Errorf("the second start rewrote the file")

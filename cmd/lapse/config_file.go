@@ -53,6 +53,9 @@ type flagConfig struct {
 	// SnapshotErr is why the snapshot of a good file was not written: the
 	// command runs, but the next start has no fallback.
 	SnapshotErr error
+	// Exposed, when not empty, says that the file it ran on gives secrets
+	// to every user of the machine (see configFile.exposure).
+	Exposed string
 
 	fs       *flag.FlagSet       // the command's flags, holding their values
 	settings map[string]*setting // the settings of those flags, by name
@@ -97,6 +100,9 @@ func (c *flagConfig) warnings() []string {
 	if c.SnapshotErr != nil {
 		out = append(out, c.SnapshotErr.Error())
 	}
+	if c.Exposed != "" {
+		out = append(out, c.Exposed)
+	}
 	return out
 }
 
@@ -108,6 +114,9 @@ func (c *flagConfig) Log(log *slog.Logger) {
 	}
 	if c.SnapshotErr != nil {
 		log.Warn(c.SnapshotErr.Error())
+	}
+	if c.Exposed != "" {
+		log.Warn(c.Exposed)
 	}
 }
 
@@ -219,7 +228,7 @@ func (c *flagConfig) read() (*configFile, error) {
 		err = file.check(scratchFlags(c.fs.Name(), c.known), c.known)
 	}
 	if err == nil {
-		c.good = file
+		c.good, c.Exposed = file, file.exposure(c.known)
 		return file, nil
 	}
 	snap := c.Path + snapshotSuffix
@@ -235,6 +244,7 @@ func (c *flagConfig) read() (*configFile, error) {
 		return nil, fmt.Errorf("%w\n(the last good snapshot is no good either: %v)", err, serr)
 	}
 	c.FileErr, c.Snapshot, c.SnapshotAt = err, snap, info.ModTime()
+	c.Exposed = good.exposure(c.known)
 	return good, nil
 }
 
@@ -412,6 +422,27 @@ func (c *configFile) set(fs *flag.FlagSet, settings map[string]*setting, e confi
 		return fmt.Errorf("%s: %s: invalid %s %q: %v", c.where(e), e.key, s.Kind, s.shown(e.value), err)
 	}
 	return nil
+}
+
+// exposure returns a warning when the file, readable by every user of the
+// machine, holds a secret: the value of a secret setting, or a password or
+// token in a URL (a value that lapse shows otherwise than it is). Empty
+// when it holds none or is not readable by all.
+func (c *configFile) exposure(known map[string]*setting) string {
+	if c.mode&0o004 == 0 {
+		return ""
+	}
+	var keys []string
+	for _, e := range c.entries {
+		if s := known[e.key]; s != nil && s.shown(e.value) != e.value {
+			keys = append(keys, e.key)
+		}
+	}
+	if len(keys) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("config %s holds secrets (%s) and is readable by every user of this machine (mode %04o): chmod o-r it, or give them in the environment",
+		c.path, strings.Join(keys, ", "), c.mode)
 }
 
 // writeSnapshot writes the contents of good config file c to path, through a

@@ -146,6 +146,40 @@ webhook-secret:
 	}
 }
 
+// TestConfigExposed: a config file that every user of the machine may read
+// is warned about when it holds a secret (a secret setting, a password in a
+// URL, also a key of another command's), without showing it; not when it
+// holds none, or when only its owner and group may read it.
+func TestConfigExposed(t *testing.T) {
+	settings := testSettings(t, nil)
+	for _, tc := range []struct {
+		text string
+		mode os.FileMode
+		want string
+	}{
+		{"webhook-secret: s3cret-s3cret-s3cret\nbatch: 5\n", 0o644, "holds secrets (webhook-secret) and is readable by every user of this machine (mode 0644)"},
+		{"db: postgres://u:hunter2@db/lapse\nadmin-key: s3cret-s3cret-s3cret-s3cret-s3cret\n", 0o604, "holds secrets (db, admin-key)"},
+		{"webhook-secret: s3cret-s3cret-s3cret\n", 0o640, ""},
+		{"db: postgres://u@db/lapse\nbatch: 5\n", 0o644, ""},
+	} {
+		path := writeConfig(t, t.TempDir(), "lapse.yaml", tc.text)
+		if err := os.Chmod(path, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		_, cfg, err := load(settings, "--config", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Join(cfg.warnings(), "\n")
+		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+			t.Errorf("file %q, mode %04o: warnings %q, want %q", tc.text, tc.mode, got, tc.want)
+		}
+		if strings.Contains(got, "s3cret") || strings.Contains(got, "hunter2") {
+			t.Errorf("the warning shows a secret: %s", got)
+		}
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, text string
