@@ -1,9 +1,11 @@
 package main_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -11,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -282,5 +285,57 @@ func TestConfigSnapshotNeedsAStart(t *testing.T) {
 	}
 	if err := p.Terminate(30 * time.Second); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestServeSIGHUPWhileStarting: a SIGHUP that comes while lapse serve starts
+// (here as soon as it has logged the warning about its config file, before
+// it has made and migrated its database) does not end it: it starts, and
+// serves.
+func TestServeSIGHUPWhileStarting(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "lapse.yaml")
+	// A secret in a file that every user may read: warned about at once.
+	if err := os.WriteFile(path, []byte("admin-key: "+testAdminKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(lapseBin, "serve", "--log-format", "json", "--http", "127.0.0.1:0", "--probe-interval", "0", "--config", path)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "LAPSE_DB=", "LAPSE_HTTP=", "LAPSE_ADMIN_KEY=")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	var logs strings.Builder
+	hup, serving := false, false
+	sc := bufio.NewScanner(stderr)
+	for !serving && sc.Scan() {
+		line := sc.Text()
+		logs.WriteString(line + "\n")
+		if !hup && strings.Contains(line, "readable by every user") {
+			if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+			hup = true
+		}
+		serving = strings.Contains(line, `"msg":"lapse serving"`)
+	}
+	if !hup || !serving {
+		t.Fatalf("SIGHUP sent %v; lapse serve did not serve after it: %v\n%s", hup, cmd.Wait(), logs.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, stderr) }()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("lapse serve after SIGTERM: %v\n%s", err, logs.String())
 	}
 }

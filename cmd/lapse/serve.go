@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os/signal"
 	"runtime/debug"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +29,11 @@ import (
 )
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
+	// A SIGHUP asks for a reload, which the config watcher does once it
+	// runs; until then it would end the process, mid-migration say. The
+	// file is read after this, and a change the start missed is seen by
+	// the watcher, which starts from the file's state as read.
+	signal.Ignore(syscall.SIGHUP)
 	fs := newFlagSet("serve", stderr)
 	o := &options{}
 	cfg, err := loadFlags(fs, serveSettings, o, args)
