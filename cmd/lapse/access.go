@@ -13,6 +13,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -38,6 +39,9 @@ func (f *accessFlags) config() (access.Config, error) {
 	switch {
 	case f.adminKey != "" && len(f.adminKey) < access.MinAdminKeyLen:
 		return access.Config{}, fmt.Errorf("--admin-key must be at least %d characters (it is %d); leave it out to have one made", access.MinAdminKeyLen, len(f.adminKey))
+	case strings.IndexFunc(f.adminKey, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0:
+		// A line ending left by an env file, say: no request could send it.
+		return access.Config{}, fmt.Errorf("--admin-key must be printable ASCII without blanks or line endings, as an Authorization header carries it")
 	}
 	check := http.NewCrossOriginProtection()
 	for _, o := range splitList(f.trustedOrigins) {

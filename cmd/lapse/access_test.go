@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -141,6 +142,17 @@ func TestFirstAdminKey(t *testing.T) {
 	if got, err := short.CombinedOutput(); err == nil || !strings.Contains(string(got), "--admin-key must be at least 32 characters") ||
 		strings.Contains(string(got), "too-short-a-key") {
 		t.Errorf("lapse serve --admin-key too-short-a-key: %v\n%s", err, got)
+	}
+	// A key with a line ending left on it (an env file's CRLF) could never
+	// be sent: it too stops the start, and the key is not shown.
+	// (Bounded: a start that took the key would serve until killed.)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	crlf := exec.CommandContext(ctx, lapseBin, "serve", "--db", other, "--http", "127.0.0.1:0", "--probe-interval", "0")
+	crlf.Env = append(os.Environ(), "LAPSE_ADMIN_KEY="+testAdminKey+"\r")
+	if got, err := crlf.CombinedOutput(); err == nil || !strings.Contains(string(got), "--admin-key must be printable ASCII without blanks or line endings") ||
+		strings.Contains(string(got), testAdminKey) {
+		t.Errorf("lapse serve with LAPSE_ADMIN_KEY ending in CR: %v\n%s", err, got)
 	}
 	origin := exec.Command(lapseBin, "serve", "--db", other, "--http", "127.0.0.1:0", "--trusted-origins", "console.example")
 	if got, err := origin.CombinedOutput(); err == nil || !strings.Contains(string(got), "--trusted-origins") {

@@ -101,7 +101,7 @@ var serveSettings = []*setting{
 
 	// Who may call.
 	{Name: "admin-key", Kind: kindString, Secret: true,
-		Doc:   "an API key with the admin scope, at least 32 characters (openssl rand -base64 32); without it, the first start makes one and writes it to --admin-key-file",
+		Doc:   "an API key with the admin scope, at least 32 characters of printable ASCII without blanks (openssl rand -base64 32); without it, the first start makes one and writes it to --admin-key-file",
 		field: func(o *options) any { return &o.ac.adminKey }},
 	{Name: "admin-key-file", Kind: kindString,
 		Doc:   "where the first start without --admin-key writes the admin key it makes, mode 0600 (default: beside an SQLite database, lapse.db.admin-key for lapse.db; lapse.admin-key in the working directory for PostgreSQL and MySQL)",
