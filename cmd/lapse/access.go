@@ -121,15 +121,29 @@ func (f *accessFlags) service(ctx context.Context, cfg access.Config, store laps
 	return svc, nil
 }
 
+// beyondLocalhost reports whether ln takes connections from other machines.
+func beyondLocalhost(ln net.Listener) bool {
+	addr, ok := ln.Addr().(*net.TCPAddr)
+	return ok && !addr.IP.IsLoopback()
+}
+
+// warnSandbox logs that the sandbox, whose POST /sandbox/pay needs no
+// credential, lets anyone who reaches an API listening beyond this machine
+// pay any order.
+func warnSandbox(ln net.Listener, log *slog.Logger) {
+	if beyondLocalhost(ln) {
+		log.Warn("the sandbox payment provider is on (--sandbox) and the API listens beyond this machine: anyone who reaches it can pay "+
+			"any order through POST /sandbox/pay, with no credential; the sandbox is for tests and demos", "http", ln.Addr().String())
+	}
+}
+
 // warnInsecure logs that an API listening beyond this machine without TLS
 // sends session cookies that browsers will not send back: they are Secure.
 func warnInsecure(ln net.Listener, log *slog.Logger) {
-	addr, ok := ln.Addr().(*net.TCPAddr)
-	if !ok || addr.IP.IsLoopback() {
-		return
+	if beyondLocalhost(ln) {
+		log.Warn("the API listens beyond this machine over plain HTTP: operators' session cookies are Secure, so logins need HTTPS "+
+			"(a proxy that terminates TLS in front of it); API keys work either way, but travel in the clear", "http", ln.Addr().String())
 	}
-	log.Warn("the API listens beyond this machine over plain HTTP: operators' session cookies are Secure, so logins need HTTPS "+
-		"(a proxy that terminates TLS in front of it); API keys work either way, but travel in the clear", "http", addr.String())
 }
 
 // cliPrincipal is who the command line acts as: the OS user who runs it,

@@ -308,11 +308,11 @@ func TestOperatorAddRefusesLookAlikes(t *testing.T) {
 // TestMetricsListener: --metrics-http serves /metrics without a credential,
 // while the API's /metrics needs the metrics:read scope; an API that
 // listens beyond this machine without TLS warns that session cookies need
-// HTTPS.
+// HTTPS, and with the sandbox that anyone who reaches it can pay orders.
 func TestMetricsListener(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	p := startServe(t, dir, "--metrics-http", "127.0.0.1:0", "--http", "0.0.0.0:0")
+	p := startServe(t, dir, "--metrics-http", "127.0.0.1:0", "--http", "0.0.0.0:0", "--sandbox")
 	var metricsURL string
 	for _, line := range strings.Split(p.Logs(), "\n") {
 		var rec struct {
@@ -328,6 +328,9 @@ func TestMetricsListener(t *testing.T) {
 	}
 	if !strings.Contains(p.Logs(), "session cookies are Secure") {
 		t.Errorf("no warning that an API beyond localhost over plain HTTP needs HTTPS for logins:\n%s", p.Logs())
+	}
+	if !strings.Contains(p.Logs(), "anyone who reaches it can pay any order through POST /sandbox/pay") {
+		t.Errorf("no warning that the sandbox beyond localhost lets anyone pay:\n%s", p.Logs())
 	}
 	if code, body := callKey(t, "", "GET", metricsURL, nil); code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
 		t.Errorf("GET %s without a key = %d, want the metrics", metricsURL, code)

@@ -286,6 +286,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	mux.Handle(console.Prefix, con.Handler())
 	if pays.sandbox != nil {
 		mux.Handle("/sandbox/", api.WithBodyDeadline(sandboxHandler(pays.sandbox, log)))
+		warnSandbox(ln, log)
 	}
 	var handler http.Handler = mux
 	// Headers and bodies have their deadlines (the body's is set per request
