@@ -654,6 +654,10 @@ func TestConfigRedact(t *testing.T) {
 		{"payment-providers", "a=https://k1@a.example/x,b=http://b.example/y@z", "a=https://xxxxx@a.example/x,b=http://b.example/y@z"},
 		{"db", "postgres://lapse@db:5432/lapse", "postgres://lapse@db:5432/lapse"},
 		{"redis", "redis://default@cache:6379/0", "redis://default@cache:6379/0"},
+		// A password with a / not percent-encoded, as generated ones have.
+		{"redis", "redis://u:s3c/r+et@cache:6379/0", "redis://u:xxxxx@cache:6379/0"},
+		{"db", "postgres://u:/s3cret@db/lapse", "postgres://u:xxxxx@db/lapse"},
+		{"webhook", "https://h.example:8443/y@z", "https://h.example:8443/y@z"},
 		// Files of public keys are no secret.
 		{"alipay-public-key", "/etc/lapse/alipay.pub", "/etc/lapse/alipay.pub"},
 	} {
@@ -711,6 +715,13 @@ func TestSettingChecks(t *testing.T) {
 		{"db", "u:hunter2@tcp(db:3306)/lapse", "Go MySQL driver's DSN is not taken"},
 		{"db", "sqlite://lapse.db", "names a host, not a file"},
 		{"payment-provider-secrets", "a=b,hunter2hunter2hunter2", "not a NAME=VALUE list"},
+		// A URL that does not parse, for a password with a / left in it:
+		// url.Parse's error, which would show it, is not passed on.
+		{"redis", "redis://u:hun/ter2@cache:6379/0", "not a URL"},
+		{"nats", "nats://a:4222,nats://u:hun/ter2@b:4222", "not a URL"},
+		{"rabbitmq", "amqp://u:hun/ter2@mq:5672/", "not a URL"},
+		{"webhook", "https://u:hun/ter2@hooks.example/x", "not a URL"},
+		{"stock-port", "stock.example/x", "not a URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { // not the value: it names the temporary directory
 			check := func(source string, err error) {
@@ -725,7 +736,7 @@ func TestSettingChecks(t *testing.T) {
 				if !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), tc.want) {
 					t.Errorf("%s %q: error %q does not name %s and say %q", source, tc.value, err, name, tc.want)
 				}
-				if strings.Contains(err.Error(), "hunter2") {
+				if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "ter2") {
 					t.Errorf("%s %q: error %q shows the password", source, tc.value, err)
 				}
 			}
@@ -747,6 +758,7 @@ func TestSettingChecks(t *testing.T) {
 		{"db", "mysql://u:p@db:3306/lapse"}, {"db", "./data=1/lapse.db"},
 		{"trigger-mode", "redis"}, {"trigger-mode", "db"}, {"log-level", "WARN"}, {"log-format", "json"},
 		{"http", ":8080"}, {"http", "[::1]:0"}, {"metrics-http", ""},
+		{"nats", "nats://a:4222, nats://b:4222"}, {"nats", "127.0.0.1:4222"}, {"redis", "redis://s1:26379/0?master_name=m&addr=s2:26379"}, {"webhook", ""},
 	} {
 		if _, _, err := load(serveSettings, "--"+tc.name+"="+tc.value); err != nil {
 			t.Errorf("--%s %q refused: %v", tc.name, tc.value, err)

@@ -153,7 +153,7 @@ func TestServeRefusesBeforeOpening(t *testing.T) {
 		want string
 	}{
 		{[]string{"--webhook", "http://127.0.0.1:1/hook", "--webhook-secret", "short"}, "--webhook"},
-		{[]string{"--stock-port", "not-a-url"}, "--stock-port"},
+		{[]string{"--stock-port", "not-a-url"}, `invalid value "not-a-url" for flag -stock-port: not a URL`},
 		{[]string{"--alipay-app-id", "2021", "--alipay-seller-id", "2088", "--alipay-public-key", "no-such-file.pem"}, "--alipay-public-key"},
 		{[]string{"--http", taken.Addr().String()}, "--http"},
 		{[]string{"--metrics-http", taken.Addr().String()}, "--metrics-http"},

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -247,6 +248,11 @@ var (
 	// A password runs to the last @ before the host, as URLs are parsed:
 	// it may hold an @ of its own.
 	urlPassword = regexp.MustCompile(`(://[^:/?#@\s]*):[^/\s]*@`)
+	// A password with a / left as it is (as generated ones have), which
+	// url.Parse refuses, and which the pattern above leaves whole: told from
+	// a port and a path with an @ by what comes before its first /, which
+	// a port has all digits.
+	urlSlashPassword = regexp.MustCompile(`(://[^:/?#@\s]*):(?:[^/@\s]*[^0-9/@\s][^/@\s]*)?/[^@\s]*@`)
 	// A user without a password is the credential itself where NATS reads
 	// it (nats://TOKEN@host is token auth) and where HTTP sends it (Basic
 	// auth): a webhook's or a port's https://TOKEN@host. A database's user
@@ -273,6 +279,7 @@ func hidePasswords(value string) string {
 		m := httpQuery.FindStringSubmatch(u)
 		return m[1] + queryValue.ReplaceAllString(m[2], "=xxxxx")
 	})
+	value = urlSlashPassword.ReplaceAllString(value, "${1}:xxxxx@")
 	value = urlPassword.ReplaceAllString(value, "${1}:xxxxx@")
 	value = urlToken.ReplaceAllString(value, "${1}xxxxx@")
 	value = driverPassword.ReplaceAllString(value, "${1}:xxxxx@${2}")
@@ -359,6 +366,30 @@ func optional(check func(string) error) func(string) error {
 		}
 		return check(text)
 	}
+}
+
+// checkURL is the Check of a URL setting, and checkURLs of a list of them
+// (the NATS servers): each must parse as a URL. The error does not repeat
+// it: url.Parse's would, password and all, and a password with a / left as
+// it is (as generated ones have) is the usual cause.
+func checkURL(text string) error {
+	if u, err := url.Parse(text); err != nil || u.Scheme == "" {
+		return errors.New("not a URL (SCHEME://HOST…; percent-encode / : @ ? # and % in its user or password)")
+	}
+	return nil
+}
+
+func checkURLs(text string) error {
+	for part := range strings.SplitSeq(text, ",") {
+		part = strings.TrimSpace(part)
+		if !strings.Contains(part, "://") {
+			part = "nats://" + part // as the NATS client takes HOST:PORT
+		}
+		if err := checkURL(part); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkAddr is the Check of a listener's address.
