@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"os/signal"
 	"runtime/debug"
 	"slices"
@@ -30,10 +31,14 @@ import (
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	// A SIGHUP asks for a reload, which the config watcher does once it
-	// runs; until then it would end the process, mid-migration say. The
+	// runs; until then it would end the process, mid-migration say. So it
+	// is caught from here on, into a channel that nobody reads (a full one
+	// drops it); signal.Ignore would also take it from the watcher's. The
 	// file is read after this, and a change the start missed is seen by
 	// the watcher, which starts from the file's state as read.
-	signal.Ignore(syscall.SIGHUP)
+	early := make(chan os.Signal, 1)
+	signal.Notify(early, syscall.SIGHUP)
+	defer signal.Stop(early)
 	fs := newFlagSet("serve", stderr)
 	o := &options{}
 	cfg, err := loadFlags(fs, serveSettings, o, args)
