@@ -288,15 +288,15 @@ func TestConfigSnapshotNeedsAStart(t *testing.T) {
 	}
 }
 
-// TestServeSIGHUPWhileStarting: a SIGHUP that comes while lapse serve starts
-// (here as soon as it has logged the warning about its config file, before
-// it has made and migrated its database) does not end it: it starts, and
-// serves.
-func TestServeSIGHUPWhileStarting(t *testing.T) {
-	t.Parallel()
+// startSignalled runs lapse serve on a new database in a new directory with
+// a config file that every user may read and that holds its admin key, so
+// that it warns at once, before it makes and migrates the database; sends
+// sig as soon as it has; and returns its log up to "lapse serving" (or its
+// end), whether it got there, and the process.
+func startSignalled(t *testing.T, sig syscall.Signal) (string, bool, *exec.Cmd) {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "lapse.yaml")
-	// A secret in a file that every user may read: warned about at once.
 	if err := os.WriteFile(path, []byte("admin-key: "+testAdminKey+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -315,27 +315,53 @@ func TestServeSIGHUPWhileStarting(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	var logs strings.Builder
-	hup, serving := false, false
+	sent, serving := false, false
 	sc := bufio.NewScanner(stderr)
 	for !serving && sc.Scan() {
 		line := sc.Text()
 		logs.WriteString(line + "\n")
-		if !hup && strings.Contains(line, "readable by every user") {
-			if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		if !sent && strings.Contains(line, "readable by every user") {
+			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
-			hup = true
+			sent = true
 		}
 		serving = strings.Contains(line, `"msg":"lapse serving"`)
 	}
-	if !hup || !serving {
-		t.Fatalf("SIGHUP sent %v; lapse serve did not serve after it: %v\n%s", hup, cmd.Wait(), logs.String())
+	if !sent {
+		t.Fatalf("lapse serve did not warn of its config file:\n%s", logs.String())
 	}
 	go func() { _, _ = io.Copy(io.Discard, stderr) }()
+	return logs.String(), serving, cmd
+}
+
+// TestServeSIGHUPWhileStarting: a SIGHUP that comes while lapse serve starts
+// does not end it: it starts, and serves.
+func TestServeSIGHUPWhileStarting(t *testing.T) {
+	t.Parallel()
+	logs, serving, cmd := startSignalled(t, syscall.SIGHUP)
+	if !serving {
+		t.Fatalf("lapse serve did not serve after a SIGHUP while starting: %v\n%s", cmd.Wait(), logs)
+	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Wait(); err != nil {
-		t.Errorf("lapse serve after SIGTERM: %v\n%s", err, logs.String())
+		t.Errorf("lapse serve after SIGTERM: %v\n%s", err, logs)
+	}
+}
+
+// TestServeSIGTERMWhileStarting: a SIGTERM that comes while lapse serve
+// starts (making and migrating its database) stops it as one that comes
+// later does: exit 0, saying so, not as a failed start.
+func TestServeSIGTERMWhileStarting(t *testing.T) {
+	t.Parallel()
+	logs, serving, cmd := startSignalled(t, syscall.SIGTERM)
+	err := cmd.Wait()
+	if err != nil {
+		t.Fatalf("lapse serve stopped while starting: %v, want exit 0\n%s", err, logs)
+	}
+	if !serving && !strings.Contains(logs, "lapse stopped before it served: asked to stop while starting") {
+		t.Errorf("lapse serve stopped while starting without saying so:\n%s", logs)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -53,8 +54,17 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	cfg.Log(log) // loud when running on the last good snapshot
-	if err := runService(ctx, o, cfg, log, nil); err != nil {
-		return err
+	var served atomic.Bool
+	if err := runService(ctx, o, cfg, log, func(*service) { served.Store(true) }); err != nil {
+		if ctx.Err() == nil || served.Load() {
+			return err
+		}
+		// Asked to stop (SIGTERM, Ctrl-C) while starting, which the error
+		// says (a migration cut short): a stop, not a failure. What the
+		// start did is whole: a run of migrations is one transaction, or
+		// on MySQL goes on from its last statement at the next start.
+		log.Info("lapse stopped before it served: asked to stop while starting", "err", err)
+		return nil
 	}
 	// Said once the deferred closes of runService (stores, subscribers,
 	// the shared trigger, listeners) have run: when the process has
