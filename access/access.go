@@ -44,13 +44,26 @@ const (
 // MinAdminKeyLen is the shortest Config.AdminKey that New accepts.
 const MinAdminKeyLen = 32
 
+// bearerToken reports whether key is printable ASCII without blanks: a
+// key that a client can send as Authorization: Bearer KEY. A line ending
+// left on it (an env file with CRLF lines) or a blank would make a key that
+// no request can present.
+func bearerToken(key string) bool {
+	for i := range len(key) {
+		if key[i] <= ' ' || key[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
 // Config tunes a Service. The zero value is ready to use.
 type Config struct {
 	// Clock tells the time. Default lapse.SystemClock{}.
 	Clock lapse.Clock
 	// AdminKey is a configured key with the admin scope, at least
-	// MinAdminKeyLen characters. The Service keeps only its hash, so
-	// Config() returns it empty.
+	// MinAdminKeyLen characters of printable ASCII without blanks. The
+	// Service keeps only its hash, so Config() returns it empty.
 	AdminKey string
 	// SecondFactorWindow is how recent an operator's TOTP code must be for
 	// a risky action without a new one. Default 5m.
@@ -97,6 +110,8 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.AdminKey != "" && len(c.AdminKey) < MinAdminKeyLen:
 		return c, lapse.FieldError("admin_key", "must be at least %d characters", MinAdminKeyLen)
+	case !bearerToken(c.AdminKey):
+		return c, lapse.FieldError("admin_key", "must be printable ASCII without blanks: no Authorization header could carry it")
 	case c.SecondFactorWindow < 0:
 		return c, lapse.FieldError("second_factor_window", "must not be negative")
 	case c.SessionTTL < 0:

@@ -204,6 +204,10 @@ func TestNewValidatesConfig(t *testing.T) {
 	e := newEnv(t, access.Config{})
 	for _, cfg := range []access.Config{
 		{AdminKey: strings.Repeat("k", access.MinAdminKeyLen-1)},
+		// A line ending left on it, or a blank: no request could send it.
+		{AdminKey: strings.Repeat("k", access.MinAdminKeyLen) + "\r"},
+		{AdminKey: strings.Repeat("k", access.MinAdminKeyLen) + " k"},
+		{AdminKey: strings.Repeat("k", access.MinAdminKeyLen) + "é"},
 		{LockoutAfter: -1},
 		{LockoutBase: time.Hour, LockoutMax: time.Minute},
 		{ApprovalAmount: -1},

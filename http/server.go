@@ -126,6 +126,7 @@ type Server struct {
 	inFlight    *inFlight       // nil: no limit
 	shedCalls   *burst          // logs the payment callbacks shed
 	forgedCalls *burst          // logs the payment callbacks refused before or by their signature check
+	notReady    *burst          // logs the /readyz answered 503, which anyone may ask for
 	requests    *requestMetrics // nil: no Config.Registerer
 	unavailable *burst          // logs the 503s of a dependency that is down
 }
@@ -273,6 +274,7 @@ func NewServer(e *engine.Engine, cfg Config) *Server {
 	s.unavailable = &burst{log: s.log, msg: "http: a dependency is unavailable; answering 503 with Retry-After", window: burstWindow}
 	s.shedCalls = &burst{log: s.log, msg: "http: payment callbacks shed: every in-flight slot is taken; their providers will send them again", window: burstWindow}
 	s.forgedCalls = &burst{log: s.log, msg: "payment callback refused: unreadable, or not signed by its provider", window: burstWindow}
+	s.notReady = &burst{log: s.log, msg: "http: not ready", window: burstWindow}
 	if s.bodyTimeout <= 0 {
 		s.bodyTimeout = DefaultBodyTimeout
 	}
@@ -445,7 +447,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := s.ready(r.Context()); err != nil {
 		// The reason is for operators and load balancers, so it is shown
 		// even when it is not a lapse error.
-		s.log.Warn("http: not ready", "err", err)
+		s.notReady.add("err", err)
 		writeProblem(w, problemFor(http.StatusServiceUnavailable, lapse.EUNAVAILABLE, "", "not ready: "+err.Error()))
 		return
 	}

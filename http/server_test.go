@@ -247,9 +247,15 @@ func TestReadyz(t *testing.T) {
 		e := newEnvWith(t, options{cfg: lapsehttp.Config{Ready: func(context.Context) error {
 			return errors.New("draining for shutdown")
 		}}})
-		p := e.do("GET", "/readyz", "").want(t, http.StatusServiceUnavailable).problem(t)
-		if p.Code != lapse.EUNAVAILABLE || !strings.Contains(p.Detail, "draining for shutdown") {
-			t.Fatalf("problem %+v, want code unavailable with the reason", p)
+		for range 20 {
+			p := e.do("GET", "/readyz", "").want(t, http.StatusServiceUnavailable).problem(t)
+			if p.Code != lapse.EUNAVAILABLE || !strings.Contains(p.Detail, "draining for shutdown") {
+				t.Fatalf("problem %+v, want code unavailable with the reason", p)
+			}
+		}
+		// Anyone may ask, as often as they like: logged once a burst.
+		if n := strings.Count(e.logs.String(), "level=WARN"); n != 1 || !strings.Contains(e.logs.String(), "draining for shutdown") {
+			t.Errorf("20 answers not ready logged %d warnings, want one with the reason:\n%s", n, e.logs)
 		}
 	})
 }

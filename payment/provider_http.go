@@ -156,7 +156,7 @@ const (
 func NewHTTPProvider(cfg HTTPProviderConfig) (*HTTPProvider, error) {
 	u, err := url.Parse(cfg.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("payment: HTTP provider: base URL %q is not an absolute http or https URL without query or fragment", cfg.BaseURL)
+		return nil, fmt.Errorf("payment: HTTP provider: base URL %q is not an absolute http or https URL without query or fragment", httpcall.RedactURL(cfg.BaseURL))
 	}
 	name := cmp.Or(cfg.Name, u.Host)
 	switch {

@@ -146,7 +146,7 @@ func New(name string, cfg Config) (*Port, error) {
 	}
 	u, err := url.Parse(cfg.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment != "" {
-		return nil, bad("URL %q is not an absolute http or https URL without a fragment", cfg.URL)
+		return nil, bad("URL %q is not an absolute http or https URL without a fragment", httpcall.RedactURL(cfg.URL))
 	}
 	if cfg.ConnectTimeout < 0 || cfg.ReadTimeout < 0 || cfg.MaxConcurrent < 0 ||
 		cfg.Breaker.Failures < 0 || cfg.Breaker.Window < 0 || cfg.Breaker.Cooldown < 0 {

@@ -127,7 +127,7 @@ type Sink struct {
 func New(cfg Config) (*Sink, error) {
 	u, err := url.Parse(cfg.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Fragment != "" {
-		return nil, fmt.Errorf("webhook: URL %q is not an absolute http or https URL without a fragment", cfg.URL)
+		return nil, fmt.Errorf("webhook: URL %q is not an absolute http or https URL without a fragment", httpcall.RedactURL(cfg.URL))
 	}
 	if cfg.Secret == "" {
 		return nil, errors.New("webhook: a signing secret is required")

@@ -13,6 +13,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -38,6 +39,9 @@ func (f *accessFlags) config() (access.Config, error) {
 	switch {
 	case f.adminKey != "" && len(f.adminKey) < access.MinAdminKeyLen:
 		return access.Config{}, fmt.Errorf("--admin-key must be at least %d characters (it is %d); leave it out to have one made", access.MinAdminKeyLen, len(f.adminKey))
+	case strings.IndexFunc(f.adminKey, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0:
+		// A line ending left by an env file, say: no request could send it.
+		return access.Config{}, fmt.Errorf("--admin-key must be printable ASCII without blanks or line endings, as an Authorization header carries it")
 	}
 	check := http.NewCrossOriginProtection()
 	for _, o := range splitList(f.trustedOrigins) {
@@ -101,10 +105,14 @@ func (f *accessFlags) service(ctx context.Context, cfg access.Config, store laps
 	if aerr != nil {
 		abs = path
 	}
-	switch _, serr := os.Stat(path); {
+	switch info, serr := os.Stat(path); {
 	case created:
 		log.Warn("an admin key was generated: it is in this file, readable by its owner only; use it as Authorization: Bearer <key>, "+
 			"create keys of narrower scopes with lapse apikey create, and keep or remove the file", "file", abs)
+	case serr == nil && info.Mode().Perm()&0o077 != 0:
+		// Made readable by its owner only; someone opened it since.
+		log.Warn("the admin key made at the first start is in this file, which others than its owner may read or write: chmod 600 it, "+
+			"or revoke the key (lapse apikey revoke) and remove the file", "file", abs, "mode", fmt.Sprintf("%04o", info.Mode().Perm()))
 	case serr == nil:
 		log.Info("the admin key made at the first start is in this file", "file", abs)
 	case errors.Is(serr, fs.ErrNotExist):
@@ -113,15 +121,29 @@ func (f *accessFlags) service(ctx context.Context, cfg access.Config, store laps
 	return svc, nil
 }
 
+// beyondLocalhost reports whether ln takes connections from other machines.
+func beyondLocalhost(ln net.Listener) bool {
+	addr, ok := ln.Addr().(*net.TCPAddr)
+	return ok && !addr.IP.IsLoopback()
+}
+
+// warnSandbox logs that the sandbox, whose POST /sandbox/pay needs no
+// credential, lets anyone who reaches an API listening beyond this machine
+// pay any order.
+func warnSandbox(ln net.Listener, log *slog.Logger) {
+	if beyondLocalhost(ln) {
+		log.Warn("the sandbox payment provider is on (--sandbox) and the API listens beyond this machine: anyone who reaches it can pay "+
+			"any order through POST /sandbox/pay, with no credential; the sandbox is for tests and demos", "http", ln.Addr().String())
+	}
+}
+
 // warnInsecure logs that an API listening beyond this machine without TLS
 // sends session cookies that browsers will not send back: they are Secure.
 func warnInsecure(ln net.Listener, log *slog.Logger) {
-	addr, ok := ln.Addr().(*net.TCPAddr)
-	if !ok || addr.IP.IsLoopback() {
-		return
+	if beyondLocalhost(ln) {
+		log.Warn("the API listens beyond this machine over plain HTTP: operators' session cookies are Secure, so logins need HTTPS "+
+			"(a proxy that terminates TLS in front of it); API keys work either way, but travel in the clear", "http", ln.Addr().String())
 	}
-	log.Warn("the API listens beyond this machine over plain HTTP: operators' session cookies are Secure, so logins need HTTPS "+
-		"(a proxy that terminates TLS in front of it); API keys work either way, but travel in the clear", "http", addr.String())
 }
 
 // cliPrincipal is who the command line acts as: the OS user who runs it,

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -112,9 +113,16 @@ func TestFirstAdminKey(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Opened to others since, the file is warned about at the next start.
+	if err := os.Chmod(file, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	p = startServe(t, dir, "--admin-key=")
 	if logs := p.Logs(); strings.Contains(logs, "an admin key was generated") || !strings.Contains(logs, file) {
 		t.Errorf("the second start: want no new key, and the file named:\n%s", logs)
+	}
+	if logs := p.Logs(); !regexp.MustCompile(`"level":"WARN","msg":"the admin key made at the first start is in this file, which others than its owner may read or write.*"mode":"0644"`).MatchString(logs) {
+		t.Errorf("the second start does not warn of the file readable by all:\n%s", logs)
 	}
 	if again, _ := os.ReadFile(file); !bytes.Equal(again, raw) {
 		t.Errorf("the second start rewrote the file")
@@ -134,6 +142,17 @@ func TestFirstAdminKey(t *testing.T) {
 	if got, err := short.CombinedOutput(); err == nil || !strings.Contains(string(got), "--admin-key must be at least 32 characters") ||
 		strings.Contains(string(got), "too-short-a-key") {
 		t.Errorf("lapse serve --admin-key too-short-a-key: %v\n%s", err, got)
+	}
+	// A key with a line ending left on it (an env file's CRLF) could never
+	// be sent: it too stops the start, and the key is not shown.
+	// (Bounded: a start that took the key would serve until killed.)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	crlf := exec.CommandContext(ctx, lapseBin, "serve", "--db", other, "--http", "127.0.0.1:0", "--probe-interval", "0")
+	crlf.Env = append(os.Environ(), "LAPSE_ADMIN_KEY="+testAdminKey+"\r")
+	if got, err := crlf.CombinedOutput(); err == nil || !strings.Contains(string(got), "--admin-key must be printable ASCII without blanks or line endings") ||
+		strings.Contains(string(got), testAdminKey) {
+		t.Errorf("lapse serve with LAPSE_ADMIN_KEY ending in CR: %v\n%s", err, got)
 	}
 	origin := exec.Command(lapseBin, "serve", "--db", other, "--http", "127.0.0.1:0", "--trusted-origins", "console.example")
 	if got, err := origin.CombinedOutput(); err == nil || !strings.Contains(string(got), "--trusted-origins") {
@@ -289,11 +308,11 @@ func TestOperatorAddRefusesLookAlikes(t *testing.T) {
 // TestMetricsListener: --metrics-http serves /metrics without a credential,
 // while the API's /metrics needs the metrics:read scope; an API that
 // listens beyond this machine without TLS warns that session cookies need
-// HTTPS.
+// HTTPS, and with the sandbox that anyone who reaches it can pay orders.
 func TestMetricsListener(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	p := startServe(t, dir, "--metrics-http", "127.0.0.1:0", "--http", "0.0.0.0:0")
+	p := startServe(t, dir, "--metrics-http", "127.0.0.1:0", "--http", "0.0.0.0:0", "--sandbox")
 	var metricsURL string
 	for _, line := range strings.Split(p.Logs(), "\n") {
 		var rec struct {
@@ -309,6 +328,9 @@ func TestMetricsListener(t *testing.T) {
 	}
 	if !strings.Contains(p.Logs(), "session cookies are Secure") {
 		t.Errorf("no warning that an API beyond localhost over plain HTTP needs HTTPS for logins:\n%s", p.Logs())
+	}
+	if !strings.Contains(p.Logs(), "anyone who reaches it can pay any order through POST /sandbox/pay") {
+		t.Errorf("no warning that the sandbox beyond localhost lets anyone pay:\n%s", p.Logs())
 	}
 	if code, body := callKey(t, "", "GET", metricsURL, nil); code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
 		t.Errorf("GET %s without a key = %d, want the metrics", metricsURL, code)

@@ -1,9 +1,11 @@
 package main_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -11,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -282,5 +285,83 @@ func TestConfigSnapshotNeedsAStart(t *testing.T) {
 	}
 	if err := p.Terminate(30 * time.Second); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// startSignalled runs lapse serve on a new database in a new directory with
+// a config file that every user may read and that holds its admin key, so
+// that it warns at once, before it makes and migrates the database; sends
+// sig as soon as it has; and returns its log up to "lapse serving" (or its
+// end), whether it got there, and the process.
+func startSignalled(t *testing.T, sig syscall.Signal) (string, bool, *exec.Cmd) {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "lapse.yaml")
+	if err := os.WriteFile(path, []byte("admin-key: "+testAdminKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(lapseBin, "serve", "--log-format", "json", "--http", "127.0.0.1:0", "--probe-interval", "0", "--config", path)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "LAPSE_DB=", "LAPSE_HTTP=", "LAPSE_ADMIN_KEY=")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	var logs strings.Builder
+	sent, serving := false, false
+	sc := bufio.NewScanner(stderr)
+	for !serving && sc.Scan() {
+		line := sc.Text()
+		logs.WriteString(line + "\n")
+		if !sent && strings.Contains(line, "readable by every user") {
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			sent = true
+		}
+		serving = strings.Contains(line, `"msg":"lapse serving"`)
+	}
+	if !sent {
+		t.Fatalf("lapse serve did not warn of its config file:\n%s", logs.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, stderr) }()
+	return logs.String(), serving, cmd
+}
+
+// TestServeSIGHUPWhileStarting: a SIGHUP that comes while lapse serve starts
+// does not end it: it starts, and serves.
+func TestServeSIGHUPWhileStarting(t *testing.T) {
+	t.Parallel()
+	logs, serving, cmd := startSignalled(t, syscall.SIGHUP)
+	if !serving {
+		t.Fatalf("lapse serve did not serve after a SIGHUP while starting: %v\n%s", cmd.Wait(), logs)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("lapse serve after SIGTERM: %v\n%s", err, logs)
+	}
+}
+
+// TestServeSIGTERMWhileStarting: a SIGTERM that comes while lapse serve
+// starts (making and migrating its database) stops it as one that comes
+// later does: exit 0, saying so, not as a failed start.
+func TestServeSIGTERMWhileStarting(t *testing.T) {
+	t.Parallel()
+	logs, serving, cmd := startSignalled(t, syscall.SIGTERM)
+	err := cmd.Wait()
+	if err != nil {
+		t.Fatalf("lapse serve stopped while starting: %v, want exit 0\n%s", err, logs)
+	}
+	if !serving && !strings.Contains(logs, "lapse stopped before it served: asked to stop while starting") {
+		t.Errorf("lapse serve stopped while starting without saying so:\n%s", logs)
 	}
 }

@@ -53,6 +53,9 @@ type flagConfig struct {
 	// SnapshotErr is why the snapshot of a good file was not written: the
 	// command runs, but the next start has no fallback.
 	SnapshotErr error
+	// Exposed, when not empty, says that the file it ran on gives secrets
+	// to every user of the machine (see configFile.exposure).
+	Exposed string
 
 	fs       *flag.FlagSet       // the command's flags, holding their values
 	settings map[string]*setting // the settings of those flags, by name
@@ -97,6 +100,9 @@ func (c *flagConfig) warnings() []string {
 	if c.SnapshotErr != nil {
 		out = append(out, c.SnapshotErr.Error())
 	}
+	if c.Exposed != "" {
+		out = append(out, c.Exposed)
+	}
 	return out
 }
 
@@ -108,6 +114,9 @@ func (c *flagConfig) Log(log *slog.Logger) {
 	}
 	if c.SnapshotErr != nil {
 		log.Warn(c.SnapshotErr.Error())
+	}
+	if c.Exposed != "" {
+		log.Warn(c.Exposed)
 	}
 }
 
@@ -219,7 +228,7 @@ func (c *flagConfig) read() (*configFile, error) {
 		err = file.check(scratchFlags(c.fs.Name(), c.known), c.known)
 	}
 	if err == nil {
-		c.good = file
+		c.good, c.Exposed = file, file.exposure(c.known)
 		return file, nil
 	}
 	snap := c.Path + snapshotSuffix
@@ -235,13 +244,16 @@ func (c *flagConfig) read() (*configFile, error) {
 		return nil, fmt.Errorf("%w\n(the last good snapshot is no good either: %v)", err, serr)
 	}
 	c.FileErr, c.Snapshot, c.SnapshotAt = err, snap, info.ModTime()
+	c.Exposed = good.exposure(c.known)
 	return good, nil
 }
 
 // configEntry is one key of a config file, its value as a flag takes it
-// (a YAML list joined with commas), and the key's line.
+// (a YAML list joined with commas), whether it was a list, and the key's
+// line.
 type configEntry struct {
 	key, value string
+	list       bool
 	line       int
 }
 
@@ -327,12 +339,12 @@ func parseConfig(path string, raw []byte) (*configFile, error) {
 			continue
 		}
 		seen[k.Value] = k.Line
-		value, err := flagText(v)
+		value, list, err := flagText(v)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s:%d: %s: %v", path, k.Line, k.Value, err))
 			continue
 		}
-		c.entries = append(c.entries, configEntry{key: k.Value, value: value, line: k.Line})
+		c.entries = append(c.entries, configEntry{key: k.Value, value: value, list: list, line: k.Line})
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -341,17 +353,18 @@ func parseConfig(path string, raw []byte) (*configFile, error) {
 }
 
 // flagText returns a YAML value as a flag takes it: a scalar as written
-// (null is empty), a list of scalars joined with commas.
-func flagText(n *yaml.Node) (string, error) {
+// (null is empty), a list of scalars joined with commas; and whether it was
+// a list.
+func flagText(n *yaml.Node) (string, bool, error) {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
 	switch n.Kind {
 	case yaml.ScalarNode:
 		if n.ShortTag() == "!!null" {
-			return "", nil
+			return "", false, nil
 		}
-		return n.Value, nil
+		return n.Value, false, nil
 	case yaml.SequenceNode:
 		parts := make([]string, len(n.Content))
 		for i, item := range n.Content {
@@ -359,13 +372,13 @@ func flagText(n *yaml.Node) (string, error) {
 				item = item.Alias
 			}
 			if item.Kind != yaml.ScalarNode {
-				return "", fmt.Errorf("a list may hold plain values only")
+				return "", true, fmt.Errorf("a list may hold plain values only")
 			}
 			parts[i] = item.Value
 		}
-		return strings.Join(parts, ","), nil
+		return strings.Join(parts, ","), true, nil
 	default:
-		return "", fmt.Errorf("want a value or a list of values")
+		return "", false, fmt.Errorf("want a value or a list of values")
 	}
 }
 
@@ -400,10 +413,36 @@ func (c *configFile) set(fs *flag.FlagSet, settings map[string]*setting, e confi
 		}
 		return fmt.Errorf("%s: unknown key %q: no command of lapse has a flag --%s%s", c.where(e), e.key, e.key, hint)
 	}
+	if e.list && !s.Kind.list() {
+		// Joined with commas, [K1, K2] would be one admin key "K1,K2"
+		// and two webhooks one URL: neither what was meant.
+		return fmt.Errorf("%s: %s: a list, but --%s takes one %s", c.where(e), e.key, e.key, s.Kind)
+	}
 	if err := s.set(fs, e.value); err != nil {
 		return fmt.Errorf("%s: %s: invalid %s %q: %v", c.where(e), e.key, s.Kind, s.shown(e.value), err)
 	}
 	return nil
+}
+
+// exposure returns a warning when the file, readable by every user of the
+// machine, holds a secret: the value of a secret setting, or a password or
+// token in a URL (a value that lapse shows otherwise than it is). Empty
+// when it holds none or is not readable by all.
+func (c *configFile) exposure(known map[string]*setting) string {
+	if c.mode&0o004 == 0 {
+		return ""
+	}
+	var keys []string
+	for _, e := range c.entries {
+		if s := known[e.key]; s != nil && s.shown(e.value) != e.value {
+			keys = append(keys, e.key)
+		}
+	}
+	if len(keys) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("config %s holds secrets (%s) and is readable by every user of this machine (mode %04o): chmod o-r it, or give them in the environment",
+		c.path, strings.Join(keys, ", "), c.mode)
 }
 
 // writeSnapshot writes the contents of good config file c to path, through a

@@ -146,6 +146,40 @@ webhook-secret:
 	}
 }
 
+// TestConfigExposed: a config file that every user of the machine may read
+// is warned about when it holds a secret (a secret setting, a password in a
+// URL, also a key of another command's), without showing it; not when it
+// holds none, or when only its owner and group may read it.
+func TestConfigExposed(t *testing.T) {
+	settings := testSettings(t, nil)
+	for _, tc := range []struct {
+		text string
+		mode os.FileMode
+		want string
+	}{
+		{"webhook-secret: s3cret-s3cret-s3cret\nbatch: 5\n", 0o644, "holds secrets (webhook-secret) and is readable by every user of this machine (mode 0644)"},
+		{"db: postgres://u:hunter2@db/lapse\nadmin-key: s3cret-s3cret-s3cret-s3cret-s3cret\n", 0o604, "holds secrets (db, admin-key)"},
+		{"webhook-secret: s3cret-s3cret-s3cret\n", 0o640, ""},
+		{"db: postgres://u@db/lapse\nbatch: 5\n", 0o644, ""},
+	} {
+		path := writeConfig(t, t.TempDir(), "lapse.yaml", tc.text)
+		if err := os.Chmod(path, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		_, cfg, err := load(settings, "--config", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Join(cfg.warnings(), "\n")
+		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+			t.Errorf("file %q, mode %04o: warnings %q, want %q", tc.text, tc.mode, got, tc.want)
+		}
+		if strings.Contains(got, "s3cret") || strings.Contains(got, "hunter2") {
+			t.Errorf("the warning shows a secret: %s", got)
+		}
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, text string
@@ -164,6 +198,12 @@ func TestConfigErrors(t *testing.T) {
 		{"yaml syntax", "batch: 1\nsweep-interval: [5s\n", []string{"yaml:", "line"}},
 		{"two documents", "batch: 1\n---\nbatch: 2\n", []string{":2:", "second YAML document"}},
 		{"every error", "bogus: 1\nbatch: x\n", []string{":1:", ":2:", "bogus", "batch"}},
+		// Joined with commas, a list would be one value: an admin key or a
+		// webhook secret "K1,K2", which nobody holds.
+		{"list of one-value secret", "webhook-secret: [aaaaaaaaaaaaaaaaaaaa, bbbbbbbbbbbbbbbbbbbb]\n",
+			[]string{":1:", "webhook-secret: a list, but --webhook-secret takes one string"}},
+		{"list of numbers", "batch: [1, 2]\n", []string{":1:", "batch: a list, but --batch takes one int"}},
+		{"list of one", "db:\n  - other.db\n", []string{":1:", "db: a list, but --db takes one string"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeConfig(t, t.TempDir(), "lapse.yaml", tc.text)
@@ -606,6 +646,18 @@ func TestConfigRedact(t *testing.T) {
 		// A token in a URL's query is a secret too.
 		{"webhook", "https://hooks.example/lapse?token=s3cret&v=2", "https://hooks.example/lapse?token=xxxxx&v=xxxxx"},
 		{"payment-providers", "a=https://a.example/x?key=k1,b=http://b.example/y", "a=https://a.example/x?key=xxxxx,b=http://b.example/y"},
+		// A user without a password is NATS's token, HTTP's Basic credential;
+		// a database's user is a name.
+		{"nats", "nats://s3cret-token@nats:4222", "nats://xxxxx@nats:4222"},
+		{"nats", "nats://u:hunter2@nats:4222", "nats://u:xxxxx@nats:4222"},
+		{"webhook", "https://tok3n@hooks.example/lapse", "https://xxxxx@hooks.example/lapse"},
+		{"payment-providers", "a=https://k1@a.example/x,b=http://b.example/y@z", "a=https://xxxxx@a.example/x,b=http://b.example/y@z"},
+		{"db", "postgres://lapse@db:5432/lapse", "postgres://lapse@db:5432/lapse"},
+		{"redis", "redis://default@cache:6379/0", "redis://default@cache:6379/0"},
+		// A password with a / not percent-encoded, as generated ones have.
+		{"redis", "redis://u:s3c/r+et@cache:6379/0", "redis://u:xxxxx@cache:6379/0"},
+		{"db", "postgres://u:/s3cret@db/lapse", "postgres://u:xxxxx@db/lapse"},
+		{"webhook", "https://h.example:8443/y@z", "https://h.example:8443/y@z"},
 		// Files of public keys are no secret.
 		{"alipay-public-key", "/etc/lapse/alipay.pub", "/etc/lapse/alipay.pub"},
 	} {
@@ -663,6 +715,13 @@ func TestSettingChecks(t *testing.T) {
 		{"db", "u:hunter2@tcp(db:3306)/lapse", "Go MySQL driver's DSN is not taken"},
 		{"db", "sqlite://lapse.db", "names a host, not a file"},
 		{"payment-provider-secrets", "a=b,hunter2hunter2hunter2", "not a NAME=VALUE list"},
+		// A URL that does not parse, for a password with a / left in it:
+		// url.Parse's error, which would show it, is not passed on.
+		{"redis", "redis://u:hun/ter2@cache:6379/0", "not a URL"},
+		{"nats", "nats://a:4222,nats://u:hun/ter2@b:4222", "not a URL"},
+		{"rabbitmq", "amqp://u:hun/ter2@mq:5672/", "not a URL"},
+		{"webhook", "https://u:hun/ter2@hooks.example/x", "not a URL"},
+		{"stock-port", "stock.example/x", "not a URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { // not the value: it names the temporary directory
 			check := func(source string, err error) {
@@ -677,7 +736,7 @@ func TestSettingChecks(t *testing.T) {
 				if !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), tc.want) {
 					t.Errorf("%s %q: error %q does not name %s and say %q", source, tc.value, err, name, tc.want)
 				}
-				if strings.Contains(err.Error(), "hunter2") {
+				if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "ter2") {
 					t.Errorf("%s %q: error %q shows the password", source, tc.value, err)
 				}
 			}
@@ -699,6 +758,7 @@ func TestSettingChecks(t *testing.T) {
 		{"db", "mysql://u:p@db:3306/lapse"}, {"db", "./data=1/lapse.db"},
 		{"trigger-mode", "redis"}, {"trigger-mode", "db"}, {"log-level", "WARN"}, {"log-format", "json"},
 		{"http", ":8080"}, {"http", "[::1]:0"}, {"metrics-http", ""},
+		{"nats", "nats://a:4222, nats://b:4222"}, {"nats", "127.0.0.1:4222"}, {"redis", "redis://s1:26379/0?master_name=m&addr=s2:26379"}, {"webhook", ""},
 	} {
 		if _, _, err := load(serveSettings, "--"+tc.name+"="+tc.value); err != nil {
 			t.Errorf("--%s %q refused: %v", tc.name, tc.value, err)

@@ -45,10 +45,21 @@ func parseArgs(fs *flag.FlagSet, args []string) error {
 			if !inline && i+1 < len(args) && takesValue(fs, name) {
 				i++
 				flags = append(flags, args[i])
+			} else if !inline && i+1 < len(args) && fs.Lookup(name) != nil && isBoolWord(args[i+1]) {
+				// --dry-run false would set --dry-run and make "false" an
+				// argument: an order number to close, say.
+				return fmt.Errorf("flag -%s takes no value after a space: write -%s=%s", name, name, args[i+1])
 			}
 		}
 	}
 	return fs.Parse(append(append(flags, "--"), positional...))
+}
+
+// isBoolWord tells whether a is true or false, in any case: a value meant
+// for a boolean flag. (1 and 0, which the flag takes too, may be order
+// numbers.)
+func isBoolWord(a string) bool {
+	return strings.EqualFold(a, "true") || strings.EqualFold(a, "false")
 }
 
 // takesValue tells whether flag name of fs reads the next argument as its

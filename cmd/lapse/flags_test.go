@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -22,6 +23,7 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"--reason", "--", "A-1"}, "--", false, []string{"A-1"}},
 		{[]string{"A-1", "--", "--reason", "r"}, "", false, []string{"A-1", "--reason", "r"}},
 		{[]string{"-", "--reason", "r"}, "r", false, []string{"-"}},
+		{[]string{"--dry-run", "1", "0"}, "", true, []string{"1", "0"}}, // order numbers
 	} {
 		fs := newFlagSet("test", io.Discard)
 		reason := fs.String("reason", "", "")
@@ -38,5 +40,14 @@ func TestParseArgs(t *testing.T) {
 	fs.String("reason", "", "")
 	if err := parseArgs(fs, []string{"A-1", "--bogus"}); err == nil {
 		t.Errorf("an unknown flag after an argument was taken")
+	}
+	// A boolean flag's value after a space would be an argument (an order
+	// number), and the flag set: refused, whatever the value.
+	for _, args := range [][]string{{"A-1", "--dry-run", "false"}, {"--dry-run", "true", "A-1"}, {"--dry-run", "FALSE"}} {
+		fs := newFlagSet("test", io.Discard)
+		fs.Bool("dry-run", false, "")
+		if err := parseArgs(fs, args); err == nil || !strings.Contains(err.Error(), "write -dry-run="+args[slices.Index(args, "--dry-run")+1]) {
+			t.Errorf("%q: error %v, want the value refused", args, err)
+		}
 	}
 }

@@ -153,19 +153,25 @@ func TestServeRefusesBeforeOpening(t *testing.T) {
 		want string
 	}{
 		{[]string{"--webhook", "http://127.0.0.1:1/hook", "--webhook-secret", "short"}, "--webhook"},
-		{[]string{"--stock-port", "not-a-url"}, "--stock-port"},
+		{[]string{"--stock-port", "not-a-url"}, `invalid value "not-a-url" for flag -stock-port: not a URL`},
 		{[]string{"--alipay-app-id", "2021", "--alipay-seller-id", "2088", "--alipay-public-key", "no-such-file.pem"}, "--alipay-public-key"},
 		{[]string{"--http", taken.Addr().String()}, "--http"},
 		{[]string{"--metrics-http", taken.Addr().String()}, "--metrics-http"},
 		{[]string{"--console-http", "127.0.0.1:99999"}, "--console-http"},
+		// A URL refused is shown without its secrets: a password, a token
+		// as its user or in its query.
+		{[]string{"--webhook", "https://u:s3cret@h.example/x?token=s3cret#frag", "--webhook-secret", "0123456789abcdef0123"}, "--webhook"},
+		{[]string{"--stock-port", "ftp://s3cret@h.example/x?token=s3cret"}, "--stock-port"},
+		{[]string{"--payment-providers", "p=https://u:s3cret@h.example/x?token=s3cret", "--payment-provider-secrets", "p=0123456789abcdef0123"},
+			"--payment-providers"},
 	} {
 		dir := t.TempDir()
 		args := append([]string{"serve"}, tc.args...)
 		if !slices.Contains(args, "--http") {
 			args = append(args, "--http", "127.0.0.1:0")
 		}
-		if _, errOut, code := lapseExit(t, dir, nil, args...); code != 2 || !strings.Contains(errOut, "lapse: "+tc.want) {
-			t.Errorf("lapse %q: exit %d, want 2 naming %s:\n%s", args, code, tc.want, errOut)
+		if _, errOut, code := lapseExit(t, dir, nil, args...); code != 2 || !strings.Contains(errOut, "lapse: "+tc.want) || strings.Contains(errOut, "s3cret") {
+			t.Errorf("lapse %q: exit %d, want 2 naming %s, showing no secret:\n%s", args, code, tc.want, errOut)
 		}
 		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 			t.Errorf("lapse %q made files: %v", args, entries)

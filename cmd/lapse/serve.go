@@ -8,8 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"runtime/debug"
 	"slices"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +31,15 @@ import (
 )
 
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
+	// A SIGHUP asks for a reload, which the config watcher does once it
+	// runs; until then it would end the process, mid-migration say. So it
+	// is caught from here on, into a channel that nobody reads (a full one
+	// drops it); signal.Ignore would also take it from the watcher's. The
+	// file is read after this, and a change the start missed is seen by
+	// the watcher, which starts from the file's state as read.
+	early := make(chan os.Signal, 1)
+	signal.Notify(early, syscall.SIGHUP)
+	defer signal.Stop(early)
 	fs := newFlagSet("serve", stderr)
 	o := &options{}
 	cfg, err := loadFlags(fs, serveSettings, o, args)
@@ -41,8 +54,17 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	cfg.Log(log) // loud when running on the last good snapshot
-	if err := runService(ctx, o, cfg, log, nil); err != nil {
-		return err
+	var served atomic.Bool
+	if err := runService(ctx, o, cfg, log, func(*service) { served.Store(true) }); err != nil {
+		if ctx.Err() == nil || served.Load() {
+			return err
+		}
+		// Asked to stop (SIGTERM, Ctrl-C) while starting, which the error
+		// says (a migration cut short): a stop, not a failure. What the
+		// start did is whole: a run of migrations is one transaction, or
+		// on MySQL goes on from its last statement at the next start.
+		log.Info("lapse stopped before it served: asked to stop while starting", "err", err)
+		return nil
 	}
 	// Said once the deferred closes of runService (stores, subscribers,
 	// the shared trigger, listeners) have run: when the process has
@@ -279,6 +301,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	mux.Handle(console.Prefix, con.Handler())
 	if pays.sandbox != nil {
 		mux.Handle("/sandbox/", api.WithBodyDeadline(sandboxHandler(pays.sandbox, log)))
+		warnSandbox(ln, log)
 	}
 	var handler http.Handler = mux
 	// Headers and bodies have their deadlines (the body's is set per request

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -84,6 +85,12 @@ const (
 	kindSchedule kind = "schedule"        // waits (1m,5m,…) or exp:BASE,CAP,ATTEMPTS
 	kindWaits    kind = "waits"           // 1s,2s,4s: a schedule of waits only
 )
+
+// list reports whether a value of kind k is a comma-separated list, which a
+// config file may give as a YAML list.
+func (k kind) list() bool {
+	return k == kindList || k == kindPairs || k == kindSchedule || k == kindWaits
+}
 
 // check returns why text is not a value of kind k, beyond what its flag
 // refuses: the flags of the kinds written as text take any text.
@@ -241,6 +248,16 @@ var (
 	// A password runs to the last @ before the host, as URLs are parsed:
 	// it may hold an @ of its own.
 	urlPassword = regexp.MustCompile(`(://[^:/?#@\s]*):[^/\s]*@`)
+	// A password with a / left as it is (as generated ones have), which
+	// url.Parse refuses, and which the pattern above leaves whole: told from
+	// a port and a path with an @ by what comes before its first /, which
+	// a port has all digits.
+	urlSlashPassword = regexp.MustCompile(`(://[^:/?#@\s]*):(?:[^/@\s]*[^0-9/@\s][^/@\s]*)?/[^@\s]*@`)
+	// A user without a password is the credential itself where NATS reads
+	// it (nats://TOKEN@host is token auth) and where HTTP sends it (Basic
+	// auth): a webhook's or a port's https://TOKEN@host. A database's user
+	// is only a name.
+	urlToken    = regexp.MustCompile(`(?i)(\b(?:nats|tls|wss?|https?)://)[^:/?#@\s,]+@`)
 	dsnPassword = regexp.MustCompile(`(?i)(password=)[^&\s]*`)
 	// The Go MySQL driver's DSN, user:password@tcp(host:3306)/db, which
 	// --db refuses (a mysql:// URL is its form) but shows in the error.
@@ -253,7 +270,8 @@ var (
 )
 
 // hidePasswords returns value with the passwords of the URLs and DSNs in it
-// replaced by xxxxx (postgres://u:xxxxx@db/lapse, …?password=xxxxx), and
+// replaced by xxxxx (postgres://u:xxxxx@db/lapse, …?password=xxxxx), the
+// tokens that NATS and HTTP URLs carry as their user (nats://xxxxx@h), and
 // the query values of its http(s) URLs too (https://h/hook?token=xxxxx): a
 // value that is not a secret, as lapse shows it in its output and its logs.
 func hidePasswords(value string) string {
@@ -261,7 +279,9 @@ func hidePasswords(value string) string {
 		m := httpQuery.FindStringSubmatch(u)
 		return m[1] + queryValue.ReplaceAllString(m[2], "=xxxxx")
 	})
+	value = urlSlashPassword.ReplaceAllString(value, "${1}:xxxxx@")
 	value = urlPassword.ReplaceAllString(value, "${1}:xxxxx@")
+	value = urlToken.ReplaceAllString(value, "${1}xxxxx@")
 	value = driverPassword.ReplaceAllString(value, "${1}:xxxxx@${2}")
 	return dsnPassword.ReplaceAllString(value, "${1}xxxxx")
 }
@@ -346,6 +366,30 @@ func optional(check func(string) error) func(string) error {
 		}
 		return check(text)
 	}
+}
+
+// checkURL is the Check of a URL setting, and checkURLs of a list of them
+// (the NATS servers): each must parse as a URL. The error does not repeat
+// it: url.Parse's would, password and all, and a password with a / left as
+// it is (as generated ones have) is the usual cause.
+func checkURL(text string) error {
+	if u, err := url.Parse(text); err != nil || u.Scheme == "" {
+		return errors.New("not a URL (SCHEME://HOST…; percent-encode / : @ ? # and % in its user or password)")
+	}
+	return nil
+}
+
+func checkURLs(text string) error {
+	for part := range strings.SplitSeq(text, ",") {
+		part = strings.TrimSpace(part)
+		if !strings.Contains(part, "://") {
+			part = "nats://" + part // as the NATS client takes HOST:PORT
+		}
+		if err := checkURL(part); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkAddr is the Check of a listener's address.

@@ -101,7 +101,7 @@ var serveSettings = []*setting{
 
 	// Who may call.
 	{Name: "admin-key", Kind: kindString, Secret: true,
-		Doc:   "an API key with the admin scope, at least 32 characters (openssl rand -base64 32); without it, the first start makes one and writes it to --admin-key-file",
+		Doc:   "an API key with the admin scope, at least 32 characters of printable ASCII without blanks (openssl rand -base64 32); without it, the first start makes one and writes it to --admin-key-file",
 		field: func(o *options) any { return &o.ac.adminKey }},
 	{Name: "admin-key-file", Kind: kindString,
 		Doc:   "where the first start without --admin-key writes the admin key it makes, mode 0600 (default: beside an SQLite database, lapse.db.admin-key for lapse.db; lapse.admin-key in the working directory for PostgreSQL and MySQL)",
@@ -190,7 +190,7 @@ var serveSettings = []*setting{
 		field: func(o *options) any { return &o.cc.StopTimeout }},
 
 	// The shared precise trigger.
-	{Name: "redis", Kind: kindString,
+	{Name: "redis", Kind: kindString, Check: optional(checkURL),
 		Doc:   "Redis URL (redis://host:6379/0), or Redis Sentinel (redis://sentinel1:26379/0?master_name=NAME&addr=sentinel2:26379&addr=…): a precise trigger shared by every lapse process, with the database as the truth and the sweep as the safety net",
 		field: func(o *options) any { return &o.tf.redisURL }},
 	{Name: "redis-prefix", Kind: kindString, Default: "lapse:",
@@ -222,7 +222,7 @@ var serveSettings = []*setting{
 		Doc:   "built-in coupon ledger: checkout orders lock their coupon at creation, closing unlocks it, paying uses it",
 		field: func(o *options) any { return &o.sf.couponLedger }},
 
-	{Name: webhookSub.Name, Kind: kindString,
+	{Name: webhookSub.Name, Kind: kindString, Check: optional(checkURL),
 		Doc:   "URL of signed webhooks (see package webhook for the Lapse-Signature header): receives the event types of --webhook-events",
 		field: func(o *options) any { return &o.sf.webhookURL }},
 	{Name: "webhook-secret", Kind: kindString, Secret: true,
@@ -236,7 +236,7 @@ var serveSettings = []*setting{
 		field:  func(o *options) any { return &o.sf.webhookRetry },
 		Reload: reloadSchedule(names(signedWebhooks)...)},
 
-	{Name: natsSub.Name, Kind: kindString,
+	{Name: natsSub.Name, Kind: kindString, Check: optional(checkURLs),
 		Doc:   "NATS URL (JetStream): publishes with message id = event id; receives the event types of --nats-events",
 		field: func(o *options) any { return &o.sf.natsURL }},
 	{Name: "nats-stream", Kind: kindString, Default: "LAPSE",
@@ -256,7 +256,7 @@ var serveSettings = []*setting{
 		Doc:   "relay NATS publishes on PostgreSQL: events get no delivery row unless a publish fails; a relay reads them from the outbox in commit order (ignored on SQLite and MySQL)",
 		field: func(o *options) any { return &o.sf.natsRelay }},
 
-	{Name: rabbitmqSub.Name, Kind: kindString,
+	{Name: rabbitmqSub.Name, Kind: kindString, Check: optional(checkURL),
 		Doc:   "RabbitMQ URL: publishes with confirms to a quorum queue, message id = event id; receives the event types of --rabbitmq-events",
 		field: func(o *options) any { return &o.sf.rabbitURL }},
 	{Name: "rabbitmq-exchange", Kind: kindString, Default: "lapse",
@@ -273,13 +273,13 @@ var serveSettings = []*setting{
 		field:  func(o *options) any { return &o.sf.rabbitRetry },
 		Reload: reloadSchedule(rabbitmqSub.Name)},
 
-	{Name: stockPortSub.Name, Kind: kindString,
+	{Name: stockPortSub.Name, Kind: kindString, Check: optional(checkURL),
 		Doc:   "URL of a merchant stock service (port protocol, see package port): " + stockPortSub.receives(),
 		field: func(o *options) any { return &o.sf.stockPort }},
-	{Name: couponPortSub.Name, Kind: kindString,
+	{Name: couponPortSub.Name, Kind: kindString, Check: optional(checkURL),
 		Doc:   "URL of a merchant coupon service: " + couponPortSub.receives(),
 		field: func(o *options) any { return &o.sf.couponPort }},
-	{Name: notifyPortSub.Name, Kind: kindString,
+	{Name: notifyPortSub.Name, Kind: kindString, Check: optional(checkURL),
 		Doc:   "URL of a merchant notification service: " + notifyPortSub.receives(),
 		field: func(o *options) any { return &o.sf.notifyPort }},
 	{Name: "port-retry", Kind: kindSchedule, Default: "1m,5m,15m,30m,1h",
@@ -299,13 +299,13 @@ var serveSettings = []*setting{
 		field: func(o *options) any { return &o.sf.portConcurrency }},
 
 	// Group buys and memberships.
-	{Name: groupNotifySub.Name, Kind: kindString,
+	{Name: groupNotifySub.Name, Kind: kindString, Check: optional(checkURL),
 		Doc:   "URL told (signed webhook) of every group buy that failed, with its organiser, so that the organiser hears of it: " + groupNotifySub.receives(),
 		field: func(o *options) any { return &o.sf.groupNotify }},
-	{Name: adminNotifySub.Name, Kind: kindString,
+	{Name: adminNotifySub.Name, Kind: kindString, Check: optional(checkURL),
 		Doc:   "URL of the admins' channel (signed webhook; the probe posts a failed run to it straight, as " + probeFailedEvent + "): " + adminNotifySub.receives(),
 		field: func(o *options) any { return &o.sf.adminNotify }},
-	{Name: cardPort, Kind: kindString,
+	{Name: cardPort, Kind: kindString, Check: optional(checkURL),
 		Doc:   "URL of a merchant card service that issues and revokes membership cards (POST <URL>/issue, <URL>/revoke; see package port); default: the built-in card ledger",
 		field: func(o *options) any { return &o.sf.cardPort }},
 	{Name: "group-retries", Kind: kindWaits, Default: "1s,2s,4s,8s,16s",

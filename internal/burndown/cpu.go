@@ -3,6 +3,7 @@ package burndown
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -182,7 +183,8 @@ func onThisHost(host string) bool {
 func withApplicationName(dsn, name string) (string, error) {
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return "", err
+		// Not err: url.Parse's error repeats the DSN, password and all.
+		return "", errors.New("burndown: the PostgreSQL DSN is not a URL")
 	}
 	q := u.Query()
 	q.Set("application_name", name)

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -52,7 +53,9 @@ func NewScratch(ctx context.Context, dsn string) (*Scratch, error) {
 		s.Kind = KindPostgres
 		u, err := url.Parse(dsn)
 		if err != nil {
-			return nil, fmt.Errorf("burndown: the PostgreSQL DSN is not a URL: %w", err)
+			// Not %w: url.Parse's error repeats the DSN, password and all.
+			return nil, errors.New("burndown: the PostgreSQL DSN is not a postgres://user:password@host:5432/database URL " +
+				"(percent-encode / : @ ? # and % in the password)")
 		}
 		if err := s.postgresExec(ctx, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
 			return nil, fmt.Errorf("burndown: create schema %s: %w", name, err)

@@ -64,7 +64,7 @@ func Exchange(ctx context.Context, client *http.Client, req *http.Request, readT
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
-			ue.URL = redactURL(ue.URL)
+			ue.URL = RedactURL(ue.URL)
 		}
 		return wrote.Load(), timedOut(err)
 	}
@@ -72,15 +72,22 @@ func Exchange(ctx context.Context, client *http.Client, req *http.Request, readT
 	return true, timedOut(read(resp))
 }
 
-// redactURL is raw as an error may show it: without the password of its
-// user information (which the client leaves out already) and with the value
-// of each query parameter masked. A webhook's or a port's URL often carries
-// its token in the query (?token=…), and a delivery's last error, which
-// holds the URL, is shown to everyone who may read orders.
-func redactURL(raw string) string {
+// RedactURL is raw as an error may show it: without the password of its
+// user information (which the client leaves out already), or the user
+// itself when it has no password (a token sent as Basic auth), and with the
+// value of each query parameter masked. A webhook's or a port's URL often
+// carries its token in the query (?token=…), and a delivery's last error,
+// which holds the URL, is shown to everyone who may read orders; a URL a
+// setting refuses is shown in the error that stops the start.
+func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "(a URL that does not parse)"
+	}
+	if u.User != nil {
+		if _, ok := u.User.Password(); !ok {
+			u.User = url.User("xxxxx")
+		}
 	}
 	if u.RawQuery != "" {
 		q := u.Query()

@@ -38,10 +38,11 @@ func TestRedactURL(t *testing.T) {
 		"https://h.example/x":                 "https://h.example/x",
 		"https://h.example/x?token=a&token=b": "https://h.example/x?token=xxxxx",
 		"https://u:p@h.example/x?k=v":         "https://u:xxxxx@h.example/x?k=xxxxx",
+		"https://tok3n@h.example/x":           "https://xxxxx@h.example/x",
 		"%zz":                                 "(a URL that does not parse)",
 	} {
-		if got := redactURL(in); got != want {
-			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
+		if got := RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
