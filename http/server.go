@@ -10,6 +10,7 @@ package http
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -282,7 +283,7 @@ func NewServer(e *engine.Engine, cfg Config) *Server {
 		s.gatherer = prometheus.NewRegistry()
 	}
 	if s.ready == nil {
-		s.ready = func(ctx context.Context) error { return e.Store().Ping(ctx) }
+		s.ready = StoreReady(e.Store())
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
@@ -443,12 +444,34 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// StoreReady is the readiness of a process whose store is store: the store
+// answers a ping within 2 s. Its error is lapse.ErrStoreUnavailable, which
+// /readyz shows, wrapping the driver's, which only the log does.
+func StoreReady(store interface{ Ping(context.Context) error }) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if err := store.Ping(ctx); err != nil {
+			if errors.Is(err, lapse.ErrStoreUnavailable) {
+				return err
+			}
+			return fmt.Errorf("%w: %w", lapse.ErrStoreUnavailable, err)
+		}
+		return nil
+	}
+}
+
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := s.ready(r.Context()); err != nil {
-		// The reason is for operators and load balancers, so it is shown
-		// even when it is not a lapse error.
+		// Anyone may ask: the answer gives the reason a lapse error gives
+		// (the database is unavailable), never a driver's text, which
+		// names the database, its user and its host. The log has it all.
 		s.notReady.add("err", err)
-		writeProblem(w, problemFor(http.StatusServiceUnavailable, lapse.EUNAVAILABLE, "", "not ready: "+err.Error()))
+		reason := "a readiness check failed; the server's log says why"
+		if lapse.ErrorCode(err) != lapse.EINTERNAL {
+			reason = lapse.ErrorMessage(err)
+		}
+		writeProblem(w, problemFor(http.StatusServiceUnavailable, lapse.EUNAVAILABLE, "", "not ready: "+reason))
 		return
 	}
 	// A degraded trigger leaves the process ready (the sweep fires on its

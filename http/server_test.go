@@ -245,7 +245,7 @@ func TestReadyz(t *testing.T) {
 	t.Run("not ready", func(t *testing.T) {
 		t.Parallel()
 		e := newEnvWith(t, options{cfg: lapsehttp.Config{Ready: func(context.Context) error {
-			return errors.New("draining for shutdown")
+			return lapse.Errorf(lapse.EUNAVAILABLE, "draining for shutdown")
 		}}})
 		for range 20 {
 			p := e.do("GET", "/readyz", "").want(t, http.StatusServiceUnavailable).problem(t)
@@ -258,7 +258,35 @@ func TestReadyz(t *testing.T) {
 			t.Errorf("20 answers not ready logged %d warnings, want one with the reason:\n%s", n, e.logs)
 		}
 	})
+	// A driver's text names the database, its user and its host: anyone
+	// may ask /readyz, so only the log has it.
+	t.Run("the database down", func(t *testing.T) {
+		t.Parallel()
+		const driver = `failed to connect to user=lapse_prod database=shop: 10.1.2.3:5432: password authentication failed`
+		for name, ready := range map[string]func(context.Context) error{
+			"store":      lapsehttp.StoreReady(pinger{errors.New(driver)}),
+			"store said": lapsehttp.StoreReady(pinger{fmt.Errorf("%w: %w", lapse.ErrStoreUnavailable, errors.New(driver))}),
+			"other":      func(context.Context) error { return errors.New(driver) },
+		} {
+			e := newEnvWith(t, options{cfg: lapsehttp.Config{Ready: ready}})
+			p := e.do("GET", "/readyz", "").want(t, http.StatusServiceUnavailable).problem(t)
+			if p.Code != lapse.EUNAVAILABLE || strings.Contains(p.Detail, "lapse_prod") || strings.Contains(p.Detail, "10.1.2.3") {
+				t.Errorf("%s: problem %+v, want code unavailable without the driver's text", name, p)
+			}
+			if name != "other" && !strings.Contains(p.Detail, lapse.ErrorMessage(lapse.ErrStoreUnavailable)) {
+				t.Errorf("%s: detail %q, want it to say the database is unavailable", name, p.Detail)
+			}
+			if !strings.Contains(e.logs.String(), "password authentication failed") {
+				t.Errorf("%s: the log does not have the driver's text:\n%s", name, e.logs)
+			}
+		}
+	})
 }
+
+// pinger is a store whose ping answers err.
+type pinger struct{ err error }
+
+func (p pinger) Ping(context.Context) error { return p.err }
 
 func TestMetrics(t *testing.T) {
 	t.Parallel()

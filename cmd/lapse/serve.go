@@ -283,11 +283,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 		Probe:           prober,
 		TrustedOrigins:  splitList(o.ac.trustedOrigins),
 		TrustedProxies:  proxies,
-		Ready: func(ctx context.Context) error {
-			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			defer cancel()
-			return store.Ping(ctx)
-		},
+		Ready:           lapsehttp.StoreReady(store),
 	})
 	// The operators' console, whose actions are requests to the API's own
 	// handler with the operator's session.
