@@ -181,6 +181,9 @@ func (d *Deliverer) relayAll(ctx context.Context, s *Subscription) (int, error) 
 // errRelayBusy is relayOnce's error when another relay holds the cursor.
 var errRelayBusy = errors.New("engine: another relay holds the cursor")
 
+// relayStopGrace bounds how long a relay's transaction outlives a stop.
+const relayStopGrace = 10 * time.Second
+
 // relayBatches bounds the batches relayOnce relays in one transaction.
 const relayBatches = 8
 
@@ -201,12 +204,16 @@ func (d *Deliverer) relayOnce(ctx context.Context, s *Subscription) (read int, m
 	if err := ctx.Err(); err != nil {
 		return 0, false, err
 	}
-	// The transaction outlives ctx (Stop, lapse serve's SIGTERM): the
-	// handler's calls are cut short, and what it had taken by then is
-	// recorded, the rest written as deliveries, and the cursor moved past
-	// the batches, so that a stop hands nothing over twice. ctx stops the
-	// reading of further batches.
-	sctx := context.WithoutCancel(ctx)
+	// The transaction outlives ctx (Stop, lapse serve's SIGTERM), by
+	// relayStopGrace at most: the handler's calls are cut short, and what
+	// it had taken by then is recorded, the rest written as deliveries, and
+	// the cursor moved past the batches, so that a stop hands nothing over
+	// twice. ctx stops the reading of further batches. A database that
+	// does not answer within the grace rolls it back, and the batches are
+	// handed over again, rather than hold the stop.
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	defer context.AfterFunc(ctx, func() { time.AfterFunc(relayStopGrace, cancel) })()
 	err = d.e.work.Tx(sctx, func(tx lapse.Store) error {
 		rt := relayerOf(tx)
 		if rt == nil {
