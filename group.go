@@ -14,7 +14,10 @@ type GroupMember struct {
 	GroupID  string `json:"group_id"` // the group's order_no
 	UserID   string `json:"user_id"`
 	Provider string `json:"provider"`
-	Method   string `json:"method"` // what the provider charges: a card token, a wallet id
+	// Method is what the provider charges: a card token, a wallet id. It
+	// is a credential of the member's money: the engine charges with it,
+	// and hands it out only masked (MaskMethod).
+	Method   string `json:"method"`
 	Amount   int64  `json:"amount"`
 	Currency string `json:"currency"`
 	// Key is the charge's idempotency key at the provider: the same key is
@@ -34,6 +37,26 @@ type GroupMember struct {
 	JoinedAt         time.Time  `json:"joined_at"`
 	UpdatedAt        time.Time  `json:"updated_at"`
 	ChargedAt        *time.Time `json:"charged_at"`
+}
+
+// MaskMethod returns a payment method (a card token, a wallet id) as it may
+// be shown back, as a payments engineer shows a card: its last 4 characters
+// behind "****", and nothing but "****" when it has fewer than 8, whose last
+// 4 would give away half of it or more. Whoever may read a group may tell
+// members' methods apart by them, never charge with them.
+func MaskMethod(method string) string {
+	r := []rune(method)
+	if len(r) < 8 {
+		return "****"
+	}
+	return "****" + string(r[len(r)-4:])
+}
+
+// Masked returns a copy of m with its Method masked (MaskMethod).
+func (m *GroupMember) Masked() *GroupMember {
+	c := *m
+	c.Method = MaskMethod(m.Method)
+	return &c
 }
 
 // ChargeStatus is where a member's charge stands.

@@ -124,14 +124,19 @@ type JoinRequest struct {
 // unchanged) commit together, so a join and the deadline never both win:
 // a member either joined before the group closed, and is charged, or is
 // refused. The same user joining again with the same method changes nothing
-// and returns the member with created=false.
+// and returns the member with created=false. The member is returned with
+// its method masked (lapse.MaskMethod), as Group returns them: the engine
+// alone charges with it.
 //
 // Errors, with nothing written: EINVALID for a missing user or method, an
 // unknown provider, or an order that is not a group buy; ECONFLICT when the
 // group no longer takes members, or the user joined with another method;
 // ENOTFOUND.
 func (e *Engine) JoinGroup(ctx context.Context, groupID string, req JoinRequest) (m *lapse.GroupMember, created bool, err error) {
-	return e.feat.groups.join(ctx, groupID, req)
+	if m, created, err = e.feat.groups.join(ctx, groupID, req); err != nil {
+		return nil, false, err
+	}
+	return m.Masked(), created, nil
 }
 
 func (gb *groupBuys) join(ctx context.Context, groupID string, req JoinRequest) (m *lapse.GroupMember, created bool, err error) {
@@ -244,7 +249,8 @@ func (gb *groupBuys) chargeProvider(name string) (string, error) {
 }
 
 // Group is a group buy as it stands: its order and its members with their
-// charges.
+// charges, each member's method masked (lapse.MaskMethod): whoever may read
+// a group may not read what charges its members.
 type Group struct {
 	Order   *lapse.Order
 	Members []*lapse.GroupMember
@@ -253,7 +259,14 @@ type Group struct {
 // Group returns the group buy groupID with its members. Errors: ENOTFOUND;
 // EINVALID when the order is not a group buy.
 func (e *Engine) Group(ctx context.Context, groupID string) (*Group, error) {
-	return e.feat.groups.group(ctx, groupID)
+	g, err := e.feat.groups.group(ctx, groupID) // as settling reads it, methods whole
+	if err != nil {
+		return nil, err
+	}
+	for i, m := range g.Members {
+		g.Members[i] = m.Masked()
+	}
+	return g, nil
 }
 
 func (gb *groupBuys) group(ctx context.Context, groupID string) (*Group, error) {

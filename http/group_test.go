@@ -500,3 +500,51 @@ func TestGroupChargeCallback(t *testing.T) {
 		t.Errorf("alice after the callbacks: %+v", g.Members[0])
 	}
 }
+
+// TestGroupMemberMethodIsMasked: a member's payment method (a card token, a
+// wallet id) is a credential of their money. The API never shows it back
+// whole, to a key that reads groups, to the key that joined, or in the
+// audit log (a refused join's row too); the engine still charges with it.
+func TestGroupMemberMethodIsMasked(t *testing.T) {
+	t.Parallel()
+	g := retryEnv(t, access.Config{})
+	reader, auditor := g.key("reader", access.ScopeOrdersRead), g.key("auditor", access.ScopeAuditRead)
+	secrets := []string{"ok_card_tok_4242", "ok-1", "ok_wrong_case_9999"}
+	noSecret := func(what string, r *response) {
+		t.Helper()
+		for _, s := range secrets {
+			if strings.Contains(string(r.body), s) {
+				t.Errorf("%s shows the method %q: %s", what, s, r.body)
+			}
+		}
+	}
+	g.call("POST", "/v1/groups", `{"group_id":"G-M","organiser":"org","price":100,"currency":"CNY","ttl":"1h"}`, bearer(g.admin)).
+		want(t, http.StatusCreated)
+	var m lapse.GroupMember
+	r := g.call("POST", "/v1/groups/G-M/members", `{"user_id":"u0","method":"ok_card_tok_4242"}`, bearer(g.admin)).want(t, http.StatusCreated)
+	if r.decode(t, &m); m.Method != "****4242" {
+		t.Errorf("join answered method %q, want ****4242", m.Method)
+	}
+	noSecret("the join", r)
+	noSecret("the join again", g.call("POST", "/v1/groups/G-M/members", `{"user_id":"u0","method":"ok_card_tok_4242"}`, bearer(g.admin)).
+		want(t, http.StatusOK))
+	noSecret("a short method's join", g.call("POST", "/v1/groups/G-M/members", `{"user_id":"u1","method":"ok-1"}`, bearer(g.admin)).
+		want(t, http.StatusCreated))
+	g.call("POST", "/v1/groups/G-M/members", `{"user_id":"u2","METHOD":"ok_wrong_case_9999"}`, bearer(g.admin)).want(t, http.StatusBadRequest)
+
+	var grp struct{ Members []lapse.GroupMember }
+	r = g.call("GET", "/v1/groups/G-M", "", bearer(reader)).want(t, http.StatusOK)
+	noSecret("GET /v1/groups", r)
+	if r.decode(t, &grp); len(grp.Members) != 2 || grp.Members[0].Method != "****4242" || grp.Members[1].Method != "****" {
+		t.Errorf("members %+v, want methods ****4242 and ****", grp.Members)
+	}
+	noSecret("the audit log", g.call("GET", "/v1/audit?target=group:G-M", "", bearer(auditor)).want(t, http.StatusOK))
+
+	if _, err := g.engine.CloseOrder(context.Background(), "G-M", "the test closes it", engine.Actor{FiredBy: lapse.FiredByApp, Name: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	g.work()
+	if st := g.state("G-M"); st != flows.GroupSettled {
+		t.Errorf("group is %s, want SETTLED: its members are charged with their whole methods", st)
+	}
+}
