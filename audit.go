@@ -4,7 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -105,7 +109,57 @@ func AuditAppend(ctx context.Context, s AccessStore, e *AuditEntry) error {
 		}
 	}
 	e.Seq, e.PrevHash, e.Hash, e.At = 0, nil, nil, Truncate(e.At)
+	e.Params = AuditMaskParams(e.Action, e.Params)
 	return s.AuditInsert(ctx, e)
+}
+
+// auditMasked names, for each action, the fields of its parameters that
+// are credentials of someone's money, which the audit log keeps and shows
+// only masked (MaskMethod): anyone who may read the log may read them.
+var auditMasked = map[string][]string{
+	"group.join": {"method"}, // a member's card token or wallet id
+}
+
+// AuditMaskParams returns params, the parameters of an audit row of action,
+// with the fields auditMasked names for it masked (MaskMethod), matched in
+// any case, as a request refused for a key not exactly as named is recorded
+// too. Parameters of such an action that are not a JSON object are kept as
+// their length and SHA-256 only, since what they hold cannot be told.
+// AuditAppend masks what it writes; whoever shows a row masks it again, for
+// rows written before it did (their hash covers them as they were written).
+func AuditMaskParams(action string, params []byte) []byte {
+	fields := auditMasked[action]
+	if len(fields) == 0 || len(params) == 0 {
+		return params
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(params, &obj); err != nil || obj == nil {
+		sum := sha256.Sum256(params)
+		out, _ := json.Marshal(map[string]any{"omitted_bytes": len(params), "sha256": hex.EncodeToString(sum[:])})
+		return out
+	}
+	changed := false
+	for k, raw := range obj {
+		if !slices.ContainsFunc(fields, func(f string) bool { return strings.EqualFold(f, k) }) {
+			continue
+		}
+		var v string
+		if json.Unmarshal(raw, &v) != nil {
+			v = ""
+		}
+		if masked := MaskMethod(v); masked != v || json.Unmarshal(raw, new(string)) != nil {
+			obj[k], _ = json.Marshal(masked)
+			changed = true
+		}
+	}
+	if !changed {
+		return params
+	}
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return params
+	}
+	return out
 }
 
 // AuditRecord appends e to the audit log of s in a transaction of its own

@@ -128,6 +128,9 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request) {
 		c.failPage(w, r, err)
 		return
 	}
+	for _, e := range d.Rows {
+		e.Params = lapse.AuditMaskParams(e.Action, e.Params) // rows written before they were masked
+	}
 	// link is this page's view at cursor (0: the newest page), verifying
 	// the chain when verify is set.
 	link := func(cursor int64, verify bool) string {

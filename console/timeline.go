@@ -197,7 +197,7 @@ func (c *Console) auditEntries(ctx context.Context, b *entryBuilder, o *lapse.Or
 			b.add(a.At, "audit", a.Action+" · "+a.Result, !okResult(a.Result),
 				"target", a.Target, "actor", a.ActorKind+":"+a.ActorName, "role", a.Role, "reason", a.Reason,
 				"second_factor", a.SecondFactor, "approver", a.Approver, "approval", approval, "batch", batch,
-				"params", string(a.Params), "client", a.ClientAddr)
+				"params", string(lapse.AuditMaskParams(a.Action, a.Params)), "client", a.ClientAddr)
 		}
 	}
 	return nil

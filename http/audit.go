@@ -49,7 +49,7 @@ func (r rawJSON) MarshalJSON() ([]byte, error) {
 
 func auditOut(e *lapse.AuditEntry) auditJSON {
 	return auditJSON{ID: e.ID, Seq: e.Seq, At: e.At, ActorKind: e.ActorKind, ActorID: e.ActorID, Actor: e.ActorName, Role: e.Role,
-		Action: e.Action, Target: e.Target, Params: e.Params, Result: e.Result, Reason: e.Reason, SecondFactor: e.SecondFactor,
+		Action: e.Action, Target: e.Target, Params: lapse.AuditMaskParams(e.Action, e.Params), Result: e.Result, Reason: e.Reason, SecondFactor: e.SecondFactor,
 		Approver: e.Approver, ApprovalID: e.ApprovalID, Batch: e.Batch, ClientAddr: e.ClientAddr, Hash: hex.EncodeToString(e.Hash)}
 }
 

@@ -2,13 +2,10 @@ package http
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/lapsehq/lapse"
@@ -151,38 +148,11 @@ func (s *Server) entry(r *http.Request, rt *route, p *access.Principal, body []b
 	}
 	var params any
 	if len(body) > 0 && !rt.secret && json.Valid(body) {
-		params = masked(json.RawMessage(body), rt.masked)
+		params = json.RawMessage(body)
 	}
 	e := p.Entry(rt.audit, rt.targetOf(r, body), params)
 	e.ClientAddr = s.clientAddr(r)
 	return e
-}
-
-// masked returns body with its string fields named in fields masked
-// (lapse.MaskMethod). A body that is not an object is kept as its length
-// and SHA-256, as a refusal's long body is: what it holds cannot be told.
-func masked(body json.RawMessage, fields []string) any {
-	if len(fields) == 0 {
-		return body
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(body, &obj); err != nil || obj == nil {
-		sum := sha256.Sum256(body)
-		return map[string]any{"omitted_bytes": len(body), "sha256": hex.EncodeToString(sum[:])}
-	}
-	// In any case: a body refused for a key not exactly as named still
-	// has its row, and its value may be the very credential.
-	for k, raw := range obj {
-		if !slices.ContainsFunc(fields, func(f string) bool { return strings.EqualFold(f, k) }) {
-			continue
-		}
-		var v string
-		if json.Unmarshal(raw, &v) != nil {
-			v = ""
-		}
-		obj[k], _ = json.Marshal(lapse.MaskMethod(v))
-	}
-	return obj
 }
 
 // guarded serves r on rt, a route with a scope or a session route, as the

@@ -163,10 +163,6 @@ type route struct {
 	risky bool
 	// secret bodies are never kept in the audit log.
 	secret bool
-	// masked names the body's string fields that its audit row keeps
-	// masked (lapse.MaskMethod): a member's payment method, which anyone
-	// who reads the log would otherwise read whole.
-	masked []string
 	// stake tells what a risky call puts at risk, for four eyes.
 	stake func(s *Server, r *http.Request, body []byte) (stake, error)
 	// query marks a GET route whose handler reads query parameters
@@ -203,7 +199,7 @@ func (s *Server) routes() []route {
 		{method: "POST", path: "/v1/cards/{id}/visits", handler: s.useCard, scope: write, audit: "card.use", target: "card:{id}"},
 		{method: "POST", path: "/v1/groups", handler: s.createGroup, scope: write, audit: "group.create", target: "group:body.group_id"},
 		{method: "GET", path: "/v1/groups/{group_id}", handler: s.getGroup, scope: read},
-		{method: "POST", path: "/v1/groups/{group_id}/members", handler: s.joinGroup, scope: write, audit: "group.join", target: "group:{group_id}", masked: []string{"method"}},
+		{method: "POST", path: "/v1/groups/{group_id}/members", handler: s.joinGroup, scope: write, audit: "group.join", target: "group:{group_id}"},
 		{method: "POST", path: "/v1/groups/{group_id}/retry", handler: s.retryGroup, scope: pay, audit: "group.retry", target: "group:{group_id}", risky: true, stake: groupRetryStake},
 		{method: "POST", path: "/v1/groups/{group_id}/events", handler: s.fireGroupEvent, scope: ops, audit: "group.fire", target: "group:{group_id}", risky: true, stake: groupFireStake},
 		{method: "GET", path: "/v1/reviews", handler: s.listReviews, scope: read, query: true},
