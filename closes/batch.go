@@ -37,14 +37,17 @@ const (
 // approved is the approval request the close carries out, nil when it
 // needs none. The batch and its row name it, and it closes no more than
 // was approved: orders made after the request are left out (no one saw
-// them), and more than approved.Count closable orders left is ECONFLICT,
-// with nothing started, however the selection grew since it was counted.
+// them), and so are orders changed since (their UpdatedAt later: no one
+// saw them as they are, and one closable now may not have been then, so
+// that it was not counted), and more than approved.Count closable orders
+// left is ECONFLICT, with nothing started, however the selection grew
+// since it was counted.
 //
 // previewed is the preview the close was confirmed from (its AsOf and
 // Count), nil when there was none. It bounds the close the same way: orders
-// made after previewed.AsOf are left out, and more than previewed.Count
-// closable orders left is ECONFLICT, so that a close confirmed from a
-// preview closes no order the operator was not shown the count of.
+// made or changed after previewed.AsOf are left out, and more than
+// previewed.Count closable orders left is ECONFLICT, so that a close
+// confirmed from a preview closes no order the preview did not count.
 //
 // Errors: EINVALID for an invalid sel, an empty reason (field "reason"), a
 // by without an actor (field "by") or a previewed with no AsOf or a
@@ -90,7 +93,7 @@ func (c *Closer) Start(ctx context.Context, sel *Selector, reason string, by *la
 
 func (c *Closer) start(ctx context.Context, sel *Selector, raw []byte, reason string, by *lapse.AuditEntry, approved *lapse.Approval, previewed *Preview, entry *lapse.AuditEntry) (*lapse.CloseBatch, error) {
 	var nos []string
-	var skipped, newer int64
+	var skipped, newer, changed int64
 	// seen is when what the close may take was counted: the approval
 	// request, or the preview, whichever was first.
 	var seen time.Time
@@ -102,9 +105,17 @@ func (c *Closer) start(ctx context.Context, sel *Selector, raw []byte, reason st
 		seen, since = previewed.AsOf, "the preview"
 	}
 	err := c.each(ctx, sel, func(o *lapse.Order, closable bool) error {
-		if closable && !seen.IsZero() && o.CreatedAt.After(seen) {
+		switch {
+		case !closable || seen.IsZero():
+		case o.CreatedAt.After(seen):
 			closable = false
 			newer++
+		case o.UpdatedAt.After(seen):
+			// It moved since it was counted: closable now, it may not have
+			// been then (let into a wait for payment since), so that what
+			// was counted is not what would be closed.
+			closable = false
+			changed++
 		}
 		if !closable {
 			skipped++
@@ -127,6 +138,8 @@ func (c *Closer) start(ctx context.Context, sel *Selector, raw []byte, reason st
 		return nil, err
 	case len(nos) == 0 && skipped == 0:
 		return nil, lapse.Errorf(lapse.ECONFLICT, "nothing to close: no order matches")
+	case len(nos) == 0 && changed > 0:
+		return nil, lapse.Errorf(lapse.ECONFLICT, "nothing to close: the %d orders closable now were made or changed since %s (%d made, %d changed), which did not count them as they are", newer+changed, since, newer, changed)
 	case len(nos) == 0 && newer > 0:
 		return nil, lapse.Errorf(lapse.ECONFLICT, "nothing to close: the %d orders closable now were made after %s", newer, since)
 	case len(nos) == 0:

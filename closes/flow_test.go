@@ -3,6 +3,7 @@ package closes_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,6 +52,12 @@ func shop() *lapse.Flow {
 // newShopEnv is newEnv with the shop flow beside the built-in ones.
 func newShopEnv(t *testing.T) *env {
 	t.Helper()
+	return newFlowEnv(t, shop())
+}
+
+// newFlowEnv is newEnv with f beside the built-in flows.
+func newFlowEnv(t *testing.T, f *lapse.Flow) *env {
+	t.Helper()
 	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lapse.db"), sqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +67,7 @@ func newShopEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	clk := lapse.NewManualClock(t0)
-	e, err := engine.New(s, append(flows.Builtin(), shop()), engine.Config{Clock: clk})
+	e, err := engine.New(s, append(flows.Builtin(), f), engine.Config{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,5 +137,86 @@ func TestCloseLeavesWhatPaymentOrAPersonAwaits(t *testing.T) {
 		if it := items[no]; it == nil || it.Status != lapse.CloseItemSkipped || it.Detail == "" {
 			t.Errorf("item %s = %+v, want skipped with a reason", no, it)
 		}
+	}
+}
+
+// gate is a user's flow whose orders wait at a gate (WAITING, no deadline:
+// no manual close ends them) until OPEN lets them wait for payment
+// (UNPAID, which one does), and which an order waiting for payment may
+// leave for ON_HOLD, where no close ends it either.
+func gate() *lapse.Flow {
+	return &lapse.Flow{
+		Name:    "gate",
+		Initial: "WAITING",
+		States: []lapse.StateSpec{
+			{Name: "WAITING"},
+			{Name: "UNPAID", Deadline: &lapse.Deadline{After: 15 * time.Minute, Event: "TIMEOUT"}},
+			{Name: "ON_HOLD"},
+			{Name: "PAID", Terminal: true},
+			{Name: "CLOSED", Terminal: true},
+		},
+		Events: []lapse.EventSpec{
+			{Name: "OPEN"}, {Name: "HOLD"}, {Name: "DROP"}, {Name: "PAY", Internal: true}, {Name: "TIMEOUT", Internal: true},
+		},
+		Transitions: []lapse.Transition{
+			{From: "WAITING", Event: "OPEN", To: "UNPAID", Emits: []string{"order.opened"}},
+			{From: "UNPAID", Event: "HOLD", To: "ON_HOLD", Emits: []string{"order.held"}},
+			{From: "UNPAID", Event: "PAY", To: "PAID", Guard: lapse.BeforeDeadline, Emits: []string{"order.paid"}},
+			{From: "UNPAID", Event: "TIMEOUT", To: "CLOSED", Emits: []string{"order.closed"}},
+			{From: "WAITING", Event: "DROP", To: "CLOSED", Emits: []string{"order.closed"}},
+			{From: "ON_HOLD", Event: "DROP", To: "CLOSED", Emits: []string{"order.closed"}},
+		},
+		Pays: "PAY",
+	}
+}
+
+// TestStartClosesOnlyWhatThePreviewShowed: a close confirmed from a
+// preview closes none of the orders the preview did not show, also when
+// it is within the preview's count: an order made before the preview that
+// became closable only after it (let through a gate) is left alone, as is
+// one that moved at all since, and, with no order left that the preview
+// showed, nothing is closed. So is a close carried out for an approval.
+func TestStartClosesOnlyWhatThePreviewShowed(t *testing.T) {
+	t.Parallel()
+	v := newFlowEnv(t, gate())
+	ctx := ctxT(t)
+	for _, no := range []string{"G-1", "G-2"} {
+		if _, _, err := v.e.CreateOrder(ctx, &lapse.OrderCreate{OrderNo: no, Flow: "gate", UserID: "u9", Amount: 1000, Currency: "CNY"}, app); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fire := func(no string, ev lapse.Event) {
+		t.Helper()
+		if _, err := v.e.Fire(ctx, no, engine.Fire{Event: ev, By: app}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fire("G-1", "OPEN")
+	sel := &closes.Selector{UserID: "u9"}
+	pv, err := v.c.Preview(ctx, sel)
+	if err != nil || pv.Count != 1 || pv.Skipped != 1 || pv.Sample[0].OrderNo != "G-1" {
+		t.Fatalf("Preview = %+v, %v; want G-1 to close, G-2 not", pv, err)
+	}
+	approved := &lapse.Approval{ID: 9, Count: 1, CreatedAt: v.clk.Now()}
+	v.clk.Advance(time.Second)
+	fire("G-1", "HOLD") // what the preview showed is closable no more
+	fire("G-2", "OPEN") // what it did not show is closable now
+
+	for _, c := range []struct {
+		name     string
+		approved *lapse.Approval
+		pv       *closes.Preview
+	}{{"previewed", nil, pv}, {"approved", approved, nil}} {
+		b, err := v.c.Start(ctx, sel, "outage", alice, c.approved, c.pv)
+		if err == nil {
+			t.Errorf("%s: Start made batch %+v of %v; want nothing closed", c.name, b, v.items(b.ID))
+			continue
+		}
+		if lapse.ErrorCode(err) != lapse.ECONFLICT || !strings.Contains(lapse.ErrorMessage(err), "changed since") {
+			t.Errorf("%s: Start = %v, want a conflict saying the orders changed since", c.name, err)
+		}
+	}
+	if st := v.state("G-2"); st != "UNPAID" {
+		t.Errorf("G-2 is %s, want UNPAID: no close showed it", st)
 	}
 }

@@ -30,7 +30,7 @@ type Preview struct {
 	// Selector.Flow, so that Count and Skipped add up to the numbers given.
 	Skipped int64 `json:"skipped"`
 	// AsOf is when the preview began to read: a Start given the preview
-	// leaves out the orders made after it (see Start).
+	// leaves out the orders made or changed after it (see Start).
 	AsOf time.Time `json:"as_of"`
 }
 
