@@ -110,7 +110,10 @@ type features struct {
 }
 
 // New returns an Engine over store running flows. Every flow must be valid
-// and names must be unique.
+// and names must be unique. With a built-in ledger off and flows whose
+// orders hold, New asks the store (for at most heldCheckTimeout) whether
+// orders still hold what the ledger gave them, to keep giving it back
+// (ledger.go).
 func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 	if store == nil {
 		return nil, fmt.Errorf("engine: nil store")

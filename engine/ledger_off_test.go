@@ -2,6 +2,8 @@ package engine_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
@@ -162,6 +164,40 @@ func TestLedgerOffNothingHeld(t *testing.T) {
 		off = switchedEngine(t, s, clk, false, nil)
 		if got := names(off); !slices.Contains(got, engine.StockSubscriber) || slices.Contains(got, engine.CouponSubscriber) {
 			t.Errorf("stock held, no coupon locked, ledgers off: subscriptions %v; want stock's, not coupon's", got)
+		}
+	})
+}
+
+// countFails is a store that cannot say what the ledgers hold.
+type countFails struct{ lapse.Store }
+
+func (countFails) StockCountReserved(context.Context) (int64, error) {
+	return 0, errors.New("test: stock count refused")
+}
+
+func (countFails) CouponCountLocked(context.Context) (int64, error) {
+	return 0, errors.New("test: coupon count refused")
+}
+
+// TestLedgerOffCannotTell: when the store cannot say whether orders still
+// hold what the ledgers gave them, an engine with the ledgers off keeps
+// their subscriptions and says why: a delivery with nothing to give back
+// costs a row, a hold never given back breaks S4.
+func TestLedgerOffCannotTell(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		var log bytes.Buffer
+		e := switchedEngine(t, countFails{open()}, lapse.NewManualClock(t0), false, &log)
+		var names []string
+		for _, sub := range e.Subscriptions() {
+			names = append(names, sub.Name)
+		}
+		if !slices.Contains(names, engine.StockSubscriber) || !slices.Contains(names, engine.CouponSubscriber) {
+			t.Errorf("the store cannot say what is held, ledgers off: subscriptions %v; want the ledgers' kept", names)
+		}
+		for _, want := range []string{"stock count refused", "coupon count refused"} {
+			if !strings.Contains(log.String(), want) {
+				t.Errorf("the start's log does not say %q:\n%s", want, log.String())
+			}
 		}
 	})
 }
