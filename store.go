@@ -229,6 +229,10 @@ type Store interface {
 	// StockMoveList returns the stock journal of an order, oldest first.
 	StockMoveList(ctx context.Context, orderID int64) ([]*StockMove, error)
 
+	// StockCountReserved returns how many SKUs have stock reserved (a
+	// ledger line with reserved > 0): 0 when no order holds stock.
+	StockCountReserved(ctx context.Context) (int64, error)
+
 	// CouponCreate adds an available coupon and returns it, or returns
 	// ErrCouponExists and writes nothing. p is valid
 	// (CouponCreateParams.Validate).
@@ -248,6 +252,10 @@ type Store interface {
 
 	// CouponMoveList returns the journal of a coupon, oldest first.
 	CouponMoveList(ctx context.Context, code string) ([]*CouponMove, error)
+
+	// CouponCountLocked returns how many coupons are CouponLocked: 0 when no
+	// order holds a coupon.
+	CouponCountLocked(ctx context.Context) (int64, error)
 
 	// PaymentCreate records a captured payment with p.Outbox and their
 	// deliveries (and p.Review, when set, as given), unless a payment with

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -11,17 +12,30 @@ import (
 // couponLedger is the built-in coupon ledger, on with Config.CouponLedger:
 // the orders of flows that hold lock their coupon when they are created (or
 // are refused), and its local subscription, CouponSubscriber, unlocks it or
-// uses it up as the flow says. Its API works whether it is on or not.
+// uses it up as the flow says. Its API works whether it is on or not. Off,
+// it locks nothing, and winds down the coupons that orders locked while it
+// was on (held).
 type couponLedger struct {
 	e  *Engine
 	on bool
+	// held is set when the ledger is off and orders still hold coupons it
+	// locked (or the store could not say): its subscription stays, to
+	// unlock or use them as those orders end (S4).
+	held bool
 }
 
-func newCouponLedger(e *Engine, cfg Config) *couponLedger {
-	return &couponLedger{e: e, on: cfg.CouponLedger}
+func newCouponLedger(e *Engine, cfg Config, flows []*lapse.Flow) *couponLedger {
+	l := &couponLedger{e: e, on: cfg.CouponLedger}
+	if !l.on && slices.ContainsFunc(flows, holding) {
+		l.held = stillHeld(e, "coupon", e.store.CouponCountLocked, "coupons_locked",
+			"orders still hold coupons locked while it was on: new orders lock none, and the coupons these orders hold are given back or used up as they end")
+	}
+	return l
 }
 
 func (l *couponLedger) serves(f *lapse.Flow) bool { return l.on && f.Holds }
+
+func (l *couponLedger) windsDown(f *lapse.Flow) bool { return l.held && f.Holds }
 
 func (l *couponLedger) subscriptions(flows []*lapse.Flow) []Subscription {
 	return []Subscription{{Name: CouponSubscriber, Events: holdingEvents(flows), Flows: flowNames(flows), Local: couponEffect{l.e},

@@ -32,6 +32,7 @@
 // its part of Config and appends it to Engine.features, and one Engine field
 // points to it for the Engine methods of its API, which delegate to it. The
 // optional interfaces in feature.go let it check or hold something when an
-// order is created, name the event of an operator's Retry, or report money
-// to Reconcile; it changes an order's state through Fire or changeOrder.
+// order is created, name the event of an operator's Retry, report money to
+// Reconcile, or, switched off, wind down what it started (windingDown); it
+// changes an order's state through Fire or changeOrder.
 package engine

@@ -49,9 +49,14 @@ type Config struct {
 	// StockLedger turns on the built-in stock ledger (stock.go): orders of
 	// flows that hold reserve their items at creation (or are refused), and
 	// a local subscription named "stock" gives them back or uses them up.
+	// Off, new orders reserve nothing; but while orders still hold stock
+	// reserved when it was on (New asks the store), the subscription stays
+	// and gives that back or uses it up as they end, with a warning in the
+	// log.
 	StockLedger bool
 	// CouponLedger does the same for coupons (coupon.go), with a
-	// subscription "coupon".
+	// subscription "coupon"; off, coupons locked when it was on are still
+	// unlocked or used as their orders end.
 	CouponLedger bool
 	// Payments configures the payment path (payment.go); see PaymentConfig.
 	// Group buys charge their members through its Providers too.
@@ -105,7 +110,10 @@ type features struct {
 }
 
 // New returns an Engine over store running flows. Every flow must be valid
-// and names must be unique.
+// and names must be unique. With a built-in ledger off and flows whose
+// orders hold, New asks the store (for at most heldCheckTimeout) whether
+// orders still hold what the ledger gave them, to keep giving it back
+// (ledger.go).
 func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 	if store == nil {
 		return nil, fmt.Errorf("engine: nil store")
@@ -136,15 +144,15 @@ func New(store lapse.Store, flows []*lapse.Flow, cfg Config) (*Engine, error) {
 	if e.flows, err = newFlowSet(flows, e.maxAt); err != nil {
 		return nil, err
 	}
-	e.feat.stock = newStockLedger(e, cfg)
-	e.feat.coupons = newCouponLedger(e, cfg)
+	e.feat.stock = newStockLedger(e, cfg, flows)
+	e.feat.coupons = newCouponLedger(e, cfg, flows)
 	e.feat.payments = newPayments(e, cfg.Payments)
 	e.feat.groups = newGroupBuys(e, cfg)
 	e.feat.cards = newCardIssuing(e, cfg)
 	e.feat.all = []feature{e.feat.stock, e.feat.coupons, e.feat.payments, e.feat.groups, e.feat.cards}
 	subs := slices.Clone(cfg.Subscriptions)
 	for _, ft := range e.feat.all {
-		if mine := served(ft, flows); len(mine) > 0 {
+		if mine := subscribed(ft, flows); len(mine) > 0 {
 			subs = append(subs, ft.subscriptions(mine)...)
 		}
 	}

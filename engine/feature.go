@@ -67,6 +67,28 @@ type reconciler interface {
 	reconcile(ctx context.Context, rec *Reconciliation, f *lapse.Flow) error
 }
 
+// windingDown is a feature that is switched off but may still have work of
+// its own in the database, taken on while it was on: what orders hold of
+// the built-in ledgers. It serves no new order (serves is false), and keeps
+// the subscriptions that finish that work for the flows windsDown names, so
+// that switching it off never forgets what it started (S4).
+type windingDown interface {
+	windsDown(f *lapse.Flow) bool
+}
+
+// subscribed returns the flows of fs whose events ft's subscriptions
+// receive, in the order of fs: those it serves, and those it winds down.
+func subscribed(ft feature, fs []*lapse.Flow) []*lapse.Flow {
+	w, _ := ft.(windingDown)
+	var out []*lapse.Flow
+	for _, f := range fs {
+		if ft.serves(f) || (w != nil && w.windsDown(f)) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // served returns the flows of fs that ft serves, in the order of fs.
 func served(ft feature, fs []*lapse.Flow) []*lapse.Flow {
 	var out []*lapse.Flow

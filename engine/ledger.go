@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"slices"
 	"time"
 
@@ -12,6 +13,13 @@ import (
 // order reserves its items and locks its coupon when it is created, and
 // the events its flow names in ReleaseOn and ConsumeOn give them back or
 // use them up, through a local subscription of each ledger.
+
+// A ledger switched off takes no new holds, but never forgets those taken
+// while it was on: New asks the store whether orders still hold any
+// (stillHeld), and if they do the ledger keeps its subscription (it winds
+// down, feature.go), which gives back or uses up exactly what each order
+// holds, as it would have. With nothing held, as for those who never used
+// the ledger, there is no subscription and no delivery per order.
 
 // Names of the built-in ledger subscriptions.
 const (
@@ -57,4 +65,33 @@ func holdingMove(fs *flowSet, d *lapse.Delivery) (holdingMoveKind, bool) {
 		return consumeMove, true
 	}
 	return 0, false
+}
+
+// heldCheckTimeout bounds how long New waits for the store to say whether
+// orders still hold what a ledger that is off gave them.
+const heldCheckTimeout = 30 * time.Second
+
+// holding reports whether the orders of f hold what the ledgers give.
+func holding(f *lapse.Flow) bool { return f.Holds }
+
+// stillHeld reports whether orders still hold what the built-in ledger
+// called name, now off, gave them while it was on: count returns how many
+// things they hold (SKUs with stock reserved, coupons locked), which the
+// warning logged when they do names attr and explains with says. When the
+// store cannot say, the answer is yes: a delivery that finds nothing to give
+// back costs a row, a hold never given back breaks S4.
+func stillHeld(e *Engine, name string, count func(context.Context) (int64, error), attr, says string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), heldCheckTimeout)
+	defer cancel()
+	n, err := count(ctx)
+	switch {
+	case err != nil:
+		e.log.Warn("engine: the "+name+" ledger is off, and whether orders still hold what it gave them could not be read: "+
+			"its subscription stays, so that whatever they hold is given back or used up as they end", "err", err)
+		return true
+	case n == 0:
+		return false
+	}
+	e.log.Warn("engine: the "+name+" ledger is off, but "+says, attr, n)
+	return true
 }

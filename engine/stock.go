@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -12,17 +13,29 @@ import (
 // orders of flows that hold reserve their items when they are created (or
 // are refused), and its local subscription, StockSubscriber, gives them
 // back or uses them up as the flow says. Its API works whether it is on or
-// not, so that stock can be set up before it is.
+// not, so that stock can be set up before it is. Off, it reserves nothing,
+// and winds down what orders reserved while it was on (held).
 type stockLedger struct {
 	e  *Engine
 	on bool
+	// held is set when the ledger is off and orders still hold stock it
+	// reserved (or the store could not say): its subscription stays, to
+	// give that back or use it up as those orders end (S4).
+	held bool
 }
 
-func newStockLedger(e *Engine, cfg Config) *stockLedger {
-	return &stockLedger{e: e, on: cfg.StockLedger}
+func newStockLedger(e *Engine, cfg Config, flows []*lapse.Flow) *stockLedger {
+	l := &stockLedger{e: e, on: cfg.StockLedger}
+	if !l.on && slices.ContainsFunc(flows, holding) {
+		l.held = stillHeld(e, "stock", e.store.StockCountReserved, "skus_reserved",
+			"orders still hold stock reserved while it was on: new orders reserve nothing, and what these orders hold is given back or used up as they end")
+	}
+	return l
 }
 
 func (l *stockLedger) serves(f *lapse.Flow) bool { return l.on && f.Holds }
+
+func (l *stockLedger) windsDown(f *lapse.Flow) bool { return l.held && f.Holds }
 
 func (l *stockLedger) subscriptions(flows []*lapse.Flow) []Subscription {
 	return []Subscription{{Name: StockSubscriber, Events: holdingEvents(flows), Flows: flowNames(flows), Local: stockEffect{l.e},

@@ -109,3 +109,12 @@ func (s *Store) CouponMoveList(ctx context.Context, code string) ([]*lapse.Coupo
 	}
 	return ms, nil
 }
+
+// CouponCountLocked returns how many coupons are locked by an order.
+func (s *Store) CouponCountLocked(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.queryRow(ctx, `SELECT count(*) FROM coupons WHERE status = ?`, string(lapse.CouponLocked)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("mysql: count locked coupons: %w", err)
+	}
+	return n, nil
+}

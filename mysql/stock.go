@@ -65,6 +65,15 @@ func (s *Store) StockGet(ctx context.Context, sku string) (*lapse.Stock, error) 
 	return st, nil
 }
 
+// StockCountReserved returns how many SKUs have stock reserved.
+func (s *Store) StockCountReserved(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.queryRow(ctx, `SELECT count(*) FROM stock WHERE reserved > 0`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("mysql: count skus with stock reserved: %w", err)
+	}
+	return n, nil
+}
+
 // stockMoveSQL applies a lapse.StockDelta to one line, guarded by the
 // ledger's invariant: its arguments are what it adds to on_hand and to
 // reserved, the time, the SKU, and the bounds of the guard, what it takes

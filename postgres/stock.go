@@ -50,6 +50,15 @@ func (s *Store) StockGet(ctx context.Context, sku string) (*lapse.Stock, error) 
 	return st, nil
 }
 
+// StockCountReserved returns how many SKUs have stock reserved.
+func (s *Store) StockCountReserved(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.db.QueryRow(ctx, "SELECT count(*) FROM stock WHERE reserved > 0").Scan(&n); err != nil {
+		return 0, fmt.Errorf("postgres: count skus with stock reserved: %w", err)
+	}
+	return n, nil
+}
+
 func scanStock(row pgx.Row) (*lapse.Stock, error) {
 	var st lapse.Stock
 	if err := row.Scan(&st.SKU, &st.OnHand, &st.Reserved, &st.UpdatedAt); err != nil {

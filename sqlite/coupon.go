@@ -107,6 +107,15 @@ func (s *Store) CouponMoveList(ctx context.Context, code string) ([]*lapse.Coupo
 	return ms, nil
 }
 
+// CouponCountLocked returns how many coupons are locked by an order.
+func (s *Store) CouponCountLocked(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.db().QueryRowContext(ctx, `SELECT count(*) FROM coupons WHERE status = ?`, string(lapse.CouponLocked)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("sqlite: coupon count locked: %w", err)
+	}
+	return n, nil
+}
+
 func scanCouponMove(r scanner) (*lapse.CouponMove, error) {
 	var m lapse.CouponMove
 	var orderID sql.NullInt64

@@ -126,6 +126,15 @@ func (s *Store) StockMoveList(ctx context.Context, orderID int64) ([]*lapse.Stoc
 	return ms, nil
 }
 
+// StockCountReserved returns how many SKUs have stock reserved.
+func (s *Store) StockCountReserved(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.db().QueryRowContext(ctx, `SELECT count(*) FROM stock WHERE reserved > 0`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("sqlite: stock count reserved: %w", err)
+	}
+	return n, nil
+}
+
 func scanStockMove(r scanner) (*lapse.StockMove, error) {
 	var m lapse.StockMove
 	var at int64

@@ -298,6 +298,75 @@ func testCouponHolder(t *testing.T, s lapse.Store) {
 	}
 }
 
+// testLedgerCountHeld checks StockCountReserved and CouponCountLocked, by
+// which an engine with a ledger switched off finds whether orders still hold
+// what the ledger gave them: SKUs with stock reserved, coupons locked; not
+// lines with nothing reserved, nor coupons available or used. Inside Tx
+// they see the transaction's own moves.
+func testLedgerCountHeld(t *testing.T, s lapse.Store) {
+	counts := func(s lapse.Store, when string, skus, coupons int64) {
+		t.Helper()
+		if n, err := s.StockCountReserved(ctxT(t)); err != nil || n != skus {
+			t.Errorf("%s: StockCountReserved = %d, %v; want %d", when, n, err, skus)
+		}
+		if n, err := s.CouponCountLocked(ctxT(t)); err != nil || n != coupons {
+			t.Errorf("%s: CouponCountLocked = %d, %v; want %d", when, n, err, coupons)
+		}
+	}
+	counts(s, "empty", 0, 0)
+	for _, sku := range []string{"tea", "cup", "pot"} {
+		if _, err := s.StockSet(ctxT(t), &lapse.StockSetParams{SKU: sku, OnHand: 5, At: base}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, code := range []string{"C1", "C2", "C3"} {
+		if _, err := s.CouponCreate(ctxT(t), &lapse.CouponCreateParams{Code: code, At: base}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts(s, "nothing held", 0, 0)
+	o1 := mustCreate(t, s, "LC-1", base.Add(time.Hour), base)
+	o2 := mustCreate(t, s, "LC-2", base.Add(time.Hour), base)
+	cmove := func(o *lapse.Order, code string, kind lapse.CouponMoveKind) {
+		t.Helper()
+		if _, err := s.CouponMove(ctxT(t), &lapse.CouponMoveParams{Code: code, OrderID: o.ID, OrderNo: o.OrderNo, Kind: kind, At: base}); err != nil {
+			t.Fatalf("%s %s: %v", kind, code, err)
+		}
+	}
+	if err := move(s, t, o1.ID, lapse.StockReserve, lapse.Item{SKU: "cup", Qty: 2}, lapse.Item{SKU: "tea", Qty: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := move(s, t, o2.ID, lapse.StockReserve, lapse.Item{SKU: "tea", Qty: 4}); err != nil {
+		t.Fatal(err)
+	}
+	cmove(o1, "C1", lapse.CouponLock)
+	cmove(o2, "C2", lapse.CouponLock)
+	counts(s, "two orders hold", 2, 2)
+
+	// o1 is paid: its stock and coupon are used up.
+	if err := move(s, t, o1.ID, lapse.StockConsume, lapse.Item{SKU: "cup", Qty: 2}, lapse.Item{SKU: "tea", Qty: 1}); err != nil {
+		t.Fatal(err)
+	}
+	cmove(o1, "C1", lapse.CouponConsume)
+	counts(s, "o1 paid", 1, 1)
+
+	// o2 closes inside a transaction, which sees its own moves.
+	err := s.Tx(ctxT(t), func(tx lapse.Store) error {
+		if err := tx.StockMove(ctxT(t), &lapse.StockMoveParams{OrderID: o2.ID, Kind: lapse.StockRelease, Lines: []lapse.Item{{SKU: "tea", Qty: 4}}, At: base}); err != nil {
+			return err
+		}
+		if _, err := tx.CouponMove(ctxT(t), &lapse.CouponMoveParams{Code: "C2", OrderID: o2.ID, OrderNo: o2.OrderNo, Kind: lapse.CouponUnlock, At: base}); err != nil {
+			return err
+		}
+		counts(tx, "o2 closing, in its transaction", 0, 0)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts(s, "o2 closed", 0, 0)
+}
+
 // testLedgerInTx checks that a ledger failure inside a transaction undoes the
 // whole transaction, as order creation relies on.
 func testLedgerInTx(t *testing.T, s lapse.Store) {

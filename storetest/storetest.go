@@ -82,6 +82,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"StockConcurrent", testStockConcurrent},
 		{"Coupon", testCoupon},
 		{"CouponHolder", testCouponHolder},
+		{"LedgerCountHeld", testLedgerCountHeld},
 		{"LedgerInTx", testLedgerInTx},
 		{"PaymentCreate", testPaymentCreate},
 		{"PaymentCreateConcurrent", testPaymentCreateConcurrent},

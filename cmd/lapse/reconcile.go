@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 
@@ -36,7 +37,9 @@ func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer s.Close()
-	e, err := engine.New(s, flowSet, engine.Config{})
+	// A report moves nothing: what an engine says at start about the work
+	// it will do (a ledger that is off winding down) is serve's to say.
+	e, err := engine.New(s, flowSet, engine.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
 	}

@@ -216,10 +216,10 @@ var serveSettings = []*setting{
 		Doc:   "longest the webhook, NATS and RabbitMQ deliveries wait while this process's deadline engine burns down a backlog of due orders, from the start of the burn, so that the orders close first and their events follow (0: never)",
 		field: func(o *options) any { return &o.dc.CloseHold }},
 	{Name: "stock-ledger", Kind: kindBool, Default: "true",
-		Doc:   "built-in stock ledger: checkout orders reserve their items at creation, closing releases them, paying consumes them",
+		Doc:   "built-in stock ledger: checkout orders reserve their items at creation, closing releases them, paying consumes them; false: new orders reserve nothing, but stock that orders reserved while it was on is still released or consumed as they end",
 		field: func(o *options) any { return &o.sf.stockLedger }},
 	{Name: "coupon-ledger", Kind: kindBool, Default: "true",
-		Doc:   "built-in coupon ledger: checkout orders lock their coupon at creation, closing unlocks it, paying uses it",
+		Doc:   "built-in coupon ledger: checkout orders lock their coupon at creation, closing unlocks it, paying uses it; false: new orders lock none, but coupons that orders locked while it was on are still unlocked or used as they end",
 		field: func(o *options) any { return &o.sf.couponLedger }},
 
 	{Name: webhookSub.Name, Kind: kindString, Check: optional(checkURL),
