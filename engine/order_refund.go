@@ -302,12 +302,21 @@ func (r refunder) deliverOrderRefunds(ctx context.Context, d *lapse.Delivery) er
 			continue
 		}
 		asked[x.ID] = true
-		var ref *lapse.ProviderRefund
-		err := fmt.Errorf("%w: no payment provider port is configured for %s", lapse.ErrRefused, x.Provider)
-		if prov := ps.providers[x.Provider]; prov != nil {
-			ref, err = prov.Refund(ctx, &lapse.RefundRequest{IdempotencyKey: x.Key, TxnID: x.TxnID, OrderNo: x.OrderNo,
-				Amount: x.Amount, Currency: x.Currency, Reason: x.Reason})
+		prov := ps.providers[x.Provider]
+		if prov == nil {
+			// Requested while its provider had a port (RefundOrder
+			// refuses one without), which was taken out of the
+			// configuration since: an attempt may have reached the
+			// provider before, and nothing here can ask it. Recording the
+			// refund failed would say the money is still the merchant's.
+			why := fmt.Sprintf("no payment provider port is configured for %s: whether refund %s was made cannot be asked", x.Provider, x.Key)
+			if err := ps.refundDisputed(ctx, x, nil, why); err != nil {
+				return err
+			}
+			continue // the order waits, refunding, for an operator
 		}
+		ref, err := prov.Refund(ctx, &lapse.RefundRequest{IdempotencyKey: x.Key, TxnID: x.TxnID, OrderNo: x.OrderNo,
+			Amount: x.Amount, Currency: x.Currency, Reason: x.Reason})
 		why := ""
 		if errors.Is(err, lapse.ErrRefused) {
 			// Refused for good: the refund failed, and the order is paid again.

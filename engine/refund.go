@@ -11,12 +11,13 @@ import (
 )
 
 // subscriptions returns the subscription that refunds late payments and
-// asks providers for merchant refunds, when some provider port is
-// configured.
+// asks providers for merchant refunds. It is there whether or not a
+// provider port is configured: callbacks alone (a Stripe or HMAC secret)
+// record late payments too, and one that no port can refund goes to review
+// (refunder.current) rather than staying late for good, neither refunded
+// nor on an operator's desk (S3); so does a merchant refund whose port was
+// taken out of the configuration after it was requested.
 func (ps *payments) subscriptions(flows []*lapse.Flow) []Subscription {
-	if len(ps.providers) == 0 {
-		return nil
-	}
 	events := []string{lapse.EventPaymentLate}
 	for _, f := range flows {
 		for _, t := range f.Transitions {
