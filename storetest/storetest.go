@@ -54,6 +54,8 @@ func Run(t *testing.T, newStore Factory) {
 		{"OrderLock", testOrderLock},
 		{"OrderClaimDue", testOrderClaimDue},
 		{"OrderClaimDueConcurrent", testOrderClaimDueConcurrent},
+		{"PayRacesClose", testPayRacesClose},
+		{"MovesOnce", testMovesOnce},
 		{"OrderNextDeadlineAndCountDue", testOrderNextDeadline},
 		{"OrderDeadlineList", testOrderDeadlineList},
 		{"OrderCountOpen", testOrderCountOpen},
