@@ -39,6 +39,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"OrderCreate", testOrderCreate},
 		{"OrderCreateLog", testOrderCreateLog},
 		{"OrderCreateDuplicate", testOrderCreateDuplicate},
+		{"OrderCreateRolledBack", testOrderCreateRolledBack},
 		{"KeysExact", testKeysExact},
 		{"OrderCreateRollsBackOnOutboxClash", testOrderCreateAtomic},
 		{"OrderCreateMany", testOrderCreateMany},
