@@ -547,6 +547,13 @@ func (c *Claimer) fireBatch(ctx context.Context, path lapse.FiredBy, grace time.
 	turn := floor.next()
 	var last floorKey // the deadline and id of the latest order claimed
 	err = c.e.work.Tx(ctx, func(tx lapse.Store) error {
+		if !last.isZero() {
+			// Run again (the MySQL store's Tx does, after a deadlock that
+			// rolled the claim back): what it held is due again, behind the
+			// floor that it moved.
+			floor.restart()
+			last = floorKey{}
+		}
 		now = c.e.clock.Now() // read once the transaction holds its claim
 		due, err := tx.OrderClaimDue(ctx, &lapse.OrderClaimDueParams{DueBy: now.Add(-grace), Flows: c.e.flows.timed, Limit: limit,
 			From: turn.from.at, FromID: turn.from.id})

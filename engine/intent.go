@@ -53,6 +53,7 @@ func (ps *payments) start(ctx context.Context, orderNo, provider string, by Acto
 	var moved *lapse.Order
 	var evs []lapse.OutboxEvent
 	err := e.store.Tx(ctx, func(tx lapse.Store) error {
+		evs = nil // of this run: a store's Tx may run fn again
 		o, err := tx.OrderLock(ctx, orderNo)
 		if err != nil {
 			return err

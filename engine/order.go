@@ -450,6 +450,7 @@ func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChan
 	var got *lapse.Order
 	var evs []lapse.OutboxEvent
 	err := e.store.Tx(ctx, func(tx lapse.Store) error {
+		evs = nil // of this run: a store's Tx may run fn again
 		o, err := tx.OrderLock(ctx, orderNo)
 		if err != nil {
 			return err

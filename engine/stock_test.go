@@ -1,10 +1,12 @@
 package engine_test
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/flows"
 )
 
 // holdFlow gives an order's stock back on two events: when its hold lapses
@@ -71,6 +73,46 @@ func TestStockGivenBackOnce(t *testing.T) {
 			if h.Status != lapse.DeliveryDone || len(h.History) != 1 || h.History[0].Outcome != lapse.OutcomeOK {
 				t.Errorf("delivery %s of %s: %+v, %d attempts", h.Subscriber, h.EventType, h.Delivery, len(h.History))
 			}
+		}
+	})
+}
+
+// TestCreateRefusedConcurrently: a creation whose stock is short, sent six
+// times at once (a client's retries), is refused six times with ECONFLICT,
+// and holds nothing. On MySQL the others wait for the first one's insert of
+// the order number, and InnoDB broke the wait of all but one as a deadlock
+// when it rolled back: they failed with an internal error.
+func TestCreateRefusedConcurrently(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		ctx := ctxT(t)
+		e, err := engine.New(open(), flows.Builtin(), engine.Config{Clock: lapse.NewManualClock(t0), StockLedger: true, CouponLedger: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.SetStock(ctx, "tea", 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.CreateCoupon(ctx, "C1"); err != nil {
+			t.Fatal(err)
+		}
+		for _, no := range []string{"CR-1", "CR-2", "CR-3"} {
+			var wg sync.WaitGroup
+			for range 6 {
+				wg.Go(func() {
+					req := &lapse.OrderCreate{OrderNo: no, Flow: "checkout", UserID: "u1", Amount: 100, Currency: "CNY",
+						Items: []lapse.Item{{SKU: "tea", Qty: 5}}, Coupon: "C1"}
+					if _, _, err := e.CreateOrder(ctx, req, app); lapse.ErrorCode(err) != lapse.ECONFLICT {
+						t.Errorf("CreateOrder(%s) with too little stock: %v; want ECONFLICT", no, err)
+					}
+				})
+			}
+			wg.Wait()
+		}
+		if st, err := e.Stock(ctx, "tea"); err != nil || st.Reserved != 0 {
+			t.Errorf("tea = %+v, %v; want nothing reserved", st, err)
+		}
+		if c, _, err := e.Coupon(ctx, "C1"); err != nil || c.Status != lapse.CouponAvailable {
+			t.Errorf("coupon C1 = %+v, %v; want it available", c, err)
 		}
 	})
 }

@@ -144,7 +144,7 @@ func (s *Store) CardUse(ctx context.Context, p *lapse.CardUseParams) (*lapse.Car
 		case affected(res) == 0:
 			return nil, lapse.ErrStale
 		}
-		_, err = w.exec(ctx, "INSERT INTO card_visits (card_id, `key`, used, visited_at) VALUES (?, NULLIF(?, ''), ?, ?)",
+		_, err = w.exec(ctx, "INSERT INTO card_visits (card_id, `key`, used, visited_at) VALUES (?, NULLIF(?, _binary''), ?, ?)",
 			c.ID, p.Key, c.Used, column.Micros(p.At))
 		if isDuplicateKey(err, "card_visits_key_key") {
 			return nil, lapse.Refine(lapse.ErrCardVisitExists, "a visit was counted under idempotency key %s", p.Key)

@@ -120,8 +120,8 @@ func (s *Store) GroupMemberUpdate(ctx context.Context, p *lapse.GroupMemberUpdat
 	}
 	got, err := write(ctx, s, func(w *Store) (*lapse.GroupMember, error) {
 		res, err := w.exec(ctx, `UPDATE group_members SET status = ?, attempts = attempts + ?,
-			txn_id = IF(? <> '', ?, txn_id), last_error = ?, charged_at = COALESCE(?, charged_at), updated_at = ?,
-			captured_amount = IF(? <> '', ?, captured_amount), captured_currency = IF(? <> '', ?, captured_currency)
+			txn_id = IF(? <> _binary'', ?, txn_id), last_error = ?, charged_at = COALESCE(?, charged_at), updated_at = ?,
+			captured_amount = IF(? <> _binary'', ?, captured_amount), captured_currency = IF(? <> _binary'', ?, captured_currency)
 			WHERE id = ? AND status = ?`,
 			string(p.To), attempt, p.TxnID, p.TxnID, p.Error, column.NullMicros(p.ChargedAt), column.Micros(p.At),
 			p.CapturedCurrency, p.CapturedAmount, p.CapturedCurrency, p.CapturedCurrency, p.ID, string(p.From))

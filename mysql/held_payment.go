@@ -111,8 +111,8 @@ func (s *Store) HeldPaymentList(ctx context.Context, p *lapse.HeldPaymentListPar
 func (s *Store) HeldPaymentUpdate(ctx context.Context, p *lapse.HeldPaymentUpdateParams) (*lapse.HeldPayment, error) {
 	got, err := write(ctx, s, func(w *Store) (*lapse.HeldPayment, error) {
 		res, err := w.exec(ctx, `UPDATE held_payments SET status = ?,
-				reason = IF(? <> '', ?, reason), refund_id = IF(? <> '', ?, refund_id),
-				by_whom = IF(? <> '', ?, by_whom), note = IF(? <> '', ?, note), updated_at = ?
+				reason = IF(? <> _binary'', ?, reason), refund_id = IF(? <> _binary'', ?, refund_id),
+				by_whom = IF(? <> _binary'', ?, by_whom), note = IF(? <> _binary'', ?, note), updated_at = ?
 			WHERE id = ? AND status = ?`,
 			string(p.To), p.Reason, p.Reason, p.RefundID, p.RefundID, p.By, p.By, p.Note, p.Note, column.Micros(p.At),
 			p.ID, string(p.From))

@@ -24,8 +24,12 @@
 // dates, which differ between MySQL and MariaDB. Short strings (order
 // numbers, SKUs, idempotency keys, states) are VARBINARY, compared byte for
 // byte like the other stores' text: utf8mb4_bin is a PAD SPACE collation, to
-// which 'a' and 'a ' are one key. JSON is kept as text, so that the caller's
-// bytes come back exactly as sent (MySQL's JSON type rewrites them).
+// which 'a' and 'a ' are one key. An argument tested against a literal
+// rather than a column is compared in the connection's collation
+// (utf8mb4_general_ci by default, to which a blank is the empty string), so
+// that literal is a binary one, _binary followed by it. JSON is kept as
+// text, so that the caller's bytes come back exactly as sent (MySQL's JSON
+// type rewrites them).
 //
 // A process opens the store and migrates it on every start:
 //

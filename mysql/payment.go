@@ -154,7 +154,7 @@ func (s *Store) PaymentList(ctx context.Context, p *lapse.PaymentListParams) ([]
 func (s *Store) PaymentUpdate(ctx context.Context, p *lapse.PaymentUpdateParams) (*lapse.Payment, error) {
 	got, err := write(ctx, s, func(w *Store) (*lapse.Payment, error) {
 		res, err := w.exec(ctx, `UPDATE payments SET status = ?,
-				reason = IF(? <> '', ?, reason), refund_id = IF(? <> '', ?, refund_id),
+				reason = IF(? <> _binary'', ?, reason), refund_id = IF(? <> _binary'', ?, refund_id),
 				refunded_at = COALESCE(?, refunded_at), updated_at = ?
 			WHERE id = ? AND status = ?`,
 			string(p.To), p.Reason, p.Reason, p.RefundID, p.RefundID, column.NullMicros(p.RefundedAt), column.Micros(p.At),

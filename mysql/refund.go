@@ -76,8 +76,8 @@ func (s *Store) OrderRefundList(ctx context.Context, orderID int64) ([]*lapse.Or
 // nothing.
 func (s *Store) OrderRefundUpdate(ctx context.Context, p *lapse.OrderRefundUpdateParams) (*lapse.OrderRefund, error) {
 	got, err := write(ctx, s, func(w *Store) (*lapse.OrderRefund, error) {
-		res, err := w.exec(ctx, `UPDATE order_refunds SET status = ?, refund_id = IF(? <> '', ?, refund_id),
-			failure = IF(? <> '', ?, failure), updated_at = ? WHERE id = ? AND status = ?`,
+		res, err := w.exec(ctx, `UPDATE order_refunds SET status = ?, refund_id = IF(? <> _binary'', ?, refund_id),
+			failure = IF(? <> _binary'', ?, failure), updated_at = ? WHERE id = ? AND status = ?`,
 			string(p.To), p.RefundID, p.RefundID, p.Failure, p.Failure, column.Micros(p.At), p.ID, string(p.From))
 		if err != nil {
 			return nil, err

@@ -41,8 +41,11 @@ func (s *Store) ReviewCreate(ctx context.Context, r *lapse.Review) (*lapse.Revie
 		if err := w.review(ctx, r); err != nil {
 			return nil, err
 		}
+		// By the key the insert met, computed as migration 0024's column
+		// is: reason is TEXT, whose = would take 'a' for 'a ' (PAD SPACE)
+		// and find another reason's review.
 		return scanReview(w.queryRow(ctx, `SELECT `+reviewCols+` FROM reviews
-			WHERE order_id = ? AND coalesce(delivery_id, 0) = ? AND reason = ? AND resolved_at IS NULL`,
+			WHERE open_key = UNHEX(SHA2(CONCAT_WS(':', ?, ?, ?), 256))`,
 			r.OrderID, r.DeliveryID, r.Reason))
 	})
 	if err != nil {

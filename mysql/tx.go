@@ -20,6 +20,10 @@ type txState struct {
 	broken error
 	// savepoints counts the savepoints that write holds open.
 	savepoints int
+	// wrote is set once a statement that may write has succeeded in the
+	// transaction: until then, a Tx that InnoDB rolls back has done
+	// nothing that running its fn again could do twice.
+	wrote bool
 }
 
 func (t *txState) breakOn(err error) {
@@ -60,8 +64,19 @@ func (s *Store) on(ctx context.Context, fn func(q querier) error) error {
 	return unavailable(fn(c))
 }
 
-// exec runs a statement that returns no rows.
+// exec runs a statement that returns no rows: one that may write, as the
+// transaction records (txState.wrote).
 func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	res, err := s.command(ctx, query, args...)
+	if err == nil && s.tx != nil {
+		s.txs.wrote = true
+	}
+	return res, err
+}
+
+// command runs a statement that returns no rows without counting it as a
+// write: a savepoint's.
+func (s *Store) command(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	var res sql.Result
 	err := s.on(ctx, func(q querier) error {
 		var err error
@@ -138,12 +153,37 @@ func queryAll[T any](ctx context.Context, s *Store, scan func(scanner) (T, error
 // fails, and so does the commit, so that what fn writes after it cannot
 // commit without what came before. A lock wait timeout otherwise undoes its
 // statement alone, and a nested Tx around it goes as any failed one.
+//
+// A Tx that is not nested, whose fn failed with a deadlock that InnoDB
+// broke by rolling its transaction back before any statement in it wrote (a
+// locking read or the first insert was the victim), runs fn again in a new
+// transaction, up to txDeadlockAttempts times in all: nothing of the first
+// run is left to do twice, for a fn that calls the Store's methods and keeps
+// what they return. PostgreSQL does not deadlock there, and its store's Tx
+// runs fn once.
 func (s *Store) Tx(ctx context.Context, fn func(tx lapse.Store) error) error {
 	if s.tx != nil {
 		return s.savepoint(ctx, "mysql: ", func() error { return fn(s) })
 	}
-	return s.begin(ctx, "mysql: ", func(tx *Store) error { return fn(tx) })
+	for attempt := 1; ; attempt++ {
+		again := false
+		err := s.begin(ctx, "mysql: ", func(tx *Store) error {
+			err := fn(tx)
+			again = isDeadlock(err) && isDeadlock(tx.txs.broken) && !tx.txs.wrote
+			return err
+		})
+		if err == nil || !again || attempt == txDeadlockAttempts || ctx.Err() != nil {
+			return err
+		}
+	}
 }
+
+// txDeadlockAttempts bounds how often Tx runs fn when InnoDB keeps choosing
+// its transaction as a deadlock's victim before anything in it wrote. The
+// creators of one key that wait for an insert of it that rolls back (an
+// order whose stock was refused, created again by its client's retries)
+// are such victims, all but one of them each time.
+const txDeadlockAttempts = 8
 
 // begin runs fn in a new transaction and commits it when fn returns nil.
 // It returns fn's error as it is, and its own prefixed with prefix.
@@ -224,7 +264,7 @@ func (s *Store) savepoint(ctx context.Context, prefix string, fn func() error) e
 	s.txs.savepoints++
 	defer func() { s.txs.savepoints-- }()
 	name := "lapse_" + strconv.Itoa(s.txs.savepoints)
-	if _, err := s.exec(ctx, "SAVEPOINT "+name); err != nil {
+	if _, err := s.command(ctx, "SAVEPOINT "+name); err != nil {
 		return fmt.Errorf("%ssavepoint: %w", prefix, err)
 	}
 	done := false
@@ -233,19 +273,19 @@ func (s *Store) savepoint(ctx context.Context, prefix string, fn func() error) e
 			return
 		}
 		ctx := context.WithoutCancel(ctx)
-		if _, err := s.exec(ctx, "ROLLBACK TO SAVEPOINT "+name); err != nil {
+		if _, err := s.command(ctx, "ROLLBACK TO SAVEPOINT "+name); err != nil {
 			// What fn wrote may still be in the transaction: it must not
 			// commit.
 			s.txs.breakOn(err)
 			return
 		}
-		_, _ = s.exec(ctx, "RELEASE SAVEPOINT "+name)
+		_, _ = s.command(ctx, "RELEASE SAVEPOINT "+name)
 	}()
 	if err := fn(); err != nil {
 		return err
 	}
 	done = true
-	if _, err := s.exec(ctx, "RELEASE SAVEPOINT "+name); err != nil {
+	if _, err := s.command(ctx, "RELEASE SAVEPOINT "+name); err != nil {
 		return fmt.Errorf("%srelease savepoint: %w", prefix, err)
 	}
 	return nil

@@ -484,7 +484,7 @@ func testGroupMemberGetByTxn(t *testing.T, s lapse.Store) {
 	ctx := ctxT(t)
 	o := mustCreate(t, s, "GT-1", base.Add(time.Hour), base)
 	var ms []*lapse.GroupMember
-	for _, u := range []string{"u1", "u2", "u3", "u4"} {
+	for _, u := range []string{"u1", "u2", "u3", "u4", "u5", "u6", "u7"} {
 		m, _, err := s.GroupMemberAdd(ctx, newMember(o, u))
 		if err != nil {
 			t.Fatal(err)
@@ -495,10 +495,19 @@ func testGroupMemberGetByTxn(t *testing.T, s lapse.Store) {
 	for i, c := range []struct {
 		to  lapse.ChargeStatus
 		txn string
-	}{{lapse.ChargeCharged, "t-1"}, {lapse.ChargeFailed, "t-2"}, {lapse.ChargeCharged, "t-2"}} {
+	}{{lapse.ChargeCharged, "t-1"}, {lapse.ChargeFailed, "t-2"}, {lapse.ChargeCharged, "t-2"}, {}, // u4 stays pending
+		// Transaction ids are compared byte for byte, and one of blanks is
+		// one all the same: none of these is another's, nor none.
+		{lapse.ChargeCharged, " "}, {lapse.ChargeCharged, "T-1"}, {lapse.ChargeCharged, "t-1 "}} {
+		if c.to == "" {
+			continue
+		}
 		got, err := s.GroupMemberUpdate(ctx, &lapse.GroupMemberUpdateParams{ID: ms[i].ID, From: lapse.ChargePending, To: c.to, TxnID: c.txn, At: at})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if got.TxnID != c.txn {
+			t.Fatalf("GroupMemberUpdate of %s to %s with txn %q = %s; want that txn", ms[i].UserID, c.to, c.txn, memberString(got))
 		}
 		ms[i] = got
 	}
@@ -511,6 +520,10 @@ func testGroupMemberGetByTxn(t *testing.T, s lapse.Store) {
 		{"other", "t-1", nil},
 		{"sandbox", "t-9", nil},
 		{"sandbox", "", nil}, // u4 is pending: no transaction yet
+		{"sandbox", " ", ms[4]},
+		{"sandbox", "T-1", ms[5]},
+		{"sandbox", "t-1 ", ms[6]},
+		{"sandbox", "t-1  ", nil},
 	} {
 		got, err := s.GroupMemberGetByTxn(ctx, c.provider, c.txn)
 		switch {

@@ -184,6 +184,38 @@ func testOrderCreateMany(t *testing.T, s lapse.Store) {
 	}
 }
 
+// testOrderCreateRolledBack creates one order_no from many transactions at
+// once, each of which rolls back once it finds that it created the order,
+// as a creation whose stock or coupon is refused does: each of the others
+// then waits for the next, and creates or finds the order in turn, with no
+// error of its own (InnoDB deadlocks the creators that wait with a shared
+// lock on the key when its holder rolls back).
+func testOrderCreateRolledBack(t *testing.T, s lapse.Store) {
+	refused := errors.New("refused")
+	for round := range 5 {
+		no := orderNo("ORB", round)
+		var wg sync.WaitGroup
+		for i := range 6 {
+			wg.Go(func() {
+				err := s.Tx(ctxT(t), func(tx lapse.Store) error {
+					_, created, err := tx.OrderCreate(ctxT(t), newOrder(no, base.Add(time.Hour), base))
+					if err == nil && created {
+						return refused
+					}
+					return err
+				})
+				if err != nil && !errors.Is(err, refused) {
+					t.Errorf("%s, creator %d: %v", no, i, err)
+				}
+			})
+		}
+		wg.Wait()
+		if _, err := s.OrderGet(ctxT(t), no); !errors.Is(err, lapse.ErrOrderNotFound) {
+			t.Errorf("OrderGet(%s) after every creation rolled back = %v; want ErrOrderNotFound", no, err)
+		}
+	}
+}
+
 func testOrderGetNotFound(t *testing.T, s lapse.Store) {
 	if _, err := s.OrderGet(ctxT(t), "nope"); !errors.Is(err, lapse.ErrOrderNotFound) {
 		t.Errorf("OrderGet(nope) = %v, want ErrOrderNotFound", err)

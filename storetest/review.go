@@ -452,6 +452,24 @@ func testReviewCreate(t *testing.T, s lapse.Store) {
 	if got, err := s.ReviewGet(ctx, r1.ID); err != nil || fmt.Sprint(*got) != fmt.Sprint(*r1) {
 		t.Errorf("ReviewGet = %+v, %v; want %+v", got, err, r1)
 	}
+	// Reasons are compared byte for byte: one that differs from another by
+	// a trailing blank or a letter's case is another thing said, which is
+	// its own review, and says so again as that one.
+	o2 := mustCreate(t, s, "RC-2", base.Add(time.Hour), base)
+	byReason := map[string]int64{}
+	for i, reason := range []string{"said", "said ", "Said", "said  "} {
+		for again := range 2 {
+			got, err := s.ReviewCreate(ctx, &lapse.Review{OrderID: o2.ID, OrderNo: o2.OrderNo, Reason: reason,
+				CreatedAt: at.Add(time.Duration(2*i+again) * time.Second)})
+			if err != nil || got.Reason != reason || (again == 1 && got.ID != byReason[reason]) {
+				t.Fatalf("ReviewCreate(%q), time %d = %+v, %v; want a review of that reason, the same both times", reason, again+1, got, err)
+			}
+			byReason[reason] = got.ID
+		}
+	}
+	if rs, err := s.ReviewList(ctx, &lapse.ReviewListParams{OrderID: o2.ID, Open: true}); err != nil || len(rs) != len(byReason) {
+		t.Errorf("open reviews of RC-2 = %v, %v; want %d, one per reason", reviewIDs(rs), err, len(byReason))
+	}
 }
 
 // reviewSubjects adds to o what a review may be written with: member u1,
