@@ -651,6 +651,9 @@ func TestConfigRedact(t *testing.T) {
 		{"nats", "nats://s3cret-token@nats:4222", "nats://xxxxx@nats:4222"},
 		{"nats", "nats://u:hunter2@nats:4222", "nats://u:xxxxx@nats:4222"},
 		{"webhook", "https://tok3n@hooks.example/lapse", "https://xxxxx@hooks.example/lapse"},
+		// A token in the path (Slack's and Discord's incoming webhooks).
+		{"webhook", "https://hooks.slack.com/services/T0AAAAAAA/B0BBBBBBB/abcdEFGHijklMNOPqrstUVWX", "https://hooks.slack.com/services/T0AAAAAAA/B0BBBBBBB/xxxxx"},
+		{"payment-providers", "a=https://a.example/hooks/0123456789abcdef0123/x?k=v,b=http://b.example/y", "a=https://a.example/hooks/xxxxx/x?k=xxxxx,b=http://b.example/y"},
 		{"payment-providers", "a=https://k1@a.example/x,b=http://b.example/y@z", "a=https://xxxxx@a.example/x,b=http://b.example/y@z"},
 		{"db", "postgres://lapse@db:5432/lapse", "postgres://lapse@db:5432/lapse"},
 		{"redis", "redis://default@cache:6379/0", "redis://default@cache:6379/0"},

@@ -24,6 +24,7 @@ import (
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/internal/httpcall"
 )
 
 // A setting is one value that configures lapse.
@@ -265,7 +266,11 @@ var (
 	// The query of an http(s) URL (a webhook's, a port's, a provider's),
 	// which often carries its token (?token=…), up to the next URL of a
 	// list; and each of its values.
-	httpQuery  = regexp.MustCompile(`(?i)(https?://[^?\s,]*\?)([^\s,#]*)`)
+	httpQuery = regexp.MustCompile(`(?i)(https?://[^?\s,]*\?)([^\s,#]*)`)
+	// The path of an http(s) URL, which may carry a token as a segment of
+	// its own (Slack's and Discord's incoming webhooks): its long segments
+	// are masked (httpcall.MaskPath).
+	httpPath   = regexp.MustCompile(`(?i)(https?://[^/?#\s,]*)(/[^?#\s,]*)`)
 	queryValue = regexp.MustCompile(`=[^&;]*`)
 )
 
@@ -275,6 +280,10 @@ var (
 // the query values of its http(s) URLs too (https://h/hook?token=xxxxx): a
 // value that is not a secret, as lapse shows it in its output and its logs.
 func hidePasswords(value string) string {
+	value = httpPath.ReplaceAllStringFunc(value, func(u string) string {
+		m := httpPath.FindStringSubmatch(u)
+		return m[1] + httpcall.MaskPath(m[2])
+	})
 	value = httpQuery.ReplaceAllStringFunc(value, func(u string) string {
 		m := httpQuery.FindStringSubmatch(u)
 		return m[1] + queryValue.ReplaceAllString(m[2], "=xxxxx")

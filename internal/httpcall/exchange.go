@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,11 +75,13 @@ func Exchange(ctx context.Context, client *http.Client, req *http.Request, readT
 
 // RedactURL is raw as an error may show it: without the password of its
 // user information (which the client leaves out already), or the user
-// itself when it has no password (a token sent as Basic auth), and with the
-// value of each query parameter masked. A webhook's or a port's URL often
-// carries its token in the query (?token=…), and a delivery's last error,
-// which holds the URL, is shown to everyone who may read orders; a URL a
-// setting refuses is shown in the error that stops the start.
+// itself when it has no password (a token sent as Basic auth), with the
+// value of each query parameter masked, and with its path's long segments
+// masked (MaskPath). A webhook's or a port's URL often carries its token in
+// the query (?token=…) or in its path (Slack's and Discord's incoming
+// webhooks), and a delivery's last error, which holds the URL, is shown to
+// everyone who may read orders; a URL a setting refuses is shown in the
+// error that stops the start.
 func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -89,6 +92,9 @@ func RedactURL(raw string) string {
 			u.User = url.User("xxxxx")
 		}
 	}
+	if masked := MaskPath(u.EscapedPath()); masked != u.EscapedPath() {
+		u.Path, u.RawPath = masked, ""
+	}
 	if u.RawQuery != "" {
 		q := u.Query()
 		for k := range q {
@@ -97,4 +103,26 @@ func RedactURL(raw string) string {
 		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()
+}
+
+// secretSegment is the length from which a path segment is taken for a
+// token: Slack's incoming webhooks end in one of 24 characters, Discord's
+// in one of 68, while the segments of an API's own paths (reserve,
+// refund_requests, v1) are words, shorter.
+const secretSegment = 16
+
+// MaskPath returns path (a URL's, as escaped) with each segment of
+// secretSegment characters or more masked as xxxxx.
+func MaskPath(path string) string {
+	segs := strings.Split(path, "/")
+	changed := false
+	for i, s := range segs {
+		if len(s) >= secretSegment {
+			segs[i], changed = "xxxxx", true
+		}
+	}
+	if !changed {
+		return path
+	}
+	return strings.Join(segs, "/")
 }

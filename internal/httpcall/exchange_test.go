@@ -40,6 +40,11 @@ func TestRedactURL(t *testing.T) {
 		"https://u:p@h.example/x?k=v":         "https://u:xxxxx@h.example/x?k=xxxxx",
 		"https://tok3n@h.example/x":           "https://xxxxx@h.example/x",
 		"%zz":                                 "(a URL that does not parse)",
+		// A token in the path, as Slack's and Discord's incoming webhooks
+		// carry it; an API's own words are kept.
+		"https://hooks.slack.com/services/T0AAAAAAA/B0BBBBBBB/abcdEFGHijklMNOPqrstUVWX": "https://hooks.slack.com/services/T0AAAAAAA/B0BBBBBBB/xxxxx",
+		"https://discord.com/api/webhooks/123456789012345678/tok-tok-tok-tok-tok":       "https://discord.com/api/webhooks/xxxxx/xxxxx",
+		"https://merchant.example/v1/stock/refund_requests?k=v":                         "https://merchant.example/v1/stock/refund_requests?k=xxxxx",
 	} {
 		if got := RedactURL(in); got != want {
 			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
