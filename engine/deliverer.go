@@ -140,6 +140,7 @@ func (d *Deliverer) Start(ctx context.Context) {
 	if len(watched) > 0 {
 		loops.Go(func() { d.relayWatch(ctx, &loops, watched) })
 	}
+	loops.Go(func() { d.warnUnserved(ctx) })
 	go func() {
 		loops.Wait()
 		stopBeat()
