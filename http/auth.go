@@ -188,7 +188,12 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 		// in the audit log as any other refusal is (S9).
 		if err := s.crossOrigin.Check(r); err != nil {
 			err := lapse.Errorf(lapse.EFORBIDDEN, "cross-origin request refused: %v", err)
-			s.refused(ctx, entry, err)
+			refusal := entry
+			if refusal == nil && rt.refusedAs != "" {
+				refusal = p.Entry(rt.refusedAs, "operator:"+p.ID, nil)
+				refusal.ClientAddr = s.clientAddr(r)
+			}
+			s.refused(ctx, refusal, err)
 			s.error(w, r, err)
 			return
 		}

@@ -156,6 +156,12 @@ type route struct {
 	// or a route whose handler records its own rows (selfAudit).
 	audit     string
 	selfAudit bool
+	// refusedAs, on a route that records no row of its own because the
+	// access service writes its rows (a logout, a second factor), is the
+	// action a refusal before the handler (cross-origin) is recorded as,
+	// without its body, so that it is in the audit log as every refused
+	// write is (S9).
+	refusedAs string
 	// target is what the action is about, as "kind:{path value}" or
 	// "kind:body.field" (a string field of the JSON body).
 	target string
@@ -228,8 +234,8 @@ func (s *Server) routes() []route {
 		{method: "GET", path: "/v1/audit/verify", handler: s.verifyAudit, scope: access.ScopeAuditRead, query: true},
 		{method: "POST", path: "/v1/sessions", handler: s.login},
 		{method: "GET", path: "/v1/sessions/current", handler: s.getSession, session: true},
-		{method: "DELETE", path: "/v1/sessions/current", handler: s.logout, session: true},
-		{method: "POST", path: "/v1/sessions/current/second-factor", handler: s.secondFactor, session: true},
+		{method: "DELETE", path: "/v1/sessions/current", handler: s.logout, session: true, refusedAs: "logout"},
+		{method: "POST", path: "/v1/sessions/current/second-factor", handler: s.secondFactor, session: true, refusedAs: "second_factor"},
 		{method: "GET", path: "/healthz", handler: s.healthz},
 		{method: "GET", path: "/readyz", handler: s.readyz},
 		{method: "GET", path: "/metrics", handler: s.metrics(), scope: access.ScopeMetricsRead},

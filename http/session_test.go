@@ -21,7 +21,7 @@ import (
 // session, gives it a second factor and logs out, each audited as for any
 // operator; a key, whatever its scopes, has no session there and is
 // refused with 400; no credential is 401; another site's page cannot log
-// the operator out.
+// the operator out, and its attempt is in the audit log.
 func TestAccessSessionRoutesNeedNoScope(t *testing.T) {
 	t.Parallel()
 	g := newGuardedEnv(t, access.Config{})
@@ -63,7 +63,7 @@ func TestAccessSessionRoutesNeedNoScope(t *testing.T) {
 		}
 	}
 	g.call("DELETE", "/v1/sessions/current", "", zed, header("Sec-Fetch-Site", "cross-site")).refused(t, http.StatusForbidden, lapse.EFORBIDDEN)
-	g.wantRows()
+	g.wantRows("logout zed refused: cross-origin request refused")
 
 	r := g.call("DELETE", "/v1/sessions/current", "", zed).want(t, http.StatusNoContent)
 	if c := sessionCookie(t, r); c.Value != "" || c.MaxAge >= 0 {
