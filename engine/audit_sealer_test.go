@@ -145,7 +145,7 @@ func TestAuditSealerWakes(t *testing.T) {
 
 // TestAuditSealerStore: a store that keeps no audit log has no sealer.
 func TestAuditSealerStore(t *testing.T) {
-	e, err := engine.New(noAudit{}, flows.Builtin(), engine.Config{})
+	e, err := engine.New(noAudit{openSQLite(t)}, flows.Builtin(), engine.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
