@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -27,13 +28,13 @@ func TestLatePaymentWithoutPort(t *testing.T) {
 		if _, err := e.Fire(ctx, "NP-1", engine.Fire{Event: flows.Cancel, By: app}); err != nil {
 			t.Fatal(err)
 		}
-		if p, err := e.ApplyPayment(ctx, paid(o, "txn-NP-1", clk.Now())); err != nil || p.Status != lapse.PaymentLate {
-			t.Fatalf("payment of a cancelled order = %+v, %v; want late", p, err)
+		if p, err := e.ApplyPayment(ctx, paid(o, "txn-NP-1", clk.Now())); err != nil || p.Status != lapse.PaymentReview {
+			t.Fatalf("late payment of a cancelled order with no port to refund it = %+v, %v; want it in review", p, err)
 		}
 		drain(t, d)
 		p, err := e.Store().PaymentGet(ctx, "sandbox", "txn-NP-1")
-		if err != nil || p.Status != lapse.PaymentReview {
-			t.Fatalf("late payment with no port to refund it = %+v, %v; want it in review", p, err)
+		if err != nil || p.Status != lapse.PaymentReview || !strings.Contains(p.Reason, "CLOSED") {
+			t.Fatalf("late payment with no port to refund it = %+v, %v; want it in review, saying why it was late", p, err)
 		}
 		if !reviewSays(t, e, "NP-1", "no payment provider port") {
 			t.Errorf("no open review of NP-1 says why: %+v", orderReviews(t, e, "NP-1"))
