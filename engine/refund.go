@@ -12,11 +12,10 @@ import (
 
 // subscriptions returns the subscription that refunds late payments and
 // asks providers for merchant refunds. It is there whether or not a
-// provider port is configured: callbacks alone (a Stripe or HMAC secret)
-// record late payments too, and one that no port can refund goes to review
-// (refunder.current) rather than staying late for good, neither refunded
-// nor on an operator's desk (S3); so does a merchant refund whose port was
-// taken out of the configuration after it was requested.
+// provider port is configured, so that a merchant refund whose port was
+// taken out of the configuration after it was requested goes to review
+// rather than waiting for good (S3). A late payment that no port can
+// refund never comes here: it is recorded in review (recordPayment).
 func (ps *payments) subscriptions(flows []*lapse.Flow) []Subscription {
 	events := []string{lapse.EventPaymentLate}
 	for _, f := range flows {
