@@ -47,11 +47,14 @@ const (
 // Count), nil when there was none. It bounds the close the same way: orders
 // made or changed after previewed.AsOf are left out, and more than
 // previewed.Count closable orders left is ECONFLICT, so that a close
-// confirmed from a preview closes no order the preview did not count.
+// confirmed from a preview closes no order the preview did not count. A
+// previewed with a Selection must have been made for sel (the same
+// Selection): a count read for one selection says nothing of another's.
 //
 // Errors: EINVALID for an invalid sel, an empty reason (field "reason"), a
 // by without an actor (field "by") or a previewed with no AsOf or a
-// negative Count (field "preview"); ECONFLICT "nothing to close: …" when
+// negative Count, or a Selection that is not sel's (field "preview");
+// ECONFLICT "nothing to close: …" when
 // no order matched is closable, and ECONFLICT when more than MaxItems, or
 // than approved or previewed, are. A Start that fails after its input was valid is
 // itself recorded in the audit log (best effort), with the error as the
@@ -71,6 +74,9 @@ func (c *Closer) Start(ctx context.Context, sel *Selector, reason string, by *la
 	}
 	if err := c.check(sel); err != nil {
 		return nil, err
+	}
+	if previewed != nil && previewed.Selection != "" && previewed.Selection != sel.Selection() {
+		return nil, lapse.FieldError("preview", "was made for another selection: preview this one, and confirm what it shows")
 	}
 	raw, err := json.Marshal(sel)
 	if err != nil {

@@ -32,6 +32,9 @@ type Preview struct {
 	// AsOf is when the preview began to read: a Start given the preview
 	// leaves out the orders made or changed after it (see Start).
 	AsOf time.Time `json:"as_of"`
+	// Selection is the selector's Selection: a Start given the preview
+	// with a Selection refuses another selector's.
+	Selection string `json:"selection"`
 }
 
 // Preview counts the orders that sel chooses and a close would close now,
@@ -39,6 +42,9 @@ type Preview struct {
 // the engine does not run) is EINVALID; the store's errors as they are.
 func (c *Closer) Preview(ctx context.Context, sel *Selector) (*Preview, error) {
 	p := &Preview{Sample: []*lapse.Order{}, AsOf: c.e.Clock().Now()}
+	if sel != nil {
+		p.Selection = sel.Selection()
+	}
 	err := c.each(ctx, sel, func(o *lapse.Order, closable bool) error {
 		if !closable {
 			p.Skipped++

@@ -184,11 +184,59 @@ func TestStartPreviewed(t *testing.T) {
 	if items := v.items(b.ID); b.Total != 3 || items["A-new"] != nil {
 		t.Errorf("Start previewed as 3 = %+v with items %v, want the 3 orders made before the preview", b, items)
 	}
-	if _, err := v.c.Start(ctx, &closes.Selector{OrderNos: []string{"A-new"}}, "outage", alice, nil, pv); lapse.ErrorCode(err) != lapse.ECONFLICT ||
+	unnamed := *pv // a preview given back without its selection
+	unnamed.Selection = ""
+	if _, err := v.c.Start(ctx, &closes.Selector{OrderNos: []string{"A-new"}}, "outage", alice, nil, &unnamed); lapse.ErrorCode(err) != lapse.ECONFLICT ||
 		!strings.Contains(lapse.ErrorMessage(err), "made after the preview") {
 		t.Errorf("Start of an order made after the preview = %v, want a conflict saying so", err)
 	}
 }
+
+// TestStartPreviewedOtherSelection: a preview's count is for the selection
+// it read; a close confirmed from it with a selector that chooses other
+// orders is refused, whatever their count, and one that chooses the same
+// orders, spelled otherwise, is not.
+func TestStartPreviewedOtherSelection(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t)
+	ctx := ctxT(t)
+	v.orders("A", "u1", 2)
+	v.orders("B", "u2", 2)
+	pv, err := v.c.Preview(ctx, &closes.Selector{UserID: "u1"})
+	if err != nil || pv.Count != 2 || len(pv.Selection) != 64 {
+		t.Fatalf("Preview = %+v, %v; want 2 orders and a selection", pv, err)
+	}
+	var le *lapse.Error
+	if _, err := v.c.Start(ctx, &closes.Selector{UserID: "u2"}, "outage", alice, nil, pv); !errors.As(err, &le) || le.Code != lapse.EINVALID || le.Field != "preview" {
+		t.Errorf("Start of u2's orders from u1's preview = %v, want invalid preview", err)
+	}
+	if bs, _ := v.c.Batches(ctx, nil); len(bs) != 0 {
+		t.Fatalf("a refused Start made %+v", bs)
+	}
+
+	nos := &closes.Selector{OrderNos: []string{"A-001", "B-002"}}
+	from := v.clk.Now().Add(-time.Hour)
+	to := v.clk.Now().Add(time.Hour)
+	for _, c := range []struct{ previewed, confirmed *closes.Selector }{
+		{nos, &closes.Selector{OrderNos: []string{"B-002", "A-001"}}},
+		{&closes.Selector{From: &from, To: &to}, &closes.Selector{From: ptr(from.In(time.FixedZone("UTC+8", 8*3600))), To: ptr(to.In(time.FixedZone("UTC-5", -5*3600)))}},
+	} {
+		pv, err := v.c.Preview(ctx, c.previewed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := v.c.Start(ctx, c.confirmed, "outage", alice, nil, pv)
+		if err != nil || pv.Count == 0 || b.Total != pv.Count {
+			t.Errorf("Start of %+v previewed as %+v = %+v, %v; want its %d orders", c.confirmed, c.previewed, b, err, pv.Count)
+			continue
+		}
+		if _, err := v.c.Run(ctx, b.ID, alice, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // TestRun closes a batch of orders chosen by user: each once, by hand, with
 // its stock and coupon given back once and an audit row each.

@@ -1,6 +1,8 @@
 package closes
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -92,6 +94,16 @@ func validOrderNos(nos []string) error {
 // printable reports UTF-8 text without control characters.
 func printable(s string) bool {
 	return utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
+}
+
+// Selection names what s chooses: the SHA-256 of its canonical form, in
+// hex, the same for two selectors that choose the same orders (order
+// numbers in any order, times in any zone). A preview gives it, and a close
+// confirmed from that preview gives it back, so that a close never takes a
+// preview's count for another selection's.
+func (s *Selector) Selection() string {
+	sum := sha256.Sum256(s.canonical())
+	return hex.EncodeToString(sum[:])
 }
 
 // canonical returns the selector as JSON in one spelling per selection:

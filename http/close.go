@@ -26,11 +26,12 @@ type closeRequest struct {
 	Preview *previewSeen `json:"preview,omitempty"`
 }
 
-// previewSeen is what a preview showed: when it read, and how many orders
-// it counted to close.
+// previewSeen is what a preview showed: when it read, how many orders it
+// counted to close, and, when given, the selection it counted them in.
 type previewSeen struct {
-	AsOf  *time.Time `json:"as_of"`
-	Count *int64     `json:"count"`
+	AsOf      *time.Time `json:"as_of"`
+	Count     *int64     `json:"count"`
+	Selection string     `json:"selection,omitempty"`
 }
 
 // previewed returns the preview req was confirmed from, nil when none.
@@ -41,7 +42,7 @@ func (req *closeRequest) previewed() (*closes.Preview, error) {
 	if req.Preview.AsOf == nil || req.Preview.Count == nil || *req.Preview.Count < 0 {
 		return nil, lapse.FieldError("preview", "needs the preview's as_of and count")
 	}
-	return &closes.Preview{AsOf: *req.Preview.AsOf, Count: *req.Preview.Count}, nil
+	return &closes.Preview{AsOf: *req.Preview.AsOf, Count: *req.Preview.Count, Selection: req.Preview.Selection}, nil
 }
 
 // entryKey carries the audit row of a route whose handler writes its own
@@ -67,7 +68,7 @@ func (s *Server) previewClose(w http.ResponseWriter, r *http.Request) {
 	for _, o := range pv.Sample {
 		sample = append(sample, orderView(o))
 	}
-	s.writeJSON(w, r, http.StatusOK, map[string]any{"count": pv.Count, "skipped": pv.Skipped, "sample": sample, "as_of": pv.AsOf})
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"count": pv.Count, "skipped": pv.Skipped, "sample": sample, "as_of": pv.AsOf, "selection": pv.Selection})
 }
 
 // startClose records its own audit rows (route.selfAudit): closes.Start

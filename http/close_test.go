@@ -24,12 +24,13 @@ func TestCloseKeepsToThePreview(t *testing.T) {
 	order("C-2")
 	closer := bearer(g.key("closer", access.ScopeOperationsWrite, access.ScopeOrdersRead))
 	var pv struct {
-		Count int64
-		AsOf  time.Time `json:"as_of"`
+		Count     int64
+		AsOf      time.Time `json:"as_of"`
+		Selection string
 	}
 	g.call("POST", "/v1/closes/preview", `{"selector":{"user_id":"u"}}`, closer).want(t, http.StatusOK).decode(t, &pv)
-	if pv.Count != 2 || !pv.AsOf.Equal(g.clock.Now()) {
-		t.Fatalf("preview = %+v, want 2 as of now", pv)
+	if pv.Count != 2 || !pv.AsOf.Equal(g.clock.Now()) || len(pv.Selection) != 64 {
+		t.Fatalf("preview = %+v, want 2 as of now, with its selection", pv)
 	}
 	g.clock.Advance(time.Second)
 	order("C-3")
@@ -40,8 +41,16 @@ func TestCloseKeepsToThePreview(t *testing.T) {
 	g.call("POST", "/v1/closes", fmt.Sprintf(`{"selector":{"user_id":"u"},"reason":"r","preview":{"as_of":%s,"count":1}}`, asOf), closer).
 		refused(t, http.StatusConflict, lapse.ECONFLICT)
 
+	// Another selection's orders, as many as the preview counted: the
+	// preview's selection refuses them, and the refusal is audited.
+	order("D-1")
+	g.rows() // what came before
+	g.call("POST", "/v1/closes", fmt.Sprintf(`{"selector":{"order_nos":["D-1","C-3"]},"reason":"r","preview":{"as_of":%s,"count":2,"selection":%q}}`, asOf, pv.Selection), closer).
+		refused(t, http.StatusBadRequest, lapse.EINVALID)
+	g.wantRows("close.batch closer 400 invalid: preview: was made for another selection")
+
 	var b batchView
-	g.call("POST", "/v1/closes", fmt.Sprintf(`{"selector":{"user_id":"u"},"reason":"r","preview":{"as_of":%s,"count":2}}`, asOf), closer).
+	g.call("POST", "/v1/closes", fmt.Sprintf(`{"selector":{"user_id":"u"},"reason":"r","preview":{"as_of":%s,"count":2,"selection":%q}}`, asOf, pv.Selection), closer).
 		want(t, http.StatusAccepted).decode(t, &b)
 	if done := g.waitBatch(b.ID, closer); done.Total != 2 || done.Closed != 2 {
 		t.Errorf("close of the preview = %+v, want its 2 orders", done)
