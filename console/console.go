@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -201,10 +202,22 @@ func (c *Console) withScope(scope string, h http.HandlerFunc) http.HandlerFunc {
 // form) is read in full within Config.BodyTimeout before any page sees it.
 func (c *Console) Handler() http.Handler {
 	return c.forms(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Frame-Options", "DENY")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.Header().Set("Referrer-Policy", "same-origin")
-		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'")
+		h := w.Header()
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		// base-uri is not one of the directives default-src stands in for:
+		// without its own, a <base> in a page would move every relative
+		// link and form of the page to another site.
+		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "+
+			"frame-ancestors 'none'; form-action 'self'; base-uri 'none'; object-src 'none'")
+		if !strings.HasPrefix(r.URL.Path, Prefix+"assets/") {
+			// Every answer but the stylesheet is about an operator's
+			// session or shows what their role may see, the answers of
+			// errors and redirects too: no cache (a proxy, the browser's
+			// history once they signed out) may keep one.
+			h.Set("Cache-Control", "no-store")
+		}
 		if !lapse.StorableURL(r.URL) {
 			http.Error(w, "the URL's path and query must be UTF-8 text without NUL", http.StatusBadRequest)
 			return
