@@ -72,26 +72,45 @@ func (s *Service) sessionOf(ctx context.Context, token string) (*lapse.Session, 
 // with its token later is refused in its operator's name (SessionHolder).
 // A token that finds no session in force is not an error and writes
 // nothing: the session has ended either way.
+//
+// The session is ended under its operator's lock, as every other write of
+// a session is (VerifySecondFactor, the changes that end an operator's
+// sessions): a second factor given in the session meanwhile, which read the
+// session before the logout and writes it back whole, would otherwise put
+// back the expiry the logout took away, and the session would live on.
 func (s *Service) Logout(ctx context.Context, token, clientAddr string) error {
 	if !validToken(token) {
 		return nil
 	}
 	id := hashSecret(token)
 	return s.tx(ctx, func(as lapse.AccessStore) error {
-		now := s.clock.Now()
 		sess, err := as.SessionGet(ctx, id)
 		if errors.Is(err, lapse.ErrAccessNotFound) {
 			return nil
 		}
-		if err != nil || !now.Before(sess.ExpiresAt) {
-			return err
-		}
-		sess.ExpiresAt = now
-		if err := as.SessionUpdate(ctx, sess); err != nil {
+		if err != nil {
 			return err
 		}
 		o, err := operatorByID(ctx, as, sess.OperatorID)
 		if err != nil && !errors.Is(err, lapse.ErrAccessNotFound) {
+			return err
+		}
+		if o != nil {
+			if o, err = as.OperatorLock(ctx, o.Name); err != nil && !errors.Is(err, lapse.ErrAccessNotFound) {
+				return err
+			}
+			// Read again under the lock: what a writer that held it
+			// committed is in it now.
+			if sess, err = as.SessionGet(ctx, id); err != nil {
+				return err
+			}
+		}
+		now := s.clock.Now()
+		if !now.Before(sess.ExpiresAt) {
+			return nil
+		}
+		sess.ExpiresAt = now
+		if err := as.SessionUpdate(ctx, sess); err != nil {
 			return err
 		}
 		var e *lapse.AuditEntry
