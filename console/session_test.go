@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"database/sql"
 	"io"
 	"net/http"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
+	lapsehttp "github.com/lapsehq/lapse/http"
 )
 
 // TestLoginLimitPerAddress: the console's login form is held to the same
@@ -74,4 +76,44 @@ func TestLoginLimitPerAddress(t *testing.T) {
 	}
 	e.clock.Advance(time.Minute)
 	e.login("alice")
+}
+
+// TestLogoutFailedKeepsTheSession: a logout the server could not carry out
+// (its database refused the write) says so and leaves the operator signed
+// in, to try again; it took the cookie and showed the login page while the
+// session lived on until it expired.
+func TestLogoutFailedKeepsTheSession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{})
+	e.operator("alice", access.RoleOperator)
+	b := e.login("alice")
+	db, err := sql.Open("sqlite", e.dbPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(e.ctx, `CREATE TRIGGER sessions_stuck BEFORE UPDATE ON sessions BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END`); err != nil {
+		t.Fatal(err)
+	}
+	resp := b.post("/console/logout", nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/" {
+		t.Fatalf("a logout that failed = %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	for _, ck := range resp.Cookies() {
+		if ck.Name == lapsehttp.SessionCookie {
+			t.Fatalf("a logout that failed took the session cookie: %v", ck)
+		}
+	}
+	if status, body := b.get("/console/"); status != http.StatusOK || !strings.Contains(body, "Signing out failed, and you are still signed in") {
+		t.Fatalf("after a logout that failed, the console = %d:\n%s", status, body)
+	}
+	if _, err := db.ExecContext(e.ctx, `DROP TRIGGER sessions_stuck`); err != nil {
+		t.Fatal(err)
+	}
+	if resp := b.post("/console/logout", nil); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/login" {
+		t.Fatalf("the logout again = %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if status, _ := b.get("/console/"); status != http.StatusSeeOther {
+		t.Fatalf("after the logout the console = %d", status)
+	}
 }
