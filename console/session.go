@@ -64,7 +64,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name, next := r.PostForm.Get("name"), safeNext(r.PostForm.Get("next"))
-	token, p, err := c.cfg.Access.Login(r.Context(), name, r.PostForm.Get("password"), r.PostForm.Get("code"), c.clientAddr(r))
+	token, _, err := c.cfg.Access.Login(r.Context(), name, r.PostForm.Get("password"), r.PostForm.Get("code"), c.clientAddr(r))
 	if limit, ok := errors.AsType[*access.LoginLimitError](err); ok {
 		// The API's limit, counted with its logins: the form is no way
 		// around it.
@@ -79,7 +79,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lapsehttp.EndReplacedSession(r, c.clientAddr(r), c.cfg.Access, c.log)
-	http.SetCookie(w, lapsehttp.NewSessionCookie(token, p.Session))
+	http.SetCookie(w, lapsehttp.NewSessionCookie(token, c.cfg.Access.Config().SessionTTL))
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 

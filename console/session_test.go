@@ -117,3 +117,37 @@ func TestLogoutFailedKeepsTheSession(t *testing.T) {
 		t.Fatalf("after the logout the console = %d", status)
 	}
 }
+
+// TestSessionIdleInTheConsole: a console left alone for the idle limit
+// (access.Config.SessionIdle, 30m) signs its operator out; one in use stays
+// signed in, and its cookie lasts the session's TTL (12h), which the server
+// still bounds. The session lasted 12h, used or not.
+func TestSessionIdleInTheConsole(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{})
+	e.operator("alice", access.RoleOperator)
+	b := e.browser()
+	resp := b.post("/console/login", url.Values{"name": {"alice"}, "password": {password}, "code": {e.code("alice")}, "next": {"/console/"}})
+	var cookie *http.Cookie
+	for _, ck := range resp.Cookies() {
+		if ck.Name == lapsehttp.SessionCookie {
+			cookie = ck
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || cookie == nil || cookie.MaxAge != int(access.DefaultSessionTTL.Seconds()) {
+		t.Fatalf("login = %d, cookie %v", resp.StatusCode, cookie)
+	}
+	for range 3 {
+		e.clock.Advance(access.DefaultSessionIdle - time.Second)
+		if status, _ := b.get("/console/"); status != http.StatusOK {
+			t.Fatalf("the console in use, %v after its last page = %d", access.DefaultSessionIdle-time.Second, status)
+		}
+	}
+	e.clock.Advance(access.DefaultSessionIdle)
+	if status, _ := b.get("/console/"); status != http.StatusSeeOther {
+		t.Fatalf("the console left alone for %v = %d, want the login", access.DefaultSessionIdle, status)
+	}
+	if resp := b.post("/console/preferences", url.Values{"lang": {"zh"}, "next": {"/console/"}}); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a form posted from a console left alone = %d", resp.StatusCode)
+	}
+}
