@@ -3,6 +3,7 @@ package access_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
@@ -110,5 +111,47 @@ func TestLogoutDuringSecondFactor(t *testing.T) {
 	rows, err := pg.AuditList(ctx, &lapse.AuditListParams{Action: "logout"})
 	if err != nil || len(rows) != 1 || rows[0].Result != "ok" || rows[0].ActorName != "alice" {
 		t.Fatalf("logout rows: %v, %v", rows, err)
+	}
+}
+
+// TestLogoutDuringSessionUse: a request through a session, which moves its
+// idle end, read the session before a logout ended it; the move must not
+// put back the end the logout took away, and the request is refused.
+func TestLogoutDuringSessionUse(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pg, err := postgres.Open(ctx, testenv.PostgresSchema(t), postgres.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pg.Close() })
+	if err := pg.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hs := &hookStore{Store: pg}
+	e := &env{t: t, ctx: ctx, clock: lapse.NewManualClock(start), root: access.CLI("root")}
+	e.svc = e.service(hs, access.Config{})
+	_, enr, err := e.svc.AddOperator(ctx, e.root, "alice", access.RoleOperator, password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, _ := e.login("alice", enr.Secret)
+	e.clock.Advance(10 * time.Minute) // far enough that a use moves the end
+	loggedOut := false
+	hs.sessionRead = func(ctx context.Context) {
+		if loggedOut {
+			return
+		}
+		loggedOut = true
+		if err := e.svc.Logout(context.Background(), token, "192.0.2.9"); err != nil {
+			t.Errorf("the logout: %v", err)
+		}
+	}
+	if _, err := e.svc.Session(context.WithValue(ctx, hookKey{}, "use"), token); lapse.ErrorCode(err) != lapse.EUNAUTHORIZED {
+		t.Fatalf("a use of a session logged out meanwhile: %v", err)
+	}
+	hs.sessionRead = nil
+	if _, err := e.svc.Session(ctx, token); lapse.ErrorCode(err) != lapse.EUNAUTHORIZED {
+		t.Fatalf("the session logged out during a use is in force again: %v", err)
 	}
 }
