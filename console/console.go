@@ -87,7 +87,10 @@ type Console struct {
 type page struct {
 	pattern string // a ServeMux pattern under Prefix, e.g. "GET /console/orders/{order_no}"
 	handler func(c *Console, w http.ResponseWriter, r *http.Request)
-	open    bool // served without a session (the login)
+	// open: served without a session in force: the login, and the logout,
+	// which ends the session its cookie names if it is still in force and
+	// takes the cookie back either way (one that idled out too).
+	open bool
 	// scope is what the operator's role must grant to be served the page,
 	// as the API's routes its data comes from ask: orders:read unless set;
 	// "-" for a page every operator may use, whatever their role (their
@@ -106,7 +109,7 @@ func routes() []page {
 	return []page{
 		{pattern: "GET /console/login", handler: (*Console).loginPage, open: true},
 		{pattern: "POST /console/login", handler: (*Console).login, open: true},
-		{pattern: "POST /console/logout", handler: (*Console).logout, audit: logoutAudit, scope: "-"},
+		{pattern: "POST /console/logout", handler: (*Console).logout, audit: logoutAudit, open: true},
 		{pattern: "POST /console/preferences", handler: (*Console).preferences, scope: "-"},
 		{pattern: "GET /console/dashboard", handler: (*Console).dashboard},
 		{pattern: "GET /console/approvals", handler: (*Console).approvalsPage},

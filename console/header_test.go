@@ -38,7 +38,8 @@ func TestSecurityHeaders(t *testing.T) {
 	}{
 		{out, "GET", "/console/login", "", http.StatusOK},
 		{out, "GET", "/console/", "", http.StatusSeeOther},
-		{out, "POST", "/console/logout", e.srv.URL, http.StatusUnauthorized},
+		{out, "POST", "/console/logout", e.srv.URL, http.StatusSeeOther},
+		{out, "POST", "/console/orders/A-1/refund", e.srv.URL, http.StatusUnauthorized},
 		{out, "POST", "/console/login", e.srv.URL, http.StatusUnauthorized},
 		{in, "GET", "/console/", "", http.StatusOK},
 		{in, "GET", "/console/orders/NONE-1", "", http.StatusNotFound},

@@ -83,16 +83,20 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
-// logout ends the operator's session and takes its cookie back. A logout
-// the server could not carry out says so and keeps the cookie, so that the
-// operator, still signed in, can try again: taking the cookie would show
-// them the login page while the session lived on, for whoever has its
-// token, until it expired.
+// logout ends the operator's session, if it is still in force, and takes
+// its cookie back. A logout the server could not carry out says so and
+// keeps the cookie, so that the operator, still signed in, can try again:
+// taking the cookie would show them the login page while the session lived
+// on, for whoever has its token, until it expired.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	if ck, err := r.Cookie(lapsehttp.SessionCookie); err == nil {
 		if err := c.cfg.Access.Logout(r.Context(), ck.Value, c.clientAddr(r)); err != nil {
 			c.log.Error("console: logout failed; the session is still in force", "err", err)
-			setFlash(w, r, Prefix, flash{Kind: "error", Text: t(langOf(r, operatorOf(r).Lang), "logout.failed")})
+			lang := langOf(r, "")
+			if p, err := c.cfg.Access.SessionHolder(r.Context(), ck.Value); err == nil {
+				lang = langOf(r, p.Lang)
+			}
+			setFlash(w, r, Prefix, flash{Kind: "error", Text: t(lang, "logout.failed")})
 			return
 		}
 	}

@@ -150,4 +150,18 @@ func TestSessionIdleInTheConsole(t *testing.T) {
 	if resp := b.post("/console/preferences", url.Values{"lang": {"zh"}, "next": {"/console/"}}); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("a form posted from a console left alone = %d", resp.StatusCode)
 	}
+	// Signing out of it takes the cookie back and shows the login page, as
+	// a logout in force does; it answered "sign in first" and kept the
+	// cookie.
+	resp = b.post("/console/logout", nil)
+	cleared := false
+	for _, ck := range resp.Cookies() {
+		cleared = cleared || ck.Name == lapsehttp.SessionCookie && ck.MaxAge < 0
+	}
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/login" || !cleared {
+		t.Fatalf("signing out of a session idled out = %d to %q, cookie cleared %v", resp.StatusCode, resp.Header.Get("Location"), cleared)
+	}
+	if row := e.auditRow("logout", "alice"); row != nil {
+		t.Errorf("signing out of a session that had ended wrote a logout row: %+v", row)
+	}
 }
