@@ -62,7 +62,7 @@ func (s *Service) touchStep() time.Duration { return min(s.cfg.SessionIdle/10, t
 func (s *Service) touch(ctx context.Context, o *lapse.Operator, id []byte, now time.Time) (*lapse.Session, error) {
 	var sess *lapse.Session
 	err := s.tx(ctx, func(as lapse.AccessStore) error {
-		o, err := as.OperatorLock(ctx, o.Name)
+		locked, err := as.OperatorLock(ctx, o.Name)
 		if errors.Is(err, lapse.ErrAccessNotFound) {
 			return errBadSession()
 		}
@@ -75,7 +75,7 @@ func (s *Service) touch(ctx context.Context, o *lapse.Operator, id []byte, now t
 		if err != nil {
 			return err
 		}
-		if !now.Before(sess.ExpiresAt) || !o.DisabledAt.IsZero() || sess.OperatorID != o.ID {
+		if !now.Before(sess.ExpiresAt) || !locked.DisabledAt.IsZero() || sess.OperatorID != locked.ID {
 			return errBadSession()
 		}
 		sess.ExpiresAt = s.idleEnd(sess, now)
@@ -136,9 +136,10 @@ func (s *Service) sessionOf(ctx context.Context, token string) (*lapse.Session, 
 //
 // The session is ended under its operator's lock, as every other write of
 // a session is (VerifySecondFactor, a use that moves its end, the changes
-// that end an operator's sessions): a second factor given in the session meanwhile, which read the
-// session before the logout and writes it back whole, would otherwise put
-// back the expiry the logout took away, and the session would live on.
+// that end an operator's sessions): a second factor given in the session
+// meanwhile, which read the session before the logout and writes it back
+// whole, would otherwise put back the expiry the logout took away, and the
+// session would live on.
 func (s *Service) Logout(ctx context.Context, token, clientAddr string) error {
 	if !validToken(token) {
 		return nil
