@@ -33,6 +33,7 @@ import (
 const (
 	DefaultSecondFactorWindow = 5 * time.Minute
 	DefaultSessionTTL         = 12 * time.Hour
+	DefaultSessionIdle        = 30 * time.Minute
 	DefaultLockoutAfter       = 5
 	DefaultLockoutBase        = time.Minute
 	DefaultLockoutMax         = time.Hour
@@ -68,8 +69,16 @@ type Config struct {
 	// SecondFactorWindow is how recent an operator's TOTP code must be for
 	// a risky action without a new one. Default 5m.
 	SecondFactorWindow time.Duration
-	// SessionTTL is how long a login lasts. Default 12h.
+	// SessionTTL is how long a login lasts at most, however busy its
+	// session. Default 12h.
 	SessionTTL time.Duration
+	// SessionIdle is how long a session lasts without a request: each
+	// request through it moves its end to SessionIdle later (in steps of a
+	// minute at most, so that a busy session writes its store once a minute
+	// at most), never past SessionTTL from its login. A browser left
+	// signed in ends soon, not hours later. Default 30m; one of SessionTTL
+	// or longer leaves only SessionTTL.
+	SessionIdle time.Duration
 	// LockoutAfter is how many failed logins (or second factors) since the
 	// last good login lock an operator out. Default 5.
 	LockoutAfter int
@@ -116,6 +125,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, lapse.FieldError("second_factor_window", "must not be negative")
 	case c.SessionTTL < 0:
 		return c, lapse.FieldError("session_ttl", "must not be negative")
+	case c.SessionIdle < 0:
+		return c, lapse.FieldError("session_idle", "must not be negative")
 	case c.LockoutAfter < 0:
 		return c, lapse.FieldError("lockout_after", "must not be negative")
 	case c.LockoutBase < 0:
@@ -138,6 +149,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	c.SecondFactorWindow = cmp.Or(c.SecondFactorWindow, DefaultSecondFactorWindow)
 	c.SessionTTL = cmp.Or(c.SessionTTL, DefaultSessionTTL)
+	c.SessionIdle = min(cmp.Or(c.SessionIdle, DefaultSessionIdle), c.SessionTTL)
 	c.LockoutAfter = cmp.Or(c.LockoutAfter, DefaultLockoutAfter)
 	c.LockoutBase = cmp.Or(c.LockoutBase, DefaultLockoutBase)
 	c.LockoutMax = cmp.Or(c.LockoutMax, DefaultLockoutMax)

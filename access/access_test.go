@@ -211,15 +211,19 @@ func TestNewValidatesConfig(t *testing.T) {
 		{LockoutAfter: -1},
 		{LockoutBase: time.Hour, LockoutMax: time.Minute},
 		{ApprovalAmount: -1},
+		{SessionIdle: -time.Minute},
 	} {
 		_, err := access.New(e.db, cfg)
 		wantErr(t, err, lapse.EINVALID, "")
 	}
 	svc := e.service(e.db, access.Config{})
 	c := svc.Config()
-	if c.SecondFactorWindow != 5*time.Minute || c.SessionTTL != 12*time.Hour || c.LockoutAfter != 5 ||
+	if c.SecondFactorWindow != 5*time.Minute || c.SessionTTL != 12*time.Hour || c.SessionIdle != 30*time.Minute || c.LockoutAfter != 5 ||
 		c.LockoutBase != time.Minute || c.LockoutMax != time.Hour || c.ApprovalTTL != 24*time.Hour || c.Issuer != "Lapse" {
 		t.Fatalf("defaults: %+v", c)
+	}
+	if c := e.service(e.db, access.Config{SessionTTL: 10 * time.Minute}).Config(); c.SessionIdle != 10*time.Minute {
+		t.Fatalf("an idle limit past the session's TTL: %v, want the TTL", c.SessionIdle)
 	}
 }
 

@@ -144,7 +144,7 @@ func (s *Service) Login(ctx context.Context, name, password, code, clientAddr st
 		token = newToken()
 		sess := &lapse.Session{
 			ID: hashSecret(token), OperatorID: o.ID, CreatedAt: now,
-			ExpiresAt: now.Add(s.cfg.SessionTTL), ClientAddr: clientAddr,
+			ExpiresAt: now.Add(s.cfg.SessionIdle), ClientAddr: clientAddr,
 		}
 		if err := as.SessionCreate(ctx, sess); err != nil {
 			return err

@@ -71,7 +71,9 @@ func TestLogin(t *testing.T) {
 		t.Fatalf("principal: %+v", p)
 	}
 	now := e.clock.Now()
-	if p.Session == nil || !p.Session.ExpiresAt.Equal(now.Add(12*time.Hour)) || !p.Session.SecondFactorAt.IsZero() {
+	// It ends when idle for 30 minutes (its uses move that, up to 12h after
+	// the login: TestSessionIdle).
+	if p.Session == nil || !p.Session.ExpiresAt.Equal(now.Add(30*time.Minute)) || !p.Session.CreatedAt.Equal(now) || !p.Session.SecondFactorAt.IsZero() {
 		t.Fatalf("session: %+v", p.Session)
 	}
 	if e.svc.SecondFactorFresh(p) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/lapsehq/lapse"
 )
@@ -15,18 +16,78 @@ func errBadSession() error {
 }
 
 // Session returns the principal of the operator whose session token is
-// token. A token that is malformed, unknown or expired, or whose operator
-// is disabled, is the same EUNAUTHORIZED error. A failing store is its own
+// token, and counts the call as the session's use: it then lasts
+// Config.SessionIdle from now, never past Config.SessionTTL from its login
+// (the end is moved once a minute at most). A token that is malformed,
+// unknown, expired, idle too long or logged out, or whose operator is
+// disabled, is the same EUNAUTHORIZED error. A failing store is its own
 // error.
 func (s *Service) Session(ctx context.Context, token string) (*Principal, error) {
 	sess, o, err := s.sessionOf(ctx, token)
 	if err != nil {
 		return nil, err
 	}
-	if !s.clock.Now().Before(sess.ExpiresAt) || !o.DisabledAt.IsZero() {
+	now := s.clock.Now()
+	if !now.Before(sess.ExpiresAt) || !o.DisabledAt.IsZero() {
 		return nil, errBadSession()
 	}
+	if s.idleEnd(sess, now).Sub(sess.ExpiresAt).Abs() > s.touchStep() {
+		if sess, err = s.touch(ctx, o, sess.ID, now); err != nil {
+			return nil, err
+		}
+	}
 	return operatorPrincipal(o, sess), nil
+}
+
+// idleEnd is when sess ends if it is used at now and not again:
+// Config.SessionIdle later, but never past Config.SessionTTL from its login.
+func (s *Service) idleEnd(sess *lapse.Session, now time.Time) time.Time {
+	end, last := now.Add(s.cfg.SessionIdle), sess.CreatedAt.Add(s.cfg.SessionTTL)
+	if last.Before(end) {
+		return last
+	}
+	return end
+}
+
+// touchStep is how far a session's end may be from its idleEnd before a
+// use writes it: a minute, or a tenth of a shorter SessionIdle.
+func (s *Service) touchStep() time.Duration { return min(s.cfg.SessionIdle/10, time.Minute) }
+
+// touch moves the end of the session id, used at now, to its idleEnd: later
+// for a session in use, earlier for one made when sessions lasted longer
+// (another SessionTTL, or before SessionIdle). It writes under the
+// operator's lock, as every write of a session is (Logout), reading the
+// session again there: one ended meanwhile stays ended, and is
+// EUNAUTHORIZED.
+func (s *Service) touch(ctx context.Context, o *lapse.Operator, id []byte, now time.Time) (*lapse.Session, error) {
+	var sess *lapse.Session
+	err := s.tx(ctx, func(as lapse.AccessStore) error {
+		locked, err := as.OperatorLock(ctx, o.Name)
+		if errors.Is(err, lapse.ErrAccessNotFound) {
+			return errBadSession()
+		}
+		if err != nil {
+			return err
+		}
+		if sess, err = as.SessionGet(ctx, id); errors.Is(err, lapse.ErrAccessNotFound) {
+			return errBadSession()
+		}
+		if err != nil {
+			return err
+		}
+		if !now.Before(sess.ExpiresAt) || !locked.DisabledAt.IsZero() || sess.OperatorID != locked.ID {
+			return errBadSession()
+		}
+		sess.ExpiresAt = s.idleEnd(sess, now)
+		return as.SessionUpdate(ctx, sess)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !now.Before(sess.ExpiresAt) {
+		return nil, errBadSession() // past SessionTTL, made shorter since its login
+	}
+	return sess, nil
 }
 
 // SessionHolder returns the principal of the operator whose session token
@@ -72,26 +133,46 @@ func (s *Service) sessionOf(ctx context.Context, token string) (*lapse.Session, 
 // with its token later is refused in its operator's name (SessionHolder).
 // A token that finds no session in force is not an error and writes
 // nothing: the session has ended either way.
+//
+// The session is ended under its operator's lock, as every other write of
+// a session is (VerifySecondFactor, a use that moves its end, the changes
+// that end an operator's sessions): a second factor given in the session
+// meanwhile, which read the session before the logout and writes it back
+// whole, would otherwise put back the expiry the logout took away, and the
+// session would live on.
 func (s *Service) Logout(ctx context.Context, token, clientAddr string) error {
 	if !validToken(token) {
 		return nil
 	}
 	id := hashSecret(token)
 	return s.tx(ctx, func(as lapse.AccessStore) error {
-		now := s.clock.Now()
 		sess, err := as.SessionGet(ctx, id)
 		if errors.Is(err, lapse.ErrAccessNotFound) {
 			return nil
 		}
-		if err != nil || !now.Before(sess.ExpiresAt) {
-			return err
-		}
-		sess.ExpiresAt = now
-		if err := as.SessionUpdate(ctx, sess); err != nil {
+		if err != nil {
 			return err
 		}
 		o, err := operatorByID(ctx, as, sess.OperatorID)
 		if err != nil && !errors.Is(err, lapse.ErrAccessNotFound) {
+			return err
+		}
+		if o != nil {
+			if o, err = as.OperatorLock(ctx, o.Name); err != nil && !errors.Is(err, lapse.ErrAccessNotFound) {
+				return err
+			}
+			// Read again under the lock: what a writer that held it
+			// committed is in it now.
+			if sess, err = as.SessionGet(ctx, id); err != nil {
+				return err
+			}
+		}
+		now := s.clock.Now()
+		if !now.Before(sess.ExpiresAt) {
+			return nil
+		}
+		sess.ExpiresAt = now
+		if err := as.SessionUpdate(ctx, sess); err != nil {
 			return err
 		}
 		var e *lapse.AuditEntry

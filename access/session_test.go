@@ -10,7 +10,7 @@ import (
 
 func TestSession(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, access.Config{SessionTTL: time.Hour})
+	e := newEnv(t, access.Config{SessionTTL: time.Hour, SessionIdle: time.Hour}) // no shorter idle limit
 	o, secret := e.addOperator("alice", access.RoleViewer)
 	token, _ := e.login("alice", secret)
 	p, err := e.svc.Session(e.ctx, token)
@@ -76,6 +76,85 @@ func TestLogout(t *testing.T) {
 	_, err = e.svc.Session(e.ctx, token)
 	wantErr(t, err, lapse.EUNAUTHORIZED, "")
 	e.noSecret(token, other)
+}
+
+// TestSessionIdle: a session ends SessionIdle after its last use, and a use
+// moves that end, never past SessionTTL from the login; the end is written
+// once a minute at most. A browser left signed in lasted the whole
+// SessionTTL (12h by default), whether anyone used it or not.
+func TestSessionIdle(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, access.Config{SessionTTL: 2 * time.Hour, SessionIdle: 10 * time.Minute})
+	_, secret := e.addOperator("alice", access.RoleViewer)
+	use := func(token string) error {
+		t.Helper()
+		_, err := e.svc.Session(e.ctx, token)
+		return err
+	}
+	stored := func(p *access.Principal) time.Time {
+		t.Helper()
+		ss, err := e.db.SessionGet(e.ctx, p.Session.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ss.ExpiresAt
+	}
+
+	token, p := e.login("alice", secret)
+	if !p.Session.ExpiresAt.Equal(e.clock.Now().Add(10 * time.Minute)) {
+		t.Fatalf("a new session ends at %v, want 10m after its login at %v", p.Session.ExpiresAt, e.clock.Now())
+	}
+	e.clock.Advance(10*time.Minute - time.Microsecond)
+	if err := use(token); err != nil {
+		t.Fatalf("used just before it idles out: %v", err)
+	}
+	if got, want := stored(p), e.clock.Now().Add(10*time.Minute); !got.Equal(want) {
+		t.Fatalf("after a use the session ends at %v, want %v", got, want)
+	}
+	// Within the minute, a use writes nothing.
+	end := stored(p)
+	e.clock.Advance(30 * time.Second)
+	if err := use(token); err != nil || !stored(p).Equal(end) {
+		t.Fatalf("a use within the minute: %v, end %v, want %v unwritten", err, stored(p), end)
+	}
+	e.clock.Advance(10 * time.Minute)
+	if err := use(token); lapse.ErrorCode(err) != lapse.EUNAUTHORIZED {
+		t.Fatalf("a session idle past 10m: %v", err)
+	}
+
+	// In use every 9 minutes, it still ends 2h after its login.
+	token, p = e.login("alice", secret)
+	last := p.Session.CreatedAt.Add(2 * time.Hour)
+	for e.clock.Now().Add(9 * time.Minute).Before(last) {
+		e.clock.Advance(9 * time.Minute)
+		if err := use(token); err != nil {
+			t.Fatalf("a session in use %v after its login: %v", e.clock.Now().Sub(p.Session.CreatedAt), err)
+		}
+	}
+	if got := stored(p); !got.Equal(last) {
+		t.Fatalf("a session in use ends at %v, want %v, 2h after its login", got, last)
+	}
+	e.clock.Set(last)
+	if err := use(token); lapse.ErrorCode(err) != lapse.EUNAUTHORIZED {
+		t.Fatalf("a session in use 2h after its login: %v", err)
+	}
+
+	// A session made when sessions lasted longer idles out as the others.
+	long := e.service(e.db, access.Config{SessionTTL: 2 * time.Hour, SessionIdle: 2 * time.Hour})
+	token, p, err := long.Login(e.ctx, "alice", password, e.next(secret), "192.0.2.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := use(token); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := stored(p), e.clock.Now().Add(10*time.Minute); !got.Equal(want) {
+		t.Fatalf("a session made to last 2h ends at %v after a use, want %v", got, want)
+	}
+	e.clock.Advance(10 * time.Minute)
+	if err := use(token); lapse.ErrorCode(err) != lapse.EUNAUTHORIZED {
+		t.Fatalf("a session made to last 2h, idle 10m: %v", err)
+	}
 }
 
 // newTokenLike is a well-formed token that no login made.

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -86,7 +87,10 @@ type Console struct {
 type page struct {
 	pattern string // a ServeMux pattern under Prefix, e.g. "GET /console/orders/{order_no}"
 	handler func(c *Console, w http.ResponseWriter, r *http.Request)
-	open    bool // served without a session (the login)
+	// open: served without a session in force: the login, and the logout,
+	// which ends the session its cookie names if it is still in force and
+	// takes the cookie back either way (one that idled out too).
+	open bool
 	// scope is what the operator's role must grant to be served the page,
 	// as the API's routes its data comes from ask: orders:read unless set;
 	// "-" for a page every operator may use, whatever their role (their
@@ -105,7 +109,7 @@ func routes() []page {
 	return []page{
 		{pattern: "GET /console/login", handler: (*Console).loginPage, open: true},
 		{pattern: "POST /console/login", handler: (*Console).login, open: true},
-		{pattern: "POST /console/logout", handler: (*Console).logout, audit: logoutAudit, scope: "-"},
+		{pattern: "POST /console/logout", handler: (*Console).logout, audit: logoutAudit, open: true},
 		{pattern: "POST /console/preferences", handler: (*Console).preferences, scope: "-"},
 		{pattern: "GET /console/dashboard", handler: (*Console).dashboard},
 		{pattern: "GET /console/approvals", handler: (*Console).approvalsPage},
@@ -201,10 +205,22 @@ func (c *Console) withScope(scope string, h http.HandlerFunc) http.HandlerFunc {
 // form) is read in full within Config.BodyTimeout before any page sees it.
 func (c *Console) Handler() http.Handler {
 	return c.forms(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Frame-Options", "DENY")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.Header().Set("Referrer-Policy", "same-origin")
-		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'")
+		h := w.Header()
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		// base-uri is not one of the directives default-src stands in for:
+		// without its own, a <base> in a page would move every relative
+		// link and form of the page to another site.
+		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "+
+			"frame-ancestors 'none'; form-action 'self'; base-uri 'none'; object-src 'none'")
+		if !strings.HasPrefix(r.URL.Path, Prefix+"assets/") {
+			// Every answer but the stylesheet is about an operator's
+			// session or shows what their role may see, the answers of
+			// errors and redirects too: no cache (a proxy, the browser's
+			// history once they signed out) may keep one.
+			h.Set("Cache-Control", "no-store")
+		}
 		if !lapse.StorableURL(r.URL) {
 			http.Error(w, "the URL's path and query must be UTF-8 text without NUL", http.StatusBadRequest)
 			return

@@ -53,6 +53,7 @@ func init() {
 		"login.submit":     {"Sign in", "登录"},
 		"login.failed":     {"Name, password or code is wrong.", "用户名、密码或验证码错误。"},
 		"login.too_many":   {"Too many sign-in attempts from your address. Try again in %s seconds.", "来自你的地址的登录尝试过多，请 %s 秒后再试。"},
+		"logout.failed":    {"Signing out failed, and you are still signed in: try again.", "退出失败，你仍处于登录状态，请重试。"},
 		"common.none":      {"Nothing here.", "暂无内容。"},
 		"common.code":      {"Authenticator code", "动态验证码"},
 		"common.code_help": {"Risky actions need a code from your authenticator. A code is good once; one you gave in the last few minutes still counts, so leave the field empty then.", "高风险操作需要动态验证码。每个验证码只能使用一次；几分钟内已输入过验证码时仍然有效，此时可留空。"},

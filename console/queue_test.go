@@ -370,6 +370,7 @@ func TestQueue(t *testing.T) {
 		t.Errorf("older than 24h lists %v", rows(body))
 	}
 	d.clock.Advance(2 * time.Hour)
+	b = d.login("alice") // the session idled out meanwhile
 	if got := rows(b.page("/console/?age=1h&category=group_failed", http.StatusOK)); len(got) != 1 || got[0] != "G-1" {
 		t.Errorf("failed groups older than 1h list %v", got)
 	}

@@ -64,7 +64,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name, next := r.PostForm.Get("name"), safeNext(r.PostForm.Get("next"))
-	token, p, err := c.cfg.Access.Login(r.Context(), name, r.PostForm.Get("password"), r.PostForm.Get("code"), c.clientAddr(r))
+	token, _, err := c.cfg.Access.Login(r.Context(), name, r.PostForm.Get("password"), r.PostForm.Get("code"), c.clientAddr(r))
 	if limit, ok := errors.AsType[*access.LoginLimitError](err); ok {
 		// The API's limit, counted with its logins: the form is no way
 		// around it.
@@ -79,14 +79,25 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lapsehttp.EndReplacedSession(r, c.clientAddr(r), c.cfg.Access, c.log)
-	http.SetCookie(w, lapsehttp.NewSessionCookie(token, p.Session))
+	http.SetCookie(w, lapsehttp.NewSessionCookie(token, c.cfg.Access.Config().SessionTTL))
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
+// logout ends the operator's session, if it is still in force, and takes
+// its cookie back. A logout the server could not carry out says so and
+// keeps the cookie, so that the operator, still signed in, can try again:
+// taking the cookie would show them the login page while the session lived
+// on, for whoever has its token, until it expired.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	if ck, err := r.Cookie(lapsehttp.SessionCookie); err == nil {
 		if err := c.cfg.Access.Logout(r.Context(), ck.Value, c.clientAddr(r)); err != nil {
-			c.log.Warn("console: logout failed", "err", err)
+			c.log.Error("console: logout failed; the session is still in force", "err", err)
+			lang := langOf(r, "")
+			if p, err := c.cfg.Access.SessionHolder(r.Context(), ck.Value); err == nil {
+				lang = langOf(r, p.Lang)
+			}
+			setFlash(w, r, Prefix, flash{Kind: "error", Text: t(lang, "logout.failed")})
+			return
 		}
 	}
 	http.SetCookie(w, lapsehttp.ClearSessionCookie())

@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"database/sql"
 	"io"
 	"net/http"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
+	lapsehttp "github.com/lapsehq/lapse/http"
 )
 
 // TestLoginLimitPerAddress: the console's login form is held to the same
@@ -74,4 +76,92 @@ func TestLoginLimitPerAddress(t *testing.T) {
 	}
 	e.clock.Advance(time.Minute)
 	e.login("alice")
+}
+
+// TestLogoutFailedKeepsTheSession: a logout the server could not carry out
+// (its database refused the write) says so and leaves the operator signed
+// in, to try again; it took the cookie and showed the login page while the
+// session lived on until it expired.
+func TestLogoutFailedKeepsTheSession(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{})
+	e.operator("alice", access.RoleOperator)
+	b := e.login("alice")
+	db, err := sql.Open("sqlite", e.dbPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(e.ctx, `CREATE TRIGGER sessions_stuck BEFORE UPDATE ON sessions BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END`); err != nil {
+		t.Fatal(err)
+	}
+	resp := b.post("/console/logout", nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/" {
+		t.Fatalf("a logout that failed = %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	for _, ck := range resp.Cookies() {
+		if ck.Name == lapsehttp.SessionCookie {
+			t.Fatalf("a logout that failed took the session cookie: %v", ck)
+		}
+	}
+	if status, body := b.get("/console/"); status != http.StatusOK || !strings.Contains(body, "Signing out failed, and you are still signed in") {
+		t.Fatalf("after a logout that failed, the console = %d:\n%s", status, body)
+	}
+	if _, err := db.ExecContext(e.ctx, `DROP TRIGGER sessions_stuck`); err != nil {
+		t.Fatal(err)
+	}
+	if resp := b.post("/console/logout", nil); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/login" {
+		t.Fatalf("the logout again = %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if status, _ := b.get("/console/"); status != http.StatusSeeOther {
+		t.Fatalf("after the logout the console = %d", status)
+	}
+}
+
+// TestSessionIdleInTheConsole: a console left alone for the idle limit
+// (access.Config.SessionIdle, 30m) signs its operator out; one in use stays
+// signed in, and its cookie lasts the session's TTL (12h), which the server
+// still bounds. The session lasted 12h, used or not.
+func TestSessionIdleInTheConsole(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{})
+	e.operator("alice", access.RoleOperator)
+	b := e.browser()
+	resp := b.post("/console/login", url.Values{"name": {"alice"}, "password": {password}, "code": {e.code("alice")}, "next": {"/console/"}})
+	var cookie *http.Cookie
+	for _, ck := range resp.Cookies() {
+		if ck.Name == lapsehttp.SessionCookie {
+			cookie = ck
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || cookie == nil || cookie.MaxAge != int(access.DefaultSessionTTL.Seconds()) {
+		t.Fatalf("login = %d, cookie %v", resp.StatusCode, cookie)
+	}
+	for range 3 {
+		e.clock.Advance(access.DefaultSessionIdle - time.Second)
+		if status, _ := b.get("/console/"); status != http.StatusOK {
+			t.Fatalf("the console in use, %v after its last page = %d", access.DefaultSessionIdle-time.Second, status)
+		}
+	}
+	e.clock.Advance(access.DefaultSessionIdle)
+	if status, _ := b.get("/console/"); status != http.StatusSeeOther {
+		t.Fatalf("the console left alone for %v = %d, want the login", access.DefaultSessionIdle, status)
+	}
+	if resp := b.post("/console/preferences", url.Values{"lang": {"zh"}, "next": {"/console/"}}); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a form posted from a console left alone = %d", resp.StatusCode)
+	}
+	// Signing out of it takes the cookie back and shows the login page, as
+	// a logout in force does; it answered "sign in first" and kept the
+	// cookie.
+	resp = b.post("/console/logout", nil)
+	cleared := false
+	for _, ck := range resp.Cookies() {
+		cleared = cleared || ck.Name == lapsehttp.SessionCookie && ck.MaxAge < 0
+	}
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/login" || !cleared {
+		t.Fatalf("signing out of a session idled out = %d to %q, cookie cleared %v", resp.StatusCode, resp.Header.Get("Location"), cleared)
+	}
+	if row := e.auditRow("logout", "alice"); row != nil {
+		t.Errorf("signing out of a session that had ended wrote a logout row: %+v", row)
+	}
 }

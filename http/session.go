@@ -61,7 +61,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	EndReplacedSession(r, s.clientAddr(r), s.access, s.log)
-	http.SetCookie(w, NewSessionCookie(token, p.Session))
+	http.SetCookie(w, NewSessionCookie(token, s.access.Config().SessionTTL))
 	s.writeJSON(w, r, http.StatusCreated, sessionOut(p.Name, p.Role, p.Scopes, p.Session))
 }
 
@@ -88,10 +88,11 @@ func EndReplacedSession(r *http.Request, clientAddr string, acc *access.Service,
 
 // NewSessionCookie is the cookie of a new session with token: Secure,
 // HttpOnly, SameSite=Strict, for the whole site (the API and the console),
-// lasting as long as the session (by Max-Age, so that a browser's clock does
-// not decide), which the server still checks.
-func NewSessionCookie(token string, ss *lapse.Session) *http.Cookie {
-	return &http.Cookie{Name: SessionCookie, Value: token, Path: "/", MaxAge: max(1, int(ss.ExpiresAt.Sub(ss.CreatedAt).Seconds())),
+// lasting as long as the session may (ttl, access.Config.SessionTTL, by
+// Max-Age, so that a browser's clock does not decide). The server still
+// checks the session at each request, which ends sooner when it is idle.
+func NewSessionCookie(token string, ttl time.Duration) *http.Cookie {
+	return &http.Cookie{Name: SessionCookie, Value: token, Path: "/", MaxAge: max(1, int(ttl.Seconds())),
 		Secure: true, HttpOnly: true, SameSite: http.SameSiteStrictMode}
 }
 

@@ -29,6 +29,7 @@ type accessFlags struct {
 	approvalAmount, approvalCount               int
 	loginsPerMinute                             int
 	approvalTTL, secondFactorWindow, sessionTTL time.Duration
+	sessionIdle                                 time.Duration
 	metricsAddr, consoleAddr                    string
 	trustedOrigins, trustedProxies              string
 }
@@ -56,6 +57,7 @@ func (f *accessFlags) config() (access.Config, error) {
 		ApprovalTTL:        f.approvalTTL,
 		SecondFactorWindow: f.secondFactorWindow,
 		SessionTTL:         f.sessionTTL,
+		SessionIdle:        f.sessionIdle,
 		LoginsPerMinute:    f.loginsPerMinute,
 	}, nil
 }
