@@ -95,6 +95,7 @@ type closePreview struct {
 	Count, Skipped int64
 	Sample         []*lapse.Order
 	Selection      string
+	SelectionID    string // the preview's selection (closes.Selector.Selection)
 	AsOf           string // RFC 3339, to the nanosecond
 	NeedsApproval  bool
 	Threshold      int64
@@ -109,8 +110,9 @@ type closeBody struct {
 
 // previewSeen is the preview a close was confirmed from.
 type previewSeen struct {
-	AsOf  time.Time `json:"as_of"`
-	Count int64     `json:"count"`
+	AsOf      time.Time `json:"as_of"`
+	Count     int64     `json:"count"`
+	Selection string    `json:"selection"`
 }
 
 // recentBatches is how many batches the close page lists.
@@ -171,7 +173,7 @@ func (c *Console) previewClose(w http.ResponseWriter, r *http.Request) {
 	}
 	raw, _ := json.Marshal(sel) // strings and times: it cannot fail
 	d := closeData{Form: form, Preview: &closePreview{Count: pv.Count, Skipped: pv.Skipped, Sample: pv.Sample,
-		Selection: string(raw), AsOf: pv.AsOf.Format(time.RFC3339Nano), NeedsApproval: need, Threshold: c.cfg.Access.Config().ApprovalCount}}
+		Selection: string(raw), SelectionID: pv.Selection, AsOf: pv.AsOf.Format(time.RFC3339Nano), NeedsApproval: need, Threshold: c.cfg.Access.Config().ApprovalCount}}
 	c.renderClose(w, r, http.StatusOK, d)
 }
 
@@ -227,7 +229,11 @@ func previewOf(v url.Values) (*previewSeen, error) {
 	if err != nil || n < 0 {
 		return nil, fmt.Errorf("count %q is not a count", v.Get("count"))
 	}
-	return &previewSeen{AsOf: at, Count: n}, nil
+	id := v.Get("selection_id")
+	if id == "" {
+		return nil, errors.New("selection_id is missing")
+	}
+	return &previewSeen{AsOf: at, Count: n, Selection: id}, nil
 }
 
 // batchData is a close batch's page's data.

@@ -284,3 +284,31 @@ func TestCloseConfirmsThePreview(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseRefusesAnotherSelection: a confirm form whose selection was
+// changed after the preview (another user's orders, as many as were
+// counted) is refused, and closes nothing.
+func TestCloseRefusesAnotherSelection(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{})
+	e.operator("alice", access.RoleOperator)
+	e.closableOrders("A", "u-1", 2)
+	other := e.closableOrders("B", "u-2", 2)
+	alice := e.login("alice")
+	_, body := alice.previewClose(url.Values{"user_id": {"u-1"}, "reason": {"supplier gone"}})
+	bodyHas(t, "preview", body, "2 orders will be closed.")
+	confirm := confirmed(t, body, url.Values{"reason": {"supplier gone"}})
+	if len(confirm.Get("selection_id")) != 64 {
+		t.Fatalf("confirm form %v carries no selection id", confirm)
+	}
+	confirm.Set("selection", `{"user_id":"u-2"}`)
+	confirm.Set("code", e.code("alice"))
+	if resp := alice.post("/console/close", confirm); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("confirm of another selection = %d, want 400", resp.StatusCode)
+	}
+	for _, no := range other {
+		if o, err := e.engine.Order(e.ctx, no); err != nil || o.State != "UNPAID" {
+			t.Errorf("order %s of the other selection: %+v, %v; want it left UNPAID", no, o, err)
+		}
+	}
+}
