@@ -75,7 +75,9 @@ type GroupEvents struct {
 // review. An operator's Retry fires the compensation again, unless the
 // order's cards were revoked (lapse.ErrCardsRevoked). The outbox events in
 // Revoke (a refund started) revoke every card of the order, for good: the
-// issue subscriber never records such an order as issued.
+// issue subscriber never records such an order as issued. In a flow that
+// takes refunds, every transition that starts one emits one of them
+// (Validate).
 type IssueEvents struct {
 	On     string
 	Issued Event
@@ -391,6 +393,16 @@ func (f *Flow) Validate() error {
 		for _, typ := range append([]string{is.On}, is.Revoke...) {
 			if !emitted[typ] {
 				return bad("issues: %s is named, but no transition emits it", typ)
+			}
+		}
+		// A refund takes back what the order paid for: the cards go with
+		// the money, from whichever state the refund starts (and a card
+		// takes no visit once one did, which the order's log of a Revoke
+		// event tells).
+		for _, t := range f.Transitions {
+			if f.Refunds.Start != "" && t.Event == f.Refunds.Start && !slices.ContainsFunc(t.Emits, func(e string) bool { return slices.Contains(is.Revoke, e) }) {
+				return bad("issues: starting a refund (%s --%s--> %s) must emit an event of revoke (%s): the order would keep its benefits after its refund",
+					t.From, t.Event, t.To, strings.Join(is.Revoke, ", "))
 			}
 		}
 	}

@@ -226,3 +226,27 @@ func TestNewEventID(t *testing.T) {
 		t.Errorf("ids %s, %s: want UUIDv7s that sort by time", a, b)
 	}
 }
+
+// TestFlowValidateRefusesKeptBenefits: a flow that issues benefits and takes
+// refunds revokes them whenever a refund starts. One that named no revoke
+// event, or whose refund from one state emitted none, was valid, and its
+// refunded orders kept their cards, visits and all.
+func TestFlowValidateRefusesKeptBenefits(t *testing.T) {
+	for name, edit := range map[string]func(f *lapse.Flow){
+		"no revoke event": func(f *lapse.Flow) { f.Issues.Revoke = nil },
+		"a refund from MANUAL_REVIEW that revokes nothing": func(f *lapse.Flow) {
+			f.Transitions = slices.DeleteFunc(f.Transitions, func(t lapse.Transition) bool {
+				return t.From == flows.ManualReview && t.Event == flows.Refund
+			})
+			f.Transitions = append(f.Transitions, lapse.Transition{From: flows.ManualReview, Event: flows.Refund,
+				To: flows.MembershipRefunding, Emits: []string{"membership.refund_started"}})
+		},
+	} {
+		f := flows.Membership()
+		edit(f)
+		err := f.Validate()
+		if lapse.ErrorCode(err) != lapse.EINVALID || !strings.Contains(err.Error(), "keep its benefits") {
+			t.Errorf("%s: Validate = %v, want it refused: the order would keep its benefits", name, err)
+		}
+	}
+}

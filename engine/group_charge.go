@@ -36,40 +36,76 @@ import (
 // transaction other than the one m holds (a charge that failed for what it
 // took) is a second capture under m's key (secondAnswer).
 //
+// The answer is decided and recorded holding the lock of m's group
+// (groupLocked), so that of the answers about its members at once (a
+// settlement charges several together) each sees those before it: a
+// provider that answers two members' charges with one transaction charges
+// one of them by it, not both.
+//
 // Errors: lapse.ErrStale when m is no longer in the status it was read
 // in, and the store's, with nothing written but a second capture (which
 // was made, whatever became of m).
 func (gb *groupBuys) chargeAnswered(ctx context.Context, m *lapse.GroupMember, pay *lapse.ProviderPayment) error {
-	p := &lapse.GroupMemberUpdateParams{From: m.Status, To: lapse.ChargeFailed}
-	held, err := gb.memberHolds(ctx, m, pay.TxnID)
-	switch {
-	case err != nil:
+	second := false
+	err := gb.groupLocked(ctx, m, func(tx lapse.Store, m *lapse.GroupMember) error {
+		second = false
+		p := &lapse.GroupMemberUpdateParams{From: m.Status, To: lapse.ChargeFailed}
+		held, err := gb.memberHolds(ctx, tx, m, pay.TxnID)
+		switch {
+		case err != nil:
+			return err
+		case held == "" && m.TxnID != "" && pay.TxnID != m.TxnID:
+			second = true // recorded as a payment, which is not written under the lock
+			return nil
+		case held == "":
+			held, err = gb.paymentHolds(ctx, tx, m, pay.TxnID)
+			if err != nil {
+				return err
+			}
+		}
+		if held != "" {
+			p.Error = held
+			return gb.updateMemberOn(ctx, tx, m, p, groupReview(m, memberReviewReason(m, pay.TxnID, held)))
+		}
+		p.TxnID, p.CapturedAmount, p.CapturedCurrency = pay.TxnID, pay.Amount, pay.Currency
+		if p.Error = gb.chargeMismatch(m, pay.Amount, pay.Currency, pay.Merchant); p.Error == "" {
+			p.To = lapse.ChargeCharged
+			return gb.updateMemberOn(ctx, tx, m, p, nil)
+		}
+		p.Error += ": an operator must look"
+		return gb.updateMemberOn(ctx, tx, m, p, groupReview(m, memberReviewReason(m, pay.TxnID, p.Error)))
+	})
+	if err != nil || !second {
 		return err
-	case held == "" && m.TxnID != "" && pay.TxnID != m.TxnID:
-		return gb.secondAnswer(ctx, m, pay, p)
-	case held == "":
-		held, err = gb.paymentHolds(ctx, m, pay.TxnID)
-		if err != nil {
+	}
+	return gb.secondAnswer(ctx, m, pay, &lapse.GroupMemberUpdateParams{From: m.Status, To: lapse.ChargeFailed})
+}
+
+// groupLocked runs fn in a transaction that holds the lock of member m's
+// group, with a copy of m as it was read, and sets m to what fn left of
+// the copy once the transaction committed (a transaction run again starts
+// from m as it was). Every change of a member that reads the others, or
+// writes a review on its group, takes that lock first: the group's row,
+// then the member's, always in that order.
+func (gb *groupBuys) groupLocked(ctx context.Context, m *lapse.GroupMember, fn func(tx lapse.Store, m *lapse.GroupMember) error) error {
+	var cur lapse.GroupMember
+	err := gb.e.store.Tx(ctx, func(tx lapse.Store) error {
+		cur = *m
+		if _, err := tx.OrderLock(ctx, m.GroupID); err != nil {
 			return err
 		}
+		return fn(tx, &cur)
+	})
+	if err == nil {
+		*m = cur
 	}
-	if held != "" {
-		p.Error = held
-		return gb.updateMember(ctx, m, p, memberReviewReason(m, pay.TxnID, held))
-	}
-	p.TxnID, p.CapturedAmount, p.CapturedCurrency = pay.TxnID, pay.Amount, pay.Currency
-	if p.Error = gb.chargeMismatch(m, pay.Amount, pay.Currency, pay.Merchant); p.Error == "" {
-		p.To = lapse.ChargeCharged
-		return gb.updateMember(ctx, m, p, "")
-	}
-	p.Error += ": an operator must look"
-	return gb.updateMember(ctx, m, p, memberReviewReason(m, pay.TxnID, p.Error))
+	return err
 }
 
 // memberHolds says which other member than m has txn, a transaction of m's
-// provider, as its charge, or "".
-func (gb *groupBuys) memberHolds(ctx context.Context, m *lapse.GroupMember, txn string) (string, error) {
-	other, err := gb.e.store.GroupMemberGetByTxn(ctx, m.Provider, txn)
+// provider, as its charge, or "", read through s.
+func (gb *groupBuys) memberHolds(ctx context.Context, s lapse.Store, m *lapse.GroupMember, txn string) (string, error) {
+	other, err := s.GroupMemberGetByTxn(ctx, m.Provider, txn)
 	switch {
 	case err == nil && other.ID != m.ID:
 		return fmt.Sprintf("its transaction is member %s's charge (key %s) of group %s: it is counted there, not again",
@@ -81,9 +117,9 @@ func (gb *groupBuys) memberHolds(ctx context.Context, m *lapse.GroupMember, txn 
 }
 
 // paymentHolds says which payment txn, a transaction of member m's
-// provider, is recorded as, or "".
-func (gb *groupBuys) paymentHolds(ctx context.Context, m *lapse.GroupMember, txn string) (string, error) {
-	rec, err := gb.e.store.PaymentGet(ctx, m.Provider, txn)
+// provider, is recorded as, or "", read through s.
+func (gb *groupBuys) paymentHolds(ctx context.Context, s lapse.Store, m *lapse.GroupMember, txn string) (string, error) {
+	rec, err := s.PaymentGet(ctx, m.Provider, txn)
 	switch {
 	case err == nil:
 		return fmt.Sprintf("its transaction is recorded as a payment of order %s (%s): it is counted there, not again",
@@ -111,7 +147,7 @@ func (gb *groupBuys) secondAnswer(ctx context.Context, m *lapse.GroupMember, pay
 	}
 	p.Error = fmt.Sprintf("the provider answers with transaction %s, a second charge under the key, whose charge is %s: it is in review on the group",
 		pay.TxnID, m.TxnID)
-	return gb.updateMember(ctx, m, p, "")
+	return gb.updateMember(ctx, m, p)
 }
 
 // chargeMismatch says how a charge the provider reports under member m's
@@ -127,30 +163,27 @@ func (gb *groupBuys) chargeMismatch(m *lapse.GroupMember, amount int64, currency
 	return ""
 }
 
-// updateMember applies the guarded change p to member m (its ID and At
-// filled in, and ChargedAt when it charges m) and updates m in place. With
-// a review reason, an operator is told on m's group in the same
-// transaction (updateMemberOn).
-func (gb *groupBuys) updateMember(ctx context.Context, m *lapse.GroupMember, p *lapse.GroupMemberUpdateParams, review string) error {
-	var rv *lapse.Review
-	if review != "" {
-		rv = groupReview(m, review)
-	}
-	return gb.updateMemberOn(ctx, m, p, rv)
+// updateMember applies the guarded change p, which writes no review, to
+// member m (its ID and At filled in, and ChargedAt when it charges m) and
+// updates m in place.
+func (gb *groupBuys) updateMember(ctx context.Context, m *lapse.GroupMember, p *lapse.GroupMemberUpdateParams) error {
+	return gb.updateMemberOn(ctx, gb.e.store, m, p, nil)
 }
 
-// updateMemberOn is updateMember with review rv (nil: none), on the order it
-// names, its CreatedAt filled in; it is not written when an open review of
-// that order says so already (the same answer, or notice, came again; the
-// store keeps it to one however many come at once).
-func (gb *groupBuys) updateMemberOn(ctx context.Context, m *lapse.GroupMember, p *lapse.GroupMemberUpdateParams, rv *lapse.Review) error {
+// updateMemberOn is updateMember through s, with review rv (nil: none) on
+// the order it names, in the same transaction, its CreatedAt filled in; it
+// is not written when an open review of that order says so already (the
+// same answer, or notice, came again; the store keeps it to one however
+// many come at once). A change with a review is made holding the lock of
+// m's group (groupLocked), through that transaction.
+func (gb *groupBuys) updateMemberOn(ctx context.Context, s lapse.Store, m *lapse.GroupMember, p *lapse.GroupMemberUpdateParams, rv *lapse.Review) error {
 	e := gb.e
 	p.ID, p.At = m.ID, e.clock.Now()
 	if p.To == lapse.ChargeCharged {
 		p.ChargedAt = &p.At
 	}
 	if rv != nil {
-		open, err := e.store.ReviewList(ctx, &lapse.ReviewListParams{OrderID: rv.OrderID, Open: true})
+		open, err := s.ReviewList(ctx, &lapse.ReviewListParams{OrderID: rv.OrderID, Open: true})
 		if err != nil {
 			return err
 		}
@@ -159,7 +192,7 @@ func (gb *groupBuys) updateMemberOn(ctx context.Context, m *lapse.GroupMember, p
 			p.Review = rv
 		}
 	}
-	got, err := e.store.GroupMemberUpdate(ctx, p)
+	got, err := s.GroupMemberUpdate(ctx, p)
 	if err != nil {
 		return err
 	}
@@ -186,7 +219,9 @@ func (gb *groupBuys) reviewMember(ctx context.Context, m *lapse.GroupMember, on 
 	if err != nil || hasReason(open, why) {
 		return err
 	}
-	return gb.updateMemberOn(ctx, m, &lapse.GroupMemberUpdateParams{From: m.Status, To: m.Status, Error: m.LastError}, rv)
+	return gb.groupLocked(ctx, m, func(tx lapse.Store, m *lapse.GroupMember) error {
+		return gb.updateMemberOn(ctx, tx, m, &lapse.GroupMemberUpdateParams{From: m.Status, To: m.Status, Error: m.LastError}, rv)
+	})
 }
 
 // groupReview is a review, with reason, on member m's group.

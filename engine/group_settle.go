@@ -116,7 +116,7 @@ func (s settler) charge(ctx context.Context, m *lapse.GroupMember) error {
 			return fmt.Errorf("asking %s about the charge under way: %w", m.Provider, err)
 		}
 		// Not made: charge under the same key, which is safe to send again.
-	} else if err := gb.updateMember(ctx, m, &lapse.GroupMemberUpdateParams{From: m.Status, To: lapse.ChargeCharging, Attempt: true}, ""); err != nil {
+	} else if err := gb.updateMember(ctx, m, &lapse.GroupMemberUpdateParams{From: m.Status, To: lapse.ChargeCharging, Attempt: true}); err != nil {
 		if errors.Is(err, lapse.ErrStale) {
 			return fmt.Errorf("another worker has the charge")
 		}
@@ -141,7 +141,7 @@ func (s settler) charge(ctx context.Context, m *lapse.GroupMember) error {
 		return err
 	}
 	p := &lapse.GroupMemberUpdateParams{From: lapse.ChargeCharging, To: lapse.ChargeFailed, Error: lapse.Reason(err)}
-	if uerr := gb.updateMember(ctx, m, p, ""); uerr != nil {
+	if uerr := gb.updateMember(ctx, m, p); uerr != nil {
 		return uerr
 	}
 	return err

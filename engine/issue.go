@@ -276,9 +276,14 @@ func revokeKey(orderNo string) string { return "lapse-revoke-" + orderNo }
 // the card service before the cards an attempt was issuing, and found none,
 // and a service that revokes once per key would take the same key again for
 // that revoke, and revoke nothing. Each attempt has its own, as an earlier
-// attempt's revoke may have come before the cards too.
+// attempt's revoke may have come before the cards too. Nor can it be the
+// revokeKey of another order: order numbers hold '-' and letters, so a key
+// lapse-revoke-<order_no>-issue-… would be the refund's key of the order
+// numbered <order_no>-issue-…, whose revoke a service that revokes once per
+// key would take for a replay, leaving that refunded order its cards. Its
+// prefix is its own, and the order number comes last, after the numbers.
 func issueRevokeKey(orderNo string, d *lapse.Delivery) string {
-	return fmt.Sprintf("lapse-revoke-%s-issue-%d-%d", orderNo, d.ID, d.Attempts)
+	return fmt.Sprintf("lapse-unissue-%d-%d-%s", d.ID, d.Attempts, orderNo)
 }
 
 // revokeLeft revokes the cards of order o, which the issuer does not move

@@ -506,12 +506,17 @@ func (ps *payments) refundNow(ctx context.Context, orderID int64, orderNo string
 // ends refunded (refundedOutside). A notice of what the payment
 // has had refunded in all (RefundedTotal) gave back only what Lapse's
 // refunds of the payment (not failed) do not explain, and records nothing
-// when they explain it all. The refund's key is made of the provider's
-// refund id, and the total for a notice of one, so that the same report
-// again records nothing.
+// when they explain it all. The refund's key is made of the payment's id,
+// the provider's refund id, and the total for a notice of one, so that the
+// same report again records nothing. A provider's refund ids need not be
+// unique beyond their payment (Alipay's out_biz_no is unique within its
+// trade), and refund keys are unique across orders: without the payment's
+// id, a second payment's refund under the same id met the first's key and
+// was recorded nowhere.
 func (ps *payments) unaskedRefund(ctx context.Context, pay *lapse.Payment, n *lapse.PaymentNotice, refunds []*lapse.OrderRefund) error {
 	e := ps.e
-	amount, key, refundID := n.Amount, "lapse-unasked-"+n.Provider+"-"+n.RefundID, n.RefundID
+	amount, refundID := n.Amount, n.RefundID
+	key := "lapse-unasked-" + strconv.FormatInt(pay.ID, 10) + "-" + n.Provider + "-" + n.RefundID
 	said := fmt.Sprintf("%s reports refund %s of payment %s done, %s refunded; Lapse asked for no such refund",
 		n.Provider, n.RefundID, pay.TxnID, lapse.Money(n.Amount, pay.Currency))
 	if n.RefundedTotal {

@@ -316,3 +316,44 @@ func TestSettleReview(t *testing.T) {
 		}
 	})
 }
+
+// TestRefundNoticeUnaskedSameID: providers number refunds per payment as
+// often as not (Alipay's out_biz_no is unique within its trade only; a
+// provider's own "r-1"), so the refunds Lapse never asked for of two
+// payments may carry one refund id. Each is on the books, in review on its
+// own order: the second was taken for the first reported again, acknowledged
+// and recorded nowhere, its order still counted as holding all it captured.
+func TestRefundNoticeUnaskedSameID(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		e := paymentEngine(t, open(), clk, &fakeProvider{})
+		ctx := ctxT(t)
+		for _, no := range []string{"RS-1", "RS-2", "RS-3", "RS-4"} {
+			o := create(t, e, checkout(no, time.Hour))
+			if _, err := e.ApplyPayment(ctx, paid(o, "txn-"+no, clk.Now())); err != nil {
+				t.Fatal(err)
+			}
+			n := refundNotice(o, "txn-"+no, "r-1", 300, clk.Now())
+			n.RefundedTotal = no == "RS-3" || no == "RS-4" // Alipay's refund_fee, under the same out_biz_no
+			for range 2 {
+				if _, err := e.ApplyPayment(ctx, n); err != nil {
+					t.Fatalf("%s: an unasked refund's callback = %v, want it acknowledged", no, err)
+				}
+			}
+			rs, err := e.OrderRefunds(ctx, no)
+			if err != nil || len(rs) != 1 || rs[0].Status != lapse.OrderRefundReview || rs[0].Amount != 300 {
+				t.Errorf("refunds of %s = %+v, %v; want the unasked one of 3.00 in review", no, rs, err)
+			}
+			if rvs := orderReviews(t, e, no); len(rvs) != 1 || !reviewSays(t, e, no, "r-1", "3.00 CNY") {
+				t.Errorf("reviews of %s = %+v; want one naming r-1 and 3.00 CNY", no, rvs)
+			}
+		}
+		rec, err := e.Reconcile(ctx)
+		if err != nil || len(rec.Issues) != 0 {
+			t.Fatalf("Reconcile = %+v, %v", rec, err)
+		}
+		if tot := rec.Totals["CNY"]; tot.Captured != 4000 || tot.Applied != 2800 || tot.Review != 1200 {
+			t.Errorf("totals %+v; want 28.00 applied and 12.00 in review", tot)
+		}
+	})
+}

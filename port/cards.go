@@ -38,7 +38,8 @@ func (p *Port) Issue(ctx context.Context, r *lapse.CardIssueRequest) ([]*lapse.C
 // cards may be revoked under more than one key: the refund's
 // (lapse-revoke-<order_no>), and then, for cards an issue that the refund
 // overtook brought after it, one of the issuing attempt's own
-// (lapse-revoke-<order_no>-issue-…), which must revoke them.
+// (lapse-unissue-<delivery>-<attempt>-<order_no>), which must revoke them.
+// No key names two orders.
 func (p *Port) Revoke(ctx context.Context, r *lapse.CardRevokeRequest) ([]*lapse.Card, error) {
 	return nil, p.cardCall(ctx, "revoke", r.IdempotencyKey, r.OrderNo, r)
 }
