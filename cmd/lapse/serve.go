@@ -305,8 +305,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	// headers, only frees the connections of clients that do not read their
 	// answers: it is well past the body deadline plus the slowest handler (a
 	// statement times out after 30 s).
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
-		WriteTimeout: o.bodyTimeout + 2*time.Minute, IdleTimeout: 2 * time.Minute}
+	srv := newHTTPServer(handler, o.bodyTimeout+2*time.Minute)
 
 	// SIGHUP reloads from here on, through the shutdown: a reload sent
 	// once the start says it serves must not end the process.
@@ -342,7 +341,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 		cmux := http.NewServeMux()
 		cmux.Handle(console.Prefix, con.Handler())
 		cmux.Handle("GET /{$}", http.RedirectHandler(console.Prefix, http.StatusSeeOther))
-		consoleSrv = &http.Server{Handler: cmux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute}
+		consoleSrv = newHTTPServer(cmux, 2*time.Minute)
 		go func() {
 			if err := consoleSrv.Serve(consoleLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				served <- fmt.Errorf("--console-http: %w", err)
@@ -436,7 +435,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 func metricsServer(reg prometheus.Gatherer) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
-	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	return newHTTPServer(mux, time.Minute)
 }
 
 // resumeCloses runs the manual close batches that a process stopped or

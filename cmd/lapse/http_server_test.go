@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHeaderLimit: a request whose headers run past maxHeaderBytes is
+// answered 431 by every listener of lapse serve before any handler runs,
+// while one with the few kilobytes a caller needs is served.
+func TestHeaderLimit(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}), time.Minute)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	send := func(headerBytes int) int {
+		t.Helper()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		var b strings.Builder
+		b.WriteString("GET /healthz HTTP/1.1\r\nHost: lapse\r\n")
+		for i := 0; b.Len() < headerBytes; i++ {
+			fmt.Fprintf(&b, "X-Padding-%d: %s\r\n", i, strings.Repeat("x", 1000))
+		}
+		b.WriteString("\r\n")
+		if _, err := c.Write([]byte(b.String())); err != nil {
+			t.Fatalf("send %d bytes of headers: %v", headerBytes, err)
+		}
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%d bytes of headers: no answer: %v", headerBytes, err)
+		}
+		_ = res.Body.Close()
+		return res.StatusCode
+	}
+	if got := send(8 << 10); got != http.StatusNoContent {
+		t.Errorf("8 KiB of headers: %d, want 204", got)
+	}
+	if got := send(256 << 10); got != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("256 KiB of headers: %d, want 431", got)
+	}
+}
