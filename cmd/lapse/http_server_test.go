@@ -3,11 +3,14 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TestHeaderLimit: a request whose headers run past maxHeaderBytes is
@@ -54,5 +57,45 @@ func TestHeaderLimit(t *testing.T) {
 	}
 	if got := send(256 << 10); got != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("256 KiB of headers: %d, want 431", got)
+	}
+}
+
+// TestListenersCutSlowBodies: on the listeners of their own (--metrics-http,
+// --console-http), a request whose body stops halfway is answered and its
+// connection closed within the body deadline, whichever route it asks for,
+// as on the API's: net/http reads what a handler left of a body before it
+// answers, and without a deadline it waited for the rest for good, holding
+// the connection and its goroutine.
+func TestListenersCutSlowBodies(t *testing.T) {
+	t.Parallel()
+	const timeout = 500 * time.Millisecond
+	for name, srv := range map[string]*http.Server{
+		"metrics": metricsServer(prometheus.NewRegistry(), timeout),
+		"console": consoleServer(http.NotFoundHandler(), timeout),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() { _ = srv.Serve(ln) }()
+			t.Cleanup(func() { _ = srv.Close() })
+			for _, path := range []string{"/metrics", "/", "/elsewhere"} {
+				c, err := net.Dial("tcp", ln.Addr().String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				start := time.Now()
+				if _, err := fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: lapse\r\nContent-Length: 1000\r\n\r\n{", path); err != nil {
+					t.Fatal(err)
+				}
+				_ = c.SetReadDeadline(time.Now().Add(timeout + 5*time.Second))
+				if _, err := io.ReadAll(c); err != nil {
+					t.Fatalf("POST %s with a body that stops: the connection is still open %v later (%v)", path, time.Since(start).Round(time.Millisecond), err)
+				}
+			}
+		})
 	}
 }
