@@ -367,6 +367,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		// operator who signed out) may keep one.
 		rec.Header().Set("Cache-Control", "no-store")
 	}
+	// The body first, within its deadline, even of a request refused below:
+	// net/http reads what a handler left of a body before it answers, with
+	// no deadline of its own, so a refusal sent first waited for the rest of
+	// a body its client never had to send.
+	r, whole := s.readBody(rec, r)
 	if !lapse.StorableURL(r.URL) {
 		// Nothing a store keeps can be named so; PostgreSQL would refuse the
 		// value in a lookup with an error, SQLite would look it up.
@@ -386,7 +391,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			"is sent empty; send a key of 1 to 100 letters, digits, '.', '_', ':' or '-', or leave the header out"))
 		return
 	}
-	r, whole := s.readBody(rec, r)
 	if s.inFlight != nil && whole && strings.HasPrefix(r.URL.Path, "/v1/") {
 		_, pattern := s.mux.Handler(r)
 		callback := pattern == "POST "+callbackPath
