@@ -23,10 +23,12 @@ const maxHeaderBytes = 64 << 10
 // newHTTPServer returns the server of one of lapse serve's listeners for h:
 // headers within maxHeaderBytes and 10 s, idle connections closed after
 // 2 minutes, and writeTimeout, counted from the end of the headers, to free
-// the connections of clients that do not read their answers.
+// the connections of clients that do not read their answers. Every request
+// goes to h, OPTIONS * too: net/http's own answer to it read up to 4 KiB of
+// body first, with no deadline, where h reads a body within its deadline.
 func newHTTPServer(h http.Handler, writeTimeout time.Duration) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: writeTimeout,
-		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: maxHeaderBytes}
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: maxHeaderBytes, DisableGeneralOptionsHandler: true}
 }
 
 // listenerHandler is the handler of the API's listener (--http): the

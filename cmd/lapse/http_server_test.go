@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	lapsehttp "github.com/lapsehq/lapse/http"
 )
 
 // TestHeaderLimit: a request whose headers run past maxHeaderBytes is
@@ -97,5 +99,33 @@ func TestListenersCutSlowBodies(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOptionsStarReachesHandler: OPTIONS * goes to Lapse's handler, which
+// reads its body within the body deadline, not to net/http's own answer to
+// it, which read up to 4 KiB of body first with no deadline: a client that
+// sent part of one held the connection for good.
+func TestOptionsStarReachesHandler(t *testing.T) {
+	t.Parallel()
+	const timeout = 300 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newHTTPServer(lapsehttp.BodyDeadline(http.NotFoundHandler(), timeout, 1<<10), time.Minute)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := fmt.Fprint(c, "OPTIONS * HTTP/1.1\r\nHost: lapse\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(timeout + 5*time.Second))
+	if got, err := io.ReadAll(c); err != nil {
+		t.Fatalf("OPTIONS * with a body that stops: the connection is still open 5 s past the body deadline (%v; read %q)", err, got)
 	}
 }
