@@ -2,9 +2,12 @@ package http
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/lapsehq/lapse"
 )
 
 // DefaultBodyTimeout is Config.BodyTimeout when it is not set. A JSON body of
@@ -93,6 +96,18 @@ func BodyDeadline(h http.Handler, timeout time.Duration, limit int64) http.Handl
 		read, _ := readBody(w, r, timeout, limit)
 		h.ServeHTTP(w, read)
 	})
+}
+
+// bodyRefusal is the error of a request whose body readBody did not read in
+// full, in the words of a handler that reads it (jsonbody.Read): larger
+// than the limit, or not read.
+func bodyRefusal(r *http.Request) error {
+	if b, ok := r.Body.(*bufferedBody); ok {
+		if mbe, ok := errors.AsType[*http.MaxBytesError](b.err); ok {
+			return lapse.Errorf(lapse.EINVALID, "the request body is larger than the limit of %d bytes", mbe.Limit)
+		}
+	}
+	return lapse.Errorf(lapse.EINVALID, "the request body could not be read")
 }
 
 // bufferedBody is a request body read in full: its bytes, then err.

@@ -111,6 +111,54 @@ func TestSlowBodyRefusedEarly(t *testing.T) {
 	}
 }
 
+// TestBrokenBodyRunsNoHandler: a request whose body did not arrive in full,
+// or runs past the limit, takes no in-flight slot, so no handler may run
+// for it. A GET, whose handler never reads its body, was served all the
+// same, beyond the limit (with a body past MaxBodyBytes, any caller could
+// run as many reads of the database at once as it had connections), or,
+// its body cut by the deadline, answered 500. Each is refused with 400, as
+// the handlers that read a body refuse it.
+func TestBrokenBodyRunsNoHandler(t *testing.T) {
+	t.Parallel()
+	const timeout = 300 * time.Millisecond
+	hold, held := make(chan struct{}), make(chan struct{}, 1)
+	e := newEnvWith(t, options{
+		cfg:  lapsehttp.Config{MaxInFlight: 1, BodyTimeout: timeout, MaxBodyBytes: 64},
+		wrap: func(s lapse.Store) lapse.Store { return &slowGet{Store: s, hold: hold, held: held} },
+	})
+	done := make(chan *response)
+	go func() { done <- e.do("GET", "/v1/orders/SLOW", "") }()
+	<-held // the one slot is taken
+	u, err := url.Parse(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, body, refusal string }{
+		{"cut short", "Content-Length: 10\r\n\r\n{", "could not be read"},
+		{"past the limit", "Content-Length: 100\r\n\r\n" + strings.Repeat(" ", 100), "larger than the limit of 64 bytes"},
+	} {
+		conn, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := fmt.Fprintf(conn, "GET /v1/orders/OTHER HTTP/1.1\r\nHost: %s\r\n%s", u.Host, c.body); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(timeout + 5*time.Second))
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: no answer: %v", c.name, err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), c.refusal) {
+			t.Errorf("a GET whose body is %s, every slot taken: %d %s; want 400: %s", c.name, res.StatusCode, body, c.refusal)
+		}
+	}
+	close(hold)
+	(<-done).want(t, http.StatusNotFound)
+}
+
 // TestBodyTooLargeBeforeSlot checks that reading bodies ahead of the handler
 // keeps the size limit's answers: 400 naming the limit, for the API's JSON
 // and for a payment callback.

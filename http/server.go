@@ -391,6 +391,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			"is sent empty; send a key of 1 to 100 letters, digits, '.', '_', ':' or '-', or leave the header out"))
 		return
 	}
+	if !whole {
+		// A body that did not arrive in full, or runs past the limit, takes
+		// no in-flight slot, so no handler may run for it: one that never
+		// reads its body (a GET) would serve it beyond MaxInFlight. It is
+		// refused here as a handler that reads it refuses it; a payment
+		// callback's handler refuses it in its provider's format, without
+		// the database.
+		if _, pattern := s.mux.Handler(r); pattern != "POST "+callbackPath {
+			s.error(rec, r, bodyRefusal(r))
+			return
+		}
+	}
 	if s.inFlight != nil && whole && strings.HasPrefix(r.URL.Path, "/v1/") {
 		_, pattern := s.mux.Handler(r)
 		callback := pattern == "POST "+callbackPath
