@@ -29,10 +29,11 @@ const DefaultBodyTimeout = 10 * time.Second
 // for a body that is too large as it would on the connection.
 //
 // whole reports whether the body arrived in full and within the limit. A
-// request whose body did not is answered by its handler with a 400 (in its
-// provider's format, for a callback) without touching the database, so it
-// takes no in-flight slot: slow clients whose bodies time out together must
-// not shed one another, nor anything else.
+// request whose body did not is answered with a 400 without touching the
+// database, by serve (bodyRefusal) or, for a payment callback, by its
+// handler in its provider's format, so it takes no in-flight slot: slow
+// clients whose bodies time out together must not shed one another, nor
+// anything else.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (_ *http.Request, whole bool) {
 	return readBody(w, r, s.bodyTimeout, s.maxBody)
 }
