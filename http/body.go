@@ -2,9 +2,12 @@ package http
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/lapsehq/lapse"
 )
 
 // DefaultBodyTimeout is Config.BodyTimeout when it is not set. A JSON body of
@@ -26,10 +29,11 @@ const DefaultBodyTimeout = 10 * time.Second
 // for a body that is too large as it would on the connection.
 //
 // whole reports whether the body arrived in full and within the limit. A
-// request whose body did not is answered by its handler with a 400 (in its
-// provider's format, for a callback) without touching the database, so it
-// takes no in-flight slot: slow clients whose bodies time out together must
-// not shed one another, nor anything else.
+// request whose body did not is answered with a 400 without touching the
+// database, by serve (bodyRefusal) or, for a payment callback, by its
+// handler in its provider's format, so it takes no in-flight slot: slow
+// clients whose bodies time out together must not shed one another, nor
+// anything else.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (_ *http.Request, whole bool) {
 	return readBody(w, r, s.bodyTimeout, s.maxBody)
 }
@@ -93,6 +97,18 @@ func BodyDeadline(h http.Handler, timeout time.Duration, limit int64) http.Handl
 		read, _ := readBody(w, r, timeout, limit)
 		h.ServeHTTP(w, read)
 	})
+}
+
+// bodyRefusal is the error of a request whose body readBody did not read in
+// full, in the words of a handler that reads it (jsonbody.Read): larger
+// than the limit, or not read.
+func bodyRefusal(r *http.Request) error {
+	if b, ok := r.Body.(*bufferedBody); ok {
+		if mbe, ok := errors.AsType[*http.MaxBytesError](b.err); ok {
+			return lapse.Errorf(lapse.EINVALID, "the request body is larger than the limit of %d bytes", mbe.Limit)
+		}
+	}
+	return lapse.Errorf(lapse.EINVALID, "the request body could not be read")
 }
 
 // bufferedBody is a request body read in full: its bytes, then err.

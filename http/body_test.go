@@ -22,6 +22,12 @@ import (
 // ends.
 func (e *env) slowBody(path string) net.Conn {
 	e.t.Helper()
+	return e.slowBodyWith(path, "")
+}
+
+// slowBodyWith is slowBody with more header lines, each ending in CRLF.
+func (e *env) slowBodyWith(path, header string) net.Conn {
+	e.t.Helper()
 	u, err := url.Parse(e.url)
 	if err != nil {
 		e.t.Fatal(err)
@@ -31,7 +37,7 @@ func (e *env) slowBody(path string) net.Conn {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { _ = c.Close() })
-	if _, err := fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"order_no\":", path, u.Host); err != nil {
+	if _, err := fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n%sContent-Length: 1000\r\n\r\n{\"order_no\":", path, u.Host, header); err != nil {
 		e.t.Fatal(err)
 	}
 	return c
@@ -77,6 +83,80 @@ func TestSlowBodyHoldsNoSlot(t *testing.T) {
 			t.Errorf("slow body %d: the connection is still open after its answer (read %d, %v)", i, n, err)
 		}
 	}
+}
+
+// TestSlowBodyRefusedEarly: a request the server refuses for its URL or
+// headers, before any handler, is refused once its body is read within the
+// body deadline, as every other: answered before, its connection waited for
+// the rest of the body with no deadline (net/http reads it before it
+// answers), and a client that never sent it held it for good.
+func TestSlowBodyRefusedEarly(t *testing.T) {
+	t.Parallel()
+	const timeout = 300 * time.Millisecond
+	e := newEnvWith(t, options{cfg: lapsehttp.Config{BodyTimeout: timeout}})
+	for _, c := range []struct{ path, header, refusal string }{
+		{"/v1/orders/A%00", "", "UTF-8 text without NUL"},
+		{"/v1/orders", "Idempotency-Key: a\r\nIdempotency-Key: b\r\n", "sent 2 times"},
+		{"/v1/orders", "Idempotency-Key: \r\n", "is sent empty"},
+	} {
+		conn := e.slowBodyWith(c.path, c.header)
+		_ = conn.SetReadDeadline(time.Now().Add(timeout + 5*time.Second))
+		got, err := io.ReadAll(conn)
+		if err != nil {
+			t.Fatalf("%s %q: the connection is still open 5 s past the body deadline (%v; read %q)", c.path, c.header, err, got)
+		}
+		if !strings.HasPrefix(string(got), "HTTP/1.1 400") || !strings.Contains(string(got), c.refusal) {
+			t.Errorf("%s %q: answered %q, want 400: %s", c.path, c.header, got, c.refusal)
+		}
+	}
+}
+
+// TestBrokenBodyRunsNoHandler: a request whose body did not arrive in full,
+// or runs past the limit, takes no in-flight slot, so no handler may run
+// for it. A GET, whose handler never reads its body, was served all the
+// same, beyond the limit (with a body past MaxBodyBytes, any caller could
+// run as many reads of the database at once as it had connections), or,
+// its body cut by the deadline, answered 500. Each is refused with 400, as
+// the handlers that read a body refuse it.
+func TestBrokenBodyRunsNoHandler(t *testing.T) {
+	t.Parallel()
+	const timeout = 300 * time.Millisecond
+	hold, held := make(chan struct{}), make(chan struct{}, 1)
+	e := newEnvWith(t, options{
+		cfg:  lapsehttp.Config{MaxInFlight: 1, BodyTimeout: timeout, MaxBodyBytes: 64},
+		wrap: func(s lapse.Store) lapse.Store { return &slowGet{Store: s, hold: hold, held: held} },
+	})
+	done := make(chan *response)
+	go func() { done <- e.do("GET", "/v1/orders/SLOW", "") }()
+	<-held // the one slot is taken
+	u, err := url.Parse(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, body, refusal string }{
+		{"cut short", "Content-Length: 10\r\n\r\n{", "could not be read"},
+		{"past the limit", "Content-Length: 100\r\n\r\n" + strings.Repeat(" ", 100), "larger than the limit of 64 bytes"},
+	} {
+		conn, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := fmt.Fprintf(conn, "GET /v1/orders/OTHER HTTP/1.1\r\nHost: %s\r\n%s", u.Host, c.body); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(timeout + 5*time.Second))
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: no answer: %v", c.name, err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), c.refusal) {
+			t.Errorf("a GET whose body is %s, every slot taken: %d %s; want 400: %s", c.name, res.StatusCode, body, c.refusal)
+		}
+	}
+	close(hold)
+	(<-done).want(t, http.StatusNotFound)
 }
 
 // TestBodyTooLargeBeforeSlot checks that reading bodies ahead of the handler

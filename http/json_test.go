@@ -2,11 +2,13 @@ package http_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -342,4 +344,57 @@ func FuzzCreateOrder(f *testing.F) {
 			t.Fatalf("answer is not JSON: %s", rec.Body)
 		}
 	})
+}
+
+// TestContentEncodingRefused: a body said to be compressed is refused with
+// 415 naming Content-Encoding, which the server does not undo: a gzip body
+// was refused as JSON that does not parse ("invalid character '\x1f'"), and
+// a plain one so labelled was read in spite of its label.
+func TestContentEncodingRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(createBody("CE-1", "")))
+	_ = zw.Close()
+	for _, c := range []struct {
+		name, encoding, body string
+	}{
+		{"gzip body", "gzip", gz.String()},
+		{"plain body said gzip", "gzip", createBody("CE-1", "")},
+		{"deflate and identity", "identity, deflate", createBody("CE-1", "")},
+	} {
+		req, err := http.NewRequest("POST", e.url+"/v1/orders", strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Encoding", c.encoding)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		r := &response{status: res.StatusCode, header: res.Header, body: b}
+		if p := r.want(t, http.StatusUnsupportedMediaType).problem(t); p.Field != "Content-Encoding" || p.Code != lapse.EINVALID {
+			t.Errorf("%s: problem %+v, want invalid naming Content-Encoding", c.name, p)
+		}
+	}
+	e.do("GET", "/v1/orders/CE-1", "").want(t, http.StatusNotFound)
+	// identity is no compression.
+	req, err := http.NewRequest("POST", e.url+"/v1/orders", strings.NewReader(createBody("CE-2", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Encoding", "identity")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusCreated {
+		t.Errorf("Content-Encoding: identity: %d, want 201", res.StatusCode)
+	}
 }

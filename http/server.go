@@ -46,8 +46,10 @@ type Config struct {
 	// sheds by route; request_metrics.go). Default: none are registered.
 	Registerer prometheus.Registerer
 	// Ready reports whether the process should receive traffic: /readyz
-	// answers 200 when it returns nil and 503 with its error otherwise.
-	// Default: the engine's store answers a ping.
+	// answers 200 when it returns nil and 503 with its error otherwise. It
+	// runs at most once a second, however often /readyz is asked, without
+	// the caller's cancellation: it must bound its own time.
+	// Default: the engine's store answers a ping within 2 s (StoreReady).
 	Ready func(context.Context) error
 	// MaxBodyBytes bounds a request body; a larger one is refused with 400.
 	// Zero or negative: DefaultMaxBodyBytes.
@@ -109,7 +111,7 @@ type Server struct {
 	engine   *engine.Engine
 	log      *slog.Logger
 	gatherer prometheus.Gatherer
-	ready    func(context.Context) error
+	ready    *readiness
 	maxBody  int64
 	mux      *http.ServeMux
 
@@ -249,7 +251,6 @@ func NewServer(e *engine.Engine, cfg Config) *Server {
 		engine:   e,
 		log:      cfg.Logger,
 		gatherer: cfg.Gatherer,
-		ready:    cfg.Ready,
 		maxBody:  cfg.MaxBodyBytes,
 		mux:      http.NewServeMux(),
 
@@ -288,8 +289,9 @@ func NewServer(e *engine.Engine, cfg Config) *Server {
 	if s.gatherer == nil {
 		s.gatherer = prometheus.NewRegistry()
 	}
-	if s.ready == nil {
-		s.ready = StoreReady(e.Store())
+	s.ready = &readiness{check: cfg.Ready, clock: e.Clock()}
+	if s.ready.check == nil {
+		s.ready.check = StoreReady(e.Store())
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
@@ -367,6 +369,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		// operator who signed out) may keep one.
 		rec.Header().Set("Cache-Control", "no-store")
 	}
+	// The body first, within its deadline, even of a request refused below:
+	// net/http reads what a handler left of a body before it answers, with
+	// no deadline of its own, so a refusal sent first waited for the rest of
+	// a body its client never had to send.
+	r, whole := s.readBody(rec, r)
 	if !lapse.StorableURL(r.URL) {
 		// Nothing a store keeps can be named so; PostgreSQL would refuse the
 		// value in a lookup with an error, SQLite would look it up.
@@ -386,7 +393,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			"is sent empty; send a key of 1 to 100 letters, digits, '.', '_', ':' or '-', or leave the header out"))
 		return
 	}
-	r, whole := s.readBody(rec, r)
+	if !whole {
+		// A body that did not arrive in full, or runs past the limit, takes
+		// no in-flight slot, so no handler may run for it: one that never
+		// reads its body (a GET) would serve it beyond MaxInFlight. It is
+		// refused here as a handler that reads it refuses it; a payment
+		// callback's handler refuses it in its provider's format, without
+		// the database.
+		if _, pattern := s.mux.Handler(r); pattern != "POST "+callbackPath {
+			s.error(rec, r, bodyRefusal(r))
+			return
+		}
+	}
 	if s.inFlight != nil && whole && strings.HasPrefix(r.URL.Path, "/v1/") {
 		_, pattern := s.mux.Handler(r)
 		callback := pattern == "POST "+callbackPath
@@ -468,7 +486,7 @@ func StoreReady(store interface{ Ping(context.Context) error }) func(context.Con
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if err := s.ready(r.Context()); err != nil {
+	if err := s.ready.ready(r.Context()); err != nil {
 		// Anyone may ask: the answer gives the reason a lapse error gives
 		// (the database is unavailable), never a driver's text, which
 		// names the database, its user and its host. The log has it all.

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -256,6 +257,28 @@ func TestReadyz(t *testing.T) {
 		// Anyone may ask, as often as they like: logged once a burst.
 		if n := strings.Count(e.logs.String(), "level=WARN"); n != 1 || !strings.Contains(e.logs.String(), "draining for shutdown") {
 			t.Errorf("20 answers not ready logged %d warnings, want one with the reason:\n%s", n, e.logs)
+		}
+	})
+	// Anyone may ask, as often as they like, and the default check takes a
+	// database connection: /readyz checks at most once a second, and the
+	// requests meanwhile take its answer.
+	t.Run("checked once a second", func(t *testing.T) {
+		t.Parallel()
+		var checks atomic.Int64
+		e := newEnvWith(t, options{cfg: lapsehttp.Config{Ready: func(context.Context) error {
+			checks.Add(1)
+			return nil
+		}}})
+		for range 20 {
+			e.do("GET", "/readyz", "").want(t, http.StatusOK)
+		}
+		if n := checks.Load(); n != 1 {
+			t.Fatalf("20 /readyz within a second ran %d checks, want 1", n)
+		}
+		e.clock.Advance(time.Second)
+		e.do("GET", "/readyz", "").want(t, http.StatusOK)
+		if n := checks.Load(); n != 2 {
+			t.Fatalf("a /readyz a second later ran %d checks in all, want 2", n)
 		}
 	})
 	// A driver's text names the database, its user and its host: anyone

@@ -32,7 +32,7 @@
 //	                      goes to manual review
 //
 // When no answer comes after the request was written (a timeout, a dropped
-// connection), Lapse records the outcome as unknown and, before any new
+// connection, an answer whose headers run past 64 KiB), Lapse records the outcome as unknown and, before any new
 // attempt, asks
 //
 //	GET <URL>/<Idempotency-Key>

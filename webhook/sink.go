@@ -53,8 +53,9 @@
 //	408, 425, 429        not taken now; retried on the schedule
 //	410, any other 4xx   refused for good: the delivery dies and its order
 //	                     goes to manual review
-//	anything else        retried: 5xx, 3xx (redirects are not followed), and
-//	                     no answer at all
+//	anything else        retried: 5xx, 3xx (redirects are not followed),
+//	                     no answer at all, and an answer whose headers run
+//	                     past 64 KiB
 package webhook
 
 import (

@@ -32,16 +32,13 @@ const loadSecret = "load-secret-0123456789"
 func TestSlowBodies(t *testing.T) {
 	t.Parallel()
 	p := startServe(t, t.TempDir(), "--sandbox", "--hmac-secrets", loadSecret)
+	// Paths that a ServeMux would answer with a redirect of its own, before
+	// any handler that reads bodies under the deadline, among them.
+	paths := []string{"/v1/orders", "/v1/payments/hmac/callback", "/sandbox/pay", "/v1/orders", "/v1/orders",
+		"//v1/orders", "/a/../v1/orders", "/console", "/console/../v1/orders", "/sandbox"}
 	var slow []net.Conn
 	for i := range 100 {
-		path := "/v1/orders"
-		switch i % 5 {
-		case 1:
-			path = "/v1/payments/hmac/callback"
-		case 2:
-			path = "/sandbox/pay"
-		}
-		slow = append(slow, slowBody(t, p.URL, path))
+		slow = append(slow, slowBody(t, p.URL, paths[i%len(paths)]))
 	}
 	opened := time.Now()
 
@@ -70,8 +67,9 @@ func TestSlowBodies(t *testing.T) {
 			got, err := io.ReadAll(c)
 			if err != nil {
 				t.Errorf("slow body %d to %s was not cut within 5 s of the body deadline: %v (read %q)", i, c.LocalAddr(), err, got)
-			} else if !bytes.HasPrefix(got, []byte("HTTP/1.1 4")) {
-				t.Errorf("slow body %d: answered %q, want a 4xx before the close", i, got)
+			} else if !bytes.HasPrefix(got, []byte("HTTP/1.1 4")) && !bytes.HasPrefix(got, []byte("HTTP/1.1 3")) {
+				// A path not in its clean form is redirected to it.
+				t.Errorf("slow body %d to %s: answered %q, want a 4xx (or a redirect) before the close", i, paths[i%len(paths)], got)
 			}
 		})
 	}

@@ -18,7 +18,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
@@ -292,21 +291,18 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	if err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/", api.Handler())
-	mux.Handle(console.Prefix, con.Handler())
+	var sandbox http.Handler
 	if pays.sandbox != nil {
-		mux.Handle("/sandbox/", api.WithBodyDeadline(sandboxHandler(pays.sandbox, log)))
+		sandbox = api.WithBodyDeadline(sandboxHandler(pays.sandbox, log))
 		warnSandbox(ln, log)
 	}
-	var handler http.Handler = mux
+	handler := listenerHandler(api.Handler(), con.Handler(), sandbox)
 	// Headers and bodies have their deadlines (the body's is set per request
-	// by the API's handler). WriteTimeout, counted from the end of the
+	// by the handler listenerHandler sends it to). WriteTimeout, counted from the end of the
 	// headers, only frees the connections of clients that do not read their
 	// answers: it is well past the body deadline plus the slowest handler (a
 	// statement times out after 30 s).
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
-		WriteTimeout: o.bodyTimeout + 2*time.Minute, IdleTimeout: 2 * time.Minute}
+	srv := newHTTPServer(handler, o.bodyTimeout+2*time.Minute)
 
 	// SIGHUP reloads from here on, through the shutdown: a reload sent
 	// once the start says it serves must not end the process.
@@ -330,7 +326,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	go func() { served <- srv.Serve(ln) }()
 	var metricsSrv *http.Server
 	if metricsLn != nil {
-		metricsSrv = metricsServer(reg)
+		metricsSrv = metricsServer(reg, o.bodyTimeout)
 		go func() {
 			if err := metricsSrv.Serve(metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				served <- fmt.Errorf("--metrics-http: %w", err)
@@ -339,10 +335,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	}
 	var consoleSrv *http.Server
 	if consoleLn != nil {
-		cmux := http.NewServeMux()
-		cmux.Handle(console.Prefix, con.Handler())
-		cmux.Handle("GET /{$}", http.RedirectHandler(console.Prefix, http.StatusSeeOther))
-		consoleSrv = &http.Server{Handler: cmux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute}
+		consoleSrv = consoleServer(con.Handler(), o.bodyTimeout)
 		go func() {
 			if err := consoleSrv.Serve(consoleLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				served <- fmt.Errorf("--console-http: %w", err)
@@ -429,14 +422,6 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 		return fmt.Errorf("http shutdown: %w", httpErr)
 	}
 	return nil
-}
-
-// metricsServer serves what reg gathers at /metrics, to anyone who reaches
-// it: the listener of --metrics-http, which is kept private.
-func metricsServer(reg prometheus.Gatherer) *http.Server {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
-	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 }
 
 // resumeCloses runs the manual close batches that a process stopped or

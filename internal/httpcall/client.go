@@ -42,9 +42,18 @@ func (t *Timeouts) Set(connect, read time.Duration) {
 func (t *Timeouts) Connect() time.Duration { return time.Duration(t.connect.Load()) }
 func (t *Timeouts) Read() time.Duration    { return time.Duration(t.read.Load()) }
 
+// MaxAnswerHeaderBytes bounds the headers of an answer to an outbound call.
+// A webhook receiver, a merchant's port or a payment adapter answers with a
+// status and a few headers; net/http would read up to 10 MB of them into
+// memory, for every call in flight, from a receiver that is broken or
+// hostile. An answer whose headers run past the bound fails the call, after
+// the request was written: its outcome is unknown.
+const MaxAnswerHeaderBytes = 64 << 10
+
 // NewClient returns a client for one outbound port: its dialer enforces the
 // connect timeout of t at each dial (Exchange enforces the read timeout, per
-// request), it keeps up to conns idle connections per host, and it follows no
+// request), it reads at most MaxAnswerHeaderBytes of an answer's headers, it
+// keeps up to conns idle connections per host, and it follows no
 // redirect: a redirected POST turns into a GET that applies nothing, so the
 // redirect's status is reported instead, as a misconfiguration to fix. A
 // direct client ignores the environment's proxy: a merchant's own service is
@@ -60,6 +69,7 @@ func NewClient(t *Timeouts, conns int, direct bool) *http.Client {
 	}
 	tr.TLSHandshakeTimeout = t.Connect()
 	tr.MaxIdleConnsPerHost = conns
+	tr.MaxResponseHeaderBytes = MaxAnswerHeaderBytes
 	return &http.Client{
 		Transport:     tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

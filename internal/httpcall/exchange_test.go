@@ -3,7 +3,9 @@ package httpcall
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -49,5 +51,44 @@ func TestRedactURL(t *testing.T) {
 		if got := RedactURL(in); got != want {
 			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestAnswerHeadersBounded: an answer whose headers run past
+// MaxAnswerHeaderBytes is a failed call, after the request was written,
+// rather than headers read into memory up to net/http's 10 MB default on
+// every call in flight (a hostile or broken receiver).
+func TestAnswerHeadersBounded(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for i := range 4 {
+			w.Header().Set(fmt.Sprintf("X-Padding-%d", i), strings.Repeat("x", MaxAnswerHeaderBytes/4))
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	client := NewClient(NewTimeouts(time.Second, 5*time.Second), 1, true)
+	req, err := http.NewRequest("POST", srv.URL, strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, written, err := Brief(context.Background(), client, req, 5*time.Second, errors.New("read timeout"))
+	if err == nil || !written {
+		t.Fatalf("an answer with %d bytes of headers: status %d, written %v, err %v; want a failure after the request was written",
+			MaxAnswerHeaderBytes, a.Status, written, err)
+	}
+
+	// Headers within the bound are read as always.
+	srv2 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Padding", strings.Repeat("x", MaxAnswerHeaderBytes/2))
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv2.Close)
+	req, err = http.NewRequest("POST", srv2.URL, strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _, err := Brief(context.Background(), client, req, 5*time.Second, errors.New("read timeout")); err != nil || a.Status != http.StatusNoContent {
+		t.Fatalf("an answer with headers within the bound: %+v, %v", a, err)
 	}
 }

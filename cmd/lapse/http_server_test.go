@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	lapsehttp "github.com/lapsehq/lapse/http"
+)
+
+// TestHeaderLimit: a request whose headers run past maxHeaderBytes is
+// answered 431 by every listener of lapse serve before any handler runs,
+// while one with the few kilobytes a caller needs is served.
+func TestHeaderLimit(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}), time.Minute)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	send := func(headerBytes int) int {
+		t.Helper()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		var b strings.Builder
+		b.WriteString("GET /healthz HTTP/1.1\r\nHost: lapse\r\n")
+		for i := 0; b.Len() < headerBytes; i++ {
+			fmt.Fprintf(&b, "X-Padding-%d: %s\r\n", i, strings.Repeat("x", 1000))
+		}
+		b.WriteString("\r\n")
+		if _, err := c.Write([]byte(b.String())); err != nil {
+			t.Fatalf("send %d bytes of headers: %v", headerBytes, err)
+		}
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%d bytes of headers: no answer: %v", headerBytes, err)
+		}
+		_ = res.Body.Close()
+		return res.StatusCode
+	}
+	if got := send(8 << 10); got != http.StatusNoContent {
+		t.Errorf("8 KiB of headers: %d, want 204", got)
+	}
+	if got := send(256 << 10); got != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("256 KiB of headers: %d, want 431", got)
+	}
+}
+
+// TestListenersCutSlowBodies: on the listeners of their own (--metrics-http,
+// --console-http), a request whose body stops halfway is answered and its
+// connection closed within the body deadline, whichever route it asks for,
+// as on the API's: net/http reads what a handler left of a body before it
+// answers, and without a deadline it waited for the rest for good, holding
+// the connection and its goroutine.
+func TestListenersCutSlowBodies(t *testing.T) {
+	t.Parallel()
+	const timeout = 500 * time.Millisecond
+	for name, srv := range map[string]*http.Server{
+		"metrics": metricsServer(prometheus.NewRegistry(), timeout),
+		"console": consoleServer(http.NotFoundHandler(), timeout),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() { _ = srv.Serve(ln) }()
+			t.Cleanup(func() { _ = srv.Close() })
+			for _, path := range []string{"/metrics", "/", "/elsewhere"} {
+				c, err := net.Dial("tcp", ln.Addr().String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				start := time.Now()
+				if _, err := fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: lapse\r\nContent-Length: 1000\r\n\r\n{", path); err != nil {
+					t.Fatal(err)
+				}
+				_ = c.SetReadDeadline(time.Now().Add(timeout + 5*time.Second))
+				if _, err := io.ReadAll(c); err != nil {
+					t.Fatalf("POST %s with a body that stops: the connection is still open %v later (%v)", path, time.Since(start).Round(time.Millisecond), err)
+				}
+			}
+		})
+	}
+}
+
+// TestOptionsStarReachesHandler: OPTIONS * goes to Lapse's handler, which
+// reads its body within the body deadline, not to net/http's own answer to
+// it, which read up to 4 KiB of body first with no deadline: a client that
+// sent part of one held the connection for good.
+func TestOptionsStarReachesHandler(t *testing.T) {
+	t.Parallel()
+	const timeout = 300 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newHTTPServer(lapsehttp.BodyDeadline(http.NotFoundHandler(), timeout, 1<<10), time.Minute)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := fmt.Fprint(c, "OPTIONS * HTTP/1.1\r\nHost: lapse\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(timeout + 5*time.Second))
+	if got, err := io.ReadAll(c); err != nil {
+		t.Fatalf("OPTIONS * with a body that stops: the connection is still open 5 s past the body deadline (%v; read %q)", err, got)
+	}
+}
