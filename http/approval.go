@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -131,29 +132,58 @@ func approvalOut(a *lapse.Approval) approvalJSON {
 }
 
 func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
-	q, err := listQuery(r.URL.RawQuery, "status")
+	q, err := listQuery(r.URL.RawQuery, "status", "limit", "cursor")
 	if err != nil {
 		s.error(w, r, err)
 		return
 	}
-	p := &lapse.ApprovalListParams{Status: lapse.ApprovalStatus(q.Get("status")), Limit: 100}
+	p := &lapse.ApprovalListParams{Status: lapse.ApprovalStatus(q.Get("status")), Limit: defaultApprovalLimit}
 	switch p.Status {
 	case "", lapse.ApprovalPending, lapse.ApprovalApproved, lapse.ApprovalExecuted, lapse.ApprovalFailed, lapse.ApprovalRejected, lapse.ApprovalExpired:
 	default:
 		s.error(w, r, lapse.FieldError("status", "unknown status %q: pending, approved, executed, failed, rejected or expired", p.Status))
 		return
 	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxListLimit {
+			s.error(w, r, lapse.FieldError("limit", "must be an integer from 1 to %d", MaxListLimit))
+			return
+		}
+		p.Limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		_, id, err := decodeCursor(approvalCursor, v)
+		if err != nil {
+			s.error(w, r, err)
+			return
+		}
+		p.Before = id
+	}
+	limit := p.Limit
+	p.Limit++ // one more than asked tells whether another page exists
 	as, err := s.access.Approvals(r.Context(), p)
 	if err != nil {
 		s.error(w, r, err)
 		return
 	}
+	var next *string
+	if len(as) > limit {
+		as = as[:limit]
+		last := as[len(as)-1]
+		cur := encodeCursor(approvalCursor, last.CreatedAt, last.ID)
+		next = &cur
+	}
 	out := make([]approvalJSON, 0, len(as))
 	for _, a := range as {
 		out = append(out, approvalOut(a))
 	}
-	s.writeJSON(w, r, http.StatusOK, map[string]any{"approvals": out})
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"approvals": out, "next_cursor": next})
 }
+
+// defaultApprovalLimit is the page size of GET /v1/approvals without a
+// limit: the 100 it always answered before it took one.
+const defaultApprovalLimit = 100
 
 func (s *Server) getApproval(w http.ResponseWriter, r *http.Request) {
 	id, err := pathID(r, "an approval request's number")

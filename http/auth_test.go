@@ -898,6 +898,27 @@ func TestAccessSecondFactorAndFourEyes(t *testing.T) {
 		t.Errorf("approvals, newest first: %v", statuses)
 	}
 	g.call("GET", "/v1/approvals?status=maybe", "", vic).refused(t, http.StatusBadRequest, lapse.EINVALID)
+	// A page at a time, each request once: older requests are reached.
+	var paged []lapse.ApprovalStatus
+	for q := "/v1/approvals?limit=2"; q != ""; {
+		var page struct {
+			Approvals  []approvalView
+			NextCursor *string `json:"next_cursor"`
+		}
+		g.call("GET", q, "", vic).want(t, http.StatusOK).decode(t, &page)
+		for _, a := range page.Approvals {
+			paged = append(paged, a.Status)
+		}
+		if q = ""; page.NextCursor != nil {
+			if len(page.Approvals) != 2 {
+				t.Fatalf("a page of %d with a next cursor, want 2", len(page.Approvals))
+			}
+			q = "/v1/approvals?limit=2&cursor=" + *page.NextCursor
+		}
+	}
+	if !slices.Equal(paged, statuses) {
+		t.Errorf("approvals by pages of 2: %v, want %v", paged, statuses)
+	}
 
 	// A key acts within its scopes: no code, no approval, whatever the amount.
 	refunder := g.key("refunder", access.ScopeRefundsWrite)

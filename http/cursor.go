@@ -14,8 +14,9 @@ import (
 // cursors handed out by an older server are still refused cleanly. Orders'
 // cursors keep the byte they had when theirs was the only listing.
 const (
-	orderCursor  = 1 // GET /v1/orders
-	reviewCursor = 2 // GET /v1/reviews
+	orderCursor    = 1 // GET /v1/orders
+	reviewCursor   = 2 // GET /v1/reviews
+	approvalCursor = 3 // GET /v1/approvals
 )
 
 // encodeCursor returns the opaque cursor of a position in the listing kind:

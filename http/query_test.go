@@ -25,6 +25,8 @@ func TestListFilters(t *testing.T) {
 		{"/v1/orders?state=UNPAID&state=PAID", "state", "more than once"},
 		{"/v1/approvals?status=maybe", "status", "pending"},
 		{"/v1/approvals?state=pending", "state", "is not a parameter"},
+		{"/v1/approvals?limit=0", "limit", "from 1 to 500"},
+		{"/v1/approvals?cursor=AQ", "cursor", "next_cursor"},
 		{"/v1/closes?status=maybe", "status", "running"},
 		{"/v1/closes?state=done", "state", "is not a parameter"},
 		{"/v1/audit?order=sideways", "order", "asc"},
