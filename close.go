@@ -55,5 +55,6 @@ const (
 // CloseBatchListParams filters CloseBatchList.
 type CloseBatchListParams struct {
 	Status CloseBatchStatus
+	Before int64 // only batches with a smaller id; 0: from the newest
 	Limit  int
 }

@@ -3,6 +3,7 @@ package http
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -148,29 +149,58 @@ func (s *Server) listCloses(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, errNoCloser)
 		return
 	}
-	q, err := listQuery(r.URL.RawQuery, "status")
+	q, err := listQuery(r.URL.RawQuery, "status", "limit", "cursor")
 	if err != nil {
 		s.error(w, r, err)
 		return
 	}
-	p := &lapse.CloseBatchListParams{Status: lapse.CloseBatchStatus(q.Get("status")), Limit: 100}
+	p := &lapse.CloseBatchListParams{Status: lapse.CloseBatchStatus(q.Get("status")), Limit: defaultCloseLimit}
 	switch p.Status {
 	case "", lapse.CloseBatchRunning, lapse.CloseBatchDone:
 	default:
 		s.error(w, r, lapse.FieldError("status", "must be running or done"))
 		return
 	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxListLimit {
+			s.error(w, r, lapse.FieldError("limit", "must be an integer from 1 to %d", MaxListLimit))
+			return
+		}
+		p.Limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		_, id, err := decodeCursor(closeCursor, v)
+		if err != nil {
+			s.error(w, r, err)
+			return
+		}
+		p.Before = id
+	}
+	limit := p.Limit
+	p.Limit++ // one more than asked tells whether another page exists
 	bs, err := s.closer.Batches(r.Context(), p)
 	if err != nil {
 		s.error(w, r, err)
 		return
 	}
+	var next *string
+	if len(bs) > limit {
+		bs = bs[:limit]
+		last := bs[len(bs)-1]
+		cur := encodeCursor(closeCursor, last.CreatedAt, last.ID)
+		next = &cur
+	}
 	out := make([]batchJSON, 0, len(bs))
 	for _, b := range bs {
 		out = append(out, batchOut(b))
 	}
-	s.writeJSON(w, r, http.StatusOK, map[string]any{"batches": out})
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"batches": out, "next_cursor": next})
 }
+
+// defaultCloseLimit is the page size of GET /v1/closes without a limit:
+// the 100 it always answered before it took one.
+const defaultCloseLimit = 100
 
 func (s *Server) getClose(w http.ResponseWriter, r *http.Request) {
 	if s.closer == nil {

@@ -59,3 +59,40 @@ func TestCloseKeepsToThePreview(t *testing.T) {
 		t.Errorf("C-3, made after the preview: %+v, %v; want it left UNPAID", o, err)
 	}
 }
+
+// TestClosesPaged: GET /v1/closes answers a page at a time, newest first,
+// and reaches every batch; it answered the newest 100 only.
+func TestClosesPaged(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{})
+	closer := bearer(g.key("closer", access.ScopeOperationsWrite, access.ScopeOrdersRead))
+	var made []int64
+	for i := range 3 {
+		no := fmt.Sprintf("P-%d", i)
+		g.call("POST", "/v1/orders", `{"order_no":"`+no+`","flow":"checkout","user_id":"u","amount":100,"currency":"CNY"}`, bearer(g.admin)).want(t, http.StatusCreated)
+		var b batchView
+		g.call("POST", "/v1/closes", `{"selector":{"order_nos":["`+no+`"]},"reason":"r"}`, closer).want(t, http.StatusAccepted).decode(t, &b)
+		g.waitBatch(b.ID, closer)
+		made = append([]int64{b.ID}, made...)
+	}
+	var got []int64
+	pages := 0
+	for q := "/v1/closes?limit=2"; q != ""; pages++ {
+		var page struct {
+			Batches    []batchView
+			NextCursor *string `json:"next_cursor"`
+		}
+		g.call("GET", q, "", closer).want(t, http.StatusOK).decode(t, &page)
+		for _, b := range page.Batches {
+			got = append(got, b.ID)
+		}
+		if q = ""; page.NextCursor != nil {
+			q = "/v1/closes?limit=2&cursor=" + *page.NextCursor
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(made) || pages != 2 {
+		t.Errorf("batches by pages of 2: %v in %d pages, want %v in 2", got, pages, made)
+	}
+	g.call("GET", "/v1/closes?cursor=AQ", "", closer).refused(t, http.StatusBadRequest, lapse.EINVALID)
+	g.call("GET", "/v1/closes?limit=501", "", closer).refused(t, http.StatusBadRequest, lapse.EINVALID)
+}

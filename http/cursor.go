@@ -17,6 +17,7 @@ const (
 	orderCursor    = 1 // GET /v1/orders
 	reviewCursor   = 2 // GET /v1/reviews
 	approvalCursor = 3 // GET /v1/approvals
+	closeCursor    = 4 // GET /v1/closes
 )
 
 // encodeCursor returns the opaque cursor of a position in the listing kind:

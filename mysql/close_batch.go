@@ -84,10 +84,14 @@ func (s *Store) CloseBatchGet(ctx context.Context, id int64) (*lapse.CloseBatch,
 func (s *Store) CloseBatchList(ctx context.Context, p *lapse.CloseBatchListParams) ([]*lapse.CloseBatch, error) {
 	var q strings.Builder
 	var args []any
-	q.WriteString(`SELECT ` + closeBatchCols + ` FROM close_batches`)
+	q.WriteString(`SELECT ` + closeBatchCols + ` FROM close_batches WHERE TRUE`)
 	if p.Status != "" {
-		q.WriteString(" WHERE status = ?")
+		q.WriteString(" AND status = ?")
 		args = append(args, string(p.Status))
+	}
+	if p.Before > 0 {
+		q.WriteString(" AND id < ?")
+		args = append(args, p.Before)
 	}
 	q.WriteString(" ORDER BY id DESC")
 	if p.Limit > 0 {

@@ -86,6 +86,9 @@ func (s *Store) CloseBatchList(ctx context.Context, p *lapse.CloseBatchListParam
 	if p.Status != "" {
 		f.add("status = ", p.Status)
 	}
+	if p.Before > 0 {
+		f.add("id < ", p.Before)
+	}
 	q := `SELECT ` + closeBatchColumns + ` FROM close_batches` + f.sql() + ` ORDER BY id DESC LIMIT ` + f.arg(limitArg(p.Limit))
 	rows, err := s.db.Query(ctx, q, f.args...)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/internal/column"
@@ -73,10 +74,14 @@ func (s *Store) CloseBatchGet(ctx context.Context, id int64) (*lapse.CloseBatch,
 
 // CloseBatchList returns the batches of p.Status, by id descending.
 func (s *Store) CloseBatchList(ctx context.Context, p *lapse.CloseBatchListParams) ([]*lapse.CloseBatch, error) {
-	q, args := `SELECT `+closeBatchCols+` FROM close_batches ORDER BY id DESC LIMIT ?`, []any{sqlLimit(p.Limit)}
+	before := p.Before
+	if before <= 0 {
+		before = math.MaxInt64
+	}
+	q, args := `SELECT `+closeBatchCols+` FROM close_batches WHERE id < ? ORDER BY id DESC LIMIT ?`, []any{before, sqlLimit(p.Limit)}
 	if p.Status != "" {
-		q, args = `SELECT `+closeBatchCols+` FROM close_batches WHERE status = ? ORDER BY id DESC LIMIT ?`,
-			[]any{string(p.Status), sqlLimit(p.Limit)}
+		q, args = `SELECT `+closeBatchCols+` FROM close_batches WHERE status = ? AND id < ? ORDER BY id DESC LIMIT ?`,
+			[]any{string(p.Status), before, sqlLimit(p.Limit)}
 	}
 	bs, err := queryAll(ctx, s.db(), scanCloseBatch, q, args...)
 	if err != nil {

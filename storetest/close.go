@@ -99,6 +99,11 @@ func testCloseBatch(t *testing.T, s accessStore) {
 		{lapse.CloseBatchListParams{Limit: 1}, []int64{second.ID}},
 		{lapse.CloseBatchListParams{Status: lapse.CloseBatchDone}, []int64{first.ID}},
 		{lapse.CloseBatchListParams{Status: lapse.CloseBatchRunning, Limit: 5}, []int64{second.ID}},
+		{lapse.CloseBatchListParams{Before: second.ID}, []int64{first.ID}},
+		{lapse.CloseBatchListParams{Before: second.ID, Limit: 1}, []int64{first.ID}},
+		{lapse.CloseBatchListParams{Before: first.ID}, nil},
+		{lapse.CloseBatchListParams{Status: lapse.CloseBatchRunning, Before: second.ID}, nil},
+		{lapse.CloseBatchListParams{Status: lapse.CloseBatchDone, Before: second.ID}, []int64{first.ID}},
 	} {
 		bs, err := s.CloseBatchList(ctx, &c.p)
 		if err != nil || fmt.Sprint(batchIDs(bs)) != fmt.Sprint(c.want) {
