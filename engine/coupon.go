@@ -84,12 +84,15 @@ type couponEffect struct{ e *Engine }
 func (c couponEffect) Apply(ctx context.Context, tx lapse.Store, d *lapse.Delivery) error {
 	now := c.e.clock.Now()
 	kind, ok := holdingMove(&c.e.flows, d)
-	if !ok {
+	strand := !ok && stranded(&c.e.flows, d)
+	if !ok && !strand {
 		return nil
 	}
-	first, err := tx.EffectClaim(ctx, d.Subscriber, d.EventID, now)
-	if err != nil || !first {
-		return err
+	if !strand {
+		first, err := tx.EffectClaim(ctx, d.Subscriber, d.EventID, now)
+		if err != nil || !first {
+			return err
+		}
 	}
 	o, err := tx.OrderGet(ctx, d.OrderNo)
 	if err != nil || o.Coupon == "" {
@@ -104,6 +107,9 @@ func (c couponEffect) Apply(ctx context.Context, tx lapse.Store, d *lapse.Delive
 	}
 	if cp.Status != lapse.CouponLocked || cp.OrderNo != o.OrderNo {
 		return nil // this order does not hold it
+	}
+	if strand {
+		return strandedError(d, "coupon "+o.Coupon+" locked")
 	}
 	move := lapse.CouponUnlock
 	if kind == consumeMove {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -65,6 +66,34 @@ func holdingMove(fs *flowSet, d *lapse.Delivery) (holdingMoveKind, bool) {
 		return consumeMove, true
 	}
 	return 0, false
+}
+
+// stranded reports whether d, an event holdingMove found no move for, is
+// of an order that ended under a flow that, changed since the event was
+// written, no longer says what the event does to what the order holds:
+// the flow is no longer run or no longer holds, or no longer emits the
+// event (its emits and release_on renamed). Whatever the order still holds
+// then is given back or used up by no one's guess: its delivery is refused
+// (strandedError), dead, for an operator (S4: never kept for good unseen).
+func stranded(fs *flowSet, d *lapse.Delivery) bool {
+	if d.Event == nil {
+		return false
+	}
+	o, err := lapse.EventOrder(d.Event)
+	if err != nil || o.ClosedAt == nil {
+		return false
+	}
+	f := fs.get(o.Flow)
+	return f == nil || !f.Holds || !slices.ContainsFunc(f.Transitions, func(t lapse.Transition) bool {
+		return slices.Contains(t.Emits, d.EventType)
+	})
+}
+
+// strandedError is the refusal of a stranded delivery (stranded) whose
+// order still holds what, in words.
+func strandedError(d *lapse.Delivery, what string) error {
+	return fmt.Errorf("%w: order %s ended holding %s, and its flow as it runs now no longer says whether %s gives that back or uses it up "+
+		"(the flow was changed after the event was written): an operator decides", lapse.ErrRefused, d.OrderNo, what, d.EventType)
 }
 
 // heldCheckTimeout bounds how long New waits for the store to say whether
