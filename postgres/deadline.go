@@ -170,7 +170,7 @@ func (s *Store) OrderCountDue(ctx context.Context, now time.Time) (int64, error)
 }
 
 const orderCountOpenSQL = `SELECT flow, state, count(*), count(deadline_at),
-		count(CASE WHEN (items IS NOT NULL AND items <> '[]'::jsonb) OR coupon <> '' THEN 1 END) FROM orders
+		count(CASE WHEN items IS NOT NULL OR coupon <> '' THEN 1 END) FROM orders
 		WHERE closed_at IS NULL GROUP BY flow, state ORDER BY flow, state`
 
 // OrderCountOpen counts the open orders by flow and state.
