@@ -84,9 +84,12 @@ type couponEffect struct{ e *Engine }
 func (c couponEffect) Apply(ctx context.Context, tx lapse.Store, d *lapse.Delivery) error {
 	now := c.e.clock.Now()
 	kind, ok := holdingMove(&c.e.flows, d)
-	strand := !ok && stranded(&c.e.flows, d)
-	if !ok && !strand {
-		return nil
+	strand := false
+	if !ok {
+		var err error
+		if strand, err = stranded(ctx, &c.e.flows, tx, d); err != nil || !strand {
+			return err
+		}
 	}
 	if !strand {
 		first, err := tx.EffectClaim(ctx, d.Subscriber, d.EventID, now)

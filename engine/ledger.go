@@ -70,23 +70,36 @@ func holdingMove(fs *flowSet, d *lapse.Delivery) (holdingMoveKind, bool) {
 
 // stranded reports whether d, an event holdingMove found no move for, is
 // of an order that ended under a flow that, changed since the event was
-// written, no longer says what the event does to what the order holds:
-// the flow is no longer run or no longer holds, or no longer emits the
-// event (its emits and release_on renamed). Whatever the order still holds
-// then is given back or used up by no one's guess: its delivery is refused
-// (strandedError), dead, for an operator (S4: never kept for good unseen).
-func stranded(fs *flowSet, d *lapse.Delivery) bool {
+// written, no longer gives back or uses up what the order holds: the flow
+// is no longer run or no longer holds, or no delivery of the order to d's
+// subscriber after d is of an event the flow releases or consumes on (its
+// release_on or emits were renamed). Whatever the order still holds would
+// then be kept for good, unseen: its delivery is refused (strandedError),
+// dead, for an operator (S4). It reads the order's deliveries only for an
+// order that ended.
+func stranded(ctx context.Context, fs *flowSet, tx lapse.Store, d *lapse.Delivery) (bool, error) {
 	if d.Event == nil {
-		return false
+		return false, nil
 	}
 	o, err := lapse.EventOrder(d.Event)
 	if err != nil || o.ClosedAt == nil {
-		return false
+		return false, nil
 	}
 	f := fs.get(o.Flow)
-	return f == nil || !f.Holds || !slices.ContainsFunc(f.Transitions, func(t lapse.Transition) bool {
-		return slices.Contains(t.Emits, d.EventType)
-	})
+	if f == nil || !f.Holds {
+		return true, nil
+	}
+	ds, err := tx.DeliveryList(ctx, d.OrderID)
+	if err != nil {
+		return false, err
+	}
+	for _, l := range ds {
+		if l.ID > d.ID && l.Subscriber == d.Subscriber && l.Status == lapse.DeliveryPending &&
+			(slices.Contains(f.ReleaseOn, l.EventType) || slices.Contains(f.ConsumeOn, l.EventType)) {
+			return false, nil // that one settles what the order holds
+		}
+	}
+	return true, nil
 }
 
 // strandedError is the refusal of a stranded delivery (stranded) whose

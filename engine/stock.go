@@ -97,8 +97,8 @@ func (s stockEffect) Apply(ctx context.Context, tx lapse.Store, d *lapse.Deliver
 	now := s.e.clock.Now()
 	kind, ok := holdingMove(&s.e.flows, d)
 	if !ok {
-		if !stranded(&s.e.flows, d) {
-			return nil
+		if strand, err := stranded(ctx, &s.e.flows, tx, d); err != nil || !strand {
+			return err
 		}
 		held, err := stockHeld(ctx, tx, d.OrderID)
 		if err != nil || len(held) == 0 {
