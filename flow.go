@@ -571,7 +571,8 @@ type Firing struct {
 // Plan decides what firing fr.Event at o does, without touching storage. It
 // returns the guarded transition for a store to apply, or an error: EINVALID
 // when the flow has no such event, ECONFLICT when the order's state does not
-// accept it or a guard refuses it.
+// accept it, the order has ended (ClosedAt is set: a flow changed since may
+// have made its state non-terminal) or a guard refuses it.
 func (f *Flow) Plan(o *Order, fr Firing) (*OrderTransitionParams, error) {
 	if f.Event(fr.Event) == nil {
 		return nil, FieldError("event", "flow %s has no event %s", f.Name, fr.Event)
@@ -584,6 +585,14 @@ func (f *Flow) Plan(o *Order, fr Firing) (*OrderTransitionParams, error) {
 		}
 		return nil, Errorf(ECONFLICT, "order %s is %s, which does not accept %s (it accepts %s)",
 			o.OrderNo, o.State, fr.Event, joinEvents(accepts))
+	}
+	if o.ClosedAt != nil {
+		// The order ended (S1: a terminal state stays terminal) in a state
+		// that the flow, changed since, no longer ends in. Moving it again
+		// would reopen an order whose stock and coupon were given back,
+		// or make a closed order paid (S2).
+		return nil, Errorf(ECONFLICT, "order %s ended in %s at %s and takes no more events (its flow %s has changed since: %s is no longer terminal)",
+			o.OrderNo, o.State, o.ClosedAt.UTC().Format(time.RFC3339), f.Name, o.State)
 	}
 	if fr.Deadline {
 		if o.DeadlineAt == nil || o.DeadlineAt.After(fr.Now) {

@@ -109,8 +109,9 @@ type Store interface {
 	OrderCountDue(ctx context.Context, now time.Time) (int64, error)
 
 	// OrderCountOpen counts the orders that have not ended (closed_at is
-	// not set) by flow and state, in (flow, state) order: what the flows a
-	// process runs must still know. It reads every open order.
+	// not set) by flow and state, in (flow, state) order, with how many
+	// of them have a deadline and how many have items or a coupon: what the
+	// flows a process runs must still know. It reads every open order.
 	OrderCountOpen(ctx context.Context) ([]OrderStateCount, error)
 
 	// OrderDeadlineMin returns the earliest deadline among the orders ids
@@ -450,11 +451,12 @@ type OrderDeadlineListParams struct {
 }
 
 // OrderStateCount is how many open orders of a flow are in a state (N),
-// and how many of those have a deadline (Timed).
+// how many of those have a deadline (Timed), and how many have items or a
+// coupon (Holding): what a flow that holds reserved and locked for them.
 type OrderStateCount struct {
-	Flow     string
-	State    State
-	N, Timed int64
+	Flow              string
+	State             State
+	N, Timed, Holding int64
 }
 
 // OrderDeadline is an order's pending deadline.

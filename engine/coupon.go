@@ -84,12 +84,18 @@ type couponEffect struct{ e *Engine }
 func (c couponEffect) Apply(ctx context.Context, tx lapse.Store, d *lapse.Delivery) error {
 	now := c.e.clock.Now()
 	kind, ok := holdingMove(&c.e.flows, d)
+	strand := false
 	if !ok {
-		return nil
+		var err error
+		if strand, err = stranded(ctx, &c.e.flows, tx, d); err != nil || !strand {
+			return err
+		}
 	}
-	first, err := tx.EffectClaim(ctx, d.Subscriber, d.EventID, now)
-	if err != nil || !first {
-		return err
+	if !strand {
+		first, err := tx.EffectClaim(ctx, d.Subscriber, d.EventID, now)
+		if err != nil || !first {
+			return err
+		}
 	}
 	o, err := tx.OrderGet(ctx, d.OrderNo)
 	if err != nil || o.Coupon == "" {
@@ -104,6 +110,9 @@ func (c couponEffect) Apply(ctx context.Context, tx lapse.Store, d *lapse.Delive
 	}
 	if cp.Status != lapse.CouponLocked || cp.OrderNo != o.OrderNo {
 		return nil // this order does not hold it
+	}
+	if strand {
+		return strandedError(d, "coupon "+o.Coupon+" locked")
 	}
 	move := lapse.CouponUnlock
 	if kind == consumeMove {

@@ -119,7 +119,9 @@ func (fs *flowSet) ofEvent(d *lapse.Delivery) *lapse.Flow {
 // run, in a state its flow no longer has or has made terminal, or with a
 // deadline in a state that no longer has one. Such an order could never
 // move again, nor its deadline fire (the claimer would find it due on every
-// pass and fail), and nothing would show it to an operator. The error names
+// pass and fail), and nothing would show it to an operator. So is an open
+// order with items or a coupon of a flow that no longer holds: nothing
+// would give back what it reserved and locked. The error names
 // each flow and state with its count; a service should refuse to start
 // with it, before it changes anything. It reads every open order once.
 func (e *Engine) CheckOpenOrders(ctx context.Context) error {
@@ -146,6 +148,11 @@ func (e *Engine) CheckOpenOrders(ctx context.Context) error {
 		case c.Timed > 0 && st.Deadline == nil:
 			problems = append(problems, fmt.Sprintf("%d of flow %s in state %s with a deadline, which the state no longer has: it could never fire",
 				c.Timed, c.Flow, c.State))
+		case c.Holding > 0 && !f.Holds:
+			// Made while the flow held: the ledgers and ports give back
+			// only what orders of a flow that holds hold (S4).
+			problems = append(problems, fmt.Sprintf("%d of flow %s in state %s with items or a coupon, which the flow no longer holds: they would end with their stock reserved and their coupon locked for good",
+				c.Holding, c.Flow, c.State))
 		}
 	}
 	if len(problems) == 0 {

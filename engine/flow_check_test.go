@@ -111,3 +111,75 @@ func flowNames(fs []*lapse.Flow) string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// kiosk is a flow that holds: an order reserves its items until it is
+// taken (consumed) or its deadline closes it (released).
+const kiosk = `name: kiosk
+initial: UNPAID
+holds: true
+release_on: [order.closed]
+consume_on: [order.taken]
+states:
+  - {name: UNPAID, deadline: {after: 1h, event: TIMEOUT}}
+  - {name: CLOSED, terminal: true}
+  - {name: TAKEN, terminal: true}
+events: [{name: TAKE}, {name: TIMEOUT, internal: true}]
+transitions:
+  - {from: UNPAID, event: TAKE, to: TAKEN, emits: [order.taken]}
+  - {from: UNPAID, event: TIMEOUT, to: CLOSED, emits: [order.closed]}
+`
+
+// TestCheckOpenOrdersHolding: a flow file that stops holding (holds:
+// true taken out) under open orders that reserved stock is refused before
+// it runs: nothing would give their stock back as they end (S4). Orders
+// without items or a coupon are not in the way.
+func TestCheckOpenOrdersHolding(t *testing.T) {
+	t.Parallel()
+	parse := func(name, yaml string) *lapse.Flow {
+		t.Helper()
+		f, err := flowfile.Parse(name, []byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	orig := parse("kiosk.yaml", kiosk)
+	notHolding := parse("kiosk_free.yaml", strings.NewReplacer(
+		"holds: true\n", "", "release_on: [order.closed]\n", "", "consume_on: [order.taken]\n", "").Replace(kiosk))
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		s := open()
+		e, err := engine.New(s, []*lapse.Flow{orig}, engine.Config{Clock: lapse.NewManualClock(t0), StockLedger: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := ctxT(t)
+		if _, err := e.SetStock(ctx, "tea", 10); err != nil {
+			t.Fatal(err)
+		}
+		create(t, e, &lapse.OrderCreate{OrderNo: "K-0", Flow: "kiosk", UserID: "u", Currency: "CNY", TTL: time.Hour})
+		check := func(want string) {
+			t.Helper()
+			e, err := engine.New(s, []*lapse.Flow{notHolding}, engine.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = e.CheckOpenOrders(ctx)
+			switch {
+			case want == "" && err != nil:
+				t.Errorf("kiosk no longer holding: %v", err)
+			case want != "" && (lapse.ErrorCode(err) != lapse.EINVALID || !strings.Contains(err.Error(), want)):
+				t.Errorf("kiosk no longer holding: %v; want EINVALID naming %q", err, want)
+			}
+		}
+		check("")
+		create(t, e, &lapse.OrderCreate{OrderNo: "K-1", Flow: "kiosk", UserID: "u", Currency: "CNY", TTL: time.Hour,
+			Items: []lapse.Item{{SKU: "tea", Qty: 3}}})
+		check("1 of flow kiosk in state UNPAID with items or a coupon, which the flow no longer holds")
+		// Once it ended, through the flow that gave its stock back, the
+		// flow may stop holding.
+		if _, err := e.Fire(ctx, "K-1", engine.Fire{Event: "TIMEOUT", By: app}); err != nil {
+			t.Fatal(err)
+		}
+		check("")
+	})
+}

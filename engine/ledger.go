@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -65,6 +66,47 @@ func holdingMove(fs *flowSet, d *lapse.Delivery) (holdingMoveKind, bool) {
 		return consumeMove, true
 	}
 	return 0, false
+}
+
+// stranded reports whether d, an event holdingMove found no move for, is
+// of an order that ended under a flow that, changed since the event was
+// written, no longer gives back or uses up what the order holds: the flow
+// is no longer run or no longer holds, or no delivery of the order to d's
+// subscriber after d is of an event the flow releases or consumes on (its
+// release_on or emits were renamed). Whatever the order still holds would
+// then be kept for good, unseen: its delivery is refused (strandedError),
+// dead, for an operator (S4). It reads the order's deliveries only for an
+// order that ended.
+func stranded(ctx context.Context, fs *flowSet, tx lapse.Store, d *lapse.Delivery) (bool, error) {
+	if d.Event == nil {
+		return false, nil
+	}
+	o, err := lapse.EventOrder(d.Event)
+	if err != nil || o.ClosedAt == nil {
+		return false, nil
+	}
+	f := fs.get(o.Flow)
+	if f == nil || !f.Holds {
+		return true, nil
+	}
+	ds, err := tx.DeliveryList(ctx, d.OrderID)
+	if err != nil {
+		return false, err
+	}
+	for _, l := range ds {
+		if l.ID > d.ID && l.Subscriber == d.Subscriber && l.Status == lapse.DeliveryPending &&
+			(slices.Contains(f.ReleaseOn, l.EventType) || slices.Contains(f.ConsumeOn, l.EventType)) {
+			return false, nil // that one settles what the order holds
+		}
+	}
+	return true, nil
+}
+
+// strandedError is the refusal of a stranded delivery (stranded) whose
+// order still holds what, in words.
+func strandedError(d *lapse.Delivery, what string) error {
+	return fmt.Errorf("%w: order %s ended holding %s, and its flow as it runs now no longer says whether %s gives that back or uses it up "+
+		"(the flow was changed after the event was written): an operator decides", lapse.ErrRefused, d.OrderNo, what, d.EventType)
 }
 
 // heldCheckTimeout bounds how long New waits for the store to say whether

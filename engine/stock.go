@@ -3,7 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -94,15 +97,43 @@ func (s stockEffect) Apply(ctx context.Context, tx lapse.Store, d *lapse.Deliver
 	now := s.e.clock.Now()
 	kind, ok := holdingMove(&s.e.flows, d)
 	if !ok {
-		return nil
+		if strand, err := stranded(ctx, &s.e.flows, tx, d); err != nil || !strand {
+			return err
+		}
+		held, err := stockHeld(ctx, tx, d.OrderID)
+		if err != nil || len(held) == 0 {
+			return err
+		}
+		lines := make([]string, len(held))
+		for i, it := range held {
+			lines[i] = fmt.Sprintf("%s %d", it.SKU, it.Qty)
+		}
+		return strandedError(d, "stock reserved ("+strings.Join(lines, ", ")+")")
 	}
 	first, err := tx.EffectClaim(ctx, d.Subscriber, d.EventID, now)
 	if err != nil || !first {
 		return err
 	}
-	journal, err := tx.StockMoveList(ctx, d.OrderID)
+	held, err := stockHeld(ctx, tx, d.OrderID)
+	if err != nil || len(held) == 0 {
+		return err
+	}
+	lines, err := lapse.StockLines(held)
 	if err != nil {
 		return err
+	}
+	if kind == releaseMove {
+		return tx.StockMove(ctx, &lapse.StockMoveParams{OrderID: d.OrderID, Kind: lapse.StockRelease, Lines: lines, At: now})
+	}
+	return tx.StockMove(ctx, &lapse.StockMoveParams{OrderID: d.OrderID, Kind: lapse.StockConsume, Lines: lines, At: now})
+}
+
+// stockHeld returns what the order orderID still holds by its stock
+// journal: reserved less released and consumed, by SKU, in SKU order.
+func stockHeld(ctx context.Context, tx lapse.Store, orderID int64) ([]lapse.Item, error) {
+	journal, err := tx.StockMoveList(ctx, orderID)
+	if err != nil {
+		return nil, err
 	}
 	bySKU := map[string]int64{}
 	for _, m := range journal {
@@ -113,20 +144,10 @@ func (s stockEffect) Apply(ctx context.Context, tx lapse.Store, d *lapse.Deliver
 		}
 	}
 	var held []lapse.Item
-	for sku, qty := range bySKU {
-		if qty > 0 {
+	for _, sku := range slices.Sorted(maps.Keys(bySKU)) {
+		if qty := bySKU[sku]; qty > 0 {
 			held = append(held, lapse.Item{SKU: sku, Qty: qty})
 		}
 	}
-	if len(held) == 0 {
-		return nil
-	}
-	lines, err := lapse.StockLines(held)
-	if err != nil {
-		return err
-	}
-	if kind == releaseMove {
-		return tx.StockMove(ctx, &lapse.StockMoveParams{OrderID: d.OrderID, Kind: lapse.StockRelease, Lines: lines, At: now})
-	}
-	return tx.StockMove(ctx, &lapse.StockMoveParams{OrderID: d.OrderID, Kind: lapse.StockConsume, Lines: lines, At: now})
+	return held, nil
 }

@@ -135,14 +135,15 @@ func (s *Store) OrderCountDue(ctx context.Context, now time.Time) (int64, error)
 	return n, nil
 }
 
-const orderCountOpenSQL = `SELECT flow, state, count(*), count(deadline_at) FROM orders
+const orderCountOpenSQL = `SELECT flow, state, count(*), count(deadline_at),
+		count(CASE WHEN items IS NOT NULL OR coupon <> '' THEN 1 END) FROM orders
 		WHERE closed_at IS NULL GROUP BY flow, state ORDER BY flow, state`
 
 // OrderCountOpen counts the open orders by flow and state.
 func (s *Store) OrderCountOpen(ctx context.Context) ([]lapse.OrderStateCount, error) {
 	out, err := queryAll(ctx, s, func(r scanner) (lapse.OrderStateCount, error) {
 		var c lapse.OrderStateCount
-		err := r.Scan(&c.Flow, &c.State, &c.N, &c.Timed)
+		err := r.Scan(&c.Flow, &c.State, &c.N, &c.Timed, &c.Holding)
 		return c, err
 	}, orderCountOpenSQL)
 	if err != nil {

@@ -169,7 +169,8 @@ func (s *Store) OrderCountDue(ctx context.Context, now time.Time) (int64, error)
 	return n, nil
 }
 
-const orderCountOpenSQL = `SELECT flow, state, count(*), count(deadline_at) FROM orders
+const orderCountOpenSQL = `SELECT flow, state, count(*), count(deadline_at),
+		count(CASE WHEN items IS NOT NULL OR coupon <> '' THEN 1 END) FROM orders
 		WHERE closed_at IS NULL GROUP BY flow, state ORDER BY flow, state`
 
 // OrderCountOpen counts the open orders by flow and state.
@@ -182,7 +183,7 @@ func (s *Store) OrderCountOpen(ctx context.Context) ([]lapse.OrderStateCount, er
 	var out []lapse.OrderStateCount
 	for rows.Next() {
 		var c lapse.OrderStateCount
-		if err := rows.Scan(&c.Flow, &c.State, &c.N, &c.Timed); err != nil {
+		if err := rows.Scan(&c.Flow, &c.State, &c.N, &c.Timed, &c.Holding); err != nil {
 			return nil, fmt.Errorf("postgres: count open orders: %w", err)
 		}
 		out = append(out, c)

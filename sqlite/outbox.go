@@ -72,7 +72,7 @@ func (w *writeTx) outboxMany(ctx context.Context, batch []orderEvents) error {
 			if len(ev.Subscribers) == 0 {
 				continue
 			}
-			if k == len(layers) {
+			for len(layers) <= k { // an earlier event of the order may have had no subscriber
 				layers = append(layers, nil)
 			}
 			for _, sub := range ev.Subscribers {

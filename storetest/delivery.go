@@ -68,6 +68,21 @@ func testDeliveryFanOut(t *testing.T, s lapse.Store) {
 		t.Errorf("after CANCEL: %d deliveries, last %+v", len(ds), ds[len(ds)-1])
 	}
 
+	// A transition's event without subscribers before one with (a flow's
+	// close emitting an event no one takes, then its release): the second
+	// fans out all the same.
+	on := createWithSubs(t, s, "DF-N", base)
+	pn := plan(t, on, flows.Cancel, base.Add(time.Second))
+	released := lapse.NewOutboxEvent("order.released", on, pn)
+	released.Subscribers = []string{"stock"}
+	pn.Outbox = append(pn.Outbox, released)
+	if _, err := s.OrderTransition(ctxT(t), pn); err != nil {
+		t.Fatal(err)
+	}
+	if ds, err := s.DeliveryList(ctxT(t), on.ID); err != nil || len(ds) != 1 || ds[0].EventType != "order.released" || ds[0].Subscriber != "stock" {
+		t.Errorf("deliveries of an event with subscribers after one without = %+v, %v; want its one to stock", ds, err)
+	}
+
 	// Bulk creates, batch transitions and deadline changes fan out as well.
 	var bulk []*lapse.OrderCreateParams
 	for i := range 3 {

@@ -48,6 +48,37 @@ type configWatcher struct {
 
 	errCount prometheus.Counter
 	okTime   prometheus.Gauge
+
+	// flowsDir is the --flows directory of the process, flowsAt the
+	// digest of its files as they were loaded (flowsDigest), flowsSaid
+	// the digest last said to differ: the flows are read only at start,
+	// and a SIGHUP after they changed says so (checkFlows).
+	flowsDir, flowsAt, flowsSaid string
+}
+
+// WatchFlows has a SIGHUP check whether the flow files in dir still sum
+// to digest, what the process loaded at start, and say when not: a SIGHUP
+// reloads the config file's switches, never the flows.
+func (w *configWatcher) WatchFlows(dir, digest string) {
+	w.flowsDir, w.flowsAt, w.flowsSaid = dir, digest, digest
+}
+
+// checkFlows warns, once for each change, that the flow files changed
+// since the start, which a SIGHUP does not load: their check against the
+// open orders (Engine.CheckOpenOrders) is a start's.
+func (w *configWatcher) checkFlows() {
+	if w.flowsDir == "" {
+		return
+	}
+	now := flowsDigest(w.flowsDir)
+	switch {
+	case now == w.flowsAt:
+		w.flowsSaid = now
+	case now != w.flowsSaid:
+		w.flowsSaid = now
+		w.log.Warn("flows: the flow files changed since lapse serve started; a SIGHUP does not load them: "+
+			"restart lapse serve to run them (the start checks them against the open orders first)", "flows", w.flowsDir)
+	}
 }
 
 // newConfigWatcher returns a watcher of the config file of cfg, as
@@ -122,6 +153,7 @@ func (w *configWatcher) run(ctx context.Context, hup <-chan os.Signal) {
 				return
 			case <-hup:
 				w.log.Warn("config: SIGHUP, but there is no config file (--config, LAPSE_CONFIG) to reload")
+				w.checkFlows()
 			}
 		}
 	}
@@ -140,6 +172,7 @@ func (w *configWatcher) run(ctx context.Context, hup <-chan os.Signal) {
 			w.log.Info("config: SIGHUP, reloading", "file", w.path)
 			pending = nil
 			_ = w.Reload()
+			w.checkFlows()
 		case <-tick.C:
 			s := stampOf(w.path)
 			w.mu.Lock()

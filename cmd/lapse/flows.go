@@ -1,9 +1,13 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -41,6 +45,44 @@ func loadFlows(dir string) ([]*lapse.Flow, error) {
 		out = append(out, f)
 	}
 	return out, nil
+}
+
+// flowsDigest sums the names and contents of the flow files in dir (see
+// flowfile.Files), so that a running lapse serve can tell that they changed
+// after it loaded them; "" when dir is "". A file that is not regular or
+// cannot be read counts by what keeps it from being read, not by its
+// contents: opening a named pipe would wait for a writer.
+func flowsDigest(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	h := sha256.New()
+	paths, err := flowfile.Files(dir)
+	if err != nil {
+		fmt.Fprintf(h, "error %v", err)
+	}
+	for _, path := range paths {
+		fmt.Fprintf(h, "%s\x00", filepath.Base(path))
+		fi, err := os.Stat(path)
+		if err == nil && !fi.Mode().IsRegular() {
+			err = fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+		}
+		var data []byte
+		if err == nil {
+			var f *os.File
+			if f, err = os.Open(path); err == nil {
+				data, err = io.ReadAll(io.LimitReader(f, flowfile.MaxSize+1))
+				f.Close()
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(h, "error %v\x00", err)
+			continue
+		}
+		fmt.Fprintf(h, "%d\x00", len(data))
+		h.Write(data)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // flowFileError leaves out the "lapse: " of a lapse error, which main

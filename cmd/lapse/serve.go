@@ -100,7 +100,9 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 		cc, dc, sf, pf, tf                    = &o.cc, &o.dc, &o.sf, &o.pf, &o.tf
 	)
 	// A flow or schedule that is wrong stops the start before the database
-	// is touched.
+	// is touched. Summed before they are read: a change made meanwhile
+	// is said at a SIGHUP rather than missed.
+	flowsAt := flowsDigest(*flowsDir)
 	flowSet, err := loadFlows(*flowsDir)
 	if err != nil {
 		return err
@@ -268,6 +270,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 		return fmt.Errorf("--probe-interval: %w", err)
 	}
 	watcher := newConfigWatcher(cfg, &process{engine: eng, claimer: claimer, timed: sf.timed, probe: prober, natsWindow: sf.natsWindow}, log, reg)
+	watcher.WatchFlows(*flowsDir, flowsAt)
 
 	api := lapsehttp.NewServer(eng, lapsehttp.Config{
 		Logger:          log,
