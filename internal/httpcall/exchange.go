@@ -56,7 +56,8 @@ func Exchange(ctx context.Context, client *http.Client, req *http.Request, readT
 		}
 	}()
 	timedOut := func(err error) error {
-		if errors.Is(context.Cause(ctx), timeout) {
+		// An answer read in full is the answer, whenever the timer fired.
+		if err != nil && errors.Is(context.Cause(ctx), timeout) {
 			return fmt.Errorf("%w (%s): %w", timeout, readTimeout, err)
 		}
 		return err

@@ -92,3 +92,26 @@ func TestAnswerHeadersBounded(t *testing.T) {
 		t.Fatalf("an answer with headers within the bound: %+v, %v", a, err)
 	}
 }
+
+// TestExchangeReadInTime: an answer that read took in full is the answer,
+// however late the read timeout fires after it: it was turned into a
+// timeout error wrapping nothing ("%!w(<nil>)"), and a call that had its
+// answer was retried or queried back as if its outcome were unknown.
+func TestExchangeReadInTime(t *testing.T) {
+	t.Parallel()
+	errTimeout := errors.New("read timeout")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"ok":true}`) }))
+	defer srv.Close()
+	req, err := http.NewRequest("POST", srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written, err := Exchange(context.Background(), NewClient(NewTimeouts(time.Second, time.Second), 1, true), req, 50*time.Millisecond, errTimeout,
+		func(*http.Response) error {
+			time.Sleep(200 * time.Millisecond) // the timer fires meanwhile
+			return nil
+		})
+	if err != nil || !written {
+		t.Errorf("Exchange of an answer read in full = %v, %v; want written, no error", written, err)
+	}
+}
