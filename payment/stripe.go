@@ -2,6 +2,7 @@ package payment
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -31,11 +32,22 @@ const StripeSignatureHeader = "Stripe-Signature"
 // event is acknowledged without a notice. A live event at a TestMode
 // endpoint is real money sent where it was not expected, and is refused
 // (EINVALID), so that it shows and Stripe sends it again.
+//
+// A Connect endpoint receives the events of every connected account, each
+// naming its account; whoever holds a connected account (a Standard one is
+// its owner's) can make a payment there, to themselves, under any
+// metadata.order_no. Only a payment made on Account pays its order: one
+// made on another account is a notice in review (PaymentNotice.Review),
+// recorded and acknowledged, never applied.
 type Stripe struct {
 	Provider  string   // the name notices carry, as in the callback URL
 	Secrets   [][]byte // every endpoint signing secret that may have signed
 	Tolerance time.Duration
 	TestMode  bool // act on test-mode events (livemode false), not live ones
+	// Account is the Stripe account whose payments are this endpoint's:
+	// "" for the platform's own (events that name no account), or the
+	// connected account (acct_…) that a Connect platform charges on.
+	Account string
 }
 
 var _ lapse.PaymentCallback = (*Stripe)(nil)
@@ -135,6 +147,9 @@ func (s *Stripe) paid(ev *stripeEvent, raw []byte) (*lapse.PaymentNotice, error)
 	}
 	n := &lapse.PaymentNotice{Provider: s.Provider, Kind: lapse.NoticePaid, TxnID: pi.ID, OrderNo: pi.Metadata["order_no"],
 		Currency: strings.ToUpper(pi.Currency), Merchant: ev.Account, PaidAt: time.Unix(ev.Created, 0).UTC(), Raw: raw}
+	if ev.Account != s.Account {
+		n.Review = fmt.Sprintf("the Stripe event %s is a payment made on account %q, not on %s", ev.ID, ev.Account, s.accountName())
+	}
 	if err := checkStripeNotice(n, ev, "amount_received", pi.AmountReceived); err != nil {
 		return nil, err
 	}
@@ -216,6 +231,14 @@ func (s *Stripe) Ack(w http.ResponseWriter, err error) {
 	w.WriteHeader(ackStatus(err))
 	msg, _ := json.Marshal(lapse.ErrorMessage(err))
 	w.Write([]byte(`{"error":` + string(msg) + "}\n"))
+}
+
+// accountName names Account in a review's reason.
+func (s *Stripe) accountName() string {
+	if s.Account == "" {
+		return "the platform's own account"
+	}
+	return fmt.Sprintf("%q", s.Account)
 }
 
 func (s *Stripe) tolerance() time.Duration {

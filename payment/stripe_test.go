@@ -98,8 +98,49 @@ func stripeV1(secret string, at time.Time, body string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
+// stripeAccount is the connected account stripePaymentEvent was made on.
+const stripeAccount = "acct_1Nv0FGQ9RKHgCVdK"
+
+// newStripe is an endpoint whose payments are stripeAccount's.
 func newStripe() *Stripe {
-	return &Stripe{Provider: "stripe", Secrets: [][]byte{[]byte(stripeSecret)}}
+	return &Stripe{Provider: "stripe", Secrets: [][]byte{[]byte(stripeSecret)}, Account: stripeAccount}
+}
+
+// TestStripeAccount: a Connect endpoint receives every connected account's
+// events, and whoever holds one can pay there, to themselves, under any
+// metadata.order_no. Only a payment on the endpoint's Account (none: the
+// platform's own) pays; one on another account is in review.
+func TestStripeAccount(t *testing.T) {
+	t.Parallel()
+	own := strings.Replace(stripePaymentEvent, `"account": "acct_1Nv0FGQ9RKHgCVdK",
+`, "", 1)
+	if own == stripePaymentEvent {
+		t.Fatal("no account in the event")
+	}
+	for _, c := range []struct {
+		name, account, body string
+		review              string
+	}{
+		{"platform's own payment", "", own, ""},
+		{"connected account's payment at the platform's endpoint", "", stripePaymentEvent, `on account "acct_1Nv0FGQ9RKHgCVdK", not on the platform's own account`},
+		{"another connected account's", "acct_2Other", stripePaymentEvent, `on account "acct_1Nv0FGQ9RKHgCVdK", not on "acct_2Other"`},
+		{"the platform's own at a connected account's endpoint", stripeAccount, own, `on account "", not on "acct_1Nv0FGQ9RKHgCVdK"`},
+		{"the account's own", stripeAccount, stripePaymentEvent, ""},
+	} {
+		s := newStripe()
+		s.Account = c.account
+		n, err := s.Verify(stripeGoSigned(t, c.body, stripeSecret, testNow), []byte(c.body), testNow)
+		switch {
+		case err != nil || n == nil:
+			t.Errorf("%s: %s, %v; want a notice", c.name, brief(n), err)
+		case n.Kind != lapse.NoticePaid || n.Amount != 2000:
+			t.Errorf("%s: %s; want a paid notice of 2000", c.name, brief(n))
+		case c.review == "" && n.Review != "":
+			t.Errorf("%s: in review (%s); want it clean", c.name, n.Review)
+		case !strings.Contains(n.Review, c.review):
+			t.Errorf("%s: review %q; want it to say %q", c.name, n.Review, c.review)
+		}
+	}
 }
 
 func TestStripeAcceptsStripeGoSignature(t *testing.T) {

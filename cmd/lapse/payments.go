@@ -149,6 +149,11 @@ func (p *paymentFlags) build(ctx context.Context, base string, store lapse.Sandb
 	if out.engine.Merchants, err = parsePairs(p.merchants); err != nil {
 		return nil, fmt.Errorf("--payment-merchants: %w", err)
 	}
+	if s, ok := out.callbacks["stripe"].(*payment.Stripe); ok {
+		// A Connect endpoint hears every connected account: only a
+		// payment on the one named here (none: the platform's own) pays.
+		s.Account = out.engine.Merchants["stripe"]
+	}
 	return out, nil
 }
 

@@ -62,3 +62,34 @@ func TestAlipayFlags(t *testing.T) {
 		t.Errorf("without a seller: %v", err)
 	}
 }
+
+// TestStripeAccountFlag: the Stripe callback pays only payments made on the
+// account --payment-merchants names for stripe, and without one only the
+// platform's own: a Connect endpoint hears every connected account.
+func TestStripeAccountFlag(t *testing.T) {
+	t.Parallel()
+	build := func(args ...string) *payment.Stripe {
+		t.Helper()
+		var o options
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		defineFlags(fs, serveSettings, &o)
+		if err := fs.Parse(append([]string{"--stripe-secrets", "whsec_0123456789abcdef"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		out, err := o.pf.build(context.Background(), "http://127.0.0.1:0", nil, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		s, ok := out.callbacks["stripe"].(*payment.Stripe)
+		if !ok {
+			t.Fatalf("%v: no Stripe callback: %+v", args, out.callbacks)
+		}
+		return s
+	}
+	if s := build("--payment-merchants", "stripe=acct_1Nv0FGQ9RKHgCVdK"); s.Account != "acct_1Nv0FGQ9RKHgCVdK" {
+		t.Errorf("with --payment-merchants stripe=acct_1Nv0FGQ9RKHgCVdK: Account %q", s.Account)
+	}
+	if s := build(); s.Account != "" {
+		t.Errorf("without --payment-merchants: Account %q", s.Account)
+	}
+}
