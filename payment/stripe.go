@@ -3,6 +3,7 @@ package payment
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -187,12 +188,16 @@ func (s *Stripe) refunded(ev *stripeEvent, raw []byte) (*lapse.PaymentNotice, er
 
 // checkStripeNotice refuses a notice that names no transaction, order or
 // refund, naming the Stripe field it came from, sets its amount from
-// amount, the object's amountField, and makes it unreadable when that or
+// amount, the object's amountField, in ISO 4217's minor units of its
+// currency (stripeToISO), and makes it unreadable when that or
 // its time cannot be taken as they are. A currency that is not three
 // letters is passed on as sent.
 func checkStripeNotice(n *lapse.PaymentNotice, ev *stripeEvent, amountField string, amount json.RawMessage) error {
 	var ok bool
 	n.Amount, ok = minorUnits(amount)
+	if ok {
+		n.Amount, ok = stripeToISO(n.Currency, n.Amount)
+	}
 	switch {
 	case n.TxnID == "" && n.Kind == lapse.NoticePaid:
 		return lapse.Errorf(lapse.EINVALID, "data.object.id is missing from a %s event", ev.Type)
@@ -203,11 +208,40 @@ func checkStripeNotice(n *lapse.PaymentNotice, ev *stripeEvent, amountField stri
 	case n.OrderNo == "":
 		return lapse.Errorf(lapse.EINVALID, "data.object.metadata.order_no is missing from a %s event", ev.Type)
 	case !ok:
-		unreadable(n, "data.object.%s %s of the %s event %s is not a positive integer number of minor units", amountField, sent(amount), ev.Type, ev.ID)
+		unreadable(n, "data.object.%s %s of the %s event %s is not a positive integer number of Stripe's minor units of %s", amountField, sent(amount), ev.Type, ev.ID, n.Currency)
 	case ev.Created <= 0:
 		unreadable(n, "the created time %d of the %s event %s is not one", ev.Created, ev.Type, ev.ID)
 	}
 	return nil
+}
+
+// stripeExponents are the minor-unit digits Stripe's API counts a currency
+// in where they are not ISO 4217's (lapse.CurrencyExponent): ISK stays a
+// two-decimal currency in the API (100 is 1 króna, in multiples of 100),
+// and MGA is one of Stripe's zero-decimal currencies (1000 is 1000 ariary).
+var stripeExponents = map[string]int{"ISK": 2, "MGA": 0}
+
+// stripeToISO returns amount, in Stripe's minor units of currency, in ISO
+// 4217's, in which orders are counted, or false when it has none there (an
+// ISK amount that is not whole krónur) or does not fit.
+func stripeToISO(currency string, amount int64) (int64, bool) {
+	exp, odd := stripeExponents[currency]
+	if !odd {
+		return amount, true
+	}
+	for d := lapse.CurrencyExponent(currency); exp > d; exp-- {
+		if amount%10 != 0 {
+			return 0, false
+		}
+		amount /= 10
+	}
+	for d := lapse.CurrencyExponent(currency); exp < d; exp++ {
+		if amount > math.MaxInt64/10 {
+			return 0, false
+		}
+		amount *= 10
+	}
+	return amount, true
 }
 
 // Ack answers 200 {"received":true} for an event handled, and otherwise a

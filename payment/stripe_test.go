@@ -465,3 +465,43 @@ func TestStripeLivemode(t *testing.T) {
 		t.Errorf("a live customer.created at a test endpoint: %s, %v", brief(n), err)
 	}
 }
+
+// TestStripeMinorUnits: Stripe counts ISK in hundredths (100 is 1 króna)
+// and MGA in whole ariary, where ISO 4217, which orders are counted in, has
+// 0 and 2 digits: a Stripe amount is read in ISO's minor units, so that an
+// ISK payment of 50 krónur (5000) does not pay an order of 5000 krónur. The
+// rest (USD, JPY, KWD) are counted alike.
+func TestStripeMinorUnits(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		currency, amount string
+		want             int64 // 0: unreadable
+	}{
+		{"usd", "2000", 2000},
+		{"jpy", "2000", 2000},
+		{"kwd", "2010", 2010},
+		{"isk", "500000", 5000},
+		{"isk", "5000", 50},
+		{"isk", "5050", 0}, // half a króna: Stripe takes whole ones only
+		{"mga", "1000", 100000},
+		{"mga", "92233720368547759", 0}, // past int64 in ISO's units
+	} {
+		body := strings.Replace(stripePaymentEvent, `"amount_received": 2000`, `"amount_received": `+c.amount, 1)
+		body = strings.Replace(body, `"currency": "usd"`, `"currency": "`+c.currency+`"`, 1)
+		n, err := newStripe().Verify(stripeGoSigned(t, body, stripeSecret, testNow), []byte(body), testNow)
+		switch {
+		case err != nil || n == nil:
+			t.Errorf("%s %s: %s, %v; want a notice", c.amount, c.currency, brief(n), err)
+		case c.want == 0 && (n.Kind != lapse.NoticeUnreadable || !strings.Contains(n.Review, "Stripe's minor units of "+strings.ToUpper(c.currency))):
+			t.Errorf("%s %s: %s (%s); want it unreadable", c.amount, c.currency, brief(n), n.Review)
+		case c.want != 0 && (n.Kind != lapse.NoticePaid || n.Amount != c.want || n.Review != ""):
+			t.Errorf("%s %s: %s (%d, %q); want paid %d", c.amount, c.currency, brief(n), n.Amount, n.Review, c.want)
+		}
+	}
+	// A refund's amount is read alike.
+	body := strings.Replace(stripeRefundEvent, `"currency": "eur"`, `"currency": "isk"`, 1)
+	n, err := newStripe().Verify(stripeGoSigned(t, body, stripeSecret, testNow), []byte(body), testNow)
+	if err != nil || n == nil || n.Kind != lapse.NoticeRefunded || n.Amount != 15 {
+		t.Errorf("a refund of 1500 hundredths of ISK: %s, %v; want 15 krónur", brief(n), err)
+	}
+}
