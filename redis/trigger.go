@@ -21,6 +21,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	neturl "net/url"
 	"strconv"
 	"sync"
@@ -301,7 +302,7 @@ func (t *Trigger) Next(ctx context.Context) (time.Time, bool, error) {
 	}
 	var next time.Time
 	for _, z := range append(due.Val(), leased.Val()...) {
-		at := time.UnixMilli(int64(z.Score)).UTC()
+		at := scoreTime(z.Score)
 		if next.IsZero() || at.Before(next) {
 			next = at
 		}
@@ -417,6 +418,21 @@ func floorMilli(t time.Time) int64 {
 		m--
 	}
 	return m
+}
+
+// scoreTime is the time of a score. A score beyond what a time holds
+// (+inf, 1e300: written under the prefix by something other than Lapse)
+// is the end of time, or its start, rather than what converting it to an
+// int64 makes of it, which for +inf is the distant past: due at once, and
+// never claimed, it had the shared path ask again without sleeping.
+func scoreTime(score float64) time.Time {
+	switch {
+	case score >= math.MaxInt64:
+		return time.UnixMilli(math.MaxInt64).UTC()
+	case score <= math.MinInt64:
+		return time.UnixMilli(math.MinInt64).UTC()
+	}
+	return time.UnixMilli(int64(score)).UTC()
 }
 
 // ms is a score as the scripts take it.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	mathrand "math/rand/v2"
 	"slices"
 	"sync"
@@ -737,4 +738,44 @@ func TestMemoryPerMember(t *testing.T) {
 		}
 		t.Logf("%d earlier members, order numbers of %d bytes: %.1f bytes per pending order", n, width, perOrder(n))
 	}
+}
+
+// TestNextScoreOutOfRange: a member whose score lies beyond what a time
+// holds (written by something other than Lapse under its prefix: +inf for
+// "never", 1e300) is due at the end of time, not at the start: Next put it
+// in the distant past (int64 of +Inf), and the shared path, told that
+// something was due at once and finding nothing to claim, asked Redis
+// again without sleeping, round after round, for as long as it stayed.
+func TestNextScoreOutOfRange(t *testing.T) {
+	t.Parallel()
+	s := newShared(t)
+	tr := s.trigger(t)
+	ctx := t.Context()
+	end := time.UnixMilli(math.MaxInt64).UTC()
+	for _, score := range []float64{math.Inf(1), 1e300, 1e19} {
+		if err := s.rdb.ZAdd(ctx, s.key("due"), goredis.Z{Score: score, Member: "stranger"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		wantNext(t, tr, end)
+		wantClaimRaw(t, tr, base, time.Minute, 10)
+	}
+	add(t, tr, base, 7)
+	wantNext(t, tr, base)
+
+	// In processing, a lease that never ends is the same.
+	if err := s.rdb.ZAdd(ctx, s.key("processing"), goredis.Z{Score: math.Inf(1), Member: "stranger2"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	wantClaim(t, tr, base, time.Minute, 10, 7)
+	if err := tr.Done(ctx, mems(7)); err != nil {
+		t.Fatal(err)
+	}
+	wantNext(t, tr, end)
+
+	// A score below what a time holds is long due: claimed at once.
+	if err := s.rdb.ZAdd(ctx, s.key("due"), goredis.Z{Score: math.Inf(-1), Member: "early"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	wantNext(t, tr, time.UnixMilli(math.MinInt64).UTC())
+	wantClaimRaw(t, tr, base, time.Minute, 10, "early")
 }
