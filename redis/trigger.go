@@ -262,14 +262,22 @@ func (t *Trigger) Done(ctx context.Context, members []string) error {
 	return nil
 }
 
+// NotifyKept is how long a member stays in the to-notify set. Nothing in
+// Lapse takes members out of it otherwise (the sweep fires their orders,
+// and an order a new deadline puts back in the due set stays there too),
+// so without a bound every order given up during a database outage, a
+// flash sale's million, would stay in Redis for good.
+const NotifyKept = 24 * time.Hour
+
 // Retry, in one atomic step, counts an attempt of member, removes it from
 // processing, and puts it back due at now + delays[attempt-1], or, after
-// the last delay, moves it to the to-notify set and forgets its attempts.
+// the last delay, moves it to the to-notify set and forgets its attempts;
+// the members that went there more than NotifyKept before now leave it.
 // A member that is not in processing (done, or moved by Add since it was
 // claimed) is left as it is, and Retry returns attempt 0.
 func (t *Trigger) Retry(ctx context.Context, member string, now time.Time, delays []time.Duration) (attempt int, notified bool, err error) {
-	args := make([]any, 0, 2+len(delays))
-	args = append(args, member, ms(ceilMilli(now)))
+	args := make([]any, 0, 3+len(delays))
+	args = append(args, member, ms(ceilMilli(now)), ms(ceilMilli(now.Add(-NotifyKept))))
 	for _, d := range delays {
 		args = append(args, ms(ceilMilli(now.Add(d))))
 	}
@@ -379,7 +387,7 @@ func (t *Trigger) MarkSeeded(ctx context.Context) error {
 	return nil
 }
 
-// ToNotify returns how many members gave up and wait for an operator.
+// ToNotify returns how many members gave up within NotifyKept.
 func (t *Trigger) ToNotify(ctx context.Context) (int64, error) {
 	ctx, cancel := t.call(ctx)
 	defer cancel()

@@ -779,3 +779,35 @@ func TestNextScoreOutOfRange(t *testing.T) {
 	wantNext(t, tr, time.UnixMilli(math.MinInt64).UTC())
 	wantClaimRaw(t, tr, base, time.Minute, 10, "early")
 }
+
+// TestNotifyKept: a member stays in the to-notify set for NotifyKept, then
+// leaves it with the next member that goes there. Nothing took members out
+// of it, and every order given up during a database outage stayed in
+// Redis for good.
+func TestNotifyKept(t *testing.T) {
+	t.Parallel()
+	s := newShared(t)
+	tr := s.trigger(t)
+	ctx := t.Context()
+	delays := []time.Duration{}
+	giveUp := func(now time.Time, id int64) {
+		t.Helper()
+		add(t, tr, now, id)
+		wantClaim(t, tr, now, time.Minute, 10, id)
+		if _, notified, err := tr.Retry(ctx, mem(id), now, delays); !notified || err != nil {
+			t.Fatalf("Retry(%d) = %v, %v; want notified", id, notified, err)
+		}
+	}
+	giveUp(base, 1)
+	giveUp(base.Add(redis.NotifyKept), 2) // 1 went there NotifyKept ago: kept
+	if n, err := tr.ToNotify(ctx); n != 2 || err != nil {
+		t.Errorf("ToNotify = %d, %v; want 2", n, err)
+	}
+	giveUp(base.Add(redis.NotifyKept+time.Millisecond), 3)
+	if n, err := tr.ToNotify(ctx); n != 2 || err != nil {
+		t.Errorf("ToNotify = %d, %v; want 2, the first gone", n, err)
+	}
+	if at := s.score(t, "notify", 1); !at.IsZero() {
+		t.Errorf("member 1 still to notify since %v, past NotifyKept", at)
+	}
+}
