@@ -13,8 +13,8 @@ import goredis "github.com/redis/go-redis/v9"
 //
 // Keys, by role: due (ZSET member -> due ms), processing (ZSET member ->
 // lease expiry ms), attempts (HASH member -> failed attempts), notify (ZSET
-// member -> when it gave up, kept NotifyKept), seeded (string marker), seeding:<token> (a
-// seed under way, one key per seed). A member is an order's id in a few
+// member -> when it gave up, kept NotifyKept), seeded (string marker),
+// seeding:<token> (a seed under way, one key per seed). A member is an order's id in a few
 // bytes (member.go), or, written by an earlier version, its order number;
 // the scripts treat both alike.
 
@@ -33,10 +33,13 @@ end
 // then those due by now, lowest score first; each is leased until the given
 // expiry. Expired members past the limit go back to due, scored with their
 // lease expiry, which is when they became due again, so that Next sees
-// them. Attempts are kept.
+// them. Attempts are kept. Up to notifyTrim members that went to notify
+// before the cutoff leave it: a few at a time, so that the day after a
+// database outage that gave up on a million orders does not hold Redis
+// for a second in one script.
 //
-//	KEYS: due, processing, seeded
-//	ARGV: now ms, lease expiry ms, limit
+//	KEYS: due, processing, seeded, notify
+//	ARGV: now ms, lease expiry ms, limit, notify cutoff ms
 //	returns {seeded 0|1, {member...}}
 var claimScript = goredis.NewScript(luaBatch + `
 local now, expiry, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
@@ -71,8 +74,15 @@ if #out > 0 then
 	end
 	batch('ZADD', KEYS[2], leased)
 end
+local stale = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(' .. ARGV[4], 'LIMIT', 0, ` + notifyTrim + `)
+if #stale > 0 then
+	redis.call('ZREM', KEYS[4], unpack(stale))
+end
 return {redis.call('EXISTS', KEYS[3]), out}
 `)
+
+// notifyTrim bounds the members one claim takes out of notify.
+const notifyTrim = "1000"
 
 // doneScript forgets members: out of processing, attempts gone.
 //
@@ -87,13 +97,12 @@ return 0
 // retryScript is seed 000's retry: it counts an attempt of a member in
 // processing and takes it out; the member is due again at the time given
 // for that attempt or, past the last, goes to notify and its count is
-// dropped, and the members that went to notify before the cutoff leave it.
-// A member not in processing (finished, or moved by Add since it was
-// claimed) is left alone, so that a late retry cannot put back an earlier
-// time over a deadline that was moved.
+// dropped. A member not in processing (finished, or moved by Add since it
+// was claimed) is left alone, so that a late retry cannot put back an
+// earlier time over a deadline that was moved.
 //
 //	KEYS: due, processing, attempts, notify
-//	ARGV: member, now ms, cutoff ms, due ms of attempt 1, of attempt 2, ...
+//	ARGV: member, now ms, due ms of attempt 1, of attempt 2, ...
 //	returns {attempt, notified 0|1}, {0, 0} when not in processing
 var retryScript = goredis.NewScript(`
 local member = ARGV[1]
@@ -101,13 +110,12 @@ if redis.call('ZREM', KEYS[2], member) == 0 then
 	return {0, 0}
 end
 local attempt = redis.call('HINCRBY', KEYS[3], member, 1)
-if attempt > #ARGV - 3 then
+if attempt > #ARGV - 2 then
 	redis.call('HDEL', KEYS[3], member)
-	redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', '(' .. ARGV[3])
 	redis.call('ZADD', KEYS[4], ARGV[2], member)
 	return {attempt, 1}
 end
-redis.call('ZADD', KEYS[1], ARGV[3 + attempt], member)
+redis.call('ZADD', KEYS[1], ARGV[2 + attempt], member)
 return {attempt, 0}
 `)
 

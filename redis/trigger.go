@@ -210,18 +210,26 @@ func (t *Trigger) Add(ctx context.Context, due []engine.TriggerDue) error {
 	return nil
 }
 
+// NotifyKept is how long a member stays in the to-notify set: Claim takes
+// out those that went there longer ago, a thousand at a time. Nothing in
+// Lapse takes members out of it otherwise (the sweep fires their orders),
+// so without a bound every order given up during a database outage, a
+// flash sale's million, would stay in Redis for good.
+const NotifyKept = 24 * time.Hour
+
 // Claim moves up to limit members into processing, leased until now+lease,
 // and returns them: first those whose lease expired (their attempts kept),
 // then those due by now, earliest first. Expired members past the limit
-// are due again from their lease expiry. A member is an order's id as Add
-// wrote it, or an order number that an earlier version wrote; the engine
-// only hands it back. seeded reports the marker of MarkSeeded, which a
+// are due again from their lease expiry. Members that went to the
+// to-notify set more than NotifyKept before now leave it. A member is an
+// order's id as Add wrote it, or an order number that an earlier version
+// wrote; the engine only hands it back. seeded reports the marker of MarkSeeded, which a
 // flush or a restart without persistence removes.
 func (t *Trigger) Claim(ctx context.Context, now time.Time, lease time.Duration, limit int) (members []string, seeded bool, err error) {
 	ctx, cancel := t.call(ctx)
 	defer cancel()
-	res, err := claimScript.Run(ctx, t.client, []string{t.due, t.processing, t.seeded},
-		ms(floorMilli(now)), ms(ceilMilli(now.Add(lease))), max(limit, 0)).Slice()
+	res, err := claimScript.Run(ctx, t.client, []string{t.due, t.processing, t.seeded, t.notify},
+		ms(floorMilli(now)), ms(ceilMilli(now.Add(lease))), max(limit, 0), ms(floorMilli(now.Add(-NotifyKept)))).Slice()
 	if err != nil {
 		return nil, false, fmt.Errorf("redis: claim: %w", err)
 	}
@@ -262,22 +270,14 @@ func (t *Trigger) Done(ctx context.Context, members []string) error {
 	return nil
 }
 
-// NotifyKept is how long a member stays in the to-notify set. Nothing in
-// Lapse takes members out of it otherwise (the sweep fires their orders,
-// and an order a new deadline puts back in the due set stays there too),
-// so without a bound every order given up during a database outage, a
-// flash sale's million, would stay in Redis for good.
-const NotifyKept = 24 * time.Hour
-
 // Retry, in one atomic step, counts an attempt of member, removes it from
 // processing, and puts it back due at now + delays[attempt-1], or, after
-// the last delay, moves it to the to-notify set and forgets its attempts;
-// the members that went there more than NotifyKept before now leave it.
+// the last delay, moves it to the to-notify set and forgets its attempts.
 // A member that is not in processing (done, or moved by Add since it was
 // claimed) is left as it is, and Retry returns attempt 0.
 func (t *Trigger) Retry(ctx context.Context, member string, now time.Time, delays []time.Duration) (attempt int, notified bool, err error) {
-	args := make([]any, 0, 3+len(delays))
-	args = append(args, member, ms(ceilMilli(now)), ms(ceilMilli(now.Add(-NotifyKept))))
+	args := make([]any, 0, 2+len(delays))
+	args = append(args, member, ms(ceilMilli(now)))
 	for _, d := range delays {
 		args = append(args, ms(ceilMilli(now.Add(d))))
 	}

@@ -781,9 +781,8 @@ func TestNextScoreOutOfRange(t *testing.T) {
 }
 
 // TestNotifyKept: a member stays in the to-notify set for NotifyKept, then
-// leaves it with the next member that goes there. Nothing took members out
-// of it, and every order given up during a database outage stayed in
-// Redis for good.
+// leaves it at the next claim. Nothing took members out of it, and every
+// order given up during a database outage stayed in Redis for good.
 func TestNotifyKept(t *testing.T) {
 	t.Parallel()
 	s := newShared(t)
@@ -809,5 +808,22 @@ func TestNotifyKept(t *testing.T) {
 	}
 	if at := s.score(t, "notify", 1); !at.IsZero() {
 		t.Errorf("member 1 still to notify since %v, past NotifyKept", at)
+	}
+
+	// A claim that finds nothing due takes them out all the same, a
+	// thousand at a time.
+	for i := range int64(1500) {
+		if err := s.rdb.ZAdd(ctx, s.key("notify"), goredis.Z{Score: float64(base.UnixMilli()), Member: mem(100 + i)}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	later := base.Add(3 * redis.NotifyKept)
+	wantClaim(t, tr, later, time.Minute, 10)
+	if n, err := tr.ToNotify(ctx); n != 502 || err != nil {
+		t.Errorf("ToNotify = %d, %v after one claim; want the 502 past the first thousand", n, err)
+	}
+	wantClaim(t, tr, later, time.Minute, 10)
+	if n, err := tr.ToNotify(ctx); n != 0 || err != nil {
+		t.Errorf("ToNotify = %d, %v after two claims; want 0", n, err)
 	}
 }
