@@ -199,6 +199,17 @@ type LocalHandler interface {
 	Apply(ctx context.Context, tx Store, d *Delivery) error
 }
 
+// RetryAfter is implemented by a handler's error when the subscriber said
+// how long to wait before it is sent the event again: an HTTP receiver's
+// 429 or 503 with a Retry-After header. The next attempt then comes no
+// sooner than that, and no later than the longest wait of the
+// subscription's schedule (Schedule.Longest), so that a subscriber cannot
+// stretch a delivery's life past what its schedule allows; the attempt
+// still counts against the schedule.
+type RetryAfter interface {
+	RetryAfter() time.Duration
+}
+
 // Errors that handlers return.
 var (
 	ErrUnknownOutcome = errors.New("lapse: outcome unknown: the request was sent but no answer came")

@@ -484,7 +484,7 @@ func (d *Deliverer) failed(ctx, actx context.Context, s *Subscription, dl *lapse
 	case !more:
 		d.die(s, dl, p, false)
 	default:
-		p.NextAttemptAt = d.e.clock.Now().Add(wait)
+		p.NextAttemptAt = d.e.clock.Now().Add(asked(s, err, wait))
 	}
 	var od *onDeath
 	if p.Status == lapse.DeliveryDead && errors.As(err, &od) {
@@ -496,6 +496,17 @@ func (d *Deliverer) failed(ctx, actx context.Context, s *Subscription, dl *lapse
 		d.e.log.Error("deliverer: delivery died; its order is in manual review", "delivery", dl.ID,
 			"subscriber", s.Name, "order_no", dl.OrderNo, "event", dl.EventType, "attempts", dl.Attempts, "err", p.Error)
 	}
+}
+
+// asked returns the wait before the next attempt after err: the schedule's
+// wait, or longer when the subscriber asked for a longer one
+// (lapse.RetryAfter), up to the schedule's longest wait.
+func asked(s *Subscription, err error, wait time.Duration) time.Duration {
+	var ra lapse.RetryAfter
+	if !errors.As(err, &ra) {
+		return wait
+	}
+	return max(wait, min(ra.RetryAfter(), s.retries().Longest()))
 }
 
 // onDeath is the error of a handler whose delivery, should it die of err,

@@ -13,8 +13,8 @@ import goredis "github.com/redis/go-redis/v9"
 //
 // Keys, by role: due (ZSET member -> due ms), processing (ZSET member ->
 // lease expiry ms), attempts (HASH member -> failed attempts), notify (ZSET
-// member -> when it gave up), seeded (string marker), seeding:<token> (a
-// seed under way, one key per seed). A member is an order's id in a few
+// member -> when it gave up, kept NotifyKept), seeded (string marker),
+// seeding:<token> (a seed under way, one key per seed). A member is an order's id in a few
 // bytes (member.go), or, written by an earlier version, its order number;
 // the scripts treat both alike.
 
@@ -33,10 +33,13 @@ end
 // then those due by now, lowest score first; each is leased until the given
 // expiry. Expired members past the limit go back to due, scored with their
 // lease expiry, which is when they became due again, so that Next sees
-// them. Attempts are kept.
+// them. Attempts are kept. Up to notifyTrim members that went to notify
+// before the cutoff leave it: a few at a time, so that the day after a
+// database outage that gave up on a million orders does not hold Redis
+// for a second in one script.
 //
-//	KEYS: due, processing, seeded
-//	ARGV: now ms, lease expiry ms, limit
+//	KEYS: due, processing, seeded, notify
+//	ARGV: now ms, lease expiry ms, limit, notify cutoff ms
 //	returns {seeded 0|1, {member...}}
 var claimScript = goredis.NewScript(luaBatch + `
 local now, expiry, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
@@ -71,8 +74,15 @@ if #out > 0 then
 	end
 	batch('ZADD', KEYS[2], leased)
 end
+local stale = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(' .. ARGV[4], 'LIMIT', 0, ` + notifyTrim + `)
+if #stale > 0 then
+	redis.call('ZREM', KEYS[4], unpack(stale))
+end
 return {redis.call('EXISTS', KEYS[3]), out}
 `)
+
+// notifyTrim bounds the members one claim takes out of notify.
+const notifyTrim = "1000"
 
 // doneScript forgets members: out of processing, attempts gone.
 //

@@ -21,6 +21,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	neturl "net/url"
 	"strconv"
 	"sync"
@@ -209,18 +210,26 @@ func (t *Trigger) Add(ctx context.Context, due []engine.TriggerDue) error {
 	return nil
 }
 
+// NotifyKept is how long a member stays in the to-notify set: Claim takes
+// out those that went there longer ago, a thousand at a time. Nothing in
+// Lapse takes members out of it otherwise (the sweep fires their orders),
+// so without a bound every order given up during a database outage, a
+// flash sale's million, would stay in Redis for good.
+const NotifyKept = 24 * time.Hour
+
 // Claim moves up to limit members into processing, leased until now+lease,
 // and returns them: first those whose lease expired (their attempts kept),
 // then those due by now, earliest first. Expired members past the limit
-// are due again from their lease expiry. A member is an order's id as Add
-// wrote it, or an order number that an earlier version wrote; the engine
-// only hands it back. seeded reports the marker of MarkSeeded, which a
+// are due again from their lease expiry. Members that went to the
+// to-notify set more than NotifyKept before now leave it. A member is an
+// order's id as Add wrote it, or an order number that an earlier version
+// wrote; the engine only hands it back. seeded reports the marker of MarkSeeded, which a
 // flush or a restart without persistence removes.
 func (t *Trigger) Claim(ctx context.Context, now time.Time, lease time.Duration, limit int) (members []string, seeded bool, err error) {
 	ctx, cancel := t.call(ctx)
 	defer cancel()
-	res, err := claimScript.Run(ctx, t.client, []string{t.due, t.processing, t.seeded},
-		ms(floorMilli(now)), ms(ceilMilli(now.Add(lease))), max(limit, 0)).Slice()
+	res, err := claimScript.Run(ctx, t.client, []string{t.due, t.processing, t.seeded, t.notify},
+		ms(floorMilli(now)), ms(ceilMilli(now.Add(lease))), max(limit, 0), ms(floorMilli(now.Add(-NotifyKept)))).Slice()
 	if err != nil {
 		return nil, false, fmt.Errorf("redis: claim: %w", err)
 	}
@@ -301,7 +310,7 @@ func (t *Trigger) Next(ctx context.Context) (time.Time, bool, error) {
 	}
 	var next time.Time
 	for _, z := range append(due.Val(), leased.Val()...) {
-		at := time.UnixMilli(int64(z.Score)).UTC()
+		at := scoreTime(z.Score)
 		if next.IsZero() || at.Before(next) {
 			next = at
 		}
@@ -378,7 +387,7 @@ func (t *Trigger) MarkSeeded(ctx context.Context) error {
 	return nil
 }
 
-// ToNotify returns how many members gave up and wait for an operator.
+// ToNotify returns how many members gave up within NotifyKept.
 func (t *Trigger) ToNotify(ctx context.Context) (int64, error) {
 	ctx, cancel := t.call(ctx)
 	defer cancel()
@@ -417,6 +426,21 @@ func floorMilli(t time.Time) int64 {
 		m--
 	}
 	return m
+}
+
+// scoreTime is the time of a score. A score beyond what a time holds
+// (+inf, 1e300: written under the prefix by something other than Lapse)
+// is the end of time, or its start, rather than what converting it to an
+// int64 makes of it, which for +inf is the distant past: due at once, and
+// never claimed, it had the shared path ask again without sleeping.
+func scoreTime(score float64) time.Time {
+	switch {
+	case score >= math.MaxInt64:
+		return time.UnixMilli(math.MaxInt64).UTC()
+	case score <= math.MinInt64:
+		return time.UnixMilli(math.MinInt64).UTC()
+	}
+	return time.UnixMilli(int64(score)).UTC()
 }
 
 // ms is a score as the scripts take it.

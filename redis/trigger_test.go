@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	mathrand "math/rand/v2"
 	"slices"
 	"sync"
@@ -736,5 +737,93 @@ func TestMemoryPerMember(t *testing.T) {
 			}
 		}
 		t.Logf("%d earlier members, order numbers of %d bytes: %.1f bytes per pending order", n, width, perOrder(n))
+	}
+}
+
+// TestNextScoreOutOfRange: a member whose score lies beyond what a time
+// holds (written by something other than Lapse under its prefix: +inf for
+// "never", 1e300) is due at the end of time, not at the start: Next put it
+// in the distant past (int64 of +Inf), and the shared path, told that
+// something was due at once and finding nothing to claim, asked Redis
+// again without sleeping, round after round, for as long as it stayed.
+func TestNextScoreOutOfRange(t *testing.T) {
+	t.Parallel()
+	s := newShared(t)
+	tr := s.trigger(t)
+	ctx := t.Context()
+	end := time.UnixMilli(math.MaxInt64).UTC()
+	for _, score := range []float64{math.Inf(1), 1e300, 1e19} {
+		if err := s.rdb.ZAdd(ctx, s.key("due"), goredis.Z{Score: score, Member: "stranger"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		wantNext(t, tr, end)
+		wantClaimRaw(t, tr, base, time.Minute, 10)
+	}
+	add(t, tr, base, 7)
+	wantNext(t, tr, base)
+
+	// In processing, a lease that never ends is the same.
+	if err := s.rdb.ZAdd(ctx, s.key("processing"), goredis.Z{Score: math.Inf(1), Member: "stranger2"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	wantClaim(t, tr, base, time.Minute, 10, 7)
+	if err := tr.Done(ctx, mems(7)); err != nil {
+		t.Fatal(err)
+	}
+	wantNext(t, tr, end)
+
+	// A score below what a time holds is long due: claimed at once.
+	if err := s.rdb.ZAdd(ctx, s.key("due"), goredis.Z{Score: math.Inf(-1), Member: "early"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	wantNext(t, tr, time.UnixMilli(math.MinInt64).UTC())
+	wantClaimRaw(t, tr, base, time.Minute, 10, "early")
+}
+
+// TestNotifyKept: a member stays in the to-notify set for NotifyKept, then
+// leaves it at the next claim. Nothing took members out of it, and every
+// order given up during a database outage stayed in Redis for good.
+func TestNotifyKept(t *testing.T) {
+	t.Parallel()
+	s := newShared(t)
+	tr := s.trigger(t)
+	ctx := t.Context()
+	delays := []time.Duration{}
+	giveUp := func(now time.Time, id int64) {
+		t.Helper()
+		add(t, tr, now, id)
+		wantClaim(t, tr, now, time.Minute, 10, id)
+		if _, notified, err := tr.Retry(ctx, mem(id), now, delays); !notified || err != nil {
+			t.Fatalf("Retry(%d) = %v, %v; want notified", id, notified, err)
+		}
+	}
+	giveUp(base, 1)
+	giveUp(base.Add(redis.NotifyKept), 2) // 1 went there NotifyKept ago: kept
+	if n, err := tr.ToNotify(ctx); n != 2 || err != nil {
+		t.Errorf("ToNotify = %d, %v; want 2", n, err)
+	}
+	giveUp(base.Add(redis.NotifyKept+time.Millisecond), 3)
+	if n, err := tr.ToNotify(ctx); n != 2 || err != nil {
+		t.Errorf("ToNotify = %d, %v; want 2, the first gone", n, err)
+	}
+	if at := s.score(t, "notify", 1); !at.IsZero() {
+		t.Errorf("member 1 still to notify since %v, past NotifyKept", at)
+	}
+
+	// A claim that finds nothing due takes them out all the same, a
+	// thousand at a time.
+	for i := range int64(1500) {
+		if err := s.rdb.ZAdd(ctx, s.key("notify"), goredis.Z{Score: float64(base.UnixMilli()), Member: mem(100 + i)}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	later := base.Add(3 * redis.NotifyKept)
+	wantClaim(t, tr, later, time.Minute, 10)
+	if n, err := tr.ToNotify(ctx); n != 502 || err != nil {
+		t.Errorf("ToNotify = %d, %v after one claim; want the 502 past the first thousand", n, err)
+	}
+	wantClaim(t, tr, later, time.Minute, 10)
+	if n, err := tr.ToNotify(ctx); n != 0 || err != nil {
+		t.Errorf("ToNotify = %d, %v after two claims; want 0", n, err)
 	}
 }

@@ -56,6 +56,10 @@
 //	anything else        retried: 5xx, 3xx (redirects are not followed),
 //	                     no answer at all, and an answer whose headers run
 //	                     past 64 KiB
+//
+// A 429 or 503 with a Retry-After header (seconds, or an HTTP date) puts
+// the next attempt off by that much when the schedule would come sooner,
+// up to the schedule's longest wait; the attempt counts all the same.
 package webhook
 
 import (
@@ -165,7 +169,8 @@ func New(cfg Config) (*Sink, error) {
 // when the request was written in full but no answer came (a Sink cannot be
 // asked, so Lapse retries and the receiver deduplicates); and any other
 // error, retryable, otherwise. A *StatusError in the chain holds the status
-// and the start of the body.
+// and the start of the body, and, for a 429 or 503, the wait its
+// Retry-After asked for (lapse.RetryAfter).
 func (s *Sink) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	if d.Event == nil {
 		return fmt.Errorf("webhook: delivery %d carries no event", d.ID)
@@ -190,7 +195,11 @@ func (s *Sink) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	case a.Status/100 == 2 || a.Status == http.StatusConflict:
 		return nil
 	}
-	return fmt.Errorf("webhook: deliver %s: %w", id, &StatusError{StatusCode: a.Status, Body: a.Body, Refused: refused(a.Status)})
+	se := &StatusError{StatusCode: a.Status, Body: a.Body, Refused: refused(a.Status)}
+	if a.Status == http.StatusTooManyRequests || a.Status == http.StatusServiceUnavailable {
+		se.Wait = httpcall.ParseRetryAfter(a.RetryAfter, s.clock.Now())
+	}
+	return fmt.Errorf("webhook: deliver %s: %w", id, se)
 }
 
 // SetTimeouts changes the connect and read timeouts of the calls made from

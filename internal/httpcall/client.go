@@ -81,6 +81,8 @@ func NewClient(t *Timeouts, conns int, direct bool) *http.Client {
 type Answer struct {
 	Status int
 	Body   string
+	// RetryAfter is the answer's Retry-After header, as sent.
+	RetryAfter string
 }
 
 // Limits on what Brief reads of an answer: a snippet for the error message,
@@ -98,7 +100,7 @@ func Brief(ctx context.Context, client *http.Client, req *http.Request, readTime
 	written, err = Exchange(ctx, client, req, readTimeout, timeout, func(resp *http.Response) error {
 		head, _ := io.ReadAll(io.LimitReader(resp.Body, snippetLen))
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainLen))
-		a = Answer{Status: resp.StatusCode, Body: snippet(head)}
+		a = Answer{Status: resp.StatusCode, Body: snippet(head), RetryAfter: resp.Header.Get("Retry-After")}
 		return nil
 	})
 	return a, written, err
@@ -125,6 +127,9 @@ type StatusError struct {
 	// delivery's last error.
 	Body    string
 	Refused bool
+	// Wait is how long the other side asked to be left alone (Retry-After),
+	// or zero.
+	Wait time.Duration
 }
 
 func (e *StatusError) Error() string {
@@ -132,11 +137,42 @@ func (e *StatusError) Error() string {
 	if e.Refused {
 		s += ", refused for good"
 	}
+	if e.Wait > 0 {
+		s += ", retry after " + e.Wait.String()
+	}
 	if e.Body != "" {
 		s += ": " + strconv.Quote(e.Body)
 	}
 	return s
 }
+
+// RetryAfter returns Wait: the Deliverer waits that long at least before
+// the next attempt (lapse.RetryAfter).
+func (e *StatusError) RetryAfter() time.Duration { return e.Wait }
+
+// ParseRetryAfter reads a Retry-After header at now: a number of seconds,
+// or an HTTP date. It returns zero for a header that is absent, does not
+// parse, or names a time past.
+func ParseRetryAfter(h string, now time.Time) time.Duration {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return 0
+	}
+	if n, err := strconv.ParseUint(h, 10, 63); err == nil {
+		if n > uint64(maxRetryAfter/time.Second) {
+			return maxRetryAfter
+		}
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(h); err == nil && t.After(now) {
+		return min(t.Sub(now), maxRetryAfter)
+	}
+	return 0
+}
+
+// maxRetryAfter bounds what ParseRetryAfter returns, far beyond any
+// schedule's longest wait, which bounds it in turn.
+const maxRetryAfter = 7 * 24 * time.Hour
 
 // Unwrap returns lapse.ErrRefused for a refusal, so that errors.Is finds it.
 func (e *StatusError) Unwrap() error {
