@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,5 +64,56 @@ func TestReconcilePrintsPlain(t *testing.T) {
 	}
 	if !strings.Contains(out, "payment sandbox/tx-1\uFFFD[2J\uFFFD[Hevery payment is applied  \uFFFD\uFFFD]0;all clear\uFFFD of order R-1: ") {
 		t.Errorf("lapse reconcile does not name the payment:\n%q", out)
+	}
+}
+
+// TestReconcileOrderGone: a payment applied to an order that is no longer in
+// the database (a row deleted by hand) is named by lapse reconcile, which
+// exits 1 for it, rather than ending with "order not found" and no report.
+func TestReconcileOrderGone(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "lapse.db")
+	if out, errOut, ok := lapseRun(t, dir, "migrate", "--db", db); !ok {
+		t.Fatalf("lapse migrate: %s%s", out, errOut)
+	}
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, db, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(st, flows.Builtin(), engine.Config{Payments: engine.PaymentConfig{
+		Providers: map[string]lapse.PaymentProvider{"sandbox": payment.NewSandbox(payment.SandboxConfig{Secret: []byte("s")})}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, no := range []string{"G-1", "G-2"} {
+		o, _, err := e.CreateOrder(ctx, &lapse.OrderCreate{OrderNo: no, Flow: "checkout", UserID: "u-1", Amount: 250, Currency: "CNY"},
+			engine.Actor{FiredBy: lapse.FiredByApp, Name: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, err := e.ApplyPayment(ctx, &lapse.PaymentNotice{Provider: "sandbox", Kind: lapse.NoticePaid, Merchant: "m-1",
+			TxnID: "tx-" + no, OrderNo: no, Amount: o.Amount, Currency: o.Currency, PaidAt: time.Now(), Raw: []byte(`{}`)}); err != nil ||
+			p.Status != lapse.PaymentApplied {
+			t.Fatalf("ApplyPayment %s = %+v, %v", no, p, err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := sql.Open("sqlite", "file:"+db+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.ExecContext(ctx, `DELETE FROM orders WHERE order_no = 'G-1'`); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, ok := lapseRun(t, dir, "reconcile", "--db", db)
+	if ok || !strings.Contains(errOut, "do not reconcile: 1 issues") ||
+		!strings.Contains(out, "payment sandbox/tx-G-1 of order G-1: applied, but its order G-1 is not in the database") ||
+		!strings.Contains(out, "CNY (minor units): captured 500 = applied 250 + refunded 0 + in review 0 + not settled 250") {
+		t.Errorf("lapse reconcile with an order gone = ok %v,\n%s%s\nwant the payment named, exit 1", ok, out, errOut)
 	}
 }
