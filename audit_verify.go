@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -103,7 +104,7 @@ func (c AuditCheck) UnsealedAge(now time.Time) time.Duration {
 
 // AuditVerify walks the sealed chain of the audit log of s, pageSize rows
 // at a time, and checks that rows are numbered 1, 2, 3, … with none
-// missing, that each chains to the one before it, that each row's hash
+// missing and none numbered below 1, that each chains to the one before it, that each row's hash
 // matches its content, and that the last row is the head; then it counts
 // the rows not sealed yet. Rows a sealer seals while it walks are walked
 // too. It returns what it checked and, when the chain is broken, an
@@ -116,6 +117,15 @@ func AuditVerify(ctx context.Context, s AccessStore, pageSize int) (AuditCheck, 
 		c    AuditCheck
 		prev []byte
 	)
+	// The chain is numbered from 1, and the walk reads from there: a row
+	// numbered 0 or below is in the log (AuditList shows it) but outside
+	// the chain, so that no hash covers it. No sealer numbers one so.
+	switch low, err := s.AuditChainList(ctx, math.MinInt64, 1); {
+	case err != nil:
+		return c, err
+	case len(low) > 0 && low[0].Seq < 1:
+		return c, &AuditBreak{Seq: low[0].Seq, Reason: fmt.Sprintf("a row is numbered %d, outside the chain (1, 2, 3, …): it was added to the log, not sealed into it", low[0].Seq)}
+	}
 	// walk checks the rows after c.Rows up to a short page, and returns how
 	// many it read.
 	walk := func() (int, error) {

@@ -75,7 +75,7 @@ func TestEnsureAdminKey(t *testing.T) {
 		t.Fatalf("%d keys, want 1", n)
 	}
 	// With it revoked, and nothing else in force, a first key is made again.
-	if _, err := e.svc.RevokeKey(e.ctx, e.root, p.ID); err != nil {
+	if _, _, err := e.svc.RevokeKey(e.ctx, e.root, p.ID); err != nil {
 		t.Fatal(err)
 	}
 	if created, err := e.svc.EnsureAdminKey(e.ctx, path); err != nil || !created {

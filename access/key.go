@@ -142,23 +142,24 @@ func (s *Service) Keys(ctx context.Context) ([]*lapse.APIKey, error) {
 // RevokeKey revokes the key with prefix (given bare or as "lapse_" and the
 // prefix), on behalf of by, who needs the admin scope (else EFORBIDDEN).
 // An unknown prefix is ENOTFOUND. A key already revoked is returned as it
-// is; otherwise the revocation and its audit row "apikey.revoke" are
-// written in one transaction. From then on Authenticate refuses the key.
-func (s *Service) RevokeKey(ctx context.Context, by *Principal, prefix string) (*lapse.APIKey, error) {
+// is, with changed false and no audit row; otherwise the revocation and its
+// audit row "apikey.revoke" are written in one transaction. From then on
+// Authenticate refuses the key.
+func (s *Service) RevokeKey(ctx context.Context, by *Principal, prefix string) (k *lapse.APIKey, changed bool, err error) {
 	if err := requireAdmin(by, "revoking an API key"); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	prefix = strings.TrimPrefix(strings.TrimSpace(prefix), keyStart)
 	if i := strings.IndexByte(prefix, '_'); i >= 0 {
 		prefix = prefix[:i] // a whole key: never echo its secret
 	}
 	if !validPrefix(prefix) {
-		return nil, lapse.FieldError("prefix", "is not an API key prefix (%d characters a-z, 2-7)", PrefixLen)
+		return nil, false, lapse.FieldError("prefix", "is not an API key prefix (%d characters a-z, 2-7)", PrefixLen)
 	}
-	var k *lapse.APIKey
-	err := s.tx(ctx, func(as lapse.AccessStore) error {
+	err = s.tx(ctx, func(as lapse.AccessStore) error {
 		now := s.clock.Now()
 		var err error
+		changed = false // a transaction run again starts over
 		if k, err = as.APIKeyGet(ctx, prefix); err != nil {
 			if errors.Is(err, lapse.ErrAccessNotFound) {
 				return lapse.Refine(lapse.ErrAccessNotFound, "no API key has the prefix %s", prefix)
@@ -171,15 +172,16 @@ func (s *Service) RevokeKey(ctx context.Context, by *Principal, prefix string) (
 		if k, err = as.APIKeyRevoke(ctx, prefix, now); err != nil {
 			return err
 		}
+		changed = true
 		e := by.Entry("apikey.revoke", "apikey:"+prefix, map[string]any{"name": k.Name})
 		e.At, e.Result = now, "ok"
 		return lapse.AuditAppend(ctx, as, e)
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	k.Hash = nil
-	return k, nil
+	return k, changed, nil
 }
 
 // Authenticate returns the principal of key: the configured AdminKey (with

@@ -60,12 +60,12 @@ func TestKeyCreateAuthenticateRevoke(t *testing.T) {
 	}
 
 	// Revoke, by the bare prefix or "lapse_" and the prefix; twice is once.
-	r, err := e.svc.RevokeKey(e.ctx, e.root, "lapse_"+k.Prefix)
-	if err != nil || r.RevokedAt.IsZero() || r.Hash != nil {
-		t.Fatalf("RevokeKey: %+v, %v", r, err)
+	r, changed, err := e.svc.RevokeKey(e.ctx, e.root, "lapse_"+k.Prefix)
+	if err != nil || !changed || r.RevokedAt.IsZero() || r.Hash != nil {
+		t.Fatalf("RevokeKey: %+v, %v, %v", r, changed, err)
 	}
-	if _, err := e.svc.RevokeKey(e.ctx, e.root, k.Prefix); err != nil {
-		t.Fatal(err)
+	if again, changed, err := e.svc.RevokeKey(e.ctx, e.root, k.Prefix); err != nil || changed || !again.RevokedAt.Equal(r.RevokedAt) {
+		t.Fatalf("RevokeKey again: %+v, changed %v, %v; want it as it was, unchanged", again, changed, err)
 	}
 	if n := len(e.audit("apikey.revoke")); n != 1 {
 		t.Fatalf("%d revoke rows, want 1", n)
@@ -87,12 +87,12 @@ func TestKeyCreateAuthenticateRevoke(t *testing.T) {
 	}
 
 	// A whole key given to RevokeKey is not echoed.
-	_, err = e.svc.RevokeKey(e.ctx, e.root, "lapse_aaaaaaaaaaaa_"+strings.Repeat("s", 43))
+	_, _, err = e.svc.RevokeKey(e.ctx, e.root, "lapse_aaaaaaaaaaaa_"+strings.Repeat("s", 43))
 	wantErr(t, err, lapse.ENOTFOUND, "aaaaaaaaaaaa")
 	if strings.Contains(err.Error(), "sss") {
 		t.Fatalf("the error shows the secret: %v", err)
 	}
-	_, err = e.svc.RevokeKey(e.ctx, e.root, "NOT-A-PREFIX")
+	_, _, err = e.svc.RevokeKey(e.ctx, e.root, "NOT-A-PREFIX")
 	wantErr(t, err, lapse.EINVALID, "")
 
 	keys, err := e.svc.Keys(e.ctx)
@@ -117,7 +117,7 @@ func TestAuthenticateRefusesTheSameWay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.RevokeKey(e.ctx, e.root, rk.Prefix); err != nil {
+	if _, _, err := e.svc.RevokeKey(e.ctx, e.root, rk.Prefix); err != nil {
 		t.Fatal(err)
 	}
 	secret := key[len(key)-43:]
@@ -183,7 +183,7 @@ func TestCreateKeyValidates(t *testing.T) {
 	if _, _, err := e.svc.CreateKey(e.ctx, e.root, strings.Repeat("ü", 100), []string{"orders:read"}); err != nil {
 		t.Fatalf("100 characters: %v", err)
 	}
-	_, err := e.svc.RevokeKey(e.ctx, &access.Principal{Kind: "key", Scopes: []string{"orders:write"}}, "aaaaaaaaaaaa")
+	_, _, err := e.svc.RevokeKey(e.ctx, &access.Principal{Kind: "key", Scopes: []string{"orders:write"}}, "aaaaaaaaaaaa")
 	wantErr(t, err, lapse.EFORBIDDEN, "")
 	if n := len(e.audit("apikey.create")); n != 1 {
 		t.Fatalf("%d create rows, want 1", n)

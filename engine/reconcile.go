@@ -28,7 +28,8 @@ type Reconciliation struct {
 // members' charges of a failed group, or charges that failed because the
 // provider took what Lapse did not ask for. Open is money not yet settled
 // either way (late or refunding otherwise; members' charges of a group
-// still settling). What merchant refunds gave back of an applied payment
+// still settling; a payment applied to an order that is not in the
+// database, which only damage to it does). What merchant refunds gave back of an applied payment
 // counts as refunded, and what merchant refunds in review (disputed, or
 // made at the provider without Lapse) may have given back as in review.
 // Applied counts members' charges of settled groups. Payments held without
@@ -144,6 +145,13 @@ func (ps *payments) reconcilePayment(ctx context.Context, rec *Reconciliation, a
 	case lapse.PaymentApplied:
 		applied[p.OrderNo]++
 		o, err := e.store.OrderGet(ctx, p.OrderNo)
+		if errors.Is(err, lapse.ErrOrderNotFound) {
+			// Only damage to the database parts a payment from its
+			// order: the report names it rather than end without it.
+			t.add(&t.Open, p.Amount)
+			issue("applied, but its order %s is not in the database", p.OrderNo)
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -216,6 +224,9 @@ func (ps *payments) refundInReview(ctx context.Context, p *lapse.Payment) (bool,
 		return false, nil
 	}
 	o, err := st.OrderGet(ctx, p.OrderNo)
+	if errors.Is(err, lapse.ErrOrderNotFound) {
+		return false, nil // not settled, and so reported
+	}
 	if err != nil {
 		return false, err
 	}

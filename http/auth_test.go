@@ -353,7 +353,7 @@ func TestAccessRefusesWithoutCredential(t *testing.T) {
 	g.call("PUT", "/v1/stock/SKU-1", `{"on_hand":5}`, bearer(g.admin)).want(t, http.StatusOK)
 	reader := g.key("reader", access.ScopeOrdersRead)
 	revoked := g.key("gone", access.ScopeAdmin)
-	if _, err := g.access.RevokeKey(context.Background(), g.root, revoked); err != nil {
+	if _, _, err := g.access.RevokeKey(context.Background(), g.root, revoked); err != nil {
 		t.Fatal(err)
 	}
 	altered := []byte(g.admin) // one character of its secret changed
@@ -676,7 +676,7 @@ func TestAccessEndedCredentialsAreAudited(t *testing.T) {
 		t.Fatal(err)
 	}
 	prefix := strings.Split(shop, "_")[1]
-	if _, err := g.access.RevokeKey(context.Background(), g.root, prefix); err != nil {
+	if _, _, err := g.access.RevokeKey(context.Background(), g.root, prefix); err != nil {
 		t.Fatal(err)
 	}
 	order := func(no string) string {

@@ -173,7 +173,8 @@ func TestFirstAdminKey(t *testing.T) {
 
 // TestAPIKeyCommands: lapse apikey create prints a key, and only the key,
 // on stdout; it acts within its scopes; lapse apikey list shows it, and
-// once lapse apikey revoke revoked it, it gets 401.
+// once lapse apikey revoke revoked it, it gets 401; a second revoke says
+// that it was revoked already.
 func TestAPIKeyCommands(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -211,6 +212,11 @@ func TestAPIKeyCommands(t *testing.T) {
 	}
 	if code, _ := callKey(t, key, "GET", p.URL+"/v1/orders/K-1", nil); code != http.StatusUnauthorized {
 		t.Errorf("GET with a revoked key = %d, want 401", code)
+	}
+	// Revoking it again says that it was revoked before, and changes nothing.
+	if again, errOut, code := tool(t, dir, "", "apikey", "revoke", prefix); code != 0 ||
+		!strings.Contains(again, "revoked already, since") || !strings.Contains(again, "nothing changed") {
+		t.Errorf("lapse apikey revoke of a revoked key = %d, %q %q; want it said revoked already, nothing changed", code, again, errOut)
 	}
 	out, _, _ = tool(t, dir, "", "apikey", "list")
 	if row := regexp.MustCompile(`(?m)^` + prefix + `\s+storefront\s.*\s+\d{4}-\d\d-\d\dT\S+Z$`); !row.MatchString(out) {

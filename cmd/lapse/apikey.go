@@ -117,9 +117,13 @@ func apikeyRevoke(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if len(rest) != 1 {
 		return fmt.Errorf("apikey revoke: give the prefix of one key (lapse apikey list shows them)")
 	}
-	k, err := svc.RevokeKey(ctx, cliPrincipal(), rest[0])
+	k, changed, err := svc.RevokeKey(ctx, cliPrincipal(), rest[0])
 	if err != nil {
 		return err
+	}
+	if !changed {
+		fmt.Fprintf(stdout, "API key %s (%q) is revoked already, since %s; nothing changed\n", k.Prefix, k.Name, when(k.RevokedAt))
+		return nil
 	}
 	fmt.Fprintf(stdout, "API key %s (%q) revoked at %s\n", k.Prefix, k.Name, when(k.RevokedAt))
 	return nil

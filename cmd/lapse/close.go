@@ -65,6 +65,11 @@ func closeOrders(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if !o.args.dryRun && strings.TrimSpace(o.args.reason) == "" {
 		return fmt.Errorf("close: give --reason (why these orders are closed by hand), or --dry-run")
 	}
+	// Refused here, before anything is read: a batch refuses it too, but
+	// none starts when nothing is left to close or a batch is resumed.
+	if err := lapse.CheckReason("reason", o.args.reason); err != nil {
+		return fmt.Errorf("close: --%s", lapse.ErrorMessage(err))
+	}
 
 	flowSet, err := loadFlows(o.flowsDir)
 	if err != nil {

@@ -97,7 +97,8 @@ func tallyCloses(t *testing.T, path, user string) closeTally {
 // TestCloseByUser: lapse close --user --dry-run counts and changes
 // nothing; without --dry-run it closes them all, with progress, each once,
 // by an operator (the OS user), and the stock they held comes back once;
-// the same command again finds nothing to close.
+// the same command again finds nothing to close, and refuses a reason with
+// control characters all the same.
 func TestCloseByUser(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -156,6 +157,12 @@ func TestCloseByUser(t *testing.T) {
 	}
 	if c := tallyCloses(t, db, "u-close"); c.closes != 150 {
 		t.Errorf("the second run closed again: %+v", c)
+	}
+	// A reason the books could not keep as given is refused, though there
+	// is nothing left to close.
+	if out, errOut, code := tool(t, dir, "", "close", "--user", "u-close", "--reason", "again\x1b[2J"); code != 2 ||
+		!strings.Contains(errOut, "--reason: must be one line of text") {
+		t.Errorf("lapse close with an escape in --reason = %d, %q %q; want it refused", code, out, errOut)
 	}
 	var batches struct {
 		Batches []struct {

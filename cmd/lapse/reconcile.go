@@ -54,14 +54,16 @@ func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for _, cur := range slices.Sorted(maps.Keys(rec.Totals)) {
 		t := rec.Totals[cur]
 		fmt.Fprintf(stdout, "%s (minor units): captured %d = applied %d + refunded %d + in review %d + not settled %d\n",
-			cur, t.Captured, t.Applied, t.Refunded, t.Review, t.Open)
+			plain(cur), t.Captured, t.Applied, t.Refunded, t.Review, t.Open)
 	}
+	// An issue's ids and words are as a provider's callback or a caller
+	// sent them: printed plain, so that none can dress up the report.
 	for _, is := range rec.Issues {
 		if is.TxnID == "" {
-			fmt.Fprintf(stdout, "order %s: %s\n", is.OrderNo, is.Problem)
+			fmt.Fprintf(stdout, "order %s: %s\n", plain(is.OrderNo), plain(is.Problem))
 			continue
 		}
-		fmt.Fprintf(stdout, "payment %s/%s of order %s: %s\n", is.Provider, is.TxnID, is.OrderNo, is.Problem)
+		fmt.Fprintf(stdout, "payment %s/%s of order %s: %s\n", plain(is.Provider), plain(is.TxnID), plain(is.OrderNo), plain(is.Problem))
 	}
 	if len(rec.Issues) > 0 {
 		return fmt.Errorf("%w: %d issues", errUnreconciled, len(rec.Issues))
