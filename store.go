@@ -440,6 +440,13 @@ type Store interface {
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
 
+	// ServerTime returns the time by the database's clock, UTC, as precise
+	// as the database tells it (microseconds; milliseconds on SQLite, whose
+	// clock is its process's). Lapse decides by its processes' clocks
+	// (Clock), which must agree: the database's is the one clock that every
+	// process of a deployment reaches, against which each checks its own.
+	ServerTime(ctx context.Context) (time.Time, error)
+
 	// Close releases the store's connections.
 	Close() error
 }

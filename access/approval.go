@@ -172,6 +172,8 @@ func (s *Service) due(a *lapse.Approval) bool {
 
 // expire moves request id, in the transaction as, to expired if it is
 // pending past its ExpiresAt, with its audit row, and returns it as it is.
+// One that another transaction moved since it was read is returned as that
+// one left it.
 func (s *Service) expire(ctx context.Context, as lapse.AccessStore, id int64) (*lapse.Approval, error) {
 	a, err := as.ApprovalGet(ctx, id)
 	if err != nil || !s.due(a) {
@@ -181,6 +183,12 @@ func (s *Service) expire(ctx context.Context, as lapse.AccessStore, id int64) (*
 	a, err = as.ApprovalDecide(ctx, &lapse.ApprovalDecideParams{
 		ID: id, From: lapse.ApprovalPending, To: lapse.ApprovalExpired, DecidedAt: now,
 	})
+	if errors.Is(err, lapse.ErrStale) {
+		// Another process (a look on another node) expired it, or an
+		// approver decided it, since it was read: returned as it is now,
+		// with that one's audit row, not as an error of this look.
+		return as.ApprovalGet(ctx, id)
+	}
 	if err != nil {
 		return nil, err
 	}

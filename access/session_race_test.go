@@ -12,20 +12,22 @@ import (
 )
 
 // hookStore is a PostgreSQL store that calls its hooks when a transaction
-// whose context carries hookKey reads a session or locks an operator:
+// whose context carries hookKey reads a session, locks an operator or
+// decides an approval request:
 // a test's way to run one transaction at a given point of another,
 // without sleeping.
 type hookStore struct {
 	*postgres.Store
 	sessionRead  func(ctx context.Context) // after a session is read
 	operatorLock func(ctx context.Context) // before an operator is locked
+	decide       func(ctx context.Context) // before an approval request is decided
 }
 
 type hookKey struct{}
 
 func (h *hookStore) Tx(ctx context.Context, fn func(tx lapse.Store) error) error {
 	return h.Store.Tx(ctx, func(tx lapse.Store) error {
-		return fn(&hookStore{Store: tx.(*postgres.Store), sessionRead: h.sessionRead, operatorLock: h.operatorLock})
+		return fn(&hookStore{Store: tx.(*postgres.Store), sessionRead: h.sessionRead, operatorLock: h.operatorLock, decide: h.decide})
 	})
 }
 
@@ -35,6 +37,13 @@ func (h *hookStore) SessionGet(ctx context.Context, id []byte) (*lapse.Session, 
 		h.sessionRead(ctx)
 	}
 	return s, err
+}
+
+func (h *hookStore) ApprovalDecide(ctx context.Context, p *lapse.ApprovalDecideParams) (*lapse.Approval, error) {
+	if ctx.Value(hookKey{}) != nil && h.decide != nil {
+		h.decide(ctx)
+	}
+	return h.Store.ApprovalDecide(ctx, p)
 }
 
 func (h *hookStore) OperatorLock(ctx context.Context, name string) (*lapse.Operator, error) {

@@ -195,7 +195,7 @@ func newCounters() *counters { return &counters{reg: prometheus.NewRegistry()} }
 // flash sale polls every 25 ms, where a Prometheus server scrapes every
 // 15 s or so, and lapse_due_oldest_seconds reads the deadline index's first
 // live entry, behind the entries of the orders just closed.
-var askingDatabase = []string{"lapse_due_open_orders", "lapse_due_oldest_seconds", "lapse_deliveries_"}
+var askingDatabase = []string{"lapse_due_open_orders", "lapse_due_oldest_seconds", "lapse_clock_skew_seconds", "lapse_deliveries_"}
 
 func (c *counters) Register(col prometheus.Collector) error {
 	ch := make(chan *prometheus.Desc, 16)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -153,8 +154,22 @@ func newMetrics(reg prometheus.Registerer, store, work lapse.Store, clock lapse.
 		}
 		return now.Sub(at).Seconds()
 	})
+	// A clock that drifts after the start (CheckClock) fires deadlines
+	// early or late by as much; read at each scrape.
+	skew := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "lapse_clock_skew_seconds",
+		Help: "This process's clock minus its database's (positive: ahead), as read at the scrape (NaN when the database did not answer). Past 1 s either way, deadlines fire early or late by as much.",
+	}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s, err := clockSkew(ctx, store, clock)
+		if err != nil {
+			return math.NaN()
+		}
+		return s.Offset.Seconds()
+	})
 	backlog := newBacklogCollector(store, known.subscribers)
-	cs := []prometheus.Collector{m.closeLag, m.firings, m.transitions, m.batch, m.errors, due, oldest, m.deliveries, m.deliverySeconds, m.deliveryHeld, m.payments, m.refunds, backlog,
+	cs := []prometheus.Collector{m.closeLag, m.firings, m.transitions, m.batch, m.errors, due, oldest, skew, m.deliveries, m.deliverySeconds, m.deliveryHeld, m.payments, m.refunds, backlog,
 		m.triggerDegraded, m.triggerErrors, m.triggerDropped}
 	if pools := newPoolCollector(store, work); pools != nil {
 		cs = append(cs, pools)

@@ -403,6 +403,16 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
+// ServerTime reads the server's SYSDATE(6): the time of the read, where
+// NOW(6) is the start of the statement. The session's time zone is UTC.
+func (s *Store) ServerTime(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	if err := s.queryRow(ctx, "SELECT SYSDATE(6)").Scan(&t); err != nil {
+		return time.Time{}, fmt.Errorf("mysql: server time: %w", err)
+	}
+	return lapse.Truncate(t), nil
+}
+
 // Close closes the pool. On a Store bound to a transaction it does nothing:
 // the transaction belongs to Tx.
 func (s *Store) Close() error {

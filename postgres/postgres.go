@@ -254,6 +254,16 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
+// ServerTime reads the server's clock_timestamp(): the time of the read,
+// where now() is the start of the transaction.
+func (s *Store) ServerTime(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	if err := s.db.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&t); err != nil {
+		return time.Time{}, fmt.Errorf("postgres: server time: %w", unavailable(err))
+	}
+	return lapse.Truncate(t), nil
+}
+
 // Close closes the pool and waits for its connections to be returned. On a
 // Store bound to a transaction it does nothing: the transaction belongs to
 // Tx.

@@ -186,6 +186,24 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
+// serverTimeLayout is how SQLite's strftime('%Y-%m-%d %H:%M:%f') writes a
+// time.
+const serverTimeLayout = "2006-01-02 15:04:05.000"
+
+// ServerTime reads SQLite's 'now', which is this process's clock to the
+// millisecond: an embedded database has no clock of its own.
+func (s *Store) ServerTime(ctx context.Context) (time.Time, error) {
+	var v string
+	if err := s.db().QueryRowContext(ctx, "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')").Scan(&v); err != nil {
+		return time.Time{}, fmt.Errorf("sqlite: server time: %w", err)
+	}
+	t, err := time.Parse(serverTimeLayout, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("sqlite: server time %q: %w", v, err)
+	}
+	return t.UTC(), nil
+}
+
 // Priority returns a Store on the same file and connections whose writes
 // wait for the writer ahead of the others': the store of the deadline
 // engine's and the deliverer's work (engine.Config.WorkStore), so that a

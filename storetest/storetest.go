@@ -62,6 +62,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"OrderCountOpen", testOrderCountOpen},
 		{"Times", testTimes},
 		{"TimeRange", testTimeRange},
+		{"ServerTime", testServerTime},
 		{"TxRollback", testTxRollback},
 		{"TxNested", testTxNested},
 		{"TxPanic", testTxPanic},

@@ -76,3 +76,44 @@ func testTimeRange(t *testing.T, s lapse.Store) {
 		t.Errorf("created in [base-500ns, base+500ns): %v, want %v", got, want)
 	}
 }
+
+// testServerTime checks ServerTime: the database's clock in UTC, read when
+// asked, also inside a transaction (not the transaction's start, which
+// would fall behind as the transaction goes on). The databases of the
+// suite run on the test's machine, so their clock is the test's.
+func testServerTime(t *testing.T, s lapse.Store) {
+	before := time.Now()
+	got, err := s.ServerTime(ctxT(t))
+	after := time.Now()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Location() != time.UTC {
+		t.Errorf("ServerTime in %v, want UTC", got.Location())
+	}
+	// SQLite's clock is read to the millisecond; a server's may tick in
+	// steps of a few: a little slack each way.
+	const slack = 50 * time.Millisecond
+	if got.Before(before.Add(-slack)) || got.After(after.Add(slack)) {
+		t.Errorf("ServerTime = %v, read between %v and %v on the same machine", got, before, after)
+	}
+	const pause = 100 * time.Millisecond
+	err = s.Tx(ctxT(t), func(tx lapse.Store) error {
+		first, err := tx.ServerTime(ctxT(t))
+		if err != nil {
+			return err
+		}
+		time.Sleep(pause) // time passes inside the transaction
+		second, err := tx.ServerTime(ctxT(t))
+		if err != nil {
+			return err
+		}
+		if d := second.Sub(first); d < pause-slack {
+			t.Errorf("ServerTime moved %v inside a transaction that lasted %v: it reads the transaction's start, not the clock", d, pause)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -77,6 +77,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 // orders on PostgreSQL on a loaded 2-core machine.
 const openOrdersCheckTimeout = 20 * time.Second
 
+// clockCheckTimeout bounds the start's comparison of the process's clock
+// with the database's (Engine.CheckClock): a few reads of one row.
+const clockCheckTimeout = 10 * time.Second
+
 // service is a running lapse serve, as runService hands it to its caller:
 // where it serves, and the parts that a caller in the same process (lapse
 // demo) reads from.
@@ -223,12 +227,21 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	if err != nil {
 		return err
 	}
+	// A clock off the database's would fire deadlines early or late and
+	// take leases that others hold: refused before anything runs, as the
+	// open orders below.
+	cctx, cancel := context.WithTimeout(ctx, clockCheckTimeout)
+	err = eng.CheckClock(cctx)
+	cancel()
+	if err != nil {
+		return err
+	}
 	// Flows changed or removed under open orders would strand them where
 	// no event moves them and their deadlines fail on every pass: refused
 	// before anything runs. The check reads every open order once; it is
 	// bounded, so that a table of tens of millions cannot hold the start:
 	// past the bound it is said, and the start goes on without it.
-	cctx, cancel := context.WithTimeout(ctx, openOrdersCheckTimeout)
+	cctx, cancel = context.WithTimeout(ctx, openOrdersCheckTimeout)
 	err = eng.CheckOpenOrders(cctx)
 	cancel()
 	switch {

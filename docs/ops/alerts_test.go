@@ -191,6 +191,25 @@ load 1m
 	lapse_close_lag_seconds_bucket{job="lapse",instance="a",flow="checkout",le="+Inf"} 0+0x30
 `, 20 * time.Minute, false},
 
+	{"LapseClockSkew", "a node 2 s ahead", `
+load 1m
+	lapse_clock_skew_seconds{job="lapse",instance="a"} 0+0x10 2+0x20
+	lapse_clock_skew_seconds{job="lapse",instance="b"} 0+0x30
+`, 20 * time.Minute, true},
+	{"LapseClockSkew", "a node 2 s behind", `
+load 1m
+	lapse_clock_skew_seconds{job="lapse",instance="a"} 0+0x10 -2+0x20
+`, 20 * time.Minute, true},
+	{"LapseClockSkew", "within NTP's few milliseconds", `
+load 1m
+	lapse_clock_skew_seconds{job="lapse",instance="a"} 0.003+0x30
+	lapse_clock_skew_seconds{job="lapse",instance="b"} -0.004+0x30
+`, 20 * time.Minute, false},
+	{"LapseClockSkew", "off for a moment", `
+load 1m
+	lapse_clock_skew_seconds{job="lapse",instance="a"} 0+0x10 2+0x2 0+0x18
+`, 20 * time.Minute, false},
+
 	{"LapseProbeStale", "last success 15 minutes ago", `
 load 1m
 	lapse_probe_interval_seconds{job="lapse",instance="a"} 60+0x30
