@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -137,43 +136,25 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	p := &lapse.ApprovalListParams{Status: lapse.ApprovalStatus(q.Get("status")), Limit: defaultApprovalLimit}
+	p := &lapse.ApprovalListParams{Status: lapse.ApprovalStatus(q.Get("status"))}
 	switch p.Status {
 	case "", lapse.ApprovalPending, lapse.ApprovalApproved, lapse.ApprovalExecuted, lapse.ApprovalFailed, lapse.ApprovalRejected, lapse.ApprovalExpired:
 	default:
 		s.error(w, r, lapse.FieldError("status", "unknown status %q: pending, approved, executed, failed, rejected or expired", p.Status))
 		return
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxListLimit {
-			s.error(w, r, lapse.FieldError("limit", "must be an integer from 1 to %d", MaxListLimit))
-			return
-		}
-		p.Limit = n
+	limit, before, err := idPage(q, approvalCursor, defaultApprovalLimit)
+	if err != nil {
+		s.error(w, r, err)
+		return
 	}
-	if v := q.Get("cursor"); v != "" {
-		_, id, err := decodeCursor(approvalCursor, v)
-		if err != nil {
-			s.error(w, r, err)
-			return
-		}
-		p.Before = id
-	}
-	limit := p.Limit
-	p.Limit++ // one more than asked tells whether another page exists
+	p.Limit, p.Before = limit+1, before // one more than asked tells whether another page exists
 	as, err := s.access.Approvals(r.Context(), p)
 	if err != nil {
 		s.error(w, r, err)
 		return
 	}
-	var next *string
-	if len(as) > limit {
-		as = as[:limit]
-		last := as[len(as)-1]
-		cur := encodeCursor(approvalCursor, last.CreatedAt, last.ID)
-		next = &cur
-	}
+	as, next := pageOf(as, limit, approvalCursor, func(a *lapse.Approval) (time.Time, int64) { return a.CreatedAt, a.ID })
 	out := make([]approvalJSON, 0, len(as))
 	for _, a := range as {
 		out = append(out, approvalOut(a))

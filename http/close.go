@@ -3,7 +3,6 @@ package http
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -154,43 +153,25 @@ func (s *Server) listCloses(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	p := &lapse.CloseBatchListParams{Status: lapse.CloseBatchStatus(q.Get("status")), Limit: defaultCloseLimit}
+	p := &lapse.CloseBatchListParams{Status: lapse.CloseBatchStatus(q.Get("status"))}
 	switch p.Status {
 	case "", lapse.CloseBatchRunning, lapse.CloseBatchDone:
 	default:
 		s.error(w, r, lapse.FieldError("status", "must be running or done"))
 		return
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxListLimit {
-			s.error(w, r, lapse.FieldError("limit", "must be an integer from 1 to %d", MaxListLimit))
-			return
-		}
-		p.Limit = n
+	limit, before, err := idPage(q, closeCursor, defaultCloseLimit)
+	if err != nil {
+		s.error(w, r, err)
+		return
 	}
-	if v := q.Get("cursor"); v != "" {
-		_, id, err := decodeCursor(closeCursor, v)
-		if err != nil {
-			s.error(w, r, err)
-			return
-		}
-		p.Before = id
-	}
-	limit := p.Limit
-	p.Limit++ // one more than asked tells whether another page exists
+	p.Limit, p.Before = limit+1, before // one more than asked tells whether another page exists
 	bs, err := s.closer.Batches(r.Context(), p)
 	if err != nil {
 		s.error(w, r, err)
 		return
 	}
-	var next *string
-	if len(bs) > limit {
-		bs = bs[:limit]
-		last := bs[len(bs)-1]
-		cur := encodeCursor(closeCursor, last.CreatedAt, last.ID)
-		next = &cur
-	}
+	bs, next := pageOf(bs, limit, closeCursor, func(b *lapse.CloseBatch) (time.Time, int64) { return b.CreatedAt, b.ID })
 	out := make([]batchJSON, 0, len(bs))
 	for _, b := range bs {
 		out = append(out, batchOut(b))

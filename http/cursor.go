@@ -3,6 +3,8 @@ package http
 import (
 	"encoding/base64"
 	"encoding/binary"
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -49,4 +51,38 @@ func decodeCursor(kind byte, s string) (time.Time, int64, error) {
 		return time.Time{}, 0, lapse.FieldError("cursor", "is not a cursor this server handed out; pass next_cursor unchanged")
 	}
 	return at, id, nil
+}
+
+// idPage is the page a list by id, newest first, asks for: the limit
+// query parameter (1 to MaxListLimit, def when left out) and the id below
+// which the cursor parameter, made by encodeCursor for kind, reads on (0:
+// from the newest). Errors name the parameter.
+func idPage(q url.Values, kind byte, def int) (limit int, before int64, err error) {
+	limit = def
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxListLimit {
+			return 0, 0, lapse.FieldError("limit", "must be an integer from 1 to %d", MaxListLimit)
+		}
+		limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		if _, before, err = decodeCursor(kind, v); err != nil {
+			return 0, 0, err
+		}
+	}
+	return limit, before, nil
+}
+
+// pageOf cuts rows, read with one more than limit, to limit, and returns
+// the cursor of the next page (of kind, after the last row kept, whose
+// created_at and id at gives), nil when rows held no more.
+func pageOf[T any](rows []T, limit int, kind byte, at func(T) (time.Time, int64)) ([]T, *string) {
+	if len(rows) <= limit {
+		return rows, nil
+	}
+	rows = rows[:limit]
+	t, id := at(rows[len(rows)-1])
+	cur := encodeCursor(kind, t, id)
+	return rows, &cur
 }
