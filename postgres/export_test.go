@@ -219,3 +219,11 @@ func ScanOrdersBy(rows pgx.Rows, decoded bool) ([]*lapse.Order, error) {
 	}
 	return scanOrdersAs(rows, readScanned)
 }
+
+// ClaimPlans returns how many times the claim inside Tx was planned
+// generically and how many times custom, on the connection s runs on.
+func (s *Store) ClaimPlans(ctx context.Context) (generic, custom int64, err error) {
+	err = s.db.QueryRow(ctx, "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1",
+		orderClaimDueLockedSQL).Scan(&generic, &custom)
+	return generic, custom, err
+}
