@@ -227,3 +227,7 @@ func (s *Store) ClaimPlans(ctx context.Context) (generic, custom int64, err erro
 		orderClaimDueLockedSQL).Scan(&generic, &custom)
 	return generic, custom, err
 }
+
+// APIKeyGetManySQL is the batched read of API keys, whose plans the tests
+// check.
+const APIKeyGetManySQL = apiKeyGetManySQL
