@@ -246,14 +246,26 @@ func (s Schedule) Validate() error {
 		return Errorf(EINVALID, "the cap of a schedule is below its base")
 	case s.Jitter < 0 || s.Jitter >= 1:
 		return Errorf(EINVALID, "jitter must be in [0, 1)")
+	case s.Base > MaxScheduleWait || s.Cap > MaxScheduleWait:
+		return Errorf(EINVALID, "a schedule waits at most %s between attempts", MaxScheduleWait)
 	}
 	for _, d := range s.Steps {
-		if d <= 0 {
+		switch {
+		case d <= 0:
 			return Errorf(EINVALID, "schedule steps must be positive")
+		case d > MaxScheduleWait:
+			return Errorf(EINVALID, "a schedule waits at most %s between attempts", MaxScheduleWait)
 		}
 	}
 	return nil
 }
+
+// MaxScheduleWait is the longest wait between two attempts that a schedule
+// may name (a step, or an exponential schedule's base or cap). A wait near
+// the most a time.Duration holds (106751d) would overflow once its jitter
+// is added and come out negative: the retry due at once, and Longest zero,
+// rather than a retry in centuries. A year is far past any retry that helps.
+const MaxScheduleWait = 365 * 24 * time.Hour
 
 // maxWait bounds an uncapped exponential schedule so that it cannot overflow.
 const maxWait = 7 * 24 * time.Hour

@@ -52,9 +52,43 @@ func TestParseSchedule(t *testing.T) {
 	if err != nil || s.Base != time.Second || s.Cap != 5*time.Minute || s.MaxAttempts != 12 {
 		t.Errorf("exp = %+v, %v", s, err)
 	}
-	for _, bad := range []string{"", "1m,,5m", "-1s", "exp:1s,5m", "exp:0s,5m,3", "exp:1m,1s,3", "exp:1s,5m,0", "soon"} {
+	for _, bad := range []string{"", "1m,,5m", "-1s", "exp:1s,5m", "exp:0s,5m,3", "exp:1m,1s,3", "exp:1s,5m,0", "soon",
+		"106751d", "1m,100000d", "exp:106751d,0,5", "exp:1s,106751d,5"} {
 		if _, err := lapse.ParseSchedule(bad); lapse.ErrorCode(err) != lapse.EINVALID {
 			t.Errorf("ParseSchedule(%q) = %v, want invalid", bad, err)
+		}
+	}
+}
+
+// TestScheduleLongWaits: the longest wait a schedule may name comes out,
+// with its jitter at either extreme, as a wait ahead, never one that
+// overflowed into the past (a retry due at once, and Longest zero); a
+// longer one is refused.
+func TestScheduleLongWaits(t *testing.T) {
+	for _, s := range []lapse.Schedule{
+		{Steps: []time.Duration{lapse.MaxScheduleWait}, Jitter: 0.999},
+		{Base: lapse.MaxScheduleWait, MaxAttempts: 5, Jitter: 0.999},
+		{Base: time.Second, Cap: lapse.MaxScheduleWait, MaxAttempts: 80, Jitter: 0.999},
+	} {
+		if err := s.Validate(); err != nil {
+			t.Fatalf("%+v: %v", s, err)
+		}
+		for _, r := range []float64{0, 0.999999} {
+			if d, _ := s.Next(1, r); d <= 0 {
+				t.Errorf("%+v: Next(1, %v) = %v, want a wait ahead", s, r, d)
+			}
+		}
+		if l := s.Longest(); l < lapse.MaxScheduleWait/100 {
+			t.Errorf("%+v: Longest() = %v", s, l)
+		}
+	}
+	for _, s := range []lapse.Schedule{
+		{Steps: []time.Duration{lapse.MaxScheduleWait + 1}},
+		{Base: lapse.MaxScheduleWait + 1, MaxAttempts: 2},
+		{Base: time.Second, Cap: lapse.MaxScheduleWait + 1, MaxAttempts: 2},
+	} {
+		if err := s.Validate(); lapse.ErrorCode(err) != lapse.EINVALID {
+			t.Errorf("%+v: Validate = %v, want EINVALID", s, err)
 		}
 	}
 }
