@@ -23,9 +23,12 @@ import (
 const unfinishedMost = 5
 
 // overrun reports whether dl, claimed for this attempt, has been claimed
-// more than unfinishedMost times past the attempts of s's schedule.
+// more than unfinishedMost times past the attempts of s's schedule. The
+// bound is taken off the claims, not added to the schedule's attempts,
+// which may be as many as an int holds ("retry for ever"): added, it would
+// overflow into a bound every delivery has passed at its first claim.
 func overrun(s *Subscription, dl *lapse.Delivery) bool {
-	return dl.Failures() > s.retries().Attempts()+unfinishedMost
+	return dl.Failures()-unfinishedMost > s.retries().Attempts()
 }
 
 // abandon records, instead of an attempt of dl, its death for overrun.

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +76,38 @@ func TestDeliveryOverrunDies(t *testing.T) {
 	reviews, _ := e.Reviews(ctx, &lapse.ReviewListParams{Open: true, Limit: 10})
 	if len(reviews) == 0 || reviews[0].OrderNo != "OD-1" {
 		t.Errorf("reviews: %+v; want OD-1's", reviews)
+	}
+}
+
+// TestDeliveryOverrunHugeSchedule: a schedule of as many attempts as an int
+// holds (exp:1s,1h,9223372036854775807, "retry for ever") attempts its
+// deliveries; its bound of attempts past the schedule does not overflow
+// into one that every delivery has passed at its first claim, which killed
+// them all unattempted and put every order in review.
+func TestDeliveryOverrunHugeSchedule(t *testing.T) {
+	t.Parallel()
+	clk := lapse.NewManualClock(t0)
+	s := openSQLite(t)
+	single, batch := &recorder{}, &batchRecorder{}
+	forever := lapse.Schedule{Base: time.Second, Cap: time.Hour, MaxAttempts: math.MaxInt}
+	e := subsEngine(t, s, clk,
+		engine.Subscription{Name: "single", Events: []string{"order.closed"}, Handler: plainRecorder{single}, Schedule: forever},
+		engine.Subscription{Name: "batch", Events: []string{"order.closed"}, Handler: batch, Schedule: forever})
+	ctx := ctxT(t)
+	create(t, e, checkout("OH-1", time.Hour))
+	if _, err := e.Fire(ctx, "OH-1", engine.Fire{Event: flows.Cancel, By: app}); err != nil {
+		t.Fatal(err)
+	}
+	d := engine.NewDeliverer(e, engine.DelivererConfig{Owner: "live", Lease: time.Minute})
+	if n, err := d.RunOnce(ctx); n != 2 || err != nil {
+		t.Fatalf("RunOnce = %d, %v; want 2", n, err)
+	}
+	for _, sub := range []string{"single", "batch"} {
+		if h := sinkOf(t, e, "OH-1", sub, flows.EventOrderClosed); h.Status != lapse.DeliveryDone {
+			t.Errorf("to %s: %s, %q; want done", sub, h.Status, h.LastError)
+		}
+	}
+	if len(single.calls()) != 1 || len(batch.received()) != 1 {
+		t.Errorf("single got %d events, batch %d; want one each", len(single.calls()), len(batch.received()))
 	}
 }
