@@ -339,5 +339,27 @@ func (e *Engine) heldInReview(ctx context.Context, id int64) (*lapse.HeldPayment
 	case !errors.Is(err, lapse.ErrPaymentNotFound):
 		return nil, err
 	}
+	// The payment path looks at a held payment only for a callback whose
+	// provider time is before its order was created (to the second; see
+	// applyToOrder): its callback again, under the number of an order
+	// created at or before that time, pays the order as any payment. A
+	// provider time may be ahead of the callback (by up to
+	// MaxPaidAtAhead), and a held payment may be on the desk before it
+	// (a window shorter than that, or a contradiction): refunded or
+	// dismissed then, the order would be paid with money given back (S3).
+	// So the operator waits until an order created from now on is created
+	// after that time, and not while one exists that it would pay.
+	now := e.clock.Now()
+	if after := h.PaidAt.Truncate(time.Second).Add(time.Second); now.Before(after) {
+		return nil, lapse.Errorf(lapse.ECONFLICT, "held payment %d: its provider time %s is not past yet: its callback again would pay an order %s created until then; try again from %s",
+			id, h.PaidAt.UTC().Format(time.RFC3339Nano), h.OrderNo, after.UTC().Format(time.RFC3339))
+	}
+	switch o, err := e.store.OrderGet(ctx, h.OrderNo); {
+	case err == nil && !h.PaidAt.Before(o.CreatedAt.Truncate(time.Second)):
+		return nil, lapse.Errorf(lapse.ECONFLICT, "held payment %d: order %s exists, created at %s, not after the payment's provider time %s: its callback again pays the order; settle it there once it does",
+			id, o.OrderNo, o.CreatedAt.UTC().Format(time.RFC3339Nano), h.PaidAt.UTC().Format(time.RFC3339Nano))
+	case err != nil && !errors.Is(err, lapse.ErrOrderNotFound):
+		return nil, err
+	}
 	return h, nil
 }

@@ -185,3 +185,67 @@ func TestHeldPaymentOtherOrderNotApplied(t *testing.T) {
 		}
 	})
 }
+
+// TestHeldPaymentAheadNotSettledEarly: a held payment whose provider time
+// is ahead of its callback (by less than the drift clocks may have) can be
+// on the desk before that time, with a window shorter than the drift or
+// once a contradiction put it there. An order created before that time
+// takes the callback again as an ordinary payment (its time is not before
+// the order, so the held payment is not looked at): an operator who
+// refunded or dismissed the held payment meanwhile would leave the order
+// paid with money given back (S3). The operator's action waits until no
+// order can be created before the provider time, and is refused while an
+// order exists that the callback again would pay.
+func TestHeldPaymentAheadNotSettledEarly(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		e := paymentEngine(t, open(), clk, &fakeProvider{})
+		m, err := engine.NewHeldMatcher(e, engine.HeldMatcherConfig{Window: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := ctxT(t)
+		paidAt := t0.Add(4 * time.Minute) // the provider's clock is 4 minutes ahead
+		for _, no := range []string{"HA-1", "HA-2"} {
+			if _, err := e.ApplyPayment(ctx, heldNotice(no, "txn-"+no, paidAt)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.Advance(time.Minute)
+		if got, err := m.RunOnce(ctx); err != nil || got.Reviewed != 2 {
+			t.Fatalf("a pass after the window = %+v, %v", got, err)
+		}
+		hs := helds(t, e)
+		// Before the provider time, no operator action: an order created
+		// now would be paid by the callback again.
+		if h, err := e.RefundHeldPayment(ctx, hs["txn-HA-1"].ID, operator); lapse.ErrorCode(err) != lapse.ECONFLICT {
+			t.Fatalf("RefundHeldPayment before the held payment's provider time = %+v, %v; want ECONFLICT", h, err)
+		}
+		if h, err := e.DismissHeldPayment(ctx, hs["txn-HA-2"].ID, "kept", operator); lapse.ErrorCode(err) != lapse.ECONFLICT {
+			t.Fatalf("DismissHeldPayment before the held payment's provider time = %+v, %v; want ECONFLICT", h, err)
+		}
+		// HA-2's order comes before the provider time: its callback again
+		// pays it, and the held payment is the order's, never the desk's.
+		clk.Advance(time.Minute)
+		create(t, e, checkout("HA-2", 15*time.Minute))
+		clk.Advance(3 * time.Minute) // past the provider time
+		if h, err := e.DismissHeldPayment(ctx, hs["txn-HA-2"].ID, "kept", operator); lapse.ErrorCode(err) != lapse.ECONFLICT {
+			t.Fatalf("DismissHeldPayment while an order exists that its callback would pay = %+v, %v; want ECONFLICT", h, err)
+		}
+		if got, err := e.ApplyPayment(ctx, heldNotice("HA-2", "txn-HA-2", paidAt)); err != nil || got.Status != lapse.PaymentApplied {
+			t.Fatalf("HA-2's callback again = %+v, %v; want applied", got, err)
+		}
+		// HA-1's provider time has passed: it can be refunded, and its
+		// order, created after, is not paid by the callback again.
+		if h, err := e.RefundHeldPayment(ctx, hs["txn-HA-1"].ID, operator); err != nil || h.Status != lapse.HeldRefunded {
+			t.Fatalf("RefundHeldPayment after the provider time = %+v, %v", h, err)
+		}
+		create(t, e, checkout("HA-1", 15*time.Minute))
+		if got, err := e.ApplyPayment(ctx, heldNotice("HA-1", "txn-HA-1", paidAt)); err != nil || got.Status != lapse.PaymentHeld {
+			t.Fatalf("HA-1's callback again once refunded = %+v, %v; want held", got, err)
+		}
+		if o, err := e.Order(ctx, "HA-1"); err != nil || o.State != flows.Unpaid {
+			t.Errorf("HA-1 after its refunded held payment's callback again: %v, %v; want UNPAID", o, err)
+		}
+	})
+}

@@ -53,12 +53,22 @@ func reconcile(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	for _, cur := range slices.Sorted(maps.Keys(rec.Totals)) {
 		t := rec.Totals[cur]
+		if t.Overflow {
+			// Wrapped sums would print as an equation, one that may even
+			// hold: the issue below says why there is none.
+			fmt.Fprintf(stdout, "%s (minor units): the totals do not fit in 64 bits, and are not shown\n", plain(cur))
+			continue
+		}
 		fmt.Fprintf(stdout, "%s (minor units): captured %d = applied %d + refunded %d + in review %d + not settled %d\n",
 			plain(cur), t.Captured, t.Applied, t.Refunded, t.Review, t.Open)
 	}
 	// An issue's ids and words are as a provider's callback or a caller
 	// sent them: printed plain, so that none can dress up the report.
 	for _, is := range rec.Issues {
+		if is.TxnID == "" && is.OrderNo == "" { // of the totals, not of an order
+			fmt.Fprintf(stdout, "%s\n", plain(is.Problem))
+			continue
+		}
 		if is.TxnID == "" {
 			fmt.Fprintf(stdout, "order %s: %s\n", plain(is.OrderNo), plain(is.Problem))
 			continue

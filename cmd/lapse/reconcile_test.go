@@ -3,6 +3,8 @@ package main_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -115,5 +117,49 @@ func TestReconcileOrderGone(t *testing.T) {
 		!strings.Contains(out, "payment sandbox/tx-G-1 of order G-1: applied, but its order G-1 is not in the database") ||
 		!strings.Contains(out, "CNY (minor units): captured 500 = applied 250 + refunded 0 + in review 0 + not settled 250") {
 		t.Errorf("lapse reconcile with an order gone = ok %v,\n%s%s\nwant the payment named, exit 1", ok, out, errOut)
+	}
+}
+
+// TestReconcileOverflowPrinted: totals that do not fit in 64 bits (a
+// verified payment, or the open sandbox's, of an amount beyond any order,
+// with the ones beside it) are not printed as an equation of the wrapped
+// sums, which reads as a reconciliation that holds, nor is their issue
+// printed as that of an order without a number.
+func TestReconcileOverflowPrinted(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "lapse.db")
+	if out, errOut, ok := lapseRun(t, dir, "migrate", "--db", db); !ok {
+		t.Fatalf("lapse migrate: %s%s", out, errOut)
+	}
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, db, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(st, flows.Builtin(), engine.Config{Payments: engine.PaymentConfig{
+		Providers: map[string]lapse.PaymentProvider{"sandbox": payment.NewSandbox(payment.SandboxConfig{Secret: []byte("s")})}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, amount := range []int64{250, math.MaxInt64} {
+		no := fmt.Sprintf("V-%d", i)
+		if _, _, err := e.CreateOrder(ctx, &lapse.OrderCreate{OrderNo: no, Flow: "checkout", UserID: "u-1", Amount: 250, Currency: "CNY"},
+			engine.Actor{FiredBy: lapse.FiredByApp, Name: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.ApplyPayment(ctx, &lapse.PaymentNotice{Provider: "sandbox", Kind: lapse.NoticePaid, Merchant: "m-1",
+			TxnID: "tx-" + no, OrderNo: no, Amount: amount, Currency: "CNY", PaidAt: time.Now(), Raw: []byte(`{}`)}); err != nil {
+			t.Fatalf("ApplyPayment %s = %v", no, err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, ok := lapseRun(t, dir, "reconcile", "--db", db)
+	if ok || !strings.Contains(errOut, "do not reconcile: 1 issues") || strings.Contains(out, "captured -") ||
+		strings.Contains(out, "CNY (minor units): captured") || strings.Contains(out, "order : ") ||
+		!strings.Contains(out, "CNY (minor units): the totals do not fit in 64 bits") {
+		t.Errorf("lapse reconcile with totals beyond 64 bits = ok %v,\n%s%s\nwant no wrapped totals, the issue on its own, exit 1", ok, out, errOut)
 	}
 }
