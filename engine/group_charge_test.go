@@ -242,3 +242,66 @@ func TestGroupChargeAnsweredClosed(t *testing.T) {
 		}
 	})
 }
+
+// crossedCharger is a provider port that, while it makes a member's first
+// charge, calls back about another capture under the member's key (a
+// payment the customer made at the provider under it): the callback charges
+// the member, and the charge's own answer, another transaction, comes
+// after. Two captures under one key, the second answered to a member that
+// moved meanwhile.
+type crossedCharger struct {
+	fakeProvider
+	mu       sync.Mutex
+	calls    map[string]int
+	callback func(n *lapse.PaymentNotice) // set once the engine is made
+}
+
+func (c *crossedCharger) Charge(_ context.Context, r *lapse.ChargeRequest) (*lapse.ProviderPayment, error) {
+	c.mu.Lock()
+	if c.calls == nil {
+		c.calls = map[string]int{}
+	}
+	c.calls[r.IdempotencyKey]++
+	first := c.calls[r.IdempotencyKey] == 1
+	c.mu.Unlock()
+	if first {
+		c.callback(&lapse.PaymentNotice{Provider: "sandbox", Kind: lapse.NoticePaid, TxnID: "cb-" + r.IdempotencyKey,
+			OrderNo: r.OrderNo, Amount: r.Amount, Currency: r.Currency, PaidAt: t0.Add(time.Minute)})
+	}
+	return &lapse.ProviderPayment{TxnID: "ch-" + r.IdempotencyKey, OrderNo: r.OrderNo, Status: lapse.ProviderPaid,
+		Amount: r.Amount, Currency: r.Currency, PaidAt: t0.Add(time.Minute)}, nil
+}
+
+// TestGroupChargeAnsweredAfterCallback: a charge's answer that comes after
+// a callback charged the member by another transaction is a second capture
+// under the member's key, and is on the books as one (a payment in review
+// on the group), as it is when the callback comes after the answer: the
+// member is charged once (S7), and every capture is counted (S3).
+func TestGroupChargeAnsweredAfterCallback(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		prov := &crossedCharger{}
+		e, err := engine.New(open(), flows.Builtin(), engine.Config{Clock: clk,
+			Payments: engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{"sandbox": prov}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prov.callback = func(n *lapse.PaymentNotice) { acked(t, e, "the callback of a charge under way", n) }
+		ctx := ctxT(t)
+		settleThrough(t, e, clk, "G-CB", engine.JoinRequest{UserID: "u1", Method: "tok"})
+		g, _ := e.Group(ctx, "G-CB")
+		m := g.Members[0]
+		if m.Status != lapse.ChargeCharged || m.TxnID != "cb-"+m.Key || g.Order.State != flows.GroupSettled {
+			t.Errorf("G-CB is %s with u1 %+v; want SETTLED, u1 charged by the callback's transaction", g.Order.State, m)
+		}
+		pays, err := e.Payments(ctx, "G-CB")
+		if err != nil || len(pays) != 1 || pays[0].TxnID != "ch-"+m.Key || pays[0].Status != lapse.PaymentReview {
+			t.Errorf("payments of G-CB = %+v, %v; want the charge's own capture in review", pays, err)
+		}
+		rec, err := e.Reconcile(ctx)
+		if tot := rec.Totals["CNY"]; err != nil || len(rec.Issues) != 0 || tot == nil || tot.Captured != 2*990 ||
+			tot.Applied != 990 || tot.Review != 990 {
+			t.Errorf("Reconcile = %+v (CNY %+v), %v; want both captures counted, one applied, one in review", rec, tot, err)
+		}
+	})
+}
