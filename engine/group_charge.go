@@ -212,7 +212,9 @@ func (gb *groupBuys) updateMember(ctx context.Context, m *lapse.GroupMember, p *
 func (gb *groupBuys) updateMemberOn(ctx context.Context, s lapse.Store, m *lapse.GroupMember, p *lapse.GroupMemberUpdateParams, rv *lapse.Review) error {
 	e := gb.e
 	p.ID, p.At = m.ID, e.clock.Now()
-	if p.To == lapse.ChargeCharged {
+	if p.To == lapse.ChargeCharged && p.From != lapse.ChargeCharged {
+		// Only the change that charges m says when it was charged; a
+		// touch of a charged member (a review) keeps it.
 		p.ChargedAt = &p.At
 	}
 	if rv != nil {

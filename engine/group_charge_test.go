@@ -145,8 +145,9 @@ func TestGroupChargeMerchant(t *testing.T) {
 		if rs := reviews(); len(rs) != 2 || !slices.ContainsFunc(rs, func(r string) bool { return strings.Contains(r, `"shop-3"`) }) {
 			t.Errorf("reviews of G-MA = %q; want one more, naming shop-3", rs)
 		}
-		if u1 := members(t, e, "G-MA")["u1"]; u1.Status != lapse.ChargeCharged || u1.TxnID != ms["u1"].TxnID {
-			t.Errorf("u1 moved: %+v", u1)
+		if u1 := members(t, e, "G-MA")["u1"]; u1.Status != lapse.ChargeCharged || u1.TxnID != ms["u1"].TxnID ||
+			u1.ChargedAt == nil || !u1.ChargedAt.Equal(*ms["u1"].ChargedAt) {
+			t.Errorf("u1 moved: %+v; want it as it was, charged at %v", u1, ms["u1"].ChargedAt)
 		}
 	})
 }
