@@ -306,3 +306,66 @@ func TestGroupChargeAnsweredAfterCallback(t *testing.T) {
 		}
 	})
 }
+
+// memberReadHook is a store whose first read of a member by key outside a
+// transaction runs hook before it answers with the member as read: a
+// change committed between another caller's read and its decision.
+type memberReadHook struct {
+	lapse.Store
+	once sync.Once
+	hook func(m *lapse.GroupMember)
+}
+
+func (s *memberReadHook) GroupMemberGet(ctx context.Context, key string) (*lapse.GroupMember, error) {
+	m, err := s.Store.GroupMemberGet(ctx, key)
+	if err == nil && s.hook != nil {
+		s.once.Do(func() { s.hook(m) })
+	}
+	return m, err
+}
+
+// TestGroupChargeDecidedOnTheMemberAsItIs: a callback about a member's
+// charge is decided on the member as it is, not as it was read: when
+// another answer recorded a transaction on the failed member meanwhile (a
+// capture of another amount, in review), this callback's transaction is a
+// second capture beside it, and does not overwrite it, which would take the
+// first capture off the books (S3).
+func TestGroupChargeDecidedOnTheMemberAsItIs(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		st := &memberReadHook{Store: open()}
+		e, err := engine.New(st, flows.Builtin(), engine.Config{Clock: clk,
+			Payments: engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{"sandbox": &closedCharger{}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := ctxT(t)
+		settleThrough(t, e, clk, "G-DM", engine.JoinRequest{UserID: "u1", Method: "tok"})
+		m := members(t, e, "G-DM")["u1"]
+		if m.Status != lapse.ChargeFailed || m.TxnID != "" {
+			t.Fatalf("u1 = %+v; want its charge failed, with no transaction", m)
+		}
+		// Between the callback's read of u1 and its decision, another
+		// answer records a capture of half the amount on u1.
+		st.hook = func(m *lapse.GroupMember) {
+			if _, err := st.Store.GroupMemberUpdate(ctx, &lapse.GroupMemberUpdateParams{ID: m.ID, From: lapse.ChargeFailed,
+				To: lapse.ChargeFailed, TxnID: "half-1", CapturedAmount: 495, CapturedCurrency: "CNY",
+				Error: "the provider charged 4.95 CNY, not 9.90 CNY", At: clk.Now()}); err != nil {
+				t.Error(err)
+			}
+		}
+		acked(t, e, "a callback of the whole amount", &lapse.PaymentNotice{Provider: "sandbox", Kind: lapse.NoticePaid,
+			TxnID: "whole-1", OrderNo: m.Key, Amount: 990, Currency: "CNY", PaidAt: clk.Now()})
+		if u1 := members(t, e, "G-DM")["u1"]; u1.TxnID != "half-1" || u1.CapturedAmount != 495 || u1.Status == lapse.ChargeCharged {
+			t.Errorf("u1 = %+v; want it holding the first capture, half-1, not charged", u1)
+		}
+		pays, err := e.Payments(ctx, "G-DM")
+		if err != nil || len(pays) != 1 || pays[0].TxnID != "whole-1" || pays[0].Status != lapse.PaymentReview {
+			t.Errorf("payments of G-DM = %+v, %v; want the callback's capture in review", pays, err)
+		}
+		rec, err := e.Reconcile(ctx)
+		if tot := rec.Totals["CNY"]; err != nil || len(rec.Issues) != 0 || tot == nil || tot.Captured != 495+990 || tot.Review != 495+990 {
+			t.Errorf("Reconcile = %+v (CNY %+v), %v; want both captures in review", rec, tot, err)
+		}
+	})
+}
