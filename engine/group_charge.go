@@ -42,9 +42,15 @@ import (
 // provider that answers two members' charges with one transaction charges
 // one of them by it, not both.
 //
-// Errors: lapse.ErrStale when m is no longer in the status it was read
-// in, and the store's, with nothing written but a second capture (which
-// was made, whatever became of m).
+// A member charged already (the provider's callback about another capture
+// under its key charged it while this answer was on its way) stays charged:
+// its own transaction again changes nothing here (memberNoticed checks a
+// callback's amount against it), and another is a second capture, as it is
+// for a member whose charge failed.
+//
+// Errors: lapse.ErrStale when m is no longer as it was read (its status or
+// its transaction), and the store's, with nothing written but a second
+// capture (which was made, whatever became of m).
 func (gb *groupBuys) chargeAnswered(ctx context.Context, m *lapse.GroupMember, pay *lapse.ProviderPayment) error {
 	second := false
 	err := gb.groupLocked(ctx, m, func(tx lapse.Store, m *lapse.GroupMember) error {
@@ -54,6 +60,15 @@ func (gb *groupBuys) chargeAnswered(ctx context.Context, m *lapse.GroupMember, p
 		switch {
 		case err != nil:
 			return err
+		case m.Status == lapse.ChargeCharged && held == "" && pay.TxnID == m.TxnID:
+			return nil
+		case m.Status == lapse.ChargeCharged && held == "":
+			second = true
+			return nil
+		case m.Status == lapse.ChargeCharged:
+			// Counted as another member's charge: told, m unchanged.
+			p.To, p.Error = m.Status, m.LastError
+			return gb.updateMemberOn(ctx, tx, m, p, groupReview(m, memberReviewReason(m, pay.TxnID, held)))
 		case held == "" && m.TxnID != "" && pay.TxnID != m.TxnID:
 			second = true // recorded as a payment, which is not written under the lock
 			return nil
@@ -78,6 +93,9 @@ func (gb *groupBuys) chargeAnswered(ctx context.Context, m *lapse.GroupMember, p
 	if err != nil || !second {
 		return err
 	}
+	if m.Status == lapse.ChargeCharged {
+		return gb.secondAnswer(ctx, m, pay, nil)
+	}
 	return gb.secondAnswer(ctx, m, pay, &lapse.GroupMemberUpdateParams{From: m.Status, To: lapse.ChargeFailed})
 }
 
@@ -86,13 +104,24 @@ func (gb *groupBuys) chargeAnswered(ctx context.Context, m *lapse.GroupMember, p
 // the copy once the transaction committed (a transaction run again starts
 // from m as it was). Every change of a member that reads the others, or
 // writes a review on its group, takes that lock first: the group's row,
-// then the member's, always in that order.
+// then the member's, always in that order. fn decides on m as it was
+// read, so m is read again under the lock: one whose status or
+// transaction changed since is lapse.ErrStale, and fn does not run. A
+// change guarded by the status alone would let a decision made on a
+// transaction m no longer holds overwrite the one it holds.
 func (gb *groupBuys) groupLocked(ctx context.Context, m *lapse.GroupMember, fn func(tx lapse.Store, m *lapse.GroupMember) error) error {
 	var cur lapse.GroupMember
 	err := gb.e.store.Tx(ctx, func(tx lapse.Store) error {
 		cur = *m
 		if _, err := tx.OrderLock(ctx, m.GroupID); err != nil {
 			return err
+		}
+		now, err := tx.GroupMemberGet(ctx, m.Key)
+		if err != nil {
+			return err
+		}
+		if now.Status != m.Status || now.TxnID != m.TxnID {
+			return lapse.ErrStale
 		}
 		return fn(tx, &cur)
 	})
@@ -132,9 +161,10 @@ func (gb *groupBuys) paymentHolds(ctx context.Context, s lapse.Store, m *lapse.G
 
 // secondAnswer records pay, the provider's answer under member m's key
 // with another transaction than the one m holds (what a charge that failed
-// took), as a second capture beside it (secondCharge: a payment in review
-// on the group, once however often it is answered), and fails m's charge
-// by p.
+// took, or the charge of a member charged), as a second capture beside it
+// (secondCharge: a payment in review on the group, once however often it
+// is answered), and fails m's charge by p, unless p is nil (m is charged,
+// by the transaction it holds, and stays so).
 func (gb *groupBuys) secondAnswer(ctx context.Context, m *lapse.GroupMember, pay *lapse.ProviderPayment, p *lapse.GroupMemberUpdateParams) error {
 	o, err := gb.e.store.OrderGet(ctx, m.GroupID)
 	if err != nil {
@@ -144,6 +174,9 @@ func (gb *groupBuys) secondAnswer(ctx context.Context, m *lapse.GroupMember, pay
 	if _, err := gb.secondCharge(ctx, m, o, &lapse.PaymentNotice{Provider: m.Provider, Kind: lapse.NoticePaid, TxnID: pay.TxnID,
 		OrderNo: m.Key, Amount: pay.Amount, Currency: pay.Currency, Merchant: pay.Merchant, PaidAt: pay.PaidAt, Raw: raw}); err != nil {
 		return err
+	}
+	if p == nil {
+		return nil
 	}
 	p.Error = fmt.Sprintf("the provider answers with transaction %s, a second charge under the key, whose charge is %s: it is in review on the group",
 		pay.TxnID, m.TxnID)
@@ -179,7 +212,9 @@ func (gb *groupBuys) updateMember(ctx context.Context, m *lapse.GroupMember, p *
 func (gb *groupBuys) updateMemberOn(ctx context.Context, s lapse.Store, m *lapse.GroupMember, p *lapse.GroupMemberUpdateParams, rv *lapse.Review) error {
 	e := gb.e
 	p.ID, p.At = m.ID, e.clock.Now()
-	if p.To == lapse.ChargeCharged {
+	if p.To == lapse.ChargeCharged && p.From != lapse.ChargeCharged {
+		// Only the change that charges m says when it was charged; a
+		// touch of a charged member (a review) keeps it.
 		p.ChargedAt = &p.At
 	}
 	if rv != nil {

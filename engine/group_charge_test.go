@@ -145,8 +145,9 @@ func TestGroupChargeMerchant(t *testing.T) {
 		if rs := reviews(); len(rs) != 2 || !slices.ContainsFunc(rs, func(r string) bool { return strings.Contains(r, `"shop-3"`) }) {
 			t.Errorf("reviews of G-MA = %q; want one more, naming shop-3", rs)
 		}
-		if u1 := members(t, e, "G-MA")["u1"]; u1.Status != lapse.ChargeCharged || u1.TxnID != ms["u1"].TxnID {
-			t.Errorf("u1 moved: %+v", u1)
+		if u1 := members(t, e, "G-MA")["u1"]; u1.Status != lapse.ChargeCharged || u1.TxnID != ms["u1"].TxnID ||
+			u1.ChargedAt == nil || !u1.ChargedAt.Equal(*ms["u1"].ChargedAt) {
+			t.Errorf("u1 moved: %+v; want it as it was, charged at %v", u1, ms["u1"].ChargedAt)
 		}
 	})
 }
@@ -239,6 +240,132 @@ func TestGroupChargeAnsweredClosed(t *testing.T) {
 		if g.Order.State != flows.GroupFailed || m.Status != lapse.ChargeFailed || !strings.Contains(m.LastError, "closed") ||
 			m.TxnID != "" || m.Attempts != 1+len(engine.DefaultGroupRetries) {
 			t.Errorf("G-CC is %s with u1 %+v; want FAILED, u1's charge failed with the provider's answer, once a round", g.Order.State, m)
+		}
+	})
+}
+
+// crossedCharger is a provider port that, while it makes a member's first
+// charge, calls back about another capture under the member's key (a
+// payment the customer made at the provider under it): the callback charges
+// the member, and the charge's own answer, another transaction, comes
+// after. Two captures under one key, the second answered to a member that
+// moved meanwhile.
+type crossedCharger struct {
+	fakeProvider
+	mu       sync.Mutex
+	calls    map[string]int
+	callback func(n *lapse.PaymentNotice) // set once the engine is made
+}
+
+func (c *crossedCharger) Charge(_ context.Context, r *lapse.ChargeRequest) (*lapse.ProviderPayment, error) {
+	c.mu.Lock()
+	if c.calls == nil {
+		c.calls = map[string]int{}
+	}
+	c.calls[r.IdempotencyKey]++
+	first := c.calls[r.IdempotencyKey] == 1
+	c.mu.Unlock()
+	if first {
+		c.callback(&lapse.PaymentNotice{Provider: "sandbox", Kind: lapse.NoticePaid, TxnID: "cb-" + r.IdempotencyKey,
+			OrderNo: r.OrderNo, Amount: r.Amount, Currency: r.Currency, PaidAt: t0.Add(time.Minute)})
+	}
+	return &lapse.ProviderPayment{TxnID: "ch-" + r.IdempotencyKey, OrderNo: r.OrderNo, Status: lapse.ProviderPaid,
+		Amount: r.Amount, Currency: r.Currency, PaidAt: t0.Add(time.Minute)}, nil
+}
+
+// TestGroupChargeAnsweredAfterCallback: a charge's answer that comes after
+// a callback charged the member by another transaction is a second capture
+// under the member's key, and is on the books as one (a payment in review
+// on the group), as it is when the callback comes after the answer: the
+// member is charged once (S7), and every capture is counted (S3).
+func TestGroupChargeAnsweredAfterCallback(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		prov := &crossedCharger{}
+		e, err := engine.New(open(), flows.Builtin(), engine.Config{Clock: clk,
+			Payments: engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{"sandbox": prov}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prov.callback = func(n *lapse.PaymentNotice) { acked(t, e, "the callback of a charge under way", n) }
+		ctx := ctxT(t)
+		settleThrough(t, e, clk, "G-CB", engine.JoinRequest{UserID: "u1", Method: "tok"})
+		g, _ := e.Group(ctx, "G-CB")
+		m := g.Members[0]
+		if m.Status != lapse.ChargeCharged || m.TxnID != "cb-"+m.Key || g.Order.State != flows.GroupSettled {
+			t.Errorf("G-CB is %s with u1 %+v; want SETTLED, u1 charged by the callback's transaction", g.Order.State, m)
+		}
+		pays, err := e.Payments(ctx, "G-CB")
+		if err != nil || len(pays) != 1 || pays[0].TxnID != "ch-"+m.Key || pays[0].Status != lapse.PaymentReview {
+			t.Errorf("payments of G-CB = %+v, %v; want the charge's own capture in review", pays, err)
+		}
+		rec, err := e.Reconcile(ctx)
+		if tot := rec.Totals["CNY"]; err != nil || len(rec.Issues) != 0 || tot == nil || tot.Captured != 2*990 ||
+			tot.Applied != 990 || tot.Review != 990 {
+			t.Errorf("Reconcile = %+v (CNY %+v), %v; want both captures counted, one applied, one in review", rec, tot, err)
+		}
+	})
+}
+
+// memberReadHook is a store whose first read of a member by key outside a
+// transaction runs hook before it answers with the member as read: a
+// change committed between another caller's read and its decision.
+type memberReadHook struct {
+	lapse.Store
+	once sync.Once
+	hook func(m *lapse.GroupMember)
+}
+
+func (s *memberReadHook) GroupMemberGet(ctx context.Context, key string) (*lapse.GroupMember, error) {
+	m, err := s.Store.GroupMemberGet(ctx, key)
+	if err == nil && s.hook != nil {
+		s.once.Do(func() { s.hook(m) })
+	}
+	return m, err
+}
+
+// TestGroupChargeDecidedOnTheMemberAsItIs: a callback about a member's
+// charge is decided on the member as it is, not as it was read: when
+// another answer recorded a transaction on the failed member meanwhile (a
+// capture of another amount, in review), this callback's transaction is a
+// second capture beside it, and does not overwrite it, which would take the
+// first capture off the books (S3).
+func TestGroupChargeDecidedOnTheMemberAsItIs(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		st := &memberReadHook{Store: open()}
+		e, err := engine.New(st, flows.Builtin(), engine.Config{Clock: clk,
+			Payments: engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{"sandbox": &closedCharger{}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := ctxT(t)
+		settleThrough(t, e, clk, "G-DM", engine.JoinRequest{UserID: "u1", Method: "tok"})
+		m := members(t, e, "G-DM")["u1"]
+		if m.Status != lapse.ChargeFailed || m.TxnID != "" {
+			t.Fatalf("u1 = %+v; want its charge failed, with no transaction", m)
+		}
+		// Between the callback's read of u1 and its decision, another
+		// answer records a capture of half the amount on u1.
+		st.hook = func(m *lapse.GroupMember) {
+			if _, err := st.Store.GroupMemberUpdate(ctx, &lapse.GroupMemberUpdateParams{ID: m.ID, From: lapse.ChargeFailed,
+				To: lapse.ChargeFailed, TxnID: "half-1", CapturedAmount: 495, CapturedCurrency: "CNY",
+				Error: "the provider charged 4.95 CNY, not 9.90 CNY", At: clk.Now()}); err != nil {
+				t.Error(err)
+			}
+		}
+		acked(t, e, "a callback of the whole amount", &lapse.PaymentNotice{Provider: "sandbox", Kind: lapse.NoticePaid,
+			TxnID: "whole-1", OrderNo: m.Key, Amount: 990, Currency: "CNY", PaidAt: clk.Now()})
+		if u1 := members(t, e, "G-DM")["u1"]; u1.TxnID != "half-1" || u1.CapturedAmount != 495 || u1.Status == lapse.ChargeCharged {
+			t.Errorf("u1 = %+v; want it holding the first capture, half-1, not charged", u1)
+		}
+		pays, err := e.Payments(ctx, "G-DM")
+		if err != nil || len(pays) != 1 || pays[0].TxnID != "whole-1" || pays[0].Status != lapse.PaymentReview {
+			t.Errorf("payments of G-DM = %+v, %v; want the callback's capture in review", pays, err)
+		}
+		rec, err := e.Reconcile(ctx)
+		if tot := rec.Totals["CNY"]; err != nil || len(rec.Issues) != 0 || tot == nil || tot.Captured != 495+990 || tot.Review != 495+990 {
+			t.Errorf("Reconcile = %+v (CNY %+v), %v; want both captures in review", rec, tot, err)
 		}
 	})
 }

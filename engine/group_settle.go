@@ -148,20 +148,28 @@ func (s settler) charge(ctx context.Context, m *lapse.GroupMember) error {
 }
 
 // answered records pay, the provider's paid answer about member m's charge
-// (charging), and returns an error unless it charged m: the round does not
+// (charging), and returns an error unless m is charged: the round does not
 // count m charged by a charge of another amount. A callback that recorded
-// the same charge first is not an error.
+// the same charge first is not an error. A member that moved while the
+// provider answered (a callback charged it, or failed it, by another
+// transaction) is read again and the answer decided on it as it is, as a
+// callback's is: the answer is a capture the provider made, which the
+// books must hold whatever the member became.
 func (s settler) answered(ctx context.Context, m *lapse.GroupMember, pay *lapse.ProviderPayment) error {
 	err := s.gb.chargeAnswered(ctx, m, pay)
-	if errors.Is(err, lapse.ErrStale) {
+	for range maxStaleRetries {
+		if !errors.Is(err, lapse.ErrStale) {
+			break
+		}
 		got, gerr := s.gb.e.store.GroupMemberGet(ctx, m.Key)
 		if gerr != nil {
 			return gerr
 		}
-		if *m = *got; m.Status == lapse.ChargeCharged && m.TxnID == pay.TxnID {
-			return nil
-		}
-		return fmt.Errorf("the member's charge moved on while the provider answered: it is %s", m.Status)
+		*m = *got
+		err = s.gb.chargeAnswered(ctx, m, pay)
+	}
+	if errors.Is(err, lapse.ErrStale) {
+		return fmt.Errorf("the member's charge kept moving while the provider answered: it is %s", m.Status)
 	}
 	if err != nil {
 		return err
