@@ -38,6 +38,11 @@ func TestCheckReasonRefusesBidiControls(t *testing.T) {
 		if err := CheckReason("reason", s); ErrorCode(err) != EINVALID {
 			t.Errorf("CheckReason(%q) = %v, want invalid", s, err)
 		}
+		// A short reason refused for what it holds says what that is, not
+		// only the length it is well within.
+		if err := CheckReason("reason", s); err == nil || !strings.Contains(err.Error(), "control characters") {
+			t.Errorf("CheckReason(%q) = %v, want it to name control characters", s, err)
+		}
 	}
 }
 
