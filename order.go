@@ -156,16 +156,18 @@ func (c *OrderCreate) Validate() error {
 	switch {
 	case c.OrderNo == "":
 		return FieldError("order_no", "is required")
+	case !orderNoPattern.MatchString(c.OrderNo):
+		// Before the length, which counts bytes: this pattern admits ASCII
+		// alone, whose bytes are its characters.
+		return FieldError("order_no", "may hold only letters, digits and . _ : - and must start with a letter or digit")
 	case len(c.OrderNo) > MaxOrderNoLen:
 		return FieldError("order_no", "is longer than %d characters", MaxOrderNoLen)
-	case !orderNoPattern.MatchString(c.OrderNo):
-		return FieldError("order_no", "may hold only letters, digits and . _ : - and must start with a letter or digit")
 	case c.Flow == "":
 		return FieldError("flow", "is required")
 	case c.UserID == "":
 		return FieldError("user_id", "is required")
 	case len(c.UserID) > MaxUserIDLen:
-		return FieldError("user_id", "is longer than %d characters", MaxUserIDLen)
+		return FieldError("user_id", "is longer than %d bytes of UTF-8", MaxUserIDLen)
 	case !utf8.ValidString(c.UserID) || !textPattern.MatchString(c.UserID):
 		return FieldError("user_id", "must be UTF-8 text without control characters")
 	case c.Amount < 0:
@@ -184,7 +186,7 @@ func (c *OrderCreate) Validate() error {
 	case c.TTL > 0 && c.DeadlineAt != nil:
 		return FieldError("ttl", "and deadline_at exclude each other; send one")
 	case len(c.Coupon) > MaxOrderNoLen:
-		return FieldError("coupon", "is longer than %d characters", MaxOrderNoLen)
+		return FieldError("coupon", "is longer than %d bytes of UTF-8", MaxOrderNoLen)
 	case !utf8.ValidString(c.Coupon) || !textPattern.MatchString(c.Coupon):
 		return FieldError("coupon", "must be UTF-8 text without control characters")
 	}

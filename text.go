@@ -13,7 +13,7 @@ import (
 // change). field names the reason in the error.
 func CheckReason(field, s string) error {
 	if len(s) > MaxReasonLen || CleanReason(s) != s {
-		return FieldError(field, "must be one line of text of at most %d bytes", MaxReasonLen)
+		return FieldError(field, "must be one line of text of at most %d bytes, without control characters (line breaks, tabs) or bidirectional controls", MaxReasonLen)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package lapse
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -37,6 +38,11 @@ func TestCheckReasonRefusesBidiControls(t *testing.T) {
 		if err := CheckReason("reason", s); ErrorCode(err) != EINVALID {
 			t.Errorf("CheckReason(%q) = %v, want invalid", s, err)
 		}
+		// A short reason refused for what it holds says what that is, not
+		// only the length it is well within.
+		if err := CheckReason("reason", s); err == nil || !strings.Contains(err.Error(), "control characters") {
+			t.Errorf("CheckReason(%q) = %v, want it to name control characters", s, err)
+		}
 	}
 }
 
@@ -59,5 +65,38 @@ func TestCheckTextRefusesControls(t *testing.T) {
 		if err := c.Validate(); ErrorCode(err) != EINVALID {
 			t.Errorf("OrderCreate with user_id %q: %v, want invalid", s, err)
 		}
+	}
+}
+
+// TestOrderCreateLengthsInBytes: the limits on an order's user_id and
+// coupon are in bytes, as every store keeps them and as the group and close
+// routes say; the refusal must say so, and not call 65 characters "longer
+// than 128 characters". An order_no that is not ASCII is refused for what
+// it holds, not for a length in characters it does not have.
+func TestOrderCreateLengthsInBytes(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		req   OrderCreate
+		field string
+		want  string
+	}{
+		{"user_id", OrderCreate{OrderNo: "A-1", Flow: "checkout", UserID: strings.Repeat("é", 65), Amount: 1, Currency: "CNY"},
+			"user_id", "128 bytes"},
+		{"coupon", OrderCreate{OrderNo: "A-1", Flow: "checkout", UserID: "u", Amount: 1, Currency: "CNY", Coupon: strings.Repeat("é", 33)},
+			"coupon", "64 bytes"},
+		{"order_no", OrderCreate{OrderNo: strings.Repeat("é", 40), Flow: "checkout", UserID: "u", Amount: 1, Currency: "CNY"},
+			"order_no", "may hold only letters"},
+	} {
+		err := c.req.Validate()
+		var le *Error
+		if !errors.As(err, &le) || le.Code != EINVALID || le.Field != c.field || !strings.Contains(le.Message, c.want) {
+			t.Errorf("%s: Validate() = %v; want invalid %s saying %q", c.name, err, c.field, c.want)
+		}
+	}
+	// At the limit in bytes, in characters of two bytes each, they are taken.
+	ok := OrderCreate{OrderNo: "A-1", Flow: "checkout", UserID: strings.Repeat("é", MaxUserIDLen/2), Amount: 1, Currency: "CNY",
+		Coupon: strings.Repeat("é", MaxOrderNoLen/2)}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("user_id and coupon at their limits in bytes: %v", err)
 	}
 }

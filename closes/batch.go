@@ -64,7 +64,7 @@ func (c *Closer) Start(ctx context.Context, sel *Selector, reason string, by *la
 	case strings.TrimSpace(reason) == "":
 		return nil, lapse.FieldError("reason", "is required: say why these orders are closed by hand")
 	case len(reason) > lapse.MaxReasonLen || lapse.CleanReason(reason) != reason:
-		return nil, lapse.FieldError("reason", "must be one line of text of at most %d bytes", lapse.MaxReasonLen)
+		return nil, lapse.FieldError("reason", "must be one line of text of at most %d bytes, without control characters (line breaks, tabs) or bidirectional controls", lapse.MaxReasonLen)
 	}
 	if err := validActor(by); err != nil {
 		return nil, err

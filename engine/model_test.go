@@ -265,6 +265,9 @@ func (m *model) setDeadline(o *modelOrder, at time.Time, extend time.Duration) s
 	if extend > 0 {
 		at = m.cutoff(o).Add(extend)
 	} else if o.PayBy != nil {
+		if !at.After(m.now) {
+			return lapse.EINVALID // the time asked for is not ahead, whatever the grace added to it
+		}
 		at = at.Add(m.flow.Grace)
 	}
 	if !at.After(m.now) || at.Sub(m.now) > 366*24*time.Hour {

@@ -537,6 +537,12 @@ func (e *Engine) deadlineMove(o *lapse.Order, flow *lapse.Flow, c DeadlineChange
 	if c.At != nil {
 		field, at = "deadline_at", lapse.Ceil(*c.At)
 		if o.PayBy != nil {
+			// The time asked for must be ahead itself: with the grace
+			// added it can be ahead when it is not, and a time already
+			// past would be taken as a deadline.
+			if !at.After(now) {
+				return at, was, lapse.FieldError(field, "the deadline %s is not in the future", at.Format(time.RFC3339Nano))
+			}
 			at = lapse.Ceil(at.Add(flow.Grace)) // the customer started paying: the new window keeps its grace
 		}
 	}

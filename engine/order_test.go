@@ -254,6 +254,49 @@ func TestSetDeadline(t *testing.T) {
 	})
 }
 
+// TestSetDeadlinePastWhilePaying: a deadline_at that is not in the future
+// is refused whether or not the customer started paying. Once they have,
+// the new window is deadline_at and the flow's grace, which can still be
+// ahead when deadline_at is not: that must not let a time already past
+// through as a deadline, nor DeadlineStake count it.
+func TestSetDeadlinePastWhilePaying(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		f := flows.Checkout()
+		f.Grace = time.Minute
+		e, err := engine.New(open(), []*lapse.Flow{f}, engine.Config{Clock: clk, Payments: engine.PaymentConfig{
+			Providers: map[string]lapse.PaymentProvider{"sandbox": &fakeProvider{}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		api := engine.Actor{FiredBy: lapse.FiredByAPI, Name: "api"}
+		create(t, e, checkout("PP-1", time.Hour))
+		if _, err := e.StartPayment(ctxT(t), "PP-1", "sandbox", app); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Minute)
+		for _, back := range []time.Duration{30 * time.Second, 0} {
+			past := clk.Now().Add(-back) // plus the grace, still ahead
+			c := engine.DeadlineChange{At: &past, By: api}
+			if _, _, err := e.SetDeadline(ctxT(t), "PP-1", c); lapse.ErrorCode(err) != lapse.EINVALID {
+				t.Errorf("SetDeadline to %v ago while paying = %v, want invalid", back, err)
+			}
+			if _, err := e.DeadlineStake(ctxT(t), "PP-1", c); lapse.ErrorCode(err) != lapse.EINVALID {
+				t.Errorf("DeadlineStake to %v ago while paying = %v, want invalid", back, err)
+			}
+		}
+		if o, _ := e.Order(ctxT(t), "PP-1"); o.Version != 2 || !o.DeadlineAt.Equal(t0.Add(time.Hour+f.Grace)) {
+			t.Errorf("refused changes moved PP-1: %+v", o)
+		}
+		// A deadline_at ahead still gets the grace added.
+		ahead := clk.Now().Add(time.Second)
+		if o, _, err := e.SetDeadline(ctxT(t), "PP-1", engine.DeadlineChange{At: &ahead, By: api}); err != nil ||
+			!o.DeadlineAt.Equal(ahead.Add(f.Grace)) || o.PayBy == nil || !o.PayBy.Equal(ahead.Add(f.Grace)) {
+			t.Errorf("SetDeadline a second ahead while paying = %+v, %v; want the window to end a second and the grace on", o, err)
+		}
+	})
+}
+
 // TestDeadlineStake: a deadline brought earlier puts its order at stake
 // (1); one moved later, or to where it is, nothing. With a payment
 // started, the window compared is the PayBy, which a new deadline_at gets

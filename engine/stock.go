@@ -59,10 +59,14 @@ func (l *stockLedger) hold(ctx context.Context, tx lapse.Store, o *lapse.Order, 
 // reserveRefusal is the error of a creation whose reservation returned
 // err.
 func reserveRefusal(err error) error {
-	if errors.Is(err, lapse.ErrStockNotFound) {
+	switch {
+	case errors.Is(err, lapse.ErrStockNotFound):
 		// At creation a missing SKU is the caller's conflict with the
 		// ledger, not a missing resource of this request.
 		return &lapse.Error{Code: lapse.ECONFLICT, Field: "items", Message: lapse.ErrorMessage(err) + "; set it with PUT /v1/stock/{sku} first", Err: err}
+	case errors.Is(err, lapse.ErrStockShort):
+		// Too little of a SKU is as much about the items as no line of it.
+		return &lapse.Error{Code: lapse.ECONFLICT, Field: "items", Message: lapse.ErrorMessage(err), Err: err}
 	}
 	return err
 }

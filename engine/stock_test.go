@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"errors"
 	"sync"
 	"testing"
 
@@ -113,6 +114,46 @@ func TestCreateRefusedConcurrently(t *testing.T) {
 		}
 		if c, _, err := e.Coupon(ctx, "C1"); err != nil || c.Status != lapse.CouponAvailable {
 			t.Errorf("coupon C1 = %+v, %v; want it available", c, err)
+		}
+	})
+}
+
+// TestCreateShortStockNamesItems: a creation refused because the ledger
+// holds too little of a SKU is a conflict about its items, and says so in
+// the error's field, as one refused for a SKU the ledger has no line of
+// does, and one refused for its coupon names the coupon; whether the
+// order holds stock alone or a coupon too.
+func TestCreateShortStockNamesItems(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		ctx := ctxT(t)
+		e, err := engine.New(open(), flows.Builtin(), engine.Config{Clock: lapse.NewManualClock(t0), StockLedger: true, CouponLedger: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.SetStock(ctx, "tea", 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.CreateCoupon(ctx, "C1"); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			no, coupon string
+			items      []lapse.Item
+		}{
+			{"SH-1", "", []lapse.Item{{SKU: "tea", Qty: 2}}},
+			{"SH-2", "C1", []lapse.Item{{SKU: "tea", Qty: 2}}},
+			{"SH-3", "", []lapse.Item{{SKU: "tea", Qty: 1}, {SKU: "tea", Qty: 1}}},
+			{"SH-4", "", []lapse.Item{{SKU: "mug", Qty: 1}}},
+		} {
+			req := &lapse.OrderCreate{OrderNo: c.no, Flow: "checkout", UserID: "u1", Amount: 100, Currency: "CNY", Items: c.items, Coupon: c.coupon}
+			_, _, err := e.CreateOrder(ctx, req, app)
+			var le *lapse.Error
+			if !errors.As(err, &le) || le.Code != lapse.ECONFLICT || le.Field != "items" {
+				t.Errorf("CreateOrder(%s) with too little stock = %v; want a conflict naming items", c.no, err)
+			}
+		}
+		if st, err := e.Stock(ctx, "tea"); err != nil || st.Reserved != 0 {
+			t.Errorf("tea = %+v, %v; want nothing reserved", st, err)
 		}
 	})
 }
