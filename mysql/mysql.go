@@ -159,8 +159,9 @@ var (
 // Open fails when the server is older than MySQL 8.0.16 or MariaDB 10.6, when
 // the session's sql_mode is not strict (STRICT_TRANS_TABLES or
 // STRICT_ALL_TABLES: without it, values that do not fit are truncated rather
-// than refused), or when the binary log is statement-based, which InnoDB
-// refuses at READ COMMITTED. It fails with lapse.ErrStoreUnavailable when the
+// than refused), when it runs with autocommit off (nothing written outside a
+// transaction would commit), or when the binary log is statement-based,
+// which InnoDB refuses at READ COMMITTED. It fails with lapse.ErrStoreUnavailable when the
 // server cannot be reached or refuses the connection. Call Migrate before use.
 func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
@@ -268,10 +269,17 @@ func older(v, least [3]int) bool {
 // the pool's connections are set up.
 func (s *Store) checkSession(ctx context.Context) error {
 	var sqlMode, zone, isolation string
-	err := s.queryRow(ctx, "SELECT @@SESSION.sql_mode, @@SESSION.time_zone, @@SESSION."+s.server.isolationVar()).
-		Scan(&sqlMode, &zone, &isolation)
+	var autocommit bool
+	err := s.queryRow(ctx, "SELECT @@SESSION.sql_mode, @@SESSION.time_zone, @@SESSION."+s.server.isolationVar()+", @@SESSION.autocommit").
+		Scan(&sqlMode, &zone, &isolation, &autocommit)
 	if err != nil {
 		return fmt.Errorf("mysql: open: %w", err)
+	}
+	if !autocommit {
+		// Every statement outside Tx would open a transaction that nothing
+		// commits: a write answered as done, then rolled back when its
+		// connection closes, and migrations recorded as not applied.
+		return errors.New("mysql: open: the session runs with autocommit off (the DSN's or the server's autocommit=0): the store's writes outside a transaction would never commit; leave autocommit on")
 	}
 	modes := strings.Split(strings.ToUpper(sqlMode), ",")
 	if !contains(modes, "STRICT_TRANS_TABLES") && !contains(modes, "STRICT_ALL_TABLES") {

@@ -210,6 +210,7 @@ func TestOpen(t *testing.T) {
 		"not strict":             dsn + sep + "sql_mode=%27NO_ENGINE_SUBSTITUTION%27",
 		"another time zone":      dsn + sep + "time_zone=%27%2B08:00%27",
 		"repeatable read":        dsn + sep + "tx_isolation=%27REPEATABLE-READ%27",
+		"autocommit off":         dsn + sep + "autocommit=0",
 		"changed rows only":      dsn + sep + "clientFoundRows=false",
 		"local times":            dsn + sep + "loc=Local",
 		"another character set":  dsn + sep + "charset=latin1",
