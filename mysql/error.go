@@ -63,6 +63,7 @@ var unavailableCodes = map[uint16]bool{
 	4031: true, // ER_CLIENT_INTERACTION_TIMEOUT (MySQL): the server closed an idle session
 	1290: true, // ER_OPTION_PREVENTS_STATEMENT: read_only or super_read_only, the store's only such options
 	1792: true, // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION: SQLSTATE 25006
+	1836: true, // ER_READ_ONLY_MODE
 	1874: true, // ER_INNODB_READ_ONLY: innodb_read_only
 }
 

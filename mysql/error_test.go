@@ -158,6 +158,21 @@ func TestUnavailableReadOnly(t *testing.T) {
 	if _, err := ro.OrderGet(ctx, "RO-01"); err != nil {
 		t.Errorf("OrderGet on a read-only session: %v", err)
 	}
+
+	// A connection that turned read-only, as those to a primary demoted
+	// under them do, leaves the pool at its first refused write: the pool
+	// moves to a server that takes writes, here a session that does.
+	one := openStore(t, dsn, mysql.Config{MaxConns: 1})
+	if _, err := one.Exec(ctx, "SET SESSION "+v+" = 1"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = one.OrderCreate(ctx, createParams("RO-03", &now, now))
+	if err != nil {
+		wantUnavailable(t, "OrderCreate on a connection turned read-only", err)
+	}
+	if _, _, err := one.OrderCreate(ctx, createParams("RO-04", &now, now)); err != nil {
+		t.Errorf("OrderCreate after a write refused as read-only: %v; want it written on a new connection", err)
+	}
 }
 
 // TestUnavailableNoServer: a store whose server refuses TCP connections, or
@@ -223,6 +238,7 @@ func TestUnavailableErrors(t *testing.T) {
 		{"connection killed", my(1927), true},
 		{"read_only (a demoted primary)", my(1290), true},
 		{"read-only transaction", my(1792), true},
+		{"read-only mode", my(1836), true},
 		{"innodb_read_only", my(1874), true},
 		{"connection reset", fmt.Errorf("read: %w", reset), true},
 		{"connection broke mid-statement", fmt.Errorf("x: %w", gomysql.ErrInvalidConn), true},

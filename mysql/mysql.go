@@ -152,9 +152,11 @@ var (
 // github.com/go-sql-driver/mysql) or, for any other name, session variables
 // set on every connection (sql_mode='…', quoted as SQL). The store sets the
 // session's time zone (+00:00), character set (utf8mb4) and isolation level
-// (READ COMMITTED) and the driver's parseTime, loc=UTC, interpolateParams and
-// clientFoundRows itself; a DSN that sets one of them otherwise is an
-// error.
+// (READ COMMITTED) and the driver's parseTime, loc=UTC, interpolateParams,
+// clientFoundRows and rejectReadOnly itself; a DSN that sets one of them
+// otherwise is an error. A write the server refuses as read-only, as a
+// demoted primary does, is lapse.ErrStoreUnavailable, and its connection
+// leaves the pool.
 //
 // Open fails when the server is older than MySQL 8.0.16 or MariaDB 10.6, when
 // the session's sql_mode is not strict (STRICT_TRANS_TABLES or
@@ -320,6 +322,7 @@ var owned = map[string]func(v string) bool{
 	"interpolateParams":     isTrue,
 	"loc":                   func(v string) bool { return v == "UTC" },
 	"clientFoundRows":       isTrue,
+	"rejectReadOnly":        isTrue,
 	"multiStatements":       func(v string) bool { return !isTrue(v) },
 	"columnsWithAlias":      func(v string) bool { return !isTrue(v) },
 	"charset":               func(v string) bool { return v == "utf8mb4" },
@@ -374,6 +377,11 @@ func driverConfig(dsn string) (*mysql.Config, error) {
 	mc.ParseTime = true
 	mc.InterpolateParams = true // one round trip per statement, not a prepare and an execute
 	mc.ClientFoundRows = true   // affected rows are the rows a guard matched, changed or not
+	// A connection whose write the server refuses as read-only (a primary
+	// demoted in a failover, read_only) is closed rather than given back:
+	// the pool moves to the server that takes writes, as the PostgreSQL
+	// store's does. The refused statement ran nothing.
+	mc.RejectReadOnly = true
 	mc.MultiStatements = false
 	mc.Logger = &mysql.NopLogger{} // every error it would log is returned too
 	if mc.Params == nil {
