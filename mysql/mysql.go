@@ -161,9 +161,11 @@ var (
 // Open fails when the server is older than MySQL 8.0.16 or MariaDB 10.6, when
 // the session's sql_mode is not strict (STRICT_TRANS_TABLES or
 // STRICT_ALL_TABLES: without it, values that do not fit are truncated rather
-// than refused), when it runs with autocommit off (nothing written outside a
-// transaction would commit), or when the binary log is statement-based,
-// which InnoDB refuses at READ COMMITTED. It fails with lapse.ErrStoreUnavailable when the
+// than refused), when it runs with autocommit, foreign_key_checks or
+// unique_checks off or with an sql_select_limit (nothing written outside a
+// transaction would commit, a key would not refuse what it must, a read
+// would stop short), or when the binary log is statement-based, which InnoDB
+// refuses at READ COMMITTED. It fails with lapse.ErrStoreUnavailable when the
 // server cannot be reached or refuses the connection. Call Migrate before use.
 func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
@@ -270,18 +272,28 @@ func older(v, least [3]int) bool {
 // checkSession refuses a session that the store cannot run safely in, as
 // the pool's connections are set up.
 func (s *Store) checkSession(ctx context.Context) error {
-	var sqlMode, zone, isolation string
-	var autocommit bool
-	err := s.queryRow(ctx, "SELECT @@SESSION.sql_mode, @@SESSION.time_zone, @@SESSION."+s.server.isolationVar()+", @@SESSION.autocommit").
-		Scan(&sqlMode, &zone, &isolation, &autocommit)
+	var sqlMode, zone, isolation, selectLimit string
+	var autocommit, foreignKeys, uniqueChecks bool
+	err := s.queryRow(ctx, "SELECT @@SESSION.sql_mode, @@SESSION.time_zone, @@SESSION."+s.server.isolationVar()+
+		", @@SESSION.autocommit, @@SESSION.foreign_key_checks, @@SESSION.unique_checks, @@SESSION.sql_select_limit").
+		Scan(&sqlMode, &zone, &isolation, &autocommit, &foreignKeys, &uniqueChecks, &selectLimit)
 	if err != nil {
 		return fmt.Errorf("mysql: open: %w", err)
 	}
-	if !autocommit {
-		// Every statement outside Tx would open a transaction that nothing
-		// commits: a write answered as done, then rolled back when its
-		// connection closes, and migrations recorded as not applied.
-		return errors.New("mysql: open: the session runs with autocommit off (the DSN's or the server's autocommit=0): the store's writes outside a transaction would never commit; leave autocommit on")
+	// Switches that make the server silently do less than a statement says
+	// (the DSN's or the server's): with autocommit off, every statement
+	// outside Tx opens a transaction that nothing commits, a write answered
+	// as done and rolled back with its connection; without the key checks,
+	// a key that should refuse a row (an order number taken, a payment
+	// recorded) may let it in; with a select limit, a read returns some of
+	// its rows as if they were all.
+	switch {
+	case !autocommit:
+		return errors.New("mysql: open: the session runs with autocommit off (autocommit=0, the DSN's or the server's): the store's writes outside a transaction would never commit; leave autocommit on")
+	case !foreignKeys || !uniqueChecks:
+		return errors.New("mysql: open: the session runs with foreign_key_checks or unique_checks off (the DSN's or the server's): the keys the store relies on would not refuse what they must; leave both on")
+	case selectLimit != "18446744073709551615":
+		return fmt.Errorf("mysql: open: the session's sql_select_limit is %s: every read would stop there as if it had found all; leave it at its default", selectLimit)
 	}
 	modes := strings.Split(strings.ToUpper(sqlMode), ",")
 	if !contains(modes, "STRICT_TRANS_TABLES") && !contains(modes, "STRICT_ALL_TABLES") {
