@@ -272,13 +272,24 @@ func older(v, least [3]int) bool {
 // checkSession refuses a session that the store cannot run safely in, as
 // the pool's connections are set up.
 func (s *Store) checkSession(ctx context.Context) error {
-	var sqlMode, zone, isolation, selectLimit string
+	var sqlMode, zone, isolation, selectLimit, client, connection string
+	var results sql.NullString
 	var autocommit, foreignKeys, uniqueChecks bool
 	err := s.queryRow(ctx, "SELECT @@SESSION.sql_mode, @@SESSION.time_zone, @@SESSION."+s.server.isolationVar()+
-		", @@SESSION.autocommit, @@SESSION.foreign_key_checks, @@SESSION.unique_checks, @@SESSION.sql_select_limit").
-		Scan(&sqlMode, &zone, &isolation, &autocommit, &foreignKeys, &uniqueChecks, &selectLimit)
+		", @@SESSION.autocommit, @@SESSION.foreign_key_checks, @@SESSION.unique_checks, @@SESSION.sql_select_limit"+
+		", @@SESSION.character_set_client, @@SESSION.character_set_connection, @@SESSION.character_set_results").
+		Scan(&sqlMode, &zone, &isolation, &autocommit, &foreignKeys, &uniqueChecks, &selectLimit, &client, &connection, &results)
 	if err != nil {
 		return fmt.Errorf("mysql: open: %w", err)
+	}
+	// The driver sets all three to utf8mb4 (charset); a DSN that sets one
+	// of them otherwise as a session variable would have the server read
+	// the store's text, or answer it, in another character set: a reason, a
+	// note or an event's payload kept or delivered with ? for what that set
+	// lacks. No conversion of results (NULL) is as good as utf8mb4.
+	if client != "utf8mb4" || connection != "utf8mb4" || results.Valid && results.String != "utf8mb4" {
+		return fmt.Errorf("mysql: open: the session's character sets are %s (client), %s (connection) and %s (results), not utf8mb4: text would be read or answered in another; leave character_set_* out of the DSN",
+			client, connection, cmp.Or(results.String, "none"))
 	}
 	// Switches that make the server silently do less than a statement says
 	// (the DSN's or the server's): with autocommit off, every statement
