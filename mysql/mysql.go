@@ -310,6 +310,11 @@ func (s *Store) checkSession(ctx context.Context) error {
 	if !contains(modes, "STRICT_TRANS_TABLES") && !contains(modes, "STRICT_ALL_TABLES") {
 		return fmt.Errorf("mysql: open: the session's sql_mode (%q) is not strict: without STRICT_TRANS_TABLES or STRICT_ALL_TABLES the server stores what does not fit truncated or zeroed instead of refusing it; add one to the server's sql_mode, or set sql_mode in the DSN", sqlMode)
 	}
+	if contains(modes, "EMPTY_STRING_IS_NULL") {
+		// MariaDB's: '' would be NULL, and IF(? <> _binary'', ?, col) would
+		// keep the old value of every field a change sets.
+		return fmt.Errorf("mysql: open: the session's sql_mode (%q) has EMPTY_STRING_IS_NULL: the store's empty strings would be NULL; take it out", sqlMode)
+	}
 	if zone != "+00:00" || !strings.EqualFold(strings.ReplaceAll(isolation, "_", "-"), "READ-COMMITTED") {
 		return fmt.Errorf("mysql: open: the session runs at time zone %s and isolation %s, not +00:00 and READ COMMITTED", zone, isolation)
 	}

@@ -215,6 +215,7 @@ func TestOpen(t *testing.T) {
 		"no unique checks":       dsn + sep + "unique_checks=0",
 		"a select limit":         dsn + sep + "sql_select_limit=1000",
 		"results in latin1":      dsn + sep + "character_set_results=latin1",
+		"empty strings are null": dsn + sep + "sql_mode=%27STRICT_ALL_TABLES,EMPTY_STRING_IS_NULL%27",
 		"statements in latin1":   dsn + sep + "character_set_client=latin1",
 		"literals in latin1":     dsn + sep + "character_set_connection=latin1",
 		"changed rows only":      dsn + sep + "clientFoundRows=false",
