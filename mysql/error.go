@@ -37,7 +37,9 @@ func translate(err error, waiting bool) error {
 // unavailableCodes are the server's errors that refuse or end the session
 // rather than a statement: too many connections, an account or host refused
 // at login (or locked out), a server shutting down, a connection killed or
-// timed out.
+// timed out, or a server that takes no writes now, as a primary demoted in
+// a failover does (PostgreSQL's read_only_sql_transaction, 25006, in its
+// store; the store never asks for a read-only transaction itself).
 var unavailableCodes = map[uint16]bool{
 	1040: true, // ER_CON_COUNT_ERROR: too many connections
 	1203: true, // ER_TOO_MANY_USER_CONNECTIONS: max_user_connections
@@ -59,12 +61,17 @@ var unavailableCodes = map[uint16]bool{
 	1927: true, // ER_CONNECTION_KILLED (MariaDB)
 	3032: true, // ER_SERVER_OFFLINE_MODE (MySQL)
 	4031: true, // ER_CLIENT_INTERACTION_TIMEOUT (MySQL): the server closed an idle session
+	1290: true, // ER_OPTION_PREVENTS_STATEMENT: read_only or super_read_only, the store's only such options
+	1792: true, // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION: SQLSTATE 25006
+	1836: true, // ER_READ_ONLY_MODE
+	1874: true, // ER_INNODB_READ_ONLY: innodb_read_only
 }
 
 // isUnavailable reports whether err means the database is out of reach or
 // refusing work, rather than refusing this statement:
 //
-//   - the server refused or ended the session (unavailableCodes);
+//   - the server refused or ended the session, or takes no writes
+//     (unavailableCodes);
 //   - no connection could be made (a dial error: refused, unreachable);
 //   - the connection broke (closed, reset, cut short, out of sync), which
 //     the driver reports as driver.ErrBadConn before anything was sent and

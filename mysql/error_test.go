@@ -126,6 +126,55 @@ func TestUnavailable(t *testing.T) {
 	}
 }
 
+// TestUnavailableReadOnly: a server that takes no writes, as a primary
+// demoted in a failover does (read_only), refuses the store's writes with
+// lapse.ErrStoreUnavailable, as PostgreSQL's read_only_sql_transaction
+// (25006) is in its store, not as an internal error; reads go on. Sessions
+// read-only by the DSN stand in for a read_only server, which the tests may
+// not make of the shared one: MariaDB answers them with 1792, SQLSTATE
+// 25006 too.
+func TestUnavailableReadOnly(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.MySQLDatabase(t)
+	s := openStore(t, dsn, mysql.Config{MaxConns: 2})
+	ctx := context.Background()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	if _, _, err := s.OrderCreate(ctx, createParams("RO-01", &now, now)); err != nil {
+		t.Fatal(err)
+	}
+	v := "transaction_read_only"
+	if s.MariaDB() {
+		v = "tx_read_only"
+	}
+	ro, err := mysql.Open(ctx, dsn+"?"+v+"=1", mysql.Config{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ro.Close() })
+	_, _, err = ro.OrderCreate(ctx, createParams("RO-02", &now, now))
+	wantUnavailable(t, "OrderCreate", err)
+	_, err = ro.StockSet(ctx, &lapse.StockSetParams{SKU: "tea", OnHand: 1, At: now})
+	wantUnavailable(t, "StockSet", err)
+	if _, err := ro.OrderGet(ctx, "RO-01"); err != nil {
+		t.Errorf("OrderGet on a read-only session: %v", err)
+	}
+
+	// A connection that turned read-only, as those to a primary demoted
+	// under them do, leaves the pool at its first refused write: the pool
+	// moves to a server that takes writes, here a session that does.
+	one := openStore(t, dsn, mysql.Config{MaxConns: 1})
+	if _, err := one.Exec(ctx, "SET SESSION "+v+" = 1"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = one.OrderCreate(ctx, createParams("RO-03", &now, now))
+	if err != nil {
+		wantUnavailable(t, "OrderCreate on a connection turned read-only", err)
+	}
+	if _, _, err := one.OrderCreate(ctx, createParams("RO-04", &now, now)); err != nil {
+		t.Errorf("OrderCreate after a write refused as read-only: %v; want it written on a new connection", err)
+	}
+}
+
 // TestUnavailableNoServer: a store whose server refuses TCP connections, or
 // never answers them, fails to open with lapse.ErrStoreUnavailable.
 func TestUnavailableNoServer(t *testing.T) {
@@ -187,6 +236,10 @@ func TestUnavailableErrors(t *testing.T) {
 		{"access denied", my(1045), true},
 		{"server shutdown", my(1053), true},
 		{"connection killed", my(1927), true},
+		{"read_only (a demoted primary)", my(1290), true},
+		{"read-only transaction", my(1792), true},
+		{"read-only mode", my(1836), true},
+		{"innodb_read_only", my(1874), true},
 		{"connection reset", fmt.Errorf("read: %w", reset), true},
 		{"connection broke mid-statement", fmt.Errorf("x: %w", gomysql.ErrInvalidConn), true},
 		{"connection broke before the statement", driver.ErrBadConn, true},

@@ -152,14 +152,19 @@ var (
 // github.com/go-sql-driver/mysql) or, for any other name, session variables
 // set on every connection (sql_mode='…', quoted as SQL). The store sets the
 // session's time zone (+00:00), character set (utf8mb4) and isolation level
-// (READ COMMITTED) and the driver's parseTime, loc=UTC, interpolateParams and
-// clientFoundRows itself; a DSN that sets one of them otherwise is an
-// error.
+// (READ COMMITTED) and the driver's parseTime, loc=UTC, interpolateParams,
+// clientFoundRows and rejectReadOnly itself; a DSN that sets one of them
+// otherwise is an error. A write the server refuses as read-only, as a
+// demoted primary does, is lapse.ErrStoreUnavailable, and its connection
+// leaves the pool.
 //
 // Open fails when the server is older than MySQL 8.0.16 or MariaDB 10.6, when
 // the session's sql_mode is not strict (STRICT_TRANS_TABLES or
 // STRICT_ALL_TABLES: without it, values that do not fit are truncated rather
-// than refused), or when the binary log is statement-based, which InnoDB
+// than refused), when it runs with autocommit, foreign_key_checks or
+// unique_checks off or with an sql_select_limit (nothing written outside a
+// transaction would commit, a key would not refuse what it must, a read
+// would stop short), or when the binary log is statement-based, which InnoDB
 // refuses at READ COMMITTED. It fails with lapse.ErrStoreUnavailable when the
 // server cannot be reached or refuses the connection. Call Migrate before use.
 func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
@@ -267,15 +272,48 @@ func older(v, least [3]int) bool {
 // checkSession refuses a session that the store cannot run safely in, as
 // the pool's connections are set up.
 func (s *Store) checkSession(ctx context.Context) error {
-	var sqlMode, zone, isolation string
-	err := s.queryRow(ctx, "SELECT @@SESSION.sql_mode, @@SESSION.time_zone, @@SESSION."+s.server.isolationVar()).
-		Scan(&sqlMode, &zone, &isolation)
+	var sqlMode, zone, isolation, selectLimit, client, connection string
+	var results sql.NullString
+	var autocommit, foreignKeys, uniqueChecks bool
+	err := s.queryRow(ctx, "SELECT @@SESSION.sql_mode, @@SESSION.time_zone, @@SESSION."+s.server.isolationVar()+
+		", @@SESSION.autocommit, @@SESSION.foreign_key_checks, @@SESSION.unique_checks, @@SESSION.sql_select_limit"+
+		", @@SESSION.character_set_client, @@SESSION.character_set_connection, @@SESSION.character_set_results").
+		Scan(&sqlMode, &zone, &isolation, &autocommit, &foreignKeys, &uniqueChecks, &selectLimit, &client, &connection, &results)
 	if err != nil {
 		return fmt.Errorf("mysql: open: %w", err)
+	}
+	// The driver sets all three to utf8mb4 (charset); a DSN that sets one
+	// of them otherwise as a session variable would have the server read
+	// the store's text, or answer it, in another character set: a reason, a
+	// note or an event's payload kept or delivered with ? for what that set
+	// lacks. No conversion of results (NULL) is as good as utf8mb4.
+	if client != "utf8mb4" || connection != "utf8mb4" || results.Valid && results.String != "utf8mb4" {
+		return fmt.Errorf("mysql: open: the session's character sets are %s (client), %s (connection) and %s (results), not utf8mb4: text would be read or answered in another; leave character_set_* out of the DSN",
+			client, connection, cmp.Or(results.String, "none"))
+	}
+	// Switches that make the server silently do less than a statement says
+	// (the DSN's or the server's): with autocommit off, every statement
+	// outside Tx opens a transaction that nothing commits, a write answered
+	// as done and rolled back with its connection; without the key checks,
+	// a key that should refuse a row (an order number taken, a payment
+	// recorded) may let it in; with a select limit, a read returns some of
+	// its rows as if they were all.
+	switch {
+	case !autocommit:
+		return errors.New("mysql: open: the session runs with autocommit off (autocommit=0, the DSN's or the server's): the store's writes outside a transaction would never commit; leave autocommit on")
+	case !foreignKeys || !uniqueChecks:
+		return errors.New("mysql: open: the session runs with foreign_key_checks or unique_checks off (the DSN's or the server's): the keys the store relies on would not refuse what they must; leave both on")
+	case selectLimit != "18446744073709551615":
+		return fmt.Errorf("mysql: open: the session's sql_select_limit is %s: every read would stop there as if it had found all; leave it at its default", selectLimit)
 	}
 	modes := strings.Split(strings.ToUpper(sqlMode), ",")
 	if !contains(modes, "STRICT_TRANS_TABLES") && !contains(modes, "STRICT_ALL_TABLES") {
 		return fmt.Errorf("mysql: open: the session's sql_mode (%q) is not strict: without STRICT_TRANS_TABLES or STRICT_ALL_TABLES the server stores what does not fit truncated or zeroed instead of refusing it; add one to the server's sql_mode, or set sql_mode in the DSN", sqlMode)
+	}
+	if contains(modes, "EMPTY_STRING_IS_NULL") {
+		// MariaDB's: '' would be NULL, and IF(? <> _binary'', ?, col) would
+		// keep the old value of every field a change sets.
+		return fmt.Errorf("mysql: open: the session's sql_mode (%q) has EMPTY_STRING_IS_NULL: the store's empty strings would be NULL; take it out", sqlMode)
 	}
 	if zone != "+00:00" || !strings.EqualFold(strings.ReplaceAll(isolation, "_", "-"), "READ-COMMITTED") {
 		return fmt.Errorf("mysql: open: the session runs at time zone %s and isolation %s, not +00:00 and READ COMMITTED", zone, isolation)
@@ -312,6 +350,7 @@ var owned = map[string]func(v string) bool{
 	"interpolateParams":     isTrue,
 	"loc":                   func(v string) bool { return v == "UTC" },
 	"clientFoundRows":       isTrue,
+	"rejectReadOnly":        isTrue,
 	"multiStatements":       func(v string) bool { return !isTrue(v) },
 	"columnsWithAlias":      func(v string) bool { return !isTrue(v) },
 	"charset":               func(v string) bool { return v == "utf8mb4" },
@@ -366,6 +405,11 @@ func driverConfig(dsn string) (*mysql.Config, error) {
 	mc.ParseTime = true
 	mc.InterpolateParams = true // one round trip per statement, not a prepare and an execute
 	mc.ClientFoundRows = true   // affected rows are the rows a guard matched, changed or not
+	// A connection whose write the server refuses as read-only (a primary
+	// demoted in a failover, read_only) is closed rather than given back:
+	// the pool moves to the server that takes writes, as the PostgreSQL
+	// store's does. The refused statement ran nothing.
+	mc.RejectReadOnly = true
 	mc.MultiStatements = false
 	mc.Logger = &mysql.NopLogger{} // every error it would log is returned too
 	if mc.Params == nil {

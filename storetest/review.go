@@ -628,8 +628,11 @@ func testReviewOnceConcurrent(t *testing.T, s lapse.Store) {
 // as an earlier Lapse could (open duplicates among them, resolved ones with
 // ResolvedAt and ResolvedBy set, one of a delivery), then runs migrate: the first of each open set stays
 // open, the others are resolved by the migration, naming it, and the
-// resolved ones are as they were. Writing a review said already then
-// writes none.
+// resolved ones are as they were. A reason that differs from another by a
+// trailing blank or a letter's case is a reason of its own, as the key the
+// migration makes says (MariaDB's PAD SPACE collation would take "said
+// once " for "said once"), and stays open. Writing a review said already
+// then writes none.
 func RunReviewOnceUpgrade(t *testing.T, s lapse.Store, insert func(r *lapse.Review), migrate func() error) {
 	t.Helper()
 	ctx := ctxT(t)
@@ -641,6 +644,7 @@ func RunReviewOnceUpgrade(t *testing.T, s lapse.Store, insert func(r *lapse.Revi
 	}{
 		{"said thrice", 0, false}, {"said thrice", 0, true}, {"said thrice", 0, false}, {"said thrice", 0, false},
 		{"said thrice", 7, false}, {"said thrice", 7, false}, {"said once", 0, false},
+		{"said once ", 0, false}, {"Said once", 0, false},
 	}
 	for i, r := range rows {
 		rv := &lapse.Review{OrderID: o.ID, OrderNo: o.OrderNo, Reason: r.reason, DeliveryID: r.delivery,
@@ -683,7 +687,7 @@ func RunReviewOnceUpgrade(t *testing.T, s lapse.Store, insert func(r *lapse.Revi
 	if _, created, err := s.PaymentCreate(ctx, p); err != nil || !created {
 		t.Fatalf("PaymentCreate after the upgrade = %v, %v", created, err)
 	}
-	if open, err := s.ReviewList(ctx, &lapse.ReviewListParams{OrderID: o.ID, Open: true}); err != nil || len(open) != 3 {
-		t.Errorf("open reviews after the upgrade and a review said again = %d, %v; want 3", len(open), err)
+	if open, err := s.ReviewList(ctx, &lapse.ReviewListParams{OrderID: o.ID, Open: true}); err != nil || len(open) != 5 {
+		t.Errorf("open reviews after the upgrade and a review said again = %d, %v; want 5", len(open), err)
 	}
 }

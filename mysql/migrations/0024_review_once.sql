@@ -4,11 +4,14 @@
 -- it already. MySQL has no partial index: open_key, a digest of the three,
 -- is NULL once the review is resolved, and NULLs never clash.
 -- Open duplicates that an earlier Lapse wrote are resolved first, each
--- noting the review it repeats, which stays open.
+-- noting the review it repeats, which stays open. They are found by that
+-- digest, the key they would clash on, not by reason: reason is TEXT, whose
+-- = and GROUP BY would take 'said ' for 'said' (PAD SPACE) and compare no
+-- more than max_sort_length bytes of it.
 UPDATE reviews r
-JOIN (SELECT order_id, IFNULL(delivery_id, 0) AS delivery, reason, MIN(id) AS keep FROM reviews
-    WHERE resolved_at IS NULL GROUP BY order_id, IFNULL(delivery_id, 0), reason HAVING COUNT(*) > 1) k
-    ON r.order_id = k.order_id AND IFNULL(r.delivery_id, 0) = k.delivery AND r.reason = k.reason
+JOIN (SELECT UNHEX(SHA2(CONCAT_WS(':', order_id, IFNULL(delivery_id, 0), reason), 256)) AS digest, MIN(id) AS keep
+    FROM reviews WHERE resolved_at IS NULL GROUP BY digest HAVING COUNT(*) > 1) k
+    ON UNHEX(SHA2(CONCAT_WS(':', r.order_id, IFNULL(r.delivery_id, 0), r.reason), 256)) = k.digest
 SET r.resolved_at = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED), r.resolved_by = 'lapse migration 0024',
     r.note = CONCAT('the same as review ', k.keep, ', which stays open')
 WHERE r.resolved_at IS NULL AND r.id <> k.keep;
