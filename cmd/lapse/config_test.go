@@ -661,6 +661,15 @@ func TestConfigRedact(t *testing.T) {
 		{"redis", "redis://u:s3c/r+et@cache:6379/0", "redis://u:xxxxx@cache:6379/0"},
 		{"db", "postgres://u:/s3cret@db/lapse", "postgres://u:xxxxx@db/lapse"},
 		{"webhook", "https://h.example:8443/y@z", "https://h.example:8443/y@z"},
+		// A blank in a user or password, left as it is rather than
+		// percent-encoded: the value is refused, and shown in the error.
+		{"db", "postgres://u:hun ter2@db:5432/lapse", "postgres://u:xxxxx@db:5432/lapse"},
+		{"db", "mysql://my user:hunter2@db:3306/lapse", "mysql://my user:xxxxx@db:3306/lapse"},
+		{"redis", "redis://u:s3c\tret@cache:6379/0", "redis://u:xxxxx@cache:6379/0"},
+		{"redis", "redis://u:s3c/r et@cache:6379/0", "redis://u:xxxxx@cache:6379/0"},
+		{"nats", "nats://s3cret token@nats:4222", "nats://xxxxx@nats:4222"},
+		{"nats", "nats://h1:4222, nats://tok3n@h2:4222", "nats://h1:4222, nats://xxxxx@h2:4222"},
+		{"nats", "nats://h1:4222,nats://tok3n@h2:4222", "nats://h1:4222,nats://xxxxx@h2:4222"},
 		// Files of public keys are no secret.
 		{"alipay-public-key", "/etc/lapse/alipay.pub", "/etc/lapse/alipay.pub"},
 	} {

@@ -247,18 +247,22 @@ func (s *setting) shown(value string) string {
 
 var (
 	// A password runs to the last @ before the host, as URLs are parsed:
-	// it may hold an @ of its own.
-	urlPassword = regexp.MustCompile(`(://[^:/?#@\s]*):[^/\s]*@`)
+	// it may hold an @ of its own. A user or password may hold blanks,
+	// left as they are where they should be percent-encoded: the value is
+	// refused then, and shown in the error; only a line ends them.
+	urlPassword = regexp.MustCompile(`(://[^:/?#@\r\n]*):[^/\r\n]*@`)
 	// A password with a / left as it is (as generated ones have), which
 	// url.Parse refuses, and which the pattern above leaves whole: told from
 	// a port and a path with an @ by what comes before its first /, which
 	// a port has all digits.
-	urlSlashPassword = regexp.MustCompile(`(://[^:/?#@\s]*):(?:[^/@\s]*[^0-9/@\s][^/@\s]*)?/[^@\s]*@`)
+	// Before its first / it holds no comma, which would be the end of a
+	// URL of a list (nats://h1:4222,nats://TOKEN@h2).
+	urlSlashPassword = regexp.MustCompile(`(://[^:/?#@\r\n]*):(?:[^/@,\r\n]*[^0-9/@,\s][^/@,\r\n]*)?/[^@\r\n]*@`)
 	// A user without a password is the credential itself where NATS reads
 	// it (nats://TOKEN@host is token auth) and where HTTP sends it (Basic
 	// auth): a webhook's or a port's https://TOKEN@host. A database's user
 	// is only a name.
-	urlToken    = regexp.MustCompile(`(?i)(\b(?:nats|tls|wss?|https?)://)[^:/?#@\s,]+@`)
+	urlToken    = regexp.MustCompile(`(?i)(\b(?:nats|tls|wss?|https?)://)[^:/?#@\r\n,]+@`)
 	dsnPassword = regexp.MustCompile(`(?i)(password=)[^&\s]*`)
 	// The Go MySQL driver's DSN, user:password@tcp(host:3306)/db, which
 	// --db refuses (a mysql:// URL is its form) but shows in the error.
