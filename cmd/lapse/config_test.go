@@ -727,6 +727,14 @@ func TestSettingChecks(t *testing.T) {
 		{"db", "u:hunter2@tcp(db:3306)/lapse", "Go MySQL driver's DSN is not taken"},
 		{"db", "sqlite://lapse.db", "names a host, not a file"},
 		{"payment-provider-secrets", "a=b,hunter2hunter2hunter2", "not a NAME=VALUE list"},
+		// An item that is no pair is shown without the password of its
+		// URL. A name given twice would leave one of its values unused,
+		// unsaid.
+		{"payment-providers", "a=https://a.example/p,https://u:hunter2@b.example/p", `"https://u:xxxxx@b.example/p" is not NAME=VALUE`},
+		{"payment-providers", "a=https://a.example/p,a=https://u:hunter2@b.example/p", "a: given twice"},
+		{"payment-merchants", "wechatpay=1000,wechatpay=2000", "wechatpay: given twice"},
+		{"payment-grace", "checkout=2m,checkout=0s", "checkout: given twice"},
+		{"payment-provider-secrets", "a=hunter2hunter2hunter2,a=hunter3hunter3hunter3", "not a NAME=VALUE list"},
 		// A URL that does not parse, for a password with a / left in it:
 		// url.Parse's error, which would show it, is not passed on.
 		{"redis", "redis://u:hun/ter2@cache:6379/0", "not a URL"},

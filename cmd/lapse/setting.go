@@ -334,13 +334,19 @@ func splitList(s string) []string {
 	return out
 }
 
-// parsePairs parses a NAME=VALUE list setting.
+// parsePairs parses a NAME=VALUE list setting, each NAME once: of a name
+// given twice, one value would go unused, and nothing would say which.
+// Its errors show an item as lapse shows values, without the password a
+// URL in it may hold.
 func parsePairs(s string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, part := range splitList(s) {
 		k, v, ok := strings.Cut(part, "=")
 		if !ok || k == "" || v == "" {
-			return nil, fmt.Errorf("%q is not NAME=VALUE", part)
+			return nil, fmt.Errorf("%q is not NAME=VALUE", hidePasswords(part))
+		}
+		if _, ok := out[k]; ok {
+			return nil, fmt.Errorf("%s: given twice", k)
 		}
 		out[k] = v
 	}
