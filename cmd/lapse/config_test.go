@@ -180,6 +180,35 @@ func TestConfigExposed(t *testing.T) {
 	}
 }
 
+// TestConfigMisspeltVariable: a LAPSE_ variable a typo away from a
+// setting's is warned about, naming the one meant and not the value; one
+// far from every setting's (a test harness's) and a setting's own are not.
+func TestConfigMisspeltVariable(t *testing.T) {
+	t.Setenv("LAPSE_SWEEP_INTERAVL", "5s")
+	t.Setenv("LAPSE_WEBHOOK_SECRT", "s3cret-s3cret-s3cret")
+	t.Setenv("LAPSE_TEST_POSTGRES", "postgres://u:hunter2@db/lapse")
+	t.Setenv("LAPSE_BENCH_GATHER", "1ms")
+	t.Setenv("LAPSE_BATCH", "7")
+	_, cfg, err := load(testSettings(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(cfg.warnings(), "\n")
+	for _, want := range []string{
+		"LAPSE_SWEEP_INTERAVL is set, and no command of lapse reads it: did you mean LAPSE_SWEEP_INTERVAL?",
+		"LAPSE_WEBHOOK_SECRT is set, and no command of lapse reads it: did you mean LAPSE_WEBHOOK_SECRET?",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("warnings %q, want %q", got, want)
+		}
+	}
+	for _, not := range []string{"LAPSE_TEST_POSTGRES", "LAPSE_BENCH_GATHER", "LAPSE_BATCH", "s3cret", "5s"} {
+		if strings.Contains(got, not) {
+			t.Errorf("warnings %q name %s", got, not)
+		}
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, text string
