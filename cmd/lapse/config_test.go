@@ -815,6 +815,69 @@ func TestSettingChecks(t *testing.T) {
 	}
 }
 
+// TestIntSettingsDecimal: a whole number is read in decimal wherever it
+// comes from. The flag package reads 0x10, 0b11 and 1_000, which escaped
+// the range check (it reads decimal only) when they came from a variable or
+// a file, so --workers 0 or --batch -1 ran; and it reads 050000 as octal,
+// 20480: the four-eyes threshold a tenth of what was written.
+func TestIntSettingsDecimal(t *testing.T) {
+	for _, s := range append(slices.Clone(serveSettings), configSetting) {
+		t.Setenv(envName(s.Name), "")
+	}
+	sources := func(t *testing.T, name, text string) map[string]func() (*flag.FlagSet, error) {
+		return map[string]func() (*flag.FlagSet, error){
+			"flag": func() (*flag.FlagSet, error) {
+				fs, _, err := load(serveSettings, "--"+name, text)
+				return fs, err
+			},
+			"flag=": func() (*flag.FlagSet, error) {
+				fs, _, err := load(serveSettings, "--"+name+"="+text)
+				return fs, err
+			},
+			"file": func() (*flag.FlagSet, error) {
+				path := writeConfig(t, t.TempDir(), "lapse.yaml", name+": '"+text+"'\n")
+				fs, _, err := load(serveSettings, "--config", path)
+				return fs, err
+			},
+			"variable": func() (*flag.FlagSet, error) {
+				t.Setenv(envName(name), text)
+				defer os.Unsetenv(envName(name))
+				fs, _, err := load(serveSettings)
+				return fs, err
+			},
+		}
+	}
+	for _, tc := range []struct{ name, text string }{
+		{"workers", "0x0"}, {"batch", "-0x1"}, {"sweep-batch", "0x7fffffff"}, {"approval-amount", "-0b1"},
+		{"approval-count", "1_000"}, {"batch", "0o10"},
+	} {
+		for source, load := range sources(t, tc.name, tc.text) {
+			_, err := load()
+			named := tc.name
+			if source == "variable" {
+				named = envName(tc.name)
+			}
+			if err == nil || !strings.Contains(err.Error(), named) || !strings.Contains(err.Error(), "decimal") {
+				t.Errorf("%s %s %q: error %v, want it refused as no decimal number", source, tc.name, tc.text, err)
+			}
+		}
+	}
+	for _, tc := range []struct{ name, text, want string }{
+		{"approval-amount", "050000", "50000"}, {"batch", "0100", "100"}, {"workers", "+8", "8"},
+	} {
+		for source, load := range sources(t, tc.name, tc.text) {
+			fs, err := load()
+			if err != nil {
+				t.Errorf("%s %s %q: %v", source, tc.name, tc.text, err)
+				continue
+			}
+			if got := value(fs, tc.name); got != tc.want {
+				t.Errorf("%s %s %q: %s, want %s", source, tc.name, tc.text, got, tc.want)
+			}
+		}
+	}
+}
+
 // TestConfigWatcherSnapshotKeepsTheReload: a reload that lands before the
 // service says it serves writes the newer file's snapshot; the start's
 // snapshot, written after, must not put the older file back.

@@ -98,6 +98,8 @@ func (k kind) list() bool {
 func (k kind) check(text string) error {
 	var err error
 	switch k {
+	case kindInt:
+		_, err = decimal(text)
 	case kindPairs:
 		_, err = parsePairs(text)
 	case kindSchedule:
@@ -233,7 +235,32 @@ func (s *setting) set(fs *flag.FlagSet, text string) error {
 	if err := s.check(text); err != nil {
 		return err
 	}
+	if s.Kind == kindInt {
+		text, _ = decimal(text) // checked: as the range check read it
+	}
 	return fs.Set(s.Name, text)
+}
+
+// decimal returns text, a whole number in decimal digits, as the flag of
+// an int reads it. The flag reads 0x10, 0b11, 0o7 and 1_000 too, and 010
+// as octal, 8; the range check reads decimal only, and a zero-padded
+// amount (050000) is no octal number to whoever wrote it.
+func decimal(text string) (string, error) {
+	n, err := strconv.Atoi(text)
+	if err != nil {
+		return "", errors.New("want a whole number in decimal digits")
+	}
+	return strconv.Itoa(n), nil
+}
+
+// isInt tells whether f is the flag of an int.
+func isInt(f *flag.Flag) bool {
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return false
+	}
+	_, ok = g.Get().(int)
+	return ok
 }
 
 // shown returns value as lapse shows it: a secret's as xxxxx, other values
