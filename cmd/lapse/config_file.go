@@ -340,7 +340,7 @@ func (c *configFile) where(e configEntry) string { return fmt.Sprintf("%s:%d", c
 // of keys to scalars or lists of scalars, each key once. Errors name the
 // file and the line.
 func readConfig(path string) (*configFile, error) {
-	f, err := os.Open(path)
+	f, err := openSetFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -367,6 +367,35 @@ func readConfig(path string) (*configFile, error) {
 	}
 	c.mode = info.Mode().Perm()
 	return c, nil
+}
+
+// openSetFile opens the file at path, which a setting names, for reading;
+// not a named pipe or a socket, whose opening waits for a writer, and
+// nothing ends the wait: lapse takes Ctrl-C and SIGTERM for itself. A
+// device (/dev/null) is opened.
+func openSetFile(path string) (*os.File, error) {
+	if info, err := os.Stat(path); err == nil && info.Mode()&(os.ModeNamedPipe|os.ModeSocket) != 0 {
+		return nil, fmt.Errorf("%s is not a regular file: a named pipe or a socket", path)
+	}
+	return os.Open(path)
+}
+
+// readSetFile reads the file at path, which a setting names (a provider's
+// public key), as openSetFile opens it, up to maxConfigSize bytes.
+func readSetFile(path string) ([]byte, error) {
+	f, err := openSetFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxConfigSize {
+		return nil, fmt.Errorf("%s is larger than %d KiB", path, maxConfigSize>>10)
+	}
+	return data, nil
 }
 
 func parseConfig(path string, raw []byte) (*configFile, error) {

@@ -209,6 +209,29 @@ func TestConfigMisspeltVariable(t *testing.T) {
 	}
 }
 
+// TestConfigNamedPipe: a config file that is a named pipe is refused:
+// opening it waited for a writer that never came, and Ctrl-C and SIGTERM,
+// which lapse takes for itself, did not end the wait.
+func TestConfigNamedPipe(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lapse.yaml")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Skip("no named pipes here:", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := load(testSettings(t, nil), "--config", path)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("a named pipe as the config file: %v, want it refused", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("reading a named pipe as the config file still waits after 10s") // the goroutine stays blocked
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, text string
