@@ -56,6 +56,10 @@ type flagConfig struct {
 	// Exposed, when not empty, says that the file it ran on gives secrets
 	// to every user of the machine (see configFile.exposure).
 	Exposed string
+	// Misspelt says which LAPSE_ variables are set that no command
+	// reads, each a typo away from one that a command does: the variable
+	// meant is then not set, and nothing else would say so.
+	Misspelt []string
 
 	fs       *flag.FlagSet       // the command's flags, holding their values
 	settings map[string]*setting // the settings of those flags, by name
@@ -103,7 +107,7 @@ func (c *flagConfig) warnings() []string {
 	if c.Exposed != "" {
 		out = append(out, c.Exposed)
 	}
-	return out
+	return append(out, c.Misspelt...)
 }
 
 // Log logs the warnings: running on the snapshot at Error level, a snapshot
@@ -117,6 +121,9 @@ func (c *flagConfig) Log(log *slog.Logger) {
 	}
 	if c.Exposed != "" {
 		log.Warn(c.Exposed)
+	}
+	for _, m := range c.Misspelt {
+		log.Warn(m)
 	}
 }
 
@@ -136,6 +143,7 @@ func loadFlags(fs *flag.FlagSet, settings []*setting, o *options, args []string)
 	}
 	cfg := &flagConfig{Sources: map[string]string{}, fs: fs, settings: settingsByName(settings)}
 	cfg.known = knownSettings(cfg.settings)
+	cfg.Misspelt = misspeltVariables(os.Environ(), cfg.known)
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) { cfg.Sources[f.Name] = sourceDefault })
 	fs.Visit(func(f *flag.Flag) {
@@ -205,6 +213,67 @@ func loadFlags(fs *flag.FlagSet, settings []*setting, o *options, args []string)
 	return cfg, nil
 }
 
+// misspeltVariables returns a warning for each LAPSE_ variable of environ
+// (KEY=VALUE) that is no setting's, but one typo (a letter added, left
+// out, changed, or two swapped) from the variable of a setting of known:
+// LAPSE_SWEEP_INTERAVL for LAPSE_SWEEP_INTERVAL. A
+// config file refuses an unknown key; an unknown variable cannot be
+// refused, for other programs (test harnesses, scripts) have LAPSE_
+// variables of their own, but one this close was meant for lapse. The
+// warning names the variables, never their values.
+func misspeltVariables(environ []string, known map[string]*setting) []string {
+	vars := make(map[string]string, len(known))
+	for name := range known {
+		vars[envName(name)] = name
+	}
+	var out []string
+	for _, kv := range environ {
+		key, value, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(key, "LAPSE_") || value == "" || vars[key] != "" {
+			continue
+		}
+		var near []string
+		for env := range vars {
+			if editDistance(strings.TrimPrefix(key, "LAPSE_"), strings.TrimPrefix(env, "LAPSE_")) == 1 {
+				near = append(near, env)
+			}
+		}
+		if len(near) > 0 {
+			slices.Sort(near)
+			out = append(out, fmt.Sprintf("%s is set, and no command of lapse reads it: did you mean %s?", key, strings.Join(near, " or ")))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// editDistance returns how many typos, in bytes, turn a into b: a byte
+// added, left out or changed, or two next to each other swapped (the
+// optimal string alignment distance).
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}
+
 // scratchFlags returns a flag set named name with the flags of settings,
 // holding their values in an options of its own: setting them checks
 // values without touching a command's.
@@ -271,7 +340,7 @@ func (c *configFile) where(e configEntry) string { return fmt.Sprintf("%s:%d", c
 // of keys to scalars or lists of scalars, each key once. Errors name the
 // file and the line.
 func readConfig(path string) (*configFile, error) {
-	f, err := os.Open(path)
+	f, err := openSetFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -298,6 +367,35 @@ func readConfig(path string) (*configFile, error) {
 	}
 	c.mode = info.Mode().Perm()
 	return c, nil
+}
+
+// openSetFile opens the file at path, which a setting names, for reading;
+// not a named pipe or a socket, whose opening waits for a writer, and
+// nothing ends the wait: lapse takes Ctrl-C and SIGTERM for itself. A
+// device (/dev/null) is opened.
+func openSetFile(path string) (*os.File, error) {
+	if info, err := os.Stat(path); err == nil && info.Mode()&(os.ModeNamedPipe|os.ModeSocket) != 0 {
+		return nil, fmt.Errorf("%s is not a regular file: a named pipe or a socket", path)
+	}
+	return os.Open(path)
+}
+
+// readSetFile reads the file at path, which a setting names (a provider's
+// public key), as openSetFile opens it, up to maxConfigSize bytes.
+func readSetFile(path string) ([]byte, error) {
+	f, err := openSetFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxConfigSize {
+		return nil, fmt.Errorf("%s is larger than %d KiB", path, maxConfigSize>>10)
+	}
+	return data, nil
 }
 
 func parseConfig(path string, raw []byte) (*configFile, error) {

@@ -180,6 +180,58 @@ func TestConfigExposed(t *testing.T) {
 	}
 }
 
+// TestConfigMisspeltVariable: a LAPSE_ variable a typo away from a
+// setting's is warned about, naming the one meant and not the value; one
+// far from every setting's (a test harness's) and a setting's own are not.
+func TestConfigMisspeltVariable(t *testing.T) {
+	t.Setenv("LAPSE_SWEEP_INTERAVL", "5s")
+	t.Setenv("LAPSE_WEBHOOK_SECRT", "s3cret-s3cret-s3cret")
+	t.Setenv("LAPSE_TEST_POSTGRES", "postgres://u:hunter2@db/lapse")
+	t.Setenv("LAPSE_BENCH_GATHER", "1ms")
+	t.Setenv("LAPSE_BATCH", "7")
+	_, cfg, err := load(testSettings(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(cfg.warnings(), "\n")
+	for _, want := range []string{
+		"LAPSE_SWEEP_INTERAVL is set, and no command of lapse reads it: did you mean LAPSE_SWEEP_INTERVAL?",
+		"LAPSE_WEBHOOK_SECRT is set, and no command of lapse reads it: did you mean LAPSE_WEBHOOK_SECRET?",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("warnings %q, want %q", got, want)
+		}
+	}
+	for _, not := range []string{"LAPSE_TEST_POSTGRES", "LAPSE_BENCH_GATHER", "LAPSE_BATCH", "s3cret", "5s"} {
+		if strings.Contains(got, not) {
+			t.Errorf("warnings %q name %s", got, not)
+		}
+	}
+}
+
+// TestConfigNamedPipe: a config file that is a named pipe is refused:
+// opening it waited for a writer that never came, and Ctrl-C and SIGTERM,
+// which lapse takes for itself, did not end the wait.
+func TestConfigNamedPipe(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lapse.yaml")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Skip("no named pipes here:", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := load(testSettings(t, nil), "--config", path)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("a named pipe as the config file: %v, want it refused", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("reading a named pipe as the config file still waits after 10s") // the goroutine stays blocked
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, text string
@@ -661,6 +713,15 @@ func TestConfigRedact(t *testing.T) {
 		{"redis", "redis://u:s3c/r+et@cache:6379/0", "redis://u:xxxxx@cache:6379/0"},
 		{"db", "postgres://u:/s3cret@db/lapse", "postgres://u:xxxxx@db/lapse"},
 		{"webhook", "https://h.example:8443/y@z", "https://h.example:8443/y@z"},
+		// A blank in a user or password, left as it is rather than
+		// percent-encoded: the value is refused, and shown in the error.
+		{"db", "postgres://u:hun ter2@db:5432/lapse", "postgres://u:xxxxx@db:5432/lapse"},
+		{"db", "mysql://my user:hunter2@db:3306/lapse", "mysql://my user:xxxxx@db:3306/lapse"},
+		{"redis", "redis://u:s3c\tret@cache:6379/0", "redis://u:xxxxx@cache:6379/0"},
+		{"redis", "redis://u:s3c/r et@cache:6379/0", "redis://u:xxxxx@cache:6379/0"},
+		{"nats", "nats://s3cret token@nats:4222", "nats://xxxxx@nats:4222"},
+		{"nats", "nats://h1:4222, nats://tok3n@h2:4222", "nats://h1:4222, nats://xxxxx@h2:4222"},
+		{"nats", "nats://h1:4222,nats://tok3n@h2:4222", "nats://h1:4222,nats://xxxxx@h2:4222"},
 		// Files of public keys are no secret.
 		{"alipay-public-key", "/etc/lapse/alipay.pub", "/etc/lapse/alipay.pub"},
 	} {
@@ -718,6 +779,14 @@ func TestSettingChecks(t *testing.T) {
 		{"db", "u:hunter2@tcp(db:3306)/lapse", "Go MySQL driver's DSN is not taken"},
 		{"db", "sqlite://lapse.db", "names a host, not a file"},
 		{"payment-provider-secrets", "a=b,hunter2hunter2hunter2", "not a NAME=VALUE list"},
+		// An item that is no pair is shown without the password of its
+		// URL. A name given twice would leave one of its values unused,
+		// unsaid.
+		{"payment-providers", "a=https://a.example/p,https://u:hunter2@b.example/p", `"https://u:xxxxx@b.example/p" is not NAME=VALUE`},
+		{"payment-providers", "a=https://a.example/p,a=https://u:hunter2@b.example/p", "a: given twice"},
+		{"payment-merchants", "wechatpay=1000,wechatpay=2000", "wechatpay: given twice"},
+		{"payment-grace", "checkout=2m,checkout=0s", "checkout: given twice"},
+		{"payment-provider-secrets", "a=hunter2hunter2hunter2,a=hunter3hunter3hunter3", "not a NAME=VALUE list"},
 		// A URL that does not parse, for a password with a / left in it:
 		// url.Parse's error, which would show it, is not passed on.
 		{"redis", "redis://u:hun/ter2@cache:6379/0", "not a URL"},
@@ -765,6 +834,69 @@ func TestSettingChecks(t *testing.T) {
 	} {
 		if _, _, err := load(serveSettings, "--"+tc.name+"="+tc.value); err != nil {
 			t.Errorf("--%s %q refused: %v", tc.name, tc.value, err)
+		}
+	}
+}
+
+// TestIntSettingsDecimal: a whole number is read in decimal wherever it
+// comes from. The flag package reads 0x10, 0b11 and 1_000, which escaped
+// the range check (it reads decimal only) when they came from a variable or
+// a file, so --workers 0 or --batch -1 ran; and it reads 050000 as octal,
+// 20480: the four-eyes threshold a tenth of what was written.
+func TestIntSettingsDecimal(t *testing.T) {
+	for _, s := range append(slices.Clone(serveSettings), configSetting) {
+		t.Setenv(envName(s.Name), "")
+	}
+	sources := func(t *testing.T, name, text string) map[string]func() (*flag.FlagSet, error) {
+		return map[string]func() (*flag.FlagSet, error){
+			"flag": func() (*flag.FlagSet, error) {
+				fs, _, err := load(serveSettings, "--"+name, text)
+				return fs, err
+			},
+			"flag=": func() (*flag.FlagSet, error) {
+				fs, _, err := load(serveSettings, "--"+name+"="+text)
+				return fs, err
+			},
+			"file": func() (*flag.FlagSet, error) {
+				path := writeConfig(t, t.TempDir(), "lapse.yaml", name+": '"+text+"'\n")
+				fs, _, err := load(serveSettings, "--config", path)
+				return fs, err
+			},
+			"variable": func() (*flag.FlagSet, error) {
+				t.Setenv(envName(name), text)
+				defer os.Unsetenv(envName(name))
+				fs, _, err := load(serveSettings)
+				return fs, err
+			},
+		}
+	}
+	for _, tc := range []struct{ name, text string }{
+		{"workers", "0x0"}, {"batch", "-0x1"}, {"sweep-batch", "0x7fffffff"}, {"approval-amount", "-0b1"},
+		{"approval-count", "1_000"}, {"batch", "0o10"},
+	} {
+		for source, load := range sources(t, tc.name, tc.text) {
+			_, err := load()
+			named := tc.name
+			if source == "variable" {
+				named = envName(tc.name)
+			}
+			if err == nil || !strings.Contains(err.Error(), named) || !strings.Contains(err.Error(), "decimal") {
+				t.Errorf("%s %s %q: error %v, want it refused as no decimal number", source, tc.name, tc.text, err)
+			}
+		}
+	}
+	for _, tc := range []struct{ name, text, want string }{
+		{"approval-amount", "050000", "50000"}, {"batch", "0100", "100"}, {"workers", "+8", "8"},
+	} {
+		for source, load := range sources(t, tc.name, tc.text) {
+			fs, err := load()
+			if err != nil {
+				t.Errorf("%s %s %q: %v", source, tc.name, tc.text, err)
+				continue
+			}
+			if got := value(fs, tc.name); got != tc.want {
+				t.Errorf("%s %s %q: %s, want %s", source, tc.name, tc.text, got, tc.want)
+			}
 		}
 	}
 }

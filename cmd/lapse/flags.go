@@ -34,14 +34,28 @@ func parseArgs(fs *flag.FlagSet, args []string) error {
 		case len(a) < 2 || a[0] != '-':
 			positional = append(positional, a)
 		default:
-			flags = append(flags, a)
-			name, _, inline := strings.Cut(strings.TrimLeft(a, "-"), "=")
-			if f := fs.Lookup(name); f != nil {
+			name, value, inline := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			f := fs.Lookup(name)
+			if f != nil {
 				if _, adds := f.Value.(*repeatedList); !adds && seen[name] {
 					return fmt.Errorf("flag -%s is given twice: give it once (a list takes its values comma-separated)", name)
 				}
 				seen[name] = true
 			}
+			if f != nil && isInt(f) && (inline || i+1 < len(args)) {
+				// In decimal, as from a variable or a file (see decimal).
+				if !inline {
+					i++
+					value = args[i]
+				}
+				n, err := decimal(value)
+				if err != nil {
+					return fmt.Errorf("invalid value %q for flag -%s: %v", value, name, err)
+				}
+				flags = append(flags, "-"+name+"="+n)
+				continue
+			}
+			flags = append(flags, a)
 			if !inline && i+1 < len(args) && takesValue(fs, name) {
 				i++
 				flags = append(flags, args[i])

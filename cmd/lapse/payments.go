@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 
@@ -117,7 +116,7 @@ func (p *paymentFlags) build(ctx context.Context, base string, store lapse.Sandb
 		if (p.alipaySeller == "" && p.alipayEmail == "") || p.alipayKey == "" {
 			return nil, errors.New("--alipay-app-id needs --alipay-seller-id or --alipay-seller-email (or both), and --alipay-public-key")
 		}
-		pem, err := os.ReadFile(p.alipayKey)
+		pem, err := readSetFile(p.alipayKey)
 		if err != nil {
 			return nil, fmt.Errorf("--alipay-public-key: %w", err)
 		}
@@ -167,7 +166,7 @@ func (p *paymentFlags) wechatPay() (*payment.WeChatPay, error) {
 		if !named {
 			id, file = "", f
 		}
-		pem, err := os.ReadFile(strings.TrimSpace(file))
+		pem, err := readSetFile(strings.TrimSpace(file))
 		if err != nil {
 			return nil, fmt.Errorf("--wechatpay-platform-keys: %w", err)
 		}

@@ -11,7 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/lapsehq/lapse/payment"
 )
@@ -91,5 +93,41 @@ func TestStripeAccountFlag(t *testing.T) {
 	}
 	if s := build(); s.Account != "" {
 		t.Errorf("without --payment-merchants: Account %q", s.Account)
+	}
+}
+
+// TestProviderKeyFileNamedPipe: a provider's key file that is a named pipe
+// is refused, as a config file is: reading it waited for a writer, and
+// Ctrl-C and SIGTERM did not end lapse serve's start.
+func TestProviderKeyFileNamedPipe(t *testing.T) {
+	t.Parallel()
+	pipe := filepath.Join(t.TempDir(), "key.pem")
+	if err := syscall.Mkfifo(pipe, 0o600); err != nil {
+		t.Skip("no named pipes here:", err)
+	}
+	for _, args := range [][]string{
+		{"--alipay-app-id", "2021000000000001", "--alipay-seller-id", "2088101106499364", "--alipay-public-key", pipe},
+		{"--wechatpay-mchid", "1900000001", "--wechatpay-appid", "wx1", "--wechatpay-apiv3-key", strings.Repeat("k", 32),
+			"--wechatpay-platform-keys", pipe},
+	} {
+		var o options
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		defineFlags(fs, serveSettings, &o)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := o.pf.build(context.Background(), "http://127.0.0.1:0", nil, slog.New(slog.DiscardHandler))
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+				t.Errorf("%s a named pipe: %v, want it refused", args[len(args)-2], err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s a named pipe: still reading after 10s", args[len(args)-2]) // the goroutine stays blocked
+		}
 	}
 }

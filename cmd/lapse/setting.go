@@ -98,6 +98,8 @@ func (k kind) list() bool {
 func (k kind) check(text string) error {
 	var err error
 	switch k {
+	case kindInt:
+		_, err = decimal(text)
 	case kindPairs:
 		_, err = parsePairs(text)
 	case kindSchedule:
@@ -233,7 +235,32 @@ func (s *setting) set(fs *flag.FlagSet, text string) error {
 	if err := s.check(text); err != nil {
 		return err
 	}
+	if s.Kind == kindInt {
+		text, _ = decimal(text) // checked: as the range check read it
+	}
 	return fs.Set(s.Name, text)
+}
+
+// decimal returns text, a whole number in decimal digits, as the flag of
+// an int reads it. The flag reads 0x10, 0b11, 0o7 and 1_000 too, and 010
+// as octal, 8; the range check reads decimal only, and a zero-padded
+// amount (050000) is no octal number to whoever wrote it.
+func decimal(text string) (string, error) {
+	n, err := strconv.Atoi(text)
+	if err != nil {
+		return "", errors.New("want a whole number in decimal digits")
+	}
+	return strconv.Itoa(n), nil
+}
+
+// isInt tells whether f is the flag of an int.
+func isInt(f *flag.Flag) bool {
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return false
+	}
+	_, ok = g.Get().(int)
+	return ok
 }
 
 // shown returns value as lapse shows it: a secret's as xxxxx, other values
@@ -247,18 +274,22 @@ func (s *setting) shown(value string) string {
 
 var (
 	// A password runs to the last @ before the host, as URLs are parsed:
-	// it may hold an @ of its own.
-	urlPassword = regexp.MustCompile(`(://[^:/?#@\s]*):[^/\s]*@`)
+	// it may hold an @ of its own. A user or password may hold blanks,
+	// left as they are where they should be percent-encoded: the value is
+	// refused then, and shown in the error; only a line ends them.
+	urlPassword = regexp.MustCompile(`(://[^:/?#@\r\n]*):[^/\r\n]*@`)
 	// A password with a / left as it is (as generated ones have), which
 	// url.Parse refuses, and which the pattern above leaves whole: told from
 	// a port and a path with an @ by what comes before its first /, which
 	// a port has all digits.
-	urlSlashPassword = regexp.MustCompile(`(://[^:/?#@\s]*):(?:[^/@\s]*[^0-9/@\s][^/@\s]*)?/[^@\s]*@`)
+	// Before its first / it holds no comma, which would be the end of a
+	// URL of a list (nats://h1:4222,nats://TOKEN@h2).
+	urlSlashPassword = regexp.MustCompile(`(://[^:/?#@\r\n]*):(?:[^/@,\r\n]*[^0-9/@,\s][^/@,\r\n]*)?/[^@\r\n]*@`)
 	// A user without a password is the credential itself where NATS reads
 	// it (nats://TOKEN@host is token auth) and where HTTP sends it (Basic
 	// auth): a webhook's or a port's https://TOKEN@host. A database's user
 	// is only a name.
-	urlToken    = regexp.MustCompile(`(?i)(\b(?:nats|tls|wss?|https?)://)[^:/?#@\s,]+@`)
+	urlToken    = regexp.MustCompile(`(?i)(\b(?:nats|tls|wss?|https?)://)[^:/?#@\r\n,]+@`)
 	dsnPassword = regexp.MustCompile(`(?i)(password=)[^&\s]*`)
 	// The Go MySQL driver's DSN, user:password@tcp(host:3306)/db, which
 	// --db refuses (a mysql:// URL is its form) but shows in the error.
@@ -330,13 +361,19 @@ func splitList(s string) []string {
 	return out
 }
 
-// parsePairs parses a NAME=VALUE list setting.
+// parsePairs parses a NAME=VALUE list setting, each NAME once: of a name
+// given twice, one value would go unused, and nothing would say which.
+// Its errors show an item as lapse shows values, without the password a
+// URL in it may hold.
 func parsePairs(s string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, part := range splitList(s) {
 		k, v, ok := strings.Cut(part, "=")
 		if !ok || k == "" || v == "" {
-			return nil, fmt.Errorf("%q is not NAME=VALUE", part)
+			return nil, fmt.Errorf("%q is not NAME=VALUE", hidePasswords(part))
+		}
+		if _, ok := out[k]; ok {
+			return nil, fmt.Errorf("%s: given twice", k)
 		}
 		out[k] = v
 	}
