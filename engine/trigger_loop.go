@@ -24,7 +24,10 @@ const (
 // of the trigger degrades it (in auto mode): the sweep takes over on its
 // faster beat, and this loop probes the trigger until it answers, seeds it
 // again from the database, and hands the work back to it.
-func (c *Claimer) shared(loopCtx, workCtx context.Context) {
+//
+// With feed set (StartFeed) it only hands over the deadlines, seeding the
+// trigger again after a failure: it claims and fires nothing.
+func (c *Claimer) shared(loopCtx, workCtx context.Context, feed bool) {
 	tr := c.e.trig
 	wait := time.Duration(0)
 	using := tr.using()
@@ -46,7 +49,7 @@ func (c *Claimer) shared(loopCtx, workCtx context.Context) {
 		}
 		began := time.Now()
 		var fired int
-		fired, wait, _ = c.sharedStep(loopCtx, workCtx, floor)
+		fired, wait, _ = c.sharedStep(loopCtx, workCtx, floor, feed)
 		if fired > 0 && wait == 0 {
 			c.gather(loopCtx, began)
 		}
@@ -84,7 +87,7 @@ func (c *Claimer) RunTriggerOnce(ctx context.Context) (int, error) {
 	total := 0
 	floor := &claimFloor{}
 	for range triggerRounds {
-		n, wait, err := c.sharedStep(ctx, ctx, floor)
+		n, wait, err := c.sharedStep(ctx, ctx, floor, false)
 		total += n
 		using = c.handOver(using)
 		if err != nil || wait > 0 || ctx.Err() != nil {
@@ -119,8 +122,9 @@ func (c *Claimer) handOver(using bool) bool {
 // error that ended the round, which it has acted on already (the trigger
 // degraded, the members retried). Its burns read the due index from floor,
 // moved back first to the earliest deadline of the members claimed
-// (membersFloor).
-func (c *Claimer) sharedStep(loopCtx, workCtx context.Context, floor *claimFloor) (fired int, wait time.Duration, err error) {
+// (membersFloor). With feed set it stops once the deadlines are handed
+// over, and waits for the next (deadlineSet kicks it).
+func (c *Claimer) sharedStep(loopCtx, workCtx context.Context, floor *claimFloor, feed bool) (fired int, wait time.Duration, err error) {
 	tr := c.e.trig
 	floor.setEvery(c.maxSleep())
 	mode := *tr.mode.Load()
@@ -148,6 +152,9 @@ func (c *Claimer) sharedStep(loopCtx, workCtx context.Context, floor *claimFloor
 	if err := c.flushPending(workCtx); err != nil {
 		c.degrade(err)
 		return 0, triggerProbe, err
+	}
+	if feed {
+		return 0, time.Hour, nil
 	}
 	cfg := c.conf()
 	var (
@@ -285,6 +292,22 @@ func (c *Claimer) flushPending(ctx context.Context) error {
 		if err := c.callTrigger(ctx, func(ctx context.Context) error { return tr.t.Add(ctx, batch) }); err != nil {
 			return err
 		}
+	}
+}
+
+// flushLeft hands the shared trigger the deadlines queued after its
+// path's last step, once the loops have stopped: the requests that a server
+// shutting down lets finish set deadlines after the loops saw ctx end, and
+// the processes that fire deadlines, their precise paths standing back
+// while the trigger is in charge, would otherwise find them only at their
+// sweep.
+func (c *Claimer) flushLeft() {
+	tr := c.e.trig
+	if tr == nil || *tr.mode.Load() == TriggerDatabase || len(tr.pending) == 0 {
+		return
+	}
+	if err := c.flushPending(context.Background()); err != nil {
+		c.e.log.Warn("stopping: deadlines set since the shared trigger's last step did not reach it; the sweep fires them", "err", err)
 	}
 }
 
