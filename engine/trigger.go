@@ -40,6 +40,11 @@ type SharedTrigger interface {
 	// from processing, and puts it back due at now + delays[attempt-1], or,
 	// after the last delay, moves it to the to-notify set.
 	Retry(ctx context.Context, member string, now time.Time, delays []time.Duration) (attempt int, notified bool, err error)
+	// Release puts members still in processing back due at now, their
+	// attempts kept, so that any process claims them at once: those of a
+	// pass that a stop cut short. A member not in processing (done, or
+	// moved by Add since it was claimed) is left as it is.
+	Release(ctx context.Context, members []string, now time.Time) error
 	// Next returns the earliest due time, and false when nothing is due.
 	Next(ctx context.Context) (time.Time, bool, error)
 	// BeginSeed records that a seed from the database starts, so that

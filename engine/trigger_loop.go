@@ -188,6 +188,14 @@ func (c *Claimer) sharedStep(loopCtx, workCtx context.Context, floor *claimFloor
 	if len(members) > 0 {
 		c.membersFloor(workCtx, floor, members)
 		fired, err := c.burn(loopCtx, workCtx, lapse.FiredByRedis, 0, cfg.Batch, 0, floor)
+		if loopCtx.Err() != nil {
+			// Stopped part way: the burn may have left the orders of
+			// these members due. Released, any process claims them at
+			// once; done, they would wait for a sweep, and left leased,
+			// for their lease to end.
+			c.releaseMembers(workCtx, members)
+			return fired, 0, err
+		}
 		if err != nil {
 			c.failed(loopCtx, lapse.FiredByRedis, err)
 			c.retryMembers(workCtx, members)
@@ -269,6 +277,19 @@ func (c *Claimer) retryMembers(ctx context.Context, members []string) {
 			c.e.log.Error("shared trigger gave up on an order after its retries; it is on the to-notify list and the sweep fires it",
 				"member", fmt.Sprintf("%q", m), "attempts", attempt)
 		}
+	}
+}
+
+// releaseMembers hands back the members of a pass that a stop cut short,
+// due at once. The stop may have cancelled ctx already: the call has a
+// bound of its own.
+func (c *Claimer) releaseMembers(ctx context.Context, members []string) {
+	tr := c.e.trig
+	if err := c.callTrigger(context.WithoutCancel(ctx), func(ctx context.Context) error {
+		return tr.t.Release(ctx, members, c.e.clock.Now())
+	}); err != nil {
+		c.e.log.Warn("stopping: the shared trigger's members of a pass cut short were not handed back; they are claimed again once their lease ends",
+			"members", len(members), "err", err)
 	}
 }
 

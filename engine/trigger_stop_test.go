@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
 )
@@ -86,5 +87,77 @@ func TestSharedTriggerFeed(t *testing.T) {
 	c.Stop()
 	if got, err := e.Order(context.Background(), due.OrderNo); err != nil || got.State != flows.Unpaid {
 		t.Errorf("a feeding process fired an order: %+v, %v", got, err)
+	}
+}
+
+// holdClaim is a store whose next claim of the orders due by from on,
+// once armed, says it started and waits to be released.
+type holdClaim struct {
+	lapse.Store
+	from    time.Time
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (h *holdClaim) Tx(ctx context.Context, fn func(tx lapse.Store) error) error {
+	return h.Store.Tx(ctx, func(tx lapse.Store) error { return fn(&holdClaimTx{Store: tx, h: h}) })
+}
+
+type holdClaimTx struct {
+	lapse.Store
+	h *holdClaim
+}
+
+func (tx *holdClaimTx) OrderClaimDue(ctx context.Context, p *lapse.OrderClaimDueParams) ([]*lapse.Order, error) {
+	if !p.DueBy.Before(tx.h.from) && tx.h.armed.CompareAndSwap(true, false) {
+		close(tx.h.entered)
+		<-tx.h.release
+	}
+	return tx.Store.OrderClaimDue(ctx, p)
+}
+
+// TestSharedTriggerStopReleasesMembers: a stop cuts short the burn of a
+// member's pass before it reached the member's order; the member is handed
+// back to the shared trigger due at once, for any process to claim, rather
+// than done with its order still open (left to a sweep).
+func TestSharedTriggerStopReleasesMembers(t *testing.T) {
+	t.Parallel()
+	tr := newMemTrigger()
+	tr.seeded = true
+	at := time.Now().Add(-time.Second)
+	hold := &holdClaim{Store: openSQLite(t), from: at, entered: make(chan struct{}), release: make(chan struct{})}
+	e, err := engine.New(hold, flows.Builtin(), engine.Config{Trigger: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two orders a batch; the precise path stands back and the sweep
+	// fires nothing this test makes.
+	c := engine.NewClaimer(e, engine.ClaimerConfig{Batch: 2, MaxSleep: time.Hour, SweepInterval: time.Hour, SweepGrace: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	c.Start(ctx)
+	t.Cleanup(c.Stop)
+
+	// Five orders due at the same time; the trigger holds the last, which
+	// the burn reaches only after two full batches.
+	nos := insertDue(t, hold.Store, "SR", 5, at)
+	last := idOf(t, hold.Store, nos[4])
+	hold.armed.Store(true)
+	if err := tr.Add(context.Background(), []engine.TriggerDue{{OrderID: last, At: at}}); err != nil {
+		t.Fatal(err)
+	}
+	<-hold.entered // the member's pass claims its first batch
+	cancel()       // SIGTERM
+	close(hold.release)
+	c.Stop()
+	o, err := e.Order(context.Background(), nos[4])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.State != flows.Unpaid {
+		t.Fatalf("the cut burn closed the member's order (%s); want it left open", o.State)
+	}
+	if !tr.has(last) {
+		t.Errorf("the member of an order a stop left open is not due in the trigger")
 	}
 }
