@@ -143,6 +143,10 @@ type trigger struct {
 	// deadline set meanwhile may come after the seed read its page, so it
 	// is queued too, and added once the seed is done.
 	seeding atomic.Bool
+	// drops counts the deadlines the full queue turned away: a seed during
+	// which one was may have read the database before it, and does not
+	// put the trigger in charge.
+	drops   atomic.Uint64
 	pending chan TriggerDue
 	kick    chan struct{}
 
@@ -213,6 +217,7 @@ func (e *Engine) deadlineSet(orderID int64, at time.Time) {
 		// not in charge until it is seeded again; meanwhile this process's
 		// own timer fires it.
 		tr.dropped.Inc()
+		tr.drops.Add(1)
 		tr.stale.Store(true)
 		e.wake.notify(at)
 		tr.signal()

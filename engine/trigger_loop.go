@@ -354,6 +354,7 @@ func (c *Claimer) seed(loopCtx, workCtx context.Context) error {
 	// so that every deadline set in between is queued (deadlineSet).
 	tr.seeding.Store(true)
 	defer tr.seeding.Store(false)
+	drops := tr.drops.Load()
 	if err := c.callTrigger(workCtx, tr.t.BeginSeed); err != nil {
 		tr.stale.Store(true)
 		return err
@@ -377,6 +378,13 @@ func (c *Claimer) seed(loopCtx, workCtx context.Context) error {
 			tr.stale.Store(true)
 			return err
 		}
+		// The deadlines set meanwhile, after the page they update: a
+		// queue left to fill for the whole seed of a large database
+		// turns deadlines away.
+		if err := c.flushPending(workCtx); err != nil {
+			tr.stale.Store(true)
+			return err
+		}
 		total += len(page)
 		last := page[len(page)-1]
 		after = &last
@@ -392,8 +400,14 @@ func (c *Claimer) seed(loopCtx, workCtx context.Context) error {
 		tr.stale.Store(true)
 		return err
 	}
-	tr.stale.Store(false) // in charge again: deadlines set from now on are queued
 	tr.known.Store(true)
+	if n := tr.drops.Load() - drops; n > 0 {
+		// A deadline turned away after the seed read past it is in
+		// neither: seeded again before the trigger is in charge.
+		c.e.log.Warn("shared trigger seeded while its queue turned deadlines away: seeding it again", "turned_away", n)
+		return nil
+	}
+	tr.stale.Store(false) // in charge again: deadlines set from now on are queued
 	c.e.log.Info("shared trigger seeded from the database", "deadlines", total, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -216,3 +216,30 @@ func TestRunTriggerOnceLostWhileSeeding(t *testing.T) {
 		t.Errorf("fired by %v, want 3 by redis", got)
 	}
 }
+
+// TestRunTriggerOnceDroppedWhileSeeding: a deadline set while the trigger
+// is being seeded, after the seed read past it, finds the queue full and is
+// dropped; the seed that ends then does not put the trigger in charge
+// without it: it is seeded again, and the order reaches it.
+func TestRunTriggerOnceDroppedWhileSeeding(t *testing.T) {
+	t.Parallel()
+	tr := &addHook{memTrigger: newMemTrigger()} // unseeded: a fresh Redis
+	e, s, clock, c := manualTriggerEngine(t, tr)
+	insertDue(t, s, "DS", 3, clock.Now().Add(time.Hour))
+	var during *lapse.Order
+	tr.hook = func() {
+		e.FillTriggerQueue()
+		during = create(t, e, checkout("DS-during", time.Minute))
+	}
+	for range 3 {
+		if _, err := c.RunTriggerOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if during == nil || !tr.has(during.ID) {
+		t.Fatal("the deadline dropped while the trigger was being seeded never reached it")
+	}
+	if st := e.TriggerStatus(); st.Using != "redis" {
+		t.Errorf("status %+v; want the trigger in charge", st)
+	}
+}
