@@ -186,7 +186,18 @@ func (c *Claimer) sharedStep(loopCtx, workCtx context.Context, floor *claimFloor
 	}
 	tr.known.Store(true)
 	if len(members) > 0 {
-		c.membersFloor(workCtx, floor, members)
+		if ahead := c.membersFloor(workCtx, floor, members); ahead {
+			// Every member's order is due later than the trigger said:
+			// it held a time that a move overtook (a seed's page read
+			// before another process moved the deadline, added after
+			// that process added the new one). Done, the order would be
+			// left to a sweep: each goes back at its order's deadline.
+			if err := c.requeueMembers(workCtx, members); err != nil {
+				c.degrade(err)
+				return 0, triggerProbe, err
+			}
+			return 0, 0, nil
+		}
 		fired, err := c.burn(loopCtx, workCtx, lapse.FiredByRedis, 0, cfg.Batch, 0, floor)
 		if loopCtx.Err() != nil {
 			// Stopped part way: the burn may have left the orders of
@@ -415,14 +426,15 @@ func (c *Claimer) seed(loopCtx, workCtx context.Context) error {
 // membersFloor moves floor back to the earliest deadline of the orders the
 // trigger handed over, so that a burn from it reaches each of them, however
 // far on the floor had moved. When those cannot be read, or a member names
-// no order id, the burn reads from the start.
-func (c *Claimer) membersFloor(ctx context.Context, floor *claimFloor, members []string) {
+// no order id, the burn reads from the start. It reports whether every
+// member's order has a deadline, all still ahead.
+func (c *Claimer) membersFloor(ctx context.Context, floor *claimFloor, members []string) (ahead bool) {
 	ids := make([]int64, 0, len(members))
 	for _, m := range members {
 		id, ok := c.e.trig.t.OrderID(m)
 		if !ok {
 			floor.restart()
-			return
+			return false
 		}
 		ids = append(ids, id)
 	}
@@ -432,5 +444,34 @@ func (c *Claimer) membersFloor(ctx context.Context, floor *claimFloor, members [
 		floor.restart()
 	case ok:
 		floor.lower(at)
+		return at.After(c.e.clock.Now())
 	}
+	return false
+}
+
+// requeueMembers puts members back due at their orders' deadlines, read
+// from the database, and is done with those whose orders no longer have
+// one. Its error is the trigger's; a member whose deadline cannot be read
+// stays leased, and is claimed again once its lease ends.
+func (c *Claimer) requeueMembers(ctx context.Context, members []string) error {
+	tr := c.e.trig
+	var (
+		due  []TriggerDue
+		done []string
+	)
+	for _, m := range members {
+		id, _ := tr.t.OrderID(m) // membersFloor read each
+		at, ok, err := c.e.work.OrderDeadlineMin(ctx, []int64{id})
+		switch {
+		case err != nil:
+		case ok:
+			due = append(due, TriggerDue{OrderID: id, At: at})
+		default:
+			done = append(done, m)
+		}
+	}
+	if err := c.callTrigger(ctx, func(ctx context.Context) error { return tr.t.Add(ctx, due) }); err != nil {
+		return err
+	}
+	return c.callTrigger(ctx, func(ctx context.Context) error { return tr.t.Done(ctx, done) })
 }

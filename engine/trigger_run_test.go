@@ -243,3 +243,33 @@ func TestRunTriggerOnceDroppedWhileSeeding(t *testing.T) {
 		t.Errorf("status %+v; want the trigger in charge", st)
 	}
 }
+
+// TestRunTriggerOnceMemberBehindItsOrder: the trigger holds an earlier
+// time for an order than the database (another process moved the deadline
+// later, and a seed's page read before the move was added after it). The
+// member claimed at that time is put back at the order's deadline rather
+// than forgotten, and fires the order when it comes (path redis), not the
+// sweep.
+func TestRunTriggerOnceMemberBehindItsOrder(t *testing.T) {
+	t.Parallel()
+	tr := newMemTrigger()
+	tr.seeded = true
+	e, s, clock, c := manualTriggerEngine(t, tr)
+	nos := insertDue(t, s, "MB", 1, clock.Now().Add(time.Hour))
+	o, err := e.Order(context.Background(), nos[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Add(context.Background(), []engine.TriggerDue{{OrderID: o.ID, At: clock.Now().Add(-time.Second)}}); err != nil {
+		t.Fatal(err)
+	}
+	runTrigger(t, c, 0)
+	if at, ok := tr.dueAt(o.ID); !ok || !at.Equal(*o.DeadlineAt) {
+		t.Fatalf("the member claimed early is due at %v, %v; want its order's deadline %v", at, ok, *o.DeadlineAt)
+	}
+	clock.Advance(time.Hour + time.Second)
+	runTrigger(t, c, 1)
+	if got := firedBy(t, e, nos); got[lapse.FiredByRedis] != 1 {
+		t.Errorf("fired by %v, want redis", got)
+	}
+}
