@@ -426,8 +426,9 @@ func (c *Claimer) seed(loopCtx, workCtx context.Context) error {
 // membersFloor moves floor back to the earliest deadline of the orders the
 // trigger handed over, so that a burn from it reaches each of them, however
 // far on the floor had moved. When those cannot be read, or a member names
-// no order id, the burn reads from the start. It reports whether every
-// member's order has a deadline, all still ahead.
+// no order id, the burn reads from the start. It reports whether some
+// member's order has a deadline and every such deadline is still ahead:
+// none of the orders is due.
 func (c *Claimer) membersFloor(ctx context.Context, floor *claimFloor, members []string) (ahead bool) {
 	ids := make([]int64, 0, len(members))
 	for _, m := range members {
