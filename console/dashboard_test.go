@@ -260,6 +260,9 @@ func (trigger) Claim(context.Context, time.Time, time.Duration, int) ([]string, 
 	return nil, true, nil
 }
 func (trigger) Done(context.Context, []string) error { return nil }
+func (trigger) Release(context.Context, []string, time.Time) error {
+	return nil
+}
 func (trigger) Retry(context.Context, string, time.Time, []time.Duration) (int, bool, error) {
 	return 1, false, nil
 }

@@ -172,7 +172,23 @@ func (c *Claimer) sweepEvery() time.Duration {
 
 // Start runs the precise path and the sweep in the background until Stop or
 // until ctx ends. Start on a running Claimer does nothing.
-func (c *Claimer) Start(ctx context.Context) {
+func (c *Claimer) Start(ctx context.Context) { c.start(ctx, false) }
+
+// StartFeed runs, in a process that fires no deadlines (lapse serve
+// --deadlines=false), only the part of the shared trigger's path that hands
+// the deadlines this process sets to the shared trigger, seeding it again
+// from the database after a failure as Start does. Without it those
+// deadlines would wait in this process's queue for good, and the processes
+// that fire deadlines, whose precise paths stand back while the trigger is
+// in charge, would find them only at their sweep. It claims nothing and
+// fires nothing. Stop stops it; without a shared trigger it does nothing.
+func (c *Claimer) StartFeed(ctx context.Context) {
+	if c.e.trig != nil {
+		c.start(ctx, true)
+	}
+}
+
+func (c *Claimer) start(ctx context.Context, feed bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.running {
@@ -183,10 +199,12 @@ func (c *Claimer) Start(ctx context.Context) {
 	workCtx, workCancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.running, c.loopCancel, c.workCancel, c.done = true, loopCancel, workCancel, make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() { c.precise(loopCtx, workCtx) })
-	wg.Go(func() { c.sweeper(loopCtx, workCtx) })
+	if !feed {
+		wg.Go(func() { c.precise(loopCtx, workCtx) })
+		wg.Go(func() { c.sweeper(loopCtx, workCtx) })
+	}
 	if c.e.trig != nil {
-		wg.Go(func() { c.shared(loopCtx, workCtx) })
+		wg.Go(func() { c.shared(loopCtx, workCtx, feed) })
 	}
 	go func() {
 		wg.Wait()
@@ -197,7 +215,10 @@ func (c *Claimer) Start(ctx context.Context) {
 
 // Stop stops both paths and waits for them. A batch in flight may finish for
 // up to StopTimeout; after that it is cancelled and rolled back. Either way
-// no claim outlives Stop.
+// no claim outlives Stop. The deadlines this process set since the shared
+// trigger's path last handed them over, such as those of the requests that
+// a server shutting down finished after ctx ended, are handed to the
+// trigger before Stop returns.
 func (c *Claimer) Stop() {
 	c.mu.Lock()
 	if !c.running {
@@ -216,6 +237,7 @@ func (c *Claimer) Stop() {
 		<-done
 	}
 	c.asks.Wait() // each bounded by askTimeout
+	c.flushLeft()
 }
 
 // RunOnce fires, through the precise path, every order that is due now,

@@ -40,6 +40,11 @@ type SharedTrigger interface {
 	// from processing, and puts it back due at now + delays[attempt-1], or,
 	// after the last delay, moves it to the to-notify set.
 	Retry(ctx context.Context, member string, now time.Time, delays []time.Duration) (attempt int, notified bool, err error)
+	// Release puts members still in processing back due at now, their
+	// attempts kept, so that any process claims them at once: those of a
+	// pass that a stop cut short. A member not in processing (done, or
+	// moved by Add since it was claimed) is left as it is.
+	Release(ctx context.Context, members []string, now time.Time) error
 	// Next returns the earliest due time, and false when nothing is due.
 	Next(ctx context.Context) (time.Time, bool, error)
 	// BeginSeed records that a seed from the database starts, so that
@@ -138,6 +143,10 @@ type trigger struct {
 	// deadline set meanwhile may come after the seed read its page, so it
 	// is queued too, and added once the seed is done.
 	seeding atomic.Bool
+	// drops counts the deadlines the full queue turned away: a seed during
+	// which one was may have read the database before it, and does not
+	// put the trigger in charge.
+	drops   atomic.Uint64
 	pending chan TriggerDue
 	kick    chan struct{}
 
@@ -208,6 +217,7 @@ func (e *Engine) deadlineSet(orderID int64, at time.Time) {
 		// not in charge until it is seeded again; meanwhile this process's
 		// own timer fires it.
 		tr.dropped.Inc()
+		tr.drops.Add(1)
 		tr.stale.Store(true)
 		e.wake.notify(at)
 		tr.signal()

@@ -24,7 +24,10 @@ const (
 // of the trigger degrades it (in auto mode): the sweep takes over on its
 // faster beat, and this loop probes the trigger until it answers, seeds it
 // again from the database, and hands the work back to it.
-func (c *Claimer) shared(loopCtx, workCtx context.Context) {
+//
+// With feed set (StartFeed) it only hands over the deadlines, seeding the
+// trigger again after a failure: it claims and fires nothing.
+func (c *Claimer) shared(loopCtx, workCtx context.Context, feed bool) {
 	tr := c.e.trig
 	wait := time.Duration(0)
 	using := tr.using()
@@ -46,7 +49,7 @@ func (c *Claimer) shared(loopCtx, workCtx context.Context) {
 		}
 		began := time.Now()
 		var fired int
-		fired, wait, _ = c.sharedStep(loopCtx, workCtx, floor)
+		fired, wait, _ = c.sharedStep(loopCtx, workCtx, floor, feed)
 		if fired > 0 && wait == 0 {
 			c.gather(loopCtx, began)
 		}
@@ -84,7 +87,7 @@ func (c *Claimer) RunTriggerOnce(ctx context.Context) (int, error) {
 	total := 0
 	floor := &claimFloor{}
 	for range triggerRounds {
-		n, wait, err := c.sharedStep(ctx, ctx, floor)
+		n, wait, err := c.sharedStep(ctx, ctx, floor, false)
 		total += n
 		using = c.handOver(using)
 		if err != nil || wait > 0 || ctx.Err() != nil {
@@ -119,8 +122,9 @@ func (c *Claimer) handOver(using bool) bool {
 // error that ended the round, which it has acted on already (the trigger
 // degraded, the members retried). Its burns read the due index from floor,
 // moved back first to the earliest deadline of the members claimed
-// (membersFloor).
-func (c *Claimer) sharedStep(loopCtx, workCtx context.Context, floor *claimFloor) (fired int, wait time.Duration, err error) {
+// (membersFloor). With feed set it stops once the deadlines are handed
+// over, and waits for the next (deadlineSet kicks it).
+func (c *Claimer) sharedStep(loopCtx, workCtx context.Context, floor *claimFloor, feed bool) (fired int, wait time.Duration, err error) {
 	tr := c.e.trig
 	floor.setEvery(c.maxSleep())
 	mode := *tr.mode.Load()
@@ -148,6 +152,9 @@ func (c *Claimer) sharedStep(loopCtx, workCtx context.Context, floor *claimFloor
 	if err := c.flushPending(workCtx); err != nil {
 		c.degrade(err)
 		return 0, triggerProbe, err
+	}
+	if feed {
+		return 0, time.Hour, nil
 	}
 	cfg := c.conf()
 	var (
@@ -179,8 +186,27 @@ func (c *Claimer) sharedStep(loopCtx, workCtx context.Context, floor *claimFloor
 	}
 	tr.known.Store(true)
 	if len(members) > 0 {
-		c.membersFloor(workCtx, floor, members)
+		if ahead := c.membersFloor(workCtx, floor, members); ahead {
+			// Every member's order is due later than the trigger said:
+			// it held a time that a move overtook (a seed's page read
+			// before another process moved the deadline, added after
+			// that process added the new one). Done, the order would be
+			// left to a sweep: each goes back at its order's deadline.
+			if err := c.requeueMembers(workCtx, members); err != nil {
+				c.degrade(err)
+				return 0, triggerProbe, err
+			}
+			return 0, 0, nil
+		}
 		fired, err := c.burn(loopCtx, workCtx, lapse.FiredByRedis, 0, cfg.Batch, 0, floor)
+		if loopCtx.Err() != nil {
+			// Stopped part way: the burn may have left the orders of
+			// these members due. Released, any process claims them at
+			// once; done, they would wait for a sweep, and left leased,
+			// for their lease to end.
+			c.releaseMembers(workCtx, members)
+			return fired, 0, err
+		}
 		if err != nil {
 			c.failed(loopCtx, lapse.FiredByRedis, err)
 			c.retryMembers(workCtx, members)
@@ -265,6 +291,19 @@ func (c *Claimer) retryMembers(ctx context.Context, members []string) {
 	}
 }
 
+// releaseMembers hands back the members of a pass that a stop cut short,
+// due at once. The stop may have cancelled ctx already: the call has a
+// bound of its own.
+func (c *Claimer) releaseMembers(ctx context.Context, members []string) {
+	tr := c.e.trig
+	if err := c.callTrigger(context.WithoutCancel(ctx), func(ctx context.Context) error {
+		return tr.t.Release(ctx, members, c.e.clock.Now())
+	}); err != nil {
+		c.e.log.Warn("stopping: the shared trigger's members of a pass cut short were not handed back; they are claimed again once their lease ends",
+			"members", len(members), "err", err)
+	}
+}
+
 // flushPending adds the deadlines set in this process to the trigger.
 func (c *Claimer) flushPending(ctx context.Context) error {
 	tr := c.e.trig
@@ -285,6 +324,22 @@ func (c *Claimer) flushPending(ctx context.Context) error {
 		if err := c.callTrigger(ctx, func(ctx context.Context) error { return tr.t.Add(ctx, batch) }); err != nil {
 			return err
 		}
+	}
+}
+
+// flushLeft hands the shared trigger the deadlines queued after its
+// path's last step, once the loops have stopped: the requests that a server
+// shutting down lets finish set deadlines after the loops saw ctx end, and
+// the processes that fire deadlines, their precise paths standing back
+// while the trigger is in charge, would otherwise find them only at their
+// sweep.
+func (c *Claimer) flushLeft() {
+	tr := c.e.trig
+	if tr == nil || *tr.mode.Load() == TriggerDatabase || len(tr.pending) == 0 {
+		return
+	}
+	if err := c.flushPending(context.Background()); err != nil {
+		c.e.log.Warn("stopping: deadlines set since the shared trigger's last step did not reach it; the sweep fires them", "err", err)
 	}
 }
 
@@ -310,6 +365,7 @@ func (c *Claimer) seed(loopCtx, workCtx context.Context) error {
 	// so that every deadline set in between is queued (deadlineSet).
 	tr.seeding.Store(true)
 	defer tr.seeding.Store(false)
+	drops := tr.drops.Load()
 	if err := c.callTrigger(workCtx, tr.t.BeginSeed); err != nil {
 		tr.stale.Store(true)
 		return err
@@ -333,6 +389,13 @@ func (c *Claimer) seed(loopCtx, workCtx context.Context) error {
 			tr.stale.Store(true)
 			return err
 		}
+		// The deadlines set meanwhile, after the page they update: a
+		// queue left to fill for the whole seed of a large database
+		// turns deadlines away.
+		if err := c.flushPending(workCtx); err != nil {
+			tr.stale.Store(true)
+			return err
+		}
 		total += len(page)
 		last := page[len(page)-1]
 		after = &last
@@ -348,8 +411,14 @@ func (c *Claimer) seed(loopCtx, workCtx context.Context) error {
 		tr.stale.Store(true)
 		return err
 	}
-	tr.stale.Store(false) // in charge again: deadlines set from now on are queued
 	tr.known.Store(true)
+	if n := tr.drops.Load() - drops; n > 0 {
+		// A deadline turned away after the seed read past it is in
+		// neither: seeded again before the trigger is in charge.
+		c.e.log.Warn("shared trigger seeded while its queue turned deadlines away: seeding it again", "turned_away", n)
+		return nil
+	}
+	tr.stale.Store(false) // in charge again: deadlines set from now on are queued
 	c.e.log.Info("shared trigger seeded from the database", "deadlines", total, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
@@ -357,14 +426,16 @@ func (c *Claimer) seed(loopCtx, workCtx context.Context) error {
 // membersFloor moves floor back to the earliest deadline of the orders the
 // trigger handed over, so that a burn from it reaches each of them, however
 // far on the floor had moved. When those cannot be read, or a member names
-// no order id, the burn reads from the start.
-func (c *Claimer) membersFloor(ctx context.Context, floor *claimFloor, members []string) {
+// no order id, the burn reads from the start. It reports whether some
+// member's order has a deadline and every such deadline is still ahead:
+// none of the orders is due.
+func (c *Claimer) membersFloor(ctx context.Context, floor *claimFloor, members []string) (ahead bool) {
 	ids := make([]int64, 0, len(members))
 	for _, m := range members {
 		id, ok := c.e.trig.t.OrderID(m)
 		if !ok {
 			floor.restart()
-			return
+			return false
 		}
 		ids = append(ids, id)
 	}
@@ -374,5 +445,34 @@ func (c *Claimer) membersFloor(ctx context.Context, floor *claimFloor, members [
 		floor.restart()
 	case ok:
 		floor.lower(at)
+		return at.After(c.e.clock.Now())
 	}
+	return false
+}
+
+// requeueMembers puts members back due at their orders' deadlines, read
+// from the database, and is done with those whose orders no longer have
+// one. Its error is the trigger's; a member whose deadline cannot be read
+// stays leased, and is claimed again once its lease ends.
+func (c *Claimer) requeueMembers(ctx context.Context, members []string) error {
+	tr := c.e.trig
+	var (
+		due  []TriggerDue
+		done []string
+	)
+	for _, m := range members {
+		id, _ := tr.t.OrderID(m) // membersFloor read each
+		at, ok, err := c.e.work.OrderDeadlineMin(ctx, []int64{id})
+		switch {
+		case err != nil:
+		case ok:
+			due = append(due, TriggerDue{OrderID: id, At: at})
+		default:
+			done = append(done, m)
+		}
+	}
+	if err := c.callTrigger(ctx, func(ctx context.Context) error { return tr.t.Add(ctx, due) }); err != nil {
+		return err
+	}
+	return c.callTrigger(ctx, func(ctx context.Context) error { return tr.t.Done(ctx, done) })
 }

@@ -216,3 +216,60 @@ func TestRunTriggerOnceLostWhileSeeding(t *testing.T) {
 		t.Errorf("fired by %v, want 3 by redis", got)
 	}
 }
+
+// TestRunTriggerOnceDroppedWhileSeeding: a deadline set while the trigger
+// is being seeded, after the seed read past it, finds the queue full and is
+// dropped; the seed that ends then does not put the trigger in charge
+// without it: it is seeded again, and the order reaches it.
+func TestRunTriggerOnceDroppedWhileSeeding(t *testing.T) {
+	t.Parallel()
+	tr := &addHook{memTrigger: newMemTrigger()} // unseeded: a fresh Redis
+	e, s, clock, c := manualTriggerEngine(t, tr)
+	insertDue(t, s, "DS", 3, clock.Now().Add(time.Hour))
+	var during *lapse.Order
+	tr.hook = func() {
+		e.FillTriggerQueue()
+		during = create(t, e, checkout("DS-during", time.Minute))
+	}
+	for range 3 {
+		if _, err := c.RunTriggerOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if during == nil || !tr.has(during.ID) {
+		t.Fatal("the deadline dropped while the trigger was being seeded never reached it")
+	}
+	if st := e.TriggerStatus(); st.Using != "redis" {
+		t.Errorf("status %+v; want the trigger in charge", st)
+	}
+}
+
+// TestRunTriggerOnceMemberBehindItsOrder: the trigger holds an earlier
+// time for an order than the database (another process moved the deadline
+// later, and a seed's page read before the move was added after it). The
+// member claimed at that time is put back at the order's deadline rather
+// than forgotten, and fires the order when it comes (path redis), not the
+// sweep.
+func TestRunTriggerOnceMemberBehindItsOrder(t *testing.T) {
+	t.Parallel()
+	tr := newMemTrigger()
+	tr.seeded = true
+	e, s, clock, c := manualTriggerEngine(t, tr)
+	nos := insertDue(t, s, "MB", 1, clock.Now().Add(time.Hour))
+	o, err := e.Order(context.Background(), nos[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Add(context.Background(), []engine.TriggerDue{{OrderID: o.ID, At: clock.Now().Add(-time.Second)}}); err != nil {
+		t.Fatal(err)
+	}
+	runTrigger(t, c, 0)
+	if at, ok := tr.dueAt(o.ID); !ok || !at.Equal(*o.DeadlineAt) {
+		t.Fatalf("the member claimed early is due at %v, %v; want its order's deadline %v", at, ok, *o.DeadlineAt)
+	}
+	clock.Advance(time.Hour + time.Second)
+	runTrigger(t, c, 1)
+	if got := firedBy(t, e, nos); got[lapse.FiredByRedis] != 1 {
+		t.Errorf("fired by %v, want redis", got)
+	}
+}

@@ -114,6 +114,21 @@ func (m *memTrigger) Done(_ context.Context, members []string) error {
 	return nil
 }
 
+func (m *memTrigger) Release(_ context.Context, members []string, now time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failing != nil {
+		return m.failing
+	}
+	for _, k := range members {
+		if _, ok := m.processing[k]; ok {
+			delete(m.processing, k)
+			m.due[k] = now
+		}
+	}
+	return nil
+}
+
 func (m *memTrigger) Retry(_ context.Context, member string, now time.Time, delays []time.Duration) (int, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -21,6 +21,9 @@ func (quietTrigger) Claim(context.Context, time.Time, time.Duration, int) ([]str
 	return nil, true, nil
 }
 func (quietTrigger) Done(context.Context, []string) error { return nil }
+func (quietTrigger) Release(context.Context, []string, time.Time) error {
+	return nil
+}
 func (quietTrigger) Retry(context.Context, string, time.Time, []time.Duration) (int, bool, error) {
 	return 1, false, nil
 }

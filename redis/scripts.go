@@ -119,6 +119,21 @@ redis.call('ZADD', KEYS[1], ARGV[2 + attempt], member)
 return {attempt, 0}
 `)
 
+// releaseScript puts members that are still in processing back due at
+// now; attempts are kept. One that is not (done, or moved by Add since it
+// was claimed) is left alone, as retryScript leaves it.
+//
+//	KEYS: due, processing
+//	ARGV: now ms, member...
+var releaseScript = goredis.NewScript(`
+for i = 2, #ARGV do
+	if redis.call('ZREM', KEYS[2], ARGV[i]) == 1 then
+		redis.call('ZADD', KEYS[1], ARGV[1], ARGV[i])
+	end
+end
+return 0
+`)
+
 // markScript ends a seed: it sets the seeded marker if the key of the
 // seed is still there, and deletes that key. Gone, Redis lost its data
 // during the seed, and the members added before the loss with it.

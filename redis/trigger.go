@@ -293,6 +293,26 @@ func (t *Trigger) Retry(ctx context.Context, member string, now time.Time, delay
 	return int(res[0]), res[1] == 1, nil
 }
 
+// Release puts members still in processing back due at now, their
+// attempts kept, so that any process claims them at once. A member not in
+// processing (done, or moved by Add since it was claimed) is left as it is.
+func (t *Trigger) Release(ctx context.Context, members []string, now time.Time) error {
+	if len(members) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 1+len(members))
+	args = append(args, ms(floorMilli(now)))
+	for _, m := range members {
+		args = append(args, m)
+	}
+	ctx, cancel := t.call(ctx)
+	defer cancel()
+	if err := releaseScript.Run(ctx, t.client, []string{t.due, t.processing}, args...).Err(); err != nil {
+		return fmt.Errorf("redis: release %d: %w", len(members), err)
+	}
+	return nil
+}
+
 // Next returns the earliest time at which Claim finds a member: the
 // earliest due time, or an earlier lease expiry, since a member whose lease
 // runs out is due again. It returns false when both sets are empty.

@@ -357,6 +357,50 @@ func TestDoneForgetsAttempts(t *testing.T) {
 	}
 }
 
+// TestRelease hands claimed members back: each is due at once, for any
+// claimer, with its attempts kept; a member that was done, or whose
+// deadline Add moved since the claim, is left as it is.
+func TestRelease(t *testing.T) {
+	t.Parallel()
+	s := newShared(t)
+	tr := s.trigger(t)
+	ctx := t.Context()
+	delays := []time.Duration{time.Second, time.Second}
+	const x, y, z = 7, 8, 9
+
+	add(t, tr, base, x, y, z)
+	wantClaim(t, tr, base, time.Minute, 10, x, y, z)
+	if n, _, err := tr.Retry(ctx, mem(x), base, delays); n != 1 || err != nil {
+		t.Fatalf("Retry = %d, %v", n, err)
+	}
+	now := base.Add(time.Second)
+	wantClaim(t, tr, now, time.Minute, 1, x)
+	if err := tr.Done(ctx, mems(y)); err != nil {
+		t.Fatal(err)
+	}
+	add(t, tr, base.Add(time.Hour), z) // moved while claimed
+	if err := tr.Release(ctx, mems(x, y, z), now); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Release(ctx, nil, now); err != nil {
+		t.Errorf("Release(nil): %v", err)
+	}
+	if at := s.score(t, "processing", x); !at.IsZero() {
+		t.Errorf("x still leased until %v after Release", at)
+	}
+	if n := s.attempts(t, x); n != 1 {
+		t.Errorf("attempts of x = %d after Release, want 1 kept", n)
+	}
+	if at := s.score(t, "due", y); !at.IsZero() {
+		t.Errorf("y, done, is due at %v after Release", at)
+	}
+	if at := s.score(t, "due", z); !at.Equal(base.Add(time.Hour)) {
+		t.Errorf("z, moved, is due at %v after Release, want %v", at, base.Add(time.Hour))
+	}
+	wantNext(t, tr, now)
+	wantClaim(t, tr, now, time.Minute, 10, x)
+}
+
 // TestAddMovesOutOfProcessing moves the deadline of a claimed member: it is
 // due at the new time, no lease brings it back before, a late Retry of the
 // old claim leaves it due, and its attempts are kept.

@@ -173,6 +173,23 @@ func (t *trigger) Done(_ context.Context, members []string) error {
 	return nil
 }
 
+func (t *trigger) Release(_ context.Context, members []string, now time.Time) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.check(); err != nil {
+		return err
+	}
+	for _, m := range members {
+		if _, ok := t.processing[m]; !ok {
+			continue // done, or moved by Add since it was claimed
+		}
+		delete(t.processing, m)
+		delete(t.owner, m)
+		t.due[m] = now
+	}
+	return nil
+}
+
 func (t *trigger) Retry(_ context.Context, member string, now time.Time, delays []time.Duration) (int, bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

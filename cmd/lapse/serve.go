@@ -331,6 +331,9 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 		claimer.Start(ctx)
 	} else {
 		log.Warn("the deadline engine is off (--deadlines=false): this process fires no deadlines, other processes on the database must")
+		// Its deadlines still go to the shared trigger, which the
+		// processes that fire them rely on.
+		claimer.StartFeed(ctx)
 	}
 	sealer.Start(ctx)
 	prober.Start(ctx)

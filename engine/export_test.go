@@ -1,0 +1,10 @@
+package engine
+
+// FillTriggerQueue fills the queue of the deadlines this process hands to
+// the shared trigger, as a burst of orders would, with one that names no
+// order: the next deadline set finds it full.
+func (e *Engine) FillTriggerQueue() {
+	for len(e.trig.pending) < cap(e.trig.pending) {
+		e.trig.pending <- TriggerDue{OrderID: -1, At: e.clock.Now()}
+	}
+}
