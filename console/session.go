@@ -10,6 +10,7 @@ import (
 	"github.com/lapsehq/lapse/access"
 	lapsehttp "github.com/lapsehq/lapse/http"
 	"github.com/lapsehq/lapse/internal/clientaddr"
+	"github.com/lapsehq/lapse/internal/problem"
 )
 
 type operatorKey struct{}
@@ -75,6 +76,16 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		lang := langOf(r, "")
+		if lapse.ErrorCode(err) != lapse.EUNAUTHORIZED {
+			// The server could not check the login (its database failed):
+			// "wrong" would send the operator to try another password.
+			p, internal := problem.Of(err)
+			if internal {
+				c.log.Error("console: a login could not be checked", "err", err)
+			}
+			c.renderStatus(w, r, p.Status, "login", loginData{Next: next, Name: name, Failed: t(lang, "login.unavailable")})
+			return
+		}
 		c.renderStatus(w, r, http.StatusUnauthorized, "login", loginData{Next: next, Name: name, Failed: t(lang, "login.failed")})
 		return
 	}
