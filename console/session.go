@@ -28,7 +28,16 @@ func (c *Console) withOperator(h http.HandlerFunc) http.HandlerFunc {
 		ck, err := r.Cookie(lapsehttp.SessionCookie)
 		var p *access.Principal
 		if err == nil {
-			p, err = c.cfg.Access.Session(r.Context(), ck.Value)
+			if p, err = c.cfg.Access.Session(r.Context(), ck.Value); err != nil && lapse.ErrorCode(err) != lapse.EUNAUTHORIZED {
+				// The server could not check the session (its database
+				// failed): the login page would tell the operator it ended.
+				pr, internal := problem.Of(err)
+				if internal {
+					c.log.Error("console: a session could not be checked", "err", err)
+				}
+				http.Error(w, pr.Detail, pr.Status)
+				return
+			}
 		}
 		if err != nil || p == nil {
 			if r.Method == http.MethodGet {

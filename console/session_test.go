@@ -214,3 +214,36 @@ func TestLoginFailedByTheServer(t *testing.T) {
 		t.Fatalf("the login again = %d", resp.StatusCode)
 	}
 }
+
+// TestSessionCheckFailedByTheServer: a page whose session the server could
+// not check (its database refused the write that moves the session's end)
+// is a 500, not the login page, which told a signed-in operator that their
+// session had ended; a post is not refused as one without a session
+// either. Once the database is back the session goes on.
+func TestSessionCheckFailedByTheServer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{})
+	e.operator("alice", access.RoleOperator)
+	b := e.login("alice")
+	db, err := sql.Open("sqlite", e.dbPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(e.ctx, `CREATE TRIGGER sessions_stuck BEFORE UPDATE ON sessions BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END`); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(5 * time.Minute) // the next use moves the session's end
+	if status, _ := b.get("/console/"); status != http.StatusInternalServerError {
+		t.Fatalf("a page whose session could not be checked = %d, want 500", status)
+	}
+	if resp := b.post("/console/preferences", url.Values{"lang": {"zh"}, "time_zone": {"UTC"}}); resp.StatusCode != http.StatusInternalServerError {
+		t.Fatalf("a post whose session could not be checked = %d, want 500", resp.StatusCode)
+	}
+	if _, err := db.ExecContext(e.ctx, `DROP TRIGGER sessions_stuck`); err != nil {
+		t.Fatal(err)
+	}
+	if status, _ := b.get("/console/"); status != http.StatusOK {
+		t.Fatalf("the page once the database is back = %d", status)
+	}
+}
