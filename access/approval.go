@@ -138,31 +138,77 @@ func (s *Service) Approval(ctx context.Context, id int64) (*lapse.Approval, erro
 // Approvals returns the approval requests p asks for (see
 // lapse.AccessStore.ApprovalList; nil asks for all), having moved the
 // pending ones past their ExpiresAt to expired as Approval does. A request
-// that thereby leaves the status p asks for is left out.
+// that thereby leaves the status p asks for (pending) is left out, and the
+// list is read again, so that the requests behind it take its place: a list
+// of p.Limit pending requests is short only when there are no more. A list
+// of the expired ones first expires every pending request past its
+// ExpiresAt, which is expired whether it was read since or not.
 func (s *Service) Approvals(ctx context.Context, p *lapse.ApprovalListParams) ([]*lapse.Approval, error) {
 	if p == nil {
 		p = &lapse.ApprovalListParams{}
 	}
-	list, err := s.access.ApprovalList(ctx, p)
-	if err != nil || !slices.ContainsFunc(list, s.due) {
-		return list, err
+	if p.Status == lapse.ApprovalExpired {
+		if err := s.expireDue(ctx); err != nil {
+			return nil, err
+		}
 	}
-	err = s.tx(ctx, func(as lapse.AccessStore) error {
-		for i, a := range list {
-			if s.due(a) {
-				if list[i], err = s.expire(ctx, as, a.ID); err != nil {
-					return err
+	for {
+		list, err := s.access.ApprovalList(ctx, p)
+		if err != nil || !slices.ContainsFunc(list, s.due) {
+			return list, err
+		}
+		err = s.tx(ctx, func(as lapse.AccessStore) error {
+			for i, a := range list {
+				if s.due(a) {
+					if list[i], err = s.expire(ctx, as, a.ID); err != nil {
+						return err
+					}
 				}
 			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+		if p.Status == "" {
+			return list, nil
+		}
+		// Those expired left the list of pending ones: read it again. Each
+		// turn expires one at least, so the turns end.
 	}
-	return slices.DeleteFunc(list, func(a *lapse.Approval) bool {
-		return p.Status != "" && a.Status != p.Status
-	}), nil
+}
+
+// expireDue expires every pending request past its ExpiresAt. Pending
+// requests are few (each waits for a person, for ApprovalTTL at most), so
+// they are all read.
+func (s *Service) expireDue(ctx context.Context) error {
+	const page = 500
+	p := &lapse.ApprovalListParams{Status: lapse.ApprovalPending, Limit: page}
+	for {
+		list, err := s.access.ApprovalList(ctx, p)
+		if err != nil {
+			return err
+		}
+		if slices.ContainsFunc(list, s.due) {
+			err = s.tx(ctx, func(as lapse.AccessStore) error {
+				for _, a := range list {
+					if s.due(a) {
+						if _, err := s.expire(ctx, as, a.ID); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if len(list) < page {
+			return nil
+		}
+		p.Before = list[len(list)-1].ID
+	}
 }
 
 // due reports whether a is pending past its ExpiresAt.

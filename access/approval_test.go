@@ -3,6 +3,7 @@ package access_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -296,6 +297,55 @@ func TestApprovalExpires(t *testing.T) {
 	}
 	if r.n.Load() != 0 {
 		t.Fatal("an expired request was executed")
+	}
+}
+
+// TestApprovalsExpiredInPlace: a request that expires as a list of pending
+// ones is read leaves it, and the pending requests behind it take its place,
+// so that a page is short only at the end of the list and no pending request
+// is left off it; a list of the expired ones holds every request past its
+// ExpiresAt, also those no one has read since.
+func TestApprovalsExpiredInPlace(t *testing.T) {
+	t.Parallel()
+	f := newFour(t, access.Config{ApprovalTTL: time.Hour})
+	short := f.service(f.db, access.Config{ApprovalTTL: time.Minute})
+	requestShort := func(target string) *lapse.Approval {
+		t.Helper()
+		a, err := short.RequestApproval(f.ctx, f.alice, &lapse.Approval{
+			Action: "refund.create", Target: target, Amount: 100, Currency: "EUR", Request: []byte(`{"amount":100}`),
+		}, "totp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	ids := func(as []*lapse.Approval) []int64 {
+		var out []int64
+		for _, a := range as {
+			out = append(out, a.ID)
+		}
+		return out
+	}
+	a := f.request(100)            // pending for an hour
+	b := requestShort("order:A-2") // due in a minute
+	c := f.request(300)            // pending for an hour
+	f.clock.Advance(time.Minute)
+	page, err := f.svc.Approvals(f.ctx, &lapse.ApprovalListParams{Status: lapse.ApprovalPending, Limit: 2})
+	if err != nil || !slices.Equal(ids(page), []int64{c.ID, a.ID}) {
+		t.Fatalf("a page of 2 pending: %v, %v; want [%d %d] (%d expired)", ids(page), err, c.ID, a.ID, b.ID)
+	}
+
+	d := requestShort("order:A-4")
+	f.clock.Advance(time.Minute)
+	expired, err := f.svc.Approvals(f.ctx, &lapse.ApprovalListParams{Status: lapse.ApprovalExpired})
+	if err != nil || !slices.Equal(ids(expired), []int64{d.ID, b.ID}) {
+		t.Fatalf("expired: %v, %v; want [%d %d]", ids(expired), err, d.ID, b.ID)
+	}
+	if got, err := f.svc.Approval(f.ctx, d.ID); err != nil || got.Status != lapse.ApprovalExpired {
+		t.Fatalf("d after the list: %+v, %v", got, err)
+	}
+	if n := len(f.audit("approval.expire")); n != 2 {
+		t.Fatalf("%d expire rows, want 2", n)
 	}
 }
 

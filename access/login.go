@@ -36,7 +36,8 @@ func errLocked(code string, o *lapse.Operator) error {
 // is accepted for its time step and one step either side, once.
 //
 // Every attempt leaves an audit row "login" with its result ("ok" or why it
-// failed) in the transaction that counts it. An unknown name costs the same
+// failed) in the transaction that counts it; a name that is not text every
+// store can keep (lapse.StorableText) is an unknown one. An unknown name costs the same
 // password hash as a known one, so timing does not tell which names exist.
 // (A lockout message does: that is the price of telling an operator why.)
 //
@@ -65,9 +66,16 @@ func (s *Service) Login(ctx context.Context, name, password, code, clientAddr st
 	// the lock: that the hash compared is still the operator's, that they
 	// are not locked out, the count and the code's step, so concurrent
 	// guesses cannot get more answers than the count allows.
-	pre, err := s.access.OperatorGet(ctx, name)
-	if err != nil && !errors.Is(err, lapse.ErrAccessNotFound) {
-		return "", nil, err
+	// A name that is not text no store can keep (a console form may send
+	// one) names no operator; PostgreSQL would refuse to look for it, and
+	// the attempt would leave no row.
+	text := lapse.StorableText(name)
+	var pre *lapse.Operator
+	var err error
+	if text {
+		if pre, err = s.access.OperatorGet(ctx, name); err != nil && !errors.Is(err, lapse.ErrAccessNotFound) {
+			return "", nil, err
+		}
 	}
 	now := s.clock.Now()
 	if pre != nil && now.Before(pre.LockedUntil) {
@@ -99,9 +107,12 @@ func (s *Service) Login(ctx context.Context, name, password, code, clientAddr st
 	err = s.tx(ctx, func(as lapse.AccessStore) error {
 		token, p, outcome = "", nil, nil
 		now := s.clock.Now()
-		o, err := as.OperatorLock(ctx, name)
-		if err != nil && !errors.Is(err, lapse.ErrAccessNotFound) {
-			return err
+		var o *lapse.Operator
+		if text {
+			var err error
+			if o, err = as.OperatorLock(ctx, name); err != nil && !errors.Is(err, lapse.ErrAccessNotFound) {
+				return err
+			}
 		}
 		e := loginEntry(name, clientAddr, o, now)
 		counts, reason := false, ""

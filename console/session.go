@@ -10,6 +10,7 @@ import (
 	"github.com/lapsehq/lapse/access"
 	lapsehttp "github.com/lapsehq/lapse/http"
 	"github.com/lapsehq/lapse/internal/clientaddr"
+	"github.com/lapsehq/lapse/internal/problem"
 )
 
 type operatorKey struct{}
@@ -27,7 +28,16 @@ func (c *Console) withOperator(h http.HandlerFunc) http.HandlerFunc {
 		ck, err := r.Cookie(lapsehttp.SessionCookie)
 		var p *access.Principal
 		if err == nil {
-			p, err = c.cfg.Access.Session(r.Context(), ck.Value)
+			if p, err = c.cfg.Access.Session(r.Context(), ck.Value); err != nil && lapse.ErrorCode(err) != lapse.EUNAUTHORIZED {
+				// The server could not check the session (its database
+				// failed): the login page would tell the operator it ended.
+				pr, internal := problem.Of(err)
+				if internal {
+					c.log.Error("console: a session could not be checked", "err", err)
+				}
+				http.Error(w, pr.Detail, pr.Status)
+				return
+			}
 		}
 		if err != nil || p == nil {
 			if r.Method == http.MethodGet {
@@ -75,6 +85,16 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		lang := langOf(r, "")
+		if lapse.ErrorCode(err) != lapse.EUNAUTHORIZED {
+			// The server could not check the login (its database failed):
+			// "wrong" would send the operator to try another password.
+			p, internal := problem.Of(err)
+			if internal {
+				c.log.Error("console: a login could not be checked", "err", err)
+			}
+			c.renderStatus(w, r, p.Status, "login", loginData{Next: next, Name: name, Failed: t(lang, "login.unavailable")})
+			return
+		}
 		c.renderStatus(w, r, http.StatusUnauthorized, "login", loginData{Next: next, Name: name, Failed: t(lang, "login.failed")})
 		return
 	}

@@ -165,3 +165,85 @@ func TestSessionIdleInTheConsole(t *testing.T) {
 		t.Errorf("signing out of a session that had ended wrote a logout row: %+v", row)
 	}
 }
+
+// TestLoginFailedByTheServer: a login the server could not check (its
+// database refused the write of its row) is not answered as a wrong name,
+// password or code, which sends the operator to try others: it is a 500
+// that says signing in is not possible now, and sets no cookie. The same
+// login once the database is back signs in.
+func TestLoginFailedByTheServer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{})
+	e.operator("alice", access.RoleOperator)
+	db, err := sql.Open("sqlite", e.dbPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(e.ctx, `CREATE TRIGGER audit_stuck BEFORE INSERT ON audit_log BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END`); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser()
+	form := url.Values{"name": {"alice"}, "password": {password}, "code": {e.code("alice")}, "next": {"/console/"}}
+	req, err := http.NewRequest("POST", e.srv.URL+"/console/login", strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", e.srv.URL)
+	resp, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError || strings.Contains(string(body), "Name, password or code is wrong") ||
+		!strings.Contains(string(body), "Signing in is not possible now") {
+		t.Fatalf("a login the server could not check = %d:\n%s", resp.StatusCode, body)
+	}
+	for _, ck := range resp.Cookies() {
+		if ck.Name == lapsehttp.SessionCookie {
+			t.Fatalf("a login that failed set the session cookie: %v", ck)
+		}
+	}
+	if _, err := db.ExecContext(e.ctx, `DROP TRIGGER audit_stuck`); err != nil {
+		t.Fatal(err)
+	}
+	form.Set("code", e.code("alice"))
+	if resp := b.post("/console/login", form); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the login again = %d", resp.StatusCode)
+	}
+}
+
+// TestSessionCheckFailedByTheServer: a page whose session the server could
+// not check (its database refused the write that moves the session's end)
+// is a 500, not the login page, which told a signed-in operator that their
+// session had ended; a post is not refused as one without a session
+// either. Once the database is back the session goes on.
+func TestSessionCheckFailedByTheServer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{})
+	e.operator("alice", access.RoleOperator)
+	b := e.login("alice")
+	db, err := sql.Open("sqlite", e.dbPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(e.ctx, `CREATE TRIGGER sessions_stuck BEFORE UPDATE ON sessions BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END`); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(5 * time.Minute) // the next use moves the session's end
+	if status, _ := b.get("/console/"); status != http.StatusInternalServerError {
+		t.Fatalf("a page whose session could not be checked = %d, want 500", status)
+	}
+	if resp := b.post("/console/preferences", url.Values{"lang": {"zh"}, "time_zone": {"UTC"}}); resp.StatusCode != http.StatusInternalServerError {
+		t.Fatalf("a post whose session could not be checked = %d, want 500", resp.StatusCode)
+	}
+	if _, err := db.ExecContext(e.ctx, `DROP TRIGGER sessions_stuck`); err != nil {
+		t.Fatal(err)
+	}
+	if status, _ := b.get("/console/"); status != http.StatusOK {
+		t.Fatalf("the page once the database is back = %d", status)
+	}
+}
