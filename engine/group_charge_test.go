@@ -427,5 +427,19 @@ func TestReconcileGroupMemberCharging(t *testing.T) {
 		if tot := rec.Totals["CNY"]; rec.GroupCharges != 0 || (tot != nil && tot.Captured != 0) {
 			t.Errorf("Reconcile = %+v (CNY %+v); want nothing counted captured that the provider did not report", rec, tot)
 		}
+
+		// Retried, the group is settling again: the member's charge is
+		// still not settled, named as under way (a settlement whose
+		// delivery died would otherwise keep it out of sight).
+		if _, err := e.RetryGroup(ctx, "G-LC", "the provider is back", operator); err != nil {
+			t.Fatal(err)
+		}
+		rec, err = e.Reconcile(ctx)
+		if err != nil || !slices.ContainsFunc(rec.Issues, func(is engine.ReconcileIssue) bool {
+			return is.OrderNo == "G-LC" && strings.Contains(is.Problem, "u1") && strings.Contains(is.Problem, m.Key) &&
+				strings.Contains(is.Problem, "settling")
+		}) {
+			t.Errorf("Reconcile of the retried group = %+v, %v; want an issue naming u1's charge under way", rec, err)
+		}
 	})
 }
