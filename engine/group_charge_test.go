@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -366,6 +367,79 @@ func TestGroupChargeDecidedOnTheMemberAsItIs(t *testing.T) {
 		rec, err := e.Reconcile(ctx)
 		if tot := rec.Totals["CNY"]; err != nil || len(rec.Issues) != 0 || tot == nil || tot.Captured != 495+990 || tot.Review != 495+990 {
 			t.Errorf("Reconcile = %+v (CNY %+v), %v; want both captures in review", rec, tot, err)
+		}
+	})
+}
+
+// lostCharger is a provider port whose charges are all made and their
+// answers lost, and which cannot be asked about them either: a provider
+// timing out, or answering 5xx, through a group's whole schedule.
+type lostCharger struct{ fakeProvider }
+
+func (l *lostCharger) Charge(_ context.Context, r *lapse.ChargeRequest) (*lapse.ProviderPayment, error) {
+	return nil, fmt.Errorf("lost: charge %s: %w", r.IdempotencyKey, lapse.ErrUnknownOutcome)
+}
+
+func (l *lostCharger) Query(_ context.Context, key string) (*lapse.ProviderPayment, error) {
+	return nil, fmt.Errorf("lost: query %s: 503 service unavailable", key)
+}
+
+// TestReconcileGroupMemberCharging: a member left charging by a group that
+// no longer settles (its charge's answer lost through the whole schedule,
+// the group FAILED) may have been captured at the provider: the
+// reconciliation names it, its group, provider and key, and what to do,
+// rather than keep money the books cannot see off every report. A member
+// charging in a group still settling is the settlement's, not an issue.
+func TestReconcileGroupMemberCharging(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		e, err := engine.New(open(), flows.Builtin(), engine.Config{Clock: clk,
+			Payments: engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{"sandbox": &lostCharger{}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := ctxT(t)
+		create(t, e, groupReq("G-LS", time.Hour))
+		if _, _, err := e.JoinGroup(ctx, "G-LS", engine.JoinRequest{UserID: "u2", Method: "tok", By: app}); err != nil {
+			t.Fatal(err)
+		}
+		settleThrough(t, e, clk, "G-LC", engine.JoinRequest{UserID: "u1", Method: "tok"})
+		g, _ := e.Group(ctx, "G-LC")
+		m := g.Members[0]
+		if m.Status != lapse.ChargeCharging || g.Order.State != flows.GroupFailed {
+			t.Fatalf("G-LC is %s with u1 %+v; want FAILED, u1 charging", g.Order.State, m)
+		}
+		rec, err := e.Reconcile(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []engine.ReconcileIssue
+		for _, is := range rec.Issues {
+			if is.OrderNo == "G-LC" || is.OrderNo == "G-LS" {
+				got = append(got, is)
+			}
+		}
+		if len(got) != 1 || got[0].OrderNo != "G-LC" || got[0].Provider != "sandbox" ||
+			!strings.Contains(got[0].Problem, "u1") || !strings.Contains(got[0].Problem, m.Key) ||
+			!strings.Contains(got[0].Problem, "sandbox") || !strings.Contains(got[0].Problem, "retry") {
+			t.Errorf("Reconcile issues = %+v; want one on G-LC naming u1, its key %s, the provider and the retry", got, m.Key)
+		}
+		if tot := rec.Totals["CNY"]; rec.GroupCharges != 0 || (tot != nil && tot.Captured != 0) {
+			t.Errorf("Reconcile = %+v (CNY %+v); want nothing counted captured that the provider did not report", rec, tot)
+		}
+
+		// Retried, the group is settling again: the member's charge is
+		// still not settled, named as under way (a settlement whose
+		// delivery died would otherwise keep it out of sight).
+		if _, err := e.RetryGroup(ctx, "G-LC", "the provider is back", operator); err != nil {
+			t.Fatal(err)
+		}
+		rec, err = e.Reconcile(ctx)
+		if err != nil || !slices.ContainsFunc(rec.Issues, func(is engine.ReconcileIssue) bool {
+			return is.OrderNo == "G-LC" && strings.Contains(is.Problem, "u1") && strings.Contains(is.Problem, m.Key) &&
+				strings.Contains(is.Problem, "settling")
+		}) {
+			t.Errorf("Reconcile of the retried group = %+v, %v; want an issue naming u1's charge under way", rec, err)
 		}
 	})
 }

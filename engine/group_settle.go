@@ -201,7 +201,7 @@ func (gb *groupBuys) reconcile(ctx context.Context, rec *Reconciliation, f *laps
 			}
 			for _, m := range ms {
 				if m.Status != lapse.ChargeCharged {
-					gb.reconcileUncharged(rec, g, m)
+					gb.reconcileUncharged(rec, f, g, m)
 					continue
 				}
 				rec.GroupCharges++
@@ -233,12 +233,30 @@ func (gb *groupBuys) reconcile(ctx context.Context, rec *Reconciliation, f *laps
 }
 
 // reconcileUncharged counts what the provider took by the transaction of
-// m, a member of group g not charged: what Lapse did not ask for, in review
-// (an operator was told on the group). A transaction whose amount the
-// books do not hold (an earlier Lapse kept only its id) is money that
-// cannot be placed, an issue.
-func (gb *groupBuys) reconcileUncharged(rec *Reconciliation, g *lapse.Order, m *lapse.GroupMember) {
+// m, a member of group g (of flow f) not charged: what Lapse did not ask
+// for, in review (an operator was told on the group). A transaction whose
+// amount the books do not hold (an earlier Lapse kept only its id) is money
+// that cannot be placed, an issue. So is a member left charging by a group
+// that no longer settles (the provider's answer to its charge lost, and no
+// round left to ask again): the provider may have captured it, and only
+// the provider can say; counted nowhere, as no one knows it was taken. One
+// charging in a group still settling is not settled either, as a charged
+// one is not (reconcile), and named, should that settlement never end.
+func (gb *groupBuys) reconcileUncharged(rec *Reconciliation, f *lapse.Flow, g *lapse.Order, m *lapse.GroupMember) {
 	switch {
+	case m.Status == lapse.ChargeCharging && f.Transition(g.State, f.Group.Settled) != nil:
+		// As a charged member's of a group still settling: not settled.
+		rec.Issues = append(rec.Issues, ReconcileIssue{OrderNo: g.OrderNo, Provider: m.Provider, TxnID: m.TxnID,
+			Problem: fmt.Sprintf("member %s's charge of %s is under way at %s (idempotency key %s); the group is %s, still settling: its next round asks the provider",
+				m.UserID, lapse.Money(m.Amount, m.Currency), m.Provider, m.Key, g.State)})
+	case m.Status == lapse.ChargeCharging:
+		todo := "ask the provider under that key, and refund what it took"
+		if f.Transition(g.State, f.Group.Retry) != nil {
+			todo = "retry the group (its settlement asks the provider first, and charges no one twice)"
+		}
+		rec.Issues = append(rec.Issues, ReconcileIssue{OrderNo: g.OrderNo, Provider: m.Provider, TxnID: m.TxnID,
+			Problem: fmt.Sprintf("member %s's charge of %s is still charging at %s (idempotency key %s), but the group is %s, which does not settle: the provider may have captured it; %s",
+				m.UserID, lapse.Money(m.Amount, m.Currency), m.Provider, m.Key, g.State, todo)})
 	case m.TxnID == "":
 	case m.CapturedCurrency == "":
 		rec.Issues = append(rec.Issues, ReconcileIssue{OrderNo: g.OrderNo, Provider: m.Provider, TxnID: m.TxnID,

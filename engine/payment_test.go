@@ -930,3 +930,60 @@ func TestSweepWaitsForProviders(t *testing.T) {
 		}
 	})
 }
+
+// TestReconcileOrderRefundRequested: a merchant refund still requested (its
+// provider's answer lost or refused by a 5xx through the whole schedule)
+// may have given the money back: it is not counted applied as if no one
+// had asked. While the review of its dead delivery is open it is in review,
+// as a late payment's dead refund is; otherwise it is not settled, and an
+// issue naming its key.
+func TestReconcileOrderRefundRequested(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		prov := &fakeProvider{}
+		e := paymentEngine(t, open(), clk, prov)
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		ctx := ctxT(t)
+		o := create(t, e, checkout("RQ-1", time.Minute))
+		if _, err := e.ApplyPayment(ctx, paid(o, "txn-rq1", clk.Now())); err != nil {
+			t.Fatal(err)
+		}
+		drain(t, d)
+		prov.mu.Lock()
+		prov.fail = fmt.Errorf("fake: 503: %w", lapse.ErrUnknownOutcome)
+		prov.mu.Unlock()
+		if _, _, err := e.RefundOrder(ctx, "RQ-1", engine.RefundRequest{Amount: 300, Key: "rq-k1", By: app}); err != nil {
+			t.Fatal(err)
+		}
+		drain(t, d)
+		rec, err := e.Reconcile(ctx)
+		if err != nil || len(rec.Issues) != 1 || !strings.Contains(rec.Issues[0].Problem, "rq-k1") || rec.Issues[0].OrderNo != "RQ-1" {
+			t.Errorf("with the refund asked: Reconcile = %+v, %v; want one issue naming refund rq-k1", rec, err)
+		}
+		if tot := rec.Totals["CNY"]; tot == nil || tot.Captured != 1000 || tot.Applied != 700 || tot.Open != 300 {
+			t.Errorf("with the refund asked: totals %+v; want 7.00 applied, 3.00 not settled", tot)
+		}
+		for range 12 { // past the whole refund schedule
+			clk.Advance(9 * time.Hour)
+			drain(t, d)
+		}
+		rs, err := e.Store().ReviewList(ctx, &lapse.ReviewListParams{OrderID: o.ID, Open: true})
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("open reviews %+v, %v; want the dead refund delivery's", rs, err)
+		}
+		if refs, _ := e.OrderRefunds(ctx, "RQ-1"); len(refs) != 1 || refs[0].Status != lapse.OrderRefundRequested {
+			t.Fatalf("refunds of RQ-1 = %+v; want rq-k1 still requested", refs)
+		}
+		rec, err = e.Reconcile(ctx)
+		if tot := rec.Totals["CNY"]; err != nil || len(rec.Issues) != 0 || tot.Applied != 700 || tot.Review != 300 || tot.Open != 0 {
+			t.Errorf("with the refund in review: Reconcile = %+v (CNY %+v), %v; want 3.00 in review, no issue", rec, tot, err)
+		}
+		if _, err := e.ResolveReview(ctx, rs[0].ID, "looked at it", app); err != nil {
+			t.Fatal(err)
+		}
+		rec, err = e.Reconcile(ctx)
+		if tot := rec.Totals["CNY"]; err != nil || len(rec.Issues) != 1 || tot.Applied != 700 || tot.Open != 300 {
+			t.Errorf("after the review was resolved: Reconcile = %+v (CNY %+v), %v; want 3.00 not settled, an issue", rec, tot, err)
+		}
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/lapsehq/lapse"
 )
@@ -32,6 +33,9 @@ type Reconciliation struct {
 // database, which only damage to it does). What merchant refunds gave back of an applied payment
 // counts as refunded, and what merchant refunds in review (disputed, or
 // made at the provider without Lapse) may have given back as in review.
+// What merchant refunds asked and not answered yet may have given back is
+// not settled, or in review while the review of their dead delivery is
+// open (as a late payment's refund).
 // Applied counts members' charges of settled groups. Payments held without
 // their order (lapse.HeldPayment) count as in review while they wait for
 // it, are in review, or are being refunded by an operator, and once
@@ -161,7 +165,8 @@ func (ps *payments) reconcilePayment(ctx context.Context, rec *Reconciliation, a
 		if err != nil {
 			return err
 		}
-		var back, held int64
+		var back, held, asked int64
+		var waiting []string // keys of refunds asked and not answered
 		for _, r := range refunds {
 			sum := &back
 			switch {
@@ -169,6 +174,11 @@ func (ps *payments) reconcilePayment(ctx context.Context, rec *Reconciliation, a
 				continue
 			case r.Status == lapse.OrderRefundReview:
 				sum = &held
+			case r.Status == lapse.OrderRefundRequested:
+				// Asked, and the provider's answer not in (lost, or
+				// refused by a 5xx): it may have given the money back.
+				sum = &asked
+				waiting = append(waiting, r.Key)
 			case r.Status != lapse.OrderRefundSucceeded:
 				continue
 			}
@@ -184,9 +194,24 @@ func (ps *payments) reconcilePayment(ctx context.Context, rec *Reconciliation, a
 			}
 			issue("merchant refunds of %s%s exceed the %s it captured", lapse.Money(out, p.Currency), inReview, lapse.Money(p.Amount, p.Currency))
 		}
-		t.add(&t.Applied, p.Amount-back-held)
+		t.add(&t.Applied, p.Amount-back-held-asked)
 		t.add(&t.Refunded, back)
 		t.add(&t.Review, held)
+		if asked > 0 {
+			// As a late payment's refund: an operator has it while the
+			// review of its dead delivery is open; otherwise not settled.
+			died, err := ps.orderRefundInReview(ctx, o)
+			if err != nil {
+				return err
+			}
+			if died {
+				t.add(&t.Review, asked)
+			} else {
+				t.add(&t.Open, asked)
+				issue("merchant refunds %s of %s asked of the provider and not answered: neither refunded nor in review",
+					strings.Join(waiting, ", "), lapse.Money(asked, p.Currency))
+			}
+		}
 		f := e.flows.get(o.Flow)
 		if f == nil || !slices.Contains(f.PaidStates(), o.State) {
 			issue("applied, but order %s is %s, which is not a paid state", o.OrderNo, o.State)
@@ -260,6 +285,33 @@ func (ps *payments) refundInReview(ctx context.Context, p *lapse.Payment) (bool,
 		}
 		for _, r := range rs {
 			if slices.Contains(dead[ev.ID], r.DeliveryID) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// orderRefundInReview reports whether the merchant refunds of order o died
+// into an open review: a delivery to the refund subscriber of an event
+// other than payment.late (whose refunds are the late payment's,
+// refundInReview) is dead, and a review of that delivery is open.
+func (ps *payments) orderRefundInReview(ctx context.Context, o *lapse.Order) (bool, error) {
+	st := ps.e.store
+	rs, err := st.ReviewList(ctx, &lapse.ReviewListParams{OrderID: o.ID, Open: true})
+	if err != nil || len(rs) == 0 {
+		return false, err
+	}
+	ds, err := st.DeliveryList(ctx, o.ID)
+	if err != nil {
+		return false, err
+	}
+	for _, d := range ds {
+		if d.Subscriber != RefundSubscriber || d.EventType == lapse.EventPaymentLate || d.Status != lapse.DeliveryDead {
+			continue
+		}
+		for _, r := range rs {
+			if r.DeliveryID == d.ID {
 				return true, nil
 			}
 		}

@@ -358,6 +358,10 @@ func (d *demo) summary(w io.Writer, st *demoStats, interrupted bool) {
 	fmt.Fprintf(w, "  reviews      %d open\n", st.Reviews)
 	for _, cur := range slices.Sorted(maps.Keys(st.Money)) {
 		m := st.Money[cur]
+		if m.Overflow {
+			fmt.Fprintf(w, "  payments     %s the totals do not fit in 64 bits, and are not shown\n", cur)
+			continue
+		}
 		fmt.Fprintf(w, "  payments     %s captured %s = applied %s + refunded %s + in review %s + not settled %s\n", cur,
 			minor(m.Captured), minor(m.Applied), minor(m.Refunded), minor(m.Review), minor(m.Open))
 	}

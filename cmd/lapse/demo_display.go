@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/payment"
 )
 
@@ -35,8 +36,10 @@ type demoStats struct {
 	LastFail  string
 }
 
-// moneyLine is where the payments of one currency stand.
-type moneyLine struct{ Captured, Applied, Refunded, Review, Open int64 }
+// moneyLine is where the payments of one currency stand: the
+// reconciliation's totals as they are, Overflow with them, so that the
+// display cannot show sums that wrapped as money.
+type moneyLine = engine.MoneyTotals
 
 // demoCountBound bounds the orders counted by state at each refresh, and
 // demoFullEvery is how often they and the payments are read again.
@@ -114,7 +117,7 @@ func (d *demo) collectFull(ctx context.Context, st *demoStats) error {
 	}
 	st.Money = map[string]moneyLine{}
 	for cur, t := range rec.Totals {
-		st.Money[cur] = moneyLine{Captured: t.Captured, Applied: t.Applied, Refunded: t.Refunded, Review: t.Review, Open: t.Open}
+		st.Money[cur] = *t
 	}
 	st.Unsettled = len(rec.Issues)
 	return nil
@@ -159,6 +162,11 @@ func (st *demoStats) lines(d *demo) []string {
 	add("Payments")
 	for _, cur := range slices.Sorted(maps.Keys(st.Money)) {
 		m := st.Money[cur]
+		if m.Overflow {
+			// As lapse reconcile: wrapped sums are not money.
+			add("  %s  the totals do not fit in 64 bits, and are not shown", cur)
+			continue
+		}
 		add("  %s  captured %s  applied %s  refunded %s  in review %s", cur,
 			minor(m.Captured), minor(m.Applied), minor(m.Refunded), minor(m.Review))
 	}
@@ -204,11 +212,13 @@ func lagText(d time.Duration, closes int64) string {
 
 // minor shows an amount of minor units as major units with two decimals.
 func minor(v int64) string {
-	sign := ""
+	// As unsigned, so that the most negative int64, which has no
+	// positive twin, reads as one sign and one number too.
+	sign, u := "", uint64(v)
 	if v < 0 {
-		sign, v = "-", -v
+		sign, u = "-", -u
 	}
-	return fmt.Sprintf("%s%d.%02d", sign, v/100, v%100)
+	return fmt.Sprintf("%s%d.%02d", sign, u/100, u%100)
 }
 
 // clip shortens s to n runes.
