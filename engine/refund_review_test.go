@@ -308,8 +308,15 @@ func TestSettleReview(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tot := rec.Totals["CNY"]; tot.Refunded != 400+1000+300+1000 || tot.Review != 0 || tot.Applied != 5000-2700 || len(rec.Issues) != 0 {
-			t.Errorf("totals %+v, issues %+v", tot, rec.Issues)
+		// SR-3's second refund (k-SR-3b) is asked and not answered yet (no
+		// deliverer ran since): its 10.00 may have gone back, so it is not
+		// settled, and named as an issue, rather than counted applied.
+		tot := rec.Totals["CNY"]
+		if tot.Refunded != 400+1000+300+1000 || tot.Review != 0 || tot.Open != 1000 || tot.Applied != 5000-2700-1000 {
+			t.Errorf("totals %+v", tot)
+		}
+		if len(rec.Issues) != 1 || rec.Issues[0].OrderNo != "SR-3" || !strings.Contains(rec.Issues[0].Problem, "k-SR-3b") {
+			t.Errorf("issues %+v; want SR-3's refund k-SR-3b, asked and not answered", rec.Issues)
 		}
 		if tot := rec.Totals["USD"]; tot.Review != 1000 { // SR-1's second payment, on the desk
 			t.Errorf("USD totals %+v", tot)
