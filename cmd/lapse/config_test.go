@@ -215,7 +215,7 @@ func TestConfigMisspeltVariable(t *testing.T) {
 func TestConfigNamedPipe(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "lapse.yaml")
 	if err := syscall.Mkfifo(path, 0o600); err != nil {
-		t.Skip("no named pipes here:", err)
+		t.Fatal("make a named pipe:", err)
 	}
 	done := make(chan error, 1)
 	go func() {
