@@ -1,11 +1,16 @@
 package access_test
 
 import (
+	"context"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
+	"github.com/lapsehq/lapse/internal/testenv"
+	"github.com/lapsehq/lapse/mysql"
+	"github.com/lapsehq/lapse/postgres"
 )
 
 // wantCancelled fails unless request id is cancelled, naming what and who,
@@ -127,5 +132,82 @@ func TestLoggedOutApproverDecidesNothing(t *testing.T) {
 	wantErr(t, err, lapse.EUNAUTHORIZED, "")
 	if got, _ := f.svc.Approval(f.ctx, a.ID); got.Status != lapse.ApprovalPending || r.n.Load() != 0 {
 		t.Fatalf("after a logged-out approver: %+v, ran %d", got, r.n.Load())
+	}
+}
+
+// TestDisableRacesRequests: an operator's requests for approval made while
+// they are disabled, on PostgreSQL and MySQL, where the two run side by
+// side: each request either goes in before the disable, which cancels it,
+// or is refused; none is left pending for a disabled operator.
+func TestDisableRacesRequests(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	type store interface {
+		lapse.Store
+		Migrate(context.Context) error
+	}
+	for name, open := range map[string]func(t *testing.T) (store, error){
+		"postgres": func(t *testing.T) (store, error) {
+			return postgres.Open(ctx, testenv.PostgresSchema(t), postgres.Config{})
+		},
+		"mysql": func(t *testing.T) (store, error) {
+			return mysql.Open(ctx, testenv.MySQLDatabase(t), mysql.Config{})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			db, err := open(t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = db.Close() })
+			if err := db.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			disableRacesRequests(t, db)
+		})
+	}
+}
+
+func disableRacesRequests(t *testing.T, db lapse.Store) {
+	ctx := context.Background()
+	svc, err := access.New(db, access.Config{HashParams: fastHash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := access.CLI("root")
+	if _, _, err := svc.AddOperator(ctx, root, "alice", access.RoleOperator, ""); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 10 {
+		alice, err := svc.OperatorPrincipal(ctx, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for range 5 {
+				_, err := svc.RequestApproval(ctx, alice, &lapse.Approval{Action: "refund.create", Target: "order:R", Amount: 1}, "totp")
+				if err != nil && lapse.ErrorCode(err) != lapse.EUNAUTHORIZED {
+					t.Errorf("round %d: RequestApproval: %v", round, err)
+				}
+			}
+		})
+		wg.Go(func() {
+			if _, _, err := svc.DisableOperator(ctx, root, "alice"); err != nil {
+				t.Errorf("round %d: DisableOperator: %v", round, err)
+			}
+		})
+		wg.Wait()
+		pending, err := svc.Approvals(ctx, &lapse.ApprovalListParams{Status: lapse.ApprovalPending})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pending) != 0 {
+			t.Fatalf("round %d: %d requests of a disabled operator pending: %+v", round, len(pending), pending[0])
+		}
+		if _, _, err := svc.EnableOperator(ctx, root, "alice"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
