@@ -4,8 +4,10 @@ import "time"
 
 // ApprovalStatus is where an approval request (four eyes) stands. A request
 // is made pending by an operator's risky action above a threshold; a second
-// operator approves or rejects it, or it expires. An approved request is
-// carried out at once and ends executed or failed.
+// operator approves or rejects it, or it expires, or it is cancelled when
+// its maker may no longer act (disabled, or reset: their credentials
+// changed). An approved request is carried out at once and ends executed
+// or failed.
 type ApprovalStatus string
 
 // Approval request statuses.
@@ -16,6 +18,9 @@ const (
 	ApprovalFailed   ApprovalStatus = "failed"   // approved, but the action failed; Result says why
 	ApprovalRejected ApprovalStatus = "rejected" // the second operator said no
 	ApprovalExpired  ApprovalStatus = "expired"  // nobody decided before ExpiresAt
+	// ApprovalCancelled: withdrawn because its maker was disabled or reset
+	// before anyone decided it; Result says by whom.
+	ApprovalCancelled ApprovalStatus = "cancelled"
 )
 
 // Approval is a risky action held for a second operator: what it is

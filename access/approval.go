@@ -3,8 +3,10 @@ package access
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/lapsehq/lapse"
 )
@@ -90,6 +92,12 @@ func (s *Service) RequestApproval(ctx context.Context, p *Principal, a *lapse.Ap
 	var made *lapse.Approval
 	err := s.tx(ctx, func(as lapse.AccessStore) error {
 		now := s.clock.Now()
+		// Under the maker's lock, which a disable or a reset takes to
+		// cancel their pending requests: one made by a session that
+		// ended meanwhile would escape that.
+		if _, err := actorInForce(ctx, as, p, now); err != nil {
+			return err
+		}
 		r.CreatedAt, r.ExpiresAt = now, now.Add(s.cfg.ApprovalTTL)
 		var err error
 		if made, err = as.ApprovalCreate(ctx, r); err != nil {
@@ -268,6 +276,12 @@ func (s *Service) decide(ctx context.Context, by *Principal, id int64, to lapse.
 	var a *lapse.Approval
 	err := s.tx(ctx, func(as lapse.AccessStore) error {
 		now := s.clock.Now()
+		// The decider is checked again under their lock: one disabled,
+		// reset or logged out since their request was let in decides
+		// nothing.
+		if _, err := actorInForce(ctx, as, by, now); err != nil {
+			return err
+		}
 		var err error
 		a, err = as.ApprovalDecide(ctx, &lapse.ApprovalDecideParams{
 			ID: id, From: lapse.ApprovalPending, To: to,
@@ -292,6 +306,54 @@ func (s *Service) decide(ctx context.Context, by *Principal, id int64, to lapse.
 		return nil, err
 	}
 	return a, nil
+}
+
+// cancelMade cancels, in the transaction as, every pending approval
+// request the operator o made, because by did what (disabled, reset) to
+// them: each moves to cancelled, its Result naming what and by whom, with
+// an audit row "approval.cancel" of by's (the maker and what), and
+// returns how many. A request decided meanwhile is left as it was
+// decided. The caller holds o's row locked, which RequestApproval takes
+// too, so no request of o's is made while they are cancelled.
+func cancelMade(ctx context.Context, as lapse.AccessStore, by *Principal, o *lapse.Operator, what string, now time.Time) (int, error) {
+	const page = 500 // pending requests are few: each waits for a person
+	var ids []int64
+	p := &lapse.ApprovalListParams{Status: lapse.ApprovalPending, Limit: page}
+	for {
+		list, err := as.ApprovalList(ctx, p)
+		if err != nil {
+			return 0, err
+		}
+		for _, a := range list {
+			if a.MakerID == o.ID {
+				ids = append(ids, a.ID)
+			}
+		}
+		if len(list) < page {
+			break
+		}
+		p.Before = list[len(list)-1].ID
+	}
+	n := 0
+	for _, id := range ids {
+		a, err := as.ApprovalDecide(ctx, &lapse.ApprovalDecideParams{
+			ID: id, From: lapse.ApprovalPending, To: lapse.ApprovalCancelled, DecidedAt: now,
+			Result: lapse.CleanReason(fmt.Sprintf("cancelled: its maker %s was %s by %s", o.Name, what, by.Actor())),
+		})
+		if errors.Is(err, lapse.ErrStale) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		e := by.Entry("approval.cancel", approvalTarget(a), map[string]any{"maker": o.Name, "because": what})
+		e.At, e.Result, e.ApprovalID = now, "ok", a.ID
+		if err := lapse.AuditAppend(ctx, as, e); err != nil {
+			return 0, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // Approve has the operator by approve request id and carries it out. by

@@ -147,11 +147,14 @@ func (s *Service) Operators(ctx context.Context) ([]*lapse.Operator, error) {
 
 // DisableOperator stops the operator name from logging in and ends their
 // sessions (kept, ended, so that a request through one is refused in their
-// name: SessionHolder), on behalf of by, who needs the admin scope (else EFORBIDDEN).
+// name: SessionHolder), on behalf of by, who needs the admin scope (else EFORBIDDEN),
+// and cancels the approval requests they made that are still pending, so
+// that none is carried out in their name (cancelMade).
 // An unknown name is ENOTFOUND; an operator already disabled is returned
 // as it is, with changed false and no audit row; the last enabled admin
-// is ECONFLICT (changeOperator). The change and its audit row
-// "operator.disable" are one transaction.
+// is ECONFLICT (changeOperator). The change, the sessions' end, the
+// cancellations and the audit row "operator.disable" (the name, and
+// "approvals_cancelled": how many) are one transaction.
 func (s *Service) DisableOperator(ctx context.Context, by *Principal, name string) (*lapse.Operator, bool, error) {
 	if err := requireAdmin(by, "disabling an operator"); err != nil {
 		return nil, false, err
@@ -161,7 +164,7 @@ func (s *Service) DisableOperator(ctx context.Context, by *Principal, name strin
 			return operatorChange{}, nil
 		}
 		o.DisabledAt = now
-		return operatorChange{details: map[string]any{"name": o.Name}, endSessions: true}, nil
+		return operatorChange{details: map[string]any{"name": o.Name}, endSessions: true, cancelApprovals: "disabled"}, nil
 	})
 }
 
@@ -226,10 +229,14 @@ func (s *Service) SetOperatorRole(ctx context.Context, by *Principal, name, role
 // Enrolment), and the Enrolment holds the new secret as AddOperator's
 // does. Their lockout (FailedLogins, LockedUntil) is cleared, and so is
 // LastTOTPStep, the step of the last code of the old secret, lest it
-// refuse the new secret's codes of that step; their sessions end. An
+// refuse the new secret's codes of that step; their sessions end, and the
+// approval requests they made that are still pending are cancelled
+// (cancelMade): a reset is for credentials lost, perhaps to someone else,
+// and what was asked with them is not to be carried out in their name. An
 // unknown name is ENOTFOUND; bad input changes nothing. The change, the
-// sessions' end and the audit row "operator.reset" (the name, and whether
-// the password was made; neither it nor the secret) are one transaction.
+// sessions' end, the cancellations and the audit row "operator.reset" (the
+// name, whether the password was made, neither it nor the secret, and
+// "approvals_cancelled") are one transaction.
 // A disabled operator stays disabled (EnableOperator).
 func (s *Service) ResetOperator(ctx context.Context, by *Principal, name, password string) (*lapse.Operator, *Enrolment, error) {
 	if err := requireAdmin(by, "resetting an operator"); err != nil {
@@ -252,7 +259,7 @@ func (s *Service) ResetOperator(ctx context.Context, by *Principal, name, passwo
 		enr.Password = generated
 		o.PasswordHash, o.TOTPSecret = hash, enr.Secret
 		o.FailedLogins, o.LockedUntil, o.LastTOTPStep = 0, time.Time{}, 0
-		return operatorChange{details: map[string]any{"name": o.Name, "password_generated": generated != ""}, endSessions: true}, nil
+		return operatorChange{details: map[string]any{"name": o.Name, "password_generated": generated != ""}, endSessions: true, cancelApprovals: "reset"}, nil
 	})
 	if err != nil {
 		return nil, nil, err
@@ -260,12 +267,33 @@ func (s *Service) ResetOperator(ctx context.Context, by *Principal, name, passwo
 	return o, enr, nil
 }
 
+// EndOperatorSessions logs the operator name out everywhere, on behalf of
+// by, who needs the admin scope (else EFORBIDDEN): every session of theirs
+// in force ends (kept, ended, as a logout leaves it), so that a request
+// through any of them is refused from then on. They may log in again
+// (DisableOperator keeps them out). An unknown name is ENOTFOUND. The
+// sessions' end and the audit row "operator.logout" (the name) are one
+// transaction, written whether a session was in force or not: the admin
+// asked, and no session of theirs is in force after it either way.
+func (s *Service) EndOperatorSessions(ctx context.Context, by *Principal, name string) (*lapse.Operator, error) {
+	if err := requireAdmin(by, "logging an operator out"); err != nil {
+		return nil, err
+	}
+	o, _, err := s.changeOperator(ctx, by, name, "operator.logout", func(o *lapse.Operator, _ time.Time) (operatorChange, error) {
+		return operatorChange{details: map[string]any{"name": o.Name}, endSessions: true}, nil
+	})
+	return o, err
+}
+
 // operatorChange is what a change of an operator made (changeOperator):
-// the details of its audit row, nil when it changed nothing, and whether
-// it ends the operator's sessions.
+// the details of its audit row, nil when it changed nothing, whether it
+// ends the operator's sessions, and, when not "", what was done to them
+// ("disabled", "reset") that cancels the approval requests they made that
+// are still pending.
 type operatorChange struct {
-	details     map[string]any
-	endSessions bool
+	details         map[string]any
+	endSessions     bool
+	cancelApprovals string
 }
 
 // changeOperator runs change on the operator name (as Login takes it:
@@ -310,6 +338,13 @@ func (s *Service) changeOperator(ctx context.Context, by *Principal, name, actio
 			if err := as.SessionEndOperator(ctx, o.ID, now); err != nil {
 				return err
 			}
+		}
+		if c.cancelApprovals != "" {
+			n, err := cancelMade(ctx, as, by, o, c.cancelApprovals, now)
+			if err != nil {
+				return err
+			}
+			c.details["approvals_cancelled"] = n
 		}
 		e := by.Entry(action, operatorTarget(o), c.details)
 		e.At, e.Result = now, "ok"

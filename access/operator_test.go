@@ -247,7 +247,7 @@ func TestResetOperator(t *testing.T) {
 	_, err = e.svc.Session(e.ctx, token)
 	wantErr(t, err, lapse.EUNAUTHORIZED, "")
 	row := e.lastAudit("operator.reset")
-	if row.Target != "operator:"+itoa(o.ID) || row.Result != "ok" || string(row.Params) != `{"name":"alice","password_generated":false}` {
+	if row.Target != "operator:"+itoa(o.ID) || row.Result != "ok" || string(row.Params) != `{"approvals_cancelled":0,"name":"alice","password_generated":false}` {
 		t.Fatalf("audit row: %+v %s", row, row.Params)
 	}
 

@@ -185,3 +185,63 @@ func (s *Service) Logout(ctx context.Context, token, clientAddr string) error {
 		return lapse.AuditAppend(ctx, as, e)
 	})
 }
+
+// LogoutEverywhere ends every session in force of the operator p, the one
+// p acts through too: for an operator who left a session open elsewhere,
+// or fears its token was taken. Each is kept, ended, as Logout leaves it.
+// One audit row "logout.all" names clientAddr, where the request came
+// from. Only an operator has sessions (else EINVALID); one whose session
+// ended, or who was disabled, since the request was let in is
+// EUNAUTHORIZED (actorInForce) and ends nothing. The sessions' end and
+// the row are one transaction, under the operator's lock, as every write
+// of a session is (Logout).
+func (s *Service) LogoutEverywhere(ctx context.Context, p *Principal, clientAddr string) error {
+	if p == nil || p.Kind != KindOperator {
+		return lapse.Errorf(lapse.EINVALID, "only an operator has sessions to end")
+	}
+	return s.tx(ctx, func(as lapse.AccessStore) error {
+		now := s.clock.Now()
+		o, err := actorInForce(ctx, as, p, now)
+		if err != nil {
+			return err
+		}
+		if err := as.SessionEndOperator(ctx, o.ID, now); err != nil {
+			return err
+		}
+		e := p.Entry("logout.all", operatorTarget(o), nil)
+		e.At, e.Result, e.ClientAddr = now, "ok", clientAddr
+		return lapse.AuditAppend(ctx, as, e)
+	})
+}
+
+// actorInForce checks, in the transaction as, that the operator p may
+// still act, and returns their row, locked: it is theirs and not
+// disabled, and the session p acts through, when it does, is in force at
+// now. Otherwise it is errBadSession: a disable, a reset or a logout that
+// committed after p's request was let in (Session) stops the request
+// here, for what it writes under the operator's lock.
+func actorInForce(ctx context.Context, as lapse.AccessStore, p *Principal, now time.Time) (*lapse.Operator, error) {
+	o, err := as.OperatorLock(ctx, p.Name)
+	if errors.Is(err, lapse.ErrAccessNotFound) {
+		return nil, errBadSession()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if o.ID != p.OperatorID || !o.DisabledAt.IsZero() {
+		return nil, errBadSession()
+	}
+	if p.Session != nil {
+		sess, err := as.SessionGet(ctx, p.Session.ID)
+		if errors.Is(err, lapse.ErrAccessNotFound) {
+			return nil, errBadSession()
+		}
+		if err != nil {
+			return nil, err
+		}
+		if sess.OperatorID != o.ID || !now.Before(sess.ExpiresAt) {
+			return nil, errBadSession()
+		}
+	}
+	return o, nil
+}

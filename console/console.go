@@ -110,6 +110,7 @@ func routes() []page {
 		{pattern: "GET /console/login", handler: (*Console).loginPage, open: true},
 		{pattern: "POST /console/login", handler: (*Console).login, open: true},
 		{pattern: "POST /console/logout", handler: (*Console).logout, audit: logoutAudit, open: true},
+		{pattern: "POST /console/logout-everywhere", handler: (*Console).logoutEverywhere, audit: logoutEverywhereAudit, scope: "-"},
 		{pattern: "POST /console/preferences", handler: (*Console).preferences, scope: "-"},
 		{pattern: "GET /console/dashboard", handler: (*Console).dashboard},
 		{pattern: "GET /console/approvals", handler: (*Console).approvalsPage},

@@ -86,6 +86,10 @@ func logoutAudit(_ *Console, _ *http.Request, p *access.Principal) (string, stri
 	return "logout", "operator:" + strconv.FormatInt(p.OperatorID, 10)
 }
 
+func logoutEverywhereAudit(_ *Console, _ *http.Request, p *access.Principal) (string, string) {
+	return "logout.all", "operator:" + strconv.FormatInt(p.OperatorID, 10)
+}
+
 func approveAudit(_ *Console, r *http.Request, _ *access.Principal) (string, string) {
 	return "approval.approve", "approval:" + r.PathValue("id")
 }

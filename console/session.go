@@ -124,6 +124,29 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, Prefix+"login", http.StatusSeeOther)
 }
 
+// logoutEverywhere ends every session of the operator, on every device,
+// this one too (access.Service.LogoutEverywhere), and takes this one's
+// cookie back. One the server could not carry out says so and keeps the
+// cookie, as logout does, so that the operator can try again.
+func (c *Console) logoutEverywhere(w http.ResponseWriter, r *http.Request) {
+	p := operatorOf(r)
+	if err := c.cfg.Access.LogoutEverywhere(r.Context(), p, c.clientAddr(r)); err != nil {
+		if lapse.ErrorCode(err) == lapse.EUNAUTHORIZED {
+			// The session ended since the request was let in: nothing of
+			// it is left to end here.
+			c.refused(w, r, p, err)
+			http.SetCookie(w, lapsehttp.ClearSessionCookie())
+			http.Redirect(w, r, Prefix+"login", http.StatusSeeOther)
+			return
+		}
+		c.log.Error("console: logging out everywhere failed; the sessions are still in force", "err", err)
+		setFlash(w, r, Prefix, flash{Kind: "error", Text: t(langOf(r, p.Lang), "logout.all_failed")})
+		return
+	}
+	http.SetCookie(w, lapsehttp.ClearSessionCookie())
+	http.Redirect(w, r, Prefix+"login", http.StatusSeeOther)
+}
+
 // preferences keeps the operator's language and time zone.
 func (c *Console) preferences(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)

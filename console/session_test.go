@@ -247,3 +247,49 @@ func TestSessionCheckFailedByTheServer(t *testing.T) {
 		t.Fatalf("the page once the database is back = %d", status)
 	}
 }
+
+// TestLogoutEverywhere: the console's "Sign out everywhere" ends every
+// session of the operator, on every device, this one too, and no other
+// operator's, with one audit row from the operator's address; a forged
+// form from another site ends nothing and is in the audit log.
+func TestLogoutEverywhere(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{})
+	e.operator("alice", access.RoleOperator)
+	e.operator("bob", access.RoleOperator)
+	here, there, bob := e.login("alice"), e.login("alice"), e.login("bob")
+	if status, body := here.get("/console/"); status != http.StatusOK || !strings.Contains(body, `action="/console/logout-everywhere"`) ||
+		!strings.Contains(body, "Sign out everywhere") {
+		t.Fatalf("the console = %d, without a sign out everywhere:\n%s", status, body)
+	}
+	if status := here.crossSite("/console/logout-everywhere", nil); status != http.StatusForbidden {
+		t.Fatalf("a forged sign out everywhere = %d", status)
+	}
+	if row := e.auditRow("logout.all", "alice"); row == nil || !strings.HasPrefix(row.Result, "refused: cross-origin") {
+		t.Fatalf("the forged form's row: %+v", row)
+	}
+	if status, _ := there.get("/console/"); status != http.StatusOK {
+		t.Fatalf("a forged form ended a session: %d", status)
+	}
+
+	resp := here.post("/console/logout-everywhere", nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/login" {
+		t.Fatalf("sign out everywhere = %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if row := e.auditRow("logout.all", "alice"); row == nil || row.Result != "ok" || row.ClientAddr != "127.0.0.1" {
+		t.Fatalf("the row of sign out everywhere: %+v", row)
+	}
+	for name, b := range map[string]*browser{"this browser": here, "the other browser": there} {
+		resp, err := b.c.Get(e.srv.URL + "/console/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/console/login") {
+			t.Errorf("%s after sign out everywhere = %d to %q, want the login", name, resp.StatusCode, resp.Header.Get("Location"))
+		}
+	}
+	if status, _ := bob.get("/console/"); status != http.StatusOK {
+		t.Errorf("bob's session after alice signed out everywhere = %d", status)
+	}
+}

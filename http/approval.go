@@ -138,9 +138,10 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 	}
 	p := &lapse.ApprovalListParams{Status: lapse.ApprovalStatus(q.Get("status"))}
 	switch p.Status {
-	case "", lapse.ApprovalPending, lapse.ApprovalApproved, lapse.ApprovalExecuted, lapse.ApprovalFailed, lapse.ApprovalRejected, lapse.ApprovalExpired:
+	case "", lapse.ApprovalPending, lapse.ApprovalApproved, lapse.ApprovalExecuted, lapse.ApprovalFailed, lapse.ApprovalRejected,
+		lapse.ApprovalExpired, lapse.ApprovalCancelled:
 	default:
-		s.error(w, r, lapse.FieldError("status", "unknown status %q: pending, approved, executed, failed, rejected or expired", p.Status))
+		s.error(w, r, lapse.FieldError("status", "unknown status %q: pending, approved, executed, failed, rejected, expired or cancelled", p.Status))
 		return
 	}
 	limit, before, err := idPage(q, approvalCursor, defaultApprovalLimit)

@@ -374,3 +374,40 @@ func TestAccessSettleReview(t *testing.T) {
 		t.Errorf("a settlement waiting for approval settled: %+v", rs)
 	}
 }
+
+// TestAccessResetCancelsRequests: a close waiting for approval whose maker
+// is reset is cancelled, shown so (and listed by ?status=cancelled), and
+// approving it closes nothing; the maker's session is over.
+func TestAccessResetCancelsRequests(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{ApprovalCount: 2})
+	g.operator("alice", access.RoleOperator)
+	g.operator("bob", access.RoleOperator)
+	g.unpaid("u-bulk", "B-1", "B-2", "B-3")
+	alice, bob := session(g.login("alice")), session(g.login("bob"))
+	reader := bearer(g.key("reader", access.ScopeOrdersRead))
+	a := g.call("POST", "/v1/closes", `{"selector":{"user_id":"u-bulk"},"reason":"outage"}`, alice,
+		header(lapsehttp.SecondFactorHeader, g.code("alice"))).want(t, http.StatusAccepted).approval(t)
+	g.rows()
+
+	if _, _, err := g.access.ResetOperator(context.Background(), g.root, "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	g.wantRows("approval.cancel root ok", "operator.reset root ok")
+	got := g.call("GET", fmt.Sprintf("/v1/approvals/%d", a.ID), "", reader).want(t, http.StatusOK).approval(t)
+	if got.Status != lapse.ApprovalCancelled || !strings.Contains(got.Result, "alice was reset by cli:root") {
+		t.Fatalf("after the reset the request is %+v, want cancelled", got)
+	}
+	var list struct{ Approvals []approvalView }
+	g.call("GET", "/v1/approvals?status=cancelled", "", reader).want(t, http.StatusOK).decode(t, &list)
+	if len(list.Approvals) != 1 || list.Approvals[0].ID != a.ID {
+		t.Errorf("?status=cancelled = %+v", list.Approvals)
+	}
+	g.call("POST", fmt.Sprintf("/v1/approvals/%d/approve", a.ID), `{"code":"`+g.code("bob")+`"}`, bob).refused(t, http.StatusConflict, lapse.ECONFLICT)
+	for i, st := range g.states("B-1", "B-2", "B-3") {
+		if st != "UNPAID" {
+			t.Errorf("B-%d is %s after approving a cancelled request", i+1, st)
+		}
+	}
+	g.call("GET", "/v1/sessions/current", "", alice).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+}

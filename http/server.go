@@ -237,6 +237,7 @@ func (s *Server) routes() []route {
 		{method: "POST", path: "/v1/sessions", handler: s.login},
 		{method: "GET", path: "/v1/sessions/current", handler: s.getSession, session: true},
 		{method: "DELETE", path: "/v1/sessions/current", handler: s.logout, session: true, refusedAs: "logout"},
+		{method: "DELETE", path: "/v1/sessions", handler: s.logoutEverywhere, session: true, refusedAs: "logout.all"},
 		{method: "POST", path: "/v1/sessions/current/second-factor", handler: s.secondFactor, session: true, refusedAs: "second_factor"},
 		{method: "GET", path: "/healthz", handler: s.healthz},
 		{method: "GET", path: "/readyz", handler: s.readyz},

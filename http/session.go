@@ -146,6 +146,21 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// logoutEverywhere ends every session of the caller's operator, this one
+// too (access.Service.LogoutEverywhere), and takes this one's cookie back.
+func (s *Server) logoutEverywhere(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.currentSession(r); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	if err := s.access.LogoutEverywhere(r.Context(), principalOf(r.Context()), s.clientAddr(r)); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	http.SetCookie(w, ClearSessionCookie())
+	w.WriteHeader(http.StatusNoContent)
+}
+
 // secondFactorRequest is the body of POST /v1/sessions/current/second-factor.
 type secondFactorRequest struct {
 	Code string `json:"code"`

@@ -177,3 +177,35 @@ func TestLoginLimitPerAddress(t *testing.T) {
 	g.login("alice")
 	g.wantRows("login alice ok")
 }
+
+// TestLogoutEverywhere: DELETE /v1/sessions ends every session of the
+// caller's operator, on every device, and no other operator's; it clears
+// the cookie, is audited, and is refused to a key, to no credential and to
+// another site's page.
+func TestLogoutEverywhere(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{})
+	g.operator("alice", access.RoleOperator)
+	g.operator("bob", access.RoleOperator)
+	here, there, bob := session(g.login("alice")), session(g.login("alice")), session(g.login("bob"))
+	g.rows()
+
+	g.call("DELETE", "/v1/sessions", "", bearer(g.admin)).refused(t, http.StatusBadRequest, lapse.EINVALID)
+	g.call("DELETE", "/v1/sessions", "").refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	g.call("DELETE", "/v1/sessions", "", here, header("Sec-Fetch-Site", "cross-site")).refused(t, http.StatusForbidden, lapse.EFORBIDDEN)
+	g.wantRows("logout.all alice refused: cross-origin request refused")
+	g.call("GET", "/v1/sessions/current", "", there).want(t, http.StatusOK)
+
+	r := g.call("DELETE", "/v1/sessions", "", here).want(t, http.StatusNoContent)
+	if c := sessionCookie(t, r); c.Value != "" || c.MaxAge >= 0 {
+		t.Errorf("logout everywhere set %+v, want the cookie cleared", c)
+	}
+	g.wantRows("logout.all alice ok")
+	for _, c := range []cred{here, there} {
+		g.call("GET", "/v1/sessions/current", "", c).refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	}
+	g.call("POST", "/v1/orders", `{"order_no":"A-1","flow":"checkout","user_id":"u","amount":1,"currency":"CNY"}`, there).
+		refused(t, http.StatusUnauthorized, lapse.EUNAUTHORIZED)
+	g.wantRows("order.create alice refused: the session is not valid or has ended")
+	g.call("GET", "/v1/sessions/current", "", bob).want(t, http.StatusOK)
+}

@@ -19,12 +19,16 @@ const operatorUsage = `Usage:
         nothing on stdin, or a terminal, one is generated and printed. Prints the
         TOTP enrolment: the otpauth URI and its QR code, for an authenticator app.
   lapse operator list              every operator, disabled ones too
-  lapse operator disable NAME      no more logins; their sessions end
+  lapse operator disable NAME      no more logins; their sessions end, their pending approval
+                                   requests are cancelled
   lapse operator enable NAME       they may log in again: clears the disable and a lockout
   lapse operator role NAME ROLE    viewer|operator|admin; their sessions end
   lapse operator reset NAME        a new password (from stdin, or generated, as add) and a new
                                    TOTP enrolment, printed as add prints them; clears a
-                                   lockout; their sessions end. A disabled operator stays so.
+                                   lockout; their sessions end, their pending approval requests
+                                   are cancelled. A disabled operator stays so.
+  lapse operator logout NAME       log them out everywhere: every session of theirs ends; they
+                                   may log in again
 
 Each takes --db DSN and --config FILE. The command acts with the database's own
 credentials, as the admin "cli:<OS user>": whoever can reach the database is admin.
@@ -49,6 +53,8 @@ func operator(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return operatorRole(ctx, args[1:], stdout, stderr)
 	case "reset":
 		return operatorReset(ctx, args[1:], stdin, stdout, stderr)
+	case "logout":
+		return operatorLogout(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		io.WriteString(stdout, operatorUsage)
 		return nil
@@ -145,7 +151,7 @@ func operatorDisable(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stdout, "operator %q is disabled already, since %s; nothing changed\n", op.Name, when(op.DisabledAt))
 		return nil
 	}
-	fmt.Fprintf(stdout, "operator %q disabled at %s; their sessions are ended\n", op.Name, when(op.DisabledAt))
+	fmt.Fprintf(stdout, "operator %q disabled at %s; their sessions are ended and their pending approval requests cancelled\n", op.Name, when(op.DisabledAt))
 	return nil
 }
 
@@ -208,10 +214,27 @@ func operatorReset(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "operator %q reset: a new password and TOTP secret, no lockout; their sessions are ended\n", op.Name)
+	fmt.Fprintf(stdout, "operator %q reset: a new password and TOTP secret, no lockout; their sessions are ended and their pending approval requests cancelled\n", op.Name)
 	if !op.DisabledAt.IsZero() {
 		fmt.Fprintf(stdout, "operator %q is still disabled: lapse operator enable lets them log in\n", op.Name)
 	}
 	printEnrolment(stdout, enr)
+	return nil
+}
+
+func operatorLogout(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	_, svc, rest, done, err := accessTool(ctx, "operator logout", dbSettings, true, args, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if len(rest) != 1 {
+		return fmt.Errorf("operator logout: give the name of one operator")
+	}
+	op, err := svc.EndOperatorSessions(ctx, cliPrincipal(), rest[0])
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "operator %q logged out everywhere: every session of theirs is ended\n", op.Name)
 	return nil
 }

@@ -266,3 +266,47 @@ func TestOperatorReset(t *testing.T) {
 		t.Errorf("%d operator.reset rows, want 2", n)
 	}
 }
+
+// TestOperatorLogout: lapse operator logout logs an operator out
+// everywhere, with an audit row; they may log in again; an unknown name or
+// a wrong number of arguments exits 2.
+func TestOperatorLogout(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := startServe(t, dir)
+	const password = "correct horse battery staple"
+	secret := addAlice(t, dir, "operator", password)
+	now := time.Now()
+	var cookies []string
+	for _, at := range []time.Time{now.Add(-30 * time.Second), now} { // two devices, a code each
+		code, cookie := operatorLogin(t, p.URL, "alice", password, secret, at)
+		if code != http.StatusCreated || cookie == "" {
+			t.Fatalf("login = %d", code)
+		}
+		cookies = append(cookies, cookie)
+	}
+	out, errOut, code := tool(t, dir, "", "operator", "logout", "alice")
+	if code != 0 || !strings.Contains(out, `operator "alice" logged out everywhere`) {
+		t.Fatalf("lapse operator logout = %d\n%s%s", code, out, errOut)
+	}
+	for _, c := range cookies {
+		if code, _ := currentSession(t, p.URL, c); code != http.StatusUnauthorized {
+			t.Errorf("a session after lapse operator logout = %d, want 401", code)
+		}
+	}
+	if n := auditActions(t, dir, "operator.logout"); n != 1 {
+		t.Errorf("%d operator.logout rows, want 1", n)
+	}
+	if code, _ := operatorLogin(t, p.URL, "alice", password, secret, now.Add(30*time.Second)); code != http.StatusCreated {
+		t.Errorf("a login after lapse operator logout = %d", code)
+	}
+	if _, errOut, code := tool(t, dir, "", "operator", "logout", "nobody"); code != 2 || !strings.Contains(errOut, `no operator is named "nobody"`) {
+		t.Errorf("lapse operator logout nobody = %d %s", code, errOut)
+	}
+	for _, args := range [][]string{{}, {"alice", "bob"}} {
+		if _, errOut, code := tool(t, dir, "", append([]string{"operator", "logout"}, args...)...); code != 2 ||
+			!strings.Contains(errOut, "give the name of one operator") {
+			t.Errorf("lapse operator logout %v = %d %s", args, code, errOut)
+		}
+	}
+}
