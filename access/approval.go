@@ -127,48 +127,69 @@ func approvalTarget(a *lapse.Approval) string {
 
 // Approval returns the approval request with id (ENOTFOUND when there is
 // none). A pending request past its ExpiresAt is moved to expired, with an
-// audit row "approval.expire", before it is returned.
+// audit row "approval.expire", and a stranded one (approved, its carrying
+// out cut short) is settled (settleStranded), before it is returned.
 func (s *Service) Approval(ctx context.Context, id int64) (*lapse.Approval, error) {
 	a, err := s.access.ApprovalGet(ctx, id)
 	if errors.Is(err, lapse.ErrAccessNotFound) {
 		return nil, lapse.Refine(lapse.ErrAccessNotFound, "no approval request has the id %d", id)
 	}
-	if err != nil || !s.due(a) {
+	if err != nil || !s.stale(a) {
 		return a, err
 	}
 	err = s.tx(ctx, func(as lapse.AccessStore) error {
-		a, err = s.expire(ctx, as, id)
+		a, err = s.refresh(ctx, as, a)
 		return err
 	})
 	return a, err
 }
 
+// stale reports whether a is to be moved on before it is shown: pending
+// past its ExpiresAt (due), or stranded.
+func (s *Service) stale(a *lapse.Approval) bool { return s.due(a) || s.stranded(a) }
+
+// refresh moves a, in the transaction as, as stale says it is to be moved,
+// and returns it as it is then.
+func (s *Service) refresh(ctx context.Context, as lapse.AccessStore, a *lapse.Approval) (*lapse.Approval, error) {
+	if s.due(a) {
+		return s.expire(ctx, as, a.ID)
+	}
+	return s.settleStranded(ctx, as, a.ID)
+}
+
 // Approvals returns the approval requests p asks for (see
 // lapse.AccessStore.ApprovalList; nil asks for all), having moved the
-// pending ones past their ExpiresAt to expired as Approval does. A request
-// that thereby leaves the status p asks for (pending) is left out, and the
-// list is read again, so that the requests behind it take its place: a list
-// of p.Limit pending requests is short only when there are no more. A list
-// of the expired ones first expires every pending request past its
-// ExpiresAt, which is expired whether it was read since or not.
+// pending ones past their ExpiresAt to expired, and settled the stranded
+// ones, as Approval does. A request that thereby leaves the status p asks
+// for (pending, approved) is left out, and the list is read again, so that
+// the requests behind it take its place: a list of p.Limit pending
+// requests is short only when there are no more. A list of the expired
+// ones first expires every pending request past its ExpiresAt, which is
+// expired whether it was read since or not; a list of the executed or
+// failed ones first settles every stranded request (SettleStranded).
 func (s *Service) Approvals(ctx context.Context, p *lapse.ApprovalListParams) ([]*lapse.Approval, error) {
 	if p == nil {
 		p = &lapse.ApprovalListParams{}
 	}
-	if p.Status == lapse.ApprovalExpired {
+	switch p.Status {
+	case lapse.ApprovalExpired:
 		if err := s.expireDue(ctx); err != nil {
+			return nil, err
+		}
+	case lapse.ApprovalExecuted, lapse.ApprovalFailed:
+		if _, err := s.SettleStranded(ctx); err != nil {
 			return nil, err
 		}
 	}
 	for {
 		list, err := s.access.ApprovalList(ctx, p)
-		if err != nil || !slices.ContainsFunc(list, s.due) {
+		if err != nil || !slices.ContainsFunc(list, s.stale) {
 			return list, err
 		}
 		err = s.tx(ctx, func(as lapse.AccessStore) error {
 			for i, a := range list {
-				if s.due(a) {
-					if list[i], err = s.expire(ctx, as, a.ID); err != nil {
+				if s.stale(a) {
+					if list[i], err = s.refresh(ctx, as, a); err != nil {
 						return err
 					}
 				}
@@ -181,8 +202,8 @@ func (s *Service) Approvals(ctx context.Context, p *lapse.ApprovalListParams) ([
 		if p.Status == "" {
 			return list, nil
 		}
-		// Those expired left the list of pending ones: read it again. Each
-		// turn expires one at least, so the turns end.
+		// Those expired or settled left the list of their status: read it
+		// again. Each turn moves one at least, so the turns end.
 	}
 }
 

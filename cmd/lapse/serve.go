@@ -364,6 +364,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	resumed := make(chan struct{})
 	go func() {
 		defer close(resumed)
+		settleApprovals(ctx, acc, log)
 		resumeCloses(ctx, closer, log)
 	}()
 	var names []string
@@ -441,6 +442,20 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 		return fmt.Errorf("http shutdown: %w", httpErr)
 	}
 	return nil
+}
+
+// settleApprovals settles the approval requests that a process stopped
+// between their approval and the end of their carrying out left approved
+// (access.SettleStranded): each becomes executed or failed, by its
+// action's audit rows.
+func settleApprovals(ctx context.Context, acc *access.Service, log *slog.Logger) {
+	n, err := acc.SettleStranded(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		log.Error("approvals: the requests left approved could not be settled; they are settled when read, or at the next start", "err", err)
+	case n > 0:
+		log.Warn("approvals: requests left approved by a process that stopped while carrying them out were settled by their audit rows", "settled", n)
+	}
 }
 
 // resumeCloses runs the manual close batches that a process stopped or
