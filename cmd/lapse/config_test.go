@@ -691,6 +691,12 @@ func TestConfigRedact(t *testing.T) {
 		{"db", "postgres://u:hunter2@db:5432/lapse?sslmode=disable", "postgres://u:xxxxx@db:5432/lapse?sslmode=disable"},
 		{"db", "postgres://db/lapse?user=u&password=hunter2&sslmode=disable", "postgres://db/lapse?user=u&password=xxxxx&sslmode=disable"},
 		{"db", "host=db password=hunter2 dbname=lapse", "host=db password=xxxxx dbname=lapse"},
+		// Quoted, with blanks and escapes in it; blanks around the =; a
+		// quote left open.
+		{"db", "host=db password='hun ter2' dbname=lapse", "host=db password=xxxxx dbname=lapse"},
+		{"db", `host=db password='it\'s a \\ secret' dbname=lapse`, "host=db password=xxxxx dbname=lapse"},
+		{"db", "host=db password = hunter2 dbname=lapse", "host=db password = xxxxx dbname=lapse"},
+		{"db", "host=db PASSWORD= 'a b c", "host=db PASSWORD= xxxxx"},
 		{"db", "postgres://u:hun@ter2@db:5432/lapse", "postgres://u:xxxxx@db:5432/lapse"},
 		{"db", "u:hunter2@tcp(db:3306)/lapse", "u:xxxxx@tcp(db:3306)/lapse"},
 		{"payment-providers", "a=https://u:p1@a.example/x,b=https://b.example:8443/y@z", "a=https://u:xxxxx@a.example/x,b=https://b.example:8443/y@z"},

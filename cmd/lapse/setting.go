@@ -290,7 +290,10 @@ var (
 	// auth): a webhook's or a port's https://TOKEN@host. A database's user
 	// is only a name.
 	urlToken    = regexp.MustCompile(`(?i)(\b(?:nats|tls|wss?|https?)://)[^:/?#@\r\n,]+@`)
-	dsnPassword = regexp.MustCompile(`(?i)(password=)[^&\s]*`)
+	// A key=value DSN's password may be quoted, with blanks in it
+	// (password='a b', \' and \\ escaped), and libpq lets blanks stand
+	// around the =; a quote left open runs to the end.
+	dsnPassword = regexp.MustCompile(`(?i)(password\s*=\s*)(?:'(?:[^'\\]|\\.)*(?:'|\\?$)|[^&\s]*)`)
 	// The Go MySQL driver's DSN, user:password@tcp(host:3306)/db, which
 	// --db refuses (a mysql:// URL is its form) but shows in the error.
 	driverPassword = regexp.MustCompile(`^([^:@/\s]*):[^\s]*@((tcp|unix)\()`)
