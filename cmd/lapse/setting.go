@@ -289,7 +289,7 @@ var (
 	// it (nats://TOKEN@host is token auth) and where HTTP sends it (Basic
 	// auth): a webhook's or a port's https://TOKEN@host. A database's user
 	// is only a name.
-	urlToken    = regexp.MustCompile(`(?i)(\b(?:nats|tls|wss?|https?)://)[^:/?#@\r\n,]+@`)
+	urlToken = regexp.MustCompile(`(?i)(\b(?:nats|tls|wss?|https?)://)[^:/?#@\r\n,]+@`)
 	// A key=value DSN's password may be quoted, with blanks in it
 	// (password='a b', \' and \\ escaped), and libpq lets blanks stand
 	// around the =; a quote left open runs to the end.
