@@ -73,7 +73,7 @@ func operatorAdd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	if o.args.name == "" || o.args.role == "" {
 		return fmt.Errorf("operator add: give --name and --role (%s, %s or %s)", access.RoleViewer, access.RoleOperator, access.RoleAdmin)
 	}
-	password, err := readPassword("operator add", stdin)
+	password, err := readPassword(ctx, "operator add", stdin)
 	if err != nil {
 		return err
 	}
@@ -99,8 +99,11 @@ func printEnrolment(stdout io.Writer, enr *access.Enrolment) {
 // readPassword reads the first line of stdin, without its line ending, for
 // the command cmd. Nothing on stdin, or a terminal (whose typing would
 // show on the screen), is an empty password: AddOperator and
-// ResetOperator then generate one.
-func readPassword(cmd string, stdin io.Reader) (string, error) {
+// ResetOperator then generate one. A read still waiting when ctx ends (a
+// pipe whose writer neither writes nor closes it, and Ctrl-C) gives up
+// with ctx's error: the read itself cannot be cut short, and is left to
+// the process's end.
+func readPassword(ctx context.Context, cmd string, stdin io.Reader) (string, error) {
 	if stdin == nil {
 		return "", nil
 	}
@@ -109,11 +112,25 @@ func readPassword(cmd string, stdin io.Reader) (string, error) {
 			return "", nil
 		}
 	}
-	line, err := bufio.NewReader(io.LimitReader(stdin, 4*access.MaxPasswordLen+2)).ReadString('\n')
-	if err != nil && err != io.EOF {
-		return "", fmt.Errorf("%s: reading the password from stdin: %w", cmd, err)
+	type read struct {
+		line string
+		err  error
 	}
-	return strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r"), nil
+	got := make(chan read, 1)
+	go func() {
+		line, err := bufio.NewReader(io.LimitReader(stdin, 4*access.MaxPasswordLen+2)).ReadString('\n')
+		got <- read{line, err}
+	}()
+	var r read
+	select {
+	case r = <-got:
+	case <-ctx.Done():
+		return "", fmt.Errorf("%s: reading the password from stdin: %w", cmd, context.Cause(ctx))
+	}
+	if r.err != nil && r.err != io.EOF {
+		return "", fmt.Errorf("%s: reading the password from stdin: %w", cmd, r.err)
+	}
+	return strings.TrimSuffix(strings.TrimSuffix(r.line, "\n"), "\r"), nil
 }
 
 func operatorList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -206,7 +223,7 @@ func operatorReset(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	if len(rest) != 1 {
 		return fmt.Errorf("operator reset: give the name of one operator")
 	}
-	password, err := readPassword("operator reset", stdin)
+	password, err := readPassword(ctx, "operator reset", stdin)
 	if err != nil {
 		return err
 	}
