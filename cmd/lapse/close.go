@@ -122,6 +122,11 @@ func closeOrders(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case b != nil:
 		fmt.Fprintf(stdout, "resuming batch %d, started %s by %s (reason %q): %d of %d orders settled\n",
 			b.ID, when(b.CreatedAt), b.CreatedBy, b.Reason, b.Closed+b.Skipped+b.Failed, b.Total)
+		if o.args.reason != b.Reason {
+			// Its orders close as the batch started them, for the reason
+			// its audit row and its first orders' rows already give.
+			fmt.Fprintf(stdout, "the batch keeps the reason it was started with; --reason %q is not used\n", o.args.reason)
+		}
 	case pv.Count == 0:
 		fmt.Fprintln(stdout, "nothing to close")
 		return nil

@@ -231,8 +231,11 @@ func TestCloseKilledAndResumed(t *testing.T) {
 		t.Fatalf("after the kill: %+v, want part of the batch closed", c)
 	}
 
-	out, errOut, code := tool(t, dir, "", args...)
-	if code != 0 || !strings.Contains(out, "resuming batch 1") || !strings.Contains(out, fmt.Sprintf("batch 1 done: %d orders, %d closed, 0 skipped", n, n)) {
+	// Run again with another reason: the batch keeps its own, and says so.
+	out, errOut, code := tool(t, dir, "", "close", "--user", "u-kill", "--reason", "still stuck")
+	if code != 0 || !strings.Contains(out, `resuming batch 1`) || !strings.Contains(out, `(reason "stuck orders")`) ||
+		!strings.Contains(out, `--reason "still stuck" is not used`) ||
+		!strings.Contains(out, fmt.Sprintf("batch 1 done: %d orders, %d closed, 0 skipped", n, n)) {
 		t.Fatalf("lapse close again = %d:\n%s%s", code, out, errOut)
 	}
 	c = tallyCloses(t, db, "u-kill")
