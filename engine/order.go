@@ -417,7 +417,29 @@ type DeadlineChange struct {
 	ExtendBy time.Duration
 	Reason   string
 	By       Actor
+	// External is a change asked from outside (the API's order route):
+	// it may not bring an open group buy's deadline earlier, which settles
+	// the group early for every member (ErrDeadlineIsGroup), unless Group
+	// is set too.
+	External bool
+	// Group is a change asked of a group buy as the group (the API's
+	// group route, guarded as the mass action it is): it may bring an
+	// open group's deadline earlier, and is refused (ErrDeadlineNotGroup)
+	// for an order that is not a group buy.
+	Group bool
 }
+
+// Sentinels of a deadline change asked through the wrong door, nothing
+// changed. Errors that refine them name the order.
+var (
+	// ErrDeadlineIsGroup: an external change that is not Group would
+	// bring an open group buy's deadline earlier. EFORBIDDEN: the caller
+	// of the order's route may not settle a group early for every member.
+	ErrDeadlineIsGroup = &lapse.Error{Code: lapse.EFORBIDDEN, Message: "bringing an open group buy's deadline earlier settles it early for every member; change it as the group"}
+	// ErrDeadlineNotGroup: a Group change of an order that is not a group
+	// buy.
+	ErrDeadlineNotGroup = &lapse.Error{Code: lapse.EINVALID, Message: "the order is not a group buy"}
+)
 
 // SetDeadline changes the deadline of the order's current state and emits an
 // order.deadline_changed event. The new deadline must be in the future. For
@@ -434,7 +456,9 @@ type DeadlineChange struct {
 // A change to the deadline as it stands changes nothing and returns the
 // order as it is, with moved false. Errors: ECONFLICT when the deadline has passed, the
 // order's state has no deadline, or the order moved meanwhile; EINVALID for
-// a bad change; ENOTFOUND.
+// a bad change; ENOTFOUND; ErrDeadlineIsGroup (refined) for an external
+// change that would bring an open group buy's deadline earlier, and
+// ErrDeadlineNotGroup (refined) for a Group change of another order.
 //
 // Shortening a deadline does not change what a payment already made is
 // judged by: every payment is judged at its provider time against the
@@ -459,11 +483,17 @@ func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChan
 		if err != nil {
 			return err
 		}
+		if err := c.checkGroup(flow, o); err != nil {
+			return err
+		}
 		now := e.clock.Now() // after the lock: nothing moves the order until this commits
 		read := o
 		o = flow.InWindow(o) // a PayBy is the window of the state that took payments only
 		at, was, err := e.deadlineMove(o, flow, c, now)
 		if err != nil {
+			return err
+		}
+		if err := c.checkEarlier(flow, o, at, was); err != nil {
 			return err
 		}
 		if at.Equal(was) {
@@ -514,6 +544,33 @@ func (c DeadlineChange) check() error {
 		return lapse.FieldError("extend_by", "must be at least 1µs, the precision a deadline is kept to")
 	}
 	return lapse.CheckReason("reason", c.Reason)
+}
+
+// checkGroup refuses a Group change of an order that is not a group buy.
+func (c DeadlineChange) checkGroup(flow *lapse.Flow, o *lapse.Order) error {
+	if c.Group && flow.Group.Join == "" {
+		return lapse.Refine(ErrDeadlineNotGroup, "order %s follows flow %s, which is not a group buy", o.OrderNo, flow.Name)
+	}
+	return nil
+}
+
+// checkEarlier refuses an external change that is not Group when it brings
+// the deadline of o, an open group buy of flow, from was to the earlier at:
+// its deadline settles it for every member, as a cancel of the group ends
+// it for every member, and both are the group's (a mass action). A move
+// later only keeps the group open longer, and the order's route may make it.
+func (c DeadlineChange) checkEarlier(flow *lapse.Flow, o *lapse.Order, at, was time.Time) error {
+	if c.External && !c.Group && openGroup(flow, o) && at.Before(was) {
+		return lapse.Refine(ErrDeadlineIsGroup, "bringing the deadline of the open group buy %s earlier settles it early for every member; change it as the group",
+			o.OrderNo)
+	}
+	return nil
+}
+
+// openGroup reports whether o, of flow, is a group buy open to members.
+func openGroup(flow *lapse.Flow, o *lapse.Order) bool {
+	join := flow.Group.Join
+	return join != "" && flow.Transition(o.State, join) != nil
 }
 
 // deadlineMove returns where c moves the window of o, of flow, at now: its
@@ -570,14 +627,21 @@ func (e *Engine) DeadlineStake(ctx context.Context, orderNo string, c DeadlineCh
 	if err != nil {
 		return 0, err
 	}
-	at, was, err := e.deadlineMove(flow.InWindow(o), flow, c, e.clock.Now()) // as SetDeadline judges it
+	if err := c.checkGroup(flow, o); err != nil {
+		return 0, err
+	}
+	o = flow.InWindow(o)
+	at, was, err := e.deadlineMove(o, flow, c, e.clock.Now()) // as SetDeadline judges it
+	if err == nil {
+		err = c.checkEarlier(flow, o, at, was)
+	}
 	switch {
 	case err != nil:
 		return 0, err
 	case !at.Before(was):
 		return 0, nil
 	}
-	if join := flow.Group.Join; join != "" && flow.Transition(o.State, join) != nil {
+	if openGroup(flow, o) {
 		ms, err := e.store.GroupMemberList(ctx, o.ID)
 		return int64(len(ms)), err
 	}
