@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -427,6 +428,13 @@ type DeadlineChange struct {
 	// open group's deadline earlier, and is refused (ErrDeadlineNotGroup)
 	// for an order that is not a group buy.
 	Group bool
+	// Key makes the change idempotent: the same key again on the order
+	// changes nothing and returns the order as it stands, however its
+	// deadline moved since; the key with another change is refused
+	// (ECONFLICT). The key is kept in the order.deadline_changed event of
+	// the change it made, and found there as long as that event is kept
+	// (the outbox's retention). Default: none (each call is a change).
+	Key string
 }
 
 // Sentinels of a deadline change asked through the wrong door, nothing
@@ -439,6 +447,9 @@ var (
 	// ErrDeadlineNotGroup: a Group change of an order that is not a group
 	// buy.
 	ErrDeadlineNotGroup = &lapse.Error{Code: lapse.EINVALID, Message: "the order is not a group buy"}
+	// ErrDeadlineKeyUsed: a change's Key made another change of the
+	// order's deadline. ECONFLICT.
+	ErrDeadlineKeyUsed = &lapse.Error{Code: lapse.ECONFLICT, Message: "the idempotency key moved the deadline with another request"}
 )
 
 // SetDeadline changes the deadline of the order's current state and emits an
@@ -459,6 +470,13 @@ var (
 // a bad change; ENOTFOUND; ErrDeadlineIsGroup (refined) for an external
 // change that would bring an open group buy's deadline earlier, and
 // ErrDeadlineNotGroup (refined) for a Group change of another order.
+//
+// A change with a Key that made a change of the order already changes
+// nothing and returns the order as it stands, with moved false, before
+// any of the checks above (a retry after the deadline it moved has passed
+// is answered so too); ErrDeadlineKeyUsed (refined, ECONFLICT) when the
+// key made another change (another extend_by or deadline_at, or another
+// reason).
 //
 // Shortening a deadline does not change what a payment already made is
 // judged by: every payment is judged at its provider time against the
@@ -486,6 +504,15 @@ func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChan
 		if err := c.checkGroup(flow, o); err != nil {
 			return err
 		}
+		if c.Key != "" {
+			// Before anything else is judged: a retry after the
+			// deadline it moved has passed finds its change all the same.
+			done, err := c.madeIn(ctx, tx, o)
+			if err != nil || done {
+				got = o
+				return err
+			}
+		}
 		now := e.clock.Now() // after the lock: nothing moves the order until this commits
 		read := o
 		o = flow.InWindow(o) // a PayBy is the window of the state that took payments only
@@ -511,8 +538,7 @@ func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChan
 		if payBy != nil {
 			after.PayBy = payBy
 		}
-		evs = []lapse.OutboxEvent{lapse.NewDeadlineChangedEvent(&after, lapse.DeadlineMove{
-			Previous: o.DeadlineAt, Next: &at, FiredBy: c.By.FiredBy, Actor: c.By.Name, Reason: c.Reason})}
+		evs = []lapse.OutboxEvent{lapse.NewDeadlineChangedEvent(&after, c.move(o.DeadlineAt, &at))}
 		e.fanOut(o, evs)
 		got, err = tx.OrderDeadlineSet(ctx, &lapse.OrderDeadlineSetParams{
 			OrderID: o.ID, FromState: o.State, FromVersion: o.Version, DeadlineAt: at, At: now, Outbox: evs, PayBy: payBy,
@@ -530,9 +556,78 @@ func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChan
 	return got, true, nil
 }
 
+// move is the order.deadline_changed event's account of c, which moves the
+// deadline from prev to next.
+func (c DeadlineChange) move(prev, next *time.Time) lapse.DeadlineMove {
+	m := lapse.DeadlineMove{Previous: prev, Next: next, FiredBy: c.By.FiredBy, Actor: c.By.Name, Reason: c.Reason, Key: c.Key}
+	if c.Key != "" {
+		if c.At != nil {
+			at := lapse.Ceil(*c.At) // as it is kept
+			m.DeadlineAt = &at
+		} else {
+			m.ExtendBy = c.ExtendBy.String()
+		}
+	}
+	return m
+}
+
+// madeIn reports whether the change under c.Key was made already on o,
+// read through s with o locked: true when o's events hold the change that
+// key made, and ErrDeadlineKeyUsed (refined) when the key made another.
+func (c DeadlineChange) madeIn(ctx context.Context, s lapse.Store, o *lapse.Order) (bool, error) {
+	evs, err := s.OutboxList(ctx, o.ID)
+	if err != nil {
+		return false, err
+	}
+	want := c.move(nil, nil)
+	for _, ev := range evs {
+		if ev.Type != lapse.EventOrderDeadlineChanged {
+			continue
+		}
+		var p struct {
+			Deadline *lapse.DeadlineMove `json:"deadline"`
+		}
+		if err := json.Unmarshal(ev.Payload, &p); err != nil {
+			return false, fmt.Errorf("engine: event %s of order %s: %w", ev.ID, o.OrderNo, err)
+		}
+		m := p.Deadline
+		if m == nil || m.Key != c.Key {
+			continue
+		}
+		if m.ExtendBy != want.ExtendBy || !equalTimes(m.DeadlineAt, want.DeadlineAt) || m.Reason != want.Reason {
+			return false, lapse.Refine(ErrDeadlineKeyUsed, "Idempotency-Key %s moved the deadline of order %s with another request (%s); use a key of its own for each change",
+				c.Key, o.OrderNo, askedFor(m))
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+// askedFor says what the change m records was asked for.
+func askedFor(m *lapse.DeadlineMove) string {
+	what := "extend_by " + m.ExtendBy
+	if m.DeadlineAt != nil {
+		what = "deadline_at " + m.DeadlineAt.UTC().Format(time.RFC3339Nano)
+	}
+	if m.Reason != "" {
+		what += ", with a reason"
+	}
+	return what
+}
+
+func equalTimes(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}
+
 // check refuses a change that is not one: neither or both of At and
-// ExtendBy, a negative ExtendBy, a bad reason.
+// ExtendBy, a negative ExtendBy, a bad reason or key.
 func (c DeadlineChange) check() error {
+	if err := checkIdempotencyKey(c.Key); err != nil {
+		return err
+	}
 	switch {
 	case c.At == nil && c.ExtendBy == 0:
 		return lapse.FieldError("deadline_at", "send deadline_at or extend_by")
@@ -629,6 +724,11 @@ func (e *Engine) DeadlineStake(ctx context.Context, orderNo string, c DeadlineCh
 	}
 	if err := c.checkGroup(flow, o); err != nil {
 		return 0, err
+	}
+	if c.Key != "" {
+		if done, err := c.madeIn(ctx, e.store, o); err != nil || done {
+			return 0, err // a change made already puts nothing more at stake
+		}
 	}
 	o = flow.InWindow(o)
 	at, was, err := e.deadlineMove(o, flow, c, e.clock.Now()) // as SetDeadline judges it

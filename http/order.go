@@ -225,7 +225,9 @@ func (s *Server) fireEvent(w http.ResponseWriter, r *http.Request) {
 }
 
 // deadlineRequest is the body of PATCH /v1/orders/{order_no}/deadline: one of
-// deadline_at (RFC 3339, earlier or later) or extend_by (a Go duration).
+// deadline_at (RFC 3339, earlier or later) or extend_by (a Go duration). The
+// optional Idempotency-Key header makes a retry change nothing and answer
+// with the order as it stands, as a refund's retry does.
 type deadlineRequest struct {
 	DeadlineAt *string `json:"deadline_at"`
 	ExtendBy   *string `json:"extend_by"`
@@ -235,7 +237,7 @@ type deadlineRequest struct {
 // change is the engine's change of req by r's caller, of a group buy as
 // the group when group is set (PATCH /v1/groups/{group_id}/deadline).
 func (req *deadlineRequest) change(r *http.Request, group bool) (engine.DeadlineChange, error) {
-	c := engine.DeadlineChange{Reason: req.Reason, By: actor(r), External: true, Group: group}
+	c := engine.DeadlineChange{Reason: req.Reason, By: actor(r), External: true, Group: group, Key: r.Header.Get("Idempotency-Key")}
 	if req.DeadlineAt != nil {
 		t, err := parseTime("deadline_at", *req.DeadlineAt)
 		if err != nil {
