@@ -95,3 +95,39 @@ func TestSetDeadlineKey(t *testing.T) {
 		}
 	})
 }
+
+// TestSetDeadlineKeyConcurrent: retries of one keyed extension that race
+// (a client that gave up waiting and sent it again while the first was
+// still running) extend once between them: each takes the order's lock
+// before it looks for the key.
+func TestSetDeadlineKeyConcurrent(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		e := newEngine(t, open(), clk)
+		create(t, e, checkout("KC-1", 15*time.Minute))
+		c := engine.DeadlineChange{ExtendBy: 10 * time.Minute, By: engine.Actor{FiredBy: lapse.FiredByAPI, Name: "api"}, Key: "race"}
+		const n = 8
+		errs := make(chan error, n)
+		moves := make(chan bool, n)
+		for range n {
+			go func() {
+				_, moved, err := e.SetDeadline(ctxT(t), "KC-1", c)
+				errs <- err
+				moves <- moved
+			}()
+		}
+		movedOnce := 0
+		for range n {
+			if err := <-errs; err != nil {
+				t.Errorf("SetDeadline under the raced key: %v", err)
+			}
+			if <-moves {
+				movedOnce++
+			}
+		}
+		o, err := e.Order(ctxT(t), "KC-1")
+		if err != nil || movedOnce != 1 || o.Version != 2 || !o.DeadlineAt.Equal(t0.Add(25*time.Minute)) {
+			t.Fatalf("%d raced retries of one extension: moved %d times, order %+v, %v; want it extended once", n, movedOnce, o, err)
+		}
+	})
+}
