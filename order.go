@@ -126,6 +126,12 @@ const (
 	MaxItems       = 100
 	MaxSKULen      = 64
 	MaxMetadataLen = 16 << 10
+	// MaxMetadataDepth bounds how deep metadata nests objects and arrays,
+	// the metadata object itself counting as the first level. Within
+	// MaxMetadataLen, encoding/json alone takes up to 10,000 levels, which
+	// every reader of the order (the console, a subscriber's decoder, a
+	// store's JSON functions) would then have to take too.
+	MaxMetadataDepth = 32
 	// MaxAmount bounds an order's amount, in minor units: 10^14, a
 	// trillion dollars or a hundred billion dinars, beyond any real order,
 	// and far enough below 2^63 that the totals of many such orders still
@@ -201,11 +207,44 @@ func (c *OrderCreate) Validate() error {
 		if !utf8.Valid(c.Metadata) {
 			return FieldError("metadata", "must be UTF-8")
 		}
+		if jsonDeeper(c.Metadata, MaxMetadataDepth) {
+			return FieldError("metadata", "nests objects and arrays more than %d levels deep", MaxMetadataDepth)
+		}
 		if err := json.Unmarshal(c.Metadata, &obj); err != nil || obj == nil {
 			return FieldError("metadata", "must be a JSON object")
 		}
 	}
 	return nil
+}
+
+// jsonDeeper reports whether the JSON text b nests objects and arrays more
+// than max levels deep. It reads brackets outside strings only, so it
+// answers for valid JSON; what it says of other text does not matter, as
+// the caller refuses that anyway.
+func jsonDeeper(b []byte, max int) bool {
+	depth, inString, escaped := 0, false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			if depth++; depth > max {
+				return true
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return false
 }
 
 // Fingerprint returns a digest of everything in the request but its order_no.

@@ -73,6 +73,14 @@ type DeadlineMove struct {
 	FiredBy  FiredBy    `json:"fired_by"`
 	Actor    string     `json:"actor"`
 	Reason   string     `json:"reason,omitempty"`
+	// Key is the Idempotency-Key the change was asked with, and ExtendBy
+	// or DeadlineAt what it asked for (as the caller sent it: a move later
+	// by a duration, or to a time); all three are left out of a change
+	// asked without a key. The same key again on the order is the same
+	// change, which the engine finds here and does not make twice.
+	Key        string     `json:"idempotency_key,omitempty"`
+	ExtendBy   string     `json:"extend_by,omitempty"`
+	DeadlineAt *time.Time `json:"deadline_at,omitempty"`
 }
 
 type payloadHop struct {

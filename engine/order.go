@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -417,7 +418,39 @@ type DeadlineChange struct {
 	ExtendBy time.Duration
 	Reason   string
 	By       Actor
+	// External is a change asked from outside (the API's order route):
+	// it may not bring an open group buy's deadline earlier, which settles
+	// the group early for every member (ErrDeadlineIsGroup), unless Group
+	// is set too.
+	External bool
+	// Group is a change asked of a group buy as the group (the API's
+	// group route, guarded as the mass action it is): it may bring an
+	// open group's deadline earlier, and is refused (ErrDeadlineNotGroup)
+	// for an order that is not a group buy.
+	Group bool
+	// Key makes the change idempotent: the same key again on the order
+	// changes nothing and returns the order as it stands, however its
+	// deadline moved since; the key with another change is refused
+	// (ECONFLICT). The key is kept in the order.deadline_changed event of
+	// the change it made, and found there as long as that event is kept
+	// (the outbox's retention). Default: none (each call is a change).
+	Key string
 }
+
+// Sentinels of a deadline change asked through the wrong door, nothing
+// changed. Errors that refine them name the order.
+var (
+	// ErrDeadlineIsGroup: an external change that is not Group would
+	// bring an open group buy's deadline earlier. EFORBIDDEN: the caller
+	// of the order's route may not settle a group early for every member.
+	ErrDeadlineIsGroup = &lapse.Error{Code: lapse.EFORBIDDEN, Message: "bringing an open group buy's deadline earlier settles it early for every member; change it as the group"}
+	// ErrDeadlineNotGroup: a Group change of an order that is not a group
+	// buy.
+	ErrDeadlineNotGroup = &lapse.Error{Code: lapse.EINVALID, Message: "the order is not a group buy"}
+	// ErrDeadlineKeyUsed: a change's Key made another change of the
+	// order's deadline. ECONFLICT.
+	ErrDeadlineKeyUsed = &lapse.Error{Code: lapse.ECONFLICT, Message: "the idempotency key moved the deadline with another request"}
+)
 
 // SetDeadline changes the deadline of the order's current state and emits an
 // order.deadline_changed event. The new deadline must be in the future. For
@@ -434,7 +467,16 @@ type DeadlineChange struct {
 // A change to the deadline as it stands changes nothing and returns the
 // order as it is, with moved false. Errors: ECONFLICT when the deadline has passed, the
 // order's state has no deadline, or the order moved meanwhile; EINVALID for
-// a bad change; ENOTFOUND.
+// a bad change; ENOTFOUND; ErrDeadlineIsGroup (refined) for an external
+// change that would bring an open group buy's deadline earlier, and
+// ErrDeadlineNotGroup (refined) for a Group change of another order.
+//
+// A change with a Key that made a change of the order already changes
+// nothing and returns the order as it stands, with moved false, before
+// any of the checks above (a retry after the deadline it moved has passed
+// is answered so too); ErrDeadlineKeyUsed (refined, ECONFLICT) when the
+// key made another change (another extend_by or deadline_at, or another
+// reason).
 //
 // Shortening a deadline does not change what a payment already made is
 // judged by: every payment is judged at its provider time against the
@@ -459,11 +501,26 @@ func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChan
 		if err != nil {
 			return err
 		}
+		if err := c.checkGroup(flow, o); err != nil {
+			return err
+		}
+		if c.Key != "" {
+			// Before anything else is judged: a retry after the
+			// deadline it moved has passed finds its change all the same.
+			done, err := c.madeIn(ctx, tx, o)
+			if err != nil || done {
+				got = o
+				return err
+			}
+		}
 		now := e.clock.Now() // after the lock: nothing moves the order until this commits
 		read := o
 		o = flow.InWindow(o) // a PayBy is the window of the state that took payments only
 		at, was, err := e.deadlineMove(o, flow, c, now)
 		if err != nil {
+			return err
+		}
+		if err := c.checkEarlier(flow, o, at, was); err != nil {
 			return err
 		}
 		if at.Equal(was) {
@@ -481,8 +538,7 @@ func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChan
 		if payBy != nil {
 			after.PayBy = payBy
 		}
-		evs = []lapse.OutboxEvent{lapse.NewDeadlineChangedEvent(&after, lapse.DeadlineMove{
-			Previous: o.DeadlineAt, Next: &at, FiredBy: c.By.FiredBy, Actor: c.By.Name, Reason: c.Reason})}
+		evs = []lapse.OutboxEvent{lapse.NewDeadlineChangedEvent(&after, c.move(o.DeadlineAt, &at))}
 		e.fanOut(o, evs)
 		got, err = tx.OrderDeadlineSet(ctx, &lapse.OrderDeadlineSetParams{
 			OrderID: o.ID, FromState: o.State, FromVersion: o.Version, DeadlineAt: at, At: now, Outbox: evs, PayBy: payBy,
@@ -500,9 +556,78 @@ func (e *Engine) SetDeadline(ctx context.Context, orderNo string, c DeadlineChan
 	return got, true, nil
 }
 
+// move is the order.deadline_changed event's account of c, which moves the
+// deadline from prev to next.
+func (c DeadlineChange) move(prev, next *time.Time) lapse.DeadlineMove {
+	m := lapse.DeadlineMove{Previous: prev, Next: next, FiredBy: c.By.FiredBy, Actor: c.By.Name, Reason: c.Reason, Key: c.Key}
+	if c.Key != "" {
+		if c.At != nil {
+			at := lapse.Ceil(*c.At) // as it is kept
+			m.DeadlineAt = &at
+		} else {
+			m.ExtendBy = c.ExtendBy.String()
+		}
+	}
+	return m
+}
+
+// madeIn reports whether the change under c.Key was made already on o,
+// read through s with o locked: true when o's events hold the change that
+// key made, and ErrDeadlineKeyUsed (refined) when the key made another.
+func (c DeadlineChange) madeIn(ctx context.Context, s lapse.Store, o *lapse.Order) (bool, error) {
+	evs, err := s.OutboxList(ctx, o.ID)
+	if err != nil {
+		return false, err
+	}
+	want := c.move(nil, nil)
+	for _, ev := range evs {
+		if ev.Type != lapse.EventOrderDeadlineChanged {
+			continue
+		}
+		var p struct {
+			Deadline *lapse.DeadlineMove `json:"deadline"`
+		}
+		if err := json.Unmarshal(ev.Payload, &p); err != nil {
+			return false, fmt.Errorf("engine: event %s of order %s: %w", ev.ID, o.OrderNo, err)
+		}
+		m := p.Deadline
+		if m == nil || m.Key != c.Key {
+			continue
+		}
+		if m.ExtendBy != want.ExtendBy || !equalTimes(m.DeadlineAt, want.DeadlineAt) || m.Reason != want.Reason {
+			return false, lapse.Refine(ErrDeadlineKeyUsed, "Idempotency-Key %s moved the deadline of order %s with another request (%s); use a key of its own for each change",
+				c.Key, o.OrderNo, askedFor(m))
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+// askedFor says what the change m records was asked for.
+func askedFor(m *lapse.DeadlineMove) string {
+	what := "extend_by " + m.ExtendBy
+	if m.DeadlineAt != nil {
+		what = "deadline_at " + m.DeadlineAt.UTC().Format(time.RFC3339Nano)
+	}
+	if m.Reason != "" {
+		what += ", with a reason"
+	}
+	return what
+}
+
+func equalTimes(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}
+
 // check refuses a change that is not one: neither or both of At and
-// ExtendBy, a negative ExtendBy, a bad reason.
+// ExtendBy, a negative ExtendBy, a bad reason or key.
 func (c DeadlineChange) check() error {
+	if err := checkIdempotencyKey(c.Key); err != nil {
+		return err
+	}
 	switch {
 	case c.At == nil && c.ExtendBy == 0:
 		return lapse.FieldError("deadline_at", "send deadline_at or extend_by")
@@ -514,6 +639,33 @@ func (c DeadlineChange) check() error {
 		return lapse.FieldError("extend_by", "must be at least 1µs, the precision a deadline is kept to")
 	}
 	return lapse.CheckReason("reason", c.Reason)
+}
+
+// checkGroup refuses a Group change of an order that is not a group buy.
+func (c DeadlineChange) checkGroup(flow *lapse.Flow, o *lapse.Order) error {
+	if c.Group && flow.Group.Join == "" {
+		return lapse.Refine(ErrDeadlineNotGroup, "order %s follows flow %s, which is not a group buy", o.OrderNo, flow.Name)
+	}
+	return nil
+}
+
+// checkEarlier refuses an external change that is not Group when it brings
+// the deadline of o, an open group buy of flow, from was to the earlier at:
+// its deadline settles it for every member, as a cancel of the group ends
+// it for every member, and both are the group's (a mass action). A move
+// later only keeps the group open longer, and the order's route may make it.
+func (c DeadlineChange) checkEarlier(flow *lapse.Flow, o *lapse.Order, at, was time.Time) error {
+	if c.External && !c.Group && openGroup(flow, o) && at.Before(was) {
+		return lapse.Refine(ErrDeadlineIsGroup, "bringing the deadline of the open group buy %s earlier settles it early for every member; change it as the group",
+			o.OrderNo)
+	}
+	return nil
+}
+
+// openGroup reports whether o, of flow, is a group buy open to members.
+func openGroup(flow *lapse.Flow, o *lapse.Order) bool {
+	join := flow.Group.Join
+	return join != "" && flow.Transition(o.State, join) != nil
 }
 
 // deadlineMove returns where c moves the window of o, of flow, at now: its
@@ -570,14 +722,26 @@ func (e *Engine) DeadlineStake(ctx context.Context, orderNo string, c DeadlineCh
 	if err != nil {
 		return 0, err
 	}
-	at, was, err := e.deadlineMove(flow.InWindow(o), flow, c, e.clock.Now()) // as SetDeadline judges it
+	if err := c.checkGroup(flow, o); err != nil {
+		return 0, err
+	}
+	if c.Key != "" {
+		if done, err := c.madeIn(ctx, e.store, o); err != nil || done {
+			return 0, err // a change made already puts nothing more at stake
+		}
+	}
+	o = flow.InWindow(o)
+	at, was, err := e.deadlineMove(o, flow, c, e.clock.Now()) // as SetDeadline judges it
+	if err == nil {
+		err = c.checkEarlier(flow, o, at, was)
+	}
 	switch {
 	case err != nil:
 		return 0, err
 	case !at.Before(was):
 		return 0, nil
 	}
-	if join := flow.Group.Join; join != "" && flow.Transition(o.State, join) != nil {
+	if openGroup(flow, o) {
 		ms, err := e.store.GroupMemberList(ctx, o.ID)
 		return int64(len(ms)), err
 	}

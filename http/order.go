@@ -3,12 +3,14 @@ package http
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/access"
 	"github.com/lapsehq/lapse/engine"
 )
 
@@ -223,16 +225,19 @@ func (s *Server) fireEvent(w http.ResponseWriter, r *http.Request) {
 }
 
 // deadlineRequest is the body of PATCH /v1/orders/{order_no}/deadline: one of
-// deadline_at (RFC 3339, earlier or later) or extend_by (a Go duration).
+// deadline_at (RFC 3339, earlier or later) or extend_by (a Go duration). The
+// optional Idempotency-Key header makes a retry change nothing and answer
+// with the order as it stands, as a refund's retry does.
 type deadlineRequest struct {
 	DeadlineAt *string `json:"deadline_at"`
 	ExtendBy   *string `json:"extend_by"`
 	Reason     string  `json:"reason"` // for the order.deadline_changed event
 }
 
-// change is the engine's change of req by r's caller.
-func (req *deadlineRequest) change(r *http.Request) (engine.DeadlineChange, error) {
-	c := engine.DeadlineChange{Reason: req.Reason, By: actor(r)}
+// change is the engine's change of req by r's caller, of a group buy as
+// the group when group is set (PATCH /v1/groups/{group_id}/deadline).
+func (req *deadlineRequest) change(r *http.Request, group bool) (engine.DeadlineChange, error) {
+	c := engine.DeadlineChange{Reason: req.Reason, By: actor(r), External: true, Group: group, Key: r.Header.Get("Idempotency-Key")}
 	if req.DeadlineAt != nil {
 		t, err := parseTime("deadline_at", *req.DeadlineAt)
 		if err != nil {
@@ -255,25 +260,64 @@ func (req *deadlineRequest) change(r *http.Request) (engine.DeadlineChange, erro
 }
 
 func (s *Server) setDeadline(w http.ResponseWriter, r *http.Request) {
+	o, ok := s.moveDeadline(w, r, r.PathValue("order_no"), false)
+	if ok {
+		s.writeJSON(w, r, http.StatusOK, orderView(o))
+	}
+}
+
+// setGroupDeadline moves a group buy's deadline as the group: the one route
+// that may bring an open group's deadline earlier, which settles it early
+// for every member, and so guarded as a cancel of the group is (the
+// operations:write scope, an operator's second factor, four eyes by its
+// members: groupDeadlineStake). It answers with the group.
+func (s *Server) setGroupDeadline(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("group_id")
+	if _, ok := s.moveDeadline(w, r, id, true); !ok {
+		return
+	}
+	g, err := s.engine.Group(r.Context(), id)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, newGroupView(g))
+}
+
+// moveDeadline carries out the deadline change in r's body of the order no,
+// as the group when group is set, and returns the order as it left it;
+// false when it answered r with an error.
+func (s *Server) moveDeadline(w http.ResponseWriter, r *http.Request, no string, group bool) (*lapse.Order, bool) {
 	var req deadlineRequest
 	if err := s.decode(w, r, &req); err != nil {
 		s.error(w, r, err)
-		return
+		return nil, false
 	}
-	c, err := req.change(r)
+	c, err := req.change(r, group)
 	if err != nil {
 		s.error(w, r, err)
-		return
+		return nil, false
 	}
-	o, moved, err := s.engine.SetDeadline(r.Context(), r.PathValue("order_no"), c)
+	o, moved, err := s.engine.SetDeadline(r.Context(), no, c)
 	if err != nil {
-		s.error(w, r, err)
-		return
+		s.error(w, r, deadlineRoute(err, no))
+		return nil, false
 	}
 	if !moved {
 		repeated(r) // the deadline as it stands
 	}
-	s.writeJSON(w, r, http.StatusOK, orderView(o))
+	return o, true
+}
+
+// deadlineRoute is err, a deadline change's error, naming the route and
+// the scope that change the group buy no's deadline when err says that is
+// the group's to change.
+func deadlineRoute(err error, no string) error {
+	if errors.Is(err, engine.ErrDeadlineIsGroup) {
+		return lapse.Refine(engine.ErrDeadlineIsGroup, "bringing the deadline of the open group buy %s earlier settles it early for every member: "+
+			"change it as the group with PATCH /v1/groups/%s/deadline (scope %s)", no, url.PathEscape(no), access.ScopeOperationsWrite)
+	}
+	return err
 }
 
 func (s *Server) listTransitions(w http.ResponseWriter, r *http.Request) {

@@ -121,17 +121,28 @@ func fireStake(s *Server, r *http.Request, body []byte) (stake, error) {
 // their deadlines to a moment away is no way around a second operator. A
 // deadline moved later counts nothing.
 func deadlineStake(s *Server, r *http.Request, body []byte) (stake, error) {
+	return movedStake(s, r, body, r.PathValue("order_no"), false)
+}
+
+// groupDeadlineStake is what a group buy's deadline moved as the group
+// puts at stake: brought earlier while the group is open, its members,
+// counted as a cancel of the group counts them.
+func groupDeadlineStake(s *Server, r *http.Request, body []byte) (stake, error) {
+	return movedStake(s, r, body, r.PathValue("group_id"), true)
+}
+
+func movedStake(s *Server, r *http.Request, body []byte, no string, group bool) (stake, error) {
 	var req deadlineRequest
 	if err := s.decodeStake(r, body, &req); err != nil {
 		return stake{}, err
 	}
-	c, err := req.change(r)
+	c, err := req.change(r, group)
 	if err != nil {
 		return stake{}, err
 	}
-	n, err := s.engine.DeadlineStake(r.Context(), r.PathValue("order_no"), c)
+	n, err := s.engine.DeadlineStake(r.Context(), no, c)
 	if err != nil {
-		return stake{}, err
+		return stake{}, deadlineRoute(err, no)
 	}
 	return stake{count: n, reason: req.Reason}, nil
 }
