@@ -44,6 +44,8 @@
 //	                      event is not sent again
 //	404                   the key is unknown: the event is sent again
 //	anything else         no answer: the question is asked again later
+//	                      (a 429 or 503 with Retry-After: no sooner than
+//	                      that, up to the schedule's longest wait)
 //
 // Redirects are not followed; a 3xx is a retryable failure to fix in the
 // configuration.
@@ -225,17 +227,14 @@ func (p *Port) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	case a.Status/100 == 2 || a.Status == http.StatusConflict:
 		return nil
 	}
-	se := &StatusError{StatusCode: a.Status, Body: a.Body, Refused: a.Status/100 == 4 && !retryable(a.Status)}
-	if a.Status == http.StatusTooManyRequests || a.Status == http.StatusServiceUnavailable {
-		se.Wait = httpcall.ParseRetryAfter(a.RetryAfter, p.clock.Now())
-	}
-	return fmt.Errorf("port %q: deliver %s: %w", p.name, key, se)
+	return fmt.Errorf("port %q: deliver %s: %w", p.name, key, p.statusError(a, a.Status/100 == 4 && !retryable(a.Status)))
 }
 
 // Query asks the service whether it applied d's event: GET URL/<event id>
 // answered 200 means applied, 404 not applied. Any other answer, a timeout,
-// an open breaker or a full bulkhead is an error: the outcome stays unknown.
-// A Query error never wraps lapse.ErrRefused.
+// an open breaker or a full bulkhead is an error: the outcome stays unknown,
+// and a 429 or 503 with Retry-After puts the next question off as Deliver's
+// does. A Query error never wraps lapse.ErrRefused.
 func (p *Port) Query(ctx context.Context, d *lapse.Delivery) (applied bool, err error) {
 	key := eventID(d)
 	if key == "" {
@@ -255,7 +254,18 @@ func (p *Port) Query(ctx context.Context, d *lapse.Delivery) (applied bool, err 
 	case a.Status == http.StatusNotFound:
 		return false, nil
 	}
-	return false, fmt.Errorf("port %q: query %s: %w", p.name, key, &StatusError{StatusCode: a.Status, Body: a.Body})
+	return false, fmt.Errorf("port %q: query %s: %w", p.name, key, p.statusError(a, false))
+}
+
+// statusError is the error of answer a, which was not a success; refused
+// says whether it refuses for good. A 429 or 503 carries the wait its
+// Retry-After asked for (lapse.RetryAfter).
+func (p *Port) statusError(a httpcall.Answer, refused bool) *StatusError {
+	se := &StatusError{StatusCode: a.Status, Body: a.Body, Refused: refused}
+	if a.Status == http.StatusTooManyRequests || a.Status == http.StatusServiceUnavailable {
+		se.Wait = httpcall.ParseRetryAfter(a.RetryAfter, p.clock.Now())
+	}
+	return se
 }
 
 // send passes req through the breaker and the bulkhead and makes the round

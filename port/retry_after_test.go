@@ -60,3 +60,21 @@ func TestDeliverRetryAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestQueryRetryAfter: a port asked about an unknown outcome that answers
+// 429 or 503 with Retry-After says how long to wait before it is asked
+// again, as its answer to a delivery does.
+func TestQueryRetryAfter(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "30")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(srv.Close)
+	p := newPort(t, srv.URL, port.Config{Clock: lapse.NewManualClock(start)})
+	_, err := p.Query(context.Background(), event("order.closed"))
+	var ra lapse.RetryAfter
+	if err == nil || errors.Is(err, lapse.ErrRefused) || !errors.As(err, &ra) || ra.RetryAfter() != 30*time.Second {
+		t.Fatalf("Query answered 503 with Retry-After 30: %v; want an error asking to wait 30s", err)
+	}
+}
