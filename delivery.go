@@ -44,7 +44,16 @@ type Delivery struct {
 	Attempts int `json:"attempts"`
 	// RetryBase is Attempts when an operator last retried the delivery; the
 	// retry schedule counts from it.
-	RetryBase     int        `json:"retry_base"`
+	RetryBase int `json:"retry_base"`
+	// Unfinished counts the claims in a row, the one that runs included,
+	// whose attempts did not end through the subscriber: their workers
+	// died during them, or they were cut short (a stop, a lease lost or in
+	// doubt). A claim adds one; a finish of an attempt that was not cut
+	// short, and an operator's retry, set it to zero. It tells a delivery
+	// whose attempts never end apart from one whose schedule was shortened
+	// under it (a reload with fewer attempts): only the first dies of
+	// attempts that never ended.
+	Unfinished    int        `json:"-"`
 	NextAttemptAt time.Time  `json:"next_attempt_at"`
 	LeaseOwner    string     `json:"lease_owner,omitempty"`
 	LeaseUntil    *time.Time `json:"lease_until"`

@@ -46,10 +46,11 @@ type Relayer interface {
 	// p.Events, pending, each chained after the newest delivery of its
 	// order to the subscriber (one written earlier in p.Events included).
 	// Those with Attempted set were attempted once and failed: they are
-	// written leased to p.Owner until p.LeaseUntil with 1 attempt, for the
-	// caller to record that attempt's outcome as any failed attempt's
-	// (DeliveryFinish); the others are due at once with none. It returns
-	// the rows written, in the order of p.Events.
+	// written leased to p.Owner until p.LeaseUntil with 1 attempt (and
+	// Unfinished 1, as a claim leaves it), for the caller to record that
+	// attempt's outcome as any failed attempt's (DeliveryFinish); the
+	// others are due at once with none. It returns the rows written, in
+	// the order of p.Events.
 	RelayDefer(ctx context.Context, p *RelayDeferParams) ([]*Delivery, error)
 
 	// RelayAdvance moves the cursor locked by RelayLock to c and adds

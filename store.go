@@ -131,26 +131,27 @@ type Store interface {
 	// transactions hold. A delivery waits while an earlier delivery (smaller
 	// id) of the same order to the same subscriber is pending, so that each
 	// subscriber receives an order's events in order; a dead one does not
-	// hold the next back. Each claimed delivery has Attempts incremented (the
-	// attempt it now runs), LeaseOwner p.Owner, LeaseUntil and NextAttemptAt
-	// p.LeaseUntil (so that an expired lease makes it due again), and Event
-	// loaded. p is valid (DeliveryClaimParams.Validate).
+	// hold the next back. Each claimed delivery has Attempts and Unfinished
+	// incremented (the attempt it now runs), LeaseOwner p.Owner, LeaseUntil
+	// and NextAttemptAt p.LeaseUntil (so that an expired lease makes it due
+	// again), and Event loaded. p is valid (DeliveryClaimParams.Validate).
 	DeliveryClaim(ctx context.Context, p *DeliveryClaimParams) ([]*Delivery, error)
 
 	// DeliveryFinish records the outcome of attempt p.Attempt of a delivery
 	// leased by p.Owner: its new status, its attempt row, and, when it dies,
 	// the review and outbox rows given (events of the delivery's order). It
 	// returns ErrLeaseLost, writing nothing, when the delivery is no longer
-	// pending under that lease and attempt. p is valid
+	// pending under that lease and attempt. Unfinished stays as it is when
+	// p.CutShort, and is 0 otherwise. p is valid
 	// (DeliveryFinishParams.Validate).
 	DeliveryFinish(ctx context.Context, p *DeliveryFinishParams) (*Delivery, error)
 
 	// DeliveryDoneMany records many attempts that delivered, each as
 	// DeliveryFinish would with status done and no review or events: every
 	// delivery of p.Attempts still pending under p.Owner and the attempt
-	// named becomes done at p.At, with its lease given up and the attempt
-	// row as given. It returns the ids of the others, whose leases are lost,
-	// in the order p names them, and writes nothing for them. It is one
+	// named becomes done at p.At, with its lease given up, Unfinished 0 and
+	// the attempt row as given. It returns the ids of the others, whose
+	// leases are lost, in the order p names them, and writes nothing for them. It is one
 	// transaction (one statement where the store can), so that a batch costs
 	// one commit: an error records none of them. p is valid
 	// (DeliveryDoneManyParams.Validate).
@@ -167,8 +168,8 @@ type Store interface {
 	DeliveryRenew(ctx context.Context, p *DeliveryRenewParams) (lost []int64, err error)
 
 	// DeliveryRetry makes a dead delivery pending again, due at p.At, with
-	// its schedule counted from its current attempts (RetryBase). It returns
-	// ErrDeliveryNotFound, or an ECONFLICT error when it is not dead.
+	// its schedule counted from its current attempts (RetryBase) and
+	// Unfinished 0. It returns ErrDeliveryNotFound, or an ECONFLICT error when it is not dead.
 	DeliveryRetry(ctx context.Context, p *DeliveryRetryParams) (*Delivery, error)
 
 	// DeliveryGet returns a delivery, or ErrDeliveryNotFound.
@@ -622,12 +623,16 @@ type DeliveryFinishParams struct {
 	Status  DeliveryStatus // done, pending (retry at NextAttemptAt) or dead
 	// NextAttemptAt is when a pending delivery is due again.
 	NextAttemptAt time.Time
-	Unknown       bool   // the outcome of this attempt is unknown
-	Error         string // "" when done
-	At            time.Time
-	Record        DeliveryAttempt // the attempt row
-	Review        *Review         // created when the delivery dies
-	Outbox        []OutboxEvent   // events written with it (delivery.dead)
+	Unknown       bool // the outcome of this attempt is unknown
+	// CutShort marks an attempt that did not end through its subscriber
+	// (cut short by a stop, or by a lease lost or in doubt): the
+	// delivery's Unfinished stays as it is. Any other finish sets it to 0.
+	CutShort bool
+	Error    string // "" when done
+	At       time.Time
+	Record   DeliveryAttempt // the attempt row
+	Review   *Review         // created when the delivery dies
+	Outbox   []OutboxEvent   // events written with it (delivery.dead)
 }
 
 // DeliveryDoneManyParams records attempts of one worker that delivered.

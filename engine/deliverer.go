@@ -474,7 +474,7 @@ func (d *Deliverer) failed(ctx, actx context.Context, s *Subscription, dl *lapse
 	default:
 		rec.Outcome = lapse.OutcomeError
 	}
-	p := &lapse.DeliveryFinishParams{Status: lapse.DeliveryPending, Unknown: unknown, Error: rec.Error}
+	p := &lapse.DeliveryFinishParams{Status: lapse.DeliveryPending, Unknown: unknown, Error: rec.Error, CutShort: cutShort}
 	wait, more := s.retries().Next(dl.Failures(), rand.Float64())
 	switch {
 	case errors.Is(err, lapse.ErrRefused):

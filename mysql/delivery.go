@@ -18,7 +18,7 @@ import (
 // name the deliveries table d.
 const deliveryCols = `d.id, d.event_id, d.order_id, d.order_no, d.event_type, d.subscriber, d.status, d.attempts,
 	d.retry_base, d.next_attempt_at, d.lease_owner, d.lease_until, d.unknown, d.last_error, d.created_at,
-	d.updated_at, d.done_at`
+	d.updated_at, d.done_at, d.attempts - COALESCE(d.ended, 0)`
 
 // deliveryDest returns the scan destinations of deliveryCols, and a func
 // that puts the times they read into d.
@@ -29,7 +29,7 @@ func deliveryDest(d *lapse.Delivery) ([]any, func()) {
 	)
 	dest := []any{&d.ID, &d.EventID, &d.OrderID, &d.OrderNo, &d.EventType, &d.Subscriber, (*string)(&d.Status),
 		&d.Attempts, &d.RetryBase, &next, &d.LeaseOwner, &leaseUntil, &d.Unknown, &d.LastError, &created, &updated,
-		&doneAt}
+		&doneAt, &d.Unfinished}
 	return dest, func() {
 		d.NextAttemptAt, d.CreatedAt, d.UpdatedAt = column.Time(next), column.Time(created), column.Time(updated)
 		d.LeaseUntil, d.DoneAt = column.NullTime(leaseUntil), column.NullTime(doneAt)
@@ -67,9 +67,9 @@ func deliveryClaimSQL(nsubs int) string {
 
 // DeliveryClaim leases up to p.Limit pending deliveries of p.Subscribers
 // that are due at p.Now, earliest first (by next attempt, then id). Each is
-// returned as updated, with Attempts incremented, LeaseOwner p.Owner,
-// LeaseUntil and NextAttemptAt p.LeaseUntil, UpdatedAt p.Now, and Event
-// loaded.
+// returned as updated, with Attempts and Unfinished incremented,
+// LeaseOwner p.Owner, LeaseUntil and NextAttemptAt p.LeaseUntil, UpdatedAt
+// p.Now, and Event loaded.
 //
 // The pick, which locks, and the lease are one transaction (inside Tx, a
 // savepoint of the caller's): the lease is committed with it, and it, not a row lock, is what
@@ -126,7 +126,8 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *lapse.DeliveryClaimParams)
 // DeliveryFinish records the outcome of attempt p.Attempt of the delivery
 // p.ID leased by p.Owner, in one transaction: its status, Unknown and
 // LastError (p.Error) as given; its lease cleared; for done, DoneAt p.At; for
-// pending, NextAttemptAt p.NextAttemptAt. It writes the attempt row p.Record
+// pending, NextAttemptAt p.NextAttemptAt; Unfinished kept when p.CutShort,
+// and 0 otherwise. It writes the attempt row p.Record
 // (as attempt p.Attempt of delivery p.ID, whatever Record says), p.Review
 // when given, and p.Outbox (events of the delivery's order) with their
 // deliveries, and returns the delivery as updated.
@@ -138,10 +139,11 @@ func (s *Store) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinishParam
 	d, err := write(ctx, s, func(w *Store) (*lapse.Delivery, error) {
 		res, err := w.exec(ctx, `UPDATE deliveries SET status = ?,
 				next_attempt_at = IF(? = 'pending', ?, next_attempt_at), done_at = IF(? = 'done', ?, NULL),
-				`+"`unknown`"+` = ?, last_error = ?, lease_owner = '', lease_until = NULL, updated_at = ?
+				`+"`unknown`"+` = ?, last_error = ?, lease_owner = '', lease_until = NULL, updated_at = ?,
+				ended = IF(?, ended, attempts)
 			WHERE id = ? AND status = 'pending' AND attempts = ? AND lease_owner = ?`,
 			string(p.Status), string(p.Status), column.Micros(p.NextAttemptAt), string(p.Status), at,
-			p.Unknown, p.Error, at, p.ID, p.Attempt, p.Owner)
+			p.Unknown, p.Error, at, p.CutShort, p.ID, p.Attempt, p.Owner)
 		if err != nil {
 			return nil, err
 		}
@@ -246,14 +248,15 @@ func (s *Store) DeliveryRenew(ctx context.Context, p *lapse.DeliveryRenewParams)
 }
 
 // DeliveryRetry makes the dead delivery p.ID pending again, due at p.At, with
-// RetryBase set to its Attempts so that its schedule starts over. Unknown
+// RetryBase set to its Attempts so that its schedule starts over, and
+// Unfinished 0. Unknown
 // and LastError stay as they were, so that an unknown outcome is still
 // queried back first. It returns the delivery as updated,
 // lapse.ErrDeliveryNotFound, or an ECONFLICT error when the delivery is not
 // dead.
 func (s *Store) DeliveryRetry(ctx context.Context, p *lapse.DeliveryRetryParams) (*lapse.Delivery, error) {
 	d, err := write(ctx, s, func(w *Store) (*lapse.Delivery, error) {
-		res, err := w.exec(ctx, `UPDATE deliveries SET status = 'pending', retry_base = attempts, next_attempt_at = ?,
+		res, err := w.exec(ctx, `UPDATE deliveries SET status = 'pending', retry_base = attempts, ended = attempts, next_attempt_at = ?,
 			updated_at = ? WHERE id = ? AND status = 'dead'`, column.Micros(p.At), column.Micros(p.At), p.ID)
 		if err != nil {
 			return nil, err

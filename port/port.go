@@ -27,7 +27,10 @@
 //	409 Conflict          applied before: the key is already known
 //	408, 425, 429, 5xx    not applied this time; Lapse retries on its schedule
 //	                      with the same key, so a 5xx sent after applying is
-//	                      harmless: the retry is answered 409
+//	                      harmless: the retry is answered 409. A 429 or 503
+//	                      with Retry-After (seconds, or an HTTP date) puts
+//	                      the next attempt off that long when the schedule
+//	                      would come sooner, up to the schedule's longest wait
 //	any other 4xx         refused for good: the delivery dies and its order
 //	                      goes to manual review
 //
@@ -41,6 +44,8 @@
 //	                      event is not sent again
 //	404                   the key is unknown: the event is sent again
 //	anything else         no answer: the question is asked again later
+//	                      (a 429 or 503 with Retry-After: no sooner than
+//	                      that, up to the schedule's longest wait)
 //
 // Redirects are not followed; a 3xx is a retryable failure to fix in the
 // configuration.
@@ -99,7 +104,8 @@ type Config struct {
 	MaxConcurrent int
 	// Breaker configures the circuit breaker.
 	Breaker BreakerConfig
-	// Clock times the breaker's cooldown. Default: lapse.SystemClock.
+	// Clock times the breaker's cooldown and reads a Retry-After given as
+	// a date. Default: lapse.SystemClock.
 	Clock lapse.Clock
 	// HTTPClient replaces the client built from ConnectTimeout, for tests.
 	// ReadTimeout and the detection of unknown outcomes still apply as long
@@ -134,6 +140,7 @@ type Port struct {
 	timeouts *httpcall.Timeouts
 	slots    chan struct{}
 	breaker  *breaker
+	clock    lapse.Clock
 }
 
 // New returns a Port named name (used in its errors) that calls cfg.URL.
@@ -173,6 +180,7 @@ func New(name string, cfg Config) (*Port, error) {
 		timeouts: timeouts,
 		slots:    make(chan struct{}, cfg.MaxConcurrent),
 		breaker:  &breaker{clock: cfg.Clock, limit: cfg.Breaker.Failures, cooldown: cfg.Breaker.Cooldown, window: make([]bool, cfg.Breaker.Window)},
+		clock:    cfg.Clock,
 	}, nil
 }
 
@@ -194,7 +202,8 @@ func (p *Port) State() BreakerState { return p.breaker.state() }
 // written in full but no answer came; and any other error, retryable, when
 // the service failed or the request was never sent (connection refused or
 // timed out, ErrBreakerOpen, ErrBulkheadFull). A *StatusError in the chain
-// holds the status and the start of the body.
+// holds the status and the start of the body, and, for a 429 or 503, the
+// wait its Retry-After asked for (lapse.RetryAfter), as a webhook's does.
 func (p *Port) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	if d.Event == nil {
 		return fmt.Errorf("port %q: delivery %d carries no event", p.name, d.ID)
@@ -218,14 +227,14 @@ func (p *Port) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	case a.Status/100 == 2 || a.Status == http.StatusConflict:
 		return nil
 	}
-	return fmt.Errorf("port %q: deliver %s: %w", p.name, key,
-		&StatusError{StatusCode: a.Status, Body: a.Body, Refused: a.Status/100 == 4 && !retryable(a.Status)})
+	return fmt.Errorf("port %q: deliver %s: %w", p.name, key, p.statusError(a, a.Status/100 == 4 && !retryable(a.Status)))
 }
 
 // Query asks the service whether it applied d's event: GET URL/<event id>
 // answered 200 means applied, 404 not applied. Any other answer, a timeout,
-// an open breaker or a full bulkhead is an error: the outcome stays unknown.
-// A Query error never wraps lapse.ErrRefused.
+// an open breaker or a full bulkhead is an error: the outcome stays unknown,
+// and a 429 or 503 with Retry-After puts the next question off as Deliver's
+// does. A Query error never wraps lapse.ErrRefused.
 func (p *Port) Query(ctx context.Context, d *lapse.Delivery) (applied bool, err error) {
 	key := eventID(d)
 	if key == "" {
@@ -245,7 +254,18 @@ func (p *Port) Query(ctx context.Context, d *lapse.Delivery) (applied bool, err 
 	case a.Status == http.StatusNotFound:
 		return false, nil
 	}
-	return false, fmt.Errorf("port %q: query %s: %w", p.name, key, &StatusError{StatusCode: a.Status, Body: a.Body})
+	return false, fmt.Errorf("port %q: query %s: %w", p.name, key, p.statusError(a, false))
+}
+
+// statusError is the error of answer a, which was not a success; refused
+// says whether it refuses for good. A 429 or 503 carries the wait its
+// Retry-After asked for (lapse.RetryAfter).
+func (p *Port) statusError(a httpcall.Answer, refused bool) *StatusError {
+	se := &StatusError{StatusCode: a.Status, Body: a.Body, Refused: refused}
+	if a.Status == http.StatusTooManyRequests || a.Status == http.StatusServiceUnavailable {
+		se.Wait = httpcall.ParseRetryAfter(a.RetryAfter, p.clock.Now())
+	}
+	return se
 }
 
 // send passes req through the breaker and the bulkhead and makes the round

@@ -30,13 +30,13 @@ const planEachRun = pgx.QueryExecModeExec
 // lease already.
 const deliveryColumns = `d.id, d.event_id, d.order_id, d.order_no, d.event_type, d.subscriber, d.status, d.attempts,
 	d.retry_base, GREATEST(d.next_attempt_at, d.lease_until), d.lease_owner, d.lease_until, d.unknown, d.last_error, d.created_at,
-	d.updated_at, d.done_at`
+	d.updated_at, d.done_at, d.attempts - coalesce(d.ended, 0) AS unfinished`
 
 // deliveryDest returns the scan destinations of deliveryColumns in d.
 func deliveryDest(d *lapse.Delivery) []any {
 	return []any{&d.ID, &d.EventID, &d.OrderID, &d.OrderNo, &d.EventType, &d.Subscriber, &d.Status, &d.Attempts,
 		&d.RetryBase, &d.NextAttemptAt, &d.LeaseOwner, &d.LeaseUntil, &d.Unknown, &d.LastError, &d.CreatedAt,
-		&d.UpdatedAt, &d.DoneAt}
+		&d.UpdatedAt, &d.DoneAt, &d.Unfinished}
 }
 
 // utcDelivery puts d's times in UTC, as Lapse keeps them.
@@ -124,7 +124,8 @@ var (
 
 // DeliveryClaim leases up to p.Limit pending deliveries of p.Subscribers due
 // at p.Now, earliest first, in one statement, skipping rows other
-// transactions hold. Each comes back with Attempts incremented, LeaseOwner
+// transactions hold. Each comes back with Attempts and Unfinished
+// incremented, LeaseOwner
 // p.Owner, LeaseUntil and NextAttemptAt p.LeaseUntil, and Event loaded.
 func (s *Store) DeliveryClaim(ctx context.Context, p *lapse.DeliveryClaimParams) ([]*lapse.Delivery, error) {
 	if p.Limit <= 0 || len(p.Subscribers) == 0 {
@@ -173,7 +174,8 @@ var deliveryFinishSQL = `WITH u AS (
 	UPDATE deliveries d SET status = $4::text,
 		next_attempt_at = CASE WHEN $4::text = 'pending' THEN $5::timestamptz ELSE GREATEST(d.next_attempt_at, d.lease_until) END,
 		unknown = $6, last_error = $7, lease_owner = '', lease_until = NULL, updated_at = $8::timestamptz,
-		done_at = CASE WHEN $4::text = 'done' THEN $8::timestamptz END
+		done_at = CASE WHEN $4::text = 'done' THEN $8::timestamptz END,
+		ended = CASE WHEN $28::bool THEN d.ended ELSE d.attempts END
 	WHERE d.id = $1 AND ` + pendingByKey + ` AND d.attempts = $2 AND d.lease_owner = $3
 	RETURNING ` + deliveryColumns + `
 ), a AS (
@@ -196,7 +198,8 @@ SELECT * FROM u`
 // DeliveryFinish records the outcome of attempt p.Attempt of a delivery
 // leased by p.Owner in one statement: its new status, its attempt row
 // (keyed by p.ID and p.Attempt; the rest from p.Record), p.Review if given,
-// and p.Outbox with their deliveries. It returns lapse.ErrLeaseLost, writing
+// and p.Outbox with their deliveries; Unfinished is kept when p.CutShort,
+// and 0 otherwise. It returns lapse.ErrLeaseLost, writing
 // nothing, when the delivery is no longer pending under that owner and
 // attempt, and an EINVALID error for a status other than done, pending or
 // dead.
@@ -236,7 +239,8 @@ func deliveryFinishArgs(p *lapse.DeliveryFinishParams) ([]any, error) {
 	return []any{p.ID, p.Attempt, p.Owner, p.Status, p.NextAttemptAt, p.Unknown, p.Error, p.At,
 		rec.Worker, rec.StartedAt, rec.Duration.Microseconds(), rec.Outcome, rec.Error,
 		p.Review != nil, rv.OrderID, rv.OrderNo, rv.Reason, rv.DeliveryID, rv.CreatedAt,
-		ev.orderIDs, ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt, ev.subEventIDs, ev.subscribers}, nil
+		ev.orderIDs, ev.ids, ev.orderNos, ev.types, ev.payloads, ev.createdAt, ev.subEventIDs, ev.subscribers,
+		p.CutShort}, nil
 }
 
 // heldLeasesCTE is k, the leases of l (a CTE of id and attempt) still held
@@ -267,6 +271,7 @@ const deliveryDoneManySQL = `WITH l AS (
 		WITH ORDINALITY AS l(id, attempt, worker, started_at, duration_us, outcome, n)
 ), ` + heldLeasesCTE + `, u AS (
 	UPDATE deliveries d SET status = 'done', unknown = false, last_error = '', lease_owner = '', lease_until = NULL,
+		ended = d.attempts,
 		next_attempt_at = GREATEST(d.next_attempt_at, d.lease_until), updated_at = $8, done_at = $8
 	WHERE d.id = ANY (ARRAY(SELECT id FROM k))
 	RETURNING d.id
@@ -344,14 +349,14 @@ func (s *Store) DeliveryRenew(ctx context.Context, p *lapse.DeliveryRenewParams)
 
 // deliveryRetrySQL revives a dead delivery. Its unknown flag stays: if its
 // last outcome was unknown, the next attempt must still ask first.
-const deliveryRetrySQL = `UPDATE deliveries d SET status = 'pending', retry_base = d.attempts, next_attempt_at = $2,
+const deliveryRetrySQL = `UPDATE deliveries d SET status = 'pending', retry_base = d.attempts, ended = d.attempts, next_attempt_at = $2,
 	updated_at = $2
 WHERE d.id = $1 AND ` + deadByKey + `
 RETURNING ` + deliveryColumns
 
 // DeliveryRetry makes a dead delivery pending again, due at p.At, with
-// RetryBase set to its current attempts. It returns lapse.ErrDeliveryNotFound,
-// or an ECONFLICT error when the delivery is not dead.
+// RetryBase set to its current attempts and Unfinished 0. It returns
+// lapse.ErrDeliveryNotFound, or an ECONFLICT error when the delivery is not dead.
 func (s *Store) DeliveryRetry(ctx context.Context, p *lapse.DeliveryRetryParams) (*lapse.Delivery, error) {
 	d, err := scanDelivery(s.db.QueryRow(ctx, deliveryRetrySQL, p.ID, p.At))
 	if err == nil {

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -172,7 +173,10 @@ func unreachable(err error) bool {
 // ConfirmTimeout the message may have been enqueued; the error is a plain
 // one all the same, not lapse.ErrUnknownOutcome, because a retry only risks
 // a second copy with the same MessageId, which consumers deduplicate. An
-// event that cannot be published at all wraps lapse.ErrRefused.
+// event that cannot be published at all wraps lapse.ErrRefused: one with
+// no id or no routing key, and one larger than the broker's
+// max_message_size (128 MiB unless configured), which the broker refuses
+// by closing the channel (406 PRECONDITION_FAILED) every time.
 func (s *Sink) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	ev := d.Event
 	if ev == nil || ev.ID == "" {
@@ -199,6 +203,11 @@ func (s *Sink) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	}
 	dc, err := p.ch.PublishWithDeferredConfirm(s.cfg.Exchange, ev.Type, true, false, msg)
 	if err != nil {
+		if p.ch.IsClosed() {
+			if big := tooLarge(ev, s.closedBy(p)); big != nil {
+				return big
+			}
+		}
 		s.discard(p)
 		return fmt.Errorf("rabbitmq: publish event %s: %w", ev.ID, err)
 	}
@@ -212,6 +221,9 @@ func (s *Sink) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	if !acked {
 		if p.ch.IsClosed() {
 			reason := s.closedBy(p)
+			if big := tooLarge(ev, reason); big != nil {
+				return big
+			}
 			return fmt.Errorf("rabbitmq: publish event %s: channel closed before the broker confirmed: %w", ev.ID, reason)
 		}
 		s.release(p)
@@ -231,6 +243,22 @@ func (s *Sink) Deliver(ctx context.Context, d *lapse.Delivery) error {
 	}
 	s.release(p)
 	return nil
+}
+
+// tooLarge returns the refusal of ev when reason, why the channel of its
+// publish closed, is the broker's refusal of a message larger than its
+// max_message_size, and nil otherwise. That refusal is the same at every
+// attempt, so it wraps lapse.ErrRefused: the delivery dies at once, its
+// order in review with the reason, instead of being retried until its
+// schedule runs out.
+func tooLarge(ev *lapse.OutboxEvent, reason error) error {
+	var ae *amqp.Error
+	if !errors.As(reason, &ae) || !ae.Server || ae.Code != amqp.PreconditionFailed ||
+		!strings.Contains(ae.Reason, "larger than configured max size") {
+		return nil
+	}
+	return fmt.Errorf("rabbitmq: publish event %s: its %d bytes are more than the broker's max_message_size takes (%s): %w",
+		ev.ID, len(ev.Payload), ae.Reason, lapse.ErrRefused)
 }
 
 // Close closes the connection and waits for the sink's background work to

@@ -16,7 +16,8 @@ import (
 
 // deliveryCols are the columns scanDelivery reads, in its order.
 const deliveryCols = `id, event_id, order_id, order_no, event_type, subscriber, status, attempts, retry_base,
-	next_attempt_at, lease_owner, lease_until, unknown, last_error, created_at, updated_at, done_at`
+	next_attempt_at, lease_owner, lease_until, unknown, last_error, created_at, updated_at, done_at,
+	attempts - coalesce(ended, 0)`
 
 // scanDelivery reads a row of deliveryCols.
 func scanDelivery(r scanner) (*lapse.Delivery, error) {
@@ -27,7 +28,7 @@ func scanDelivery(r scanner) (*lapse.Delivery, error) {
 	)
 	err := r.Scan(&d.ID, &d.EventID, &d.OrderID, &d.OrderNo, &d.EventType, &d.Subscriber, (*string)(&d.Status),
 		&d.Attempts, &d.RetryBase, &next, &d.LeaseOwner, &leaseUntil, &d.Unknown, &d.LastError, &created, &updated,
-		&doneAt)
+		&doneAt, &d.Unfinished)
 	if err != nil {
 		return nil, err
 	}
@@ -53,8 +54,8 @@ func deliveryDueQuery(nsubs int) string {
 // DeliveryClaim leases up to p.Limit pending deliveries of p.Subscribers
 // that are due at p.Now, earliest first (by next attempt, then id); none when
 // p.Limit or p.Subscribers is empty. Each is returned as updated, with
-// Attempts incremented, LeaseOwner p.Owner, LeaseUntil and NextAttemptAt
-// p.LeaseUntil, UpdatedAt p.Now, and Event loaded.
+// Attempts and Unfinished incremented, LeaseOwner p.Owner, LeaseUntil and
+// NextAttemptAt p.LeaseUntil, UpdatedAt p.Now, and Event loaded.
 //
 // The selection and the lease are one write transaction, and SQLite has one
 // writer: no two claims, in this process or another, lease one delivery
@@ -128,7 +129,8 @@ func scanInt64(r scanner) (int64, error) {
 // DeliveryFinish records the outcome of attempt p.Attempt of the delivery
 // p.ID leased by p.Owner, in one transaction: its status, Unknown and
 // LastError (p.Error) as given; its lease cleared; for done, DoneAt p.At; for
-// pending, NextAttemptAt p.NextAttemptAt. It writes the attempt row p.Record
+// pending, NextAttemptAt p.NextAttemptAt; Unfinished kept when p.CutShort,
+// and 0 otherwise. It writes the attempt row p.Record
 // (as attempt p.Attempt of delivery p.ID, whatever Record says), p.Review
 // when given, and p.Outbox as events of the delivery's order, fanned out to
 // their subscribers. It returns the delivery as updated.
@@ -153,10 +155,11 @@ func (s *Store) DeliveryFinish(ctx context.Context, p *lapse.DeliveryFinishParam
 		var err error
 		d, err = scanDelivery(w.tx.QueryRowContext(ctx, `UPDATE deliveries
 			SET status = ?, next_attempt_at = coalesce(?, next_attempt_at), unknown = ?, last_error = ?,
-				lease_owner = '', lease_until = NULL, updated_at = ?, done_at = ?
+				lease_owner = '', lease_until = NULL, updated_at = ?, done_at = ?,
+				ended = CASE WHEN ? THEN ended ELSE attempts END
 			WHERE id = ? AND status = 'pending' AND attempts = ? AND lease_owner = ?
 			RETURNING `+deliveryCols,
-			string(p.Status), next, p.Unknown, p.Error, column.Micros(p.At), doneAt, p.ID, p.Attempt, p.Owner))
+			string(p.Status), next, p.Unknown, p.Error, column.Micros(p.At), doneAt, p.CutShort, p.ID, p.Attempt, p.Owner))
 		if errors.Is(err, sql.ErrNoRows) {
 			return lapse.ErrLeaseLost
 		}
@@ -249,7 +252,8 @@ func (s *Store) DeliveryRenew(ctx context.Context, p *lapse.DeliveryRenewParams)
 }
 
 // DeliveryRetry makes the dead delivery p.ID pending again, due at p.At, with
-// RetryBase set to its Attempts so that its schedule starts over; its lease
+// RetryBase set to its Attempts so that its schedule starts over, and
+// Unfinished 0; its lease
 // stays clear, and Unknown and LastError stay as they were, so that an
 // unknown outcome is still queried back first. UpdatedAt is p.At too. It
 // returns the delivery as updated, lapse.ErrDeliveryNotFound, or an
@@ -259,7 +263,7 @@ func (s *Store) DeliveryRetry(ctx context.Context, p *lapse.DeliveryRetryParams)
 	err := s.write(ctx, func(w *writeTx) error {
 		var err error
 		d, err = scanDelivery(w.tx.QueryRowContext(ctx, `UPDATE deliveries
-			SET status = 'pending', retry_base = attempts, next_attempt_at = ?, updated_at = ?,
+			SET status = 'pending', retry_base = attempts, ended = attempts, next_attempt_at = ?, updated_at = ?,
 				lease_owner = '', lease_until = NULL
 			WHERE id = ? AND status = 'dead'
 			RETURNING `+deliveryCols, column.Micros(p.At), column.Micros(p.At), p.ID))

@@ -78,6 +78,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"DeliveryFinish", testDeliveryFinish},
 		{"DeliveryDoneMany", testDeliveryDoneMany},
 		{"DeliveryRenew", testDeliveryRenew},
+		{"DeliveryUnfinished", testDeliveryUnfinished},
 		{"DeliveryClaimConcurrent", testDeliveryClaimConcurrent},
 		{"DeliveryClaimOrder", testDeliveryClaimOrder},
 		{"DeliveryChain", testDeliveryChain},

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode"
@@ -51,7 +52,8 @@ func (t *Timeouts) Read() time.Duration    { return time.Duration(t.read.Load())
 const MaxAnswerHeaderBytes = 64 << 10
 
 // NewClient returns a client for one outbound port: its dialer enforces the
-// connect timeout of t at each dial (Exchange enforces the read timeout, per
+// connect timeout of t at each dial, and its TLS handshake that timeout at
+// each handshake, as t stands then (Exchange enforces the read timeout, per
 // request), it reads at most MaxAnswerHeaderBytes of an answer's headers, it
 // keeps up to conns idle connections per host, and it follows no
 // redirect: a redirected POST turns into a GET that applies nothing, so the
@@ -67,12 +69,57 @@ func NewClient(t *Timeouts, conns int, direct bool) *http.Client {
 		d := net.Dialer{Timeout: t.Connect(), KeepAlive: 30 * time.Second}
 		return d.DialContext(ctx, network, addr)
 	}
-	tr.TLSHandshakeTimeout = t.Connect()
 	tr.MaxIdleConnsPerHost = conns
 	tr.MaxResponseHeaderBytes = MaxAnswerHeaderBytes
 	return &http.Client{
-		Transport:     tr,
+		Transport:     &transport{timeouts: t, base: tr},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// transport is an http.Transport whose TLS handshake timeout follows the
+// connect timeout of its Timeouts. An http.Transport's
+// TLSHandshakeTimeout may not change once it is in use, so a change of
+// the timeout swaps in a copy of the transport that has the new one:
+// calls from then on use the copy, those in flight finish on the old one,
+// whose idle connections are closed (and those that come back to it idle
+// are closed after its IdleConnTimeout).
+type transport struct {
+	timeouts *Timeouts
+	base     *http.Transport // never used itself: the template of each copy
+
+	mu  sync.Mutex
+	cur *http.Transport
+	at  time.Duration // cur's TLSHandshakeTimeout
+}
+
+func (x *transport) current() *http.Transport {
+	c := x.timeouts.Connect()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.cur == nil || x.at != c {
+		old := x.cur
+		x.cur, x.at = x.base.Clone(), c
+		x.cur.TLSHandshakeTimeout = c
+		if old != nil {
+			old.CloseIdleConnections()
+		}
+	}
+	return x.cur
+}
+
+func (x *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return x.current().RoundTrip(req)
+}
+
+// CloseIdleConnections closes the idle connections of the transport in
+// use (http.Client.CloseIdleConnections).
+func (x *transport) CloseIdleConnections() {
+	x.mu.Lock()
+	cur := x.cur
+	x.mu.Unlock()
+	if cur != nil {
+		cur.CloseIdleConnections()
 	}
 }
 
