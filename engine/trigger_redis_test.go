@@ -124,3 +124,88 @@ func TestTriggerRedisEarlierMembers(t *testing.T) {
 		return n == 0
 	})
 }
+
+// seededRedisEngine is manualTriggerEngine on the Redis trigger, marked
+// seeded, so that RunTriggerOnce claims at once rather than seed.
+func seededRedisEngine(t *testing.T) (*engine.Engine, lapse.Store, *lapse.ManualClock, *engine.Claimer, *redis.Trigger) {
+	t.Helper()
+	tr, _, _ := redisTrigger(t)
+	if err := tr.MarkSeeded(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	e, s, clock, c := manualTriggerEngine(t, tr)
+	return e, s, clock, c, tr
+}
+
+// wantRedisNext wants the trigger's next due time to be at.
+func wantRedisNext(t *testing.T, tr *redis.Trigger, at time.Time) {
+	t.Helper()
+	next, ok, err := tr.Next(t.Context())
+	if err != nil || !ok || !next.Equal(at.Truncate(time.Millisecond)) && !next.Equal(at.Truncate(time.Millisecond).Add(time.Millisecond)) {
+		t.Fatalf("Redis next due = %v, %v, %v; want the order's deadline %v", next, ok, err, at)
+	}
+}
+
+// TestTriggerRedisShortenedThenStale: an order's deadline is shortened,
+// and then the older, later deadline reaches Redis over the new one (the
+// write of another node that set it before, delayed; or a seed's page read
+// before the change). Redis keeps the earlier time, and the order closes
+// at its shortened deadline through Redis, not at the old one or a sweep.
+func TestTriggerRedisShortenedThenStale(t *testing.T) {
+	t.Parallel()
+	e, s, clock, c, tr := seededRedisEngine(t)
+	ctx := t.Context()
+	old := clock.Now().Add(time.Hour)
+	nos := insertDue(t, s, "SHORT", 1, old)
+	id := idOf(t, s, nos[0])
+	if err := tr.Add(ctx, []engine.TriggerDue{{OrderID: id, At: old}}); err != nil {
+		t.Fatal(err)
+	}
+	short := clock.Now().Add(time.Minute)
+	if _, moved, err := e.SetDeadline(ctx, nos[0], engine.DeadlineChange{At: &short, By: engine.Actor{FiredBy: lapse.FiredByAPI, Name: "t"}}); err != nil || !moved {
+		t.Fatalf("SetDeadline = %v, %v", moved, err)
+	}
+	runTrigger(t, c, 0) // hands the shortened deadline to Redis
+	// The stale write, of the deadline before the change.
+	if err := tr.Add(ctx, []engine.TriggerDue{{OrderID: id, At: old}}); err != nil {
+		t.Fatal(err)
+	}
+	wantRedisNext(t, tr, short)
+	clock.Advance(time.Minute + time.Millisecond)
+	runTrigger(t, c, 1)
+	if got := firedBy(t, e, nos); got[lapse.FiredByRedis] != 1 {
+		t.Errorf("fired by %v, want redis at the shortened deadline", got)
+	}
+}
+
+// TestTriggerRedisExtendedNeverEarly: an order's deadline is extended
+// while Redis keeps the earlier time. Claimed at that time the order is
+// not closed: its member goes back at the new deadline, and the order
+// closes then, through Redis.
+func TestTriggerRedisExtendedNeverEarly(t *testing.T) {
+	t.Parallel()
+	e, s, clock, c, tr := seededRedisEngine(t)
+	ctx := t.Context()
+	first := clock.Now().Add(time.Minute)
+	nos := insertDue(t, s, "EXT", 1, first)
+	id := idOf(t, s, nos[0])
+	if err := tr.Add(ctx, []engine.TriggerDue{{OrderID: id, At: first}}); err != nil {
+		t.Fatal(err)
+	}
+	o, moved, err := e.SetDeadline(ctx, nos[0], engine.DeadlineChange{ExtendBy: time.Hour, By: engine.Actor{FiredBy: lapse.FiredByAPI, Name: "t"}})
+	if err != nil || !moved {
+		t.Fatalf("SetDeadline = %v, %v", moved, err)
+	}
+	runTrigger(t, c, 0)
+	clock.Advance(time.Minute + time.Millisecond)
+	runTrigger(t, c, 0) // claims the earlier time, closes nothing
+	if got := firedBy(t, e, nos); len(got) != 0 {
+		t.Fatalf("closed before its extended deadline: %v", got)
+	}
+	wantRedisNext(t, tr, *o.DeadlineAt)
+	clock.Set(o.DeadlineAt.Add(time.Millisecond))
+	runTrigger(t, c, 1)
+	if got := firedBy(t, e, nos); got[lapse.FiredByRedis] != 1 {
+		t.Errorf("fired by %v, want redis at the extended deadline", got)
+	}
+}

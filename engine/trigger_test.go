@@ -62,7 +62,9 @@ func (m *memTrigger) Add(_ context.Context, due []engine.TriggerDue) error {
 	}
 	for _, d := range due {
 		k := strconv.FormatInt(d.OrderID, 10)
-		m.due[k] = d.At
+		if at, ok := m.due[k]; !ok || d.At.Before(at) { // never later (ZADD LT)
+			m.due[k] = d.At
+		}
 		delete(m.processing, k)
 		m.adds++
 	}

@@ -148,15 +148,25 @@ redis.call('SET', KEYS[1], '1')
 return 1
 `)
 
-// addScript sets due times. A member in processing leaves it, since its
-// deadline moved while it was claimed; its attempts are kept.
+// addScript sets due times, but never later than a member's due time
+// already there (ZADD LT, Redis 6.2): the writes of one order's deadlines
+// reach Redis in no set order (two processes change it; a seed adds the
+// page it read before a change that another process has added since), and
+// a later time kept over an earlier one would close the order late. An
+// earlier time than the order's is harmless: the engine checks the
+// database, and puts a member claimed before its order is due back at the
+// order's deadline. A member in processing leaves it, since its deadline
+// moved while it was claimed, and takes the time given; its attempts are
+// kept.
 //
 //	KEYS: due, processing
 //	ARGV: due ms, member, due ms, member, ...
 var addScript = goredis.NewScript(luaBatch + `
-batch('ZADD', KEYS[1], ARGV)
 local members = {}
 for i = 2, #ARGV, 2 do members[#members + 1] = ARGV[i] end
 batch('ZREM', KEYS[2], members)
+for i = 1, #ARGV, 1000 do
+	redis.call('ZADD', KEYS[1], 'LT', unpack(ARGV, i, math.min(i + 999, #ARGV)))
+end
 return 0
 `)

@@ -189,11 +189,12 @@ func (t *Trigger) call(ctx context.Context) (context.Context, context.CancelFunc
 
 // Add records that each order is due at its time, rounded up to the
 // millisecond so that it is never claimed before its deadline, replacing a
-// time recorded before. The order's member is its id, encoded in a few
-// bytes (member.go). A member in processing, whose deadline moved while
-// it was claimed, leaves processing; its attempts are kept. One call is one
-// script that must finish within the timeout: seed in batches of a few
-// thousand.
+// later time recorded before but never an earlier one (addScript says
+// why). The order's member is its id, encoded in a few bytes (member.go).
+// A member in processing, whose deadline moved while it was claimed,
+// leaves processing, due at the time given; its attempts are kept. One
+// call is one script that must finish within the timeout: seed in batches
+// of a few thousand.
 func (t *Trigger) Add(ctx context.Context, due []engine.TriggerDue) error {
 	if len(due) == 0 {
 		return nil

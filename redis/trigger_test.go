@@ -437,6 +437,39 @@ func TestAddMovesOutOfProcessing(t *testing.T) {
 	}
 }
 
+// TestAddNeverLater: Add only ever brings a due member's time earlier. A
+// later time written after an earlier one (the write of a deadline that
+// was shortened since, delayed; a seed's page read before the change)
+// would have the order close late; an earlier time than the order's is
+// harmless, since the engine checks the database and puts a member that is
+// not yet due back at its order's deadline. A member in processing, or in
+// no set, takes the time Add gives.
+func TestAddNeverLater(t *testing.T) {
+	t.Parallel()
+	s := newShared(t)
+	tr := s.trigger(t)
+	const x, y = 7, 8
+
+	add(t, tr, base.Add(time.Hour), x)
+	add(t, tr, base.Add(time.Minute), x) // shortened
+	add(t, tr, base.Add(time.Hour), x)   // the stale write
+	if at := s.score(t, "due", x); !at.Equal(base.Add(time.Minute)) {
+		t.Errorf("x due at +%v after a later time came over an earlier one, want +1m", at.Sub(base))
+	}
+	// One call with both, as a seed's page and the queue may hand them.
+	if err := tr.Add(t.Context(), []engine.TriggerDue{{OrderID: y, At: base.Add(time.Minute)}, {OrderID: y, At: base.Add(time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	if at := s.score(t, "due", y); !at.Equal(base.Add(time.Minute)) {
+		t.Errorf("y due at +%v, want +1m", at.Sub(base))
+	}
+	wantClaim(t, tr, base.Add(time.Minute), time.Minute, 10, x, y)
+	add(t, tr, base.Add(time.Hour), x) // claimed: taken back at its order's deadline
+	if at := s.score(t, "due", x); !at.Equal(base.Add(time.Hour)) {
+		t.Errorf("x due at +%v after Add of a claimed member, want +1h", at.Sub(base))
+	}
+}
+
 // TestEarlierMembers: an earlier version named orders by their order
 // numbers. During an upgrade its members share the sets with the new ones:
 // both are claimed in due order, leased, retried and done alike, a lease it

@@ -108,7 +108,9 @@ func (t *trigger) Add(_ context.Context, due []engine.TriggerDue) error {
 	}
 	for _, d := range due {
 		m := strconv.FormatInt(d.OrderID, 10)
-		t.due[m] = d.At
+		if at, ok := t.due[m]; !ok || d.At.Before(at) {
+			t.due[m] = d.At // never later than a time there (ZADD LT)
+		}
 		delete(t.processing, m) // its deadline moved while it was claimed; attempts kept
 		delete(t.owner, m)
 		t.told[d.OrderID] = d.At
