@@ -209,3 +209,31 @@ func TestTriggerRedisExtendedNeverEarly(t *testing.T) {
 		t.Errorf("fired by %v, want redis at the extended deadline", got)
 	}
 }
+
+// TestTriggerRedisMixedClaim: one claim takes the member of an order that
+// is due and that of one that is not (Redis held an earlier time for it:
+// its deadline was extended). The claim fires the first; the second goes
+// back to Redis at its order's deadline, and is fired then, through Redis,
+// rather than forgotten until a sweep.
+func TestTriggerRedisMixedClaim(t *testing.T) {
+	t.Parallel()
+	e, s, clock, c, tr := seededRedisEngine(t)
+	ctx := t.Context()
+	soon, later := clock.Now().Add(time.Minute), clock.Now().Add(time.Hour)
+	due := insertDue(t, s, "MIXDUE", 1, soon)
+	ahead := insertDue(t, s, "MIXAHEAD", 1, later)
+	if err := tr.Add(ctx, []engine.TriggerDue{{OrderID: idOf(t, s, due[0]), At: soon}, {OrderID: idOf(t, s, ahead[0]), At: soon}}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Minute + time.Millisecond)
+	runTrigger(t, c, 1)
+	if got := firedBy(t, e, ahead); len(got) != 0 {
+		t.Fatalf("the order not yet due closed: %v", got)
+	}
+	wantRedisNext(t, tr, later)
+	clock.Set(later.Add(time.Millisecond))
+	runTrigger(t, c, 1)
+	if got := firedBy(t, e, ahead); got[lapse.FiredByRedis] != 1 {
+		t.Errorf("fired by %v, want redis at its deadline", got)
+	}
+}
