@@ -496,7 +496,7 @@ func (c *Claimer) requeueMembers(ctx context.Context, members []string, after ti
 			done = append(done, m)
 		}
 	}
-	if err := c.callTrigger(ctx, func(ctx context.Context) error { return tr.t.Add(ctx, due) }); err != nil {
+	if err := c.callTrigger(ctx, func(ctx context.Context) error { return tr.t.Requeue(ctx, due) }); err != nil {
 		return err
 	}
 	return c.callTrigger(ctx, func(ctx context.Context) error { return tr.t.Done(ctx, done) })

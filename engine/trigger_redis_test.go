@@ -237,3 +237,33 @@ func TestTriggerRedisMixedClaim(t *testing.T) {
 		t.Errorf("fired by %v, want redis at its deadline", got)
 	}
 }
+
+// TestTriggerRedisStaleWhileClaimed: another process claims the member of
+// a due order and dies before it fires it; meanwhile an older, later
+// deadline of the order reaches Redis (a delayed write, a seed's page).
+// The member is due again when the dead process's lease ends, not at the
+// stale time, and this process fires the order then, through Redis.
+func TestTriggerRedisStaleWhileClaimed(t *testing.T) {
+	t.Parallel()
+	e, s, clock, c, tr := seededRedisEngine(t)
+	ctx := t.Context()
+	at := clock.Now().Add(time.Minute)
+	nos := insertDue(t, s, "CLAIMED", 1, at)
+	id := idOf(t, s, nos[0])
+	if err := tr.Add(ctx, []engine.TriggerDue{{OrderID: id, At: at}}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Minute + time.Millisecond)
+	const lease = 10 * time.Second
+	if got, _, err := tr.Claim(ctx, clock.Now(), lease, 10); len(got) != 1 || err != nil { // the process that dies
+		t.Fatalf("Claim = %q, %v; want the order's member", got, err)
+	}
+	if err := tr.Add(ctx, []engine.TriggerDue{{OrderID: id, At: at.Add(time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(lease + time.Millisecond)
+	runTrigger(t, c, 1)
+	if got := firedBy(t, e, nos); got[lapse.FiredByRedis] != 1 {
+		t.Errorf("fired by %v, want redis once the dead process's lease ended", got)
+	}
+}
