@@ -189,10 +189,10 @@ func (c *Claimer) sharedStep(loopCtx, workCtx context.Context, floor *claimFloor
 	if len(members) > 0 {
 		if ahead := c.membersFloor(workCtx, floor, members); ahead {
 			// Every member's order is due later than the trigger said:
-			// it held a time that a move overtook (a seed's page read
-			// before another process moved the deadline, added after
-			// that process added the new one). Done, the order would be
-			// left to a sweep: each goes back at its order's deadline.
+			// its deadline was extended, and Add kept the earlier time
+			// (or a member claimed meanwhile was due again at its lease
+			// expiry). Done, the order would be left to a sweep: each
+			// goes back at its order's deadline.
 			if err := c.requeueMembers(workCtx, members, time.Time{}); err != nil {
 				c.degrade(err)
 				return 0, triggerProbe, err
@@ -477,9 +477,11 @@ func (c *Claimer) requeueMembers(ctx context.Context, members []string, after ti
 	}
 	// After a pass, as a rule none of the orders has a deadline any more:
 	// one statement says so, rather than one a member.
-	if _, ok, err := c.e.work.OrderDeadlineMin(ctx, ids); err == nil && !ok {
-		done = members
-		members = nil
+	if !after.IsZero() {
+		if _, ok, err := c.e.work.OrderDeadlineMin(ctx, ids); err == nil && !ok {
+			done = members
+			members = nil
+		}
 	}
 	for _, m := range members {
 		id, ok := tr.t.OrderID(m)
