@@ -272,6 +272,9 @@ func (trigger) MarkSeeded(context.Context) error              { return nil }
 func (trigger) ToNotify(context.Context) (int64, error)       { return 0, nil }
 func (trigger) Ping(context.Context) error                    { return nil }
 func (trigger) OrderID(string) (int64, bool)                  { return 0, false }
+func (trigger) Requeue(context.Context, []engine.TriggerDue) error {
+	return nil
+}
 
 func TestDashboardTrigger(t *testing.T) {
 	e := newEnv(t, envConfig{engine: func(c *engine.Config) { c.Trigger = trigger{} }})

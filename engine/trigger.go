@@ -25,9 +25,21 @@ import (
 // no order the engine knows, such as an order number written by an earlier
 // version of Lapse, is a hint like any other and goes once it is done.
 type SharedTrigger interface {
-	// Add records that each order is due at its time, replacing a time
-	// recorded before.
+	// Add records that each order is due at its time, replacing a later
+	// time recorded before, never an earlier one: the writes of one
+	// order's deadlines, from several processes and seeds, arrive in no
+	// set order, and a later time kept over the order's deadline would
+	// fire it late, while an earlier one only has it claimed early, and
+	// put back at its deadline (Requeue; the claimer checks the
+	// database). A claimed member (in processing) leaves processing, due
+	// at its time or at its lease expiry if that is earlier.
 	Add(ctx context.Context, due []TriggerDue) error
+	// Requeue puts the members of the orders of due that are still in
+	// processing back due, each at its time, however far past its lease,
+	// their attempts kept: those of orders a claim took before they were
+	// due, at their deadlines. A member not in processing (done, or moved
+	// by Add since it was claimed) is left as it is.
+	Requeue(ctx context.Context, due []TriggerDue) error
 	// Claim moves up to limit members due by now into processing, leased
 	// until now+lease, and returns them. Members whose lease expired are
 	// due again and claimed first; their attempt counts are kept. seeded is

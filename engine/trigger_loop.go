@@ -161,9 +161,10 @@ func (c *Claimer) sharedStep(loopCtx, workCtx context.Context, floor *claimFloor
 		members []string
 		seeded  bool
 	)
+	claimed := c.e.clock.Now()
 	err = c.callTrigger(workCtx, func(ctx context.Context) error {
 		var err error
-		members, seeded, err = tr.t.Claim(ctx, c.e.clock.Now(), cfg.TriggerLease, cfg.Batch)
+		members, seeded, err = tr.t.Claim(ctx, claimed, cfg.TriggerLease, cfg.Batch)
 		return err
 	})
 	if err != nil {
@@ -188,11 +189,11 @@ func (c *Claimer) sharedStep(loopCtx, workCtx context.Context, floor *claimFloor
 	if len(members) > 0 {
 		if ahead := c.membersFloor(workCtx, floor, members); ahead {
 			// Every member's order is due later than the trigger said:
-			// it held a time that a move overtook (a seed's page read
-			// before another process moved the deadline, added after
-			// that process added the new one). Done, the order would be
-			// left to a sweep: each goes back at its order's deadline.
-			if err := c.requeueMembers(workCtx, members); err != nil {
+			// its deadline was extended, and Add kept the earlier time
+			// (or a member claimed meanwhile was due again at its lease
+			// expiry). Done, the order would be left to a sweep: each
+			// goes back at its order's deadline.
+			if err := c.requeueMembers(workCtx, members, time.Time{}); err != nil {
 				c.degrade(err)
 				return 0, triggerProbe, err
 			}
@@ -212,7 +213,11 @@ func (c *Claimer) sharedStep(loopCtx, workCtx context.Context, floor *claimFloor
 			c.retryMembers(workCtx, members)
 			return fired, c.conf().ErrorBackoff, err
 		}
-		if err := c.callTrigger(workCtx, func(ctx context.Context) error { return tr.t.Done(ctx, members) }); err != nil {
+		// The claim may have mixed members of orders not due yet with
+		// the due ones (Redis held an earlier time for them: a deadline
+		// extended, Add keeping the earlier time). Done, they would be
+		// left to a sweep: each goes back at its order's deadline.
+		if err := c.requeueMembers(workCtx, members, claimed); err != nil {
 			c.degrade(err)
 			return fired, triggerProbe, err
 		}
@@ -451,27 +456,49 @@ func (c *Claimer) membersFloor(ctx context.Context, floor *claimFloor, members [
 }
 
 // requeueMembers puts members back due at their orders' deadlines, read
-// from the database, and is done with those whose orders no longer have
-// one. Its error is the trigger's; a member whose deadline cannot be read
-// stays leased, and is claimed again once its lease ends.
-func (c *Claimer) requeueMembers(ctx context.Context, members []string) error {
+// from the database, when those are after after (any deadline, when after
+// is zero), and is done with the rest: members whose orders no longer have
+// a deadline, or, after a pass that fired what was due by after, one not
+// after it (an order the pass could not fire, which the sweep finds), and
+// members that name no order id. Its error is the trigger's; a member
+// whose deadline cannot be read stays leased, and is claimed again once
+// its lease ends.
+func (c *Claimer) requeueMembers(ctx context.Context, members []string, after time.Time) error {
 	tr := c.e.trig
 	var (
 		due  []TriggerDue
 		done []string
 	)
+	ids := make([]int64, 0, len(members))
 	for _, m := range members {
-		id, _ := tr.t.OrderID(m) // membersFloor read each
+		if id, ok := tr.t.OrderID(m); ok {
+			ids = append(ids, id)
+		}
+	}
+	// After a pass, as a rule none of the orders has a deadline any more:
+	// one statement says so, rather than one a member.
+	if !after.IsZero() {
+		if _, ok, err := c.e.work.OrderDeadlineMin(ctx, ids); err == nil && !ok {
+			done = members
+			members = nil
+		}
+	}
+	for _, m := range members {
+		id, ok := tr.t.OrderID(m)
+		if !ok {
+			done = append(done, m)
+			continue
+		}
 		at, ok, err := c.e.work.OrderDeadlineMin(ctx, []int64{id})
 		switch {
 		case err != nil:
-		case ok:
+		case ok && (after.IsZero() || at.After(after)):
 			due = append(due, TriggerDue{OrderID: id, At: at})
 		default:
 			done = append(done, m)
 		}
 	}
-	if err := c.callTrigger(ctx, func(ctx context.Context) error { return tr.t.Add(ctx, due) }); err != nil {
+	if err := c.callTrigger(ctx, func(ctx context.Context) error { return tr.t.Requeue(ctx, due) }); err != nil {
 		return err
 	}
 	return c.callTrigger(ctx, func(ctx context.Context) error { return tr.t.Done(ctx, done) })

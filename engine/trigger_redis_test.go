@@ -124,3 +124,146 @@ func TestTriggerRedisEarlierMembers(t *testing.T) {
 		return n == 0
 	})
 }
+
+// seededRedisEngine is manualTriggerEngine on the Redis trigger, marked
+// seeded, so that RunTriggerOnce claims at once rather than seed.
+func seededRedisEngine(t *testing.T) (*engine.Engine, lapse.Store, *lapse.ManualClock, *engine.Claimer, *redis.Trigger) {
+	t.Helper()
+	tr, _, _ := redisTrigger(t)
+	if err := tr.MarkSeeded(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	e, s, clock, c := manualTriggerEngine(t, tr)
+	return e, s, clock, c, tr
+}
+
+// wantRedisNext wants the trigger's next due time to be at.
+func wantRedisNext(t *testing.T, tr *redis.Trigger, at time.Time) {
+	t.Helper()
+	next, ok, err := tr.Next(t.Context())
+	if err != nil || !ok || !next.Equal(at.Truncate(time.Millisecond)) && !next.Equal(at.Truncate(time.Millisecond).Add(time.Millisecond)) {
+		t.Fatalf("Redis next due = %v, %v, %v; want the order's deadline %v", next, ok, err, at)
+	}
+}
+
+// TestTriggerRedisShortenedThenStale: an order's deadline is shortened,
+// and then the older, later deadline reaches Redis over the new one (the
+// write of another node that set it before, delayed; or a seed's page read
+// before the change). Redis keeps the earlier time, and the order closes
+// at its shortened deadline through Redis, not at the old one or a sweep.
+func TestTriggerRedisShortenedThenStale(t *testing.T) {
+	t.Parallel()
+	e, s, clock, c, tr := seededRedisEngine(t)
+	ctx := t.Context()
+	old := clock.Now().Add(time.Hour)
+	nos := insertDue(t, s, "SHORT", 1, old)
+	id := idOf(t, s, nos[0])
+	if err := tr.Add(ctx, []engine.TriggerDue{{OrderID: id, At: old}}); err != nil {
+		t.Fatal(err)
+	}
+	short := clock.Now().Add(time.Minute)
+	if _, moved, err := e.SetDeadline(ctx, nos[0], engine.DeadlineChange{At: &short, By: engine.Actor{FiredBy: lapse.FiredByAPI, Name: "t"}}); err != nil || !moved {
+		t.Fatalf("SetDeadline = %v, %v", moved, err)
+	}
+	runTrigger(t, c, 0) // hands the shortened deadline to Redis
+	// The stale write, of the deadline before the change.
+	if err := tr.Add(ctx, []engine.TriggerDue{{OrderID: id, At: old}}); err != nil {
+		t.Fatal(err)
+	}
+	wantRedisNext(t, tr, short)
+	clock.Advance(time.Minute + time.Millisecond)
+	runTrigger(t, c, 1)
+	if got := firedBy(t, e, nos); got[lapse.FiredByRedis] != 1 {
+		t.Errorf("fired by %v, want redis at the shortened deadline", got)
+	}
+}
+
+// TestTriggerRedisExtendedNeverEarly: an order's deadline is extended
+// while Redis keeps the earlier time. Claimed at that time the order is
+// not closed: its member goes back at the new deadline, and the order
+// closes then, through Redis.
+func TestTriggerRedisExtendedNeverEarly(t *testing.T) {
+	t.Parallel()
+	e, s, clock, c, tr := seededRedisEngine(t)
+	ctx := t.Context()
+	first := clock.Now().Add(time.Minute)
+	nos := insertDue(t, s, "EXT", 1, first)
+	id := idOf(t, s, nos[0])
+	if err := tr.Add(ctx, []engine.TriggerDue{{OrderID: id, At: first}}); err != nil {
+		t.Fatal(err)
+	}
+	o, moved, err := e.SetDeadline(ctx, nos[0], engine.DeadlineChange{ExtendBy: time.Hour, By: engine.Actor{FiredBy: lapse.FiredByAPI, Name: "t"}})
+	if err != nil || !moved {
+		t.Fatalf("SetDeadline = %v, %v", moved, err)
+	}
+	runTrigger(t, c, 0)
+	clock.Advance(time.Minute + time.Millisecond)
+	runTrigger(t, c, 0) // claims the earlier time, closes nothing
+	if got := firedBy(t, e, nos); len(got) != 0 {
+		t.Fatalf("closed before its extended deadline: %v", got)
+	}
+	wantRedisNext(t, tr, *o.DeadlineAt)
+	clock.Set(o.DeadlineAt.Add(time.Millisecond))
+	runTrigger(t, c, 1)
+	if got := firedBy(t, e, nos); got[lapse.FiredByRedis] != 1 {
+		t.Errorf("fired by %v, want redis at the extended deadline", got)
+	}
+}
+
+// TestTriggerRedisMixedClaim: one claim takes the member of an order that
+// is due and that of one that is not (Redis held an earlier time for it:
+// its deadline was extended). The claim fires the first; the second goes
+// back to Redis at its order's deadline, and is fired then, through Redis,
+// rather than forgotten until a sweep.
+func TestTriggerRedisMixedClaim(t *testing.T) {
+	t.Parallel()
+	e, s, clock, c, tr := seededRedisEngine(t)
+	ctx := t.Context()
+	soon, later := clock.Now().Add(time.Minute), clock.Now().Add(time.Hour)
+	due := insertDue(t, s, "MIXDUE", 1, soon)
+	ahead := insertDue(t, s, "MIXAHEAD", 1, later)
+	if err := tr.Add(ctx, []engine.TriggerDue{{OrderID: idOf(t, s, due[0]), At: soon}, {OrderID: idOf(t, s, ahead[0]), At: soon}}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Minute + time.Millisecond)
+	runTrigger(t, c, 1)
+	if got := firedBy(t, e, ahead); len(got) != 0 {
+		t.Fatalf("the order not yet due closed: %v", got)
+	}
+	wantRedisNext(t, tr, later)
+	clock.Set(later.Add(time.Millisecond))
+	runTrigger(t, c, 1)
+	if got := firedBy(t, e, ahead); got[lapse.FiredByRedis] != 1 {
+		t.Errorf("fired by %v, want redis at its deadline", got)
+	}
+}
+
+// TestTriggerRedisStaleWhileClaimed: another process claims the member of
+// a due order and dies before it fires it; meanwhile an older, later
+// deadline of the order reaches Redis (a delayed write, a seed's page).
+// The member is due again when the dead process's lease ends, not at the
+// stale time, and this process fires the order then, through Redis.
+func TestTriggerRedisStaleWhileClaimed(t *testing.T) {
+	t.Parallel()
+	e, s, clock, c, tr := seededRedisEngine(t)
+	ctx := t.Context()
+	at := clock.Now().Add(time.Minute)
+	nos := insertDue(t, s, "CLAIMED", 1, at)
+	id := idOf(t, s, nos[0])
+	if err := tr.Add(ctx, []engine.TriggerDue{{OrderID: id, At: at}}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Minute + time.Millisecond)
+	const lease = 10 * time.Second
+	if got, _, err := tr.Claim(ctx, clock.Now(), lease, 10); len(got) != 1 || err != nil { // the process that dies
+		t.Fatalf("Claim = %q, %v; want the order's member", got, err)
+	}
+	if err := tr.Add(ctx, []engine.TriggerDue{{OrderID: id, At: at.Add(time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(lease + time.Millisecond)
+	runTrigger(t, c, 1)
+	if got := firedBy(t, e, nos); got[lapse.FiredByRedis] != 1 {
+		t.Errorf("fired by %v, want redis once the dead process's lease ended", got)
+	}
+}

@@ -62,7 +62,13 @@ func (m *memTrigger) Add(_ context.Context, due []engine.TriggerDue) error {
 	}
 	for _, d := range due {
 		k := strconv.FormatInt(d.OrderID, 10)
-		m.due[k] = d.At
+		at := d.At
+		if lease, ok := m.processing[k]; ok && lease.Before(at) {
+			at = lease
+		}
+		if cur, ok := m.due[k]; !ok || at.Before(cur) { // never later (ZADD LT)
+			m.due[k] = at
+		}
 		delete(m.processing, k)
 		m.adds++
 	}
@@ -110,6 +116,22 @@ func (m *memTrigger) Done(_ context.Context, members []string) error {
 	for _, k := range members {
 		delete(m.processing, k)
 		delete(m.attempts, k)
+	}
+	return nil
+}
+
+func (m *memTrigger) Requeue(_ context.Context, due []engine.TriggerDue) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failing != nil {
+		return m.failing
+	}
+	for _, d := range due {
+		k := strconv.FormatInt(d.OrderID, 10)
+		if _, ok := m.processing[k]; ok {
+			delete(m.processing, k)
+			m.due[k] = d.At
+		}
 	}
 	return nil
 }

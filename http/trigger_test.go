@@ -33,6 +33,9 @@ func (quietTrigger) MarkSeeded(context.Context) error              { return nil 
 func (quietTrigger) ToNotify(context.Context) (int64, error)       { return 0, nil }
 func (quietTrigger) Ping(context.Context) error                    { return nil }
 func (quietTrigger) OrderID(string) (int64, bool)                  { return 0, false }
+func (quietTrigger) Requeue(context.Context, []engine.TriggerDue) error {
+	return nil
+}
 
 // TestTriggerRoute: PUT /v1/trigger names the shared trigger redis, as the
 // docs, the flags and fired_by do, and takes its former name shared; every

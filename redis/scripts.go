@@ -148,15 +148,57 @@ redis.call('SET', KEYS[1], '1')
 return 1
 `)
 
-// addScript sets due times. A member in processing leaves it, since its
-// deadline moved while it was claimed; its attempts are kept.
+// addScript sets due times, but never later than the time a member has
+// already (ZADD LT and ZMSCORE, Redis 6.2): the writes of one order's
+// deadlines reach Redis in no set order (two processes change it; a seed
+// adds the page it read before a change that another process has added
+// since), and a later time kept over an earlier one would close the order
+// late. An earlier time than the order's is harmless: the engine checks
+// the database, and puts a member claimed before its order is due back at
+// the order's deadline (requeueScript). A member in processing, whose
+// deadline moved while it was claimed, leaves it, so that the claim's
+// Done, Retry or Release leaves the new time alone; its attempts are kept.
+// Its time is then the earlier of the one given and its lease expiry, when
+// it would have been due again: a stale later time must not keep it from
+// coming due if the process that claimed it fails.
 //
 //	KEYS: due, processing
 //	ARGV: due ms, member, due ms, member, ...
 var addScript = goredis.NewScript(luaBatch + `
-batch('ZADD', KEYS[1], ARGV)
 local members = {}
 for i = 2, #ARGV, 2 do members[#members + 1] = ARGV[i] end
+local args = {}
+for i = 1, #members, 1000 do
+	local last = math.min(i + 999, #members)
+	local leases = redis.call('ZMSCORE', KEYS[2], unpack(members, i, last))
+	for k = i, last do
+		local at, lease = ARGV[2 * k - 1], leases[k - i + 1]
+		if lease and tonumber(lease) < tonumber(at) then at = lease end
+		args[#args + 1] = at
+		args[#args + 1] = members[k]
+	end
+end
 batch('ZREM', KEYS[2], members)
+for i = 1, #args, 1000 do
+	redis.call('ZADD', KEYS[1], 'LT', unpack(args, i, math.min(i + 999, #args)))
+end
+return 0
+`)
+
+// requeueScript puts members that are still in processing back due, each
+// at its own time: the engine's hand-back of members claimed before their
+// orders were due, at their orders' deadlines, which may be later than the
+// lease, as Add would not put them. Attempts are kept. One that is not in
+// processing (done, or moved by Add since it was claimed) is left alone,
+// as releaseScript leaves it.
+//
+//	KEYS: due, processing
+//	ARGV: due ms, member, due ms, member, ...
+var requeueScript = goredis.NewScript(`
+for i = 1, #ARGV, 2 do
+	if redis.call('ZREM', KEYS[2], ARGV[i + 1]) == 1 then
+		redis.call('ZADD', KEYS[1], ARGV[i], ARGV[i + 1])
+	end
+end
 return 0
 `)

@@ -189,11 +189,12 @@ func (t *Trigger) call(ctx context.Context) (context.Context, context.CancelFunc
 
 // Add records that each order is due at its time, rounded up to the
 // millisecond so that it is never claimed before its deadline, replacing a
-// time recorded before. The order's member is its id, encoded in a few
-// bytes (member.go). A member in processing, whose deadline moved while
-// it was claimed, leaves processing; its attempts are kept. One call is one
-// script that must finish within the timeout: seed in batches of a few
-// thousand.
+// later time recorded before but never an earlier one (addScript says
+// why). The order's member is its id, encoded in a few bytes (member.go).
+// A member in processing, whose deadline moved while it was claimed,
+// leaves processing, due at the time given or at its lease expiry if that
+// is earlier; its attempts are kept. One call is one script that must
+// finish within the timeout: seed in batches of a few thousand.
 func (t *Trigger) Add(ctx context.Context, due []engine.TriggerDue) error {
 	if len(due) == 0 {
 		return nil
@@ -309,6 +310,28 @@ func (t *Trigger) Release(ctx context.Context, members []string, now time.Time) 
 	defer cancel()
 	if err := releaseScript.Run(ctx, t.client, []string{t.due, t.processing}, args...).Err(); err != nil {
 		return fmt.Errorf("redis: release %d: %w", len(members), err)
+	}
+	return nil
+}
+
+// Requeue puts the members of the orders of due that are still in
+// processing back due, each at its time (rounded up, as Add rounds it),
+// their attempts kept: members claimed before their orders were due go
+// back at their orders' deadlines, however far past their leases. A member
+// not in processing (done, or moved by Add since it was claimed) is left
+// as it is.
+func (t *Trigger) Requeue(ctx context.Context, due []engine.TriggerDue) error {
+	if len(due) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 2*len(due))
+	for _, d := range due {
+		args = append(args, ms(ceilMilli(d.At)), member(d.OrderID))
+	}
+	ctx, cancel := t.call(ctx)
+	defer cancel()
+	if err := requeueScript.Run(ctx, t.client, []string{t.due, t.processing}, args...).Err(); err != nil {
+		return fmt.Errorf("redis: requeue %d: %w", len(due), err)
 	}
 	return nil
 }

@@ -378,7 +378,7 @@ func TestRelease(t *testing.T) {
 	if err := tr.Done(ctx, mems(y)); err != nil {
 		t.Fatal(err)
 	}
-	add(t, tr, base.Add(time.Hour), z) // moved while claimed
+	add(t, tr, base.Add(30*time.Second), z) // moved while claimed
 	if err := tr.Release(ctx, mems(x, y, z), now); err != nil {
 		t.Fatal(err)
 	}
@@ -394,16 +394,18 @@ func TestRelease(t *testing.T) {
 	if at := s.score(t, "due", y); !at.IsZero() {
 		t.Errorf("y, done, is due at %v after Release", at)
 	}
-	if at := s.score(t, "due", z); !at.Equal(base.Add(time.Hour)) {
-		t.Errorf("z, moved, is due at %v after Release, want %v", at, base.Add(time.Hour))
+	if at := s.score(t, "due", z); !at.Equal(base.Add(30 * time.Second)) {
+		t.Errorf("z, moved, is due at %v after Release, want %v", at, base.Add(30*time.Second))
 	}
 	wantNext(t, tr, now)
 	wantClaim(t, tr, now, time.Minute, 10, x)
 }
 
 // TestAddMovesOutOfProcessing moves the deadline of a claimed member: it is
-// due at the new time, no lease brings it back before, a late Retry of the
-// old claim leaves it due, and its attempts are kept.
+// due at the new time, or at its lease expiry if that is earlier (when it
+// would have come due again, had its claim failed: a later time may be a
+// stale write), a late Retry of the old claim leaves it due, and its
+// attempts are kept.
 func TestAddMovesOutOfProcessing(t *testing.T) {
 	t.Parallel()
 	s := newShared(t)
@@ -417,23 +419,111 @@ func TestAddMovesOutOfProcessing(t *testing.T) {
 	if n, _, err := tr.Retry(ctx, mem(x), base, delays); n != 1 || err != nil {
 		t.Fatalf("Retry = %d, %v", n, err)
 	}
-	wantClaim(t, tr, base.Add(time.Second), time.Second, 10, x)
-	add(t, tr, base.Add(time.Minute), x)
+	wantClaim(t, tr, base.Add(time.Second), time.Minute, 10, x) // leased until +61s
+	add(t, tr, base.Add(30*time.Second), x)
 	if at := s.score(t, "processing", x); !at.IsZero() {
 		t.Fatalf("x still in processing, leased until %v", at)
 	}
 	if n := s.attempts(t, x); n != 1 {
 		t.Errorf("attempts of x = %d after Add, want 1 kept", n)
 	}
-	wantNext(t, tr, base.Add(time.Minute))
-	wantClaim(t, tr, base.Add(30*time.Second), time.Second, 10)
-	if n, _, err := tr.Retry(ctx, mem(x), base.Add(30*time.Second), delays); n != 0 || err != nil {
+	wantNext(t, tr, base.Add(30*time.Second))
+	wantClaim(t, tr, base.Add(20*time.Second), time.Second, 10)
+	if n, _, err := tr.Retry(ctx, mem(x), base.Add(20*time.Second), delays); n != 0 || err != nil {
 		t.Errorf("late Retry = %d, %v; want 0", n, err)
 	}
-	wantNext(t, tr, base.Add(time.Minute))
-	wantClaim(t, tr, base.Add(time.Minute), time.Second, 10, x)
-	if n, _, err := tr.Retry(ctx, mem(x), base.Add(time.Minute), delays); n != 2 || err != nil {
+	wantNext(t, tr, base.Add(30*time.Second))
+	wantClaim(t, tr, base.Add(30*time.Second), time.Second, 10, x) // leased until +31s
+	add(t, tr, base.Add(time.Hour), x)
+	if at := s.score(t, "due", x); !at.Equal(base.Add(31 * time.Second)) {
+		t.Errorf("x due at +%v after Add of a later time while claimed, want its lease expiry +31s", at.Sub(base))
+	}
+	wantClaim(t, tr, base.Add(31*time.Second), time.Second, 10, x)
+	if n, _, err := tr.Retry(ctx, mem(x), base.Add(31*time.Second), delays); n != 2 || err != nil {
 		t.Errorf("Retry after the move = %d, %v; want attempt 2", n, err)
+	}
+}
+
+// TestRequeue puts claimed members back, each at its own time, however
+// far past its lease, attempts kept; a member done, or moved by Add since
+// it was claimed, is left as it is.
+func TestRequeue(t *testing.T) {
+	t.Parallel()
+	s := newShared(t)
+	tr := s.trigger(t)
+	ctx := t.Context()
+	const x, y, z = 7, 8, 9
+
+	add(t, tr, base, x, y, z)
+	wantClaim(t, tr, base, time.Minute, 10, x, y, z)
+	if n, _, err := tr.Retry(ctx, mem(x), base, []time.Duration{time.Second}); n != 1 || err != nil {
+		t.Fatalf("Retry = %d, %v", n, err)
+	}
+	wantClaim(t, tr, base.Add(time.Second), time.Minute, 10, x)
+	if err := tr.Done(ctx, mems(y)); err != nil {
+		t.Fatal(err)
+	}
+	add(t, tr, base.Add(30*time.Second), z) // moved since the claim
+	due := []engine.TriggerDue{{OrderID: x, At: base.Add(time.Hour)}, {OrderID: y, At: base.Add(time.Hour)}, {OrderID: z, At: base.Add(time.Hour)}}
+	if err := tr.Requeue(ctx, due); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Requeue(ctx, nil); err != nil {
+		t.Errorf("Requeue(nil): %v", err)
+	}
+	if at := s.score(t, "due", x); !at.Equal(base.Add(time.Hour)) {
+		t.Errorf("x due at +%v after Requeue, want +1h", at.Sub(base))
+	}
+	if at := s.score(t, "processing", x); !at.IsZero() {
+		t.Errorf("x still leased until %v after Requeue", at)
+	}
+	if n := s.attempts(t, x); n != 1 {
+		t.Errorf("attempts of x = %d after Requeue, want 1 kept", n)
+	}
+	if at := s.score(t, "due", y); !at.IsZero() {
+		t.Errorf("y, done, is due at %v after Requeue", at)
+	}
+	if at := s.score(t, "due", z); !at.Equal(base.Add(30 * time.Second)) {
+		t.Errorf("z, moved, is due at +%v after Requeue, want +30s", at.Sub(base))
+	}
+}
+
+// TestAddNeverLater: Add only ever brings a due member's time earlier. A
+// later time written after an earlier one (the write of a deadline that
+// was shortened since, delayed; a seed's page read before the change)
+// would have the order close late; an earlier time than the order's is
+// harmless, since the engine checks the database and puts a member that is
+// not yet due back at its order's deadline. A member in processing, or in
+// no set, takes the time Add gives.
+func TestAddNeverLater(t *testing.T) {
+	t.Parallel()
+	s := newShared(t)
+	tr := s.trigger(t)
+	const x, y = 7, 8
+
+	add(t, tr, base.Add(time.Hour), x)
+	add(t, tr, base.Add(time.Minute), x) // shortened
+	add(t, tr, base.Add(time.Hour), x)   // the stale write
+	if at := s.score(t, "due", x); !at.Equal(base.Add(time.Minute)) {
+		t.Errorf("x due at +%v after a later time came over an earlier one, want +1m", at.Sub(base))
+	}
+	// One call with both, as a seed's page and the queue may hand them.
+	if err := tr.Add(t.Context(), []engine.TriggerDue{{OrderID: y, At: base.Add(time.Minute)}, {OrderID: y, At: base.Add(time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	if at := s.score(t, "due", y); !at.Equal(base.Add(time.Minute)) {
+		t.Errorf("y due at +%v, want +1m", at.Sub(base))
+	}
+	// Claimed, leased until +2m, a member is due again at the earlier of
+	// its lease expiry and the time Add gives.
+	wantClaim(t, tr, base.Add(time.Minute), time.Minute, 10, x, y)
+	add(t, tr, base.Add(time.Hour), x)
+	if at := s.score(t, "due", x); !at.Equal(base.Add(2 * time.Minute)) {
+		t.Errorf("x due at +%v after Add of a later time while claimed, want its lease expiry +2m", at.Sub(base))
+	}
+	add(t, tr, base.Add(90*time.Second), y)
+	if at := s.score(t, "due", y); !at.Equal(base.Add(90 * time.Second)) {
+		t.Errorf("y due at +%v after Add of an earlier time while claimed, want +90s", at.Sub(base))
 	}
 }
 

@@ -108,7 +108,13 @@ func (t *trigger) Add(_ context.Context, due []engine.TriggerDue) error {
 	}
 	for _, d := range due {
 		m := strconv.FormatInt(d.OrderID, 10)
-		t.due[m] = d.At
+		at := d.At
+		if lease, ok := t.processing[m]; ok && lease.Before(at) {
+			at = lease // due again then anyway, should its claim fail
+		}
+		if cur, ok := t.due[m]; !ok || at.Before(cur) {
+			t.due[m] = at // never later than a time there (ZADD LT)
+		}
 		delete(t.processing, m) // its deadline moved while it was claimed; attempts kept
 		delete(t.owner, m)
 		t.told[d.OrderID] = d.At
@@ -169,6 +175,26 @@ func (t *trigger) Done(_ context.Context, members []string) error {
 		delete(t.processing, m)
 		delete(t.owner, m)
 		delete(t.attempts, m)
+	}
+	return nil
+}
+
+// Requeue puts members still in processing back due, each at its time.
+func (t *trigger) Requeue(_ context.Context, due []engine.TriggerDue) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.check(); err != nil {
+		return err
+	}
+	for _, d := range due {
+		m := strconv.FormatInt(d.OrderID, 10)
+		if _, ok := t.processing[m]; !ok {
+			continue // done, or moved by Add since it was claimed
+		}
+		delete(t.processing, m)
+		delete(t.owner, m)
+		t.due[m] = d.At
+		t.told[d.OrderID] = d.At
 	}
 	return nil
 }
