@@ -65,7 +65,12 @@ import (
 // Failures answer a status and {"code": "…", "message": "…"}:
 //
 //	404, code "not_found"  no such payment or refund: lapse.ErrProviderNotFound
-//	408, 425, 429, 5xx     not done this time: retried later with the same key
+//	408, 425, 429          not done this time: retried later with the same key
+//	5xx                    not done, or done and its answer lost (a proxy's
+//	                       502 or 504 after the adapter charged): to a
+//	                       charge, refund or close, lapse.ErrUnknownOutcome,
+//	                       asked about before it is sent again; to a query,
+//	                       retried later
 //	any other 4xx          refused for good (declined, over-refund, closed
 //	                       order, key reused): lapse.ErrRefused
 //
@@ -286,6 +291,11 @@ func (p *HTTPProvider) call(ctx context.Context, op, method, path, key string, b
 		return p.errorf(op, "%w", err)
 	case err != nil:
 		return p.errorf(op, "%w: %w", lapse.ErrNotSent, err)
+	case status/100 == 5 && effect:
+		// Not necessarily the adapter's own answer: a gateway's 502 or
+		// 504 comes after the request went through, perhaps after the
+		// adapter charged.
+		return p.errorf(op, "%w: %w", lapse.ErrUnknownOutcome, providerStatusError(status, answer))
 	case status/100 != 2:
 		return p.errorf(op, "%w", providerStatusError(status, answer))
 	}
