@@ -2,6 +2,7 @@ package lapse
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 )
@@ -219,9 +220,11 @@ const (
 )
 
 // PaymentProvider is the port to a payment gateway. Calls carry idempotency
-// keys; a call that was sent but not answered returns an error wrapping
+// keys; a call that was sent but not answered (or answered with a server
+// error, which may come after the effect) returns an error wrapping
 // ErrUnknownOutcome, and the caller asks (Query, RefundQuery) before trying
-// again. A refusal for good wraps ErrRefused.
+// again. A refusal for good wraps ErrRefused; a call that was never sent
+// wraps ErrNotSent. Callers take any other error as an unknown outcome.
 type PaymentProvider interface {
 	// Charge captures Amount from a stored payment method.
 	Charge(ctx context.Context, r *ChargeRequest) (*ProviderPayment, error)
@@ -242,6 +245,16 @@ type PaymentProvider interface {
 
 // ErrProviderNotFound: the provider knows no such payment or refund.
 var ErrProviderNotFound = &Error{Code: ENOTFOUND, Message: "the payment provider has no such payment"}
+
+// ErrNotSent is in the chain of a provider call's error when the call
+// failed before its request reached the provider (no connection, no free
+// slot, a gateway known to be down): the provider did nothing, for certain.
+// Any other failure that is not a refusal (ErrRefused) may have taken
+// effect (a timeout, a 5xx, a connection lost while waiting, an answer that
+// cannot be read), and the caller asks (Query, RefundQuery) before it
+// counts the call as failed. An error that wraps ErrUnknownOutcome is
+// unknown, whatever else it wraps.
+var ErrNotSent = errors.New("lapse: not sent: the request did not reach the other side, and nothing was done")
 
 // Validate reports a payment that no store may be given, as an EINVALID
 // error naming the field: no payment, a review of another order than the

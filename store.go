@@ -335,6 +335,12 @@ type Store interface {
 	// GroupMemberList returns the members of a group, by id.
 	GroupMemberList(ctx context.Context, orderID int64) ([]*GroupMember, error)
 
+	// ChargeSaltKeep records salt (not empty) as the salt of the database's
+	// charge keys unless it keeps one already, and returns the one it
+	// keeps: the first kept, for good, whoever asks, however many ask at
+	// once.
+	ChargeSaltKeep(ctx context.Context, salt string) (string, error)
+
 	// GroupMemberGet returns the member whose charge has idempotency key
 	// key (the order number its provider knows the charge by), or
 	// ErrGroupMemberNotFound.

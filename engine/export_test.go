@@ -8,3 +8,7 @@ func (e *Engine) FillTriggerQueue() {
 		e.trig.pending <- TriggerDue{OrderID: -1, At: e.clock.Now()}
 	}
 }
+
+// LegacyChargeKey is the charge key a member was given before its
+// database had a salt.
+func LegacyChargeKey(groupID, userID string) string { return legacyChargeKey(groupID, userID) }

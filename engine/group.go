@@ -2,11 +2,14 @@ package engine
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -31,6 +34,9 @@ type groupBuys struct {
 	e         *Engine
 	providers map[string]lapse.PaymentProvider // Config.Payments.Providers
 	retries   []time.Duration
+
+	saltMu sync.Mutex
+	salt   string // the database's charge key salt, once read (chargeSalt)
 }
 
 func newGroupBuys(e *Engine, cfg Config) *groupBuys {
@@ -157,6 +163,10 @@ func (gb *groupBuys) join(ctx context.Context, groupID string, req JoinRequest) 
 	if err != nil {
 		return nil, false, err
 	}
+	salt, err := gb.chargeSalt(ctx)
+	if err != nil {
+		return nil, false, err
+	}
 	// Joins of one group contend for its version: each round reads the
 	// group and its members and writes in one transaction.
 	var p *lapse.OrderTransitionParams
@@ -168,15 +178,18 @@ func (gb *groupBuys) join(ctx context.Context, groupID string, req JoinRequest) 
 			return nil, lapse.Errorf(lapse.EINVALID, "order %s follows flow %s, which is not a group buy", o.OrderNo, flow.Name)
 		}
 		want := &lapse.GroupMember{OrderID: o.ID, GroupID: o.OrderNo, UserID: req.UserID, Provider: provider, Method: req.Method,
-			Amount: o.Amount, Currency: o.Currency, Key: chargeKey(o.OrderNo, req.UserID), Status: lapse.ChargePending}
+			Amount: o.Amount, Currency: o.Currency, Key: chargeKey(salt, o.OrderNo, req.UserID), Status: lapse.ChargePending}
 		// The one member this join may repeat, by its key: a group's
 		// joins take turns on its lock, so reading every member made each
-		// join cost as much as the group had members.
-		switch m, err := tx.GroupMemberGet(ctx, want.Key); {
-		case err == nil:
-			return sameMember(m, want)
-		case !errors.Is(err, lapse.ErrGroupMemberNotFound):
-			return nil, err
+		// join cost as much as the group had members. One who joined
+		// before the database had a salt holds the key made without it.
+		for _, key := range []string{want.Key, legacyChargeKey(o.OrderNo, req.UserID)} {
+			switch m, err := tx.GroupMemberGet(ctx, key); {
+			case err == nil:
+				return sameMember(m, want)
+			case !errors.Is(err, lapse.ErrGroupMemberNotFound):
+				return nil, err
+			}
 		}
 		now := e.clock.Now()
 		p, err = flow.Plan(o, lapse.Firing{Event: flow.Group.Join, Now: now, FiredBy: req.By.FiredBy, Actor: req.By.Name,
@@ -225,11 +238,40 @@ func sameMember(m, want *lapse.GroupMember) (*lapse.GroupMember, error) {
 	return m, nil
 }
 
-// chargeKey is a member's charge idempotency key: the same group and user
-// always make the same key, so a charge sent twice is one charge.
-func chargeKey(groupID, userID string) string {
+// chargeKey is a member's charge idempotency key, made once, when the
+// member joins, and kept on the member, whose every charge and query uses
+// it: a charge sent twice is one charge. It is made of the group, the user
+// and salt, the database's (chargeSalt), so that two databases that share
+// a provider account (two deployments of Lapse) never make the same key
+// for the same group and user: the provider would answer the second's
+// charge with the first's.
+func chargeKey(salt, groupID, userID string) string {
+	sum := sha256.Sum256([]byte(salt + "\x00" + groupID + "\x00" + userID))
+	return lapse.ChargeKeyPrefix + hex.EncodeToString(sum[:12])
+}
+
+// legacyChargeKey is the key a member was given before the database had a
+// salt: of the group and user alone. Members keep the keys they were given
+// (charges may have been sent under them); no new member is given one.
+func legacyChargeKey(groupID, userID string) string {
 	sum := sha256.Sum256([]byte(groupID + "\x00" + userID))
 	return lapse.ChargeKeyPrefix + hex.EncodeToString(sum[:12])
+}
+
+// chargeSalt returns the salt of the database's charge keys: the one the
+// store keeps, drawn at random by the first process that needed one.
+func (gb *groupBuys) chargeSalt(ctx context.Context) (string, error) {
+	gb.saltMu.Lock()
+	defer gb.saltMu.Unlock()
+	if gb.salt != "" {
+		return gb.salt, nil
+	}
+	salt, err := gb.e.store.ChargeSaltKeep(ctx, rand.Text())
+	if err != nil {
+		return "", fmt.Errorf("the salt of the charge keys: %w", err)
+	}
+	gb.salt = salt
+	return salt, nil
 }
 
 // chargeProvider names the provider that charges a member.

@@ -100,7 +100,10 @@ func (s settler) Deliver(ctx context.Context, d *lapse.Delivery) error {
 // failed → charging, one more attempt) before the provider is called, and a
 // member found charging (a call whose answer was lost, or a worker that
 // died) is asked about first. A paid answer, to either, is recorded by
-// chargeAnswered, as the provider's callback about the charge is.
+// chargeAnswered, as the provider's callback about the charge is. Only a
+// failure that took nothing for certain fails the charge (a refusal for
+// good, a call never sent: chargeFailed) or an answer that took nothing
+// (closed, refunded); any other failure leaves the member charging.
 func (s settler) charge(ctx context.Context, m *lapse.GroupMember) error {
 	gb := s.gb
 	prov := gb.providers[m.Provider]
@@ -136,15 +139,33 @@ func (s settler) charge(ctx context.Context, m *lapse.GroupMember) error {
 		// charging, the member would read as a call whose answer was lost
 		// for good, with no error on it.
 		err = fmt.Errorf("the provider answered the charge with status %s: the member was not charged", pay.Status)
-	case errors.Is(err, lapse.ErrUnknownOutcome):
-		// Left charging: the next round asks before charging again.
-		return err
+	case !chargeFailed(err):
+		// Neither a decline nor a call that was never sent: a timeout, a
+		// 5xx (a gateway's 502 or 504 may come after the capture), a
+		// connection lost, an answer that cannot be read. The provider
+		// may have charged the member, so the member stays charging, its
+		// outcome unknown: the next round asks under the same key before
+		// charging again (or the provider's callback answers), and the
+		// group settles only once it is known. Failed on a guess, the
+		// member would read as not charged while the money may be taken.
+		return fmt.Errorf("the charge's outcome is unknown, asked about next round: %w", err)
 	}
 	p := &lapse.GroupMemberUpdateParams{From: lapse.ChargeCharging, To: lapse.ChargeFailed, Error: lapse.Reason(err)}
 	if uerr := gb.updateMember(ctx, m, p); uerr != nil {
 		return uerr
 	}
 	return err
+}
+
+// chargeFailed reports whether err, a provider port's failure to charge,
+// says for certain that nothing was charged: a refusal for good (a
+// decline), or a call that never reached the provider. Anything else may
+// have been captured.
+func chargeFailed(err error) bool {
+	if errors.Is(err, lapse.ErrUnknownOutcome) {
+		return false
+	}
+	return errors.Is(err, lapse.ErrRefused) || errors.Is(err, lapse.ErrNotSent)
 }
 
 // answered records pay, the provider's paid answer about member m's charge

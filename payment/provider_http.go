@@ -65,7 +65,12 @@ import (
 // Failures answer a status and {"code": "…", "message": "…"}:
 //
 //	404, code "not_found"  no such payment or refund: lapse.ErrProviderNotFound
-//	408, 425, 429, 5xx     not done this time: retried later with the same key
+//	408, 425, 429          not done this time: retried later with the same key
+//	5xx                    not done, or done and its answer lost (a proxy's
+//	                       502 or 504 after the adapter charged): to a
+//	                       charge, refund or close, lapse.ErrUnknownOutcome,
+//	                       asked about before it is sent again; to a query,
+//	                       retried later
 //	any other 4xx          refused for good (declined, over-refund, closed
 //	                       order, key reused): lapse.ErrRefused
 //
@@ -92,11 +97,11 @@ import (
 // Connect and read timeouts are apart, and a bounded pool limits the calls in
 // flight. A charge, refund or close that failed before its request was
 // written in full (a refused or timed-out connection, no free slot) was not
-// sent: a plain, retryable error. One that failed after (a read timeout, a
-// connection lost while waiting, an answer that cannot be read) may have
-// taken effect: its error wraps lapse.ErrUnknownOutcome, and the caller asks
-// (Query, RefundQuery) before trying again. Queries have no effect; their
-// failures are plain errors.
+// sent: a retryable error wrapping lapse.ErrNotSent. One that failed after
+// (a read timeout, a connection lost while waiting, an answer that cannot
+// be read) may have taken effect: its error wraps lapse.ErrUnknownOutcome,
+// and the caller asks (Query, RefundQuery) before trying again. Queries
+// have no effect; their failures are plain errors.
 type HTTPProvider struct {
 	name        string
 	base        string // without a trailing slash
@@ -271,7 +276,7 @@ func (p *HTTPProvider) call(ctx context.Context, op, method, path, key string, b
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
-		return p.errorf(op, "not sent: %w: %w", ErrProviderBusy, context.Cause(ctx))
+		return p.errorf(op, "%w: %w: %w", lapse.ErrNotSent, ErrProviderBusy, context.Cause(ctx))
 	}
 	defer func() { <-p.slots }()
 	// Signed once a slot is held, so that a long wait cannot make the
@@ -285,7 +290,12 @@ func (p *HTTPProvider) call(ctx context.Context, op, method, path, key string, b
 	case err != nil && !effect:
 		return p.errorf(op, "%w", err)
 	case err != nil:
-		return p.errorf(op, "not sent: %w", err)
+		return p.errorf(op, "%w: %w", lapse.ErrNotSent, err)
+	case status/100 == 5 && effect:
+		// Not necessarily the adapter's own answer: a gateway's 502 or
+		// 504 comes after the request went through, perhaps after the
+		// adapter charged.
+		return p.errorf(op, "%w: %w", lapse.ErrUnknownOutcome, providerStatusError(status, answer))
 	case status/100 != 2:
 		return p.errorf(op, "%w", providerStatusError(status, answer))
 	}

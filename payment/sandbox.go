@@ -277,7 +277,7 @@ func (s *Sandbox) Charge(ctx context.Context, r *lapse.ChargeRequest) (*lapse.Pr
 	}
 	fail, lose := s.fate(&s.calls.Charge)
 	if fail {
-		return nil, fmt.Errorf("sandbox: %s: %w", op, errSandboxDown)
+		return nil, fmt.Errorf("sandbox: %s: %w: %w", op, errSandboxDown, lapse.ErrNotSent)
 	}
 	var p *lapse.SandboxPayment
 	err := s.inOrder(ctx, r.OrderNo, func(tx lapse.SandboxStore, ps []*lapse.SandboxPayment) error {
@@ -346,7 +346,7 @@ func (s *Sandbox) Close(ctx context.Context, orderNo string) (*lapse.ProviderPay
 	op := "close " + orderNo
 	fail, lose := s.fate(&s.calls.Close)
 	if fail {
-		return nil, fmt.Errorf("sandbox: %s: %w", op, errSandboxDown)
+		return nil, fmt.Errorf("sandbox: %s: %w: %w", op, errSandboxDown, lapse.ErrNotSent)
 	}
 	var p *lapse.SandboxPayment
 	err := s.inOrder(ctx, orderNo, func(tx lapse.SandboxStore, ps []*lapse.SandboxPayment) error {

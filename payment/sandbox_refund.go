@@ -26,7 +26,7 @@ func (s *Sandbox) Refund(ctx context.Context, r *lapse.RefundRequest) (*lapse.Pr
 	}
 	fail, lose := s.fate(&s.calls.Refund)
 	if fail {
-		return nil, fmt.Errorf("sandbox: %s: %w", op, errSandboxDown)
+		return nil, fmt.Errorf("sandbox: %s: %w: %w", op, errSandboxDown, lapse.ErrNotSent)
 	}
 	var (
 		rf   *lapse.ProviderRefund

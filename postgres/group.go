@@ -132,3 +132,17 @@ func (s *Store) GroupMemberUpdate(ctx context.Context, p *lapse.GroupMemberUpdat
 	}
 	return got, nil
 }
+
+// ChargeSaltKeep inserts salt as the database's charge key salt unless it
+// has one, then reads the one it has. The insert waits for a concurrent one
+// to end, and the read, a statement of its own, sees the winner.
+func (s *Store) ChargeSaltKeep(ctx context.Context, salt string) (string, error) {
+	if _, err := s.db.Exec(ctx, `INSERT INTO charge_salt (id, salt) VALUES (1, $1) ON CONFLICT DO NOTHING`, salt); err != nil {
+		return "", fmt.Errorf("postgres: keep the charge salt: %w", err)
+	}
+	var kept string
+	if err := s.db.QueryRow(ctx, `SELECT salt FROM charge_salt WHERE id = 1`).Scan(&kept); err != nil {
+		return "", fmt.Errorf("postgres: keep the charge salt: %w", err)
+	}
+	return kept, nil
+}

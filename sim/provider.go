@@ -96,7 +96,7 @@ func (p *provider) fail(kind, call string) error {
 	case FaultLost:
 		return fmt.Errorf("%w: %s: %w", errInjected, call, lapse.ErrUnknownOutcome)
 	}
-	return fmt.Errorf("%w: %s: gateway down", errInjected, call)
+	return fmt.Errorf("%w: %s: gateway down: %w", errInjected, call, lapse.ErrNotSent)
 }
 
 func (p *provider) Charge(_ context.Context, r *lapse.ChargeRequest) (*lapse.ProviderPayment, error) {

@@ -130,3 +130,19 @@ func (s *Store) GroupMemberUpdate(ctx context.Context, p *lapse.GroupMemberUpdat
 	}
 	return got, nil
 }
+
+// ChargeSaltKeep inserts salt as the database's charge key salt unless it
+// has one, and returns the one it has, both under the write lock.
+func (s *Store) ChargeSaltKeep(ctx context.Context, salt string) (string, error) {
+	var kept string
+	err := s.write(ctx, func(w *writeTx) error {
+		if _, err := w.exec(ctx, `INSERT INTO charge_salt (id, salt) VALUES (1, ?) ON CONFLICT DO NOTHING`, salt); err != nil {
+			return err
+		}
+		return w.tx.QueryRowContext(ctx, `SELECT salt FROM charge_salt WHERE id = 1`).Scan(&kept)
+	})
+	if err != nil {
+		return "", fail(err, "charge salt keep")
+	}
+	return kept, nil
+}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -564,5 +565,30 @@ func testGroupMemberCaptured(t *testing.T, s lapse.Store) {
 		if read, err := s.GroupMemberGet(ctx, m.Key); err != nil || memberString(read) != memberString(got) {
 			t.Errorf("GroupMemberGet = %s, %v; want %s", memberString(read), err, memberString(got))
 		}
+	}
+}
+
+// testChargeSaltKeep: the salt of the charge keys is the first one kept,
+// whoever asks, however many ask at once, and for good.
+func testChargeSaltKeep(t *testing.T, s lapse.Store) {
+	var wg sync.WaitGroup
+	got := make([]string, 8)
+	for i := range got {
+		wg.Go(func() {
+			salt, err := s.ChargeSaltKeep(ctxT(t), fmt.Sprintf("salt-%d", i))
+			if err != nil {
+				t.Errorf("ChargeSaltKeep %d: %v", i, err)
+			}
+			got[i] = salt
+		})
+	}
+	wg.Wait()
+	for i, salt := range got {
+		if salt != got[0] || !strings.HasPrefix(salt, "salt-") {
+			t.Fatalf("concurrent keeps got %q; want one of the salts asked, the same for all (%d)", got, i)
+		}
+	}
+	if salt, err := s.ChargeSaltKeep(ctxT(t), "later"); err != nil || salt != got[0] {
+		t.Errorf("ChargeSaltKeep later = %q, %v; want the first kept, %q", salt, err, got[0])
 	}
 }

@@ -106,6 +106,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"GroupMemberInTx", testGroupMemberInTx},
 		{"GroupMemberGetByTxn", testGroupMemberGetByTxn},
 		{"GroupMemberCaptured", testGroupMemberCaptured},
+		{"ChargeSaltKeep", testChargeSaltKeep},
 		{"Card", testCard},
 		{"CardOrder", testCardOrder},
 		{"CardConcurrent", testCardConcurrent},
