@@ -120,3 +120,24 @@ func (p *HeldPaymentUpdateParams) Validate() error {
 
 // ErrHeldPaymentNotFound: no held payment has that id.
 var ErrHeldPaymentNotFound = &Error{Code: ENOTFOUND, Message: "held payment not found"}
+
+// ErrPaymentHeld: a payment cannot be recorded because its provider
+// transaction is held without its order and the held payment takes it
+// (HeldTakes). Nothing was written.
+var ErrPaymentHeld = &Error{Code: ECONFLICT, Message: "the payment's transaction is held without its order"}
+
+// HeldTakes reports whether h, the payment held under a transaction,
+// keeps a payment of that transaction for order orderNo, of amount in
+// currency, from being recorded (ErrPaymentHeld): unless h is held or in
+// review, or applied, for that same order, amount and currency, the
+// transaction's money is h's already (being refunded, refunded, dismissed
+// by an operator, or held for another order, amount or currency), and
+// recording it as a payment too would count one capture twice (S3). The
+// stores check the same in the SQL of their payment writes.
+func HeldTakes(h *HeldPayment, orderNo string, amount int64, currency string) bool {
+	switch h.Status {
+	case HeldWaiting, HeldReview, HeldApplied:
+		return h.OrderNo != orderNo || h.Amount != amount || h.Currency != currency
+	}
+	return true
+}

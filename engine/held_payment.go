@@ -92,6 +92,31 @@ func heldTaken(h *lapse.HeldPayment, n *lapse.PaymentNotice) string {
 		n.OrderNo, h.Status)
 }
 
+// heldRefused answers paid notice n, whose payment the store did not
+// record because the payment held under its transaction takes it
+// (lapse.ErrPaymentHeld: held for another order, amount or currency, or
+// settled by an operator or the provider): the transaction's money is
+// counted once, as held, and n pays nothing. It is noted on the held
+// payment (heldContradicted), which is returned as held; a waiting one is
+// put in review, as a contradiction is, once however often n comes.
+func (ps *payments) heldRefused(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
+	h, err := ps.heldOf(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, fmt.Errorf("payment %s of %s refused as held, but no held payment has it: %w", n.TxnID, n.Provider, lapse.ErrStale)
+	}
+	why := heldTaken(h, n)
+	if why == "" {
+		why = heldConflict(h, n) + fmt.Sprintf("; order %s exists now", n.OrderNo)
+	}
+	if h, err = ps.heldContradicted(ctx, h, why); err != nil {
+		return nil, err
+	}
+	return heldView(h), nil
+}
+
 // heldConflict says how paid notice n contradicts h, the payment held under
 // its transaction, or "".
 func heldConflict(h *lapse.HeldPayment, n *lapse.PaymentNotice) string {

@@ -249,3 +249,62 @@ func TestHeldPaymentAheadNotSettledEarly(t *testing.T) {
 		}
 	})
 }
+
+// TestHeldPaymentOtherOrderLaterNotApplied: a transaction held for one
+// order that a callback then reports for another, existing order, paid
+// after that order was created (so that the payment path has no reason to
+// look for a held payment), pays nothing: the payment's own write sees the
+// held payment. Nor is it recorded as a late payment of a closed order
+// (which would be refunded). The capture is counted once, held, in review
+// with both orders named; the matcher and reconcile find nothing more.
+func TestHeldPaymentOtherOrderLaterNotApplied(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		e := paymentEngine(t, open(), clk, &fakeProvider{})
+		m, err := engine.NewHeldMatcher(e, engine.HeldMatcherConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := ctxT(t)
+		for _, txn := range []string{"txn-HL-a", "txn-HL-b"} {
+			if _, err := e.ApplyPayment(ctx, heldNotice("HL-1", txn, t0)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.Advance(time.Second)
+		create(t, e, checkout("HL-2", 15*time.Minute))
+		create(t, e, checkout("HL-3", 15*time.Minute))
+		if _, err := e.Fire(ctx, "HL-3", engine.Fire{Event: flows.Cancel, By: app}); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+		for no, txn := range map[string]string{"HL-2": "txn-HL-a", "HL-3": "txn-HL-b"} {
+			for range 2 {
+				got, err := e.ApplyPayment(ctx, heldNotice(no, txn, clk.Now()))
+				if err != nil || got.Status != lapse.PaymentHeld {
+					t.Errorf("%s, held for HL-1, reported for %s = %+v, %v; want held", txn, no, got, err)
+				}
+			}
+			if ps, err := e.Payments(ctx, no); err != nil || len(ps) != 0 {
+				t.Errorf("%s's payments: %+v, %v; want none", no, ps, err)
+			}
+			if h := helds(t, e)[txn]; h.Status != lapse.HeldReview || strings.Count(h.Reason, "order "+no+" exists now") != 1 {
+				t.Errorf("the held payment %s: %+v; want in review, naming %s once", txn, h, no)
+			}
+		}
+		if o, err := e.Order(ctx, "HL-2"); err != nil || o.State != flows.Unpaid {
+			t.Errorf("HL-2: %v, %v; want UNPAID", o, err)
+		}
+		if got, err := m.RunOnce(ctx); err != nil || got != (engine.HeldMatched{}) {
+			t.Errorf("a matcher pass = %+v, %v; want nothing to do", got, err)
+		}
+		rec, err := e.Reconcile(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tot := rec.Totals["CNY"]; len(rec.Issues) != 0 || rec.Payments != 0 || tot == nil ||
+			*tot != (engine.MoneyTotals{Captured: 2000, Review: 2000}) {
+			t.Errorf("reconciliation %+v, totals %+v; want 20.00 captured, in review, no issue", rec, tot)
+		}
+	})
+}

@@ -131,7 +131,12 @@ func (ps *payments) checkCreate(req *lapse.OrderCreate) error {
 // applied only while its held payment waits: one that an operator has (in
 // review, refunded, dismissed) or that is held for another order, amount or
 // currency pays nothing, and is noted on the held payment, returned as
-// held.
+// held. So does a paid notice under the number of any existing order whose
+// transaction is held for another order, amount or currency, or settled
+// by an operator or its provider, whatever its time: the payment's own
+// write sees the held payment (lapse.ErrPaymentHeld, at no read of its
+// own), and nothing is recorded, not even late or in review; a waiting
+// held payment is put in review, naming the order.
 //
 // Errors, with nothing written: ENOTFOUND for a refund notice of a payment
 // Lapse does not have, or an unreadable notice of an order that does not
@@ -291,6 +296,11 @@ func (ps *payments) applyToOrder(ctx context.Context, n *lapse.PaymentNotice, me
 		// statement on PostgreSQL), or neither does.
 		e.fanOut(o, p.Outbox)
 		got, created, err := s.PaymentCreate(ctx, &lapse.PaymentCreateParams{Payment: pay, Transition: p})
+		if errors.Is(err, lapse.ErrPaymentHeld) {
+			// Held for another order (or settled): the write's own
+			// statement saw it, at no read of its own.
+			return ps.heldRefused(ctx, n)
+		}
 		if err != nil {
 			return nil, err // lapse.ErrStale: the order moved meanwhile, and is decided again
 		}
@@ -423,6 +433,9 @@ func (ps *payments) recordPayment(ctx context.Context, o *lapse.Order, n *lapse.
 		p.Review = paymentReview(o, pay, pay.CreatedAt)
 	}
 	got, created, err := e.store.PaymentCreate(ctx, p)
+	if errors.Is(err, lapse.ErrPaymentHeld) {
+		return ps.heldRefused(ctx, n)
+	}
 	if err != nil {
 		return nil, err
 	}
