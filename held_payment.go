@@ -14,11 +14,13 @@ const (
 	// Lapse does not have (it may have overtaken the order's creation).
 	// The engine's HeldMatcher applies it through the payment path once the
 	// order exists (to HeldApplied), or after its window puts it in review.
+	// Its provider's refund callback, in full, moves it to HeldRefunded.
 	HeldWaiting HeldPaymentStatus = "held"
 	// HeldReview: no order appeared within the window, or a report
 	// contradicted it (another order, amount or currency for its
 	// transaction). An operator refunds it (to HeldRefunding) or dismisses
-	// it (to HeldDismissed).
+	// it (to HeldDismissed). Its provider's refund callback, in full, moves
+	// it to HeldRefunded.
 	HeldReview HeldPaymentStatus = "review"
 	// HeldApplied: its order appeared and it went through the payment path,
 	// where it is now a Payment (applied, late or in review) under the same
@@ -28,7 +30,8 @@ const (
 	// provider's answer, or the HeldMatcher asking again, moves it to
 	// HeldRefunded, or back to HeldReview when the refund was refused.
 	HeldRefunding HeldPaymentStatus = "refunding"
-	// HeldRefunded: the money went back. Final.
+	// HeldRefunded: the money went back: refunded by an operator, or by
+	// its provider without Lapse (its refund callback said so). Final.
 	HeldRefunded HeldPaymentStatus = "refunded"
 	// HeldDismissed: an operator took it off the desk with a note (the
 	// money was dealt with outside Lapse). Final.

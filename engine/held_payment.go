@@ -190,8 +190,14 @@ func heldPaidAtMismatch(paidAt, heldAt time.Time) string {
 // when none is held. A refund an operator asked for completes as the
 // provider's answer would (heldRefundAnswered: refunded, or back to review
 // when it reports another amount or currency); a refund already recorded is
-// a replay; any other (made at the provider without Lapse) is put on the
-// desk with the held payment, as a contradiction is.
+// a replay. One made at the provider without Lapse (from its dashboard,
+// say) of a held payment waiting or in review, in full, for its order and
+// currency, is the provider's word that the money went back: the held
+// payment is refunded (final), so that it is never applied to its order
+// afterwards (the payment write refuses it: lapse.HeldTakes) and reconcile
+// counts it refunded. Any other (another order, amount or currency, or a
+// held payment an operator dismissed) is put on the desk with the held
+// payment, as a contradiction is.
 func (ps *payments) heldRefundNoticed(ctx context.Context, n *lapse.PaymentNotice) (*lapse.HeldPayment, error) {
 	e := ps.e
 	hs, err := e.store.HeldPaymentList(ctx, &lapse.HeldPaymentListParams{Provider: n.Provider, TxnID: n.TxnID})
@@ -199,19 +205,41 @@ func (ps *payments) heldRefundNoticed(ctx context.Context, n *lapse.PaymentNotic
 		return nil, err
 	}
 	h := hs[0]
-	switch {
-	case h.Status == lapse.HeldRefunded && n.Amount == h.Amount && n.Currency == h.Currency:
-		return h, nil
-	case h.Status == lapse.HeldRefunding && n.OrderNo == h.OrderNo:
-		got, err := e.heldRefundAnswered(ctx, h, &lapse.ProviderRefund{RefundID: n.RefundID, TxnID: n.TxnID, Amount: n.Amount,
-			Currency: n.Currency, Status: lapse.RefundSucceeded}, nil)
-		if errors.Is(err, lapse.ErrStale) {
-			return e.store.HeldPaymentGet(ctx, h.ID)
+	for range maxStaleRetries {
+		whole := n.OrderNo == h.OrderNo && n.Amount == h.Amount && n.Currency == h.Currency
+		switch {
+		case h.Status == lapse.HeldRefunded && n.Amount == h.Amount && n.Currency == h.Currency:
+			return h, nil
+		case h.Status == lapse.HeldRefunding && n.OrderNo == h.OrderNo:
+			got, err := e.heldRefundAnswered(ctx, h, &lapse.ProviderRefund{RefundID: n.RefundID, TxnID: n.TxnID, Amount: n.Amount,
+				Currency: n.Currency, Status: lapse.RefundSucceeded}, nil)
+			if errors.Is(err, lapse.ErrStale) {
+				return e.store.HeldPaymentGet(ctx, h.ID)
+			}
+			return got, err
+		case (h.Status == lapse.HeldWaiting || h.Status == lapse.HeldReview) && whole:
+			got, err := e.store.HeldPaymentUpdate(ctx, &lapse.HeldPaymentUpdateParams{ID: h.ID, From: h.Status, To: lapse.HeldRefunded,
+				RefundID: n.RefundID, At: e.clock.Now(), Reason: lapse.CleanReason(fmt.Sprintf(
+					"refunded by %s (refund %s), which Lapse did not ask for: reported by its refund callback", n.Provider, n.RefundID))})
+			if errors.Is(err, lapse.ErrStale) {
+				if h, err = e.store.HeldPaymentGet(ctx, h.ID); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			e.log.Warn("a payment held without its order was refunded at its provider, not by Lapse", "provider", h.Provider,
+				"txn_id", h.TxnID, "order_no", h.OrderNo, "refund_id", n.RefundID, "was", h.Status)
+			e.metrics.payments.WithLabelValues(h.Provider, string(lapse.PaymentRefunded)).Inc()
+			e.metrics.refunds.WithLabelValues(refundHeldPayment, refundSucceeded).Inc()
+			return got, nil
 		}
-		return got, err
+		return ps.heldContradicted(ctx, h, fmt.Sprintf("a refund notice (refund %s) reports %s refunded for order %s, which Lapse did not ask for",
+			n.RefundID, lapse.Money(n.Amount, n.Currency), n.OrderNo))
 	}
-	return ps.heldContradicted(ctx, h, fmt.Sprintf("a refund notice (refund %s) reports %s refunded for order %s, which Lapse did not ask for",
-		n.RefundID, lapse.Money(n.Amount, n.Currency), n.OrderNo))
+	return nil, fmt.Errorf("refund notice of held payment %d: %w", h.ID, lapse.ErrStale)
 }
 
 // HeldPayments lists payments held without their order, by id.

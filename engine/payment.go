@@ -118,7 +118,10 @@ func (ps *payments) checkCreate(req *lapse.OrderCreate) error {
 // Lapse asked for (a late payment's is refunded only in full; a merchant
 // refund's is its own, or, in a notice of what the payment has had
 // refunded in all, its own with those of the payment's earlier refunds),
-// completes nothing and is put in review.
+// completes nothing and is put in review. A refunded notice of a payment
+// held without its order completes its refund, or, for one Lapse did not
+// ask for, refunds it when it is in full for its order and currency, and
+// puts it in review otherwise (heldRefundNoticed).
 //
 // A paid notice for an order that does not exist (and is no member's charge
 // key, and whose transaction is not recorded for another order, which is a
