@@ -18,11 +18,13 @@ const (
 	HeldWaiting HeldPaymentStatus = "held"
 	// HeldReview: no order appeared within the window, or a report
 	// contradicted it (another order, amount or currency for its
-	// transaction). An operator refunds it (to HeldRefunding) or dismisses
-	// it (to HeldDismissed). Its provider's refund callback, in full, moves
+	// transaction). An operator refunds it (to HeldRefunding), applies it to
+	// its order once that exists (to HeldApplied) or dismisses it (to
+	// HeldDismissed). Its provider's refund callback, in full, moves
 	// it to HeldRefunded.
 	HeldReview HeldPaymentStatus = "review"
-	// HeldApplied: its order appeared and it went through the payment path,
+	// HeldApplied: its order appeared and it went through the payment path
+	// (the matcher's, or an operator's apply),
 	// where it is now a Payment (applied, late or in review) under the same
 	// provider and transaction. Final.
 	HeldApplied HeldPaymentStatus = "applied"
