@@ -14,13 +14,17 @@ const (
 	// Lapse does not have (it may have overtaken the order's creation).
 	// The engine's HeldMatcher applies it through the payment path once the
 	// order exists (to HeldApplied), or after its window puts it in review.
+	// Its provider's refund callback, in full, moves it to HeldRefunded.
 	HeldWaiting HeldPaymentStatus = "held"
 	// HeldReview: no order appeared within the window, or a report
 	// contradicted it (another order, amount or currency for its
-	// transaction). An operator refunds it (to HeldRefunding) or dismisses
-	// it (to HeldDismissed).
+	// transaction). An operator refunds it (to HeldRefunding), applies it to
+	// its order once that exists (to HeldApplied) or dismisses it (to
+	// HeldDismissed). Its provider's refund callback, in full, moves
+	// it to HeldRefunded.
 	HeldReview HeldPaymentStatus = "review"
-	// HeldApplied: its order appeared and it went through the payment path,
+	// HeldApplied: its order appeared and it went through the payment path
+	// (the matcher's, or an operator's apply),
 	// where it is now a Payment (applied, late or in review) under the same
 	// provider and transaction. Final.
 	HeldApplied HeldPaymentStatus = "applied"
@@ -28,7 +32,8 @@ const (
 	// provider's answer, or the HeldMatcher asking again, moves it to
 	// HeldRefunded, or back to HeldReview when the refund was refused.
 	HeldRefunding HeldPaymentStatus = "refunding"
-	// HeldRefunded: the money went back. Final.
+	// HeldRefunded: the money went back: refunded by an operator, or by
+	// its provider without Lapse (its refund callback said so). Final.
 	HeldRefunded HeldPaymentStatus = "refunded"
 	// HeldDismissed: an operator took it off the desk with a note (the
 	// money was dealt with outside Lapse). Final.
@@ -120,3 +125,24 @@ func (p *HeldPaymentUpdateParams) Validate() error {
 
 // ErrHeldPaymentNotFound: no held payment has that id.
 var ErrHeldPaymentNotFound = &Error{Code: ENOTFOUND, Message: "held payment not found"}
+
+// ErrPaymentHeld: a payment cannot be recorded because its provider
+// transaction is held without its order and the held payment takes it
+// (HeldTakes). Nothing was written.
+var ErrPaymentHeld = &Error{Code: ECONFLICT, Message: "the payment's transaction is held without its order"}
+
+// HeldTakes reports whether h, the payment held under a transaction,
+// keeps a payment of that transaction for order orderNo, of amount in
+// currency, from being recorded (ErrPaymentHeld): unless h is held or in
+// review, or applied, for that same order, amount and currency, the
+// transaction's money is h's already (being refunded, refunded, dismissed
+// by an operator, or held for another order, amount or currency), and
+// recording it as a payment too would count one capture twice (S3). The
+// stores check the same in the SQL of their payment writes.
+func HeldTakes(h *HeldPayment, orderNo string, amount int64, currency string) bool {
+	switch h.Status {
+	case HeldWaiting, HeldReview, HeldApplied:
+		return h.OrderNo != orderNo || h.Amount != amount || h.Currency != currency
+	}
+	return true
+}

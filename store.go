@@ -270,6 +270,12 @@ type Store interface {
 	// applies it: a payment that exists is returned with created=false and
 	// the order is not moved; otherwise, when the order has moved on, it
 	// is ErrStale and nothing is written.
+	//
+	// A payment whose transaction is held without its order (HeldPayment)
+	// and that HeldTakes says the held payment takes is ErrPaymentHeld,
+	// nothing written and no order moved: one capture is never counted
+	// both as held and as a payment (S3). The check is in the write's own
+	// statement (or transaction), not a read of its own.
 	PaymentCreate(ctx context.Context, p *PaymentCreateParams) (pay *Payment, created bool, err error)
 
 	// PaymentGet returns the payment of a provider's transaction, or

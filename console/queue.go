@@ -348,7 +348,7 @@ func init() {
 		"queue.age_hm":     {"%dh %dm", "%d 小时 %d 分钟"},
 		"queue.age_dh":     {"%dd %dh", "%d 天 %d 小时"},
 		"queue.held_title": {"Payments held without their order", "无对应订单的暂存支付"},
-		"queue.held_intro": {"Captured payments whose callback named an order Lapse does not have, and whose order did not come in time (or whose reports contradict each other). Refund one (POST /v1/held-payments/{id}/refund) or dismiss it with a note (POST /v1/held-payments/{id}/dismiss); both need a second factor.", "回调中的订单号在 Lapse 中不存在、且订单未在时限内出现（或回调相互矛盾）的已扣款支付。可退款（POST /v1/held-payments/{id}/refund）或附说明后忽略（POST /v1/held-payments/{id}/dismiss）；两者都需要动态验证码。"},
+		"queue.held_intro": {"Captured payments whose callback named an order Lapse does not have, and whose order did not come in time (or whose reports contradict each other). Refund one (POST /v1/held-payments/{id}/refund), apply it to its order once that exists (POST /v1/held-payments/{id}/apply) or dismiss it with a note (POST /v1/held-payments/{id}/dismiss); each needs a second factor.", "回调中的订单号在 Lapse 中不存在、且订单未在时限内出现（或回调相互矛盾）的已扣款支付。可退款（POST /v1/held-payments/{id}/refund）、在订单已存在时应用到该订单（POST /v1/held-payments/{id}/apply），或附说明后忽略（POST /v1/held-payments/{id}/dismiss）；每项都需要动态验证码。"},
 		"queue.held_id":    {"Id", "编号"},
 		"queue.held_txn":   {"Provider / transaction", "支付渠道 / 交易号"},
 		"queue.held_more":  {"More are held than shown (the oldest %d).", "暂存支付多于显示的数量（最早的 %d 笔）。"},

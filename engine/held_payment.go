@@ -92,6 +92,31 @@ func heldTaken(h *lapse.HeldPayment, n *lapse.PaymentNotice) string {
 		n.OrderNo, h.Status)
 }
 
+// heldRefused answers paid notice n, whose payment the store did not
+// record because the payment held under its transaction takes it
+// (lapse.ErrPaymentHeld: held for another order, amount or currency, or
+// settled by an operator or the provider): the transaction's money is
+// counted once, as held, and n pays nothing. It is noted on the held
+// payment (heldContradicted), which is returned as held; a waiting one is
+// put in review, as a contradiction is, once however often n comes.
+func (ps *payments) heldRefused(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
+	h, err := ps.heldOf(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, fmt.Errorf("payment %s of %s refused as held, but no held payment has it: %w", n.TxnID, n.Provider, lapse.ErrStale)
+	}
+	why := heldTaken(h, n)
+	if why == "" {
+		why = heldConflict(h, n) + fmt.Sprintf("; order %s exists now", n.OrderNo)
+	}
+	if h, err = ps.heldContradicted(ctx, h, why); err != nil {
+		return nil, err
+	}
+	return heldView(h), nil
+}
+
 // heldConflict says how paid notice n contradicts h, the payment held under
 // its transaction, or "".
 func heldConflict(h *lapse.HeldPayment, n *lapse.PaymentNotice) string {
@@ -165,8 +190,14 @@ func heldPaidAtMismatch(paidAt, heldAt time.Time) string {
 // when none is held. A refund an operator asked for completes as the
 // provider's answer would (heldRefundAnswered: refunded, or back to review
 // when it reports another amount or currency); a refund already recorded is
-// a replay; any other (made at the provider without Lapse) is put on the
-// desk with the held payment, as a contradiction is.
+// a replay. One made at the provider without Lapse (from its dashboard,
+// say) of a held payment waiting or in review, in full, for its order and
+// currency, is the provider's word that the money went back: the held
+// payment is refunded (final), so that it is never applied to its order
+// afterwards (the payment write refuses it: lapse.HeldTakes) and reconcile
+// counts it refunded. Any other (another order, amount or currency, or a
+// held payment an operator dismissed) is put on the desk with the held
+// payment, as a contradiction is.
 func (ps *payments) heldRefundNoticed(ctx context.Context, n *lapse.PaymentNotice) (*lapse.HeldPayment, error) {
 	e := ps.e
 	hs, err := e.store.HeldPaymentList(ctx, &lapse.HeldPaymentListParams{Provider: n.Provider, TxnID: n.TxnID})
@@ -174,19 +205,41 @@ func (ps *payments) heldRefundNoticed(ctx context.Context, n *lapse.PaymentNotic
 		return nil, err
 	}
 	h := hs[0]
-	switch {
-	case h.Status == lapse.HeldRefunded && n.Amount == h.Amount && n.Currency == h.Currency:
-		return h, nil
-	case h.Status == lapse.HeldRefunding && n.OrderNo == h.OrderNo:
-		got, err := e.heldRefundAnswered(ctx, h, &lapse.ProviderRefund{RefundID: n.RefundID, TxnID: n.TxnID, Amount: n.Amount,
-			Currency: n.Currency, Status: lapse.RefundSucceeded}, nil)
-		if errors.Is(err, lapse.ErrStale) {
-			return e.store.HeldPaymentGet(ctx, h.ID)
+	for range maxStaleRetries {
+		whole := n.OrderNo == h.OrderNo && n.Amount == h.Amount && n.Currency == h.Currency
+		switch {
+		case h.Status == lapse.HeldRefunded && n.Amount == h.Amount && n.Currency == h.Currency:
+			return h, nil
+		case h.Status == lapse.HeldRefunding && n.OrderNo == h.OrderNo:
+			got, err := e.heldRefundAnswered(ctx, h, &lapse.ProviderRefund{RefundID: n.RefundID, TxnID: n.TxnID, Amount: n.Amount,
+				Currency: n.Currency, Status: lapse.RefundSucceeded}, nil)
+			if errors.Is(err, lapse.ErrStale) {
+				return e.store.HeldPaymentGet(ctx, h.ID)
+			}
+			return got, err
+		case (h.Status == lapse.HeldWaiting || h.Status == lapse.HeldReview) && whole:
+			got, err := e.store.HeldPaymentUpdate(ctx, &lapse.HeldPaymentUpdateParams{ID: h.ID, From: h.Status, To: lapse.HeldRefunded,
+				RefundID: n.RefundID, At: e.clock.Now(), Reason: lapse.CleanReason(fmt.Sprintf(
+					"refunded by %s (refund %s), which Lapse did not ask for: reported by its refund callback", n.Provider, n.RefundID))})
+			if errors.Is(err, lapse.ErrStale) {
+				if h, err = e.store.HeldPaymentGet(ctx, h.ID); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			e.log.Warn("a payment held without its order was refunded at its provider, not by Lapse", "provider", h.Provider,
+				"txn_id", h.TxnID, "order_no", h.OrderNo, "refund_id", n.RefundID, "was", h.Status)
+			e.metrics.payments.WithLabelValues(h.Provider, string(lapse.PaymentRefunded)).Inc()
+			e.metrics.refunds.WithLabelValues(refundHeldPayment, refundSucceeded).Inc()
+			return got, nil
 		}
-		return got, err
+		return ps.heldContradicted(ctx, h, fmt.Sprintf("a refund notice (refund %s) reports %s refunded for order %s, which Lapse did not ask for",
+			n.RefundID, lapse.Money(n.Amount, n.Currency), n.OrderNo))
 	}
-	return ps.heldContradicted(ctx, h, fmt.Sprintf("a refund notice (refund %s) reports %s refunded for order %s, which Lapse did not ask for",
-		n.RefundID, lapse.Money(n.Amount, n.Currency), n.OrderNo))
+	return nil, fmt.Errorf("refund notice of held payment %d: %w", h.ID, lapse.ErrStale)
 }
 
 // HeldPayments lists payments held without their order, by id.
@@ -318,6 +371,85 @@ func (e *Engine) DismissHeldPayment(ctx context.Context, id int64, note string, 
 	return got, err
 }
 
+// ErrHeldNotPayable: an operator asked to apply a held payment that its
+// order cannot take (ECONFLICT, nothing changed): the order does not exist,
+// is closed or paid, its payment window had closed at the payment's
+// provider time, or the payment differs from it (amount, currency,
+// merchant, a time it cannot have, a doubt of its callback). Errors that
+// refine it say which, as the payment path would have.
+var ErrHeldNotPayable = &lapse.Error{Code: lapse.ECONFLICT, Message: "the held payment's order cannot take it"}
+
+// heldApply is an operator's apply of held payment id (ApplyHeldPayment),
+// by whom: the payment path refuses what it would record late or in review.
+type heldApply struct {
+	id int64
+	by string
+}
+
+func (op *heldApply) refuse(why string) error {
+	return lapse.Refine(ErrHeldNotPayable, "held payment %d is not applied: %s", op.id, why)
+}
+
+// ApplyHeldPayment has an operator apply the held payment id, in review, to
+// its order through the payment path, as its callback would be applied
+// once the order exists (the HeldMatcher's rules: its provider time judged
+// against the order's deadline, and checked against when it was held, not
+// the order's creation; amount, currency and merchant checked): the order
+// moves through its flow's pay event, with the payment's row, in one
+// transaction, audited with that change when ctx carries a row (WithAudit).
+// The held payment is then applied, by the operator. It is the way out for
+// one whose order exists, created no later than its provider time, which
+// is neither refunded nor dismissed (RefundHeldPayment).
+//
+// Errors, with nothing changed: lapse.ErrHeldPaymentNotFound;
+// ErrHeldNotInReview (also when its transaction is recorded as a payment
+// that it does not match: settle it there); ErrHeldNotPayable when the
+// order does not exist or cannot take it (closed, paid, late, another
+// amount or currency…), where the payment path would record it late or in
+// review.
+func (e *Engine) ApplyHeldPayment(ctx context.Context, id int64, by Actor) (*lapse.HeldPayment, error) {
+	if id <= 0 {
+		return nil, lapse.FieldError("id", "must be a held payment id, a positive integer")
+	}
+	h, err := e.store.HeldPaymentGet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if h.Status != lapse.HeldReview {
+		return nil, lapse.Refine(ErrHeldNotInReview, "held payment %d is %s, not in review", id, h.Status)
+	}
+	op := &heldApply{id: id, by: by.resolver()}
+	pay, err := e.store.PaymentGet(ctx, h.Provider, h.TxnID)
+	if errors.Is(err, lapse.ErrPaymentNotFound) {
+		pay, err = e.feat.payments.applyToOrder(ctx, heldNotice(h), true, h.CreatedAt, op)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Applied now, or (an earlier apply that stopped before marking it, a
+	// callback again) recorded as its order's payment already.
+	if pay.Status != lapse.PaymentApplied || heldConflict(h, &lapse.PaymentNotice{OrderNo: pay.OrderNo, Amount: pay.Amount, Currency: pay.Currency}) != "" {
+		return nil, lapse.Refine(ErrHeldNotInReview, "held payment %d: its transaction is recorded as payment %d of order %s, %s; settle it there",
+			id, pay.ID, pay.OrderNo, pay.Status)
+	}
+	// Audited here when the payment was recorded before (no write of this
+	// call carried the row yet).
+	got, err := e.store.HeldPaymentUpdate(ctx, &lapse.HeldPaymentUpdateParams{ID: id, From: lapse.HeldReview, To: lapse.HeldApplied,
+		By: op.by, Reason: fmt.Sprintf("applied to order %s as payment %d by %s", pay.OrderNo, pay.ID, op.by), At: e.clock.Now()})
+	if errors.Is(err, lapse.ErrStale) {
+		// Moved meanwhile (a refund callback, another operator): the
+		// payment stands, and reconcile names the two.
+		return nil, lapse.Refine(ErrHeldNotInReview, "held payment %d moved on meanwhile; its transaction is applied to order %s as payment %d",
+			id, pay.OrderNo, pay.ID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	e.log.Info("a held payment was applied to its order by an operator", "provider", h.Provider, "txn_id", h.TxnID,
+		"order_no", pay.OrderNo, "payment_id", pay.ID, "by", op.by)
+	return got, nil
+}
+
 // heldInReview returns the held payment id when it is in review.
 func (e *Engine) heldInReview(ctx context.Context, id int64) (*lapse.HeldPayment, error) {
 	if id <= 0 {
@@ -356,7 +488,7 @@ func (e *Engine) heldInReview(ctx context.Context, id int64) (*lapse.HeldPayment
 	}
 	switch o, err := e.store.OrderGet(ctx, h.OrderNo); {
 	case err == nil && !h.PaidAt.Before(o.CreatedAt.Truncate(time.Second)):
-		return nil, lapse.Errorf(lapse.ECONFLICT, "held payment %d: order %s exists, created at %s, not after the payment's provider time %s: its callback again pays the order; settle it there once it does",
+		return nil, lapse.Errorf(lapse.ECONFLICT, "held payment %d: order %s exists, created at %s, not after the payment's provider time %s: its callback again pays the order; apply it to the order instead (ApplyHeldPayment), or settle it there once the callback does",
 			id, o.OrderNo, o.CreatedAt.UTC().Format(time.RFC3339Nano), h.PaidAt.UTC().Format(time.RFC3339Nano))
 	case err != nil && !errors.Is(err, lapse.ErrOrderNotFound):
 		return nil, err

@@ -249,3 +249,153 @@ func TestHeldPaymentAheadNotSettledEarly(t *testing.T) {
 		}
 	})
 }
+
+// TestHeldPaymentOtherOrderLaterNotApplied: a transaction held for one
+// order that a callback then reports for another, existing order, paid
+// after that order was created (so that the payment path has no reason to
+// look for a held payment), pays nothing: the payment's own write sees the
+// held payment. Nor is it recorded as a late payment of a closed order
+// (which would be refunded). The capture is counted once, held, in review
+// with both orders named; the matcher and reconcile find nothing more.
+func TestHeldPaymentOtherOrderLaterNotApplied(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		e := paymentEngine(t, open(), clk, &fakeProvider{})
+		m, err := engine.NewHeldMatcher(e, engine.HeldMatcherConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := ctxT(t)
+		for _, txn := range []string{"txn-HL-a", "txn-HL-b"} {
+			if _, err := e.ApplyPayment(ctx, heldNotice("HL-1", txn, t0)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.Advance(time.Second)
+		create(t, e, checkout("HL-2", 15*time.Minute))
+		create(t, e, checkout("HL-3", 15*time.Minute))
+		if _, err := e.Fire(ctx, "HL-3", engine.Fire{Event: flows.Cancel, By: app}); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+		for no, txn := range map[string]string{"HL-2": "txn-HL-a", "HL-3": "txn-HL-b"} {
+			for range 2 {
+				got, err := e.ApplyPayment(ctx, heldNotice(no, txn, clk.Now()))
+				if err != nil || got.Status != lapse.PaymentHeld {
+					t.Errorf("%s, held for HL-1, reported for %s = %+v, %v; want held", txn, no, got, err)
+				}
+			}
+			if ps, err := e.Payments(ctx, no); err != nil || len(ps) != 0 {
+				t.Errorf("%s's payments: %+v, %v; want none", no, ps, err)
+			}
+			if h := helds(t, e)[txn]; h.Status != lapse.HeldReview || strings.Count(h.Reason, "order "+no+" exists now") != 1 {
+				t.Errorf("the held payment %s: %+v; want in review, naming %s once", txn, h, no)
+			}
+		}
+		if o, err := e.Order(ctx, "HL-2"); err != nil || o.State != flows.Unpaid {
+			t.Errorf("HL-2: %v, %v; want UNPAID", o, err)
+		}
+		if got, err := m.RunOnce(ctx); err != nil || got != (engine.HeldMatched{}) {
+			t.Errorf("a matcher pass = %+v, %v; want nothing to do", got, err)
+		}
+		rec, err := e.Reconcile(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tot := rec.Totals["CNY"]; len(rec.Issues) != 0 || rec.Payments != 0 || tot == nil ||
+			*tot != (engine.MoneyTotals{Captured: 2000, Review: 2000}) {
+			t.Errorf("reconciliation %+v, totals %+v; want 20.00 captured, in review, no issue", rec, tot)
+		}
+	})
+}
+
+// TestHeldPaymentRefundedByProvider: the provider's refund callback for a
+// held payment Lapse did not refund (from its dashboard, say), while it
+// waits for its order or is in review, in full: the held payment is
+// refunded, once however often the callback comes, and stays so. The
+// matcher does not apply it once its order exists, nor does its paid
+// callback again, whatever its time; reconcile counts it refunded. A
+// refund of part of it is no such word: it is put in review.
+func TestHeldPaymentRefundedByProvider(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		e := paymentEngine(t, open(), clk, &fakeProvider{})
+		m, err := engine.NewHeldMatcher(e, engine.HeldMatcherConfig{Window: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := ctxT(t)
+		refunded := func(txn, no string, amount int64) *lapse.PaymentNotice {
+			return &lapse.PaymentNotice{Provider: "sandbox", Kind: lapse.NoticeRefunded, TxnID: txn, RefundID: "re-" + txn, OrderNo: no,
+				Amount: amount, Currency: "CNY", PaidAt: clk.Now(), Raw: []byte(`{}`)}
+		}
+		for _, no := range []string{"HR-1", "HR-2", "HR-3"} {
+			if _, err := e.ApplyPayment(ctx, heldNotice(no, "txn-"+no, t0)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// HR-2 waits out its window: in review when its refund comes.
+		// (So do the others; HR-1 is put back to waiting below.)
+		clk.Advance(time.Minute)
+		if got, err := m.RunOnce(ctx); err != nil || got.Reviewed != 3 {
+			t.Fatalf("a pass after the window = %+v, %v", got, err)
+		}
+		hs := helds(t, e)
+		if _, err := e.Store().HeldPaymentUpdate(ctx, &lapse.HeldPaymentUpdateParams{ID: hs["txn-HR-1"].ID, From: lapse.HeldReview,
+			To: lapse.HeldWaiting, At: clk.Now()}); err != nil {
+			t.Fatal(err) // HR-1 waiting again, as one whose refund comes within its window
+		}
+		for range 2 {
+			for _, no := range []string{"HR-1", "HR-2"} {
+				got, err := e.ApplyPayment(ctx, refunded("txn-"+no, no, 1000))
+				if err != nil || got.Status != lapse.PaymentHeld {
+					t.Errorf("the provider's refund callback of held %s = %+v, %v; want held", no, got, err)
+				}
+			}
+			if _, err := e.ApplyPayment(ctx, refunded("txn-HR-3", "HR-3", 400)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		hs = helds(t, e)
+		for _, no := range []string{"HR-1", "HR-2"} {
+			if h := hs["txn-"+no]; h.Status != lapse.HeldRefunded || h.RefundID != "re-txn-"+no || !strings.Contains(h.Reason, "refunded by sandbox") ||
+				strings.Contains(h.Reason, "contradicted") {
+				t.Errorf("held %s after the provider's refund callback: %+v; want refunded", no, h)
+			}
+		}
+		if h := hs["txn-HR-3"]; h.Status != lapse.HeldReview || strings.Count(h.Reason, "4.00 CNY refunded") != 1 {
+			t.Errorf("held HR-3 after a refund of part of it: %+v; want in review", h)
+		}
+
+		// Their orders come: neither the matcher nor the callback again
+		// (before or after the order's creation) pays them.
+		clk.Advance(time.Minute)
+		create(t, e, checkout("HR-1", 15*time.Minute))
+		create(t, e, checkout("HR-2", 15*time.Minute))
+		if got, err := m.RunOnce(ctx); err != nil || got.Applied != 0 {
+			t.Errorf("a matcher pass once the orders exist = %+v, %v; want nothing applied", got, err)
+		}
+		clk.Advance(time.Second)
+		for _, no := range []string{"HR-1", "HR-2"} {
+			for _, at := range []time.Time{t0, clk.Now()} {
+				if got, err := e.ApplyPayment(ctx, heldNotice(no, "txn-"+no, at)); err != nil || got.Status != lapse.PaymentHeld {
+					t.Errorf("%s's callback again, paid at %s, once refunded = %+v, %v; want held", no, at, got, err)
+				}
+			}
+			if o, err := e.Order(ctx, no); err != nil || o.State != flows.Unpaid {
+				t.Errorf("%s: %v, %v; want UNPAID", no, o, err)
+			}
+			if h := helds(t, e)["txn-"+no]; h.Status != lapse.HeldRefunded {
+				t.Errorf("held %s after its callback again: %+v; want refunded still", no, h)
+			}
+		}
+		rec, err := e.Reconcile(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tot := rec.Totals["CNY"]; len(rec.Issues) != 0 || rec.Payments != 0 || rec.Held != 3 || tot == nil ||
+			*tot != (engine.MoneyTotals{Captured: 3000, Refunded: 2000, Review: 1000}) {
+			t.Errorf("reconciliation %+v, totals %+v; want 30.00 captured, 20.00 refunded, 10.00 in review", rec, tot)
+		}
+	})
+}

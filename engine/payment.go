@@ -118,7 +118,10 @@ func (ps *payments) checkCreate(req *lapse.OrderCreate) error {
 // Lapse asked for (a late payment's is refunded only in full; a merchant
 // refund's is its own, or, in a notice of what the payment has had
 // refunded in all, its own with those of the payment's earlier refunds),
-// completes nothing and is put in review.
+// completes nothing and is put in review. A refunded notice of a payment
+// held without its order completes its refund, or, for one Lapse did not
+// ask for, refunds it when it is in full for its order and currency, and
+// puts it in review otherwise (heldRefundNoticed).
 //
 // A paid notice for an order that does not exist (and is no member's charge
 // key, and whose transaction is not recorded for another order, which is a
@@ -131,7 +134,12 @@ func (ps *payments) checkCreate(req *lapse.OrderCreate) error {
 // applied only while its held payment waits: one that an operator has (in
 // review, refunded, dismissed) or that is held for another order, amount or
 // currency pays nothing, and is noted on the held payment, returned as
-// held.
+// held. So does a paid notice under the number of any existing order whose
+// transaction is held for another order, amount or currency, or settled
+// by an operator or its provider, whatever its time: the payment's own
+// write sees the held payment (lapse.ErrPaymentHeld, at no read of its
+// own), and nothing is recorded, not even late or in review; a waiting
+// held payment is put in review, naming the order.
 //
 // Errors, with nothing written: ENOTFOUND for a refund notice of a payment
 // Lapse does not have, or an unreadable notice of an order that does not
@@ -182,7 +190,7 @@ func (ps *payments) applyNotice(ctx context.Context, n *lapse.PaymentNotice, hel
 	// It is looked for only when the notice's order takes no payments
 	// (errTakesNoPayments) or does not exist, so that a payment of an
 	// order costs no read beyond its batched ones.
-	got, err := ps.applyToOrder(ctx, n, false, heldAt)
+	got, err := ps.applyToOrder(ctx, n, false, heldAt, nil)
 	if !errors.Is(err, errTakesNoPayments) && lapse.ErrorCode(err) != lapse.ENOTFOUND {
 		return got, err
 	}
@@ -190,7 +198,7 @@ func (ps *payments) applyNotice(ctx context.Context, n *lapse.PaymentNotice, hel
 		return nil, herr
 	}
 	if errors.Is(err, errTakesNoPayments) {
-		return ps.applyToOrder(ctx, n, true, heldAt) // decided again: recorded in review
+		return ps.applyToOrder(ctx, n, true, heldAt, nil) // decided again: recorded in review
 	}
 	return got, err
 }
@@ -203,7 +211,11 @@ var errTakesNoPayments = errors.New("the order takes no payments")
 // says whether a member's charge of n's transaction was looked for, and
 // until it was, an order that takes no payments is errTakesNoPayments.
 // heldAt is when n was held without its order, or zero (applyNotice).
-func (ps *payments) applyToOrder(ctx context.Context, n *lapse.PaymentNotice, membersLooked bool, heldAt time.Time) (*lapse.Payment, error) {
+// op, when set, is an operator's apply of the held payment n is the notice
+// of (ApplyHeldPayment): n pays its order, or nothing is written and it is
+// ErrHeldNotPayable where the payment path would record it late or in
+// review.
+func (ps *payments) applyToOrder(ctx context.Context, n *lapse.PaymentNotice, membersLooked bool, heldAt time.Time, op *heldApply) (*lapse.Payment, error) {
 	e := ps.e
 	// The same transaction again is found by the store's unique key on
 	// (provider, txn id), whichever way it is recorded below: it writes
@@ -224,6 +236,9 @@ func (ps *payments) applyToOrder(ctx context.Context, n *lapse.PaymentNotice, me
 			Currency: n.Currency, Merchant: n.Merchant, PaidAt: n.PaidAt, Status: lapse.PaymentApplied, Raw: n.Raw,
 			CreatedAt: now, UpdatedAt: now}
 		if !ps.serves(flow) {
+			if op != nil {
+				return nil, op.refuse(fmt.Sprintf("order %s follows flow %s, which takes no payments", o.OrderNo, flow.Name))
+			}
 			if !membersLooked {
 				return nil, errTakesNoPayments
 			}
@@ -265,10 +280,19 @@ func (ps *payments) applyToOrder(ctx context.Context, n *lapse.PaymentNotice, me
 			}
 		}
 		if why := ps.payMismatch(o, n, now, at); why != "" {
+			if op != nil {
+				return nil, op.refuse(why)
+			}
 			return ps.recordPayment(ctx, o, n, pay, lapse.PaymentReview, lapse.EventPaymentReview, why)
 		}
-		p, perr := flow.Plan(o, lapse.Firing{Event: flow.Pays, Now: now, At: n.PaidAt, FiredBy: lapse.FiredByPayment,
-			Actor: n.Provider, Reason: "payment " + n.TxnID})
+		firing := lapse.Firing{Event: flow.Pays, Now: now, At: n.PaidAt, FiredBy: lapse.FiredByPayment,
+			Actor: n.Provider, Reason: "payment " + n.TxnID}
+		if op != nil {
+			firing.Actor = op.by
+			firing.Reason = fmt.Sprintf("payment %s, held payment %d applied by %s", n.TxnID, op.id, op.by)
+			pay.Reason = lapse.CleanReason(fmt.Sprintf("held without its order (held payment %d); applied by %s", op.id, op.by))
+		}
+		p, perr := flow.Plan(o, firing)
 		if perr == nil {
 			// S2 is the engine's, not the flow's: a payment made, by the
 			// provider's clock, once the order's payment window closed
@@ -282,6 +306,9 @@ func (ps *payments) applyToOrder(ctx context.Context, n *lapse.PaymentNotice, me
 			perr = lapse.BeforeDeadline(o, at)
 		}
 		if lapse.ErrorCode(perr) == lapse.ECONFLICT {
+			if op != nil {
+				return nil, op.refuse(lapse.ErrorMessage(perr))
+			}
 			return ps.recordPayment(ctx, o, n, pay, lapse.PaymentLate, lapse.EventPaymentLate, lapse.ErrorMessage(perr))
 		}
 		if perr != nil {
@@ -291,16 +318,30 @@ func (ps *payments) applyToOrder(ctx context.Context, n *lapse.PaymentNotice, me
 		// statement on PostgreSQL), or neither does.
 		e.fanOut(o, p.Outbox)
 		got, created, err := s.PaymentCreate(ctx, &lapse.PaymentCreateParams{Payment: pay, Transition: p})
+		if errors.Is(err, lapse.ErrPaymentHeld) {
+			if op != nil {
+				return nil, op.refuse("the held payment moved on meanwhile")
+			}
+			// Held for another order (or settled): the write's own
+			// statement saw it, at no read of its own.
+			return ps.heldRefused(ctx, n)
+		}
 		if err != nil {
 			return nil, err // lapse.ErrStale: the order moved meanwhile, and is decided again
 		}
 		if !created {
+			if op != nil {
+				return got, nil // recorded meanwhile: ApplyHeldPayment looks at it
+			}
 			return ps.recorded(ctx, got, n, o)
 		}
 		e.committed(flow.Name, p)
 		e.metrics.payments.WithLabelValues(n.Provider, string(lapse.PaymentApplied)).Inc()
 		return got, nil
 	})
+	if unknown && op != nil {
+		return nil, op.refuse(fmt.Sprintf("no order %s exists", n.OrderNo))
+	}
 	if unknown {
 		return ps.unknownOrder(ctx, n, err, heldAt)
 	}
@@ -423,6 +464,9 @@ func (ps *payments) recordPayment(ctx context.Context, o *lapse.Order, n *lapse.
 		p.Review = paymentReview(o, pay, pay.CreatedAt)
 	}
 	got, created, err := e.store.PaymentCreate(ctx, p)
+	if errors.Is(err, lapse.ErrPaymentHeld) {
+		return ps.heldRefused(ctx, n)
+	}
 	if err != nil {
 		return nil, err
 	}

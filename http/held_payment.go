@@ -87,6 +87,18 @@ func (s *Server) refundHeldPayment(w http.ResponseWriter, r *http.Request) {
 	s.writeHeld(w, r, h, err)
 }
 
+// applyHeldPayment applies a held payment in review to its order through
+// the payment path; 409 when the order cannot take it.
+func (s *Server) applyHeldPayment(w http.ResponseWriter, r *http.Request) {
+	id, err := s.bareID(w, r, "a held payment id")
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	h, err := s.engine.ApplyHeldPayment(r.Context(), id, actor(r))
+	s.writeHeld(w, r, h, err)
+}
+
 // dismissHeldPayment takes a held payment in review off the desk with a
 // note. Line breaks sent as CRLF are kept as LF, as resolveReview keeps them.
 func (s *Server) dismissHeldPayment(w http.ResponseWriter, r *http.Request) {
@@ -114,7 +126,7 @@ func (s *Server) writeHeld(w http.ResponseWriter, r *http.Request, h *lapse.Held
 }
 
 // heldStake is what refunding a held payment puts at stake: its amount,
-// which goes back.
+// which goes back; or applying it: its amount, which pays its order.
 func heldStake(s *Server, r *http.Request, _ []byte) (stake, error) {
 	return heldPaymentStake(s, r, "")
 }

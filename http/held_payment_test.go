@@ -148,3 +148,84 @@ func TestPaymentCallbackHeld(t *testing.T) {
 		t.Errorf("reconciliation = %+v, totals %+v", rec, tot)
 	}
 }
+
+// TestHeldPaymentApply: POST /v1/held-payments/{id}/apply applies a held
+// payment in review to its order, which exists, created no later than its
+// provider time (so that it can be neither refunded nor dismissed): with
+// refunds:write, an operator's second factor, four eyes above the approval
+// amount, and an audit row; 409 when the order cannot take it.
+func TestHeldPaymentApply(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnvPaying(t, access.Config{ApprovalAmount: 5000, ApprovalTTL: 10 * time.Minute}, refundingProvider{})
+	g.operator("alice", access.RoleOperator)
+	reader := g.key("reader", access.ScopeOrdersRead)
+	paidAt := g.clock.Now().Add(4 * time.Minute) // the provider's clock is ahead
+	for _, c := range []struct {
+		no     string
+		amount int64
+	}{{"APPLY-1", 1999}, {"APPLY-2", 1999}, {"APPLY-3", 6000}} {
+		if r := g.callback(noticeBody(c.no, "txn-"+c.no, c.amount, paidAt), g.clock.Now()); r.status != http.StatusOK {
+			t.Fatalf("callback %s: %d %s", c.no, r.status, r.body)
+		}
+	}
+	g.clock.Advance(time.Minute)
+	if got := g.matchHeld(time.Minute); got.Reviewed != 3 {
+		t.Fatalf("matcher pass after the window = %+v", got)
+	}
+	for _, c := range []struct {
+		no     string
+		amount int64
+	}{{"APPLY-1", 1999}, {"APPLY-2", 1999}, {"APPLY-3", 6000}} {
+		g.call("POST", "/v1/orders", fmt.Sprintf(`{"order_no":%q,"flow":"checkout","user_id":"u","amount":%d,"currency":"CNY","ttl":"15m"}`, c.no, c.amount),
+			bearer(g.admin)).want(t, http.StatusCreated)
+	}
+	g.call("POST", "/v1/orders/APPLY-2/events", `{"event":"CANCEL"}`, bearer(g.admin)).want(t, http.StatusOK)
+	g.clock.Advance(4 * time.Minute)
+	desk := g.heldList("?status=review", bearer(reader))
+	if len(desk) != 3 {
+		t.Fatalf("the desk = %+v", desk)
+	}
+	alice := session(g.login("alice"))
+	ops := g.key("ops", access.ScopeOperationsWrite)
+	apply := func(i int) string { return fmt.Sprintf("/v1/held-payments/%d/apply", desk[i].ID) }
+	g.operator("bob", access.RoleOperator)
+	g.call("POST", fmt.Sprintf("/v1/held-payments/%d/dismiss", desk[0].ID), `{"note":"kept"}`, session(g.login("bob")),
+		header(lapsehttp.SecondFactorHeader, g.code("bob"))).refused(t, http.StatusConflict, lapse.ECONFLICT)
+	g.rows()
+
+	g.call("POST", apply(0), "", bearer(ops)).refused(t, http.StatusForbidden, lapse.EFORBIDDEN)
+	g.call("POST", apply(0), "", alice).refused(t, http.StatusForbidden, lapse.EFORBIDDEN)
+	var h lapse.HeldPayment
+	g.call("POST", apply(0), "", alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).want(t, http.StatusOK).decode(t, &h)
+	if h.Status != lapse.HeldApplied || h.By != "operator:alice" {
+		t.Errorf("applied held payment = %+v", h)
+	}
+	rows := g.wantRows("held_payment.apply ops refused: ", "held_payment.apply alice refused: this action needs a fresh second factor",
+		"second_factor alice ok", "held_payment.apply alice ok")
+	if len(rows) == 4 && (rows[3].SecondFactor != "totp" || rows[3].Target != fmt.Sprintf("held_payment:%d", desk[0].ID)) {
+		t.Errorf("the apply's row %+v", rows[3])
+	}
+	var o lapse.Order
+	g.call("GET", "/v1/orders/APPLY-1", "", bearer(reader)).want(t, http.StatusOK).decode(t, &o)
+	if o.State != "PAID" {
+		t.Errorf("APPLY-1 after the apply: %s; want PAID", o.State)
+	}
+	g.call("POST", apply(0), "", alice).refused(t, http.StatusConflict, lapse.ECONFLICT)
+	g.wantRows("held_payment.apply alice 409 conflict")
+
+	// Its order closed: 409, nothing changed.
+	g.call("POST", apply(1), "", alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).refused(t, http.StatusConflict, lapse.ECONFLICT)
+	if hs := g.heldList("?status=review", bearer(reader)); len(hs) != 2 || hs[0].ID != desk[1].ID {
+		t.Errorf("the desk after a refused apply = %+v", hs)
+	}
+
+	// Above the approval amount, a second operator approves it.
+	a := g.call("POST", apply(2), "", alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).want(t, http.StatusAccepted).approval(t)
+	if a.Action != "held_payment.apply" || a.Amount != 6000 || a.Currency != "CNY" {
+		t.Errorf("approval request %+v", a)
+	}
+	g.call("GET", "/v1/orders/APPLY-3", "", bearer(reader)).want(t, http.StatusOK).decode(t, &o)
+	if o.State != "UNPAID" {
+		t.Errorf("APPLY-3 with its apply waiting for approval: %s; want UNPAID", o.State)
+	}
+}

@@ -217,6 +217,7 @@ func (s *Server) routes() []route {
 		{method: "GET", path: "/v1/held-payments", handler: s.listHeldPayments, scope: read, query: true},
 		{method: "GET", path: "/v1/held-payments/{id}", handler: s.getHeldPayment, scope: read},
 		{method: "POST", path: "/v1/held-payments/{id}/refund", handler: s.refundHeldPayment, scope: ref, audit: "held_payment.refund", target: "held_payment:{id}", risky: true, stake: heldStake},
+		{method: "POST", path: "/v1/held-payments/{id}/apply", handler: s.applyHeldPayment, scope: ref, audit: "held_payment.apply", target: "held_payment:{id}", risky: true, stake: heldStake},
 		{method: "POST", path: "/v1/held-payments/{id}/dismiss", handler: s.dismissHeldPayment, scope: ref, audit: "held_payment.dismiss", target: "held_payment:{id}", risky: true, stake: dismissStake},
 		{method: "PUT", path: "/v1/stock/{sku}", handler: s.putStock, scope: inv, audit: "stock.set", target: "stock:{sku}", risky: true},
 		{method: "GET", path: "/v1/stock/{sku}", handler: s.getStock, scope: read},

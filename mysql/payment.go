@@ -53,17 +53,33 @@ func (s *Store) PaymentCreate(ctx context.Context, p *lapse.PaymentCreateParams)
 		if err := w.lockOrder(ctx, in.OrderID); err != nil {
 			return result{}, err
 		}
+		// Not written when a payment held without its order takes its
+		// transaction (lapse.HeldTakes): one probe of held_payments'
+		// unique key.
 		res, err := w.exec(ctx, `INSERT INTO payments (provider, txn_id, order_id, order_no, amount, currency, merchant,
 			paid_at, status, reason, refund_id, refunded_at, raw, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM DUAL
+			WHERE NOT EXISTS (SELECT 1 FROM held_payments h WHERE h.provider = ? AND h.txn_id = ?
+				AND (h.status NOT IN ('held', 'review', 'applied') OR h.order_no <> ? OR h.amount <> ? OR h.currency <> ?))`,
 			in.Provider, in.TxnID, in.OrderID, in.OrderNo, in.Amount, in.Currency, in.Merchant, column.Micros(in.PaidAt),
-			string(in.Status), in.Reason, in.RefundID, column.NullMicros(in.RefundedAt), raw, column.Micros(in.CreatedAt), column.Micros(in.CreatedAt))
+			string(in.Status), in.Reason, in.RefundID, column.NullMicros(in.RefundedAt), raw, column.Micros(in.CreatedAt), column.Micros(in.CreatedAt),
+			in.Provider, in.TxnID, in.OrderNo, in.Amount, in.Currency)
 		if isDuplicateKey(err, "payments_provider_txn_key") {
 			got, err := w.paymentGet(ctx, in.Provider, in.TxnID)
 			return result{got, false}, err
 		}
 		if err != nil {
 			return result{}, err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return result{}, err
+		} else if n == 0 {
+			// A held payment takes it, unless it is recorded already.
+			got, err := w.paymentGet(ctx, in.Provider, in.TxnID)
+			if errors.Is(err, lapse.ErrPaymentNotFound) {
+				err = lapse.Refine(lapse.ErrPaymentHeld, "payment %s of %s: its transaction is held without its order", in.TxnID, in.Provider)
+			}
+			return result{got, false}, err
 		}
 		id, err := res.LastInsertId()
 		if err != nil {

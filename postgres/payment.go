@@ -36,7 +36,8 @@ func scanPayment(row pgx.Row) (*lapse.Payment, error) {
 var paymentCreateSQL = `WITH p AS (
 	INSERT INTO payments (provider, txn_id, order_id, order_no, amount, currency, merchant, paid_at, status,
 		reason, refund_id, refunded_at, raw, created_at, updated_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)
+	SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14
+	WHERE ` + heldFree("$1", "$2", "$4", "$5", "$6") + `
 	ON CONFLICT (provider, txn_id) DO NOTHING
 	RETURNING *
 ), x AS (
@@ -52,12 +53,24 @@ var paymentCreateSQL = `WITH p AS (
 ), ` + oneOrderDeliveriesCTE("d", 20, 21) + `
 SELECT ` + paymentColumns + ` FROM p`
 
+// heldFree is the condition that no payment held without its order takes
+// the payment of transaction txn of provider for order orderNo, of amount
+// in currency (lapse.HeldTakes), each an expression of the statement. It
+// is one probe of held_payments' unique key.
+func heldFree(provider, txn, orderNo, amount, currency string) string {
+	return `NOT EXISTS (SELECT 1 FROM held_payments h WHERE h.provider = ` + provider + `::text AND h.txn_id = ` + txn + `::text
+		AND (h.status NOT IN ('held', 'review', 'applied') OR h.order_no <> ` + orderNo + `::text
+			OR h.amount <> ` + amount + `::bigint OR h.currency <> ` + currency + `::text))`
+}
+
 // paymentApplySQL is orderTransitionSQL with the payment inserted from the
-// order it moved: when the guard fails nothing is written. The insert has no
-// ON CONFLICT: a payment that exists (or is being inserted by a transaction
-// that then commits) fails the whole statement on the unique key, so that
-// the order never moves without its own payment.
-var paymentApplySQL = orderTransitionCTEs + `, p AS (
+// order it moved: when the guard fails nothing is written. The guard holds
+// heldFree too, so that a transaction a held payment takes moves no order.
+// The insert has no ON CONFLICT: a payment that exists (or is being
+// inserted by a transaction that then commits) fails the whole statement
+// on the unique key, so that the order never moves without its own
+// payment.
+var paymentApplySQL = guardedTransitionCTEs(" AND "+heldFree("$21", "$22", "$23", "$24", "$25")) + `, p AS (
 	INSERT INTO payments (provider, txn_id, order_id, order_no, amount, currency, merchant, paid_at, status,
 		reason, refund_id, refunded_at, raw, created_at, updated_at)
 	SELECT $21, $22, o.id, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $33 FROM o
@@ -98,13 +111,35 @@ func (s *Store) PaymentCreate(ctx context.Context, p *lapse.PaymentCreateParams)
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return nil, false, fmt.Errorf("postgres: create payment %s/%s: %w", in.Provider, in.TxnID, err)
 	}
-	// It exists. In READ COMMITTED this read takes a new snapshot, which
-	// sees the winner that the insert waited for.
+	// It exists, or a held payment takes it. In READ COMMITTED this read
+	// takes a new snapshot, which sees the winner that the insert waited
+	// for.
 	got, err = s.PaymentGet(ctx, in.Provider, in.TxnID)
+	if errors.Is(err, lapse.ErrPaymentNotFound) {
+		return nil, false, s.heldTaken(ctx, in, nil)
+	}
 	if err != nil {
 		return nil, false, err
 	}
 	return got, false, nil
+}
+
+// heldTaken is the error of a write of payment in that wrote nothing and
+// found no payment of its transaction: lapse.ErrPaymentHeld when a held
+// payment takes it, and otherwise stale (nil: a held payment must take it).
+func (s *Store) heldTaken(ctx context.Context, in *lapse.Payment, stale error) error {
+	var taken bool
+	err := s.db.QueryRow(ctx, `SELECT NOT `+heldFree("$1", "$2", "$3", "$4", "$5"),
+		in.Provider, in.TxnID, in.OrderNo, in.Amount, in.Currency).Scan(&taken)
+	switch {
+	case err != nil:
+		return fmt.Errorf("postgres: create payment %s/%s: %w", in.Provider, in.TxnID, err)
+	case taken:
+		return lapse.Refine(lapse.ErrPaymentHeld, "payment %s of %s: its transaction is held without its order", in.TxnID, in.Provider)
+	case stale != nil:
+		return stale
+	}
+	return fmt.Errorf("postgres: create payment %s/%s: neither written nor found", in.Provider, in.TxnID)
 }
 
 // paymentApply records p.Payment with p.Transition, its order's (see
@@ -144,7 +179,9 @@ func (s *Store) paymentApply(ctx context.Context, p *lapse.PaymentCreateParams) 
 		case err == nil:
 			return got, false, nil
 		case stale && errors.Is(err, lapse.ErrPaymentNotFound):
-			return nil, false, lapse.ErrStale
+			// The order moved on, or a held payment takes the
+			// transaction (read only now, off the hot path).
+			return nil, false, s.heldTaken(ctx, in, lapse.ErrStale)
 		}
 		return nil, false, err
 	}

@@ -74,7 +74,14 @@ const (
 // transaction) is left out, and its call is decided alone, waiting for the
 // lock as it would have without batches, so that one order held does not
 // hold up every payment of its batch.
-var paymentApplyManySQL = transitionManyCTEs(true) + `, pay AS (
+//
+// An order whose payment's transaction a held payment takes (heldFree) is
+// not locked, and so left out too: its call, decided alone, is
+// lapse.ErrPaymentHeld.
+var paymentApplyManySQL = transitionManyCTEs(true, ` AND NOT EXISTS (
+		SELECT 1 FROM unnest($22::bigint[], $23::text[], $24::text[], $25::text[], $26::bigint[], $27::text[])
+			AS hq(order_id, provider, txn_id, order_no, amount, currency)
+		WHERE hq.order_id = orders.id AND NOT `+heldFree("hq.provider", "hq.txn_id", "hq.order_no", "hq.amount", "hq.currency")+`)`) + `, pay AS (
 	INSERT INTO payments (provider, txn_id, order_id, order_no, amount, currency, merchant, paid_at, status,
 		reason, refund_id, refunded_at, raw, created_at, updated_at)
 	SELECT q.provider, q.txn_id, o.id, q.order_no, q.amount, q.currency, q.merchant, q.paid_at, q.status,

@@ -23,10 +23,16 @@ SELECT ` + orderColumns + ` FROM o`
 // parameters $1 to $20 (orderTransitionArgs), o the moved order: a
 // statement that moves an order and writes more with it (PaymentCreate
 // with a transition) adds its own after them.
-var orderTransitionCTEs = `WITH o AS (
+var orderTransitionCTEs = guardedTransitionCTEs("")
+
+// guardedTransitionCTEs is orderTransitionCTEs with guard, a condition on
+// the order's row, added to the compare-and-swap's (one that starts with
+// AND; "" for none): when it fails nothing is written.
+func guardedTransitionCTEs(guard string) string {
+	return `WITH o AS (
 	UPDATE orders SET state = $4, deadline_at = $5, closed_at = $6, close_reason = $7, fired_by = $8,
 		updated_at = $9, version = version + 1, closed_deadline_at = $20
-	WHERE id = $1 AND state = $2 AND version = $3
+	WHERE id = $1 AND state = $2 AND version = $3` + guard + `
 	RETURNING ` + orderColumns + `
 ), ` + deadlineRowsCTE("o") + `, t AS (
 	INSERT INTO transitions (order_id, from_state, to_state, event, version, fired_by, actor, reason, created_at)
@@ -38,6 +44,7 @@ var orderTransitionCTEs = `WITH o AS (
 	ORDER BY e.n
 	RETURNING id, order_id, order_no, type, created_at
 ), ` + oneOrderDeliveriesCTE("d", 18, 19)
+}
 
 // OrderTransition applies one planned transition in one statement: the
 // update guarded by id, state and version, its log row, its outbox rows and
@@ -77,7 +84,7 @@ func orderTransitionArgs(p *lapse.OrderTransitionParams) ([]any, error) {
 // deadline row is deleted. One statement per
 // batch is what makes the deadline engine's close path fast: one round trip,
 // one plan, one pass over the index of orders.
-var orderTransitionManySQL = transitionManyCTEs(false) + `
+var orderTransitionManySQL = transitionManyCTEs(false, "") + `
 SELECT id FROM o`
 
 // transitionManyCTEs returns the CTEs that apply a batch of planned
@@ -90,12 +97,17 @@ SELECT id FROM o`
 // OrderTransitionMany's message, in a buffer of pgx's that starts small
 // for every statement, grows once to hold them rather than once more for
 // what would follow them.
-func transitionManyCTEs(skipLocked bool) string {
+//
+// lockGuard, with skipLocked, is a condition on orders that an order must
+// meet to be locked (and so moved) by the batch (one that starts with
+// AND; "" for none): the others are left for their callers too.
+func transitionManyCTEs(skipLocked bool, lockGuard string) string {
 	lock, from := "", "FROM p"
 	if skipLocked {
 		lock = `
 ), l AS (
-	SELECT orders.id FROM orders JOIN p ON p.id = orders.id FOR NO KEY UPDATE OF orders SKIP LOCKED`
+	SELECT orders.id FROM orders JOIN p ON p.id = orders.id WHERE true` + lockGuard + `
+	FOR NO KEY UPDATE OF orders SKIP LOCKED`
 		from = "FROM p JOIN l ON l.id = p.id"
 	}
 	return `WITH p AS (

@@ -43,16 +43,22 @@ func (s *Store) PaymentCreate(ctx context.Context, p *lapse.PaymentCreateParams)
 	created := false
 	err := s.write(ctx, func(w *writeTx) error {
 		var err error
+		// Not written when a payment held without its order takes its
+		// transaction (lapse.HeldTakes).
 		got, err = scanPayment(w.tx.QueryRowContext(ctx, `INSERT INTO payments (provider, txn_id, order_id, order_no,
 			amount, currency, merchant, paid_at, status, reason, refund_id, refunded_at, raw, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?14
+			WHERE `+heldFree+`
 			ON CONFLICT (provider, txn_id) DO NOTHING RETURNING `+paymentCols,
 			in.Provider, in.TxnID, in.OrderID, in.OrderNo, in.Amount, in.Currency, in.Merchant, column.Micros(in.PaidAt),
 			string(in.Status), in.Reason, in.RefundID, column.NullMicros(in.RefundedAt), rawBytes(in.Raw),
-			column.Micros(in.CreatedAt), column.Micros(in.CreatedAt)))
+			column.Micros(in.CreatedAt)))
 		if errors.Is(err, sql.ErrNoRows) {
 			got, err = scanPayment(w.tx.QueryRowContext(ctx, `SELECT `+paymentCols+` FROM payments
 				WHERE provider = ? AND txn_id = ?`, in.Provider, in.TxnID))
+			if errors.Is(err, sql.ErrNoRows) {
+				return lapse.Refine(lapse.ErrPaymentHeld, "payment %s of %s: its transaction is held without its order", in.TxnID, in.Provider)
+			}
 			return err
 		}
 		if err != nil {
@@ -71,6 +77,13 @@ func (s *Store) PaymentCreate(ctx context.Context, p *lapse.PaymentCreateParams)
 	}
 	return got, created, nil
 }
+
+// heldFree is the condition, on PaymentCreate's parameters ?1 (provider),
+// ?2 (txn id), ?4 (order number), ?5 (amount) and ?6 (currency), that no
+// payment held without its order takes the payment (lapse.HeldTakes): one
+// probe of held_payments' unique key.
+const heldFree = `NOT EXISTS (SELECT 1 FROM held_payments h WHERE h.provider = ?1 AND h.txn_id = ?2
+	AND (h.status NOT IN ('held', 'review', 'applied') OR h.order_no <> ?4 OR h.amount <> ?5 OR h.currency <> ?6))`
 
 // paymentApply records p.Payment and applies p.Transition, its order's, in
 // one transaction: a payment that exists moves nothing, a stale transition

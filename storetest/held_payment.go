@@ -144,3 +144,96 @@ func testHeldPaymentCreateConcurrent(t *testing.T, s lapse.Store) {
 		t.Errorf("8 concurrent creates of one transaction: %d created, %d ids; want 1 and 1", creates.Load(), n)
 	}
 }
+
+// testPaymentHeld checks that a payment whose transaction a held payment
+// takes (lapse.HeldTakes) is not recorded, with or without its order's
+// transition: lapse.ErrPaymentHeld, nothing written, the order unmoved.
+// One held for the same order, amount and currency, waiting or in review,
+// does not take it.
+func testPaymentHeld(t *testing.T, s lapse.Store) {
+	ctx := ctxT(t)
+	at := base.Add(time.Minute)
+	hold := func(txn, orderNo string, to lapse.HeldPaymentStatus) {
+		t.Helper()
+		h, created, err := s.HeldPaymentCreate(ctx, newHeld(txn, orderNo, base))
+		if err != nil || !created {
+			t.Fatalf("HeldPaymentCreate(%s) = %v, %v", txn, created, err)
+		}
+		if to != lapse.HeldWaiting {
+			if _, err := s.HeldPaymentUpdate(ctx, &lapse.HeldPaymentUpdateParams{ID: h.ID, From: lapse.HeldWaiting, To: to, At: at}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	unmoved := func(o *lapse.Order) {
+		t.Helper()
+		ps, err := s.PaymentList(ctx, &lapse.PaymentListParams{OrderID: o.ID})
+		if trs, evs := counts(t, s, o); err != nil || len(ps) != 0 || trs != 1 || evs != 1 || mustGet(t, s, o.OrderNo).Version != 1 {
+			t.Errorf("order %s after a payment a held payment takes: %d log rows, %d events, payments %+v, %v; want it as created",
+				o.OrderNo, trs, evs, ps, err)
+		}
+	}
+
+	// Held for another order: not applied, not recorded late.
+	o := mustCreate(t, s, "PH-1", base.Add(time.Hour), base)
+	hold("txn-ph1", "NOPE-PH1", lapse.HeldWaiting)
+	if got, created, err := s.PaymentCreate(ctx, appliedPayment(t, o, "txn-ph1", at)); !errors.Is(err, lapse.ErrPaymentHeld) || created {
+		t.Errorf("PaymentCreate with its transition of a transaction held for another order = %+v, %v, %v; want ErrPaymentHeld", got, created, err)
+	}
+	if got, created, err := s.PaymentCreate(ctx, newPayment(o, "txn-ph1", at)); !errors.Is(err, lapse.ErrPaymentHeld) || created {
+		t.Errorf("PaymentCreate of a transaction held for another order = %+v, %v, %v; want ErrPaymentHeld", got, created, err)
+	}
+	err := s.Tx(ctx, func(tx lapse.Store) error {
+		if _, _, err := tx.PaymentCreate(ctx, appliedPayment(t, o, "txn-ph1", at)); !errors.Is(err, lapse.ErrPaymentHeld) {
+			t.Errorf("PaymentCreate in Tx of a transaction held for another order = %v; want ErrPaymentHeld", err)
+		}
+		_, err := tx.OrderGet(ctx, o.OrderNo) // the transaction goes on
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PaymentGet(ctx, "sandbox", "txn-ph1"); !errors.Is(err, lapse.ErrPaymentNotFound) {
+		t.Errorf("a payment held for another order was recorded: %v", err)
+	}
+	unmoved(o)
+
+	// Held for this order, but refunded, or of another amount: not applied.
+	o2 := mustCreate(t, s, "PH-2", base.Add(time.Hour), base)
+	hold("txn-ph2", "PH-2", lapse.HeldRefunded)
+	if _, _, err := s.PaymentCreate(ctx, appliedPayment(t, o2, "txn-ph2", at)); !errors.Is(err, lapse.ErrPaymentHeld) {
+		t.Errorf("PaymentCreate of a transaction held and refunded = %v; want ErrPaymentHeld", err)
+	}
+	other := appliedPayment(t, o2, "txn-ph2b", at)
+	other.Payment.Amount++
+	hold("txn-ph2b", "PH-2", lapse.HeldWaiting)
+	if _, _, err := s.PaymentCreate(ctx, other); !errors.Is(err, lapse.ErrPaymentHeld) {
+		t.Errorf("PaymentCreate of another amount than held = %v; want ErrPaymentHeld", err)
+	}
+	unmoved(o2)
+
+	// Held for this order, amount and currency, waiting or in review: it
+	// is that payment.
+	for i, st := range []lapse.HeldPaymentStatus{lapse.HeldWaiting, lapse.HeldReview} {
+		no, txn := fmt.Sprintf("PH-3%d", i), fmt.Sprintf("txn-ph3%d", i)
+		o3 := mustCreate(t, s, no, base.Add(time.Hour), base)
+		hold(txn, no, st)
+		if got, created, err := s.PaymentCreate(ctx, appliedPayment(t, o3, txn, at)); err != nil || !created || got.OrderID != o3.ID {
+			t.Errorf("PaymentCreate of the transaction held %s for its order = %+v, %v, %v; want created", st, got, created, err)
+		}
+	}
+
+	// Recorded before it was held (a race the matcher settles): the
+	// payment recorded is the answer, as for any payment that exists.
+	o4 := mustCreate(t, s, "PH-4", base.Add(time.Hour), base)
+	first, _, err := s.PaymentCreate(ctx, appliedPayment(t, o4, "txn-ph4", at))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold("txn-ph4", "NOPE-PH4", lapse.HeldWaiting)
+	for _, p := range []*lapse.PaymentCreateParams{appliedPayment(t, o4, "txn-ph4", at), newPayment(o4, "txn-ph4", at)} {
+		if got, created, err := s.PaymentCreate(ctx, p); err != nil || created || got.ID != first.ID {
+			t.Errorf("PaymentCreate of a payment recorded, then held = %+v, %v, %v; want the payment, not created", got, created, err)
+		}
+	}
+}

@@ -99,6 +99,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"PaymentList", testPaymentList},
 		{"HeldPayment", testHeldPayment},
 		{"HeldPaymentCreateConcurrent", testHeldPaymentCreateConcurrent},
+		{"PaymentHeld", testPaymentHeld},
 		{"OrderRefund", testOrderRefund},
 		{"OrderRefundReview", testOrderRefundReview},
 		{"GroupMember", testGroupMember},
