@@ -151,7 +151,8 @@ var (
 //
 // whose parameters are the driver's (tls, timeout, readTimeout, …; see
 // github.com/go-sql-driver/mysql) or, for any other name, session variables
-// set on every connection (sql_mode='…', quoted as SQL). The store sets the
+// set on every connection (sql_mode='…', quoted as SQL), each in lower case
+// with one value: a number, a word, or a string in single quotes. The store sets the
 // session's time zone (+00:00), character set (utf8mb4) and isolation level
 // (READ COMMITTED) and the driver's parseTime, loc=UTC, interpolateParams,
 // clientFoundRows and rejectReadOnly itself; a DSN that sets one of them
@@ -436,6 +437,33 @@ var owned = map[string]func(v string) bool{
 	"transaction_isolation": isReadCommitted,
 }
 
+// sessionVarName reports whether name is a system variable's name as the
+// server spells it: lower-case letters, digits and underscores.
+func sessionVarName(name string) bool {
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			return false
+		}
+	}
+	return name != ""
+}
+
+// sessionVarValue reports whether v is one value of SET: a number or a
+// word ('-', '.', '+' allowed), or a string in single quotes with no quote
+// or backslash inside.
+func sessionVarValue(v string) bool {
+	if inner, ok := strings.CutPrefix(v, "'"); ok {
+		inner, ok = strings.CutSuffix(inner, "'")
+		return ok && !strings.ContainsAny(inner, `'\`)
+	}
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.+", r)) {
+			return false
+		}
+	}
+	return v != ""
+}
+
 func isTrue(v string) bool          { return v == "true" || v == "1" }
 func isReadCommitted(v string) bool { return strings.EqualFold(v, "'READ-COMMITTED'") }
 
@@ -470,6 +498,20 @@ func driverConfig(dsn string) (*mysql.Config, error) {
 	mc, err := mysql.ParseDSN("tcp(" + host + ")/?" + q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("mysql: the DSN's parameters: %w", err)
+	}
+	// Every other parameter is a session variable, which the driver sets
+	// with SET name = value on every connection, all in one statement, in
+	// no fixed order. A name in another case (SQL_MODE, Time_Zone) or a
+	// value that is more than one (5, sql_mode='…') would set a variable
+	// that the store sets or checks too, on some connections and not
+	// others, whichever came last.
+	for name, v := range mc.Params {
+		if !sessionVarName(name) {
+			return nil, fmt.Errorf("mysql: the DSN's parameter %s is neither the driver's nor a session variable in lower case", name)
+		}
+		if !sessionVarValue(v) {
+			return nil, fmt.Errorf("mysql: the DSN's %s is not one value (a number, a word, or a string in single quotes)", name)
+		}
 	}
 	mc.DBName = db
 	if u.User != nil {

@@ -498,3 +498,41 @@ func TestSQLMode(t *testing.T) {
 		t.Errorf(`SELECT 'a' || 'b', "x" = %q, %q, %v; want 0 (OR) and x (a string)`, concat, quoted, err)
 	}
 }
+
+// TestSessionParamsOneEach: a DSN parameter that would set a variable the
+// store sets or checks under another spelling, or set two variables at
+// once, is refused. The driver sets them all in one SET, in no fixed
+// order, so that such a DSN would pass Open's check on some connections
+// and not hold on others: each is opened several times.
+func TestSessionParamsOneEach(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.MySQLDatabase(t)
+	ctx := context.Background()
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	for _, bad := range []string{
+		"SQL_MODE=%27STRICT_ALL_TABLES,PIPES_AS_CONCAT%27",
+		"Time_Zone=%27%2B08:00%27",
+		"TX_ISOLATION=%27REPEATABLE-READ%27",
+		"innodb_lock_wait_timeout=5%2C%20sql_mode%3D%27STRICT_ALL_TABLES%2CANSI_QUOTES%27",
+		"max_statement_time=10%2C%20time_zone%3D%27%2B08:00%27",
+		"sql_mode=%27STRICT_ALL_TABLES%27%2C%20time_zone%3D%27%2B08:00%27",
+	} {
+		for range 8 {
+			s, err := mysql.Open(ctx, dsn+sep+bad, mysql.Config{MaxConns: 1})
+			if err == nil {
+				s.Close()
+				t.Errorf("Open with %s succeeded", bad)
+				break
+			}
+		}
+	}
+	// One value each, in lower case, stands.
+	s := openStore(t, dsn+sep+"innodb_lock_wait_timeout=7&sql_mode=%27STRICT_ALL_TABLES%27", mysql.Config{MaxConns: 1})
+	var wait, mode string
+	if err := s.QueryRow(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout, @@SESSION.sql_mode").Scan(&wait, &mode); err != nil || wait != "7" || mode != "STRICT_ALL_TABLES" {
+		t.Errorf("session = %s, %s, %v; want 7 and STRICT_ALL_TABLES", wait, mode, err)
+	}
+}
