@@ -129,16 +129,6 @@ func (v server) isolationVar() string {
 	return "transaction_isolation"
 }
 
-// readOnlyVar is the name of the session's default access mode: MySQL 8
-// dropped tx_read_only for transaction_read_only, which MariaDB before 11.1
-// does not know.
-func (v server) readOnlyVar() string {
-	if v.mariadb {
-		return "tx_read_only"
-	}
-	return "transaction_read_only"
-}
-
 // timeoutVar is the server's statement timeout and its value for d.
 func (v server) timeoutVar(d time.Duration) (name, value string) {
 	if v.mariadb {
@@ -178,10 +168,9 @@ var (
 // the session's sql_mode is not strict (STRICT_TRANS_TABLES or
 // STRICT_ALL_TABLES: without it, values that do not fit are truncated rather
 // than refused) or has a flag outside sqlModes, when it runs with autocommit, foreign_key_checks or
-// unique_checks off, with an sql_select_limit or with read-only
-// transactions (nothing written outside a transaction would commit, a key
-// would not refuse what it must, a read would stop short, every write would
-// be refused), or when the binary log is statement-based, which InnoDB
+// unique_checks off or with an sql_select_limit (nothing written outside a
+// transaction would commit, a key would not refuse what it must, a read
+// would stop short), or when the binary log is statement-based, which InnoDB
 // refuses at READ COMMITTED. It fails with lapse.ErrStoreUnavailable when the
 // server cannot be reached or refuses the connection. Call Migrate before use.
 func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
@@ -291,12 +280,11 @@ func older(v, least [3]int) bool {
 func (s *Store) checkSession(ctx context.Context) error {
 	var sqlMode, zone, isolation, selectLimit, client, connection string
 	var results sql.NullString
-	var autocommit, foreignKeys, uniqueChecks, readOnly bool
+	var autocommit, foreignKeys, uniqueChecks bool
 	err := s.queryRow(ctx, "SELECT @@SESSION.sql_mode, @@SESSION.time_zone, @@SESSION."+s.server.isolationVar()+
 		", @@SESSION.autocommit, @@SESSION.foreign_key_checks, @@SESSION.unique_checks, @@SESSION.sql_select_limit"+
-		", @@SESSION.character_set_client, @@SESSION.character_set_connection, @@SESSION.character_set_results"+
-		", @@SESSION."+s.server.readOnlyVar()).
-		Scan(&sqlMode, &zone, &isolation, &autocommit, &foreignKeys, &uniqueChecks, &selectLimit, &client, &connection, &results, &readOnly)
+		", @@SESSION.character_set_client, @@SESSION.character_set_connection, @@SESSION.character_set_results").
+		Scan(&sqlMode, &zone, &isolation, &autocommit, &foreignKeys, &uniqueChecks, &selectLimit, &client, &connection, &results)
 	if err != nil {
 		return fmt.Errorf("mysql: open: %w", err)
 	}
@@ -321,10 +309,6 @@ func (s *Store) checkSession(ctx context.Context) error {
 		return errors.New("mysql: open: the session runs with autocommit off (autocommit=0, the DSN's or the server's): the store's writes outside a transaction would never commit; leave autocommit on")
 	case !foreignKeys || !uniqueChecks:
 		return errors.New("mysql: open: the session runs with foreign_key_checks or unique_checks off (the DSN's or the server's): the keys the store relies on would not refuse what they must; leave both on")
-	case readOnly:
-		// Every write would be refused as a demoted primary's is, and its
-		// connection replaced by another just as read-only: 503 for ever.
-		return fmt.Errorf("mysql: open: the session's transactions are read-only (%s=1, the DSN's or the server's): the store could write nothing; leave it off", s.server.readOnlyVar())
 	case selectLimit != "18446744073709551615":
 		return fmt.Errorf("mysql: open: the session's sql_select_limit is %s: every read would stop there as if it had found all; leave it at its default", selectLimit)
 	}

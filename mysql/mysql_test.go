@@ -206,10 +206,6 @@ func TestOpen(t *testing.T) {
 	if strings.Contains(dsn, "?") {
 		sep = "&"
 	}
-	readOnly := "transaction_read_only"
-	if s.MariaDB() {
-		readOnly = "tx_read_only" // transaction_read_only only from 11.1
-	}
 	for name, bad := range map[string]string{
 		"not strict":             dsn + sep + "sql_mode=%27NO_ENGINE_SUBSTITUTION%27",
 		"another time zone":      dsn + sep + "time_zone=%27%2B08:00%27",
@@ -218,7 +214,6 @@ func TestOpen(t *testing.T) {
 		"no foreign key checks":  dsn + sep + "foreign_key_checks=0",
 		"no unique checks":       dsn + sep + "unique_checks=0",
 		"a select limit":         dsn + sep + "sql_select_limit=1000",
-		"read-only transactions": dsn + sep + readOnly + "=1",
 		"results in latin1":      dsn + sep + "character_set_results=latin1",
 		"empty strings are null": dsn + sep + "sql_mode=%27STRICT_ALL_TABLES,EMPTY_STRING_IS_NULL%27",
 		"statements in latin1":   dsn + sep + "character_set_client=latin1",
