@@ -126,6 +126,17 @@ var (
 	// wrapped together with the driver's error, so that errors.Is and
 	// ErrorCode (EUNAVAILABLE) see it and errors.As still finds the cause.
 	ErrStoreUnavailable = &Error{Code: EUNAVAILABLE, Message: "the database is unavailable; try again later"}
+
+	// ErrStoreBusy refines ErrStoreUnavailable: the database gave up on a
+	// statement or its transaction rather than wait longer or run it
+	// against another (a lock wait past the store's lock timeout, a
+	// deadlock it broke, a serialization failure, a statement past the
+	// statement timeout, a file another process keeps locked). What the
+	// statement or its transaction wrote was rolled back, and the same call
+	// may succeed at once. A store returns it wrapped together with the
+	// driver's error; errors.Is(err, ErrStoreUnavailable) holds for it too,
+	// and its code is EUNAVAILABLE.
+	ErrStoreBusy = &Error{Code: EUNAVAILABLE, Message: "the database is busy (a lock wait timed out, or a deadlock or conflict was broken); try again", Err: ErrStoreUnavailable}
 )
 
 // MaxReasonLen bounds a reason kept on the books (a payment's, a review's,

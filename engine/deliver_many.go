@@ -115,11 +115,11 @@ func (d *Deliverer) doneMany(ctx context.Context, s *Subscription, ds []*lapse.D
 	}
 	p := &lapse.DeliveryDoneManyParams{Owner: d.cfg.Owner, At: d.e.clock.Now(), Attempts: recs}
 	lost, err := d.e.work.DeliveryDoneMany(context.WithoutCancel(ctx), p)
-	if err != nil && !errors.Is(err, lapse.ErrStoreUnavailable) {
+	if err != nil && (!errors.Is(err, lapse.ErrStoreUnavailable) || errors.Is(err, lapse.ErrStoreBusy)) {
 		lost, err = d.e.work.DeliveryDoneMany(context.WithoutCancel(ctx), p) // once more: a server may have picked it to break a deadlock
 	}
 	switch {
-	case errors.Is(err, lapse.ErrStoreUnavailable):
+	case errors.Is(err, lapse.ErrStoreUnavailable) && !errors.Is(err, lapse.ErrStoreBusy):
 		d.e.log.Error("deliverer: cannot record delivered attempts; their leases will expire and the deliveries be retried",
 			"subscriber", s.Name, "deliveries", len(ds), "err", err)
 		for range ds {

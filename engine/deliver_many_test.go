@@ -266,6 +266,50 @@ func TestDeliverManyFinishFallsBack(t *testing.T) {
 	})
 }
 
+// doneManyBusy is a work store whose DeliveryDoneMany the database gives
+// up on, as a deadlock's victim or past its lock timeout.
+type doneManyBusy struct {
+	lapse.Store
+	calls *atomic.Int32
+}
+
+func (b doneManyBusy) DeliveryDoneMany(context.Context, *lapse.DeliveryDoneManyParams) ([]int64, error) {
+	b.calls.Add(1)
+	return nil, fmt.Errorf("mysql: finish deliveries: %w: %w", lapse.ErrStoreBusy, errors.New("Error 1213: Deadlock found"))
+}
+
+// TestDeliverManyFinishBusy checks that a batch whose record the database
+// gave up on (lapse.ErrStoreBusy, which is lapse.ErrStoreUnavailable) is
+// tried once more and then recorded delivery by delivery, as any other
+// failure of the batch's record is, rather than left to its leases as
+// when the database is out of reach.
+func TestDeliverManyFinishBusy(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		s := open()
+		rec := &batchRecorder{}
+		var calls atomic.Int32
+		e, err := engine.New(s, flows.Builtin(), engine.Config{Clock: clk, WorkStore: doneManyBusy{s, &calls},
+			Subscriptions: []engine.Subscription{{Name: "sink", Events: []string{"order.created"}, Handler: rec}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		create(t, e, checkout("DB-1", time.Hour))
+		create(t, e, checkout("DB-2", time.Hour))
+		if n, err := engine.NewDeliverer(e, engine.DelivererConfig{}).RunOnce(ctxT(t)); n != 2 || err != nil {
+			t.Fatalf("RunOnce = %d, %v", n, err)
+		}
+		if n := calls.Load(); n != 2 {
+			t.Errorf("DeliveryDoneMany called %d times, want 2 (once more after the database gave up)", n)
+		}
+		for _, no := range []string{"DB-1", "DB-2"} {
+			if h := sinkOf(t, e, no, "sink", lapse.EventOrderCreated); h.Status != lapse.DeliveryDone || len(h.History) != 1 {
+				t.Errorf("%s: %+v %+v", no, h.Delivery, h.History)
+			}
+		}
+	})
+}
+
 // TestDeliverManyRunning checks the running loop with a batch subscriber:
 // every event reaches it once, in batches, and each order's events in the
 // order they were written.

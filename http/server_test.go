@@ -415,6 +415,29 @@ func TestUnavailableIsRetryAfterAndLoggedOncePerBurst(t *testing.T) {
 	}
 }
 
+// busyStore fails every OrderCreate as a store does when the database gave
+// up on it: a lock wait past the lock timeout.
+type busyStore struct{ lapse.Store }
+
+func (busyStore) OrderCreate(context.Context, *lapse.OrderCreateParams) (*lapse.Order, bool, error) {
+	return nil, false, fmt.Errorf("postgres: create order: %w: %w", lapse.ErrStoreBusy, errors.New("ERROR: canceling statement due to lock timeout (SQLSTATE 55P03)"))
+}
+
+// TestBusyIsRetryAfter: a request the database gave up on (a lock wait
+// past the lock timeout, a deadlock) is 503 with Retry-After and code
+// unavailable, not 500.
+func TestBusyIsRetryAfter(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, options{wrap: func(s lapse.Store) lapse.Store { return busyStore{s} }})
+	r := e.do("POST", "/v1/orders", `{"order_no":"BUSY-1","flow":"checkout","user_id":"u","amount":100,"currency":"CNY","ttl":"15m"}`)
+	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+		t.Fatalf("create the database gave up on: %d, Retry-After %q; want 503 with Retry-After", r.status, r.header.Get("Retry-After"))
+	}
+	if p := r.problem(t); p.Code != lapse.EUNAVAILABLE || strings.Contains(p.Detail, "SQLSTATE") || p.Detail != lapse.ErrorMessage(lapse.ErrStoreBusy) {
+		t.Fatalf("problem %+v, want code unavailable with the busy message, without the driver's text", p)
+	}
+}
+
 func TestRequestLog(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

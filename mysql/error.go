@@ -28,10 +28,32 @@ func unavailable(err error) error { return translate(err, false) }
 func unavailableWait(err error) error { return translate(err, true) }
 
 func translate(err error, waiting bool) error {
-	if err == nil || errors.Is(err, lapse.ErrStoreUnavailable) || !isUnavailable(err, waiting) {
+	if err == nil || errors.Is(err, lapse.ErrStoreUnavailable) {
+		return err
+	}
+	if busyCodes[errorNumber(err)] {
+		return fmt.Errorf("%w: %w", lapse.ErrStoreBusy, err)
+	}
+	if !isUnavailable(err, waiting) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", lapse.ErrStoreUnavailable, err)
+}
+
+// busyCodes are the server's errors that give up on a statement, or on its
+// whole transaction, rather than wait longer: lapse.ErrStoreBusy, which is
+// lapse.ErrStoreUnavailable. InnoDB rolls back the statement (and, for a
+// deadlock or with innodb_rollback_on_timeout, the transaction: see
+// server.endsTransaction), and the store's write, a transaction or a
+// savepoint of its own, undoes the rest of the method, so that nothing of
+// the call is left written. They are not isUnavailable's: a lock wait
+// timeout does not break a transaction that the server kept.
+var busyCodes = map[uint16]bool{
+	1205: true, // ER_LOCK_WAIT_TIMEOUT: innodb_lock_wait_timeout, or lock_wait_timeout for a table's lock
+	1213: true, // ER_LOCK_DEADLOCK: InnoDB rolled the transaction back
+	1969: true, // ER_STATEMENT_TIMEOUT (MariaDB): max_statement_time
+	3024: true, // ER_QUERY_TIMEOUT (MySQL): max_execution_time
+	1317: true, // ER_QUERY_INTERRUPTED: KILL QUERY (the driver closes the connection for a cancelled context instead)
 }
 
 // unavailableCodes are the server's errors that refuse or end the session

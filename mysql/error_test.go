@@ -245,10 +245,11 @@ func TestUnavailableErrors(t *testing.T) {
 		{"connection broke before the statement", driver.ErrBadConn, true},
 		{"connection cut short", fmt.Errorf("x: %w", io.ErrUnexpectedEOF), true},
 		{"duplicate entry", my(1062), false},
-		{"deadlock", my(1213), false},
-		{"lock wait timeout", my(1205), false},
-		{"statement timeout (MariaDB)", my(1969), false},
-		{"statement timeout (MySQL)", my(3024), false},
+		{"deadlock", my(1213), true},
+		{"lock wait timeout", my(1205), true},
+		{"statement timeout (MariaDB)", my(1969), true},
+		{"statement timeout (MySQL)", my(3024), true},
+		{"query killed", my(1317), true},
 		{"a statement past the caller's deadline", context.DeadlineExceeded, false},
 		{"caller went away", fmt.Errorf("x: %w", context.Canceled), false},
 		{"a store sentinel", lapse.ErrOrderNotFound, false},
@@ -256,6 +257,14 @@ func TestUnavailableErrors(t *testing.T) {
 		err := mysql.Unavailable(tt.err)
 		if got := errors.Is(err, lapse.ErrStoreUnavailable); got != tt.want {
 			t.Errorf("%s: unavailable = %v, want %v (%v)", tt.name, got, tt.want, err)
+		}
+		// The server gave up on the statement rather than on the session.
+		n := uint16(0)
+		if me, ok := errors.AsType[*gomysql.MySQLError](tt.err); ok {
+			n = me.Number
+		}
+		if got, want := errors.Is(err, lapse.ErrStoreBusy), n == 1213 || n == 1205 || n == 1969 || n == 3024 || n == 1317; got != want {
+			t.Errorf("%s: busy = %v, want %v (%v)", tt.name, got, want, err)
 		}
 		if !errors.Is(err, tt.err) {
 			t.Errorf("%s: the cause is lost: %v", tt.name, err)

@@ -47,6 +47,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -150,18 +151,23 @@ var (
 //
 // whose parameters are the driver's (tls, timeout, readTimeout, …; see
 // github.com/go-sql-driver/mysql) or, for any other name, session variables
-// set on every connection (sql_mode='…', quoted as SQL). The store sets the
+// set on every connection (sql_mode='…', quoted as SQL), each in lower case
+// with one value: a number, a word, or a string in single quotes. The store sets the
 // session's time zone (+00:00), character set (utf8mb4) and isolation level
 // (READ COMMITTED) and the driver's parseTime, loc=UTC, interpolateParams,
 // clientFoundRows and rejectReadOnly itself; a DSN that sets one of them
-// otherwise is an error. A write the server refuses as read-only, as a
+// otherwise is an error. It sets the session's sql_mode too, to sqlMode,
+// so that the server's default cannot change what its SQL means; a DSN may
+// set another only when it is strict and has no flag outside sqlModes
+// (ANSI_QUOTES, PIPES_AS_CONCAT, ORACLE, NO_BACKSLASH_ESCAPES, … are
+// refused). A write the server refuses as read-only, as a
 // demoted primary does, is lapse.ErrStoreUnavailable, and its connection
 // leaves the pool.
 //
 // Open fails when the server is older than MySQL 8.0.16 or MariaDB 10.6, when
 // the session's sql_mode is not strict (STRICT_TRANS_TABLES or
 // STRICT_ALL_TABLES: without it, values that do not fit are truncated rather
-// than refused), when it runs with autocommit, foreign_key_checks or
+// than refused) or has a flag outside sqlModes, when it runs with autocommit, foreign_key_checks or
 // unique_checks off or with an sql_select_limit (nothing written outside a
 // transaction would commit, a key would not refuse what it must, a read
 // would stop short), or when the binary log is statement-based, which InnoDB
@@ -306,14 +312,8 @@ func (s *Store) checkSession(ctx context.Context) error {
 	case selectLimit != "18446744073709551615":
 		return fmt.Errorf("mysql: open: the session's sql_select_limit is %s: every read would stop there as if it had found all; leave it at its default", selectLimit)
 	}
-	modes := strings.Split(strings.ToUpper(sqlMode), ",")
-	if !contains(modes, "STRICT_TRANS_TABLES") && !contains(modes, "STRICT_ALL_TABLES") {
-		return fmt.Errorf("mysql: open: the session's sql_mode (%q) is not strict: without STRICT_TRANS_TABLES or STRICT_ALL_TABLES the server stores what does not fit truncated or zeroed instead of refusing it; add one to the server's sql_mode, or set sql_mode in the DSN", sqlMode)
-	}
-	if contains(modes, "EMPTY_STRING_IS_NULL") {
-		// MariaDB's: '' would be NULL, and IF(? <> _binary'', ?, col) would
-		// keep the old value of every field a change sets.
-		return fmt.Errorf("mysql: open: the session's sql_mode (%q) has EMPTY_STRING_IS_NULL: the store's empty strings would be NULL; take it out", sqlMode)
+	if err := checkSQLMode("the session's", sqlMode); err != nil {
+		return fmt.Errorf("mysql: open: %w", err)
 	}
 	if zone != "+00:00" || !strings.EqualFold(strings.ReplaceAll(isolation, "_", "-"), "READ-COMMITTED") {
 		return fmt.Errorf("mysql: open: the session runs at time zone %s and isolation %s, not +00:00 and READ COMMITTED", zone, isolation)
@@ -332,6 +332,83 @@ func (s *Store) checkSession(ctx context.Context) error {
 		return errors.New("mysql: open: the binary log is statement-based (binlog_format=STATEMENT), which InnoDB refuses at READ COMMITTED; use ROW or MIXED")
 	}
 	return nil
+}
+
+// sqlMode is the session's sql_mode that the store sets on every connection
+// unless the DSN sets one that checkSQLMode allows: strict, so that a value
+// that does not fit is refused rather than cut short, and nothing else that
+// changes how its SQL parses or compares. The server's own default, which
+// a new session otherwise takes, may hold any mode (ANSI_QUOTES, ORACLE,
+// …); the store's statements never run under it.
+const sqlMode = "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
+
+// sqlModes are the sql_mode flags a session of the store may have. Every
+// other flag changes what the store's SQL means, or may (an unknown one is
+// refused rather than guessed at): ANSI_QUOTES reads "…" as a name,
+// PIPES_AS_CONCAT reads || as concatenation, NO_BACKSLASH_ESCAPES reads
+// \ in a literal as itself, HIGH_NOT_PRECEDENCE and IGNORE_SPACE parse
+// expressions otherwise, SIMULTANEOUS_ASSIGNMENT (MariaDB) changes what an
+// UPDATE's later assignments see, EMPTY_STRING_IS_NULL (MariaDB) makes the empty string
+// NULL, PAD_CHAR_TO_FULL_LENGTH pads what CHAR columns return,
+// NO_UNSIGNED_SUBTRACTION and NO_AUTO_VALUE_ON_ZERO change arithmetic and
+// keys, and the combinations ANSI, ORACLE, MSSQL, DB2, POSTGRESQL and MAXDB
+// bring several of these.
+var sqlModes = map[string]bool{
+	"STRICT_TRANS_TABLES":        true,
+	"STRICT_ALL_TABLES":          true,
+	"ERROR_FOR_DIVISION_BY_ZERO": true,
+	"NO_ENGINE_SUBSTITUTION":     true,
+	"NO_ZERO_DATE":               true,
+	"NO_ZERO_IN_DATE":            true,
+	"NO_AUTO_CREATE_USER":        true, // MariaDB's default; gone from MySQL 8
+	"ONLY_FULL_GROUP_BY":         true, // refuses queries, never changes one
+	"TRADITIONAL":                true, // strict and the date checks above
+}
+
+// checkSQLMode refuses an sql_mode (whose's: the DSN's or the session's)
+// that is not strict or has a flag outside sqlModes.
+func checkSQLMode(whose, mode string) error {
+	modes := strings.Split(strings.ToUpper(mode), ",")
+	if !contains(modes, "STRICT_TRANS_TABLES") && !contains(modes, "STRICT_ALL_TABLES") {
+		return fmt.Errorf("%s sql_mode (%q) is not strict: without STRICT_TRANS_TABLES or STRICT_ALL_TABLES the server stores what does not fit truncated or zeroed instead of refusing it; leave sql_mode out of the DSN, and the store sets its own", whose, mode)
+	}
+	for _, m := range modes {
+		if m = strings.TrimSpace(m); m != "" && !sqlModes[m] {
+			return fmt.Errorf("%s sql_mode (%q) has %s, which changes how the store's SQL parses or compares (the store allows only %s); leave sql_mode out of the DSN, and the store sets its own", whose, mode, m, allowedModes())
+		}
+	}
+	return nil
+}
+
+func allowedModes() string {
+	names := make([]string, 0, len(sqlModes))
+	for m := range sqlModes {
+		names = append(names, m)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+// dsnSQLMode reads the DSN's sql_mode parameter, a quoted SQL string
+// ('A,B') or a single bare name, and returns it as the session variable's
+// value, quoted, or an error when the store cannot run under it.
+func dsnSQLMode(v string) (string, error) {
+	mode, quoted := strings.CutPrefix(v, "'")
+	if quoted {
+		var ok bool
+		if mode, ok = strings.CutSuffix(mode, "'"); !ok {
+			return "", errors.New("mysql: the DSN's sql_mode is not a quoted SQL string: sql_mode='STRICT_ALL_TABLES', URL-escaped")
+		}
+	}
+	for _, r := range mode {
+		if !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == ',' && quoted) {
+			return "", errors.New("mysql: the DSN's sql_mode is not a quoted list of modes: sql_mode='STRICT_ALL_TABLES', URL-escaped")
+		}
+	}
+	if err := checkSQLMode("mysql: the DSN's", mode); err != nil {
+		return "", err
+	}
+	return "'" + strings.ToUpper(mode) + "'", nil
 }
 
 func contains(list []string, s string) bool {
@@ -358,6 +435,33 @@ var owned = map[string]func(v string) bool{
 	"time_zone":             func(v string) bool { return v == "'+00:00'" },
 	"tx_isolation":          isReadCommitted,
 	"transaction_isolation": isReadCommitted,
+}
+
+// sessionVarName reports whether name is a system variable's name as the
+// server spells it: lower-case letters, digits and underscores.
+func sessionVarName(name string) bool {
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			return false
+		}
+	}
+	return name != ""
+}
+
+// sessionVarValue reports whether v is one value of SET: a number or a
+// word ('-', '.', '+' allowed), or a string in single quotes with no quote
+// or backslash inside.
+func sessionVarValue(v string) bool {
+	if inner, ok := strings.CutPrefix(v, "'"); ok {
+		inner, ok = strings.CutSuffix(inner, "'")
+		return ok && !strings.ContainsAny(inner, `'\`)
+	}
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.+", r)) {
+			return false
+		}
+	}
+	return v != ""
 }
 
 func isTrue(v string) bool          { return v == "true" || v == "1" }
@@ -395,6 +499,20 @@ func driverConfig(dsn string) (*mysql.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mysql: the DSN's parameters: %w", err)
 	}
+	// Every other parameter is a session variable, which the driver sets
+	// with SET name = value on every connection, all in one statement, in
+	// no fixed order. A name in another case (SQL_MODE, Time_Zone) or a
+	// value that is more than one (5, sql_mode='…') would set a variable
+	// that the store sets or checks too, on some connections and not
+	// others, whichever came last.
+	for name, v := range mc.Params {
+		if !sessionVarName(name) {
+			return nil, fmt.Errorf("mysql: the DSN's parameter %s is neither the driver's nor a session variable in lower case", name)
+		}
+		if !sessionVarValue(v) {
+			return nil, fmt.Errorf("mysql: the DSN's %s is not one value (a number, a word, or a string in single quotes)", name)
+		}
+	}
 	mc.DBName = db
 	if u.User != nil {
 		mc.User = u.User.Username()
@@ -416,6 +534,15 @@ func driverConfig(dsn string) (*mysql.Config, error) {
 		mc.Params = map[string]string{}
 	}
 	mc.Params["time_zone"] = "'+00:00'"
+	// The session's sql_mode is the store's, or the DSN's when it is one
+	// the store can run under: never the server's default, whatever it is.
+	mode := "'" + sqlMode + "'"
+	if v, ok := mc.Params["sql_mode"]; ok {
+		if mode, err = dsnSQLMode(v); err != nil {
+			return nil, err
+		}
+	}
+	mc.Params["sql_mode"] = mode
 	return mc, nil
 }
 

@@ -401,3 +401,138 @@ func createParams(orderNo string, deadline *time.Time, now time.Time) *lapse.Ord
 		Outbox: []lapse.OutboxEvent{lapse.NewOutboxEvent(lapse.EventOrderCreated, o, nil)},
 	}
 }
+
+// TestSQLMode: the store's sessions run under its own sql_mode, whatever
+// the server's default, or under the DSN's when it is strict and has no
+// flag that changes how the store's SQL parses or compares; any other
+// sql_mode in the DSN is refused before a connection is made.
+func TestSQLMode(t *testing.T) {
+	dsn := testenv.MySQLDatabase(t)
+	ctx := context.Background()
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	mode := func(s *mysql.Store) string {
+		t.Helper()
+		var got string
+		if err := s.QueryRow(ctx, "SELECT @@SESSION.sql_mode").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	const own = "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
+
+	for _, bad := range []string{
+		"STRICT_ALL_TABLES,ANSI_QUOTES",
+		"STRICT_ALL_TABLES,PIPES_AS_CONCAT",
+		"STRICT_ALL_TABLES,ORACLE",
+		"STRICT_ALL_TABLES,ANSI",
+		"STRICT_ALL_TABLES,NO_BACKSLASH_ESCAPES",
+		"STRICT_ALL_TABLES,PAD_CHAR_TO_FULL_LENGTH",
+		"STRICT_ALL_TABLES,HIGH_NOT_PRECEDENCE",
+		"STRICT_ALL_TABLES,IGNORE_SPACE",
+		"STRICT_ALL_TABLES,SIMULTANEOUS_ASSIGNMENT",
+		"STRICT_ALL_TABLES,NO_UNSIGNED_SUBTRACTION",
+		"STRICT_ALL_TABLES,EMPTY_STRING_IS_NULL",
+		"STRICT_ALL_TABLES,MSSQL",
+		"STRICT_ALL_TABLES,SOMETHING_NEW",
+		"NO_ENGINE_SUBSTITUTION",
+	} {
+		s, err := mysql.Open(ctx, dsn+sep+"sql_mode=%27"+bad+"%27", mysql.Config{MaxConns: 1})
+		if err == nil {
+			t.Errorf("Open with sql_mode=%s succeeded, session sql_mode %q", bad, mode(s))
+			s.Close()
+		} else if !strings.Contains(err.Error(), "sql_mode") {
+			t.Errorf("Open with sql_mode=%s: %v, want an error about sql_mode", bad, err)
+		}
+	}
+	for _, bad := range []string{"%27STRICT_ALL_TABLES%27,ANSI_QUOTES", "STRICT_ALL_TABLES,ANSI_QUOTES", "%27STRICT_ALL_TABLES", "%27STRICT_ALL_TABLES%5C%27%27"} {
+		if s, err := mysql.Open(ctx, dsn+sep+"sql_mode="+bad, mysql.Config{MaxConns: 1}); err == nil {
+			t.Errorf("Open with sql_mode=%s succeeded, session sql_mode %q", bad, mode(s))
+			s.Close()
+		}
+	}
+
+	// No sql_mode in the DSN: the store's own.
+	s := openStore(t, dsn, mysql.Config{MaxConns: 1})
+	if got := mode(s); got != own {
+		t.Errorf("session sql_mode = %q, want the store's %q", got, own)
+	}
+	// A DSN's that the store can run under stands.
+	s = openStore(t, dsn+sep+"sql_mode=%27strict_all_tables,only_full_group_by%27", mysql.Config{MaxConns: 1})
+	if got := mode(s); got != "ONLY_FULL_GROUP_BY,STRICT_ALL_TABLES" {
+		t.Errorf("session sql_mode from the DSN = %q, want ONLY_FULL_GROUP_BY,STRICT_ALL_TABLES", got)
+	}
+
+	// A server whose default parses "…" as a name and || as concatenation:
+	// the store's session does neither. The server is shared with other
+	// tests, so its default changes only while Open makes its connections
+	// (one, kept: MaxConns 1), and only by flags that Lapse's SQL never
+	// meets.
+	admin := testenv.MySQLAdmin(t)
+	var global string
+	if err := admin.QueryRowContext(ctx, "SELECT @@GLOBAL.sql_mode").Scan(&global); err != nil {
+		t.Fatal(err)
+	}
+	restore := func() {
+		if _, err := admin.ExecContext(context.Background(), "SET GLOBAL sql_mode = ?", global); err != nil {
+			t.Errorf("restore the server's sql_mode %q: %v", global, err)
+		}
+	}
+	t.Cleanup(restore)
+	if _, err := admin.ExecContext(ctx, "SET GLOBAL sql_mode = CONCAT(@@GLOBAL.sql_mode, ',ANSI_QUOTES,PIPES_AS_CONCAT')"); err != nil {
+		t.Fatal(err)
+	}
+	s, err := mysql.Open(ctx, dsn, mysql.Config{MaxConns: 1})
+	restore()
+	if err != nil {
+		t.Fatalf("Open on a server whose sql_mode has ANSI_QUOTES: %v", err)
+	}
+	defer s.Close()
+	if got := mode(s); got != own {
+		t.Errorf("session sql_mode under a server default with ANSI_QUOTES = %q, want the store's %q", got, own)
+	}
+	var concat, quoted string
+	if err := s.QueryRow(ctx, `SELECT 'a' || 'b', "x"`).Scan(&concat, &quoted); err != nil || concat != "0" || quoted != "x" {
+		t.Errorf(`SELECT 'a' || 'b', "x" = %q, %q, %v; want 0 (OR) and x (a string)`, concat, quoted, err)
+	}
+}
+
+// TestSessionParamsOneEach: a DSN parameter that would set a variable the
+// store sets or checks under another spelling, or set two variables at
+// once, is refused. The driver sets them all in one SET, in no fixed
+// order, so that such a DSN would pass Open's check on some connections
+// and not hold on others: each is opened several times.
+func TestSessionParamsOneEach(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.MySQLDatabase(t)
+	ctx := context.Background()
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	for _, bad := range []string{
+		"SQL_MODE=%27STRICT_ALL_TABLES,PIPES_AS_CONCAT%27",
+		"Time_Zone=%27%2B08:00%27",
+		"TX_ISOLATION=%27REPEATABLE-READ%27",
+		"innodb_lock_wait_timeout=5%2C%20sql_mode%3D%27STRICT_ALL_TABLES%2CANSI_QUOTES%27",
+		"max_statement_time=10%2C%20time_zone%3D%27%2B08:00%27",
+		"sql_mode=%27STRICT_ALL_TABLES%27%2C%20time_zone%3D%27%2B08:00%27",
+	} {
+		for range 8 {
+			s, err := mysql.Open(ctx, dsn+sep+bad, mysql.Config{MaxConns: 1})
+			if err == nil {
+				s.Close()
+				t.Errorf("Open with %s succeeded", bad)
+				break
+			}
+		}
+	}
+	// One value each, in lower case, stands.
+	s := openStore(t, dsn+sep+"innodb_lock_wait_timeout=7&sql_mode=%27STRICT_ALL_TABLES%27", mysql.Config{MaxConns: 1})
+	var wait, mode string
+	if err := s.QueryRow(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout, @@SESSION.sql_mode").Scan(&wait, &mode); err != nil || wait != "7" || mode != "STRICT_ALL_TABLES" {
+		t.Errorf("session = %s, %s, %v; want 7 and STRICT_ALL_TABLES", wait, mode, err)
+	}
+}

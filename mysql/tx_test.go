@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
+
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/flows"
 	"github.com/lapsehq/lapse/internal/testenv"
@@ -108,6 +110,10 @@ func TestTxDeadlock(t *testing.T) {
 	}
 	if afterDeadlock[victim] == nil {
 		t.Error("a write after the deadlock, in the rolled-back transaction, succeeded")
+	}
+	// Rolled back whole, it may be run again: 503 with Retry-After.
+	if !errors.Is(errs[victim], lapse.ErrStoreBusy) || lapse.ErrorCode(errs[victim]) != lapse.EUNAVAILABLE {
+		t.Errorf("the deadlock's victim: %v (code %s), want lapse.ErrStoreBusy", errs[victim], lapse.ErrorCode(errs[victim]))
 	}
 	for i, no := range []string{"DL-A", "DL-B"} {
 		o, err := s.OrderGet(ctx, no)
@@ -238,4 +244,74 @@ func TestTxInsertThenTransition(t *testing.T) {
 	if err != nil || o.Version != 9 || len(ms) != 8 {
 		t.Errorf("after 8 joins: version %d, %d members, %v; want 9 and 8", o.Version, len(ms), err)
 	}
+}
+
+// TestLockTimeoutBusy: a write that waits past innodb_lock_wait_timeout
+// for a row another transaction holds is lapse.ErrStoreBusy (which is
+// lapse.ErrStoreUnavailable: the API answers 503 with Retry-After), on its
+// own and inside a Tx, and leaves nothing written; so is a statement past
+// the statement timeout.
+func TestLockTimeoutBusy(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.MySQLDatabase(t)
+	s := openStore(t, dsn, mysql.Config{MaxConns: 3, LockTimeout: time.Second, StatementTimeout: 10 * time.Second})
+	ctx := context.Background()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	o, _, err := s.OrderCreate(ctx, createParams("LB-1", &now, now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBusy := func(what string, err error, number uint16) {
+		t.Helper()
+		if !errors.Is(err, lapse.ErrStoreBusy) || !errors.Is(err, lapse.ErrStoreUnavailable) || lapse.ErrorCode(err) != lapse.EUNAVAILABLE {
+			t.Errorf("%s: %v (code %s), want lapse.ErrStoreBusy", what, err, lapse.ErrorCode(err))
+		}
+		if me, ok := errors.AsType[*gomysql.MySQLError](err); !ok || me.Number != number {
+			t.Errorf("%s: %v, want the server's error %d inside", what, err, number)
+		}
+	}
+	locked, release := make(chan struct{}), make(chan struct{})
+	holder := make(chan error, 1)
+	go func() {
+		holder <- s.Tx(ctx, func(tx lapse.Store) error {
+			_, err := tx.OrderLock(ctx, "LB-1")
+			close(locked)
+			<-release
+			return err
+		})
+	}()
+	<-locked
+	set := &lapse.OrderDeadlineSetParams{OrderID: o.ID, FromState: flows.Unpaid, FromVersion: 1, DeadlineAt: now.Add(time.Hour), At: now,
+		Outbox: []lapse.OutboxEvent{{ID: "7b0f0a9e-5d1c-4c55-9a51-0c8f1a6c0001", Type: "order.deadline_set", Payload: []byte(`{}`), CreatedAt: now}}}
+	_, err = s.OrderDeadlineSet(ctx, set)
+	wantBusy("OrderDeadlineSet of a row another transaction holds", err, 1205)
+	err = s.Tx(ctx, func(tx lapse.Store) error {
+		if _, _, err := tx.OrderCreate(ctx, createParams("LB-2", &now, now)); err != nil {
+			return err
+		}
+		_, err := tx.OrderDeadlineSet(ctx, set)
+		return err
+	})
+	wantBusy("Tx whose OrderDeadlineSet waits for a row another transaction holds", err, 1205)
+	close(release)
+	if err := <-holder; err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.OrderGet(ctx, "LB-1"); err != nil || got.Version != 1 {
+		t.Errorf("LB-1 after the timed-out writes: %+v, %v; want it at version 1", got, err)
+	}
+	if _, err := s.OrderGet(ctx, "LB-2"); !errors.Is(err, lapse.ErrOrderNotFound) {
+		t.Errorf("LB-2, created in the Tx that timed out: %v, want lapse.ErrOrderNotFound", err)
+	}
+	// Once the row is free the same write goes through.
+	if _, err := s.OrderDeadlineSet(ctx, set); err != nil {
+		t.Errorf("OrderDeadlineSet once the row is free: %v", err)
+	}
+
+	short := openStore(t, dsn, mysql.Config{MaxConns: 1, StatementTimeout: 500 * time.Millisecond})
+	timeout := uint16(1969) // ER_STATEMENT_TIMEOUT, MariaDB's max_statement_time
+	if !short.MariaDB() {
+		timeout = 3024 // ER_QUERY_TIMEOUT, MySQL's max_execution_time
+	}
+	wantBusy("a statement past the statement timeout", short.Sleep(ctx, 3*time.Second), timeout)
 }

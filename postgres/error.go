@@ -20,10 +20,41 @@ import (
 // (see conn), so that no method can let a refused connection out as an
 // internal error.
 func unavailable(err error) error {
-	if err == nil || !isUnavailable(err) || errors.Is(err, lapse.ErrStoreUnavailable) {
+	if err == nil || errors.Is(err, lapse.ErrStoreUnavailable) {
+		return err
+	}
+	if isBusy(err) {
+		return fmt.Errorf("%w: %w", lapse.ErrStoreBusy, err)
+	}
+	if !isUnavailable(err) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", lapse.ErrStoreUnavailable, err)
+}
+
+// isBusy reports whether err is the server giving up on a statement rather
+// than wait longer or run it against another transaction: lapse.ErrStoreBusy,
+// which is lapse.ErrStoreUnavailable.
+//
+//   - 55P03 lock_not_available: a lock wait past lock_timeout (or NOWAIT);
+//   - 40P01 deadlock_detected: the server broke a deadlock;
+//   - 40001 serialization_failure: a conflict with another transaction
+//     (or, on a standby, with recovery);
+//   - 57014 query_canceled: a statement past statement_timeout, or one an
+//     administrator cancelled (pg_cancel_backend). The store's own deadline
+//     never ends in it: pgx cuts the connection for a cancelled context.
+//
+// PostgreSQL aborts the transaction the statement ran in, or the savepoint
+// of a nested Tx and of a store method that runs in one: nothing the call
+// wrote is kept.
+func isBusy(err error) bool {
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
+		switch pe.Code {
+		case "55P03", "40P01", "40001", "57014":
+			return true
+		}
+	}
+	return false
 }
 
 // isUnavailable reports whether err means the database is out of reach or

@@ -132,9 +132,11 @@ func TestUnavailableErrors(t *testing.T) {
 		{"closed connection", fmt.Errorf("wrapped: %w", pgconn.ErrConnClosed), true},
 		{"waited for the pool past the deadline", context.DeadlineExceeded, true},
 		{"unique_violation", pg("23505"), false},
-		{"serialization_failure", pg("40001"), false},
-		{"query_canceled (statement timeout)", pg("57014"), false},
-		{"lock_not_available (lock timeout)", pg("55P03"), false},
+		{"serialization_failure", pg("40001"), true},
+		{"deadlock_detected", pg("40P01"), true},
+		{"query_canceled (statement timeout)", pg("57014"), true},
+		{"lock_not_available (lock timeout)", pg("55P03"), true},
+		{"check_violation", pg("23514"), false},
 		{"caller went away", fmt.Errorf("x: %w", context.Canceled), false},
 		{"no rows", pgx.ErrNoRows, false},
 		{"a store sentinel", lapse.ErrOrderNotFound, false},
@@ -142,6 +144,14 @@ func TestUnavailableErrors(t *testing.T) {
 		err := postgres.Unavailable(tt.err)
 		if got := errors.Is(err, lapse.ErrStoreUnavailable); got != tt.want {
 			t.Errorf("%s: unavailable = %v, want %v (%v)", tt.name, got, tt.want, err)
+		}
+		// The server gave up on the statement rather than on the session.
+		code := ""
+		if pe, ok := errors.AsType[*pgconn.PgError](tt.err); ok {
+			code = pe.Code
+		}
+		if got, want := errors.Is(err, lapse.ErrStoreBusy), code == "40001" || code == "40P01" || code == "57014" || code == "55P03"; got != want {
+			t.Errorf("%s: busy = %v, want %v (%v)", tt.name, got, want, err)
 		}
 		if !errors.Is(err, tt.err) {
 			t.Errorf("%s: the cause is lost: %v", tt.name, err)

@@ -150,7 +150,9 @@ type db interface {
 // string. Unknown DSN parameters such as search_path are sent to the server
 // as session settings; the store's tables are found through the search_path.
 // Open fails when the database does not answer, with
-// lapse.ErrStoreUnavailable. Call Migrate before use.
+// lapse.ErrStoreUnavailable, and when the session's default isolation level
+// is not READ COMMITTED or its session_replication_role is not origin (see
+// checkSession). Call Migrate before use.
 //
 // For a primary with standbys and automatic failover (pg_auto_failover,
 // Patroni), name every node and ask for the writable one:
@@ -217,6 +219,10 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open: %w", unavailable(err))
 	}
+	if err := checkSession(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	s := &Store{pool: pool, db: conn{pool}}
 	gather := cfg.BatchGather
 	if gather == 0 {
@@ -225,6 +231,31 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 	s.payments, s.orderReads, s.keyReads = newPaymentBatcher(s, gather), newOrderReader(s, gather), newKeyReader(s, gather)
 	s.orderCreates = newOrderCreator(s, gather)
 	return s, nil
+}
+
+// checkSession refuses a session that the store cannot run safely in, the
+// DSN's settings or the role's or database's defaults (ALTER ROLE … SET):
+//
+//   - a default isolation level other than READ COMMITTED: the store's
+//     reads after an insert that met a concurrent one's key must see the
+//     winner, which a snapshot taken earlier in the transaction does not;
+//   - session_replication_role other than origin: foreign keys are
+//     triggers, which a replica session does not fire, so that a key would
+//     let in what it must refuse.
+func checkSession(ctx context.Context, pool *pgxpool.Pool) error {
+	var isolation, role string
+	err := pool.QueryRow(ctx, `SELECT current_setting('default_transaction_isolation'), current_setting('session_replication_role')`).
+		Scan(&isolation, &role)
+	if err != nil {
+		return fmt.Errorf("postgres: open: %w", unavailable(err))
+	}
+	if isolation != "read committed" {
+		return fmt.Errorf("postgres: open: the session's default_transaction_isolation is %s (the DSN's, the role's or the database's), not read committed, which the store's transactions rely on; leave it at read committed", isolation)
+	}
+	if role != "origin" {
+		return fmt.Errorf("postgres: open: the session's session_replication_role is %s (the DSN's, the role's or the database's): foreign keys would not be checked; leave it at origin", role)
+	}
+	return nil
 }
 
 // setDuration sets a millisecond server setting: d when set, else what the

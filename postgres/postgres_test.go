@@ -175,6 +175,38 @@ func TestSearchPath(t *testing.T) {
 	}
 }
 
+// TestOpenRefusesSession: a session whose default isolation level is not
+// READ COMMITTED, or whose session_replication_role turns the foreign keys'
+// triggers off, is refused at Open, whether the DSN sets it or the role
+// does (ALTER ROLE … SET).
+func TestOpenRefusesSession(t *testing.T) {
+	t.Parallel()
+	dsn := testenv.PostgresSchema(t)
+	ctx := context.Background()
+	for _, bad := range []string{
+		"default_transaction_isolation=repeatable%20read",
+		"default_transaction_isolation=serializable",
+		"session_replication_role=replica",
+	} {
+		if s, err := postgres.Open(ctx, dsn+"&"+bad, postgres.Config{MaxConns: 1}); err == nil {
+			s.Close()
+			t.Errorf("Open with %s succeeded", bad)
+		} else if !strings.Contains(err.Error(), strings.Split(bad, "=")[0]) {
+			t.Errorf("Open with %s: %v, want an error that names the setting", bad, err)
+		}
+	}
+	role := testenv.PostgresRole(t, dsn)
+	admin := connect(t, dsn)
+	if _, err := admin.Exec(ctx, `ALTER ROLE "`+role.Name+`" SET default_transaction_isolation = 'serializable'`); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := postgres.Open(ctx, role.DSN, postgres.Config{MaxConns: 1}); err == nil {
+		s.Close()
+		t.Error("Open as a role whose default isolation is serializable succeeded")
+	}
+	openStore(t, dsn+"&default_transaction_isolation=read%20committed", postgres.Config{MaxConns: 1})
+}
+
 func TestConfig(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.PostgresSchema(t)

@@ -10,8 +10,10 @@ import (
 	"github.com/lapsehq/lapse"
 )
 
-// unavailable returns err wrapped with lapse.ErrStoreUnavailable when SQLite
-// reports the database busy or locked, and err as it is otherwise. The
+// unavailable returns err wrapped with lapse.ErrStoreBusy, which is
+// lapse.ErrStoreUnavailable, when SQLite reports the database busy or
+// locked, and err as it is otherwise: a lock wait that timed out, as the
+// server stores' lock timeouts are. The
 // store's own writes queue for its one writer connection in Go, so SQLite
 // says so only once another process (lapse migrate, lapse close, a backup)
 // has held the file's write lock for longer than the busy timeout. Writes
@@ -24,7 +26,7 @@ func unavailable(err error) error {
 	if se, ok := errors.AsType[*sqlite.Error](err); ok {
 		switch se.Code() & 0xff { // the primary code of an extended one
 		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-			return fmt.Errorf("%w: %w", lapse.ErrStoreUnavailable, err)
+			return fmt.Errorf("%w: %w", lapse.ErrStoreBusy, err)
 		}
 	}
 	return err

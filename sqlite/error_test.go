@@ -46,8 +46,8 @@ func TestUnavailable(t *testing.T) {
 	}
 
 	_, _, err = s.OrderCreate(ctx, newOrder("BUSY-2", base.Add(time.Hour)))
-	if !errors.Is(err, lapse.ErrStoreUnavailable) || lapse.ErrorCode(err) != lapse.EUNAVAILABLE {
-		t.Errorf("OrderCreate while another process holds the lock: %v (code %s), want lapse.ErrStoreUnavailable", err, lapse.ErrorCode(err))
+	if !errors.Is(err, lapse.ErrStoreUnavailable) || !errors.Is(err, lapse.ErrStoreBusy) || lapse.ErrorCode(err) != lapse.EUNAVAILABLE {
+		t.Errorf("OrderCreate while another process holds the lock: %v (code %s), want lapse.ErrStoreBusy", err, lapse.ErrorCode(err))
 	}
 	if se, ok := errors.AsType[*sqlite.Error](err); !ok || se.Code()&0xff != 5 {
 		t.Errorf("OrderCreate: %v does not hold SQLITE_BUSY", err)
