@@ -196,6 +196,13 @@ func (t *Trigger) call(ctx context.Context) (context.Context, context.CancelFunc
 // is earlier; its attempts are kept. One call is one script that must
 // finish within the timeout: seed in batches of a few thousand.
 func (t *Trigger) Add(ctx context.Context, due []engine.TriggerDue) error {
+	return t.runDue(ctx, addScript, "add", due)
+}
+
+// runDue runs script, of the due and processing sets, on due: each
+// member's time, rounded up to the millisecond, and the member. Its error
+// names what (add, requeue).
+func (t *Trigger) runDue(ctx context.Context, script *goredis.Script, what string, due []engine.TriggerDue) error {
 	if len(due) == 0 {
 		return nil
 	}
@@ -205,8 +212,8 @@ func (t *Trigger) Add(ctx context.Context, due []engine.TriggerDue) error {
 	}
 	ctx, cancel := t.call(ctx)
 	defer cancel()
-	if err := addScript.Run(ctx, t.client, []string{t.due, t.processing}, args...).Err(); err != nil {
-		return fmt.Errorf("redis: add %d due: %w", len(due), err)
+	if err := script.Run(ctx, t.client, []string{t.due, t.processing}, args...).Err(); err != nil {
+		return fmt.Errorf("redis: %s %d due: %w", what, len(due), err)
 	}
 	return nil
 }
@@ -321,19 +328,7 @@ func (t *Trigger) Release(ctx context.Context, members []string, now time.Time) 
 // not in processing (done, or moved by Add since it was claimed) is left
 // as it is.
 func (t *Trigger) Requeue(ctx context.Context, due []engine.TriggerDue) error {
-	if len(due) == 0 {
-		return nil
-	}
-	args := make([]any, 0, 2*len(due))
-	for _, d := range due {
-		args = append(args, ms(ceilMilli(d.At)), member(d.OrderID))
-	}
-	ctx, cancel := t.call(ctx)
-	defer cancel()
-	if err := requeueScript.Run(ctx, t.client, []string{t.due, t.processing}, args...).Err(); err != nil {
-		return fmt.Errorf("redis: requeue %d: %w", len(due), err)
-	}
-	return nil
+	return t.runDue(ctx, requeueScript, "requeue", due)
 }
 
 // Next returns the earliest time at which Claim finds a member: the
