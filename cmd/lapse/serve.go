@@ -26,6 +26,7 @@ import (
 	"github.com/lapsehq/lapse/engine"
 	lapsehttp "github.com/lapsehq/lapse/http"
 	"github.com/lapsehq/lapse/payment"
+	"github.com/lapsehq/lapse/redis"
 	"github.com/lapsehq/lapse/sqlite"
 )
 
@@ -135,6 +136,15 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	if shared != nil {
 		defer shared.Close()
 		sharedTrigger = shared
+		// A server too old for the trigger's scripts is refused now, not
+		// found out at every deadline; one that is down is the trigger's
+		// to wait for (the sweep carries the load meanwhile).
+		switch err := shared.CheckVersion(ctx); {
+		case errors.Is(err, redis.ErrTooOld):
+			return fmt.Errorf("--redis: %w; upgrade it, or run without --redis", err)
+		case err != nil:
+			log.Warn("Redis could not be asked its version; the trigger waits for it, the sweep firing deadlines meanwhile", "err", err)
+		}
 	}
 	// Each value is in its setting's range (settings.go); what is left to
 	// check here is how they go together.
