@@ -121,6 +121,11 @@ type Claimer struct {
 	lookMu sync.Mutex
 	look   dueLook
 
+	// The members the shared trigger gave up on (retryMembers), to add
+	// back at their orders' deadlines once the database answers
+	// (readdGivenUp).
+	givenUp givenUp
+
 	mu         sync.Mutex
 	running    bool
 	loopCancel context.CancelFunc

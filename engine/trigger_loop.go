@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/lapsehq/lapse"
@@ -156,6 +157,10 @@ func (c *Claimer) sharedStep(loopCtx, workCtx context.Context, floor *claimFloor
 	if feed {
 		return 0, time.Hour, nil
 	}
+	if err := c.readdGivenUp(workCtx); err != nil {
+		c.degrade(err)
+		return 0, triggerProbe, err
+	}
 	cfg := c.conf()
 	var (
 		members []string
@@ -210,7 +215,9 @@ func (c *Claimer) sharedStep(loopCtx, workCtx context.Context, floor *claimFloor
 		}
 		if err != nil {
 			c.failed(loopCtx, lapse.FiredByRedis, err)
-			c.retryMembers(workCtx, members)
+			if rerr := c.retryMembers(workCtx, members); rerr != nil {
+				c.degrade(rerr) // the leases expire and the members are claimed again
+			}
 			return fired, c.conf().ErrorBackoff, err
 		}
 		// The claim may have mixed members of orders not due yet with
@@ -268,10 +275,16 @@ func (c *Claimer) degrade(err error) {
 	}
 }
 
-// retryMembers reschedules members whose pass failed on the trigger's
-// schedule; a member that runs out of it goes to the to-notify set (the
-// sweep still fires its order once the database answers).
-func (c *Claimer) retryMembers(ctx context.Context, members []string) {
+// retryMembers reschedules members on the trigger's schedule: those of a
+// pass that failed. A member that
+// runs out of it goes to the to-notify set (the sweep still fires its order
+// once the database answers), and is remembered, so that it is added back
+// at its order's deadline if that is still ahead once the database answers
+// (readdGivenUp): a member claimed before its order was due (Redis held an
+// earlier time) is not left to the sweep. Its error is the trigger's, on
+// which it stops: the leases of the members left expire, and they are
+// claimed again.
+func (c *Claimer) retryMembers(ctx context.Context, members []string) error {
 	tr := c.e.trig
 	for _, m := range members {
 		var (
@@ -284,16 +297,111 @@ func (c *Claimer) retryMembers(ctx context.Context, members []string) {
 			return err
 		})
 		if err != nil {
-			c.degrade(err)
-			return // the lease expires and the member is claimed again
+			return err
 		}
 		if notified {
 			// The member names the order in the trigger's own encoding,
 			// which may not be text: quoted, it reads in any log.
 			c.e.log.Error("shared trigger gave up on an order after its retries; it is on the to-notify list and the sweep fires it",
 				"member", fmt.Sprintf("%q", m), "attempts", attempt)
+			if id, ok := tr.t.OrderID(m); ok {
+				c.givenUp.add(id)
+			}
 		}
 	}
+	return nil
+}
+
+// Bounds of the members given up on that are added back.
+const (
+	givenUpMax  = 1 << 16 // remembered; past it the trigger is seeded again instead
+	givenUpRead = 1000    // deadlines read per step
+)
+
+// givenUp holds the ids of the orders whose members the shared trigger gave
+// up on, until the database answers.
+type givenUp struct {
+	mu   sync.Mutex
+	ids  map[int64]struct{}
+	over bool      // more were given up on than it holds
+	next time.Time // no read before (wall time): the last one failed
+}
+
+func (g *givenUp) add(id int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ids == nil {
+		g.ids = make(map[int64]struct{})
+	}
+	if _, ok := g.ids[id]; !ok && len(g.ids) >= givenUpMax {
+		g.over = true
+		return
+	}
+	g.ids[id] = struct{}{}
+}
+
+// readdGivenUp adds back to the trigger the members it gave up on whose
+// orders still have a deadline ahead, at that deadline, up to givenUpRead a
+// step, once the database answers: otherwise only the sweep would fire
+// them, after their deadline. Those whose orders are due already, or have
+// no deadline any more, stay with the sweep (retried again, a member that
+// keeps failing would never rest). When more were given up on than it
+// holds, the trigger is seeded again from the database instead, once. A
+// database that does not answer is asked again a probe later; the error is
+// the trigger's.
+func (c *Claimer) readdGivenUp(ctx context.Context) error {
+	g := &c.givenUp
+	g.mu.Lock()
+	if len(g.ids) == 0 || time.Now().Before(g.next) {
+		g.mu.Unlock()
+		return nil
+	}
+	ids := make([]int64, 0, min(len(g.ids), givenUpRead))
+	for id := range g.ids {
+		if len(ids) == givenUpRead {
+			break
+		}
+		ids = append(ids, id)
+	}
+	over := g.over
+	g.mu.Unlock()
+	var due []TriggerDue
+	now := c.e.clock.Now()
+	for _, id := range ids {
+		at, ok, err := c.e.work.OrderDeadlineMin(ctx, []int64{id})
+		if err != nil {
+			g.mu.Lock()
+			g.next = time.Now().Add(triggerProbe)
+			g.mu.Unlock()
+			return nil
+		}
+		if ok && at.After(now) {
+			due = append(due, TriggerDue{OrderID: id, At: at})
+		}
+		if over {
+			break // the database answers: seeded again, it gets them all
+		}
+	}
+	if over {
+		g.mu.Lock()
+		g.ids, g.over = nil, false
+		g.mu.Unlock()
+		c.e.log.Warn("shared trigger gave up on more orders than this process keeps to add back: seeding it again from the database")
+		c.e.trig.stale.Store(true)
+		return nil
+	}
+	if err := c.callTrigger(ctx, func(ctx context.Context) error { return c.e.trig.t.Add(ctx, due) }); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	for _, id := range ids {
+		delete(g.ids, id)
+	}
+	g.mu.Unlock()
+	if len(due) > 0 {
+		c.e.log.Info("shared trigger: orders it gave up on while the database did not answer are back at their deadlines", "orders", len(due))
+	}
+	return nil
 }
 
 // releaseMembers hands back the members of a pass that a stop cut short,

@@ -3,7 +3,11 @@ package engine_test
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -265,5 +269,109 @@ func TestTriggerRedisStaleWhileClaimed(t *testing.T) {
 	runTrigger(t, c, 1)
 	if got := firedBy(t, e, nos); got[lapse.FiredByRedis] != 1 {
 		t.Errorf("fired by %v, want redis once the dead process's lease ended", got)
+	}
+}
+
+// gateStore is a work store that can stop answering (down: transactions
+// and deadline reads fail, as a database that is away), or answer with
+// its due orders held by another claimer (held: a claim finds none of them,
+// as SKIP LOCKED does while another claimer's transaction holds them, one
+// that then rolls back).
+type gateStore struct {
+	lapse.Store
+	down, held atomic.Bool
+}
+
+func (s *gateStore) Tx(ctx context.Context, fn func(tx lapse.Store) error) error {
+	if s.down.Load() {
+		return errDown
+	}
+	return s.Store.Tx(ctx, func(tx lapse.Store) error {
+		if s.held.Load() {
+			return fn(heldTx{tx})
+		}
+		return fn(tx)
+	})
+}
+
+func (s *gateStore) OrderDeadlineMin(ctx context.Context, ids []int64) (time.Time, bool, error) {
+	if s.down.Load() {
+		return time.Time{}, false, errDown
+	}
+	return s.Store.OrderDeadlineMin(ctx, ids)
+}
+
+func (s *gateStore) OrderDeadlineList(ctx context.Context, p *lapse.OrderDeadlineListParams) ([]lapse.OrderDeadline, error) {
+	if s.down.Load() {
+		return nil, errDown
+	}
+	return s.Store.OrderDeadlineList(ctx, p)
+}
+
+func (s *gateStore) OrderNextDeadline(ctx context.Context, flows []string, from time.Time) (time.Time, bool, error) {
+	if s.down.Load() {
+		return time.Time{}, false, errDown
+	}
+	return s.Store.OrderNextDeadline(ctx, flows, from)
+}
+
+// heldTx is a transaction whose claims find every due order held.
+type heldTx struct{ lapse.Store }
+
+func (heldTx) OrderClaimDue(context.Context, *lapse.OrderClaimDueParams) ([]*lapse.Order, error) {
+	return nil, nil
+}
+
+// gatedRedisEngine is seededRedisEngine on a work store that can be taken
+// down or have its due orders held.
+func gatedRedisEngine(t *testing.T) (*engine.Engine, lapse.Store, *gateStore, *lapse.ManualClock, *engine.Claimer, *redis.Trigger) {
+	t.Helper()
+	tr, _, _ := redisTrigger(t)
+	if err := tr.MarkSeeded(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s := openSQLite(t)
+	work := &gateStore{Store: s}
+	clock := lapse.NewManualClock(time.Now())
+	e, err := engine.New(s, flows.Builtin(), engine.Config{Trigger: tr, WorkStore: work, Clock: clock, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, s, work, clock, engine.NewClaimer(e, engine.ClaimerConfig{Batch: 2}), tr
+}
+
+// TestTriggerRedisGivenUpNotDue: the member of an order whose deadline was
+// extended is claimed at the earlier time Redis kept, while the database
+// is away; its passes fail until the trigger gives up on it (to-notify).
+// Once the database answers, the member is back in Redis at its order's
+// deadline, and the order closes then, through Redis, not at a later
+// sweep.
+func TestTriggerRedisGivenUpNotDue(t *testing.T) {
+	t.Parallel()
+	e, s, work, clock, c, tr := gatedRedisEngine(t)
+	ctx := t.Context()
+	early, later := clock.Now().Add(time.Minute), clock.Now().Add(time.Hour)
+	nos := insertDue(t, s, "GIVENUP", 1, later)
+	if err := tr.Add(ctx, []engine.TriggerDue{{OrderID: idOf(t, s, nos[0]), At: early}}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Set(early.Add(time.Millisecond))
+	work.down.Store(true)
+	for i, d := range append(slices.Clone(engine.DefaultTriggerRetries), 0) {
+		if _, err := c.RunTriggerOnce(ctx); !errors.Is(err, errDown) {
+			t.Fatalf("pass %d while the database is away = %v", i+1, err)
+		}
+		clock.Advance(d + time.Millisecond)
+	}
+	if n, err := tr.ToNotify(ctx); n != 1 || err != nil {
+		t.Fatalf("ToNotify = %d, %v; want the member given up on", n, err)
+	}
+	work.down.Store(false)
+	runTrigger(t, c, 0)
+	wantRedisNext(t, tr, later)
+	clock.Set(later.Add(time.Millisecond))
+	runTrigger(t, c, 1)
+	if got := firedBy(t, e, nos); got[lapse.FiredByRedis] != 1 {
+		t.Errorf("fired by %v, want redis at its deadline", got)
 	}
 }
