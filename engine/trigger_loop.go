@@ -223,7 +223,9 @@ func (c *Claimer) sharedStep(loopCtx, workCtx context.Context, floor *claimFloor
 		// The claim may have mixed members of orders not due yet with
 		// the due ones (Redis held an earlier time for them: a deadline
 		// extended, Add keeping the earlier time). Done, they would be
-		// left to a sweep: each goes back at its order's deadline.
+		// left to a sweep: each goes back at its order's deadline. A
+		// member whose order was due and is still (another claimer held
+		// it, and its transaction rolled back) is retried soon.
 		if err := c.requeueMembers(workCtx, members, claimed); err != nil {
 			c.degrade(err)
 			return fired, triggerProbe, err
@@ -276,7 +278,7 @@ func (c *Claimer) degrade(err error) {
 }
 
 // retryMembers reschedules members on the trigger's schedule: those of a
-// pass that failed. A member that
+// pass that failed, and those whose orders a pass left due. A member that
 // runs out of it goes to the to-notify set (the sweep still fires its order
 // once the database answers), and is remembered, so that it is added back
 // at its order's deadline if that is still ahead once the database answers
@@ -565,17 +567,20 @@ func (c *Claimer) membersFloor(ctx context.Context, floor *claimFloor, members [
 
 // requeueMembers puts members back due at their orders' deadlines, read
 // from the database, when those are after after (any deadline, when after
-// is zero), and is done with the rest: members whose orders no longer have
-// a deadline, or, after a pass that fired what was due by after, one not
-// after it (an order the pass could not fire, which the sweep finds), and
+// is zero). After a pass that fired what was due by after, a member whose
+// order still has a deadline not after it (an order the pass could not
+// fire: another claimer held it, and its transaction rolled back) is
+// retried on the trigger's schedule, due again soon (retryMembers). It is
+// done with the rest: members whose orders no longer have a deadline, and
 // members that name no order id. Its error is the trigger's; a member
 // whose deadline cannot be read stays leased, and is claimed again once
 // its lease ends.
 func (c *Claimer) requeueMembers(ctx context.Context, members []string, after time.Time) error {
 	tr := c.e.trig
 	var (
-		due  []TriggerDue
-		done []string
+		due   []TriggerDue
+		done  []string
+		again []string
 	)
 	ids := make([]int64, 0, len(members))
 	for _, m := range members {
@@ -602,11 +607,16 @@ func (c *Claimer) requeueMembers(ctx context.Context, members []string, after ti
 		case err != nil:
 		case ok && (after.IsZero() || at.After(after)):
 			due = append(due, TriggerDue{OrderID: id, At: at})
+		case ok:
+			again = append(again, m)
 		default:
 			done = append(done, m)
 		}
 	}
 	if err := c.callTrigger(ctx, func(ctx context.Context) error { return tr.t.Requeue(ctx, due) }); err != nil {
+		return err
+	}
+	if err := c.retryMembers(ctx, again); err != nil {
 		return err
 	}
 	return c.callTrigger(ctx, func(ctx context.Context) error { return tr.t.Done(ctx, done) })

@@ -375,3 +375,28 @@ func TestTriggerRedisGivenUpNotDue(t *testing.T) {
 		t.Errorf("fired by %v, want redis at its deadline", got)
 	}
 }
+
+// TestTriggerRedisDueButHeld: a pass finds the due order of its member
+// held by another claimer (whose transaction then rolls back), and fires
+// nothing. The member goes back due soon, on the retry schedule, and the
+// next pass fires the order through Redis rather than a later sweep.
+func TestTriggerRedisDueButHeld(t *testing.T) {
+	t.Parallel()
+	e, s, work, clock, c, tr := gatedRedisEngine(t)
+	ctx := t.Context()
+	at := clock.Now().Add(time.Minute)
+	nos := insertDue(t, s, "HELD", 1, at)
+	if err := tr.Add(ctx, []engine.TriggerDue{{OrderID: idOf(t, s, nos[0]), At: at}}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Set(at.Add(time.Millisecond))
+	work.held.Store(true)
+	runTrigger(t, c, 0)
+	work.held.Store(false)
+	wantRedisNext(t, tr, clock.Now().Add(engine.DefaultTriggerRetries[0]))
+	clock.Advance(engine.DefaultTriggerRetries[0] + time.Millisecond)
+	runTrigger(t, c, 1)
+	if got := firedBy(t, e, nos); got[lapse.FiredByRedis] != 1 {
+		t.Errorf("fired by %v, want redis once the other claimer let it go", got)
+	}
+}
