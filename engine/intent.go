@@ -117,18 +117,29 @@ func (ps *payments) asksProvider(o *lapse.Order) bool {
 // order as the claim leased it (its deadline moved by askLease). It asks the
 // provider to close the payment, applies it if it was paid, and otherwise
 // fires the order's deadline event, provided nothing changed the order
-// since the lease. A provider that does not answer leaves the order open, to
-// be asked again after askRetry; a payment made meanwhile is still judged
+// since the lease. A provider that refuses the close for good
+// (lapse.ErrRefused) is not asked again: the deadline fires and an open
+// review tells an operator the provider's reason. A provider that does not
+// answer leaves the order open, to be asked again after askRetry; a payment made meanwhile is still judged
 // against PayBy. Every move is guarded by the order's version.
 func (ps *payments) settleIntent(ctx context.Context, o *lapse.Order, path lapse.FiredBy) {
 	e := ps.e
 	log := e.log.With("order_no", o.OrderNo, "provider", o.IntentProvider)
+	said := " closed the payment unpaid"
+	var refused string // the provider's reason, when it refused the close for good
 	if prov := ps.providers[o.IntentProvider]; prov != nil {
 		actx, cancel := context.WithTimeout(ctx, askTimeout)
 		pp, err := prov.Close(actx, o.OrderNo)
 		cancel()
 		switch {
 		case errors.Is(err, lapse.ErrProviderNotFound):
+		case errors.Is(err, lapse.ErrRefused):
+			// Asking again gets the same answer: the deadline decides, as
+			// with no port to ask, and an operator is told why. A payment
+			// made after it is late, refunded or reviewed.
+			refused = lapse.Reason(err)
+			said = " refused to close the payment (" + refused + ")"
+			log.Warn("closer: the provider refused for good to close the payment; the deadline fires and an operator is told", "err", err)
 		case err != nil:
 			log.Warn("closer: the provider did not close the payment; the order stays open", "err", err, "retry_in", askRetry)
 			ps.askAgain(ctx, o, err)
@@ -161,14 +172,26 @@ func (ps *payments) settleIntent(ctx context.Context, o *lapse.Order, path lapse
 	}
 	now := e.clock.Now()
 	p, err := flow.Plan(cur, lapse.Firing{Event: st.Deadline.Event, Now: now, FiredBy: path, Actor: "engine " + e.node,
-		Reason: "deadline passed; " + cur.IntentProvider + " closed the payment unpaid"})
+		Reason: "deadline passed; " + cur.IntentProvider + said})
 	if err != nil {
 		log.Error("closer: cannot fire the deadline", "err", err)
 		return
 	}
 	// Not retried when stale: the order moved since the lease, and is
-	// claimed again if it is still due.
-	if _, err := e.transition(ctx, e.store, cur, p); err != nil {
+	// claimed again if it is still due. A refused close's review commits
+	// with the firing, or neither does.
+	err = e.store.Tx(ctx, func(tx lapse.Store) error {
+		if _, err := e.transition(ctx, tx, cur, p); err != nil {
+			return err
+		}
+		if refused == "" {
+			return nil
+		}
+		_, err := tx.ReviewCreate(ctx, &lapse.Review{OrderID: cur.ID, OrderNo: cur.OrderNo, CreatedAt: now,
+			Reason: intentRefusedReason(cur, refused)})
+		return err
+	})
+	if err != nil {
 		if !errors.Is(err, lapse.ErrStale) {
 			log.Error("closer: firing the deadline failed", "err", err)
 		}
@@ -179,6 +202,14 @@ func (ps *payments) settleIntent(ctx context.Context, o *lapse.Order, path lapse
 	if cur.PayBy != nil {
 		e.metrics.closed(flow.Name, now, *cur.PayBy)
 	}
+}
+
+// intentRefusedReason is the reason of the review of order o, closed at
+// its deadline after its provider refused for good (why) to close the
+// payment its customer started.
+func intentRefusedReason(o *lapse.Order, why string) string {
+	return lapse.CleanReason(fmt.Sprintf("%s refused for good to close the payment the customer started (%s); the order closed at its deadline; a payment made after it is late: check with %s that none is pending",
+		o.IntentProvider, why, o.IntentProvider))
 }
 
 // askAgain moves the deadline of an order whose provider could not settle

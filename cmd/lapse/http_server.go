@@ -1,12 +1,14 @@
 package main
 
 import (
+	"net"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 
 	"github.com/lapsehq/lapse/console"
 	lapsehttp "github.com/lapsehq/lapse/http"
@@ -19,6 +21,25 @@ import (
 // have it hold a megabyte for each connection that sends one, within
 // ReadHeaderTimeout. Past the bound a request is answered 431.
 const maxHeaderBytes = 64 << 10
+
+// defaultMaxConns is --max-conns by default: far above what a service
+// behind a proxy or a few hundred clients keeps open, far below the file
+// descriptors a process is commonly given (ulimit -n of 65536 or more).
+const defaultMaxConns = 10000
+
+// limitConns caps the connections that ln accepts and keeps open at max (0:
+// ln as it is). Past the cap Accept waits until one closes, leaving new
+// connections in the kernel's backlog, not refused: each open connection,
+// idle keep-alive ones too, holds a goroutine, buffers and a file
+// descriptor, and anyone who reaches a listener could otherwise open them
+// until the process has no descriptor left for anything, the payment
+// callbacks included.
+func limitConns(ln net.Listener, max int) net.Listener {
+	if max <= 0 {
+		return ln
+	}
+	return netutil.LimitListener(ln, max)
+}
 
 // newHTTPServer returns the server of one of lapse serve's listeners for h:
 // headers within maxHeaderBytes and 10 s, idle connections closed after

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -127,5 +128,102 @@ func TestOptionsStarReachesHandler(t *testing.T) {
 	_ = c.SetReadDeadline(time.Now().Add(timeout + 5*time.Second))
 	if got, err := io.ReadAll(c); err != nil {
 		t.Fatalf("OPTIONS * with a body that stops: the connection is still open 5 s past the body deadline (%v; read %q)", err, got)
+	}
+}
+
+// TestMaxConns: a listener capped by limitConns (--max-conns) keeps at
+// most its cap of connections open, idle keep-alive ones counted; the
+// connections past it are not refused but wait in the kernel's backlog,
+// and a payment callback among them is served as soon as one frees.
+func TestMaxConns(t *testing.T) {
+	t.Parallel()
+	const limit, extra = 4, 6
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limitConns(ln, 0) != ln {
+		t.Error("--max-conns 0 does not leave the listener as it is")
+	}
+	var mu sync.Mutex
+	open, most := 0, 0
+	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}), time.Minute)
+	srv.ConnState = func(_ net.Conn, st http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch st {
+		case http.StateNew:
+			open++
+			most = max(most, open)
+		case http.StateClosed, http.StateHijacked:
+			open--
+		}
+	}
+	go func() { _ = srv.Serve(limitConns(ln, limit)) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	send := func(c net.Conn, req string) {
+		t.Helper()
+		if _, err := io.WriteString(c, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answer := func(c net.Conn, r *bufio.Reader, within time.Duration) (int, error) {
+		_ = c.SetReadDeadline(time.Now().Add(within))
+		res, err := http.ReadResponse(r, nil)
+		if err != nil {
+			return 0, err
+		}
+		_ = res.Body.Close()
+		return res.StatusCode, nil
+	}
+	dial := func() net.Conn {
+		t.Helper()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatalf("dial past the cap: %v (want it to wait in the backlog, not be refused)", err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	// limit keep-alive connections, each served once and then idle.
+	held := make([]net.Conn, limit)
+	for i := range held {
+		held[i] = dial()
+		send(held[i], "GET /healthz HTTP/1.1\r\nHost: lapse\r\n\r\n")
+		if code, err := answer(held[i], bufio.NewReader(held[i]), 5*time.Second); err != nil || code != http.StatusNoContent {
+			t.Fatalf("connection %d within the cap: %d, %v", i, code, err)
+		}
+	}
+	// extra more: connected (the kernel's backlog), not served.
+	const callback = "POST /v1/payments/sandbox/callback HTTP/1.1\r\nHost: lapse\r\nContent-Length: 2\r\n\r\n{}"
+	waiting := make([]net.Conn, extra)
+	readers := make([]*bufio.Reader, extra)
+	for i := range waiting {
+		waiting[i] = dial()
+		readers[i] = bufio.NewReader(waiting[i])
+		send(waiting[i], callback)
+	}
+	for i := range waiting {
+		if code, err := answer(waiting[i], readers[i], 100*time.Millisecond); err == nil {
+			t.Errorf("connection %d past the cap was served (%d) while %d were open", limit+i, code, limit)
+		}
+	}
+	mu.Lock()
+	if open > limit || most > limit {
+		t.Errorf("%d connections open (at most %d) with a cap of %d", open, most, limit)
+	}
+	mu.Unlock()
+	// One frees: the first callback waiting is served.
+	_ = held[0].Close()
+	if code, err := answer(waiting[0], readers[0], 5*time.Second); err != nil || code != http.StatusNoContent {
+		t.Errorf("callback once a connection freed: %d, %v; want 204", code, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most > limit {
+		t.Errorf("at most %d connections were open with a cap of %d", most, limit)
 	}
 }

@@ -178,6 +178,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 	if err != nil {
 		return fmt.Errorf("--http: %w", err)
 	}
+	ln = limitConns(ln, o.maxConns)
 	defer ln.Close()
 	var metricsLn net.Listener
 	if o.ac.metricsAddr != "" {
@@ -191,6 +192,7 @@ func runService(ctx context.Context, o *options, cfg *flagConfig, log *slog.Logg
 		if consoleLn, err = net.Listen("tcp", o.ac.consoleAddr); err != nil {
 			return fmt.Errorf("--console-http: %w", err)
 		}
+		consoleLn = limitConns(consoleLn, o.maxConns)
 		defer consoleLn.Close()
 	}
 

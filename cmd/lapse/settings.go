@@ -19,6 +19,7 @@ type options struct {
 	config                                  string
 	db, addr, logLevel, logFormat, flowsDir string
 	dbConns, workConns, inFlight, reserve   int
+	maxConns                                int
 	bodyTimeout, batchGather                time.Duration
 	auditSealInterval                       time.Duration
 	probeInterval                           time.Duration
@@ -85,6 +86,9 @@ var serveSettings = []*setting{
 	{Name: "max-in-flight", Kind: kindInt, Range: between("0", "1000000"), Default: strconv.Itoa(4 * int(postgres.DefaultMaxConns)),
 		Doc:   "API requests in flight beyond which a request is answered 429 with Retry-After (0: no limit); a request counts once its body is in",
 		field: func(o *options) any { return &o.inFlight }},
+	{Name: "max-conns", Kind: kindInt, Range: between("0", "1000000"), Default: strconv.Itoa(defaultMaxConns),
+		Doc:   "open connections that the API's listener (--http), and the console's (--console-http) each, accepts at most; past it a new connection waits in the kernel's backlog until one closes, rather than take a goroutine, buffers and a file descriptor (0: no limit)",
+		field: func(o *options) any { return &o.maxConns }},
 	{Name: "callback-reserve", Kind: kindInt, Range: between("0", "1000000"),
 		Doc:   "in-flight slots that only payment callbacks may take: other API requests are shed at --max-in-flight minus this (0: a quarter of --max-in-flight)",
 		field: func(o *options) any { return &o.reserve }},
