@@ -57,13 +57,18 @@ type Flow struct {
 // After the outbox event Charge (the group closed), the settle subscriber
 // charges every member through the provider port, then fires Settled; when
 // charges still fail after its retry schedule, Failed. An operator's retry
-// of a failed group fires Retry, which must emit Charge again.
+// of a failed group fires Retry, which must emit Charge again. An
+// operator's abandoning of a failed group fires Abandon (optional), which
+// must emit Refund: on it the members charged are refunded, those whose
+// charge is under way asked about first, and the others released.
 type GroupEvents struct {
 	Join    Event
 	Charge  string
 	Settled Event
 	Failed  Event
 	Retry   Event
+	Abandon Event
+	Refund  string
 }
 
 // IssueEvents name the events of issuing benefits (seed 003). After the
@@ -382,6 +387,12 @@ func (f *Flow) Validate() error {
 			if t.Event == g.Retry && !slices.Contains(t.Emits, g.Charge) {
 				return bad("group: retrying (%s) must emit %s, which charges the members again", g.Retry, g.Charge)
 			}
+			if g.Abandon != "" && t.Event == g.Abandon && (!f.State(t.To).Terminal || !slices.Contains(t.Emits, g.Refund)) {
+				return bad("group: abandoning (%s --%s--> %s) must enter a terminal state and emit %q, which refunds the members charged", t.From, t.Event, t.To, g.Refund)
+			}
+		}
+		if (g.Abandon == "") != (g.Refund == "") || g.Abandon != "" && f.Event(g.Abandon) == nil {
+			return bad("group: abandon %q and refund %q go together, and abandon must be declared", g.Abandon, g.Refund)
 		}
 	}
 	if is := f.Issues; is.On != "" || is.Issued != "" {
@@ -857,7 +868,7 @@ func (f *Flow) FeatureEvent(ev Event) bool {
 		return false
 	}
 	r, g, is := f.Refunds, f.Group, f.Issues
-	return slices.Contains([]Event{f.Pays, r.Start, r.Done, r.Partial, g.Join, g.Settled, g.Failed, g.Retry,
+	return slices.Contains([]Event{f.Pays, r.Start, r.Done, r.Partial, g.Join, g.Settled, g.Failed, g.Retry, g.Abandon,
 		is.Issued, is.Failed, is.GiveUp, is.Retry}, ev)
 }
 

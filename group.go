@@ -70,7 +70,19 @@ const (
 	ChargeCharging ChargeStatus = "charging"
 	ChargeCharged  ChargeStatus = "charged"
 	ChargeFailed   ChargeStatus = "failed"
+	// ChargeRefunding: the group was abandoned, and the member's charge
+	// is being refunded under its refund key (GroupRefundKey).
+	ChargeRefunding ChargeStatus = "refunding"
+	// ChargeRefunded: the member's charge went back. Final.
+	ChargeRefunded ChargeStatus = "refunded"
+	// ChargeReleased: the group was abandoned before the member was
+	// charged: nothing was taken, and nothing will be. Final.
+	ChargeReleased ChargeStatus = "released"
 )
+
+// GroupRefundKey is the idempotency key of the refund of the charge whose
+// key is chargeKey: one refund per member charge, however often asked.
+func GroupRefundKey(chargeKey string) string { return "lapse-group-refund-" + chargeKey }
 
 // ChargeKeyPrefix begins every group member's charge key, and no order's
 // number: the provider knows a member's charge by its key, as the order it

@@ -133,9 +133,9 @@ func deliveryCategory(f failure, text string) string {
 	switch {
 	case f.Subscriber == engine.SettleSubscriber:
 		return catGroupFailed
-	case f.Subscriber == engine.RefundSubscriber && refused:
+	case (f.Subscriber == engine.RefundSubscriber || f.Subscriber == engine.GroupRefundSubscriber) && refused:
 		return catProviderRefused
-	case f.Subscriber == engine.RefundSubscriber:
+	case f.Subscriber == engine.RefundSubscriber || f.Subscriber == engine.GroupRefundSubscriber:
 		return catRefundFailed
 	case f.Subscriber == engine.IssueSubscriber || f.Subscriber == engine.RevokeSubscriber:
 		return catCardIssueFailed

@@ -50,16 +50,18 @@ func newGroupBuys(e *Engine, cfg Config) *groupBuys {
 func (gb *groupBuys) serves(f *lapse.Flow) bool { return f.Group.Join != "" }
 
 // subscriptions returns the subscription that charges the members of
-// closed groups, when some provider port is configured.
+// closed groups, when some provider port is configured, and the one that
+// refunds the members of abandoned groups (refundSubscriptions).
 func (gb *groupBuys) subscriptions(flows []*lapse.Flow) []Subscription {
+	refunds := gb.refundSubscriptions(flows)
 	if len(gb.providers) == 0 {
-		return nil
+		return refunds
 	}
 	var events []string
 	for _, f := range flows {
 		addNew(&events, f.Group.Charge)
 	}
-	return []Subscription{{
+	return append([]Subscription{{
 		Name:    SettleSubscriber,
 		Events:  events,
 		Flows:   flowNames(flows),
@@ -67,7 +69,7 @@ func (gb *groupBuys) subscriptions(flows []*lapse.Flow) []Subscription {
 		// Seed 000's schedule, as it stands: no jitter.
 		Schedule:    lapse.Schedule{Steps: slices.Clone(gb.retries)},
 		Concurrency: 4,
-	}}
+	}}, refunds...)
 }
 
 // checkCreate refuses a group buy without a price (each member pays it),

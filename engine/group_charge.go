@@ -55,6 +55,12 @@ func (gb *groupBuys) chargeAnswered(ctx context.Context, m *lapse.GroupMember, p
 	second := false
 	err := gb.groupLocked(ctx, m, func(tx lapse.Store, m *lapse.GroupMember) error {
 		second = false
+		if groupAbandoned(m.Status) {
+			// The group was abandoned: its charge, answered again, moves
+			// nothing; another capture under its key is a second one.
+			second = m.TxnID == "" || pay.TxnID != m.TxnID
+			return nil
+		}
 		p := &lapse.GroupMemberUpdateParams{From: m.Status, To: lapse.ChargeFailed}
 		held, err := gb.memberHolds(ctx, tx, m, pay.TxnID)
 		switch {
@@ -93,7 +99,7 @@ func (gb *groupBuys) chargeAnswered(ctx context.Context, m *lapse.GroupMember, p
 	if err != nil || !second {
 		return err
 	}
-	if m.Status == lapse.ChargeCharged {
+	if m.Status == lapse.ChargeCharged || groupAbandoned(m.Status) {
 		return gb.secondAnswer(ctx, m, pay, nil)
 	}
 	return gb.secondAnswer(ctx, m, pay, &lapse.GroupMemberUpdateParams{From: m.Status, To: lapse.ChargeFailed})
@@ -278,4 +284,11 @@ func hasReason(rs []*lapse.Review, reason string) bool {
 		}
 	}
 	return false
+}
+
+// groupAbandoned reports whether a member's charge status is one the
+// abandoning of its group gave it (refunding, refunded, released): no
+// answer about its charge moves it.
+func groupAbandoned(s lapse.ChargeStatus) bool {
+	return s == lapse.ChargeRefunding || s == lapse.ChargeRefunded || s == lapse.ChargeReleased
 }

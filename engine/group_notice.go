@@ -167,10 +167,12 @@ func (gb *groupBuys) secondCharge(ctx context.Context, m *lapse.GroupMember, o *
 
 // refundNoticed answers a refund notice n whose payment Lapse does not hold:
 // when a member's charge has n's order number as its key, or else n's
-// transaction, n reports that charge refunded, and handled is true. Lapse
-// refunds no member's charge, so an operator is told on the group (once
-// however often it comes) and the member is unchanged: the books count its
-// charge until a person looks.
+// transaction, n reports that charge refunded, and handled is true. The
+// refund of a member of an abandoned group, of its whole charge, records
+// the member refunded (once); any other is a refund Lapse did not ask
+// for, so an operator is told on the group (once however often it comes)
+// and the member is unchanged: the books count its charge until a person
+// looks.
 func (gb *groupBuys) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (handled bool, err error) {
 	for range maxStaleRetries {
 		m, err := gb.noticedMember(ctx, n)
@@ -179,6 +181,15 @@ func (gb *groupBuys) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) 
 		}
 		if err != nil {
 			return true, err
+		}
+		ours := (m.Status == lapse.ChargeRefunding || m.Status == lapse.ChargeRefunded) && n.Provider == m.Provider &&
+			n.TxnID == m.TxnID && n.Amount == m.Amount && n.Currency == m.Currency
+		switch {
+		case ours && m.Status == lapse.ChargeRefunded:
+			return true, nil // a replay
+		case ours:
+			// The refund the abandoning of the group asked for.
+			return true, gb.refunded(ctx, m)
 		}
 		why := fmt.Sprintf("a refund notice (refund %s) reports %s refunded, which Lapse did not ask for",
 			n.RefundID, lapse.Money(n.Amount, n.Currency))

@@ -203,7 +203,8 @@ func (s settler) answered(ctx context.Context, m *lapse.GroupMember, pay *lapse.
 
 // reconcile counts what the members of f's group buys were charged:
 // applied once the group settled, in review (an operator holds it) when it
-// failed; charges of a group still settling are not settled yet, and a
+// failed, refunded once its group was abandoned and its refund made (not
+// settled while the refund is under way: reconcileRefund); charges of a group still settling are not settled yet, and a
 // charge of a group that never closed is an issue. What a provider took
 // from a member whose charge failed because it was not what Lapse asked
 // for is in review (reconcileUncharged).
@@ -221,6 +222,10 @@ func (gb *groupBuys) reconcile(ctx context.Context, rec *Reconciliation, f *laps
 				return err
 			}
 			for _, m := range ms {
+				if m.Status == lapse.ChargeRefunding || m.Status == lapse.ChargeRefunded {
+					gb.reconcileRefund(rec, g, m)
+					continue
+				}
 				if m.Status != lapse.ChargeCharged {
 					gb.reconcileUncharged(rec, f, g, m)
 					continue
@@ -287,4 +292,21 @@ func (gb *groupBuys) reconcileUncharged(rec *Reconciliation, f *lapse.Flow, g *l
 		t.add(&t.Captured, m.CapturedAmount)
 		t.add(&t.Review, m.CapturedAmount)
 	}
+}
+
+// reconcileRefund counts member m's charge, of group g abandoned, as
+// refunded once its refund was made, and as not settled while it is under
+// way (an issue naming its refund key, should it never end).
+func (gb *groupBuys) reconcileRefund(rec *Reconciliation, g *lapse.Order, m *lapse.GroupMember) {
+	rec.GroupCharges++
+	t := rec.totals(m.Currency)
+	t.add(&t.Captured, m.Amount)
+	if m.Status == lapse.ChargeRefunded {
+		t.add(&t.Refunded, m.Amount)
+		return
+	}
+	t.add(&t.Open, m.Amount)
+	rec.Issues = append(rec.Issues, ReconcileIssue{OrderNo: g.OrderNo, Provider: m.Provider, TxnID: m.TxnID,
+		Problem: fmt.Sprintf("member %s's charge of %s is being refunded at %s (refund key %s); the group is %s",
+			m.UserID, lapse.Money(m.Amount, m.Currency), m.Provider, lapse.GroupRefundKey(m.Key), g.State)})
 }

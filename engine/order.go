@@ -271,6 +271,9 @@ func (f *Fire) checkFlow(flow *lapse.Flow, o *lapse.Order) error {
 	// an external caller of Fire (orders:write) firing one would mark an
 	// order paid with no payment, or retry a group, which charges its
 	// members.
+	if external && flow.Group.Abandon != "" && f.Event == flow.Group.Abandon {
+		return lapse.FieldError("event", "%s abandons a failed group in flow %s, refunding its members, and cannot be sent through this API: abandon the group (POST /v1/groups/{group_id}/abandon)", f.Event, flow.Name)
+	}
 	if external && (f.Event == flow.Group.Retry || f.Event == flow.Issues.Retry) {
 		return lapse.FieldError("event", "%s is an operator's retry in flow %s and cannot be sent through this API: retry the order instead", f.Event, flow.Name)
 	}

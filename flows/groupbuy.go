@@ -20,8 +20,11 @@ const (
 	// GroupFailed: charges kept failing through the retry schedule, or the
 	// group closed with fewer members than it needs (its min_members, at
 	// least one) and no one was charged; the organiser and the admins were
-	// told. Only an operator's RETRY moves it.
+	// told. Only an operator moves it: RETRY, or ABANDON.
 	GroupFailed lapse.State = "FAILED"
+	// GroupAbandoned: terminal. An operator gave up on the failed group:
+	// every member charged is refunded, once; the others are released.
+	GroupAbandoned lapse.State = "ABANDONED"
 	// GroupCancelled: terminal. The organiser cancelled the open group; no
 	// one was charged.
 	GroupCancelled lapse.State = "CANCELLED"
@@ -34,6 +37,8 @@ const (
 	Settle lapse.Event = "SETTLE" // every member was charged (settle subscriber only)
 	Fail   lapse.Event = "FAIL"   // charges failed after the last retry, or too few members (settle subscriber only)
 	Retry  lapse.Event = "RETRY"  // an operator retries a failed group (the retry API only)
+	// Abandon: an operator gives up on a failed group (the abandon API only).
+	Abandon lapse.Event = "ABANDON"
 )
 
 // Events emitted by the groupbuy flow.
@@ -43,6 +48,7 @@ const (
 	EventGroupSettled   = "group.settled"
 	EventGroupFailed    = "group.failed"
 	EventGroupCancelled = "group.cancelled"
+	EventGroupAbandoned = "group.abandoned"
 )
 
 // GroupWindow is the default time a group stays open.
@@ -66,6 +72,7 @@ func Groupbuy() *lapse.Flow {
 			{Name: GroupSettled, Terminal: true, Doc: "every member charged"},
 			{Name: GroupFailed, Doc: "charges failed after the last retry, or too few members joined; organiser and admins told; an operator may RETRY"},
 			{Name: GroupCancelled, Terminal: true, Doc: "cancelled while open; no one charged"},
+			{Name: GroupAbandoned, Terminal: true, Doc: "an operator gave up on the failed group: members charged refunded once, the others released"},
 		},
 		Events: []lapse.EventSpec{
 			{Name: Join, Internal: true, Doc: "a member joined, through the join API"},
@@ -74,6 +81,7 @@ func Groupbuy() *lapse.Flow {
 			{Name: Settle, Internal: true, Doc: "every member was charged"},
 			{Name: Fail, Internal: true, Doc: "charges still failed after the last retry, or the group closed with fewer members than it needs"},
 			{Name: Retry, Internal: true, Doc: "an operator retries a failed group, through the retry API"},
+			{Name: Abandon, Internal: true, Doc: "an operator gives up on a failed group, through the abandon API"},
 		},
 		Transitions: []lapse.Transition{
 			{From: GroupOpen, Event: Join, To: GroupOpen, Guard: lapse.BeforeDeadline, Emits: []string{EventGroupJoined}},
@@ -82,7 +90,9 @@ func Groupbuy() *lapse.Flow {
 			{From: GroupClosed, Event: Settle, To: GroupSettled, Emits: []string{EventGroupSettled}},
 			{From: GroupClosed, Event: Fail, To: GroupFailed, Emits: []string{EventGroupFailed}},
 			{From: GroupFailed, Event: Retry, To: GroupClosed, Emits: []string{EventGroupClosed}},
+			{From: GroupFailed, Event: Abandon, To: GroupAbandoned, Emits: []string{EventGroupAbandoned}},
 		},
-		Group: lapse.GroupEvents{Join: Join, Charge: EventGroupClosed, Settled: Settle, Failed: Fail, Retry: Retry},
+		Group: lapse.GroupEvents{Join: Join, Charge: EventGroupClosed, Settled: Settle, Failed: Fail, Retry: Retry,
+			Abandon: Abandon, Refund: EventGroupAbandoned},
 	}
 }

@@ -198,6 +198,23 @@ func (s *Server) retry(w http.ResponseWriter, r *http.Request, no string,
 	s.writeJSON(w, r, http.StatusOK, orderView(o))
 }
 
+// abandonGroup gives up on a failed group buy: its members charged are
+// refunded, once each, and the others released (engine.AbandonGroup). The
+// body, {"reason": "…"}, is optional.
+func (s *Server) abandonGroup(w http.ResponseWriter, r *http.Request) {
+	var req retryRequest
+	if err := s.decodeOptional(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	o, err := s.engine.AbandonGroup(r.Context(), r.PathValue("group_id"), req.Reason, actor(r))
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, orderView(o))
+}
+
 // retryRoute is err, a retry's error, naming the route that retries the
 // order no when err says it is another route's.
 func retryRoute(err error, no string) error {

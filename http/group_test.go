@@ -559,3 +559,40 @@ func TestGroupMemberMethodIsMasked(t *testing.T) {
 		t.Errorf("group is %s, want SETTLED: its members are charged with their whole methods", st)
 	}
 }
+
+// TestAbandonGroupRoute: abandoning a failed group buy takes the scope
+// refunds:write and an operator's second factor, and its four-eyes stake
+// is the money it refunds: the price of every member charged. A group that
+// has not failed is 409, and nothing moves.
+func TestAbandonGroupRoute(t *testing.T) {
+	t.Parallel()
+	g := retryEnv(t, access.Config{ApprovalAmount: 50000})
+	g.failedGroup("G-2", 40000, "ok-a", "ok-b", "tok-c") // 2 × 40000 charged
+	g.failedGroup("G-1", 40000, "ok-a", "tok-b")         // 1 × 40000
+	g.call("POST", "/v1/groups", `{"group_id":"G-OPEN","organiser":"org","price":990,"currency":"CNY","ttl":"1h"}`, bearer(g.admin)).
+		want(t, http.StatusCreated)
+	g.operator("alice", access.RoleOperator)
+	alice := session(g.login("alice"))
+	pay := bearer(g.key("pay", access.ScopePaymentsWrite))
+	body := `{"reason":"u2's card is declined for good"}`
+
+	g.call("POST", "/v1/groups/G-1/abandon", body, pay).refused(t, http.StatusForbidden, lapse.EFORBIDDEN)
+	g.call("POST", "/v1/groups/G-1/abandon", body, alice).refused(t, http.StatusForbidden, lapse.EFORBIDDEN)
+	g.call("POST", "/v1/groups/G-OPEN/abandon", body, alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).
+		refused(t, http.StatusConflict, lapse.ECONFLICT)
+	if st := g.state("G-OPEN"); st != flows.GroupOpen {
+		t.Errorf("a refused abandon moved G-OPEN to %s", st)
+	}
+	a := g.call("POST", "/v1/groups/G-2/abandon", body, alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).
+		want(t, http.StatusAccepted).approval(t)
+	if a.Action != "group.abandon" || a.Target != "group:G-2" || a.Amount != 80000 || a.Currency != "CNY" {
+		t.Errorf("approval request of G-2's abandon: %+v, want 800.00 CNY at stake", a)
+	}
+	if st := g.state("G-2"); st != flows.GroupFailed {
+		t.Errorf("an abandon waiting for approval moved G-2 to %s", st)
+	}
+	g.call("POST", "/v1/groups/G-1/abandon", body, alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).want(t, http.StatusOK)
+	if st := g.state("G-1"); st != flows.GroupAbandoned {
+		t.Errorf("G-1 is %s after its abandon, want ABANDONED", st)
+	}
+}

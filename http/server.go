@@ -209,6 +209,7 @@ func (s *Server) routes() []route {
 		{method: "GET", path: "/v1/groups/{group_id}", handler: s.getGroup, scope: read},
 		{method: "POST", path: "/v1/groups/{group_id}/members", handler: s.joinGroup, scope: write, audit: "group.join", target: "group:{group_id}"},
 		{method: "POST", path: "/v1/groups/{group_id}/retry", handler: s.retryGroup, scope: pay, audit: "group.retry", target: "group:{group_id}", risky: true, stake: groupRetryStake},
+		{method: "POST", path: "/v1/groups/{group_id}/abandon", handler: s.abandonGroup, scope: ref, audit: "group.abandon", target: "group:{group_id}", risky: true, stake: groupAbandonStake},
 		{method: "PATCH", path: "/v1/groups/{group_id}/deadline", handler: s.setGroupDeadline, scope: ops, audit: "group.deadline", target: "group:{group_id}", risky: true, stake: groupDeadlineStake},
 		{method: "POST", path: "/v1/groups/{group_id}/events", handler: s.fireGroupEvent, scope: ops, audit: "group.fire", target: "group:{group_id}", risky: true, stake: groupFireStake},
 		{method: "GET", path: "/v1/reviews", handler: s.listReviews, scope: read, query: true},

@@ -97,6 +97,16 @@ func groupRetryStake(s *Server, r *http.Request, body []byte) (stake, error) {
 	return retryBody(s, r, body, stake{amount: amount, currency: currency})
 }
 
+// groupAbandonStake is what abandoning a failed group buy refunds: the
+// price of every member charged, or whose charge is under way.
+func groupAbandonStake(s *Server, r *http.Request, body []byte) (stake, error) {
+	amount, currency, err := s.engine.AbandonGroupStake(r.Context(), r.PathValue("group_id"))
+	if err != nil {
+		return stake{}, err
+	}
+	return retryBody(s, r, body, stake{amount: amount, currency: currency})
+}
+
 // fireStake is what an event fired at an order puts at stake: when it ends
 // the order (a CANCEL of an unpaid one), that order, counted as a manual
 // close of it counts it, so that closing orders one event at a time adds up

@@ -307,7 +307,7 @@ var serveSettings = []*setting{
 
 	// Group buys and memberships.
 	{Name: groupNotifySub.Name, Kind: kindString, Check: optional(checkURL),
-		Doc:   "URL told (signed webhook) of every group buy that failed, with its organiser, so that the organiser hears of it: " + groupNotifySub.receives(),
+		Doc:   "URL told (signed webhook) of every group buy that failed or was abandoned, with its organiser, so that the organiser hears of it: " + groupNotifySub.receives(),
 		field: func(o *options) any { return &o.sf.groupNotify }},
 	{Name: adminNotifySub.Name, Kind: kindString, Check: optional(checkURL),
 		Doc:   "URL of the admins' channel (signed webhook; the probe posts a failed run to it straight, as " + probeFailedEvent + "): " + adminNotifySub.receives(),

@@ -49,8 +49,8 @@ var (
 	stockPortSub   = subscriber{"stock-port", holdEvents}
 	couponPortSub  = subscriber{"coupon-port", holdEvents}
 	notifyPortSub  = subscriber{"notify-port", lifeEvents}
-	groupNotifySub = subscriber{"group-notify", []string{flows.EventGroupFailed}}
-	adminNotifySub = subscriber{"admin-notify", []string{flows.EventGroupFailed, flows.EventMembershipReview,
+	groupNotifySub = subscriber{"group-notify", []string{flows.EventGroupFailed, flows.EventGroupAbandoned}}
+	adminNotifySub = subscriber{"admin-notify", []string{flows.EventGroupFailed, flows.EventGroupAbandoned, flows.EventMembershipReview,
 		flows.EventMembershipRefundReview, lapse.EventDeliveryDead}}
 )
 
