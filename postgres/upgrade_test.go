@@ -490,20 +490,22 @@ func TestUpgradeOutboxPartitions(t *testing.T) {
 // as a database that release left, and returns it with the schema's DSN.
 // relayStandIn makes, in a schema before migration 0027, empty stand-ins
 // of the tables today's statements name (every write of events names
-// outbox_relay, DeliveryCount relay_cursors), so that a test can write and
-// count its old data through the store; the returned function drops them,
-// before the upgrade makes the real ones.
+// outbox_relay, DeliveryCount relay_cursors, every write of a payment
+// held_payments, of 0032), so that a test can write and count its old
+// data through the store; the returned function drops them, before the
+// upgrade makes the real ones.
 func relayStandIn(t *testing.T, conn *pgx.Conn) (drop func()) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := conn.Exec(ctx, `CREATE TABLE outbox_relay (subscriber text, xid xid8 DEFAULT pg_current_xact_id(), seq bigint,
 		order_id bigint, event_id uuid, ahead bool DEFAULT false);
-		CREATE TABLE relay_cursors (subscriber text, lo pg_snapshot, hi pg_snapshot, after_xid xid8, after_seq bigint)`); err != nil {
+		CREATE TABLE relay_cursors (subscriber text, lo pg_snapshot, hi pg_snapshot, after_xid xid8, after_seq bigint);
+		CREATE TABLE held_payments (provider text, txn_id text, order_no text, amount bigint, currency text, status text)`); err != nil {
 		t.Fatal(err)
 	}
 	return func() {
 		t.Helper()
-		if _, err := conn.Exec(ctx, `DROP TABLE outbox_relay, relay_cursors`); err != nil {
+		if _, err := conn.Exec(ctx, `DROP TABLE outbox_relay, relay_cursors, held_payments`); err != nil {
 			t.Fatal(err)
 		}
 	}
