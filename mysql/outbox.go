@@ -39,6 +39,11 @@ func (w *Store) outbox(ctx context.Context, evs []event) error {
 		if err := lapse.NotRelayed(e.OutboxEvent); err != nil {
 			return err
 		}
+		// An id that is not a UUID is refused as the PostgreSQL store's
+		// uuid column refuses it, by the root package's rule.
+		if _, err := lapse.ParseEventID(e.ID); err != nil {
+			return err
+		}
 	}
 	rows := w.inserts(`INSERT INTO outbox (id, order_id, order_no, type, payload, created_at) VALUES `, values(6))
 	for _, e := range evs {

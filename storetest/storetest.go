@@ -70,6 +70,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"DeliveryFanOut", testDeliveryFanOut},
 		{"OutboxSubscriberTwice", testOutboxSubscriberTwice},
 		{"OutboxEventIDs", testOutboxEventIDs},
+		{"OutboxBadEventID", testOutboxBadEventID},
 		{"OutboxRelays", testOutboxRelays},
 		{"OutboxOrder", testOutboxOrder},
 		{"OutboxPrune", testOutboxPrune},
