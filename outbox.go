@@ -230,6 +230,23 @@ func (ev *OutboxEvent) Validate() error {
 	return nil
 }
 
+// Storable reports an event that a store cannot keep as given, as the
+// EINVALID error naming outbox that Validate gives for it: an id that
+// ParseEventID refuses (not a UUID) or a payload that is not JSON. Every
+// store calls it on each event before it writes anything, whatever was
+// checked above it, so that all of them refuse alike what PostgreSQL's
+// uuid and json columns would, rather than one refuse it and the others
+// keep it.
+func (ev *OutboxEvent) Storable() error {
+	if _, err := ParseEventID(ev.ID); err != nil {
+		return err
+	}
+	if !ev.madeHere() && !json.Valid(ev.Payload) {
+		return FieldError("outbox", "the payload of event %s is not JSON", ev.ID)
+	}
+	return nil
+}
+
 // madeHere reports whether the payload is the one newOutboxEvent made.
 func (ev *OutboxEvent) madeHere() bool {
 	return len(ev.Payload) > 0 && len(ev.made) == len(ev.Payload) && &ev.made[0] == &ev.Payload[0]

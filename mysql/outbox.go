@@ -39,9 +39,7 @@ func (w *Store) outbox(ctx context.Context, evs []event) error {
 		if err := lapse.NotRelayed(e.OutboxEvent); err != nil {
 			return err
 		}
-		// An id that is not a UUID is refused as the PostgreSQL store's
-		// uuid column refuses it, by the root package's rule.
-		if _, err := lapse.ParseEventID(e.ID); err != nil {
+		if err := e.Storable(); err != nil {
 			return err
 		}
 	}

@@ -68,9 +68,7 @@ func (w *writeTx) outboxMany(ctx context.Context, batch []orderEvents) error {
 			if err := lapse.NotRelayed(ev); err != nil {
 				return err
 			}
-			// An id that is not a UUID is refused as the PostgreSQL
-			// store's uuid column refuses it, by the root package's rule.
-			if _, err := lapse.ParseEventID(ev.ID); err != nil {
+			if err := ev.Storable(); err != nil {
 				return err
 			}
 			events = append(events, event{o.orderID, ev})

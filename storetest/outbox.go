@@ -178,6 +178,47 @@ func testOutboxBadEventID(t *testing.T, s lapse.Store) {
 	}
 }
 
+// testOutboxBadPayload hands the store events whose payload is not JSON
+// (which lapse.ValidateOutbox refuses above the seam): every store refuses
+// them as PostgreSQL's json column does, here an EINVALID error naming
+// outbox, in a create, a bulk create and a transition, and the refused
+// change writes nothing.
+func testOutboxBadPayload(t *testing.T, s lapse.Store) {
+	for i, payload := range []string{"", "not json", `{"order":`, "{}{}"} {
+		refused := func(what string, err error) {
+			t.Helper()
+			if lapse.ErrorCode(err) != lapse.EINVALID || !strings.Contains(err.Error(), "outbox") {
+				t.Errorf("%s with the payload %q = %v, want an EINVALID error naming outbox", what, payload, err)
+			}
+		}
+		no := fmt.Sprintf("OP-%d-", i)
+		p := newOrder(no+"1", base.Add(time.Hour), base)
+		p.Outbox[0].Payload = []byte(payload)
+		_, _, err := s.OrderCreate(ctxT(t), p)
+		refused("OrderCreate", err)
+		if _, err := s.OrderGet(ctxT(t), no+"1"); !errors.Is(err, lapse.ErrOrderNotFound) {
+			t.Errorf("the order of a refused create exists: %v", err)
+		}
+		bulk := []*lapse.OrderCreateParams{newOrder(no+"2", base.Add(time.Hour), base), newOrder(no+"3", base.Add(time.Hour), base)}
+		bulk[1].Outbox[0].Payload = []byte(payload)
+		refused("OrderCreateMany", s.OrderCreateMany(ctxT(t), bulk))
+		if _, err := s.OrderGet(ctxT(t), no+"2"); !errors.Is(err, lapse.ErrOrderNotFound) {
+			t.Errorf("an order of a refused bulk create exists: %v", err)
+		}
+		o := mustCreate(t, s, no+"4", base.Add(time.Hour), base)
+		tr := plan(t, o, flows.Cancel, base.Add(time.Second))
+		tr.Outbox[0].Payload = []byte(payload)
+		_, err = s.OrderTransition(ctxT(t), tr)
+		refused("OrderTransition", err)
+		if got := mustGet(t, s, no+"4"); got.State != o.State || got.Version != o.Version {
+			t.Errorf("a refused transition moved the order to %s v%d", got.State, got.Version)
+		}
+		if trs, evs := counts(t, s, o); trs != 1 || evs != 1 {
+			t.Errorf("a refused transition wrote log rows or events: %d and %d, want 1 and 1", trs, evs)
+		}
+	}
+}
+
 // testOutboxOrder checks that the events of a change are written as events
 // of the order it changes, whatever order id the events carry: a delivery
 // that dies writes its delivery.dead event for the delivery's order.

@@ -71,6 +71,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"OutboxSubscriberTwice", testOutboxSubscriberTwice},
 		{"OutboxEventIDs", testOutboxEventIDs},
 		{"OutboxBadEventID", testOutboxBadEventID},
+		{"OutboxBadPayload", testOutboxBadPayload},
 		{"OutboxRelays", testOutboxRelays},
 		{"OutboxOrder", testOutboxOrder},
 		{"OutboxPrune", testOutboxPrune},
