@@ -88,11 +88,19 @@ func TestOutboxEventStorable(t *testing.T) {
 	if err := ok.Storable(); err != nil {
 		t.Errorf("Storable of a valid event: %v", err)
 	}
-	badID, badPayload, noPayload := ok, ok, ok
+	badID, badPayload, noPayload, longType, longSub, longRelay := ok, ok, ok, ok, ok, ok
 	badID.ID = "ev-1"
 	badPayload.Payload = []byte("not json")
 	noPayload.Payload = nil
-	for name, ev := range map[string]lapse.OutboxEvent{"id": badID, "payload": badPayload, "no payload": noPayload} {
+	long := strings.Repeat("x", lapse.MaxEventNameLen+1)
+	longType.Type = long
+	longSub.Subscribers = []string{long}
+	longRelay.Relays = []string{long}
+	for name, ev := range map[string]lapse.OutboxEvent{"id": badID, "payload": badPayload, "no payload": noPayload,
+		"type": longType, "subscriber": longSub, "relay": longRelay} {
+		if err := ev.Validate(); lapse.ErrorCode(err) != lapse.EINVALID {
+			t.Errorf("Validate with a bad %s = %v, want EINVALID", name, err)
+		}
 		if err := ev.Storable(); lapse.ErrorCode(err) != lapse.EINVALID || !strings.Contains(err.Error(), "outbox") {
 			t.Errorf("Storable with a bad %s = %v, want an EINVALID error naming outbox", name, err)
 		}

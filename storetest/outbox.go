@@ -219,6 +219,45 @@ func testOutboxBadPayload(t *testing.T, s lapse.Store) {
 	}
 }
 
+// testOutboxLongNames hands the store an event whose type, or one of whose
+// subscribers, is longer than lapse.MaxEventNameLen bytes (which
+// lapse.ValidateOutbox refuses above the seam): every store refuses it as
+// the MySQL store's columns do, here an EINVALID error naming outbox, and
+// the refused change writes nothing.
+func testOutboxLongNames(t *testing.T, s lapse.Store) {
+	long := strings.Repeat("x", lapse.MaxEventNameLen+1)
+	for i, set := range []func(ev *lapse.OutboxEvent){
+		func(ev *lapse.OutboxEvent) { ev.Type = long },
+		func(ev *lapse.OutboxEvent) { ev.Subscribers = []string{"webhook", long} },
+	} {
+		no := fmt.Sprintf("OL-%d-", i)
+		p := newOrder(no+"1", base.Add(time.Hour), base)
+		set(&p.Outbox[0])
+		if _, _, err := s.OrderCreate(ctxT(t), p); lapse.ErrorCode(err) != lapse.EINVALID || !strings.Contains(err.Error(), "outbox") {
+			t.Errorf("OrderCreate with a name of %d bytes (%d) = %v, want an EINVALID error naming outbox", len(long), i, err)
+		}
+		if _, err := s.OrderGet(ctxT(t), no+"1"); !errors.Is(err, lapse.ErrOrderNotFound) {
+			t.Errorf("the order of a refused create exists: %v", err)
+		}
+		o := mustCreate(t, s, no+"2", base.Add(time.Hour), base)
+		tr := plan(t, o, flows.Cancel, base.Add(time.Second))
+		set(&tr.Outbox[0])
+		if _, err := s.OrderTransition(ctxT(t), tr); lapse.ErrorCode(err) != lapse.EINVALID || !strings.Contains(err.Error(), "outbox") {
+			t.Errorf("OrderTransition with a name of %d bytes (%d) = %v, want an EINVALID error naming outbox", len(long), i, err)
+		}
+		if got := mustGet(t, s, no+"2"); got.State != o.State || got.Version != o.Version {
+			t.Errorf("a refused transition moved the order to %s v%d", got.State, got.Version)
+		}
+	}
+	// At the bound, every store keeps both.
+	p := newOrder("OL-3", base.Add(time.Hour), base)
+	p.Outbox[0].Type = long[1:]
+	p.Outbox[0].Subscribers = []string{long[1:]}
+	if _, _, err := s.OrderCreate(ctxT(t), p); err != nil {
+		t.Errorf("OrderCreate with names of %d bytes: %v", len(long)-1, err)
+	}
+}
+
 // testOutboxOrder checks that the events of a change are written as events
 // of the order it changes, whatever order id the events carry: a delivery
 // that dies writes its delivery.dead event for the delivery's order.

@@ -72,6 +72,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"OutboxEventIDs", testOutboxEventIDs},
 		{"OutboxBadEventID", testOutboxBadEventID},
 		{"OutboxBadPayload", testOutboxBadPayload},
+		{"OutboxLongNames", testOutboxLongNames},
 		{"OutboxRelays", testOutboxRelays},
 		{"OutboxOrder", testOutboxOrder},
 		{"OutboxPrune", testOutboxPrune},
