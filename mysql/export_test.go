@@ -103,3 +103,12 @@ func OpenDemotable(ctx context.Context, dsn string, cfg Config) (*Store, func(bo
 		s.pool.SetMaxIdleConns(cmp.Or(cfg.MaxConns, DefaultMaxConns))
 	}, nil
 }
+
+// OpenSessionVar opens a store whose every connection sets the session
+// variable name to value as the server's own default would, not the DSN.
+func OpenSessionVar(ctx context.Context, dsn string, cfg Config, name, value string) (*Store, error) {
+	return open(ctx, dsn, cfg, gomysql.BeforeConnect(func(_ context.Context, c *gomysql.Config) error {
+		c.Params[name] = value
+		return nil
+	}))
+}

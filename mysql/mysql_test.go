@@ -250,6 +250,14 @@ func TestOpen(t *testing.T) {
 			t.Errorf("Open with %s: %v; want an error naming the DSN's %s, not unavailable", v, err, name)
 		}
 	}
+	// Sessions read-only by the server's default rather than the DSN are
+	// refused as well, naming the variable.
+	if ro, err := mysql.OpenSessionVar(ctx, dsn, mysql.Config{}, s.ReadOnlyVar(), "1"); err == nil {
+		ro.Close()
+		t.Errorf("Open on sessions whose transactions are read-only succeeded")
+	} else if !strings.Contains(err.Error(), s.ReadOnlyVar()+"=1") || errors.Is(err, lapse.ErrStoreUnavailable) {
+		t.Errorf("Open on sessions whose transactions are read-only: %v; want an error naming %s, not unavailable", err, s.ReadOnlyVar())
+	}
 	// The DSN's own setting stands where the Config leaves it zero.
 	other := openStore(t, dsn+sep+"innodb_lock_wait_timeout=9", mysql.Config{MaxConns: 1})
 	var got string
