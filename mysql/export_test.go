@@ -81,7 +81,8 @@ func (s *Store) MigrateTo(ctx context.Context, v int64) error {
 // OpenDemotable opens a store whose server can be made to take no writes,
 // as a primary demoted in a failover does, without changing the shared
 // server's globals: while demoted, every connection the pool makes runs
-// with read-only transactions, and the idle ones are closed. The tests may
+// with read-only transactions, and demoting closes the idle ones; promoting
+// again closes none, so that a read-only connection left in the pool shows. The tests may
 // not set read_only on the shared server, and a DSN that sets tx_read_only
 // is refused at Open.
 func OpenDemotable(ctx context.Context, dsn string, cfg Config) (*Store, func(bool), error) {
@@ -99,8 +100,10 @@ func OpenDemotable(ctx context.Context, dsn string, cfg Config) (*Store, func(bo
 	name = s.server.readOnlyVar()
 	return s, func(on bool) {
 		demoted.Store(on)
-		s.pool.SetMaxIdleConns(0) // closes the idle connections
-		s.pool.SetMaxIdleConns(cmp.Or(cfg.MaxConns, DefaultMaxConns))
+		if on {
+			s.pool.SetMaxIdleConns(0) // closes the idle connections
+			s.pool.SetMaxIdleConns(cmp.Or(cfg.MaxConns, DefaultMaxConns))
+		}
 	}, nil
 }
 
