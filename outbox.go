@@ -200,14 +200,11 @@ func badEventID(id string) error {
 // error naming outbox: an id that ParseEventID refuses, no type, a payload
 // that is not JSON, and a subscriber that is empty or named twice.
 func (ev *OutboxEvent) Validate() error {
-	if _, err := ParseEventID(ev.ID); err != nil {
+	if err := ev.Storable(); err != nil {
 		return err
 	}
-	switch {
-	case ev.Type == "":
+	if ev.Type == "" {
 		return FieldError("outbox", "event %s has no type", ev.ID)
-	case !ev.madeHere() && !json.Valid(ev.Payload):
-		return FieldError("outbox", "the payload of event %s is not JSON", ev.ID)
 	}
 	for i, sub := range ev.Subscribers {
 		switch {
@@ -225,6 +222,38 @@ func (ev *OutboxEvent) Validate() error {
 			return FieldError("outbox", "event %s names relayed subscriber %q: lower case letters, digits, - and _", ev.ID, sub)
 		case slices.Contains(ev.Relays[:i], sub) || slices.Contains(ev.Subscribers, sub):
 			return FieldError("outbox", "event %s names subscriber %s twice", ev.ID, sub)
+		}
+	}
+	return nil
+}
+
+// MaxEventNameLen bounds an event's type and the names of its subscribers,
+// in bytes: what every store keeps (MySQL's columns hold no more).
+const MaxEventNameLen = 1024
+
+// Storable reports an event that a store cannot keep as given, as the
+// EINVALID error naming outbox that Validate gives for it: an id that
+// ParseEventID refuses (not a UUID), a payload that is not JSON, or a type
+// or subscriber longer than MaxEventNameLen. Every store calls it on each
+// event before it writes anything, whatever was checked above it (Validate
+// checks it too), so that all of them refuse alike what PostgreSQL's uuid
+// and json columns, or MySQL's lengths, would, rather than one refuse it
+// as an internal error and the others keep it.
+func (ev *OutboxEvent) Storable() error {
+	if _, err := ParseEventID(ev.ID); err != nil {
+		return err
+	}
+	if !ev.madeHere() && !json.Valid(ev.Payload) {
+		return FieldError("outbox", "the payload of event %s is not JSON", ev.ID)
+	}
+	if len(ev.Type) > MaxEventNameLen {
+		return FieldError("outbox", "the type of event %s is longer than %d bytes", ev.ID, MaxEventNameLen)
+	}
+	for _, names := range [][]string{ev.Subscribers, ev.Relays} {
+		for _, sub := range names {
+			if len(sub) > MaxEventNameLen {
+				return FieldError("outbox", "event %s names a subscriber longer than %d bytes", ev.ID, MaxEventNameLen)
+			}
 		}
 	}
 	return nil

@@ -78,3 +78,31 @@ func TestOutboxEventItems(t *testing.T) {
 		t.Errorf("the order was changed: items %v", o.Items)
 	}
 }
+
+// TestOutboxEventStorable: what every store refuses of an event before
+// writing (an id that is not a UUID, a payload that is not JSON) is the
+// EINVALID error naming outbox; an event the engine made passes.
+func TestOutboxEventStorable(t *testing.T) {
+	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	ok := lapse.OutboxEvent{ID: lapse.NewEventID(at), Type: "order.created", Payload: []byte(`{}`)}
+	if err := ok.Storable(); err != nil {
+		t.Errorf("Storable of a valid event: %v", err)
+	}
+	badID, badPayload, noPayload, longType, longSub, longRelay := ok, ok, ok, ok, ok, ok
+	badID.ID = "ev-1"
+	badPayload.Payload = []byte("not json")
+	noPayload.Payload = nil
+	long := strings.Repeat("x", lapse.MaxEventNameLen+1)
+	longType.Type = long
+	longSub.Subscribers = []string{long}
+	longRelay.Relays = []string{long}
+	for name, ev := range map[string]lapse.OutboxEvent{"id": badID, "payload": badPayload, "no payload": noPayload,
+		"type": longType, "subscriber": longSub, "relay": longRelay} {
+		if err := ev.Validate(); lapse.ErrorCode(err) != lapse.EINVALID {
+			t.Errorf("Validate with a bad %s = %v, want EINVALID", name, err)
+		}
+		if err := ev.Storable(); lapse.ErrorCode(err) != lapse.EINVALID || !strings.Contains(err.Error(), "outbox") {
+			t.Errorf("Storable with a bad %s = %v, want an EINVALID error naming outbox", name, err)
+		}
+	}
+}

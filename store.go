@@ -26,8 +26,9 @@ import (
 // the order given, with one pending delivery per subscriber it names, due
 // at the event's CreatedAt and chained after the order's last delivery to
 // that subscriber, all in the change's transaction. An event whose id is
-// taken, or that names a subscriber twice, is ErrEventExists, and the change
-// writes nothing.
+// taken, or that names a subscriber twice, is ErrEventExists, and one that
+// OutboxEvent.Storable refuses (an id that is not a UUID, a payload that is
+// not JSON) is that EINVALID error; either way the change writes nothing.
 //
 // Times. A store keeps every time to the microsecond, truncating a finer
 // one, and returns times in UTC: a time from a Clock (see Truncate) comes

@@ -129,47 +129,61 @@ func TestUnavailable(t *testing.T) {
 // TestUnavailableReadOnly: a server that takes no writes, as a primary
 // demoted in a failover does (read_only), refuses the store's writes with
 // lapse.ErrStoreUnavailable, as PostgreSQL's read_only_sql_transaction
-// (25006) is in its store, not as an internal error; reads go on. Sessions
-// read-only by the DSN stand in for a read_only server, which the tests may
-// not make of the shared one: MariaDB answers them with 1792, SQLSTATE
-// 25006 too.
+// (25006) is in its store, not as an internal error; reads go on, and each
+// connection refused a write leaves the pool, so that once writes are taken
+// again (the pool on the new primary) the next write succeeds. The tests
+// may not set read_only on the shared server: sessions made read-only as
+// the pool opens them (not by the DSN, which Open refuses) stand in for
+// it; MariaDB answers them with 1792, SQLSTATE 25006 too.
 func TestUnavailableReadOnly(t *testing.T) {
 	t.Parallel()
 	dsn := testenv.MySQLDatabase(t)
-	s := openStore(t, dsn, mysql.Config{MaxConns: 2})
 	ctx := context.Background()
+	s, demote, err := mysql.OpenDemotable(ctx, dsn, mysql.Config{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	if _, _, err := s.OrderCreate(ctx, createParams("RO-01", &now, now)); err != nil {
 		t.Fatal(err)
 	}
-	v := "transaction_read_only"
-	if s.MariaDB() {
-		v = "tx_read_only"
+
+	demote(true)
+	if _, err := s.OrderGet(ctx, "RO-01"); err != nil {
+		t.Errorf("OrderGet on a read-only server: %v", err)
 	}
-	ro, err := mysql.Open(ctx, dsn+"?"+v+"=1", mysql.Config{MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ro.Close() })
-	_, _, err = ro.OrderCreate(ctx, createParams("RO-02", &now, now))
+	_, _, err = s.OrderCreate(ctx, createParams("RO-02", &now, now))
 	wantUnavailable(t, "OrderCreate", err)
-	_, err = ro.StockSet(ctx, &lapse.StockSetParams{SKU: "tea", OnHand: 1, At: now})
+	_, err = s.StockSet(ctx, &lapse.StockSetParams{SKU: "tea", OnHand: 1, At: now})
 	wantUnavailable(t, "StockSet", err)
-	if _, err := ro.OrderGet(ctx, "RO-01"); err != nil {
-		t.Errorf("OrderGet on a read-only session: %v", err)
+	if _, err := s.OrderGet(ctx, "RO-02"); !errors.Is(err, lapse.ErrOrderNotFound) {
+		t.Errorf("OrderGet of an order refused as read-only: %v, want lapse.ErrOrderNotFound", err)
+	}
+	// The read above left its read-only connection idle in the pool: the
+	// write below is refused on it, and the connection closed.
+	_, _, err = s.OrderCreate(ctx, createParams("RO-02", &now, now))
+	wantUnavailable(t, "OrderCreate on an idle read-only connection", err)
+
+	// Writes are taken again: no read-only connection is left to refuse one.
+	demote(false)
+	if _, _, err := s.OrderCreate(ctx, createParams("RO-02", &now, now)); err != nil {
+		t.Errorf("OrderCreate once writes are taken again: %v", err)
 	}
 
-	// A connection that turned read-only, as those to a primary demoted
-	// under them do, leaves the pool at its first refused write: the pool
-	// moves to a server that takes writes, here a session that does.
+	// A connection that turned read-only under the store, as those to a
+	// primary demoted under them do, leaves the pool at its first refused
+	// write: the pool moves to a server that takes writes, here a session
+	// that does.
 	one := openStore(t, dsn, mysql.Config{MaxConns: 1})
-	if _, err := one.Exec(ctx, "SET SESSION "+v+" = 1"); err != nil {
+	if _, err := one.Exec(ctx, "SET SESSION "+one.ReadOnlyVar()+" = 1"); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err = one.OrderCreate(ctx, createParams("RO-03", &now, now))
-	if err != nil {
-		wantUnavailable(t, "OrderCreate on a connection turned read-only", err)
-	}
+	wantUnavailable(t, "OrderCreate on a connection turned read-only", err)
 	if _, _, err := one.OrderCreate(ctx, createParams("RO-04", &now, now)); err != nil {
 		t.Errorf("OrderCreate after a write refused as read-only: %v; want it written on a new connection", err)
 	}

@@ -1,9 +1,13 @@
 package mysql
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"sync/atomic"
 	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
 )
 
 // Queries whose plans the tests check.
@@ -27,6 +31,9 @@ var (
 
 // Statements splits a migration file into its statements, as Migrate does.
 var Statements = statements
+
+// ReadOnlyVar is the name of the session's default access mode.
+func (s *Store) ReadOnlyVar() string { return s.server.readOnlyVar() }
 
 // MariaDB reports whether the server is MariaDB.
 func (s *Store) MariaDB() bool { return s.server.mariadb }
@@ -69,4 +76,42 @@ func (s *Store) MigrateTo(ctx context.Context, v int64) error {
 		}
 	}
 	return s.migrate(ctx, upTo)
+}
+
+// OpenDemotable opens a store whose server can be made to take no writes,
+// as a primary demoted in a failover does, without changing the shared
+// server's globals: while demoted, every connection the pool makes runs
+// with read-only transactions, and demoting closes the idle ones; promoting
+// again closes none, so that a read-only connection left in the pool shows. The tests may
+// not set read_only on the shared server, and a DSN that sets tx_read_only
+// is refused at Open.
+func OpenDemotable(ctx context.Context, dsn string, cfg Config) (*Store, func(bool), error) {
+	var demoted atomic.Bool
+	var name string // written before demoted is first set, read after
+	s, err := open(ctx, dsn, cfg, gomysql.BeforeConnect(func(_ context.Context, c *gomysql.Config) error {
+		if demoted.Load() {
+			c.Params[name] = "1"
+		}
+		return nil
+	}))
+	if err != nil {
+		return nil, nil, err
+	}
+	name = s.server.readOnlyVar()
+	return s, func(on bool) {
+		demoted.Store(on)
+		if on {
+			s.pool.SetMaxIdleConns(0) // closes the idle connections
+			s.pool.SetMaxIdleConns(cmp.Or(cfg.MaxConns, DefaultMaxConns))
+		}
+	}, nil
+}
+
+// OpenSessionVar opens a store whose every connection sets the session
+// variable name to value as the server's own default would, not the DSN.
+func OpenSessionVar(ctx context.Context, dsn string, cfg Config, name, value string) (*Store, error) {
+	return open(ctx, dsn, cfg, gomysql.BeforeConnect(func(_ context.Context, c *gomysql.Config) error {
+		c.Params[name] = value
+		return nil
+	}))
 }

@@ -129,6 +129,16 @@ func (v server) isolationVar() string {
 	return "transaction_isolation"
 }
 
+// readOnlyVar is the name of the session's default access mode: MySQL 8
+// dropped tx_read_only for transaction_read_only, which MariaDB before 11.1
+// does not know.
+func (v server) readOnlyVar() string {
+	if v.mariadb {
+		return "tx_read_only"
+	}
+	return "transaction_read_only"
+}
+
 // timeoutVar is the server's statement timeout and its value for d.
 func (v server) timeoutVar(d time.Duration) (name, value string) {
 	if v.mariadb {
@@ -162,24 +172,35 @@ var (
 // (ANSI_QUOTES, PIPES_AS_CONCAT, ORACLE, NO_BACKSLASH_ESCAPES, … are
 // refused). A write the server refuses as read-only, as a
 // demoted primary does, is lapse.ErrStoreUnavailable, and its connection
-// leaves the pool.
+// leaves the pool; a DSN that sets tx_read_only or transaction_read_only
+// is refused, as the setting it is.
 //
 // Open fails when the server is older than MySQL 8.0.16 or MariaDB 10.6, when
 // the session's sql_mode is not strict (STRICT_TRANS_TABLES or
 // STRICT_ALL_TABLES: without it, values that do not fit are truncated rather
 // than refused) or has a flag outside sqlModes, when it runs with autocommit, foreign_key_checks or
-// unique_checks off or with an sql_select_limit (nothing written outside a
-// transaction would commit, a key would not refuse what it must, a read
-// would stop short), or when the binary log is statement-based, which InnoDB
+// unique_checks off, with an sql_select_limit or with read-only
+// transactions (nothing written outside a transaction would commit, a key
+// would not refuse what it must, a read would stop short, every write would
+// be refused), or when the binary log is statement-based, which InnoDB
 // refuses at READ COMMITTED. It fails with lapse.ErrStoreUnavailable when the
 // server cannot be reached or refuses the connection. Call Migrate before use.
 func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
+	return open(ctx, dsn, cfg)
+}
+
+// open is Open with the driver's options applied after the DSN's, which
+// tests use to stand in for a server that changes under the store.
+func open(ctx context.Context, dsn string, cfg Config, opts ...mysql.Option) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	mc, err := driverConfig(dsn)
 	if err != nil {
 		return nil, err
+	}
+	if err := mc.Apply(opts...); err != nil {
+		return nil, fmt.Errorf("mysql: open: %w", err)
 	}
 	srv, err := probe(ctx, mc)
 	if err != nil {
@@ -280,11 +301,12 @@ func older(v, least [3]int) bool {
 func (s *Store) checkSession(ctx context.Context) error {
 	var sqlMode, zone, isolation, selectLimit, client, connection string
 	var results sql.NullString
-	var autocommit, foreignKeys, uniqueChecks bool
+	var autocommit, foreignKeys, uniqueChecks, readOnly bool
 	err := s.queryRow(ctx, "SELECT @@SESSION.sql_mode, @@SESSION.time_zone, @@SESSION."+s.server.isolationVar()+
 		", @@SESSION.autocommit, @@SESSION.foreign_key_checks, @@SESSION.unique_checks, @@SESSION.sql_select_limit"+
-		", @@SESSION.character_set_client, @@SESSION.character_set_connection, @@SESSION.character_set_results").
-		Scan(&sqlMode, &zone, &isolation, &autocommit, &foreignKeys, &uniqueChecks, &selectLimit, &client, &connection, &results)
+		", @@SESSION.character_set_client, @@SESSION.character_set_connection, @@SESSION.character_set_results"+
+		", @@SESSION."+s.server.readOnlyVar()).
+		Scan(&sqlMode, &zone, &isolation, &autocommit, &foreignKeys, &uniqueChecks, &selectLimit, &client, &connection, &results, &readOnly)
 	if err != nil {
 		return fmt.Errorf("mysql: open: %w", err)
 	}
@@ -309,6 +331,10 @@ func (s *Store) checkSession(ctx context.Context) error {
 		return errors.New("mysql: open: the session runs with autocommit off (autocommit=0, the DSN's or the server's): the store's writes outside a transaction would never commit; leave autocommit on")
 	case !foreignKeys || !uniqueChecks:
 		return errors.New("mysql: open: the session runs with foreign_key_checks or unique_checks off (the DSN's or the server's): the keys the store relies on would not refuse what they must; leave both on")
+	case readOnly:
+		// Every write would be refused as a demoted primary's is, and its
+		// connection replaced by another just as read-only: 503 for ever.
+		return fmt.Errorf("mysql: open: the session's transactions are read-only (%s=1, the DSN's or the server's): the store could write nothing; leave it off", s.server.readOnlyVar())
 	case selectLimit != "18446744073709551615":
 		return fmt.Errorf("mysql: open: the session's sql_select_limit is %s: every read would stop there as if it had found all; leave it at its default", selectLimit)
 	}
@@ -464,7 +490,12 @@ func sessionVarValue(v string) bool {
 	return v != ""
 }
 
-func isTrue(v string) bool          { return v == "true" || v == "1" }
+func isTrue(v string) bool { return v == "true" || v == "1" }
+
+// isFalse reports whether a session variable's value in a DSN is off.
+func isFalse(v string) bool {
+	return v == "0" || strings.EqualFold(v, "false") || strings.EqualFold(v, "off") || strings.EqualFold(v, "'off'") || v == "'0'"
+}
 func isReadCommitted(v string) bool { return strings.EqualFold(v, "'READ-COMMITTED'") }
 
 // driverConfig translates a mysql:// URL to the driver's configuration. Its
@@ -511,6 +542,15 @@ func driverConfig(dsn string) (*mysql.Config, error) {
 		}
 		if !sessionVarValue(v) {
 			return nil, fmt.Errorf("mysql: the DSN's %s is not one value (a number, a word, or a string in single quotes)", name)
+		}
+	}
+	// A DSN that makes the session's transactions read-only would have
+	// every write refused, as a demoted primary's are, on every connection
+	// the pool makes: a store answering 503 for ever for what is a setting.
+	// Checked here, before any connection, so that the error says so.
+	for _, name := range []string{"tx_read_only", "transaction_read_only"} {
+		if v, ok := mc.Params[name]; ok && !isFalse(v) {
+			return nil, fmt.Errorf("mysql: the DSN sets %s=%s: every write of the store would be refused as read-only; take %s out of the DSN (a server that turns read-only later, as a demoted primary does, is answered as unavailable)", name, v, name)
 		}
 	}
 	mc.DBName = db

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -214,6 +215,8 @@ func TestOpen(t *testing.T) {
 		"no foreign key checks":  dsn + sep + "foreign_key_checks=0",
 		"no unique checks":       dsn + sep + "unique_checks=0",
 		"a select limit":         dsn + sep + "sql_select_limit=1000",
+		"read-only transactions": dsn + sep + "tx_read_only=1",
+		"read-only (MySQL 8)":    dsn + sep + "transaction_read_only=ON",
 		"results in latin1":      dsn + sep + "character_set_results=latin1",
 		"empty strings are null": dsn + sep + "sql_mode=%27STRICT_ALL_TABLES,EMPTY_STRING_IS_NULL%27",
 		"statements in latin1":   dsn + sep + "character_set_client=latin1",
@@ -238,6 +241,22 @@ func TestOpen(t *testing.T) {
 		} else if strings.Contains(err.Error(), "secret") {
 			t.Errorf("Open with %s: the error repeats the password: %v", name, err)
 		}
+	}
+	// Read-only transactions are a setting, not a demotion: Open says so
+	// rather than start a store whose every write is answered 503.
+	for _, v := range []string{"tx_read_only=1", "transaction_read_only=ON"} {
+		_, err := mysql.Open(ctx, dsn+sep+v, mysql.Config{})
+		if name, _, _ := strings.Cut(v, "="); err == nil || !strings.Contains(err.Error(), "DSN sets "+name) || errors.Is(err, lapse.ErrStoreUnavailable) {
+			t.Errorf("Open with %s: %v; want an error naming the DSN's %s, not unavailable", v, err, name)
+		}
+	}
+	// Sessions read-only by the server's default rather than the DSN are
+	// refused as well, naming the variable.
+	if ro, err := mysql.OpenSessionVar(ctx, dsn, mysql.Config{}, s.ReadOnlyVar(), "1"); err == nil {
+		ro.Close()
+		t.Errorf("Open on sessions whose transactions are read-only succeeded")
+	} else if !strings.Contains(err.Error(), s.ReadOnlyVar()+"=1") || errors.Is(err, lapse.ErrStoreUnavailable) {
+		t.Errorf("Open on sessions whose transactions are read-only: %v; want an error naming %s, not unavailable", err, s.ReadOnlyVar())
 	}
 	// The DSN's own setting stands where the Config leaves it zero.
 	other := openStore(t, dsn+sep+"innodb_lock_wait_timeout=9", mysql.Config{MaxConns: 1})

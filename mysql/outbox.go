@@ -39,6 +39,9 @@ func (w *Store) outbox(ctx context.Context, evs []event) error {
 		if err := lapse.NotRelayed(e.OutboxEvent); err != nil {
 			return err
 		}
+		if err := e.Storable(); err != nil {
+			return err
+		}
 	}
 	rows := w.inserts(`INSERT INTO outbox (id, order_id, order_no, type, payload, created_at) VALUES `, values(6))
 	for _, e := range evs {

@@ -45,6 +45,11 @@ func newOutboxArgs(n int) outboxArgs {
 func (a *outboxArgs) add(orderID int64, evs []lapse.OutboxEvent) error {
 	for i := range evs {
 		ev := &evs[i]
+		// Refused here as every store refuses it, rather than by the
+		// server's uuid and json columns as an internal error.
+		if err := ev.Storable(); err != nil {
+			return fmt.Errorf("outbox event %s of order %s: %w", ev.Type, ev.OrderNo, err)
+		}
 		// Parsed here rather than by the server so that COPY, which takes
 		// binary values, can carry it.
 		id, err := lapse.ParseEventID(ev.ID)

@@ -68,6 +68,9 @@ func (w *writeTx) outboxMany(ctx context.Context, batch []orderEvents) error {
 			if err := lapse.NotRelayed(ev); err != nil {
 				return err
 			}
+			if err := ev.Storable(); err != nil {
+				return err
+			}
 			events = append(events, event{o.orderID, ev})
 			if len(ev.Subscribers) == 0 {
 				continue

@@ -2,7 +2,9 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,6 +129,132 @@ func testOutboxEventIDs(t *testing.T, s lapse.Store) {
 	}
 	if _, err := s.OrderGet(ctxT(t), "OE-3"); !errors.Is(err, lapse.ErrOrderNotFound) {
 		t.Errorf("an order of a refused bulk create exists: %v", err)
+	}
+}
+
+// testOutboxBadEventID hands the store events whose ids are not UUIDs in
+// the form lapse.ParseEventID takes (which lapse.ValidateOutbox refuses
+// above the seam): every store refuses them as that function does, an
+// EINVALID error naming outbox, in a create, a bulk create and a
+// transition, and the refused change writes nothing, as PostgreSQL, whose
+// ids are uuid, always did.
+func testOutboxBadEventID(t *testing.T, s lapse.Store) {
+	for i, id := range []string{"ev-1", "", "0F8FAD5B-D9CB-469F-A165-70867728950E", "0f8fad5bd9cb469fa16570867728950e", "{0f8fad5b-d9cb-469f-a165-70867728950e}"} {
+		refused := func(what string, err error) {
+			t.Helper()
+			if lapse.ErrorCode(err) != lapse.EINVALID || !strings.Contains(err.Error(), "outbox") {
+				t.Errorf("%s with the event id %q = %v, want an EINVALID error naming outbox", what, id, err)
+			}
+		}
+		no := fmt.Sprintf("OB-%d-", i)
+		p := newOrder(no+"1", base.Add(time.Hour), base)
+		p.Outbox[0].ID = id
+		_, _, err := s.OrderCreate(ctxT(t), p)
+		refused("OrderCreate", err)
+		if _, err := s.OrderGet(ctxT(t), no+"1"); !errors.Is(err, lapse.ErrOrderNotFound) {
+			t.Errorf("the order of a refused create exists: %v", err)
+		}
+		bulk := []*lapse.OrderCreateParams{newOrder(no+"2", base.Add(time.Hour), base), newOrder(no+"3", base.Add(time.Hour), base)}
+		bulk[1].Outbox[0].ID = id
+		refused("OrderCreateMany", s.OrderCreateMany(ctxT(t), bulk))
+		if _, err := s.OrderGet(ctxT(t), no+"2"); !errors.Is(err, lapse.ErrOrderNotFound) {
+			t.Errorf("an order of a refused bulk create exists: %v", err)
+		}
+		o := mustCreate(t, s, no+"4", base.Add(time.Hour), base)
+		tr := plan(t, o, flows.Cancel, base.Add(time.Second))
+		tr.Outbox[0].ID = id
+		tr.Outbox[0].Subscribers = []string{"webhook"}
+		_, err = s.OrderTransition(ctxT(t), tr)
+		refused("OrderTransition", err)
+		if got := mustGet(t, s, no+"4"); got.State != o.State || got.Version != o.Version {
+			t.Errorf("a refused transition moved the order to %s v%d", got.State, got.Version)
+		}
+		if trs, evs := counts(t, s, o); trs != 1 || evs != 1 {
+			t.Errorf("a refused transition wrote log rows or events: %d and %d, want 1 and 1", trs, evs)
+		}
+		if ds, err := s.DeliveryList(ctxT(t), o.ID); err != nil || len(ds) != 0 {
+			t.Errorf("a refused transition wrote %d deliveries, %v", len(ds), err)
+		}
+	}
+}
+
+// testOutboxBadPayload hands the store events whose payload is not JSON
+// (which lapse.ValidateOutbox refuses above the seam): every store refuses
+// them as PostgreSQL's json column does, here an EINVALID error naming
+// outbox, in a create, a bulk create and a transition, and the refused
+// change writes nothing.
+func testOutboxBadPayload(t *testing.T, s lapse.Store) {
+	for i, payload := range []string{"", "not json", `{"order":`, "{}{}"} {
+		refused := func(what string, err error) {
+			t.Helper()
+			if lapse.ErrorCode(err) != lapse.EINVALID || !strings.Contains(err.Error(), "outbox") {
+				t.Errorf("%s with the payload %q = %v, want an EINVALID error naming outbox", what, payload, err)
+			}
+		}
+		no := fmt.Sprintf("OP-%d-", i)
+		p := newOrder(no+"1", base.Add(time.Hour), base)
+		p.Outbox[0].Payload = []byte(payload)
+		_, _, err := s.OrderCreate(ctxT(t), p)
+		refused("OrderCreate", err)
+		if _, err := s.OrderGet(ctxT(t), no+"1"); !errors.Is(err, lapse.ErrOrderNotFound) {
+			t.Errorf("the order of a refused create exists: %v", err)
+		}
+		bulk := []*lapse.OrderCreateParams{newOrder(no+"2", base.Add(time.Hour), base), newOrder(no+"3", base.Add(time.Hour), base)}
+		bulk[1].Outbox[0].Payload = []byte(payload)
+		refused("OrderCreateMany", s.OrderCreateMany(ctxT(t), bulk))
+		if _, err := s.OrderGet(ctxT(t), no+"2"); !errors.Is(err, lapse.ErrOrderNotFound) {
+			t.Errorf("an order of a refused bulk create exists: %v", err)
+		}
+		o := mustCreate(t, s, no+"4", base.Add(time.Hour), base)
+		tr := plan(t, o, flows.Cancel, base.Add(time.Second))
+		tr.Outbox[0].Payload = []byte(payload)
+		_, err = s.OrderTransition(ctxT(t), tr)
+		refused("OrderTransition", err)
+		if got := mustGet(t, s, no+"4"); got.State != o.State || got.Version != o.Version {
+			t.Errorf("a refused transition moved the order to %s v%d", got.State, got.Version)
+		}
+		if trs, evs := counts(t, s, o); trs != 1 || evs != 1 {
+			t.Errorf("a refused transition wrote log rows or events: %d and %d, want 1 and 1", trs, evs)
+		}
+	}
+}
+
+// testOutboxLongNames hands the store an event whose type, or one of whose
+// subscribers, is longer than lapse.MaxEventNameLen bytes (which
+// lapse.ValidateOutbox refuses above the seam): every store refuses it as
+// the MySQL store's columns do, here an EINVALID error naming outbox, and
+// the refused change writes nothing.
+func testOutboxLongNames(t *testing.T, s lapse.Store) {
+	long := strings.Repeat("x", lapse.MaxEventNameLen+1)
+	for i, set := range []func(ev *lapse.OutboxEvent){
+		func(ev *lapse.OutboxEvent) { ev.Type = long },
+		func(ev *lapse.OutboxEvent) { ev.Subscribers = []string{"webhook", long} },
+	} {
+		no := fmt.Sprintf("OL-%d-", i)
+		p := newOrder(no+"1", base.Add(time.Hour), base)
+		set(&p.Outbox[0])
+		if _, _, err := s.OrderCreate(ctxT(t), p); lapse.ErrorCode(err) != lapse.EINVALID || !strings.Contains(err.Error(), "outbox") {
+			t.Errorf("OrderCreate with a name of %d bytes (%d) = %v, want an EINVALID error naming outbox", len(long), i, err)
+		}
+		if _, err := s.OrderGet(ctxT(t), no+"1"); !errors.Is(err, lapse.ErrOrderNotFound) {
+			t.Errorf("the order of a refused create exists: %v", err)
+		}
+		o := mustCreate(t, s, no+"2", base.Add(time.Hour), base)
+		tr := plan(t, o, flows.Cancel, base.Add(time.Second))
+		set(&tr.Outbox[0])
+		if _, err := s.OrderTransition(ctxT(t), tr); lapse.ErrorCode(err) != lapse.EINVALID || !strings.Contains(err.Error(), "outbox") {
+			t.Errorf("OrderTransition with a name of %d bytes (%d) = %v, want an EINVALID error naming outbox", len(long), i, err)
+		}
+		if got := mustGet(t, s, no+"2"); got.State != o.State || got.Version != o.Version {
+			t.Errorf("a refused transition moved the order to %s v%d", got.State, got.Version)
+		}
+	}
+	// At the bound, every store keeps both.
+	p := newOrder("OL-3", base.Add(time.Hour), base)
+	p.Outbox[0].Type = long[1:]
+	p.Outbox[0].Subscribers = []string{long[1:]}
+	if _, _, err := s.OrderCreate(ctxT(t), p); err != nil {
+		t.Errorf("OrderCreate with names of %d bytes: %v", len(long)-1, err)
 	}
 }
 
