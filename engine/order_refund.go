@@ -512,7 +512,8 @@ func (ps *payments) refundNow(ctx context.Context, orderID int64, orderNo string
 // unique beyond their payment (Alipay's out_biz_no is unique within its
 // trade), and refund keys are unique across orders: without the payment's
 // id, a second payment's refund under the same id met the first's key and
-// was recorded nowhere.
+// was recorded nowhere. A notice with a Review (the provider took the
+// money back itself, a dispute lost) has it lead the review's reason.
 func (ps *payments) unaskedRefund(ctx context.Context, pay *lapse.Payment, n *lapse.PaymentNotice, refunds []*lapse.OrderRefund) error {
 	e := ps.e
 	amount, refundID := n.Amount, n.RefundID
@@ -533,6 +534,11 @@ func (ps *payments) unaskedRefund(ctx context.Context, pay *lapse.Payment, n *la
 		key, refundID = key+"-"+strconv.FormatInt(n.Amount, 10), ""
 		said = fmt.Sprintf("%s reports %s refunded of payment %s in all (refund %s), %s more than Lapse's refunds of it",
 			n.Provider, lapse.Money(n.Amount, pay.Currency), pay.TxnID, n.RefundID, lapse.Money(amount, pay.Currency))
+	}
+	if n.Review != "" {
+		// The provider took the money back itself (a dispute lost):
+		// the review says so, that nobody refunds it again.
+		said = n.Review + "; " + said
 	}
 	now := e.clock.Now()
 	x := &lapse.OrderRefund{OrderID: pay.OrderID, OrderNo: pay.OrderNo, PaymentID: pay.ID, Provider: pay.Provider, TxnID: pay.TxnID,
