@@ -1,0 +1,162 @@
+package engine_test
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/engine"
+	"github.com/lapsehq/lapse/payment"
+)
+
+const disputeSecret = "whsec_dispute0123456789abcdef0123456789"
+
+// stripeDisputeEvent is a charge.dispute.* event of type typ as Stripe sends
+// it (abridged), for dispute id of payment intent pi, amount in minor units
+// of cur, in status status.
+func stripeDisputeEvent(typ, id, pi string, amount int64, cur, status string, created time.Time) string {
+	return fmt.Sprintf(`{
+  "id": "evt_%s_%s",
+  "object": "event",
+  "api_version": "2025-08-27.basil",
+  "created": %d,
+  "data": {
+    "object": {
+      "id": %q,
+      "object": "dispute",
+      "amount": %d,
+      "balance_transactions": [],
+      "charge": "ch_%s",
+      "currency": %q,
+      "evidence": {"customer_name": null},
+      "is_charge_refundable": false,
+      "livemode": true,
+      "metadata": {},
+      "payment_intent": %q,
+      "reason": "fraudulent",
+      "status": %q
+    }
+  },
+  "livemode": true,
+  "pending_webhooks": 1,
+  "type": %q
+}`, strings.ReplaceAll(typ, ".", "_"), id, created.Unix(), id, amount, pi, strings.ToLower(cur), pi, status, typ)
+}
+
+// stripeSigned is the Stripe-Signature header of body at t, by Stripe's
+// published rule.
+func stripeSigned(secret, body string, t time.Time) http.Header {
+	m := hmac.New(sha256.New, []byte(secret))
+	fmt.Fprintf(m, "%d.%s", t.Unix(), body)
+	h := http.Header{}
+	h.Set(payment.StripeSignatureHeader, fmt.Sprintf("t=%d,v1=%s", t.Unix(), hex.EncodeToString(m.Sum(nil))))
+	return h
+}
+
+// disputeNotice verifies a signed dispute event, as the callback route does.
+func disputeNotice(t *testing.T, now time.Time, typ, id, pi string, amount int64, cur, status string) *lapse.PaymentNotice {
+	t.Helper()
+	s := &payment.Stripe{Provider: "sandbox", Secrets: [][]byte{[]byte(disputeSecret)}}
+	body := stripeDisputeEvent(typ, id, pi, amount, cur, status, now)
+	n, err := s.Verify(stripeSigned(disputeSecret, body, now), []byte(body), now)
+	if err != nil || n == nil {
+		t.Fatalf("Verify(%s) = %+v, %v", typ, n, err)
+	}
+	return n
+}
+
+// TestStripeDisputeRecorded: a dispute's withdrawal of an applied payment's
+// money (funds_withdrawn, or closed lost) is recorded once, as a refund in
+// review of the amount withdrawn, naming the dispute; the order cannot be
+// refunded again; reconcile adds up to the cent. A dispute opened, and its
+// money given back, put the payment on the desk, naming the dispute.
+func TestStripeDisputeRecorded(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		e := paymentEngine(t, open(), clk, &fakeProvider{status: lapse.RefundSucceeded})
+		ctx := ctxT(t)
+		apply := func(n *lapse.PaymentNotice) {
+			t.Helper()
+			if _, err := e.ApplyPayment(ctx, n); err != nil {
+				t.Fatalf("ApplyPayment(%s %s) = %v", n.Kind, n.RefundID, err)
+			}
+		}
+		refunds := func(no string) []*lapse.OrderRefund {
+			t.Helper()
+			rs, err := e.OrderRefunds(ctx, no)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rs
+		}
+		a := create(t, e, checkout("DP-1", time.Hour)) // 10.00 CNY
+		b := create(t, e, checkout("DP-2", time.Hour))
+		apply(paid(a, "pi_DP1", clk.Now()))
+		apply(paid(b, "pi_DP2", clk.Now()))
+		clk.Advance(time.Minute)
+
+		// Opened: on the desk, no money moved.
+		apply(disputeNotice(t, clk.Now(), "charge.dispute.created", "dp_A", "pi_DP1", 1000, "CNY", "needs_response"))
+		if !reviewSays(t, e, "DP-1", "dp_A", "opened") || len(refunds("DP-1")) != 0 {
+			t.Fatalf("after the dispute opened: reviews %+v, refunds %+v", orderReviews(t, e, "DP-1"), refunds("DP-1"))
+		}
+		reviews := len(orderReviews(t, e, "DP-1"))
+		apply(disputeNotice(t, clk.Now(), "charge.dispute.created", "dp_A", "pi_DP1", 1000, "CNY", "needs_response"))
+		if got := len(orderReviews(t, e, "DP-1")); got != reviews {
+			t.Fatalf("the same dispute opened again: %d reviews, want %d", got, reviews)
+		}
+
+		// Withdrawn (a part: 6.00 of 10.00), then replayed, then closed lost: one refund.
+		apply(disputeNotice(t, clk.Now(), "charge.dispute.funds_withdrawn", "dp_A", "pi_DP1", 600, "CNY", "needs_response"))
+		apply(disputeNotice(t, clk.Now(), "charge.dispute.funds_withdrawn", "dp_A", "pi_DP1", 600, "CNY", "needs_response"))
+		apply(disputeNotice(t, clk.Now(), "charge.dispute.closed", "dp_A", "pi_DP1", 600, "CNY", "lost"))
+		rs := refunds("DP-1")
+		if len(rs) != 1 || rs[0].Amount != 600 || rs[0].Status != lapse.OrderRefundReview || rs[0].RefundID != "dp_A" {
+			t.Fatalf("refunds of DP-1 after its dispute's withdrawal: %+v; want one of 6.00 CNY in review, refund id dp_A", rs)
+		}
+		if !reviewSays(t, e, "DP-1", "dp_A", "withdrew", "6.00 CNY", "must not be refunded again") {
+			t.Fatalf("no review of DP-1 names the withdrawal: %+v", orderReviews(t, e, "DP-1"))
+		}
+		// What is left can be refunded; more cannot.
+		if _, _, err := e.RefundOrder(ctx, "DP-1", engine.RefundRequest{Amount: 500, Reason: "again", Key: "k-DP-1", By: app}); lapse.ErrorCode(err) != lapse.ECONFLICT {
+			t.Fatalf("refunding 5.00 of DP-1, of which the dispute took 6.00: %v; want ECONFLICT", err)
+		}
+
+		// Closed lost with no withdrawal reported before: recorded then.
+		apply(disputeNotice(t, clk.Now(), "charge.dispute.closed", "dp_B", "pi_DP2", 1000, "CNY", "lost"))
+		apply(disputeNotice(t, clk.Now(), "charge.dispute.closed", "dp_B", "pi_DP2", 1000, "CNY", "lost"))
+		if rs := refunds("DP-2"); len(rs) != 1 || rs[0].Amount != 1000 || rs[0].Status != lapse.OrderRefundReview {
+			t.Fatalf("refunds of DP-2 after its dispute closed lost: %+v; want one of 10.00 CNY in review", rs)
+		}
+
+		rec, err := e.Reconcile(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tot := rec.Totals["CNY"]
+		if tot == nil || tot.Captured != 2000 || tot.Applied != 400 || tot.Refunded+tot.Review != 1600 ||
+			tot.Captured != tot.Applied+tot.Refunded+tot.Review+tot.Open || len(rec.Issues) != 0 {
+			t.Fatalf("reconcile: %+v, issues %+v; want 20.00 captured, 4.00 applied, 16.00 taken back by disputes", tot, rec.Issues)
+		}
+
+		// Won after the withdrawal: the money came back, on the desk.
+		apply(disputeNotice(t, clk.Now(), "charge.dispute.funds_reinstated", "dp_A", "pi_DP1", 600, "CNY", "won"))
+		if !reviewSays(t, e, "DP-1", "dp_A", "gave the withdrawn amount back") {
+			t.Fatalf("no review of DP-1 says the money came back: %+v", orderReviews(t, e, "DP-1"))
+		}
+		if rs := refunds("DP-1"); len(rs) != 1 {
+			t.Fatalf("refunds of DP-1 after the money came back: %+v", rs)
+		}
+
+		// A dispute of a payment Lapse does not have: not found, so that Stripe sends it again.
+		if _, err := e.ApplyPayment(ctx, disputeNotice(t, clk.Now(), "charge.dispute.funds_withdrawn", "dp_C", "pi_none", 1000, "CNY", "lost")); lapse.ErrorCode(err) != lapse.ENOTFOUND {
+			t.Fatalf("a dispute of an unknown payment: %v; want ENOTFOUND", err)
+		}
+	})
+}
