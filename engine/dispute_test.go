@@ -74,7 +74,8 @@ func disputeNotice(t *testing.T, now time.Time, typ, id, pi string, amount int64
 // TestStripeDisputeRecorded: a dispute's withdrawal of an applied payment's
 // money (funds_withdrawn, or closed lost) is recorded once, as a refund in
 // review of the amount withdrawn, naming the dispute; the order cannot be
-// refunded again; reconcile adds up to the cent. A dispute opened, and its
+// refunded again, and a later total of what the provider refunded is not
+// taken as explained by it; reconcile adds up to the cent. A dispute opened, and its
 // money given back, put the payment on the desk, naming the dispute.
 func TestStripeDisputeRecorded(t *testing.T) {
 	eachStore(t, func(t *testing.T, open func() lapse.Store) {
@@ -123,7 +124,16 @@ func TestStripeDisputeRecorded(t *testing.T) {
 		if !reviewSays(t, e, "DP-1", "dp_A", "withdrew", "6.00 CNY", "must not be refunded again") {
 			t.Fatalf("no review of DP-1 names the withdrawal: %+v", orderReviews(t, e, "DP-1"))
 		}
-		// What is left can be refunded; more cannot.
+		// A refund made at the provider later, reported as what the payment
+		// has had refunded in all (which counts no dispute): 3.00 more went
+		// back, which the dispute's 6.00 does not explain.
+		total := refundNotice(a, "pi_DP1", "ch_DP1", 300, clk.Now())
+		total.RefundedTotal = true
+		apply(total)
+		if rs := refunds("DP-1"); len(rs) != 2 || rs[1].Amount != 300 || rs[1].Status != lapse.OrderRefundReview {
+			t.Fatalf("refunds of DP-1 after 3.00 refunded at the provider: %+v; want the dispute's and one of 3.00 CNY in review", rs)
+		}
+		// What is left (1.00) can be refunded; more cannot.
 		if _, _, err := e.RefundOrder(ctx, "DP-1", engine.RefundRequest{Amount: 500, Reason: "again", Key: "k-DP-1", By: app}); lapse.ErrorCode(err) != lapse.ECONFLICT {
 			t.Fatalf("refunding 5.00 of DP-1, of which the dispute took 6.00: %v; want ECONFLICT", err)
 		}
@@ -140,9 +150,9 @@ func TestStripeDisputeRecorded(t *testing.T) {
 			t.Fatal(err)
 		}
 		tot := rec.Totals["CNY"]
-		if tot == nil || tot.Captured != 2000 || tot.Applied != 400 || tot.Refunded+tot.Review != 1600 ||
+		if tot == nil || tot.Captured != 2000 || tot.Applied != 100 || tot.Refunded+tot.Review != 1900 ||
 			tot.Captured != tot.Applied+tot.Refunded+tot.Review+tot.Open || len(rec.Issues) != 0 {
-			t.Fatalf("reconcile: %+v, issues %+v; want 20.00 captured, 4.00 applied, 16.00 taken back by disputes", tot, rec.Issues)
+			t.Fatalf("reconcile: %+v, issues %+v; want 20.00 captured, 1.00 applied, 19.00 taken back by disputes and refunds", tot, rec.Issues)
 		}
 
 		// Won after the withdrawal: the money came back, on the desk.
@@ -150,7 +160,7 @@ func TestStripeDisputeRecorded(t *testing.T) {
 		if !reviewSays(t, e, "DP-1", "dp_A", "gave the withdrawn amount back") {
 			t.Fatalf("no review of DP-1 says the money came back: %+v", orderReviews(t, e, "DP-1"))
 		}
-		if rs := refunds("DP-1"); len(rs) != 1 {
+		if rs := refunds("DP-1"); len(rs) != 2 {
 			t.Fatalf("refunds of DP-1 after the money came back: %+v", rs)
 		}
 
