@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -167,6 +168,45 @@ func TestStripeDisputeRecorded(t *testing.T) {
 		// A dispute of a payment Lapse does not have: not found, so that Stripe sends it again.
 		if _, err := e.ApplyPayment(ctx, disputeNotice(t, clk.Now(), "charge.dispute.funds_withdrawn", "dp_C", "pi_none", 1000, "CNY", "lost")); lapse.ErrorCode(err) != lapse.ENOTFOUND {
 			t.Fatalf("a dispute of an unknown payment: %v; want ENOTFOUND", err)
+		}
+	})
+}
+
+// TestStripeDisputeOfMemberCharge: a dispute of a group member's charge
+// (which Lapse holds as the member's, not as a payment) is put on the
+// group's desk, naming the dispute, once however often it comes: opened,
+// and its withdrawal.
+func TestStripeDisputeOfMemberCharge(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		sb := payment.NewSandbox(payment.SandboxConfig{Secret: []byte("group-secret"), Clock: clk})
+		e := groupEngine(t, open(), clk, sb)
+		ctx := ctxT(t)
+		create(t, e, groupReq("G-DP", time.Minute))
+		if _, _, err := e.JoinGroup(ctx, "G-DP", engine.JoinRequest{UserID: "u1", Method: "tok-u1", By: app}); err != nil {
+			t.Fatal(err)
+		}
+		clk.Set(t0.Add(time.Minute))
+		if _, err := engine.NewClaimer(e, engine.ClaimerConfig{}).RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		drain(t, engine.NewDeliverer(e, engine.DelivererConfig{}))
+		m := members(t, e, "G-DP")["u1"]
+		if m.Status != lapse.ChargeCharged || m.TxnID == "" {
+			t.Fatalf("u1 after the group settled: %+v", m)
+		}
+		for _, typ := range []string{"charge.dispute.created", "charge.dispute.created", "charge.dispute.funds_withdrawn", "charge.dispute.funds_withdrawn"} {
+			if _, err := e.ApplyPayment(ctx, disputeNotice(t, clk.Now(), typ, "dp_G", m.TxnID, m.Amount, "CNY", "needs_response")); err != nil {
+				t.Fatalf("%s: %v", typ, err)
+			}
+		}
+		rs := reviewReasons(t, e, "G-DP")
+		opened := slices.ContainsFunc(rs, func(r string) bool { return strings.Contains(r, "dp_G") && strings.Contains(r, "opened") })
+		withdrawn := slices.ContainsFunc(rs, func(r string) bool {
+			return strings.Contains(r, "dp_G") && strings.Contains(r, "must not be refunded again")
+		})
+		if len(rs) != 2 || !opened || !withdrawn {
+			t.Fatalf("reviews of G-DP after its member's charge was disputed: %q; want one for the dispute opened, one for its withdrawal", rs)
 		}
 	})
 }

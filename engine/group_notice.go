@@ -171,6 +171,9 @@ func (gb *groupBuys) secondCharge(ctx context.Context, m *lapse.GroupMember, o *
 // refunds no member's charge, so an operator is told on the group (once
 // however often it comes) and the member is unchanged: the books count its
 // charge until a person looks.
+//
+// A dispute notice (lapse.NoticeDispute) of a member's charge is put in
+// review on the group the same way, with its Review as the reason.
 func (gb *groupBuys) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (handled bool, err error) {
 	for range maxStaleRetries {
 		m, err := gb.noticedMember(ctx, n)
@@ -182,6 +185,12 @@ func (gb *groupBuys) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) 
 		}
 		why := fmt.Sprintf("a refund notice (refund %s) reports %s refunded, which Lapse did not ask for",
 			n.RefundID, lapse.Money(n.Amount, n.Currency))
+		switch {
+		case n.Kind == lapse.NoticeDispute:
+			why = n.Review
+		case n.Review != "":
+			why = n.Review + "; " + why
+		}
 		err = gb.reviewMember(ctx, m, nil, memberReviewReason(m, n.TxnID, why))
 		if errors.Is(err, lapse.ErrStale) {
 			continue

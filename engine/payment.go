@@ -613,11 +613,18 @@ func (ps *payments) unreadableNoticed(ctx context.Context, n *lapse.PaymentNotic
 // disputeNoticed puts n, a dispute notice (lapse.NoticeDispute: a dispute
 // opened, or money it withdrew given back), in review on the payment its
 // transaction names, with n.Review as the reason, once however often it
-// comes; nothing moves and no money is recorded. A payment Lapse does not
+// comes; nothing moves and no money is recorded. One of a group member's
+// charge is put in review on its group. A payment Lapse does not
 // have is ENOTFOUND, as for a refund notice, so that the provider sends it
 // again.
 func (ps *payments) disputeNoticed(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
 	pay, err := ps.e.store.PaymentGet(ctx, n.Provider, n.TxnID)
+	if errors.Is(err, lapse.ErrPaymentNotFound) {
+		// A member's charge, by its transaction: on the group's desk.
+		if handled, merr := ps.e.feat.groups.refundNoticed(ctx, n); handled {
+			return nil, merr
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
