@@ -210,3 +210,60 @@ func TestStripeDisputeOfMemberCharge(t *testing.T) {
 		}
 	})
 }
+
+// TestStripeDisputeOfLatePayment: a dispute's withdrawal of a late payment
+// (one Lapse is to refund) refunds it, naming the dispute on the desk, so
+// that Lapse does not refund it again; of one whose refund is under way it
+// moves nothing and tells the operator the money may go back twice.
+func TestStripeDisputeOfLatePayment(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		prov := &fakeProvider{status: lapse.RefundProcessing}
+		e := paymentEngine(t, open(), clk, prov)
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		ctx := ctxT(t)
+		a := create(t, e, checkout("DL-1", time.Minute))
+		b := create(t, e, checkout("DL-2", time.Minute))
+		clk.Advance(time.Hour)
+		for _, o := range []*lapse.Order{a, b} {
+			if p, err := e.ApplyPayment(ctx, paid(o, "pi_"+o.OrderNo, clk.Now())); err != nil || p.Status != lapse.PaymentLate {
+				t.Fatalf("paying %s an hour late = %+v, %v; want late", o.OrderNo, p, err)
+			}
+		}
+		payOf := func(no string) *lapse.Payment {
+			t.Helper()
+			ps, err := e.Payments(ctx, no)
+			if err != nil || len(ps) != 1 {
+				t.Fatalf("payments of %s: %+v, %v", no, ps, err)
+			}
+			return ps[0]
+		}
+		for range 2 {
+			if _, err := e.ApplyPayment(ctx, disputeNotice(t, clk.Now(), "charge.dispute.funds_withdrawn", "dp_L1", "pi_DL-1", 1000, "CNY", "needs_response")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if p := payOf("DL-1"); p.Status != lapse.PaymentRefunded || p.RefundID != "dp_L1" {
+			t.Fatalf("DL-1's late payment after its dispute's withdrawal: %+v; want refunded by dp_L1", p)
+		}
+		if rs := orderReviews(t, e, "DL-1"); len(rs) != 1 || !strings.Contains(rs[0].Reason, "dp_L1") {
+			t.Fatalf("reviews of DL-1: %+v; want one naming dp_L1", rs)
+		}
+		drain(t, d) // DL-2's refund is accepted, processing; DL-1 is not refunded again
+		if len(prov.refunds) != 1 {
+			t.Fatalf("refunds asked of the provider: %+v; want DL-2's alone", prov.refunds)
+		}
+		if p := payOf("DL-2"); p.Status != lapse.PaymentRefunding {
+			t.Fatalf("DL-2's payment after its refund was accepted: %+v", p)
+		}
+		if _, err := e.ApplyPayment(ctx, disputeNotice(t, clk.Now(), "charge.dispute.funds_withdrawn", "dp_L2", "pi_DL-2", 1000, "CNY", "needs_response")); err != nil {
+			t.Fatal(err)
+		}
+		if p := payOf("DL-2"); p.Status != lapse.PaymentRefunding {
+			t.Fatalf("DL-2's payment after its dispute's withdrawal: %+v; want still refunding", p)
+		}
+		if !reviewSays(t, e, "DL-2", "dp_L2", "go back twice") {
+			t.Fatalf("reviews of DL-2: %+v; want one naming dp_L2 and the refund under way", orderReviews(t, e, "DL-2"))
+		}
+	})
+}

@@ -125,7 +125,9 @@ func (ps *payments) checkCreate(req *lapse.OrderCreate) error {
 // notice that names no order (a Stripe dispute's) is of its payment's. A
 // refunded notice with a Review (a dispute's withdrawal of the money) of
 // an applied payment is recorded as a refund in review naming it
-// (unaskedRefund), once per refund id; a dispute notice (a dispute opened,
+// (unaskedRefund), once per refund id; of a late payment it refunds it, and
+// of one refunding or refunded it moves nothing; either way the dispute is
+// put in review on the payment. A dispute notice (a dispute opened,
 // or its money given back) puts the payment in review with its Review
 // (disputeNoticed), and ENOTFOUND when Lapse has no such payment.
 //
@@ -533,7 +535,25 @@ func (ps *payments) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (
 		}
 		whole := pay.Status == lapse.PaymentLate || pay.Status == lapse.PaymentRefunding || pay.Status == lapse.PaymentRefunded
 		if why := noticeConflict(pay, n, whole); why != "" {
+			if n.Review != "" {
+				why = n.Review + "; " + why
+			}
 			return ps.conflicting(ctx, pay, n, nil, why)
+		}
+		switch {
+		case n.Review != "" && pay.Status == lapse.PaymentRefunding:
+			// The provider took the money back itself (a dispute) while
+			// Lapse's refund of it is under way: both may give it back.
+			return ps.conflicting(ctx, pay, n, nil, fmt.Sprintf("%s; Lapse's refund %s of the payment is under way at %s too: the money may go back twice",
+				n.Review, pay.RefundID, pay.Provider))
+		case n.Review != "" && pay.Status == lapse.PaymentRefunded && pay.RefundID == n.RefundID:
+			// Refunded by this very dispute (a late payment's), and
+			// reported again: on the desk once.
+			return ps.conflicting(ctx, pay, n, nil, n.Review)
+		case n.Review != "" && pay.Status == lapse.PaymentRefunded:
+			// Refunded, and then taken back by the provider too.
+			return ps.conflicting(ctx, pay, n, nil, fmt.Sprintf("%s; the payment was refunded already (refund %s): the money went back twice",
+				n.Review, pay.RefundID))
 		}
 		switch pay.Status {
 		case lapse.PaymentLate, lapse.PaymentRefunding:
@@ -553,6 +573,11 @@ func (ps *payments) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (
 		got, err := ps.paymentRefunded(ctx, pay, n.RefundID)
 		if errors.Is(err, lapse.ErrStale) {
 			continue
+		}
+		if err == nil && n.Review != "" {
+			// A late payment the provider took back itself (a dispute):
+			// refunded, and on the desk naming it, as every dispute is.
+			return ps.conflicting(ctx, got, n, nil, n.Review)
 		}
 		return got, err
 	}
