@@ -267,3 +267,28 @@ func TestStripeDisputeOfLatePayment(t *testing.T) {
 		}
 	})
 }
+
+// TestStripeDisputeOfHeldPayment: a dispute opened on a payment held
+// without its order puts it in review, naming the dispute, so that it is
+// not applied when its order comes.
+func TestStripeDisputeOfHeldPayment(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		e := paymentEngine(t, open(), clk, &fakeProvider{})
+		ctx := ctxT(t)
+		n := &lapse.PaymentNotice{Provider: "sandbox", Kind: lapse.NoticePaid, TxnID: "pi_DH1", OrderNo: "DH-1", Amount: 1000,
+			Currency: "CNY", Merchant: "m-1", PaidAt: clk.Now(), Raw: []byte(`{}`)}
+		if p, err := e.ApplyPayment(ctx, n); err != nil || p.Status != lapse.PaymentHeld {
+			t.Fatalf("a payment of no order = %+v, %v; want held", p, err)
+		}
+		for range 2 {
+			if _, err := e.ApplyPayment(ctx, disputeNotice(t, clk.Now(), "charge.dispute.created", "dp_H1", "pi_DH1", 1000, "CNY", "needs_response")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		hs, err := e.HeldPayments(ctx, &lapse.HeldPaymentListParams{Provider: "sandbox", TxnID: "pi_DH1"})
+		if err != nil || len(hs) != 1 || hs[0].Status != lapse.HeldReview || strings.Count(hs[0].Reason, "dp_H1") != 1 {
+			t.Fatalf("the held payment after a dispute opened: %+v, %v; want in review, naming dp_H1 once", hs, err)
+		}
+	})
+}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -639,7 +640,8 @@ func (ps *payments) unreadableNoticed(ctx context.Context, n *lapse.PaymentNotic
 // opened, or money it withdrew given back), in review on the payment its
 // transaction names, with n.Review as the reason, once however often it
 // comes; nothing moves and no money is recorded. One of a group member's
-// charge is put in review on its group. A payment Lapse does not
+// charge is put in review on its group, one of a payment held without its
+// order in review as held. A payment Lapse does not
 // have is ENOTFOUND, as for a refund notice, so that the provider sends it
 // again.
 func (ps *payments) disputeNoticed(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
@@ -648,6 +650,19 @@ func (ps *payments) disputeNoticed(ctx context.Context, n *lapse.PaymentNotice) 
 		// A member's charge, by its transaction: on the group's desk.
 		if handled, merr := ps.e.feat.groups.refundNoticed(ctx, n); handled {
 			return nil, merr
+		}
+		// A payment held without its order: in review, not applied
+		// once its order comes.
+		hs, herr := ps.e.store.HeldPaymentList(ctx, &lapse.HeldPaymentListParams{Provider: n.Provider, TxnID: n.TxnID})
+		if herr != nil {
+			return nil, herr
+		}
+		if len(hs) > 0 {
+			h, herr := ps.heldContradicted(ctx, hs[0], cmp.Or(n.Review, n.Provider+" reports a dispute of it"))
+			if herr != nil {
+				return nil, herr
+			}
+			return heldView(h), nil
 		}
 	}
 	if err != nil {
