@@ -85,6 +85,14 @@ const (
 	// something and signed it, so it is never refused: it is put in review,
 	// without money on the books, and acknowledged.
 	NoticeUnreadable PaymentNoticeKind = "unreadable"
+	// NoticeDispute: a verified report about a dispute (chargeback) of a
+	// recorded payment that moves no money on Lapse's books by itself (one
+	// opened, or the withdrawn money given back when the merchant won).
+	// It names the payment by TxnID alone (OrderNo may be empty); Review
+	// says what happened, and the payment is put in review with it, once
+	// however often it comes. The dispute's withdrawal of the money is a
+	// refunded notice instead (see PaymentNotice.Review).
+	NoticeDispute PaymentNoticeKind = "dispute"
 )
 
 // MaxTxnIDLen bounds a provider's transaction and refund ids, and the
@@ -119,7 +127,13 @@ type PaymentNotice struct {
 	// recorded for review, as one that does not match its order is, and
 	// does not move its order: a genuine payment must be on the books, and
 	// only an operator can tell whose it is. On an unreadable notice it is
-	// what Lapse could not read.
+	// what Lapse could not read. On a refunded notice it says that the
+	// provider took the money back without a refund anyone asked for (a
+	// dispute lost: RefundID is the dispute's id, Amount what was
+	// withdrawn): the refund is recorded in review with it, so that
+	// nobody refunds the payment again. On a dispute notice it is what the
+	// dispute did. A refunded or dispute notice may leave OrderNo empty
+	// (a Stripe dispute names no order): its payment's is taken.
 	Review string
 }
 

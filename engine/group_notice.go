@@ -173,6 +173,11 @@ func (gb *groupBuys) secondCharge(ctx context.Context, m *lapse.GroupMember, o *
 // for, so an operator is told on the group (once however often it comes)
 // and the member is unchanged: the books count its charge until a person
 // looks.
+//
+// A dispute notice (lapse.NoticeDispute) of a member's charge, and a
+// dispute's withdrawal (a refunded notice with a Review), are put in
+// review on the group the same way, with its Review as the reason: never
+// taken for the abandoning's own refund, however much they say.
 func (gb *groupBuys) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (handled bool, err error) {
 	for range maxStaleRetries {
 		m, err := gb.noticedMember(ctx, n)
@@ -182,7 +187,8 @@ func (gb *groupBuys) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) 
 		if err != nil {
 			return true, err
 		}
-		ours := (m.Status == lapse.ChargeRefunding || m.Status == lapse.ChargeRefunded) && n.Provider == m.Provider &&
+		ours := n.Kind == lapse.NoticeRefunded && n.Review == "" &&
+			(m.Status == lapse.ChargeRefunding || m.Status == lapse.ChargeRefunded) && n.Provider == m.Provider &&
 			n.TxnID == m.TxnID && n.Amount == m.Amount && n.Currency == m.Currency
 		switch {
 		case ours && m.Status == lapse.ChargeRefunded:
@@ -193,6 +199,12 @@ func (gb *groupBuys) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) 
 		}
 		why := fmt.Sprintf("a refund notice (refund %s) reports %s refunded, which Lapse did not ask for",
 			n.RefundID, lapse.Money(n.Amount, n.Currency))
+		switch {
+		case n.Kind == lapse.NoticeDispute:
+			why = n.Review
+		case n.Review != "":
+			why = n.Review + "; " + why
+		}
 		err = gb.reviewMember(ctx, m, nil, memberReviewReason(m, n.TxnID, why))
 		if errors.Is(err, lapse.ErrStale) {
 			continue

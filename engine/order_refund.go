@@ -496,6 +496,10 @@ func (ps *payments) refundNow(ctx context.Context, orderID int64, orderNo string
 	return nil, lapse.Errorf(lapse.EINTERNAL, "order %s has no refund %d", orderNo, id)
 }
 
+// disputeKeyPrefix begins the key of a refund recorded for money the
+// provider took back itself (a dispute's withdrawal), not refunded.
+const disputeKeyPrefix = "lapse-dispute-"
+
 // unaskedRefund records a refund the provider reports done for applied
 // payment pay that matches none of refunds, its order's, that Lapse asked
 // for: one made in the provider's dashboard, say. Money left the merchant,
@@ -512,16 +516,26 @@ func (ps *payments) refundNow(ctx context.Context, orderID int64, orderNo string
 // unique beyond their payment (Alipay's out_biz_no is unique within its
 // trade), and refund keys are unique across orders: without the payment's
 // id, a second payment's refund under the same id met the first's key and
-// was recorded nowhere.
+// was recorded nowhere. A notice with a Review (the provider took the
+// money back itself, a dispute lost) has it lead the review's reason, and
+// its refund's key begins disputeKeyPrefix: a provider's total of what it
+// refunded does not count what it took back so, and is not explained by it.
 func (ps *payments) unaskedRefund(ctx context.Context, pay *lapse.Payment, n *lapse.PaymentNotice, refunds []*lapse.OrderRefund) error {
 	e := ps.e
 	amount, refundID := n.Amount, n.RefundID
 	key := "lapse-unasked-" + strconv.FormatInt(pay.ID, 10) + "-" + n.Provider + "-" + n.RefundID
 	said := fmt.Sprintf("%s reports refund %s of payment %s done, %s refunded; Lapse asked for no such refund",
 		n.Provider, n.RefundID, pay.TxnID, lapse.Money(n.Amount, pay.Currency))
+	reason := "reported by " + n.Provider + ", not asked for by Lapse"
+	if n.Review != "" {
+		key = disputeKeyPrefix + strings.TrimPrefix(key, "lapse-unasked-")
+		reason = "taken back by " + n.Provider + " (a dispute), not asked for by Lapse"
+	}
 	if n.RefundedTotal {
 		for _, r := range refunds {
-			if r.PaymentID == pay.ID && r.Status != lapse.OrderRefundFailed {
+			// What a provider took back itself (a dispute) is not in
+			// what it reports refunded (Stripe's amount_refunded).
+			if r.PaymentID == pay.ID && r.Status != lapse.OrderRefundFailed && !strings.HasPrefix(r.Key, disputeKeyPrefix) {
 				amount -= r.Amount
 			}
 		}
@@ -534,9 +548,14 @@ func (ps *payments) unaskedRefund(ctx context.Context, pay *lapse.Payment, n *la
 		said = fmt.Sprintf("%s reports %s refunded of payment %s in all (refund %s), %s more than Lapse's refunds of it",
 			n.Provider, lapse.Money(n.Amount, pay.Currency), pay.TxnID, n.RefundID, lapse.Money(amount, pay.Currency))
 	}
+	if n.Review != "" {
+		// The provider took the money back itself (a dispute lost):
+		// the review says so, that nobody refunds it again.
+		said = n.Review + "; " + said
+	}
 	now := e.clock.Now()
 	x := &lapse.OrderRefund{OrderID: pay.OrderID, OrderNo: pay.OrderNo, PaymentID: pay.ID, Provider: pay.Provider, TxnID: pay.TxnID,
-		Amount: amount, Currency: pay.Currency, Reason: "reported by " + n.Provider + ", not asked for by Lapse", Key: key,
+		Amount: amount, Currency: pay.Currency, Reason: reason, Key: key,
 		Status: lapse.OrderRefundReview, RefundID: refundID, CreatedAt: now}
 	created := false
 	err := e.store.Tx(ctx, func(tx lapse.Store) error {

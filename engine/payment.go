@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -121,7 +122,15 @@ func (ps *payments) checkCreate(req *lapse.OrderCreate) error {
 // completes nothing and is put in review. A refunded notice of a payment
 // held without its order completes its refund, or, for one Lapse did not
 // ask for, refunds it when it is in full for its order and currency, and
-// puts it in review otherwise (heldRefundNoticed).
+// puts it in review otherwise (heldRefundNoticed). A refunded or dispute
+// notice that names no order (a Stripe dispute's) is of its payment's. A
+// refunded notice with a Review (a dispute's withdrawal of the money) of
+// an applied payment is recorded as a refund in review naming it
+// (unaskedRefund), once per refund id; of a late payment it refunds it, and
+// of one refunding or refunded it moves nothing; either way the dispute is
+// put in review on the payment. A dispute notice (a dispute opened,
+// or its money given back) puts the payment in review with its Review
+// (disputeNoticed), and ENOTFOUND when Lapse has no such payment.
 //
 // A paid notice for an order that does not exist (and is no member's charge
 // key, and whose transaction is not recorded for another order, which is a
@@ -184,6 +193,8 @@ func (ps *payments) applyNotice(ctx context.Context, n *lapse.PaymentNotice, hel
 		return ps.refundNoticed(ctx, n)
 	case lapse.NoticeUnreadable:
 		return ps.unreadableNoticed(ctx, n)
+	case lapse.NoticeDispute:
+		return ps.disputeNoticed(ctx, n)
 	}
 	// A member's charge is not a payment: its transaction, under the
 	// group's number or one no order has, is counted once, as the charge.
@@ -516,9 +527,34 @@ func (ps *payments) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (
 		if err != nil {
 			return nil, err
 		}
+		if n.OrderNo == "" {
+			// A notice that names no order (a Stripe dispute's) is of
+			// its payment's.
+			c := *n
+			c.OrderNo = pay.OrderNo
+			n = &c
+		}
 		whole := pay.Status == lapse.PaymentLate || pay.Status == lapse.PaymentRefunding || pay.Status == lapse.PaymentRefunded
 		if why := noticeConflict(pay, n, whole); why != "" {
+			if n.Review != "" {
+				why = n.Review + "; " + why
+			}
 			return ps.conflicting(ctx, pay, n, nil, why)
+		}
+		switch {
+		case n.Review != "" && pay.Status == lapse.PaymentRefunding:
+			// The provider took the money back itself (a dispute) while
+			// Lapse's refund of it is under way: both may give it back.
+			return ps.conflicting(ctx, pay, n, nil, fmt.Sprintf("%s; Lapse's refund %s of the payment is under way at %s too: the money may go back twice",
+				n.Review, pay.RefundID, pay.Provider))
+		case n.Review != "" && pay.Status == lapse.PaymentRefunded && pay.RefundID == n.RefundID:
+			// Refunded by this very dispute (a late payment's), and
+			// reported again: on the desk once.
+			return ps.conflicting(ctx, pay, n, nil, n.Review)
+		case n.Review != "" && pay.Status == lapse.PaymentRefunded:
+			// Refunded, and then taken back by the provider too.
+			return ps.conflicting(ctx, pay, n, nil, fmt.Sprintf("%s; the payment was refunded already (refund %s): the money went back twice",
+				n.Review, pay.RefundID))
 		}
 		switch pay.Status {
 		case lapse.PaymentLate, lapse.PaymentRefunding:
@@ -526,14 +562,23 @@ func (ps *payments) refundNoticed(ctx context.Context, n *lapse.PaymentNotice) (
 			// A refund of a paid order: the merchant refund path's.
 			return pay, ps.orderRefundNoticed(ctx, pay, n)
 		case lapse.PaymentReview:
-			return ps.conflicting(ctx, pay, n, nil, fmt.Sprintf("a refund notice reports refund %s done, %s refunded; the payment is in review",
-				n.RefundID, lapse.Money(n.Amount, n.Currency)))
+			why := fmt.Sprintf("a refund notice reports refund %s done, %s refunded; the payment is in review",
+				n.RefundID, lapse.Money(n.Amount, n.Currency))
+			if n.Review != "" {
+				why = n.Review + "; " + why
+			}
+			return ps.conflicting(ctx, pay, n, nil, why)
 		default:
 			return pay, nil
 		}
 		got, err := ps.paymentRefunded(ctx, pay, n.RefundID)
 		if errors.Is(err, lapse.ErrStale) {
 			continue
+		}
+		if err == nil && n.Review != "" {
+			// A late payment the provider took back itself (a dispute):
+			// refunded, and on the desk naming it, as every dispute is.
+			return ps.conflicting(ctx, got, n, nil, n.Review)
 		}
 		return got, err
 	}
@@ -589,6 +634,45 @@ func (ps *payments) unreadableNoticed(ctx context.Context, n *lapse.PaymentNotic
 	e.log.Error("payment callback verified but unreadable; put in review", "provider", n.Provider, "txn_id", n.TxnID,
 		"order_no", o.OrderNo, "reason", n.Review)
 	return nil, nil
+}
+
+// disputeNoticed puts n, a dispute notice (lapse.NoticeDispute: a dispute
+// opened, or money it withdrew given back), in review on the payment its
+// transaction names, with n.Review as the reason, once however often it
+// comes; nothing moves and no money is recorded. One of a group member's
+// charge is put in review on its group, one of a payment held without its
+// order in review as held. A payment Lapse does not
+// have is ENOTFOUND, as for a refund notice, so that the provider sends it
+// again.
+func (ps *payments) disputeNoticed(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
+	pay, err := ps.e.store.PaymentGet(ctx, n.Provider, n.TxnID)
+	if errors.Is(err, lapse.ErrPaymentNotFound) {
+		// A member's charge, by its transaction: on the group's desk.
+		if handled, merr := ps.e.feat.groups.refundNoticed(ctx, n); handled {
+			return nil, merr
+		}
+		// A payment held without its order: in review, not applied
+		// once its order comes.
+		hs, herr := ps.e.store.HeldPaymentList(ctx, &lapse.HeldPaymentListParams{Provider: n.Provider, TxnID: n.TxnID})
+		if herr != nil {
+			return nil, herr
+		}
+		if len(hs) > 0 {
+			h, herr := ps.heldContradicted(ctx, hs[0], cmp.Or(n.Review, n.Provider+" reports a dispute of it"))
+			if herr != nil {
+				return nil, herr
+			}
+			return heldView(h), nil
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	why := n.Review
+	if why == "" {
+		why = fmt.Sprintf("%s reports a dispute of it", n.Provider)
+	}
+	return ps.conflicting(ctx, pay, n, nil, why)
 }
 
 // paymentRefunded moves pay from its status to refunded, with its

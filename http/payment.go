@@ -145,10 +145,13 @@ func heldNote(p *lapse.Payment) string {
 }
 
 // noticeNoun is what a provider's notice of kind k is about, as its log
-// lines name it: a payment, or a refund.
+// lines name it: a payment, a refund, or a dispute.
 func noticeNoun(k lapse.PaymentNoticeKind) string {
-	if k == lapse.NoticeRefunded {
+	switch k {
+	case lapse.NoticeRefunded:
 		return "refund"
+	case lapse.NoticeDispute:
+		return "dispute"
 	}
 	return "payment"
 }

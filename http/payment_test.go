@@ -3,10 +3,12 @@ package http_test
 import (
 	"context"
 	"crypto"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -601,5 +603,64 @@ func TestForgedCallbacksLogOnce(t *testing.T) {
 	}
 	if n := strings.Count(e.logs.String(), "payment callback refused"); n != 3 {
 		t.Fatalf("2 signed unreadable callbacks after the forged ones: %d refusals logged, want 3:\n%s", n, e.logs)
+	}
+}
+
+// stripeEvent is a Stripe event of type typ about object, created and
+// signed at at, with the Stripe-Signature header by Stripe's published rule.
+func stripeEvent(typ, object string, at time.Time) (string, string) {
+	body := fmt.Sprintf(`{"id":"evt_%d_%s","object":"event","api_version":"2025-08-27.basil","created":%d,"data":{"object":%s},"livemode":true,"type":%q}`,
+		at.UnixNano(), strings.ReplaceAll(typ, ".", "_"), at.Unix(), object, typ)
+	m := hmac.New(sha256.New, []byte("whsec_http_dispute"))
+	fmt.Fprintf(m, "%d.%s", at.Unix(), body)
+	return body, fmt.Sprintf("t=%d,v1=%s", at.Unix(), hex.EncodeToString(m.Sum(nil)))
+}
+
+// TestStripeDisputeCallback: a Stripe dispute's withdrawal, posted to the
+// callback route twice as Stripe retries, is acknowledged and recorded once
+// as a refund in review of the amount withdrawn, naming the dispute.
+func TestStripeDisputeCallback(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, options{
+		cfg: lapsehttp.Config{Callbacks: map[string]lapse.PaymentCallback{"stripe": &payment.Stripe{Provider: "stripe", Secrets: [][]byte{[]byte("whsec_http_dispute")}}}},
+		engine: func(c *engine.Config) {
+			c.Payments = engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{"stripe": closedProvider{}}}
+		},
+	})
+	e.do("POST", "/v1/orders", `{"order_no":"SD-1","flow":"checkout","user_id":"u","amount":1999,"currency":"USD","ttl":"15m"}`).want(t, http.StatusCreated)
+	post := func(typ, object string) {
+		t.Helper()
+		body, sig := stripeEvent(typ, object, e.clock.Now())
+		req, err := http.NewRequest("POST", e.url+"/v1/payments/stripe/callback", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(payment.StripeSignatureHeader, sig)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := readResponse(t, res); r.status != http.StatusOK || !strings.Contains(string(r.body), `"received":true`) {
+			t.Fatalf("%s: %d %s; logs:\n%s", typ, r.status, r.body, e.logs.String())
+		}
+	}
+	e.clock.Advance(time.Second)
+	post("payment_intent.succeeded", `{"id":"pi_SD1","object":"payment_intent","amount_received":1999,"currency":"usd","metadata":{"order_no":"SD-1"}}`)
+	dispute := `{"id":"dp_SD1","object":"dispute","amount":1999,"charge":"ch_SD1","currency":"usd","payment_intent":"pi_SD1","reason":"fraudulent","status":"needs_response"}`
+	e.clock.Advance(time.Minute)
+	post("charge.dispute.funds_withdrawn", dispute)
+	post("charge.dispute.funds_withdrawn", dispute)
+	rs, err := e.engine.OrderRefunds(context.Background(), "SD-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 || rs[0].Amount != 1999 || rs[0].Status != lapse.OrderRefundReview || rs[0].RefundID != "dp_SD1" {
+		t.Fatalf("refunds of SD-1 after its dispute's withdrawal: %+v; want one of 19.99 USD in review, refund id dp_SD1", rs)
+	}
+	o, _ := e.engine.Order(context.Background(), "SD-1")
+	open, err := e.store.ReviewList(context.Background(), &lapse.ReviewListParams{OrderID: o.ID, Open: true})
+	if err != nil || len(open) != 1 || !strings.Contains(open[0].Reason, "dp_SD1") || !strings.Contains(open[0].Reason, "must not be refunded again") {
+		t.Fatalf("open reviews of SD-1: %+v, %v; want one naming dispute dp_SD1", open, err)
 	}
 }

@@ -23,7 +23,9 @@ import (
 const StripeSignatureHeader = "Stripe-Signature"
 
 // Stripe verifies Stripe webhook events. payment_intent.succeeded becomes a
-// paid notice and charge.refunded a refunded one; every other event type
+// paid notice and charge.refunded a refunded one; a dispute's
+// (charge.dispute.*) withdrawal of the money a refunded notice, and its
+// other events a dispute notice (disputed); every other event type
 // verifies and is acknowledged without a notice. The zero Tolerance is
 // DefaultTolerance, the 300 seconds Stripe's own libraries accept.
 //
@@ -57,7 +59,23 @@ var _ lapse.PaymentCallback = (*Stripe)(nil)
 const (
 	stripePaymentSucceeded = "payment_intent.succeeded"
 	stripeChargeRefunded   = "charge.refunded"
+	// A dispute (chargeback): opened, its amount taken from the merchant,
+	// given back (won after the withdrawal), closed.
+	stripeDisputeCreated    = "charge.dispute.created"
+	stripeDisputeWithdrawn  = "charge.dispute.funds_withdrawn"
+	stripeDisputeReinstated = "charge.dispute.funds_reinstated"
+	stripeDisputeClosed     = "charge.dispute.closed"
 )
+
+// stripeActs says whether Lapse acts on events of type typ.
+func stripeActs(typ string) bool {
+	switch typ {
+	case stripePaymentSucceeded, stripeChargeRefunded, stripeDisputeCreated, stripeDisputeWithdrawn,
+		stripeDisputeReinstated, stripeDisputeClosed:
+		return true
+	}
+	return false
+}
 
 // stripeEvent is the part of a Stripe event Lapse reads. Unknown fields are
 // let through: Stripe adds fields to its objects in every API version.
@@ -124,7 +142,7 @@ func (s *Stripe) Verify(hdr http.Header, body []byte, now time.Time) (*lapse.Pay
 	if ev.Type == "" {
 		return nil, lapse.Errorf(lapse.EINVALID, "the Stripe event has no type")
 	}
-	if ev.Type != stripePaymentSucceeded && ev.Type != stripeChargeRefunded {
+	if !stripeActs(ev.Type) {
 		return nil, nil
 	}
 	switch {
@@ -134,8 +152,10 @@ func (s *Stripe) Verify(hdr http.Header, body []byte, now time.Time) (*lapse.Pay
 		return nil, nil // a test payment: no money moved
 	case ev.Type == stripePaymentSucceeded:
 		return s.paid(&ev, body)
+	case ev.Type == stripeChargeRefunded:
+		return s.refunded(&ev, body)
 	}
-	return s.refunded(&ev, body)
+	return s.disputed(&ev, body)
 }
 
 func (s *Stripe) paid(ev *stripeEvent, raw []byte) (*lapse.PaymentNotice, error) {
@@ -186,6 +206,62 @@ func (s *Stripe) refunded(ev *stripeEvent, raw []byte) (*lapse.PaymentNotice, er
 	return n, nil
 }
 
+type stripeDispute struct {
+	ID            string          `json:"id"`
+	Object        string          `json:"object"`
+	Amount        json.RawMessage `json:"amount"`
+	Currency      string          `json:"currency"`
+	Charge        string          `json:"charge"`
+	PaymentIntent string          `json:"payment_intent"`
+	Reason        string          `json:"reason"`
+	Status        string          `json:"status"`
+}
+
+// disputed reads a dispute event. A dispute names its payment (its
+// payment_intent, the paid notice's transaction), not its order. The money
+// it takes from the merchant (funds_withdrawn, or closed lost, which
+// Stripe withdraws at the latest then) is a refunded notice of the
+// dispute's amount under the dispute's id, with a Review naming it: the
+// same withdrawal reported twice is one refund. A dispute opened, its
+// money given back (funds_reinstated) or closed otherwise moves no money
+// on Lapse's books: a dispute notice, which puts the payment in review.
+func (s *Stripe) disputed(ev *stripeEvent, raw []byte) (*lapse.PaymentNotice, error) {
+	var dp stripeDispute
+	if err := decodeLenient(ev.Data.Object, &dp); err != nil {
+		return nil, lapse.Errorf(lapse.EINVALID, "the Stripe event's data.object: %s", lapse.ErrorMessage(err))
+	}
+	if dp.Object != "dispute" {
+		return nil, lapse.Errorf(lapse.EINVALID, "a %s event carries a %q, not a dispute", ev.Type, dp.Object)
+	}
+	switch {
+	case dp.PaymentIntent == "":
+		return nil, lapse.Errorf(lapse.EINVALID, "data.object.payment_intent is missing from a %s event", ev.Type)
+	case dp.ID == "":
+		return nil, lapse.Errorf(lapse.EINVALID, "data.object.id is missing from a %s event", ev.Type)
+	}
+	n := &lapse.PaymentNotice{Provider: s.Provider, Kind: lapse.NoticeDispute, TxnID: dp.PaymentIntent, RefundID: dp.ID,
+		Currency: strings.ToUpper(dp.Currency), Merchant: ev.Account, PaidAt: time.Unix(ev.Created, 0).UTC(), Raw: raw}
+	if err := checkStripeNotice(n, ev, "amount", dp.Amount); err != nil || n.Kind == lapse.NoticeUnreadable {
+		return n, err
+	}
+	what := fmt.Sprintf("Stripe dispute %s (reason %q) of payment %s, charge %s, for %s", dp.ID, dp.Reason, dp.PaymentIntent,
+		dp.Charge, lapse.Money(n.Amount, n.Currency))
+	switch {
+	case ev.Type == stripeDisputeWithdrawn || ev.Type == stripeDisputeClosed && dp.Status == "lost":
+		n.Kind = lapse.NoticeRefunded
+		n.Review = fmt.Sprintf("%s: Stripe withdrew the disputed amount from the merchant (%s, status %s); "+
+			"the customer has the money back, and the payment must not be refunded again", what, ev.Type, dp.Status)
+	case ev.Type == stripeDisputeCreated:
+		n.Review = fmt.Sprintf("%s is opened (status %s): the customer disputes the payment; do not refund it while the dispute is open", what, dp.Status)
+	case ev.Type == stripeDisputeReinstated:
+		n.Review = fmt.Sprintf("%s: Stripe gave the withdrawn amount back to the merchant (status %s); "+
+			"the withdrawal recorded as a refund in review did not stand: settle that refund as failed", what, dp.Status)
+	default:
+		n.Review = fmt.Sprintf("%s is closed with status %s", what, dp.Status)
+	}
+	return n, nil
+}
+
 // checkStripeNotice refuses a notice that names no transaction, order or
 // refund, naming the Stripe field it came from, sets its amount from
 // amount, the object's amountField, in ISO 4217's minor units of its
@@ -205,7 +281,7 @@ func checkStripeNotice(n *lapse.PaymentNotice, ev *stripeEvent, amountField stri
 		return lapse.Errorf(lapse.EINVALID, "data.object.payment_intent is missing from a %s event", ev.Type)
 	case n.RefundID == "" && n.Kind == lapse.NoticeRefunded:
 		return lapse.Errorf(lapse.EINVALID, "data.object.id is missing from a %s event", ev.Type)
-	case n.OrderNo == "":
+	case n.OrderNo == "" && n.Kind != lapse.NoticeDispute: // a dispute names no order
 		return lapse.Errorf(lapse.EINVALID, "data.object.metadata.order_no is missing from a %s event", ev.Type)
 	case !ok:
 		unreadable(n, "data.object.%s %s of the %s event %s is not a positive integer number of Stripe's minor units of %s", amountField, sent(amount), ev.Type, ev.ID, n.Currency)

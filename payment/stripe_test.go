@@ -505,3 +505,85 @@ func TestStripeMinorUnits(t *testing.T) {
 		t.Errorf("a refund of 1500 hundredths of ISK: %s, %v; want 15 krónur", brief(n), err)
 	}
 }
+
+// stripeDisputeEvent is a charge.dispute.funds_withdrawn event as Stripe
+// sends it (abridged): a dispute names its payment_intent and charge, not
+// the order.
+const stripeDisputeEvent = `{
+  "id": "evt_1QyDisp2eZvKYlo2Cw1thdr",
+  "object": "event",
+  "api_version": "2025-08-27.basil",
+  "created": 1764489600,
+  "data": {
+    "object": {
+      "id": "dp_1QyDisp2eZvKYlo2C0jkl3456",
+      "object": "dispute",
+      "amount": 1500,
+      "balance_transactions": [{"id": "txn_1QyDisp2eZvKYlo2C", "amount": -1500, "fee": 1500}],
+      "charge": "ch_3QxYz12eZvKYlo2C0ghi9012",
+      "currency": "usd",
+      "evidence": {"customer_name": null},
+      "is_charge_refundable": false,
+      "livemode": true,
+      "metadata": {},
+      "payment_intent": "pi_3QxYz12eZvKYlo2C0def5678",
+      "reason": "fraudulent",
+      "status": "needs_response"
+    }
+  },
+  "livemode": true,
+  "type": "charge.dispute.funds_withdrawn"
+}`
+
+// TestStripeDispute: a dispute's withdrawal (funds_withdrawn, or closed
+// lost) is a refunded notice of the amount withdrawn under the dispute's
+// id, naming it; its other events are dispute notices; none needs an
+// order number, and each still needs its payment_intent.
+func TestStripeDispute(t *testing.T) {
+	t.Parallel()
+	verify := func(typ, status string, edit ...string) (*lapse.PaymentNotice, error) {
+		body := strings.Replace(stripeDisputeEvent, `"charge.dispute.funds_withdrawn"`, `"`+typ+`"`, 1)
+		body = strings.Replace(body, `"needs_response"`, `"`+status+`"`, 1)
+		for i := 0; i+1 < len(edit); i += 2 {
+			body = strings.Replace(body, edit[i], edit[i+1], 1)
+		}
+		return newStripe().Verify(stripeGoSigned(t, body, stripeSecret, testNow), []byte(body), testNow)
+	}
+	for _, c := range []struct {
+		typ, status string
+		kind        lapse.PaymentNoticeKind
+		says        string
+	}{
+		{"charge.dispute.funds_withdrawn", "needs_response", lapse.NoticeRefunded, "must not be refunded again"},
+		{"charge.dispute.closed", "lost", lapse.NoticeRefunded, "must not be refunded again"},
+		{"charge.dispute.created", "needs_response", lapse.NoticeDispute, "opened"},
+		{"charge.dispute.funds_reinstated", "won", lapse.NoticeDispute, "gave the withdrawn amount back"},
+		{"charge.dispute.closed", "won", lapse.NoticeDispute, "closed with status won"},
+	} {
+		n, err := verify(c.typ, c.status)
+		if err != nil || n == nil {
+			t.Fatalf("%s %s: %+v, %v", c.typ, c.status, n, err)
+		}
+		if n.Kind != c.kind || n.TxnID != "pi_3QxYz12eZvKYlo2C0def5678" || n.RefundID != "dp_1QyDisp2eZvKYlo2C0jkl3456" ||
+			n.Amount != 1500 || n.Currency != "USD" || n.OrderNo != "" || n.RefundedTotal ||
+			!strings.Contains(n.Review, "dp_1QyDisp2eZvKYlo2C0jkl3456") || !strings.Contains(n.Review, c.says) ||
+			!n.PaidAt.Equal(time.Unix(1764489600, 0)) {
+			t.Errorf("%s %s: %+v", c.typ, c.status, n)
+		}
+	}
+	_, err := verify("charge.dispute.funds_withdrawn", "needs_response", `"payment_intent": "pi_3QxYz12eZvKYlo2C0def5678"`, `"payment_intent": null`)
+	requireCode(t, err, lapse.EINVALID, "payment_intent")
+	_, err = verify("charge.dispute.created", "needs_response", `"object": "dispute"`, `"object": "charge"`)
+	requireCode(t, err, lapse.EINVALID, "not a dispute")
+	n, err := verify("charge.dispute.funds_withdrawn", "needs_response", `"amount": 1500`, `"amount": "1500"`)
+	if err != nil || n == nil || n.Kind != lapse.NoticeUnreadable {
+		t.Errorf("a dispute whose amount is a string: %+v, %v; want an unreadable notice", n, err)
+	}
+	// A test-mode dispute at a live endpoint moves no money.
+	n, err = verify("charge.dispute.funds_withdrawn", "needs_response", `"livemode": true,
+  "type"`, `"livemode": false,
+  "type"`)
+	if n != nil || err != nil {
+		t.Errorf("a test-mode dispute at a live endpoint: %+v, %v", n, err)
+	}
+}
