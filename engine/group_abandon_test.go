@@ -117,3 +117,49 @@ func TestAbandonGroup(t *testing.T) {
 		}
 	})
 }
+
+// TestAbandonGroupDisputeNotOurs: while an abandoned group's refund of a
+// member is under way, a dispute's withdrawal of that member's charge, for
+// the whole amount, is not taken for the abandoning's own refund: the
+// member stays refunding (Lapse's refund is still asked), and the dispute
+// goes on the group's desk, for the money may go back twice.
+func TestAbandonGroupDisputeNotOurs(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		sb := &flakyRefunds{Sandbox: payment.NewSandbox(payment.SandboxConfig{Secret: []byte("s"), Clock: clk}), calls: map[string]int{}}
+		e, err := engine.New(open(), flows.Builtin(), engine.Config{Clock: clk,
+			Payments: engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{"sandbox": sb}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := ctxT(t)
+		settleThrough(t, e, clk, "G-DS", engine.JoinRequest{UserID: "u1", Method: "tok-u1"}, engine.JoinRequest{UserID: "u3", Method: "fail"})
+		if _, err := e.AbandonGroup(ctx, "G-DS", "u3's card is declined for good", operator); err != nil {
+			t.Fatal(err)
+		}
+		drain(t, engine.NewDeliverer(e, engine.DelivererConfig{})) // the refund answered 502: u1 refunding
+		m := members(t, e, "G-DS")["u1"]
+		if m.Status != lapse.ChargeRefunding {
+			t.Fatalf("u1 is %s, want refunding", m.Status)
+		}
+		reviews := func() int {
+			rs, err := e.Reviews(ctx, &lapse.ReviewListParams{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(rs)
+		}
+		before := reviews()
+		_, err = e.ApplyPayment(ctx, &lapse.PaymentNotice{Provider: "sandbox", Kind: lapse.NoticeRefunded, TxnID: m.TxnID, RefundID: "dp_1",
+			Amount: m.Amount, Currency: m.Currency, PaidAt: clk.Now(), Review: "Stripe dispute dp_1 lost: the bank took the money back"})
+		if err != nil {
+			t.Fatalf("a dispute's withdrawal of u1's charge: %v", err)
+		}
+		if got := members(t, e, "G-DS")["u1"]; got.Status != lapse.ChargeRefunding {
+			t.Errorf("u1 after a dispute's withdrawal = %s, want still refunding (the dispute is not Lapse's refund)", got.Status)
+		}
+		if after := reviews(); after != before+1 {
+			t.Errorf("reviews: %d before the dispute, %d after; want one more", before, after)
+		}
+	})
+}
