@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -406,33 +407,78 @@ func (r refunder) queryOrderRefunds(ctx context.Context, d *lapse.Delivery) (boo
 // (refundDisputed). One that contradicts a refund that succeeded, or one in
 // review, is put on the desk beside it, once however often it comes; one
 // that agrees with a refund in review changes nothing, as only an operator
-// settles that. A notice that matches no refund is of a refund Lapse never
-// asked for (unaskedRefund).
+// settles that. A notice whose refund id names none is matched by asking
+// the provider after Lapse's refunds that have no answer yet
+// (refundByQuery); one that matches no refund so either is of a refund
+// Lapse never asked for (unaskedRefund).
 func (ps *payments) orderRefundNoticed(ctx context.Context, pay *lapse.Payment, n *lapse.PaymentNotice) error {
 	e := ps.e
 	refunds, err := e.store.OrderRefundList(ctx, pay.OrderID)
 	if err != nil {
 		return err
 	}
+	i := slices.IndexFunc(refunds, func(x *lapse.OrderRefund) bool {
+		return x.PaymentID == pay.ID && (x.Key == n.RefundID || x.RefundID != "" && x.RefundID == n.RefundID)
+	})
+	if i < 0 {
+		if i, err = ps.refundByQuery(ctx, pay, n, refunds); err != nil {
+			return err
+		}
+	}
+	if i < 0 {
+		return ps.unaskedRefund(ctx, pay, n, refunds)
+	}
+	x := refunds[i]
+	why := noticeDisagrees(n, x, refunds[:i])
+	switch {
+	case why != "":
+		return ps.refundDisputed(ctx, x, n, why)
+	case x.Status == lapse.OrderRefundRequested:
+		// The notice's amount is x's, as checked above.
+		if err := ps.recordOrderRefund(ctx, x, &lapse.ProviderRefund{RefundID: n.RefundID, TxnID: pay.TxnID, Amount: x.Amount,
+			Currency: n.Currency, Status: lapse.RefundSucceeded}, ""); err != nil {
+			return err
+		}
+	}
+	_, err = ps.settleOrderRefund(ctx, pay.OrderNo)
+	return err
+}
+
+// refundByQuery returns the index in refunds (pay's order's) of the refund
+// of Lapse's that n, a refund notice naming none of them by its id,
+// reports, or -1. The notice can overtake the record of a refund's own
+// answer: the process that asked for it stopped between the provider's
+// refund and its record. Taken for a refund Lapse did not ask for, the
+// money would be counted twice. So each refund of pay that Lapse asked for
+// and has no answer to yet (requested, no refund id recorded), of n's
+// amount and currency, is asked after at its provider, under its key; the
+// one whose refund is n's is n's. A provider that cannot say now makes it
+// EUNAVAILABLE, so that the notice is sent again. A provider's total (what
+// it refunded in all) and a dispute's withdrawal name no refund of
+// Lapse's, and are not asked after.
+func (ps *payments) refundByQuery(ctx context.Context, pay *lapse.Payment, n *lapse.PaymentNotice, refunds []*lapse.OrderRefund) (int, error) {
+	if n.RefundedTotal || n.Review != "" {
+		return -1, nil
+	}
 	for i, x := range refunds {
-		if x.PaymentID != pay.ID || (x.Key != n.RefundID && (x.RefundID == "" || x.RefundID != n.RefundID)) {
+		prov := ps.providers[x.Provider]
+		if x.PaymentID != pay.ID || x.Status != lapse.OrderRefundRequested || x.RefundID != "" || x.Amount != n.Amount ||
+			x.Currency != n.Currency || prov == nil {
 			continue
 		}
-		why := noticeDisagrees(n, x, refunds[:i])
+		actx, cancel := context.WithTimeout(ctx, askTimeout)
+		pr, err := prov.RefundQuery(actx, x.Key)
+		cancel()
 		switch {
-		case why != "":
-			return ps.refundDisputed(ctx, x, n, why)
-		case x.Status == lapse.OrderRefundRequested:
-			// The notice's amount is x's, as checked above.
-			if err := ps.recordOrderRefund(ctx, x, &lapse.ProviderRefund{RefundID: n.RefundID, TxnID: pay.TxnID, Amount: x.Amount,
-				Currency: n.Currency, Status: lapse.RefundSucceeded}, ""); err != nil {
-				return err
-			}
+		case errors.Is(err, lapse.ErrProviderNotFound):
+		case err != nil:
+			return -1, lapse.Errorf(lapse.EUNAVAILABLE, "refund %s of payment %s: Lapse's refund %s of the same amount is under way, and %s could not say now whether it is that one (%s); send it again",
+				n.RefundID, pay.TxnID, x.Key, x.Provider, lapse.Reason(err))
+		case pr.RefundID == n.RefundID:
+			return i, nil
 		}
-		_, err := ps.settleOrderRefund(ctx, pay.OrderNo)
-		return err
 	}
-	return ps.unaskedRefund(ctx, pay, n, refunds)
+	return -1, nil
 }
 
 // refundDisputed puts refund x in review, with a review that holds it
