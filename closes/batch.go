@@ -76,7 +76,7 @@ func (c *Closer) Start(ctx context.Context, sel *Selector, reason string, by *la
 		return nil, err
 	}
 	if previewed != nil && previewed.Selection != "" && previewed.Selection != sel.Selection() {
-		return nil, lapse.FieldError("preview", "was made for another selection: preview this one, and confirm what it shows")
+		return nil, otherSelection()
 	}
 	raw, err := json.Marshal(sel)
 	if err != nil {
@@ -111,17 +111,15 @@ func (c *Closer) start(ctx context.Context, sel *Selector, raw []byte, reason st
 		seen, since = previewed.AsOf, "the preview"
 	}
 	err := c.each(ctx, sel, func(o *lapse.Order, closable bool) error {
-		switch {
-		case !closable || seen.IsZero():
-		case o.CreatedAt.After(seen):
-			closable = false
-			newer++
-		case o.UpdatedAt.After(seen):
-			// It moved since it was counted: closable now, it may not have
-			// been then (let into a wait for payment since), so that what
-			// was counted is not what would be closed.
-			closable = false
-			changed++
+		if closable {
+			switch movedSince(o, seen) {
+			case madeSince:
+				closable = false
+				newer++
+			case changedSince:
+				closable = false
+				changed++
+			}
 		}
 		if !closable {
 			skipped++
@@ -171,6 +169,29 @@ func (c *Closer) start(ctx context.Context, sel *Selector, raw []byte, reason st
 		return nil, err
 	}
 	return b, nil
+}
+
+// Whether an order was made or changed since a close's orders were counted.
+const (
+	unchanged = iota
+	madeSince
+	changedSince
+)
+
+// movedSince says whether o was made or changed after seen (zero: nothing was
+// counted, so nothing is since). One changed since is left out as one made
+// since is: closable now, it may not have been then (let into a wait for
+// payment since), so that what was counted is not what would be closed.
+func movedSince(o *lapse.Order, seen time.Time) int {
+	switch {
+	case seen.IsZero():
+		return unchanged
+	case o.CreatedAt.After(seen):
+		return madeSince
+	case o.UpdatedAt.After(seen):
+		return changedSince
+	}
+	return unchanged
 }
 
 // validActor refuses a by that names no one.

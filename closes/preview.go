@@ -62,6 +62,50 @@ func (c *Closer) Preview(ctx context.Context, sel *Selector) (*Preview, error) {
 	return p, nil
 }
 
+// PreviewSince is the preview, as of now, of the close of sel confirmed
+// from previewed (nil: none): Count is the orders Start given previewed
+// would close now, those closable that were not made or changed after
+// previewed.AsOf, which may be more than previewed.Count (Start then
+// closes nothing); the rest are Skipped. It is what such a close is judged
+// by before it starts (four eyes), and, given to Start, bounds what it
+// closes: nothing made or changed after it, and no more than its Count.
+// It changes nothing. Errors: those of Preview, and EINVALID (field
+// "preview") for a previewed of another selection, as Start refuses it.
+func (c *Closer) PreviewSince(ctx context.Context, sel *Selector, previewed *Preview) (*Preview, error) {
+	if err := c.check(sel); err != nil {
+		return nil, err
+	}
+	if previewed != nil && previewed.Selection != "" && previewed.Selection != sel.Selection() {
+		return nil, otherSelection()
+	}
+	var seen time.Time
+	if previewed != nil {
+		seen = previewed.AsOf
+	}
+	p := &Preview{Sample: []*lapse.Order{}, AsOf: c.e.Clock().Now(), Selection: sel.Selection()}
+	err := c.each(ctx, sel, func(o *lapse.Order, closable bool) error {
+		if !closable || movedSince(o, seen) != unchanged {
+			p.Skipped++
+			return nil
+		}
+		p.Count++
+		if len(p.Sample) < sampleSize {
+			p.Sample = append(p.Sample, o)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// otherSelection refuses a close confirmed from another selection's
+// preview.
+func otherSelection() error {
+	return lapse.FieldError("preview", "was made for another selection: preview this one, and confirm what it shows")
+}
+
 // check validates sel against the engine's flows.
 func (c *Closer) check(sel *Selector) error {
 	if err := sel.Validate(); err != nil {

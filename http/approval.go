@@ -12,6 +12,7 @@ import (
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
+	"github.com/lapsehq/lapse/closes"
 )
 
 // Four eyes. A risky action by an operator above the access service's
@@ -31,6 +32,10 @@ type stake struct {
 	currency string
 	count    int64 // orders
 	reason   string
+	// closing is a manual close's: what it was counted as
+	// (closes.Closer.PreviewSince). A close admitted on it closes nothing
+	// made or changed after it, and no more than its count.
+	closing *closes.Preview
 }
 
 // storedRequest is the request an approval request carries out.

@@ -65,6 +65,11 @@ func principalOf(ctx context.Context) *access.Principal {
 // approved it with theirs, for what it put at stake then (approval.stake).
 type approvedKey struct{}
 
+// admittedKey carries the stake a risky request was admitted on, on its
+// maker's own word (Access.Admit), to its handler: a manual close closes no
+// more than it (stake.closing).
+type admittedKey struct{}
+
 type approval struct {
 	*lapse.Approval        // as it was approved
 	approver        string // who approved it
@@ -249,6 +254,8 @@ func (s *Server) guarded(w http.ResponseWriter, r *http.Request, rt *route) {
 					s.requestApproval(w, r, rt, entry, body, st)
 					return
 				}
+				// Admitted on this stake: the handler keeps to it.
+				ctx = context.WithValue(ctx, admittedKey{}, &st)
 			case code == lapse.EINTERNAL || code == lapse.EUNAVAILABLE:
 				// The server could not tell it (a read failed): the call
 				// is not carried out unjudged.

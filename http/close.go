@@ -45,6 +45,27 @@ func (req *closeRequest) previewed() (*closes.Preview, error) {
 	return &closes.Preview{AsOf: *req.Preview.AsOf, Count: *req.Preview.Count, Selection: req.Preview.Selection}, nil
 }
 
+// keptTo is the bound of a close confirmed from previewed (nil: none) and
+// admitted on the count admitted (closeStake; nil: none): nothing made or
+// changed after either, and no more than either counted. Without it, orders
+// that came into the selection while the close was admitted (a range that
+// runs into the future, a preview whose as_of is to come) were closed with
+// it, beyond the count four eyes judged.
+func keptTo(previewed, admitted *closes.Preview) *closes.Preview {
+	switch {
+	case admitted == nil:
+		return previewed
+	case previewed == nil:
+		return &closes.Preview{AsOf: admitted.AsOf, Count: admitted.Count, Selection: admitted.Selection}
+	}
+	b := *previewed
+	if admitted.AsOf.Before(b.AsOf) {
+		b.AsOf = admitted.AsOf
+	}
+	b.Count = min(b.Count, admitted.Count)
+	return &b
+}
+
 // entryKey carries the audit row of a route whose handler writes its own
 // (route.selfAudit).
 type entryKey struct{}
@@ -96,6 +117,9 @@ func (s *Server) startClose(w http.ResponseWriter, r *http.Request) {
 	var approved *lapse.Approval // the one carried out (carryOut), which bounds what is closed
 	if ap, _ := r.Context().Value(approvedKey{}).(*approval); ap != nil {
 		approved = ap.Approval
+	}
+	if st, _ := r.Context().Value(admittedKey{}).(*stake); st != nil {
+		previewed = keptTo(previewed, st.closing)
 	}
 	b, err := s.closer.Start(r.Context(), &req.Selector, req.Reason, by, approved, previewed)
 	switch {

@@ -1,14 +1,19 @@
 package http_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
+	"github.com/lapsehq/lapse/engine"
+	lapsehttp "github.com/lapsehq/lapse/http"
+	"github.com/lapsehq/lapse/sqlite"
 )
 
 // TestCloseKeepsToThePreview: a close given the preview it was confirmed
@@ -95,4 +100,127 @@ func TestClosesPaged(t *testing.T) {
 	}
 	g.call("GET", "/v1/closes?cursor=AQ", "", closer).refused(t, http.StatusBadRequest, lapse.EINVALID)
 	g.call("GET", "/v1/closes?limit=501", "", closer).refused(t, http.StatusBadRequest, lapse.EINVALID)
+}
+
+// TestCloseJudgedAsPreviewed: a close confirmed from a preview is judged
+// for four eyes, and counted toward the operator's day, by the orders it
+// closes (those the preview counted), not by every order its selection
+// matches by then: orders made since, which it leaves out, asked for a
+// second operator's approval of a close of them all.
+func TestCloseJudgedAsPreviewed(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{ApprovalCount: 3})
+	g.operator("alice", access.RoleOperator)
+	order := func(no string) {
+		g.call("POST", "/v1/orders", `{"order_no":"`+no+`","flow":"checkout","user_id":"u","amount":100,"currency":"CNY"}`, bearer(g.admin)).want(t, http.StatusCreated)
+	}
+	order("JP-1")
+	order("JP-2")
+	alice := session(g.login("alice"))
+	var pv struct {
+		Count     int64
+		AsOf      time.Time `json:"as_of"`
+		Selection string
+	}
+	g.call("POST", "/v1/closes/preview", `{"selector":{"user_id":"u"}}`, alice).want(t, http.StatusOK).decode(t, &pv)
+	if pv.Count != 2 {
+		t.Fatalf("preview = %+v, want 2", pv)
+	}
+	g.clock.Advance(time.Second)
+	for i := range 5 {
+		order(fmt.Sprintf("JP-new-%d", i))
+	}
+	asOf, _ := json.Marshal(pv.AsOf)
+	r := g.call("POST", "/v1/closes", fmt.Sprintf(`{"selector":{"user_id":"u"},"reason":"r","preview":{"as_of":%s,"count":2,"selection":%q}}`, asOf, pv.Selection),
+		alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).want(t, http.StatusAccepted)
+	if a := r.approval(t); a.Status == lapse.ApprovalPending {
+		t.Fatalf("a close of the 2 orders previewed waits for approval as a close of %d", a.Count)
+	}
+	var b batchView
+	r.decode(t, &b)
+	if done := g.waitBatch(b.ID, alice); done.Total != 2 || done.Closed != 2 {
+		t.Errorf("close of the preview = %+v, want its 2 orders", done)
+	}
+	// Her day counts the 2 she closed: one more is within the threshold.
+	var one batchView
+	r = g.call("POST", "/v1/closes", `{"selector":{"order_nos":["JP-new-0"]},"reason":"r"}`, alice, header(lapsehttp.SecondFactorHeader, g.code("alice"))).
+		want(t, http.StatusAccepted)
+	if a := r.approval(t); a.Status == lapse.ApprovalPending {
+		t.Fatalf("alice's third close of the day waits for approval: her first counted the orders it left out")
+	}
+	r.decode(t, &one)
+	g.waitBatch(one.ID, alice)
+}
+
+// flashStore runs after, once, when an order list of the user u-flash has
+// been read: the orders made between the count a close is admitted on and
+// the close.
+type flashStore struct {
+	*sqlite.Store
+	after atomic.Pointer[func()]
+}
+
+func (s *flashStore) OrderList(ctx context.Context, p *lapse.OrderListParams) ([]*lapse.Order, error) {
+	got, err := s.Store.OrderList(ctx, p)
+	if p.UserID == "u-flash" {
+		if f := s.after.Swap(nil); f != nil {
+			(*f)()
+		}
+	}
+	return got, err
+}
+
+// TestCloseKeepsToWhatWasAdmitted: a close admitted on its operator's own
+// word (below four eyes' count) closes no more orders than it was counted
+// at, with or without a preview, whatever the preview claims: orders made
+// while it was being admitted, which took it past the count, were closed
+// with it, and four eyes never saw them.
+func TestCloseKeepsToWhatWasAdmitted(t *testing.T) {
+	t.Parallel()
+	var fs *flashStore
+	g := guard(newEnvWith(t, options{access: &access.Config{ApprovalCount: 3}, closer: true,
+		wrap: func(s lapse.Store) lapse.Store { fs = &flashStore{Store: s.(*sqlite.Store)}; return fs }}))
+	g.operator("alice", access.RoleOperator)
+	n := 0
+	order := func() {
+		n++
+		_, _, err := g.engine.CreateOrder(context.Background(), &lapse.OrderCreate{OrderNo: fmt.Sprintf("FL-%d", n), Flow: "checkout",
+			UserID: "u-flash", Amount: 100, Currency: "CNY"}, engine.Actor{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	alice := session(g.login("alice"))
+	for _, c := range []struct{ name, preview string }{
+		{"no preview", ""},
+		{"a preview of the future", `,"preview":{"as_of":"2100-01-01T00:00:00Z","count":1000}`},
+	} {
+		order()
+		order()
+		rush := func() {
+			for range 5 {
+				order()
+			}
+		}
+		fs.after.Store(&rush)
+		r := g.call("POST", "/v1/closes", `{"selector":{"user_id":"u-flash"},"reason":"r"`+c.preview+`}`,
+			alice, header(lapsehttp.SecondFactorHeader, g.code("alice")))
+		if r.status == http.StatusAccepted {
+			if a := r.approval(t); a.Status != lapse.ApprovalPending {
+				var b batchView
+				r.decode(t, &b)
+				if done := g.waitBatch(b.ID, alice); done.Total > 2 {
+					t.Errorf("%s: admitted on a count of 2, the close took %d orders", c.name, done.Total)
+				}
+			}
+		}
+		// What is left is closed on a key's word, for the next case.
+		if r := g.call("POST", "/v1/closes", `{"selector":{"user_id":"u-flash"},"reason":"r"}`, bearer(g.admin)); r.status == http.StatusAccepted {
+			var b batchView
+			r.decode(t, &b)
+			g.waitBatch(b.ID, bearer(g.admin))
+		}
+		g.clock.Advance(25 * time.Hour)
+		alice = session(g.login("alice"))
+	}
 }

@@ -185,7 +185,10 @@ func retryBody(s *Server, r *http.Request, body []byte, st stake) (stake, error)
 	return st, nil
 }
 
-// closeStake is the number of orders a manual close would close.
+// closeStake is the number of orders a manual close would close: of a
+// close confirmed from a preview, those the preview counted that it would
+// close now (closes.Closer.PreviewSince), not the orders made since, which
+// it leaves out.
 func closeStake(s *Server, r *http.Request, body []byte) (stake, error) {
 	if s.closer == nil {
 		return stake{}, errNoCloser
@@ -194,9 +197,13 @@ func closeStake(s *Server, r *http.Request, body []byte) (stake, error) {
 	if err := s.decodeStake(r, body, &req); err != nil {
 		return stake{}, err
 	}
-	pv, err := s.closer.Preview(r.Context(), &req.Selector)
+	previewed, err := req.previewed()
 	if err != nil {
 		return stake{}, err
 	}
-	return stake{count: pv.Count, reason: req.Reason}, nil
+	pv, err := s.closer.PreviewSince(r.Context(), &req.Selector, previewed)
+	if err != nil {
+		return stake{}, err
+	}
+	return stake{count: pv.Count, reason: req.Reason, closing: pv}, nil
 }
