@@ -53,6 +53,7 @@ type envConfig struct {
 	trusted []string // the API's and the console's trusted origins
 	// bodyTimeout is the console's Config.BodyTimeout.
 	bodyTimeout time.Duration
+	flows       []*lapse.Flow // the engine's flows; default flows.Builtin()
 }
 
 func newEnv(t *testing.T, ec envConfig) *env {
@@ -71,7 +72,11 @@ func newEnv(t *testing.T, ec envConfig) *env {
 	if ec.engine != nil {
 		ec.engine(&ecfg)
 	}
-	e, err := engine.New(s, flows.Builtin(), ecfg)
+	fs := ec.flows
+	if fs == nil {
+		fs = flows.Builtin()
+	}
+	e, err := engine.New(s, fs, ecfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ type orderActions struct {
 	Refundable int64
 	RefundText string // Refundable in major units, the form's default
 	RefundKey  string // the Idempotency-Key of the refund form, made for this rendering
-	Close      bool   // the state has a deadline whose event ends the order
+	Close      bool   // a manual close ends the order in its state ((*lapse.Flow).ClosableByHand)
 	CloseOff   bool   // Close, but the console has no closer
 }
 
@@ -123,14 +123,13 @@ func (c *Console) actionsFor(o *lapse.Order, flow *lapse.Flow, tl *timelineData)
 		}
 	}
 	// A manual close fires the state's deadline event now; offered only
-	// where that ends the order (closing an open group buy early would
-	// charge its members instead).
-	if st := flow.State(o.State); st != nil && st.Deadline != nil {
-		if t := flow.Transition(o.State, st.Deadline.Event); t != nil {
-			if to := flow.State(t.To); to != nil && to.Terminal {
-				a.Close, a.CloseOff = true, c.cfg.Closer == nil
-			}
-		}
+	// where a manual close does, as the API judges it
+	// ((*lapse.Flow).ClosableByHand): a wait for payment that the deadline
+	// ends, not an open group buy (closing it early would charge its
+	// members) nor a paid order whose state has a deadline of its own (a
+	// shipped order confirmed received), which the API refuses to close.
+	if flow.ClosableByHand(o.State) {
+		a.Close, a.CloseOff = true, c.cfg.Closer == nil
 	}
 	return a
 }

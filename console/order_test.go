@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lapsehq/lapse"
+	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
 )
 
@@ -451,5 +452,48 @@ func TestCodeFieldsOptional(t *testing.T) {
 	}
 	if kind, text := alice.act("M-1", "refund", url.Values{"amount": {"10"}, "reason": {"goodwill"}, "idempotency_key": {"console-test-1"}}); kind != "ok" {
 		t.Errorf("refund without a code a moment later: %s %q", kind, text)
+	}
+}
+
+// shippingFlow is checkout with a merchant's shipping after the payment: a
+// SHIPPED order is confirmed received 7 days on (a deadline that ends it).
+func shippingFlow() *lapse.Flow {
+	f := flows.Checkout()
+	f.Name = "shipping"
+	f.States = append(f.States,
+		lapse.StateSpec{Name: "SHIPPED", Deadline: &lapse.Deadline{After: 7 * 24 * time.Hour, Event: "CONFIRM"}, Doc: "shipped; confirmed received at its deadline"},
+		lapse.StateSpec{Name: "RECEIVED", Terminal: true, Doc: "received"})
+	f.Events = append(f.Events,
+		lapse.EventSpec{Name: "SHIP", Doc: "the merchant shipped it"},
+		lapse.EventSpec{Name: "CONFIRM", Doc: "received, or 7 days passed"})
+	f.Transitions = append(f.Transitions,
+		lapse.Transition{From: flows.Paid, Event: "SHIP", To: "SHIPPED"},
+		lapse.Transition{From: "SHIPPED", Event: "CONFIRM", To: "RECEIVED"})
+	return f
+}
+
+// TestOrderCloseOfferedOnlyWhereAManualCloseCloses: the order page offers
+// to close an order only in a state a manual close ends (a wait for
+// payment), not a paid order whose state has a deadline of its own that
+// ends it (a shipped order confirmed received after 7 days): the API
+// refuses that close, so the form could only ever answer "refused".
+func TestOrderCloseOfferedOnlyWhereAManualCloseCloses(t *testing.T) {
+	t.Parallel()
+	d := newDesk(t, deskConfig{flows: append(flows.Builtin(), shippingFlow())})
+	d.create("SH-1", "shipping", 5000, "")
+	d.create("SH-2", "shipping", 5000, "")
+	if p := d.pay("SH-1", 5000); p.Status != lapse.PaymentApplied {
+		t.Fatalf("payment of SH-1: %s", p.Status)
+	}
+	if _, err := d.engine.Fire(d.ctx, "SH-1", engine.Fire{Event: "SHIP", By: app}); err != nil {
+		t.Fatal(err)
+	}
+	d.operator("alice", "operator")
+	b := d.login("alice")
+	if body := b.page("/console/orders/SH-1", http.StatusOK); strings.Contains(body, `id="close-form"`) {
+		t.Errorf("the page of a shipped (paid) order offers to close it")
+	}
+	if body := b.page("/console/orders/SH-2", http.StatusOK); !strings.Contains(body, `id="close-form"`) {
+		t.Errorf("the page of an unpaid order does not offer to close it")
 	}
 }

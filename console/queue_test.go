@@ -87,8 +87,9 @@ type desk struct {
 
 // deskConfig adjusts a desk's env.
 type deskConfig struct {
-	approvalAmount int64 // access.Config.ApprovalAmount
-	approvalCount  int64 // access.Config.ApprovalCount
+	approvalAmount int64         // access.Config.ApprovalAmount
+	approvalCount  int64         // access.Config.ApprovalCount
+	flows          []*lapse.Flow // the engine's flows; default flows.Builtin()
 }
 
 func newDesk(t *testing.T, dc deskConfig) *desk {
@@ -117,6 +118,7 @@ func newDesk(t *testing.T, dc deskConfig) *desk {
 				Schedule: lapse.Schedule{Steps: []time.Duration{time.Minute}}}}
 		},
 		access: func(c *access.Config) { c.ApprovalAmount, c.ApprovalCount = dc.approvalAmount, dc.approvalCount },
+		flows:  dc.flows,
 	})
 	d.cards.ledger = engine.NewCardLedger(d.engine)
 	d.deliver = engine.NewDeliverer(d.engine, engine.DelivererConfig{})
