@@ -312,3 +312,23 @@ func TestCloseRefusesAnotherSelection(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseManyNumbersInTheConsole: the close form takes as many order
+// numbers as a selector does (closes.MaxOrderNos, each as long as an order
+// number may be), through the preview and the confirm.
+func TestCloseManyNumbersInTheConsole(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{})
+	e.operator("alice", access.RoleOperator)
+	nos := e.closableOrders("M", "u-m", 2)
+	for i := len(nos); i < closes.MaxOrderNos; i++ {
+		nos = append(nos, fmt.Sprintf("%s%0*d", "M-", lapse.MaxOrderNoLen-2, i))
+	}
+	alice := e.login("alice")
+	_, page := alice.previewClose(url.Values{"order_nos": {strings.Join(nos, "\n")}, "reason": {"r"}})
+	bodyHas(t, "preview", page, "2 orders will be closed.", fmt.Sprintf("%d matched but will not be closed", closes.MaxOrderNos-2))
+	resp := alice.post("/console/close", confirmed(t, page, url.Values{"reason": {"r"}, "code": {e.code("alice")}}))
+	if b := e.waitBatch(batchID(t, redirectedTo(t, resp, "/console/close/"))); b.Total != 2 || b.Closed != 2 {
+		t.Fatalf("batch: %+v", b)
+	}
+}

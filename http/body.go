@@ -38,6 +38,16 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (_ *http.Reque
 	return readBody(w, r, s.bodyTimeout, s.maxBody)
 }
 
+// bodyLimit is the body limit of the route of the ServeMux pattern
+// pattern: Config.MaxBodyBytes, or the route's own maxBody when that is
+// larger.
+func (s *Server) bodyLimit(pattern string) int64 {
+	if rt := s.byPattern[pattern]; rt != nil && rt.maxBody > s.maxBody {
+		return rt.maxBody
+	}
+	return s.maxBody
+}
+
 // readBody is Server.readBody with the deadline timeout and the bound limit.
 func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration, limit int64) (_ *http.Request, whole bool) {
 	if r.Body == nil || r.Body == http.NoBody {

@@ -15,6 +15,13 @@ import (
 // /v1/closes), whose progress GET /v1/closes/{id} shows. The same path as
 // lapse close.
 
+// closeBodyBytes is the body limit of the manual close's routes: room for
+// closes.MaxOrderNos order numbers of lapse.MaxOrderNoLen each, quoted and
+// comma-separated, beside the rest of the body, which the default limit
+// holds. The default limit of 64 KiB took a few thousand numbers, not the
+// MaxOrderNos a selector takes.
+const closeBodyBytes = closes.MaxOrderNos*(lapse.MaxOrderNoLen+3) + DefaultMaxBodyBytes
+
 var errNoCloser = lapse.Errorf(lapse.EUNAVAILABLE, "manual close is not configured on this server")
 
 // closeRequest is the body of POST /v1/closes and /v1/closes/preview.

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
+	"github.com/lapsehq/lapse/closes"
 	"github.com/lapsehq/lapse/engine"
 	lapsehttp "github.com/lapsehq/lapse/http"
 	"github.com/lapsehq/lapse/sqlite"
@@ -222,5 +224,59 @@ func TestCloseKeepsToWhatWasAdmitted(t *testing.T) {
 		}
 		g.clock.Advance(25 * time.Hour)
 		alice = session(g.login("alice"))
+	}
+}
+
+// TestCloseTakesAsManyOrderNumbersAsItSays: a manual close by order number
+// takes the closes.MaxOrderNos numbers it documents, each as long as an
+// order number may be, through the preview, the close and an approval: its
+// body was held to the 64 KiB of every other request, a few thousand
+// numbers, and refused as too large.
+func TestCloseTakesAsManyOrderNumbersAsItSays(t *testing.T) {
+	t.Parallel()
+	g := newGuardedEnv(t, access.Config{ApprovalCount: 1})
+	g.operator("alice", access.RoleOperator)
+	g.operator("bob", access.RoleOperator)
+	nos := []string{"BIG-1", "BIG-2"}
+	for _, no := range nos {
+		g.call("POST", "/v1/orders", `{"order_no":"`+no+`","flow":"checkout","user_id":"u","amount":100,"currency":"CNY"}`, bearer(g.admin)).want(t, http.StatusCreated)
+	}
+	for i := len(nos); i < closes.MaxOrderNos; i++ {
+		nos = append(nos, fmt.Sprintf("%s%0*d", "BIG-", lapse.MaxOrderNoLen-4, i))
+	}
+	sel, _ := json.Marshal(map[string]any{"order_nos": nos})
+	var pv struct{ Count, Skipped int64 }
+	g.call("POST", "/v1/closes/preview", `{"selector":`+string(sel)+`}`, bearer(g.admin)).want(t, http.StatusOK).decode(t, &pv)
+	if pv.Count != 2 || pv.Skipped != closes.MaxOrderNos-2 {
+		t.Errorf("preview = %+v, want 2 to close and %d skipped", pv, closes.MaxOrderNos-2)
+	}
+	body := `{"selector":` + string(sel) + `,"reason":"r"}`
+	a := g.call("POST", "/v1/closes", body, session(g.login("alice")), header(lapsehttp.SecondFactorHeader, g.code("alice"))).want(t, http.StatusAccepted).approval(t)
+	if a.Status != lapse.ApprovalPending {
+		t.Fatalf("alice's close of 2 orders past the count of 1: %+v, want it waiting", a)
+	}
+	bob := session(g.login("bob"))
+	done := g.call("POST", fmt.Sprintf("/v1/approvals/%d/approve", a.ID), `{"code":"`+g.code("bob")+`"}`, bob).want(t, http.StatusOK).approval(t)
+	if done.Status != lapse.ApprovalExecuted {
+		t.Fatalf("the approved close: %+v", done)
+	}
+	var list struct{ Batches []batchView }
+	g.call("GET", "/v1/closes", "", bearer(g.admin)).want(t, http.StatusOK).decode(t, &list)
+	if len(list.Batches) != 1 {
+		t.Fatalf("batches: %+v", list.Batches)
+	}
+	if b := g.waitBatch(list.Batches[0].ID, bearer(g.admin)); b.Total != 2 || b.Closed != 2 {
+		t.Errorf("close = %+v, want BIG-1 and BIG-2 closed", b)
+	}
+	// Past the numbers it takes, the body is still refused as too large.
+	huge := `{"selector":{"order_nos":["` + strings.Repeat("x", 2<<20) + `"]},"reason":"r"}`
+	g.call("POST", "/v1/closes/preview", huge, bearer(g.admin)).refused(t, http.StatusBadRequest, lapse.EINVALID)
+}
+
+// TestCloseBodyBytesHoldsTheNumbers: the close routes' limit is the one the
+// README and the OpenAPI document give.
+func TestCloseBodyBytesHoldsTheNumbers(t *testing.T) {
+	if got := lapsehttp.CloseBodyBytes; got != 735_536 {
+		t.Errorf("closeBodyBytes = %d; the README and openapi.json say 735,536", got)
 	}
 }

@@ -71,3 +71,6 @@ var ResponseBodies = map[string]any{
 	"ProbeRun":        engine.ProbeRun{},
 	"ProbeStep":       engine.ProbeStep{},
 }
+
+// CloseBodyBytes is the body limit of the manual close's routes.
+const CloseBodyBytes = closeBodyBytes

@@ -19,7 +19,7 @@ import (
 // its field's type). Every failure is an EINVALID error (a *problem.MediaTypeError
 // for the Content-Type) naming the field when there is one.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, dst any) error {
-	return jsonbody.Read(w, r, s.maxBody, dst)
+	return jsonbody.Read(w, r, s.bodyLimit(r.Pattern), dst)
 }
 
 // decodeOptional is decode for a route whose body may be left out: an

@@ -176,6 +176,9 @@ type route struct {
 	// query marks a GET route whose handler reads query parameters
 	// (listQuery); every other GET route under /v1/ refuses any (noQuery).
 	query bool
+	// maxBody is the route's body limit when it is larger than
+	// Config.MaxBodyBytes (bodyLimit): a manual close's order numbers.
+	maxBody int64
 }
 
 func (s *Server) routes() []route {
@@ -227,8 +230,9 @@ func (s *Server) routes() []route {
 		{method: "GET", path: "/v1/trigger", handler: s.getTrigger, scope: read},
 		{method: "GET", path: "/v1/probe", handler: s.getProbe, scope: read},
 		{method: "PUT", path: "/v1/trigger", handler: s.putTrigger, scope: ops, audit: "trigger.set", target: "trigger", risky: true},
-		{method: "POST", path: "/v1/closes/preview", handler: s.previewClose, scope: read},
-		{method: "POST", path: "/v1/closes", handler: s.startClose, scope: ops, audit: "close.batch", selfAudit: true, target: "close", risky: true, stake: closeStake},
+		{method: "POST", path: "/v1/closes/preview", handler: s.previewClose, scope: read, maxBody: closeBodyBytes},
+		{method: "POST", path: "/v1/closes", handler: s.startClose, scope: ops, audit: "close.batch", selfAudit: true, target: "close", risky: true, stake: closeStake,
+			maxBody: closeBodyBytes},
 		{method: "GET", path: "/v1/closes", handler: s.listCloses, scope: read, query: true},
 		{method: "GET", path: "/v1/closes/{id}", handler: s.getClose, scope: read},
 		{method: "GET", path: "/v1/approvals", handler: s.listApprovals, scope: read, query: true},
@@ -377,7 +381,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	// net/http reads what a handler left of a body before it answers, with
 	// no deadline of its own, so a refusal sent first waited for the rest of
 	// a body its client never had to send.
-	r, whole := s.readBody(rec, r)
+	_, pattern := s.mux.Handler(r)
+	r, whole := readBody(rec, r, s.bodyTimeout, s.bodyLimit(pattern))
 	if !lapse.StorableURL(r.URL) {
 		// Nothing a store keeps can be named so; PostgreSQL would refuse the
 		// value in a lookup with an error, SQLite would look it up.
