@@ -9,6 +9,7 @@ import (
 
 	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/closes"
+	"github.com/lapsehq/lapse/engine"
 	"github.com/lapsehq/lapse/flows"
 )
 
@@ -146,5 +147,43 @@ func TestPreviewLeavesGroupBuys(t *testing.T) {
 		if err != nil || p.Count != 1 || p.Skipped != 1 || !slices.Equal(orderNos(p.Sample), []string{"P-1"}) {
 			t.Errorf("Preview(%+v) = %+v, %v; want P-1 alone, G-1 skipped", sel, p, err)
 		}
+	}
+}
+
+// TestPreviewSince: the preview of a close confirmed from an earlier
+// preview counts what Start given it would close now: the orders counted
+// then that are still closable, not those made or changed since; and it
+// refuses another selection's preview, as Start does.
+func TestPreviewSince(t *testing.T) {
+	t.Parallel()
+	v := newEnv(t)
+	ctx := ctxT(t)
+	v.order("S-1", "u", "")
+	v.order("S-2", "u", "")
+	v.order("S-3", "u", "")
+	sel := &closes.Selector{UserID: "u"}
+	first, err := v.c.Preview(ctx, sel)
+	if err != nil || first.Count != 3 {
+		t.Fatalf("Preview = %+v, %v", first, err)
+	}
+	v.clk.Advance(time.Second)
+	v.pay("S-1")
+	v.order("S-4", "u", "")
+	if _, _, err := v.e.SetDeadline(ctx, "S-2", engine.DeadlineChange{ExtendBy: time.Hour, By: app}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := v.c.PreviewSince(ctx, sel, first)
+	if err != nil || p.Count != 1 || p.Skipped != 3 || !slices.Equal(orderNos(p.Sample), []string{"S-3"}) || !p.AsOf.Equal(v.clk.Now()) ||
+		p.Selection != sel.Selection() {
+		t.Errorf("PreviewSince = %+v, %v; want S-3 alone as of now", p, err)
+	}
+	if p, err := v.c.PreviewSince(ctx, sel, nil); err != nil || p.Count != 3 || p.Skipped != 1 {
+		t.Errorf("PreviewSince of no preview = %+v, %v; want the 3 closable now", p, err)
+	}
+	other := *first
+	other.Selection = (&closes.Selector{UserID: "someone else"}).Selection()
+	var le *lapse.Error
+	if _, err := v.c.PreviewSince(ctx, sel, &other); !errors.As(err, &le) || le.Field != "preview" {
+		t.Errorf("PreviewSince of another selection's preview = %v, want EINVALID about preview", err)
 	}
 }
