@@ -313,20 +313,22 @@ func TestCloseRefusesAnotherSelection(t *testing.T) {
 	}
 }
 
-// TestCloseManyNumbersInTheConsole: the close form takes as many order
-// numbers as a selector does (closes.MaxOrderNos, each as long as an order
-// number may be), through the preview and the confirm.
+// TestCloseManyNumbersInTheConsole: the close form takes more order
+// numbers than the API's default body limit holds (a selector takes
+// closes.MaxOrderNos), through the preview and the confirm: the preview
+// was refused as too large.
 func TestCloseManyNumbersInTheConsole(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envConfig{})
 	e.operator("alice", access.RoleOperator)
 	nos := e.closableOrders("M", "u-m", 2)
-	for i := len(nos); i < closes.MaxOrderNos; i++ {
+	const more = 1100 // of 64 characters: past 64 KiB
+	for i := range more {
 		nos = append(nos, fmt.Sprintf("%s%0*d", "M-", lapse.MaxOrderNoLen-2, i))
 	}
 	alice := e.login("alice")
 	_, page := alice.previewClose(url.Values{"order_nos": {strings.Join(nos, "\n")}, "reason": {"r"}})
-	bodyHas(t, "preview", page, "2 orders will be closed.", fmt.Sprintf("%d matched but will not be closed", closes.MaxOrderNos-2))
+	bodyHas(t, "preview", page, "2 orders will be closed.", fmt.Sprintf("%d matched but will not be closed", more))
 	resp := alice.post("/console/close", confirmed(t, page, url.Values{"reason": {"r"}, "code": {e.code("alice")}}))
 	if b := e.waitBatch(batchID(t, redirectedTo(t, resp, "/console/close/"))); b.Total != 2 || b.Closed != 2 {
 		t.Fatalf("batch: %+v", b)

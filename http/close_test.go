@@ -228,10 +228,11 @@ func TestCloseKeepsToWhatWasAdmitted(t *testing.T) {
 }
 
 // TestCloseTakesAsManyOrderNumbersAsItSays: a manual close by order number
-// takes the closes.MaxOrderNos numbers it documents, each as long as an
-// order number may be, through the preview, the close and an approval: its
-// body was held to the 64 KiB of every other request, a few thousand
-// numbers, and refused as too large.
+// takes more numbers than 64 KiB holds, through the preview, the close and
+// an approval: its body was held to the 64 KiB of every other request, a
+// few thousand numbers, not the closes.MaxOrderNos a selector takes, and
+// refused as too large. (1,100 numbers of 64 characters are past 64 KiB;
+// TestCloseBodyBytesHoldsTheNumbers checks that MaxOrderNos of them fit.)
 func TestCloseTakesAsManyOrderNumbersAsItSays(t *testing.T) {
 	t.Parallel()
 	g := newGuardedEnv(t, access.Config{ApprovalCount: 1})
@@ -241,14 +242,15 @@ func TestCloseTakesAsManyOrderNumbersAsItSays(t *testing.T) {
 	for _, no := range nos {
 		g.call("POST", "/v1/orders", `{"order_no":"`+no+`","flow":"checkout","user_id":"u","amount":100,"currency":"CNY"}`, bearer(g.admin)).want(t, http.StatusCreated)
 	}
-	for i := len(nos); i < closes.MaxOrderNos; i++ {
-		nos = append(nos, fmt.Sprintf("%s%0*d", "BIG-", lapse.MaxOrderNoLen-4, i))
-	}
+	nos = append(nos, longOrderNos(1100)...)
 	sel, _ := json.Marshal(map[string]any{"order_nos": nos})
+	if len(sel) <= lapsehttp.DefaultMaxBodyBytes {
+		t.Fatalf("the selector is %d bytes, within the default limit", len(sel))
+	}
 	var pv struct{ Count, Skipped int64 }
 	g.call("POST", "/v1/closes/preview", `{"selector":`+string(sel)+`}`, bearer(g.admin)).want(t, http.StatusOK).decode(t, &pv)
-	if pv.Count != 2 || pv.Skipped != closes.MaxOrderNos-2 {
-		t.Errorf("preview = %+v, want 2 to close and %d skipped", pv, closes.MaxOrderNos-2)
+	if pv.Count != 2 || pv.Skipped != 1100 {
+		t.Errorf("preview = %+v, want 2 to close and 1100 skipped", pv)
 	}
 	body := `{"selector":` + string(sel) + `,"reason":"r"}`
 	a := g.call("POST", "/v1/closes", body, session(g.login("alice")), header(lapsehttp.SecondFactorHeader, g.code("alice"))).want(t, http.StatusAccepted).approval(t)
@@ -273,9 +275,27 @@ func TestCloseTakesAsManyOrderNumbersAsItSays(t *testing.T) {
 	g.call("POST", "/v1/closes/preview", huge, bearer(g.admin)).refused(t, http.StatusBadRequest, lapse.EINVALID)
 }
 
-// TestCloseBodyBytesHoldsTheNumbers: the close routes' limit is the one the
-// README and the OpenAPI document give.
+// longOrderNos returns n order numbers as long as an order number may be.
+func longOrderNos(n int) []string {
+	nos := make([]string, n)
+	for i := range nos {
+		nos[i] = fmt.Sprintf("%s%0*d", "BIG-", lapse.MaxOrderNoLen-4, i)
+	}
+	return nos
+}
+
+// TestCloseBodyBytesHoldsTheNumbers: the close routes' limit holds a close
+// of closes.MaxOrderNos numbers as long as an order number may be, with a
+// reason and a preview as long as they may be, and is the one the README
+// and the OpenAPI document give.
 func TestCloseBodyBytesHoldsTheNumbers(t *testing.T) {
+	t.Parallel()
+	at := time.Now()
+	body, _ := json.Marshal(map[string]any{"selector": map[string]any{"order_nos": longOrderNos(closes.MaxOrderNos), "flow": strings.Repeat("f", lapse.MaxOrderNoLen)},
+		"reason": strings.Repeat("r", lapse.MaxReasonLen), "preview": map[string]any{"as_of": at, "count": closes.MaxOrderNos, "selection": strings.Repeat("a", 64)}})
+	if len(body) > lapsehttp.CloseBodyBytes {
+		t.Errorf("a close of %d numbers is %d bytes, past the routes' limit of %d", closes.MaxOrderNos, len(body), lapsehttp.CloseBodyBytes)
+	}
 	if got := lapsehttp.CloseBodyBytes; got != 735_536 {
 		t.Errorf("closeBodyBytes = %d; the README and openapi.json say 735,536", got)
 	}
