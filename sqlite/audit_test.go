@@ -70,6 +70,7 @@ func TestAuditVerifyBreaks(t *testing.T) {
 		{"added past the head", `UPDATE audit_head SET seq = 4, hash = (SELECT hash FROM audit_log WHERE seq = 4)`, 5,
 			"the log's head is row 4, but the rows go on to 5"},
 		{"head", `UPDATE audit_head SET hash = x'00'`, 5, "its hash is not the log's head"},
+		{"head removed", `DELETE FROM audit_head`, 5, "the log's head is gone"},
 		{"added before row 1", `INSERT INTO audit_log (seq, at, actor_kind, actor_id, actor_name, role, action, target, params, result,
 			reason, second_factor, approver, approval_id, batch, client_addr, prev_hash, hash)
 			SELECT 0, at, actor_kind, actor_id, 'alice', role, 'refund.create', target, params, result, reason, second_factor,
