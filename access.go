@@ -101,13 +101,16 @@ type AccessStore interface {
 	// AuditHead returns the sequence number and hash of the last row
 	// sealed (0 and nil when none is). Inside Tx it locks the head until
 	// the transaction ends, waiting for a transaction that holds it;
-	// outside Tx it only reads.
+	// outside Tx it only reads. A head that is not there (removed by hand:
+	// every migrated store has one) is an error wrapping
+	// ErrAuditHeadGone.
 	AuditHead(ctx context.Context) (seq int64, hash []byte, err error)
 	// AuditHeadLock is AuditHead, inside Tx, that does not wait: when
 	// another transaction holds the head it returns locked false (and
 	// locks nothing), otherwise it locks the head until the transaction
-	// ends and returns it with locked true. Outside Tx it is an EINVALID
-	// error.
+	// ends and returns it with locked true. A head that is not there is
+	// not one another transaction holds: it is AuditHead's
+	// ErrAuditHeadGone. Outside Tx it is an EINVALID error.
 	AuditHeadLock(ctx context.Context) (seq int64, hash []byte, locked bool, err error)
 	// AuditUnsealedList returns up to limit (at least one) unsealed rows
 	// that have committed, lowest ID first.

@@ -10,6 +10,13 @@ const DefaultAuditSealBatch = 1000
 // another sealer, which is sealing the rows.
 var ErrAuditBusy = &Error{Code: ECONFLICT, Message: "another sealer holds the audit log's head"}
 
+// ErrAuditHeadGone: the audit log's head, the record of the chain's last
+// row that every store keeps from its first migration on, is not there,
+// which only an edit of the database by hand can do. Nothing can be sealed
+// onto a chain whose end is not known, and AuditVerify reports it as a
+// break.
+var ErrAuditHeadGone = &Error{Code: EINTERNAL, Message: "the audit log's head is gone: the database was edited by hand"}
+
 // AuditSeal seals the unsealed rows of the audit log of s, which must also
 // be an AccessStore, and returns how many it sealed. When it finds none
 // (one query, outside a transaction) it is done. Otherwise each
@@ -26,7 +33,8 @@ var ErrAuditBusy = &Error{Code: ECONFLICT, Message: "another sealer holds the au
 // is sealed by the next pass, with the next Seq, so that every committed
 // row is sealed once, and none is skipped. A row or head that moved under
 // the lock (which only an edit of the database by hand can do) is the
-// store's ErrStale, and nothing of that transaction is sealed.
+// store's ErrStale, and nothing of that transaction is sealed; a head that
+// is not there is ErrAuditHeadGone, and nothing is sealed.
 func AuditSeal(ctx context.Context, s Store, batch int) (int, error) {
 	if batch <= 0 {
 		batch = DefaultAuditSealBatch

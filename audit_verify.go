@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -108,7 +109,8 @@ func (c AuditCheck) UnsealedAge(now time.Time) time.Duration {
 // matches its content, and that the last row is the head; then it counts
 // the rows not sealed yet. Rows a sealer seals while it walks are walked
 // too. It returns what it checked and, when the chain is broken, an
-// *AuditBreak naming the first row that does not match.
+// *AuditBreak naming the first row that does not match; a head that is not
+// there (ErrAuditHeadGone) is a break at the last row walked.
 func AuditVerify(ctx context.Context, s AccessStore, pageSize int) (AuditCheck, error) {
 	if pageSize <= 0 {
 		pageSize = 1000
@@ -161,6 +163,10 @@ func AuditVerify(ctx context.Context, s AccessStore, pageSize int) (AuditCheck, 
 	// sealed meanwhile, which are walked in turn, unless there are none.
 	for {
 		seq, hash, err := s.AuditHead(ctx)
+		if errors.Is(err, ErrAuditHeadGone) {
+			return c, &AuditBreak{Seq: max(c.Rows, 1), Reason: "the log's head is gone: nothing names the chain's last row, " +
+				"so rows removed from its end, or added after it, cannot be told"}
+		}
 		if err != nil {
 			return c, err
 		}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 
+	"github.com/lapsehq/lapse"
 	"github.com/lapsehq/lapse/access"
 	lapsehttp "github.com/lapsehq/lapse/http"
 )
@@ -55,6 +57,11 @@ func (c *Console) refused(w http.ResponseWriter, r *http.Request, p *access.Prin
 	action, target := pg.audit(c, r, p)
 	if action == "" {
 		return
+	}
+	// The target names what the URL names, as the caller wrote it: kept as
+	// the API keeps its own (its route's targetOf), on one line and short.
+	if kind, what, ok := strings.Cut(target, ":"); ok {
+		target = kind + ":" + lapse.CleanReason(what)
 	}
 	e := p.Entry(action, target, formParams(r))
 	e.ClientAddr = c.clientAddr(r)

@@ -229,7 +229,7 @@ func (s *Server) routes() []route {
 		{method: "GET", path: "/v1/coupons/{code}", handler: s.getCoupon, scope: read},
 		{method: "GET", path: "/v1/trigger", handler: s.getTrigger, scope: read},
 		{method: "GET", path: "/v1/probe", handler: s.getProbe, scope: read},
-		{method: "PUT", path: "/v1/trigger", handler: s.putTrigger, scope: ops, audit: "trigger.set", target: "trigger", risky: true},
+		{method: "PUT", path: "/v1/trigger", handler: s.putTrigger, scope: ops, audit: "trigger.set", selfAudit: true, target: "trigger", risky: true},
 		{method: "POST", path: "/v1/closes/preview", handler: s.previewClose, scope: read, maxBody: closeBodyBytes},
 		{method: "POST", path: "/v1/closes", handler: s.startClose, scope: ops, audit: "close.batch", selfAudit: true, target: "close", risky: true, stake: closeStake,
 			maxBody: closeBodyBytes},
@@ -527,22 +527,42 @@ func (s *Server) getTrigger(w http.ResponseWriter, r *http.Request) {
 
 // putTrigger has an operator force the shared trigger (redis) or the
 // database sweep, or let the engine switch by itself (auto).
+// putTrigger sets the trigger's mode. The mode is kept in memory, not in
+// the store, so no transaction of the change can carry its audit row: the
+// route audits itself (route.selfAudit), and writes the row before the
+// change, which is made only once the row is written (S9). A change whose
+// row cannot be written is answered 503 and not made. (A crash between the
+// two loses nothing a restart would not: the mode starts again as
+// configured.)
 func (s *Server) putTrigger(w http.ResponseWriter, r *http.Request) {
 	var req triggerRequest
 	if err := s.decode(w, r, &req); err != nil {
-		s.error(w, r, err)
+		s.failed(w, r, err)
 		return
 	}
 	if req.Mode == "" {
-		s.error(w, r, lapse.FieldError("mode", "is required: auto, redis or database"))
+		s.failed(w, r, lapse.FieldError("mode", "is required: auto, redis or database"))
 		return
 	}
 	mode, err := engine.ParseTriggerMode(req.Mode)
-	if err == nil {
-		err = s.engine.SetTriggerMode(mode)
+	if err == nil && !s.engine.TriggerStatus().Configured {
+		err = s.engine.SetTriggerMode(mode) // refused, changing nothing: there is no shared trigger
 	}
 	if err != nil {
-		s.error(w, r, err)
+		s.failed(w, r, err)
+		return
+	}
+	if entry, _ := r.Context().Value(entryKey{}).(*lapse.AuditEntry); entry != nil {
+		e := *entry
+		e.Result = "ok"
+		if err := s.access.Record(context.WithoutCancel(r.Context()), &e); err != nil {
+			s.log.Error("http: the audit row of a trigger mode could not be written; the mode is not changed", "mode", mode, "err", err)
+			s.error(w, r, lapse.Errorf(lapse.EUNAVAILABLE, "the audit log cannot be written now; nothing was changed; try again later"))
+			return
+		}
+	}
+	if err := s.engine.SetTriggerMode(mode); err != nil {
+		s.error(w, r, err) // not reached: the mode was checked above
 		return
 	}
 	s.log.Warn("trigger mode set through the API", "mode", mode)

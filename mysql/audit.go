@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -115,7 +116,11 @@ func (s *Store) AuditHead(ctx context.Context) (int64, []byte, error) {
 		seq  int64
 		hash []byte
 	)
-	if err := s.queryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`+lock).Scan(&seq, &hash); err != nil {
+	err := s.queryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`+lock).Scan(&seq, &hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil, fmt.Errorf("mysql: read the audit log's head: %w", lapse.ErrAuditHeadGone)
+	}
+	if err != nil {
 		return 0, nil, fail(err, "read the audit log's head")
 	}
 	return seq, hash, nil
@@ -133,6 +138,15 @@ func (s *Store) AuditHeadLock(ctx context.Context) (int64, []byte, bool, error) 
 	)
 	err := s.queryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1 FOR UPDATE SKIP LOCKED`).Scan(&seq, &hash)
 	if errors.Is(err, sql.ErrNoRows) {
+		// Skipped, held by another transaction; or not there at all, which
+		// is no sealer's turn to wait for.
+		var there bool
+		if err := s.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM audit_head WHERE id = 1)`).Scan(&there); err != nil {
+			return 0, nil, false, fail(err, "look for the audit log's head")
+		}
+		if !there {
+			return 0, nil, false, fmt.Errorf("mysql: lock the audit log's head: %w", lapse.ErrAuditHeadGone)
+		}
 		return 0, nil, false, nil
 	}
 	if err != nil {

@@ -107,7 +107,11 @@ func (s *Store) AuditHead(ctx context.Context) (int64, []byte, error) {
 		seq  int64
 		hash []byte
 	)
-	if err := s.db.QueryRow(ctx, q).Scan(&seq, &hash); err != nil {
+	err := s.db.QueryRow(ctx, q).Scan(&seq, &hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil, fmt.Errorf("postgres: read the audit head: %w", lapse.ErrAuditHeadGone)
+	}
+	if err != nil {
 		return 0, nil, fmt.Errorf("postgres: read the audit head: %w", err)
 	}
 	return seq, hash, nil
@@ -125,6 +129,15 @@ func (s *Store) AuditHeadLock(ctx context.Context) (int64, []byte, bool, error) 
 	)
 	err := s.db.QueryRow(ctx, `SELECT seq, hash FROM audit_head FOR UPDATE SKIP LOCKED`).Scan(&seq, &hash)
 	if errors.Is(err, pgx.ErrNoRows) {
+		// Skipped, held by another transaction; or not there at all, which
+		// is no sealer's turn to wait for.
+		var there bool
+		if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM audit_head)`).Scan(&there); err != nil {
+			return 0, nil, false, fmt.Errorf("postgres: look for the audit head: %w", err)
+		}
+		if !there {
+			return 0, nil, false, fmt.Errorf("postgres: lock the audit head: %w", lapse.ErrAuditHeadGone)
+		}
 		return 0, nil, false, nil
 	}
 	if err != nil {

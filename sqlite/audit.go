@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -99,7 +100,11 @@ func (s *Store) AuditHead(ctx context.Context) (int64, []byte, error) {
 		seq  int64
 		hash []byte
 	)
-	if err := s.db().QueryRowContext(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&seq, &hash); err != nil {
+	err := s.db().QueryRowContext(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&seq, &hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil, fmt.Errorf("sqlite: audit head: %w", lapse.ErrAuditHeadGone)
+	}
+	if err != nil {
 		return 0, nil, fmt.Errorf("sqlite: audit head: %w", err)
 	}
 	return seq, hash, nil

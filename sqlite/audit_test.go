@@ -64,10 +64,13 @@ func TestAuditVerifyBreaks(t *testing.T) {
 		{"removed", `DELETE FROM audit_log WHERE seq = 2`, 2, "row 2 is missing: the next row is 3"},
 		{"removed from the end", `DELETE FROM audit_log WHERE seq = 5`, 5, "the log's head is row 5, but the rows end at 4"},
 		{"renumbered", `UPDATE audit_log SET seq = 7 WHERE seq = 5`, 5, "row 5 is missing: the next row is 7"},
+		{"reordered", `UPDATE audit_log SET seq = -2 WHERE seq = 2; UPDATE audit_log SET seq = 2 WHERE seq = 3;
+			UPDATE audit_log SET seq = 3 WHERE seq = -2`, 2, "its previous hash is not the hash of the row before it"},
 		{"unsealed again", `UPDATE audit_log SET seq = NULL, prev_hash = NULL, hash = NULL WHERE seq = 4`, 4, "row 4 is missing"},
 		{"added past the head", `UPDATE audit_head SET seq = 4, hash = (SELECT hash FROM audit_log WHERE seq = 4)`, 5,
 			"the log's head is row 4, but the rows go on to 5"},
 		{"head", `UPDATE audit_head SET hash = x'00'`, 5, "its hash is not the log's head"},
+		{"head removed", `DELETE FROM audit_head`, 5, "the log's head is gone"},
 		{"added before row 1", `INSERT INTO audit_log (seq, at, actor_kind, actor_id, actor_name, role, action, target, params, result,
 			reason, second_factor, approver, approval_id, batch, client_addr, prev_hash, hash)
 			SELECT 0, at, actor_kind, actor_id, 'alice', role, 'refund.create', target, params, result, reason, second_factor,
