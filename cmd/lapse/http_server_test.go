@@ -145,23 +145,15 @@ func TestMaxConns(t *testing.T) {
 	if limitConns(ln, 0) != ln {
 		t.Error("--max-conns 0 does not leave the listener as it is")
 	}
-	var mu sync.Mutex
-	open, most := 0, 0
+	// Counted by the connections the capped listener hands out, each until
+	// its Close, which frees its place (net/http's ConnState says a
+	// connection closed only after its Close: a connection let in by that
+	// Close would be counted beside it).
+	cl := &countingListener{Listener: limitConns(ln, limit)}
 	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	}), time.Minute)
-	srv.ConnState = func(_ net.Conn, st http.ConnState) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch st {
-		case http.StateNew:
-			open++
-			most = max(most, open)
-		case http.StateClosed, http.StateHijacked:
-			open--
-		}
-	}
-	go func() { _ = srv.Serve(limitConns(ln, limit)) }()
+	go func() { _ = srv.Serve(cl) }()
 	t.Cleanup(func() { _ = srv.Close() })
 
 	send := func(c net.Conn, req string) {
@@ -211,19 +203,57 @@ func TestMaxConns(t *testing.T) {
 			t.Errorf("connection %d past the cap was served (%d) while %d were open", limit+i, code, limit)
 		}
 	}
-	mu.Lock()
-	if open > limit || most > limit {
+	if open, most := cl.counts(); open > limit || most > limit {
 		t.Errorf("%d connections open (at most %d) with a cap of %d", open, most, limit)
 	}
-	mu.Unlock()
 	// One frees: the first callback waiting is served.
 	_ = held[0].Close()
 	if code, err := answer(waiting[0], readers[0], 5*time.Second); err != nil || code != http.StatusNoContent {
 		t.Errorf("callback once a connection freed: %d, %v; want 204", code, err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if most > limit {
+	if _, most := cl.counts(); most > limit {
 		t.Errorf("at most %d connections were open with a cap of %d", most, limit)
 	}
+}
+
+// countingListener counts the connections it hands out that are not yet
+// closed, and the most at once.
+type countingListener struct {
+	net.Listener
+	mu         sync.Mutex
+	open, most int
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.open++
+	l.most = max(l.most, l.open)
+	l.mu.Unlock()
+	return &countedConn{Conn: c, l: l}, nil
+}
+
+func (l *countingListener) counts() (open, most int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open, l.most
+}
+
+type countedConn struct {
+	net.Conn
+	l    *countingListener
+	once sync.Once
+}
+
+// Close counts the connection closed before it frees its place.
+func (c *countedConn) Close() error {
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		c.l.open--
+		c.l.mu.Unlock()
+	})
+	return c.Conn.Close()
 }
