@@ -421,6 +421,10 @@ func (f *Flow) Validate() error {
 		return bad("transition %s --%s--> %s makes the order paid without a payment: a state that %s leads to, or one after it, is entered from an unpaid state only by %s",
 			t.From, t.Event, t.To, f.Pays, f.Pays)
 	}
+	if t := f.PaidAgain(); t != nil {
+		return bad("transition %s --%s--> %s takes a payment for an order that is paid already: %s is a state that %s leads to, or one after it, and a second payment would be applied beside the first",
+			t.From, t.Event, t.To, t.From, f.Pays)
+	}
 	if t := f.ReentersPayable(); t != nil {
 		return bad("transition %s --%s--> %s enters %s, which takes payments and has a deadline, after the order had a payment window: the end of a customer's first window (pay_by) would close this one early",
 			t.From, t.Event, t.To, t.To)
@@ -750,7 +754,8 @@ func (c DeadlineLoop) Problem() string {
 // PaidStates returns the states of f, in declaration order, that an order
 // reaches only by being paid: the targets of its Pays transitions and every
 // state reachable from them (Validate refuses a flow in which another event
-// leads into one from a state before payment). nil when f takes no
+// leads into one from a state before payment, or a payment leads out of
+// one: PaidWithoutPayment, PaidAgain). nil when f takes no
 // payments. Every order in one of them has exactly one applied payment.
 func (f *Flow) PaidStates() []State {
 	paid := f.paid()
@@ -785,6 +790,21 @@ func (f *Flow) PaidWithoutPayment() *Transition {
 	paid := f.paid()
 	for i := range f.Transitions {
 		if t := &f.Transitions[i]; t.Event != f.Pays && paid[t.To] && !paid[t.From] {
+			return t
+		}
+	}
+	return nil
+}
+
+// PaidAgain returns the first transition, in declaration order, by Pays
+// out of a paid state (PaidStates), or nil. An order in one has had its
+// payment applied; such a transition would apply another, under another
+// transaction, beside it: the customer charged twice, and nothing to
+// refund the second (S3).
+func (f *Flow) PaidAgain() *Transition {
+	paid := f.paid()
+	for i := range f.Transitions {
+		if t := &f.Transitions[i]; t.Event == f.Pays && paid[t.From] {
 			return t
 		}
 	}

@@ -112,6 +112,25 @@ func TestFlowValidateRefuses(t *testing.T) {
 				}
 			}
 		}},
+		// A payment taken by an order that is paid already (PAID --PAY-->,
+		// or back to an unpaid state a payment leads from): a second
+		// payment under another transaction was applied to it beside the
+		// first, the customer charged twice and nothing refunding it (S3).
+		{"PAID --PAY--> PAID takes a payment for an order that is paid already", func(f *lapse.Flow) {
+			f.Transitions = append(f.Transitions, lapse.Transition{From: flows.Paid, Event: flows.Pay, To: flows.Paid,
+				Emits: []string{"order.paid_again"}})
+		}},
+		{"REFUNDING --PAY--> REFUNDED takes a payment for an order that is paid already", func(f *lapse.Flow) {
+			f.Transitions = append(f.Transitions, lapse.Transition{From: flows.Refunding, Event: flows.Pay, To: flows.Refunded,
+				Emits: []string{"order.paid_again"}})
+		}},
+		{"UNPAID --PAY--> PAID takes a payment for an order that is paid already", func(f *lapse.Flow) {
+			f.States[0].Deadline = nil
+			f.Transitions = slices.DeleteFunc(f.Transitions, func(t lapse.Transition) bool { return t.Event == flows.Timeout })
+			f.Events = append(f.Events, lapse.EventSpec{Name: "REOPEN"})
+			f.Transitions = append(f.Transitions, lapse.Transition{From: flows.Paid, Event: "REOPEN", To: flows.Unpaid,
+				Emits: []string{"order.reopened"}})
+		}},
 		// Created in a terminal state but never closed: open for ever,
 		// and one that holds kept its stock reserved.
 		{"initial state UNPAID is terminal", func(f *lapse.Flow) {

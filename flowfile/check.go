@@ -165,6 +165,11 @@ func (p *parser) check(f *lapse.Flow, at *lines) {
 		p.failf(at.transitions[i].event, "transition %s --%s--> %s makes the order paid without a payment: %s is entered from a state before payment only by pays (%s)",
 			t.From, t.Event, t.To, t.To, f.Pays)
 	}
+	if t := f.PaidAgain(); t != nil && p.err == nil {
+		i := slices.IndexFunc(f.Transitions, func(u lapse.Transition) bool { return u.From == t.From && u.Event == t.Event })
+		p.failf(at.transitions[i].event, "transition %s --%s--> %s takes a payment for an order that is paid already: %s is entered by pays (%s), or after it, and a second payment would be applied beside the first",
+			t.From, t.Event, t.To, t.From, f.Pays)
+	}
 	if f.Grace > 0 && f.Pays == "" {
 		p.failf(at.grace, "grace needs a flow that takes payments (pays)")
 	}

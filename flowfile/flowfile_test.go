@@ -430,6 +430,21 @@ transitions:
   - {from: UNPAID, event: EXPIRE, to: PAID, emits: [order.expired]} # <-
 pays: PAY
 `},
+		{"a paid order paid again", "takes a payment for an order that is paid already", `name: x
+initial: UNPAID
+states:
+  - {name: UNPAID, deadline: {after: 15m, event: EXPIRE}}
+  - {name: PAID}
+  - {name: DONE, terminal: true}
+  - {name: CLOSED, terminal: true}
+events: [{name: PAY}, {name: SHIP}, {name: EXPIRE, internal: true}]
+transitions:
+  - {from: UNPAID, event: PAY, to: PAID, emits: [order.paid]}
+  - {from: UNPAID, event: EXPIRE, to: CLOSED, emits: [order.expired]}
+  - {from: PAID, event: PAY, to: PAID, emits: [order.paid_again]} # <-
+  - {from: PAID, event: SHIP, to: DONE, emits: [order.shipped]}
+pays: PAY
+`},
 		{"initial state terminal", "initial state DONE is terminal", `name: x
 initial: DONE # <-
 holds: true
