@@ -445,6 +445,30 @@ transitions:
   - {from: PAID, event: SHIP, to: DONE, emits: [order.shipped]}
 pays: PAY
 `},
+		// YAML 1.1's yes and on, tagged !!bool, were read as false: an
+		// event the author marked internal could be sent by any
+		// orders:write key, a state marked terminal was not.
+		{"a YAML 1.1 boolean", `internal must be true or false, not "yes"`, `name: x
+initial: SHIPPED
+states:
+  - {name: SHIPPED, deadline: {after: 7d, event: AUTO_CONFIRM}}
+  - {name: CONFIRMED, terminal: true}
+events:
+  - {name: CONFIRM}
+  - {name: AUTO_CONFIRM, internal: !!bool yes} # <-
+transitions:
+  - {from: SHIPPED, event: CONFIRM, to: CONFIRMED, emits: [order.confirmed]}
+  - {from: SHIPPED, event: AUTO_CONFIRM, to: CONFIRMED, emits: [order.confirmed]}
+`},
+		{"a YAML 1.1 boolean on a state", `terminal must be true or false, not "on"`, `name: x
+initial: SHIPPED
+states:
+  - {name: SHIPPED}
+  - {name: CONFIRMED, terminal: !!bool on} # <-
+events: [{name: CONFIRM}]
+transitions:
+  - {from: SHIPPED, event: CONFIRM, to: CONFIRMED, emits: [order.confirmed]}
+`},
 		{"initial state terminal", "initial state DONE is terminal", `name: x
 initial: DONE # <-
 holds: true
