@@ -354,6 +354,9 @@ func (f *Flow) Validate() error {
 	if f.Pays != "" && f.Event(f.Pays) == nil {
 		return bad("payments fire %s, which is not declared", f.Pays)
 	}
+	if ev, a, b := f.SharedFeatureEvent(); ev != "" {
+		return bad("%s names two of the events of Lapse's features (%s and %s): each is told from the others by its event", ev, a, b)
+	}
 	if r := f.Refunds; r != (RefundEvents{}) {
 		for _, ev := range []Event{r.Start, r.Done, r.Partial} {
 			if f.Event(ev) == nil {
@@ -890,6 +893,40 @@ func (f *Flow) FeatureEvent(ev Event) bool {
 	r, g, is := f.Refunds, f.Group, f.Issues
 	return slices.Contains([]Event{f.Pays, r.Start, r.Done, r.Partial, g.Join, g.Settled, g.Failed, g.Retry, g.Abandon,
 		is.Issued, is.Failed, is.GiveUp, is.Retry}, ev)
+}
+
+// featureRoles returns the events of Lapse's features in f (FeatureEvent)
+// with the role each plays, in a fixed order; unset ones are "".
+func (f *Flow) featureRoles() []struct {
+	ev   Event
+	role string
+} {
+	r, g, is := f.Refunds, f.Group, f.Issues
+	return []struct {
+		ev   Event
+		role string
+	}{{f.Pays, "pays"}, {r.Start, "refunds start"}, {r.Done, "refunds done"}, {r.Partial, "refunds partial"},
+		{g.Join, "group join"}, {g.Settled, "group settled"}, {g.Failed, "group failed"}, {g.Retry, "group retry"},
+		{g.Abandon, "group abandon"}, {is.Issued, "issues issued"}, {is.Failed, "issues failed"},
+		{is.GiveUp, "issues give_up"}, {is.Retry, "issues retry"}}
+}
+
+// SharedFeatureEvent returns the first event of Lapse's features that f
+// names in two roles, with the two, or "". Each feature tells what
+// happened by the event it fires and plans the next step by the event
+// the order's state takes: one event in two roles (a refund's start and
+// its done) would have a second refund asked while the first is under
+// way end the order refunded before the provider was asked.
+func (f *Flow) SharedFeatureEvent() (ev Event, a, b string) {
+	roles := f.featureRoles()
+	for i, x := range roles {
+		for _, y := range roles[:i] {
+			if x.ev != "" && x.ev == y.ev {
+				return x.ev, y.role, x.role
+			}
+		}
+	}
+	return "", "", ""
 }
 
 func joinEvents(es []Event) string {

@@ -131,6 +131,24 @@ func TestFlowValidateRefuses(t *testing.T) {
 			f.Transitions = append(f.Transitions, lapse.Transition{From: flows.Paid, Event: "REOPEN", To: flows.Unpaid,
 				Emits: []string{"order.reopened"}})
 		}},
+		// One event in two roles of the refund path: a second refund asked
+		// while the first was under way fired REFUND from REFUNDING as
+		// its start, and it ended the order REFUNDED at once, before the
+		// provider was asked (and whatever it answered).
+		{"REFUND names two of the events of Lapse's features (refunds start and refunds done)", func(f *lapse.Flow) {
+			f.Refunds.Done = flows.Refund
+			for i := range f.Transitions {
+				if f.Transitions[i].Event == flows.RefundDone {
+					f.Transitions[i].Event = flows.Refund
+				}
+			}
+			f.Events = slices.DeleteFunc(f.Events, func(e lapse.EventSpec) bool { return e.Name == flows.RefundDone })
+		}},
+		{"REFUND_DONE names two of the events of Lapse's features (refunds done and refunds partial)", func(f *lapse.Flow) {
+			f.Refunds.Partial = flows.RefundDone
+			f.Transitions = slices.DeleteFunc(f.Transitions, func(t lapse.Transition) bool { return t.Event == flows.RefundPartial })
+			f.Events = slices.DeleteFunc(f.Events, func(e lapse.EventSpec) bool { return e.Name == flows.RefundPartial })
+		}},
 		// Created in a terminal state but never closed: open for ever,
 		// and one that holds kept its stock reserved.
 		{"initial state UNPAID is terminal", func(f *lapse.Flow) {

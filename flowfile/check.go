@@ -160,6 +160,13 @@ func (p *parser) check(f *lapse.Flow, at *lines) {
 			p.failf(at.refunds, "refunds need a flow that takes payments (pays)")
 		}
 	}
+	if ev, a, b := f.SharedFeatureEvent(); ev != "" {
+		line := at.refunds
+		if a == "pays" {
+			line = at.pays
+		}
+		p.failf(line, "%s is named twice, as %s and %s: each names an event of its own", ev, a, b)
+	}
 	if t := f.PaidWithoutPayment(); t != nil && p.err == nil {
 		i := slices.IndexFunc(f.Transitions, func(u lapse.Transition) bool { return u.From == t.From && u.Event == t.Event })
 		p.failf(at.transitions[i].event, "transition %s --%s--> %s makes the order paid without a payment: %s is entered from a state before payment only by pays (%s)",

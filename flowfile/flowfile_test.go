@@ -469,6 +469,24 @@ events: [{name: CONFIRM}]
 transitions:
   - {from: SHIPPED, event: CONFIRM, to: CONFIRMED, emits: [order.confirmed]}
 `},
+		{"one event as two steps of a refund", "REFUND is named twice, as refunds start and refunds done", `name: x
+initial: UNPAID
+states:
+  - {name: UNPAID, deadline: {after: 15m, event: EXPIRE}}
+  - {name: PAID}
+  - {name: REFUNDING}
+  - {name: REFUNDED, terminal: true}
+  - {name: CLOSED, terminal: true}
+events: [{name: PAY}, {name: REFUND}, {name: PARTIAL}, {name: EXPIRE, internal: true}]
+transitions:
+  - {from: UNPAID, event: PAY, to: PAID, emits: [order.paid]}
+  - {from: UNPAID, event: EXPIRE, to: CLOSED, emits: [order.expired]}
+  - {from: PAID, event: REFUND, to: REFUNDING, emits: [order.refunding]}
+  - {from: REFUNDING, event: REFUND, to: REFUNDED, emits: [order.refunded]}
+  - {from: REFUNDING, event: PARTIAL, to: PAID, emits: [order.refund_settled]}
+pays: PAY
+refunds: {start: REFUND, done: REFUND, partial: PARTIAL} # <-
+`},
 		{"initial state terminal", "initial state DONE is terminal", `name: x
 initial: DONE # <-
 holds: true
