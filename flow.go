@@ -216,6 +216,11 @@ const (
 	MaxFlowTransitions = 1024
 )
 
+// MaxEmits is how many event types a transition may emit. Each firing
+// writes an outbox event of every one, and a transition of the built-in
+// flows emits one.
+const MaxEmits = 16
+
 // MaxEmitLen is the longest event type a transition may emit: the type is
 // a RabbitMQ routing key (at most 255 bytes) and a NATS subject behind a
 // prefix, and a longer one could be written but never published.
@@ -288,6 +293,9 @@ func (f *Flow) Validate() error {
 				return bad("%s: state %s already has a transition on %s", where, t.From, t.Event)
 			}
 		}
+		if len(t.Emits) > MaxEmits {
+			return bad("%s: emits %d event types: a transition emits at most %d", where, len(t.Emits), MaxEmits)
+		}
 		for k, eff := range t.Emits {
 			if slices.Contains(t.Emits[:k], eff) {
 				// Each would be an event of its own, with its own id:
@@ -332,6 +340,18 @@ func (f *Flow) Validate() error {
 	for _, t := range f.Transitions {
 		for _, eff := range t.Emits {
 			emitted[eff] = true
+		}
+	}
+	for _, l := range []struct {
+		key   string
+		types []string
+	}{{"release_on", f.ReleaseOn}, {"consume_on", f.ConsumeOn}} {
+		named := map[string]bool{}
+		for _, typ := range l.types {
+			if named[typ] {
+				return bad("%s names %s twice", l.key, typ)
+			}
+			named[typ] = true
 		}
 	}
 	for _, typ := range append(slices.Clone(f.ReleaseOn), f.ConsumeOn...) {
@@ -524,10 +544,12 @@ func (f *Flow) EndsHolding() *Transition {
 	if !f.Holds {
 		return nil
 	}
+	settling := map[string]bool{}
+	for _, typ := range slices.Concat(f.ReleaseOn, f.ConsumeOn) {
+		settling[typ] = true
+	}
 	settles := func(t *Transition) bool {
-		return slices.ContainsFunc(t.Emits, func(typ string) bool {
-			return slices.Contains(f.ReleaseOn, typ) || slices.Contains(f.ConsumeOn, typ)
-		})
+		return slices.ContainsFunc(t.Emits, func(typ string) bool { return settling[typ] })
 	}
 	holding := map[State]bool{f.Initial: true}
 	for grew := true; grew; {

@@ -175,6 +175,15 @@ func TestFlowValidateRefuses(t *testing.T) {
 		// A type longer than a RabbitMQ routing key could be written, but
 		// never published: every delivery of it would die.
 		{"at most 64 long", func(f *lapse.Flow) { f.Transitions[0].Emits = []string{"order." + strings.Repeat("x", 59)} }},
+		// Every firing writes an event of each type it emits, and
+		// Validate compares each with the others.
+		{"emits 17 event types: a transition emits at most 16", func(f *lapse.Flow) {
+			for i := range 16 {
+				f.Transitions[0].Emits = append(f.Transitions[0].Emits, fmt.Sprintf("order.paid%d", i))
+			}
+		}},
+		{"release_on names order.closed twice", func(f *lapse.Flow) { f.ReleaseOn = append(f.ReleaseOn, flows.EventOrderClosed) }},
+		{"consume_on names order.paid twice", func(f *lapse.Flow) { f.ConsumeOn = append(f.ConsumeOn, flows.EventOrderPaid) }},
 		{"a flow has at most 256", func(f *lapse.Flow) {
 			for i := range lapse.MaxFlowStates {
 				f.States = append(f.States, lapse.StateSpec{Name: lapse.State(fmt.Sprintf("S%d", i))})

@@ -78,6 +78,10 @@ func (p *parser) check(f *lapse.Flow, at *lines) {
 					where, t.From, t.Event, at.transitions[j].event)
 			}
 		}
+		if len(t.Emits) > lapse.MaxEmits {
+			p.failf(tl.emits, "transition %s emits %d event types: a transition emits at most %d", where, len(t.Emits), lapse.MaxEmits)
+			continue
+		}
 		for k, typ := range t.Emits {
 			switch {
 			case slices.Contains(t.Emits[:k], typ):
@@ -129,8 +133,11 @@ func (p *parser) check(f *lapse.Flow, at *lines) {
 		}
 	}
 	holdings := func(key string, types []string, lines []int) {
+		named := map[string]int{}
 		for i, typ := range types {
 			switch {
+			case named[typ] != 0:
+				p.failf(lines[i], "%s names %s twice (first at line %d)", key, typ, named[typ])
 			case !f.Holds:
 				p.failf(lines[i], "%s needs holds: true", key)
 			case !emitted[typ]:
@@ -138,6 +145,7 @@ func (p *parser) check(f *lapse.Flow, at *lines) {
 			case key == "release_on" && slices.Contains(f.ConsumeOn, typ):
 				p.failf(lines[i], "%s both releases and consumes holdings", typ)
 			}
+			named[typ] = lines[i]
 		}
 	}
 	holdings("release_on", f.ReleaseOn, at.releaseOn)

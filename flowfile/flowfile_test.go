@@ -558,6 +558,35 @@ states:
 	}
 }
 
+// TestParseManyEmits: a flow file of a transition that emits tens of
+// thousands of event types, or that releases on one type named over and
+// over, is refused at its line at once: each emitted type was compared
+// with every other (a minute for a megabyte), and every firing of the
+// transition wrote an outbox event of each.
+func TestParseManyEmits(t *testing.T) {
+	t.Parallel()
+	head := "name: big\ninitial: A\nholds: true\nstates: [{name: A}, {name: Z, terminal: true}]\nevents: [{name: E}]\ntransitions:\n"
+	var b strings.Builder
+	for i := range 40000 {
+		fmt.Fprintf(&b, "a.b%d,", i)
+	}
+	emits := head + "  - {from: A, event: E, to: Z, emits: [" + strings.TrimSuffix(b.String(), ",") + "]}\nrelease_on: [a.b0]\n"
+	released := head + "  - {from: A, event: E, to: Z, emits: [a.b]}\nrelease_on: [" + strings.Repeat("a.b, ", 100000) + "a.b]\n"
+	for _, c := range []struct{ yaml, want string }{
+		{emits, "big.yaml:7: transition A --E--> Z emits 40000 event types: a transition emits at most 16"},
+		{released, `big.yaml:8: release_on names a.b twice`},
+	} {
+		start := time.Now()
+		_, err := flowfile.Parse("big.yaml", []byte(c.yaml))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %.300v; want %q", err, c.want)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("took %v", d)
+		}
+	}
+}
+
 // TestParseLarge: a flow file near MaxSize of states in a chain is refused
 // at once, not checked state by state for hours (a walk over the flow from
 // each of its states).
