@@ -417,6 +417,10 @@ func (f *Flow) Validate() error {
 		if (g.Abandon == "") != (g.Refund == "") || g.Abandon != "" && f.Event(g.Abandon) == nil {
 			return bad("group: abandon %q and refund %q go together, and abandon must be declared", g.Abandon, g.Refund)
 		}
+		if t := f.LeavesCharging(); t != nil {
+			return bad("group: transition %s --%s--> %s moves the group on after its members' charges started, by another event than the group's own steps (settled, failed, retry, abandon): the members charged would keep paying for it, and nothing would refund them",
+				t.From, t.Event, t.To)
+		}
 	}
 	if is := f.Issues; is.On != "" || is.Issued != "" {
 		for _, ev := range []Event{is.Issued, is.Failed, is.GiveUp, is.Retry} {
@@ -830,6 +834,45 @@ func (f *Flow) PaidAgain() *Transition {
 	paid := f.paid()
 	for i := range f.Transitions {
 		if t := &f.Transitions[i]; t.Event == f.Pays && paid[t.From] {
+			return t
+		}
+	}
+	return nil
+}
+
+// LeavesCharging returns the first transition, in declaration order, that
+// moves a group buy on after its members' charges started (from a state a
+// transition that emits Group.Charge leads to, or one after it short of
+// the group settling) by another event than the group's own steps
+// (Settled, Failed, Retry, Abandon), or nil; nil when f is no group buy.
+// Any caller allowed to send its event would end the group with its
+// members' charges captured: only abandoning refunds them.
+func (f *Flow) LeavesCharging() *Transition {
+	g := f.Group
+	if g == (GroupEvents{}) {
+		return nil
+	}
+	charging := map[State]bool{}
+	var queue []State
+	for _, t := range f.Transitions {
+		if slices.Contains(t.Emits, g.Charge) && !charging[t.To] {
+			charging[t.To] = true
+			queue = append(queue, t.To)
+		}
+	}
+	for len(queue) > 0 {
+		s := queue[0]
+		queue = queue[1:]
+		for _, t := range f.Transitions {
+			if t.From == s && t.Event != g.Settled && !charging[t.To] {
+				charging[t.To] = true
+				queue = append(queue, t.To)
+			}
+		}
+	}
+	own := []Event{g.Settled, g.Failed, g.Retry, g.Abandon}
+	for i := range f.Transitions {
+		if t := &f.Transitions[i]; charging[t.From] && !slices.Contains(own, t.Event) {
 			return t
 		}
 	}

@@ -296,3 +296,33 @@ func TestFlowValidateRefusesKeptBenefits(t *testing.T) {
 		}
 	}
 }
+
+// TestFlowValidateRefusesLeftCharging: a group buy whose members may have
+// been charged (it closed, and did not settle) is moved on only by the
+// group's own steps: a CANCEL of a failed group, or of one being charged,
+// by any key that may send the event, ended it with its members' charges
+// captured and nothing to refund them (the abandoning does).
+func TestFlowValidateRefusesLeftCharging(t *testing.T) {
+	for name, from := range map[string]lapse.State{"a failed group cancelled": flows.GroupFailed, "a group cancelled while charged": flows.GroupClosed} {
+		f := flows.Groupbuy()
+		f.Transitions = append(f.Transitions, lapse.Transition{From: from, Event: flows.Cancel, To: flows.GroupCancelled,
+			Emits: []string{flows.EventGroupCancelled}})
+		err := f.Validate()
+		if lapse.ErrorCode(err) != lapse.EINVALID || !strings.Contains(err.Error(), "after its members' charges started") {
+			t.Errorf("%s: Validate = %v, want it refused: members charged would not be refunded", name, err)
+		}
+	}
+	// After it settled, the group is the merchant's.
+	f := flows.Groupbuy()
+	f.States = append(f.States, lapse.StateSpec{Name: "SHIPPED", Terminal: true})
+	f.Events = append(f.Events, lapse.EventSpec{Name: "SHIP"})
+	for i := range f.States {
+		if f.States[i].Name == flows.GroupSettled {
+			f.States[i].Terminal = false
+		}
+	}
+	f.Transitions = append(f.Transitions, lapse.Transition{From: flows.GroupSettled, Event: "SHIP", To: "SHIPPED", Emits: []string{"group.shipped"}})
+	if err := f.Validate(); err != nil {
+		t.Errorf("a settled group shipped: %v", err)
+	}
+}
