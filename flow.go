@@ -216,6 +216,11 @@ const (
 	MaxFlowTransitions = 1024
 )
 
+// MaxEmits is how many event types a transition may emit. Each firing
+// writes an outbox event of every one, and a transition of the built-in
+// flows emits one.
+const MaxEmits = 16
+
 // MaxEmitLen is the longest event type a transition may emit: the type is
 // a RabbitMQ routing key (at most 255 bytes) and a NATS subject behind a
 // prefix, and a longer one could be written but never published.
@@ -288,6 +293,9 @@ func (f *Flow) Validate() error {
 				return bad("%s: state %s already has a transition on %s", where, t.From, t.Event)
 			}
 		}
+		if len(t.Emits) > MaxEmits {
+			return bad("%s: emits %d event types: a transition emits at most %d", where, len(t.Emits), MaxEmits)
+		}
 		for k, eff := range t.Emits {
 			if slices.Contains(t.Emits[:k], eff) {
 				// Each would be an event of its own, with its own id:
@@ -334,6 +342,18 @@ func (f *Flow) Validate() error {
 			emitted[eff] = true
 		}
 	}
+	for _, l := range []struct {
+		key   string
+		types []string
+	}{{"release_on", f.ReleaseOn}, {"consume_on", f.ConsumeOn}} {
+		named := map[string]bool{}
+		for _, typ := range l.types {
+			if named[typ] {
+				return bad("%s names %s twice", l.key, typ)
+			}
+			named[typ] = true
+		}
+	}
 	for _, typ := range append(slices.Clone(f.ReleaseOn), f.ConsumeOn...) {
 		if !f.Holds {
 			return bad("release_on and consume_on need holds")
@@ -353,6 +373,9 @@ func (f *Flow) Validate() error {
 	}
 	if f.Pays != "" && f.Event(f.Pays) == nil {
 		return bad("payments fire %s, which is not declared", f.Pays)
+	}
+	if ev, a, b := f.SharedFeatureEvent(); ev != "" {
+		return bad("%s names two of the events of Lapse's features (%s and %s): each is told from the others by its event", ev, a, b)
 	}
 	if r := f.Refunds; r != (RefundEvents{}) {
 		for _, ev := range []Event{r.Start, r.Done, r.Partial} {
@@ -394,6 +417,10 @@ func (f *Flow) Validate() error {
 		if (g.Abandon == "") != (g.Refund == "") || g.Abandon != "" && f.Event(g.Abandon) == nil {
 			return bad("group: abandon %q and refund %q go together, and abandon must be declared", g.Abandon, g.Refund)
 		}
+		if t := f.LeavesCharging(); t != nil {
+			return bad("group: transition %s --%s--> %s moves the group on after its members' charges started, by another event than the group's own steps (settled, failed, retry, abandon): the members charged would keep paying for it, and nothing would refund them",
+				t.From, t.Event, t.To)
+		}
 	}
 	if is := f.Issues; is.On != "" || is.Issued != "" {
 		for _, ev := range []Event{is.Issued, is.Failed, is.GiveUp, is.Retry} {
@@ -420,6 +447,10 @@ func (f *Flow) Validate() error {
 	if t := f.PaidWithoutPayment(); t != nil {
 		return bad("transition %s --%s--> %s makes the order paid without a payment: a state that %s leads to, or one after it, is entered from an unpaid state only by %s",
 			t.From, t.Event, t.To, f.Pays, f.Pays)
+	}
+	if t := f.PaidAgain(); t != nil {
+		return bad("transition %s --%s--> %s takes a payment for an order that is paid already: %s is a state that %s leads to, or one after it, and a second payment would be applied beside the first",
+			t.From, t.Event, t.To, t.From, f.Pays)
 	}
 	if t := f.ReentersPayable(); t != nil {
 		return bad("transition %s --%s--> %s enters %s, which takes payments and has a deadline, after the order had a payment window: the end of a customer's first window (pay_by) would close this one early",
@@ -517,10 +548,12 @@ func (f *Flow) EndsHolding() *Transition {
 	if !f.Holds {
 		return nil
 	}
+	settling := map[string]bool{}
+	for _, typ := range slices.Concat(f.ReleaseOn, f.ConsumeOn) {
+		settling[typ] = true
+	}
 	settles := func(t *Transition) bool {
-		return slices.ContainsFunc(t.Emits, func(typ string) bool {
-			return slices.Contains(f.ReleaseOn, typ) || slices.Contains(f.ConsumeOn, typ)
-		})
+		return slices.ContainsFunc(t.Emits, func(typ string) bool { return settling[typ] })
 	}
 	holding := map[State]bool{f.Initial: true}
 	for grew := true; grew; {
@@ -750,7 +783,8 @@ func (c DeadlineLoop) Problem() string {
 // PaidStates returns the states of f, in declaration order, that an order
 // reaches only by being paid: the targets of its Pays transitions and every
 // state reachable from them (Validate refuses a flow in which another event
-// leads into one from a state before payment). nil when f takes no
+// leads into one from a state before payment, or a payment leads out of
+// one: PaidWithoutPayment, PaidAgain). nil when f takes no
 // payments. Every order in one of them has exactly one applied payment.
 func (f *Flow) PaidStates() []State {
 	paid := f.paid()
@@ -785,6 +819,60 @@ func (f *Flow) PaidWithoutPayment() *Transition {
 	paid := f.paid()
 	for i := range f.Transitions {
 		if t := &f.Transitions[i]; t.Event != f.Pays && paid[t.To] && !paid[t.From] {
+			return t
+		}
+	}
+	return nil
+}
+
+// PaidAgain returns the first transition, in declaration order, by Pays
+// out of a paid state (PaidStates), or nil. An order in one has had its
+// payment applied; such a transition would apply another, under another
+// transaction, beside it: the customer charged twice, and nothing to
+// refund the second (S3).
+func (f *Flow) PaidAgain() *Transition {
+	paid := f.paid()
+	for i := range f.Transitions {
+		if t := &f.Transitions[i]; t.Event == f.Pays && paid[t.From] {
+			return t
+		}
+	}
+	return nil
+}
+
+// LeavesCharging returns the first transition, in declaration order, that
+// moves a group buy on after its members' charges started (from a state a
+// transition that emits Group.Charge leads to, or one after it short of
+// the group settling) by another event than the group's own steps
+// (Settled, Failed, Retry, Abandon), or nil; nil when f is no group buy.
+// Any caller allowed to send its event would end the group with its
+// members' charges captured: only abandoning refunds them.
+func (f *Flow) LeavesCharging() *Transition {
+	g := f.Group
+	if g == (GroupEvents{}) {
+		return nil
+	}
+	charging := map[State]bool{}
+	var queue []State
+	for _, t := range f.Transitions {
+		if slices.Contains(t.Emits, g.Charge) && !charging[t.To] {
+			charging[t.To] = true
+			queue = append(queue, t.To)
+		}
+	}
+	for len(queue) > 0 {
+		s := queue[0]
+		queue = queue[1:]
+		for _, t := range f.Transitions {
+			if t.From == s && t.Event != g.Settled && !charging[t.To] {
+				charging[t.To] = true
+				queue = append(queue, t.To)
+			}
+		}
+	}
+	own := []Event{g.Settled, g.Failed, g.Retry, g.Abandon}
+	for i := range f.Transitions {
+		if t := &f.Transitions[i]; charging[t.From] && !slices.Contains(own, t.Event) {
 			return t
 		}
 	}
@@ -870,6 +958,40 @@ func (f *Flow) FeatureEvent(ev Event) bool {
 	r, g, is := f.Refunds, f.Group, f.Issues
 	return slices.Contains([]Event{f.Pays, r.Start, r.Done, r.Partial, g.Join, g.Settled, g.Failed, g.Retry, g.Abandon,
 		is.Issued, is.Failed, is.GiveUp, is.Retry}, ev)
+}
+
+// featureRoles returns the events of Lapse's features in f (FeatureEvent)
+// with the role each plays, in a fixed order; unset ones are "".
+func (f *Flow) featureRoles() []struct {
+	ev   Event
+	role string
+} {
+	r, g, is := f.Refunds, f.Group, f.Issues
+	return []struct {
+		ev   Event
+		role string
+	}{{f.Pays, "pays"}, {r.Start, "refunds start"}, {r.Done, "refunds done"}, {r.Partial, "refunds partial"},
+		{g.Join, "group join"}, {g.Settled, "group settled"}, {g.Failed, "group failed"}, {g.Retry, "group retry"},
+		{g.Abandon, "group abandon"}, {is.Issued, "issues issued"}, {is.Failed, "issues failed"},
+		{is.GiveUp, "issues give_up"}, {is.Retry, "issues retry"}}
+}
+
+// SharedFeatureEvent returns the first event of Lapse's features that f
+// names in two roles, with the two, or "". Each feature tells what
+// happened by the event it fires and plans the next step by the event
+// the order's state takes: one event in two roles (a refund's start and
+// its done) would have a second refund asked while the first is under
+// way end the order refunded before the provider was asked.
+func (f *Flow) SharedFeatureEvent() (ev Event, a, b string) {
+	roles := f.featureRoles()
+	for i, x := range roles {
+		for _, y := range roles[:i] {
+			if x.ev != "" && x.ev == y.ev {
+				return x.ev, y.role, x.role
+			}
+		}
+	}
+	return "", "", ""
 }
 
 func joinEvents(es []Event) string {

@@ -112,6 +112,43 @@ func TestFlowValidateRefuses(t *testing.T) {
 				}
 			}
 		}},
+		// A payment taken by an order that is paid already (PAID --PAY-->,
+		// or back to an unpaid state a payment leads from): a second
+		// payment under another transaction was applied to it beside the
+		// first, the customer charged twice and nothing refunding it (S3).
+		{"PAID --PAY--> PAID takes a payment for an order that is paid already", func(f *lapse.Flow) {
+			f.Transitions = append(f.Transitions, lapse.Transition{From: flows.Paid, Event: flows.Pay, To: flows.Paid,
+				Emits: []string{"order.paid_again"}})
+		}},
+		{"REFUNDING --PAY--> REFUNDED takes a payment for an order that is paid already", func(f *lapse.Flow) {
+			f.Transitions = append(f.Transitions, lapse.Transition{From: flows.Refunding, Event: flows.Pay, To: flows.Refunded,
+				Emits: []string{"order.paid_again"}})
+		}},
+		{"UNPAID --PAY--> PAID takes a payment for an order that is paid already", func(f *lapse.Flow) {
+			f.States[0].Deadline = nil
+			f.Transitions = slices.DeleteFunc(f.Transitions, func(t lapse.Transition) bool { return t.Event == flows.Timeout })
+			f.Events = append(f.Events, lapse.EventSpec{Name: "REOPEN"})
+			f.Transitions = append(f.Transitions, lapse.Transition{From: flows.Paid, Event: "REOPEN", To: flows.Unpaid,
+				Emits: []string{"order.reopened"}})
+		}},
+		// One event in two roles of the refund path: a second refund asked
+		// while the first was under way fired REFUND from REFUNDING as
+		// its start, and it ended the order REFUNDED at once, before the
+		// provider was asked (and whatever it answered).
+		{"REFUND names two of the events of Lapse's features (refunds start and refunds done)", func(f *lapse.Flow) {
+			f.Refunds.Done = flows.Refund
+			for i := range f.Transitions {
+				if f.Transitions[i].Event == flows.RefundDone {
+					f.Transitions[i].Event = flows.Refund
+				}
+			}
+			f.Events = slices.DeleteFunc(f.Events, func(e lapse.EventSpec) bool { return e.Name == flows.RefundDone })
+		}},
+		{"REFUND_DONE names two of the events of Lapse's features (refunds done and refunds partial)", func(f *lapse.Flow) {
+			f.Refunds.Partial = flows.RefundDone
+			f.Transitions = slices.DeleteFunc(f.Transitions, func(t lapse.Transition) bool { return t.Event == flows.RefundPartial })
+			f.Events = slices.DeleteFunc(f.Events, func(e lapse.EventSpec) bool { return e.Name == flows.RefundPartial })
+		}},
 		// Created in a terminal state but never closed: open for ever,
 		// and one that holds kept its stock reserved.
 		{"initial state UNPAID is terminal", func(f *lapse.Flow) {
@@ -138,6 +175,15 @@ func TestFlowValidateRefuses(t *testing.T) {
 		// A type longer than a RabbitMQ routing key could be written, but
 		// never published: every delivery of it would die.
 		{"at most 64 long", func(f *lapse.Flow) { f.Transitions[0].Emits = []string{"order." + strings.Repeat("x", 59)} }},
+		// Every firing writes an event of each type it emits, and
+		// Validate compares each with the others.
+		{"emits 17 event types: a transition emits at most 16", func(f *lapse.Flow) {
+			for i := range 16 {
+				f.Transitions[0].Emits = append(f.Transitions[0].Emits, fmt.Sprintf("order.paid%d", i))
+			}
+		}},
+		{"release_on names order.closed twice", func(f *lapse.Flow) { f.ReleaseOn = append(f.ReleaseOn, flows.EventOrderClosed) }},
+		{"consume_on names order.paid twice", func(f *lapse.Flow) { f.ConsumeOn = append(f.ConsumeOn, flows.EventOrderPaid) }},
 		{"a flow has at most 256", func(f *lapse.Flow) {
 			for i := range lapse.MaxFlowStates {
 				f.States = append(f.States, lapse.StateSpec{Name: lapse.State(fmt.Sprintf("S%d", i))})
@@ -248,5 +294,35 @@ func TestFlowValidateRefusesKeptBenefits(t *testing.T) {
 		if lapse.ErrorCode(err) != lapse.EINVALID || !strings.Contains(err.Error(), "keep its benefits") {
 			t.Errorf("%s: Validate = %v, want it refused: the order would keep its benefits", name, err)
 		}
+	}
+}
+
+// TestFlowValidateRefusesLeftCharging: a group buy whose members may have
+// been charged (it closed, and did not settle) is moved on only by the
+// group's own steps: a CANCEL of a failed group, or of one being charged,
+// by any key that may send the event, ended it with its members' charges
+// captured and nothing to refund them (the abandoning does).
+func TestFlowValidateRefusesLeftCharging(t *testing.T) {
+	for name, from := range map[string]lapse.State{"a failed group cancelled": flows.GroupFailed, "a group cancelled while charged": flows.GroupClosed} {
+		f := flows.Groupbuy()
+		f.Transitions = append(f.Transitions, lapse.Transition{From: from, Event: flows.Cancel, To: flows.GroupCancelled,
+			Emits: []string{flows.EventGroupCancelled}})
+		err := f.Validate()
+		if lapse.ErrorCode(err) != lapse.EINVALID || !strings.Contains(err.Error(), "after its members' charges started") {
+			t.Errorf("%s: Validate = %v, want it refused: members charged would not be refunded", name, err)
+		}
+	}
+	// After it settled, the group is the merchant's.
+	f := flows.Groupbuy()
+	f.States = append(f.States, lapse.StateSpec{Name: "SHIPPED", Terminal: true})
+	f.Events = append(f.Events, lapse.EventSpec{Name: "SHIP"})
+	for i := range f.States {
+		if f.States[i].Name == flows.GroupSettled {
+			f.States[i].Terminal = false
+		}
+	}
+	f.Transitions = append(f.Transitions, lapse.Transition{From: flows.GroupSettled, Event: "SHIP", To: "SHIPPED", Emits: []string{"group.shipped"}})
+	if err := f.Validate(); err != nil {
+		t.Errorf("a settled group shipped: %v", err)
 	}
 }

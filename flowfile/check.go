@@ -78,6 +78,10 @@ func (p *parser) check(f *lapse.Flow, at *lines) {
 					where, t.From, t.Event, at.transitions[j].event)
 			}
 		}
+		if len(t.Emits) > lapse.MaxEmits {
+			p.failf(tl.emits, "transition %s emits %d event types: a transition emits at most %d", where, len(t.Emits), lapse.MaxEmits)
+			continue
+		}
 		for k, typ := range t.Emits {
 			switch {
 			case slices.Contains(t.Emits[:k], typ):
@@ -129,8 +133,11 @@ func (p *parser) check(f *lapse.Flow, at *lines) {
 		}
 	}
 	holdings := func(key string, types []string, lines []int) {
+		named := map[string]int{}
 		for i, typ := range types {
 			switch {
+			case named[typ] != 0:
+				p.failf(lines[i], "%s names %s twice (first at line %d)", key, typ, named[typ])
 			case !f.Holds:
 				p.failf(lines[i], "%s needs holds: true", key)
 			case !emitted[typ]:
@@ -138,6 +145,7 @@ func (p *parser) check(f *lapse.Flow, at *lines) {
 			case key == "release_on" && slices.Contains(f.ConsumeOn, typ):
 				p.failf(lines[i], "%s both releases and consumes holdings", typ)
 			}
+			named[typ] = lines[i]
 		}
 	}
 	holdings("release_on", f.ReleaseOn, at.releaseOn)
@@ -160,10 +168,22 @@ func (p *parser) check(f *lapse.Flow, at *lines) {
 			p.failf(at.refunds, "refunds need a flow that takes payments (pays)")
 		}
 	}
+	if ev, a, b := f.SharedFeatureEvent(); ev != "" {
+		line := at.refunds
+		if a == "pays" {
+			line = at.pays
+		}
+		p.failf(line, "%s is named twice, as %s and %s: each names an event of its own", ev, a, b)
+	}
 	if t := f.PaidWithoutPayment(); t != nil && p.err == nil {
 		i := slices.IndexFunc(f.Transitions, func(u lapse.Transition) bool { return u.From == t.From && u.Event == t.Event })
 		p.failf(at.transitions[i].event, "transition %s --%s--> %s makes the order paid without a payment: %s is entered from a state before payment only by pays (%s)",
 			t.From, t.Event, t.To, t.To, f.Pays)
+	}
+	if t := f.PaidAgain(); t != nil && p.err == nil {
+		i := slices.IndexFunc(f.Transitions, func(u lapse.Transition) bool { return u.From == t.From && u.Event == t.Event })
+		p.failf(at.transitions[i].event, "transition %s --%s--> %s takes a payment for an order that is paid already: %s is entered by pays (%s), or after it, and a second payment would be applied beside the first",
+			t.From, t.Event, t.To, t.From, f.Pays)
 	}
 	if f.Grace > 0 && f.Pays == "" {
 		p.failf(at.grace, "grace needs a flow that takes payments (pays)")

@@ -36,7 +36,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -293,8 +292,17 @@ func (p *parser) boolean(n *yaml.Node, what string) bool {
 	if !ok {
 		return false
 	}
-	b, _ := strconv.ParseBool(s) // YAML 1.2 booleans: true, True, TRUE and the false ones
-	return b
+	// YAML 1.2's booleans only. A !!bool tag takes any text (yes, on,
+	// 1), which read as false would quietly unmark an event internal
+	// or a state terminal.
+	switch s {
+	case "true", "True", "TRUE":
+		return true
+	case "false", "False", "FALSE":
+		return false
+	}
+	p.failf(n.Line, "%s must be true or false, not %q", what, s)
+	return false
 }
 
 func (p *parser) duration(n *yaml.Node, what string) time.Duration {

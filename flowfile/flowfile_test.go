@@ -430,6 +430,63 @@ transitions:
   - {from: UNPAID, event: EXPIRE, to: PAID, emits: [order.expired]} # <-
 pays: PAY
 `},
+		{"a paid order paid again", "takes a payment for an order that is paid already", `name: x
+initial: UNPAID
+states:
+  - {name: UNPAID, deadline: {after: 15m, event: EXPIRE}}
+  - {name: PAID}
+  - {name: DONE, terminal: true}
+  - {name: CLOSED, terminal: true}
+events: [{name: PAY}, {name: SHIP}, {name: EXPIRE, internal: true}]
+transitions:
+  - {from: UNPAID, event: PAY, to: PAID, emits: [order.paid]}
+  - {from: UNPAID, event: EXPIRE, to: CLOSED, emits: [order.expired]}
+  - {from: PAID, event: PAY, to: PAID, emits: [order.paid_again]} # <-
+  - {from: PAID, event: SHIP, to: DONE, emits: [order.shipped]}
+pays: PAY
+`},
+		// YAML 1.1's yes and on, tagged !!bool, were read as false: an
+		// event the author marked internal could be sent by any
+		// orders:write key, a state marked terminal was not.
+		{"a YAML 1.1 boolean", `internal must be true or false, not "yes"`, `name: x
+initial: SHIPPED
+states:
+  - {name: SHIPPED, deadline: {after: 7d, event: AUTO_CONFIRM}}
+  - {name: CONFIRMED, terminal: true}
+events:
+  - {name: CONFIRM}
+  - {name: AUTO_CONFIRM, internal: !!bool yes} # <-
+transitions:
+  - {from: SHIPPED, event: CONFIRM, to: CONFIRMED, emits: [order.confirmed]}
+  - {from: SHIPPED, event: AUTO_CONFIRM, to: CONFIRMED, emits: [order.confirmed]}
+`},
+		{"a YAML 1.1 boolean on a state", `terminal must be true or false, not "on"`, `name: x
+initial: SHIPPED
+states:
+  - {name: SHIPPED}
+  - {name: CONFIRMED, terminal: !!bool on} # <-
+events: [{name: CONFIRM}]
+transitions:
+  - {from: SHIPPED, event: CONFIRM, to: CONFIRMED, emits: [order.confirmed]}
+`},
+		{"one event as two steps of a refund", "REFUND is named twice, as refunds start and refunds done", `name: x
+initial: UNPAID
+states:
+  - {name: UNPAID, deadline: {after: 15m, event: EXPIRE}}
+  - {name: PAID}
+  - {name: REFUNDING}
+  - {name: REFUNDED, terminal: true}
+  - {name: CLOSED, terminal: true}
+events: [{name: PAY}, {name: REFUND}, {name: PARTIAL}, {name: EXPIRE, internal: true}]
+transitions:
+  - {from: UNPAID, event: PAY, to: PAID, emits: [order.paid]}
+  - {from: UNPAID, event: EXPIRE, to: CLOSED, emits: [order.expired]}
+  - {from: PAID, event: REFUND, to: REFUNDING, emits: [order.refunding]}
+  - {from: REFUNDING, event: REFUND, to: REFUNDED, emits: [order.refunded]}
+  - {from: REFUNDING, event: PARTIAL, to: PAID, emits: [order.refund_settled]}
+pays: PAY
+refunds: {start: REFUND, done: REFUND, partial: PARTIAL} # <-
+`},
 		{"initial state terminal", "initial state DONE is terminal", `name: x
 initial: DONE # <-
 holds: true
@@ -498,6 +555,35 @@ states:
 				t.Errorf("error %q; want it to start %q and contain %q", err, prefix, c.want)
 			}
 		})
+	}
+}
+
+// TestParseManyEmits: a flow file of a transition that emits tens of
+// thousands of event types, or that releases on one type named over and
+// over, is refused at its line at once: each emitted type was compared
+// with every other (a minute for a megabyte), and every firing of the
+// transition wrote an outbox event of each.
+func TestParseManyEmits(t *testing.T) {
+	t.Parallel()
+	head := "name: big\ninitial: A\nholds: true\nstates: [{name: A}, {name: Z, terminal: true}]\nevents: [{name: E}]\ntransitions:\n"
+	var b strings.Builder
+	for i := range 40000 {
+		fmt.Fprintf(&b, "a.b%d,", i)
+	}
+	emits := head + "  - {from: A, event: E, to: Z, emits: [" + strings.TrimSuffix(b.String(), ",") + "]}\nrelease_on: [a.b0]\n"
+	released := head + "  - {from: A, event: E, to: Z, emits: [a.b]}\nrelease_on: [" + strings.Repeat("a.b, ", 100000) + "a.b]\n"
+	for _, c := range []struct{ yaml, want string }{
+		{emits, "big.yaml:7: transition A --E--> Z emits 40000 event types: a transition emits at most 16"},
+		{released, `big.yaml:8: release_on names a.b twice`},
+	} {
+		start := time.Now()
+		_, err := flowfile.Parse("big.yaml", []byte(c.yaml))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %.300v; want %q", err, c.want)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("took %v", d)
+		}
 	}
 }
 
