@@ -2,6 +2,7 @@ package lapse
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -248,10 +249,26 @@ func jsonDeeper(b []byte, max int) bool {
 }
 
 // Fingerprint returns a digest of everything in the request but its order_no.
-// Two creates with the same order_no and fingerprint are the same request.
-// A TTL is part of the request as a duration, so a retry of a TTL request
-// matches even though "now" has moved.
-func (c *OrderCreate) Fingerprint() string {
+// Two creates with the same order_no and fingerprint are the same request
+// (SameRequest). A TTL is part of the request as a duration, so a retry of a
+// TTL request matches even though "now" has moved. The lines are a
+// purchase, not a sequence: the same lines in another order (a client that
+// builds them from a map) are the same request, which the order keeps as
+// first sent.
+func (c *OrderCreate) Fingerprint() string { return c.fingerprint(true) }
+
+// SameRequest reports whether hash, the fingerprint an order was created
+// with, is c's: c is that request again. An order created before lines were
+// taken in any order kept the digest of its lines as they were sent, which
+// the same request sent again also matches.
+func (c *OrderCreate) SameRequest(hash string) bool {
+	return hash == c.Fingerprint() || hash == c.fingerprint(false)
+}
+
+// fingerprint is Fingerprint, of the lines in SKU and then quantity order
+// when sorted is set, else as they were sent. Lines already in that order
+// have the same digest either way.
+func (c *OrderCreate) fingerprint(sorted bool) string {
 	var meta any
 	if len(c.Metadata) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(c.Metadata))
@@ -261,6 +278,10 @@ func (c *OrderCreate) Fingerprint() string {
 	items := c.Items
 	if len(items) == 0 {
 		items = nil // absent and empty are the same request
+	}
+	if sorted {
+		items = slices.Clone(items)
+		slices.SortFunc(items, func(a, b Item) int { return cmp.Or(cmp.Compare(a.SKU, b.SKU), cmp.Compare(a.Qty, b.Qty)) })
 	}
 	var deadline string
 	if c.DeadlineAt != nil {
