@@ -34,3 +34,25 @@ func TestSameRequestLinesInAnyOrder(t *testing.T) {
 		t.Error("the request of an order created before lines were taken in any order, sent again, is another request")
 	}
 }
+
+// TestSameRequestEmptyMetadata: metadata that is an empty object is the
+// same request as none, and an order created with {} before that, whose
+// fingerprint has it, still matches {} sent again.
+func TestSameRequestEmptyMetadata(t *testing.T) {
+	none := &lapse.OrderCreate{OrderNo: "A-1", Flow: "checkout", UserID: "u", Amount: 100, Currency: "CNY"}
+	empty := *none
+	empty.Metadata = []byte(`{ }`)
+	if !empty.SameRequest(none.Fingerprint()) || !none.SameRequest(empty.Fingerprint()) {
+		t.Error("metadata {} and none are other requests")
+	}
+	other := *none
+	other.Metadata = []byte(`{"a":{}}`)
+	if other.SameRequest(none.Fingerprint()) {
+		t.Error(`metadata {"a":{}} is the same request as none`)
+	}
+	legacy := sha256.Sum256([]byte(`{"flow":"checkout","user_id":"u","amount":100,"currency":"CNY",` +
+		`"items":null,"coupon":"","ttl":0,"deadline_at":"","metadata":{}}`))
+	if !empty.SameRequest(hex.EncodeToString(legacy[:])) {
+		t.Error("the request of an order created with metadata {} before it was taken for none, sent again, is another request")
+	}
+}

@@ -74,6 +74,14 @@ func TestCreateOrder(t *testing.T) {
 		if _, _, err := e.CreateOrder(ctxT(t), i2, app); !errors.Is(err, lapse.ErrOrderExists) {
 			t.Errorf("other quantities = %v, want ErrOrderExists", err)
 		}
+		// Metadata that is an empty object says what no metadata says, as
+		// items that are an empty list do.
+		e1, e2 := checkout("C-7", 0), checkout("C-7", 0)
+		e2.Metadata = json.RawMessage(`{ }`)
+		create(t, e, e1)
+		if _, created, err := e.CreateOrder(ctxT(t), e2, app); err != nil || created {
+			t.Errorf("no metadata, then metadata {} = created %v, %v; want the same request", created, err)
+		}
 		// Same order_no, different body: conflict, nothing changes.
 		diff := checkout("C-2", 2*time.Second)
 		diff.Amount = 1001
