@@ -2,6 +2,7 @@ package lapse
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -248,10 +249,28 @@ func jsonDeeper(b []byte, max int) bool {
 }
 
 // Fingerprint returns a digest of everything in the request but its order_no.
-// Two creates with the same order_no and fingerprint are the same request.
-// A TTL is part of the request as a duration, so a retry of a TTL request
-// matches even though "now" has moved.
-func (c *OrderCreate) Fingerprint() string {
+// Two creates with the same order_no and fingerprint are the same request
+// (SameRequest). A TTL is part of the request as a duration, so a retry of a
+// TTL request matches even though "now" has moved. The lines are a
+// purchase, not a sequence: the same lines in another order (a client that
+// builds them from a map) are the same request, which the order keeps as
+// first sent. Metadata that is an empty object says what none says.
+func (c *OrderCreate) Fingerprint() string { return c.fingerprint(true) }
+
+// SameRequest reports whether hash, the fingerprint an order was created
+// with, is c's: c is that request again. An order created before lines were
+// taken in any order, and an empty metadata object as none, kept the digest
+// of the request as it was sent, which the same request sent again also
+// matches.
+func (c *OrderCreate) SameRequest(hash string) bool {
+	return hash == c.Fingerprint() || hash == c.fingerprint(false)
+}
+
+// fingerprint is Fingerprint of the request made canonical (its lines in
+// SKU and then quantity order, an empty metadata object left out) when
+// canonical is set, else as it was sent. A request already canonical has
+// the same digest either way.
+func (c *OrderCreate) fingerprint(canonical bool) string {
 	var meta any
 	if len(c.Metadata) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(c.Metadata))
@@ -261,6 +280,13 @@ func (c *OrderCreate) Fingerprint() string {
 	items := c.Items
 	if len(items) == 0 {
 		items = nil // absent and empty are the same request
+	}
+	if canonical {
+		items = slices.Clone(items)
+		slices.SortFunc(items, func(a, b Item) int { return cmp.Or(cmp.Compare(a.SKU, b.SKU), cmp.Compare(a.Qty, b.Qty)) })
+		if m, ok := meta.(map[string]any); ok && len(m) == 0 {
+			meta = nil
+		}
 	}
 	var deadline string
 	if c.DeadlineAt != nil {

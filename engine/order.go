@@ -81,7 +81,7 @@ func (e *Engine) createOrder(ctx context.Context, req *lapse.OrderCreate, by Act
 		if err := e.checkDeadline(field, at, now); err != nil {
 			// A retry of a request that succeeded before its deadline passed
 			// is still the same request: answer it as such.
-			if got, gerr := e.store.OrderGet(ctx, req.OrderNo); gerr == nil && got.RequestHash == req.Fingerprint() {
+			if got, gerr := e.store.OrderGet(ctx, req.OrderNo); gerr == nil && req.SameRequest(got.RequestHash) {
 				return got, false, nil
 			}
 			return nil, false, err
@@ -147,7 +147,7 @@ func (e *Engine) createOrder(ctx context.Context, req *lapse.OrderCreate, by Act
 	}
 	e.delivered(p.Outbox)
 	if !created {
-		if got.RequestHash != o.RequestHash {
+		if !req.SameRequest(got.RequestHash) {
 			return nil, false, fmt.Errorf("order %s: %w", req.OrderNo, lapse.ErrOrderExists)
 		}
 		return got, false, nil

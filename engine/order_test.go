@@ -3,6 +3,7 @@ package engine_test
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +59,28 @@ func TestCreateOrder(t *testing.T) {
 		create(t, e, m1)
 		if _, created, err := e.CreateOrder(ctxT(t), m2, app); err != nil || created {
 			t.Errorf("same metadata respelled = created %v, %v", created, err)
+		}
+		// Lines in another order are the same purchase, and so the same
+		// request: a client that builds its lines from a map retries with
+		// them shuffled. Other quantities are another request.
+		i1, i2 := checkout("C-6", 0), checkout("C-6", 0)
+		i1.Items = []lapse.Item{{SKU: "tea", Qty: 1}, {SKU: "cake", Qty: 2}, {SKU: "tea", Qty: 3}}
+		i2.Items = []lapse.Item{{SKU: "tea", Qty: 3}, {SKU: "cake", Qty: 2}, {SKU: "tea", Qty: 1}}
+		create(t, e, i1)
+		if got, created, err := e.CreateOrder(ctxT(t), i2, app); err != nil || created || !slices.Equal(got.Items, i1.Items) {
+			t.Errorf("same lines in another order = %+v, created %v, %v; want the order as first created", got, created, err)
+		}
+		i2.Items = []lapse.Item{{SKU: "tea", Qty: 3}, {SKU: "cake", Qty: 1}, {SKU: "tea", Qty: 2}}
+		if _, _, err := e.CreateOrder(ctxT(t), i2, app); !errors.Is(err, lapse.ErrOrderExists) {
+			t.Errorf("other quantities = %v, want ErrOrderExists", err)
+		}
+		// Metadata that is an empty object says what no metadata says, as
+		// items that are an empty list do.
+		e1, e2 := checkout("C-7", 0), checkout("C-7", 0)
+		e2.Metadata = json.RawMessage(`{ }`)
+		create(t, e, e1)
+		if _, created, err := e.CreateOrder(ctxT(t), e2, app); err != nil || created {
+			t.Errorf("no metadata, then metadata {} = created %v, %v; want the same request", created, err)
 		}
 		// Same order_no, different body: conflict, nothing changes.
 		diff := checkout("C-2", 2*time.Second)

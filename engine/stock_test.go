@@ -157,3 +157,47 @@ func TestCreateShortStockNamesItems(t *testing.T) {
 		}
 	})
 }
+
+// TestRefundLeavesLedgersAsPaid: a refund is money going back, not goods:
+// an order paid and then refunded in full (PAID → REFUNDING → REFUNDED)
+// keeps its stock consumed and its coupon used, as the README says. The
+// merchant restocks what comes back with PUT /v1/stock/{sku}, and gives the
+// customer a new coupon if it wants to.
+func TestRefundLeavesLedgersAsPaid(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		ctx := ctxT(t)
+		clk := lapse.NewManualClock(t0)
+		e, err := engine.New(open(), flows.Builtin(), engine.Config{Clock: clk, StockLedger: true, CouponLedger: true,
+			Payments: engine.PaymentConfig{Providers: map[string]lapse.PaymentProvider{"sandbox": &fakeProvider{}}, Merchants: map[string]string{"sandbox": "m-1"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		if _, err := e.SetStock(ctx, "tea", 10); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.CreateCoupon(ctx, "SAVE5"); err != nil {
+			t.Fatal(err)
+		}
+		req := checkout("RL-1", 0)
+		req.Items, req.Coupon = []lapse.Item{{SKU: "tea", Qty: 3}}, "SAVE5"
+		o := create(t, e, req)
+		if _, err := e.ApplyPayment(ctx, paid(o, "txn-rl1", clk.Now())); err != nil {
+			t.Fatal(err)
+		}
+		drain(t, d)
+		if _, _, err := e.RefundOrder(ctx, "RL-1", engine.RefundRequest{Amount: o.Amount, Key: "r1", By: app}); err != nil {
+			t.Fatal(err)
+		}
+		drain(t, d)
+		if got, err := e.Order(ctx, "RL-1"); err != nil || got.State != flows.Refunded {
+			t.Fatalf("order RL-1 = %+v, %v; want it refunded", got, err)
+		}
+		if st, err := e.Stock(ctx, "tea"); err != nil || st.OnHand != 7 || st.Reserved != 0 {
+			t.Errorf("tea = %+v, %v; want 7 on hand, nothing reserved: the 3 paid for stay consumed", st, err)
+		}
+		if c, moves, err := e.Coupon(ctx, "SAVE5"); err != nil || c.Status != lapse.CouponUsed || c.OrderNo != "RL-1" || len(moves) != 2 {
+			t.Errorf("coupon SAVE5 = %+v, %d moves, %v; want used by RL-1 (locked, consumed)", c, len(moves), err)
+		}
+	})
+}
