@@ -68,14 +68,27 @@ func (e *Engine) relayedDeliveries(ctx context.Context, orderID int64, out []Del
 
 // RetryDelivery makes a dead delivery pending again, due now, with a fresh
 // retry schedule, and resolves the delivery's open reviews ("retried by" by)
-// in the same transaction. Errors: lapse.ErrDeliveryNotFound; ECONFLICT when
-// it is not dead.
+// in the same transaction. Errors, with nothing changed:
+// lapse.ErrDeliveryNotFound; ECONFLICT when it is not dead;
+// ErrReviveIssue (ECONFLICT) for the dead issue delivery of an order that
+// waits for the order's retry (Retry), which the delivery's cannot stand
+// for.
 func (e *Engine) RetryDelivery(ctx context.Context, id int64, by Actor) (*lapse.Delivery, error) {
 	now := e.clock.Now()
 	who := by.resolver()
 	var d *lapse.Delivery
 	err := e.store.Tx(ctx, func(tx lapse.Store) error {
-		var err error
+		dead, err := tx.DeliveryGet(ctx, id)
+		if err != nil {
+			return err
+		}
+		for _, ft := range e.feat.all {
+			if rc, ok := ft.(reviveCheck); ok && dead.Status == lapse.DeliveryDead {
+				if err := rc.checkRevive(ctx, tx, dead); err != nil {
+					return err
+				}
+			}
+		}
 		if d, err = tx.DeliveryRetry(ctx, &lapse.DeliveryRetryParams{ID: id, At: now}); err != nil {
 			return err
 		}

@@ -60,6 +60,15 @@ type retryCheck interface {
 	checkRetry(ctx context.Context, tx lapse.Store, f *lapse.Flow, o *lapse.Order) error
 }
 
+// reviveCheck is a feature that refuses to revive a dead delivery of one of
+// its subscriptions (Engine.RetryDelivery) when the revival could not do
+// what the delivery died of not doing. checkRevive runs in the transaction
+// that revives d, through tx, before d is made pending, and returns the
+// error that refuses it and rolls the transaction back.
+type reviveCheck interface {
+	checkRevive(ctx context.Context, tx lapse.Store, d *lapse.Delivery) error
+}
+
 // reconciler is a feature other than payments that takes money for the
 // orders of the flows it serves (charging group members), and says in a
 // reconciliation (Engine.Reconcile) where the money of flow f's orders went.
