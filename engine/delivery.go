@@ -71,8 +71,8 @@ func (e *Engine) relayedDeliveries(ctx context.Context, orderID int64, out []Del
 // in the same transaction. Errors, with nothing changed:
 // lapse.ErrDeliveryNotFound; ECONFLICT when it is not dead;
 // ErrReviveIssue (ECONFLICT) for the dead issue delivery of an order that
-// waits for the order's retry (Retry), which the delivery's cannot stand
-// for.
+// waits for the order's retry (Retry) and was never refunded, which the
+// delivery's cannot stand for.
 func (e *Engine) RetryDelivery(ctx context.Context, id int64, by Actor) (*lapse.Delivery, error) {
 	now := e.clock.Now()
 	who := by.resolver()

@@ -137,7 +137,7 @@ func (ci *cardIssuing) checkRetry(ctx context.Context, tx lapse.Store, f *lapse.
 
 // ErrReviveIssue: Engine.RetryDelivery was asked to revive the dead issue
 // delivery of an order that waits for an operator's retry of the order
-// (manual review). The issuer issues nothing for an order there, keeping
+// (manual review), and was never refunded. The issuer issues nothing for an order there, keeping
 // what an attempt issued for that retry, so the revived delivery would end
 // done with nothing issued and its review resolved: the order, paid and
 // without its cards, off the desk. The order's retry (Engine.Retry, POST
@@ -147,10 +147,12 @@ var ErrReviveIssue = &lapse.Error{Code: lapse.ECONFLICT, Message: "the order wai
 
 // checkRevive refuses to revive d, a dead delivery of IssueSubscriber,
 // while its order is where the flow's retry, not its Issued event, applies
-// (ErrReviveIssue). It locks the order first, so that the order's retry
-// and the revival take turns. A delivery of another subscriber, or of an
-// order elsewhere (one a refund overtook, whose revoke of what an attempt
-// issued the revival runs again), is not its business.
+// and no refund of it started: there the issuer keeps what attempts issued
+// for the operator's retry and does nothing else (ErrReviveIssue). It
+// locks the order first, so that the order's retry and the revival take
+// turns. A delivery of another subscriber, or of an order a refund
+// overtook, whose revoke of what an attempt issued the revival runs again
+// (revokeLeft), is not its business.
 func (ci *cardIssuing) checkRevive(ctx context.Context, tx lapse.Store, d *lapse.Delivery) error {
 	if d.Subscriber != IssueSubscriber {
 		return nil
@@ -165,6 +167,9 @@ func (ci *cardIssuing) checkRevive(ctx context.Context, tx lapse.Store, d *lapse
 	}
 	if f.Transition(o.State, f.Issues.Issued) != nil || f.Transition(o.State, f.Issues.Retry) == nil {
 		return nil
+	}
+	if why, err := refundRevoked(ctx, tx, f, o); err != nil || why != "" {
+		return err // a refund started: revived, it revokes what attempts issued (revokeLeft)
 	}
 	return lapse.Refine(ErrReviveIssue, "order %s is %s: its issuing is started again by the order's retry "+
 		"(POST /v1/orders/{order_no}/retry), not by reviving delivery %d, which would issue nothing and resolve its review; "+

@@ -62,3 +62,50 @@ func TestMembershipReviveIssueInReview(t *testing.T) {
 		wantCards(t, e, "M-1", 2, lapse.CardActive)
 	})
 }
+
+// TestMembershipReviveIssueAfterRefund: every attempt to issue took effect
+// and lost its answer, so the order went to manual review holding active
+// cards; a partial refund then revoked them at a card service that had
+// taken the refund's revoke key already (it came before the cards), so
+// the cards stay active. Reviving the dead issue delivery is allowed
+// there: a refund started, so the issuer revokes what the attempts
+// issued, under a key of its own.
+func TestMembershipReviveIssueAfterRefund(t *testing.T) {
+	eachStore(t, func(t *testing.T, open func() lapse.Store) {
+		clk := lapse.NewManualClock(t0)
+		cards := &flakyCards{lose: 6, keyed: true, revokes: map[string]bool{"lapse-revoke-M-1": true}}
+		e := memberEngine(t, open(), clk, &fakeProvider{}, cards)
+		ctx := ctxT(t)
+		d := engine.NewDeliverer(e, engine.DelivererConfig{})
+		paidMembership(t, e, clk, "M-1")
+		drain(t, d)
+		for _, wait := range engine.DefaultIssueRetries {
+			clk.Advance(wait + wait/5)
+			drain(t, d)
+		}
+		if st := orderState(t, e, "M-1"); st != flows.ManualReview {
+			t.Fatalf("M-1 is %s, want %s", st, flows.ManualReview)
+		}
+		rs := openReviews(t, e)
+		if len(rs) != 1 || rs[0].DeliveryID == 0 {
+			t.Fatalf("open reviews: %+v", rs)
+		}
+		if _, _, err := e.RefundOrder(ctx, "M-1", engine.RefundRequest{Amount: 400, Reason: "one month back", By: app}); err != nil {
+			t.Fatal(err)
+		}
+		drain(t, d)
+		if st := orderState(t, e, "M-1"); st != flows.ManualReview {
+			t.Fatalf("after the partial refund: %s", st)
+		}
+		wantCards(t, e, "M-1", 2, lapse.CardActive)
+
+		if _, err := e.RetryDelivery(ctx, rs[0].DeliveryID, operator); err != nil {
+			t.Fatalf("reviving the dead issue delivery of a refunded membership = %v", err)
+		}
+		drain(t, d)
+		wantCards(t, e, "M-1", 2, lapse.CardVoided)
+		if st := orderState(t, e, "M-1"); st != flows.ManualReview {
+			t.Errorf("after the revive: %s", st)
+		}
+	})
+}
