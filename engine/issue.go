@@ -163,7 +163,7 @@ func (ci *cardIssuing) checkRevive(ctx context.Context, tx lapse.Store, d *lapse
 	}
 	f, err := ci.e.flows.of(o)
 	if err != nil || !ci.serves(f) {
-		return err
+		return nil // a flow this engine does not know, or that issues nothing: the revive is the deliverer's to judge
 	}
 	if f.Transition(o.State, f.Issues.Issued) != nil || f.Transition(o.State, f.Issues.Retry) == nil {
 		return nil
