@@ -93,12 +93,14 @@ func TestOrderRetry(t *testing.T) {
 	body := b.page("/console/orders/M-1", http.StatusOK)
 	for _, want := range []string{"Attempt 1 to issue (delivery #1)", "Attempt 2 to issue (delivery #1)", "Attempt 3 to issue (delivery #1)",
 		"COMPENSATING → MANUAL_REVIEW", "Payment applied", "Review #1 opened", "Card issue failed", "card service under maintenance",
-		`id="retry-form"`, `id="refund-form"`, `id="revive-form-1"`, `id="resolve-form-1"`} {
+		`id="retry-form"`, `id="refund-form"`, `id="resolve-form-1"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("M-1's page lacks %q:\n%s", want, body)
 		}
 	}
-	if strings.Contains(body, "Attempt 4") || strings.Contains(body, `id="close-form"`) {
+	// Its dead issue delivery is not offered to revive: the engine refuses
+	// (the order's retry issues it).
+	if strings.Contains(body, "Attempt 4") || strings.Contains(body, `id="close-form"`) || strings.Contains(body, `id="revive-form-1"`) {
 		t.Errorf("M-1's page shows more than it has:\n%s", body)
 	}
 

@@ -148,9 +148,9 @@ var ErrReviveIssue = &lapse.Error{Code: lapse.ECONFLICT, Message: "the order wai
 // checkRevive refuses to revive d, a dead delivery of IssueSubscriber,
 // while its order is where the flow's retry, not its Issued event, applies
 // and no refund of it started: there the issuer keeps what attempts issued
-// for the operator's retry and does nothing else (ErrReviveIssue). It
-// locks the order first, so that the order's retry and the revival take
-// turns. A delivery of another subscriber, or of an order a refund
+// for the operator's retry and does nothing else (ErrReviveIssue). Run
+// through a transaction (tx), it locks the order first, so that the
+// order's retry and the revival take turns. A delivery of another subscriber, or of an order a refund
 // overtook, whose revoke of what an attempt issued the revival runs again
 // (revokeLeft), is not its business.
 func (ci *cardIssuing) checkRevive(ctx context.Context, tx lapse.Store, d *lapse.Delivery) error {

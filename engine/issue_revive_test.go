@@ -19,7 +19,8 @@ import (
 func TestMembershipReviveIssueInReview(t *testing.T) {
 	eachStore(t, func(t *testing.T, open func() lapse.Store) {
 		clk := lapse.NewManualClock(t0)
-		e := memberEngine(t, open(), clk, &fakeProvider{}, &flakyCards{fails: 6})
+		s := open()
+		e := memberEngine(t, s, clk, &fakeProvider{}, &flakyCards{fails: 6})
 		ctx := ctxT(t)
 		d := engine.NewDeliverer(e, engine.DelivererConfig{})
 		paidMembership(t, e, clk, "M-1")
@@ -35,7 +36,14 @@ func TestMembershipReviveIssueInReview(t *testing.T) {
 		if len(rs) != 1 || rs[0].DeliveryID == 0 {
 			t.Fatalf("open reviews: %+v", rs)
 		}
-		_, err := e.RetryDelivery(ctx, rs[0].DeliveryID, operator)
+		dl, err := s.DeliveryGet(ctx, rs[0].DeliveryID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Revivable(ctx, dl); !errors.Is(err, engine.ErrReviveIssue) {
+			t.Errorf("Revivable of the dead issue delivery of an order in manual review = %v, want ErrReviveIssue", err)
+		}
+		_, err = e.RetryDelivery(ctx, rs[0].DeliveryID, operator)
 		if !errors.Is(err, engine.ErrReviveIssue) || lapse.ErrorCode(err) != lapse.ECONFLICT {
 			t.Errorf("reviving the dead issue delivery of an order in manual review = %v, want conflict", err)
 		}
@@ -74,7 +82,8 @@ func TestMembershipReviveIssueAfterRefund(t *testing.T) {
 	eachStore(t, func(t *testing.T, open func() lapse.Store) {
 		clk := lapse.NewManualClock(t0)
 		cards := &flakyCards{lose: 6, keyed: true, revokes: map[string]bool{"lapse-revoke-M-1": true}}
-		e := memberEngine(t, open(), clk, &fakeProvider{}, cards)
+		s := open()
+		e := memberEngine(t, s, clk, &fakeProvider{}, cards)
 		ctx := ctxT(t)
 		d := engine.NewDeliverer(e, engine.DelivererConfig{})
 		paidMembership(t, e, clk, "M-1")
@@ -99,6 +108,13 @@ func TestMembershipReviveIssueAfterRefund(t *testing.T) {
 		}
 		wantCards(t, e, "M-1", 2, lapse.CardActive)
 
+		dl, err := s.DeliveryGet(ctx, rs[0].DeliveryID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Revivable(ctx, dl); err != nil {
+			t.Errorf("Revivable of the dead issue delivery of a refunded membership = %v", err)
+		}
 		if _, err := e.RetryDelivery(ctx, rs[0].DeliveryID, operator); err != nil {
 			t.Fatalf("reviving the dead issue delivery of a refunded membership = %v", err)
 		}
