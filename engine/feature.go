@@ -62,9 +62,10 @@ type retryCheck interface {
 
 // reviveCheck is a feature that refuses to revive a dead delivery of one of
 // its subscriptions (Engine.RetryDelivery) when the revival could not do
-// what the delivery died of not doing. checkRevive runs in the transaction
-// that revives d, through tx, before d is made pending, and returns the
-// error that refuses it and rolls the transaction back.
+// what the delivery died of not doing. checkRevive runs through tx: the
+// transaction that revives d, before d is made pending, where its error
+// refuses the revive and rolls the transaction back; or the engine's
+// store, for Engine.Revivable, which only asks.
 type reviveCheck interface {
 	checkRevive(ctx context.Context, tx lapse.Store, d *lapse.Delivery) error
 }

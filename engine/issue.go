@@ -137,12 +137,12 @@ func (ci *cardIssuing) checkRetry(ctx context.Context, tx lapse.Store, f *lapse.
 
 // ErrReviveIssue: Engine.RetryDelivery was asked to revive the dead issue
 // delivery of an order that waits for an operator's retry of the order
-// (manual review), and was never refunded. The issuer issues nothing for an order there, keeping
-// what an attempt issued for that retry, so the revived delivery would end
-// done with nothing issued and its review resolved: the order, paid and
-// without its cards, off the desk. The order's retry (Engine.Retry, POST
-// /v1/orders/{order_no}/retry) is what issues it. Errors that refine it
-// name the order.
+// (manual review), and was never refunded. The issuer issues nothing for
+// an order there, keeping what an attempt issued for that retry, so the
+// revived delivery would end done with nothing issued and its review
+// resolved: the order, paid and without its cards, off the desk. The
+// order's retry (Engine.Retry, POST /v1/orders/{order_no}/retry) is what
+// issues it. Errors that refine it name the order.
 var ErrReviveIssue = &lapse.Error{Code: lapse.ECONFLICT, Message: "the order waits for its own retry, not its issue delivery's"}
 
 // checkRevive refuses to revive d, a dead delivery of IssueSubscriber,
@@ -150,9 +150,9 @@ var ErrReviveIssue = &lapse.Error{Code: lapse.ECONFLICT, Message: "the order wai
 // and no refund of it started: there the issuer keeps what attempts issued
 // for the operator's retry and does nothing else (ErrReviveIssue). Run
 // through a transaction (tx), it locks the order first, so that the
-// order's retry and the revival take turns. A delivery of another subscriber, or of an order a refund
-// overtook, whose revoke of what an attempt issued the revival runs again
-// (revokeLeft), is not its business.
+// order's retry and the revival take turns. A delivery of another
+// subscriber, or of an order a refund overtook, whose revoke of what an
+// attempt issued the revival runs again (revokeLeft), is not its business.
 func (ci *cardIssuing) checkRevive(ctx context.Context, tx lapse.Store, d *lapse.Delivery) error {
 	if d.Subscriber != IssueSubscriber {
 		return nil
