@@ -94,12 +94,14 @@ func TestOrderRetry(t *testing.T) {
 	body := b.page("/console/orders/M-1", http.StatusOK)
 	for _, want := range []string{"Attempt 1 to issue (delivery #1)", "Attempt 2 to issue (delivery #1)", "Attempt 3 to issue (delivery #1)",
 		"COMPENSATING → MANUAL_REVIEW", "Payment applied", "Review #1 opened", "Card issue failed", "card service under maintenance",
-		`id="retry-form"`, `id="refund-form"`, `id="revive-form-1"`, `id="resolve-form-1"`} {
+		`id="retry-form"`, `id="refund-form"`, `id="resolve-form-1"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("M-1's page lacks %q:\n%s", want, body)
 		}
 	}
-	if strings.Contains(body, "Attempt 4") || strings.Contains(body, `id="close-form"`) {
+	// Its dead issue delivery is not offered to revive: the engine refuses
+	// (the order's retry issues it).
+	if strings.Contains(body, "Attempt 4") || strings.Contains(body, `id="close-form"`) || strings.Contains(body, `id="revive-form-1"`) {
 		t.Errorf("M-1's page shows more than it has:\n%s", body)
 	}
 
@@ -257,8 +259,10 @@ func TestOrderViewer(t *testing.T) {
 	}
 }
 
-// TestOrderRevive: an operator revives the dead delivery, which then
-// issues the cards.
+// TestOrderRevive: an operator revives a dead delivery, which hands its
+// review back to automation. The dead issue delivery of a membership in
+// manual review is not revived: the order's retry issues it, and the
+// revive, which would issue nothing, is refused and changes nothing.
 func TestOrderRevive(t *testing.T) {
 	t.Parallel()
 	d := newDesk(t, deskConfig{})
@@ -266,43 +270,65 @@ func TestOrderRevive(t *testing.T) {
 	d.deadWebhook("C-2")
 	d.operator("alice", "operator")
 	b := d.login("alice")
-	if kind, text := b.act("M-1", "revive", url.Values{"delivery_id": {"1"}}); kind != "error" || !strings.Contains(text, "second factor") {
+	hs, _ := d.engine.Deliveries(d.ctx, "C-2")
+	var dead int64
+	for _, h := range hs {
+		if h.Status == lapse.DeliveryDead {
+			dead = h.ID
+		}
+	}
+	if dead == 0 {
+		t.Fatalf("C-2 has no dead delivery: %+v", hs)
+	}
+	id := itoa(dead)
+	if kind, text := b.act("C-2", "revive", url.Values{"delivery_id": {id}}); kind != "error" || !strings.Contains(text, "second factor") {
 		t.Errorf("revive without a code: %s %q", kind, text)
 	}
 	// A delivery of another order is not this page's to revive.
-	hs, _ := d.engine.Deliveries(d.ctx, "C-2")
-	if len(hs) == 0 {
-		t.Fatal("C-2 has no deliveries")
-	}
-	if kind, text := b.act("M-1", "revive", url.Values{"delivery_id": {itoa(hs[0].ID)}, "code": {d.code("alice")}}); kind != "error" ||
+	if kind, text := b.act("M-1", "revive", url.Values{"delivery_id": {id}, "code": {d.code("alice")}}); kind != "error" ||
 		!strings.Contains(text, "There is no delivery") {
 		t.Errorf("revive of another order's delivery: %s %q", kind, text)
 	}
-	if kind, text := b.act("M-1", "revive", url.Values{"delivery_id": {"1"}, "code": {d.code("alice")}}); kind != "ok" {
+	// M-1's issue delivery waits for the order's retry.
+	if kind, text := b.act("M-1", "revive", url.Values{"delivery_id": {"1"}, "code": {d.code("alice")}}); kind != "error" ||
+		!strings.Contains(text, "/v1/orders/{order_no}/retry") {
+		t.Errorf("revive of M-1's issue delivery: %s %q", kind, text)
+	}
+	if hs, _ := d.engine.Deliveries(d.ctx, "M-1"); hs[0].Status != lapse.DeliveryDead {
+		t.Errorf("M-1's issue delivery after a refused revive: %s", hs[0].Status)
+	}
+	if kind, text := b.act("C-2", "revive", url.Values{"delivery_id": {id}, "code": {d.code("alice")}}); kind != "ok" {
 		t.Fatalf("revive: %s %q", kind, text)
 	}
-	hs, _ = d.engine.Deliveries(d.ctx, "M-1")
-	if hs[0].Status != lapse.DeliveryPending {
-		t.Fatalf("revived delivery: %s", hs[0].Status)
+	hs, _ = d.engine.Deliveries(d.ctx, "C-2")
+	for _, h := range hs {
+		if h.ID == dead && h.Status != lapse.DeliveryPending {
+			t.Fatalf("revived delivery: %s", h.Status)
+		}
 	}
 	// The revival hands the review back to automation: it is resolved, and
-	// leaves the queue.
+	// leaves the queue; M-1's stays.
 	open, err := d.engine.Reviews(d.ctx, &lapse.ReviewListParams{Open: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	m1 := false
 	for _, rv := range open {
-		if rv.OrderNo == "M-1" && rv.DeliveryID == 1 {
+		if rv.OrderNo == "C-2" && rv.DeliveryID == dead {
 			t.Errorf("the revived delivery's review is still open: %+v", rv)
 		}
+		m1 = m1 || rv.OrderNo == "M-1" && rv.DeliveryID == 1
+	}
+	if !m1 {
+		t.Errorf("M-1's review was resolved by a refused revive: open %+v", open)
 	}
 	body := b.page("/console/", http.StatusOK)
 	if strings.Contains(body, "delivery revived") {
 		t.Errorf("the queue still lists the revived delivery:\n%s", body)
 	}
-	body = b.page("/console/orders/M-1", http.StatusOK)
-	if strings.Contains(body, `id="revive-form-1"`) || !strings.Contains(body, "delivery.retry · ok") {
-		t.Errorf("M-1's page after the revival:\n%s", body)
+	body = b.page("/console/orders/C-2", http.StatusOK)
+	if strings.Contains(body, `id="revive-form-`+id+`"`) || !strings.Contains(body, "delivery.retry · ok") {
+		t.Errorf("C-2's page after the revival:\n%s", body)
 	}
 }
 
@@ -447,7 +473,10 @@ func TestCodeFieldsOptional(t *testing.T) {
 		t.Errorf("the login's code field is not required: %s", f)
 	}
 	// Two actions within one code's time step: the second without a code.
-	if kind, text := alice.act("M-1", "revive", url.Values{"delivery_id": {"1"}, "code": {d.code("alice")}}); kind != "ok" {
+	// (M-1's issue delivery waits for the order's retry: the revive is
+	// refused, after the code was taken.)
+	if kind, text := alice.act("M-1", "revive", url.Values{"delivery_id": {"1"}, "code": {d.code("alice")}}); kind != "error" ||
+		!strings.Contains(text, "/v1/orders/{order_no}/retry") {
 		t.Fatalf("revive with a code: %s %q", kind, text)
 	}
 	if kind, text := alice.act("M-1", "refund", url.Values{"amount": {"10"}, "reason": {"goodwill"}, "idempotency_key": {"console-test-1"}}); kind != "ok" {

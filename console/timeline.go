@@ -87,7 +87,14 @@ func (c *Console) timeline(ctx context.Context, lang string, zone *time.Location
 	}
 	for _, d := range tl.deliveries {
 		if d.Status == lapse.DeliveryDead {
-			tl.dead = append(tl.dead, d.Delivery)
+			// One the engine would refuse to revive (a membership's issue
+			// delivery, which waits for the order's retry) is not offered.
+			switch err := e.Revivable(ctx, d.Delivery); {
+			case err == nil:
+				tl.dead = append(tl.dead, d.Delivery)
+			case lapse.ErrorCode(err) != lapse.ECONFLICT:
+				return nil, err
+			}
 		}
 		next := ""
 		if d.Status == lapse.DeliveryPending {

@@ -66,16 +66,50 @@ func (e *Engine) relayedDeliveries(ctx context.Context, orderID int64, out []Del
 	return out, nil
 }
 
+// Revivable returns the error with which RetryDelivery would refuse to
+// revive d, a dead delivery, for what its order is now (ErrReviveIssue),
+// or nil. It only reads: the console offers to revive the deliveries it
+// allows, and RetryDelivery checks again.
+func (e *Engine) Revivable(ctx context.Context, d *lapse.Delivery) error {
+	return e.checkRevive(ctx, e.store, d)
+}
+
+// checkRevive runs the features' checks of a revive of d through s (in
+// RetryDelivery's transaction, whose locks they take). A delivery that is
+// not dead is not theirs to judge: DeliveryRetry refuses it.
+func (e *Engine) checkRevive(ctx context.Context, s lapse.Store, d *lapse.Delivery) error {
+	if d.Status != lapse.DeliveryDead {
+		return nil
+	}
+	for _, ft := range e.feat.all {
+		if rc, ok := ft.(reviveCheck); ok {
+			if err := rc.checkRevive(ctx, s, d); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // RetryDelivery makes a dead delivery pending again, due now, with a fresh
 // retry schedule, and resolves the delivery's open reviews ("retried by" by)
-// in the same transaction. Errors: lapse.ErrDeliveryNotFound; ECONFLICT when
-// it is not dead.
+// in the same transaction. Errors, with nothing changed:
+// lapse.ErrDeliveryNotFound; ECONFLICT when it is not dead;
+// ErrReviveIssue (ECONFLICT) for the dead issue delivery of an order that
+// waits for the order's retry (Retry) and was never refunded, which the
+// delivery's cannot stand for.
 func (e *Engine) RetryDelivery(ctx context.Context, id int64, by Actor) (*lapse.Delivery, error) {
 	now := e.clock.Now()
 	who := by.resolver()
 	var d *lapse.Delivery
 	err := e.store.Tx(ctx, func(tx lapse.Store) error {
-		var err error
+		dead, err := tx.DeliveryGet(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := e.checkRevive(ctx, tx, dead); err != nil {
+			return err
+		}
 		if d, err = tx.DeliveryRetry(ctx, &lapse.DeliveryRetryParams{ID: id, At: now}); err != nil {
 			return err
 		}

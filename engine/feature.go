@@ -60,6 +60,16 @@ type retryCheck interface {
 	checkRetry(ctx context.Context, tx lapse.Store, f *lapse.Flow, o *lapse.Order) error
 }
 
+// reviveCheck is a feature that refuses to revive a dead delivery of one of
+// its subscriptions (Engine.RetryDelivery) when the revival could not do
+// what the delivery died of not doing. checkRevive runs through tx: the
+// transaction that revives d, before d is made pending, where its error
+// refuses the revive and rolls the transaction back; or the engine's
+// store, for Engine.Revivable, which only asks.
+type reviveCheck interface {
+	checkRevive(ctx context.Context, tx lapse.Store, d *lapse.Delivery) error
+}
+
 // reconciler is a feature other than payments that takes money for the
 // orders of the flows it serves (charging group members), and says in a
 // reconciliation (Engine.Reconcile) where the money of flow f's orders went.

@@ -135,6 +135,47 @@ func (ci *cardIssuing) checkRetry(ctx context.Context, tx lapse.Store, f *lapse.
 		"bring back the same cards, voided; refund what is left of the order instead", o.OrderNo, why)
 }
 
+// ErrReviveIssue: Engine.RetryDelivery was asked to revive the dead issue
+// delivery of an order that waits for an operator's retry of the order
+// (manual review), and was never refunded. The issuer issues nothing for
+// an order there, keeping what an attempt issued for that retry, so the
+// revived delivery would end done with nothing issued and its review
+// resolved: the order, paid and without its cards, off the desk. The
+// order's retry (Engine.Retry, POST /v1/orders/{order_no}/retry) is what
+// issues it. Errors that refine it name the order.
+var ErrReviveIssue = &lapse.Error{Code: lapse.ECONFLICT, Message: "the order waits for its own retry, not its issue delivery's"}
+
+// checkRevive refuses to revive d, a dead delivery of IssueSubscriber,
+// while its order is where the flow's retry, not its Issued event, applies
+// and no refund of it started: there the issuer keeps what attempts issued
+// for the operator's retry and does nothing else (ErrReviveIssue). Run
+// through a transaction (tx), it locks the order first, so that the
+// order's retry and the revival take turns. A delivery of another
+// subscriber, or of an order a refund overtook, whose revoke of what an
+// attempt issued the revival runs again (revokeLeft), is not its business.
+func (ci *cardIssuing) checkRevive(ctx context.Context, tx lapse.Store, d *lapse.Delivery) error {
+	if d.Subscriber != IssueSubscriber {
+		return nil
+	}
+	o, err := tx.OrderLock(ctx, d.OrderNo)
+	if err != nil {
+		return err
+	}
+	f, err := ci.e.flows.of(o)
+	if err != nil || !ci.serves(f) {
+		return nil // a flow this engine does not know, or that issues nothing: the revive is the deliverer's to judge
+	}
+	if f.Transition(o.State, f.Issues.Issued) != nil || f.Transition(o.State, f.Issues.Retry) == nil {
+		return nil
+	}
+	if why, err := refundRevoked(ctx, tx, f, o); err != nil || why != "" {
+		return err // a refund started: revived, it revokes what attempts issued (revokeLeft)
+	}
+	return lapse.Refine(ErrReviveIssue, "order %s is %s: its issuing is started again by the order's retry "+
+		"(POST /v1/orders/{order_no}/retry), not by reviving delivery %d, which would issue nothing and resolve its review; "+
+		"retry the order, or resolve the review", o.OrderNo, o.State, d.ID)
+}
+
 // CardSpecs returns the cards a paid order issues: those its metadata names
 // under "cards" ([{"product": "swim-10", "visits": 10}, …]; a bundle names
 // several), or else one card of product DefaultCardProduct. An error is

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"errors"
 	"maps"
 	"strings"
 	"testing"
@@ -83,9 +84,10 @@ func TestMembershipRetryAfterPartialRefund(t *testing.T) {
 
 // TestMembershipStaleIssueKeepsCards: every attempt to issue takes effect
 // and loses its answer, so the order lands in manual review while its cards
-// exist. An operator's retry of the dead issue delivery finds the order
-// with an operator and never refunded: it revokes nothing. The retry of
-// the order then records those cards, active, as issued.
+// exist. An operator's retry of the dead issue delivery is refused (the
+// order's retry is what issues it: TestMembershipReviveIssueInReview) and
+// revokes nothing. The retry of the order then records those cards,
+// active, as issued.
 func TestMembershipStaleIssueKeepsCards(t *testing.T) {
 	eachStore(t, func(t *testing.T, open func() lapse.Store) {
 		clk := lapse.NewManualClock(t0)
@@ -117,8 +119,8 @@ func TestMembershipStaleIssueKeepsCards(t *testing.T) {
 		if dead == 0 {
 			t.Fatalf("no dead issue delivery: %+v", hs)
 		}
-		if _, err := e.RetryDelivery(ctx, dead, operator); err != nil {
-			t.Fatal(err)
+		if _, err := e.RetryDelivery(ctx, dead, operator); !errors.Is(err, engine.ErrReviveIssue) {
+			t.Fatalf("retrying the dead issue delivery = %v, want ErrReviveIssue", err)
 		}
 		drain(t, d)
 		if st := orderState(t, e, "M-1"); st != flows.ManualReview {
