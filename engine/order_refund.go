@@ -327,7 +327,11 @@ func (r refunder) deliverOrderRefunds(ctx context.Context, d *lapse.Delivery) er
 		if err != nil {
 			return err
 		}
-		if dis := reportDisagrees(x.Provider, x.Key, ref, x.TxnID, x.Amount, x.Currency); dis != nil {
+		dis := reportDisagrees(x.Provider, x.Key, ref, x.TxnID, x.Amount, x.Currency)
+		if dis == nil {
+			dis = refundIDTaken(x, ref, refunds)
+		}
+		if dis != nil {
 			if err := ps.refundDisputed(ctx, x, nil, dis.Error()); err != nil {
 				return err
 			}
@@ -336,6 +340,7 @@ func (r refunder) deliverOrderRefunds(ctx context.Context, d *lapse.Delivery) er
 		if err := ps.recordOrderRefund(ctx, x, ref, why); err != nil {
 			return err
 		}
+		x.RefundID = cmp.Or(x.RefundID, ref.RefundID) // the next answers of this loop see it taken
 	}
 	done, err := ps.settleOrderRefund(ctx, d.OrderNo)
 	if err == nil && !done {
@@ -383,7 +388,11 @@ func (r refunder) queryOrderRefunds(ctx context.Context, d *lapse.Delivery) (boo
 		if err != nil {
 			return false, err
 		}
-		if dis := reportDisagrees(x.Provider, x.Key, ref, x.TxnID, x.Amount, x.Currency); dis != nil {
+		dis := reportDisagrees(x.Provider, x.Key, ref, x.TxnID, x.Amount, x.Currency)
+		if dis == nil {
+			dis = refundIDTaken(x, ref, refunds)
+		}
+		if dis != nil {
 			if err := ps.refundDisputed(ctx, x, nil, dis.Error()); err != nil {
 				return false, err
 			}
@@ -395,6 +404,7 @@ func (r refunder) queryOrderRefunds(ctx context.Context, d *lapse.Delivery) (boo
 		if err := ps.recordOrderRefund(ctx, x, ref, ""); err != nil {
 			return false, err
 		}
+		x.RefundID = cmp.Or(x.RefundID, ref.RefundID) // the next answers of this loop see it taken
 	}
 	return ps.settleOrderRefund(ctx, d.OrderNo)
 }
