@@ -213,10 +213,15 @@ func (ps *payments) settleIntent(ctx context.Context, o *lapse.Order, path lapse
 // port at odds with its contract; the HTTP provider refuses such an answer
 // itself), and is an error wrapping lapse.ErrUnknownOutcome, as an answer
 // that cannot be read is. Applied, another order's capture would pay this
-// one (S3). An answer that names no order is taken as this order's.
+// one (S3). So is a paid (or refunded) answer that names no transaction: a
+// capture Lapse could never tell from another. An answer that names no
+// order is taken as this order's.
 func answerAbout(provider, orderNo string, pp *lapse.ProviderPayment) error {
-	if pp.OrderNo != "" && pp.OrderNo != orderNo {
+	switch {
+	case pp.OrderNo != "" && pp.OrderNo != orderNo:
 		return fmt.Errorf("%w: %s answered about order %s with payment %s of order %q", lapse.ErrUnknownOutcome, provider, orderNo, pp.TxnID, pp.OrderNo)
+	case pp.TxnID == "" && (pp.Status == lapse.ProviderPaid || pp.Status == lapse.ProviderRefunded):
+		return fmt.Errorf("%w: %s answered about order %s with a %s payment that names no transaction", lapse.ErrUnknownOutcome, provider, orderNo, pp.Status)
 	}
 	return nil
 }

@@ -18,6 +18,9 @@ type otherOrderProvider struct {
 }
 
 func (p *otherOrderProvider) Close(_ context.Context, orderNo string) (*lapse.ProviderPayment, error) {
+	if orderNo == "PO-3" { // its own order, but no transaction
+		return &lapse.ProviderPayment{OrderNo: orderNo, Status: lapse.ProviderPaid, Amount: 1000, Currency: "CNY", Merchant: "m-1", PaidAt: p.at}, nil
+	}
 	return &lapse.ProviderPayment{TxnID: "txn-of-" + orderNo + "-x", OrderNo: orderNo + "-x", Status: lapse.ProviderPaid,
 		Amount: 1000, Currency: "CNY", Merchant: "m-1", PaidAt: p.at}, nil
 }
@@ -28,14 +31,15 @@ func (p *otherOrderProvider) Close(_ context.Context, orderNo string) (*lapse.Pr
 // A (the HTTP provider refuses it as unreadable, which a port of the
 // library's user may not), so A is asked about again, as after an answer
 // that cannot be read, and no payment is recorded on it (S3: the capture is
-// the other order's).
+// the other order's). So is a paid answer that names no transaction: a
+// payment Lapse could never tell from another.
 func TestPortAnswerOfAnotherOrder(t *testing.T) {
 	eachStore(t, func(t *testing.T, open func() lapse.Store) {
 		clk := lapse.NewManualClock(t0)
 		prov := &otherOrderProvider{fakeProvider: &fakeProvider{}, at: t0.Add(10 * time.Second)}
 		e := paymentEngine(t, open(), clk, prov)
 		ctx := ctxT(t)
-		for no, ttl := range map[string]time.Duration{"PO-1": time.Minute, "PO-2": 2 * time.Hour} {
+		for no, ttl := range map[string]time.Duration{"PO-1": time.Minute, "PO-2": 2 * time.Hour, "PO-3": time.Minute} {
 			create(t, e, checkout(no, ttl))
 			if _, err := e.StartPayment(ctx, no, "sandbox", app); err != nil {
 				t.Fatal(err)
@@ -49,7 +53,7 @@ func TestPortAnswerOfAnotherOrder(t *testing.T) {
 		if _, err := e.CloseOrder(ctx, "PO-2", "stuck", operator); lapse.ErrorCode(err) != lapse.EUNAVAILABLE {
 			t.Errorf("CloseOrder of PO-2, whose provider answers with another order's payment = %v; want EUNAVAILABLE", err)
 		}
-		for _, no := range []string{"PO-1", "PO-2"} {
+		for _, no := range []string{"PO-1", "PO-2", "PO-3"} {
 			o, err := e.Order(ctx, no)
 			if err != nil || o.State != flows.Unpaid {
 				t.Errorf("%s after its provider answered with another order's payment: %+v, %v; want UNPAID, asked again", no, o, err)
@@ -57,6 +61,17 @@ func TestPortAnswerOfAnotherOrder(t *testing.T) {
 			if ps, err := e.Payments(ctx, no); err != nil || len(ps) != 0 {
 				t.Errorf("payments of %s = %+v, %v; want none", no, ps, err)
 			}
+		}
+		// Nor does a notice without a transaction, whoever makes one.
+		for _, kind := range []lapse.PaymentNoticeKind{lapse.NoticePaid, lapse.NoticeRefunded} {
+			n := &lapse.PaymentNotice{Provider: "sandbox", Kind: kind, OrderNo: "PO-2", Amount: 1000, Currency: "CNY",
+				Merchant: "m-1", PaidAt: clk.Now()}
+			if p, err := e.ApplyPayment(ctx, n); lapse.ErrorCode(err) != lapse.EINVALID {
+				t.Errorf("ApplyPayment of a %s notice without a transaction = %+v, %v; want EINVALID", kind, p, err)
+			}
+		}
+		if o, _ := e.Order(ctx, "PO-2"); o.State != flows.Unpaid {
+			t.Errorf("PO-2 after a notice without a transaction is %s, want UNPAID", o.State)
 		}
 	})
 }
