@@ -134,6 +134,9 @@ func (e *Engine) askBeforeClose(ctx context.Context, o *lapse.Order) error {
 	actx, cancel := context.WithTimeout(ctx, askTimeout)
 	pp, err := prov.Close(actx, o.OrderNo)
 	cancel()
+	if err == nil {
+		err = answerAbout(o.IntentProvider, o.OrderNo, pp)
+	}
 	switch {
 	case errors.Is(err, lapse.ErrProviderNotFound):
 		return nil

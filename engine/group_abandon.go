@@ -180,6 +180,9 @@ func (r groupRefunder) member(ctx context.Context, m *lapse.GroupMember) error {
 			return fmt.Errorf("no payment provider port %q is configured", m.Provider)
 		}
 		pay, err := prov.Query(ctx, m.Key)
+		if err == nil {
+			err = answerAbout(m.Provider, m.Key, pay)
+		}
 		switch {
 		case errors.Is(err, lapse.ErrProviderNotFound) || err == nil && pay.Status != lapse.ProviderPaid && pay.Status != lapse.ProviderPending:
 			// Not made, or closed: nothing was taken.

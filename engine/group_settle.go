@@ -112,6 +112,9 @@ func (s settler) charge(ctx context.Context, m *lapse.GroupMember) error {
 	}
 	if m.Status == lapse.ChargeCharging {
 		pay, err := prov.Query(ctx, m.Key)
+		if err == nil {
+			err = answerAbout(m.Provider, m.Key, pay)
+		}
 		switch {
 		case err == nil && pay.Status == lapse.ProviderPaid:
 			return s.answered(ctx, m, pay)
@@ -127,6 +130,9 @@ func (s settler) charge(ctx context.Context, m *lapse.GroupMember) error {
 	}
 	pay, err := prov.Charge(ctx, &lapse.ChargeRequest{IdempotencyKey: m.Key, OrderNo: m.Key, Amount: m.Amount,
 		Currency: m.Currency, Method: m.Method})
+	if err == nil {
+		err = answerAbout(m.Provider, m.Key, pay)
+	}
 	switch {
 	case err == nil && pay.Status == lapse.ProviderPaid:
 		return s.answered(ctx, m, pay)

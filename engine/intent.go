@@ -131,6 +131,9 @@ func (ps *payments) settleIntent(ctx context.Context, o *lapse.Order, path lapse
 		actx, cancel := context.WithTimeout(ctx, askTimeout)
 		pp, err := prov.Close(actx, o.OrderNo)
 		cancel()
+		if err == nil {
+			err = answerAbout(o.IntentProvider, o.OrderNo, pp)
+		}
 		switch {
 		case errors.Is(err, lapse.ErrProviderNotFound):
 		case errors.Is(err, lapse.ErrRefused):
@@ -202,6 +205,25 @@ func (ps *payments) settleIntent(ctx context.Context, o *lapse.Order, path lapse
 	if cur.PayBy != nil {
 		e.metrics.closed(flow.Name, now, *cur.PayBy)
 	}
+}
+
+// answerAbout checks pp, provider's answer about the payment of order
+// orderNo (to a close, a query or a charge under that number): one that
+// names another order is no answer about this one, whatever it says (a
+// port at odds with its contract; the HTTP provider refuses such an answer
+// itself), and is an error wrapping lapse.ErrUnknownOutcome, as an answer
+// that cannot be read is. Applied, another order's capture would pay this
+// one (S3). So is a paid (or refunded) answer that names no transaction: a
+// capture Lapse could never tell from another. An answer that names no
+// order is taken as this order's.
+func answerAbout(provider, orderNo string, pp *lapse.ProviderPayment) error {
+	switch {
+	case pp.OrderNo != "" && pp.OrderNo != orderNo:
+		return fmt.Errorf("%w: %s answered about order %s with payment %s of order %q", lapse.ErrUnknownOutcome, provider, orderNo, pp.TxnID, pp.OrderNo)
+	case pp.TxnID == "" && (pp.Status == lapse.ProviderPaid || pp.Status == lapse.ProviderRefunded):
+		return fmt.Errorf("%w: %s answered about order %s with a %s payment that names no transaction", lapse.ErrUnknownOutcome, provider, orderNo, pp.Status)
+	}
+	return nil
 }
 
 // intentRefusedReason is the reason of the review of order o, closed at

@@ -188,15 +188,24 @@ func (ps *payments) recordOrderRefund(ctx context.Context, r *lapse.OrderRefund,
 	default:
 		// Keep the provider's refund id, which its refund callback may name.
 		if ref.RefundID != "" && r.RefundID == "" {
-			if _, err := e.store.OrderRefundUpdate(ctx, &lapse.OrderRefundUpdateParams{ID: r.ID, From: lapse.OrderRefundRequested,
-				To: lapse.OrderRefundRequested, RefundID: ref.RefundID, At: e.clock.Now()}); err != nil && !errors.Is(err, lapse.ErrStale) {
+			err := ps.orderRefundUpdate(ctx, r, ref, &lapse.OrderRefundUpdateParams{ID: r.ID, From: lapse.OrderRefundRequested,
+				To: lapse.OrderRefundRequested, RefundID: ref.RefundID, At: e.clock.Now()})
+			var dis *refundDisagreement
+			switch {
+			case errors.As(err, &dis):
+				return ps.refundDisputed(ctx, r, nil, dis.why)
+			case err != nil && !errors.Is(err, lapse.ErrStale):
 				return err
 			}
 		}
 		return fmt.Errorf("refund %s of order %s is still processing at %s", r.Key, r.OrderNo, r.Provider)
 	}
-	_, err := e.store.OrderRefundUpdate(ctx, &lapse.OrderRefundUpdateParams{ID: r.ID, From: lapse.OrderRefundRequested, To: to,
+	err := ps.orderRefundUpdate(ctx, r, ref, &lapse.OrderRefundUpdateParams{ID: r.ID, From: lapse.OrderRefundRequested, To: to,
 		RefundID: ref.RefundID, Failure: why, At: e.clock.Now()})
+	var dis *refundDisagreement
+	if errors.As(err, &dis) {
+		return ps.refundDisputed(ctx, r, nil, dis.why)
+	}
 	if errors.Is(err, lapse.ErrStale) {
 		return nil // the refund's callback recorded it first
 	}
@@ -208,6 +217,29 @@ func (ps *payments) recordOrderRefund(ctx context.Context, r *lapse.OrderRefund,
 		e.metrics.refunds.WithLabelValues(refundOrder, result).Inc()
 	}
 	return err
+}
+
+// orderRefundUpdate records p, a move of merchant refund r on ref, the
+// provider's report about it, unless ref gives as its refund id that of
+// another refund of r's order (refundIDTaken): then it writes nothing and
+// returns the *refundDisagreement. The check and the write hold the order's
+// lock, so that of two reports recorded at once (two deliveries of the
+// order's refunds), the later sees the refund id the earlier recorded.
+func (ps *payments) orderRefundUpdate(ctx context.Context, r *lapse.OrderRefund, ref *lapse.ProviderRefund, p *lapse.OrderRefundUpdateParams) error {
+	return ps.e.store.Tx(ctx, func(tx lapse.Store) error {
+		if _, err := tx.OrderLock(ctx, r.OrderNo); err != nil {
+			return err
+		}
+		refunds, err := tx.OrderRefundList(ctx, r.OrderID)
+		if err != nil {
+			return err
+		}
+		if dis := refundIDTaken(r, ref, refunds); dis != nil {
+			return dis
+		}
+		_, err = tx.OrderRefundUpdate(ctx, p)
+		return err
+	})
 }
 
 // settleOrderRefund ends a refunding order once none of its refunds is

@@ -150,7 +150,8 @@ func (ps *payments) checkCreate(req *lapse.OrderCreate) error {
 // own), and nothing is recorded, not even late or in review; a waiting
 // held payment is put in review, naming the order.
 //
-// Errors, with nothing written: ENOTFOUND for a refund notice of a payment
+// Errors, with nothing written: EINVALID for a notice that names no
+// transaction, or a refund notice no refund; ENOTFOUND for a refund notice of a payment
 // Lapse does not have, or an unreadable notice of an order that does not
 // exist, so that the provider sends it again.
 func (e *Engine) ApplyPayment(ctx context.Context, n *lapse.PaymentNotice) (*lapse.Payment, error) {
@@ -168,6 +169,13 @@ func (ps *payments) applyNotice(ctx context.Context, n *lapse.PaymentNotice, hel
 	// A transaction, refund or order id is a key Lapse finds the notice by
 	// again: one that no store keeps (too long, not UTF-8, NUL) names
 	// nothing, as a missing one does.
+	switch {
+	case n.TxnID == "":
+		// No capture is found, replayed or refunded by no transaction.
+		return nil, lapse.FieldError("txn_id", "is required: the provider's transaction id")
+	case n.Kind == lapse.NoticeRefunded && n.RefundID == "":
+		return nil, lapse.FieldError("refund_id", "is required on a refund notice")
+	}
 	for _, f := range []struct{ name, id string }{{"txn_id", n.TxnID}, {"refund_id", n.RefundID}, {"order_no", n.OrderNo}} {
 		if len(f.id) > lapse.MaxTxnIDLen || !lapse.StorableText(f.id) {
 			return nil, lapse.FieldError(f.name, "must be UTF-8 text without NUL of at most %d bytes, as every provider's is", lapse.MaxTxnIDLen)

@@ -234,6 +234,26 @@ type refundDisagreement struct{ why string }
 func (d *refundDisagreement) Error() string { return d.why }
 func (d *refundDisagreement) Unwrap() error { return lapse.ErrRefused }
 
+// refundIDTaken returns a *refundDisagreement when ref, the provider's
+// report about merchant refund x, gives as its refund id the id or the key
+// of another of refunds (x's order's): it is a report of that refund, not of
+// x, even when it is of the same payment and amount (a gateway that takes a
+// second refund of the same amount for the first one sent again, a port
+// that mixes two keys up). Completing x with it would have the books say
+// that the money went back twice when it went back once (S3).
+func refundIDTaken(x *lapse.OrderRefund, ref *lapse.ProviderRefund, refunds []*lapse.OrderRefund) error {
+	if ref.RefundID == "" || ref.RefundID == x.RefundID || ref.RefundID == x.Key {
+		return nil
+	}
+	for _, y := range refunds {
+		if y.ID != x.ID && y.Provider == x.Provider && (y.RefundID == ref.RefundID || y.Key == ref.RefundID) {
+			return &refundDisagreement{fmt.Sprintf("%s reports refund %s %s under refund id %s, which is the id of Lapse's refund %s (%s, %s): a report of that refund, not of %s",
+				x.Provider, x.Key, ref.Status, ref.RefundID, y.Key, lapse.Money(y.Amount, y.Currency), y.Status, x.Key)}
+		}
+	}
+	return nil
+}
+
 // reportDisagrees returns a *refundDisagreement, naming what provider
 // reported and what Lapse asked for, when ref, provider's report about the
 // refund under key, is not about a refund of amount in currency of payment
