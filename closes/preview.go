@@ -41,25 +41,7 @@ type Preview struct {
 // and changes nothing. Errors: an invalid sel (Selector.Validate, or a Flow
 // the engine does not run) is EINVALID; the store's errors as they are.
 func (c *Closer) Preview(ctx context.Context, sel *Selector) (*Preview, error) {
-	p := &Preview{Sample: []*lapse.Order{}, AsOf: c.e.Clock().Now()}
-	if sel != nil {
-		p.Selection = sel.Selection()
-	}
-	err := c.each(ctx, sel, func(o *lapse.Order, closable bool) error {
-		if !closable {
-			p.Skipped++
-			return nil
-		}
-		p.Count++
-		if len(p.Sample) < sampleSize {
-			p.Sample = append(p.Sample, o)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
+	return c.preview(ctx, sel, time.Time{})
 }
 
 // PreviewSince is the preview, as of now, of the close of sel confirmed
@@ -82,7 +64,17 @@ func (c *Closer) PreviewSince(ctx context.Context, sel *Selector, previewed *Pre
 	if previewed != nil {
 		seen = previewed.AsOf
 	}
-	p := &Preview{Sample: []*lapse.Order{}, AsOf: c.e.Clock().Now(), Selection: sel.Selection()}
+	return c.preview(ctx, sel, seen)
+}
+
+// preview counts, as of now, the orders sel chooses that a close would
+// close, leaving out (as Skipped) those made or changed after seen (zero:
+// none is).
+func (c *Closer) preview(ctx context.Context, sel *Selector, seen time.Time) (*Preview, error) {
+	p := &Preview{Sample: []*lapse.Order{}, AsOf: c.e.Clock().Now()}
+	if sel != nil {
+		p.Selection = sel.Selection()
+	}
 	err := c.each(ctx, sel, func(o *lapse.Order, closable bool) error {
 		if !closable || movedSince(o, seen) != unchanged {
 			p.Skipped++
