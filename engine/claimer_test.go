@@ -343,41 +343,61 @@ func TestClaimerGathers(t *testing.T) {
 	}{{"gather", time.Second}, {"off", -1}} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEngine(t, openSQLite(t), lapse.SystemClock{})
-			cl := engine.NewClaimer(e, engine.ClaimerConfig{MaxSleep: time.Hour, SweepInterval: time.Hour, Gather: c.gather})
-			cl.Start(context.Background())
-			defer cl.Stop()
 			const n = 20 // 20 ms apart: 380 ms from the first to the last
-			// From a time fixed before the orders are made, however long
-			// making them takes on a busy machine: deadlines made from each
-			// creation's own time (a TTL) drifted apart as creations slowed,
-			// and outgrew the gather.
-			first := time.Now().Add(2 * time.Second)
-			deadlines := make([]time.Time, n)
-			for i := range n {
-				req := checkout(orderNo("G", i), 0)
-				at := first.Add(time.Duration(i*20) * time.Millisecond)
-				req.DeadlineAt = &at
-				deadlines[i] = *create(t, e, req).DeadlineAt
-			}
-			waitNoneUnpaid(t, e, 20*time.Second)
-			claims := map[time.Time]bool{}
-			for i := range n {
-				o, _ := e.Order(ctxT(t), orderNo("G", i))
-				if o.State != flows.Closed || o.ClosedAt == nil {
-					t.Fatalf("%s is %s", o.OrderNo, o.State)
+			// Without gathering, a machine so busy that the deadlines
+			// were all due before the claimer first looked (or it slept
+			// through most of them) fires them in one or two claims,
+			// which proves nothing either way: that case is run again,
+			// on a new engine, up to three times.
+			for try := 1; ; try++ {
+				claims := gatherRun(t, c.gather, n)
+				switch {
+				case c.gather > 0 && claims > 2:
+					t.Errorf("%d claims fired the %d deadlines; within a gather of %v, want the first and one more", claims, n, c.gather)
+				case c.gather < 0 && claims < 3 && try < 3:
+					t.Logf("try %d: %d claims fired the %d deadlines without gathering (a busy machine): again", try, claims, n)
+					continue
+				case c.gather < 0 && claims < 3:
+					t.Errorf("%d claims fired the %d deadlines without gathering, %d times: the test proves nothing", claims, n, try)
 				}
-				if lag := o.ClosedAt.Sub(deadlines[i]); lag < 0 || c.gather > 0 && lag > c.gather+2*time.Second {
-					t.Errorf("%s closed %v after its deadline", o.OrderNo, lag)
-				}
-				claims[*o.ClosedAt] = true
-			}
-			switch {
-			case c.gather > 0 && len(claims) > 2:
-				t.Errorf("%d claims fired the %d deadlines; within a gather of %v, want the first and one more", len(claims), n, c.gather)
-			case c.gather < 0 && len(claims) < 3:
-				t.Errorf("%d claims fired the %d deadlines without gathering: the test proves nothing", len(claims), n)
+				return
 			}
 		})
 	}
+}
+
+// gatherRun makes n orders due 20 ms apart on a new engine whose claimer
+// gathers for gather (negative: off), waits until the claimer closed them
+// all, checks their close lag, and returns how many claims closed them.
+func gatherRun(t *testing.T, gather time.Duration, n int) int {
+	t.Helper()
+	e := newEngine(t, openSQLite(t), lapse.SystemClock{})
+	cl := engine.NewClaimer(e, engine.ClaimerConfig{MaxSleep: time.Hour, SweepInterval: time.Hour, Gather: gather})
+	cl.Start(context.Background())
+	defer cl.Stop()
+	// From a time fixed before the orders are made, however long
+	// making them takes on a busy machine: deadlines made from each
+	// creation's own time (a TTL) drifted apart as creations slowed,
+	// and outgrew the gather.
+	first := time.Now().Add(2 * time.Second)
+	deadlines := make([]time.Time, n)
+	for i := range n {
+		req := checkout(orderNo("G", i), 0)
+		at := first.Add(time.Duration(i*20) * time.Millisecond)
+		req.DeadlineAt = &at
+		deadlines[i] = *create(t, e, req).DeadlineAt
+	}
+	waitNoneUnpaid(t, e, 20*time.Second)
+	claims := map[time.Time]bool{}
+	for i := range n {
+		o, _ := e.Order(ctxT(t), orderNo("G", i))
+		if o.State != flows.Closed || o.ClosedAt == nil {
+			t.Fatalf("%s is %s", o.OrderNo, o.State)
+		}
+		if lag := o.ClosedAt.Sub(deadlines[i]); lag < 0 || gather > 0 && lag > gather+2*time.Second {
+			t.Errorf("%s closed %v after its deadline", o.OrderNo, lag)
+		}
+		claims[*o.ClosedAt] = true
+	}
+	return len(claims)
 }
